@@ -1,0 +1,130 @@
+// Option parsing helpers for the `focal` CLI.
+#include "args.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace focal::cli {
+
+Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
+           const std::set<std::string>& options) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit((unsigned char)a[1]) || a[1] == '.'))) {
+      std::string name = a, value;
+      bool has_value = false;
+      const size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+        has_value = true;
+      }
+      if (name == "-o") name = "--output";
+      if (name == "-n") name = "--n-new";
+      if (flags.count(name)) {
+        if (has_value) throw UsageError{"option " + name + " takes no value"};
+        values_[name] = "1";
+      } else if (options.count(name)) {
+        if (!has_value) {
+          if (i + 1 >= argc) throw UsageError{"option " + name + " needs a value"};
+          value = argv[++i];
+        }
+        values_[name] = value;
+      } else {
+        throw UsageError{"unknown option '" + name + "'"};
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& def) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? def : it->second;
+}
+
+double parse_double(const std::string& s, const std::string& option) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') throw UsageError{option + ": '" + s + "' is not a number"};
+  return v;
+}
+
+double Args::get_double(const std::string& name, double def) const {
+  return has(name) ? parse_double(get(name), name) : def;
+}
+
+long long Args::get_int(const std::string& name, long long def) const {
+  if (!has(name)) return def;
+  const std::string s = get(name);
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') throw UsageError{name + ": '" + s + "' is not an integer"};
+  return v;
+}
+
+std::vector<int> parse_index_list(const std::string& s, const std::string& option) {
+  std::vector<int> out;
+  if (s.empty() || s == "all") return out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string part = s.substr(pos, comma - pos);
+    const size_t dash = part.find('-', 1);
+    char* end = nullptr;
+    if (dash == std::string::npos) {
+      const long v = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end) throw UsageError{option + ": '" + part + "' is not an index (use e.g. 0,2,5-7)"};
+      out.push_back((int)v);
+    } else {
+      const std::string a = part.substr(0, dash), b = part.substr(dash + 1);
+      const long lo = std::strtol(a.c_str(), &end, 10);
+      if (a.empty() || *end) throw UsageError{option + ": '" + part + "' is not a range (use e.g. 5-7)"};
+      const long hi = std::strtol(b.c_str(), &end, 10);
+      if (b.empty() || *end || hi < lo) throw UsageError{option + ": '" + part + "' is not a range (use e.g. 5-7)"};
+      for (long v = lo; v <= hi; ++v) out.push_back((int)v);
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::vector<float> parse_float_range(const std::string& s, const std::string& option) {
+  std::vector<float> out;
+  if (s.find(':') != std::string::npos) {
+    const size_t c1 = s.find(':'), c2 = s.find(':', c1 + 1);
+    if (c2 == std::string::npos) throw UsageError{option + ": use FROM:TO:STEP, e.g. 0.3:1.0:0.1"};
+    const double a = parse_double(s.substr(0, c1), option), b = parse_double(s.substr(c1 + 1, c2 - c1 - 1), option),
+                 st = parse_double(s.substr(c2 + 1), option);
+    if (!(st > 0) || b < a) throw UsageError{option + ": need FROM <= TO and STEP > 0"};
+    const int n = (int)std::floor((b - a) / st + 1e-6) + 1;
+    if (n > 10000) throw UsageError{option + ": more than 10000 values"};
+    for (int i = 0; i < n; ++i) out.push_back((float)(a + i * st));
+  } else {
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t comma = s.find(',', pos);
+      if (comma == std::string::npos) comma = s.size();
+      out.push_back((float)parse_double(s.substr(pos, comma - pos), option));
+      pos = comma + 1;
+    }
+  }
+  return out;
+}
+
+size_t parse_bytes(const std::string& s, const std::string& option) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  double mul = 1;
+  const std::string suf = end;
+  if (suf == "K" || suf == "k" || suf == "KiB") mul = 1024.0;
+  else if (suf == "M" || suf == "m" || suf == "MiB") mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "g" || suf == "GiB") mul = 1024.0 * 1024 * 1024;
+  else if (!suf.empty()) throw UsageError{option + ": '" + s + "' is not a size (use e.g. 512M or 2G)"};
+  if (s.empty() || !(v > 0)) throw UsageError{option + ": '" + s + "' is not a positive size"};
+  return (size_t)(v * mul);
+}
+
+}  // namespace focal::cli

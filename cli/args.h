@@ -1,0 +1,40 @@
+// Minimal option parsing for the `focal` CLI: --name value / --name=value / flags, positional arguments, and the
+// list and range syntaxes shared by several commands.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace focal::cli {
+
+// A user mistake on the command line: printed with the usage hint, exit code 2.
+struct UsageError {
+  std::string msg;
+};
+
+class Args {
+ public:
+  // `flags` take no value; every other --option takes one.
+  Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& options);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& def = "") const;
+  double get_double(const std::string& name, double def) const;
+  long long get_int(const std::string& name, long long def) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+// "0,2,5-7" -> {0,2,5,6,7}; "all" or "" -> {}.
+std::vector<int> parse_index_list(const std::string& s, const std::string& option);
+// "0.3:1.0:0.1" (inclusive) or "0.3,0.4,1" -> values.
+std::vector<float> parse_float_range(const std::string& s, const std::string& option);
+// "512M", "2G", "1000000" -> bytes.
+size_t parse_bytes(const std::string& s, const std::string& option);
+double parse_double(const std::string& s, const std::string& option);
+
+}  // namespace focal::cli

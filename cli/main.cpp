@@ -1,0 +1,592 @@
+// `focal`: run LLaMA-family models under focal attention temperatures, capture what attention did into HDF5,
+// sweep temperatures, generate, and inspect captures. Exit codes: 0 ok, 1 error (bad file, model or value),
+// 2 usage error (unknown option, malformed value), 3 internal error.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "args.h"
+#include "focal/capture.h"
+#include "focal/error.h"
+#include "focal/metrics.h"
+#include "focal/model.h"
+#include "focal/model_writer.h"
+
+using namespace focal;
+using focal::cli::Args;
+using focal::cli::UsageError;
+
+namespace {
+
+const char* kMainHelp = R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
+
+usage: focal COMMAND [options]      (focal COMMAND --help for details)
+
+commands:
+  info MODEL          model configuration, parameter count, tokenizer, native attention setting
+  capture MODEL       run a prompt and write attention probabilities, raw scores and metrics to HDF5
+  sweep MODEL         attention metrics and prompt loss against the focal temperature t
+  generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
+  inspect FILE.h5     per-layer and per-head summary table of a capture or sweep file
+  init DIR            write a randomly initialised model directory (for demos and tests)
+
+MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model).
+exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
+)";
+
+const char* kTempHelp = R"(temperature options (default: the model's native setting from config.json "focal"):
+  --mode M              standard | focal | learned | ssmax
+  --temp T              focal temperature t: logits / (t sqrt(d_head)); implies --mode focal
+  --layer-temp L=T,..   per-layer t override, e.g. 0=0.5,3=0.3
+  --head-temp L:H=T,..  per-head t override, e.g. 2:1=0.4
+  --tau-scale X         multiplier on the learned tau (--mode learned)
+  --ssmax-s S           ssmax: logits * S * ln(n_visible)
+)";
+
+const std::set<std::string> kTempOpts = {"--mode", "--temp", "--layer-temp", "--head-temp", "--tau-scale",
+                                         "--ssmax-s"};
+
+std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b) {
+  a.insert(b.begin(), b.end());
+  return a;
+}
+
+TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
+  TempSpec s = TempSpec::native(cfg);
+  if (a.has("--temp")) {
+    s.mode = AttnMode::kFocal;
+    s.focal_temp = (float)a.get_double("--temp", 1.0);
+  }
+  if (a.has("--mode")) {
+    s.mode = parse_attn_mode(a.get("--mode"), "--mode");
+    if (s.mode == AttnMode::kFocal && !a.has("--temp") && cfg.focal.mode != AttnMode::kFocal)
+      throw UsageError{"--mode focal needs --temp T (e.g. --temp 0.4)"};
+  }
+  s.tau_scale = (float)a.get_double("--tau-scale", 1.0);
+  s.ssmax_s = (float)a.get_double("--ssmax-s", 1.0);
+  auto parse_pairs = [&](const std::string& opt, bool per_head) {
+    std::stringstream ss(a.get(opt));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) throw UsageError{opt + ": '" + item + "' must look like " + (per_head ? "L:H=T" : "L=T")};
+      const float t = (float)cli::parse_double(item.substr(eq + 1), opt);
+      const std::string key = item.substr(0, eq);
+      if (per_head) {
+        const size_t c = key.find(':');
+        if (c == std::string::npos) throw UsageError{opt + ": '" + item + "' must look like L:H=T"};
+        s.head_temp[{(int)cli::parse_double(key.substr(0, c), opt), (int)cli::parse_double(key.substr(c + 1), opt)}] = t;
+      } else {
+        s.layer_temp[(int)cli::parse_double(key, opt)] = t;
+      }
+    }
+  };
+  if (a.has("--layer-temp")) parse_pairs("--layer-temp", false);
+  if (a.has("--head-temp")) parse_pairs("--head-temp", true);
+  s.validate(cfg);
+  return s;
+}
+
+// "standard", "native", "focal:0.4", "learned", "ssmax:1"
+TempSpec compare_spec(const std::string& v, const ModelConfig& cfg) {
+  if (v == "standard") return TempSpec::standard();
+  if (v == "native") return TempSpec::native(cfg);
+  if (v.rfind("focal:", 0) == 0) return TempSpec::focal((float)cli::parse_double(v.substr(6), "--compare"));
+  if (v == "learned") {
+    TempSpec s;
+    s.mode = AttnMode::kLearned;
+    s.validate(cfg);
+    return s;
+  }
+  throw UsageError{"--compare: '" + v + "' is not a setting (use standard, native, focal:T or learned)"};
+}
+
+std::string read_prompt(const Args& a) {
+  if (a.has("--prompt") && a.has("--prompt-file")) throw UsageError{"give either --prompt or --prompt-file, not both"};
+  if (a.has("--prompt")) return a.get("--prompt");
+  if (a.has("--prompt-file")) {
+    std::ifstream f(a.get("--prompt-file"), std::ios::binary);
+    if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  throw UsageError{"give the prompt with --prompt TEXT or --prompt-file FILE"};
+}
+
+std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
+  if (text.empty()) throw Error("the prompt is empty: give some text with --prompt or --prompt-file");
+  std::vector<int32_t> ids = m.require_tokenizer().encode(text, m.config().add_bos);
+  if ((int)ids.size() > m.config().max_positions)
+    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens but the model's context is " +
+                std::to_string(m.config().max_positions) + " tokens: shorten it");
+  return ids;
+}
+
+// Checks that the output directory is writable before any long work runs.
+void check_output(const std::string& path) {
+  if (path.empty()) throw UsageError{"give the output file with -o FILE.h5"};
+  const std::string probe = path + ".probe";
+  std::ofstream f(probe);
+  if (!f) throw Error("cannot write output '" + path + "': its directory does not exist or is not writable");
+  f.close();
+  std::remove(probe.c_str());
+}
+
+class Progress {
+ public:
+  explicit Progress(std::string what) : what_(std::move(what)), t0_(std::chrono::steady_clock::now()) {}
+  void update(int done, int total) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double eta = done > 0 ? el / done * (total - done) : 0.0;
+    std::fprintf(stderr, "\r%s %d/%d  %.1fs elapsed, ETA %.1fs   ", what_.c_str(), done, total, el, eta);
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string what_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+CaptureRequest request_from(const Args& a, const ModelConfig& cfg) {
+  CaptureRequest r;
+  r.layers = cli::parse_index_list(a.get("--layers"), "--layers");
+  r.heads = cli::parse_index_list(a.get("--heads"), "--heads");
+  r.queries = cli::parse_index_list(a.get("--queries"), "--queries");
+  const std::string store = a.get("--store", "probs,scores");
+  r.store_probs = store.find("probs") != std::string::npos;
+  r.store_scores = store.find("scores") != std::string::npos;
+  if (!r.store_probs && !r.store_scores && store != "metrics")
+    throw UsageError{"--store: use probs, scores, probs,scores or metrics"};
+  r.probs_fp16 = a.has("--fp16");
+  if (a.has("--budget")) r.budget_bytes = cli::parse_bytes(a.get("--budget"), "--budget");
+  r.topk_tokens = (int)a.get_int("--topk", 10);
+  r.run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+  for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) r.run.relevant.push_back(p);
+  (void)cfg;
+  return r;
+}
+
+const char* kCaptureHelp = R"(usage: focal capture MODEL (--prompt TEXT | --prompt-file FILE) [options] -o OUT.h5
+
+Runs the prompt once per setting and writes one HDF5 capture file (format: docs/capture-format.md): tokens,
+attention probabilities and raw scores (q.k/sqrt(d_head), before any temperature) of the selected layers, heads
+and query rows, per-row metrics for every layer x head x row, tau for learned models, top-k next tokens.
+
+selection:
+  --layers LIST      layers whose rows are stored, e.g. 0,2-3 (default all)
+  --heads LIST       heads stored (default all)
+  --queries LIST     query positions stored (default all)
+  --store WHAT       probs,scores (default) | probs | scores | metrics (no T^2 data at all)
+  --fp16             store probabilities as float16 in the file
+  --budget SIZE      memory budget, e.g. 512M, 2G (default 2G); over budget fails before running
+  --topk K           next-token top-k stored per position (default 10)
+  --topk-mass K      k of the top-k mass metric (default 5)
+  --relevant LIST    key positions counted as relevant (relevant mass, noise, SNR)
+  --compare SETTING  add a second run: standard | native | focal:T | learned (with per-row KL/JS)
+  --name NAME        name of the main run (default: derived from the setting, e.g. focal_t0.4)
+  -o FILE            output .h5 (written to a temporary name, then renamed)
+)";
+
+int cmd_capture(int argc, char** argv) {
+  const std::set<std::string> flags = {"--help", "--fp16"};
+  const std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries",
+                                                      "--store", "--budget", "--topk", "--topk-mass", "--relevant",
+                                                      "--compare", "--name", "--output"});
+  Args a(argc, argv, 2, flags, opts);
+  if (a.has("--help")) {
+    std::printf("%s\n%s", kCaptureHelp, kTempHelp);
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"capture needs exactly one MODEL directory"};
+  const std::string out = a.get("--output");
+  check_output(out);
+  auto model = Model::load(a.positional()[0]);
+  const ModelConfig& cfg = model->config();
+  const TempSpec spec = temp_spec_from(a, cfg);
+  const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
+  const CaptureRequest req = request_from(a, cfg);
+  std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
+  if (a.has("--compare")) {
+    TempSpec other = compare_spec(a.get("--compare"), cfg);
+    std::string name = other.label();
+    if (name == runs[0].first) name += "_b";
+    runs.push_back({name, other});
+  }
+  validate_capture_request(cfg, (int)ids.size(), req, (int)runs.size());
+
+  CaptureFile file = make_capture_file(*model, ids);
+  file.relevant = req.run.relevant;
+  for (auto& [name, s] : runs) {
+    Progress prog("capture " + name + ": layer");
+    file.runs.push_back(capture_run(*model, ids, s, req, name, [&](int d, int t) { prog.update(d, t); }));
+  }
+  if (runs.size() == 2 && req.store_probs) file.comparisons.push_back(compare_runs(file, runs[0].first, runs[1].first));
+  write_capture(file, out, req.probs_fp16);
+  std::printf("wrote %s: %d tokens, runs:", out.c_str(), (int)ids.size());
+  for (auto& r : file.runs) std::printf(" %s", r.name.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+int cmd_info(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help"}, {});
+  if (a.has("--help")) {
+    std::printf("usage: focal info MODEL\n\nPrints the configuration of a model directory, its parameter count, "
+                "weights checksum, tokenizer and native attention setting.\n");
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"info needs exactly one MODEL directory"};
+  auto m = Model::load(a.positional()[0]);
+  const ModelConfig& c = m->config();
+  std::printf("model        %s\n", m->path().c_str());
+  std::printf("parameters   %zu (%.2fM)\n", m->n_params(), m->n_params() / 1e6);
+  std::printf("layers       %d\nhidden       %d\nintermediate %d\n", c.n_layers, c.hidden, c.intermediate);
+  std::printf("heads        %d query, %d key/value (GQA group %d), head_dim %d\n", c.n_heads, c.n_kv_heads,
+              c.n_heads / c.n_kv_heads, c.d_head);
+  std::printf("vocab        %d\ncontext      %d\nrope_theta   %g\nrms_eps      %g\n", c.vocab_size, c.max_positions,
+              c.rope_theta, c.rms_eps);
+  std::printf("tied         %s\nqk_norm      %s\nbias         %s\n", c.tied_embeddings ? "yes" : "no",
+              c.qk_norm ? "yes" : "no", c.attention_bias ? "yes" : "no");
+  std::printf("attention    %s", attn_mode_name(c.focal.mode));
+  if (c.focal.mode == AttnMode::kFocal) std::printf(" (focal_temp %g)", c.focal.focal_temp);
+  if (c.focal.mode == AttnMode::kLearned)
+    std::printf(" (tau in [%g, %g], %s%s)", c.focal.tau_min, c.focal.tau_max, tau_mode_name(c.focal.tau_mode),
+                c.focal.tau_bias ? ", with bias" : "");
+  std::printf("\ntokenizer    %s\nchecksum     fnv1a64:%016llx\n",
+              m->tokenizer() ? (std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str() : "none",
+              (unsigned long long)m->weights_checksum());
+  return 0;
+}
+
+const char* kSweepHelp = R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
+
+Runs the prompt once per focal temperature t and reports, per t, the mean over rows (from row 1) of every
+attention metric per layer and head, and the prompt's mean next-token loss. --temps also takes a list: 0.3,0.4,1.
+Per-layer/per-head overrides and --mode from the temperature options stay fixed while t varies.
+  --relevant LIST   key positions counted as relevant
+  --topk-mass K     k of the top-k mass metric (default 5)
+)";
+
+int cmd_sweep(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help"},
+         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass"}));
+  if (a.has("--help")) {
+    std::printf("%s\n%s", kSweepHelp, kTempHelp);
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"sweep needs exactly one MODEL directory"};
+  if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
+  const std::vector<float> temps = cli::parse_float_range(a.get("--temps"), "--temps");
+  for (float t : temps)
+    if (!(t > 0.0f) || !std::isfinite(t)) throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
+  const std::string out = a.get("--output");
+  if (!out.empty()) check_output(out);
+  auto model = Model::load(a.positional()[0]);
+  const ModelConfig& c = model->config();
+  TempSpec base = temp_spec_from(a, c);
+  base.mode = AttnMode::kFocal;
+  const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
+  const int T = (int)ids.size();
+  CaptureRequest req;
+  req.store_probs = req.store_scores = false;
+  req.run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+  for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) req.run.relevant.push_back(p);
+  validate_capture_request(c, T, req, 1);
+
+  SweepFile sf;
+  sf.model_path = model->path();
+  sf.model_config_json = c.source_json;
+  sf.tool_version = version();
+  sf.weights_checksum = model->weights_checksum();
+  sf.base_spec_json = base.to_json();
+  sf.n_layers = c.n_layers;
+  sf.n_heads = c.n_heads;
+  sf.token_ids = ids;
+  sf.focal_temps = temps;
+  const size_t per = (size_t)c.n_layers * c.n_heads * kNumRowMetrics;
+  sf.head_metrics.assign(temps.size() * per, 0.0f);
+  Progress prog("sweep: temperature");
+  std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
+  for (size_t s = 0; s < temps.size(); ++s) {
+    TempSpec spec = base;
+    spec.focal_temp = temps[s];
+    RunCapture run = capture_run(*model, ids, spec, req, spec.label());
+    double nll = 0.0;
+    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
+    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
+    double tot[kNumRowMetrics] = {0};
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h) {
+        float* dst = &sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics];
+        for (int m = 0; m < kNumRowMetrics; ++m) {
+          double acc = 0.0;
+          int cnt = 0;
+          for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
+            const float v = run.metrics[(((size_t)l * c.n_heads + h) * T + i) * kNumRowMetrics + m];
+            if (!std::isnan(v)) { acc += v; ++cnt; }
+          }
+          dst[m] = cnt ? (float)(acc / cnt) : NAN;
+          tot[m] += dst[m];
+        }
+      }
+    const double nh = (double)c.n_layers * c.n_heads;
+    std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", temps[s], sf.mean_nll.back(), tot[kEntropyNats] / nh,
+                tot[kSinkMass] / nh, tot[kTailMass] / nh);
+    std::fflush(stdout);
+    prog.update((int)s + 1, (int)temps.size());
+  }
+  if (!out.empty()) {
+    write_sweep(sf, out);
+    std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
+
+const char* kGenerateHelp = R"(usage: focal generate MODEL --prompt TEXT -n N [options]
+
+Generates N tokens with a KV cache under the chosen attention temperature and prints the text.
+  --sample-temp X   sampling temperature of the next-token distribution (default 0: greedy)
+  --top-k K         sample among the K most likely tokens (default: all)
+  --seed S          random seed (default 1)
+  --capture FILE    also write a capture .h5 of prompt + generated tokens: the attention of every generated
+                    step (same selection options as capture: --layers --heads --queries --store --fp16 --budget)
+)";
+
+int cmd_generate(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help", "--fp16"},
+         with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
+                          "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
+                          "--relevant"}));
+  if (a.has("--help")) {
+    std::printf("%s\n%s", kGenerateHelp, kTempHelp);
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"generate needs exactly one MODEL directory"};
+  const int n_new = (int)a.get_int("--n-new", 32);
+  if (n_new < 1) throw UsageError{"-n must be at least 1"};
+  if (a.has("--capture")) check_output(a.get("--capture"));
+  auto model = Model::load(a.positional()[0]);
+  const ModelConfig& c = model->config();
+  const TempSpec spec = temp_spec_from(a, c);
+  const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));
+  SampleOptions so;
+  so.sample_temp = (float)a.get_double("--sample-temp", 0.0);
+  if (so.sample_temp < 0.0f) throw UsageError{"--sample-temp must be >= 0"};
+  so.top_k = (int)a.get_int("--top-k", 0);
+  so.seed = (uint64_t)a.get_int("--seed", 1);
+  const int cap = std::min(c.max_positions, (int)prompt.size() + n_new);
+  if ((int)prompt.size() >= c.max_positions) throw Error("the prompt fills the model's context; nothing to generate");
+  Session s(*model, cap);
+  const Tokenizer& tok = model->require_tokenizer();
+  std::printf("%s", tok.decode(prompt).c_str());
+  std::vector<int32_t> all = prompt;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<int32_t> gen = generate(s, prompt, n_new, spec, so, RunOptions{}, nullptr, [&](int32_t id) {
+    std::vector<int32_t> prev = all;
+    all.push_back(id);
+    const std::string a_txt = tok.decode(prev), b_txt = tok.decode(all);
+    std::printf("%s", b_txt.substr(std::min(a_txt.size(), b_txt.size())).c_str());
+    std::fflush(stdout);
+  });
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("\n");
+  std::fprintf(stderr, "[%zu tokens in %.2fs, %s]\n", gen.size(), el, spec.label().c_str());
+  if (a.has("--capture")) {
+    // The KV-cache rows equal a prefill of the full sequence (tested), so the capture re-runs prompt + generation
+    // in one pass: every generated step's attention row, in the same layout as `focal capture`.
+    CaptureRequest req = request_from(a, c);
+    all.pop_back();  // the last generated token was never fed back; its attention does not exist
+    all.push_back(gen.back());
+    CaptureFile file = make_capture_file(*model, all);
+    Progress prog("capture: layer");
+    file.runs.push_back(capture_run(*model, all, spec, req, spec.label(), [&](int d, int t) { prog.update(d, t); }));
+    write_capture(file, a.get("--capture"), req.probs_fp16);
+    std::printf("wrote %s: %zu prompt + %zu generated tokens\n", a.get("--capture").c_str(), prompt.size(), gen.size());
+  }
+  return 0;
+}
+
+int cmd_inspect(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help"}, {"--run"});
+  if (a.has("--help")) {
+    std::printf("usage: focal inspect FILE.h5 [--run NAME]\n\nPrints a capture's tokens, runs and a table per layer "
+                "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
+                "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n");
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one .h5 file"};
+  const std::string path = a.positional()[0];
+  CaptureFile f;
+  try {
+    f = read_capture(path);
+  } catch (const Error& e) {
+    SweepFile sw;
+    try {
+      sw = read_sweep(path);
+    } catch (const Error&) {
+      throw e;
+    }
+    std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
+                sw.n_layers, sw.n_heads, sw.token_ids.size());
+    std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
+    const size_t per = (size_t)sw.n_layers * sw.n_heads;
+    for (size_t s = 0; s < sw.focal_temps.size(); ++s) {
+      double e = 0, sk = 0, tl = 0;
+      for (size_t i = 0; i < per; ++i) {
+        const float* m = &sw.head_metrics[(s * per + i) * kNumRowMetrics];
+        e += m[kEntropyNats];
+        sk += m[kSinkMass];
+        tl += m[kTailMass];
+      }
+      std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", sw.focal_temps[s], sw.mean_nll[s], e / per, sk / per, tl / per);
+    }
+    return 0;
+  }
+  const int T = f.n_tokens();
+  std::printf("capture %s: %d tokens, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), T,
+              f.n_layers, f.n_heads, f.model_path.c_str(), f.tool_version.c_str(), f.created_utc.c_str());
+  std::printf("tokens:");
+  for (int i = 0; i < T && i < 40; ++i) std::printf(" [%s]", f.pieces[i].c_str());
+  std::printf(T > 40 ? " ...\n" : "\n");
+  for (const RunCapture& r : f.runs) {
+    if (a.has("--run") && r.name != a.get("--run")) continue;
+    std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
+                r.temp_spec_json.c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
+                r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
+    double nll = 0;
+    for (int i = 0; i + 1 < T; ++i) nll += r.token_nll[i];
+    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", nll / (T - 1));
+    std::printf("  %5s %4s %9s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail",
+                "relevant");
+    std::printf(r.tau.empty() ? "\n" : " %9s\n", "tau");
+    for (int l = 0; l < f.n_layers; ++l)
+      for (int h = 0; h < f.n_heads; ++h) {
+        double m[kNumRowMetrics] = {0};
+        int cnt[kNumRowMetrics] = {0};
+        for (int i = (T > 1 ? 1 : 0); i < T; ++i)
+          for (int k = 0; k < kNumRowMetrics; ++k) {
+            const float v = r.metrics[(((size_t)l * f.n_heads + h) * T + i) * kNumRowMetrics + k];
+            if (!std::isnan(v)) { m[k] += v; ++cnt[k]; }
+          }
+        for (int k = 0; k < kNumRowMetrics; ++k) m[k] = cnt[k] ? m[k] / cnt[k] : NAN;
+        std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm],
+                    m[kMaxProb], m[kSinkMass], m[kTailMass], m[kRelevantMass]);
+        if (!r.tau.empty()) {
+          double t = 0;
+          for (int i = 0; i < T; ++i) t += r.tau[(size_t)l * T + i];
+          std::printf(" %9.4f", t / T);
+        }
+        std::printf("\n");
+      }
+  }
+  for (const Comparison& cmp : f.comparisons) {
+    double kl = 0, js = 0;
+    for (size_t i = 0; i < cmp.kl.size(); ++i) { kl += cmp.kl[i]; js += cmp.js[i]; }
+    std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows\n", cmp.run_a.c_str(),
+                cmp.run_b.c_str(), kl / cmp.kl.size(), js / cmp.js.size(), cmp.kl.size());
+  }
+  return 0;
+}
+
+const char* kInitHelp = R"(usage: focal init DIR [options]
+
+Writes a randomly initialised LlamaForCausalLM model directory (config.json, model.safetensors) — a stand-in for
+demos and tests until trained models exist. Deterministic for a seed.
+  --tokenizer FILE      sentencepiece tokenizer.model to copy in (sets the vocabulary size)
+  --vocab N             vocabulary size without a tokenizer (default 512)
+  --hidden N --layers N --heads N --kv-heads N --intermediate N --context N   (defaults 128 4 4 2 352 1024)
+  --attn standard|focal|learned   attention the config declares (default standard; focal uses --temp, 0.4)
+  --temp T              focal_temp for --attn focal
+  --tau-mode M          sequence_mean | prefix_mean | per_token for --attn learned (default prefix_mean)
+  --qk-norm             add per-head q_norm / k_norm weights (Qwen3 style)
+  --dtype F32|F16|BF16  (default F32)
+  --seed S              (default 1)
+)";
+
+int cmd_init(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help", "--qk-norm"},
+         {"--tokenizer", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--intermediate", "--context",
+          "--attn", "--temp", "--tau-mode", "--dtype", "--seed"});
+  if (a.has("--help")) {
+    std::printf("%s", kInitHelp);
+    return 0;
+  }
+  if (a.positional().size() != 1) throw UsageError{"init needs exactly one output DIR"};
+  ModelConfig c;
+  const std::string tok_path = a.get("--tokenizer");
+  if (!tok_path.empty()) {
+    auto tok = Tokenizer::load(tok_path);
+    c.vocab_size = tok->vocab_size();
+    c.bos_id = tok->bos_id();
+    c.eos_id = tok->eos_id();
+  } else {
+    c.vocab_size = (int)a.get_int("--vocab", 512);
+    c.bos_id = 1;
+    c.eos_id = 2;
+  }
+  c.hidden = (int)a.get_int("--hidden", 128);
+  c.n_layers = (int)a.get_int("--layers", 4);
+  c.n_heads = (int)a.get_int("--heads", 4);
+  c.n_kv_heads = (int)a.get_int("--kv-heads", 2);
+  c.intermediate = (int)a.get_int("--intermediate", 352);
+  c.max_positions = (int)a.get_int("--context", 1024);
+  if (c.hidden <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.hidden % c.n_heads || c.n_heads % c.n_kv_heads)
+    throw UsageError{"--hidden must be a multiple of --heads, and --heads a multiple of --kv-heads"};
+  c.d_head = c.hidden / c.n_heads;
+  c.tied_embeddings = true;
+  c.qk_norm = a.has("--qk-norm");
+  c.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
+  if (c.focal.mode == AttnMode::kFocal) c.focal.focal_temp = (float)a.get_double("--temp", 0.4);
+  if (c.focal.mode == AttnMode::kLearned) {
+    // The paper's bounds 5 and 10 at d_head = 128, scaled with sqrt(d_head).
+    const float s = std::sqrt(c.d_head / 128.0f);
+    c.focal.has_tau = true;
+    c.focal.tau_bias = true;
+    c.focal.tau_min = 5.0f * s;
+    c.focal.tau_max = 10.0f * s;
+    c.focal.tau_mode = parse_tau_mode(a.get("--tau-mode", "prefix_mean"), "--tau-mode");
+  }
+  if (c.focal.mode == AttnMode::kSsmax) throw UsageError{"--attn: ssmax is an inference-time setting, not a model's"};
+  const std::string dir = a.positional()[0];
+  write_model_dir(dir, c, random_model_tensors(c, (uint64_t)a.get_int("--seed", 1)), a.get("--dtype", "F32"), tok_path);
+  std::printf("wrote %s (%s attention)\n", dir.c_str(), attn_mode_name(c.focal.mode));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
+    std::printf("%s", kMainHelp);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version") {
+    std::printf("focal %s\n", version());
+    return 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "info") return cmd_info(argc, argv);
+    if (cmd == "capture") return cmd_capture(argc, argv);
+    if (cmd == "sweep") return cmd_sweep(argc, argv);
+    if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "inspect") return cmd_inspect(argc, argv);
+    if (cmd == "init") return cmd_init(argc, argv);
+    std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
+    return 2;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "focal %s: %s (see focal %s --help)\n", cmd.c_str(), e.msg.c_str(), cmd.c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "focal %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "focal %s: internal error: %s\n", cmd.c_str(), e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,80 @@
+// CPU reference ops for focalscope: the math the CUDA twins must reproduce. Flat row-major fp32 buffers; every
+// pointer argument carries its shape in a comment. Ops parallelise with OpenMP internally; call them from one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace focal::ops {
+
+// Per-row attention metrics, in this order, in every metrics buffer [.., kNumRowMetrics].
+enum RowMetric : int {
+  kEntropyNats = 0,   // H = -sum p ln p
+  kEntropyNorm,       // H / ln(n_visible); 0 when n_visible == 1
+  kEffSupport,        // exp(H)
+  kMaxProb,           // max_j p
+  kTopkMass,          // sum of the k largest p
+  kTailMass,          // sum p [p < 1/n_visible]
+  kSinkMass,          // p(key 0)
+  kRelevantMass,      // sum of p over the given relevant keys visible to the row; NaN when none is visible
+  kNumRowMetrics
+};
+
+// y[m, n] = x[m, k] . w[n, k]^T   (w in the Hugging Face [out, in] layout). Multi-threaded through OpenBLAS.
+void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k);
+
+// y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps), row by row. y may alias x.
+void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps);
+
+// In-place HF rotate_half RoPE on x[n_tokens, n_heads * d_head]; token t sits at position pos0 + t.
+void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta);
+
+// out[n] = silu(gate[n]) * up[n]
+void swiglu(const float* gate, const float* up, float* out, size_t n);
+
+// y[n] += x[n]
+void add_inplace(float* y, const float* x, size_t n);
+
+// out[n_tokens, hidden] = table[ids[t], :]
+void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden);
+
+// Softmax of logits[n] (max-subtracted, fp32) into p[n]; fills metrics[kNumRowMetrics] when not null.
+// relevant[n_relevant] are key indices; those >= n are ignored. Safe for any finite logits (no NaN/inf out).
+void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
+                 int n_relevant);
+
+// Metrics of an already-normalised probability row p[n] (used on stored captures).
+void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics);
+
+// Called for each block of query rows of a wanted head, from worker threads, each call on a disjoint block:
+// probs and raw are [n_rows, stride]; row r (absolute position row0 + r) has row0 + r + 1 valid keys, rest zero.
+// raw holds q.k / sqrt(d_head) before any temperature scaling.
+typedef void (*RowBlockFn)(void* ctx, int head, int row0, int n_rows, int stride, const float* probs,
+                           const float* raw);
+
+struct AttentionArgs {
+  int n_tokens = 0;         // T new query rows
+  int n_past = 0;           // cached positions before the first new row
+  int n_heads = 0, n_kv_heads = 0, d_head = 0;
+  const float* q = nullptr;         // [T, n_heads * d_head], RoPE applied
+  const float* k_cache = nullptr;   // [n_kv_heads, cache_stride, d_head], positions [0, n_past + T) valid
+  const float* v_cache = nullptr;   // [n_kv_heads, cache_stride, d_head]
+  int cache_stride = 0;
+  const float* row_scale = nullptr; // [n_heads, T] logit multiplier applied to raw scores
+  float* out = nullptr;             // [T, n_heads * d_head]
+  float* metrics = nullptr;         // [n_heads, T, kNumRowMetrics] or null (then no metrics are computed)
+  int topk = 5;
+  const int32_t* relevant = nullptr;  // [n_relevant] key positions for the relevant-mass metric
+  int n_relevant = 0;
+  const uint8_t* head_wanted = nullptr;  // [n_heads] nonzero: call row_fn for this head's rows; null: none
+  RowBlockFn row_fn = nullptr;
+  void* row_ctx = nullptr;
+};
+
+// Causal attention with per-(head, row) temperature scale. Query blocks run in parallel over heads.
+void attention(const AttentionArgs& a);
+
+// Indices and values of the k largest entries of x[n], descending. k <= n.
+void topk(const float* x, int n, int k, int32_t* idx, float* val);
+
+}  // namespace focal::ops

@@ -1,0 +1,89 @@
+// Per-element and per-row math shared by the CPU ops and (later) the CUDA kernels: temperature scale, RoPE angle,
+// RMSNorm factor, online softmax with entropy. Everything here is inline, header-only, and free of allocations so the
+// same definitions compile for host and device.
+#pragma once
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define FOCAL_HD __host__ __device__ __forceinline__
+#else
+#define FOCAL_HD inline
+#endif
+
+namespace focal::math {
+
+// Attention logit multiplier relative to the standard raw score q.k/sqrt(d_head):
+//   focal constant:  1/focal_temp
+//   learned:         sqrt(d_head)/tau   (tau replaces sqrt(d_head) in the denominator, as in the paper)
+//   ssmax:           ssmax_s * ln(n_visible)
+FOCAL_HD float focal_scale(float focal_temp) { return 1.0f / focal_temp; }
+FOCAL_HD float learned_scale(float tau, float sqrt_d_head) { return sqrt_d_head / tau; }
+FOCAL_HD float ssmax_scale(float ssmax_s, int n_visible) { return ssmax_s * logf((float)n_visible); }
+
+FOCAL_HD float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+// HF LLaMA rotary frequency for pair i of a head of size d_head, computed in float32 exactly as
+// transformers does (inv_freq = 1 / base^(2i/d) in fp32; angle = fp32(pos) * inv_freq in fp32).
+FOCAL_HD float rope_inv_freq(float rope_theta, int i, int d_head) {
+  return 1.0f / powf(rope_theta, (float)(2 * i) / (float)d_head);
+}
+FOCAL_HD float rope_angle(int pos, float inv_freq) { return (float)pos * inv_freq; }
+
+// rotate_half convention: pair (x[i], x[i + d/2]).
+FOCAL_HD void rope_rotate_pair(float& x1, float& x2, float cos_a, float sin_a) {
+  const float a = x1 * cos_a - x2 * sin_a;
+  const float b = x2 * cos_a + x1 * sin_a;
+  x1 = a;
+  x2 = b;
+}
+
+// RMSNorm: y = w * x * rsqrt(mean(x^2) + eps); returns the factor rsqrt(.) given sum of squares over n.
+FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(sum_sq / (float)n + eps); }
+
+FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+
+// Online softmax state over logits x_j: running max m, Z = sum e^(x_j - m), A = sum e^(x_j - m) * (x_j - m).
+// Entropy H = ln Z - A / Z (nats). Works in one pass; no T^2 storage. Inputs of -inf (masked) must be skipped.
+struct OnlineSoftmax {
+  float m;
+  float z;
+  float a;
+};
+
+FOCAL_HD OnlineSoftmax online_softmax_init() { return OnlineSoftmax{-INFINITY, 0.0f, 0.0f}; }
+
+FOCAL_HD void online_softmax_push(OnlineSoftmax& s, float x) {
+  if (x > s.m) {
+    // rescale: old terms were relative to s.m, now relative to x.
+    if (s.z > 0.0f) {
+      const float d = s.m - x;  // < 0
+      const float r = expf(d);
+      s.a = (s.a + d * s.z) * r;
+      s.z = s.z * r;
+    }
+    s.m = x;
+  }
+  const float d = x - s.m;
+  const float e = expf(d);
+  s.z += e;
+  s.a += e * d;
+}
+
+FOCAL_HD void online_softmax_merge(OnlineSoftmax& s, const OnlineSoftmax& o) {
+  if (o.z == 0.0f) return;
+  if (s.z == 0.0f) {
+    s = o;
+    return;
+  }
+  const float m = s.m > o.m ? s.m : o.m;
+  const float ds = s.m - m, dof = o.m - m;
+  const float rs = expf(ds), ro = expf(dof);
+  s.a = (s.a + ds * s.z) * rs + (o.a + dof * o.z) * ro;
+  s.z = s.z * rs + o.z * ro;
+  s.m = m;
+}
+
+FOCAL_HD float online_softmax_entropy(const OnlineSoftmax& s) { return logf(s.z) - s.a / s.z; }
+
+}  // namespace focal::math

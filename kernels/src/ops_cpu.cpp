@@ -1,0 +1,221 @@
+// CPU implementations of the focalscope ops (see ops.h). GEMMs go through OpenBLAS; per-row math through
+// shared_math.h so the CUDA kernels compute the same formulas.
+#include "focal_kernels/ops.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "focal_kernels/shared_math.h"
+
+namespace focal::ops {
+
+void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+}
+
+void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) {
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + (size_t)r * n;
+    float* yr = y + (size_t)r * n;
+    float ss = 0.0f;
+    for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
+    const float f = math::rms_factor(ss, n, eps);
+    // HF order: weight * (x * rsqrt(var + eps))
+    for (int i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * f);
+  }
+}
+
+void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) {
+  const int half = d_head / 2;
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = math::rope_inv_freq(rope_theta, i, d_head);
+#pragma omp parallel for schedule(static) if (n_tokens > 16)
+  for (int t = 0; t < n_tokens; ++t) {
+    float cs[512], sn[512];  // d_head/2 <= 512
+    for (int i = 0; i < half; ++i) {
+      const float ang = math::rope_angle(pos0 + t, inv_freq[i]);
+      cs[i] = cosf(ang);
+      sn[i] = sinf(ang);
+    }
+    float* xt = x + (size_t)t * n_heads * d_head;
+    for (int h = 0; h < n_heads; ++h) {
+      float* xh = xt + (size_t)h * d_head;
+      for (int i = 0; i < half; ++i) math::rope_rotate_pair(xh[i], xh[i + half], cs[i], sn[i]);
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) out[i] = math::silu(gate[i]) * up[i];
+}
+
+void add_inplace(float* y, const float* x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {
+  for (int t = 0; t < n_tokens; ++t)
+    std::copy(table + (size_t)ids[t] * hidden, table + (size_t)(ids[t] + 1) * hidden, out + (size_t)t * hidden);
+}
+
+namespace {
+
+// Sum of the k largest values of p[n] with a small insertion buffer (k is small; most values are rejected by one
+// comparison against the current k-th largest).
+float topk_sum(const float* p, int n, int k) {
+  if (k >= n) {
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += p[j];
+    return s;
+  }
+  float best[64];
+  k = std::min(k, 64);
+  int cnt = 0;
+  for (int j = 0; j < n; ++j) {
+    const float v = p[j];
+    if (cnt < k) {
+      int i = cnt++;
+      while (i > 0 && best[i - 1] < v) { best[i] = best[i - 1]; --i; }
+      best[i] = v;
+    } else if (v > best[k - 1]) {
+      int i = k - 1;
+      while (i > 0 && best[i - 1] < v) { best[i] = best[i - 1]; --i; }
+      best[i] = v;
+    }
+  }
+  float s = 0.0f;
+  for (int i = 0; i < cnt; ++i) s += best[i];
+  return s;
+}
+
+// Metrics that need the normalised row (everything except entropy, which comes from the softmax pass).
+void fill_prob_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* m) {
+  const float inv_n = 1.0f / (float)n;
+  float mx = 0.0f, tail = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float v = p[j];
+    mx = v > mx ? v : mx;
+    tail += v < inv_n ? v : 0.0f;
+  }
+  m[kMaxProb] = mx;
+  m[kTailMass] = tail;
+  m[kSinkMass] = p[0];
+  m[kTopkMass] = topk_sum(p, n, topk);
+  float rel = 0.0f;
+  int seen = 0;
+  for (int r = 0; r < n_relevant; ++r) {
+    const int j = relevant[r];
+    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
+  }
+  m[kRelevantMass] = seen ? rel : std::numeric_limits<float>::quiet_NaN();
+}
+
+void fill_entropy_metrics(float h, int n, float* m) {
+  h = h < 0.0f ? 0.0f : h;  // rounding can give -1e-8 for one-hot rows
+  m[kEntropyNats] = h;
+  m[kEntropyNorm] = n > 1 ? h / logf((float)n) : 0.0f;
+  m[kEffSupport] = expf(h);
+}
+
+}  // namespace
+
+void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
+                 int n_relevant) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < n; ++j) mx = logits[j] > mx ? logits[j] : mx;
+  float z = 0.0f, a = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float d = logits[j] - mx;
+    const float e = expf(d);
+    p[j] = e;
+    z += e;
+    a += e * d;
+  }
+  const float inv_z = 1.0f / z;
+  for (int j = 0; j < n; ++j) p[j] *= inv_z;
+  if (metrics) {
+    // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
+    fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
+    fill_prob_metrics(p, n, topk, relevant, n_relevant, metrics);
+  }
+}
+
+void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics) {
+  float h = 0.0f;
+  for (int j = 0; j < n; ++j) h -= p[j] > 0.0f ? p[j] * logf(p[j]) : 0.0f;
+  fill_entropy_metrics(h, n, metrics);
+  fill_prob_metrics(p, n, topk, relevant, n_relevant, metrics);
+}
+
+void attention(const AttentionArgs& a) {
+  constexpr int kBlock = 32;  // query rows per task
+  const int T = a.n_tokens;
+  const int n_ctx = a.n_past + T;
+  const int n_blocks = (T + kBlock - 1) / kBlock;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int d = a.d_head;
+  const int q_stride = a.n_heads * d;
+  const float inv_sqrt_d = 1.0f / sqrtf((float)d);
+  const int n_tasks = a.n_heads * n_blocks;
+
+#pragma omp parallel
+  {
+    std::vector<float> raw((size_t)kBlock * n_ctx);    // [kBlock, n_ctx] q.k/sqrt(d)
+    std::vector<float> probs((size_t)kBlock * n_ctx);  // [kBlock, n_ctx]
+#pragma omp for schedule(dynamic, 1)
+    for (int task = 0; task < n_tasks; ++task) {
+      // Interleave so that late (long) blocks of different heads spread over threads.
+      const int blk = n_blocks - 1 - task / a.n_heads;
+      const int h = task % a.n_heads;
+      const int kvh = h / group;
+      const int r0 = blk * kBlock;
+      const int nr = std::min(kBlock, T - r0);
+      const int n_keys = a.n_past + r0 + nr;  // keys visible to the last row of the block
+      const float* qb = a.q + (size_t)r0 * q_stride + (size_t)h * d;
+      const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
+      const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
+      // raw[nr, n_keys] = qb[nr, d] . kh[n_keys, d]^T / sqrt(d)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, n_keys, d, inv_sqrt_d, qb, q_stride, kh, d, 0.0f,
+                  raw.data(), n_keys);
+      for (int r = 0; r < nr; ++r) {
+        const int row = r0 + r;
+        const int n_vis = a.n_past + row + 1;
+        float* rr = raw.data() + (size_t)r * n_keys;
+        float* pr = probs.data() + (size_t)r * n_keys;
+        const float s = a.row_scale[(size_t)h * T + row];
+        // logits go into pr first, then softmax in place (softmax_row reads before it writes each element).
+        for (int j = 0; j < n_vis; ++j) pr[j] = rr[j] * s;
+        float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
+        softmax_row(pr, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
+        std::fill(pr + n_vis, pr + n_keys, 0.0f);
+        std::fill(rr + n_vis, rr + n_keys, 0.0f);
+      }
+      // out[nr, d] = probs[nr, n_keys] . vh[n_keys, d]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, n_keys, 1.0f, probs.data(), n_keys, vh, d, 0.0f,
+                  a.out + (size_t)r0 * q_stride + (size_t)h * d, q_stride);
+      if (a.row_fn && a.head_wanted && a.head_wanted[h])
+        a.row_fn(a.row_ctx, h, a.n_past + r0, nr, n_keys, probs.data(), raw.data());
+    }
+  }
+}
+
+void topk(const float* x, int n, int k, int32_t* idx, float* val) {
+  std::vector<int32_t> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [x](int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); });
+  for (int i = 0; i < k; ++i) {
+    idx[i] = order[i];
+    val[i] = x[order[i]];
+  }
+}
+
+}  // namespace focal::ops

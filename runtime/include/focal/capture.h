@@ -1,0 +1,118 @@
+// Captures: what attention did in one or more named runs over the same tokens, in memory and in the HDF5 capture
+// file (format: docs/capture-format.md). The app and the figures read captures without the model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "focal/model.h"
+#include "focal/temp_spec.h"
+
+namespace focal {
+
+// What to record. Empty selections mean "all".
+struct CaptureRequest {
+  std::vector<int> layers;          // layers whose probabilities / scores are stored
+  std::vector<int> heads;           // heads stored in each chosen layer
+  std::vector<int> queries;         // query positions stored
+  bool store_probs = true;
+  bool store_scores = true;         // raw q.k/sqrt(d_head), so any temperature can be re-applied later
+  bool probs_fp16 = false;          // file storage type of probabilities
+  int topk_tokens = 10;             // next-token top-k stored per position
+  RunOptions run;                   // top-k mass k, relevant keys
+  size_t budget_bytes = size_t(2) << 30;  // memory budget for the capture (all runs)
+};
+
+// One named run. Shapes use Lc = layers.size(), Hc = heads.size(), Qc = queries.size(), T = tokens.
+struct RunCapture {
+  std::string name;                 // e.g. "standard", "focal_t0.4"
+  std::string temp_spec_json;       // TempSpec::to_json()
+  std::vector<int> layers, heads, queries;
+  std::vector<float> probs;         // [Lc, Hc, Qc, T], keys beyond the query position are 0; empty if not stored
+  std::vector<float> scores;        // [Lc, Hc, Qc, T] raw q.k/sqrt(d_head); 0 beyond the query; empty if not stored
+  std::vector<float> metrics;       // [n_layers, n_heads, T, kNumRowMetrics] for every layer, head and row
+  std::vector<float> row_scale;     // [n_layers, n_heads, T] logit multiplier that was applied to raw scores
+  std::vector<float> tau;           // [n_layers, T] learned tau used per row; empty unless mode is learned
+  std::vector<int32_t> topk_ids;    // [T, k] most likely next tokens after each position
+  std::vector<float> topk_probs;    // [T, k]
+  std::vector<float> token_nll;     // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
+  int topk_mass_k = 5;
+};
+
+// Row comparison of two runs on the captured rows present in both with probabilities.
+struct Comparison {
+  std::string run_a, run_b;
+  std::vector<int> layers, heads, queries;  // the common selection
+  std::vector<float> kl;  // [Lc, Hc, Qc] KL(a || b) in nats
+  std::vector<float> js;  // [Lc, Hc, Qc] Jensen-Shannon divergence in nats
+};
+
+struct CaptureFile {
+  static constexpr const char* kFormatName = "focalscope-capture";
+  static constexpr int kFormatVersion = 1;
+
+  std::string model_path;
+  std::string model_config_json;
+  uint64_t weights_checksum = 0;
+  std::string tool_version;
+  std::string created_utc;          // ISO 8601; set by write_capture when empty
+  int n_layers = 0, n_heads = 0, d_head = 0;
+  std::vector<int32_t> token_ids;   // [T]
+  std::vector<std::string> pieces;  // [T] display pieces
+  std::vector<int32_t> relevant;    // key positions used for the relevant-mass metric (may be empty)
+  std::vector<RunCapture> runs;
+  std::vector<Comparison> comparisons;
+
+  int n_tokens() const { return (int)token_ids.size(); }
+  const RunCapture* find_run(const std::string& name) const;  // null if absent
+};
+
+// Bytes the capture will hold in memory for one run (probabilities, scores, metrics, tau, top-k) plus the forward's
+// working memory, so a capture over budget fails before running.
+size_t estimate_capture_bytes(const ModelConfig& cfg, int n_tokens, const CaptureRequest& req);
+
+// Throws Error if the request names a layer, head or query out of range, or does not fit req.budget_bytes
+// (the message says what to narrow).
+void validate_capture_request(const ModelConfig& cfg, int n_tokens, const CaptureRequest& req, int n_runs);
+
+// Runs the model over `tokens` under `spec` and records one run. progress(layer_done, n_layers) is called between
+// layers. Throws Error on bad input.
+RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                       const CaptureRequest& req, const std::string& name,
+                       const std::function<void(int, int)>& progress = {});
+
+// Fills the header fields of a capture file from the model and tokens (pieces via the model's tokenizer, if any).
+CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens);
+
+// KL and JS between two runs of `file` on the captured rows both hold. Throws Error if a run is missing or they
+// share no stored rows.
+Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b);
+
+// Writes the HDF5 file under a temporary name in the same directory and renames it into place; on any failure the
+// temporary is removed and Error names the path. Probabilities are stored as fp16 when probs_fp16 is set.
+void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false);
+
+// Reads a capture file; throws Error naming the file and the missing or malformed item.
+CaptureFile read_capture(const std::string& path);
+
+// Metrics against temperature: one forward per temperature, metrics averaged over rows (rows 1.. only: row 0 has a
+// single visible key). Format "focalscope-sweep", docs/capture-format.md.
+struct SweepFile {
+  static constexpr const char* kFormatName = "focalscope-sweep";
+  static constexpr int kFormatVersion = 1;
+  std::string model_path, model_config_json, tool_version, created_utc;
+  uint64_t weights_checksum = 0;
+  std::string base_spec_json;       // the spec whose focal_temp was swept
+  int n_layers = 0, n_heads = 0;
+  std::vector<int32_t> token_ids;   // [T]
+  std::vector<float> focal_temps;   // [S]
+  std::vector<float> head_metrics;  // [S, n_layers, n_heads, kNumRowMetrics] mean over rows 1..T-1
+  std::vector<float> mean_nll;      // [S] mean next-token loss of the prompt in nats
+};
+void write_sweep(const SweepFile& file, const std::string& path);  // temp name + rename, like write_capture
+SweepFile read_sweep(const std::string& path);
+
+}  // namespace focal

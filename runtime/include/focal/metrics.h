@@ -1,0 +1,29 @@
+// Attention metrics on single rows, for callers that hold probabilities or raw scores (captures, the app's
+// temperature preview, figures). The forward computes the same metrics for every row in its own pass.
+// Definitions: docs/metrics.md.
+#pragma once
+
+#include <cstdint>
+
+#include "focal/model.h"
+
+namespace focal {
+
+// metrics[kNumRowMetrics] of the probability row p[n] (n visible keys).
+void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int n_relevant, float* metrics);
+
+// p[n] = softmax(raw[n] * scale) (max-subtracted, fp32), and metrics[kNumRowMetrics] when not null.
+// This is how a stored raw-score row is re-tempered without the model.
+void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics = nullptr, int topk_k = 5,
+                    const int32_t* relevant = nullptr, int n_relevant = 0);
+
+// KL(p || q) and Jensen-Shannon divergence in nats over n entries. Terms with p_j = 0 contribute 0; q_j = 0 where
+// p_j > 0 gives +inf for KL (JS stays finite, <= ln 2).
+double kl_divergence(const float* p, const float* q, int n);
+double js_divergence(const float* p, const float* q, int n);
+
+// noise = 1 - R and SNR = R / (1 - R) from the relevant mass R (inf when R == 1, NaN when R is NaN).
+inline float noise_mass(float relevant_mass) { return 1.0f - relevant_mass; }
+inline float relevant_snr(float relevant_mass) { return relevant_mass / (1.0f - relevant_mass); }
+
+}  // namespace focal

@@ -1,0 +1,137 @@
+// A loaded LLaMA-family model and the sessions that run it. The forward pass does no I/O: whatever a caller wants
+// to record (attention rows, per-row metrics, tau, logits) it receives through a ForwardObserver.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "focal/config.h"
+#include "focal/temp_spec.h"
+#include "focal/tokenizer.h"
+
+namespace focal {
+
+// Per-row metric order in every metrics array [.., kNumRowMetrics]; definitions in docs/metrics.md.
+enum RowMetric : int {
+  kEntropyNats = 0,  // H = -sum_j p_j ln p_j
+  kEntropyNorm,      // H / ln n_i (0 when n_i = 1)
+  kEffSupport,       // exp(H)
+  kMaxProb,          // max_j p_j
+  kTopkMass,         // sum of the k largest p_j (k = RunOptions::topk_mass_k)
+  kTailMass,         // sum_j p_j [p_j < 1/n_i]
+  kSinkMass,         // p_i0
+  kRelevantMass,     // R = sum of p_j over the relevant keys visible to row i; NaN if none is given or visible
+  kNumRowMetrics
+};
+const char* row_metric_name(int m);  // "entropy_nats", "entropy_norm", ...
+
+// What the forward reports after each layer. Pointers are valid only during the call.
+struct LayerRecord {
+  int layer = 0;
+  int n_tokens = 0;              // T rows of this call
+  int pos0 = 0;                  // absolute position of row 0
+  int n_heads = 0;
+  const float* metrics = nullptr;   // [n_heads, T, kNumRowMetrics], null unless wants_metrics()
+  const float* row_scale = nullptr; // [n_heads, T] logit multiplier applied to raw scores
+  const float* tau = nullptr;       // [T] tau used per row (after clip and tau_scale), null unless kLearned
+  const float* tau_raw = nullptr;   // [T] mean(X.w_tau)+b before the clip, null unless kLearned
+};
+
+// Observer of a forward call. on_rows is called from worker threads, concurrently, each call on a disjoint
+// (head, row block) of one layer; every other method is called from the calling thread. Must not throw.
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  virtual bool wants_metrics() const { return false; }
+  virtual bool wants_rows(int /*layer*/, int /*head*/) const { return false; }
+  // probs and raw: [n_rows, stride]; row r is query position row0 + r and has row0 + r + 1 valid keys (the rest 0).
+  // raw = q.k / sqrt(d_head) before any temperature scaling.
+  virtual void on_rows(int /*layer*/, int /*head*/, int /*row0*/, int /*n_rows*/, int /*stride*/,
+                       const float* /*probs*/, const float* /*raw*/) {}
+  virtual void on_layer(const LayerRecord& /*rec*/) {}
+  // Polled between layers; returning true abandons the call (Session::forward then returns false).
+  virtual bool cancelled() const { return false; }
+};
+
+struct RunOptions {
+  int topk_mass_k = 5;                // k of the top-k mass metric
+  std::vector<int32_t> relevant;      // key positions for the relevant-mass metric (synthetic tasks)
+  bool all_logits = true;             // logits for every new row, or only for the last one
+};
+
+class Backend;  // runtime-internal compute backend (CPU now, CUDA later)
+
+class Model {
+ public:
+  // Loads a Hugging Face model directory (config.json, model.safetensors or model.safetensors.index.json shards,
+  // optional tokenizer.model). Throws Error naming the file and field at fault.
+  static std::unique_ptr<Model> load(const std::string& dir);
+  ~Model();
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::string& path() const { return path_; }
+  // Null when the directory has no tokenizer.model; require_tokenizer() throws a clear Error instead.
+  const Tokenizer* tokenizer() const { return tok_.get(); }
+  const Tokenizer& require_tokenizer() const;
+  uint64_t weights_checksum() const { return checksum_; }  // FNV-1a 64 over the safetensors files' bytes
+  size_t n_params() const { return n_params_; }
+
+  struct Weights;
+  const Weights& weights() const { return *w_; }
+  Backend& backend() const { return *backend_; }
+
+ private:
+  Model() = default;
+  ModelConfig cfg_;
+  std::string path_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Weights> w_;
+  uint64_t checksum_ = 0;
+  size_t n_params_ = 0;
+};
+
+// One sequence: KV cache, position and the running learned-tau sums. Not thread-safe; one thread per session.
+class Session {
+ public:
+  Session(const Model& model, int max_tokens);
+  ~Session();
+
+  // Runs ids[n] at positions n_past()..n_past()+n-1 under `spec`. logits (if not null) receives [n, vocab]
+  // (or [1, vocab] with !opt.all_logits). Returns false if the observer cancelled (the session is then reset).
+  // Throws Error when the tokens would exceed max_tokens or an id is outside the vocabulary.
+  bool forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
+               std::vector<float>* logits);
+
+  int n_past() const;
+  int max_tokens() const;
+  const Model& model() const { return model_; }
+  void reset();
+
+  struct State;
+
+ private:
+  const Model& model_;
+  std::unique_ptr<State> st_;
+};
+
+struct SampleOptions {
+  float sample_temp = 0.0f;  // 0: greedy
+  int top_k = 0;             // 0: whole vocabulary
+  uint64_t seed = 1;
+  bool stop_at_eos = true;
+};
+
+// Prefills `prompt`, then generates up to n_new tokens with the KV cache. on_token(id) is called per generated
+// token. Returns the generated ids.
+std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,
+                              const SampleOptions& so, const RunOptions& opt, ForwardObserver* obs,
+                              const std::function<void(int32_t)>& on_token = {});
+
+// Version string of the tool, e.g. "0.1.0".
+const char* version();
+
+}  // namespace focal

@@ -1,0 +1,35 @@
+// Writing Hugging Face model directories (config.json + model.safetensors): random models for demos and tests
+// now, trained checkpoints later. Files are written under temporary names and renamed into place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "focal/config.h"
+
+namespace focal {
+
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // row-major, numel = prod(shape)
+};
+
+// dtype: "F32", "F16" or "BF16" (round to nearest even). Throws Error naming the path on failure.
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const std::string& dtype);
+
+// config.json text for `cfg` (LlamaForCausalLM fields plus the "focal" object when not standard).
+std::string config_to_json(const ModelConfig& cfg);
+
+// The tensors of a LlamaForCausalLM with `cfg`, randomly initialised from `seed` (deterministic). q/k projections get
+// a larger spread than usual so that attention is visibly structured; norms are 1 + small noise; learned-tau
+// projections (when cfg.focal.has_tau) are initialised so tau starts inside [tau_min, tau_max].
+std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t seed);
+
+// Creates `dir` if needed and writes config.json and model.safetensors; copies tokenizer_model (if not empty) to
+// dir/tokenizer.model.
+void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::vector<NamedTensor>& tensors,
+                     const std::string& dtype, const std::string& tokenizer_model);
+
+}  // namespace focal

@@ -1,0 +1,41 @@
+// Temperature specification: how a run scales attention logits per (layer, head, query position). It is separate
+// from the model so one model can be run, captured and compared under any setting.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "focal/config.h"
+
+namespace focal {
+
+struct TempSpec {
+  AttnMode mode = AttnMode::kStandard;
+  float focal_temp = 1.0f;                        // kFocal: global t (logits / (t sqrt(d_head)))
+  std::map<int, float> layer_temp;                // layer -> t, any mode: replaces that layer's scale by 1/t
+  std::map<std::pair<int, int>, float> head_temp; // (layer, head) -> t, overrides layer_temp
+  float tau_scale = 1.0f;                         // kLearned: tau_used = tau * tau_scale
+  float ssmax_s = 1.0f;                           // kSsmax: logits * ssmax_s * ln(n_visible)
+
+  // The setting the model was trained with (its config.json "focal" object); standard if none.
+  static TempSpec native(const ModelConfig& cfg);
+  static TempSpec standard() { return TempSpec{}; }
+  static TempSpec focal(float t) {
+    TempSpec s;
+    s.mode = AttnMode::kFocal;
+    s.focal_temp = t;
+    return s;
+  }
+
+  // Throws Error naming the option when a temperature is <= 0 or not finite, a layer or head is out of range, or
+  // kLearned is asked of a model without tau_proj weights.
+  void validate(const ModelConfig& cfg) const;
+
+  std::string to_json() const;
+  static TempSpec from_json(const std::string& json, const std::string& where);
+  // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any.
+  std::string label() const;
+};
+
+}  // namespace focal

@@ -1,0 +1,65 @@
+// The compute backend interface the model is written against once. The CPU backend implements it over the kernels;
+// a CUDA backend implements the same calls on device memory and a stream (pointers are then device pointers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "focal_kernels/ops.h"
+
+namespace focal {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // Memory. alloc returns zeroed backend memory for n floats; upload/download copy between host and backend and
+  // are ordered with the ops on the backend's stream; synchronize waits for everything issued so far.
+  virtual float* alloc(size_t n_floats) = 0;
+  virtual void free(float* p) = 0;
+  virtual void upload(float* dst, const float* host_src, size_t n) = 0;
+  virtual void download(float* host_dst, const float* src, size_t n) = 0;
+  virtual void synchronize() = 0;
+
+  // Ops (see focal_kernels/ops.h for shapes). ids is a host array.
+  virtual void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
+  virtual void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) = 0;
+  virtual void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) = 0;
+  virtual void add_row_bias(float* y, const float* b, int rows, int n) = 0;
+  virtual void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) = 0;
+  virtual void swiglu(const float* gate, const float* up, float* out, size_t n) = 0;
+  virtual void add_inplace(float* y, const float* x, size_t n) = 0;
+  // Copies rows [T, n_kv*d] of new keys/values into the cache [n_kv, stride, d] at positions pos0..pos0+T-1.
+  virtual void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
+                        int pos0) = 0;
+  virtual void attention(const ops::AttentionArgs& a) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+// Owns n floats of backend memory.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& be, size_t n) : be_(&be), p_(be.alloc(n)), n_(n) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) { reset(); be_ = o.be_; p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+  void reset() { if (p_) be_->free(p_); p_ = nullptr; n_ = 0; }
+  float* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  Backend* be_ = nullptr;
+  float* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace focal

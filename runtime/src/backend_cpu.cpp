@@ -1,0 +1,56 @@
+// CPU backend: host memory and the kernels' CPU ops. Everything runs synchronously on the calling thread (ops
+// parallelise internally with OpenMP / OpenBLAS).
+#include <cstdlib>
+#include <cstring>
+
+#include "backend.h"
+
+namespace focal {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  float* alloc(size_t n) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) throw std::bad_alloc();
+    std::memset(p, 0, (n ? n : 1) * sizeof(float));
+    return static_cast<float*>(p);
+  }
+  void free(float* p) override { std::free(p); }
+  void upload(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void download(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void synchronize() override {}
+  void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+    ops::embed(table, ids, out, n_tokens, hidden);
+  }
+  void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
+    ops::rmsnorm(x, w, y, rows, n, eps);
+  }
+  void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
+    ops::matmul_xwt(x, w, y, m, n, k);
+  }
+  void add_row_bias(float* y, const float* b, int rows, int n) override {
+    for (int r = 0; r < rows; ++r) ops::add_inplace(y + (size_t)r * n, b, (size_t)n);
+  }
+  void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) override {
+    ops::rope(x, n_tokens, n_heads, d_head, pos0, theta);
+  }
+  void swiglu(const float* gate, const float* up, float* out, size_t n) override { ops::swiglu(gate, up, out, n); }
+  void add_inplace(float* y, const float* x, size_t n) override { ops::add_inplace(y, x, n); }
+  void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
+                int pos0) override {
+    for (int t = 0; t < n_tokens; ++t)
+      for (int h = 0; h < n_kv_heads; ++h)
+        std::memcpy(cache + ((size_t)h * stride + pos0 + t) * d_head, kv + ((size_t)t * n_kv_heads + h) * d_head,
+                    d_head * sizeof(float));
+  }
+  void attention(const ops::AttentionArgs& a) override { ops::attention(a); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace focal

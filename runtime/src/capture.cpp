@@ -1,0 +1,237 @@
+// Recording runs into a CaptureFile through a ForwardObserver, the memory estimate behind --budget, and KL/JS
+// comparison of two runs.
+#include "focal/capture.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "focal/error.h"
+#include "focal/metrics.h"
+#include "focal_kernels/ops.h"
+
+namespace focal {
+
+namespace {
+
+std::vector<int> all_upto(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+std::vector<int> resolve(const std::vector<int>& sel, int n) { return sel.empty() ? all_upto(n) : sel; }
+
+void check_range(const std::vector<int>& sel, int n, const char* option, const char* what, const char* fix) {
+  std::vector<int> sorted = sel;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] < 0 || sorted[i] >= n)
+      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is out of range (" + fix +
+                  " 0.." + std::to_string(n - 1) + ")");
+    if (i && sorted[i] == sorted[i - 1])
+      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is listed twice");
+  }
+}
+
+std::string mib(size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; }
+
+class CaptureObserver final : public ForwardObserver {
+ public:
+  CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows, int pos_offset,
+                  const std::function<void(int, int)>& progress)
+      : run_(run), c_(c), T_(T), store_rows_(store_rows), pos_offset_(pos_offset), progress_(progress) {
+    lmap_.assign(c.n_layers, -1);
+    hmap_.assign(c.n_heads, -1);
+    qmap_.assign(T, -1);
+    for (size_t i = 0; i < run.layers.size(); ++i) lmap_[run.layers[i]] = (int)i;
+    for (size_t i = 0; i < run.heads.size(); ++i) hmap_[run.heads[i]] = (int)i;
+    for (size_t i = 0; i < run.queries.size(); ++i) qmap_[run.queries[i]] = (int)i;
+  }
+  bool wants_metrics() const override { return true; }
+  bool wants_rows(int layer, int head) const override {
+    return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0;
+  }
+  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
+               const float* raw) override {
+    const size_t Hc = run_.heads.size(), Qc = run_.queries.size();
+    for (int r = 0; r < n_rows; ++r) {
+      const int qi = qmap_[row0 + r];
+      if (qi < 0) continue;
+      const size_t off = (((size_t)lmap_[layer] * Hc + hmap_[head]) * Qc + qi) * T_;
+      const int n_vis = row0 + r + 1;
+      if (!run_.probs.empty()) std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
+      if (!run_.scores.empty()) std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
+    }
+  }
+  void on_layer(const LayerRecord& rec) override {
+    const int l = rec.layer;
+    for (int h = 0; h < c_.n_heads; ++h)
+      for (int i = 0; i < rec.n_tokens; ++i) {
+        const int pos = rec.pos0 + i;
+        const float* m = rec.metrics + ((size_t)h * rec.n_tokens + i) * kNumRowMetrics;
+        std::copy(m, m + kNumRowMetrics, &run_.metrics[(((size_t)l * c_.n_heads + h) * T_ + pos) * kNumRowMetrics]);
+        run_.row_scale[((size_t)l * c_.n_heads + h) * T_ + pos] = rec.row_scale[(size_t)h * rec.n_tokens + i];
+      }
+    if (rec.tau)
+      for (int i = 0; i < rec.n_tokens; ++i) run_.tau[(size_t)l * T_ + rec.pos0 + i] = rec.tau[i];
+    if (progress_) progress_(l + 1, c_.n_layers);
+  }
+
+ private:
+  RunCapture& run_;
+  const ModelConfig& c_;
+  int T_;
+  bool store_rows_;
+  int pos_offset_;
+  std::function<void(int, int)> progress_;
+  std::vector<int> lmap_, hmap_, qmap_;
+};
+
+}  // namespace
+
+
+size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest& req) {
+  const size_t Lc = req.layers.empty() ? c.n_layers : req.layers.size();
+  const size_t Hc = req.heads.empty() ? c.n_heads : req.heads.size();
+  const size_t Qc = req.queries.empty() ? T : req.queries.size();
+  const size_t rows = Lc * Hc * Qc * (size_t)T * sizeof(float);
+  size_t b = 0;
+  if (req.store_probs) b += rows;
+  if (req.store_scores) b += rows;
+  b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
+  b += (size_t)c.n_layers * T * sizeof(float);                                    // tau
+  b += (size_t)T * c.vocab_size * sizeof(float);                                  // logits
+  // forward working memory: KV cache, activations, attention scratch per thread
+  b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
+  b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
+       sizeof(float);
+  b += (size_t)omp_get_max_threads() * 2 * 32 * T * sizeof(float);
+  return b;
+}
+
+void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest& req, int n_runs) {
+  if (T <= 0) throw Error("the prompt is empty: give --prompt TEXT or --prompt-file FILE with some text");
+  if (T > c.max_positions)
+    throw Error("the prompt has " + std::to_string(T) + " tokens but the model's context is " +
+                std::to_string(c.max_positions) + " (max_position_embeddings): shorten the prompt");
+  check_range(req.layers, c.n_layers, "--layers", "layer", "the model has layers");
+  check_range(req.heads, c.n_heads, "--heads", "head", "the model has heads");
+  check_range(req.queries, T, "--queries", "query position", "the prompt has positions");
+  if (req.topk_tokens < 1 || req.topk_tokens > c.vocab_size)
+    throw Error("--topk: must be in 1.." + std::to_string(c.vocab_size));
+  if (req.run.topk_mass_k < 1 || req.run.topk_mass_k > 64) throw Error("--topk-mass: k must be in 1..64");
+  for (int32_t r : req.run.relevant)
+    if (r < 0 || r >= T) throw Error("--relevant: key position " + std::to_string(r) + " is outside the prompt (0.." +
+                                     std::to_string(T - 1) + ")");
+  const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
+  if (need > req.budget_bytes)
+    throw Error("the capture needs about " + mib(need) + " but the budget (--budget) is " + mib(req.budget_bytes) +
+                ": narrow --layers, --heads or --queries, use --store metrics (no probabilities or scores), "
+                "or raise --budget");
+}
+
+RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                       const CaptureRequest& req, const std::string& name,
+                       const std::function<void(int, int)>& progress) {
+  const ModelConfig& c = model.config();
+  const int T = (int)tokens.size();
+  validate_capture_request(c, T, req, 1);
+  spec.validate(c);
+
+  RunCapture run;
+  run.name = name;
+  run.temp_spec_json = spec.to_json();
+  run.layers = resolve(req.layers, c.n_layers);
+  run.heads = resolve(req.heads, c.n_heads);
+  run.queries = resolve(req.queries, T);
+  run.topk_mass_k = req.run.topk_mass_k;
+  const size_t rows = run.layers.size() * run.heads.size() * run.queries.size() * (size_t)T;
+  if (req.store_probs) run.probs.assign(rows, 0.0f);
+  if (req.store_scores) run.scores.assign(rows, 0.0f);
+  run.metrics.assign((size_t)c.n_layers * c.n_heads * T * kNumRowMetrics, 0.0f);
+  run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
+  if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
+
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
+  Session session(model, T);
+  RunOptions opt = req.run;
+  opt.all_logits = true;
+  std::vector<float> logits;  // [T, vocab]
+  session.forward(tokens.data(), T, spec, opt, &obs, &logits);
+
+  const int K = req.topk_tokens, V = c.vocab_size;
+  run.topk_ids.resize((size_t)T * K);
+  run.topk_probs.resize((size_t)T * K);
+  run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < T; ++i) {
+    float* lg = logits.data() + (size_t)i * V;
+    const float mx = *std::max_element(lg, lg + V);
+    double z = 0.0;
+    for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
+    const double lz = std::log(z) + mx;
+    ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
+    for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
+    if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
+  }
+  return run;
+}
+
+CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens) {
+  CaptureFile f;
+  const ModelConfig& c = model.config();
+  f.model_path = model.path();
+  f.model_config_json = c.source_json;
+  f.weights_checksum = model.weights_checksum();
+  f.tool_version = version();
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  f.d_head = c.d_head;
+  f.token_ids = tokens;
+  for (int32_t id : tokens)
+    f.pieces.push_back(model.tokenizer() ? display_piece(model.tokenizer()->piece(id)) : std::to_string(id));
+  return f;
+}
+
+Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name) {
+  const RunCapture* a = file.find_run(a_name);
+  const RunCapture* b = file.find_run(b_name);
+  if (!a) throw Error("compare: run '" + a_name + "' is not in the capture");
+  if (!b) throw Error("compare: run '" + b_name + "' is not in the capture");
+  if (a->probs.empty() || b->probs.empty())
+    throw Error("compare: runs '" + a_name + "' and '" + b_name + "' must both store probabilities");
+  auto common = [](const std::vector<int>& x, const std::vector<int>& y) {
+    std::vector<int> r;
+    for (int v : x)
+      if (std::find(y.begin(), y.end(), v) != y.end()) r.push_back(v);
+    return r;
+  };
+  Comparison cmp;
+  cmp.run_a = a_name;
+  cmp.run_b = b_name;
+  cmp.layers = common(a->layers, b->layers);
+  cmp.heads = common(a->heads, b->heads);
+  cmp.queries = common(a->queries, b->queries);
+  if (cmp.layers.empty() || cmp.heads.empty() || cmp.queries.empty())
+    throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
+  const int T = file.n_tokens();
+  auto idx = [](const std::vector<int>& v, int x) { return (size_t)(std::find(v.begin(), v.end(), x) - v.begin()); };
+  auto row = [&](const RunCapture& r, int l, int h, int q) {
+    return r.probs.data() +
+           (((idx(r.layers, l) * r.heads.size()) + idx(r.heads, h)) * r.queries.size() + idx(r.queries, q)) * T;
+  };
+  for (int l : cmp.layers)
+    for (int h : cmp.heads)
+      for (int q : cmp.queries) {
+        const float* pa = row(*a, l, h, q);
+        const float* pb = row(*b, l, h, q);
+        cmp.kl.push_back((float)kl_divergence(pa, pb, q + 1));
+        cmp.js.push_back((float)js_divergence(pa, pb, q + 1));
+      }
+  return cmp;
+}
+
+}  // namespace focal

@@ -1,0 +1,272 @@
+// The forward pass, written once against the Backend interface: LLaMA blocks with a per-(layer, head, row)
+// attention logit scale from a TempSpec. No I/O here: everything observable goes through ForwardObserver.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "focal/error.h"
+#include "focal_kernels/shared_math.h"
+#include "model_internal.h"
+
+namespace focal {
+
+struct Session::State {
+  int max_tokens = 0;
+  int n_past = 0;
+  std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head]
+  std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
+};
+
+Session::Session(const Model& model, int max_tokens) : model_(model), st_(std::make_unique<State>()) {
+  const ModelConfig& c = model.config();
+  if (max_tokens <= 0) throw Error("session: max_tokens must be positive");
+  st_->max_tokens = max_tokens;
+  Backend& be = model.backend();
+  const size_t n = (size_t)c.n_kv_heads * max_tokens * c.d_head;
+  for (int l = 0; l < c.n_layers; ++l) {
+    st_->k_cache.emplace_back(be, n);
+    st_->v_cache.emplace_back(be, n);
+  }
+  st_->tau_sum.assign(c.n_layers, 0.0);
+}
+
+Session::~Session() = default;
+int Session::n_past() const { return st_->n_past; }
+int Session::max_tokens() const { return st_->max_tokens; }
+void Session::reset() {
+  st_->n_past = 0;
+  std::fill(st_->tau_sum.begin(), st_->tau_sum.end(), 0.0);
+}
+
+namespace {
+
+struct RowCtx {
+  ForwardObserver* obs;
+  int layer;
+};
+
+void row_trampoline(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) {
+  auto* c = static_cast<RowCtx*>(ctx);
+  c->obs->on_rows(c->layer, head, row0, n_rows, stride, probs, raw);
+}
+
+// Fills scale[n_heads, T] for one layer; tau / tau_raw [T] are filled in learned mode.
+void layer_row_scale(const ModelConfig& c, const TempSpec& spec, int layer, int pos0, int T, const float* tau_dot,
+                     double tau_sum_prev, float tau_b, float* scale, float* tau, float* tau_raw) {
+  const float sqrt_d = std::sqrt((float)c.d_head);
+  std::vector<float> base(T, 1.0f);  // multiplier shared by all heads of the layer, per row
+  switch (spec.mode) {
+    case AttnMode::kStandard: break;
+    case AttnMode::kFocal: std::fill(base.begin(), base.end(), math::focal_scale(spec.focal_temp)); break;
+    case AttnMode::kSsmax:
+      for (int i = 0; i < T; ++i) base[i] = math::ssmax_scale(spec.ssmax_s, pos0 + i + 1);
+      break;
+    case AttnMode::kLearned: {
+      double run = tau_sum_prev, total = tau_sum_prev;
+      for (int i = 0; i < T; ++i) total += tau_dot[i];
+      for (int i = 0; i < T; ++i) {
+        run += tau_dot[i];
+        double pre = 0.0;
+        switch (c.focal.tau_mode) {
+          case TauMode::kPerToken: pre = tau_dot[i]; break;
+          case TauMode::kPrefixMean: pre = run / (pos0 + i + 1); break;
+          case TauMode::kSequenceMean: pre = total / (pos0 + T); break;
+        }
+        tau_raw[i] = (float)pre + tau_b;
+        tau[i] = math::clampf(tau_raw[i], c.focal.tau_min, c.focal.tau_max) * spec.tau_scale;
+        base[i] = math::learned_scale(tau[i], sqrt_d);
+      }
+      break;
+    }
+  }
+  auto lt = spec.layer_temp.find(layer);
+  for (int h = 0; h < c.n_heads; ++h) {
+    float* s = scale + (size_t)h * T;
+    auto ht = spec.head_temp.find({layer, h});
+    if (ht != spec.head_temp.end()) {
+      std::fill(s, s + T, math::focal_scale(ht->second));
+    } else if (lt != spec.layer_temp.end()) {
+      std::fill(s, s + T, math::focal_scale(lt->second));
+    } else {
+      std::copy(base.begin(), base.end(), s);
+    }
+  }
+}
+
+}  // namespace
+
+bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
+                      std::vector<float>* logits) {
+  const Model::Weights& w = model_.weights();
+  const ModelConfig& c = model_.config();
+  Backend& be = model_.backend();
+  State& st = *st_;
+  if (n <= 0) throw Error("forward: no tokens to run (the prompt is empty)");
+  if (st.n_past + n > st.max_tokens)
+    throw Error("forward: " + std::to_string(st.n_past + n) + " tokens exceed this session's capacity of " +
+                std::to_string(st.max_tokens) + " (the model's context is " + std::to_string(c.max_positions) + ")");
+  for (int i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      throw Error("forward: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
+  spec.validate(c);
+
+  const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
+  const int pos0 = st.n_past;
+  const bool want_metrics = obs && obs->wants_metrics();
+  const bool learned = spec.mode == AttnMode::kLearned;
+
+  DeviceBuffer x(be, (size_t)n * H), xn(be, (size_t)n * H);  // [n, H] residual stream, normalised input
+  DeviceBuffer q(be, (size_t)n * QD), k(be, (size_t)n * KD), v(be, (size_t)n * KD);
+  DeviceBuffer att(be, (size_t)n * QD), proj(be, (size_t)n * H);
+  DeviceBuffer gate(be, (size_t)n * I), up(be, (size_t)n * I);
+  DeviceBuffer scale_d(be, (size_t)c.n_heads * n);  // [n_heads, n]
+  DeviceBuffer metrics_d;                           // [n_heads, n, kNumRowMetrics]
+  if (want_metrics) metrics_d = DeviceBuffer(be, (size_t)c.n_heads * n * kNumRowMetrics);
+  DeviceBuffer tau_dot_d;
+  if (learned) tau_dot_d = DeviceBuffer(be, (size_t)n);
+  std::vector<float> scale_h((size_t)c.n_heads * n), metrics_h, tau_dot(n), tau(n), tau_raw(n);
+  if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
+  std::vector<uint8_t> wanted(c.n_heads, 0);
+
+  be.embed(w.embed, ids, x.data(), n, H);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    be.rmsnorm(x.data(), L.attn_norm, xn.data(), n, H, c.rms_eps);
+    be.matmul_xwt(xn.data(), L.wq, q.data(), n, QD, H);
+    be.matmul_xwt(xn.data(), L.wk, k.data(), n, KD, H);
+    be.matmul_xwt(xn.data(), L.wv, v.data(), n, KD, H);
+    if (L.bq) {
+      be.add_row_bias(q.data(), L.bq, n, QD);
+      be.add_row_bias(k.data(), L.bk, n, KD);
+      be.add_row_bias(v.data(), L.bv, n, KD);
+    }
+    if (L.q_norm) {  // per-head RMSNorm before RoPE (Qwen3 QK-norm)
+      be.rmsnorm(q.data(), L.q_norm, q.data(), n * c.n_heads, c.d_head, c.rms_eps);
+      be.rmsnorm(k.data(), L.k_norm, k.data(), n * c.n_kv_heads, c.d_head, c.rms_eps);
+    }
+    be.rope(q.data(), n, c.n_heads, c.d_head, pos0, c.rope_theta);
+    be.rope(k.data(), n, c.n_kv_heads, c.d_head, pos0, c.rope_theta);
+    be.kv_store(k.data(), st.k_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
+    be.kv_store(v.data(), st.v_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
+
+    if (learned) {
+      be.matmul_xwt(xn.data(), L.tau_w, tau_dot_d.data(), n, 1, H);  // [n, 1] = X . w_tau
+      be.download(tau_dot.data(), tau_dot_d.data(), n);
+    }
+    layer_row_scale(c, spec, l, pos0, n, tau_dot.data(), st.tau_sum[l], L.tau_b, scale_h.data(), tau.data(),
+                    tau_raw.data());
+    if (learned)
+      for (int i = 0; i < n; ++i) st.tau_sum[l] += tau_dot[i];
+    be.upload(scale_d.data(), scale_h.data(), scale_h.size());
+
+    RowCtx rctx{obs, l};
+    bool any_wanted = false;
+    for (int h = 0; h < c.n_heads; ++h) any_wanted |= (wanted[h] = obs && obs->wants_rows(l, h)) != 0;
+    ops::AttentionArgs a;
+    a.n_tokens = n;
+    a.n_past = pos0;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.d_head = c.d_head;
+    a.q = q.data();
+    a.k_cache = st.k_cache[l].data();
+    a.v_cache = st.v_cache[l].data();
+    a.cache_stride = st.max_tokens;
+    a.row_scale = scale_d.data();
+    a.out = att.data();
+    a.metrics = want_metrics ? metrics_d.data() : nullptr;
+    a.topk = opt.topk_mass_k;
+    a.relevant = opt.relevant.empty() ? nullptr : opt.relevant.data();
+    a.n_relevant = (int)opt.relevant.size();
+    a.head_wanted = any_wanted ? wanted.data() : nullptr;
+    a.row_fn = any_wanted ? &row_trampoline : nullptr;
+    a.row_ctx = &rctx;
+    be.attention(a);
+
+    be.matmul_xwt(att.data(), L.wo, proj.data(), n, H, QD);
+    if (L.bo) be.add_row_bias(proj.data(), L.bo, n, H);
+    be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+    be.rmsnorm(x.data(), L.mlp_norm, xn.data(), n, H, c.rms_eps);
+    be.matmul_xwt(xn.data(), L.w_gate, gate.data(), n, I, H);
+    be.matmul_xwt(xn.data(), L.w_up, up.data(), n, I, H);
+    be.swiglu(gate.data(), up.data(), gate.data(), (size_t)n * I);
+    be.matmul_xwt(gate.data(), L.w_down, proj.data(), n, H, I);
+    be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+
+    if (obs) {
+      LayerRecord rec;
+      rec.layer = l;
+      rec.n_tokens = n;
+      rec.pos0 = pos0;
+      rec.n_heads = c.n_heads;
+      if (want_metrics) {
+        be.download(metrics_h.data(), metrics_d.data(), metrics_h.size());
+        rec.metrics = metrics_h.data();
+      }
+      rec.row_scale = scale_h.data();
+      rec.tau = learned ? tau.data() : nullptr;
+      rec.tau_raw = learned ? tau_raw.data() : nullptr;
+      obs->on_layer(rec);
+      if (obs->cancelled()) {
+        reset();
+        return false;
+      }
+    }
+  }
+  st.n_past += n;
+
+  if (logits) {
+    const int rows = opt.all_logits ? n : 1;
+    be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
+    DeviceBuffer lg(be, (size_t)rows * c.vocab_size);  // [rows, vocab]
+    be.matmul_xwt(xn.data(), w.lm_head, lg.data(), rows, c.vocab_size, H);
+    logits->resize((size_t)rows * c.vocab_size);
+    be.download(logits->data(), lg.data(), logits->size());
+  }
+  be.synchronize();
+  return true;
+}
+
+std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,
+                              const SampleOptions& so, const RunOptions& opt_in, ForwardObserver* obs,
+                              const std::function<void(int32_t)>& on_token) {
+  RunOptions opt = opt_in;
+  opt.all_logits = false;
+  std::vector<float> logits;
+  std::vector<int32_t> out;
+  std::mt19937_64 rng(so.seed);
+  if (!s.forward(prompt.data(), (int)prompt.size(), spec, opt, obs, &logits)) return out;
+  for (int step = 0; step < n_new; ++step) {
+    const int V = (int)logits.size();
+    int32_t next = 0;
+    if (so.sample_temp <= 0.0f) {
+      next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    } else {
+      std::vector<int32_t> idx(V);
+      for (int i = 0; i < V; ++i) idx[i] = i;
+      int kk = so.top_k > 0 ? std::min(so.top_k, V) : V;
+      std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(),
+                        [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+      std::vector<double> p(kk);
+      const double mx = logits[idx[0]];
+      double z = 0.0;
+      for (int i = 0; i < kk; ++i) z += (p[i] = std::exp((logits[idx[i]] - mx) / so.sample_temp));
+      std::uniform_real_distribution<double> u(0.0, z);
+      double r = u(rng);
+      int pick = kk - 1;
+      for (int i = 0; i < kk; ++i) {
+        if ((r -= p[i]) <= 0.0) { pick = i; break; }
+      }
+      next = idx[pick];
+    }
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (so.stop_at_eos && next == s.model().config().eos_id) break;
+    if (step + 1 == n_new || s.n_past() >= s.max_tokens()) break;
+    if (!s.forward(&next, 1, spec, opt, obs, &logits)) break;
+  }
+  return out;
+}
+
+}  // namespace focal

@@ -1,0 +1,52 @@
+// Row metrics, softmax re-tempering and divergences for callers outside the forward (thin layer over the kernels so
+// the forward and the captures use one definition).
+#include "focal/metrics.h"
+
+#include <cmath>
+#include <vector>
+
+#include "focal_kernels/ops.h"
+
+namespace focal {
+
+static_assert((int)kNumRowMetrics == (int)ops::kNumRowMetrics, "runtime and kernel metric lists must agree");
+static_assert((int)kRelevantMass == (int)ops::kRelevantMass, "runtime and kernel metric lists must agree");
+
+const char* row_metric_name(int m) {
+  static const char* kNames[kNumRowMetrics] = {"entropy_nats", "entropy_norm", "eff_support", "max_prob",
+                                               "topk_mass",    "tail_mass",    "sink_mass",   "relevant_mass"};
+  return (m >= 0 && m < kNumRowMetrics) ? kNames[m] : "unknown";
+}
+
+void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int n_relevant, float* metrics) {
+  ops::row_metrics(p, n, topk_k, relevant, n_relevant, metrics);
+}
+
+void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics, int topk_k,
+                    const int32_t* relevant, int n_relevant) {
+  std::vector<float> logits(n);
+  for (int j = 0; j < n; ++j) logits[j] = raw[j] * scale;
+  ops::softmax_row(logits.data(), p, n, metrics, topk_k, relevant, n_relevant);
+}
+
+double kl_divergence(const float* p, const float* q, int n) {
+  double kl = 0.0;
+  for (int j = 0; j < n; ++j) {
+    if (p[j] <= 0.0f) continue;
+    if (q[j] <= 0.0f) return INFINITY;
+    kl += (double)p[j] * (std::log((double)p[j]) - std::log((double)q[j]));
+  }
+  return kl < 0.0 ? 0.0 : kl;
+}
+
+double js_divergence(const float* p, const float* q, int n) {
+  double js = 0.0;
+  for (int j = 0; j < n; ++j) {
+    const double a = p[j], b = q[j], m = 0.5 * (a + b);
+    if (a > 0.0) js += 0.5 * a * std::log(a / m);
+    if (b > 0.0) js += 0.5 * b * std::log(b / m);
+  }
+  return js < 0.0 ? 0.0 : js;
+}
+
+}  // namespace focal

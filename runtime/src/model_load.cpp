@@ -1,0 +1,227 @@
+// Loading a Hugging Face model directory: config.json, safetensors (single or sharded), tokenizer.model.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "focal/error.h"
+#include "model_internal.h"
+#include "safetensors.h"
+
+namespace focal {
+
+using json = nlohmann::json;
+
+const char* version() { return "0.1.0"; }
+
+Model::~Model() = default;
+
+const Tokenizer& Model::require_tokenizer() const {
+  if (!tok_)
+    throw Error("model '" + path_ + "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
+                "directory, or pass token ids instead of text");
+  return *tok_;
+}
+
+static bool file_exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static std::string read_text(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error("cannot read '" + p + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+static std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+static bool is_known_tensor_name(const std::string& n) {
+  static const char* kSuffixes[] = {"embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                                    "input_layernorm.weight", "post_attention_layernorm.weight", "q_proj.weight",
+                                    "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_proj.bias", "k_proj.bias",
+                                    "v_proj.bias", "o_proj.bias", "q_norm.weight", "k_norm.weight",
+                                    "tau_proj.weight", "tau_proj.bias", "gate_proj.weight", "up_proj.weight",
+                                    "down_proj.weight", "rotary_emb.inv_freq"};
+  for (const char* s : kSuffixes) {
+    const size_t k = std::char_traits<char>::length(s);
+    if (n.size() >= k && n.compare(n.size() - k, k, s) == 0) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0)
+    throw Error("model '" + dir + "' does not exist (give a Hugging Face model directory with config.json and "
+                "model.safetensors)");
+  if (!S_ISDIR(st.st_mode))
+    throw Error("model '" + dir + "' is not a directory (give a Hugging Face model directory with config.json and "
+                "model.safetensors)");
+  const std::string cfg_path = dir + "/config.json";
+  if (!file_exists(cfg_path)) throw Error("model '" + dir + "': config.json is missing");
+
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = dir;
+  m->cfg_ = parse_config(read_text(cfg_path), cfg_path);
+  ModelConfig& c = m->cfg_;
+
+  // Weight files.
+  std::vector<std::string> files;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (file_exists(dir + "/model.safetensors")) {
+    files.push_back(dir + "/model.safetensors");
+  } else if (file_exists(index_path)) {
+    json idx;
+    try {
+      idx = json::parse(read_text(index_path));
+    } catch (const json::parse_error& e) {
+      throw Error(index_path + ": malformed JSON (" + e.what() + ")");
+    }
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
+      throw Error(index_path + ": \"weight_map\" object is missing");
+    std::set<std::string> shard_names;
+    for (auto& [k, v] : idx["weight_map"].items()) {
+      if (!v.is_string()) throw Error(index_path + ": weight_map entry '" + k + "' is not a file name");
+      const std::string s = v.get<std::string>();
+      if (s.find('/') != std::string::npos) throw Error(index_path + ": shard name '" + s + "' must be a plain file name");
+      shard_names.insert(s);
+    }
+    for (auto& s : shard_names) {
+      if (!file_exists(dir + "/" + s)) throw Error(index_path + " names shard '" + s + "', which is missing");
+      files.push_back(dir + "/" + s);
+    }
+  } else {
+    throw Error("model '" + dir + "': neither model.safetensors nor model.safetensors.index.json is present");
+  }
+
+  std::vector<std::unique_ptr<SafetensorsFile>> st_files;
+  std::map<std::string, std::pair<const StTensor*, std::string>> all;  // name -> (tensor, file)
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (auto& f : files) {
+    st_files.push_back(std::make_unique<SafetensorsFile>(f));
+    h = st_files.back()->fnv1a(h);
+    for (auto& [name, t] : st_files.back()->tensors()) {
+      if (all.count(name)) throw Error("tensor '" + name + "' appears in both '" + all[name].second + "' and '" + f + "'");
+      all[name] = {&t, f};
+    }
+  }
+  m->checksum_ = h;
+
+  // QK-norm and learned tau are detected from the weights.
+  c.qk_norm = all.count("model.layers.0.self_attn.q_norm.weight") > 0;
+  const bool has_tau_w = all.count("model.layers.0.self_attn.tau_proj.weight") > 0;
+  if (c.focal.has_tau && !has_tau_w)
+    throw Error(cfg_path + ": \"focal\".mode is \"learned\" but tensor 'model.layers.0.self_attn.tau_proj.weight' is "
+                "missing from the weights");
+
+  m->backend_ = make_cpu_backend();
+  Backend& be = *m->backend_;
+  auto w = std::make_unique<Weights>();
+  std::set<std::string> used;
+
+  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required = true) -> const float* {
+    auto it = all.find(name);
+    if (it == all.end()) {
+      if (!required) return nullptr;
+      // A misnamed tensor shows up as one missing name plus one name that is no known LLaMA tensor.
+      std::string hint;
+      for (auto& kv : all)
+        if (!is_known_tensor_name(kv.first)) {
+          hint = " (the file has an unexpected tensor '" + kv.first + "' — misnamed?)";
+          break;
+        }
+      throw Error("model '" + dir + "': tensor '" + name + "' is missing" + hint);
+    }
+    const StTensor& t = *it->second.first;
+    if (t.shape != shape)
+      throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) +
+                  ", expected " + shape_str(shape) + " from config.json");
+    std::vector<float> f32 = tensor_to_f32(t, it->second.second);
+    DeviceBuffer buf(be, f32.size());
+    be.upload(buf.data(), f32.data(), f32.size());
+    const float* p = buf.data();
+    w->storage.push_back(std::move(buf));
+    used.insert(name);
+    m->n_params_ += f32.size();
+    return p;
+  };
+
+  const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate;
+  const int64_t QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
+  w->embed = take("model.embed_tokens.weight", {V, H});
+  w->final_norm = take("model.norm.weight", {H});
+  if (c.tied_embeddings) {
+    w->lm_head = w->embed;
+    used.insert("lm_head.weight");  // some exporters store the tied copy too
+  } else {
+    w->lm_head = take("lm_head.weight", {V, H});
+  }
+  w->layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& L = w->layers[l];
+    L.attn_norm = take(p + "input_layernorm.weight", {H});
+    L.wq = take(p + "self_attn.q_proj.weight", {QD, H});
+    L.wk = take(p + "self_attn.k_proj.weight", {KD, H});
+    L.wv = take(p + "self_attn.v_proj.weight", {KD, H});
+    L.wo = take(p + "self_attn.o_proj.weight", {H, QD});
+    if (c.attention_bias) {
+      L.bq = take(p + "self_attn.q_proj.bias", {QD});
+      L.bk = take(p + "self_attn.k_proj.bias", {KD});
+      L.bv = take(p + "self_attn.v_proj.bias", {KD});
+      L.bo = take(p + "self_attn.o_proj.bias", {H}, false);
+    }
+    if (c.qk_norm) {
+      L.q_norm = take(p + "self_attn.q_norm.weight", {c.d_head});
+      L.k_norm = take(p + "self_attn.k_norm.weight", {c.d_head});
+    }
+    if (has_tau_w) {
+      L.tau_w = take(p + "self_attn.tau_proj.weight", {1, H});
+      if (c.focal.tau_bias) {
+        const float* b = take(p + "self_attn.tau_proj.bias", {1});
+        be.download(&L.tau_b, b, 1);
+      }
+    }
+    L.mlp_norm = take(p + "post_attention_layernorm.weight", {H});
+    L.w_gate = take(p + "mlp.gate_proj.weight", {I, H});
+    L.w_up = take(p + "mlp.up_proj.weight", {I, H});
+    L.w_down = take(p + "mlp.down_proj.weight", {H, I});
+  }
+  for (auto& [name, _] : all) {
+    if (used.count(name)) continue;
+    static const std::string kInvFreq = "rotary_emb.inv_freq";  // buffer some exporters save; recomputed here
+    if (name.size() >= kInvFreq.size() && name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) == 0)
+      continue;
+    throw Error("'" + all[name].second + "': unexpected tensor '" + name + "' (not part of a " +
+                std::to_string(c.n_layers) + "-layer LlamaForCausalLM as described by config.json)");
+  }
+  if (has_tau_w && !c.focal.has_tau) {
+    // Weights carry tau_proj but config.json does not declare learned mode: refuse rather than guess the bounds.
+    throw Error(cfg_path + ": weights contain self_attn.tau_proj but \"focal\".mode is not \"learned\" — add "
+                "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
+  }
+  m->w_ = std::move(w);
+
+  const std::string tok_path = dir + "/tokenizer.model";
+  if (file_exists(tok_path)) {
+    m->tok_ = Tokenizer::load(tok_path);
+    if (m->tok_->vocab_size() > c.vocab_size)
+      throw Error("'" + tok_path + "' has " + std::to_string(m->tok_->vocab_size()) +
+                  " pieces but config.json vocab_size is " + std::to_string(c.vocab_size));
+  }
+  return m;
+}
+
+}  // namespace focal

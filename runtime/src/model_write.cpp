@@ -1,0 +1,198 @@
+// Safetensors and config.json writing, and deterministic random LLaMA weights.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "focal/error.h"
+#include "focal/model_writer.h"
+
+namespace focal {
+
+using json = nlohmann::json;
+
+namespace {
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int exp = (int)((u >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = u & 0x7fffff;
+  if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+  if (exp <= 0) {
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return (uint16_t)(sign | h);
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno) + " — choose a writable directory");
+    f.write(bytes.data(), (std::streamsize)bytes.size());
+    f.flush();
+    if (!f) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw Error("writing '" + path + "' failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot rename into '" + path + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const std::string& dtype) {
+  const int es = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
+  if (!es) throw Error("write_safetensors: dtype must be F32, F16 or BF16, not '" + dtype + "'");
+  json h = json::object();
+  size_t off = 0;
+  for (const auto& t : tensors) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= (size_t)d;
+    if (n != t.data.size()) throw Error("write_safetensors: tensor '" + t.name + "' data does not match its shape");
+    h[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {off, off + n * es}}};
+    off += n * es;
+  }
+  std::string hs = h.dump();
+  while ((hs.size() + 8) % 8) hs += ' ';  // align the data area to 8 bytes
+  std::string bytes(8 + hs.size() + off, '\0');
+  const uint64_t hl = hs.size();
+  std::memcpy(&bytes[0], &hl, 8);
+  std::memcpy(&bytes[8], hs.data(), hs.size());
+  char* p = &bytes[8 + hs.size()];
+  for (const auto& t : tensors)
+    for (float v : t.data) {
+      if (es == 4) {
+        std::memcpy(p, &v, 4);
+      } else {
+        const uint16_t u = dtype == "BF16" ? f32_to_bf16(v) : f32_to_f16(v);
+        std::memcpy(p, &u, 2);
+      }
+      p += es;
+    }
+  write_file_atomic(path, bytes);
+}
+
+std::string config_to_json(const ModelConfig& c) {
+  json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden;
+  j["intermediate_size"] = c.intermediate;
+  j["num_hidden_layers"] = c.n_layers;
+  j["num_attention_heads"] = c.n_heads;
+  j["num_key_value_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.d_head;
+  j["max_position_embeddings"] = c.max_positions;
+  j["rope_theta"] = c.rope_theta;
+  j["rms_norm_eps"] = c.rms_eps;
+  j["tie_word_embeddings"] = c.tied_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["hidden_act"] = "silu";
+  j["torch_dtype"] = "float32";
+  if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
+  if (c.eos_id >= 0) j["eos_token_id"] = c.eos_id;
+  if (c.focal.mode != AttnMode::kStandard) {
+    json f;
+    f["mode"] = attn_mode_name(c.focal.mode);
+    if (c.focal.mode == AttnMode::kFocal) f["focal_temp"] = c.focal.focal_temp;
+    if (c.focal.mode == AttnMode::kLearned) {
+      f["tau_min"] = c.focal.tau_min;
+      f["tau_max"] = c.focal.tau_max;
+      f["tau_mode"] = tau_mode_name(c.focal.tau_mode);
+      f["tau_bias"] = c.focal.tau_bias;
+    }
+    j["focal"] = f;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<NamedTensor> out;
+  auto normal = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stdv) {
+    NamedTensor t{name, shape, {}};
+    size_t n = 1;
+    for (int64_t d : shape) n *= (size_t)d;
+    std::normal_distribution<float> nd(mean, stdv);
+    t.data.resize(n);
+    for (auto& v : t.data) v = nd(rng);
+    out.push_back(std::move(t));
+  };
+  const int64_t H = c.hidden, QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
+  const float sh = 1.0f / std::sqrt((float)H);
+  normal("model.embed_tokens.weight", {c.vocab_size, H}, 0.0f, 0.5f);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    normal(p + "input_layernorm.weight", {H}, 1.0f, 0.1f);
+    normal(p + "self_attn.q_proj.weight", {QD, H}, 0.0f, 1.3f * sh);
+    normal(p + "self_attn.k_proj.weight", {KD, H}, 0.0f, 1.3f * sh);
+    normal(p + "self_attn.v_proj.weight", {KD, H}, 0.0f, sh);
+    normal(p + "self_attn.o_proj.weight", {H, QD}, 0.0f, 1.0f / std::sqrt((float)QD));
+    if (c.qk_norm) {
+      normal(p + "self_attn.q_norm.weight", {c.d_head}, 1.0f, 0.1f);
+      normal(p + "self_attn.k_norm.weight", {c.d_head}, 1.0f, 0.1f);
+    }
+    if (c.focal.has_tau) {
+      normal(p + "self_attn.tau_proj.weight", {1, H}, 0.0f, 0.5f * sh);
+      if (c.focal.tau_bias) {
+        // Start in the middle of [tau_min, tau_max] so the clip is not saturated and w_tau gets gradients.
+        out.push_back({p + "self_attn.tau_proj.bias", {1}, {0.5f * (c.focal.tau_min + c.focal.tau_max)}});
+      }
+    }
+    normal(p + "post_attention_layernorm.weight", {H}, 1.0f, 0.1f);
+    normal(p + "mlp.gate_proj.weight", {c.intermediate, H}, 0.0f, sh);
+    normal(p + "mlp.up_proj.weight", {c.intermediate, H}, 0.0f, sh);
+    normal(p + "mlp.down_proj.weight", {H, c.intermediate}, 0.0f, 1.0f / std::sqrt((float)c.intermediate));
+  }
+  normal("model.norm.weight", {H}, 1.0f, 0.1f);
+  if (!c.tied_embeddings) normal("lm_head.weight", {c.vocab_size, H}, 0.0f, sh);
+  return out;
+}
+
+void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::vector<NamedTensor>& tensors,
+                     const std::string& dtype, const std::string& tokenizer_model) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw Error("cannot create model directory '" + dir + "': " + std::strerror(errno));
+  write_safetensors(dir + "/model.safetensors", tensors, dtype);
+  if (!tokenizer_model.empty()) {
+    std::ifstream in(tokenizer_model, std::ios::binary);
+    if (!in) throw Error("cannot read tokenizer '" + tokenizer_model + "'");
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    write_file_atomic(dir + "/tokenizer.model", bytes);
+  }
+  write_file_atomic(dir + "/config.json", config_to_json(cfg));
+}
+
+}  // namespace focal

@@ -1,0 +1,171 @@
+// Safetensors parsing and dtype conversion (format: 8-byte little-endian header size, JSON header, data area).
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "focal/error.h"
+
+namespace focal {
+
+using json = nlohmann::json;
+
+size_t StTensor::numel() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= (size_t)d;
+  return n;
+}
+
+static int dtype_size(const std::string& dt) {
+  if (dt == "F64" || dt == "I64" || dt == "U64") return 8;
+  if (dt == "F32" || dt == "I32" || dt == "U32") return 4;
+  if (dt == "F16" || dt == "BF16" || dt == "I16" || dt == "U16") return 2;
+  if (dt == "I8" || dt == "U8" || dt == "BOOL" || dt == "F8_E4M3" || dt == "F8_E5M2") return 1;
+  return 0;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error("cannot stat '" + path + "': " + std::strerror(errno));
+  }
+  size_ = (size_t)st.st_size;
+  if (size_ < 8) {
+    ::close(fd);
+    throw Error("'" + path + "' is truncated: " + std::to_string(size_) + " bytes, a safetensors file needs at " +
+                "least the 8-byte header length");
+  }
+  void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) throw Error("cannot map '" + path + "': " + std::strerror(errno));
+  map_ = static_cast<const uint8_t*>(m);
+
+  try {
+    uint64_t hlen = 0;
+    std::memcpy(&hlen, map_, 8);  // little-endian host assumed (x86_64 / aarch64)
+    if (hlen > size_ - 8)
+      throw Error("'" + path + "': header length " + std::to_string(hlen) + " is beyond the end of the file (" +
+                  std::to_string(size_) + " bytes) — the file is truncated or not safetensors");
+    json h;
+    try {
+      h = json::parse(map_ + 8, map_ + 8 + hlen);
+    } catch (const json::parse_error& e) {
+      throw Error("'" + path + "': malformed JSON header (" + e.what() + ")");
+    }
+    if (!h.is_object()) throw Error("'" + path + "': header is not a JSON object");
+    const uint8_t* data = map_ + 8 + hlen;
+    const size_t data_size = size_ - 8 - hlen;
+    std::vector<std::pair<size_t, size_t>> ranges;
+    for (auto& [name, v] : h.items()) {
+      if (name == "__metadata__") continue;
+      const std::string where = "'" + path + "': tensor '" + name + "'";
+      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+        throw Error(where + " lacks dtype, shape or data_offsets");
+      StTensor t;
+      t.name = name;
+      t.dtype = v["dtype"].is_string() ? v["dtype"].get<std::string>() : "";
+      const int ds = dtype_size(t.dtype);
+      if (!ds) throw Error(where + " has unknown dtype '" + t.dtype + "'");
+      if (!v["shape"].is_array()) throw Error(where + ": shape is not an array");
+      for (auto& d : v["shape"]) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0) throw Error(where + ": shape has a negative or non-integer dimension");
+        t.shape.push_back(d.get<int64_t>());
+      }
+      auto& off = v["data_offsets"];
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+        throw Error(where + ": data_offsets must be two non-negative integers");
+      const size_t b = off[0].get<size_t>(), e = off[1].get<size_t>();
+      if (b > e || e > data_size)
+        throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                    "] lie outside the data area (" + std::to_string(data_size) + " bytes) — the file is truncated");
+      if (e - b != t.numel() * (size_t)ds)
+        throw Error(where + ": " + std::to_string(e - b) + " bytes of data do not match shape and dtype (" +
+                    std::to_string(t.numel() * ds) + " bytes expected)");
+      t.data = data + b;
+      t.n_bytes = e - b;
+      if (e > b) ranges.push_back({b, e});
+      tensors_[name] = std::move(t);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        throw Error("'" + path + "': tensor data ranges overlap at byte " + std::to_string(ranges[i].first) +
+                    " — the file is corrupt");
+  } catch (...) {
+    munmap(const_cast<uint8_t*>(map_), size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) munmap(const_cast<uint8_t*>(map_), size_);
+}
+
+uint64_t SafetensorsFile::fnv1a(uint64_t h) const {
+  for (size_t i = 0; i < size_; ++i) {
+    h ^= map_[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+float fp16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) { mant <<= 1; --exp; }
+      mant &= 0x3ff;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
+  const size_t n = t.numel();
+  std::vector<float> out(n);
+  if (t.dtype == "F32") {
+    std::memcpy(out.data(), t.data, n * 4);
+  } else if (t.dtype == "F16" || t.dtype == "BF16") {
+    const bool bf = t.dtype == "BF16";
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, t.data + 2 * i, 2);
+      out[i] = bf ? bf16_to_f32(v) : fp16_to_f32(v);
+    }
+  } else {
+    throw Error("'" + file + "': tensor '" + t.name + "' has dtype " + t.dtype +
+                "; focalscope loads F32, F16 and BF16 weights");
+  }
+  return out;
+}
+
+}  // namespace focal

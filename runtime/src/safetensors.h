@@ -1,0 +1,46 @@
+// Read-only view of a .safetensors file (memory-mapped), validated on open: header length within the file,
+// well-formed JSON, known dtypes, shapes matching byte ranges, ranges inside the data area and not overlapping.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace focal {
+
+struct StTensor {
+  std::string name;
+  std::string dtype;             // "F32", "F16", "BF16", ...
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr; // into the mapping
+  size_t n_bytes = 0;
+  size_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);  // throws Error naming the file and the problem
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, StTensor>& tensors() const { return tensors_; }
+  // FNV-1a 64 of the whole file, folded into `h`.
+  uint64_t fnv1a(uint64_t h) const;
+
+ private:
+  std::string path_;
+  const uint8_t* map_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, StTensor> tensors_;
+};
+
+// Converts F32 / F16 / BF16 data to fp32. Throws Error naming the tensor and file for any other dtype.
+std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file);
+
+float fp16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t h);
+
+}  // namespace focal

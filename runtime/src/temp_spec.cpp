@@ -1,0 +1,107 @@
+// TempSpec: validation, JSON round trip and run labels.
+#include "focal/temp_spec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "focal/error.h"
+
+namespace focal {
+
+using json = nlohmann::json;
+
+TempSpec TempSpec::native(const ModelConfig& cfg) {
+  TempSpec s;
+  s.mode = cfg.focal.mode;
+  s.focal_temp = cfg.focal.mode == AttnMode::kFocal ? cfg.focal.focal_temp : 1.0f;
+  return s;
+}
+
+static void check_temp(float t, const std::string& what) {
+  if (!std::isfinite(t) || !(t > 0.0f))
+    throw Error(what + " must be a finite number > 0 (got " + std::to_string(t) + "); 1 is standard attention, " +
+                "0.4 the paper's focal setting");
+}
+
+void TempSpec::validate(const ModelConfig& cfg) const {
+  if (mode == AttnMode::kFocal) check_temp(focal_temp, "--temp (focal_temp)");
+  for (const auto& [l, t] : layer_temp) {
+    if (l < 0 || l >= cfg.n_layers)
+      throw Error("--layer-temp: layer " + std::to_string(l) + " is out of range (model has " +
+                  std::to_string(cfg.n_layers) + " layers, 0.." + std::to_string(cfg.n_layers - 1) + ")");
+    check_temp(t, "--layer-temp for layer " + std::to_string(l));
+  }
+  for (const auto& [lh, t] : head_temp) {
+    if (lh.first < 0 || lh.first >= cfg.n_layers)
+      throw Error("--head-temp: layer " + std::to_string(lh.first) + " is out of range (model has " +
+                  std::to_string(cfg.n_layers) + " layers)");
+    if (lh.second < 0 || lh.second >= cfg.n_heads)
+      throw Error("--head-temp: head " + std::to_string(lh.second) + " is out of range (model has " +
+                  std::to_string(cfg.n_heads) + " heads, 0.." + std::to_string(cfg.n_heads - 1) + ")");
+    check_temp(t, "--head-temp for layer " + std::to_string(lh.first) + " head " + std::to_string(lh.second));
+  }
+  if (mode == AttnMode::kLearned) {
+    if (!cfg.focal.has_tau)
+      throw Error("--mode learned: this model has no learned temperature (config.json \"focal\".mode is not "
+                  "\"learned\"); use --mode focal --temp T instead");
+    check_temp(tau_scale, "--tau-scale");
+  }
+  if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "--ssmax-s");
+}
+
+std::string TempSpec::to_json() const {
+  json j;
+  j["mode"] = attn_mode_name(mode);
+  j["focal_temp"] = focal_temp;
+  j["tau_scale"] = tau_scale;
+  j["ssmax_s"] = ssmax_s;
+  json lt = json::object();
+  for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = t;
+  j["layer_temp"] = lt;
+  json ht = json::array();
+  for (const auto& [lh, t] : head_temp) ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", t}});
+  j["head_temp"] = ht;
+  return j.dump();
+}
+
+TempSpec TempSpec::from_json(const std::string& text, const std::string& where) {
+  TempSpec s;
+  try {
+    json j = json::parse(text);
+    s.mode = parse_attn_mode(j.at("mode").get<std::string>(), where);
+    s.focal_temp = j.value("focal_temp", 1.0f);
+    s.tau_scale = j.value("tau_scale", 1.0f);
+    s.ssmax_s = j.value("ssmax_s", 1.0f);
+    if (j.contains("layer_temp"))
+      for (auto& [k, v] : j["layer_temp"].items()) s.layer_temp[std::stoi(k)] = v.get<float>();
+    if (j.contains("head_temp"))
+      for (auto& e : j["head_temp"])
+        s.head_temp[{e.at("layer").get<int>(), e.at("head").get<int>()}] = e.at("focal_temp").get<float>();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
+  }
+  return s;
+}
+
+static std::string fmt_g(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+std::string TempSpec::label() const {
+  std::string s;
+  switch (mode) {
+    case AttnMode::kStandard: s = "standard"; break;
+    case AttnMode::kFocal: s = "focal_t" + fmt_g(focal_temp); break;
+    case AttnMode::kLearned: s = tau_scale == 1.0f ? "learned" : "learned_x" + fmt_g(tau_scale); break;
+    case AttnMode::kSsmax: s = "ssmax_s" + fmt_g(ssmax_s); break;
+  }
+  if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";
+  return s;
+}
+
+}  // namespace focal

@@ -1,0 +1,607 @@
+// Tests of the HDF5 capture and sweep files: fp32 and fp16 round trips, byte-identical rewrites, atomic writes, and
+// the errors a user sees for unwritable paths and foreign files. Set FOCAL_CAPTURE_SAMPLE=path to keep a sample
+// capture (for examples/read_capture.py).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "focal/capture.h"
+#include "focal/error.h"
+
+namespace focal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the test temp dir, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::path(testing::TempDir()) / "capture_h5_XXXXXX").string();
+    if (!mkdtemp(&tmpl[0])) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> leftover_temporaries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+// Every row metric of one attention row p[0..n) (n visible keys).
+void row_metrics(const float* p, int n, int topk_k, const std::vector<int32_t>& relevant, float* m) {
+  double h = 0, max_p = 0, tail = 0;
+  for (int j = 0; j < n; ++j) {
+    if (p[j] > 0) h -= p[j] * std::log(double(p[j]));
+    max_p = std::max(max_p, double(p[j]));
+    if (p[j] < 1.0 / n) tail += p[j];
+  }
+  std::vector<float> sorted(p, p + n);
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  double topk = 0;
+  for (int j = 0; j < std::min(n, topk_k); ++j) topk += sorted[j];
+  double rel = 0;
+  bool any = false;
+  for (int32_t j : relevant)
+    if (j < n) rel += p[j], any = true;
+  m[kEntropyNats] = float(h);
+  m[kEntropyNorm] = n > 1 ? float(h / std::log(double(n))) : 0.0f;
+  m[kEffSupport] = float(std::exp(h));
+  m[kMaxProb] = float(max_p);
+  m[kTopkMass] = float(topk);
+  m[kTailMass] = float(tail);
+  m[kSinkMass] = p[0];
+  m[kRelevantMass] = any ? float(rel) : std::nanf("");
+}
+
+struct Shape {
+  int n_layers = 2, n_heads = 4, n_tokens = 12, d_head = 8;
+};
+
+// Raw scores of every (layer, head, query, key) of a fake model: [L, H, T, T], 0 beyond the query.
+std::vector<float> fake_scores(const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  const int T = s.n_tokens;
+  std::vector<float> raw(size_t(s.n_layers) * s.n_heads * T * T, 0.0f);
+  for (int l = 0; l < s.n_layers; ++l)
+    for (int h = 0; h < s.n_heads; ++h)
+      for (int q = 0; q < T; ++q)
+        for (int k = 0; k <= q; ++k)
+          raw[((size_t(l) * s.n_heads + h) * T + q) * T + k] = normal(rng) + (k == 0 ? 2.0f : 0.0f);  // a sink
+  return raw;
+}
+
+// A run consistent with the raw scores: probs = causal softmax(raw * multiplier), metrics of every row, row_scale,
+// optional learned tau (then multiplier = sqrt(d_head) / tau per layer and row).
+RunCapture fake_run(const Shape& s, const std::string& name, const std::vector<float>& raw, float focal_temp,
+                    bool learned, std::vector<int> layers, std::vector<int> heads, std::vector<int> queries,
+                    bool store_scores, const std::vector<int32_t>& relevant, uint32_t seed) {
+  const int L = s.n_layers, H = s.n_heads, T = s.n_tokens, M = kNumRowMetrics, k = 3;
+  RunCapture run;
+  run.name = name;
+  run.temp_spec_json = learned ? R"({"mode":"learned","tau_scale":1})"
+                               : R"({"mode":"focal","focal_temp":)" + std::to_string(focal_temp) + "}";
+  run.topk_mass_k = 2;
+  run.layers = std::move(layers);
+  run.heads = std::move(heads);
+  run.queries = std::move(queries);
+  run.metrics.assign(size_t(L) * H * T * M, 0.0f);
+  run.row_scale.assign(size_t(L) * H * T, 0.0f);
+  if (learned) {
+    run.tau.resize(size_t(L) * T);
+    for (int l = 0; l < L; ++l)
+      for (int q = 0; q < T; ++q) run.tau[size_t(l) * T + q] = 2.0f + 0.1f * float(l + q % 5);
+  }
+  std::vector<float> all_probs(size_t(L) * H * T * T, 0.0f);  // [L, H, T, T]
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      for (int q = 0; q < T; ++q) {
+        const size_t row = (size_t(l) * H + h) * T + q;
+        const float mult = learned ? std::sqrt(float(s.d_head)) / run.tau[size_t(l) * T + q] : 1.0f / focal_temp;
+        run.row_scale[row] = mult;
+        const float* r = &raw[row * T];
+        float* p = &all_probs[row * T];
+        float mx = -1e30f;
+        for (int j = 0; j <= q; ++j) mx = std::max(mx, r[j] * mult);
+        double sum = 0;
+        for (int j = 0; j <= q; ++j) sum += (p[j] = std::exp(r[j] * mult - mx));
+        for (int j = 0; j <= q; ++j) p[j] = float(p[j] / sum);
+        row_metrics(p, q + 1, run.topk_mass_k, relevant, &run.metrics[row * M]);
+      }
+  for (int l : run.layers)
+    for (int h : run.heads)
+      for (int q : run.queries) {
+        const size_t row = (size_t(l) * H + h) * T + q;
+        run.probs.insert(run.probs.end(), &all_probs[row * T], &all_probs[row * T] + T);
+        if (store_scores) run.scores.insert(run.scores.end(), &raw[row * T], &raw[row * T] + T);
+      }
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, 999);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int t = 0; t < T; ++t) {
+    float left = 1.0f;
+    for (int j = 0; j < k; ++j) {
+      run.topk_ids.push_back(id(rng));
+      run.topk_probs.push_back(left *= 0.5f * u(rng));
+    }
+    run.token_nll.push_back(t + 1 < T ? 5.0f * u(rng) : std::nanf(""));
+  }
+  return run;
+}
+
+// KL and JS of two runs with the same selection.
+Comparison fake_comparison(const RunCapture& a, const RunCapture& b, int T) {
+  Comparison c;
+  c.run_a = a.name;
+  c.run_b = b.name;
+  c.layers = a.layers;
+  c.heads = a.heads;
+  c.queries = a.queries;
+  for (size_t row = 0; row * T < a.probs.size(); ++row) {
+    const float* p = &a.probs[row * T];
+    const float* q = &b.probs[row * T];
+    double kl = 0, js = 0;
+    for (int j = 0; j < T; ++j) {
+      const double m = 0.5 * (p[j] + q[j]);
+      if (p[j] > 0) kl += p[j] * std::log(p[j] / double(q[j])), js += 0.5 * p[j] * std::log(p[j] / m);
+      if (q[j] > 0) js += 0.5 * q[j] * std::log(q[j] / m);
+    }
+    c.kl.push_back(float(kl));
+    c.js.push_back(float(js));
+  }
+  return c;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(size_t(n), 0);
+  for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+  return v;
+}
+
+// Three runs (standard and focal over every row with scores, learned on a few rows with tau and no scores), one
+// comparison, no relevant keys, fixed created_utc.
+CaptureFile fake_capture(const Shape& s = Shape()) {
+  CaptureFile f;
+  f.model_path = "/models/tiny-focal";
+  f.model_config_json = R"({"hidden_size": 32, "num_hidden_layers": 2, "focal": {"mode": "learned"}})";
+  f.weights_checksum = 0xcbf29ce484222325ull;
+  f.tool_version = "0.1.0";
+  f.created_utc = "2024-05-06T07:08:09Z";
+  f.n_layers = s.n_layers;
+  f.n_heads = s.n_heads;
+  f.d_head = s.d_head;
+  const std::vector<std::string> words = {"<s>", " The", " café", " ", "\u00e9t\u00e9", "\n", " \u5927", "-",
+                                          "ok",  "",     " x",    "\\x00"};
+  for (int t = 0; t < s.n_tokens; ++t) {
+    f.token_ids.push_back(t == 0 ? 1 : 100 + 7 * t);
+    f.pieces.push_back(words[size_t(t) % words.size()]);
+  }
+  const std::vector<float> raw = fake_scores(s, 7);
+  const std::vector<int> all_l = iota(s.n_layers), all_h = iota(s.n_heads), all_q = iota(s.n_tokens);
+  f.runs.push_back(fake_run(s, "standard", raw, 1.0f, false, all_l, all_h, all_q, true, f.relevant, 1));
+  f.runs.push_back(fake_run(s, "focal_t0.5", raw, 0.5f, false, all_l, all_h, all_q, true, f.relevant, 2));
+  if (s.n_layers > 1 && s.n_heads > 3 && s.n_tokens > 11)
+    f.runs.push_back(fake_run(s, "learned", raw, 1.0f, true, {1}, {1, 3}, {2, 5, 11}, false, f.relevant, 3));
+  f.comparisons.push_back(fake_comparison(f.runs[0], f.runs[1], s.n_tokens));
+  return f;
+}
+
+// Bitwise equality (NaN included).
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  if (!a.empty()) {
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
+  }
+}
+
+void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_probs) {
+  EXPECT_EQ(a.model_path, b.model_path);
+  EXPECT_EQ(a.model_config_json, b.model_config_json);
+  EXPECT_EQ(a.weights_checksum, b.weights_checksum);
+  EXPECT_EQ(a.tool_version, b.tool_version);
+  EXPECT_EQ(a.created_utc, b.created_utc);
+  EXPECT_EQ(a.n_layers, b.n_layers);
+  EXPECT_EQ(a.n_heads, b.n_heads);
+  EXPECT_EQ(a.d_head, b.d_head);
+  EXPECT_EQ(a.token_ids, b.token_ids);
+  EXPECT_EQ(a.pieces, b.pieces);
+  EXPECT_EQ(a.relevant, b.relevant);
+  ASSERT_EQ(a.runs.size(), b.runs.size());
+  for (size_t i = 0; i < a.runs.size(); ++i) {
+    const RunCapture &x = a.runs[i], &y = b.runs[i];
+    SCOPED_TRACE("run " + x.name);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.temp_spec_json, y.temp_spec_json);
+    EXPECT_EQ(x.topk_mass_k, y.topk_mass_k);
+    EXPECT_EQ(x.layers, y.layers);
+    EXPECT_EQ(x.heads, y.heads);
+    EXPECT_EQ(x.queries, y.queries);
+    if (fp16_probs) {
+      ASSERT_EQ(x.probs.size(), y.probs.size());
+      for (size_t j = 0; j < x.probs.size(); ++j)  // half: 11-bit significand; 6e-8 is the smallest subnormal
+        ASSERT_NEAR(x.probs[j], y.probs[j], 1e-3 * std::fabs(x.probs[j]) + 6e-8) << "probs[" << j << "]";
+    } else {
+      expect_same(x.probs, y.probs, "probs");
+    }
+    expect_same(x.scores, y.scores, "scores");
+    expect_same(x.metrics, y.metrics, "metrics");
+    expect_same(x.row_scale, y.row_scale, "row_scale");
+    expect_same(x.tau, y.tau, "tau");
+    EXPECT_EQ(x.topk_ids, y.topk_ids);
+    expect_same(x.topk_probs, y.topk_probs, "topk_probs");
+    expect_same(x.token_nll, y.token_nll, "token_nll");
+  }
+  ASSERT_EQ(a.comparisons.size(), b.comparisons.size());
+  for (size_t i = 0; i < a.comparisons.size(); ++i) {
+    const Comparison &x = a.comparisons[i], &y = b.comparisons[i];
+    EXPECT_EQ(x.run_a, y.run_a);
+    EXPECT_EQ(x.run_b, y.run_b);
+    EXPECT_EQ(x.layers, y.layers);
+    EXPECT_EQ(x.heads, y.heads);
+    EXPECT_EQ(x.queries, y.queries);
+    expect_same(x.kl, y.kl, "kl");
+    expect_same(x.js, y.js, "js");
+  }
+}
+
+// what() of the Error that fn throws; fails the test if it throws nothing or something else.
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a non-focal exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+TEST(CaptureH5, RoundTripFp32) {
+  TempDir dir;
+  const CaptureFile f = fake_capture();
+  ASSERT_TRUE(f.relevant.empty());
+  ASSERT_FALSE(f.runs[2].tau.empty());
+  ASSERT_TRUE(f.runs[2].scores.empty());
+  const std::string path = dir.file("cap.h5");
+  write_capture(f, path);
+  expect_same_capture(f, read_capture(path), false);
+  if (const char* keep = std::getenv("FOCAL_CAPTURE_SAMPLE")) write_capture(f, keep);
+}
+
+TEST(CaptureH5, RoundTripFp16) {
+  TempDir dir;
+  const CaptureFile f = fake_capture(Shape{2, 4, 96, 8});
+  write_capture(f, dir.file("fp32.h5"), false);
+  write_capture(f, dir.file("fp16.h5"), true);
+  expect_same_capture(f, read_capture(dir.file("fp16.h5")), true);
+  EXPECT_LT(fs::file_size(dir.file("fp16.h5")), fs::file_size(dir.file("fp32.h5")));
+}
+
+// The float16 value nearest to x (ties to the even significand), from a table of every finite half.
+float reference_half(float x) {
+  static const std::vector<double> table = [] {
+    std::vector<double> t;
+    for (int e = 0; e < 31; ++e)
+      for (int m = 0; m < 1024; ++m) t.push_back(e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+    t.push_back(65536.0);  // where inf would sit if the exponent went on (bit pattern 0x7c00)
+    return t;              // ascending; index = bit pattern
+  }();
+  const double a = std::fabs(double(x));
+  size_t hi = size_t(std::lower_bound(table.begin(), table.end(), a) - table.begin());
+  if (hi == table.size()) return std::copysign(INFINITY, x);
+  size_t best = hi;
+  if (hi > 0) {
+    const double dl = a - table[hi - 1], dh = table[hi] - a;
+    if (dl < dh || (dl == dh && (hi - 1) % 2 == 0)) best = hi - 1;
+  }
+  if (best == table.size() - 1) return std::copysign(INFINITY, x);
+  return float(std::copysign(table[best], double(x)));
+}
+
+TEST(CaptureH5, Fp16RoundsToNearestEven) {
+  TempDir dir;
+  Shape s{1, 1, 64, 8};
+  CaptureFile f = fake_capture(s);
+  f.runs.resize(1);
+  f.comparisons.clear();
+  std::vector<float>& p = f.runs[0].probs;  // [1, 1, 64, 64]: overwrite with awkward values
+  const std::vector<float> edges = {0.0f, 1.0f, 0.99999f, 0.0019530231f, std::nextafter(0.001953125f, 0.0f),
+                                    0.000976562f, 6.1035156e-05f, 6.09e-05f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-9f,
+                                    3.0e-5f, 0.5f + 1.0f / 4096, 0.5f + 3.0f / 4096, 1.0f / 3, 65504.0f, 65519.0f,
+                                    65520.0f, -0.25f, -1e-6f};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> log10u(-9.0f, 0.0f);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = i < edges.size() ? edges[i] : std::pow(10.0f, log10u(rng));
+  write_capture(f, dir.file("half.h5"), true);
+  const std::vector<float> back = read_capture(dir.file("half.h5")).runs[0].probs;
+  ASSERT_EQ(back.size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_EQ(back[i], reference_half(p[i])) << "probs[" << i << "] = " << p[i];
+}
+
+TEST(CaptureH5, EmptyTokensRunsAndSelections) {
+  TempDir dir;
+  CaptureFile f;
+  f.created_utc = "2024-01-01T00:00:00Z";
+  f.n_layers = 2;
+  f.n_heads = 3;
+  f.d_head = 4;
+  RunCapture run;
+  run.name = "standard";
+  f.runs.push_back(run);  // no tokens: every dataset has a zero-size dim
+  write_capture(f, dir.file("empty.h5"), true);
+  expect_same_capture(f, read_capture(dir.file("empty.h5")), true);
+
+  // Tokens without pieces (a model without a tokenizer), a run with an empty query selection and no top-k.
+  CaptureFile g = fake_capture();
+  g.pieces.clear();
+  g.runs[0].queries.clear();
+  g.runs[0].probs.clear();
+  g.runs[0].scores.clear();
+  g.runs[0].topk_ids.clear();
+  g.runs[0].topk_probs.clear();
+  g.comparisons.clear();
+  write_capture(g, dir.file("partial.h5"));
+  expect_same_capture(g, read_capture(dir.file("partial.h5")), false);
+}
+
+TEST(CaptureH5, RewriteIsByteIdentical) {
+  TempDir dir;
+  const CaptureFile f = fake_capture();
+  write_capture(f, dir.file("a.h5"), true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // any stored timestamp would now differ
+  write_capture(f, dir.file("b.h5"), true);
+  const std::string a = read_bytes(dir.file("a.h5")), b = read_bytes(dir.file("b.h5"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "two writes of the same capture differ";
+  EXPECT_EQ(0, std::system(("cmp -s '" + dir.file("a.h5") + "' '" + dir.file("b.h5") + "'").c_str()));
+
+  SweepFile s;
+  s.created_utc = "2024-01-01T00:00:00Z";
+  s.focal_temps = {0.5f, 1.0f};
+  s.mean_nll = {3.0f, 2.5f};
+  write_sweep(s, dir.file("s1.h5"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  write_sweep(s, dir.file("s2.h5"));
+  EXPECT_TRUE(read_bytes(dir.file("s1.h5")) == read_bytes(dir.file("s2.h5")));
+}
+
+TEST(CaptureH5, EmptyCreatedUtcIsFilledWithTheTime) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  f.created_utc.clear();
+  write_capture(f, dir.file("now.h5"));
+  const std::string t = read_capture(dir.file("now.h5")).created_utc;
+  ASSERT_EQ(t.size(), 20u) << t;  // 2024-05-06T07:08:09Z
+  EXPECT_EQ(t[4], '-');
+  EXPECT_EQ(t[10], 'T');
+  EXPECT_EQ(t.back(), 'Z');
+}
+
+TEST(CaptureH5, UnwritablePathThrowsAndLeavesNothing) {
+  const CaptureFile f = fake_capture();
+  for (const std::string path : {"/proc/nonexistent/x.h5", "/nonexistent-focalscope-dir/sub/x.h5"}) {
+    const std::string msg = error_of([&] { write_capture(f, path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(path));
+  }
+  if (geteuid() != 0) {  // root writes anywhere, so the permission case only means something for a normal user
+    TempDir dir;
+    fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+    const std::string path = dir.file("x.h5");
+    const std::string msg = error_of([&] { write_capture(f, path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("permission denied"), std::string::npos) << msg;
+    fs::permissions(dir.path(), fs::perms::owner_all);
+    EXPECT_TRUE(fs::is_empty(dir.path()));
+  }
+}
+
+TEST(CaptureH5, FailedRenameRemovesTheTemporary) {
+  TempDir dir;
+  const std::string path = dir.file("occupied");
+  fs::create_directory(path);
+  std::ofstream(path + "/keep") << "x";  // a non-empty directory: the final rename must fail
+  const std::string msg = error_of([&] { write_capture(fake_capture(), path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_TRUE(leftover_temporaries(dir.path()).empty());
+  EXPECT_TRUE(fs::is_directory(path));
+}
+
+TEST(CaptureH5, InvalidCaptureKeepsTheExistingFile) {
+  TempDir dir;
+  const std::string path = dir.file("cap.h5");
+  const CaptureFile good = fake_capture();
+  write_capture(good, path);
+  const std::string before = read_bytes(path);
+
+  CaptureFile bad = good;
+  bad.runs[1].probs.pop_back();
+  std::string msg = error_of([&] { write_capture(bad, path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("focal_t0.5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("probs"), std::string::npos) << msg;
+
+  bad = good;
+  bad.runs[0].queries[3] = 99;
+  msg = error_of([&] { write_capture(bad, path); });
+  EXPECT_NE(msg.find("queries[3] = 99"), std::string::npos) << msg;
+
+  bad = good;
+  bad.runs[1].name = "standard";
+  msg = error_of([&] { write_capture(bad, path); });
+  EXPECT_NE(msg.find("two runs"), std::string::npos) << msg;
+
+  bad = good;
+  bad.runs[1].name = "a/b";
+  msg = error_of([&] { write_capture(bad, path); });
+  EXPECT_NE(msg.find("'a/b'"), std::string::npos) << msg;
+
+  EXPECT_TRUE(read_bytes(path) == before);
+  EXPECT_TRUE(leftover_temporaries(dir.path()).empty());
+}
+
+TEST(CaptureH5, ReadErrorsNameTheFile) {
+  TempDir dir;
+  const std::string missing = dir.file("missing.h5");
+  std::string msg = error_of([&] { read_capture(missing); });
+  EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no such file"), std::string::npos) << msg;
+
+  const std::string text = dir.file("notes.txt");
+  std::ofstream(text) << "not an hdf5 file\n";
+  msg = error_of([&] { read_capture(text); });
+  EXPECT_NE(msg.find(text), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
+  msg = error_of([&] { read_sweep(text); });
+  EXPECT_NE(msg.find(text), std::string::npos) << msg;
+
+  msg = error_of([&] { read_capture(dir.path().string()); });
+  EXPECT_NE(msg.find("directory"), std::string::npos) << msg;
+
+  // Valid HDF5, wrong kind, both ways round.
+  SweepFile s;
+  s.focal_temps = {1.0f};
+  s.mean_nll = {2.0f};
+  const std::string sweep = dir.file("sweep.h5");
+  write_sweep(s, sweep);
+  msg = error_of([&] { read_capture(sweep); });
+  EXPECT_NE(msg.find(sweep), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a focalscope capture"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("focalscope-sweep"), std::string::npos) << msg;
+
+  const std::string cap = dir.file("cap.h5");
+  write_capture(fake_capture(), cap);
+  msg = error_of([&] { read_sweep(cap); });
+  EXPECT_NE(msg.find(cap), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a focalscope sweep"), std::string::npos) << msg;
+
+  // A truncated capture is HDF5-looking at best; whatever fails, the message names the file.
+  const std::string bytes = read_bytes(cap);
+  const std::string cut = dir.file("cut.h5");
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  msg = error_of([&] { read_capture(cut); });
+  EXPECT_NE(msg.find(cut), std::string::npos) << msg;
+}
+
+TEST(CaptureH5, SweepRoundTrip) {
+  TempDir dir;
+  SweepFile s;
+  s.model_path = "/models/tiny";
+  s.model_config_json = "{}";
+  s.tool_version = "0.1.0";
+  s.created_utc = "2024-02-03T04:05:06Z";
+  s.weights_checksum = 0xffffffffffffffffull;
+  s.base_spec_json = R"({"mode":"focal","focal_temp":1})";
+  s.n_layers = 3;
+  s.n_heads = 2;
+  s.token_ids = {1, 5, 9, 2};
+  s.focal_temps = {0.25f, 0.5f, 1.0f, 2.0f};
+  for (size_t i = 0; i < s.focal_temps.size() * 3 * 2 * kNumRowMetrics; ++i) s.head_metrics.push_back(0.01f * i);
+  s.head_metrics[5] = std::nanf("");
+  s.mean_nll = {4.0f, 3.5f, 3.25f, 3.5f};
+  write_sweep(s, dir.file("sweep.h5"));
+  const SweepFile r = read_sweep(dir.file("sweep.h5"));
+  EXPECT_EQ(r.model_path, s.model_path);
+  EXPECT_EQ(r.model_config_json, s.model_config_json);
+  EXPECT_EQ(r.tool_version, s.tool_version);
+  EXPECT_EQ(r.created_utc, s.created_utc);
+  EXPECT_EQ(r.weights_checksum, s.weights_checksum);
+  EXPECT_EQ(r.base_spec_json, s.base_spec_json);
+  EXPECT_EQ(r.n_layers, s.n_layers);
+  EXPECT_EQ(r.n_heads, s.n_heads);
+  EXPECT_EQ(r.token_ids, s.token_ids);
+  expect_same(r.focal_temps, s.focal_temps, "focal_temps");
+  expect_same(r.head_metrics, s.head_metrics, "head_metrics");
+  expect_same(r.mean_nll, s.mean_nll, "mean_nll");
+
+  SweepFile bad = s;
+  bad.mean_nll.pop_back();
+  const std::string msg = error_of([&] { write_sweep(bad, dir.file("bad.h5")); });
+  EXPECT_NE(msg.find("mean_nll"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir.file("bad.h5")));
+}
+
+TEST(CaptureH5, FinalNameAppearsOnlyWhenWritten) {
+  TempDir dir;
+  const std::string path = dir.file("cap.h5");
+  EXPECT_FALSE(fs::exists(path));
+  write_capture(fake_capture(), path);
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_TRUE(leftover_temporaries(dir.path()).empty());
+  write_capture(fake_capture(), path, true);  // replacing an existing file goes through a temporary too
+  EXPECT_TRUE(leftover_temporaries(dir.path()).empty());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST(CaptureH5, LargeAttributesAndUnicodeNames) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  f.model_config_json = std::string(200000, 'x');  // beyond HDF5's 64 KiB compact attribute limit
+  f.runs[1].name = "focal_t0.5 \u00e9";
+  f.comparisons[0].run_b = f.runs[1].name;
+  f.relevant = {0, 3};
+  write_capture(f, dir.file("big.h5"));
+  expect_same_capture(f, read_capture(dir.file("big.h5")), false);
+}
+
+TEST(CaptureH5, FindRun) {
+  const CaptureFile f = fake_capture();
+  ASSERT_NE(f.find_run("learned"), nullptr);
+  EXPECT_EQ(f.find_run("learned")->name, "learned");
+  EXPECT_EQ(f.find_run("focal_t0.5"), &f.runs[1]);
+  EXPECT_EQ(f.find_run("missing"), nullptr);
+}
+
+TEST(CaptureH5, ConcurrentCallsAreSerialized) {
+  TempDir dir;
+  const CaptureFile f = fake_capture();
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      const std::string path = dir.file("t" + std::to_string(i) + ".h5");
+      for (int rep = 0; rep < 3; ++rep) {
+        write_capture(f, path, i % 2 == 1);
+        if (read_capture(path).runs.size() != f.runs.size()) return;
+      }
+      ok[size_t(i)] = 1;
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok, std::vector<int>(4, 1));
+}
+
+}  // namespace
+}  // namespace focal

@@ -1,0 +1,89 @@
+// Conformance with Hugging Face transformers 4.47.1 (eager attention): logits and attention probabilities of
+// random-initialised LlamaForCausalLM models, standard and with focal t, must match within 1e-5 relative (max abs
+// difference over the tensor divided by the tensor's max magnitude). Fixtures come from tests/hf/make_fixtures.py,
+// run by ctest before this test; FOCAL_HF_FIXTURES names their directory.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "focal/model.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+namespace focal {
+namespace {
+
+constexpr double kRelTol = 1e-5;
+
+std::string fixtures_dir() {
+  const char* d = std::getenv("FOCAL_HF_FIXTURES");
+  return d ? d : "";
+}
+
+std::vector<nlohmann::json> fixture_index() {
+  std::ifstream f(fixtures_dir() + "/index.json");
+  if (!f) return {};
+  nlohmann::json j = nlohmann::json::parse(f);
+  return std::vector<nlohmann::json>(j.begin(), j.end());
+}
+
+class HfConformance : public ::testing::TestWithParam<std::string> {};
+
+void check_run(const Model& model, const SafetensorsFile& ref, const std::vector<int32_t>& ids, const TempSpec& spec,
+               const std::string& logits_key, const std::string& attn_prefix, const std::vector<int>& attn_layers) {
+  const ModelConfig& c = model.config();
+  const int T = (int)ids.size();
+  test::RecordingObserver obs(c.n_layers, c.n_heads, T);
+  Session s(model, T);
+  std::vector<float> logits;
+  ASSERT_TRUE(s.forward(ids.data(), T, spec, RunOptions{}, &obs, &logits));
+  const auto& lt = ref.tensors().at(logits_key);
+  const std::vector<float> ref_logits = tensor_to_f32(lt, ref.path());
+  ASSERT_EQ(ref_logits.size(), logits.size());
+  EXPECT_LE(test::rel_max_err(logits.data(), ref_logits.data(), logits.size()), kRelTol) << logits_key;
+  for (int l : attn_layers) {
+    const std::string key = attn_prefix + std::to_string(l);
+    const std::vector<float> ref_attn = tensor_to_f32(ref.tensors().at(key), ref.path());  // [H, T, T]
+    ASSERT_EQ(ref_attn.size(), (size_t)c.n_heads * T * T);
+    const float* mine = obs.probs.data() + obs.at(l, 0, 0, 0);
+    EXPECT_LE(test::rel_max_err(mine, ref_attn.data(), ref_attn.size()), kRelTol) << key;
+  }
+}
+
+TEST_P(HfConformance, LogitsAndAttentionMatchTransformers) {
+  const std::string dir = fixtures_dir() + "/" + GetParam();
+  auto model = Model::load(dir);
+  SafetensorsFile ref(dir + "/reference.safetensors");
+  const std::vector<float> ids_f = tensor_to_f32(ref.tensors().at("input_ids"), ref.path());
+  std::vector<int32_t> ids(ids_f.begin(), ids_f.end());
+  const float t = tensor_to_f32(ref.tensors().at("focal_temp"), ref.path())[0];
+  std::vector<int> layers;
+  for (auto& e : fixture_index())
+    if (e["name"] == GetParam()) {
+      for (auto& l : e["attn_layers"]) layers.push_back(l.get<int>());
+    }
+  ASSERT_FALSE(layers.empty());
+  check_run(*model, ref, ids, TempSpec::standard(), "logits", "attn.", layers);
+  check_run(*model, ref, ids, TempSpec::focal(t), "logits_t", "attn_t.", layers);
+}
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (auto& e : fixture_index()) names.push_back(e["name"].get<std::string>());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfConformance, ::testing::ValuesIn(fixture_names()),
+                         [](const auto& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HfConformance);
+
+TEST(HfConformanceSetup, FixturesPresent) {
+  // The conformance tier must not pass silently: ctest generates the fixtures first; if they are missing this fails.
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_FIXTURES is not set";
+  ASSERT_FALSE(fixture_names().empty()) << "no fixtures in " << fixtures_dir() << " (run tests/hf/make_fixtures.py)";
+}
+
+}  // namespace
+}  // namespace focal

@@ -1,0 +1,71 @@
+// Shared helpers for the focalscope tests: an observer that records every attention row, tolerance checks and
+// temporary directories.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "focal/model.h"
+
+namespace focal::test {
+
+// Records probabilities and raw scores of every (layer, head) into [L][H][T_total][T_total] arrays, plus metrics,
+// row scales and tau as reported by the forward.
+class RecordingObserver : public ForwardObserver {
+ public:
+  RecordingObserver(int n_layers, int n_heads, int t_total)
+      : L(n_layers), H(n_heads), T(t_total),
+        probs((size_t)L * H * T * T, 0.0f), raw((size_t)L * H * T * T, 0.0f),
+        metrics((size_t)L * H * T * kNumRowMetrics, NAN), scale((size_t)L * H * T, NAN), tau((size_t)L * T, NAN) {}
+  bool wants_metrics() const override { return true; }
+  bool wants_rows(int, int) const override { return true; }
+  void on_rows(int l, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
+    for (int i = 0; i < n_rows; ++i)
+      for (int j = 0; j <= row0 + i; ++j) {
+        probs[at(l, h, row0 + i, j)] = p[(size_t)i * stride + j];
+        raw[at(l, h, row0 + i, j)] = r[(size_t)i * stride + j];
+      }
+  }
+  void on_layer(const LayerRecord& rec) override {
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < rec.n_tokens; ++i) {
+        for (int m = 0; m < kNumRowMetrics; ++m)
+          metrics[(((size_t)rec.layer * H + h) * T + rec.pos0 + i) * kNumRowMetrics + m] =
+              rec.metrics[((size_t)h * rec.n_tokens + i) * kNumRowMetrics + m];
+        scale[((size_t)rec.layer * H + h) * T + rec.pos0 + i] = rec.row_scale[(size_t)h * rec.n_tokens + i];
+      }
+    if (rec.tau)
+      for (int i = 0; i < rec.n_tokens; ++i) tau[(size_t)rec.layer * T + rec.pos0 + i] = rec.tau[i];
+  }
+  size_t at(int l, int h, int i, int j) const { return (((size_t)l * H + h) * T + i) * T + j; }
+  float metric(int l, int h, int i, int m) const { return metrics[(((size_t)l * H + h) * T + i) * kNumRowMetrics + m]; }
+
+  int L, H, T;
+  std::vector<float> probs, raw, metrics, scale, tau;
+};
+
+// max |a - b| / max |ref|
+inline double rel_max_err(const float* a, const float* ref, size_t n) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, (double)std::fabs(a[i] - ref[i]));
+    den = std::max(den, (double)std::fabs(ref[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+inline std::string make_temp_dir(const std::string& tag) {
+  std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
+                     "/focal_" + tag + "_XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) return "";
+  return buf.data();
+}
+
+}  // namespace focal::test
