@@ -14,8 +14,26 @@
 
 namespace focal::ops {
 
+namespace {
+bool g_profile = false;
+MatmulStats g_stats;
+}  // namespace
+
+void set_matmul_profiling(bool on) {
+  g_profile = on;
+  g_stats = MatmulStats{};
+}
+MatmulStats matmul_stats() { return g_stats; }
+
 void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) {
+  if (!g_profile) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+    return;
+  }
+  const double t0 = omp_get_wtime();
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+  g_stats.seconds += omp_get_wtime() - t0;
+  g_stats.flops += 2.0 * m * n * k;
 }
 
 void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) {

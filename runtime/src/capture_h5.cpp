@@ -379,7 +379,6 @@ class Writer {
   }
 
   const Where& where() const { return where_; }
-  hid_t half_type() const { return half_type_.get(); }
 
   // track_order: list children in creation order (runs keep the order they were captured in).
   GroupId group(hid_t parent, const std::string& name, const std::string& path, bool track_order) {
@@ -428,24 +427,36 @@ class Writer {
   void dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
                const Dims& dims, const void* data, const char* shape, Dims chunk = {}) {
     const std::string path = parent_path + "/" + name;
-    SpaceId space = checked<SpaceId>(H5Screate_simple(int(dims.size()), dims.data(), nullptr), where_,
-                                     "cannot create the dataspace of " + path);
-    PlistId dcpl = checked<PlistId>(H5Pcreate(H5P_DATASET_CREATE), where_, "cannot create dataset properties");
-    check_h5(H5Pset_obj_track_times(dcpl.get(), 0), where_, "cannot disable time tracking");
+    DatasetId ds = create_dataset(parent, path, name, file_type, dims, std::move(chunk));
+    if (n_elements(dims) > 0)
+      check_h5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_, "cannot write " + path);
+    attr_string(ds.get(), path, "shape", shape);
+  }
+
+  // Writes float data as float16, converting one slab of the first axis at a time so the copy stays small.
+  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                   const float* data, const char* shape, Dims chunk = {}) {
+    const std::string path = parent_path + "/" + name;
+    DatasetId ds = create_dataset(parent, path, name, half_type_.get(), dims, std::move(chunk));
     const size_t n = n_elements(dims);
-    if (!chunk.empty() && n > 0) {
-      for (size_t i = 0; i < dims.size(); ++i) chunk[i] = std::max<hsize_t>(1, std::min(chunk[i], dims[i]));
-      check_h5(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), where_, "cannot chunk " + path);
-      if (compress_) {
-        check_h5(H5Pset_shuffle(dcpl.get()), where_, "cannot set the shuffle filter on " + path);
-        check_h5(H5Pset_deflate(dcpl.get(), 4), where_, "cannot set the deflate filter on " + path);
+    if (n > 0) {
+      Dims start(dims.size(), 0), count = dims;
+      count[0] = 1;
+      const size_t slab = n / size_t(dims[0]);
+      SpaceId mem = checked<SpaceId>(H5Screate_simple(int(count.size()), count.data(), nullptr), where_,
+                                     "cannot create a dataspace for " + path);
+      SpaceId file = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot write " + path);
+      std::vector<uint16_t> half(slab);
+      for (hsize_t i = 0; i < dims[0]; ++i) {
+        const float* src = data + size_t(i) * slab;
+        for (size_t j = 0; j < slab; ++j) half[j] = float_to_half(src[j]);
+        start[0] = i;
+        check_h5(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+                 where_, "cannot write " + path);
+        check_h5(H5Dwrite(ds.get(), half_type_.get(), mem.get(), file.get(), H5P_DEFAULT, half.data()), where_,
+                 "cannot write " + path);
       }
     }
-    DatasetId ds = checked<DatasetId>(
-        H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT), where_,
-        "cannot create dataset " + path);
-    if (n > 0)
-      check_h5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_, "cannot write " + path);
     attr_string(ds.get(), path, "shape", shape);
   }
 
@@ -476,6 +487,25 @@ class Writer {
   AttrId create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space) {
     return checked<AttrId>(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), where_,
                            "cannot create attribute " + obj_path + "@" + name);
+  }
+
+  DatasetId create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
+                           Dims chunk) {
+    SpaceId space = checked<SpaceId>(H5Screate_simple(int(dims.size()), dims.data(), nullptr), where_,
+                                     "cannot create the dataspace of " + path);
+    PlistId dcpl = checked<PlistId>(H5Pcreate(H5P_DATASET_CREATE), where_, "cannot create dataset properties");
+    check_h5(H5Pset_obj_track_times(dcpl.get(), 0), where_, "cannot disable time tracking");
+    if (!chunk.empty() && n_elements(dims) > 0) {
+      for (size_t i = 0; i < dims.size(); ++i) chunk[i] = std::max<hsize_t>(1, std::min(chunk[i], dims[i]));
+      check_h5(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), where_, "cannot chunk " + path);
+      if (compress_) {
+        check_h5(H5Pset_shuffle(dcpl.get()), where_, "cannot set the shuffle filter on " + path);
+        check_h5(H5Pset_deflate(dcpl.get(), 4), where_, "cannot set the deflate filter on " + path);
+      }
+    }
+    return checked<DatasetId>(
+        H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT), where_,
+        "cannot create dataset " + path);
   }
 
   Where where_;
@@ -519,11 +549,15 @@ void write_atomically(const std::string& path, const char* kind, Body&& body) {
     PlistId fcpl = checked<PlistId>(H5Pcreate(H5P_FILE_CREATE), write_where, "cannot create file properties");
     check_h5(H5Pset_obj_track_times(fcpl.get(), 0), write_where, "cannot disable time tracking");
     PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), write_where, "cannot create access properties");
-    // Pinned format bounds so the same data always gives the same bytes; 1.8 objects keep h5py >= 2 readers happy.
+    // Pinned format bounds so the same data always gives the same bytes (1.8-format objects: creation-order
+    // tracking and large attributes; readable by any HDF5 >= 1.8, so by every h5py).
     check_h5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V110), write_where,
              "cannot set the format bounds");
     check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), write_where, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+    // Only this process ever opens the temporary, so HDF5's file lock is not needed.
     check_h5(H5Pset_file_locking(fapl.get(), 0, 1), write_where, "cannot disable file locking");
+#endif
     FileId file = checked<FileId>(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), create_where,
                                   "cannot create the temporary file '" + tmp + "'");
     Writer w(write_where);
@@ -571,9 +605,7 @@ void write_run(Writer& w, hid_t runs, const CaptureFile& file, const RunCapture&
   w.dataset_i32(g.get(), path, "queries", run.queries, kShapeQuery);
   const Dims rd = rows_dims(run.layers, run.heads, run.queries, file.n_tokens());
   if (!run.probs.empty() && probs_fp16) {
-    std::vector<uint16_t> half(run.probs.size());
-    for (size_t i = 0; i < half.size(); ++i) half[i] = float_to_half(run.probs[i]);
-    w.dataset(g.get(), path, "probs", w.half_type(), w.half_type(), rd, half.data(), kShapeRows, rows_chunk(rd));
+    w.dataset_f16(g.get(), path, "probs", rd, run.probs.data(), kShapeRows, rows_chunk(rd));
   } else if (!run.probs.empty()) {
     w.dataset_f32(g.get(), path, "probs", rd, run.probs.data(), kShapeRows, rows_chunk(rd));
   }
@@ -719,11 +751,24 @@ class Reader {
     out.data.resize(n_elements(out.dims));
     if (out.data.empty()) return out;
     if constexpr (std::is_same<T, float>::value) {
-      if (H5Tequal(type.get(), half_type_.get()) > 0) {  // float16: read the bits, widen them ourselves
-        std::vector<uint16_t> half(out.data.size());
-        check_h5(H5Dread(ds.get(), half_type_.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, half.data()), where_,
-                 "cannot read " + path);
-        for (size_t i = 0; i < half.size(); ++i) out.data[i] = half_to_float(half[i]);
+      if (H5Tequal(type.get(), half_type_.get()) > 0) {  // float16: read the bits a slab at a time, widen them
+        Dims start(rank, 0), count = out.dims;
+        count[0] = 1;
+        const size_t slab = out.data.size() / size_t(out.dims[0]);
+        SpaceId mem_space = checked<SpaceId>(H5Screate_simple(int(rank), count.data(), nullptr), where_,
+                                             "cannot read " + path);
+        SpaceId file_space = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot read " + path);
+        std::vector<uint16_t> half(slab);
+        for (hsize_t i = 0; i < out.dims[0]; ++i) {
+          start[0] = i;
+          check_h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                                       nullptr),
+                   where_, "cannot read " + path);
+          check_h5(H5Dread(ds.get(), half_type_.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, half.data()),
+                   where_, "cannot read " + path);
+          float* dst = out.data.data() + size_t(i) * slab;
+          for (size_t j = 0; j < slab; ++j) dst[j] = half_to_float(half[j]);
+        }
         return out;
       }
     }
@@ -831,7 +876,10 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
   PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), where, "cannot create access properties");
   check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), where, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  // Files are replaced by rename, never modified in place, so locks buy nothing and fail on some network mounts.
   check_h5(H5Pset_file_locking(fapl.get(), 0, 1), where, "cannot disable file locking");
+#endif
   return checked<FileId>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), where, "cannot open the file");
 }
 

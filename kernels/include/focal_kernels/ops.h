@@ -23,6 +23,14 @@ enum RowMetric : int {
 // y[m, n] = x[m, k] . w[n, k]^T   (w in the Hugging Face [out, in] layout). Multi-threaded through OpenBLAS.
 void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k);
 
+// Benchmark counters for matmul_xwt (off by default; two clock reads per call when on).
+struct MatmulStats {
+  double seconds = 0.0;
+  double flops = 0.0;
+};
+void set_matmul_profiling(bool on);  // also resets the counters
+MatmulStats matmul_stats();
+
 // y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps), row by row. y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps);
 

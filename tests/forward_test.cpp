@@ -1,0 +1,449 @@
+// The whole forward against an independent naive double-precision LLaMA written here (reference for logits,
+// attention and tau under every temperature mode), plus temperature semantics, the causal mask and KV-cache
+// generation. Models are random, written by random_model_tensors and loaded through Model::load.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal/model_writer.h"
+#include "test_util.h"
+
+namespace focal {
+namespace {
+
+ModelConfig small_config(AttnMode mode, TauMode tau_mode = TauMode::kPrefixMean, bool qk_norm = false) {
+  ModelConfig c;
+  c.vocab_size = 61;
+  c.hidden = 48;
+  c.intermediate = 80;
+  c.n_layers = 3;
+  c.n_heads = 6;
+  c.n_kv_heads = 2;
+  c.d_head = 8;
+  c.max_positions = 256;
+  c.rope_theta = 10000.0f;
+  c.rms_eps = 1e-5f;
+  c.tied_embeddings = mode != AttnMode::kFocal;  // exercise both
+  c.qk_norm = qk_norm;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  c.focal.mode = mode;
+  if (mode == AttnMode::kFocal) c.focal.focal_temp = 0.4f;
+  if (mode == AttnMode::kLearned) {
+    c.focal.has_tau = true;
+    c.focal.tau_bias = true;
+    // Bounds chosen so that some rows clip and some do not with the random init (checked below).
+    c.focal.tau_min = 2.2f;
+    c.focal.tau_max = 2.9f;
+    c.focal.tau_mode = tau_mode;
+  }
+  return c;
+}
+
+struct TestModel {
+  std::string dir;
+  std::unique_ptr<Model> model;
+  std::map<std::string, NamedTensor> w;
+};
+
+TestModel make_model(const ModelConfig& c, uint64_t seed = 7) {
+  TestModel t;
+  t.dir = test::make_temp_dir("fwd");
+  auto tensors = random_model_tensors(c, seed);
+  write_model_dir(t.dir, c, tensors, "F32", "");
+  for (auto& nt : tensors) t.w[nt.name] = nt;
+  t.model = Model::load(t.dir);
+  return t;
+}
+
+std::vector<int32_t> random_ids(int n, int vocab, unsigned seed) {
+  std::vector<int32_t> ids(n);
+  unsigned s = seed;
+  for (int i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    ids[i] = (int32_t)((s >> 8) % vocab);
+  }
+  ids[0] = 1;
+  return ids;
+}
+
+// ---- naive double-precision reference ----
+using Vec = std::vector<double>;
+
+struct NaiveOut {
+  Vec logits;                 // [T, V]
+  std::vector<Vec> attn;      // per layer [H, T, T]
+  std::vector<Vec> tau;       // per layer [T] (learned only)
+};
+
+Vec rmsnorm_rows(const Vec& x, const std::vector<float>& w, int rows, int n, double eps) {
+  Vec y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int i = 0; i < n; ++i) ss += x[r * n + i] * x[r * n + i];
+    const double f = 1.0 / std::sqrt(ss / n + eps);
+    for (int i = 0; i < n; ++i) y[r * n + i] = w[i] * x[r * n + i] * f;
+  }
+  return y;
+}
+
+Vec linear(const Vec& x, const std::vector<float>& w, int rows, int out, int in) {
+  Vec y((size_t)rows * out, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      double s = 0;
+      for (int i = 0; i < in; ++i) s += x[(size_t)r * in + i] * w[(size_t)o * in + i];
+      y[(size_t)r * out + o] = s;
+    }
+  return y;
+}
+
+void rope_naive(Vec& x, int T, int nh, int d, double theta) {
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < nh; ++h)
+      for (int i = 0; i < d / 2; ++i) {
+        const double ang = t / std::pow(theta, 2.0 * i / d);
+        double& a = x[((size_t)t * nh + h) * d + i];
+        double& b = x[((size_t)t * nh + h) * d + i + d / 2];
+        const double na = a * std::cos(ang) - b * std::sin(ang), nb = b * std::cos(ang) + a * std::sin(ang);
+        a = na;
+        b = nb;
+      }
+}
+
+NaiveOut naive_forward(const ModelConfig& c, std::map<std::string, NamedTensor>& w, const std::vector<int32_t>& ids,
+                       const TempSpec& spec) {
+  const int T = (int)ids.size(), H = c.hidden, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
+  NaiveOut out;
+  Vec x((size_t)T * H);
+  const auto& emb = w["model.embed_tokens.weight"].data;
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < H; ++i) x[(size_t)t * H + i] = emb[(size_t)ids[t] * H + i];
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Vec xn = rmsnorm_rows(x, w[p + "input_layernorm.weight"].data, T, H, c.rms_eps);
+    Vec q = linear(xn, w[p + "self_attn.q_proj.weight"].data, T, nh * d, H);
+    Vec k = linear(xn, w[p + "self_attn.k_proj.weight"].data, T, nkv * d, H);
+    Vec v = linear(xn, w[p + "self_attn.v_proj.weight"].data, T, nkv * d, H);
+    if (c.qk_norm) {
+      q = rmsnorm_rows(q, w[p + "self_attn.q_norm.weight"].data, T * nh, d, c.rms_eps);
+      k = rmsnorm_rows(k, w[p + "self_attn.k_norm.weight"].data, T * nkv, d, c.rms_eps);
+    }
+    rope_naive(q, T, nh, d, c.rope_theta);
+    rope_naive(k, T, nkv, d, c.rope_theta);
+    // logit multiplier relative to q.k/sqrt(d), per row
+    Vec base(T, 1.0), tau(T, 0.0);
+    if (spec.mode == AttnMode::kFocal) std::fill(base.begin(), base.end(), 1.0 / spec.focal_temp);
+    if (spec.mode == AttnMode::kSsmax)
+      for (int i = 0; i < T; ++i) base[i] = spec.ssmax_s * std::log((double)(i + 1));
+    if (spec.mode == AttnMode::kLearned) {
+      Vec s = linear(xn, w[p + "self_attn.tau_proj.weight"].data, T, 1, H);
+      const double b = w[p + "self_attn.tau_proj.bias"].data[0];
+      for (int i = 0; i < T; ++i) {
+        double pre = 0;
+        if (c.focal.tau_mode == TauMode::kPerToken) pre = s[i];
+        if (c.focal.tau_mode == TauMode::kPrefixMean) {
+          for (int j = 0; j <= i; ++j) pre += s[j];
+          pre /= (i + 1);
+        }
+        if (c.focal.tau_mode == TauMode::kSequenceMean) {
+          for (int j = 0; j < T; ++j) pre += s[j];
+          pre /= T;
+        }
+        tau[i] = std::min<double>(std::max<double>(pre + b, c.focal.tau_min), c.focal.tau_max) * spec.tau_scale;
+        base[i] = std::sqrt((double)d) / tau[i];
+      }
+      out.tau.push_back(tau);
+    }
+    Vec attn((size_t)nh * T * T, 0.0), o((size_t)T * nh * d, 0.0);
+    for (int h = 0; h < nh; ++h) {
+      const int g = h / (nh / nkv);
+      double mult_override = -1;
+      if (spec.layer_temp.count(l)) mult_override = 1.0 / spec.layer_temp.at(l);
+      if (spec.head_temp.count({l, h})) mult_override = 1.0 / spec.head_temp.at({l, h});
+      for (int i = 0; i < T; ++i) {
+        const double m = mult_override > 0 ? mult_override : base[i];
+        Vec lg(i + 1);
+        double mx = -1e300;
+        for (int j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int e = 0; e < d; ++e) dot += q[((size_t)i * nh + h) * d + e] * k[((size_t)j * nkv + g) * d + e];
+          lg[j] = dot / std::sqrt((double)d) * m;
+          mx = std::max(mx, lg[j]);
+        }
+        double z = 0;
+        for (int j = 0; j <= i; ++j) z += std::exp(lg[j] - mx);
+        for (int j = 0; j <= i; ++j) {
+          const double pj = std::exp(lg[j] - mx) / z;
+          attn[((size_t)h * T + i) * T + j] = pj;
+          for (int e = 0; e < d; ++e) o[((size_t)i * nh + h) * d + e] += pj * v[((size_t)j * nkv + g) * d + e];
+        }
+      }
+    }
+    out.attn.push_back(attn);
+    Vec proj = linear(o, w[p + "self_attn.o_proj.weight"].data, T, H, nh * d);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+    xn = rmsnorm_rows(x, w[p + "post_attention_layernorm.weight"].data, T, H, c.rms_eps);
+    Vec gt = linear(xn, w[p + "mlp.gate_proj.weight"].data, T, c.intermediate, H);
+    Vec up = linear(xn, w[p + "mlp.up_proj.weight"].data, T, c.intermediate, H);
+    for (size_t i = 0; i < gt.size(); ++i) gt[i] = gt[i] / (1.0 + std::exp(-gt[i])) * up[i];
+    Vec dn = linear(gt, w[p + "mlp.down_proj.weight"].data, T, H, c.intermediate);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
+  }
+  Vec xn = rmsnorm_rows(x, w["model.norm.weight"].data, T, H, c.rms_eps);
+  out.logits = linear(xn, w[c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"].data, T,
+                      c.vocab_size, H);
+  return out;
+}
+
+double rel_err(const std::vector<float>& a, const Vec& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - ref[i]));
+    den = std::max(den, std::fabs(ref[i]));
+  }
+  return num / den;
+}
+
+struct RunResult {
+  std::vector<float> logits;
+  std::unique_ptr<test::RecordingObserver> obs;
+};
+
+RunResult run(const Model& m, const std::vector<int32_t>& ids, const TempSpec& spec) {
+  const ModelConfig& c = m.config();
+  RunResult r;
+  r.obs = std::make_unique<test::RecordingObserver>(c.n_layers, c.n_heads, (int)ids.size());
+  Session s(m, (int)ids.size());
+  EXPECT_TRUE(s.forward(ids.data(), (int)ids.size(), spec, RunOptions{}, r.obs.get(), &r.logits));
+  return r;
+}
+
+// fp32 forward vs double reference. Tolerance 2e-4 relative to the tensor's max magnitude: fp32 accumulation over
+// hidden 48 and 3 layers, with RoPE angles rounded to fp32 as Hugging Face does (the reference uses exact angles).
+constexpr double kFwdTol = 2e-4;
+
+void expect_matches_naive(TestModel& tm, const TempSpec& spec, int T) {
+  const ModelConfig& c = tm.model->config();
+  const auto ids = random_ids(T, c.vocab_size, 11);
+  RunResult r = run(*tm.model, ids, spec);
+  NaiveOut ref = naive_forward(c, tm.w, ids, spec);
+  EXPECT_LE(rel_err(r.logits, ref.logits), kFwdTol) << spec.label();
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::vector<float> mine(r.obs->probs.begin() + r.obs->at(l, 0, 0, 0),
+                            r.obs->probs.begin() + r.obs->at(l + 1, 0, 0, 0));
+    EXPECT_LE(rel_err(mine, ref.attn[l]), kFwdTol) << spec.label() << " layer " << l;
+    if (spec.mode == AttnMode::kLearned)
+      for (int i = 0; i < T; ++i) EXPECT_NEAR(r.obs->tau[(size_t)l * T + i], ref.tau[l][i], 1e-4) << "tau l" << l;
+  }
+}
+
+TEST(Forward, StandardMatchesNaive) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  expect_matches_naive(tm, TempSpec::standard(), 45);
+}
+
+TEST(Forward, FocalAndOverridesMatchNaive) {
+  auto tm = make_model(small_config(AttnMode::kFocal));
+  expect_matches_naive(tm, TempSpec::native(tm.model->config()), 40);
+  TempSpec s = TempSpec::focal(0.3f);
+  s.layer_temp[1] = 0.7f;
+  s.head_temp[{2, 5}] = 0.05f;
+  expect_matches_naive(tm, s, 40);
+}
+
+TEST(Forward, SsmaxMatchesNaive) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  TempSpec s;
+  s.mode = AttnMode::kSsmax;
+  s.ssmax_s = 0.6f;
+  expect_matches_naive(tm, s, 37);
+}
+
+TEST(Forward, QkNormMatchesNaive) {
+  auto tm = make_model(small_config(AttnMode::kStandard, TauMode::kPrefixMean, true));
+  ASSERT_TRUE(tm.model->config().qk_norm);
+  expect_matches_naive(tm, TempSpec::focal(0.5f), 33);
+}
+
+class LearnedTau : public ::testing::TestWithParam<TauMode> {};
+
+TEST_P(LearnedTau, MatchesNaiveIncludingClip) {
+  auto tm = make_model(small_config(AttnMode::kLearned, GetParam()));
+  const ModelConfig& c = tm.model->config();
+  TempSpec s = TempSpec::native(c);
+  ASSERT_EQ(s.mode, AttnMode::kLearned);
+  expect_matches_naive(tm, s, 50);
+  s.tau_scale = 0.5f;
+  expect_matches_naive(tm, s, 50);
+  // tau stays within the clip bounds (times tau_scale) whatever X.w_tau is.
+  RunResult r = run(*tm.model, random_ids(50, c.vocab_size, 3), TempSpec::native(c));
+  for (float t : r.obs->tau) {
+    EXPECT_GE(t, c.focal.tau_min - 1e-6f);
+    EXPECT_LE(t, c.focal.tau_max + 1e-6f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LearnedTau,
+                         ::testing::Values(TauMode::kSequenceMean, TauMode::kPrefixMean, TauMode::kPerToken),
+                         [](const auto& info) { return std::string(tau_mode_name(info.param)); });
+
+TEST(Forward, LearnedTauClipsAtBothBounds) {
+  // With a huge bias tau saturates at tau_max; with a hugely negative one at tau_min.
+  ModelConfig c = small_config(AttnMode::kLearned, TauMode::kPerToken);
+  for (float bias : {1000.0f, -1000.0f}) {
+    TestModel tm;
+    tm.dir = test::make_temp_dir("clip");
+    auto tensors = random_model_tensors(c, 5);
+    for (auto& t : tensors)
+      if (t.name.find("tau_proj.bias") != std::string::npos) t.data[0] = bias;
+    write_model_dir(tm.dir, c, tensors, "F32", "");
+    auto m = Model::load(tm.dir);
+    RunResult r = run(*m, random_ids(20, c.vocab_size, 9), TempSpec::native(c));
+    for (float t : r.obs->tau) EXPECT_FLOAT_EQ(t, bias > 0 ? c.focal.tau_max : c.focal.tau_min);
+  }
+}
+
+TEST(Forward, TempOneEqualsStandard) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  const auto ids = random_ids(30, tm.model->config().vocab_size, 5);
+  RunResult a = run(*tm.model, ids, TempSpec::standard());
+  RunResult b = run(*tm.model, ids, TempSpec::focal(1.0f));
+  EXPECT_EQ(a.logits, b.logits);  // bit-identical: the multiplier is exactly 1
+  EXPECT_EQ(a.obs->probs, b.obs->probs);
+}
+
+TEST(Forward, PerHeadOverrideChangesOnlyThatHeadInItsLayer) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  const ModelConfig& c = tm.model->config();
+  const auto ids = random_ids(30, c.vocab_size, 5);
+  TempSpec s = TempSpec::standard();
+  s.head_temp[{1, 3}] = 0.3f;
+  RunResult a = run(*tm.model, ids, TempSpec::standard());
+  RunResult b = run(*tm.model, ids, s);
+  const int T = (int)ids.size();
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int h = 0; h < c.n_heads; ++h) {
+      bool same = true;
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j <= i; ++j) same &= a.obs->probs[a.obs->at(l, h, i, j)] == b.obs->probs[b.obs->at(l, h, i, j)];
+      if (l < 1 || (l == 1 && h != 3)) EXPECT_TRUE(same) << "layer " << l << " head " << h << " changed";
+      if (l == 1 && h == 3) EXPECT_FALSE(same) << "the overridden head did not change";
+    }
+  // The overridden head is sharper: lower mean entropy.
+  double ha = 0, hb = 0;
+  for (int i = 1; i < T; ++i) {
+    ha += a.obs->metric(1, 3, i, kEntropyNats);
+    hb += b.obs->metric(1, 3, i, kEntropyNats);
+  }
+  EXPECT_LT(hb, ha);
+}
+
+TEST(Forward, LowTemperatureIsFinite) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  const auto ids = random_ids(64, tm.model->config().vocab_size, 8);
+  RunResult r = run(*tm.model, ids, TempSpec::focal(0.01f));
+  for (float v : r.logits) ASSERT_TRUE(std::isfinite(v));
+  for (float v : r.obs->probs) ASSERT_TRUE(std::isfinite(v));
+  for (float v : r.obs->metrics) ASSERT_FALSE(std::isinf(v));
+}
+
+TEST(Forward, CausalMaskFutureTokensDoNotChangeEarlierRows) {
+  auto tm = make_model(small_config(AttnMode::kFocal));
+  const ModelConfig& c = tm.model->config();
+  auto ids = random_ids(40, c.vocab_size, 21);
+  RunResult a = run(*tm.model, ids, TempSpec::focal(0.4f));
+  for (int i = 25; i < 40; ++i) ids[i] = (ids[i] + 7) % c.vocab_size;
+  RunResult b = run(*tm.model, ids, TempSpec::focal(0.4f));
+  const int V = c.vocab_size;
+  for (int i = 0; i < 25 * V; ++i) ASSERT_EQ(a.logits[i], b.logits[i]) << "row " << i / V;
+  bool later_differs = false;
+  for (size_t i = 25 * V; i < a.logits.size(); ++i) later_differs |= a.logits[i] != b.logits[i];
+  EXPECT_TRUE(later_differs);
+}
+
+// KV-cache decoding reproduces the prefill logits: 1e-5 relative (different GEMM shapes reorder fp32 sums).
+class KvCache : public ::testing::TestWithParam<int> {};
+
+TEST_P(KvCache, StepwiseEqualsPrefill) {
+  const AttnMode mode = GetParam() == 0 ? AttnMode::kFocal : AttnMode::kLearned;
+  auto tm = make_model(small_config(mode, TauMode::kPrefixMean, GetParam() == 2));
+  const ModelConfig& c = tm.model->config();
+  const auto ids = random_ids(70, c.vocab_size, 4);
+  const TempSpec spec = TempSpec::native(c);
+  RunResult full = run(*tm.model, ids, spec);
+  Session s(*tm.model, 70);
+  std::vector<float> lg;
+  const int V = c.vocab_size;
+  ASSERT_TRUE(s.forward(ids.data(), 33, spec, RunOptions{}, nullptr, &lg));  // prefill 33, then one by one
+  std::vector<float> got(lg);
+  for (int i = 33; i < 70; ++i) {
+    ASSERT_TRUE(s.forward(&ids[i], 1, spec, RunOptions{}, nullptr, &lg));
+    got.insert(got.end(), lg.begin(), lg.end());
+  }
+  ASSERT_EQ(got.size(), (size_t)70 * V);
+  EXPECT_LE(test::rel_max_err(got.data(), full.logits.data(), got.size()), 1e-5);
+  EXPECT_EQ(s.n_past(), 70);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, KvCache, ::testing::Values(0, 1, 2));
+
+TEST(Forward, GenerateGreedyIsDeterministicAndMatchesArgmax) {
+  auto tm = make_model(small_config(AttnMode::kFocal));
+  const ModelConfig& c = tm.model->config();
+  const auto prompt = random_ids(12, c.vocab_size, 2);
+  SampleOptions so;
+  so.stop_at_eos = false;
+  Session s1(*tm.model, 40), s2(*tm.model, 40);
+  auto g1 = generate(s1, prompt, 10, TempSpec::native(c), so, RunOptions{}, nullptr);
+  auto g2 = generate(s2, prompt, 10, TempSpec::native(c), so, RunOptions{}, nullptr);
+  ASSERT_EQ(g1.size(), 10u);
+  EXPECT_EQ(g1, g2);
+  // Each greedy token is the argmax of a full prefill over prompt + tokens so far.
+  std::vector<int32_t> seq = prompt;
+  for (int32_t tok : g1) {
+    RunResult r = run(*tm.model, seq, TempSpec::native(c));
+    const float* last = r.logits.data() + (seq.size() - 1) * c.vocab_size;
+    EXPECT_EQ(tok, std::max_element(last, last + c.vocab_size) - last);
+    seq.push_back(tok);
+  }
+  so.sample_temp = 1.0f;
+  so.seed = 3;
+  Session s3(*tm.model, 40), s4(*tm.model, 40);
+  EXPECT_EQ(generate(s3, prompt, 8, TempSpec::native(c), so, RunOptions{}, nullptr),
+            generate(s4, prompt, 8, TempSpec::native(c), so, RunOptions{}, nullptr));
+}
+
+class Cancelling : public ForwardObserver {
+ public:
+  void on_layer(const LayerRecord& r) override { last = r.layer; }
+  bool cancelled() const override { return last >= 1; }
+  int last = -1;
+};
+
+TEST(Forward, ObserverCancelsBetweenLayers) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  const auto ids = random_ids(20, tm.model->config().vocab_size, 1);
+  Session s(*tm.model, 20);
+  Cancelling obs;
+  std::vector<float> lg;
+  EXPECT_FALSE(s.forward(ids.data(), 20, TempSpec::standard(), RunOptions{}, &obs, &lg));
+  EXPECT_EQ(obs.last, 1);
+  EXPECT_EQ(s.n_past(), 0);
+}
+
+TEST(Forward, RejectsBadTokensAndOverflow) {
+  auto tm = make_model(small_config(AttnMode::kStandard));
+  Session s(*tm.model, 8);
+  std::vector<int32_t> bad = {1, 9999};
+  EXPECT_THROW(s.forward(bad.data(), 2, TempSpec::standard(), RunOptions{}, nullptr, nullptr), Error);
+  std::vector<int32_t> many(9, 1);
+  EXPECT_THROW(s.forward(many.data(), 9, TempSpec::standard(), RunOptions{}, nullptr, nullptr), Error);
+  EXPECT_THROW(s.forward(many.data(), 0, TempSpec::standard(), RunOptions{}, nullptr, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace focal

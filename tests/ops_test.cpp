@@ -1,0 +1,881 @@
+// Tests of the CPU reference ops (kernels/src/ops_cpu.cpp) and the shared per-row math (shared_math.h): every op is
+// checked against a naive double-precision implementation written here, with the tolerance stated next to it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "focal_kernels/ops.h"
+#include "focal_kernels/shared_math.h"
+
+namespace focal::ops {
+namespace {
+
+constexpr double kEps32 = 1.0 / (1 << 24);  // unit roundoff of fp32 (2^-24)
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Double-precision references.
+
+// y[m, n] = x[m, k] . w[n, k]^T; also returns sum_k |x||w| per output (for the error bound).
+void ref_matmul_xwt(const float* x, const float* w, int m, int n, int k, std::vector<double>& y,
+                    std::vector<double>& abs_sum) {
+  y.assign((size_t)m * n, 0.0);
+  abs_sum.assign((size_t)m * n, 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0.0, a = 0.0;
+      for (int l = 0; l < k; ++l) {
+        s += (double)x[(size_t)i * k + l] * (double)w[(size_t)j * k + l];
+        a += std::fabs((double)x[(size_t)i * k + l] * (double)w[(size_t)j * k + l]);
+      }
+      y[(size_t)i * n + j] = s;
+      abs_sum[(size_t)i * n + j] = a;
+    }
+}
+
+std::vector<double> ref_softmax(const std::vector<double>& logits) {
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double z = 0.0;
+  for (size_t j = 0; j < logits.size(); ++j) z += (p[j] = std::exp(logits[j] - mx));
+  for (auto& v : p) v /= z;
+  return p;
+}
+
+// All eight row metrics from a double probability row, straight from the definitions in ops.h.
+std::vector<double> ref_metrics(const std::vector<double>& p, int topk_k, const std::vector<int32_t>& relevant) {
+  const int n = (int)p.size();
+  std::vector<double> m(kNumRowMetrics);
+  double h = 0.0;
+  for (double v : p) h -= v > 0.0 ? v * std::log(v) : 0.0;
+  m[kEntropyNats] = h;
+  m[kEntropyNorm] = n > 1 ? h / std::log((double)n) : 0.0;
+  m[kEffSupport] = std::exp(h);
+  m[kMaxProb] = *std::max_element(p.begin(), p.end());
+  std::vector<double> sorted = p;
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  double top = 0.0;
+  for (int i = 0; i < std::min(topk_k, n); ++i) top += sorted[i];
+  m[kTopkMass] = top;
+  double tail = 0.0;
+  for (double v : p) tail += v < 1.0 / n ? v : 0.0;
+  m[kTailMass] = tail;
+  m[kSinkMass] = p[0];
+  double rel = 0.0;
+  int seen = 0;
+  for (int32_t j : relevant)
+    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
+  m[kRelevantMass] = seen ? rel : std::numeric_limits<double>::quiet_NaN();
+  return m;
+}
+
+// Tail mass is a threshold count: an entry whose double p lies within `band` of 1/n may fall on either side in fp32.
+// The allowed tail error is the mass of such entries.
+double tail_ambiguity(const std::vector<double>& p, double band) {
+  const double inv_n = 1.0 / (double)p.size();
+  double amb = 0.0;
+  for (double v : p) amb += std::fabs(v - inv_n) <= band ? v : 0.0;
+  return amb;
+}
+
+// Compares fp32 metrics with the double reference. Tolerances: probabilities-derived sums 2e-5 absolute (fp32 softmax
+// of rows of <= ~100 keys with |logit| <= ~40 is accurate to a few 1e-6); entropy 1e-4 absolute (ln Z - A/Z cancels
+// terms of size up to ~|logit range|, so its absolute error is ~n * eps * range); eff support relative 1e-4 (exp of
+// the entropy); tail gets the mass of the entries within 1e-5 of the 1/n threshold on top.
+void expect_metrics_near(const float* got, const std::vector<double>& ref, const std::vector<double>& p) {
+  EXPECT_NEAR(got[kEntropyNats], ref[kEntropyNats], 1e-4);
+  EXPECT_NEAR(got[kEntropyNorm], ref[kEntropyNorm], 1e-4);
+  EXPECT_NEAR(got[kEffSupport], ref[kEffSupport], 1e-4 * ref[kEffSupport]);
+  EXPECT_NEAR(got[kMaxProb], ref[kMaxProb], 2e-5);
+  EXPECT_NEAR(got[kTopkMass], ref[kTopkMass], 2e-5);
+  EXPECT_NEAR(got[kTailMass], ref[kTailMass], 2e-5 + tail_ambiguity(p, 1e-5));
+  EXPECT_NEAR(got[kSinkMass], ref[kSinkMass], 2e-5);
+  if (std::isnan(ref[kRelevantMass]))
+    EXPECT_TRUE(std::isnan(got[kRelevantMass])) << "got " << got[kRelevantMass];
+  else
+    EXPECT_NEAR(got[kRelevantMass], ref[kRelevantMass], 2e-5);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// matmul_xwt
+
+TEST(OpsMatmulXwt, MatchesDoubleReferenceOnOddSizes) {
+  std::mt19937 rng(1);
+  const int sizes[][3] = {{7, 13, 5}, {33, 64, 17}, {1, 3, 1}, {5, 1, 129}};  // m, k, n
+  for (const auto& s : sizes) {
+    const int m = s[0], k = s[1], n = s[2];
+    SCOPED_TRACE(testing::Message() << "m=" << m << " k=" << k << " n=" << n);
+    const auto x = random_vec((size_t)m * k, rng), w = random_vec((size_t)n * k, rng);
+    std::vector<float> y((size_t)m * n, NAN);
+    matmul_xwt(x.data(), w.data(), y.data(), m, n, k);
+    std::vector<double> ref, abs_sum;
+    ref_matmul_xwt(x.data(), w.data(), m, n, k, ref, abs_sum);
+    // Reference: naive double dot products. Tolerance: the standard fp32 dot-product bound
+    // |err| <= gamma_k * sum |x||w| with gamma_k ~= k * 2^-24 (+1 for the final rounding), any summation order.
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], ref[i], (k + 1) * kEps32 * abs_sum[i] + 1e-30) << "at " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// rmsnorm
+
+std::vector<double> ref_rmsnorm(const std::vector<float>& x, const std::vector<float>& w, int rows, int n,
+                                double eps) {
+  std::vector<double> y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0.0;
+    for (int i = 0; i < n; ++i) ss += (double)x[(size_t)r * n + i] * x[(size_t)r * n + i];
+    const double f = 1.0 / std::sqrt(ss / n + eps);
+    for (int i = 0; i < n; ++i) y[(size_t)r * n + i] = (double)w[i] * x[(size_t)r * n + i] * f;
+  }
+  return y;
+}
+
+TEST(OpsRmsnorm, MatchesDoubleReferenceAndAllowsAliasing) {
+  std::mt19937 rng(2);
+  const int shapes[][2] = {{3, 97}, {40, 1000}, {1, 1}};  // rows (40 > 16 takes the OpenMP path), n
+  for (const auto& s : shapes) {
+    const int rows = s[0], n = s[1];
+    SCOPED_TRACE(testing::Message() << "rows=" << rows << " n=" << n);
+    const float eps = 1e-5f;
+    auto x = random_vec((size_t)rows * n, rng, -2.0f, 2.0f);
+    const auto w = random_vec(n, rng, 0.5f, 1.5f);
+    const auto ref = ref_rmsnorm(x, w, rows, n, eps);
+    std::vector<float> y(x.size(), NAN);
+    rmsnorm(x.data(), w.data(), y.data(), rows, n, eps);
+    // Reference: double mean of squares. Tolerance: the fp32 sum of n squares is off by <= n * 2^-24 relative
+    // (recursive summation bound), rsqrt halves that, and the three products add 3 * 2^-24; so per element
+    // |err| <= (n/2 + 5) * 2^-24 * |ref|, plus 1e-12 absolute for exact zeros.
+    const double rel = (n / 2.0 + 5) * kEps32;
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], rel * std::fabs(ref[i]) + 1e-12) << "at " << i;
+    // In place (y aliases x): the same values as the out-of-place call, bit for bit (same arithmetic per element).
+    rmsnorm(x.data(), w.data(), x.data(), rows, n, eps);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(x[i], y[i]) << "aliased at " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// rope
+
+// HF rotate_half in double: pair (i, i + d/2), inv_freq = theta^(-2i/d), angle = pos * inv_freq, all in double.
+std::vector<double> ref_rope_double(const std::vector<float>& x, int n_tokens, int n_heads, int d, int pos0,
+                                    double theta) {
+  std::vector<double> y(x.begin(), x.end());
+  const int half = d / 2;
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double ang = (double)(pos0 + t) * std::pow(theta, -2.0 * i / d);
+        const size_t o = ((size_t)t * n_heads + h) * d;
+        const double x1 = x[o + i], x2 = x[o + i + half];
+        y[o + i] = x1 * std::cos(ang) - x2 * std::sin(ang);
+        y[o + i + half] = x2 * std::cos(ang) + x1 * std::sin(ang);
+      }
+  return y;
+}
+
+// The same rotation, but with the angle formed in fp32 exactly as transformers forms it
+// (inv_freq = 1 / base^(2i/d) in fp32, angle = fp32(pos) * inv_freq in fp32); cos/sin and the rotation in double.
+std::vector<double> ref_rope_hf_fp32_angle(const std::vector<float>& x, int n_tokens, int n_heads, int d, int pos0,
+                                           float theta) {
+  std::vector<double> y(x.begin(), x.end());
+  const int half = d / 2;
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const float inv_freq = 1.0f / std::pow(theta, (float)(2 * i) / (float)d);
+        const double ang = (double)((float)(pos0 + t) * inv_freq);
+        const size_t o = ((size_t)t * n_heads + h) * d;
+        const double x1 = x[o + i], x2 = x[o + i + half];
+        y[o + i] = x1 * std::cos(ang) - x2 * std::sin(ang);
+        y[o + i + half] = x2 * std::cos(ang) + x1 * std::sin(ang);
+      }
+  return y;
+}
+
+TEST(OpsRope, HandComputedRotateHalfPairing) {
+  // d_head 4, theta 10000: inv_freq = {1, 1/100}. x = e_0 at pos 1 rotates within pair (0, 2) by 1 rad:
+  // x0 = cos 1, x2 = sin 1; x = e_1 rotates within pair (1, 3) by 0.01 rad. Tolerance 1e-6 (fp32 cos/sin).
+  std::vector<float> x = {1, 0, 0, 0, /*head 1*/ 0, 1, 0, 0};
+  rope(x.data(), 1, 2, 4, 1, 10000.0f);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[1], 0.0, 1e-6);
+  EXPECT_NEAR(x[2], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[3], 0.0, 1e-6);
+  EXPECT_NEAR(x[4], 0.0, 1e-6);
+  EXPECT_NEAR(x[5], std::cos(0.01), 1e-6);
+  EXPECT_NEAR(x[6], 0.0, 1e-6);
+  EXPECT_NEAR(x[7], std::sin(0.01), 1e-6);
+  // Position 0 is the identity.
+  std::vector<float> y = {0.3f, -0.7f, 0.2f, 0.9f};
+  const std::vector<float> y0 = y;
+  rope(y.data(), 1, 1, 4, 0, 10000.0f);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], y0[i], 1e-7);
+}
+
+TEST(OpsRope, MatchesDoubleReferenceAcrossPositionsAndThetas) {
+  std::mt19937 rng(3);
+  const int d_heads[] = {8, 64};
+  const float thetas[] = {10000.0f, 500000.0f};
+  const int pos0s[] = {0, 1, 37, 4093, 131000};
+  const int n_tokens = 20, n_heads = 3;  // 20 > 16 takes the OpenMP path
+  for (int d : d_heads)
+    for (float theta : thetas)
+      for (int pos0 : pos0s) {
+        SCOPED_TRACE(testing::Message() << "d=" << d << " theta=" << theta << " pos0=" << pos0);
+        const auto x0 = random_vec((size_t)n_tokens * n_heads * d, rng);
+        auto x = x0;
+        rope(x.data(), n_tokens, n_heads, d, pos0, theta);
+        const auto ref = ref_rope_double(x0, n_tokens, n_heads, d, pos0, theta);
+        const auto ref_hf = ref_rope_hf_fp32_angle(x0, n_tokens, n_heads, d, pos0, theta);
+        const int half = d / 2;
+        for (int t = 0; t < n_tokens; ++t)
+          for (int h = 0; h < n_heads; ++h)
+            for (int i = 0; i < half; ++i) {
+              const size_t o = ((size_t)t * n_heads + h) * d;
+              const double angle = (double)(pos0 + t) * std::pow((double)theta, -2.0 * i / d);
+              // Tolerance against the all-double reference: the fp32 angle is off by up to
+              // angle * (2 ulp of inv_freq from powf + reciprocal, + 0.5 ulp of the product) <= angle * 2^-22; we
+              // allow angle * 2^-21. A rotation error of delta moves each component by <= (|x1| + |x2|) * delta. At
+              // pos ~1e5 that is ~0.06 for the fastest pair: the fp32 angle itself carries that error, in HF too.
+              // Plus 4e-7 for fp32 cos/sin and the rotation's products (|x| <= 1).
+              const double delta = angle * 2.0 * std::ldexp(1.0, -22);
+              const double tol = (std::fabs(x0[o + i]) + std::fabs(x0[o + i + half])) * delta + 4e-7;
+              ASSERT_NEAR(x[o + i], ref[o + i], tol) << "t=" << t << " h=" << h << " i=" << i;
+              ASSERT_NEAR(x[o + i + half], ref[o + i + half], tol) << "t=" << t << " h=" << h << " i=" << i;
+              // Against the HF fp32-angle reference the angle rounding is shared, so only cos/sin (<= 1 ulp each)
+              // and the rotation's roundings remain: 1e-6 absolute, at every position.
+              ASSERT_NEAR(x[o + i], ref_hf[o + i], 1e-6) << "hf t=" << t << " h=" << h << " i=" << i;
+              ASSERT_NEAR(x[o + i + half], ref_hf[o + i + half], 1e-6) << "hf t=" << t << " h=" << h << " i=" << i;
+            }
+      }
+}
+
+TEST(OpsRope, TokenOffsetEqualsPos0) {
+  // Rotating tokens [0, 5) from pos0 = 10 equals rotating each token alone at its absolute position: exact, since
+  // the same fp32 angle is formed either way.
+  std::mt19937 rng(4);
+  const int n_tokens = 5, n_heads = 2, d = 8;
+  const auto x0 = random_vec((size_t)n_tokens * n_heads * d, rng);
+  auto all = x0;
+  rope(all.data(), n_tokens, n_heads, d, 10, 10000.0f);
+  for (int t = 0; t < n_tokens; ++t) {
+    std::vector<float> one(x0.begin() + (size_t)t * n_heads * d, x0.begin() + (size_t)(t + 1) * n_heads * d);
+    rope(one.data(), 1, n_heads, d, 10 + t, 10000.0f);
+    for (int i = 0; i < n_heads * d; ++i) ASSERT_EQ(one[i], all[(size_t)t * n_heads * d + i]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// swiglu, add_inplace, embed
+
+TEST(OpsSwiglu, MatchesDoubleReference) {
+  std::mt19937 rng(5);
+  auto gate = random_vec(1000, rng, -8.0f, 8.0f);
+  auto up = random_vec(1000, rng, -3.0f, 3.0f);
+  // Extremes: silu(-100) underflows towards -0, silu(+100) = 100, silu(0) = 0.
+  gate[0] = -100.0f; gate[1] = 100.0f; gate[2] = 0.0f; gate[3] = -80.0f; gate[4] = 30.0f;
+  std::vector<float> out(gate.size(), NAN);
+  swiglu(gate.data(), up.data(), out.data(), gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    // Reference: x / (1 + e^-x) * up in double. Tolerance: expf (1 ulp), the add, divide and multiply (0.5 ulp
+    // each) -> <= 8 * 2^-24 relative; 1e-30 absolute for results that underflow in fp32 (silu(-100) ~ -4e-42).
+    const double g = gate[i];
+    const double ref = g / (1.0 + std::exp(-g)) * (double)up[i];
+    ASSERT_NEAR(out[i], ref, 8 * kEps32 * std::fabs(ref) + 1e-30) << "gate=" << g << " up=" << up[i];
+  }
+}
+
+TEST(OpsAddInplace, MatchesDoubleSum) {
+  std::mt19937 rng(6);
+  auto y = random_vec(70000, rng), x = random_vec(70000, rng);  // > 65536 takes the OpenMP path
+  const auto y0 = y;
+  add_inplace(y.data(), x.data(), y.size());
+  // Reference: the double sum of two floats in [-1, 1] is exact, so rounding it to fp32 gives the correctly rounded
+  // fp32 sum: exact equality.
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], (float)((double)y0[i] + (double)x[i])) << "at " << i;
+}
+
+TEST(OpsEmbed, CopiesTableRows) {
+  const int vocab = 6, hidden = 5;
+  std::vector<float> table((size_t)vocab * hidden);
+  for (int v = 0; v < vocab; ++v)
+    for (int c = 0; c < hidden; ++c) table[(size_t)v * hidden + c] = (float)(100 * v + c);
+  const std::vector<int32_t> ids = {3, 0, 5, 3};
+  std::vector<float> out(ids.size() * hidden, NAN);
+  embed(table.data(), ids.data(), out.data(), (int)ids.size(), hidden);
+  // Reference: out[t, c] = 100 * ids[t] + c, exact.
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (int c = 0; c < hidden; ++c) EXPECT_EQ(out[t * hidden + c], (float)(100 * ids[t] + c));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// topk
+
+TEST(OpsTopk, DescendingWithTiesLowerIndexFirst) {
+  // Hand-computed: values 3 at {1, 4, 6}, 5 at {2}, -1 elsewhere.
+  const std::vector<float> x = {-1, 3, 5, -1, 3, -1, 3};
+  std::vector<int32_t> idx(4);
+  std::vector<float> val(4);
+  topk(x.data(), (int)x.size(), 4, idx.data(), val.data());
+  EXPECT_EQ(idx, (std::vector<int32_t>{2, 1, 4, 6}));
+  EXPECT_EQ(val, (std::vector<float>{5, 3, 3, 3}));
+}
+
+TEST(OpsTopk, MatchesStableSortReference) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-4, 4);  // few distinct values -> many ties
+  for (int n : {1, 2, 9, 100}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = (float)small(rng) * 0.5f;
+    // Reference: stable sort of indices by value descending (stable keeps lower index first among ties).
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+    for (int k : {1, std::min(3, n), n}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " k=" << k);
+      std::vector<int32_t> idx(k, -7);
+      std::vector<float> val(k, NAN);
+      topk(x.data(), n, k, idx.data(), val.data());
+      for (int i = 0; i < k; ++i) {
+        EXPECT_EQ(idx[i], order[i]) << "rank " << i;
+        EXPECT_EQ(val[i], x[order[i]]) << "rank " << i;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// softmax_row
+
+TEST(OpsSoftmaxRow, MatchesDoubleSoftmaxAndMetrics) {
+  std::mt19937 rng(8);
+  for (int n : {2, 7, 100}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    const auto logits = random_vec(n, rng, -8.0f, 8.0f);
+    const std::vector<int32_t> relevant = {1, n - 1, n + 5};  // n + 5 is not visible and is ignored
+    std::vector<float> p(n, NAN), m(kNumRowMetrics, -1.0f);
+    softmax_row(logits.data(), p.data(), n, m.data(), 3, relevant.data(), (int)relevant.size());
+    const auto ref = ref_softmax(std::vector<double>(logits.begin(), logits.end()));
+    // Reference: double softmax. Tolerance per entry 2e-5 * p + 1e-8: the fp32 normaliser sums n <= 100 terms
+    // (<= n * 2^-24 ~ 6e-6 relative) and each exp of a difference of size <= 16 adds ~16 * 2^-24.
+    for (int j = 0; j < n; ++j) ASSERT_NEAR(p[j], ref[j], 2e-5 * ref[j] + 1e-8) << "j=" << j;
+    expect_metrics_near(m.data(), ref_metrics(ref, 3, relevant), ref);
+  }
+}
+
+TEST(OpsSoftmaxRow, MetricsNullLeavesOnlyProbabilities) {
+  const std::vector<float> logits = {0.0f, std::log(3.0f)};
+  std::vector<float> p(2, NAN);
+  softmax_row(logits.data(), p.data(), 2, nullptr, 5, nullptr, 0);
+  // Hand-computed: e^0 : e^ln3 = 1 : 3 -> {0.25, 0.75}; tolerance 1e-6.
+  EXPECT_NEAR(p[0], 0.25, 1e-6);
+  EXPECT_NEAR(p[1], 0.75, 1e-6);
+}
+
+TEST(OpsSoftmaxRow, ExtremeScaleStaysFinite) {
+  // Focal temperature t = 0.01: logits = raw / t with raw in [-50, 50] -> |logit| up to 5000, where a naive
+  // exp would overflow. Expected: no NaN/inf, probabilities sum to 1, and they match the double softmax.
+  const float t = 0.01f;
+  const std::vector<float> raw = {50.0f, -50.0f, 49.99f, 0.0f, -50.0f, 50.0f, 49.995f, -49.0f};
+  const int n = (int)raw.size();
+  std::vector<float> logits(n);
+  for (int j = 0; j < n; ++j) logits[j] = raw[j] * (1.0f / t);
+  std::vector<float> p(n, NAN), m(kNumRowMetrics, NAN);
+  const std::vector<int32_t> relevant = {0, 5};
+  softmax_row(logits.data(), p.data(), n, m.data(), 2, relevant.data(), 2);
+  double sum = 0.0;
+  for (int j = 0; j < n; ++j) {
+    ASSERT_TRUE(std::isfinite(p[j])) << "j=" << j;
+    ASSERT_GE(p[j], 0.0f);
+    sum += p[j];
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-6);  // tolerance: a few fp32 roundings of the normalisation
+  for (int k = 0; k < kNumRowMetrics; ++k) EXPECT_TRUE(std::isfinite(m[k])) << "metric " << k;
+  // Reference: double softmax of the fp32 logits (the fp32 logits themselves are the input, so no rounding of raw/t
+  // enters the comparison). Tolerance 1e-5 absolute: differences of logits near 5000 are exact in fp32 (Sterbenz),
+  // so only exp and the normaliser round.
+  const auto ref = ref_softmax(std::vector<double>(logits.begin(), logits.end()));
+  for (int j = 0; j < n; ++j) EXPECT_NEAR(p[j], ref[j], 1e-5) << "j=" << j;
+  expect_metrics_near(m.data(), ref_metrics(ref, 2, relevant), ref);
+  // All logits hugely negative: the max subtraction makes it uniform.
+  std::vector<float> neg(4, -5000.0f), q(4, NAN), mq(kNumRowMetrics, NAN);
+  softmax_row(neg.data(), q.data(), 4, mq.data(), 2, nullptr, 0);
+  for (float v : q) EXPECT_NEAR(v, 0.25, 1e-7);
+  EXPECT_NEAR(mq[kEntropyNats], std::log(4.0), 1e-6);
+}
+
+TEST(OpsSoftmaxRow, SingleElementRow) {
+  // Hand-computed: one visible key -> p = 1, H = 0, normalised H defined as 0, eff support 1, tail 0 (1 < 1 is
+  // false), sink 1. Tolerance 1e-7 (exact in fp32 except ln/exp roundings of 0).
+  const float logit = 123.0f;
+  float p = NAN;
+  std::vector<float> m(kNumRowMetrics, NAN);
+  const int32_t rel = 0;
+  softmax_row(&logit, &p, 1, m.data(), 5, &rel, 1);
+  EXPECT_EQ(p, 1.0f);
+  EXPECT_NEAR(m[kEntropyNats], 0.0, 1e-7);
+  EXPECT_EQ(m[kEntropyNorm], 0.0f);
+  EXPECT_NEAR(m[kEffSupport], 1.0, 1e-7);
+  EXPECT_EQ(m[kMaxProb], 1.0f);
+  EXPECT_EQ(m[kTopkMass], 1.0f);
+  EXPECT_EQ(m[kTailMass], 0.0f);
+  EXPECT_EQ(m[kSinkMass], 1.0f);
+  EXPECT_EQ(m[kRelevantMass], 1.0f);
+}
+
+TEST(OpsSoftmaxRow, AllEqualRowIsUniform) {
+  // Hand-computed: n equal logits -> p = 1/n, H = ln n, normalised 1, eff support n, max 1/n, top-3 mass 3/n,
+  // tail 0 (no entry is strictly below 1/n), sink 1/n, relevant {2, 4} -> 2/n. Tolerance 1e-6 (2e-6 relative for
+  // eff support).
+  for (int n : {3, 7, 64}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    std::vector<float> logits(n, 3.3f), p(n, NAN), m(kNumRowMetrics, NAN);
+    const std::vector<int32_t> rel = {2, 4};
+    softmax_row(logits.data(), p.data(), n, m.data(), 3, rel.data(), 2);
+    for (float v : p) EXPECT_NEAR(v, 1.0 / n, 1e-7);
+    EXPECT_NEAR(m[kEntropyNats], std::log((double)n), 1e-6);
+    EXPECT_NEAR(m[kEntropyNorm], 1.0, 1e-6);
+    EXPECT_NEAR(m[kEffSupport], n, 2e-6 * n);
+    EXPECT_NEAR(m[kMaxProb], 1.0 / n, 1e-6);
+    EXPECT_NEAR(m[kTopkMass], 3.0 / n, 1e-6);
+    EXPECT_EQ(m[kTailMass], 0.0f);
+    EXPECT_NEAR(m[kSinkMass], 1.0 / n, 1e-6);
+    EXPECT_NEAR(m[kRelevantMass], n > 4 ? 2.0 / n : 1.0 / n, 1e-6);  // key 4 is not visible when n = 3
+  }
+}
+
+TEST(OpsRowMetrics, MatchesDoubleReferenceOnProbabilityRow) {
+  std::mt19937 rng(9);
+  const int n = 50;
+  const auto logits = random_vec(n, rng, -4.0f, 4.0f);
+  const auto ref = ref_softmax(std::vector<double>(logits.begin(), logits.end()));
+  const std::vector<float> p(ref.begin(), ref.end());
+  const std::vector<int32_t> rel = {0, 10, 49, -3, 77};  // -3 and 77 are not visible keys
+  std::vector<float> m(kNumRowMetrics, NAN);
+  row_metrics(p.data(), n, 4, rel.data(), (int)rel.size(), m.data());
+  // Reference: metrics of the double row; tolerances as in expect_metrics_near.
+  expect_metrics_near(m.data(), ref_metrics(ref, 4, rel), ref);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// attention
+
+struct AttnCase {
+  int n_tokens, n_past, n_heads, n_kv_heads, d_head;
+};
+
+struct AttnInputs {
+  std::vector<float> q, k_cache, v_cache, row_scale;
+  int cache_stride = 0;
+};
+
+AttnInputs make_attn_inputs(const AttnCase& c, std::mt19937& rng) {
+  AttnInputs in;
+  const int n_ctx = c.n_past + c.n_tokens;
+  in.cache_stride = n_ctx + 7;  // > n_past + T: positions beyond n_ctx are padding and must never be read
+  // q scaled by 3 so that raw scores span a few units and rows are not all near-uniform.
+  in.q = random_vec((size_t)c.n_tokens * c.n_heads * c.d_head, rng, -3.0f, 3.0f);
+  in.k_cache.assign((size_t)c.n_kv_heads * in.cache_stride * c.d_head, NAN);
+  in.v_cache.assign((size_t)c.n_kv_heads * in.cache_stride * c.d_head, NAN);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int kv = 0; kv < c.n_kv_heads; ++kv)
+    for (int j = 0; j < n_ctx; ++j)
+      for (int i = 0; i < c.d_head; ++i) {
+        in.k_cache[((size_t)kv * in.cache_stride + j) * c.d_head + i] = u(rng);
+        in.v_cache[((size_t)kv * in.cache_stride + j) * c.d_head + i] = u(rng);
+      }
+  in.row_scale = random_vec((size_t)c.n_heads * c.n_tokens, rng, 0.25f, 4.0f);
+  return in;
+}
+
+struct AttnRef {
+  std::vector<double> out;                 // [T, n_heads * d]
+  std::vector<std::vector<double>> probs;  // [n_heads * T][n_vis]
+  std::vector<std::vector<double>> raw;    // [n_heads * T][n_vis], q.k / sqrt(d) before the scale
+};
+
+// Naive causal attention in double: row t (absolute position n_past + t) sees keys [0, n_past + t].
+AttnRef ref_attention(const AttnCase& c, const AttnInputs& in) {
+  AttnRef r;
+  const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, group = c.n_heads / c.n_kv_heads;
+  r.out.assign((size_t)T * qs, 0.0);
+  r.probs.resize((size_t)c.n_heads * T);
+  r.raw.resize((size_t)c.n_heads * T);
+  for (int h = 0; h < c.n_heads; ++h) {
+    const int kv = h / group;
+    for (int t = 0; t < T; ++t) {
+      const int n_vis = c.n_past + t + 1;
+      std::vector<double> raw(n_vis), logits(n_vis);
+      for (int j = 0; j < n_vis; ++j) {
+        double s = 0.0;
+        for (int i = 0; i < d; ++i)
+          s += (double)in.q[(size_t)t * qs + (size_t)h * d + i] *
+               (double)in.k_cache[((size_t)kv * in.cache_stride + j) * d + i];
+        raw[j] = s / std::sqrt((double)d);
+        logits[j] = raw[j] * (double)in.row_scale[(size_t)h * T + t];
+      }
+      const auto p = ref_softmax(logits);
+      for (int i = 0; i < d; ++i) {
+        double o = 0.0;
+        for (int j = 0; j < n_vis; ++j) o += p[j] * (double)in.v_cache[((size_t)kv * in.cache_stride + j) * d + i];
+        r.out[(size_t)t * qs + (size_t)h * d + i] = o;
+      }
+      r.probs[(size_t)h * T + t] = p;
+      r.raw[(size_t)h * T + t] = raw;
+    }
+  }
+  return r;
+}
+
+// Every row_fn call, keyed by (head, absolute row): the full stride-long rows of probs and raw.
+struct RowCollector {
+  std::mutex mu;
+  int n_past = 0, n_ctx = 0;
+  std::map<std::pair<int, int>, std::pair<std::vector<float>, std::vector<float>>> rows;
+  std::vector<std::pair<int, int>> duplicates;
+  std::vector<std::string> errors;
+
+  static void callback(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) {
+    auto* self = static_cast<RowCollector*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mu);
+    // Contract: row r is absolute position row0 + r with row0 + r + 1 valid keys, so stride must hold them all.
+    if (n_rows <= 0 || row0 < self->n_past || row0 + n_rows > self->n_ctx || stride < row0 + n_rows)
+      self->errors.push_back("bad block: head " + std::to_string(head) + " row0 " + std::to_string(row0) +
+                             " n_rows " + std::to_string(n_rows) + " stride " + std::to_string(stride));
+    for (int r = 0; r < n_rows; ++r) {
+      const auto key = std::make_pair(head, row0 + r);
+      if (self->rows.count(key)) self->duplicates.push_back(key);
+      self->rows[key] = {std::vector<float>(probs + (size_t)r * stride, probs + (size_t)(r + 1) * stride),
+                         std::vector<float>(raw + (size_t)r * stride, raw + (size_t)(r + 1) * stride)};
+    }
+  }
+};
+
+constexpr float kUnwritten = -12345.0f;
+
+struct AttnRun {
+  std::vector<float> out, metrics;
+};
+
+AttnRun run_attention(const AttnCase& c, const AttnInputs& in, int topk_k, const std::vector<int32_t>& relevant,
+                      const std::vector<uint8_t>* head_wanted, RowCollector* collector) {
+  AttnRun run;
+  run.out.assign((size_t)c.n_tokens * c.n_heads * c.d_head, kUnwritten);
+  run.metrics.assign((size_t)c.n_heads * c.n_tokens * kNumRowMetrics, kUnwritten);
+  AttentionArgs a;
+  a.n_tokens = c.n_tokens;
+  a.n_past = c.n_past;
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.d_head = c.d_head;
+  a.q = in.q.data();
+  a.k_cache = in.k_cache.data();
+  a.v_cache = in.v_cache.data();
+  a.cache_stride = in.cache_stride;
+  a.row_scale = in.row_scale.data();
+  a.out = run.out.data();
+  a.metrics = run.metrics.data();
+  a.topk = topk_k;
+  a.relevant = relevant.empty() ? nullptr : relevant.data();
+  a.n_relevant = (int)relevant.size();
+  if (head_wanted) {
+    a.head_wanted = head_wanted->data();
+    a.row_fn = &RowCollector::callback;
+    a.row_ctx = collector;
+  }
+  attention(a);
+  return run;
+}
+
+TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
+  std::mt19937 rng(10);
+  std::vector<AttnCase> cases;
+  // T around the 32-row query block; n_past > 0 puts earlier positions in the KV cache; GQA groups of 2, MQA
+  // (one kv head) and plain MHA.
+  for (int T : {1, 31, 32, 33, 70})
+    for (int n_past : {0, 9})
+      for (auto hk : {std::make_pair(4, 2), std::make_pair(4, 1), std::make_pair(3, 3)})
+        cases.push_back({T, n_past, hk.first, hk.second, 16});
+  cases.push_back({33, 40, 4, 2, 64});
+  cases.push_back({70, 3, 8, 2, 8});
+
+  const int topk_k = 3;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(testing::Message() << "T=" << c.n_tokens << " n_past=" << c.n_past << " heads=" << c.n_heads
+                                    << " kv=" << c.n_kv_heads << " d=" << c.d_head);
+    const auto in = make_attn_inputs(c, rng);
+    const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, n_ctx = c.n_past + T;
+    // Relevant keys: two positions in the new rows (rows before n_past + 3 see none -> NaN) and one never visible.
+    const std::vector<int32_t> relevant = {c.n_past + 3, c.n_past + 20, n_ctx + 100};
+    // Wanted heads: every other head, starting at 1.
+    std::vector<uint8_t> wanted(c.n_heads, 0);
+    for (int h = 1; h < c.n_heads; h += 2) wanted[h] = 1;
+    RowCollector col;
+    col.n_past = c.n_past;
+    col.n_ctx = n_ctx;
+    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col);
+    const auto ref = ref_attention(c, in);
+
+    // out. Reference: double attention. Tolerance 2e-5 absolute: |v| <= 1 and sum p = 1, so the output error is
+    // the probabilities' error (<= ~1e-5 total) plus the fp32 dot over <= 110 keys (~110 * 2^-24).
+    for (size_t i = 0; i < run.out.size(); ++i)
+      ASSERT_NEAR(run.out[i], ref.out[i], 2e-5) << "out[" << i / qs << ", " << i % qs << "]";
+
+    // metrics for every (head, row). Reference: ref_metrics of the double probabilities.
+    for (int h = 0; h < c.n_heads; ++h)
+      for (int t = 0; t < T; ++t) {
+        SCOPED_TRACE(testing::Message() << "metrics head " << h << " row " << t);
+        const float* m = run.metrics.data() + ((size_t)h * T + t) * kNumRowMetrics;
+        const auto& p = ref.probs[(size_t)h * T + t];
+        expect_metrics_near(m, ref_metrics(p, topk_k, relevant), p);
+      }
+
+    // row_fn: every row of every wanted head exactly once, none of the others.
+    for (const auto& e : col.errors) ADD_FAILURE() << e;
+    EXPECT_TRUE(col.duplicates.empty()) << col.duplicates.size() << " rows reported twice";
+    size_t expected_rows = 0;
+    for (int h = 0; h < c.n_heads; ++h) expected_rows += wanted[h] ? (size_t)T : 0;
+    EXPECT_EQ(col.rows.size(), expected_rows);
+    for (const auto& kv : col.rows) {
+      const int h = kv.first.first, row = kv.first.second;  // row is absolute
+      ASSERT_TRUE(h >= 0 && h < c.n_heads && wanted[h]) << "unwanted head " << h << " reported";
+      ASSERT_TRUE(row >= c.n_past && row < n_ctx) << "row " << row;
+      const int t = row - c.n_past, n_vis = row + 1;
+      const auto& probs = kv.second.first;
+      const auto& raw = kv.second.second;
+      const auto& rp = ref.probs[(size_t)h * T + t];
+      const auto& rr = ref.raw[(size_t)h * T + t];
+      // probs: tolerance 1e-5 absolute (see the softmax test); raw = q.k / sqrt(d) in fp32 with |q| <= 3, |k| <= 1:
+      // the dot-product bound (d + 1) * 2^-24 * sum |q k| / sqrt(d) <= (d + 1) * 2^-24 * 3 * sqrt(d) < 3e-5.
+      const double raw_tol = (d + 1) * kEps32 * 3.0 * std::sqrt((double)d) + 1e-7;
+      for (int j = 0; j < n_vis; ++j) {
+        ASSERT_NEAR(probs[j], rp[j], 1e-5) << "probs head " << h << " row " << row << " key " << j;
+        ASSERT_NEAR(raw[j], rr[j], raw_tol) << "raw head " << h << " row " << row << " key " << j;
+      }
+      for (size_t j = n_vis; j < probs.size(); ++j) {
+        ASSERT_EQ(probs[j], 0.0f) << "probs beyond visible: head " << h << " row " << row << " key " << j;
+        ASSERT_EQ(raw[j], 0.0f) << "raw beyond visible: head " << h << " row " << row << " key " << j;
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, NoRowCallbacksWithoutHeadWantedAndNullMetricsAllowed) {
+  std::mt19937 rng(11);
+  const AttnCase c{33, 4, 4, 2, 16};
+  const auto in = make_attn_inputs(c, rng);
+  // No head wanted: row_fn set but must never be called.
+  std::vector<uint8_t> none(c.n_heads, 0);
+  RowCollector col;
+  col.n_past = c.n_past;
+  col.n_ctx = c.n_past + c.n_tokens;
+  const auto run = run_attention(c, in, 5, {}, &none, &col);
+  EXPECT_TRUE(col.rows.empty());
+  // No relevant keys given: relevant mass is NaN for every row.
+  for (int r = 0; r < c.n_heads * c.n_tokens; ++r)
+    EXPECT_TRUE(std::isnan(run.metrics[(size_t)r * kNumRowMetrics + kRelevantMass])) << "row " << r;
+  // metrics == nullptr: no metrics, same output (bitwise: the output does not depend on the metrics pass).
+  std::vector<float> out2(run.out.size(), kUnwritten);
+  AttentionArgs a;
+  a.n_tokens = c.n_tokens;
+  a.n_past = c.n_past;
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.d_head = c.d_head;
+  a.q = in.q.data();
+  a.k_cache = in.k_cache.data();
+  a.v_cache = in.v_cache.data();
+  a.cache_stride = in.cache_stride;
+  a.row_scale = in.row_scale.data();
+  a.out = out2.data();
+  attention(a);
+  for (size_t i = 0; i < out2.size(); ++i) ASSERT_EQ(out2[i], run.out[i]) << "at " << i;
+}
+
+TEST(OpsAttention, CausalMaskIgnoresFutureKeysAndValues) {
+  std::mt19937 rng(12);
+  const AttnCase c{70, 5, 4, 2, 16};
+  const auto in = make_attn_inputs(c, rng);
+  const int T = c.n_tokens, qs = c.n_heads * c.d_head;
+  const std::vector<int32_t> relevant = {7};
+  const auto base = run_attention(c, in, 5, relevant, nullptr, nullptr);
+  // Perturb the key and value at absolute position P for every kv head. P = n_past + 40 sits inside the second
+  // 32-row block, so rows of the same block before P exercise the in-block mask as well as earlier blocks.
+  const int P = c.n_past + 40;
+  auto pert = in;
+  for (int kv = 0; kv < c.n_kv_heads; ++kv)
+    for (int i = 0; i < c.d_head; ++i) {
+      pert.k_cache[((size_t)kv * in.cache_stride + P) * c.d_head + i] = 50.0f;
+      pert.v_cache[((size_t)kv * in.cache_stride + P) * c.d_head + i] = 1000.0f;
+    }
+  const auto after = run_attention(c, pert, 5, relevant, nullptr, nullptr);
+  // Rows at positions < P: unchanged bit for bit (masked probabilities are exactly 0, and 0 * v adds exactly 0).
+  // Rows at positions >= P: the perturbation (v = 1000 with a non-zero probability) must show.
+  for (int t = 0; t < T; ++t) {
+    const int pos = c.n_past + t;
+    for (int h = 0; h < c.n_heads; ++h) {
+      bool same_out = true, same_metrics = true;
+      for (int i = 0; i < c.d_head; ++i) {
+        const size_t o = (size_t)t * qs + (size_t)h * c.d_head + i;
+        same_out = same_out && base.out[o] == after.out[o];
+      }
+      for (int m = 0; m < kNumRowMetrics; ++m) {
+        const size_t o = ((size_t)h * T + t) * kNumRowMetrics + m;
+        const float x = base.metrics[o], y = after.metrics[o];
+        same_metrics = same_metrics && (x == y || (std::isnan(x) && std::isnan(y)));
+      }
+      if (pos < P) {
+        EXPECT_TRUE(same_out) << "row " << pos << " head " << h << " output changed by future position " << P;
+        EXPECT_TRUE(same_metrics) << "row " << pos << " head " << h << " metrics changed by future position " << P;
+      } else {
+        EXPECT_FALSE(same_out) << "row " << pos << " head " << h << " did not see position " << P;
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, SingleKeyRowCopiesValue) {
+  // Hand-computed: T = 1, n_past = 0: the only row sees one key, p = 1, out = v[0] exactly; entropy 0.
+  std::mt19937 rng(13);
+  const AttnCase c{1, 0, 2, 1, 8};
+  const auto in = make_attn_inputs(c, rng);
+  const auto run = run_attention(c, in, 5, {0}, nullptr, nullptr);
+  for (int h = 0; h < c.n_heads; ++h) {
+    for (int i = 0; i < c.d_head; ++i) EXPECT_EQ(run.out[(size_t)h * c.d_head + i], in.v_cache[i]);
+    const float* m = run.metrics.data() + (size_t)h * kNumRowMetrics;
+    EXPECT_NEAR(m[kEntropyNats], 0.0, 1e-7);
+    EXPECT_EQ(m[kEntropyNorm], 0.0f);
+    EXPECT_EQ(m[kSinkMass], 1.0f);
+    EXPECT_EQ(m[kRelevantMass], 1.0f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Online softmax (shared_math.h)
+
+struct TwoPass {
+  double m, z, h;  // max, sum e^(x - m), entropy -sum p ln p
+};
+
+TwoPass two_pass(const std::vector<float>& x) {
+  TwoPass r{-INFINITY, 0.0, 0.0};
+  for (float v : x) r.m = std::max(r.m, (double)v);
+  for (float v : x) r.z += std::exp((double)v - r.m);
+  for (float v : x) {
+    const double p = std::exp((double)v - r.m) / r.z;
+    r.h -= p > 0.0 ? p * std::log(p) : 0.0;
+  }
+  return r;
+}
+
+// Tolerance for the online entropy: z and a accumulate n fp32 terms (<= n * 2^-24 relative each), every rescale
+// adds a few roundings, and H = ln Z - A/Z has absolute error ~ (relative error) * (1 + |x - m|max). We allow
+// (n + 8) * 2^-24 * 4 * (1 + range).
+double online_tol(const std::vector<float>& x) {
+  const auto mm = std::minmax_element(x.begin(), x.end());
+  return (x.size() + 8) * kEps32 * 4.0 * (1.0 + (double)(*mm.second - *mm.first));
+}
+
+TEST(OnlineSoftmax, PushInRandomOrderWithLateMaxMatchesTwoPass) {
+  std::mt19937 rng(14);
+  for (int n : {1, 2, 50, 300}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    auto x = random_vec(n, rng, -10.0f, 10.0f);
+    std::shuffle(x.begin(), x.end(), rng);
+    if (n > 2) x[n - 3] = 25.0f;  // a new maximum arriving late forces a rescale of everything before it
+    math::OnlineSoftmax s = math::online_softmax_init();
+    for (float v : x) math::online_softmax_push(s, v);
+    const auto ref = two_pass(x);
+    const double tol = online_tol(x);
+    EXPECT_EQ(s.m, (float)ref.m);
+    EXPECT_NEAR(s.z, ref.z, tol * ref.z);
+    EXPECT_NEAR(math::online_softmax_entropy(s), ref.h, tol) << "reference: two-pass -sum p ln p in double";
+  }
+}
+
+TEST(OnlineSoftmax, IncreasingSequenceRescalesEveryStep) {
+  // Worst case for rescaling: each element is a new maximum.
+  std::vector<float> x(100);
+  for (int i = 0; i < 100; ++i) x[i] = -5.0f + 0.1f * i;
+  math::OnlineSoftmax s = math::online_softmax_init();
+  for (float v : x) math::online_softmax_push(s, v);
+  const auto ref = two_pass(x);
+  EXPECT_NEAR(math::online_softmax_entropy(s), ref.h, online_tol(x));
+}
+
+TEST(OnlineSoftmax, HandComputedTwoElements) {
+  // logits {0, ln 3}: p = {1/4, 3/4}, H = -(1/4 ln 1/4 + 3/4 ln 3/4) = 0.562335 nats. Tolerance 1e-6.
+  math::OnlineSoftmax s = math::online_softmax_init();
+  math::online_softmax_push(s, std::log(3.0f));
+  math::online_softmax_push(s, 0.0f);
+  const double h = -(0.25 * std::log(0.25) + 0.75 * std::log(0.75));
+  EXPECT_NEAR(math::online_softmax_entropy(s), h, 1e-6);
+  EXPECT_NEAR(h, 0.562335, 1e-6);
+}
+
+TEST(OnlineSoftmax, MergeOfHalvesMatchesTwoPass) {
+  std::mt19937 rng(15);
+  for (int max_in : {0, 1}) {  // the maximum in the first half, then in the second half
+    SCOPED_TRACE(testing::Message() << "max in half " << max_in);
+    auto x = random_vec(200, rng, -10.0f, 10.0f);
+    x[max_in ? 150 : 30] = 20.0f;
+    math::OnlineSoftmax a = math::online_softmax_init(), b = math::online_softmax_init();
+    for (int i = 0; i < 100; ++i) math::online_softmax_push(a, x[i]);
+    for (int i = 100; i < 200; ++i) math::online_softmax_push(b, x[i]);
+    const auto ref = two_pass(x);
+    const double tol = online_tol(x);
+    math::OnlineSoftmax ab = a;
+    math::online_softmax_merge(ab, b);
+    math::OnlineSoftmax ba = b;
+    math::online_softmax_merge(ba, a);
+    EXPECT_EQ(ab.m, 20.0f);
+    EXPECT_NEAR(ab.z, ref.z, tol * ref.z);
+    EXPECT_NEAR(math::online_softmax_entropy(ab), ref.h, tol) << "reference: two-pass -sum p ln p in double";
+    EXPECT_NEAR(math::online_softmax_entropy(ba), ref.h, tol) << "merge order reversed";
+    // Merging with an empty state is the identity, either way round (exact).
+    math::OnlineSoftmax e = math::online_softmax_init();
+    math::online_softmax_merge(e, a);
+    EXPECT_EQ(e.m, a.m);
+    EXPECT_EQ(e.z, a.z);
+    EXPECT_EQ(e.a, a.a);
+    math::OnlineSoftmax a2 = a;
+    math::online_softmax_merge(a2, math::online_softmax_init());
+    EXPECT_EQ(a2.m, a.m);
+    EXPECT_EQ(a2.z, a.z);
+    EXPECT_EQ(a2.a, a.a);
+  }
+}
+
+TEST(OnlineSoftmax, AgreesWithSoftmaxRowEntropy) {
+  // Both paths compute ln Z - A/Z; on the same row they must agree with the double entropy (tolerances as above).
+  std::mt19937 rng(16);
+  const auto x = random_vec(77, rng, -6.0f, 6.0f);
+  math::OnlineSoftmax s = math::online_softmax_init();
+  for (float v : x) math::online_softmax_push(s, v);
+  std::vector<float> p(x.size()), m(kNumRowMetrics);
+  softmax_row(x.data(), p.data(), (int)x.size(), m.data(), 5, nullptr, 0);
+  const auto ref = two_pass(x);
+  EXPECT_NEAR(math::online_softmax_entropy(s), ref.h, online_tol(x));
+  EXPECT_NEAR(m[kEntropyNats], ref.h, online_tol(x));
+}
+
+}  // namespace
+}  // namespace focal::ops
