@@ -1,1 +1,498 @@
-// placeholder
+// End-to-end tests of the `focal` binary: every command's help, init -> info, capture with a comparison, sweep,
+// generate with capture and inspect of each file, and the error paths (exit code, one message on stderr, no output
+// file or temporary left behind). The model and its sentencepiece tokenizer are made once per binary.
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "focal/capture.h"
+#include "focal/tokenizer.h"
+#include "test_util.h"
+
+#ifndef FOCAL_CLI_PATH
+#error "FOCAL_CLI_PATH must name the built focal binary"
+#endif
+
+namespace focal {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct CliResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// Progress lines end in '\r' or are redrawn with it; keep only the lines a person would read as messages.
+std::vector<std::string> message_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  std::stringstream ss(err);
+  std::string line;
+  while (std::getline(ss, line)) {
+    const size_t cr = line.rfind('\r');
+    if (cr != std::string::npos) line = line.substr(cr + 1);
+    if (line.find("elapsed, ETA") != std::string::npos) continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// The rows of a "t loss_nats entropy sink_mass tail_mass" table as printed by sweep and inspect.
+struct SweepRow {
+  double t, loss, entropy, sink, tail;
+};
+std::vector<SweepRow> parse_sweep_table(const std::string& text) {
+  std::vector<SweepRow> rows;
+  std::stringstream ss(text);
+  std::string line;
+  bool in_table = false;
+  while (std::getline(ss, line)) {
+    if (line.find("loss_nats") != std::string::npos) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table) continue;
+    SweepRow r{};
+    char extra;
+    if (std::sscanf(line.c_str(), "%lf %lf %lf %lf %lf %c", &r.t, &r.loss, &r.entropy, &r.sink, &r.tail, &extra) == 5)
+      rows.push_back(r);
+    else
+      in_table = false;
+  }
+  return rows;
+}
+
+const char* kPrompt = "The quick brown fox jumps over the lazy dog";
+// More tokens than the 16-position context of the short model.
+const char* kLongPrompt = "The quick brown fox jumps over the lazy dog while attention heads focus on tokens";
+
+class CliTest : public ::testing::Test {
+ protected:
+  // One temporary directory, tokenizer and model for the whole binary.
+  static void SetUpTestSuite() {
+    root_ = new std::string(test::make_temp_dir("cli"));
+    ASSERT_FALSE(root_->empty());
+    const std::string corpus = *root_ + "/corpus.txt";
+    {
+      std::ofstream f(corpus);
+      for (int i = 0; i < 60; ++i)
+        f << "The quick brown fox " << i << " jumps over the lazy dog while attention heads focus on tokens.\n"
+          << "Temperature scaling sharpens the softmax; entropy falls as the focal temperature drops.\n";
+    }
+    // Byte fallback reserves 256 pieces, so the vocabulary must exceed 256 + the corpus characters.
+    const std::string cmd = "spm_train --input=" + quote(corpus) + " --model_prefix=" + quote(*root_ + "/tok") +
+                            " --vocab_size=384 --model_type=bpe --byte_fallback=true --character_coverage=1.0"
+                            " --bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 > " +
+                            quote(*root_ + "/spm.log") + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "spm_train failed: " << slurp(*root_ + "/spm.log");
+    tok_ = new std::string(*root_ + "/tok.model");
+    model_ = new std::string(*root_ + "/model");
+    short_model_ = new std::string(*root_ + "/short");
+    CliResult r = run({"init", *model_, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4",
+                       "--kv-heads", "2", "--intermediate", "128"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = run({"init", *short_model_, "--tokenizer", *tok_, "--hidden", "32", "--layers", "1", "--heads", "2",
+             "--kv-heads", "1", "--intermediate", "64", "--context", "16"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    if (root_ && !root_->empty() && !std::getenv("FOCAL_KEEP_TEST_DIRS"))
+      std::system(("rm -rf " + quote(*root_)).c_str());
+  }
+
+  // Runs focal with `args`, stdout and stderr captured through files.
+  static CliResult run(const std::vector<std::string>& args) {
+    static int n = 0;
+    const std::string base = *root_ + "/run" + std::to_string(n++);
+    std::string cmd = quote(FOCAL_CLI_PATH);
+    for (const auto& a : args) cmd += " " + quote(a);
+    cmd += " > " + quote(base + ".out") + " 2> " + quote(base + ".err") + " < /dev/null";
+    const int st = std::system(cmd.c_str());
+    CliResult r;
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    r.out = slurp(base + ".out");
+    r.err = slurp(base + ".err");
+    std::remove((base + ".out").c_str());
+    std::remove((base + ".err").c_str());
+    return r;
+  }
+
+  // A fresh empty directory for one test's outputs.
+  static std::string out_dir(const std::string& tag) {
+    const std::string d = *root_ + "/" + tag;
+    EXPECT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+    return d;
+  }
+
+  // An error case: exit code `rc`, stdout empty, exactly one message line on stderr containing every `needles`,
+  // and `dir` (where -o pointed) left empty: no output, no temporary, no probe file.
+  static void expect_failure(const std::vector<std::string>& args, int rc, const std::vector<std::string>& needles,
+                             const std::string& dir) {
+    std::string shown;
+    for (auto& a : args) shown += " " + a;
+    SCOPED_TRACE("focal" + shown);
+    const CliResult r = run(args);
+    EXPECT_EQ(r.rc, rc) << "stderr: " << r.err;
+    EXPECT_EQ(r.out, "");
+    const std::vector<std::string> lines = message_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
+    EXPECT_THAT(lines[0], HasSubstr("focal"));
+    for (const auto& n : needles) EXPECT_THAT(lines[0], HasSubstr(n));
+    if (!dir.empty()) {
+      EXPECT_THAT(list_dir(dir), ::testing::IsEmpty()) << "files left behind in " << dir;
+    }
+  }
+
+  static int prompt_tokens(const std::string& text) {
+    auto tok = Tokenizer::load(*tok_);
+    return (int)tok->encode(text, true).size();
+  }
+
+  static std::string* root_;
+  static std::string* tok_;
+  static std::string* model_;
+  static std::string* short_model_;
+};
+
+std::string* CliTest::root_ = nullptr;
+std::string* CliTest::tok_ = nullptr;
+std::string* CliTest::model_ = nullptr;
+std::string* CliTest::short_model_ = nullptr;
+
+// ---- help ----
+
+TEST_F(CliTest, MainHelp) {
+  for (const char* flag : {"--help", "-h", "help"}) {
+    const CliResult r = run({flag});
+    EXPECT_EQ(r.rc, 0) << flag;
+    EXPECT_THAT(r.out, HasSubstr("usage: focal COMMAND"));
+    for (const char* cmd : {"info", "capture", "sweep", "generate", "inspect", "init"})
+      EXPECT_THAT(r.out, HasSubstr(std::string("  ") + cmd + " ")) << cmd;
+  }
+  // No command at all: the usage, but a usage exit code.
+  const CliResult none = run({});
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_THAT(none.out, HasSubstr("usage: focal COMMAND"));
+  const CliResult v = run({"--version"});
+  EXPECT_EQ(v.rc, 0);
+  EXPECT_THAT(v.out, HasSubstr("focal 0."));
+}
+
+TEST_F(CliTest, EveryCommandHasHelp) {
+  for (const char* cmd : {"info", "capture", "sweep", "generate", "inspect", "init"}) {
+    SCOPED_TRACE(cmd);
+    const CliResult r = run({cmd, "--help"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(std::string("usage: focal ") + cmd));
+    EXPECT_EQ(r.err, "");
+  }
+  // The temperature options are documented where they apply.
+  for (const char* cmd : {"capture", "sweep", "generate"}) EXPECT_THAT(run({cmd, "--help"}).out, HasSubstr("--temp T"));
+}
+
+// ---- init and info ----
+
+TEST_F(CliTest, InitThenInfo) {
+  const std::string dir = *root_ + "/init_info";
+  CliResult r = run({"init", dir, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4",
+                     "--kv-heads", "2", "--intermediate", "128"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(exists(dir + "/config.json"));
+  EXPECT_TRUE(exists(dir + "/model.safetensors"));
+  EXPECT_TRUE(exists(dir + "/tokenizer.model"));
+  r = run({"info", dir});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("layers +2\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("hidden +64\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("intermediate +128\n"));
+  EXPECT_THAT(r.out, HasSubstr("4 query, 2 key/value"));
+  EXPECT_THAT(r.out, HasSubstr("head_dim 16"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("vocab +384\n"));
+  EXPECT_THAT(r.out, HasSubstr("384 pieces"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("attention +standard"));
+
+  // Same seed, same bytes: the checksum printed by info is reproducible.
+  const std::string dir2 = *root_ + "/init_info2";
+  ASSERT_EQ(run({"init", dir2, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads",
+                 "2", "--intermediate", "128"}).rc, 0);
+  auto checksum = [](const std::string& out) { return out.substr(out.find("fnv1a64:")); };
+  EXPECT_EQ(checksum(run({"info", dir2}).out), checksum(r.out));
+}
+
+TEST_F(CliTest, InitFocalAndLearnedModels) {
+  const std::string focal_dir = *root_ + "/init_focal";
+  ASSERT_EQ(run({"init", focal_dir, "--tokenizer", *tok_, "--hidden", "32", "--layers", "1", "--heads", "2",
+                 "--kv-heads", "1", "--intermediate", "64", "--attn", "focal", "--temp", "0.3"}).rc, 0);
+  EXPECT_THAT(run({"info", focal_dir}).out, HasSubstr("focal (focal_temp 0.3)"));
+
+  const std::string learned = *root_ + "/init_learned";
+  CliResult r = run({"init", learned, "--tokenizer", *tok_, "--hidden", "32", "--layers", "2", "--heads", "2",
+                     "--kv-heads", "1", "--intermediate", "64", "--attn", "learned", "--tau-mode", "per_token"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"info", learned});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("learned"), HasSubstr("per_token"), HasSubstr("with bias")));
+  // The learned model captures natively (tau recorded) and against standard attention.
+  const std::string d = out_dir("learned_capture");
+  r = run({"capture", learned, "--prompt", kPrompt, "--compare", "standard", "-o", d + "/l.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"inspect", d + "/l.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("run learned"), HasSubstr("run standard"), HasSubstr(" tau\n"),
+                           HasSubstr("compare learned vs standard")));
+  const CaptureFile f = read_capture(d + "/l.h5");
+  ASSERT_NE(f.find_run("learned"), nullptr);
+  EXPECT_EQ(f.find_run("learned")->tau.size(), (size_t)2 * f.n_tokens());
+  EXPECT_TRUE(f.find_run("standard")->tau.empty());
+}
+
+// ---- capture, sweep, generate, inspect ----
+
+TEST_F(CliTest, CaptureWithCompareThenInspect) {
+  const std::string d = out_dir("capture");
+  const std::string out = d + "/out.h5";
+  CliResult r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers",
+                     "1", "--heads", "0,1", "-o", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("wrote " + out), HasSubstr("focal_t0.4 standard")));
+  ASSERT_TRUE(exists(out));
+  EXPECT_EQ(list_dir(d), std::vector<std::string>{"out.h5"}) << "temporaries left behind";
+
+  r = run({"inspect", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const int T = prompt_tokens(kPrompt);
+  EXPECT_THAT(r.out, AllOf(HasSubstr(std::to_string(T) + " tokens, 2 layers x 4 heads"), HasSubstr("run focal_t0.4"),
+                           HasSubstr("run standard"), HasSubstr("compare focal_t0.4 vs standard"),
+                           HasSubstr("1 layers x 2 heads x " + std::to_string(T) + " queries")));
+  // --run limits the tables to one run.
+  r = run({"inspect", out, "--run", "standard"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("run standard"), Not(HasSubstr("run focal_t0.4"))));
+
+  // The file holds what was asked for.
+  const CaptureFile f = read_capture(out);
+  ASSERT_EQ(f.n_tokens(), T);
+  ASSERT_EQ(f.runs.size(), 2u);
+  const RunCapture* a = f.find_run("focal_t0.4");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->layers, std::vector<int>{1});
+  EXPECT_EQ(a->heads, (std::vector<int>{0, 1}));
+  EXPECT_EQ(a->probs.size(), (size_t)2 * T * T);
+  ASSERT_EQ(f.comparisons.size(), 1u);
+  EXPECT_EQ(f.comparisons[0].kl.size(), (size_t)2 * T);
+}
+
+TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
+  const std::string d = out_dir("sweep");
+  const std::string out = d + "/sweep.h5";
+  CliResult r = run({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.4:1.0:0.2", "-o", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_TRUE(exists(out));
+  EXPECT_EQ(list_dir(d), std::vector<std::string>{"sweep.h5"});
+  const std::vector<SweepRow> rows = parse_sweep_table(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  const double want_t[] = {0.4, 0.6, 0.8, 1.0};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_NEAR(rows[i].t, want_t[i], 1e-6);
+    EXPECT_GT(rows[i].entropy, 0.0);
+    if (i) {
+      EXPECT_GT(rows[i].entropy, rows[i - 1].entropy) << "mean entropy must rise with t (row " << i << ")";
+    }
+  }
+
+  r = run({"inspect", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("sweep " + out), HasSubstr("4 temperatures, 2 layers x 4 heads")));
+  const std::vector<SweepRow> again = parse_sweep_table(r.out);
+  ASSERT_EQ(again.size(), rows.size()) << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_NEAR(again[i].entropy, rows[i].entropy, 1e-4);
+    EXPECT_NEAR(again[i].loss, rows[i].loss, 1e-4);
+  }
+  const SweepFile sf = read_sweep(out);
+  EXPECT_EQ(sf.focal_temps.size(), 4u);
+  EXPECT_EQ((int)sf.token_ids.size(), prompt_tokens(kPrompt));
+
+  // Without -o the table is printed and nothing is written.
+  r = run({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.5,1"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(parse_sweep_table(r.out).size(), 2u);
+  EXPECT_THAT(r.out, Not(HasSubstr("wrote")));
+}
+
+TEST_F(CliTest, GenerateAndCapture) {
+  CliResult r = run({"generate", *model_, "--prompt", "The quick brown", "-n", "5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("The quick brown", 0), 0u) << r.out;
+  // Greedy generation is deterministic.
+  EXPECT_EQ(run({"generate", *model_, "--prompt", "The quick brown", "-n", "5"}).out, r.out);
+
+  const std::string d = out_dir("generate");
+  const std::string g = d + "/g.h5";
+  r = run({"generate", *model_, "--prompt", "The quick brown", "-n", "5", "--temp", "0.5", "--capture", g});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_TRUE(exists(g));
+  EXPECT_EQ(list_dir(d), std::vector<std::string>{"g.h5"});
+  int n_prompt = -1, n_gen = -1;
+  const size_t w = r.out.find("wrote " + g + ": ");
+  ASSERT_NE(w, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + w + g.size() + 8, "%d prompt + %d generated", &n_prompt, &n_gen), 2) << r.out;
+  EXPECT_EQ(n_prompt, prompt_tokens("The quick brown"));
+  EXPECT_GE(n_gen, 1);
+  EXPECT_LE(n_gen, 5);
+
+  r = run({"inspect", g});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr(std::to_string(n_prompt + n_gen) + " tokens"), HasSubstr("run focal_t0.5")));
+  EXPECT_EQ(read_capture(g).n_tokens(), n_prompt + n_gen);
+}
+
+// ---- errors ----
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  const std::string d = out_dir("usage_errors");
+  const std::string o = d + "/x.h5";
+  expect_failure({"bogus", *model_}, 2, {"unknown command 'bogus'"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--bogus", "-o", o}, 2, {"--bogus"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "1", "--bogus", "1"}, 2, {"--bogus"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt}, 2, {"-o"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "abc", "-o", o}, 2, {"--temp", "abc"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--layers", "1-x", "-o", o}, 2, {"--layers"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "sideways", "-o", o}, 2, {"--compare"}, d);
+  expect_failure({"capture", *model_, *model_, "--prompt", kPrompt, "-o", o}, 2, {"MODEL"}, d);
+  expect_failure({"capture", *model_, "-o", o}, 2, {"--prompt"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--budget", "lots", "-o", o}, 2, {"--budget"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "-o", o}, 2, {"--temps"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "0"}, 2, {"-n"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", o, "--temp"}, 2, {"--temp", "needs a value"}, d);
+}
+
+TEST_F(CliTest, BadTemperaturesExitOne) {
+  const std::string d = out_dir("temp_errors");
+  const std::string o = d + "/x.h5";
+  for (const char* t : {"0", "nan", "-1", "inf"})
+    expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", t, "-o", o}, 1, {"--temp"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0:1:0.5", "-o", o}, 1, {"--temps"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.5,nan", "-o", o}, 1, {"--temps"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--temp", "0", "--capture", o}, 1, {"--temp"},
+                 d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--layer-temp", "5=0.5", "-o", o}, 1, {"--layer-temp"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--head-temp", "0:9=0.5", "-o", o}, 1, {"--head-temp"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1, {"--mode learned"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "learned", "-o", o}, 1, {"learned"}, d);
+}
+
+TEST_F(CliTest, BadSelectionsExitOne) {
+  const std::string d = out_dir("selection_errors");
+  const std::string o = d + "/x.h5";
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--layers", "99", "-o", o}, 1, {"--layers", "99"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--heads", "99", "-o", o}, 1, {"--heads", "99"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--queries", "0,99", "-o", o}, 1, {"--queries"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--heads", "1,1", "-o", o}, 1, {"--heads", "twice"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--budget", "1K", "-o", o}, 1, {"--budget"}, d);
+}
+
+TEST_F(CliTest, GenerateValidatesCaptureSelectionBeforeGenerating) {
+  // Like capture ("over budget fails before running"), a bad --capture selection should fail before generation
+  // runs, with nothing printed on stdout.
+  const std::string d = out_dir("generate_selection_errors");
+  const std::string o = d + "/x.h5";
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--layers", "7", "--capture", o}, 1,
+                 {"--layers"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--budget", "1K", "--capture", o}, 1,
+                 {"--budget"}, d);
+}
+
+TEST_F(CliTest, BadPromptsExitOne) {
+  const std::string d = out_dir("prompt_errors");
+  const std::string o = d + "/x.h5";
+  expect_failure({"capture", *model_, "--prompt", "", "-o", o}, 1, {"empty"}, d);
+  expect_failure({"sweep", *model_, "--prompt", "", "--temps", "1", "-o", o}, 1, {"empty"}, d);
+  expect_failure({"capture", *model_, "--prompt-file", d + "/no_such_prompt.txt", "-o", o}, 1,
+                 {d + "/no_such_prompt.txt"}, d);
+  const int n_long = prompt_tokens(kLongPrompt);
+  ASSERT_GT(n_long, 16);
+  expect_failure({"capture", *short_model_, "--prompt", kLongPrompt, "-o", o}, 1,
+                 {std::to_string(n_long) + " tokens", "16"}, d);
+  expect_failure({"sweep", *short_model_, "--prompt", kLongPrompt, "--temps", "1", "-o", o}, 1, {"16"}, d);
+  expect_failure({"generate", *short_model_, "--prompt", kLongPrompt, "-n", "2", "--capture", o}, 1, {"16"}, d);
+}
+
+TEST_F(CliTest, BadPathsExitOne) {
+  const std::string d = out_dir("path_errors");
+  const std::string o = d + "/x.h5";
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", "/nonexistent/dir/x.h5"}, 1,
+                 {"/nonexistent/dir/x.h5"}, "");
+  EXPECT_FALSE(exists("/nonexistent/dir"));
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "1", "-o", "/nonexistent/dir/s.h5"}, 1,
+                 {"/nonexistent/dir/s.h5"}, "");
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--capture", "/nonexistent/dir/g.h5"}, 1,
+                 {"/nonexistent/dir/g.h5"}, "");
+  const std::string missing = *root_ + "/no_such_model";
+  expect_failure({"capture", missing, "--prompt", kPrompt, "-o", o}, 1, {missing}, d);
+  expect_failure({"info", missing}, 1, {missing}, d);
+  const std::string text = *root_ + "/notes.txt";
+  {
+    std::ofstream f(text);
+    f << "not a capture\n";
+  }
+  expect_failure({"inspect", text}, 1, {text}, d);
+  expect_failure({"inspect", *root_ + "/missing.h5"}, 1, {*root_ + "/missing.h5"}, d);
+  // A model directory without tokenizer.model cannot take a text prompt.
+  const std::string notok = *root_ + "/notok";
+  ASSERT_EQ(run({"init", notok, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                 "--intermediate", "64"}).rc, 0);
+  expect_failure({"capture", notok, "--prompt", kPrompt, "-o", o}, 1, {"tokenizer.model"}, d);
+}
+
+TEST_F(CliTest, BudgetMessageShowsTheBudget) {
+  // `--budget 1K` is 1 KiB; the message must not claim the budget is 1 MiB (and that 1 MiB does not fit in 1 MiB).
+  const std::string d = out_dir("budget_message");
+  const CliResult r = run({"capture", *model_, "--prompt", kPrompt, "--budget", "1K", "-o", d + "/x.h5"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, HasSubstr("--budget"));
+  EXPECT_THAT(r.err, Not(HasSubstr("budget (--budget) is 1 MiB"))) << r.err;
+}
+
+}  // namespace
+}  // namespace focal

@@ -42,14 +42,20 @@ void check_run(const Model& model, const SafetensorsFile& ref, const std::vector
   const auto& lt = ref.tensors().at(logits_key);
   const std::vector<float> ref_logits = tensor_to_f32(lt, ref.path());
   ASSERT_EQ(ref_logits.size(), logits.size());
-  EXPECT_LE(test::rel_max_err(logits.data(), ref_logits.data(), logits.size()), kRelTol) << logits_key;
+  const double e_logits = test::rel_max_err(logits.data(), ref_logits.data(), logits.size());
+  EXPECT_LE(e_logits, kRelTol) << logits_key;
+  double e_attn = 0.0;
   for (int l : attn_layers) {
     const std::string key = attn_prefix + std::to_string(l);
     const std::vector<float> ref_attn = tensor_to_f32(ref.tensors().at(key), ref.path());  // [H, T, T]
     ASSERT_EQ(ref_attn.size(), (size_t)c.n_heads * T * T);
     const float* mine = obs.probs.data() + obs.at(l, 0, 0, 0);
-    EXPECT_LE(test::rel_max_err(mine, ref_attn.data(), ref_attn.size()), kRelTol) << key;
+    const double e = test::rel_max_err(mine, ref_attn.data(), ref_attn.size());
+    EXPECT_LE(e, kRelTol) << key;
+    e_attn = std::max(e_attn, e);
   }
+  std::printf("  %-9s T=%-5d max relative error: logits %.2e, attention %.2e (tolerance %.0e)\n", logits_key.c_str(), T,
+              e_logits, e_attn, kRelTol);
 }
 
 TEST_P(HfConformance, LogitsAndAttentionMatchTransformers) {

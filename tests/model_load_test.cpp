@@ -119,7 +119,7 @@ class ModelLoadTest : public ::testing::Test {
     ASSERT_FALSE(root_.empty());
   }
   void TearDown() override {
-    if (!root_.empty() && !HasFailure()) std::system(("rm -rf '" + root_ + "'").c_str());
+    if (!root_.empty() && !std::getenv("FOCAL_KEEP_TEST_DIRS")) std::system(("rm -rf '" + root_ + "'").c_str());
   }
   // Writes config + tensors into root_/name and returns the directory.
   std::string make_model(const std::string& name, const ModelConfig& c, const std::vector<NamedTensor>& ts,
@@ -648,29 +648,26 @@ TEST_F(ModelLoadTest, CorruptTokenizer) {
   EXPECT_THAT(error_of([&] { Tokenizer::load(root_ + "/nope.model"); }), HasSubstr(root_ + "/nope.model"));
 }
 
-// A real sentencepiece model, trained once for this binary with the spm_train tool.
-std::string trained_tokenizer() {
-  static const std::string path = [] {
-    const std::string dir = test::make_temp_dir("model_load_spm");
-    const std::string text = dir + "/corpus.txt";
-    {
-      std::ofstream f(text);
-      for (int i = 0; i < 60; ++i)
-        f << "The quick brown fox " << i << " jumps over the lazy dog while attention heads focus on tokens.\n"
-          << "Temperature scaling sharpens the softmax; entropy falls as the focal temperature drops.\n";
-    }
-    const std::string cmd = "spm_train --input=" + text + " --model_prefix=" + dir +
-                            "/tok --vocab_size=384 --model_type=bpe --byte_fallback=true --character_coverage=1.0 "
-                            "--bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 > " + dir +
-                            "/spm.log 2>&1";
-    if (std::system(cmd.c_str()) != 0) return std::string();
-    return dir + "/tok.model";
-  }();
-  return path;
+// A real sentencepiece model trained into `dir` with the spm_train tool (~0.1 s); empty on failure. Byte fallback
+// reserves 256 pieces, so the vocabulary must exceed 256 + the corpus characters.
+std::string train_tokenizer(const std::string& dir) {
+  const std::string text = dir + "/corpus.txt";
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 60; ++i)
+      f << "The quick brown fox " << i << " jumps over the lazy dog while attention heads focus on tokens.\n"
+        << "Temperature scaling sharpens the softmax; entropy falls as the focal temperature drops.\n";
+  }
+  const std::string cmd = "spm_train --input='" + text + "' --model_prefix='" + dir +
+                          "/tok' --vocab_size=384 --model_type=bpe --byte_fallback=true --character_coverage=1.0 "
+                          "--bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 > '" + dir +
+                          "/spm.log' 2>&1";
+  if (std::system(cmd.c_str()) != 0) return std::string();
+  return dir + "/tok.model";
 }
 
 TEST_F(ModelLoadTest, TokenizerLoadsAndMustFitVocabulary) {
-  const std::string tok = trained_tokenizer();
+  const std::string tok = train_tokenizer(root_);
   ASSERT_FALSE(tok.empty()) << "spm_train failed";
   ModelConfig c = small_config();
   c.vocab_size = 384;

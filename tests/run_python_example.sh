@@ -7,7 +7,7 @@ rm -rf "$work" && mkdir -p "$work"
 for i in $(seq 1 60); do
   echo "The quick brown fox jumps over the lazy dog number $i. A needle sits in the haystack at line $i."
 done > "$work/text.txt"
-spm_train --input="$work/text.txt" --model_prefix="$work/tok" --vocab_size=120 --model_type=bpe --byte_fallback=true \
+spm_train --input="$work/text.txt" --model_prefix="$work/tok" --vocab_size=400 --model_type=bpe --byte_fallback=true \
   --character_coverage=1.0 --bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2
 "$focal" init "$work/model" --tokenizer "$work/tok.model" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
   --intermediate 128 --attn focal --temp 0.4

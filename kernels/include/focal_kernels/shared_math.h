@@ -41,6 +41,29 @@ FOCAL_HD void rope_rotate_pair(float& x1, float& x2, float cos_a, float sin_a) {
 // RMSNorm: y = w * x * rsqrt(mean(x^2) + eps); returns the factor rsqrt(.) given sum of squares over n.
 FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(sum_sq / (float)n + eps); }
 
+// e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
+// x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
+// Inputs below -87 flush to e^-87 ~ 1.6e-38 (a probability that small is zero for every purpose here).
+FOCAL_HD float exp_nonpos(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float n = floorf(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  union {
+    int i;
+    float f;
+  } u;
+  u.i = ((int)n + 127) << 23;
+  return p * u.f;
+}
+
 FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // Online softmax state over logits x_j: running max m, Z = sum e^(x_j - m), A = sum e^(x_j - m) * (x_j - m).
