@@ -26,7 +26,10 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
         values_[name] = "1";
       } else if (options.count(name)) {
         if (!has_value) {
-          if (i + 1 >= argc) throw UsageError{"option " + name + " needs a value"};
+          // A following "--option" is never taken as a value (negative numbers like -1 still are).
+          if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0 || std::string(argv[i + 1]) == "-o" ||
+              std::string(argv[i + 1]) == "-n")
+            throw UsageError{"option " + name + " needs a value"};
           value = argv[++i];
         }
         values_[name] = value;

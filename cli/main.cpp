@@ -1,6 +1,7 @@
 // `focal`: run LLaMA-family models under focal attention temperatures, capture what attention did into HDF5,
 // sweep temperatures, generate, and inspect captures. Exit codes: 0 ok, 1 error (bad file, model or value),
 // 2 usage error (unknown option, malformed value), 3 internal error.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -381,6 +382,12 @@ int cmd_generate(int argc, char** argv) {
   so.seed = (uint64_t)a.get_int("--seed", 1);
   const int cap = std::min(c.max_positions, (int)prompt.size() + n_new);
   if ((int)prompt.size() >= c.max_positions) throw Error("the prompt fills the model's context; nothing to generate");
+  // Capture options are checked before generating, against the longest sequence the generation can produce.
+  CaptureRequest req;
+  if (a.has("--capture")) {
+    req = request_from(a, c);
+    validate_capture_request(c, cap, req, 1);
+  }
   Session s(*model, cap);
   const Tokenizer& tok = model->require_tokenizer();
   std::printf("%s", tok.decode(prompt).c_str());
@@ -397,11 +404,11 @@ int cmd_generate(int argc, char** argv) {
   std::printf("\n");
   std::fprintf(stderr, "[%zu tokens in %.2fs, %s]\n", gen.size(), el, spec.label().c_str());
   if (a.has("--capture")) {
-    // The KV-cache rows equal a prefill of the full sequence (tested), so the capture re-runs prompt + generation
-    // in one pass: every generated step's attention row, in the same layout as `focal capture`.
-    CaptureRequest req = request_from(a, c);
-    all.pop_back();  // the last generated token was never fed back; its attention does not exist
-    all.push_back(gen.back());
+    // KV-cache decoding reproduces a prefill of the full sequence (tests/forward_test.cpp), so the capture re-runs
+    // prompt + generated tokens in one pass: the attention row of every generated step, laid out as `focal capture`.
+    if (!req.queries.empty() && *std::max_element(req.queries.begin(), req.queries.end()) >= (int)all.size())
+      throw Error("--queries: a query position lies beyond the " + std::to_string(all.size()) +
+                  " tokens generated (generation stopped early at end of text)");
     CaptureFile file = make_capture_file(*model, all);
     Progress prog("capture: layer");
     file.runs.push_back(capture_run(*model, all, spec, req, spec.label(), [&](int d, int t) { prog.update(d, t); }));

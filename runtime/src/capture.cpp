@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "focal/error.h"
@@ -36,7 +37,13 @@ void check_range(const std::vector<int>& sel, int n, const char* option, const c
   }
 }
 
-std::string mib(size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; }
+std::string human_bytes(size_t b) {
+  char buf[32];
+  if (b < (size_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
 
 class CaptureObserver final : public ForwardObserver {
  public:
@@ -128,7 +135,7 @@ void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest&
                                      std::to_string(T - 1) + ")");
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
-    throw Error("the capture needs about " + mib(need) + " but the budget (--budget) is " + mib(req.budget_bytes) +
+    throw Error("the capture needs about " + human_bytes(need) + " but the budget (--budget) is " + human_bytes(req.budget_bytes) +
                 ": narrow --layers, --heads or --queries, use --store metrics (no probabilities or scores), "
                 "or raise --budget");
 }

@@ -125,6 +125,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in) {
   if (c.focal.has_tau && !has_tau_w)
     throw Error(cfg_path + ": \"focal\".mode is \"learned\" but tensor 'model.layers.0.self_attn.tau_proj.weight' is "
                 "missing from the weights");
+  if (has_tau_w && !c.focal.has_tau) {
+    // Weights carry tau_proj but config.json does not declare learned mode: refuse rather than guess the bounds.
+    throw Error(cfg_path + ": weights contain self_attn.tau_proj but \"focal\".mode is not \"learned\" — add "
+                "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
+  }
 
   m->backend_ = make_cpu_backend();
   Backend& be = *m->backend_;
@@ -206,11 +211,6 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in) {
       continue;
     throw Error("'" + all[name].second + "': unexpected tensor '" + name + "' (not part of a " +
                 std::to_string(c.n_layers) + "-layer LlamaForCausalLM as described by config.json)");
-  }
-  if (has_tau_w && !c.focal.has_tau) {
-    // Weights carry tau_proj but config.json does not declare learned mode: refuse rather than guess the bounds.
-    throw Error(cfg_path + ": weights contain self_attn.tau_proj but \"focal\".mode is not \"learned\" — add "
-                "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
   }
   m->w_ = std::move(w);
 

@@ -43,9 +43,9 @@ FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(
 
 // e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
 // x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
-// Inputs below -87 flush to e^-87 ~ 1.6e-38 (a probability that small is zero for every purpose here).
-FOCAL_HD float exp_nonpos(float x) {
-  x = x < -87.0f ? -87.0f : x;
+// Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range).
+FOCAL_HD float exp_nonpos(float x_in) {
+  const float x = x_in < -87.0f ? -87.0f : x_in;
   const float n = floorf(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -61,7 +61,7 @@ FOCAL_HD float exp_nonpos(float x) {
     float f;
   } u;
   u.i = ((int)n + 127) << 23;
-  return p * u.f;
+  return x_in < -87.0f ? 0.0f : p * u.f;
 }
 
 FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
