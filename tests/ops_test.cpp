@@ -877,5 +877,38 @@ TEST(OnlineSoftmax, AgreesWithSoftmaxRowEntropy) {
   EXPECT_NEAR(m[kEntropyNats], ref.h, online_tol(x));
 }
 
+TEST(ExpNonpos, MatchesDoubleExpOnItsDomain) {
+  // Reference: std::exp in double. Tolerance: the documented relative error bound of exp_nonpos, 2e-7, on a grid of
+  // 200001 points over [-87, 0] plus the ends; inputs below -87 give exactly 0; e^0 = 1 exactly.
+  double worst = 0.0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f * (float)i / 200000.0f;
+    const double ref = std::exp((double)x);
+    worst = std::max(worst, std::fabs(math::exp_nonpos(x) - ref) / ref);
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(math::exp_nonpos(0.0f), 1.0f);
+  EXPECT_NEAR(math::exp_nonpos(-87.0f), std::exp(-87.0), 2e-7 * std::exp(-87.0));
+  EXPECT_EQ(math::exp_nonpos(-87.5f), 0.0f);
+  EXPECT_EQ(math::exp_nonpos(-1e30f), 0.0f);
+  EXPECT_EQ(math::exp_nonpos(-INFINITY), 0.0f);
+}
+
+TEST(OpsSoftmaxRow, HugeFiniteLogitRangeGivesNoNaN) {
+  // ops.h: "Safe for any finite logits (no NaN/inf out)". Logits {FLT_MAX, 0, -FLT_MAX} are finite, but the
+  // difference -FLT_MAX - FLT_MAX overflows to -inf in fp32. Hand-computed: p = {1, 0, 0} (a one-hot row), so
+  // H = 0, normalised 0, eff support 1, max 1, tail 0, sink 1; every metric finite.
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> logits = {big, 0.0f, -big};
+  std::vector<float> p(3, NAN), m(kNumRowMetrics, NAN);
+  softmax_row(logits.data(), p.data(), 3, m.data(), 2, nullptr, 0);
+  EXPECT_EQ(p[0], 1.0f);
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_EQ(p[2], 0.0f);
+  for (int k = 0; k < kRelevantMass; ++k) EXPECT_TRUE(std::isfinite(m[k])) << "metric " << k << " = " << m[k];
+  EXPECT_NEAR(m[kEntropyNats], 0.0, 1e-7);
+  EXPECT_NEAR(m[kEffSupport], 1.0, 1e-7);
+}
+
 }  // namespace
 }  // namespace focal::ops

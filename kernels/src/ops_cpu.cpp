@@ -89,6 +89,7 @@ namespace {
 // Sum of the k largest values of p[n] with a small insertion buffer (k is small; most values are rejected by one
 // comparison against the current k-th largest).
 float topk_sum(const float* p, int n, int k) {
+  if (k <= 0) return 0.0f;
   if (k >= n) {
     float s = 0.0f;
     for (int j = 0; j < n; ++j) s += p[j];
@@ -164,7 +165,7 @@ void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* m
     const float e = math::exp_nonpos(d);
     p[j] = e;
     z += e;
-    a += e * d;
+    a += e > 0.0f ? e * d : 0.0f;  // a term with e == 0 contributes 0 even when d is -inf
   }
   const float inv_z = 1.0f / z;
 #pragma omp simd

@@ -48,6 +48,7 @@ void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int
 
 // Softmax of logits[n] (max-subtracted, fp32) into p[n]; fills metrics[kNumRowMetrics] when not null.
 // relevant[n_relevant] are key indices; those >= n are ignored. Safe for any finite logits (no NaN/inf out).
+// topk is the k of the top-k mass metric, 1..64 (larger k is capped at 64; k <= 0 gives 0).
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                  int n_relevant);
 
@@ -68,7 +69,7 @@ struct AttentionArgs {
   const float* k_cache = nullptr;   // [n_kv_heads, cache_stride, d_head], positions [0, n_past + T) valid
   const float* v_cache = nullptr;   // [n_kv_heads, cache_stride, d_head]
   int cache_stride = 0;
-  const float* row_scale = nullptr; // [n_heads, T] logit multiplier applied to raw scores
+  const float* row_scale = nullptr; // [n_heads, T] logit multiplier (>= 0) applied to raw scores
   float* out = nullptr;             // [T, n_heads * d_head]
   float* metrics = nullptr;         // [n_heads, T, kNumRowMetrics] or null (then no metrics are computed)
   int topk = 5;
