@@ -86,33 +86,66 @@ void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int
 
 namespace {
 
-// Sum of the k largest values of p[n] with a small insertion buffer (k is small; most values are rejected by one
-// comparison against the current k-th largest).
+// Inserts v into best[0..cnt) kept in descending order, holding at most k values.
+inline void topk_insert(float* best, int& cnt, int k, float v) {
+  int i;
+  if (cnt < k) {
+    i = cnt++;
+  } else if (v > best[k - 1]) {
+    i = k - 1;
+  } else {
+    return;
+  }
+  while (i > 0 && best[i - 1] < v) {
+    best[i] = best[i - 1];
+    --i;
+  }
+  best[i] = v;
+}
+
+// Sum of the k largest values of p[n] (k <= 64). Two levels: the maxima of blocks of 32 (one vectorised pass), the
+// k-th largest block maximum as a threshold (every top-k value is >= it), then only blocks reaching the threshold
+// are scanned element by element.
+__attribute__((target_clones("default", "avx2")))
 float topk_sum(const float* p, int n, int k) {
   if (k <= 0) return 0.0f;
-  if (k >= n) {
-    float s = 0.0f;
-    for (int j = 0; j < n; ++j) s += p[j];
-    return s;
-  }
-  float best[64];
   k = std::min(k, 64);
+  float best[64];
   int cnt = 0;
-  for (int j = 0; j < n; ++j) {
-    const float v = p[j];
-    if (cnt < k) {
-      int i = cnt++;
-      while (i > 0 && best[i - 1] < v) { best[i] = best[i - 1]; --i; }
-      best[i] = v;
-    } else if (v > best[k - 1]) {
-      int i = k - 1;
-      while (i > 0 && best[i - 1] < v) { best[i] = best[i - 1]; --i; }
-      best[i] = v;
+  constexpr int kB = 32;
+  const int nb = n / kB;
+  if (nb < k) {
+    for (int j = 0; j < n; ++j) topk_insert(best, cnt, k, p[j]);
+  } else {
+    thread_local std::vector<float> bmax;
+    bmax.resize(nb);
+    for (int b = 0; b < nb; ++b) {
+      float m = p[b * kB];
+#pragma omp simd reduction(max : m)
+      for (int t = 0; t < kB; ++t) m = p[b * kB + t] > m ? p[b * kB + t] : m;
+      bmax[b] = m;
     }
+    for (int b = 0; b < nb; ++b) topk_insert(best, cnt, k, bmax[b]);
+    const float thr = best[k - 1];
+    cnt = 0;
+    for (int b = 0; b < nb; ++b)
+      if (bmax[b] >= thr)
+        for (int t = 0; t < kB; ++t) topk_insert(best, cnt, k, p[b * kB + t]);
+    for (int j = nb * kB; j < n; ++j) topk_insert(best, cnt, k, p[j]);
   }
   float s = 0.0f;
   for (int i = 0; i < cnt; ++i) s += best[i];
   return s;
+}
+
+void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevant, float* m) {
+  float rel = 0.0f;
+  int seen = 0;
+  for (int r = 0; r < n_relevant; ++r) {
+    const int j = relevant[r];
+    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
+  }
+  m[kRelevantMass] = seen ? rel : std::numeric_limits<float>::quiet_NaN();
 }
 
 // Metrics that need the normalised row (everything except entropy, which comes from the softmax pass).
@@ -129,13 +162,7 @@ void fill_prob_metrics(const float* p, int n, int topk, const int32_t* relevant,
   m[kTailMass] = tail;
   m[kSinkMass] = p[0];
   m[kTopkMass] = topk_sum(p, n, topk);
-  float rel = 0.0f;
-  int seen = 0;
-  for (int r = 0; r < n_relevant; ++r) {
-    const int j = relevant[r];
-    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
-  }
-  m[kRelevantMass] = seen ? rel : std::numeric_limits<float>::quiet_NaN();
+  fill_relevant(p, n, relevant, n_relevant, m);
 }
 
 void fill_entropy_metrics(float h, int n, float* m) {
@@ -151,7 +178,7 @@ namespace {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. Hot loop of the attention: written so
 // the compiler vectorises it (omp simd reductions, branch-free exp), cloned for AVX2 machines.
-__attribute__((target_clones("default", "arch=haswell")))
+__attribute__((target_clones("default", "avx2")))
 void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                         int n_relevant) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -168,13 +195,28 @@ void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* m
     a += e > 0.0f ? e * d : 0.0f;  // a term with e == 0 contributes 0 even when d is -inf
   }
   const float inv_z = 1.0f / z;
+  if (!metrics) {
 #pragma omp simd
-  for (int j = 0; j < n; ++j) p[j] *= inv_z;
-  if (metrics) {
-    // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
-    fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
-    fill_prob_metrics(p, n, topk, relevant, n_relevant, metrics);
+    for (int j = 0; j < n; ++j) p[j] *= inv_z;
+    return;
   }
+  // Normalise and accumulate the tail mass in one pass. The max logit has e = exp(0) = 1 exactly, so the max
+  // probability is inv_z.
+  const float inv_n = 1.0f / (float)n;
+  float tail = 0.0f;
+#pragma omp simd reduction(+ : tail)
+  for (int j = 0; j < n; ++j) {
+    const float v = p[j] * inv_z;
+    p[j] = v;
+    tail += v < inv_n ? v : 0.0f;
+  }
+  // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
+  fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
+  metrics[kMaxProb] = inv_z;
+  metrics[kTailMass] = tail;
+  metrics[kSinkMass] = p[0];
+  metrics[kTopkMass] = topk_sum(p, n, topk);
+  fill_relevant(p, n, relevant, n_relevant, metrics);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #if defined(__CUDACC__)
 #define FOCAL_HD __host__ __device__ __forceinline__
 #else
-#define FOCAL_HD inline
+#define FOCAL_HD inline __attribute__((always_inline))
 #endif
 
 namespace focal::math {
@@ -44,9 +44,18 @@ FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(
 // e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
 // x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
 // Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range).
+FOCAL_HD float bits_to_float(int i) {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(i);
+#else
+  return __builtin_bit_cast(float, i);
+#endif
+}
+
 FOCAL_HD float exp_nonpos(float x_in) {
   const float x = x_in < -87.0f ? -87.0f : x_in;
-  const float n = floorf(x * 1.44269504088896341f + 0.5f);
+  // round to nearest with the 1.5 * 2^23 trick (vectorises without SSE4.1's roundps)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -56,12 +65,7 @@ FOCAL_HD float exp_nonpos(float x_in) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  union {
-    int i;
-    float f;
-  } u;
-  u.i = ((int)n + 127) << 23;
-  return x_in < -87.0f ? 0.0f : p * u.f;
+  return x_in < -87.0f ? 0.0f : p * bits_to_float(((int)n + 127) << 23);
 }
 
 FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
