@@ -11,7 +11,7 @@ Make model:  /usr/bin/python3 bench/pytorch_prefill.py --make-model DIR [--hidde
 Reads config.json + model.safetensors (or a sharded model.safetensors.index.json) from a Hugging Face
 LlamaForCausalLM directory. Uses the `safetensors` package when importable, else a small numpy reader
 (F32/F16/BF16/F64). All math runs in float32. A config "focal" object is honoured only for
-{"mode": "constant", "focal_temp": t}: attention logits are divided by t; other modes are ignored.
+{"mode": "focal" (or "constant"), "focal_temp": t}: attention logits are divided by t; other modes are ignored.
 """
 
 import argparse
@@ -133,7 +133,7 @@ class LlamaPrefill:
 
         focal = cfg.get("focal") or {}
         self.focal_temp = 1.0
-        if focal.get("mode") == "constant":
+        if focal.get("mode") in ("focal", "constant"):
             self.focal_temp = float(focal["focal_temp"])
             if not self.focal_temp > 0:
                 raise ValueError(f"config.json focal.focal_temp must be > 0, got {self.focal_temp}")
