@@ -608,7 +608,7 @@ TEST_F(ModelLoadTest, LearnedModelLoads) {
     EXPECT_EQ(m->config().focal.mode, AttnMode::kLearned);
     EXPECT_NE(m->weights().layers[1].tau_w, nullptr);
     if (bias) {
-      EXPECT_FLOAT_EQ(m->weights().layers[1].tau_b, 0.5f * (c.focal.tau_min + c.focal.tau_max));
+      EXPECT_FLOAT_EQ(*m->weights().layers[1].tau_b, 0.5f * (c.focal.tau_min + c.focal.tau_max));
     }
     TempSpec s = TempSpec::native(m->config());
     EXPECT_EQ(s.mode, AttnMode::kLearned);

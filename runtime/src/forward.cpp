@@ -7,6 +7,7 @@
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
 #include "model_internal.h"
+#include "tape.h"
 
 namespace focal {
 
@@ -48,6 +49,24 @@ struct RowCtx {
 void row_trampoline(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) {
   auto* c = static_cast<RowCtx*>(ctx);
   c->obs->on_rows(c->layer, head, row0, n_rows, stride, probs, raw);
+}
+
+struct TapeCtx {
+  LayerTape* lt;
+  int n;
+  ForwardObserver* obs;  // also fed when it wants the head
+  int layer;
+};
+
+// Records every head's rows into the tape ([n_heads, T, T]) and passes them on to the observer if it wants them.
+void tape_trampoline(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) {
+  auto* c = static_cast<TapeCtx*>(ctx);
+  for (int r = 0; r < n_rows; ++r) {
+    const size_t off = ((size_t)head * c->n + row0 + r) * c->n;
+    std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + row0 + r + 1, &c->lt->probs[off]);
+    std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + row0 + r + 1, &c->lt->raw[off]);
+  }
+  if (c->obs && c->obs->wants_rows(c->layer, head)) c->obs->on_rows(c->layer, head, row0, n_rows, stride, probs, raw);
 }
 
 // Fills scale[n_heads, T] for one layer; tau / tau_raw [T] are filled in learned mode.
@@ -95,12 +114,15 @@ void layer_row_scale(const ModelConfig& c, const TempSpec& spec, int layer, int 
 
 }  // namespace
 
-bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
-                      std::vector<float>* logits) {
-  const Model::Weights& w = model_.weights();
-  const ModelConfig& c = model_.config();
-  Backend& be = model_.backend();
-  State& st = *st_;
+namespace {
+
+// The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
+bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
+                  const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
+                  Tape* tape) {
+  const Model::Weights& w = model.weights();
+  const ModelConfig& c = model.config();
+  Backend& be = model.backend();
   if (n <= 0) throw Error("forward: no tokens to run (the prompt is empty)");
   if (st.n_past + n > st.max_tokens)
     throw Error("forward: " + std::to_string(st.n_past + n) + " tokens exceed this session's capacity of " +
@@ -113,6 +135,12 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
 
   const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
   const int pos0 = st.n_past;
+  if (tape && pos0 != 0) throw Error("forward: a training tape needs a fresh session (position 0)");
+  if (tape) tape->layers.resize(c.n_layers);
+  auto save = [&](std::vector<float>& dst, const DeviceBuffer& src, size_t count) {
+    dst.resize(count);
+    be.download(dst.data(), src.data(), count);
+  };
   const bool want_metrics = obs && obs->wants_metrics();
   const bool learned = spec.mode == AttnMode::kLearned;
 
@@ -132,7 +160,10 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
   be.embed(w.embed, ids, x.data(), n, H);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
+    LayerTape* lt = tape ? &tape->layers[l] : nullptr;
+    if (lt) save(lt->x_in, x, (size_t)n * H);
     be.rmsnorm(x.data(), L.attn_norm, xn.data(), n, H, c.rms_eps);
+    if (lt) save(lt->xn1, xn, (size_t)n * H);
     be.matmul_xwt(xn.data(), L.wq, q.data(), n, QD, H);
     be.matmul_xwt(xn.data(), L.wk, k.data(), n, KD, H);
     be.matmul_xwt(xn.data(), L.wv, v.data(), n, KD, H);
@@ -141,24 +172,45 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
       be.add_row_bias(k.data(), L.bk, n, KD);
       be.add_row_bias(v.data(), L.bv, n, KD);
     }
+    if (L.q_norm && lt) {
+      save(lt->q_lin, q, (size_t)n * QD);
+      save(lt->k_lin, k, (size_t)n * KD);
+    }
     if (L.q_norm) {  // per-head RMSNorm before RoPE (Qwen3 QK-norm)
       be.rmsnorm(q.data(), L.q_norm, q.data(), n * c.n_heads, c.d_head, c.rms_eps);
       be.rmsnorm(k.data(), L.k_norm, k.data(), n * c.n_kv_heads, c.d_head, c.rms_eps);
     }
     be.rope(q.data(), n, c.n_heads, c.d_head, pos0, c.rope_theta);
     be.rope(k.data(), n, c.n_kv_heads, c.d_head, pos0, c.rope_theta);
+    if (lt) {
+      save(lt->q, q, (size_t)n * QD);
+      save(lt->k, k, (size_t)n * KD);
+      save(lt->v, v, (size_t)n * KD);
+    }
     be.kv_store(k.data(), st.k_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
     be.kv_store(v.data(), st.v_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
 
+    float tau_b = 0.0f;
     if (learned) {
       be.matmul_xwt(xn.data(), L.tau_w, tau_dot_d.data(), n, 1, H);  // [n, 1] = X . w_tau
       be.download(tau_dot.data(), tau_dot_d.data(), n);
+      if (L.tau_b) be.download(&tau_b, L.tau_b, 1);
     }
-    layer_row_scale(c, spec, l, pos0, n, tau_dot.data(), st.tau_sum[l], L.tau_b, scale_h.data(), tau.data(),
+    layer_row_scale(c, spec, l, pos0, n, tau_dot.data(), st.tau_sum[l], tau_b, scale_h.data(), tau.data(),
                     tau_raw.data());
     if (learned)
       for (int i = 0; i < n; ++i) st.tau_sum[l] += tau_dot[i];
     be.upload(scale_d.data(), scale_h.data(), scale_h.size());
+    if (lt) {
+      lt->scale = scale_h;
+      if (learned) {
+        lt->tau_dot = tau_dot;
+        lt->tau_pre = tau_raw;
+        lt->tau = tau;
+      }
+      lt->probs.assign((size_t)c.n_heads * n * n, 0.0f);
+      lt->raw.assign((size_t)c.n_heads * n * n, 0.0f);
+    }
 
     RowCtx rctx{obs, l};
     bool any_wanted = false;
@@ -182,14 +234,29 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
     a.head_wanted = any_wanted ? wanted.data() : nullptr;
     a.row_fn = any_wanted ? &row_trampoline : nullptr;
     a.row_ctx = &rctx;
+    std::vector<uint8_t> all_heads;
+    TapeCtx tctx{lt, n, obs, l};
+    if (lt) {
+      all_heads.assign(c.n_heads, 1);
+      a.head_wanted = all_heads.data();
+      a.row_fn = &tape_trampoline;
+      a.row_ctx = &tctx;
+    }
     be.attention(a);
 
+    if (lt) save(lt->att, att, (size_t)n * QD);
     be.matmul_xwt(att.data(), L.wo, proj.data(), n, H, QD);
     if (L.bo) be.add_row_bias(proj.data(), L.bo, n, H);
     be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+    if (lt) save(lt->x_mid, x, (size_t)n * H);
     be.rmsnorm(x.data(), L.mlp_norm, xn.data(), n, H, c.rms_eps);
     be.matmul_xwt(xn.data(), L.w_gate, gate.data(), n, I, H);
     be.matmul_xwt(xn.data(), L.w_up, up.data(), n, I, H);
+    if (lt) {
+      save(lt->xn2, xn, (size_t)n * H);
+      save(lt->gate, gate, (size_t)n * I);
+      save(lt->up, up, (size_t)n * I);
+    }
     be.swiglu(gate.data(), up.data(), gate.data(), (size_t)n * I);
     be.matmul_xwt(gate.data(), L.w_down, proj.data(), n, H, I);
     be.add_inplace(x.data(), proj.data(), (size_t)n * H);
@@ -209,7 +276,7 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
       rec.tau_raw = learned ? tau_raw.data() : nullptr;
       obs->on_layer(rec);
       if (obs->cancelled()) {
-        reset();
+        session.reset();
         return false;
       }
     }
@@ -218,7 +285,9 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
 
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
+    if (tape) save(tape->x_final, x, (size_t)n * H);
     be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
+    if (tape) save(tape->xn_final, xn, (size_t)n * H);
     DeviceBuffer lg(be, (size_t)rows * c.vocab_size);  // [rows, vocab]
     be.matmul_xwt(xn.data(), w.lm_head, lg.data(), rows, c.vocab_size, H);
     logits->resize((size_t)rows * c.vocab_size);
@@ -226,6 +295,20 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
   }
   be.synchronize();
   return true;
+}
+
+}  // namespace
+
+bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
+                      std::vector<float>* logits) {
+  return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr);
+}
+
+bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& spec, Tape* tape,
+                       std::vector<float>* logits) {
+  RunOptions opt;
+  opt.all_logits = true;
+  return forward_impl(s.model(), s.state(), s, ids, n, spec, opt, nullptr, logits, tape);
 }
 
 std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,

@@ -1,6 +1,7 @@
 // Model weights as the forward pass sees them: backend pointers with their shapes (runtime-internal).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -25,7 +26,16 @@ struct LayerWeights {
   const float* w_up = nullptr;       // [intermediate, hidden]
   const float* w_down = nullptr;     // [hidden, intermediate]
   const float* tau_w = nullptr;      // [1, hidden] learned temperature projection, or null
-  float tau_b = 0.0f;                // its bias (0 when absent)
+  const float* tau_b = nullptr;      // [1] its bias, or null
+};
+
+// One trainable tensor: its name in the safetensors file, shape, and backend memory.
+struct ParamRef {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* data = nullptr;
+  size_t size = 0;
+  bool decay = false;  // AdamW weight decay applies (projection and embedding matrices; not norms or biases)
 };
 
 struct Model::Weights {
@@ -34,6 +44,7 @@ struct Model::Weights {
   const float* final_norm = nullptr;  // [hidden]
   const float* lm_head = nullptr;     // [vocab, hidden] (== embed when tied)
   std::vector<LayerWeights> layers;   // [n_layers]
+  std::vector<ParamRef> params;       // every tensor, in file order of loading
 };
 
 }  // namespace focal

@@ -156,7 +156,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in) {
     std::vector<float> f32 = tensor_to_f32(t, it->second.second);
     DeviceBuffer buf(be, f32.size());
     be.upload(buf.data(), f32.data(), f32.size());
-    const float* p = buf.data();
+    float* p = buf.data();
+    const bool decay = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                       name.find("norm") == std::string::npos;
+    w->params.push_back(ParamRef{name, shape, p, f32.size(), decay});
     w->storage.push_back(std::move(buf));
     used.insert(name);
     m->n_params_ += f32.size();
@@ -194,10 +197,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in) {
     }
     if (has_tau_w) {
       L.tau_w = take(p + "self_attn.tau_proj.weight", {1, H});
-      if (c.focal.tau_bias) {
-        const float* b = take(p + "self_attn.tau_proj.bias", {1});
-        be.download(&L.tau_b, b, 1);
-      }
+      if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {1});
     }
     L.mlp_norm = take(p + "post_attention_layernorm.weight", {H});
     L.w_gate = take(p + "mlp.gate_proj.weight", {I, H});

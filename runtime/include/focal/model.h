@@ -112,6 +112,7 @@ class Session {
   void reset();
 
   struct State;
+  State& state() { return *st_; }  // runtime-internal
 
  private:
   const Model& model_;

@@ -1,0 +1,67 @@
+// Publication figures from captures and sweep files: PNG, SVG and PDF through cairo, the same bytes for the same
+// input. Used by `focal figure`, `focal demo` and (later) the app. Kinds, options and palettes: docs/figures.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "focal/capture.h"
+
+namespace focal::figures {
+
+enum class Format { kPng, kSvg, kPdf };
+
+// Format from the output path's extension (.png, .svg, .pdf, any case). Throws Error naming the path otherwise.
+Format format_from_path(const std::string& path);
+const char* format_name(Format f);  // "png", "svg", "pdf"
+
+// Figure kinds this build renders, in the order `focal figure --help` lists them.
+const std::vector<std::string>& figure_kinds();
+
+// What to draw and how big. Selection fields left at -1 / empty take the kind's default (docs/figures.md).
+struct FigureOptions {
+  // Selection.
+  int layer = -1;                  // distribution, heatmap: a stored layer (default: the first stored)
+  int head = -1;                   // distribution, heatmap: a stored head (default: the first stored)
+  int query = -1;                  // distribution: a stored query position (default: the last stored)
+  std::vector<std::string> runs;   // run names, in drawing order (default: every run, within the kind's limit)
+  std::string metric;              // entropy: a row metric name; sweep: a row metric name or "loss"
+  // Variants.
+  bool no_sink = false;            // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
+  bool log_scale = false;          // heatmap, grid: colour by log10(p), p clamped below at log_floor
+  float log_floor = 1e-4f;
+  bool overlay = false;            // distribution: grouped bars in one panel instead of one panel per run
+  bool lines = false;              // entropy: lines with markers instead of grouped bars
+  bool matrix = false;             // entropy: layer x head matrix of one run, or of run b - run a with two runs
+  bool per_layer = false;          // sweep: one line per layer instead of the mean over layers
+  bool has_title = true;           // false: no title line (for figures captioned in the paper)
+  std::string title;               // replaces the automatic title when not empty
+  // Page. Text sizes are in points at this size, so a figure placed at its width prints at 7-9 pt.
+  double width_in = 3.4;           // a paper's column width
+  double height_in = 0.0;          // 0: the kind's natural height for the width
+  double dpi = 200.0;              // PNG only
+};
+
+// A loaded input: exactly one of capture or sweep is set, and outlives the call. label names the file in legends
+// and run names when several files are given (e.g. the file name without directory and extension).
+struct Source {
+  const CaptureFile* capture = nullptr;
+  const SweepFile* sweep = nullptr;
+  std::string label;
+};
+
+// Renders one figure and returns the encoded file (PNG, SVG or PDF bytes). Deterministic: the same sources and
+// options give the same bytes. Throws Error when the kind, metric or selection does not fit the sources; the
+// message names the option and lists the valid choices.
+std::string render_figure(const std::string& kind, const std::vector<Source>& sources, const FigureOptions& opt,
+                          Format format);
+
+// Reads capture or sweep files (whichever each one is) and renders them as render_figure does.
+std::string render_figure_files(const std::string& kind, const std::vector<std::string>& paths,
+                                const FigureOptions& opt, Format format);
+
+// Writes bytes to a temporary name in the same directory and renames it into place; on failure nothing is left
+// behind and Error names the path.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace focal::figures
