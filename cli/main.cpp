@@ -20,6 +20,11 @@ using namespace focal;
 using focal::cli::Args;
 using focal::cli::UsageError;
 
+namespace focal::cli {
+int cmd_train(int argc, char** argv);
+int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
+}  // namespace focal::cli
+
 namespace {
 
 const char* kMainHelp = R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
@@ -33,6 +38,8 @@ commands:
   generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
   inspect FILE.h5     per-layer and per-head summary table of a capture or sweep file
   init DIR            write a randomly initialised model directory (for demos and tests)
+  train               train a small standard / focal / learned-temperature model on the CPU
+  eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
 
 MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model).
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
@@ -584,6 +591,8 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "init") return cmd_init(argc, argv);
+    if (cmd == "train") return focal::cli::cmd_train(argc, argv);
+    if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
     std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
     return 2;
   } catch (const UsageError& e) {

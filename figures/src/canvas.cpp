@@ -130,7 +130,7 @@ std::string num(double v) {
 // Cairo numbers some SVG ids from process-wide counters (surface and image ids), so the same figure drawn twice
 // in one process would differ. Renumber them in order of first appearance; every other byte is kept.
 std::string canonical_svg_ids(const std::string& svg) {
-  static const char* kPrefixes[] = {"surface", "image", "source", "pattern", "mask", "clip"};
+  static const char* kPrefixes[] = {"surface", "image", "source", "pattern", "mask", "clip", "linear", "radial"};
   std::map<std::string, std::map<std::string, int>> ids;
   std::string out;
   out.reserve(svg.size());

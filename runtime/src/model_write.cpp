@@ -138,7 +138,7 @@ std::string config_to_json(const ModelConfig& c) {
   return j.dump(2) + "\n";
 }
 
-std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed) {
+std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed, bool training_init) {
   std::mt19937_64 rng(seed);
   std::vector<NamedTensor> out;
   auto normal = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stdv) {
@@ -147,37 +147,45 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t see
     for (int64_t d : shape) n *= (size_t)d;
     std::normal_distribution<float> nd(mean, stdv);
     t.data.resize(n);
-    for (auto& v : t.data) v = nd(rng);
+    for (auto& v : t.data) v = stdv > 0.0f ? nd(rng) : mean;
     out.push_back(std::move(t));
   };
   const int64_t H = c.hidden, QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
   const float sh = 1.0f / std::sqrt((float)H);
-  normal("model.embed_tokens.weight", {c.vocab_size, H}, 0.0f, 0.5f);
+  // standard deviations: embedding, q/k, v, o, mlp in, mlp out, norm noise
+  const float s_emb = training_init ? 0.02f : 0.5f;
+  const float s_qk = training_init ? 0.02f : 1.3f * sh;
+  const float s_v = training_init ? 0.02f : sh;
+  const float s_o = training_init ? 0.02f / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)QD);
+  const float s_in = training_init ? 0.02f : sh;
+  const float s_out = training_init ? 0.02f / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)c.intermediate);
+  const float s_norm = training_init ? 0.0f : 0.1f;
+  normal("model.embed_tokens.weight", {c.vocab_size, H}, 0.0f, s_emb);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    normal(p + "input_layernorm.weight", {H}, 1.0f, 0.1f);
-    normal(p + "self_attn.q_proj.weight", {QD, H}, 0.0f, 1.3f * sh);
-    normal(p + "self_attn.k_proj.weight", {KD, H}, 0.0f, 1.3f * sh);
-    normal(p + "self_attn.v_proj.weight", {KD, H}, 0.0f, sh);
-    normal(p + "self_attn.o_proj.weight", {H, QD}, 0.0f, 1.0f / std::sqrt((float)QD));
+    normal(p + "input_layernorm.weight", {H}, 1.0f, s_norm);
+    normal(p + "self_attn.q_proj.weight", {QD, H}, 0.0f, s_qk);
+    normal(p + "self_attn.k_proj.weight", {KD, H}, 0.0f, s_qk);
+    normal(p + "self_attn.v_proj.weight", {KD, H}, 0.0f, s_v);
+    normal(p + "self_attn.o_proj.weight", {H, QD}, 0.0f, s_o);
     if (c.qk_norm) {
-      normal(p + "self_attn.q_norm.weight", {c.d_head}, 1.0f, 0.1f);
-      normal(p + "self_attn.k_norm.weight", {c.d_head}, 1.0f, 0.1f);
+      normal(p + "self_attn.q_norm.weight", {c.d_head}, 1.0f, s_norm);
+      normal(p + "self_attn.k_norm.weight", {c.d_head}, 1.0f, s_norm);
     }
     if (c.focal.has_tau) {
-      normal(p + "self_attn.tau_proj.weight", {1, H}, 0.0f, 0.5f * sh);
+      normal(p + "self_attn.tau_proj.weight", {1, H}, 0.0f, training_init ? 0.02f : 0.5f * sh);
       if (c.focal.tau_bias) {
         // Start in the middle of [tau_min, tau_max] so the clip is not saturated and w_tau gets gradients.
         out.push_back({p + "self_attn.tau_proj.bias", {1}, {0.5f * (c.focal.tau_min + c.focal.tau_max)}});
       }
     }
-    normal(p + "post_attention_layernorm.weight", {H}, 1.0f, 0.1f);
-    normal(p + "mlp.gate_proj.weight", {c.intermediate, H}, 0.0f, sh);
-    normal(p + "mlp.up_proj.weight", {c.intermediate, H}, 0.0f, sh);
-    normal(p + "mlp.down_proj.weight", {H, c.intermediate}, 0.0f, 1.0f / std::sqrt((float)c.intermediate));
+    normal(p + "post_attention_layernorm.weight", {H}, 1.0f, s_norm);
+    normal(p + "mlp.gate_proj.weight", {c.intermediate, H}, 0.0f, s_in);
+    normal(p + "mlp.up_proj.weight", {c.intermediate, H}, 0.0f, s_in);
+    normal(p + "mlp.down_proj.weight", {H, c.intermediate}, 0.0f, s_out);
   }
-  normal("model.norm.weight", {H}, 1.0f, 0.1f);
-  if (!c.tied_embeddings) normal("lm_head.weight", {c.vocab_size, H}, 0.0f, sh);
+  normal("model.norm.weight", {H}, 1.0f, s_norm);
+  if (!c.tied_embeddings) normal("lm_head.weight", {c.vocab_size, H}, 0.0f, training_init ? 0.02f : sh);
   return out;
 }
 

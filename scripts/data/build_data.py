@@ -12,13 +12,13 @@ import argparse
 import array
 import bisect
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unicodedata
 from collections import Counter
@@ -62,6 +62,12 @@ KJV_RANGE = "gen1:1-rev22:21"
 
 class DataError(Exception):
     """A problem the user can fix (missing package, bad option); main() prints it and exits 1."""
+
+
+def check(cond, msg):
+    """An internal invariant of the generated data (kept under python -O, unlike assert)."""
+    if not cond:
+        raise AssertionError(msg)
 
 
 def log(msg):
@@ -321,24 +327,26 @@ def doc_text(doc):
 # ---------------------------------------------------------------------------------------------------------------
 # Tokenizer
 
-def train_tokenizer(corpus_path, out_dir, vocab, spm):
-    """Trains the BPE model into out_dir/tokenizer.model. Raises DataError if the corpus cannot support `vocab`."""
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        prefix = os.path.join(tmp, "tokenizer")
-        kwargs = dict(SPM_SETTINGS, input=corpus_path, model_prefix=prefix, vocab_size=vocab, minloglevel=2)
-        try:
-            spm.SentencePieceTrainer.train(**kwargs)
-        except (RuntimeError, OSError) as e:
-            msg = str(e)
-            m = re.search(r"<= *(\d+)", msg)
-            hint = (f" a workable maximum for this corpus is {m.group(1)}" if m else
-                    " try a smaller value, e.g. --vocab 4096")
-            raise DataError(f"--vocab {vocab} is larger than the corpus supports (sentencepiece: {msg.strip()});"
-                            f"{hint}") from None
-        if not os.path.exists(prefix + ".model"):
-            raise DataError(f"--vocab {vocab}: sentencepiece produced no model; try a smaller --vocab")
-        shutil.move(prefix + ".model", os.path.join(out_dir, "tokenizer.model"))
-    sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "tokenizer.model"))
+def train_tokenizer(docs, out_dir, vocab, spm):
+    """Trains the BPE model on the paragraphs of docs into out_dir/tokenizer.model. Raises DataError if the corpus
+    cannot support `vocab`. Sentences come from an iterator and the model through a writer so that no file path
+    (which would differ between output directories) is recorded in the model's trainer spec."""
+    model = io.BytesIO()
+    paragraphs = (p for d in docs for p in d["paragraphs"])
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=paragraphs, model_writer=model, vocab_size=vocab,
+                                       minloglevel=2, **SPM_SETTINGS)
+    except (RuntimeError, OSError) as e:
+        msg = str(e).strip()
+        m = re.search(r"<= *(\d+)", msg)
+        hint = (f"sentencepiece can make at most {m.group(1)} pieces from this corpus: use --vocab {m.group(1)} or "
+                f"less (the default is 4096)" if m else "use a smaller --vocab (the default is 4096)")
+        raise DataError(f"--vocab {vocab} is larger than the corpus supports; {hint}\n  (sentencepiece: {msg})") \
+            from None
+    path = os.path.join(out_dir, "tokenizer.model")
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=path)
     if sp.get_piece_size() != vocab:
         raise DataError(f"--vocab {vocab}: sentencepiece made only {sp.get_piece_size()} pieces from this corpus; "
                         f"a workable maximum is {sp.get_piece_size()}")
@@ -386,13 +394,13 @@ class TaskMaker:
         for d in filler_docs:
             if d["source"] == "wordnet":
                 continue
-            for p in d["paragraphs"]:
-                sents.extend(s for s in _SENTENCE_SPLIT.split(p) if not re.search(r"\d", s))
+            # Split the whole document: a KJV verse is a paragraph and often ends mid-sentence.
+            sents.extend(s for s in _SENTENCE_SPLIT.split(doc_text(d)) if not re.search(r"\d", s))
         counts = [len(x) for x in sp.encode([" " + s for s in sents])] if sents else []
         keep = [(s, c) for s, c in zip(sents, counts) if 4 <= c <= 64]
         self.fill_text = [" " + s for s, _ in keep]
         self.fill_count = [c for _, c in keep]
-        if sum(self.fill_count) < 3 * max(EVAL_LENGTHS):
+        if sum(self.fill_count) < 2 * max(EVAL_LENGTHS):
             raise DataError(f"{label}: only {sum(self.fill_count)} tokens of filler prose for the needle task; "
                             f"raise --val-frac or drop --quick")
 
@@ -402,6 +410,8 @@ class TaskMaker:
     def fill_items(self, budget, lo, rng_items):
         """Adds items from the generator rng_items (yielding (text, count)) while they fit in budget; stops once
         at least lo tokens are used and the next item does not fit. Returns the items or None."""
+        if budget < 0:
+            return None
         items, used, skipped = [], 0, 0
         for text, c in rng_items:
             if used + c <= budget:
@@ -512,12 +522,15 @@ class TaskMaker:
     # ----------------------------------------------------------------------------------------------------------
     def build_task(self, kind, target, lo, hi):
         """One task dict, or raises if the generator cannot hit [lo, hi] after several tries."""
+        # mqar: 8 queries in evaluation, 2..8 in training; a query costs its pair twice (context and recall), so
+        # when the pairs do not fit the target (short targets, small vocabularies) each retry asks one fewer.
+        n_queries = 8 if self.label == "eval" else self.rng.randint(2, 8)
         for _ in range(20):
             if kind == "kv":
                 made = self.kv(target, lo, hi)
             elif kind == "mqar":
-                n_queries = 8 if self.label == "eval" else self.rng.randint(2, 8)
                 made = self.mqar(target, lo, hi, n_queries)
+                n_queries = max(1, n_queries - 1)
             else:
                 made = self.needle(target, lo, hi)
             if made is None:
@@ -540,21 +553,20 @@ class TaskMaker:
         def tokens_of(char_start, char_len):
             # Character offsets refer to " " + text; the space before each span is the piece's "▁".
             s, e = char_start - 1, char_start - 1 + char_len
-            if s < 0:
-                raise AssertionError("span at the very start of the text")
+            check(s >= 0, f"{kind}: span at the very start of the text")
             i = bisect.bisect_left(begins, s)
             j = bisect.bisect_left(ends, e)
-            assert i < len(begins) and begins[i] == s and j < len(ends) and ends[j] == e, \
-                f"span {text[s:e]!r} does not fall on token boundaries"
+            check(i < len(begins) and begins[i] == s and j < len(ends) and ends[j] == e,
+                  f"{kind}: span {text[s:e]!r} does not fall on token boundaries")
             return list(range(i + 1, j + 2))  # +1 for BOS
 
         answers = []
         for a_start, a_len, r_start, r_len in spans:
             a = tokens_of(a_start, a_len)
             r = tokens_of(r_start, r_len)
-            assert [ids[k] for k in r] == [ids[k] for k in a], \
-                f"{kind}: relevant tokens {[ids[k] for k in r]} != answer tokens {[ids[k] for k in a]}"
-            assert r[-1] < a[0]
+            check([ids[k] for k in r] == [ids[k] for k in a],
+                  f"{kind}: relevant tokens {[ids[k] for k in r]} != answer tokens {[ids[k] for k in a]}")
+            check(r[-1] < a[0] - 1, f"{kind}: relevant tokens {r} do not precede the answer at {a[0]}")
             answers.append({"answer_pos": a[0], "answer_len": len(a), "relevant": r})
         return {"kind": kind, "length": target, "ids": ids, "answers": answers}
 
@@ -603,7 +615,8 @@ def make_tasks(sp, args, train_docs, val_docs):
         for length in EVAL_LENGTHS:
             lo, hi = int(length * (1 - LENGTH_TOLERANCE)), int(length * (1 + LENGTH_TOLERANCE))
             for _ in range(args.eval_tasks):
-                # Aim at the target itself: items are added while they fit under it, then one more may go up to hi.
+                # Items are added while they fit under the target, so lengths fall in [0.9 target, target]: an
+                # evaluation at the training context (512) never exceeds it.
                 task = maker.build_task(kind, length, lo, length)
                 evals.append(task)
                 prog.update(len(evals))
@@ -650,6 +663,9 @@ def main(argv=None):
         check_packages()
         import sentencepiece as spm
         os.makedirs(args.out, exist_ok=True)
+        manifest_path = os.path.join(args.out, "manifest.json")
+        if os.path.exists(manifest_path):
+            os.remove(manifest_path)          # written last: a failed run leaves no manifest to trust
 
         log("build_data: reading sources and building the corpus")
         train_docs, val_docs, sources = build_corpus(args)
@@ -664,7 +680,7 @@ def main(argv=None):
         t0 = time.monotonic()
         log(f"build_data: training the BPE tokenizer (vocab {args.vocab}, one thread; about "
             f"{'10 s' if args.quick else '1-2 min'})")
-        sp = train_tokenizer(paths["corpus_train.txt"], args.out, args.vocab, spm)
+        sp = train_tokenizer(train_docs, args.out, args.vocab, spm)
         log(f"  tokenizer.model: {sp.get_piece_size()} pieces in {time.monotonic() - t0:.0f} s")
 
         log("build_data: tokenizing the corpus")
@@ -707,7 +723,7 @@ def main(argv=None):
             "files": {name: {"bytes": os.path.getsize(path), "sha256": sha256_file(path)}
                       for name, path in sorted(paths.items())},
         }
-        with open(os.path.join(args.out, "manifest.json"), "w", encoding="ascii", newline="\n") as f:
+        with open(manifest_path, "w", encoding="ascii", newline="\n") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.write("\n")
     except DataError as e:

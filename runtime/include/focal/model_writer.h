@@ -22,10 +22,12 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 // config.json text for `cfg` (LlamaForCausalLM fields plus the "focal" object when not standard).
 std::string config_to_json(const ModelConfig& cfg);
 
-// The tensors of a LlamaForCausalLM with `cfg`, randomly initialised from `seed` (deterministic). q/k projections get
-// a larger spread than usual so that attention is visibly structured; norms are 1 + small noise; learned-tau
-// projections (when cfg.focal.has_tau) are initialised so tau starts inside [tau_min, tau_max].
-std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t seed);
+// The tensors of a LlamaForCausalLM with `cfg`, randomly initialised from `seed` (deterministic).
+// Inspection init (default): q/k projections get a larger spread than usual so that attention is visibly
+// structured, norms are 1 + small noise. Training init: normal(0, 0.02) matrices, output projections scaled by
+// 1/sqrt(2 n_layers), norms exactly 1. Both: learned-tau projections (cfg.focal.has_tau) start with tau in the
+// middle of [tau_min, tau_max] through the bias, so the clip is not saturated and w_tau gets gradients.
+std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t seed, bool training_init = false);
 
 // Creates `dir` if needed and writes config.json and model.safetensors; copies tokenizer_model (if not empty) to
 // dir/tokenizer.model.

@@ -1,0 +1,127 @@
+// distribution: attention probability over the context tokens for one (layer, head, query), one panel per run
+// (or grouped bars in one panel with --overlay) — the paper's Fig. 1, standard vs focal.
+#include <algorithm>
+#include <cmath>
+
+#include "focal/error.h"
+#include "kinds.h"
+#include "plot.h"
+#include "select.h"
+
+namespace focal::figures {
+
+std::string render_distribution(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "distribution";
+  reject_option(opt.matrix, "--matrix", kind);
+  reject_option(opt.per_layer, "--per-layer", kind);
+  reject_option(opt.lines, "--lines", kind);
+  reject_option(opt.log_scale, "--log", kind);
+  reject_option(!opt.metric.empty(), "--metric", kind);
+  check_page_options(opt);
+  const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 3, 3, kind);
+  for (const RunRef& r : runs) require_rows(r, kind);
+
+  // Selection: defaults come from the first run; every run must store the same row.
+  const RunCapture& r0 = *runs[0].run;
+  const int layer = opt.layer >= 0 ? opt.layer : r0.layers.front();
+  const int head = opt.head >= 0 ? opt.head : r0.heads.front();
+  const int query = opt.query >= 0 ? opt.query : r0.queries.back();
+  const CaptureFile& f0 = *runs[0].file;
+  if (opt.layer >= f0.n_layers)
+    throw Error("--layer " + std::to_string(opt.layer) + ": the model has layers 0-" + std::to_string(f0.n_layers - 1));
+  std::vector<std::vector<double>> rows;
+  for (const RunRef& r : runs) {
+    if (r.file->token_ids != f0.token_ids)
+      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
+    const int a = stored_index(r.run->layers, layer, "--layer", "layer", r);
+    const int b = stored_index(r.run->heads, head, "--head", "head", r);
+    const int c = stored_index(r.run->queries, query, "--query", "query", r);
+    std::vector<double> p = attention_row(r, a, b, c);
+    if (opt.no_sink) {
+      if (query == 0) throw Error("--no-sink: query 0 sees only the first token; choose a later --query");
+      p = drop_sink(p);
+    }
+    rows.push_back(std::move(p));
+  }
+  const int first_key = opt.no_sink ? 1 : 0;
+  const int n_keys = (int)rows[0].size();
+  std::vector<std::string> labels;
+  for (int j = first_key; j <= query; ++j)
+    labels.push_back(f0.pieces.empty() ? std::to_string(j) : token_label(f0.pieces[j]));
+  double ymax = 0;
+  for (const auto& p : rows)
+    for (double v : p) ymax = std::max(ymax, v);
+
+  // Layout, outside in.
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const bool overlay = opt.overlay && runs.size() > 1;
+  const int n_panels = overlay ? 1 : (int)runs.size();
+  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax : 1, n_panels > 1 ? 4 : 5, true);
+  const double strip = overlay || runs.size() == 1 ? 0.0 : 1.35 * kPanelSize;  // run name over each panel
+  double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+  const double right = kMargin + 2.0;
+  CategoryAxis xa;
+  double plot_w = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the labels' lean can widen the left margin once
+    plot_w = W - left - right;
+    xa = layout_category_axis(c, labels, plot_w / n_keys, kTickSize);
+    const double first_centre = left + plot_w / n_keys / 2;
+    if (first_centre - xa.left_overhang >= kMargin) break;
+    left += kMargin - (first_centre - xa.left_overhang);
+  }
+  std::vector<LegendItem> legend;
+  if (overlay)
+    for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i)});
+  const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 3.0);
+  const double bottom = xa.depth + 3.0 + title_height() + kMargin;
+  const double gap = 5.0;
+  const double natural_panel = overlay || runs.size() == 1 ? 100.0 : 64.0;
+  const double H = page_height(opt, top + n_panels * (strip + natural_panel) + (n_panels - 1) * gap + bottom);
+  const double panel_h = (H - top - bottom - (n_panels - 1) * gap) / n_panels - strip;
+  if (panel_h < 20 || plot_w < 40)
+    throw Error("--width/--height: the figure is too small for " + std::to_string(n_keys) + " tokens in " +
+                std::to_string(n_panels) + " panel(s); make it larger");
+
+  std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " +
+                           std::to_string(query);
+  if (!f0.pieces.empty()) auto_title += " " + quoted(token_label(f0.pieces[query], 16));
+  if (runs.size() == 1) auto_title = runs[0].label + ": " + auto_title;
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);
+
+  const double slot = plot_w / n_keys;
+  std::vector<double> xs(n_keys);
+  for (int j = 0; j < n_keys; ++j) xs[j] = left + (j + 0.5) * slot;
+  Rect all{left, top, plot_w, 0};
+  for (int p = 0; p < n_panels; ++p) {
+    const Rect plot{left, top + p * (strip + panel_h + gap) + strip, plot_w, panel_h};
+    all.h = plot.bottom() - all.y;
+    const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
+    draw_hgrid(c, plot, yt, y);
+    const int n_bars = overlay ? (int)runs.size() : 1;
+    const double group = std::min(0.8 * slot, slot - 0.3), bar = group / n_bars;
+    for (int k = 0; k < n_bars; ++k) {
+      const int run = overlay ? k : p;
+      for (int j = 0; j < n_keys; ++j) {
+        const double v = rows[run][j];
+        if (!(v > 0)) continue;
+        const double x0 = xs[j] - group / 2 + k * bar;
+        c.fill_rect(x0, y(v), std::max(bar, 0.3), plot.bottom() - y(v), category_color(run));
+      }
+    }
+    draw_left_axis(c, plot, yt, y);
+    c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);
+    if (!overlay && runs.size() > 1)
+      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, category_color(p));
+    if (p + 1 < n_panels)
+      for (int j = 0; j < n_keys; j += xa.step) c.line(xs[j], plot.bottom(), xs[j], plot.bottom() + 1.2, 0.4, kInk);
+  }
+  draw_category_axis(c, xa, xs, all.bottom(), query - first_key);
+  draw_y_title(c, kMargin, all, opt.no_sink ? "Probability (sink excluded)" : "Attention probability");
+  draw_x_title(c, all, all.bottom() + xa.depth + 3.0, "Key token");
+  return c.finish();
+}
+
+}  // namespace focal::figures

@@ -1,0 +1,200 @@
+// entropy: the per-layer mean of a row metric for several runs side by side (grouped bars, or lines with --lines);
+// with --matrix, the layer x head matrix of the metric for one run or of its difference between two runs.
+#include <algorithm>
+#include <cmath>
+
+#include "focal/error.h"
+#include "kinds.h"
+#include "plot.h"
+#include "select.h"
+
+namespace focal::figures {
+namespace {
+
+std::string lower_first(std::string s) {
+  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && !(s.size() > 1 && s[1] >= 'A' && s[1] <= 'Z')) s[0] += 'a' - 'A';
+  return s;
+}
+
+std::string render_layer_means(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
+  const int L = runs[0].file->n_layers;
+  std::vector<std::vector<double>> vals;
+  double lo = 0, hi = 0;
+  for (const RunRef& r : runs) {
+    if (r.file->n_layers != L)
+      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' come from models with different layer counts");
+    vals.push_back(layer_means(r, metric));
+    require_values(vals.back(), metric, "run '" + r.label + "'");
+    for (double v : vals.back())
+      if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  const int topk = runs[0].run->topk_mass_k;
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
+  const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+  const double right = kMargin + 2.0;
+  const double plot_w = W - left - right;
+  std::vector<LegendItem> legend;
+  for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i), opt.lines});
+  const double top = title_space(opt) + legend_height(c, legend, plot_w) + 4.0;
+  const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
+  const double H = page_height(opt, top + 105.0 + bottom);
+  const Rect plot{left, top, plot_w, H - top - bottom};
+  if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
+
+  const std::string auto_title = "Mean " + lower_first(metric_title(metric, topk)) + " per layer";
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  draw_legend(c, legend, left, title_space(opt), plot_w);
+  const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
+  draw_hgrid(c, plot, yt, y);
+  const double slot = plot.w / L;
+  const int step = category_step(slot, c.text_width(std::to_string(L - 1), kTickSize) + 4.0);
+  std::vector<double> xs(L);
+  for (int l = 0; l < L; ++l) xs[l] = plot.x + (l + 0.5) * slot;
+  const int n = (int)runs.size();
+  if (opt.lines) {
+    for (int k = 0; k < n; ++k) {
+      std::vector<double> ys(L);
+      for (int l = 0; l < L; ++l) ys[l] = std::isnan(vals[k][l]) ? NAN : y(vals[k][l]);
+      c.polyline(xs, ys, 1.2, category_color(k));
+      for (int l = 0; l < L; ++l)
+        if (!std::isnan(ys[l])) c.marker(xs[l], ys[l], L > 40 ? 1.0 : 1.8, category_color(k));
+    }
+  } else {
+    const double group = std::min(0.8 * slot, slot - 0.3), bar = group / n;
+    const double base = y(std::max(yt.lo, 0.0));
+    for (int k = 0; k < n; ++k)
+      for (int l = 0; l < L; ++l) {
+        const double v = vals[k][l];
+        if (std::isnan(v)) continue;
+        const double x0 = xs[l] - group / 2 + k * bar, yv = y(v);
+        c.fill_rect(x0, std::min(yv, base), std::max(bar - (n > 1 && bar > 2 ? 0.4 : 0.0), 0.3), std::fabs(base - yv),
+                    category_color(k));
+      }
+  }
+  draw_left_axis(c, plot, yt, y);
+  c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);
+  for (int l = 0; l < L; ++l) {
+    const bool label = l % step == 0;
+    c.line(xs[l], plot.bottom(), xs[l], plot.bottom() + (label ? kTickLen : kTickLen / 2), kAxisWidth, kInk);
+    if (label) c.text(std::to_string(l), xs[l], plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+  }
+  draw_y_title(c, kMargin, plot, metric_title(metric, topk));
+  draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Layer");
+  return c.finish();
+}
+
+std::string render_matrix(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
+  const int L = runs[0].file->n_layers, Hn = runs[0].file->n_heads;
+  std::vector<double> v = head_means(runs[0], metric);
+  require_values(v, metric, "run '" + runs[0].label + "'");
+  const bool diff = runs.size() == 2;
+  const int topk = runs[0].run->topk_mass_k;
+  std::string what = metric_title(metric, topk);
+  if (diff) {
+    const RunRef& b = runs[1];
+    if (b.file->n_layers != L || b.file->n_heads != Hn)
+      throw Error("--runs: runs '" + runs[0].label + "' and '" + b.label +
+                  "' come from models of different shapes; their matrices cannot be subtracted");
+    const std::vector<double> vb = head_means(b, metric);
+    require_values(vb, metric, "run '" + b.label + "'");
+    for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
+  }
+  double lo = INFINITY, hi = -INFINITY, amax = 0;
+  for (double x : v)
+    if (!std::isnan(x)) lo = std::min(lo, x), hi = std::max(hi, x), amax = std::max(amax, std::fabs(x));
+  const ColorScale cs = diff ? diverging_scale(amax, "\xCE\x94 " + what)  // Δ
+                             : linear_scale(lo, hi, what);
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  std::vector<std::string> row_labels, col_labels;
+  for (int l = 0; l < L; ++l) row_labels.push_back(std::to_string(l));
+  for (int h = 0; h < Hn; ++h) col_labels.push_back(std::to_string(h));
+  const double ylab = max_label_width(c, row_labels, kTickSize);
+  double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab;
+  const double right = kMargin + colorbar_width(c, cs);
+  const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
+  const double top = title_space(opt) + 2.0;
+  double cell = std::min((W - left - right) / Hn, 42.0);
+  const double H = page_height(opt, top + cell * L + bottom);
+  cell = std::min(cell, (H - top - bottom) / L);
+  if (cell < 1.0) throw Error("--width/--height: the figure is too small for " + std::to_string(L) + " x " +
+                              std::to_string(Hn) + " cells; make it larger");
+  left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
+  const Rect plot{left, top, cell * Hn, cell * L};
+
+  std::string auto_title = diff ? runs[1].label + " \xE2\x88\x92 " + runs[0].label + ": " + lower_first(what)
+                                : runs[0].label + ": " + lower_first(what);
+  auto_title += " per head";
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  draw_cells(c, plot, L, Hn, [&](int l, int h, Rgb* out) {
+    const double x = v[(size_t)l * Hn + h];
+    *out = std::isnan(x) ? kMissing : cs(x);
+    return true;
+  });
+  // Values in the cells when they fit at the tick size.
+  double amax_shown = std::max(std::fabs(lo), std::fabs(hi));
+  int decimals = amax_shown > 0 ? std::clamp(2 - (int)std::floor(std::log10(amax_shown)), 0, 3) : 2;
+  auto cell_text = [&](double x) { return format_number(x, std::pow(10.0, -decimals)); };
+  double widest = 0;
+  for (double x : v)
+    if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
+  while (decimals > 0 && widest > cell - 3.0) {
+    --decimals;
+    widest = 0;
+    for (double x : v)
+      if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
+  }
+  if (widest <= cell - 3.0 && cell >= 1.6 * kTickSize)
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < Hn; ++h) {
+        const double x = v[(size_t)l * Hn + h];
+        if (std::isnan(x)) continue;
+        const Rgb ink = luminance(cs(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
+        c.text(cell_text(x), plot.x + (h + 0.5) * cell, plot.y + (l + 0.5) * cell, kTickSize, 0.5, 0.5, 0, false, ink);
+      }
+  const int xstep = category_step(cell, c.text_width(col_labels.back(), kTickSize) + 3.0);
+  const int ystep = category_step(cell, 1.1 * kTickSize);
+  for (int h = 0; h < Hn; h += xstep) {
+    const double x = plot.x + (h + 0.5) * cell;
+    c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
+    c.text(col_labels[h], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+  }
+  for (int l = 0; l < L; l += ystep) {
+    const double y = plot.y + (l + 0.5) * cell;
+    c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
+    c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
+  }
+  c.stroke_rect(plot.x, plot.y, plot.w, plot.h, 0.4, kInk);
+  draw_colorbar(c, cs, plot.right(), plot.y, plot.h);
+  draw_y_title(c, plot.x - kTickLen - 1.5 - ylab - 3.0 - title_height(), plot, "Layer");
+  draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Head");
+  return c.finish();
+}
+
+}  // namespace
+
+std::string render_entropy(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "entropy";
+  reject_option(opt.per_layer, "--per-layer", kind);
+  reject_option(opt.overlay, "--overlay", kind);
+  reject_option(opt.no_sink, "--no-sink", kind);
+  reject_option(opt.log_scale, "--log", kind);
+  reject_option(opt.layer >= 0, "--layer", kind);
+  reject_option(opt.head >= 0, "--head", kind);
+  reject_option(opt.query >= 0, "--query", kind);
+  check_page_options(opt);
+  const int metric = parse_metric(opt.metric.empty() ? "entropy_nats" : opt.metric, false);
+  const std::vector<RunRef> all = capture_runs(src, kind);
+  if (opt.matrix) {
+    reject_option(opt.lines, "--lines", "entropy --matrix");
+    return render_matrix(select_runs(all, opt.runs, 1, 2, "entropy --matrix"), metric, opt, fmt);
+  }
+  return render_layer_means(select_runs(all, opt.runs, kNumCategoryColors, kNumCategoryColors, kind), metric, opt, fmt);
+}
+
+}  // namespace focal::figures

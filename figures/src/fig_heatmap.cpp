@@ -1,0 +1,250 @@
+// heatmap: one head's query x key probabilities (the causal lower triangle) with a colour bar, one panel per run;
+// grid: thumbnails of every stored layer x head of one run on a shared colour scale.
+#include <algorithm>
+#include <cmath>
+
+#include "focal/error.h"
+#include "kinds.h"
+#include "plot.h"
+#include "select.h"
+
+namespace focal::figures {
+namespace {
+
+// A head's attention as an n x n matrix over positions first..T-1 (first = 1 without the sink): row i = query
+// first + i, column j = key first + j. NaN above the diagonal; rows of queries not stored are `missing`.
+struct HeadMatrix {
+  int n = 0;
+  std::vector<double> v;        // [n, n]
+  std::vector<char> missing;    // [n]
+  double max = 0;
+};
+
+HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
+  const int T = r.file->n_tokens(), first = no_sink ? 1 : 0;
+  HeadMatrix m;
+  m.n = T - first;
+  m.v.assign((size_t)m.n * m.n, NAN);
+  m.missing.assign(m.n, 1);
+  for (size_t c = 0; c < r.run->queries.size(); ++c) {
+    const int q = r.run->queries[c];
+    if (q < first) continue;
+    std::vector<double> p = attention_row(r, a, b, (int)c);
+    if (no_sink) p = drop_sink(p);
+    const int i = q - first;
+    m.missing[i] = 0;
+    for (size_t j = 0; j < p.size(); ++j) {
+      m.v[(size_t)i * m.n + j] = p[j];
+      m.max = std::max(m.max, p[j]);
+    }
+  }
+  return m;
+}
+
+// Colour of p on the figure's scale.
+struct ProbScale {
+  ColorScale cs;
+  bool log = false;
+  double floor = 1e-4;
+  Rgb operator()(double p) const { return cs(log ? std::log10(std::max(p, floor)) : p); }
+};
+
+ProbScale prob_scale(const FigureOptions& opt, double vmax) {
+  ProbScale s;
+  s.log = opt.log_scale;
+  s.floor = opt.log_floor;
+  const std::string title = opt.no_sink ? "Probability (sink excluded)" : "Attention probability";
+  if (s.log) s.cs = log_scale(std::log10(opt.log_floor), 0.0, title);
+  else s.cs = linear_scale(0.0, vmax > 0 ? vmax : 1.0, title);
+  return s;
+}
+
+void draw_head(Canvas& c, const Rect& area, const HeadMatrix& m, const ProbScale& s, bool force_image) {
+  draw_cells(c, area, m.n, m.n, [&](int i, int j, Rgb* out) {
+    if (j > i) return false;
+    if (m.missing[i]) {
+      *out = kMissing;
+      return true;
+    }
+    const double v = m.v[(size_t)i * m.n + j];
+    if (std::isnan(v)) return false;
+    *out = s(v);
+    return true;
+  }, force_image);
+}
+
+std::vector<std::string> position_labels(const CaptureFile& f, int first) {
+  std::vector<std::string> labels;
+  for (int j = first; j < f.n_tokens(); ++j)
+    labels.push_back(f.pieces.empty() ? std::to_string(j) : token_label(f.pieces[j]));
+  return labels;
+}
+
+void check_layer_head(const RunRef& r, int layer, int head) {
+  if (layer >= r.file->n_layers)
+    throw Error("--layer " + std::to_string(layer) + ": the model has layers 0-" + std::to_string(r.file->n_layers - 1));
+  if (head >= r.file->n_heads)
+    throw Error("--head " + std::to_string(head) + ": the model has heads 0-" + std::to_string(r.file->n_heads - 1));
+}
+
+}  // namespace
+
+std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "heatmap";
+  reject_option(opt.matrix, "--matrix", kind);
+  reject_option(opt.per_layer, "--per-layer", kind);
+  reject_option(opt.lines, "--lines", kind);
+  reject_option(opt.overlay, "--overlay", kind);
+  reject_option(opt.query >= 0, "--query", kind);
+  reject_option(!opt.metric.empty(), "--metric", kind);
+  check_page_options(opt);
+  const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 1, 3, kind);
+  for (const RunRef& r : runs) require_rows(r, kind);
+  const RunCapture& r0 = *runs[0].run;
+  const int layer = opt.layer >= 0 ? opt.layer : r0.layers.front();
+  const int head = opt.head >= 0 ? opt.head : r0.heads.front();
+  check_layer_head(runs[0], layer, head);
+  const CaptureFile& f0 = *runs[0].file;
+  if (opt.no_sink && f0.n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  std::vector<HeadMatrix> mats;
+  double vmax = 0;
+  for (const RunRef& r : runs) {
+    if (r.file->token_ids != f0.token_ids)
+      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
+    mats.push_back(head_matrix(r, stored_index(r.run->layers, layer, "--layer", "layer", r),
+                               stored_index(r.run->heads, head, "--head", "head", r), opt.no_sink));
+    vmax = std::max(vmax, mats.back().max);
+  }
+  const ProbScale scale = prob_scale(opt, vmax);
+  const int first = opt.no_sink ? 1 : 0, n = mats[0].n, n_panels = (int)runs.size();
+  const std::vector<std::string> labels = position_labels(f0, first);
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt), gap = 8.0;
+  const double right = kMargin + colorbar_width(c, scale.cs);
+  double side = 0;
+  double ylab_w = 0;
+  int ystep = 1;
+  // The query labels' width depends on how many fit, which depends on the panel size: settle it in two passes.
+  for (int pass = 0; pass < 2; ++pass) {
+    const double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab_w;
+    side = (W - left - right - (n_panels - 1) * gap) / n_panels;
+    ystep = category_step(side / n, 1.1 * kTickSize);
+    std::vector<std::string> shown;
+    for (int i = 0; i < n; i += ystep) shown.push_back(labels[i]);
+    ylab_w = max_label_width(c, shown, kTickSize);
+  }
+  const double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab_w;
+  side = (W - left - right - (n_panels - 1) * gap) / n_panels;
+  CategoryAxis xa = layout_category_axis(c, labels, side / n, kTickSize, false);
+  const double strip = n_panels > 1 ? 1.35 * kPanelSize : 0.0;
+  const double top = title_space(opt) + strip;
+  const double bottom = xa.depth + 3.0 + title_height() + kMargin;
+  const double H = page_height(opt, top + side + bottom);
+  side = std::min(side, H - top - bottom);
+  if (side < 30) throw Error("--width/--height: the figure is too small for " + std::to_string(n_panels) +
+                             " heatmap panel(s); make it larger");
+  xa = layout_category_axis(c, labels, side / n, kTickSize, false);
+
+  std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head);
+  if (n_panels == 1) auto_title = runs[0].label + ": " + auto_title;
+  if (opt.log_scale) auto_title += " (log scale)";
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  size_t cells = 0;
+  for (const auto& m : mats) cells += (size_t)m.n * (m.n + 1) / 2;
+  for (int p = 0; p < n_panels; ++p) {
+    const Rect area{left + p * (side + gap), top, side, side};
+    draw_head(c, area, mats[p], scale, cells > kMaxVectorCells);
+    // Frame the diagonal edge and the axes only: the masked triangle stays open.
+    c.line(area.x, area.y, area.x, area.bottom(), kAxisWidth, kInk);
+    c.line(area.x, area.bottom(), area.right(), area.bottom(), kAxisWidth, kInk);
+    std::vector<double> xs(n);
+    for (int j = 0; j < n; ++j) xs[j] = area.x + (j + 0.5) * side / n;
+    draw_category_axis(c, xa, xs, area.bottom(), -1);
+    if (p == 0)
+      for (int i = 0; i < n; ++i) {
+        const double y = area.y + (i + 0.5) * side / n;
+        if (i % ystep) {
+          c.line(area.x - kTickLen * 0.5, y, area.x, y, kAxisWidth * 0.7, kInk);
+          continue;
+        }
+        c.line(area.x - kTickLen, y, area.x, y, kAxisWidth, kInk);
+        c.text(labels[i], area.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
+      }
+    if (n_panels > 1)
+      c.text(runs[p].label, area.x, area.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, kInk);
+  }
+  const Rect all{left, top, n_panels * side + (n_panels - 1) * gap, side};
+  draw_colorbar(c, scale.cs, all.right(), top, side);
+  draw_y_title(c, kMargin, all, "Query token");
+  draw_x_title(c, all, all.bottom() + xa.depth + 3.0, "Key token");
+  return c.finish();
+}
+
+std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "grid";
+  reject_option(opt.matrix, "--matrix", kind);
+  reject_option(opt.per_layer, "--per-layer", kind);
+  reject_option(opt.lines, "--lines", kind);
+  reject_option(opt.overlay, "--overlay", kind);
+  reject_option(opt.layer >= 0, "--layer", kind);
+  reject_option(opt.head >= 0, "--head", kind);
+  reject_option(opt.query >= 0, "--query", kind);
+  reject_option(!opt.metric.empty(), "--metric", kind);
+  check_page_options(opt);
+  const RunRef run = select_runs(capture_runs(src, kind), opt.runs, 1, 1, kind)[0];
+  require_rows(run, kind);
+  if (opt.no_sink && run.file->n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  const std::vector<int>& layers = run.run->layers;
+  const std::vector<int>& heads = run.run->heads;
+  const int Lc = (int)layers.size(), Hc = (int)heads.size();
+  std::vector<HeadMatrix> mats;
+  double vmax = 0;
+  for (int a = 0; a < Lc; ++a)
+    for (int b = 0; b < Hc; ++b) {
+      mats.push_back(head_matrix(run, a, b, opt.no_sink));
+      vmax = std::max(vmax, mats.back().max);
+    }
+  const ProbScale scale = prob_scale(opt, vmax);
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const double gap = Hc > 8 || Lc > 8 ? 1.5 : 3.0;
+  std::vector<std::string> row_labels, col_labels;
+  for (int l : layers) row_labels.push_back("L" + std::to_string(l));
+  for (int h : heads) col_labels.push_back("H" + std::to_string(h));
+  const double left = kMargin + max_label_width(c, row_labels, kTickSize) + 3.0;
+  const double right = kMargin + colorbar_width(c, scale.cs);
+  const double header = 1.4 * kTickSize;
+  const double top = title_space(opt) + header;
+  double side = (W - left - right - (Hc - 1) * gap) / Hc;
+  const double H = page_height(opt, top + Lc * side + (Lc - 1) * gap + kMargin + 2.0);
+  side = std::min(side, (H - top - kMargin - 2.0 - (Lc - 1) * gap) / Lc);
+  if (side < 4) throw Error("--width/--height: the figure is too small for " + std::to_string(Lc) + " x " +
+                            std::to_string(Hc) + " thumbnails; make it larger");
+
+  const std::string auto_title = run.label + ": attention by layer and head" + (opt.log_scale ? " (log)" : "");
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  size_t cells = 0;
+  for (const auto& m : mats) cells += (size_t)m.n * (m.n + 1) / 2;
+  const int col_step = category_step(side + gap, max_label_width(c, col_labels, kTickSize) + 2.0);
+  const int row_step = category_step(side + gap, 1.1 * kTickSize);
+  for (int a = 0; a < Lc; ++a) {
+    const double y = top + a * (side + gap);
+    if (a % row_step == 0)
+      c.text(row_labels[a], left - 3.0, y + side / 2, kTickSize, 1.0, 0.5, 0, false, kInk);
+    for (int b = 0; b < Hc; ++b) {
+      const double x = left + b * (side + gap);
+      if (a == 0 && b % col_step == 0)
+        c.text(col_labels[b], x + side / 2, top - 0.45 * header, kTickSize, 0.5, 0.0, 0, false, kInk);
+      draw_head(c, {x, y, side, side}, mats[(size_t)a * Hc + b], scale, cells > kMaxVectorCells);
+      c.stroke_rect(x, y, side, side, 0.3, gray(0.6));
+    }
+  }
+  draw_colorbar(c, scale.cs, left + Hc * side + (Hc - 1) * gap, top, Lc * side + (Lc - 1) * gap);
+  return c.finish();
+}
+
+}  // namespace focal::figures

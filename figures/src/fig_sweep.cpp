@@ -1,0 +1,133 @@
+// sweep: a metric against the focal temperature t from sweep files: the mean over layers and heads (one line per
+// file), or one line per layer with --per-layer; --metric loss draws the prompt's mean next-token loss.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "focal/error.h"
+#include "kinds.h"
+#include "plot.h"
+#include "select.h"
+
+namespace focal::figures {
+
+std::string render_sweep(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "sweep";
+  reject_option(opt.matrix, "--matrix", kind);
+  reject_option(opt.overlay, "--overlay", kind);
+  reject_option(opt.no_sink, "--no-sink", kind);
+  reject_option(opt.log_scale, "--log", kind);
+  reject_option(opt.lines, "--lines", kind);
+  reject_option(!opt.runs.empty(), "--runs", kind);
+  reject_option(opt.layer >= 0, "--layer", kind);
+  reject_option(opt.head >= 0, "--head", kind);
+  reject_option(opt.query >= 0, "--query", kind);
+  check_page_options(opt);
+  const int metric = parse_metric(opt.metric.empty() ? "entropy_nats" : opt.metric, true);
+  const std::vector<const SweepFile*> sweeps = sweep_sources(src);
+  if (opt.per_layer && sweeps.size() > 1)
+    throw Error("--per-layer draws one sweep file (one line per layer); " + std::to_string(sweeps.size()) +
+                " were given");
+  if (opt.per_layer && metric < 0)
+    throw Error("--per-layer: the loss is one value per temperature, not per layer; drop --per-layer or pick a --metric");
+
+  struct Line {
+    std::string label;
+    std::vector<double> t, v;  // sorted by t
+  };
+  std::vector<Line> lines;
+  for (size_t k = 0; k < sweeps.size(); ++k) {
+    const SweepFile& s = *sweeps[k];
+    const int S = (int)s.focal_temps.size(), L = s.n_layers, Hn = s.n_heads;
+    std::vector<int> order(S);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.focal_temps[a] < s.focal_temps[b]; });
+    const int n_lines = opt.per_layer ? L : 1;
+    for (int li = 0; li < n_lines; ++li) {
+      Line line;
+      line.label = opt.per_layer ? "layer " + std::to_string(li) : src[k].label;
+      for (int i : order) {
+        double acc = 0;
+        int n = 0;
+        if (metric < 0) {
+          acc = s.mean_nll[i];
+          n = std::isnan(acc) ? 0 : 1;
+        } else {
+          for (int l = opt.per_layer ? li : 0; l < (opt.per_layer ? li + 1 : L); ++l)
+            for (int h = 0; h < Hn; ++h) {
+              const float x = s.head_metrics[(((size_t)i * L + l) * Hn + h) * kNumRowMetrics + metric];
+              if (!std::isnan(x)) acc += x, ++n;
+            }
+        }
+        line.t.push_back(s.focal_temps[i]);
+        line.v.push_back(n ? acc / n : NAN);
+      }
+      lines.push_back(std::move(line));
+    }
+  }
+  double tmin = INFINITY, tmax = -INFINITY, vmin = INFINITY, vmax = -INFINITY;
+  for (const Line& l : lines)
+    for (size_t i = 0; i < l.t.size(); ++i) {
+      tmin = std::min(tmin, l.t[i]);
+      tmax = std::max(tmax, l.t[i]);
+      if (!std::isnan(l.v[i])) vmin = std::min(vmin, l.v[i]), vmax = std::max(vmax, l.v[i]);
+    }
+  if (!(vmax >= vmin)) {
+    std::vector<double> none = {NAN};
+    require_values(none, metric, "the sweep");
+  }
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const Ticks yt = nice_ticks(vmin, vmax, 5, true);
+  const double pad = tmax > tmin ? 0.04 * (tmax - tmin) : 0.05;
+  const Ticks xt = nice_ticks(tmin - pad, tmax + pad, 6, false);
+  const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+  const double right = kMargin + 0.5 * c.text_width(xt.labels.empty() ? "0" : xt.labels.back(), kTickSize);
+  const double plot_w = W - left - right;
+  std::vector<LegendItem> legend;
+  auto color = [&](size_t i) {
+    return lines.size() <= (size_t)kNumCategoryColors ? category_color((int)i)
+                                                      : viridis(0.9 * (double)i / (lines.size() - 1));
+  };
+  if (lines.size() > 1)
+    for (size_t i = 0; i < lines.size(); ++i) legend.push_back({lines[i].label, color(i), true});
+  const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 4.0);
+  const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
+  const double H = page_height(opt, top + 110.0 + bottom);
+  const Rect plot{left, top, plot_w, H - top - bottom};
+  if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
+
+  std::string auto_title = metric < 0 ? "Prompt loss against focal temperature"
+                                      : metric_title(metric, 5) + " against focal temperature";
+  if (metric >= 0 && !opt.per_layer) auto_title += " (mean of heads)";
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);
+  const LinearMap x{xt.lo, xt.hi, plot.x, plot.right()};
+  const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
+  draw_hgrid(c, plot, yt, y);
+  if (xt.lo <= 1.0 && 1.0 <= xt.hi) {  // standard attention is t = 1
+    c.line(x(1.0), plot.y, x(1.0), plot.bottom(), 0.6, gray(0.45), true);
+    c.text("standard", x(1.0) - 2.0, plot.y + 1.0, kTickSize, 1.0, 1.0, 0, false, gray(0.35));
+  }
+  const bool many = lines.size() > 4 || lines[0].t.size() > 25;
+  for (size_t k = 0; k < lines.size(); ++k) {
+    std::vector<double> xs, ys;
+    for (size_t i = 0; i < lines[k].t.size(); ++i) {
+      xs.push_back(x(lines[k].t[i]));
+      ys.push_back(std::isnan(lines[k].v[i]) ? NAN : y(lines[k].v[i]));
+    }
+    c.polyline(xs, ys, 1.2, color(k));
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!std::isnan(ys[i])) c.marker(xs[i], ys[i], many ? 1.2 : 1.8, color(k));
+  }
+  draw_left_axis(c, plot, yt, y);
+  draw_bottom_axis(c, plot, xt, x);
+  draw_y_title(c, kMargin, plot, metric_title(metric, 5));
+  draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
+               "Focal temperature t");
+  return c.finish();
+}
+
+}  // namespace focal::figures

@@ -1,0 +1,56 @@
+// The colour tables behind palette.h, interpolated linearly in sRGB between their stops.
+#include "palette.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace focal::figures {
+namespace {
+
+Rgb hex(uint32_t v) { return {((v >> 16) & 0xFF) / 255.0, ((v >> 8) & 0xFF) / 255.0, (v & 0xFF) / 255.0}; }
+
+Rgb lerp_table(const uint32_t* table, int n, double t) {
+  if (!(t >= 0.0)) t = 0.0;  // also NaN
+  if (t > 1.0) t = 1.0;
+  const double x = t * (n - 1);
+  const int i = std::min((int)x, n - 2);
+  const double f = x - i;
+  const Rgb a = hex(table[i]), b = hex(table[i + 1]);
+  return {a.r + (b.r - a.r) * f, a.g + (b.g - a.g) * f, a.b + (b.b - a.b) * f};
+}
+
+// Okabe-Ito, reordered so that the first colours are the most distinct on white; yellow last (weak on white).
+const uint32_t kOkabeIto[kNumCategoryColors] = {0x0072B2, 0xD55E00, 0x009E73, 0xE69F00,
+                                                0xCC79A7, 0x56B4E9, 0x000000, 0xF0E442};
+
+// Viridis at t = 0, 1/8, ..., 1 (matplotlib's viridis sampled at 9 points, as R's viridis(9) lists them). Between
+// stops the map is close to linear in sRGB, so linear interpolation keeps its even lightness ramp.
+const uint32_t kViridis[9] = {0x440154, 0x472D7B, 0x3B528B, 0x2C728E, 0x21908C,
+                              0x27AD81, 0x5DC863, 0xAADC32, 0xFDE725};
+
+// ColorBrewer RdBu, 11 classes, from blue (-1) through near-white (0) to red (+1).
+const uint32_t kRdBu[11] = {0x053061, 0x2166AC, 0x4393C3, 0x92C5DE, 0xD1E5F0, 0xF7F7F7,
+                            0xFDDBC7, 0xF4A582, 0xD6604D, 0xB2182B, 0x67001F};
+
+}  // namespace
+
+Rgb category_color(int i) {
+  return hex(kOkabeIto[((i % kNumCategoryColors) + kNumCategoryColors) % kNumCategoryColors]);
+}
+
+Rgb viridis(double t) { return lerp_table(kViridis, 9, t); }
+
+Rgb diverging(double t) {
+  if (std::isnan(t)) t = 0.0;
+  return lerp_table(kRdBu, 11, (t + 1.0) / 2.0);
+}
+
+double luminance(Rgb c) {
+  auto lin = [](double v) { return v <= 0.04045 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+}
+
+Rgb gray(double v) { return {v, v, v}; }
+
+}  // namespace focal::figures

@@ -1,0 +1,353 @@
+// The training loop: batches of text windows and synthetic retrieval tasks, loss and gradients through the
+// runtime's forward (train/backward.cpp), global-norm clipping, AdamW with warm-up + cosine decay, evaluation,
+// checkpoints (HF model directories swapped in atomically) and the HDF5 training log.
+#include "focal/trainer.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "focal/error.h"
+#include "focal/model_writer.h"
+#include "model_internal.h"
+#include "safetensors.h"
+#include "train/backward.h"
+#include "train/data.h"
+
+namespace focal {
+
+using json = nlohmann::json;
+
+double lr_at(const TrainConfig& cfg, int step) {
+  if (step < cfg.warmup_steps) return cfg.lr * (step + 1) / (double)cfg.warmup_steps;
+  const double span = std::max(1, cfg.steps - cfg.warmup_steps);
+  const double prog = std::min(1.0, (step - cfg.warmup_steps) / span);
+  const double floor = cfg.min_lr_frac * cfg.lr;
+  return floor + (cfg.lr - floor) * 0.5 * (1.0 + std::cos(M_PI * prog));
+}
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
+
+std::string train_config_json(const TrainConfig& c) {
+  json j;
+  j["data_dir"] = c.data_dir;
+  j["seed"] = c.seed;
+  j["steps"] = c.steps;
+  j["batch"] = c.batch;
+  j["seq_len"] = c.seq_len;
+  j["task_frac"] = c.task_frac;
+  j["lr"] = c.lr;
+  j["warmup_steps"] = c.warmup_steps;
+  j["min_lr_frac"] = c.min_lr_frac;
+  j["beta1"] = c.beta1;
+  j["beta2"] = c.beta2;
+  j["adam_eps"] = c.adam_eps;
+  j["weight_decay"] = c.weight_decay;
+  j["grad_clip"] = c.grad_clip;
+  j["eval_every"] = c.eval_every;
+  j["eval_sequences"] = c.eval_sequences;
+  j["threads"] = omp_get_max_threads();
+  return j.dump();
+}
+
+void validate(const TrainConfig& c) {
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw Error(msg);
+  };
+  need(c.steps > 0, "--steps must be positive");
+  need(c.batch > 0, "--batch must be positive");
+  need(c.seq_len >= 8, "--seq-len must be at least 8");
+  need(c.seq_len <= c.model.max_positions, "--seq-len exceeds --context (max_position_embeddings)");
+  need(c.task_frac >= 0 && c.task_frac <= 1, "--task-frac must be in [0, 1]");
+  need(c.lr > 0 && std::isfinite(c.lr), "--lr must be a positive number");
+  need(c.warmup_steps >= 0, "--warmup must be >= 0");
+  need(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "min_lr_frac must be in [0, 1]");
+  need(c.grad_clip > 0, "grad_clip must be positive");
+  need(c.eval_every > 0, "--eval-every must be positive");
+  need(!c.out_dir.empty(), "--out: give the checkpoint directory");
+}
+
+// Optimizer state: AdamW first and second moments per parameter, saved beside the weights.
+struct AdamState {
+  std::vector<std::vector<float>> m, v;
+};
+
+void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const AdamState& adam,
+                     const TrainConfig& tc, int step, const TrainLog& log, const std::string& tokenizer_path) {
+  // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
+  const std::string tmp = out_dir + ".tmp";
+  const std::string old = out_dir + ".old";
+  std::string cmd_rm = "rm -rf '" + tmp + "'";
+  if (std::system(cmd_rm.c_str()) != 0) throw Error("cannot clear '" + tmp + "'");
+  std::vector<NamedTensor> weights, moments;
+  for (size_t i = 0; i < model.weights().params.size(); ++i) {
+    const ParamRef& p = model.weights().params[i];
+    weights.push_back({p.name, p.shape, std::vector<float>(p.data, p.data + p.size)});
+    moments.push_back({"m." + p.name, p.shape, adam.m[i]});
+    moments.push_back({"v." + p.name, p.shape, adam.v[i]});
+  }
+  write_model_dir(tmp, cfg, weights, tc.save_dtype, tokenizer_path);
+  write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
+  json st;
+  st["step"] = step;
+  st["train_config"] = json::parse(train_config_json(tc));
+  std::ofstream(tmp + "/trainer_state.json") << st.dump(2) << "\n";
+  write_train_log(log, tmp + "/train_log.h5");
+  if (exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
+    throw Error("cannot move the previous checkpoint '" + out_dir + "' aside: " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)
+    throw Error("cannot move the new checkpoint into '" + out_dir + "': " + std::strerror(errno));
+  std::string cmd_old = "rm -rf '" + old + "'";
+  if (std::system(cmd_old.c_str()) != 0) throw Error("cannot remove '" + old + "'");
+}
+
+// Tau statistics on one validation sequence: per-layer mean tau and the fraction at a clip bound.
+class TauObserver : public ForwardObserver {
+ public:
+  TauObserver(int n_layers, float lo, float hi) : sum_(n_layers, 0.0), n_(n_layers, 0), lo_(lo), hi_(hi) {}
+  void on_layer(const LayerRecord& r) override {
+    if (!r.tau) return;
+    for (int i = 0; i < r.n_tokens; ++i) {
+      sum_[r.layer] += r.tau[i];
+      ++n_[r.layer];
+      clipped_ += (r.tau_raw[i] <= lo_ || r.tau_raw[i] >= hi_) ? 1 : 0;
+      ++total_;
+    }
+  }
+  std::vector<double> sum_;
+  std::vector<long> n_;
+  long clipped_ = 0, total_ = 0;
+  float lo_, hi_;
+};
+
+}  // namespace
+
+namespace {
+
+// The sequences of step `step`: a pure function of (seed, step), so a resumed run sees the same batches.
+std::vector<std::vector<int32_t>> sample_batch(const TrainConfig& tc, const TrainData& d, int step) {
+  std::mt19937_64 rng(tc.seed * 0x9E3779B97F4A7C15ULL + (uint64_t)step * 0xBF58476D1CE4E5B9ULL + 1);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  std::vector<std::vector<int32_t>> batch(tc.batch);
+  for (auto& seq : batch) {
+    if (!d.tasks_train.empty() && u01(rng) < tc.task_frac) {
+      std::uniform_int_distribution<size_t> pick(0, d.tasks_train.size() - 1);
+      seq = d.tasks_train[pick(rng)].ids;
+    } else {
+      std::uniform_int_distribution<size_t> off(0, d.text_train.size() - tc.seq_len - 1);
+      const size_t o = off(rng);
+      seq.assign(d.text_train.begin() + o, d.text_train.begin() + o + tc.seq_len);
+    }
+  }
+  return batch;
+}
+
+struct EvalResult {
+  double val_loss = 0.0;
+  std::vector<float> tau_mean;
+  double clip_frac = NAN;
+};
+
+EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& d, const TempSpec& spec) {
+  const ModelConfig& c = model.config();
+  EvalResult r;
+  // Fixed, evenly spaced validation windows.
+  const int n = tc.eval_sequences;
+  const size_t span = d.text_val.size() - tc.seq_len - 1;
+  double loss = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const size_t o = span * i / std::max(1, n);
+    loss += loss_only(model, d.text_val.data() + o, tc.seq_len, spec);
+  }
+  r.val_loss = loss / ((double)n * (tc.seq_len - 1));
+  r.tau_mean.assign(c.n_layers, NAN);
+  if (spec.mode == AttnMode::kLearned) {
+    TauObserver obs(c.n_layers, c.focal.tau_min, c.focal.tau_max);
+    Session s(model, tc.seq_len);
+    s.forward(d.text_val.data(), tc.seq_len, spec, RunOptions{}, &obs, nullptr);
+    for (int l = 0; l < c.n_layers; ++l) r.tau_mean[l] = obs.n_[l] ? (float)(obs.sum_[l] / obs.n_[l]) : NAN;
+    r.clip_frac = obs.total_ ? (double)obs.clipped_ / obs.total_ : NAN;
+  }
+  return r;
+}
+
+AdamState load_adam(const std::string& dir, const Model& model) {
+  AdamState a;
+  SafetensorsFile f(dir + "/optimizer.safetensors");
+  for (const ParamRef& p : model.weights().params) {
+    auto m = f.tensors().find("m." + p.name), v = f.tensors().find("v." + p.name);
+    if (m == f.tensors().end() || v == f.tensors().end())
+      throw Error("'" + dir + "/optimizer.safetensors' lacks the moments of '" + p.name + "'");
+    a.m.push_back(tensor_to_f32(m->second, f.path()));
+    a.v.push_back(tensor_to_f32(v->second, f.path()));
+    if (a.m.back().size() != p.size || a.v.back().size() != p.size)
+      throw Error("'" + dir + "/optimizer.safetensors': moments of '" + p.name + "' have the wrong size");
+  }
+  return a;
+}
+
+}  // namespace
+
+void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgress&)>& progress) {
+  TrainConfig tc = cfg_in;
+  validate(tc);
+  const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0);
+  const std::string tok_path = tc.data_dir + "/tokenizer.model";
+
+  std::unique_ptr<Model> model;
+  int step0 = 0;
+  TrainLog log;
+  AdamState adam;
+  if (tc.resume) {
+    if (!exists(tc.out_dir + "/trainer_state.json"))
+      throw Error("--resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
+    model = Model::load(tc.out_dir);
+    if (model->config().vocab_size != data.vocab_size)
+      throw Error("--resume: the checkpoint's vocabulary differs from the tokenizer in --data");
+    std::ifstream f(tc.out_dir + "/trainer_state.json");
+    step0 = json::parse(f).at("step").get<int>();
+    log = read_train_log(tc.out_dir + "/train_log.h5");
+    adam = load_adam(tc.out_dir, *model);
+    if (step0 >= tc.steps) throw Error("--resume: the checkpoint is already at step " + std::to_string(step0));
+  } else {
+    ModelConfig mc = tc.model;
+    mc.vocab_size = data.vocab_size;
+    mc.bos_id = 1;
+    mc.eos_id = 2;
+    mc.focal.has_tau = mc.focal.mode == AttnMode::kLearned;
+    if (exists(tc.out_dir + "/trainer_state.json"))
+      throw Error("--out: '" + tc.out_dir + "' already holds a checkpoint; use --resume or another directory");
+    const std::string init = tc.out_dir + ".init";
+    write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true), "F32", tok_path);
+    model = Model::load(init);
+    std::string rm = "rm -rf '" + init + "'";
+    if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
+    for (const ParamRef& p : model->weights().params) {
+      adam.m.emplace_back(p.size, 0.0f);
+      adam.v.emplace_back(p.size, 0.0f);
+    }
+    log.n_layers = mc.n_layers;
+  }
+  const ModelConfig& mc = model->config();
+  const TempSpec spec = TempSpec::native(mc);
+  {
+    std::string name = tc.out_dir;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    log.run_name = name.substr(name.rfind('/') + 1);
+  }
+  log.train_config_json = train_config_json(tc);
+  log.model_config_json = config_to_json(mc);
+  log.tool_version = version();
+  log.n_layers = mc.n_layers;
+  log.step_loss.resize(step0);
+
+  const auto& params = model->weights().params;
+  const int n_threads = omp_get_max_threads();
+  std::vector<Grads> tgrads;
+  for (int t = 0; t < n_threads; ++t) tgrads.push_back(make_grads(*model));
+  Grads grads = make_grads(*model);
+
+  auto t_start = std::chrono::steady_clock::now();
+  auto t_last_eval = t_start;
+  double loss_since = 0.0, tokens_since = 0.0;
+  int steps_since = 0;
+  TrainProgress pr;
+  pr.steps = tc.steps;
+  for (int step = step0; step < tc.steps; ++step) {
+    const auto batch = sample_batch(tc, data, step);
+    double n_total = 0.0;
+    for (const auto& s : batch) n_total += (double)s.size() - 1;
+    // Sequences in parallel, one private gradient buffer per thread; the fixed static schedule and the ordered
+    // reduction keep a run deterministic for a given thread count.
+    std::vector<double> seq_loss(batch.size(), 0.0);
+    for (Grads& g : tgrads) g.zero();
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < (int)batch.size(); ++b)
+      seq_loss[b] = loss_and_grad(*model, batch[b].data(), (int)batch[b].size(), spec, n_total,
+                                  tgrads[omp_get_thread_num()]);
+    double loss = 0.0;
+    for (double l : seq_loss) loss += l;
+    loss /= n_total;
+    const double lr = lr_at(tc, step);
+    if (!std::isfinite(loss))
+      throw Error("training diverged: the loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
+                  " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
+                  "' is kept — lower --lr or raise --warmup");
+    double sq = 0.0;
+    for (size_t p = 0; p < params.size(); ++p) {
+      float* g = grads.g[p].data();
+      for (size_t i = 0; i < params[p].size; ++i) {
+        float acc = 0.0f;
+        for (int t = 0; t < n_threads; ++t) acc += tgrads[t].g[p][i];
+        g[i] = acc;
+        sq += (double)acc * acc;
+      }
+    }
+    const double gnorm = std::sqrt(sq);
+    const double clip = gnorm > tc.grad_clip ? tc.grad_clip / gnorm : 1.0;
+    // AdamW (decoupled weight decay on matrices only), bias-corrected moments.
+    const double bc1 = 1.0 - std::pow((double)tc.beta1, step + 1), bc2 = 1.0 - std::pow((double)tc.beta2, step + 1);
+    for (size_t p = 0; p < params.size(); ++p) {
+      float* w = params[p].data;
+      float* m = adam.m[p].data();
+      float* v = adam.v[p].data();
+      const float* g = grads.g[p].data();
+      const float wd = params[p].decay ? tc.weight_decay : 0.0f;
+      for (size_t i = 0; i < params[p].size; ++i) {
+        const float gi = (float)(g[i] * clip);
+        m[i] = tc.beta1 * m[i] + (1.0f - tc.beta1) * gi;
+        v[i] = tc.beta2 * v[i] + (1.0f - tc.beta2) * gi * gi;
+        const double upd = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + tc.adam_eps);
+        w[i] = (float)(w[i] - lr * (upd + wd * w[i]));
+      }
+    }
+    log.step_loss.push_back((float)loss);
+    loss_since += loss;
+    tokens_since += n_total + batch.size();
+    ++steps_since;
+
+    const auto now = std::chrono::steady_clock::now();
+    const double el = std::chrono::duration<double>(now - t_start).count();
+    pr.step = step + 1;
+    pr.train_loss = loss;
+    pr.lr = lr;
+    pr.grad_norm = gnorm;
+    pr.tokens_per_s = tokens_since / std::max(1e-9, std::chrono::duration<double>(now - t_last_eval).count());
+    pr.eta_s = el / (step + 1 - step0) * (tc.steps - step - 1);
+    pr.val_loss = -1.0;
+    if ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps) {
+      const EvalResult ev = run_eval(*model, tc, data, spec);
+      pr.val_loss = ev.val_loss;
+      pr.tau_mean = ev.tau_mean;
+      pr.tau_clip_frac = ev.clip_frac;
+      log.eval_step.push_back(step + 1);
+      log.train_loss.push_back((float)(loss_since / steps_since));
+      log.val_loss.push_back((float)ev.val_loss);
+      log.lr.push_back((float)lr);
+      log.grad_norm.push_back((float)gnorm);
+      log.tokens_per_s.push_back((float)pr.tokens_per_s);
+      log.tau_mean.insert(log.tau_mean.end(), ev.tau_mean.begin(), ev.tau_mean.end());
+      log.tau_clip_frac.push_back((float)ev.clip_frac);
+      save_checkpoint(tc.out_dir, *model, mc, adam, tc, step + 1, log, tok_path);
+      loss_since = tokens_since = 0.0;
+      steps_since = 0;
+      t_last_eval = std::chrono::steady_clock::now();
+    }
+    if (progress) progress(pr);
+  }
+}
+
+}  // namespace focal
