@@ -23,6 +23,8 @@ using focal::cli::UsageError;
 namespace focal::cli {
 int cmd_train(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
+int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
+int cmd_demo(int argc, char** argv);
 }  // namespace focal::cli
 
 namespace {
@@ -38,6 +40,8 @@ commands:
   generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
   inspect FILE.h5     per-layer and per-head summary table of a capture or sweep file
   init DIR            write a randomly initialised model directory (for demos and tests)
+  figure KIND FILE..  publication figure (PNG, SVG, PDF) from capture or sweep files
+  demo                capture standard vs focal on the demo model and write a gallery of figures
   train               train a small standard / focal / learned-temperature model on the CPU
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
 
@@ -591,6 +595,8 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "init") return cmd_init(argc, argv);
+    if (cmd == "figure") return focal::cli::cmd_figure(argc, argv);
+    if (cmd == "demo") return focal::cli::cmd_demo(argc, argv);
     if (cmd == "train") return focal::cli::cmd_train(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
     std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());

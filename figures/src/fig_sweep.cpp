@@ -99,7 +99,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
 
   std::string auto_title = metric < 0 ? "Prompt loss against focal temperature"
-                                      : metric_title(metric, 5) + " against focal temperature";
+                                      : metric_title(metric, 0) + " against focal temperature";
   if (metric >= 0 && !opt.per_layer) auto_title += " (mean of heads)";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
@@ -124,7 +124,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   }
   draw_left_axis(c, plot, yt, y);
   draw_bottom_axis(c, plot, xt, x);
-  draw_y_title(c, kMargin, plot, metric_title(metric, 5));
+  draw_y_title(c, kMargin, plot, metric_title(metric, 0));
   draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
                "Focal temperature t");
   return c.finish();

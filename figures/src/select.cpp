@@ -165,7 +165,7 @@ std::string metric_title(int metric, int topk_k) {
     case kEntropyNorm: return "Normalised entropy H / ln n";
     case kEffSupport: return "Effective support exp(H)";
     case kMaxProb: return "Max probability";
-    case kTopkMass: return "Top-" + std::to_string(topk_k) + " mass";
+    case kTopkMass: return topk_k > 0 ? "Top-" + std::to_string(topk_k) + " mass" : "Top-k mass";
     case kTailMass: return "Tail mass (below 1/n)";
     case kSinkMass: return "Sink mass (first token)";
     case kRelevantMass: return "Relevant mass";

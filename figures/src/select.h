@@ -44,7 +44,7 @@ std::vector<double> drop_sink(const std::vector<double>& p);
 
 // Row metric by name ("entropy_nats", ...); allow_loss admits "loss" (returned as -1). Throws listing the names.
 int parse_metric(const std::string& name, bool allow_loss);
-// Axis title for a metric, e.g. "Entropy (nats)"; topk_k fills in "Top-5 mass".
+// Axis title for a metric, e.g. "Entropy (nats)"; topk_k fills in "Top-5 mass" ("Top-k mass" when <= 0).
 std::string metric_title(int metric, int topk_k = 5);
 
 // Mean of a metric over heads and rows 1..T-1 (row 0 sees one key), NaN entries skipped: [n_layers].

@@ -14,6 +14,7 @@ import bisect
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -613,7 +614,7 @@ def make_tasks(sp, args, train_docs, val_docs):
     evals = []
     for kind in TASK_KINDS:
         for length in EVAL_LENGTHS:
-            lo, hi = int(length * (1 - LENGTH_TOLERANCE)), int(length * (1 + LENGTH_TOLERANCE))
+            lo = math.ceil(length * (1 - LENGTH_TOLERANCE))
             for _ in range(args.eval_tasks):
                 # Items are added while they fit under the target, so lengths fall in [0.9 target, target]: an
                 # evaluation at the training context (512) never exceeds it.

@@ -286,16 +286,27 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       throw Error("training diverged: the loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                   " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
                   "' is kept — lower --lr or raise --warmup");
-    double sq = 0.0;
+    // Squared gradient norm from per-thread partial sums added in thread order (an OpenMP reduction would combine
+    // them in arrival order and break bitwise determinism).
+    std::vector<double> sq_part(n_threads, 0.0);
     for (size_t p = 0; p < params.size(); ++p) {
       float* g = grads.g[p].data();
-      for (size_t i = 0; i < params[p].size; ++i) {
-        float acc = 0.0f;
-        for (int t = 0; t < n_threads; ++t) acc += tgrads[t].g[p][i];
-        g[i] = acc;
-        sq += (double)acc * acc;
+      const int64_t n = (int64_t)params[p].size;
+#pragma omp parallel
+      {
+        double part = 0.0;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+          float acc = 0.0f;
+          for (int t = 0; t < n_threads; ++t) acc += tgrads[t].g[p][i];
+          g[i] = acc;
+          part += (double)acc * acc;
+        }
+        sq_part[omp_get_thread_num()] += part;
       }
     }
+    double sq = 0.0;
+    for (double v : sq_part) sq += v;
     const double gnorm = std::sqrt(sq);
     const double clip = gnorm > tc.grad_clip ? tc.grad_clip / gnorm : 1.0;
     // AdamW (decoupled weight decay on matrices only), bias-corrected moments.
@@ -306,7 +317,9 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       float* v = adam.v[p].data();
       const float* g = grads.g[p].data();
       const float wd = params[p].decay ? tc.weight_decay : 0.0f;
-      for (size_t i = 0; i < params[p].size; ++i) {
+      const int64_t n = (int64_t)params[p].size;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
         const float gi = (float)(g[i] * clip);
         m[i] = tc.beta1 * m[i] + (1.0f - tc.beta1) * gi;
         v[i] = tc.beta2 * v[i] + (1.0f - tc.beta2) * gi * gi;

@@ -1,0 +1,308 @@
+// `focal figure` (a publication figure from capture or sweep files) and `focal demo` (capture standard vs focal
+// attention on a model, sweep the temperature and write a gallery of figures). Both go through focal_figures.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "focal/capture.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal_figures/figures.h"
+
+using namespace focal;
+using focal::cli::Args;
+using focal::cli::UsageError;
+
+namespace {
+
+const char* kFigureHelp = R"(usage: focal figure KIND FILE... [options] -o OUT.png|OUT.svg|OUT.pdf
+
+Draws a publication figure from capture files (focal capture) or sweep files (focal sweep). The format follows
+the extension of -o; the same input gives the same bytes. Sizes are print sizes: text is 7-8.5 pt at --width.
+
+kinds:
+  distribution  attention over the context tokens of one (layer, head, query), one panel per run (paper Fig. 1)
+  heatmap       one head's query x key probabilities with a colour bar (one panel per run in --runs)
+  grid          thumbnails of every stored layer x head of one run
+  entropy       per-layer mean of a metric, runs side by side; --matrix: layer x head matrix, or run b - run a
+  sweep         a metric (or the prompt loss) against the focal temperature t, from sweep files
+  (training and retrieval are not available yet: focalscope writes no training logs or eval results yet)
+
+selection:
+  --layer L          distribution, heatmap: stored layer (default: first stored)
+  --head H           distribution, heatmap: stored head (default: first stored)
+  --query Q          distribution: stored query position (default: last stored)
+  --runs A,B         runs to draw, in order (default: distribution all, at most 3; heatmap, grid and
+                     --matrix the first; entropy all). With several files name a run FILE:RUN if needed.
+  --metric M         entropy: entropy_nats (default), entropy_norm, eff_support, max_prob, topk_mass,
+                     tail_mass, sink_mass, relevant_mass; sweep: the same or loss
+variants:
+  --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
+  --overlay          distribution: grouped bars in one panel instead of one panel per run
+  --log              heatmap, grid: log10 colour scale; --floor P sets its lower end (default 1e-4)
+  --matrix           entropy: layer x head matrix; with --runs A,B the difference B - A (diverging colours)
+  --lines            entropy: lines with markers instead of grouped bars
+  --per-layer        sweep: one line per layer instead of the mean over layers
+page:
+  --width IN         width in inches (default 3.4, a paper column; 7 for two columns)
+  --height IN        height in inches (default: the kind's natural height)
+  --dpi N            PNG resolution (default 200)
+  --title TEXT       replace the automatic title; --no-title draws none
+  -o FILE            output .png, .svg or .pdf (written to a temporary name, then renamed)
+)";
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int non_negative(const Args& a, const std::string& name) {
+  const long long v = a.get_int(name, -1);
+  if (a.has(name) && v < 0) throw UsageError{name + " must be 0 or more"};
+  return (int)v;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+void make_dirs(const std::string& dir) {
+  std::string cur;
+  std::stringstream ss(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error("cannot create the output directory '" + dir + "': " + std::strerror(errno));
+  }
+}
+
+// The demo's temperature sweep: per-head metrics averaged over rows 1..T-1 and the prompt loss, as `focal sweep`
+// computes them.
+SweepFile run_sweep(const Model& model, const std::vector<int32_t>& ids, const std::vector<float>& temps) {
+  const ModelConfig& c = model.config();
+  const int T = (int)ids.size();
+  CaptureRequest req;
+  req.store_probs = req.store_scores = false;
+  validate_capture_request(c, T, req, 1);
+  SweepFile sf;
+  sf.model_path = model.path();
+  sf.model_config_json = c.source_json;
+  sf.tool_version = version();
+  sf.weights_checksum = model.weights_checksum();
+  sf.base_spec_json = TempSpec::focal(1.0f).to_json();
+  sf.n_layers = c.n_layers;
+  sf.n_heads = c.n_heads;
+  sf.token_ids = ids;
+  sf.focal_temps = temps;
+  const size_t per = (size_t)c.n_layers * c.n_heads * kNumRowMetrics;
+  sf.head_metrics.assign(temps.size() * per, 0.0f);
+  for (size_t s = 0; s < temps.size(); ++s) {
+    const TempSpec spec = TempSpec::focal(temps[s]);
+    const RunCapture run = capture_run(model, ids, spec, req, spec.label());
+    double nll = 0.0;
+    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
+    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int m = 0; m < kNumRowMetrics; ++m) {
+          double acc = 0.0;
+          int cnt = 0;
+          for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
+            const float v = run.metrics[(((size_t)l * c.n_heads + h) * T + i) * kNumRowMetrics + m];
+            if (!std::isnan(v)) acc += v, ++cnt;
+          }
+          sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics + m] = cnt ? (float)(acc / cnt) : NAN;
+        }
+    std::fprintf(stderr, "\rsweep: temperature %zu/%zu", s + 1, temps.size());
+  }
+  std::fprintf(stderr, "\n");
+  return sf;
+}
+
+}  // namespace
+
+namespace focal::cli {
+
+int cmd_figure(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help", "--no-sink", "--overlay", "--log", "--matrix", "--lines", "--per-layer", "--no-title"},
+         {"--layer", "--head", "--query", "--runs", "--metric", "--floor", "--width", "--height", "--dpi", "--title",
+          "--output"});
+  if (a.has("--help")) {
+    std::printf("%s", kFigureHelp);
+    return 0;
+  }
+  if (a.positional().size() < 2) throw UsageError{"figure needs a KIND and at least one FILE"};
+  const std::string kind = a.positional()[0];
+  const std::vector<std::string> files(a.positional().begin() + 1, a.positional().end());
+  const std::string out = a.get("--output");
+  if (out.empty()) throw UsageError{"give the output file with -o FILE.png|svg|pdf"};
+  const figures::Format format = figures::format_from_path(out);
+
+  figures::FigureOptions opt;
+  opt.layer = non_negative(a, "--layer");
+  opt.head = non_negative(a, "--head");
+  opt.query = non_negative(a, "--query");
+  opt.runs = split_names(a.get("--runs"));
+  if (a.has("--runs") && opt.runs.empty()) throw UsageError{"--runs needs run names, e.g. --runs standard,focal_t0.4"};
+  opt.metric = a.get("--metric");
+  opt.no_sink = a.has("--no-sink");
+  opt.overlay = a.has("--overlay");
+  opt.log_scale = a.has("--log");
+  opt.log_floor = (float)a.get_double("--floor", 1e-4);
+  if (a.has("--floor") && !opt.log_scale) throw UsageError{"--floor sets the lower end of the --log scale: add --log"};
+  opt.matrix = a.has("--matrix");
+  opt.lines = a.has("--lines");
+  opt.per_layer = a.has("--per-layer");
+  opt.has_title = !a.has("--no-title");
+  opt.title = a.get("--title");
+  if (a.has("--title") && a.has("--no-title")) throw UsageError{"give --title or --no-title, not both"};
+  opt.width_in = a.get_double("--width", 3.4);
+  opt.height_in = a.get_double("--height", 0.0);
+  if (a.has("--height") && opt.height_in <= 0) throw UsageError{"--height must be more than 0 inches"};
+  opt.dpi = a.get_double("--dpi", 200.0);
+
+  const std::string bytes = figures::render_figure_files(kind, files, opt, format);
+  figures::write_file_atomic(out, bytes);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace focal::cli
+
+namespace {
+
+const char* kDemoHelp = R"(usage: focal demo [--model DIR] [--out DIR] [--prompt TEXT] [--temp T]
+
+The main job without a display: runs a built-in prompt through the model under focal attention (t = 0.4 by
+default) and under standard attention, sweeps t from 0.2 to 1.2, and writes the capture, the sweep and a gallery
+of figures into the output directory, printing where each one is:
+  capture.h5, sweep.h5          the data (open them with focal inspect, focal figure, or h5py)
+  distribution.png / .svg       attention of one head's last query, standard vs focal (the paper's Fig. 1)
+  heatmap.png                   that head's query x key attention, standard and focal side by side
+  grid.png                      every layer x head of the focal run (log scale)
+  entropy.png                   mean attention entropy per layer, standard vs focal
+  entropy-diff.png              focal - standard entropy per layer x head
+  sweep.png                     entropy against t, one line per layer
+
+  --model DIR   model directory (default out/models/focal-random, made by scripts/make-demo-model.sh out/models)
+  --out DIR     output directory (default out/demo; created if missing)
+  --prompt TEXT replace the built-in prompt
+  --temp T      focal temperature of the focal run (default 0.4)
+)";
+
+const char* kDemoPrompt =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep.";
+
+}  // namespace
+
+namespace focal::cli {
+
+int cmd_demo(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help"}, {"--model", "--out", "--prompt", "--temp"});
+  if (a.has("--help")) {
+    std::printf("%s", kDemoHelp);
+    return 0;
+  }
+  if (!a.positional().empty()) throw UsageError{"demo takes no positional arguments (use --model DIR)"};
+  const std::string model_dir = a.get("--model", "out/models/focal-random");
+  const std::string out_dir = a.get("--out", "out/demo");
+  const float temp = (float)a.get_double("--temp", 0.4);
+  if (!(temp > 0.0f) || !std::isfinite(temp)) throw UsageError{"--temp must be more than 0"};
+  if (!a.has("--model") && !exists(model_dir + "/config.json"))
+    throw Error("no demo model at " + model_dir + ": make it with scripts/make-demo-model.sh out/models (or give "
+                "--model DIR)");
+  make_dirs(out_dir);
+  const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
+
+  auto model = Model::load(model_dir);
+  const std::string prompt = a.get("--prompt", kDemoPrompt);
+  if (prompt.empty()) throw Error("--prompt is empty");
+  const std::vector<int32_t> ids = model->require_tokenizer().encode(prompt, model->config().add_bos);
+  if ((int)ids.size() > model->config().max_positions)
+    throw Error("--prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context");
+
+  CaptureRequest req;
+  validate_capture_request(model->config(), (int)ids.size(), req, 2);
+  CaptureFile cap = make_capture_file(*model, ids);
+  const TempSpec focal_spec = TempSpec::focal(temp), standard_spec = TempSpec::standard();
+  std::fprintf(stderr, "demo: %zu tokens, model %s\n", ids.size(), model_dir.c_str());
+  cap.runs.push_back(capture_run(*model, ids, standard_spec, req, standard_spec.label()));
+  cap.runs.push_back(capture_run(*model, ids, focal_spec, req, focal_spec.label()));
+  const std::string std_name = cap.runs[0].name, focal_name = cap.runs[1].name;
+  cap.comparisons.push_back(compare_runs(cap, std_name, focal_name));
+  const std::string cap_path = dir + "capture.h5";
+  write_capture(cap, cap_path);
+
+  std::vector<float> temps;
+  for (int i = 2; i <= 12; ++i) temps.push_back(i / 10.0f);
+  const SweepFile sweep = run_sweep(*model, ids, temps);
+  const std::string sweep_path = dir + "sweep.h5";
+  write_sweep(sweep, sweep_path);
+
+  // The head whose last-query attention changes most between the runs (largest JS divergence).
+  const Comparison& cmp = cap.comparisons[0];
+  const size_t Lc = cmp.layers.size(), Hc = cmp.heads.size(), Qc = cmp.queries.size();
+  size_t best = 0;
+  for (size_t i = 0; i < Lc * Hc; ++i)
+    if (cmp.js[i * Qc + Qc - 1] > cmp.js[best * Qc + Qc - 1]) best = i;
+  const int layer = cmp.layers[best / Hc], head = cmp.heads[best % Hc];
+
+  std::vector<figures::Source> cap_src = {{&cap, nullptr, "capture"}};
+  std::vector<figures::Source> sweep_src = {{nullptr, &sweep, "sweep"}};
+  struct Item {
+    std::string file, kind;
+    figures::FigureOptions opt;
+    bool sweep;
+  };
+  figures::FigureOptions dist;
+  dist.layer = layer;
+  dist.head = head;
+  dist.runs = {std_name, focal_name};
+  figures::FigureOptions heat = dist;
+  heat.width_in = 7.0;
+  figures::FigureOptions grid;
+  grid.runs = {focal_name};
+  grid.log_scale = true;
+  figures::FigureOptions ent;
+  ent.runs = {std_name, focal_name};
+  figures::FigureOptions diff = ent;
+  diff.matrix = true;
+  figures::FigureOptions sw;
+  sw.per_layer = true;
+  const std::vector<Item> items = {
+      {"distribution.png", "distribution", dist, false}, {"distribution.svg", "distribution", dist, false},
+      {"heatmap.png", "heatmap", heat, false},           {"grid.png", "grid", grid, false},
+      {"entropy.png", "entropy", ent, false},            {"entropy-diff.png", "entropy", diff, false},
+      {"sweep.png", "sweep", sw, true}};
+  std::printf("wrote %s (runs %s, %s; %zu tokens)\n", cap_path.c_str(), std_name.c_str(), focal_name.c_str(),
+              ids.size());
+  std::printf("wrote %s (t = 0.2 ... 1.2)\n", sweep_path.c_str());
+  for (const Item& it : items) {
+    const std::string path = dir + it.file;
+    const std::string bytes = figures::render_figure(it.kind, it.sweep ? sweep_src : cap_src, it.opt,
+                                                     figures::format_from_path(path));
+    figures::write_file_atomic(path, bytes);
+    std::printf("wrote %s\n", path.c_str());
+  }
+  std::printf("layer %d, head %d is the head whose last query changes most between %s and %s (JS divergence)\n",
+              layer, head, std_name.c_str(), focal_name.c_str());
+  return 0;
+}
+
+}  // namespace focal::cli

@@ -1,0 +1,181 @@
+// The figures entry points: kind dispatch, reading input files, page helpers shared by the kinds, and the
+// all-or-nothing file write.
+#include "focal_figures/figures.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "focal/error.h"
+#include "kinds.h"
+#include "plot.h"
+
+namespace focal::figures {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = (char)std::tolower((unsigned char)ch);
+  return s;
+}
+
+std::string kinds_text() {
+  std::string s;
+  for (const auto& k : figure_kinds()) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+// The file name without directory and extension, for legends.
+std::string file_label(const std::string& path) {
+  std::string s = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  const size_t dot = s.rfind('.');
+  if (dot != std::string::npos && dot > 0) s = s.substr(0, dot);
+  return s;
+}
+
+}  // namespace
+
+Format format_from_path(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : lower(path.substr(dot + 1));
+  if (ext == "png") return Format::kPng;
+  if (ext == "svg") return Format::kSvg;
+  if (ext == "pdf") return Format::kPdf;
+  throw Error("-o " + path + ": the figure format comes from the extension: use .png, .svg or .pdf");
+}
+
+const char* format_name(Format f) {
+  switch (f) {
+    case Format::kPng: return "png";
+    case Format::kSvg: return "svg";
+    case Format::kPdf: return "pdf";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& figure_kinds() {
+  static const std::vector<std::string> kinds = {"distribution", "heatmap", "grid", "entropy", "sweep"};
+  return kinds;
+}
+
+std::string render_figure(const std::string& kind, const std::vector<Source>& sources, const FigureOptions& opt,
+                          Format format) {
+  if (kind == "distribution") return render_distribution(sources, opt, format);
+  if (kind == "heatmap") return render_heatmap(sources, opt, format);
+  if (kind == "grid") return render_grid(sources, opt, format);
+  if (kind == "entropy") return render_entropy(sources, opt, format);
+  if (kind == "sweep") return render_sweep(sources, opt, format);
+  if (kind == "training" || kind == "retrieval")
+    throw Error("figure kind '" + kind + "' is not available yet: it draws " +
+                (kind == "training" ? std::string("training logs") : std::string("retrieval evaluation results")) +
+                ", which focalscope does not write yet (kinds now: " + kinds_text() + ")");
+  throw Error("unknown figure kind '" + kind + "' (kinds: " + kinds_text() + ")");
+}
+
+std::string render_figure_files(const std::string& kind, const std::vector<std::string>& paths,
+                                const FigureOptions& opt, Format format) {
+  if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) == figure_kinds().end())
+    render_figure(kind, {}, opt, format);  // throws the unknown / not-yet message before any file is read
+  if (paths.empty()) throw Error("the " + kind + " figure needs at least one input file");
+  std::vector<std::unique_ptr<CaptureFile>> captures;
+  std::vector<std::unique_ptr<SweepFile>> sweeps;
+  std::vector<Source> sources;
+  for (const std::string& p : paths) {
+    Source s;
+    s.label = file_label(p);
+    if (kind == "sweep") {
+      sweeps.push_back(std::make_unique<SweepFile>(read_sweep(p)));
+      s.sweep = sweeps.back().get();
+    } else {
+      captures.push_back(std::make_unique<CaptureFile>(read_capture(p)));
+      s.capture = captures.back().get();
+    }
+    sources.push_back(s);
+  }
+  // Same labels from different directories: fall back to the paths as given.
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (size_t j = i + 1; j < sources.size(); ++j)
+      if (sources[i].label == sources[j].label) {
+        for (size_t k = 0; k < sources.size(); ++k) sources[k].label = paths[k];
+        break;
+      }
+  return render_figure(kind, sources, opt, format);
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  if (path.empty()) throw Error("the output path is empty: give -o FILE.png|svg|pdf");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f)
+    throw Error("cannot write '" + path + "': " + std::strerror(errno) +
+                " (does the directory exist and is it writable?)");
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
+  }
+}
+
+// ---- page helpers (kinds.h) ----
+
+void check_page_options(const FigureOptions& opt) {
+  if (!(opt.width_in >= 1.0 && opt.width_in <= 40.0))
+    throw Error("--width: " + format_sig(opt.width_in, 4) + " in is outside 1-40 inches (a column is about 3.4)");
+  if (opt.height_in != 0.0 && !(opt.height_in >= 0.8 && opt.height_in <= 40.0))
+    throw Error("--height: " + format_sig(opt.height_in, 4) + " in is outside 0.8-40 inches");
+  if (!(opt.dpi >= 30.0 && opt.dpi <= 1200.0))
+    throw Error("--dpi: " + format_sig(opt.dpi, 4) + " is outside 30-1200");
+  if (!(opt.log_floor > 0.0f && opt.log_floor < 0.5f))
+    throw Error("--floor: " + format_sig(opt.log_floor, 4) + " must lie between 0 and 0.5 (e.g. 1e-4)");
+}
+
+void reject_option(bool set, const std::string& option, const std::string& kind) {
+  if (set) throw Error(option + " does not apply to the " + kind + " figure (see focal figure --help)");
+}
+
+double page_width(const FigureOptions& opt) { return opt.width_in * 72.0; }
+
+double page_height(const FigureOptions& opt, double natural_pt) {
+  return opt.height_in > 0 ? opt.height_in * 72.0 : std::ceil(natural_pt);
+}
+
+double title_space(const FigureOptions& opt) {
+  if (!opt.has_title) return kMargin;
+  return kMargin + (kCapHeight + kDescent) * kTitleSize + 5.0;
+}
+
+std::string title_text(const FigureOptions& opt, const std::string& automatic) {
+  if (!opt.has_title) return "";
+  return opt.title.empty() ? automatic : opt.title;
+}
+
+std::string fit_text(const Canvas& c, const std::string& s0, double size, double max_w) {
+  const std::string s = clean_utf8(s0);
+  if (c.text_width(s, size) <= max_w) return s;
+  size_t n = utf8_length(s);
+  while (n > 1 && c.text_width(utf8_prefix(s, n) + "\xE2\x80\xA6", size) > max_w) --n;
+  return utf8_prefix(s, n) + "\xE2\x80\xA6";
+}
+
+void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic) {
+  if (!opt.has_title) return;
+  const std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, c.width() - 2 * kMargin);
+  c.text(t, c.width() / 2, kMargin, kTitleSize, 0.5, 1.0, 0, true, kInk);
+}
+
+std::string quoted(const std::string& s) { return "\xE2\x80\x9C" + s + "\xE2\x80\x9D"; }
+
+}  // namespace focal::figures
