@@ -194,7 +194,7 @@ of figures into the output directory, printing where each one is:
   capture.h5, sweep.h5          the data (open them with focal inspect, focal figure, or h5py)
   distribution.png / .svg       attention of one head's last query, standard vs focal (the paper's Fig. 1)
   heatmap.png                   that head's query x key attention, standard and focal side by side
-  grid.png                      every layer x head of the focal run (log scale)
+  grid.png                      every layer x head of the focal run
   entropy.png                   mean attention entropy per layer, standard vs focal
   entropy-diff.png              focal - standard entropy per layer x head
   sweep.png                     entropy against t, one line per layer
@@ -278,7 +278,6 @@ int cmd_demo(int argc, char** argv) {
   heat.width_in = 7.0;
   figures::FigureOptions grid;
   grid.runs = {focal_name};
-  grid.log_scale = true;
   figures::FigureOptions ent;
   ent.runs = {std_name, focal_name};
   figures::FigureOptions diff = ent;

@@ -22,6 +22,7 @@ using focal::cli::UsageError;
 
 namespace focal::cli {
 int cmd_train(int argc, char** argv);
+int cmd_export(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
 int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
 int cmd_demo(int argc, char** argv);
@@ -44,6 +45,7 @@ commands:
   demo                capture standard vs focal on the demo model and write a gallery of figures
   train               train a small standard / focal / learned-temperature model on the CPU
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
+  export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
 MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model).
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
@@ -598,6 +600,7 @@ int main(int argc, char** argv) {
     if (cmd == "figure") return focal::cli::cmd_figure(argc, argv);
     if (cmd == "demo") return focal::cli::cmd_demo(argc, argv);
     if (cmd == "train") return focal::cli::cmd_train(argc, argv);
+    if (cmd == "export") return focal::cli::cmd_export(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
     std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
     return 2;

@@ -27,8 +27,6 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const int head = opt.head >= 0 ? opt.head : r0.heads.front();
   const int query = opt.query >= 0 ? opt.query : r0.queries.back();
   const CaptureFile& f0 = *runs[0].file;
-  if (opt.layer >= f0.n_layers)
-    throw Error("--layer " + std::to_string(opt.layer) + ": the model has layers 0-" + std::to_string(f0.n_layers - 1));
   std::vector<std::vector<double>> rows;
   for (const RunRef& r : runs) {
     if (r.file->token_ids != f0.token_ids)
@@ -57,7 +55,7 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const double W = page_width(opt);
   const bool overlay = opt.overlay && runs.size() > 1;
   const int n_panels = overlay ? 1 : (int)runs.size();
-  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax : 1, n_panels > 1 ? 4 : 5, true);
+  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax : 1, n_panels > 1 ? 4 : 6, true);
   const double strip = overlay || runs.size() == 1 ? 0.0 : 1.35 * kPanelSize;  // run name over each panel
   double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
@@ -86,7 +84,7 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " +
                            std::to_string(query);
   if (!f0.pieces.empty()) auto_title += " " + quoted(token_label(f0.pieces[query], 16));
-  if (runs.size() == 1) auto_title = runs[0].label + ": " + auto_title;
+  if (runs.size() == 1) auto_title = runs[0].label + ": l" + auto_title.substr(1);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);

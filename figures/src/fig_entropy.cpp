@@ -11,11 +11,6 @@
 namespace focal::figures {
 namespace {
 
-std::string lower_first(std::string s) {
-  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && !(s.size() > 1 && s[1] >= 'A' && s[1] <= 'Z')) s[0] += 'a' - 'A';
-  return s;
-}
-
 std::string render_layer_means(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
   const int L = runs[0].file->n_layers;
   std::vector<std::vector<double>> vals;
@@ -31,7 +26,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const int topk = runs[0].run->topk_mass_k;
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
-  const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
+  const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 6, true);
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
   const double plot_w = W - left - right;
@@ -43,7 +38,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const Rect plot{left, top, plot_w, H - top - bottom};
   if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
 
-  const std::string auto_title = "Mean " + lower_first(metric_title(metric, topk)) + " per layer";
+  const std::string auto_title = "Mean " + metric_noun(metric) + " per layer";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_legend(c, legend, left, title_space(opt), plot_w);
@@ -126,9 +121,8 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
   const Rect plot{left, top, cell * Hn, cell * L};
 
-  std::string auto_title = diff ? runs[1].label + " \xE2\x88\x92 " + runs[0].label + ": " + lower_first(what)
-                                : runs[0].label + ": " + lower_first(what);
-  auto_title += " per head";
+  const std::string auto_title =
+      (diff ? runs[1].label + " \xE2\x88\x92 " + runs[0].label : runs[0].label) + ": " + metric_noun(metric);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_cells(c, plot, L, Hn, [&](int l, int h, Rgb* out) {

@@ -17,7 +17,7 @@ struct HeadMatrix {
   int n = 0;
   std::vector<double> v;        // [n, n]
   std::vector<char> missing;    // [n]
-  double max = 0;
+  double max = 0;               // over rows with two or more visible keys
 };
 
 HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
@@ -35,7 +35,8 @@ HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
     m.missing[i] = 0;
     for (size_t j = 0; j < p.size(); ++j) {
       m.v[(size_t)i * m.n + j] = p[j];
-      m.max = std::max(m.max, p[j]);
+      // A row with one visible key is always 1; leaving it out of the maximum keeps the colour range for the rest.
+      if (p.size() > 1) m.max = std::max(m.max, p[j]);
     }
   }
   return m;
@@ -80,13 +81,6 @@ std::vector<std::string> position_labels(const CaptureFile& f, int first) {
   return labels;
 }
 
-void check_layer_head(const RunRef& r, int layer, int head) {
-  if (layer >= r.file->n_layers)
-    throw Error("--layer " + std::to_string(layer) + ": the model has layers 0-" + std::to_string(r.file->n_layers - 1));
-  if (head >= r.file->n_heads)
-    throw Error("--head " + std::to_string(head) + ": the model has heads 0-" + std::to_string(r.file->n_heads - 1));
-}
-
 }  // namespace
 
 std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
@@ -103,7 +97,6 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const RunCapture& r0 = *runs[0].run;
   const int layer = opt.layer >= 0 ? opt.layer : r0.layers.front();
   const int head = opt.head >= 0 ? opt.head : r0.heads.front();
-  check_layer_head(runs[0], layer, head);
   const CaptureFile& f0 = *runs[0].file;
   if (opt.no_sink && f0.n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
   std::vector<HeadMatrix> mats;
@@ -129,7 +122,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   for (int pass = 0; pass < 2; ++pass) {
     const double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab_w;
     side = (W - left - right - (n_panels - 1) * gap) / n_panels;
-    ystep = category_step(side / n, 1.1 * kTickSize);
+    ystep = category_step(side / n, 1.05 * kTickSize);
     std::vector<std::string> shown;
     for (int i = 0; i < n; i += ystep) shown.push_back(labels[i]);
     ylab_w = max_label_width(c, shown, kTickSize);
@@ -147,7 +140,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   xa = layout_category_axis(c, labels, side / n, kTickSize, false);
 
   std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head);
-  if (n_panels == 1) auto_title = runs[0].label + ": " + auto_title;
+  if (n_panels == 1) auto_title = runs[0].label + ": layer " + std::to_string(layer) + ", head " + std::to_string(head);
   if (opt.log_scale) auto_title += " (log scale)";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
@@ -166,7 +159,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
       for (int i = 0; i < n; ++i) {
         const double y = area.y + (i + 0.5) * side / n;
         if (i % ystep) {
-          c.line(area.x - kTickLen * 0.5, y, area.x, y, kAxisWidth * 0.7, kInk);
+          if (side / n >= kMinorTickGap) c.line(area.x - kTickLen * 0.5, y, area.x, y, kAxisWidth * 0.7, kInk);
           continue;
         }
         c.line(area.x - kTickLen, y, area.x, y, kAxisWidth, kInk);

@@ -2,6 +2,7 @@
 // file), or one line per layer with --per-layer; --metric loss draws the prompt's mean next-token loss.
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <numeric>
 
 #include "focal/error.h"
@@ -79,7 +80,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
 
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
-  const Ticks yt = nice_ticks(vmin, vmax, 5, true);
+  const Ticks yt = nice_ticks(vmin, vmax, 6, true);
   const double pad = tmax > tmin ? 0.04 * (tmax - tmin) : 0.05;
   const Ticks xt = nice_ticks(tmin - pad, tmax + pad, 6, false);
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
@@ -98,9 +99,8 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   const Rect plot{left, top, plot_w, H - top - bottom};
   if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
 
-  std::string auto_title = metric < 0 ? "Prompt loss against focal temperature"
-                                      : metric_title(metric, 0) + " against focal temperature";
-  if (metric >= 0 && !opt.per_layer) auto_title += " (mean of heads)";
+  std::string auto_title = metric_noun(metric) + " against focal temperature";
+  auto_title[0] = (char)std::toupper((unsigned char)auto_title[0]);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);

@@ -162,17 +162,17 @@ std::string title_text(const FigureOptions& opt, const std::string& automatic) {
   return opt.title.empty() ? automatic : opt.title;
 }
 
-std::string fit_text(const Canvas& c, const std::string& s0, double size, double max_w) {
+std::string fit_text(const Canvas& c, const std::string& s0, double size, double max_w, bool bold) {
   const std::string s = clean_utf8(s0);
-  if (c.text_width(s, size) <= max_w) return s;
+  if (c.text_width(s, size, bold) <= max_w) return s;
   size_t n = utf8_length(s);
-  while (n > 1 && c.text_width(utf8_prefix(s, n) + "\xE2\x80\xA6", size) > max_w) --n;
+  while (n > 1 && c.text_width(utf8_prefix(s, n) + "\xE2\x80\xA6", size, bold) > max_w) --n;
   return utf8_prefix(s, n) + "\xE2\x80\xA6";
 }
 
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic) {
   if (!opt.has_title) return;
-  const std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, c.width() - 2 * kMargin);
+  const std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, c.width() - 2 * kMargin, true);
   c.text(t, c.width() / 2, kMargin, kTitleSize, 0.5, 1.0, 0, true, kInk);
 }
 

@@ -26,7 +26,7 @@ std::string title_text(const FigureOptions& opt, const std::string& automatic);
 // Draws the title centred on the page, shortened with … if wider than the page.
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic);
 // s shortened with … to fit max_w at `size`.
-std::string fit_text(const Canvas& c, const std::string& s, double size, double max_w);
+std::string fit_text(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
 // Checks the options that every kind shares (--width, --height, --dpi, --log-floor).
 void check_page_options(const FigureOptions& opt);
 // Throws if an option that `kind` does not use was set, naming it.

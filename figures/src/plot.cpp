@@ -64,16 +64,20 @@ Ticks nice_ticks(double lo, double hi, int max_ticks, bool expand) {
     lo -= pad;
     hi += pad;
   }
-  const double raw = (hi - lo) / std::max(1, max_ticks - 1);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = 10 * mag;
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * mag >= raw * (1 - 1e-9)) {
-      step = m * mag;
-      break;
+  // The finest 1-2-5 step that gives at most max_ticks ticks.
+  max_ticks = std::max(max_ticks, 2);
+  double step = 0;
+  long long first = 0, last = 0;
+  for (int e = (int)std::floor(std::log10((hi - lo) / max_ticks)) - 1; step == 0; ++e)
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double s = m * std::pow(10.0, e);
+      first = expand ? (long long)std::floor(lo / s + 1e-9) : (long long)std::ceil(lo / s - 1e-9);
+      last = expand ? (long long)std::ceil(hi / s - 1e-9) : (long long)std::floor(hi / s + 1e-9);
+      if (last - first + 1 <= max_ticks) {
+        step = s;
+        break;
+      }
     }
-  const long long first = expand ? (long long)std::floor(lo / step + 1e-9) : (long long)std::ceil(lo / step - 1e-9);
-  const long long last = expand ? (long long)std::ceil(hi / step - 1e-9) : (long long)std::floor(hi / step + 1e-9);
   Ticks t;
   for (long long i = first; i <= last; ++i) {
     t.values.push_back(i * step);
@@ -184,9 +188,11 @@ CategoryAxis layout_category_axis(const Canvas& c, std::vector<std::string> labe
 }
 
 void draw_category_axis(Canvas& c, const CategoryAxis& a, const std::vector<double>& xs, double y, int bold) {
+  // Unlabelled slots get a minor tick while the ticks stay apart; denser ones would merge into a bar.
+  const bool minor = xs.size() > 1 && std::fabs(xs[1] - xs[0]) >= kMinorTickGap;
   for (size_t i = 0; i < a.labels.size() && i < xs.size(); ++i) {
     if (i % a.step != 0) {
-      c.line(xs[i], y, xs[i], y + kTickLen * 0.5, kAxisWidth * 0.7, kInk);
+      if (minor) c.line(xs[i], y, xs[i], y + kTickLen * 0.5, kAxisWidth * 0.7, kInk);
       continue;
     }
     c.line(xs[i], y, xs[i], y + kTickLen, kAxisWidth, kInk);
@@ -248,7 +254,7 @@ ColorScale linear_scale(double lo, double hi, const std::string& title) {
   if (!(hi > lo)) hi = lo + (lo == 0 ? 1.0 : std::fabs(lo) * 0.1);
   s.lo = lo;
   s.hi = hi;
-  s.ticks = nice_ticks(lo, hi, 5, false);
+  s.ticks = nice_ticks(lo, hi, 6, false);
   s.title = title;
   return s;
 }
@@ -269,7 +275,7 @@ ColorScale diverging_scale(double max_abs, const std::string& title) {
   if (!(max_abs > 0) || !std::isfinite(max_abs)) max_abs = 1e-6;
   s.lo = -max_abs;
   s.hi = max_abs;
-  s.ticks = nice_ticks(-max_abs, max_abs, 5, false);
+  s.ticks = nice_ticks(-max_abs, max_abs, 7, false);
   s.title = title;
   return s;
 }

@@ -18,6 +18,7 @@ constexpr double kTitleSize = 8.5;     // figure title
 constexpr double kPanelSize = 7.5;     // panel titles
 constexpr double kLegendSize = 7.0;
 constexpr double kTickLen = 2.5;
+constexpr double kMinorTickGap = 2.0;  // closest spacing of minor ticks
 constexpr double kAxisWidth = 0.6;
 constexpr double kMargin = 4.0;        // page edge to the outermost ink
 const Rgb kInk{0.15, 0.15, 0.15};      // axes and text: near-black

@@ -109,8 +109,9 @@ int stored_index(const std::vector<int>& list, int value, const std::string& opt
                  const RunRef& run) {
   for (size_t i = 0; i < list.size(); ++i)
     if (list[i] == value) return (int)i;
+  const std::string plural = what == "query" ? "queries" : what + "s";
   throw Error(option + " " + std::to_string(value) + ": " + what + " " + std::to_string(value) +
-              " is not stored in run '" + run.label + "' (stored " + what + "s: " + index_list_text(list) + ")");
+              " is not stored in run '" + run.label + "' (stored " + plural + ": " + index_list_text(list) + ")");
 }
 
 void require_rows(const RunRef& r, const std::string& kind) {
@@ -170,6 +171,20 @@ std::string metric_title(int metric, int topk_k) {
     case kSinkMass: return "Sink mass (first token)";
     case kRelevantMass: return "Relevant mass";
     default: return "Prompt loss (nats/token)";
+  }
+}
+
+std::string metric_noun(int metric) {
+  switch (metric) {
+    case kEntropyNats: return "attention entropy";
+    case kEntropyNorm: return "normalised entropy";
+    case kEffSupport: return "effective support";
+    case kMaxProb: return "max probability";
+    case kTopkMass: return "top-k mass";
+    case kTailMass: return "tail mass";
+    case kSinkMass: return "sink mass";
+    case kRelevantMass: return "relevant mass";
+    default: return "prompt loss";
   }
 }
 

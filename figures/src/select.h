@@ -47,6 +47,9 @@ int parse_metric(const std::string& name, bool allow_loss);
 // Axis title for a metric, e.g. "Entropy (nats)"; topk_k fills in "Top-5 mass" ("Top-k mass" when <= 0).
 std::string metric_title(int metric, int topk_k = 5);
 
+// A metric's name in running text, e.g. "attention entropy", "prompt loss" (metric -1).
+std::string metric_noun(int metric);
+
 // Mean of a metric over heads and rows 1..T-1 (row 0 sees one key), NaN entries skipped: [n_layers].
 std::vector<double> layer_means(const RunRef& r, int metric);
 // Mean over rows 1..T-1 per layer and head: [n_layers * n_heads].

@@ -11,7 +11,9 @@
 #include <random>
 
 #include "focal/error.h"
+#include "focal/model.h"
 #include "focal/model_writer.h"
+#include "model_internal.h"
 
 namespace focal {
 
@@ -201,6 +203,19 @@ void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::
     write_file_atomic(dir + "/tokenizer.model", bytes);
   }
   write_file_atomic(dir + "/config.json", config_to_json(cfg));
+}
+
+void export_model(const std::string& src, const std::string& dst, const std::string& dtype) {
+  auto m = Model::load(src);
+  std::vector<NamedTensor> tensors;
+  for (const ParamRef& p : m->weights().params) {
+    std::vector<float> host(p.size);
+    m->backend().download(host.data(), p.data, p.size);
+    tensors.push_back({p.name, p.shape, std::move(host)});
+  }
+  struct stat st {};
+  const std::string tok = src + "/tokenizer.model";
+  write_model_dir(dst, m->config(), tensors, dtype, stat(tok.c_str(), &st) == 0 ? tok : "");
 }
 
 }  // namespace focal

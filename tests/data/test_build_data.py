@@ -6,6 +6,7 @@
 import array
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,8 +154,12 @@ class BuildDataTest(unittest.TestCase):
             self.assertEqual(rel, list(range(rel[0], rel[0] + n)))    # one contiguous span
             self.assertLess(rel[-1], pos - 1)                           # before the query row
             self.assertEqual([ids[k] for k in rel], ids[pos:pos + n])
-            # The answer is a number and the context before it names the kind's query.
-            self.assertTrue(self.sp.decode(ids[pos:pos + n]).strip().isdigit())
+            # The answer is the digits of a number, one piece a digit (split_digits); the query row holds the
+            # bare space piece before them, so it is the row that has to retrieve the first digit.
+            self.assertTrue(all(self.sp.id_to_piece(x).isdigit() for x in ids[pos:pos + n]))
+            self.assertEqual(n, {"kv": 4, "mqar": 3, "needle": 5}[t["kind"]])
+            self.assertEqual(self.sp.id_to_piece(ids[pos - 1]), "\u2581")
+            self.assertEqual(self.sp.id_to_piece(ids[rel[0] - 1]), "\u2581")
         if t["kind"] in ("kv", "needle"):
             self.assertEqual(t["answers"][0]["answer_pos"] + t["answers"][0]["answer_len"], len(ids))
         prefix = self.sp.decode(ids[1:t["answers"][0]["answer_pos"]])
@@ -185,12 +190,18 @@ class BuildDataTest(unittest.TestCase):
         # Evaluation needles are hidden in validation prose: the first filler sentence occurs in corpus_val.txt.
         with open(os.path.join(self.dirs["a"], "corpus_val.txt"), encoding="ascii") as f:
             val = f.read().replace("\n", " ")
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import build_data
+        checked = 0
         for t in read_jsonl(os.path.join(self.dirs["a"], "tasks_eval.jsonl")):
-            if t["kind"] == "needle" and t["length"] == 2048:
+            if t["kind"] == "needle":
                 text = self.sp.decode(t["ids"][1:])
-                first = text.split(". ")[0]
-                if not first.startswith("The secret number"):
-                    self.assertIn(first, val)
+                filler = text[:text.index(" What is the secret number?")]
+                filler = re.sub(r"(^| )The secret number is \d+\.", "", filler).strip()
+                for sentence in build_data._SENTENCE_SPLIT.split(filler):
+                    self.assertIn(sentence, val)
+                    checked += 1
+        self.assertGreater(checked, 0)
 
     # -- user errors ---------------------------------------------------------------------------------------------
     def test_vocab_too_large_exits_1_with_message(self):

@@ -34,4 +34,8 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t s
 void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::vector<NamedTensor>& tensors,
                      const std::string& dtype, const std::string& tokenizer_model);
 
+// Re-writes the model directory `src` as `dst` with weights in `dtype` (e.g. BF16 for the bundled models):
+// config.json, model.safetensors and tokenizer.model only (no optimizer state).
+void export_model(const std::string& src, const std::string& dst, const std::string& dtype);
+
 }  // namespace focal
