@@ -225,8 +225,8 @@ int cmd_demo(int argc, char** argv) {
   const float temp = (float)a.get_double("--temp", 0.4);
   if (!(temp > 0.0f) || !std::isfinite(temp)) throw UsageError{"--temp must be more than 0"};
   if (!a.has("--model") && !exists(model_dir + "/config.json"))
-    throw Error("no demo model at " + model_dir + ": make it with scripts/make-demo-model.sh out/models (or give "
-                "--model DIR)");
+    throw Error("no demo model at " + model_dir + " (relative to the current directory): make it with "
+                "scripts/make-demo-model.sh out/models from the repository root, or give --model DIR");
   make_dirs(out_dir);
   const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
 

@@ -1,15 +1,16 @@
-// Cairo surfaces for PNG, SVG and PDF, DejaVu Sans through fontconfig, and the byte-level finishing that makes the
+// Cairo surfaces for PNG, SVG and PDF, DejaVu Sans loaded from its files, and the byte-level finishing that makes the
 // output reproducible: PDF dates left out, SVG surface/image ids renumbered, a pHYs chunk carrying the PNG's dpi.
 #include "canvas.h"
 
 #include <cairo-ft.h>
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
-#include <fontconfig/fontconfig.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "focal/error.h"
@@ -41,32 +42,52 @@ int utf8_seq(const std::string& s, size_t i, uint32_t* cp) {
   return n;
 }
 
-FcPattern* match_font(const char* spec) {
-  FcPattern* want = FcNameParse((const FcChar8*)spec);
-  if (!want) throw Error("fontconfig cannot parse the font name '" + std::string(spec) + "'");
-  FcConfigSubstitute(nullptr, want, FcMatchPattern);
-  FcDefaultSubstitute(want);
-  FcResult res = FcResultNoMatch;
-  FcPattern* got = FcFontMatch(nullptr, want, &res);
-  FcPatternDestroy(want);
-  FcChar8* family = nullptr;
-  if (!got || FcPatternGetString(got, FC_FAMILY, 0, &family) != FcResultMatch ||
-      std::string((const char*)family) != "DejaVu Sans") {
-    const std::string found = family ? (const char*)family : "nothing";
-    if (got) FcPatternDestroy(got);
-    throw Error("figures need the font DejaVu Sans, but fontconfig found " + found +
-                " (Debian: apt-get install fonts-dejavu-core)");
-  }
-  return got;
+// The font files, looked up by path rather than through fontconfig, so that the figures do not depend on the
+// machine's font configuration (and fontconfig's configuration parser, which leaks, is never loaded).
+const char* const kFontDirs[] = {"/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu-sans-fonts",
+                                 "/usr/share/fonts/dejavu", "/usr/share/fonts/TTF", "/usr/local/share/fonts/dejavu"};
+
+std::string find_font_dir() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("FOCAL_FONT_DIR")) dirs.push_back(env);
+  for (const char* d : kFontDirs) dirs.push_back(d);
+  for (const std::string& d : dirs)
+    if (::access((d + "/DejaVuSans.ttf").c_str(), R_OK) == 0 && ::access((d + "/DejaVuSans-Bold.ttf").c_str(), R_OK) == 0)
+      return d;
+  throw Error("figures need the font DejaVu Sans (DejaVuSans.ttf and DejaVuSans-Bold.ttf), found in none of "
+              "/usr/share/fonts/truetype/dejavu and the usual places: apt-get install fonts-dejavu-core, or set "
+              "FOCAL_FONT_DIR to a directory holding them");
 }
 
-cairo_font_face_t* load_face(const char* spec) {
-  FcPattern* p = match_font(spec);
-  cairo_font_face_t* face = cairo_ft_font_face_create_for_pattern(p);  // keeps its own reference to p
-  FcPatternDestroy(p);
-  if (cairo_font_face_status(face) != CAIRO_STATUS_SUCCESS)
-    throw Error(std::string("cairo cannot load the font ") + spec);
-  return face;
+struct Fonts {
+  cairo_font_face_t* regular = nullptr;
+  cairo_font_face_t* bold = nullptr;
+};
+
+cairo_user_data_key_t g_ft_face_key;
+
+cairo_font_face_t* load_face(FT_Library lib, const std::string& path) {
+  FT_Face face = nullptr;
+  if (FT_New_Face(lib, path.c_str(), 0, &face) != 0) throw Error("cannot load the font " + path + " (FreeType)");
+  cairo_font_face_t* f = cairo_ft_font_face_create_for_ft_face(face, 0);
+  cairo_font_face_set_user_data(f, &g_ft_face_key, face, [](void* p) { FT_Done_Face(static_cast<FT_Face>(p)); });
+  if (cairo_font_face_status(f) != CAIRO_STATUS_SUCCESS) throw Error("cairo cannot use the font " + path);
+  return f;
+}
+
+// Loaded once per process and kept: cairo caches faces past their last use, so they must outlive every surface.
+// Cairo locks an FT face while it uses it, so the faces may be shared between threads.
+const Fonts& fonts() {
+  static const Fonts f = [] {
+    const std::string dir = find_font_dir();
+    static FT_Library lib = nullptr;
+    if (!lib && FT_Init_FreeType(&lib) != 0) throw Error("cannot initialise FreeType for the figure fonts");
+    Fonts x;
+    x.regular = load_face(lib, dir + "/DejaVuSans.ttf");
+    x.bold = load_face(lib, dir + "/DejaVuSans-Bold.ttf");
+    return x;
+  }();
+  return f;
 }
 
 cairo_status_t append_to_string(void* closure, const unsigned char* data, unsigned int n) {
@@ -199,8 +220,8 @@ std::string utf8_prefix(const std::string& s, size_t n) {
 }
 
 Canvas::Canvas(Format format, double dpi) : format_(format), dpi_(dpi) {
-  regular_ = load_face("DejaVu Sans:style=Book");
-  bold_ = load_face("DejaVu Sans:style=Bold");
+  regular_ = fonts().regular;
+  bold_ = fonts().bold;
   // No hinting: glyph positions scale exactly with the page, so PNG, SVG and PDF share one layout.
   font_options_ = cairo_font_options_create();
   cairo_font_options_set_hint_style(font_options_, CAIRO_HINT_STYLE_NONE);
@@ -217,8 +238,6 @@ Canvas::~Canvas() {
   cairo_destroy(measure_cr_);
   cairo_surface_destroy(measure_surface_);
   cairo_font_options_destroy(font_options_);
-  cairo_font_face_destroy(regular_);
-  cairo_font_face_destroy(bold_);
 }
 
 void Canvas::set_font(cairo_t* cr, double size, bool bold) const {

@@ -30,7 +30,7 @@ std::string utf8_prefix(const std::string& s, size_t n);
 
 class Canvas {
  public:
-  // Loads the fonts (Error if fontconfig has no DejaVu Sans); text can be measured before begin().
+  // Loads the fonts on first use (Error if DejaVu Sans is not installed); text can be measured before begin().
   Canvas(Format format, double dpi);
   ~Canvas();
   Canvas(const Canvas&) = delete;
@@ -75,7 +75,7 @@ class Canvas {
   double dpi_;
   double width_ = 0, height_ = 0;
   std::string title_;
-  cairo_font_face_t* regular_ = nullptr;
+  cairo_font_face_t* regular_ = nullptr;  // process-wide, not owned
   cairo_font_face_t* bold_ = nullptr;
   cairo_font_options_t* font_options_ = nullptr;
   cairo_surface_t* measure_surface_ = nullptr;

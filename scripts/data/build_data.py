@@ -380,8 +380,9 @@ def encode_docs(sp, docs, path, label):
 #
 # A task is built as a list of text items that each begin with a space and end at a word boundary. Because
 # sentencepiece never merges across whitespace, the ids of the whole text are the concatenation of the ids of the
-# items, so token counts add up and every span's position is known; build_task() checks both against a real
-# encode of the full text (piece offsets) and asserts ids[relevant] == ids[answer].
+# items, so token counts add up while a task is assembled. locate() then encodes the full text once, maps each
+# answer and relevant character span to tokens through the piece offsets (a span must start and end on token
+# boundaries) and checks ids[relevant] == ids[answer] token for token.
 
 _SENTENCE_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?]\"))(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)\s+(?=[\"'A-Z(])")
 
@@ -409,13 +410,13 @@ class TaskMaker:
     def count(self, texts):
         return [len(ids) for ids in self.sp.encode(texts)]
 
-    def fill_items(self, budget, lo, rng_items):
-        """Adds items from the generator rng_items (yielding (text, count)) while they fit in budget; stops once
-        at least lo tokens are used and the next item does not fit. Returns the items or None."""
+    def fill_items(self, budget, lo, candidates):
+        """Takes (text, n_tokens) items from `candidates` while they fit in budget, skipping any that do not fit;
+        stops once at least lo tokens are used and the next one does not fit. Returns the items, or None."""
         if budget < 0:
             return None
         items, used, skipped = [], 0, 0
-        for text, c in rng_items:
+        for text, c in candidates:
             if used + c <= budget:
                 items.append((text, c))
                 used += c
@@ -429,7 +430,7 @@ class TaskMaker:
         return items if used >= lo else None
 
     # -- key-value lookup --------------------------------------------------------------------------------------
-    def kv(self, target, lo, hi):
+    def kv(self, lo, hi):
         rng = self.rng
         numbers = rng.sample(range(1000, 10000), 2 + 2 * (hi // 6))
         key, value = numbers[0], numbers[1]
@@ -456,14 +457,14 @@ class TaskMaker:
         return [(len(context) + len(query), len(answer), value_start, len(answer))], text
 
     # -- multi-query associative recall ------------------------------------------------------------------------
-    def mqar(self, target, lo, hi, n_queries):
+    def mqar(self, lo, hi, n_queries):
         rng = self.rng
         max_pairs = min(len(self.key_words), 900)
         keys = rng.sample(self.key_words, max_pairs)
         values = rng.sample(range(100, 1000), max_pairs)
         head, mid = " Remember these pairs:", " Now recall:"
-        # The queries are a random subset of the pairs, asked in a random order; the remaining pairs are
-        # distractors. Pairs are laid out first so that counts are exact, then the queries are chosen.
+        # keys and values are random draws, so the first n_queries pairs are the queried ones and the rest are
+        # distractors; all pairs are then shuffled into the context and the queries asked in another random order.
         pair_text = [f" {k} {v}," for k, v in zip(keys, values)]
         query_items = pair_text[:n_queries]
         fixed = 1 + sum(self.count([head, mid] + query_items * 2))
@@ -495,7 +496,7 @@ class TaskMaker:
         return spans, text
 
     # -- needle in a haystack ----------------------------------------------------------------------------------
-    def needle(self, target, lo, hi):
+    def needle(self, lo, hi):
         rng = self.rng
         secret = rng.randint(10000, 99999)
         needle = f" The secret number is {secret}."
@@ -529,12 +530,12 @@ class TaskMaker:
         n_queries = 8 if self.label == "eval" else self.rng.randint(2, 8)
         for _ in range(20):
             if kind == "kv":
-                made = self.kv(target, lo, hi)
+                made = self.kv(lo, hi)
             elif kind == "mqar":
-                made = self.mqar(target, lo, hi, n_queries)
+                made = self.mqar(lo, hi, n_queries)
                 n_queries = max(1, n_queries - 1)
             else:
-                made = self.needle(target, lo, hi)
+                made = self.needle(lo, hi)
             if made is None:
                 continue
             spans, text = made
