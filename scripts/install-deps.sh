@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsentencepiece-dev sentencepiece
       nlohmann-json3-dev libgtest-dev libgmock-dev python3 python3-venv python3-torch python3-h5py python3-numpy libxml2-utils
-      golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base
+      golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base python3-sentencepiece
       bible-kjv)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -34,7 +34,7 @@ TRAIN_LENGTH_RANGE = (64, 512)   # training tasks: target length drawn uniformly
 LENGTH_TOLERANCE = 0.10          # evaluation tasks: len(ids) within ±10 % of the target length
 DOC_WORDS = 300                  # a document is a group of consecutive paragraphs of about this many words
 QUICK_DOC_STRIDE = 4             # --quick keeps every 4th document of the corpus
-# A fixed corpus for spm: every trainer setting that matters for the output is listed here and in the manifest.
+# Every sentencepiece trainer setting that matters for the output; also recorded in manifest.json.
 SPM_SETTINGS = {
     "model_type": "bpe",
     "byte_fallback": True,
@@ -47,10 +47,10 @@ SPM_SETTINGS = {
     "max_sentence_length": 65536,      # bytes; paragraphs are lines and some Gutenberg paragraphs exceed 4192
     "normalization_rule_name": "nmt_nfkc",
     "split_digits": True,              # every digit its own piece: numbers in the tasks are " " + one piece a digit
-    "num_threads": 1,                  # see docs/data.md: one thread, so the model cannot depend on scheduling
+    "num_threads": 1,                  # pieces match for any count, but the model file records it (docs/data.md)
 }
 
-# Debian packages, what each provides, and how to find its file.
+# Debian packages the corpus and the tokenizer come from.
 PKG_BIBLE = "bible-kjv"
 PKG_LZ4 = "golang-github-bkaradzic-go-lz4-dev"
 PKG_HDFS = "golang-github-colinmarc-hdfs-dev"
