@@ -1,4 +1,4 @@
-// `focal figure` (a publication figure from capture or sweep files) and `focal demo` (capture standard vs focal
+// `focal figure` (a publication figure from capture, sweep, training-log or evaluation files) and `focal demo` (capture standard vs focal
 // attention on a model, sweep the temperature and write a gallery of figures). Both go through focal_figures.
 #include <sys/stat.h>
 
@@ -24,8 +24,9 @@ namespace {
 
 const char* kFigureHelp = R"(usage: focal figure KIND FILE... [options] -o OUT.png|OUT.svg|OUT.pdf
 
-Draws a publication figure from capture files (focal capture) or sweep files (focal sweep). The format follows
-the extension of -o; the same input gives the same bytes. Sizes are print sizes: text is 7-8.5 pt at --width.
+Draws a publication figure from capture files (focal capture), sweep files (focal sweep), training logs
+(OUT/train_log.h5 of focal train) or evaluation files (focal eval -o). The format follows the extension of -o;
+the same input gives the same bytes. Sizes are print sizes: text is 7-8.5 pt at --width.
 
 kinds:
   distribution  attention over the context tokens of one (layer, head, query), one panel per run (paper Fig. 1)
@@ -33,16 +34,25 @@ kinds:
   grid          thumbnails of every stored layer x head of one run
   entropy       per-layer mean of a metric, runs side by side; --matrix: layer x head matrix, or run b - run a
   sweep         a metric (or the prompt loss) against the focal temperature t, from sweep files
-  (training and retrieval are not available yet: focalscope writes no training logs or eval results yet)
+  training      loss curves of training logs on one axis, one line per run (paper Fig. 3a / 4);
+                --tau: the learned tau per layer over the steps of one log
+  retrieval     accuracy and relevant-token attention mass against context length, one line per evaluation
+                file, one panel per task kind (paper Fig. 9)
 
 selection:
-  --layer L          distribution, heatmap: stored layer (default: first stored)
+  --layer L          distribution, heatmap: stored layer (default: first stored); retrieval: relevant mass /
+                     entropy of layer L (default: mean over layers)
   --head H           distribution, heatmap: stored head (default: first stored)
   --query Q          distribution: stored query position (default: last stored)
   --runs A,B         runs to draw, in order (default: distribution all, at most 3; heatmap, grid and
                      --matrix the first; entropy all). With several files name a run FILE:RUN if needed.
   --metric M         entropy: entropy_nats (default), entropy_norm, eff_support, max_prob, topk_mass,
-                     tail_mass, sink_mass, relevant_mass; sweep: the same or loss
+                     tail_mass, sink_mass, relevant_mass; sweep: the same or loss;
+                     training: val_loss (default), train_loss, step_loss (every step, smoothed);
+                     retrieval: accuracy, relevant_mass or entropy (default: accuracy and relevant_mass rows)
+  --kind K           retrieval: one task kind (e.g. kv; default: one panel per kind)
+  --labels A,B       training, retrieval: legend labels, one per file (default: the run name; for retrieval
+                     the model directory's name)
 variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run
@@ -50,6 +60,9 @@ variants:
   --matrix           entropy: layer x head matrix; with --runs A,B the difference B - A (diverging colours)
   --lines            entropy: lines with markers instead of grouped bars
   --per-layer        sweep: one line per layer instead of the mean over layers
+  --x steps|tokens   training: x axis in steps (default) or training tokens (step x batch x seq_len)
+  --tau              training: learned tau per layer over steps (one log of a --attn learned run)
+  --clip             training --tau: add a panel with the percentage of tau values at a clip bound
 page:
   --width IN         width in inches (default 3.4, a paper column; 7 for two columns)
   --height IN        height in inches (default: the kind's natural height)
@@ -139,9 +152,11 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& ids, const s
 namespace focal::cli {
 
 int cmd_figure(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--no-sink", "--overlay", "--log", "--matrix", "--lines", "--per-layer", "--no-title"},
+  Args a(argc, argv, 2,
+         {"--help", "--no-sink", "--overlay", "--log", "--matrix", "--lines", "--per-layer", "--no-title", "--tau",
+          "--clip"},
          {"--layer", "--head", "--query", "--runs", "--metric", "--floor", "--width", "--height", "--dpi", "--title",
-          "--output"});
+          "--output", "--x", "--kind", "--labels"});
   if (a.has("--help")) {
     std::printf("%s", kFigureHelp);
     return 0;
@@ -168,6 +183,14 @@ int cmd_figure(int argc, char** argv) {
   opt.matrix = a.has("--matrix");
   opt.lines = a.has("--lines");
   opt.per_layer = a.has("--per-layer");
+  opt.x_axis = a.get("--x");
+  if (a.has("--x") && opt.x_axis.empty()) throw UsageError{"--x needs steps or tokens"};
+  opt.tau = a.has("--tau");
+  opt.clip = a.has("--clip");
+  opt.task_kind = a.get("--kind");
+  if (a.has("--kind") && opt.task_kind.empty()) throw UsageError{"--kind needs a task kind, e.g. --kind kv"};
+  opt.labels = split_names(a.get("--labels"));
+  if (a.has("--labels") && opt.labels.empty()) throw UsageError{"--labels needs labels, e.g. --labels standard,focal"};
   opt.has_title = !a.has("--no-title");
   opt.title = a.get("--title");
   if (a.has("--title") && a.has("--no-title")) throw UsageError{"give --title or --no-title, not both"};

@@ -1,4 +1,5 @@
-// Tests of focal_figures and `focal figure`: every kind renders from small fixture captures and sweeps made here;
+// Tests of focal_figures and `focal figure`: every kind renders from small fixture captures, sweeps, training logs
+// and evaluation files made here;
 // PNGs decode at the requested size with varied pixels; SVGs are well-formed XML (xmllint) holding their labels;
 // SVG and PDF bytes repeat exactly; bad selections fail with messages naming the option and the choices, and the
 // CLI then leaves no file behind. Also the ticks, palettes and row selection underneath.
@@ -21,11 +22,14 @@
 
 #include "focal/capture.h"
 #include "focal/error.h"
+#include "focal/eval.h"
 #include "focal/metrics.h"
+#include "focal/trainer.h"
 #include "focal_figures/figures.h"
 #include "palette.h"
 #include "plot.h"
 #include "select.h"
+#include "series.h"
 
 namespace focal::figures {
 namespace {
@@ -113,6 +117,71 @@ SweepFile make_sweep() {
   return s;
 }
 
+// A model config.json of 3 layers; learned adds the "focal" object of a learned-temperature model.
+std::string model_config(bool learned) {
+  std::string j = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 512)";
+  if (learned) j += R"(, "focal": {"mode": "learned", "tau_bias": true, "tau_min": 1.77, "tau_max": 3.54})";
+  return j + "}";
+}
+
+// A training log of 300 steps with an evaluation every 50: loss falling towards `floor`; with learned, tau per
+// layer drifting apart from the middle of its range and a growing clip fraction (NaN otherwise, as the trainer
+// writes for standard and focal runs).
+TrainLog make_train_log(const std::string& name, double floor, bool learned) {
+  TrainLog log;
+  log.run_name = name;
+  log.train_config_json = R"({"batch": 4, "seq_len": 64, "steps": 300, "eval_every": 50})";
+  log.model_config_json = model_config(learned);
+  log.tool_version = version();
+  log.created_utc = "2025-01-01T00:00:00Z";
+  log.n_layers = 3;
+  auto loss = [&](double s) { return floor + 2.5 * std::exp(-s / 60.0); };
+  for (int s = 0; s < 300; ++s) log.step_loss.push_back((float)(loss(s + 1) + 0.1 * std::sin(1.7 * s)));
+  for (int s = 50; s <= 300; s += 50) {
+    log.eval_step.push_back(s);
+    log.val_loss.push_back((float)loss(s) + 0.05f);
+    log.train_loss.push_back((float)loss(s));
+    log.lr.push_back(1e-3f);
+    log.grad_norm.push_back(0.5f);
+    log.tokens_per_s.push_back(1000.0f);
+    const double f = s / 300.0;
+    for (int l = 0; l < 3; ++l) log.tau_mean.push_back(learned ? (float)(2.65 + (l - 1) * 0.6 * f) : NAN);
+    log.tau_clip_frac.push_back(learned ? (float)(0.05 * f) : NAN);
+  }
+  return log;
+}
+
+// An evaluation of three task kinds at lengths 128-2048 (3 layers). Lengths from `beyond` on have no answers
+// (beyond the model's context: NaN, as focal eval writes them).
+EvalFile make_eval(const std::string& model_path, double skill, int beyond = 5,
+                   std::vector<int32_t> lengths = {128, 256, 512, 1024, 2048}) {
+  EvalFile e;
+  e.model_path = model_path;
+  e.model_config_json = model_config(false);
+  e.temp_spec_json = TempSpec::standard().to_json();
+  e.tool_version = version();
+  e.created_utc = "2025-01-01T00:00:00Z";
+  e.n_layers = 3;
+  e.val_loss = 3.0f;
+  e.val_ppl = std::exp(3.0f);
+  e.val_tokens = 1000;
+  e.task_kinds = {"kv", "mqar", "needle"};
+  e.lengths = lengths;
+  for (int k = 0; k < 3; ++k)
+    for (size_t li = 0; li < lengths.size(); ++li) {
+      const bool none = (int)li >= beyond;
+      e.n_answers.push_back(none ? 0 : 20);
+      e.accuracy.push_back(none ? NAN : (float)std::clamp(skill - 0.15 * li * (k + 1) / 2.0, 0.0, 1.0));
+      for (int l = 0; l < 3; ++l) {
+        e.relevant_mass.push_back(none ? NAN : (float)(skill * 0.4 * std::pow(0.7, li) * (0.6 + 0.2 * l)));
+        e.entropy.push_back(none ? NAN : (float)(1.5 + 0.5 * li - skill + 0.1 * l));
+      }
+    }
+  return e;
+}
+
 std::string temp_dir() {
   static std::string dir;
   if (dir.empty()) {
@@ -132,9 +201,12 @@ void spit(const std::string& path, const std::string& bytes) {
   f << bytes;
 }
 
-// Fixture files, written once per test binary.
+// Fixture files, written once per test binary. Training logs and evaluation files sit in per-run directories, as
+// focal train and focal eval leave them.
 struct Files {
   std::string capture, scores_only, layer1_only, metrics_only, empty, sweep;
+  std::string log_std, log_focal, log_learned, log_empty;  // DIR/train_log.h5
+  std::string eval_std, eval_focal, eval_learned;          // DIR/eval.h5
 };
 const Files& files() {
   static Files f = [] {
@@ -156,6 +228,27 @@ const Files& files() {
     write_capture(e, x.empty);
     x.sweep = d + "/sweep.h5";
     write_sweep(make_sweep(), x.sweep);
+    auto in_dir = [&](const std::string& dir, const std::string& file) {
+      mkdir((d + "/" + dir).c_str(), 0755);
+      return d + "/" + dir + "/" + file;
+    };
+    x.log_std = in_dir("standard", "train_log.h5");
+    write_train_log(make_train_log("standard", 2.2, false), x.log_std);
+    x.log_focal = in_dir("focal_t0.4", "train_log.h5");
+    write_train_log(make_train_log("focal_t0.4", 2.1, false), x.log_focal);
+    x.log_learned = in_dir("learned", "train_log.h5");
+    write_train_log(make_train_log("learned", 2.05, true), x.log_learned);
+    x.log_empty = in_dir("fresh", "train_log.h5");
+    TrainLog fresh = make_train_log("fresh", 2.0, false);
+    fresh.eval_step.clear(), fresh.val_loss.clear(), fresh.train_loss.clear(), fresh.lr.clear();
+    fresh.grad_norm.clear(), fresh.tokens_per_s.clear(), fresh.tau_mean.clear(), fresh.tau_clip_frac.clear();
+    write_train_log(fresh, x.log_empty);
+    x.eval_std = in_dir("standard", "eval.h5");
+    write_eval(make_eval("out/train/standard", 0.8, 4), x.eval_std);  // 2048 is beyond its context
+    x.eval_focal = in_dir("focal_t0.4", "eval.h5");
+    write_eval(make_eval("out/train/focal_t0.4/", 0.9), x.eval_focal);
+    x.eval_learned = in_dir("learned", "eval.h5");
+    write_eval(make_eval("/abs/learned", 1.0), x.eval_learned);
     return x;
   }();
   return f;
@@ -166,6 +259,7 @@ struct Case {
   FigureOptions opt;
   bool sweep = false;
   std::vector<std::string> labels;  // text the SVG must contain
+  std::string input{};              // "logs": the three training logs, "learned": the learned one, "evals": evals
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -222,12 +316,60 @@ std::vector<Case> cases() {
   o.metric = "loss";
   o.title = "Loss & temperature";
   v.push_back({"sweep_loss", "sweep", o, true, {"Prompt loss (nats/token)", "Loss &amp; temperature"}});
+  o = {};
+  v.push_back({"training", "training", o, false,
+               {"Validation loss", "Validation loss (nats)", "Training step", "standard", "focal_t0.4", "learned",
+                "300"},
+               "logs"});
+  o = {};
+  o.metric = "step_loss";
+  o.x_axis = "tokens";
+  v.push_back({"training_steps_tokens", "training", o, false,
+               {"Training loss per step", "Training tokens (thousands)", "Training loss (nats)", "standard"}, "logs"});
+  o = {};
+  o.metric = "train_loss";
+  o.labels = {"Standard", "Focal t = 0.4", "Learned \xCF\x84"};
+  v.push_back({"training_labels", "training", o, false, {"Training loss", "Focal t = 0.4", "Learned \xCF\x84"}, "logs"});
+  o = {};
+  o.tau = true;
+  o.clip = true;
+  v.push_back({"training_tau", "training", o, false,
+               {"learned: learned \xCF\x84 per layer", "Learned \xCF\x84", "layer 0", "layer 2", "Clipped (%)",
+                "\xCF\x84 max", "\xCF\x84 min"},
+               "learned"});
+  o = {};
+  v.push_back({"retrieval", "retrieval", o, false,
+               {"Retrieval against context length", "Accuracy (%)", "Relevant mass", "Context length (tokens)", "kv",
+                "mqar", "needle", "128", "standard", "focal_t0.4", "learned"},
+               "evals"});
+  o = {};
+  o.task_kind = "kv";
+  o.metric = "relevant_mass";
+  o.layer = 2;
+  o.labels = {"A", "B", "C"};
+  v.push_back({"retrieval_kind_layer", "retrieval", o, false,
+               {"kv: relevant mass against context length, layer 2", "256", "1024", "2048"}, "evals"});
+  o = {};
+  o.metric = "accuracy";
+  o.width_in = 7;
+  v.push_back({"retrieval_accuracy_wide", "retrieval", o, false, {"Retrieval accuracy against context length"},
+               "evals"});
+  o = {};
+  o.metric = "entropy";
+  o.task_kind = "needle";
+  v.push_back({"retrieval_entropy", "retrieval", o, false, {"Entropy (nats)"}, "evals"});
   return v;
 }
 
-std::string render(const Case& c, Format f) {
-  return render_figure_files(c.kind, {c.sweep ? files().sweep : files().capture}, c.opt, f);
+std::vector<std::string> inputs(const Case& c) {
+  const Files& f = files();
+  if (c.input == "logs") return {f.log_std, f.log_focal, f.log_learned};
+  if (c.input == "learned") return {f.log_learned};
+  if (c.input == "evals") return {f.eval_std, f.eval_focal, f.eval_learned};
+  return {c.sweep ? f.sweep : f.capture};
 }
+
+std::string render(const Case& c, Format f) { return render_figure_files(c.kind, inputs(c), c.opt, f); }
 
 struct Png {
   int width = 0, height = 0;
@@ -282,7 +424,7 @@ TEST_P(EachKind, PngDecodesAtTheRequestedSizeWithVariedPixels) {
   ASSERT_EQ(png.compare(0, 8, "\x89PNG\r\n\x1a\n"), 0);
   EXPECT_NE(png.find("pHYs"), std::string::npos) << "the PNG should carry its dpi";
   const Png p = decode_png(png);
-  EXPECT_EQ(p.width, (int)std::lround(3.4 * 120));
+  EXPECT_EQ(p.width, (int)std::lround(c.opt.width_in * 120));
   EXPECT_GT(p.height, 100);
   EXPECT_LT(p.height, 1200);
   EXPECT_GT(p.stddev, 15.0) << c.name;
@@ -364,8 +506,6 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--relevant"));
   o = {};
   EXPECT_THAT(error_of("bars", {fx.capture}, o), AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
-  EXPECT_THAT(error_of("training", {fx.capture}, o), HasSubstr("not available yet"));
-  EXPECT_THAT(error_of("retrieval", {fx.capture}, o), HasSubstr("not available yet"));
   EXPECT_THAT(error_of("distribution", {fx.empty}, o), HasSubstr("holds no runs"));
   EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o), AllOf(HasSubstr("stores no attention rows"), HasSubstr("--store")));
   EXPECT_THAT(error_of("sweep", {fx.capture}, o), HasSubstr("not a focalscope sweep"));
@@ -385,6 +525,134 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--width"));
   EXPECT_THROW(format_from_path("out.jpg"), Error);
   EXPECT_EQ(format_from_path("a/b.PDF"), Format::kPdf);
+}
+
+TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
+  const Files& fx = files();
+  FigureOptions o;
+  // The wrong kind of file, named, with a pointer to the right input.
+  EXPECT_THAT(error_of("training", {fx.log_std, fx.capture}, o),
+              AllOf(HasSubstr(fx.capture), HasSubstr("not a focalscope training log"), HasSubstr("train_log.h5")));
+  EXPECT_THAT(error_of("training", {fx.eval_std}, o), AllOf(HasSubstr(fx.eval_std), HasSubstr("training log")));
+  EXPECT_THAT(error_of("retrieval", {fx.log_std}, o),
+              AllOf(HasSubstr(fx.log_std), HasSubstr("not a focalscope evaluation"), HasSubstr("focal eval")));
+  EXPECT_THAT(error_of("entropy", {fx.log_std}, o), HasSubstr("not a focalscope capture"));
+  // training
+  o.tau = true;
+  EXPECT_THAT(error_of("training", {fx.log_std}, o),
+              AllOf(HasSubstr("--tau"), HasSubstr(fx.log_std), HasSubstr("no learned temperature"),
+                    HasSubstr("standard attention")));
+  EXPECT_THAT(error_of("training", {fx.log_learned, fx.log_std}, o), HasSubstr("--tau draws one training log"));
+  o.metric = "val_loss";
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), HasSubstr("--metric does not apply with --tau"));
+  o = {};
+  o.clip = true;
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), AllOf(HasSubstr("--clip"), HasSubstr("--tau")));
+  o = {};
+  o.metric = "loss";
+  EXPECT_THAT(error_of("training", {fx.log_std}, o),
+              AllOf(HasSubstr("--metric"), HasSubstr("'loss'"), HasSubstr("val_loss, train_loss, step_loss")));
+  o = {};
+  o.x_axis = "epochs";
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--x"), HasSubstr("steps, tokens")));
+  o = {};
+  o.labels = {"a", "b"};
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--labels"), HasSubstr("2 labels for 1 file")));
+  o = {};
+  o.layer = 1;
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), HasSubstr("--layer does not apply to the training figure"));
+  o = {};
+  EXPECT_THAT(error_of("training", {fx.log_std, fx.log_empty}, o),
+              AllOf(HasSubstr(fx.log_empty), HasSubstr("no evaluations yet")));
+  o.metric = "step_loss";  // the per-step losses exist before the first evaluation
+  EXPECT_NO_THROW(render_figure_files("training", {fx.log_std, fx.log_empty}, o, Format::kSvg));
+  {
+    TrainLog no_batch = make_train_log("nb", 2.0, false);
+    no_batch.train_config_json = "{}";
+    const std::string path = temp_dir() + "/no_batch_log.h5";
+    write_train_log(no_batch, path);
+    o = {};
+    o.x_axis = "tokens";
+    EXPECT_THAT(error_of("training", {path}, o), AllOf(HasSubstr("--x tokens"), HasSubstr(path), HasSubstr("seq_len")));
+  }
+  // retrieval
+  const std::vector<std::string> evals = {fx.eval_std, fx.eval_focal};
+  o = {};
+  o.task_kind = "copy";
+  EXPECT_THAT(error_of("retrieval", evals, o),
+              AllOf(HasSubstr("--kind"), HasSubstr("'copy'"), HasSubstr("kv, mqar, needle")));
+  o = {};
+  o.layer = 3;
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--layer 3"), HasSubstr(fx.eval_std), HasSubstr("0-2")));
+  o.metric = "accuracy";
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--layer does not apply to --metric accuracy"));
+  o = {};
+  o.metric = "val_loss";
+  EXPECT_THAT(error_of("retrieval", evals, o),
+              AllOf(HasSubstr("--metric"), HasSubstr("accuracy, relevant_mass, entropy")));
+  o = {};
+  o.tau = true;
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--tau does not apply to the retrieval figure"));
+  o = {};
+  o.runs = {"standard"};
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--runs"), HasSubstr("--labels")));
+  // The new options are refused by the other kinds.
+  o = {};
+  o.task_kind = "kv";
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--kind does not apply to the entropy figure"));
+  o = {};
+  o.labels = {"a"};
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("--labels does not apply to the sweep figure"));
+  // In memory: a source of the wrong kind.
+  const CaptureFile cap = make_capture(true, false);
+  EXPECT_THAT([&] {
+    try {
+      render_figure("training", {{&cap, nullptr, "cap"}}, {}, Format::kSvg);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }(), AllOf(HasSubstr("'cap'"), HasSubstr("an attention capture")));
+}
+
+TEST(FigureData, RetrievalLeavesOutNanPointsLikeMissingOnes) {
+  // The standard fixture has no answers at 2048 (NaN). Drawing it must equal drawing a file that never evaluated
+  // 2048 (next to a file that did, so that the axes match), and differ from one whose 2048 value is 0.
+  const EvalFile focal = make_eval("m/focal", 0.9);
+  const EvalFile nan_end = make_eval("m/standard", 0.8, 4);
+  const EvalFile missing = make_eval("m/standard", 0.8, 5, {128, 256, 512, 1024});
+  EvalFile zero_end = make_eval("m/standard", 0.8);
+  for (int k = 0; k < 3; ++k) zero_end.accuracy[k * 5 + 4] = 0.0f;
+  auto svg = [&](const EvalFile& e) {
+    Source a, b;
+    a.eval = &e;
+    a.label = "a";
+    b.eval = &focal;
+    b.label = "b";
+    FigureOptions o;
+    return render_figure("retrieval", {a, b}, o, Format::kSvg);
+  };
+  EXPECT_TRUE(svg(nan_end) == svg(missing));
+  EXPECT_FALSE(svg(nan_end) == svg(zero_end));
+}
+
+TEST(FigureData, SeriesLabelsFallBackToDirectoriesWhenRunNamesRepeat) {
+  EXPECT_EQ(series_labels({"standard", "focal"}, {"a", "b"}), (std::vector<std::string>{"standard", "focal"}));
+  EXPECT_EQ(series_labels({"run", "run", "x"}, {"a", "b", "c"}), (std::vector<std::string>{"a", "b", "x"}));
+  EXPECT_EQ(series_labels({"", "x"}, {"a", "b"}), (std::vector<std::string>{"a", "x"}));
+  EXPECT_EQ(series_labels({"r", "r"}, {"d", "d"}), (std::vector<std::string>{"d", "d (2)"}));
+  // Two logs of the same run name in different directories are labelled by their directories; eval files by the
+  // model directory's last component.
+  const std::string d = temp_dir();
+  mkdir((d + "/alpha_dir").c_str(), 0755);
+  mkdir((d + "/beta_dir").c_str(), 0755);
+  write_train_log(make_train_log("same", 2.0, false), d + "/alpha_dir/train_log.h5");
+  write_train_log(make_train_log("same", 2.1, false), d + "/beta_dir/train_log.h5");
+  const std::string svg =
+      render_figure_files("training", {d + "/alpha_dir/train_log.h5", d + "/beta_dir/train_log.h5"}, {}, Format::kSvg);
+  EXPECT_THAT(svg, AllOf(HasSubstr(">alpha_dir<"), HasSubstr(">beta_dir<")));
+  const std::string r = render_figure_files("retrieval", {files().eval_focal, files().eval_learned}, {}, Format::kSvg);
+  EXPECT_THAT(r, AllOf(HasSubstr(">focal_t0.4<"), HasSubstr(">learned<")));
 }
 
 TEST(FigureData, ScoresOnlyCapturesAreReTemperedToTheStoredProbabilities) {
@@ -486,13 +754,26 @@ std::vector<std::string> list_dir(const std::string& dir) {
 TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
   const CliResult help = run_cli("figure --help");
   EXPECT_EQ(help.rc, 0);
-  for (const char* k : {"distribution", "heatmap", "grid", "entropy", "sweep", "--no-sink", "--dpi", "--matrix"})
+  for (const char* k : {"distribution", "heatmap", "grid", "entropy", "sweep", "training", "retrieval", "--no-sink",
+                        "--dpi", "--matrix", "--tau", "--kind", "--labels", "--x"})
     EXPECT_THAT(help.out, HasSubstr(k));
   const std::string out = temp_dir() + "/cli_fig.svg";
   const CliResult r = run_cli("figure distribution " + files().capture + " --runs standard --layer 1 --head 2 -o " + out);
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(out));
   EXPECT_THAT(slurp(out), HasSubstr("<svg"));
+  const std::string png = temp_dir() + "/cli_training.png";
+  CliResult t = run_cli("figure training " + files().log_std + " " + files().log_learned +
+                        " --metric step_loss --x tokens -o " + png);
+  EXPECT_EQ(t.rc, 0) << t.err;
+  EXPECT_EQ(slurp(png).compare(0, 8, "\x89PNG\r\n\x1a\n"), 0);
+  t = run_cli("figure training " + files().log_learned + " --tau --clip -o " + png);
+  EXPECT_EQ(t.rc, 0) << t.err;
+  const std::string pdf = temp_dir() + "/cli_retrieval.pdf";
+  t = run_cli("figure retrieval " + files().eval_std + " " + files().eval_learned + " --kind kv --labels std,learned -o " +
+              pdf);
+  EXPECT_EQ(t.rc, 0) << t.err;
+  EXPECT_EQ(slurp(pdf).compare(0, 5, "%PDF-"), 0);
 }
 
 TEST(FigureCli, ABadSelectionExitsOneAndWritesNothing) {
@@ -506,7 +787,18 @@ TEST(FigureCli, ABadSelectionExitsOneAndWritesNothing) {
   EXPECT_THAT(r.err, HasSubstr("'nope'"));
   r = run_cli("figure training " + files().capture + " -o " + d + "/f.png");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_THAT(r.err, HasSubstr("not available yet"));
+  EXPECT_THAT(r.err, AllOf(HasSubstr(files().capture), HasSubstr("not a focalscope training log")));
+  r = run_cli("figure training " + files().log_std + " --tau -o " + d + "/f.png");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("--tau"), HasSubstr("no learned temperature")));
+  r = run_cli("figure retrieval " + files().eval_std + " --kind nope -o " + d + "/f.svg");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("--kind"), HasSubstr("'nope'")));
+  r = run_cli("figure retrieval " + files().eval_std + " --layer 7 -o " + d + "/f.pdf");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, HasSubstr("--layer 7"));
+  r = run_cli("figure retrieval " + files().eval_std + " --tau -o " + d + "/f.pdf");
+  EXPECT_EQ(r.rc, 1);
   r = run_cli("figure heatmap " + files().capture + " -o " + d + "/f.jpg");
   EXPECT_EQ(r.rc, 1);
   r = run_cli("figure heatmap " + files().capture + " --bogus -o " + d + "/f.png");

@@ -14,10 +14,17 @@
 #include <memory>
 
 #include "focal/error.h"
+#include "focal/eval.h"
+#include "focal/trainer.h"
 #include "kinds.h"
 #include "plot.h"
 
 namespace focal::figures {
+
+// The kinds that draw training logs and evaluation files (fig_training.cpp, fig_retrieval.cpp).
+std::string render_training(const std::vector<Source>& src, const FigureOptions& opt, Format fmt);
+std::string render_retrieval(const std::vector<Source>& src, const FigureOptions& opt, Format fmt);
+
 namespace {
 
 std::string lower(std::string s) {
@@ -37,6 +44,41 @@ std::string file_label(const std::string& path) {
   const size_t dot = s.rfind('.');
   if (dot != std::string::npos && dot > 0) s = s.substr(0, dot);
   return s;
+}
+
+// The name of the directory holding the file ("out/train/standard/train_log.h5" -> "standard"), else the file
+// label: training logs and evaluation files have fixed names inside their run's directory.
+std::string dir_label(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return file_label(path);
+  std::string dir = path.substr(0, slash);
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  return name.empty() || name == "." || name == ".." ? file_label(path) : name;
+}
+
+// The options only the training and retrieval figures read are refused by the other kinds.
+void reject_log_options(const FigureOptions& opt, const std::string& kind) {
+  reject_option(opt.tau, "--tau", kind);
+  reject_option(opt.clip, "--clip", kind);
+  reject_option(!opt.x_axis.empty(), "--x", kind);
+  reject_option(!opt.task_kind.empty(), "--kind", kind);
+  reject_option(!opt.labels.empty(), "--labels", kind);
+}
+
+// Reads a file of the kind `kind` draws; a file of another focalscope kind gets a hint at the right figure.
+template <class T, class Read>
+std::unique_ptr<T> read_input(const std::string& path, const std::string& kind, Read read) {
+  try {
+    return std::make_unique<T>(read(path));
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.find("not a focalscope") == std::string::npos) throw;
+    const std::string hint =
+        kind == "training" ? "the training figure reads training logs: OUT/train_log.h5 from focal train"
+                           : "the retrieval figure reads evaluation files: focal eval MODEL --data DIR -o EVAL.h5";
+    throw Error(msg + " (" + hint + ")");
+  }
 }
 
 }  // namespace
@@ -60,36 +102,48 @@ const char* format_name(Format f) {
 }
 
 const std::vector<std::string>& figure_kinds() {
-  static const std::vector<std::string> kinds = {"distribution", "heatmap", "grid", "entropy", "sweep"};
+  static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",     "entropy",
+                                                  "sweep",        "training", "retrieval"};
   return kinds;
 }
 
 std::string render_figure(const std::string& kind, const std::vector<Source>& sources, const FigureOptions& opt,
                           Format format) {
+  if (kind == "training") return render_training(sources, opt, format);
+  if (kind == "retrieval") return render_retrieval(sources, opt, format);
+  if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) != figure_kinds().end())
+    reject_log_options(opt, kind);
   if (kind == "distribution") return render_distribution(sources, opt, format);
   if (kind == "heatmap") return render_heatmap(sources, opt, format);
   if (kind == "grid") return render_grid(sources, opt, format);
   if (kind == "entropy") return render_entropy(sources, opt, format);
   if (kind == "sweep") return render_sweep(sources, opt, format);
-  if (kind == "training" || kind == "retrieval")
-    throw Error("figure kind '" + kind + "' is not available yet: it draws " +
-                (kind == "training" ? std::string("training logs") : std::string("retrieval evaluation results")) +
-                ", which focalscope does not write yet (kinds now: " + kinds_text() + ")");
   throw Error("unknown figure kind '" + kind + "' (kinds: " + kinds_text() + ")");
 }
 
 std::string render_figure_files(const std::string& kind, const std::vector<std::string>& paths,
                                 const FigureOptions& opt, Format format) {
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) == figure_kinds().end())
-    render_figure(kind, {}, opt, format);  // throws the unknown / not-yet message before any file is read
+    render_figure(kind, {}, opt, format);  // throws the unknown-kind message before any file is read
   if (paths.empty()) throw Error("the " + kind + " figure needs at least one input file");
   std::vector<std::unique_ptr<CaptureFile>> captures;
   std::vector<std::unique_ptr<SweepFile>> sweeps;
+  std::vector<std::unique_ptr<TrainLog>> logs;
+  std::vector<std::unique_ptr<EvalFile>> evals;
   std::vector<Source> sources;
   for (const std::string& p : paths) {
     Source s;
     s.label = file_label(p);
-    if (kind == "sweep") {
+    s.path = p;
+    if (kind == "training") {
+      logs.push_back(read_input<TrainLog>(p, kind, read_train_log));
+      s.train_log = logs.back().get();
+      s.label = dir_label(p);
+    } else if (kind == "retrieval") {
+      evals.push_back(read_input<EvalFile>(p, kind, read_eval));
+      s.eval = evals.back().get();
+      s.label = dir_label(p);
+    } else if (kind == "sweep") {
       sweeps.push_back(std::make_unique<SweepFile>(read_sweep(p)));
       s.sweep = sweeps.back().get();
     } else {
