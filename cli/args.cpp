@@ -130,4 +130,17 @@ size_t parse_bytes(const std::string& s, const std::string& option) {
   return (size_t)(v * mul);
 }
 
+std::string default_model_dir() {
+#ifdef FOCAL_ASSETS_DIR
+  return std::string(FOCAL_ASSETS_DIR) + "/models/focal-t0.4";
+#else
+  return "assets/models/focal-t0.4";
+#endif
+}
+
+std::string model_arg(const Args& a, const char* command) {
+  if (a.positional().size() > 1) throw UsageError{std::string(command) + " takes one MODEL directory"};
+  return a.positional().empty() ? default_model_dir() : a.positional()[0];
+}
+
 }  // namespace focal::cli

@@ -37,4 +37,9 @@ std::vector<float> parse_float_range(const std::string& s, const std::string& op
 size_t parse_bytes(const std::string& s, const std::string& option);
 double parse_double(const std::string& s, const std::string& option);
 
+// The bundled default model (assets/models/focal-t0.4 of the source tree this binary was built from).
+std::string default_model_dir();
+// The MODEL positional argument of `command`, or the bundled default when none is given.
+std::string model_arg(const Args& a, const char* command);
+
 }  // namespace focal::cli

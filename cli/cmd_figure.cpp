@@ -222,7 +222,7 @@ of figures into the output directory, printing where each one is:
   entropy-diff.png              focal - standard entropy per layer x head
   sweep.png                     entropy against t, one line per layer
 
-  --model DIR   model directory (default out/models/focal-random, made by scripts/make-demo-model.sh out/models)
+  --model DIR   model directory (default: the bundled assets/models/focal-t0.4)
   --out DIR     output directory (default out/demo; created if missing)
   --prompt TEXT replace the built-in prompt
   --temp T      focal temperature of the focal run (default 0.4)
@@ -243,13 +243,12 @@ int cmd_demo(int argc, char** argv) {
     return 0;
   }
   if (!a.positional().empty()) throw UsageError{"demo takes no positional arguments (use --model DIR)"};
-  const std::string model_dir = a.get("--model", "out/models/focal-random");
+  const std::string model_dir = a.has("--model") ? a.get("--model") : default_model_dir();
   const std::string out_dir = a.get("--out", "out/demo");
   const float temp = (float)a.get_double("--temp", 0.4);
   if (!(temp > 0.0f) || !std::isfinite(temp)) throw UsageError{"--temp must be more than 0"};
   if (!a.has("--model") && !exists(model_dir + "/config.json"))
-    throw Error("no demo model at " + model_dir + " (relative to the current directory): make it with "
-                "scripts/make-demo-model.sh out/models from the repository root, or give --model DIR");
+    throw Error("the bundled model " + model_dir + " is missing (assets/models of the source tree): give --model DIR");
   make_dirs(out_dir);
   const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
 

@@ -137,9 +137,8 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
     std::printf("%s", kEvalHelp);
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"eval needs exactly one MODEL directory"};
   if (!a.has("--data")) throw UsageError{"give the data directory with --data DIR"};
-  auto model = Model::load(a.positional()[0]);
+  auto model = Model::load(model_arg(a, "eval"));
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;
   opt.data_dir = a.get("--data");

@@ -47,7 +47,8 @@ commands:
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
-MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model).
+MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model); when it
+is left out, the bundled focal model assets/models/focal-t0.4 is used.
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
 
@@ -216,10 +217,9 @@ int cmd_capture(int argc, char** argv) {
     std::printf("%s\n%s", kCaptureHelp, kTempHelp);
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"capture needs exactly one MODEL directory"};
   const std::string out = a.get("--output");
   check_output(out);
-  auto model = Model::load(a.positional()[0]);
+  auto model = Model::load(cli::model_arg(a, argv[1]));
   const ModelConfig& cfg = model->config();
   const TempSpec spec = temp_spec_from(a, cfg);
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
@@ -254,8 +254,7 @@ int cmd_info(int argc, char** argv) {
                 "weights checksum, tokenizer and native attention setting.\n");
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"info needs exactly one MODEL directory"};
-  auto m = Model::load(a.positional()[0]);
+  auto m = Model::load(cli::model_arg(a, argv[1]));
   const ModelConfig& c = m->config();
   std::printf("model        %s\n", m->path().c_str());
   std::printf("parameters   %zu (%.2fM)\n", m->n_params(), m->n_params() / 1e6);
@@ -293,14 +292,13 @@ int cmd_sweep(int argc, char** argv) {
     std::printf("%s\n%s", kSweepHelp, kTempHelp);
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"sweep needs exactly one MODEL directory"};
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
   const std::vector<float> temps = cli::parse_float_range(a.get("--temps"), "--temps");
   for (float t : temps)
     if (!(t > 0.0f) || !std::isfinite(t)) throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
-  auto model = Model::load(a.positional()[0]);
+  auto model = Model::load(cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   TempSpec base = temp_spec_from(a, c);
   base.mode = AttnMode::kFocal;
@@ -380,11 +378,10 @@ int cmd_generate(int argc, char** argv) {
     std::printf("%s\n%s", kGenerateHelp, kTempHelp);
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"generate needs exactly one MODEL directory"};
   const int n_new = (int)a.get_int("--n-new", 32);
   if (n_new < 1) throw UsageError{"-n must be at least 1"};
   if (a.has("--capture")) check_output(a.get("--capture"));
-  auto model = Model::load(a.positional()[0]);
+  auto model = Model::load(cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);
   const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));
