@@ -9,5 +9,6 @@ shift || true
 focal=${FOCAL:-build/cli/focal}
 for run in "$@"; do
   echo "== eval $run"
-  $focal eval "$run" --data "$data" --val-seq-len 256 --val-sequences 64 -o "$run/eval.h5" | tee "$run/eval.txt"
+  $focal eval "$run" --data "$data" --val-seq-len 256 --val-sequences 64 --max-tasks "${MAX_TASKS:-20}" \
+    -o "$run/eval.h5" | tee "$run/eval.txt"
 done

@@ -5,12 +5,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "focal/error.h"
+#include "json_util.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "model_internal.h"
@@ -105,7 +107,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   write_file_atomic(path, bytes);
 }
 
-std::string config_to_json(const ModelConfig& c) {
+std::string config_to_json(const ModelConfig& c, const std::string& dtype) {
   json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -117,21 +119,21 @@ std::string config_to_json(const ModelConfig& c) {
   j["num_key_value_heads"] = c.n_kv_heads;
   j["head_dim"] = c.d_head;
   j["max_position_embeddings"] = c.max_positions;
-  j["rope_theta"] = c.rope_theta;
-  j["rms_norm_eps"] = c.rms_eps;
+  j["rope_theta"] = short_decimal(c.rope_theta);
+  j["rms_norm_eps"] = short_decimal(c.rms_eps);
   j["tie_word_embeddings"] = c.tied_embeddings;
   j["attention_bias"] = c.attention_bias;
   j["hidden_act"] = "silu";
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = dtype == "BF16" ? "bfloat16" : dtype == "F16" ? "float16" : "float32";
   if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
   if (c.eos_id >= 0) j["eos_token_id"] = c.eos_id;
   if (c.focal.mode != AttnMode::kStandard) {
     json f;
     f["mode"] = attn_mode_name(c.focal.mode);
-    if (c.focal.mode == AttnMode::kFocal) f["focal_temp"] = c.focal.focal_temp;
+    if (c.focal.mode == AttnMode::kFocal) f["focal_temp"] = short_decimal(c.focal.focal_temp);
     if (c.focal.mode == AttnMode::kLearned) {
-      f["tau_min"] = c.focal.tau_min;
-      f["tau_max"] = c.focal.tau_max;
+      f["tau_min"] = short_decimal(c.focal.tau_min);
+      f["tau_max"] = short_decimal(c.focal.tau_max);
       f["tau_mode"] = tau_mode_name(c.focal.tau_mode);
       f["tau_bias"] = c.focal.tau_bias;
     }
@@ -202,7 +204,7 @@ void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     write_file_atomic(dir + "/tokenizer.model", bytes);
   }
-  write_file_atomic(dir + "/config.json", config_to_json(cfg));
+  write_file_atomic(dir + "/config.json", config_to_json(cfg, dtype));
 }
 
 void export_model(const std::string& src, const std::string& dst, const std::string& dtype) {

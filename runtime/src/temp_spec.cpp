@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "focal/error.h"
+#include "json_util.h"
 
 namespace focal {
 
@@ -53,14 +55,14 @@ void TempSpec::validate(const ModelConfig& cfg) const {
 std::string TempSpec::to_json() const {
   json j;
   j["mode"] = attn_mode_name(mode);
-  j["focal_temp"] = focal_temp;
-  j["tau_scale"] = tau_scale;
-  j["ssmax_s"] = ssmax_s;
+  j["focal_temp"] = short_decimal(focal_temp);
+  j["tau_scale"] = short_decimal(tau_scale);
+  j["ssmax_s"] = short_decimal(ssmax_s);
   json lt = json::object();
-  for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = t;
+  for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = short_decimal(t);
   j["layer_temp"] = lt;
   json ht = json::array();
-  for (const auto& [lh, t] : head_temp) ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", t}});
+  for (const auto& [lh, t] : head_temp) ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
   j["head_temp"] = ht;
   return j.dump();
 }

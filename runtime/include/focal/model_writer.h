@@ -19,8 +19,9 @@ struct NamedTensor {
 // dtype: "F32", "F16" or "BF16" (round to nearest even). Throws Error naming the path on failure.
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const std::string& dtype);
 
-// config.json text for `cfg` (LlamaForCausalLM fields plus the "focal" object when not standard).
-std::string config_to_json(const ModelConfig& cfg);
+// config.json text for `cfg` (LlamaForCausalLM fields plus the "focal" object when not standard); `dtype` (F32, F16,
+// BF16) sets torch_dtype.
+std::string config_to_json(const ModelConfig& cfg, const std::string& dtype = "F32");
 
 // The tensors of a LlamaForCausalLM with `cfg`, randomly initialised from `seed` (deterministic).
 // Inspection init (default): q/k projections get a larger spread than usual so that attention is visibly
