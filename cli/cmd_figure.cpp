@@ -104,49 +104,6 @@ void make_dirs(const std::string& dir) {
   }
 }
 
-// The demo's temperature sweep: per-head metrics averaged over rows 1..T-1 and the prompt loss, as `focal sweep`
-// computes them.
-SweepFile run_sweep(const Model& model, const std::vector<int32_t>& ids, const std::vector<float>& temps) {
-  const ModelConfig& c = model.config();
-  const int T = (int)ids.size();
-  CaptureRequest req;
-  req.store_probs = req.store_scores = false;
-  validate_capture_request(c, T, req, 1);
-  SweepFile sf;
-  sf.model_path = model.path();
-  sf.model_config_json = c.source_json;
-  sf.tool_version = version();
-  sf.weights_checksum = model.weights_checksum();
-  sf.base_spec_json = TempSpec::focal(1.0f).to_json();
-  sf.n_layers = c.n_layers;
-  sf.n_heads = c.n_heads;
-  sf.token_ids = ids;
-  sf.focal_temps = temps;
-  const size_t per = (size_t)c.n_layers * c.n_heads * kNumRowMetrics;
-  sf.head_metrics.assign(temps.size() * per, 0.0f);
-  for (size_t s = 0; s < temps.size(); ++s) {
-    const TempSpec spec = TempSpec::focal(temps[s]);
-    const RunCapture run = capture_run(model, ids, spec, req, spec.label());
-    double nll = 0.0;
-    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
-    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
-    for (int l = 0; l < c.n_layers; ++l)
-      for (int h = 0; h < c.n_heads; ++h)
-        for (int m = 0; m < kNumRowMetrics; ++m) {
-          double acc = 0.0;
-          int cnt = 0;
-          for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
-            const float v = run.metrics[(((size_t)l * c.n_heads + h) * T + i) * kNumRowMetrics + m];
-            if (!std::isnan(v)) acc += v, ++cnt;
-          }
-          sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics + m] = cnt ? (float)(acc / cnt) : NAN;
-        }
-    std::fprintf(stderr, "\rsweep: temperature %zu/%zu", s + 1, temps.size());
-  }
-  std::fprintf(stderr, "\n");
-  return sf;
-}
-
 }  // namespace
 
 namespace focal::cli {
@@ -273,7 +230,10 @@ int cmd_demo(int argc, char** argv) {
 
   std::vector<float> temps;
   for (int i = 2; i <= 12; ++i) temps.push_back(i / 10.0f);
-  const SweepFile sweep = run_sweep(*model, ids, temps);
+  const SweepFile sweep = run_sweep(*model, ids, TempSpec::focal(1.0f), temps, RunOptions{}, [&](size_t s) {
+    std::fprintf(stderr, "\rsweep: temperature %zu/%zu", s + 1, temps.size());
+    if (s + 1 == temps.size()) std::fprintf(stderr, "\n");
+  });
   const std::string sweep_path = dir + "sweep.h5";
   write_sweep(sweep, sweep_path);
 

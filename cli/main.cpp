@@ -285,6 +285,24 @@ Per-layer/per-head overrides and --mode from the temperature options stay fixed 
   --topk-mass K     k of the top-k mass metric (default 5)
 )";
 
+// One row of the sweep table: t, prompt loss, and entropy / sink / tail mass averaged over layers and heads.
+void print_sweep_header() {
+  std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
+}
+
+void print_sweep_row(const SweepFile& sf, size_t s) {
+  const size_t per = (size_t)sf.n_layers * sf.n_heads;
+  double e = 0, sk = 0, tl = 0;
+  for (size_t i = 0; i < per; ++i) {
+    const float* m = &sf.head_metrics[(s * per + i) * kNumRowMetrics];
+    e += m[kEntropyNats];
+    sk += m[kSinkMass];
+    tl += m[kTailMass];
+  }
+  std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", sf.focal_temps[s], sf.mean_nll[s], e / per, sk / per, tl / per);
+  std::fflush(stdout);
+}
+
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"},
          with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass"}));
@@ -299,59 +317,16 @@ int cmd_sweep(int argc, char** argv) {
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
   auto model = Model::load(cli::model_arg(a, argv[1]));
-  const ModelConfig& c = model->config();
-  TempSpec base = temp_spec_from(a, c);
-  base.mode = AttnMode::kFocal;
+  const TempSpec base = temp_spec_from(a, model->config());
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
-  const int T = (int)ids.size();
-  CaptureRequest req;
-  req.store_probs = req.store_scores = false;
-  req.run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
-  for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) req.run.relevant.push_back(p);
-  validate_capture_request(c, T, req, 1);
-
-  SweepFile sf;
-  sf.model_path = model->path();
-  sf.model_config_json = c.source_json;
-  sf.tool_version = version();
-  sf.weights_checksum = model->weights_checksum();
-  sf.base_spec_json = base.to_json();
-  sf.n_layers = c.n_layers;
-  sf.n_heads = c.n_heads;
-  sf.token_ids = ids;
-  sf.focal_temps = temps;
-  const size_t per = (size_t)c.n_layers * c.n_heads * kNumRowMetrics;
-  sf.head_metrics.assign(temps.size() * per, 0.0f);
+  RunOptions run;
+  run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+  for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
   Progress prog("sweep: temperature");
-  std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
-  for (size_t s = 0; s < temps.size(); ++s) {
-    TempSpec spec = base;
-    spec.focal_temp = temps[s];
-    RunCapture run = capture_run(*model, ids, spec, req, spec.label());
-    double nll = 0.0;
-    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
-    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
-    double tot[kNumRowMetrics] = {0};
-    for (int l = 0; l < c.n_layers; ++l)
-      for (int h = 0; h < c.n_heads; ++h) {
-        float* dst = &sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics];
-        for (int m = 0; m < kNumRowMetrics; ++m) {
-          double acc = 0.0;
-          int cnt = 0;
-          for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
-            const float v = run.metrics[(((size_t)l * c.n_heads + h) * T + i) * kNumRowMetrics + m];
-            if (!std::isnan(v)) { acc += v; ++cnt; }
-          }
-          dst[m] = cnt ? (float)(acc / cnt) : NAN;
-          tot[m] += dst[m];
-        }
-      }
-    const double nh = (double)c.n_layers * c.n_heads;
-    std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", temps[s], sf.mean_nll.back(), tot[kEntropyNats] / nh,
-                tot[kSinkMass] / nh, tot[kTailMass] / nh);
-    std::fflush(stdout);
-    prog.update((int)s + 1, (int)temps.size());
-  }
+  print_sweep_header();
+  const SweepFile sf = run_sweep(*model, ids, base, temps, run,
+                                 [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
+  for (size_t s = 0; s < temps.size(); ++s) print_sweep_row(sf, s);
   if (!out.empty()) {
     write_sweep(sf, out);
     std::printf("wrote %s\n", out.c_str());
@@ -450,18 +425,8 @@ int cmd_inspect(int argc, char** argv) {
     }
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
                 sw.n_layers, sw.n_heads, sw.token_ids.size());
-    std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
-    const size_t per = (size_t)sw.n_layers * sw.n_heads;
-    for (size_t s = 0; s < sw.focal_temps.size(); ++s) {
-      double e = 0, sk = 0, tl = 0;
-      for (size_t i = 0; i < per; ++i) {
-        const float* m = &sw.head_metrics[(s * per + i) * kNumRowMetrics];
-        e += m[kEntropyNats];
-        sk += m[kSinkMass];
-        tl += m[kTailMass];
-      }
-      std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", sw.focal_temps[s], sw.mean_nll[s], e / per, sk / per, tl / per);
-    }
+    print_sweep_header();
+    for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
   }
   const int T = f.n_tokens();

@@ -203,6 +203,56 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   return f;
 }
 
+SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& base_in,
+                    const std::vector<float>& temps, const RunOptions& run_opt,
+                    const std::function<void(size_t)>& on_temp) {
+  const ModelConfig& c = model.config();
+  const int T = (int)tokens.size();
+  if (temps.empty()) throw Error("sweep: no temperatures given");
+  for (float t : temps)
+    if (!(t > 0.0f) || !std::isfinite(t))
+      throw Error("--temps: every temperature must be a finite number > 0 (got " + std::to_string(t) + ")");
+  TempSpec base = base_in;
+  base.mode = AttnMode::kFocal;
+  CaptureRequest req;
+  req.store_probs = req.store_scores = false;
+  req.run = run_opt;
+  validate_capture_request(c, T, req, 1);
+
+  SweepFile sf;
+  sf.model_path = model.path();
+  sf.model_config_json = c.source_json;
+  sf.tool_version = version();
+  sf.weights_checksum = model.weights_checksum();
+  sf.base_spec_json = base.to_json();
+  sf.n_layers = c.n_layers;
+  sf.n_heads = c.n_heads;
+  sf.token_ids = tokens;
+  sf.focal_temps = temps;
+  const size_t per = (size_t)c.n_layers * c.n_heads * kNumRowMetrics;
+  sf.head_metrics.assign(temps.size() * per, 0.0f);
+  for (size_t s = 0; s < temps.size(); ++s) {
+    TempSpec spec = base;
+    spec.focal_temp = temps[s];
+    const RunCapture run = capture_run(model, tokens, spec, req, spec.label());
+    double nll = 0.0;
+    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
+    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
+    for (size_t lh = 0; lh < (size_t)c.n_layers * c.n_heads; ++lh)
+      for (int m = 0; m < kNumRowMetrics; ++m) {
+        double acc = 0.0;
+        int cnt = 0;
+        for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
+          const float v = run.metrics[(lh * T + i) * kNumRowMetrics + m];
+          if (!std::isnan(v)) { acc += v; ++cnt; }
+        }
+        sf.head_metrics[s * per + lh * kNumRowMetrics + m] = cnt ? (float)(acc / cnt) : NAN;
+      }
+    if (on_temp) on_temp(s);
+  }
+  return sf;
+}
+
 Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name) {
   const RunCapture* a = file.find_run(a_name);
   const RunCapture* b = file.find_run(b_name);

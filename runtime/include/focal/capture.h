@@ -112,6 +112,12 @@ struct SweepFile {
   std::vector<float> head_metrics;  // [S, n_layers, n_heads, kNumRowMetrics] mean over rows 1..T-1
   std::vector<float> mean_nll;      // [S] mean next-token loss of the prompt in nats
 };
+// Runs `tokens` once per focal temperature: `base` with its focal_temp replaced by each value of `temps` (mode set to
+// focal; per-layer / per-head overrides kept). Metrics per head are averaged over rows 1..T-1, ignoring NaN.
+// on_temp(s) is called after temperature s is done. Throws Error on bad input.
+SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& base,
+                    const std::vector<float>& temps, const RunOptions& run = {},
+                    const std::function<void(size_t)>& on_temp = {});
 void write_sweep(const SweepFile& file, const std::string& path);  // temp name + rename, like write_capture
 SweepFile read_sweep(const std::string& path);
 
