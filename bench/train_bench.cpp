@@ -1,5 +1,5 @@
-// Training-step benchmark of the CPU trainer: full steps exactly as runtime/src/train/trainer.cpp does them
-// (sequences in parallel through focal::loss_and_grad into per-thread Grads, ordered reduction, global-norm clip,
+// Training-step benchmark of the CPU trainer: full steps through the trainer's own TrainStepper
+// (runtime/src/train/step.h: sequences in parallel through loss_and_grad, ordered reduction, global-norm clip,
 // AdamW), timed per attention mode. The peer is bench/pytorch_train.py; bench/run_train.sh runs both.
 // Results: docs/performance.md.
 //
@@ -20,6 +20,7 @@
 #include "focal/model.h"
 #include "model_internal.h"
 #include "train/backward.h"
+#include "train/step.h"
 
 using namespace focal;
 
@@ -33,84 +34,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The optimizer hyper-parameters of TrainConfig's defaults (trainer.h); constant learning rate here (the
-// trainer's lr_at is a scalar function per step and costs nothing).
-struct Hyper {
-  float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f, weight_decay = 0.05f, grad_clip = 1.0f;
-};
-
-struct StepStats {
-  double loss = 0.0, gnorm = 0.0;
-};
-
-// One training step; the body is a copy of the step in focal::train (trainer.cpp) minus logging, evaluation and
-// checkpoints. `step` is the 0-based step index used by the bias correction.
-class Stepper {
- public:
-  Stepper(Model& model, int n_threads) : model_(model), n_threads_(n_threads) {
-    for (int t = 0; t < n_threads_; ++t) tgrads_.push_back(make_grads(model_));
-    grads_ = make_grads(model_);
-    for (const ParamRef& p : model_.weights().params) {
-      m_.emplace_back(p.size, 0.0f);
-      v_.emplace_back(p.size, 0.0f);
-    }
-  }
-
-  StepStats step(const std::vector<std::vector<int32_t>>& batch, const TempSpec& spec, int step, const Hyper& hp) {
-    const auto& params = model_.weights().params;
-    double n_total = 0.0;
-    for (const auto& s : batch) n_total += (double)s.size() - 1;
-    std::vector<double> seq_loss(batch.size(), 0.0);
-    for (Grads& g : tgrads_) g.zero();
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < (int)batch.size(); ++b)
-      seq_loss[b] = loss_and_grad(model_, batch[b].data(), (int)batch[b].size(), spec, n_total,
-                                  tgrads_[omp_get_thread_num()]);
-    double loss = 0.0;
-    for (double l : seq_loss) loss += l;
-    loss /= n_total;
-    const double lr = hp.lr;
-    double sq = 0.0;
-    for (size_t p = 0; p < params.size(); ++p) {
-      float* g = grads_.g[p].data();
-      const int64_t n = (int64_t)params[p].size;
-#pragma omp parallel for schedule(static) reduction(+ : sq)
-      for (int64_t i = 0; i < n; ++i) {
-        float acc = 0.0f;
-        for (int t = 0; t < n_threads_; ++t) acc += tgrads_[t].g[p][i];
-        g[i] = acc;
-        sq += (double)acc * acc;
-      }
-    }
-    const double gnorm = std::sqrt(sq);
-    const double clip = gnorm > hp.grad_clip ? hp.grad_clip / gnorm : 1.0;
-    const double bc1 = 1.0 - std::pow((double)hp.beta1, step + 1), bc2 = 1.0 - std::pow((double)hp.beta2, step + 1);
-    for (size_t p = 0; p < params.size(); ++p) {
-      float* w = params[p].data;
-      float* m = m_[p].data();
-      float* v = v_[p].data();
-      const float* g = grads_.g[p].data();
-      const float wd = params[p].decay ? hp.weight_decay : 0.0f;
-      const int64_t n = (int64_t)params[p].size;
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = (float)(g[i] * clip);
-        m[i] = hp.beta1 * m[i] + (1.0f - hp.beta1) * gi;
-        v[i] = hp.beta2 * v[i] + (1.0f - hp.beta2) * gi * gi;
-        const double upd = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + hp.adam_eps);
-        w[i] = (float)(w[i] - lr * (upd + wd * w[i]));
-      }
-    }
-    return {loss, gnorm};
-  }
-
- private:
-  Model& model_;
-  int n_threads_;
-  std::vector<Grads> tgrads_;
-  Grads grads_;
-  std::vector<std::vector<float>> m_, v_;
-};
+// The trainer's defaults (trainer.h) with a constant learning rate (the trainer's lr_at is a scalar per step).
+constexpr double kLr = 3e-3;
 
 std::vector<std::vector<int32_t>> random_batch(std::mt19937_64& rng, int B, int T, int vocab) {
   std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
@@ -211,18 +136,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_bench: --seq-len %d exceeds the model's context %d\n", T, c.max_positions);
     return 2;
   }
-  const Hyper hp;
+  const AdamWParams hp;
 
   if (!tokens_file.empty()) {
     // Numerical check against pytorch_train.py: same weights, same fixed batch, native attention.
     const auto batch = read_tokens(tokens_file, B, T, c.vocab_size);
     const TempSpec spec = TempSpec::native(c);
-    Stepper st(*model, n_threads);
+    TrainStepper st(*model, n_threads);
     std::printf("check: %s, attention %s, batch %d, seq_len %d, threads %d\n", dir.c_str(), spec.label().c_str(), B,
                 T, n_threads);
     for (int s = 0; s < check_steps; ++s) {
-      const StepStats r = st.step(batch, spec, s, hp);
-      std::printf("step %d  loss %.7f  grad_norm %.7f\n", s, r.loss, r.gnorm);
+      const StepResult r = st.step(batch, spec, s, kLr, hp);
+      std::printf("step %d  loss %.7f  grad_norm %.7f\n", s, r.loss, r.grad_norm);
     }
     return 0;
   }
@@ -263,14 +188,14 @@ int main(int argc, char** argv) {
   for (const ModeRun& m : runs) {
     const auto& params = model->weights().params;
     for (size_t p = 0; p < params.size(); ++p) std::copy(w0[p].begin(), w0[p].end(), params[p].data);
-    Stepper st(*model, n_threads);
+    TrainStepper st(*model, n_threads);
     std::mt19937_64 rng(seed);
     std::vector<double> times;
     double last_loss = 0.0;
     for (int s = 0; s < 2 + steps; ++s) {
       const double t0 = now();
       const auto batch = random_batch(rng, B, T, c.vocab_size);
-      const StepStats r = st.step(batch, m.spec, s, hp);
+      const StepResult r = st.step(batch, m.spec, s, kLr, hp);
       const double dt = now() - t0;
       last_loss = r.loss;
       if (!std::isfinite(r.loss)) {

@@ -43,7 +43,7 @@ FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(
 
 // e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
 // x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
-// Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range).
+// Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range); NaN stays NaN.
 FOCAL_HD float bits_to_float(int i) {
 #if defined(__CUDA_ARCH__)
   return __int_as_float(i);
@@ -53,7 +53,9 @@ FOCAL_HD float bits_to_float(int i) {
 }
 
 FOCAL_HD float exp_nonpos(float x_in) {
-  const float x = x_in < -87.0f ? -87.0f : x_in;
+  // Clamp to [-87, 0]; NaN also maps into range here (so the int conversion below is defined) and is passed
+  // through at the end.
+  const float x = x_in >= -87.0f ? (x_in <= 0.0f ? x_in : 0.0f) : -87.0f;
   // round to nearest with the 1.5 * 2^23 trick (vectorises without SSE4.1's roundps)
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
@@ -65,7 +67,8 @@ FOCAL_HD float exp_nonpos(float x_in) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return x_in < -87.0f ? 0.0f : p * bits_to_float(((int)n + 127) << 23);
+  const float e = x_in < -87.0f ? 0.0f : p * bits_to_float(((int)n + 127) << 23);
+  return x_in != x_in ? x_in : e;
 }
 
 FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }

@@ -21,6 +21,7 @@
 #include "safetensors.h"
 #include "train/backward.h"
 #include "train/data.h"
+#include "train/step.h"
 
 namespace focal {
 
@@ -80,12 +81,11 @@ void validate(const TrainConfig& c) {
   need(!c.out_dir.empty(), "--out: give the checkpoint directory");
 }
 
-// Optimizer state: AdamW first and second moments per parameter, saved beside the weights.
-struct AdamState {
-  std::vector<std::vector<float>> m, v;
-};
+// Optimizer state: AdamW first and second moments per parameter (TrainStepper::m, v), saved beside the weights.
+using Moments = std::vector<std::vector<float>>;
 
-void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const AdamState& adam,
+void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const Moments& adam_m,
+                     const Moments& adam_v,
                      const TrainConfig& tc, int step, const TrainLog& log, const std::string& tokenizer_path) {
   // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
   const std::string tmp = out_dir + ".tmp";
@@ -96,8 +96,8 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
   for (size_t i = 0; i < model.weights().params.size(); ++i) {
     const ParamRef& p = model.weights().params[i];
     weights.push_back({p.name, p.shape, std::vector<float>(p.data, p.data + p.size)});
-    moments.push_back({"m." + p.name, p.shape, adam.m[i]});
-    moments.push_back({"v." + p.name, p.shape, adam.v[i]});
+    moments.push_back({"m." + p.name, p.shape, adam_m[i]});
+    moments.push_back({"v." + p.name, p.shape, adam_v[i]});
   }
   write_model_dir(tmp, cfg, weights, tc.save_dtype, tokenizer_path);
   write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
@@ -184,8 +184,9 @@ EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& 
   return r;
 }
 
-AdamState load_adam(const std::string& dir, const Model& model) {
-  AdamState a;
+void load_moments(const std::string& dir, const Model& model, TrainStepper& a) {
+  a.m.clear();
+  a.v.clear();
   SafetensorsFile f(dir + "/optimizer.safetensors");
   for (const ParamRef& p : model.weights().params) {
     auto m = f.tensors().find("m." + p.name), v = f.tensors().find("v." + p.name);
@@ -196,7 +197,6 @@ AdamState load_adam(const std::string& dir, const Model& model) {
     if (a.m.back().size() != p.size || a.v.back().size() != p.size)
       throw Error("'" + dir + "/optimizer.safetensors': moments of '" + p.name + "' have the wrong size");
   }
-  return a;
 }
 
 }  // namespace
@@ -210,7 +210,6 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   std::unique_ptr<Model> model;
   int step0 = 0;
   TrainLog log;
-  AdamState adam;
   if (tc.resume) {
     if (!exists(tc.out_dir + "/trainer_state.json"))
       throw Error("--resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
@@ -220,7 +219,6 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     std::ifstream f(tc.out_dir + "/trainer_state.json");
     step0 = json::parse(f).at("step").get<int>();
     log = read_train_log(tc.out_dir + "/train_log.h5");
-    adam = load_adam(tc.out_dir, *model);
     if (step0 >= tc.steps) throw Error("--resume: the checkpoint is already at step " + std::to_string(step0));
   } else {
     ModelConfig mc = tc.model;
@@ -235,10 +233,6 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     model = Model::load(init);
     std::string rm = "rm -rf '" + init + "'";
     if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
-    for (const ParamRef& p : model->weights().params) {
-      adam.m.emplace_back(p.size, 0.0f);
-      adam.v.emplace_back(p.size, 0.0f);
-    }
     log.n_layers = mc.n_layers;
   }
   const ModelConfig& mc = model->config();
@@ -254,11 +248,14 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   log.n_layers = mc.n_layers;
   log.step_loss.resize(step0);
 
-  const auto& params = model->weights().params;
-  const int n_threads = omp_get_max_threads();
-  std::vector<Grads> tgrads;
-  for (int t = 0; t < n_threads; ++t) tgrads.push_back(make_grads(*model));
-  Grads grads = make_grads(*model);
+  TrainStepper stepper(*model, omp_get_max_threads());
+  if (tc.resume) load_moments(tc.out_dir, *model, stepper);
+  AdamWParams hp;
+  hp.beta1 = tc.beta1;
+  hp.beta2 = tc.beta2;
+  hp.eps = tc.adam_eps;
+  hp.weight_decay = tc.weight_decay;
+  hp.grad_clip = tc.grad_clip;
 
   auto t_start = std::chrono::steady_clock::now();
   auto t_last_eval = t_start;
@@ -270,63 +267,13 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     const auto batch = sample_batch(tc, data, step);
     double n_total = 0.0;
     for (const auto& s : batch) n_total += (double)s.size() - 1;
-    // Sequences in parallel, one private gradient buffer per thread; the fixed static schedule and the ordered
-    // reduction keep a run deterministic for a given thread count.
-    std::vector<double> seq_loss(batch.size(), 0.0);
-    for (Grads& g : tgrads) g.zero();
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < (int)batch.size(); ++b)
-      seq_loss[b] = loss_and_grad(*model, batch[b].data(), (int)batch[b].size(), spec, n_total,
-                                  tgrads[omp_get_thread_num()]);
-    double loss = 0.0;
-    for (double l : seq_loss) loss += l;
-    loss /= n_total;
     const double lr = lr_at(tc, step);
-    if (!std::isfinite(loss))
+    const StepResult sr = stepper.step(batch, spec, step, lr, hp);
+    const double loss = sr.loss, gnorm = sr.grad_norm;
+    if (!sr.updated)
       throw Error("training diverged: the loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                   " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
                   "' is kept — lower --lr or raise --warmup");
-    // Squared gradient norm from per-thread partial sums added in thread order (an OpenMP reduction would combine
-    // them in arrival order and break bitwise determinism).
-    std::vector<double> sq_part(n_threads, 0.0);
-    for (size_t p = 0; p < params.size(); ++p) {
-      float* g = grads.g[p].data();
-      const int64_t n = (int64_t)params[p].size;
-#pragma omp parallel
-      {
-        double part = 0.0;
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < n; ++i) {
-          float acc = 0.0f;
-          for (int t = 0; t < n_threads; ++t) acc += tgrads[t].g[p][i];
-          g[i] = acc;
-          part += (double)acc * acc;
-        }
-        sq_part[omp_get_thread_num()] += part;
-      }
-    }
-    double sq = 0.0;
-    for (double v : sq_part) sq += v;
-    const double gnorm = std::sqrt(sq);
-    const double clip = gnorm > tc.grad_clip ? tc.grad_clip / gnorm : 1.0;
-    // AdamW (decoupled weight decay on matrices only), bias-corrected moments.
-    const double bc1 = 1.0 - std::pow((double)tc.beta1, step + 1), bc2 = 1.0 - std::pow((double)tc.beta2, step + 1);
-    for (size_t p = 0; p < params.size(); ++p) {
-      float* w = params[p].data;
-      float* m = adam.m[p].data();
-      float* v = adam.v[p].data();
-      const float* g = grads.g[p].data();
-      const float wd = params[p].decay ? tc.weight_decay : 0.0f;
-      const int64_t n = (int64_t)params[p].size;
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = (float)(g[i] * clip);
-        m[i] = tc.beta1 * m[i] + (1.0f - tc.beta1) * gi;
-        v[i] = tc.beta2 * v[i] + (1.0f - tc.beta2) * gi * gi;
-        const double upd = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + tc.adam_eps);
-        w[i] = (float)(w[i] - lr * (upd + wd * w[i]));
-      }
-    }
     log.step_loss.push_back((float)loss);
     loss_since += loss;
     tokens_since += n_total + batch.size();
@@ -354,7 +301,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       log.tokens_per_s.push_back((float)pr.tokens_per_s);
       log.tau_mean.insert(log.tau_mean.end(), ev.tau_mean.begin(), ev.tau_mean.end());
       log.tau_clip_frac.push_back((float)ev.clip_frac);
-      save_checkpoint(tc.out_dir, *model, mc, adam, tc, step + 1, log, tok_path);
+      save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc, step + 1, log, tok_path);
       loss_since = tokens_since = 0.0;
       steps_since = 0;
       t_last_eval = std::chrono::steady_clock::now();
