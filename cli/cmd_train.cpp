@@ -151,7 +151,8 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   });
   std::printf("model %s (%s)\nvalidation loss %.4f nats/token, perplexity %.2f over %lld tokens\n",
               e.model_path.c_str(), spec.label().c_str(), e.val_loss, e.val_ppl, (long long)e.val_tokens);
-  std::printf("\n%-8s %7s %6s %9s   relevant mass by layer (query row)\n", "task", "length", "n", "accuracy");
+  std::printf("\n%-8s %7s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task", "length",
+              "n", "accuracy");
   const size_t Ln = e.lengths.size(), L = e.n_layers;
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
     for (size_t li = 0; li < Ln; ++li) {
