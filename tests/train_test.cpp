@@ -204,6 +204,17 @@ ModelConfig tiny_config(AttnMode mode, TauMode tau_mode, bool qk_norm, bool tied
   return c;
 }
 
+// Indices of the k entries of g with the largest magnitude (where a finite-difference check is most telling).
+std::vector<size_t> largest_entries(const std::vector<float>& g, size_t k) {
+  std::vector<size_t> idx(g.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  k = std::min(k, idx.size());
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](size_t a, size_t b) { return std::fabs(g[a]) > std::fabs(g[b]); });
+  idx.resize(k);
+  return idx;
+}
+
 struct GradCase {
   const char* name;
   AttnMode mode;
@@ -231,12 +242,8 @@ TEST_P(ModelGrad, MatchesFiniteDifferences) {
   int checked = 0;
   for (size_t p = 0; p < params.size(); ++p) {
     // the 3 largest-|gradient| entries of each tensor
-    std::vector<size_t> idx(params[p].size);
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    const size_t k = std::min<size_t>(3, idx.size());
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [&](size_t a, size_t b) { return std::fabs(g.g[p][a]) > std::fabs(g.g[p][b]); });
-    for (size_t r = 0; r < k; ++r) {
+    const std::vector<size_t> idx = largest_entries(g.g[p], 3);
+    for (size_t r = 0; r < idx.size(); ++r) {
       float* w = params[p].data + idx[r];
       const float w0 = *w;
       const float h = 1e-2f * std::max(0.1f, std::fabs(w0));
@@ -282,12 +289,8 @@ TEST_P(ModelGrad, MatchesDoublePrecisionFiniteDifferences) {
   const auto& params = model->weights().params;
   int checked = 0;
   for (size_t p = 0; p < params.size(); ++p) {
-    std::vector<size_t> idx(params[p].size);
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    const size_t k = std::min<size_t>(3, idx.size());
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [&](size_t a, size_t b) { return std::fabs(g.g[p][a]) > std::fabs(g.g[p][b]); });
-    for (size_t r = 0; r < k; ++r) {
+    const std::vector<size_t> idx = largest_entries(g.g[p], 3);
+    for (size_t r = 0; r < idx.size(); ++r) {
       double& w = w64.at(params[p].name).data[idx[r]];
       const double w0 = w, h = 1e-5;
       w = w0 + h;
