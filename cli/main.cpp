@@ -443,8 +443,9 @@ int cmd_inspect(int argc, char** argv) {
     double nll = 0;
     for (int i = 0; i + 1 < T; ++i) nll += r.token_nll[i];
     if (T > 1) std::printf("  prompt loss %.4f nats/token\n", nll / (T - 1));
-    std::printf("  %5s %4s %9s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail",
-                "relevant");
+    const bool rel = !f.relevant.empty();  // relevant mass / noise only when the capture names relevant keys
+    std::printf("  %5s %4s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail");
+    if (rel) std::printf(" %9s %9s", "relevant", "noise");
     std::printf(r.tau.empty() ? "\n" : " %9s\n", "tau");
     for (int l = 0; l < f.n_layers; ++l)
       for (int h = 0; h < f.n_heads; ++h) {
@@ -456,8 +457,9 @@ int cmd_inspect(int argc, char** argv) {
             if (!std::isnan(v)) { m[k] += v; ++cnt[k]; }
           }
         for (int k = 0; k < kNumRowMetrics; ++k) m[k] = cnt[k] ? m[k] / cnt[k] : NAN;
-        std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm],
-                    m[kMaxProb], m[kSinkMass], m[kTailMass], m[kRelevantMass]);
+        std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
+                    m[kSinkMass], m[kTailMass]);
+        if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));
         if (!r.tau.empty()) {
           double t = 0;
           for (int i = 0; i < T; ++i) t += r.tau[(size_t)l * T + i];
