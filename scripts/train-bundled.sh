@@ -8,9 +8,10 @@ data=${1:-out/data}
 out=${2:-out/train}
 focal=${FOCAL:-build/cli/focal}
 common=(--data "$data" --hidden 192 --layers 4 --heads 6 --kv-heads 2 --intermediate 512 --context 2048
-        --seq-len 256 --batch 8 --steps 1200 --lr 3e-3 --warmup 100 --eval-every 100 --task-frac 0.25 --seed 1)
+        --seq-len 256 --batch 8 --steps 1200 --lr 3e-3 --warmup 100 --eval-every 100 --task-frac 0.25 --seed "${SEED:-1}")
 mkdir -p "$out"
-for run in standard focal-t0.4 focal-learned; do
+# RUNS selects a subset (default all three); SEED another seed (default 1).
+for run in ${RUNS:-standard focal-t0.4 focal-learned}; do
   case $run in
     standard) attn=(--attn standard) ;;
     focal-t0.4) attn=(--attn focal --temp 0.4) ;;

@@ -12,7 +12,7 @@ temps=("$@")
 [ ${#temps[@]} -gt 0 ] || temps=(0.3 0.5 0.6)
 focal=${FOCAL:-build/cli/focal}
 common=(--data "$data" --hidden 192 --layers 4 --heads 6 --kv-heads 2 --intermediate 512 --context 2048
-        --seq-len 256 --batch 8 --steps 1200 --lr 3e-3 --warmup 100 --eval-every 100 --task-frac 0.25 --seed 1)
+        --seq-len 256 --batch 8 --steps 1200 --lr 3e-3 --warmup 100 --eval-every 100 --task-frac 0.25 --seed "${SEED:-1}")
 for t in "${temps[@]}"; do
   run="$out/focal-t$t"
   if [ -f "$run/trainer_state.json" ] && grep -q '"step": 1200' "$run/trainer_state.json"; then continue; fi
