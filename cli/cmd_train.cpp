@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "model_options.h"
 #include "focal/error.h"
 #include "focal/eval.h"
 #include "focal/model.h"
@@ -51,10 +52,12 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--resume", "--qk-norm"},
-         {"--data", "--output", "--out", "--attn", "--temp", "--tau-mode", "--tau-min", "--tau-max", "--hidden",
-          "--layers", "--heads", "--kv-heads", "--intermediate", "--context", "--steps", "--batch", "--seq-len", "--lr",
-          "--warmup", "--weight-decay", "--grad-clip", "--task-frac", "--seed", "--eval-every", "--eval-sequences"});
+  std::set<std::string> flags = {"--help", "--resume"}, opts = {"--data", "--output", "--out", "--steps", "--batch",
+      "--seq-len", "--lr", "--warmup", "--weight-decay", "--grad-clip", "--task-frac", "--seed", "--eval-every",
+      "--eval-sequences"};
+  flags.insert(kModelFlags.begin(), kModelFlags.end());
+  opts.insert(kModelOptions.begin(), kModelOptions.end());
+  Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s", kTrainHelp);
     return 0;
@@ -66,37 +69,9 @@ int cmd_train(int argc, char** argv) {
   tc.out_dir = a.has("--out") ? a.get("--out") : a.get("--output");
   if (tc.out_dir.empty()) throw UsageError{"give the checkpoint directory with --out DIR"};
   tc.resume = a.has("--resume");
-  ModelConfig& m = tc.model;
-  m.hidden = (int)a.get_int("--hidden", 192);
-  m.n_layers = (int)a.get_int("--layers", 4);
-  m.n_heads = (int)a.get_int("--heads", 6);
-  m.n_kv_heads = (int)a.get_int("--kv-heads", 2);
-  m.intermediate = (int)a.get_int("--intermediate", 512);
-  m.max_positions = (int)a.get_int("--context", 2048);
-  if (m.hidden <= 0 || m.n_heads <= 0 || m.n_kv_heads <= 0 || m.n_layers <= 0 || m.intermediate <= 0 ||
-      m.hidden % m.n_heads || m.n_heads % m.n_kv_heads || (m.hidden / m.n_heads) % 2)
-    throw UsageError{"--hidden must be a multiple of --heads (with an even head size), --heads of --kv-heads"};
-  m.d_head = m.hidden / m.n_heads;
-  m.rope_theta = 10000.0f;
-  m.rms_eps = 1e-5f;
-  m.tied_embeddings = true;
-  m.qk_norm = a.has("--qk-norm");
-  m.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
-  if (m.focal.mode == AttnMode::kSsmax) throw UsageError{"--attn: ssmax is an inference-time comparison, not trained"};
-  if (m.focal.mode == AttnMode::kFocal) {
-    m.focal.focal_temp = (float)a.get_double("--temp", 0.4);
-    if (!(m.focal.focal_temp > 0) || !std::isfinite(m.focal.focal_temp)) throw Error("--temp must be > 0");
-  }
-  if (m.focal.mode == AttnMode::kLearned) {
-    const float s = std::sqrt(m.d_head / 128.0f);  // the paper's 5 and 10 at d_head = 128
-    m.focal.tau_min = (float)a.get_double("--tau-min", 5.0 * s);
-    m.focal.tau_max = (float)a.get_double("--tau-max", 10.0 * s);
-    if (!(m.focal.tau_min > 0) || !(m.focal.tau_max > m.focal.tau_min))
-      throw Error("--tau-min / --tau-max: need 0 < tau_min < tau_max");
-    m.focal.tau_mode = parse_tau_mode(a.get("--tau-mode", "prefix_mean"), "--tau-mode");
-    m.focal.tau_bias = true;
-    m.focal.has_tau = true;
-  }
+  tc.model = model_config_from(a, ArchDefaults{192, 4, 6, 2, 512, 2048});
+  tc.model.rope_theta = 10000.0f;
+  tc.model.rms_eps = 1e-5f;
   tc.steps = (int)a.get_int("--steps", 1000);
   tc.batch = (int)a.get_int("--batch", 8);
   tc.seq_len = (int)a.get_int("--seq-len", 256);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "model_options.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
@@ -487,21 +488,21 @@ demos and tests until trained models exist. Deterministic for a seed.
   --attn standard|focal|learned   attention the config declares (default standard; focal uses --temp, 0.4)
   --temp T              focal_temp for --attn focal
   --tau-mode M          sequence_mean | prefix_mean | per_token for --attn learned (default prefix_mean)
+  --tau-min X --tau-max Y   learned tau bounds (default 5 and 10 scaled by sqrt(d_head/128))
   --qk-norm             add per-head q_norm / k_norm weights (Qwen3 style)
   --dtype F32|F16|BF16  (default F32)
   --seed S              (default 1)
 )";
 
 int cmd_init(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--qk-norm"},
-         {"--tokenizer", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--intermediate", "--context",
-          "--attn", "--temp", "--tau-mode", "--dtype", "--seed"});
+  Args a(argc, argv, 2, with({"--help"}, cli::kModelFlags),
+         with({"--tokenizer", "--vocab", "--dtype", "--seed"}, cli::kModelOptions));
   if (a.has("--help")) {
     std::printf("%s", kInitHelp);
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"init needs exactly one output DIR"};
-  ModelConfig c;
+  ModelConfig c = cli::model_config_from(a, cli::ArchDefaults{128, 4, 4, 2, 352, 1024});
   const std::string tok_path = a.get("--tokenizer");
   if (!tok_path.empty()) {
     auto tok = Tokenizer::load(tok_path);
@@ -513,29 +514,6 @@ int cmd_init(int argc, char** argv) {
     c.bos_id = 1;
     c.eos_id = 2;
   }
-  c.hidden = (int)a.get_int("--hidden", 128);
-  c.n_layers = (int)a.get_int("--layers", 4);
-  c.n_heads = (int)a.get_int("--heads", 4);
-  c.n_kv_heads = (int)a.get_int("--kv-heads", 2);
-  c.intermediate = (int)a.get_int("--intermediate", 352);
-  c.max_positions = (int)a.get_int("--context", 1024);
-  if (c.hidden <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.hidden % c.n_heads || c.n_heads % c.n_kv_heads)
-    throw UsageError{"--hidden must be a multiple of --heads, and --heads a multiple of --kv-heads"};
-  c.d_head = c.hidden / c.n_heads;
-  c.tied_embeddings = true;
-  c.qk_norm = a.has("--qk-norm");
-  c.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
-  if (c.focal.mode == AttnMode::kFocal) c.focal.focal_temp = (float)a.get_double("--temp", 0.4);
-  if (c.focal.mode == AttnMode::kLearned) {
-    // The paper's bounds 5 and 10 at d_head = 128, scaled with sqrt(d_head).
-    const float s = std::sqrt(c.d_head / 128.0f);
-    c.focal.has_tau = true;
-    c.focal.tau_bias = true;
-    c.focal.tau_min = 5.0f * s;
-    c.focal.tau_max = 10.0f * s;
-    c.focal.tau_mode = parse_tau_mode(a.get("--tau-mode", "prefix_mean"), "--tau-mode");
-  }
-  if (c.focal.mode == AttnMode::kSsmax) throw UsageError{"--attn: ssmax is an inference-time setting, not a model's"};
   const std::string dir = a.positional()[0];
   write_model_dir(dir, c, random_model_tensors(c, (uint64_t)a.get_int("--seed", 1)), a.get("--dtype", "F32"), tok_path);
   std::printf("wrote %s (%s attention)\n", dir.c_str(), attn_mode_name(c.focal.mode));

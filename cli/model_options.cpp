@@ -1,0 +1,48 @@
+// Parsing of the architecture and attention options shared by `focal init` and `focal train`.
+#include "model_options.h"
+
+#include <cmath>
+
+#include "focal/error.h"
+
+namespace focal::cli {
+
+const std::set<std::string> kModelOptions = {"--hidden", "--layers",   "--heads",    "--kv-heads", "--intermediate",
+                                             "--context", "--attn",    "--temp",     "--tau-mode", "--tau-min",
+                                             "--tau-max"};
+const std::set<std::string> kModelFlags = {"--qk-norm"};
+
+ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
+  ModelConfig m;
+  m.hidden = (int)a.get_int("--hidden", d.hidden);
+  m.n_layers = (int)a.get_int("--layers", d.layers);
+  m.n_heads = (int)a.get_int("--heads", d.heads);
+  m.n_kv_heads = (int)a.get_int("--kv-heads", d.kv_heads);
+  m.intermediate = (int)a.get_int("--intermediate", d.intermediate);
+  m.max_positions = (int)a.get_int("--context", d.context);
+  if (m.hidden <= 0 || m.n_heads <= 0 || m.n_kv_heads <= 0 || m.n_layers <= 0 || m.intermediate <= 0 ||
+      m.max_positions <= 0 || m.hidden % m.n_heads || m.n_heads % m.n_kv_heads || (m.hidden / m.n_heads) % 2)
+    throw UsageError{"--hidden must be a multiple of --heads (with an even head size), --heads of --kv-heads"};
+  m.d_head = m.hidden / m.n_heads;
+  m.tied_embeddings = true;
+  m.qk_norm = a.has("--qk-norm");
+  m.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
+  if (m.focal.mode == AttnMode::kSsmax) throw UsageError{"--attn: ssmax is an inference-time comparison, not a model's"};
+  if (m.focal.mode == AttnMode::kFocal) {
+    m.focal.focal_temp = (float)a.get_double("--temp", 0.4);
+    if (!(m.focal.focal_temp > 0) || !std::isfinite(m.focal.focal_temp)) throw Error("--temp must be > 0");
+  }
+  if (m.focal.mode == AttnMode::kLearned) {
+    const float s = std::sqrt(m.d_head / 128.0f);  // the paper's 5 and 10 at d_head = 128
+    m.focal.tau_min = (float)a.get_double("--tau-min", 5.0 * s);
+    m.focal.tau_max = (float)a.get_double("--tau-max", 10.0 * s);
+    if (!(m.focal.tau_min > 0) || !(m.focal.tau_max > m.focal.tau_min))
+      throw Error("--tau-min / --tau-max: need 0 < tau_min < tau_max");
+    m.focal.tau_mode = parse_tau_mode(a.get("--tau-mode", "prefix_mean"), "--tau-mode");
+    m.focal.tau_bias = true;
+    m.focal.has_tau = true;
+  }
+  return m;
+}
+
+}  // namespace focal::cli
