@@ -48,8 +48,9 @@ std::string human_bytes(size_t b) {
 class CaptureObserver final : public ForwardObserver {
  public:
   CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows, int pos_offset,
-                  const std::function<void(int, int)>& progress)
-      : run_(run), c_(c), T_(T), store_rows_(store_rows), pos_offset_(pos_offset), progress_(progress) {
+                  const std::function<void(int, int)>& progress, const std::function<bool()>& cancelled = {})
+      : run_(run), c_(c), T_(T), store_rows_(store_rows), pos_offset_(pos_offset), progress_(progress),
+        cancelled_(cancelled) {
     lmap_.assign(c.n_layers, -1);
     hmap_.assign(c.n_heads, -1);
     qmap_.assign(T, -1);
@@ -86,6 +87,7 @@ class CaptureObserver final : public ForwardObserver {
       for (int i = 0; i < rec.n_tokens; ++i) run_.tau[(size_t)l * T_ + rec.pos0 + i] = rec.tau[i];
     if (progress_) progress_(l + 1, c_.n_layers);
   }
+  bool cancelled() const override { return cancelled_ && cancelled_(); }
 
  private:
   RunCapture& run_;
@@ -94,11 +96,49 @@ class CaptureObserver final : public ForwardObserver {
   bool store_rows_;
   int pos_offset_;
   std::function<void(int, int)> progress_;
+  std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
 };
 
-}  // namespace
+// A run with its arrays sized for T tokens and zeroed.
+RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const CaptureRequest& req,
+                     const std::string& name) {
+  RunCapture run;
+  run.name = name;
+  run.temp_spec_json = spec.to_json();
+  run.layers = resolve(req.layers, c.n_layers);
+  run.heads = resolve(req.heads, c.n_heads);
+  run.queries = resolve(req.queries, T);
+  run.topk_mass_k = req.run.topk_mass_k;
+  const size_t rows = run.layers.size() * run.heads.size() * run.queries.size() * (size_t)T;
+  if (req.store_probs) run.probs.assign(rows, 0.0f);
+  if (req.store_scores) run.scores.assign(rows, 0.0f);
+  run.metrics.assign((size_t)c.n_layers * c.n_heads * T * kNumRowMetrics, 0.0f);
+  run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
+  if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
+  return run;
+}
 
+// Top-k next tokens and per-position loss from logits [T, V].
+void finish_next_tokens(RunCapture& run, std::vector<float>& logits, const std::vector<int32_t>& tokens, int K, int V) {
+  const int T = (int)tokens.size();
+  run.topk_ids.resize((size_t)T * K);
+  run.topk_probs.resize((size_t)T * K);
+  run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < T; ++i) {
+    float* lg = logits.data() + (size_t)i * V;
+    const float mx = *std::max_element(lg, lg + V);
+    double z = 0.0;
+    for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
+    const double lz = std::log(z) + mx;
+    ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
+    for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
+    if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
+  }
+}
+
+}  // namespace
 
 size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest& req) {
   const size_t Lc = req.layers.empty() ? c.n_layers : req.layers.size();
@@ -148,19 +188,7 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   validate_capture_request(c, T, req, 1);
   spec.validate(c);
 
-  RunCapture run;
-  run.name = name;
-  run.temp_spec_json = spec.to_json();
-  run.layers = resolve(req.layers, c.n_layers);
-  run.heads = resolve(req.heads, c.n_heads);
-  run.queries = resolve(req.queries, T);
-  run.topk_mass_k = req.run.topk_mass_k;
-  const size_t rows = run.layers.size() * run.heads.size() * run.queries.size() * (size_t)T;
-  if (req.store_probs) run.probs.assign(rows, 0.0f);
-  if (req.store_scores) run.scores.assign(rows, 0.0f);
-  run.metrics.assign((size_t)c.n_layers * c.n_heads * T * kNumRowMetrics, 0.0f);
-  run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
-  if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
+  RunCapture run = empty_run(c, T, spec, req, name);
 
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
   Session session(model, T);
@@ -169,21 +197,7 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   std::vector<float> logits;  // [T, vocab]
   session.forward(tokens.data(), T, spec, opt, &obs, &logits);
 
-  const int K = req.topk_tokens, V = c.vocab_size;
-  run.topk_ids.resize((size_t)T * K);
-  run.topk_probs.resize((size_t)T * K);
-  run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < T; ++i) {
-    float* lg = logits.data() + (size_t)i * V;
-    const float mx = *std::max_element(lg, lg + V);
-    double z = 0.0;
-    for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
-    const double lz = std::log(z) + mx;
-    ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
-    for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
-    if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
-  }
+  finish_next_tokens(run, logits, tokens, req.topk_tokens, c.vocab_size);
   return run;
 }
 
@@ -289,6 +303,91 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
         cmp.js.push_back((float)js_divergence(pa, pb, q + 1));
       }
   return cmp;
+}
+
+struct LiveRunner::Impl {
+  const Model& model;
+  std::unique_ptr<Session> session;
+  std::vector<int32_t> tokens;  // of the last completed run
+  TempSpec spec;
+  CaptureRequest req;
+  bool valid = false;
+};
+
+LiveRunner::LiveRunner(const Model& model) : impl_(new Impl{model, nullptr, {}, {}, {}, false}) {}
+LiveRunner::~LiveRunner() = default;
+const Model& LiveRunner::model() const { return impl_->model; }
+
+bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
+                     const std::string& name, const RunCapture* prev, RunCapture* out,
+                     const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress,
+                     int* first_layer_run) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.model.config();
+  const int T = (int)tokens.size();
+  validate_capture_request(c, T, req, 1);
+  spec.validate(c);
+  if (!m.session || m.session->max_tokens() < T) {
+    m.session = std::make_unique<Session>(m.model, T);
+    m.session->keep_layer_inputs(true);
+    m.valid = false;
+  }
+  // Layers before `first` give the same results as the last run: same tokens, same multipliers, and none of them
+  // is newly stored.
+  int first = 0;
+  const bool same_rows = prev && req.layers == m.req.layers && req.heads == m.req.heads &&
+                         req.queries == m.req.queries && req.store_probs == m.req.store_probs &&
+                         req.store_scores == m.req.store_scores;
+  if (m.valid && prev && tokens == m.tokens && req.run.topk_mass_k == m.req.run.topk_mass_k &&
+      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens &&
+      spec.mode == m.spec.mode) {
+    first = spec.first_changed_layer(m.spec, c);
+    if (!same_rows) {
+      for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);
+    }
+    first = std::min(first, c.n_layers);
+  }
+  m.valid = false;
+  RunCapture run = empty_run(c, T, spec, req, name);
+  if (first > 0) {
+    // Copy the unchanged layers' records from the previous run.
+    const size_t per_layer = (size_t)c.n_heads * T;
+    const int upto = std::min(first, c.n_layers);
+    std::copy(prev->metrics.begin(), prev->metrics.begin() + upto * per_layer * kNumRowMetrics, run.metrics.begin());
+    std::copy(prev->row_scale.begin(), prev->row_scale.begin() + upto * per_layer, run.row_scale.begin());
+    if (!run.tau.empty() && !prev->tau.empty())
+      std::copy(prev->tau.begin(), prev->tau.begin() + (size_t)upto * T, run.tau.begin());
+    const size_t per_stored = run.heads.size() * run.queries.size() * (size_t)T;
+    for (size_t li = 0; li < run.layers.size(); ++li)
+      if (run.layers[li] < first) {
+        if (!run.probs.empty())
+          std::copy(prev->probs.begin() + li * per_stored, prev->probs.begin() + (li + 1) * per_stored,
+                    run.probs.begin() + li * per_stored);
+        if (!run.scores.empty())
+          std::copy(prev->scores.begin() + li * per_stored, prev->scores.begin() + (li + 1) * per_stored,
+                    run.scores.begin() + li * per_stored);
+      }
+  }
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
+  RunOptions opt = req.run;
+  opt.all_logits = true;
+  std::vector<float> logits;  // [T, vocab]
+  bool done;
+  if (first > 0) {
+    done = m.session->rerun_from(first, tokens.data(), T, spec, opt, &obs, &logits);
+  } else {
+    m.session->reset();
+    done = m.session->forward(tokens.data(), T, spec, opt, &obs, &logits);
+  }
+  if (!done) return false;
+  finish_next_tokens(run, logits, tokens, req.topk_tokens, c.vocab_size);
+  m.tokens = tokens;
+  m.spec = spec;
+  m.req = req;
+  m.valid = true;
+  if (first_layer_run) *first_layer_run = std::min(first, c.n_layers - 1);
+  *out = std::move(run);
+  return true;
 }
 
 }  // namespace focal

@@ -16,6 +16,11 @@ struct Session::State {
   int n_past = 0;
   std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head]
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
+  // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
+  bool keep_inputs = false;
+  std::vector<int32_t> kept_ids;
+  std::vector<std::vector<float>> layer_in;    // per layer [n, hidden]
+  std::vector<double> kept_tau_sum;
 };
 
 Session::Session(const Model& model, int max_tokens) : model_(model), st_(std::make_unique<State>()) {
@@ -119,7 +124,7 @@ namespace {
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
 bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
                   const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
-                  Tape* tape) {
+                  Tape* tape, int first_layer = 0) {
   const Model::Weights& w = model.weights();
   const ModelConfig& c = model.config();
   Backend& be = model.backend();
@@ -157,10 +162,21 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
   std::vector<uint8_t> wanted(c.n_heads, 0);
 
-  be.embed(w.embed, ids, x.data(), n, H);
-  for (int l = 0; l < c.n_layers; ++l) {
+  const bool keep = st.keep_inputs && pos0 == 0 && !tape;
+  if (keep) {
+    st.kept_ids.clear();
+    st.layer_in.resize(c.n_layers);
+  }
+  if (first_layer > 0) {
+    be.upload(x.data(), st.layer_in[first_layer].data(), (size_t)n * H);
+    for (int l = 0; l < c.n_layers; ++l) st.tau_sum[l] = l < first_layer ? st.kept_tau_sum[l] : 0.0;
+  } else {
+    be.embed(w.embed, ids, x.data(), n, H);
+  }
+  for (int l = first_layer; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
+    if (keep) save(st.layer_in[l], x, (size_t)n * H);
     if (lt) save(lt->x_in, x, (size_t)n * H);
     be.rmsnorm(x.data(), L.attn_norm, xn.data(), n, H, c.rms_eps);
     if (lt) save(lt->xn1, xn, (size_t)n * H);
@@ -282,6 +298,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     }
   }
   st.n_past += n;
+  if (keep) {
+    st.kept_ids.assign(ids, ids + n);
+    st.kept_tau_sum = st.tau_sum;
+  }
 
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
@@ -302,6 +322,27 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
 bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
                       std::vector<float>* logits) {
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr);
+}
+
+void Session::keep_layer_inputs(bool on) {
+  st_->keep_inputs = on;
+  if (!on) {
+    st_->kept_ids.clear();
+    st_->layer_in.clear();
+  }
+}
+
+bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
+                         ForwardObserver* obs, std::vector<float>* logits) {
+  const int n_layers = model_.config().n_layers;
+  if (first_layer < 0 || first_layer > n_layers)
+    throw Error("rerun_from: layer " + std::to_string(first_layer) + " is out of range (0.." +
+                std::to_string(n_layers) + ")");
+  if (!st_->keep_inputs || st_->kept_ids.size() != (size_t)n || !std::equal(ids, ids + n, st_->kept_ids.begin()))
+    throw Error("rerun_from: the last prefill of this session was not of these tokens with keep_layer_inputs on");
+  reset();
+  if (first_layer == n_layers) first_layer = n_layers - 1;  // nothing changed: still redo the last layer for logits
+  return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr, first_layer);
 }
 
 bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& spec, Tape* tape,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "focal/error.h"
+#include "focal_kernels/shared_math.h"
 #include "json_util.h"
 
 namespace focal {
@@ -104,6 +105,50 @@ std::string TempSpec::label() const {
   }
   if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";
   return s;
+}
+
+float TempSpec::row_multiplier(const ModelConfig& cfg, int layer, int head, int n_visible, float tau_clipped) const {
+  auto ht = head_temp.find({layer, head});
+  if (ht != head_temp.end()) return math::focal_scale(ht->second);
+  auto lt = layer_temp.find(layer);
+  if (lt != layer_temp.end()) return math::focal_scale(lt->second);
+  switch (mode) {
+    case AttnMode::kStandard: return 1.0f;
+    case AttnMode::kFocal: return math::focal_scale(focal_temp);
+    case AttnMode::kSsmax: return math::ssmax_scale(ssmax_s, n_visible);
+    case AttnMode::kLearned: return math::learned_scale(tau_clipped * tau_scale, std::sqrt((float)cfg.d_head));
+  }
+  return 1.0f;
+}
+
+int TempSpec::first_changed_layer(const TempSpec& o, const ModelConfig& cfg) const {
+  auto layer_same = [&](int l) {
+    for (int h = 0; h < cfg.n_heads; ++h) {
+      auto a = head_temp.find({l, h}), b = o.head_temp.find({l, h});
+      if ((a == head_temp.end()) != (b == o.head_temp.end())) return false;
+      if (a != head_temp.end()) {
+        if (a->second != b->second) return false;
+        continue;
+      }
+      auto la = layer_temp.find(l), lb = o.layer_temp.find(l);
+      if ((la == layer_temp.end()) != (lb == o.layer_temp.end())) return false;
+      if (la != layer_temp.end()) {
+        if (la->second != lb->second) return false;
+        continue;
+      }
+      if (mode != o.mode) return false;
+      switch (mode) {
+        case AttnMode::kStandard: break;
+        case AttnMode::kFocal: if (focal_temp != o.focal_temp) return false; break;
+        case AttnMode::kSsmax: if (ssmax_s != o.ssmax_s) return false; break;
+        case AttnMode::kLearned: if (tau_scale != o.tau_scale) return false; break;
+      }
+    }
+    return true;
+  };
+  for (int l = 0; l < cfg.n_layers; ++l)
+    if (!layer_same(l)) return l;
+  return cfg.n_layers;
 }
 
 }  // namespace focal

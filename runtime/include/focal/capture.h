@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,27 @@ void validate_capture_request(const ModelConfig& cfg, int n_tokens, const Captur
 RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
                        const CaptureRequest& req, const std::string& name,
                        const std::function<void(int, int)>& progress = {});
+
+// Interactive captures (the app): one session kept between runs, with each layer's input, so that a run whose
+// spec differs from the previous one only from layer L on re-runs layers L.. and copies the records of the layers
+// before L from the previous result. Not thread-safe; one job at a time.
+class LiveRunner {
+ public:
+  explicit LiveRunner(const Model& model);
+  ~LiveRunner();
+  const Model& model() const;
+  // Like capture_run, into *out. prev: this runner's previous result (the same object the last successful call
+  // filled), or null to run every layer. Returns false, leaving *out untouched, when cancelled() turned true
+  // between layers. *first_layer_run receives the first layer that was re-run.
+  bool run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
+           const std::string& name, const RunCapture* prev, RunCapture* out,
+           const std::function<bool()>& cancelled = {}, const std::function<void(int, int)>& progress = {},
+           int* first_layer_run = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Fills the header fields of a capture file from the model and tokens (pieces via the model's tokenizer, if any).
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens);

@@ -106,6 +106,15 @@ class Session {
   bool forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
                std::vector<float>* logits);
 
+  // Interactive re-runs (the app). With keep_layer_inputs(true), a prefill from position 0 keeps each layer's input
+  // [n, hidden] in host memory. rerun_from(L, ...) then redoes that same prefill (the same ids) from layer L on:
+  // layers before L keep their KV cache and are neither re-run nor reported to the observer, which is exact when
+  // `spec` differs from the last run's only from layer L on (TempSpec::first_changed_layer). Throws Error if the
+  // last completed prefill was not of these ids with inputs kept.
+  void keep_layer_inputs(bool on);
+  bool rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
+                  ForwardObserver* obs, std::vector<float>* logits);
+
   int n_past() const;
   int max_tokens() const;
   const Model& model() const { return model_; }

@@ -36,6 +36,14 @@ struct TempSpec {
   static TempSpec from_json(const std::string& json, const std::string& where);
   // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any.
   std::string label() const;
+
+  // The logit multiplier this spec applies to raw scores (q.k/sqrt(d_head)) of (layer, head) for a query row with
+  // n_visible keys. tau_clipped is the learned tau of that row after the clip and before tau_scale (used in kLearned
+  // only; a stored capture holds tau_used = tau_clipped * tau_scale of its run). Same formulas as the forward pass.
+  float row_multiplier(const ModelConfig& cfg, int layer, int head, int n_visible, float tau_clipped) const;
+  // First layer whose multipliers may differ between this spec and `other` (n_layers if none): layers before it
+  // give identical results under both, so an interactive re-run can start there.
+  int first_changed_layer(const TempSpec& other, const ModelConfig& cfg) const;
 };
 
 }  // namespace focal

@@ -1,0 +1,649 @@
+#include "app_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "focal/error.h"
+#include "focal/metrics.h"
+
+namespace focalscope {
+
+using focal::kNumRowMetrics;
+
+struct AppState::RunnerBox {
+  std::shared_ptr<const focal::Model> model;
+  focal::LiveRunner runner;
+  std::shared_ptr<const focal::RunCapture> last;  // the runner's last completed result
+  explicit RunnerBox(std::shared_ptr<const focal::Model> m) : model(m), runner(*m) {}
+};
+
+namespace {
+
+struct Cancelled {};
+
+int index_of(const std::vector<int>& v, int x) {
+  auto it = std::find(v.begin(), v.end(), x);
+  return it == v.end() ? -1 : (int)(it - v.begin());
+}
+
+std::string basename_of(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string trained_label(const focal::ModelConfig& c) {
+  char buf[64];
+  switch (c.focal.mode) {
+    case focal::AttnMode::kFocal: std::snprintf(buf, sizeof buf, "focal t = %g", c.focal.focal_temp); return buf;
+    case focal::AttnMode::kLearned: return "learned tau";
+    case focal::AttnMode::kSsmax: return "ssmax";
+    default: return "standard attention";
+  }
+}
+
+}  // namespace
+
+bool is_capture_path(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[8] = {};
+  if (!f.read(sig, 8)) return false;
+  static const char kHdf5[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  return std::equal(sig, sig + 8, kHdf5);
+}
+
+AppState::AppState() { slots[1].spec = focal::TempSpec::standard(); }
+AppState::~AppState() = default;
+
+const focal::ModelConfig* AppState::config() const { return has_cfg_ ? &cfg_ : nullptr; }
+
+void AppState::notify(const std::string& msg, bool error) {
+  message = msg;
+  message_is_error = error;
+}
+
+void AppState::add_recent(const std::string& path) {
+  recent.erase(std::remove(recent.begin(), recent.end(), path), recent.end());
+  recent.insert(recent.begin(), path);
+  if (recent.size() > 10) recent.resize(10);
+}
+
+std::shared_ptr<const focal::Model> AppState::model_for(int side) const {
+  return side == 1 && slots[1].model ? slots[1].model : slots[0].model;
+}
+
+// ---------------------------------------------------------------- loading
+
+void AppState::open_path(const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) {
+    notify("open: give a model directory, a .gguf file or a capture .h5", true);
+    return;
+  }
+  if (is_capture_path(path)) {
+    jobs.submit("load", "open " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
+      auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));
+      if (cf->runs.empty()) throw focal::Error("capture '" + path + "' holds no runs");
+      focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, path + ": model_config");
+      return [this, path, cf, cfg] {
+        jobs.cancel("run_a");
+        jobs.cancel("run_b");
+        for (int s = 0; s < 2; ++s) {
+          slots[s] = Slot{};
+          box_[s].reset();
+        }
+        cfg_ = cfg;
+        has_cfg_ = true;
+        file = *cf;
+        file.runs.clear();
+        file.comparisons.clear();
+        for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
+          auto run = std::make_shared<focal::RunCapture>(cf->runs[s]);
+          slots[s].spec = slots[s].run_spec = focal::TempSpec::from_json(run->temp_spec_json, path);
+          slots[s].run = run;
+          slots[s].version++;
+        }
+        compare = cf->runs.size() > 1;
+        prompt.clear();
+        for (size_t i = 0; i < file.pieces.size(); ++i)
+          if (!(i == 0 && file.token_ids[0] == cfg_.bos_id)) prompt += file.pieces[i];
+        const focal::RunCapture& r0 = *slots[0].run;
+        sel_layer = r0.layers.empty() ? 0 : r0.layers.back();
+        sel_head = r0.heads.empty() ? 0 : r0.heads[0];
+        sel_query = -1;
+        loaded = {path, true};
+        add_recent(path);
+        notify("opened capture " + basename_of(path) + " (" + std::to_string(file.n_tokens()) +
+                   " tokens, no model: temperature changes preview the stored raw scores)",
+               false);
+        state_version++;
+      };
+    });
+    return;
+  }
+  jobs.submit("load", "load " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
+    std::shared_ptr<const focal::Model> m(focal::Model::load(path));
+    m->require_tokenizer();
+    return [this, path, m] {
+      jobs.cancel("run_a");
+      jobs.cancel("run_b");
+      const bool had_b_model = (bool)slots[1].model;
+      if (had_b_model && slots[1].model->config().vocab_size != m->config().vocab_size) {
+        slots[1].model.reset();
+        box_[1].reset();
+        model_b_path.clear();
+      }
+      slots[0] = Slot{};
+      slots[0].model = m;
+      slots[0].spec = focal::TempSpec::native(m->config());
+      box_[0] = std::make_shared<RunnerBox>(m);
+      slots[1].run.reset();
+      if (!slots[1].model) box_[1] = std::make_shared<RunnerBox>(m);
+      cfg_ = m->config();
+      has_cfg_ = true;
+      file = focal::make_capture_file(*m, {});
+      loaded = {path, false};
+      add_recent(path);
+      sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
+      sel_head = std::min(sel_head, cfg_.n_heads - 1);
+      notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
+                 std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()),
+             false);
+      state_version++;
+      set_prompt(prompt);
+    };
+  });
+}
+
+void AppState::open_model_b(const std::string& path) {
+  if (!has_model()) {
+    notify("compare models: load model A first", true);
+    return;
+  }
+  jobs.submit("load", "load B " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
+    std::shared_ptr<const focal::Model> m(focal::Model::load(path));
+    return [this, path, m] {
+      if (!slots[0].model) return;
+      if (m->config().vocab_size != cfg_.vocab_size)
+        return notify("model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
+                          " but model A has " + std::to_string(cfg_.vocab_size) +
+                          ": two models are compared on the same token ids, so they need the same tokenizer",
+                      true);
+      jobs.cancel("run_b");
+      slots[1] = Slot{};
+      slots[1].model = m;
+      slots[1].spec = focal::TempSpec::native(m->config());
+      box_[1] = std::make_shared<RunnerBox>(m);
+      model_b_path = path;
+      compare = true;
+      add_recent(path);
+      notify("comparing with model B " + basename_of(path), false);
+      state_version++;
+      if (!file.token_ids.empty()) propagate(1);
+    };
+  });
+}
+
+void AppState::close_model_b() {
+  if (!slots[1].model) return;
+  jobs.cancel("run_b");
+  slots[1] = Slot{};
+  slots[1].spec = focal::TempSpec::standard();
+  model_b_path.clear();
+  if (slots[0].model) box_[1] = std::make_shared<RunnerBox>(slots[0].model);
+  state_version++;
+  if (compare && !file.token_ids.empty()) propagate(1);
+}
+
+// ---------------------------------------------------------------- prompt
+
+void AppState::set_prompt(const std::string& text) {
+  if (capture_only()) {
+    notify("this capture was opened without its model, so its tokens are fixed: open the model to change the prompt",
+           true);
+    return;
+  }
+  if (!has_model()) {
+    prompt = text;
+    return;
+  }
+  const focal::Tokenizer& tok = slots[0].model->require_tokenizer();
+  std::vector<int32_t> ids = tok.encode(text, cfg_.add_bos);
+  const bool only_bos = ids.size() == 1 && cfg_.add_bos && ids[0] == tok.bos_id();
+  if (ids.empty() || only_bos || text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    notify("the prompt is empty: type some text to run the model on", true);
+    return;
+  }
+  prompt = text;
+  pending_truncation = false;
+  if ((int)ids.size() > cfg_.max_positions) {
+    pending_truncation = true;
+    untruncated = ids;
+    notify("the prompt has " + std::to_string(ids.size()) + " tokens but the model's context is " +
+               std::to_string(cfg_.max_positions) + ": truncate it to the first " +
+               std::to_string(cfg_.max_positions) + " tokens, or shorten it",
+           true);
+    return;
+  }
+  if (message_is_error) message.clear();
+  apply_tokens(std::move(ids));
+}
+
+void AppState::truncate_prompt() {
+  if (!pending_truncation || !has_model()) return;
+  pending_truncation = false;
+  std::vector<int32_t> ids(untruncated.begin(), untruncated.begin() + cfg_.max_positions);
+  untruncated.clear();
+  notify("prompt truncated to " + std::to_string(ids.size()) + " tokens", false);
+  apply_tokens(std::move(ids));
+}
+
+void AppState::apply_tokens(std::vector<int32_t> ids) {
+  jobs.cancel("run_a");
+  jobs.cancel("run_b");
+  file.token_ids = std::move(ids);
+  file.pieces.clear();
+  const focal::Tokenizer* tok = slots[0].model->tokenizer();
+  for (int32_t id : file.token_ids)
+    file.pieces.push_back(tok ? focal::display_piece(tok->piece(id)) : std::to_string(id));
+  for (auto& s : slots) {
+    s.run.reset();
+    s.version++;
+  }
+  sel_query = -1;
+  sweep.reset();
+  state_version++;
+  after_tokens_changed();
+}
+
+void AppState::after_tokens_changed() { propagate_all(); }
+
+// ---------------------------------------------------------------- temperature and runs
+
+focal::CaptureRequest AppState::request_for(int) const {
+  focal::CaptureRequest req;
+  req.layers = {sel_layer};
+  req.store_scores = true;
+  req.store_probs = n_tokens() <= max_store_tokens;
+  req.budget_bytes = size_t(8) << 30;
+  return req;
+}
+
+void AppState::set_spec(int side, const focal::TempSpec& spec) {
+  slots[side].spec = spec;
+  state_version++;
+  if (live_propagate) propagate(side);
+}
+
+void AppState::set_compare(bool on) {
+  compare = on;
+  state_version++;
+  if (on && !slots[1].run) propagate(1);
+}
+
+void AppState::propagate_all() {
+  propagate(0);
+  if (compare) propagate(1);
+}
+
+void AppState::propagate(int side) {
+  if (!has_model() || file.token_ids.empty()) return;
+  if (!box_[side]) box_[side] = std::make_shared<RunnerBox>(model_for(side));
+  auto box = box_[side];
+  const focal::TempSpec spec = slots[side].spec;
+  try {
+    spec.validate(box->model->config());
+  } catch (const focal::Error& e) {
+    notify(e.what(), true);
+    return;
+  }
+  const std::vector<int32_t> tokens = file.token_ids;
+  const focal::CaptureRequest req = request_for(side);
+  std::string name = spec.label();
+  if (side == 1 && slots[1].model) name = basename_of(model_b_path) + "_" + name;
+  if (side == 1 && name == slots[0].spec.label()) name += "_b";
+  jobs.submit(side == 0 ? "run_a" : "run_b", std::string(side == 0 ? "A" : "B") + ": " + name,
+              [this, side, box, spec, tokens, req, name](JobContext& ctx) -> std::function<void()> {
+                auto out = std::make_shared<focal::RunCapture>();
+                int first = 0;
+                const auto t0 = std::chrono::steady_clock::now();
+                const bool ok = box->runner.run(
+                    tokens, spec, req, name, box->last.get(), out.get(), [&ctx] { return ctx.cancelled(); },
+                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first);
+                if (!ok) return {};
+                box->last = out;
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                return [this, side, box, spec, tokens, out, first, ms] {
+                  if (box_[side] != box || tokens != file.token_ids) return;  // stale
+                  Slot& s = slots[side];
+                  s.run = out;
+                  s.run_spec = spec;
+                  s.first_layer_run = first;
+                  s.run_ms = ms;
+                  s.version++;
+                  state_version++;
+                };
+              });
+}
+
+// ---------------------------------------------------------------- selection
+
+void AppState::select(int layer, int head, int q) {
+  const focal::ModelConfig* c = config();
+  if (!c) return;
+  layer = std::clamp(layer, 0, c->n_layers - 1);
+  head = std::clamp(head, 0, c->n_heads - 1);
+  if (capture_only() && slots[0].run) {  // only the stored layers and heads can be shown
+    const auto& r = *slots[0].run;
+    if (index_of(r.layers, layer) < 0) layer = sel_layer;
+    if (index_of(r.heads, head) < 0) head = sel_head;
+  }
+  const bool layer_changed = layer != sel_layer;
+  if (layer == sel_layer && head == sel_head && q == sel_query) return;
+  sel_layer = layer;
+  sel_head = head;
+  sel_query = q;
+  state_version++;
+  if (layer_changed && has_model()) propagate_all();
+}
+
+int AppState::query() const {
+  const int T = n_tokens();
+  if (T == 0) return 0;
+  return sel_query < 0 || sel_query >= T ? T - 1 : sel_query;
+}
+
+int AppState::poll() {
+  return jobs.poll([this](const std::string& e) { notify(e, true); });
+}
+
+// ---------------------------------------------------------------- derived views
+
+bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics) const {
+  const Slot& s = slots[side];
+  if (!s.run || !has_cfg_) return false;
+  const focal::RunCapture& r = *s.run;
+  const int T = n_tokens();
+  const int li = index_of(r.layers, layer), hi = index_of(r.heads, head), qi = index_of(r.queries, q);
+  if (li < 0 || hi < 0 || qi < 0) return false;
+  const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
+  const int n = q + 1;
+  std::fill(p, p + T, 0.0f);
+  const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > layer;
+  const int k = r.topk_mass_k;
+  const int32_t* rel = file.relevant.empty() ? nullptr : file.relevant.data();
+  const int n_rel = (int)file.relevant.size();
+  if (!view.hide_sink && exact && !r.probs.empty()) {
+    std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
+    const size_t moff = (((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics;
+    if (r.metrics.size() >= moff + kNumRowMetrics) {
+      std::copy(r.metrics.begin() + moff, r.metrics.begin() + moff + kNumRowMetrics, metrics);
+    } else {
+      focal::row_metrics(p, n, k, rel, n_rel, metrics);
+    }
+    return true;
+  }
+  if (!r.scores.empty()) {
+    float mult;
+    if (exact) {
+      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];
+    } else if (s.spec.mode == focal::AttnMode::kLearned && s.run_spec.mode != focal::AttnMode::kLearned &&
+               s.spec.head_temp.count({layer, head}) == 0 && s.spec.layer_temp.count(layer) == 0) {
+      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];  // tau unknown until propagated
+    } else {
+      const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / s.run_spec.tau_scale;
+      mult = s.spec.row_multiplier(cfg_, layer, head, n, tau_clipped);
+    }
+    const float* raw = r.scores.data() + off;
+    if (view.hide_sink) {
+      if (n > 1) focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
+      else std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+    } else {
+      focal::softmax_scaled(raw, n, mult, p, metrics, k, rel, n_rel);
+    }
+    return true;
+  }
+  if (!r.probs.empty()) {  // probabilities only: no re-tempering possible
+    std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
+    if (view.hide_sink) {
+      p[0] = 0.0f;
+      double z = 0.0;
+      for (int j = 1; j < n; ++j) z += p[j];
+      for (int j = 1; j < n; ++j) p[j] = z > 0 ? (float)(p[j] / z) : 0.0f;
+      if (n > 1) focal::row_metrics(p + 1, n - 1, k, nullptr, 0, metrics);
+    } else {
+      focal::row_metrics(p, n, k, rel, n_rel, metrics);
+    }
+    return true;
+  }
+  return false;
+}
+
+const HeadRows& AppState::head_rows() {
+  if (rows_version_ != state_version) refresh_head_rows();
+  return rows_;
+}
+
+void AppState::refresh_head_rows() {
+  rows_version_ = state_version;
+  HeadRows& h = rows_;
+  const int T = n_tokens();
+  h.layer = sel_layer;
+  h.head = sel_head;
+  h.T = T;
+  h.version++;
+  for (int side = 0; side < 2; ++side) {
+    h.p[side].clear();
+    h.metrics[side].clear();
+    h.preview[side] = h.exact[side] = false;
+    if (side == 1 && !compare) continue;
+    const Slot& s = slots[side];
+    if (!s.run || !has_cfg_ || T == 0) continue;
+    if (index_of(s.run->layers, sel_layer) < 0 || index_of(s.run->heads, sel_head) < 0) continue;
+    h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
+    h.preview[side] = !h.exact[side];
+    h.p[side].assign((size_t)T * T, 0.0f);
+    h.metrics[side].assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float>& P = h.p[side];
+    std::vector<float>& M = h.metrics[side];
+#pragma omp parallel for schedule(dynamic, 32)
+    for (int q = 0; q < T; ++q) compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
+  }
+  h.raw.clear();
+  if (slots[0].run && !slots[0].run->scores.empty()) {
+    const auto& r = *slots[0].run;
+    const int li = index_of(r.layers, sel_layer), hi = index_of(r.heads, sel_head);
+    if (li >= 0 && hi >= 0) {
+      h.raw.assign((size_t)T * T, 0.0f);
+      for (size_t qi = 0; qi < r.queries.size(); ++qi) {
+        const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
+        std::copy(r.scores.begin() + off, r.scores.begin() + off + T, h.raw.begin() + (size_t)r.queries[qi] * T);
+      }
+    }
+  }
+}
+
+const LayerDivergence& AppState::layer_divergence() {
+  if (div_.key == state_version && div_.layer == sel_layer) return div_;
+  div_.key = state_version;
+  div_.layer = sel_layer;
+  div_.kl.clear();
+  div_.js.clear();
+  if (!has_cfg_ || !compare || !slots[0].run || !slots[1].run) return div_;
+  const int T = n_tokens(), H = cfg_.n_heads;
+  div_.kl.assign(H, std::numeric_limits<float>::quiet_NaN());
+  div_.js.assign(H, std::numeric_limits<float>::quiet_NaN());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int h = 0; h < H; ++h) {
+    std::vector<float> pa(T), pb(T), m(kNumRowMetrics);
+    double kl = 0.0, js = 0.0;
+    int n = 0;
+    for (int q = 1; q < T; ++q) {
+      if (!compute_row(0, sel_layer, h, q, pa.data(), m.data()) || !compute_row(1, sel_layer, h, q, pb.data(), m.data()))
+        continue;
+      kl += focal::kl_divergence(pa.data(), pb.data(), q + 1);
+      js += focal::js_divergence(pa.data(), pb.data(), q + 1);
+      ++n;
+    }
+    if (n) {
+      div_.kl[h] = (float)(kl / n);
+      div_.js[h] = (float)(js / n);
+    }
+  }
+  return div_;
+}
+
+float AppState::head_metric(int side, int layer, int head, int metric) const {
+  const Slot& s = slots[side];
+  const int T = n_tokens();
+  if (!s.run || !has_cfg_ || T == 0 || s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
+    return std::numeric_limits<float>::quiet_NaN();
+  double acc = 0.0;
+  int n = 0;
+  for (int q = (T > 1 ? 1 : 0); q < T; ++q) {
+    const float v = s.run->metrics[(((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics + metric];
+    if (!std::isnan(v)) {
+      acc += v;
+      ++n;
+    }
+  }
+  return n ? (float)(acc / n) : std::numeric_limits<float>::quiet_NaN();
+}
+
+float AppState::prompt_loss(int side) const {
+  const Slot& s = slots[side];
+  if (!s.run || s.run->token_nll.size() < 2) return std::numeric_limits<float>::quiet_NaN();
+  double acc = 0.0;
+  for (size_t i = 0; i + 1 < s.run->token_nll.size(); ++i) acc += s.run->token_nll[i];
+  return (float)(acc / (s.run->token_nll.size() - 1));
+}
+
+// ---------------------------------------------------------------- sweep and generation
+
+void AppState::run_sweep(float t_min, float t_max, int n) {
+  if (!has_model() || file.token_ids.empty()) return notify("sweep: load a model and type a prompt first", true);
+  if (!(t_min > 0.0f) || !(t_max > t_min) || n < 2) return notify("sweep: give 0 < t_min < t_max and n >= 2", true);
+  std::vector<float> temps(n);
+  for (int i = 0; i < n; ++i) temps[i] = t_min * std::pow(t_max / t_min, (float)i / (float)(n - 1));
+  auto model = slots[0].model;
+  const focal::TempSpec base = slots[0].spec;
+  const std::vector<int32_t> tokens = file.token_ids;
+  jobs.submit("sweep", "sweep t " + std::to_string(n) + " values",
+              [this, model, base, tokens, temps](JobContext& ctx) -> std::function<void()> {
+                focal::SweepFile sf;
+                try {
+                  sf = focal::run_sweep(*model, tokens, base, temps, focal::RunOptions{}, [&](size_t s) {
+                    ctx.set_progress((float)(s + 1) / (float)temps.size());
+                    if (ctx.cancelled()) throw Cancelled{};
+                  });
+                } catch (const Cancelled&) {
+                  return {};
+                }
+                auto res = std::make_shared<SweepResult>();
+                res->temps = sf.focal_temps;
+                res->head_metrics = sf.head_metrics;
+                res->mean_nll = sf.mean_nll;
+                res->n_layers = sf.n_layers;
+                res->n_heads = sf.n_heads;
+                res->base_label = base.label();
+                return [this, res, tokens] {
+                  if (tokens == file.token_ids) sweep = res;
+                };
+              });
+}
+
+namespace {
+
+// Streams the rows of each generated token for one layer into a GenStream.
+class GenObserver final : public focal::ForwardObserver {
+ public:
+  GenObserver(std::shared_ptr<GenStream> g, JobContext& ctx) : g_(std::move(g)), ctx_(ctx) {}
+  bool wants_rows(int layer, int) const override { return layer == g_->layer; }
+  void on_rows(int, int head, int row0, int n_rows, int stride, const float* probs, const float*) override {
+    if (row0 < g_->prompt_len) return;  // the prompt's own rows
+    std::lock_guard<std::mutex> lk(g_->mu);
+    for (int r = 0; r < n_rows; ++r) {
+      const int pos = row0 + r;
+      const size_t step = (size_t)(pos - g_->prompt_len);
+      const int n = pos + 1;
+      while (g_->rows.size() <= step) g_->rows.emplace_back();
+      std::vector<float>& row = g_->rows[step];
+      if (row.empty()) row.assign((size_t)g_->n_heads * n, 0.0f);
+      std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n, row.begin() + (size_t)head * n);
+    }
+  }
+  bool cancelled() const override { return ctx_.cancelled(); }
+
+ private:
+  std::shared_ptr<GenStream> g_;
+  JobContext& ctx_;
+};
+
+}  // namespace
+
+void AppState::generate(int n_new, float sample_temp) {
+  if (!has_model() || file.token_ids.empty()) return notify("generate: load a model and type a prompt first", true);
+  auto model = slots[0].model;
+  const focal::TempSpec spec = slots[0].spec;
+  const std::vector<int32_t> prompt_ids = file.token_ids;
+  const int cap = std::min<int>((int)prompt_ids.size() + n_new, model->config().max_positions);
+  if ((int)prompt_ids.size() >= cap) return notify("generate: the prompt already fills the model's context", true);
+  auto g = std::make_shared<GenStream>();
+  g->layer = sel_layer;
+  g->n_heads = cfg_.n_heads;
+  g->prompt_len = (int)prompt_ids.size();
+  g->running = true;
+  gen = g;
+  jobs.submit("generate", "generate " + std::to_string(n_new) + " tokens",
+              [model, spec, prompt_ids, cap, n_new, sample_temp, g](JobContext& ctx) -> std::function<void()> {
+                focal::Session session(*model, cap);
+                focal::SampleOptions so;
+                so.sample_temp = sample_temp;
+                so.top_k = 40;
+                GenObserver obs(g, ctx);
+                const focal::Tokenizer* tok = model->tokenizer();
+                int done = 0;
+                focal::generate(session, prompt_ids, n_new, spec, so, focal::RunOptions{}, &obs, [&](int32_t id) {
+                  std::lock_guard<std::mutex> lk(g->mu);
+                  g->ids.push_back(id);
+                  g->pieces.push_back(tok ? focal::display_piece(tok->piece(id)) : std::to_string(id));
+                  if (tok) g->text = tok->decode(g->ids);
+                  ctx.set_progress((float)++done / (float)n_new);
+                });
+                return [g] {
+                  std::lock_guard<std::mutex> lk(g->mu);
+                  g->running = false;
+                };
+              });
+}
+
+// ---------------------------------------------------------------- export
+
+focal::CaptureFile AppState::capture_file() const {
+  focal::CaptureFile f = file;
+  f.runs.clear();
+  f.comparisons.clear();
+  for (int side = 0; side < 2; ++side) {
+    if (side == 1 && !compare) continue;
+    if (slots[side].run) f.runs.push_back(*slots[side].run);
+  }
+  if (f.runs.empty()) throw focal::Error("export: nothing has been run yet");
+  if (f.runs.size() == 2 && f.runs[0].name == f.runs[1].name) f.runs[1].name += "_b";
+  if (f.runs.size() == 2 && !f.runs[0].probs.empty() && !f.runs[1].probs.empty()) {
+    try {
+      f.comparisons.push_back(focal::compare_runs(f, f.runs[0].name, f.runs[1].name));
+    } catch (const focal::Error&) {
+    }
+  }
+  return f;
+}
+
+void AppState::export_capture(const std::string& path) const { focal::write_capture(capture_file(), path); }
+
+}  // namespace focalscope

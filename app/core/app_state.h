@@ -1,0 +1,179 @@
+// The app's state and logic, with no window: what is loaded, the two runs being compared (A and B), the temperature
+// each side shows now, the selection, and the two update paths — preview (re-apply softmax to the stored raw scores
+// of the visible layer, instant, no model run) and propagate (re-run the model on the worker, cancelling stale
+// jobs, from the first layer whose temperature changed). The UI panels read and change it; unit tests drive it
+// directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "focal/capture.h"
+#include "focal/model.h"
+#include "jobs.h"
+
+namespace focalscope {
+
+enum class ViewRun { kA = 0, kB = 1, kDiff = 2 };
+
+struct ViewOptions {
+  bool log_color = false;     // colour by log10(p)
+  bool hide_sink = false;     // drop key 0 and renormalise each row over the rest
+  ViewRun show = ViewRun::kA; // heatmap: run A, run B or B - A
+  int overview_metric = focal::kEntropyNats;
+  bool overview_diff = false; // overview: B - A instead of A
+};
+
+// One side of the comparison.
+struct Slot {
+  std::shared_ptr<const focal::Model> model;     // B runs another model when comparing two models
+  focal::TempSpec spec;                          // what the controls say now
+  std::shared_ptr<const focal::RunCapture> run;  // the last propagated (or loaded) run, computed under run_spec
+  focal::TempSpec run_spec;
+  std::shared_ptr<focal::LiveRunner> runner;     // used by this side's jobs only, one at a time
+  int first_layer_run = 0;                       // where the last propagation started
+  double run_ms = 0.0;                           // its wall time
+  uint64_t version = 0;                          // bumps when run changes
+};
+
+// The rows the heatmap, distribution and token strip show: one (layer, head), every query row, under the current
+// temperature of each side. Row i has i + 1 keys; entries beyond are 0.
+struct HeadRows {
+  int layer = -1, head = -1, T = 0;
+  std::vector<float> p[2];        // [T, T] probabilities of A and B (B empty without comparison)
+  std::vector<float> raw;         // [T, T] raw scores q.k/sqrt(d_head) of A
+  std::vector<float> metrics[2];  // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation)
+  bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
+  bool exact[2] = {false, false};    // true: the side's spec equals its run's for this layer
+  uint64_t version = 0;
+};
+
+// Per-head numbers of the visible layer for the metrics panel (means over rows 1..T-1).
+struct LayerDivergence {
+  int layer = -1;
+  std::vector<float> kl, js;  // [n_heads] mean KL(A || B), JS(A, B) in nats over the rows
+  uint64_t key = 0;
+};
+
+struct SweepResult {
+  std::vector<float> temps;         // [S]
+  std::vector<float> head_metrics;  // [S, n_layers, n_heads, kNumRowMetrics]
+  std::vector<float> mean_nll;      // [S]
+  int n_layers = 0, n_heads = 0;
+  std::string base_label;
+};
+
+// Generation streamed from the worker: the attention rows of each new token for the selected layer.
+struct GenStream {
+  std::mutex mu;
+  int layer = 0, n_heads = 0, prompt_len = 0;
+  std::vector<int32_t> ids;                       // generated ids
+  std::vector<std::string> pieces;
+  std::vector<std::vector<float>> rows;           // per step: [n_heads, prompt_len + step + 1]
+  bool running = false;
+  std::string text;
+};
+
+struct LoadedInfo {
+  std::string path;       // model dir, .gguf or capture .h5
+  bool is_capture = false;
+};
+
+class AppState {
+ public:
+  AppState();
+  ~AppState();
+
+  // --- loading (the work runs on the worker; errors leave the previous session loaded) ---
+  void open_path(const std::string& path);        // a model directory / .gguf, or a capture .h5
+  void open_model_b(const std::string& path);     // compare two models: B runs this model on the same tokens
+  void close_model_b();
+  bool has_model() const { return (bool)slots[0].model; }
+  bool capture_only() const { return !slots[0].model && !file.token_ids.empty(); }
+  const focal::ModelConfig* config() const;
+
+  // --- prompt ---
+  // Tokenizes and runs. A prompt longer than the context sets pending_truncation (truncate_prompt() accepts it).
+  void set_prompt(const std::string& text);
+  void truncate_prompt();
+  // Runs these token ids (e.g. a benchmark's exact length); the prompt text is left as is.
+  void set_tokens(std::vector<int32_t> ids) { apply_tokens(std::move(ids)); }
+  int n_tokens() const { return (int)file.token_ids.size(); }
+
+  // --- temperature ---
+  void set_spec(int side, const focal::TempSpec& spec);  // preview now, propagate if live_propagate
+  void propagate(int side);                              // submit a re-run of that side
+  void propagate_all();
+  void set_compare(bool on);
+
+  // --- selection ---
+  void select(int layer, int head, int query);  // query -1: the last position
+  int query() const;                            // the resolved query position
+
+  // --- jobs ---
+  int poll();  // applies finished jobs; call once per frame
+  bool busy() const { return !jobs.idle(); }
+  void run_sweep(float t_min, float t_max, int n);
+  void generate(int n_new, float sample_temp);
+
+  // --- derived views ---
+  const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
+  const LayerDivergence& layer_divergence();
+  // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run (NaN if absent).
+  float head_metric(int side, int layer, int head, int metric) const;
+  // Mean next-token loss of the prompt in nats (NaN if not run).
+  float prompt_loss(int side) const;
+
+  // --- export ---
+  focal::CaptureFile capture_file() const;  // the current state: tokens and both propagated runs
+  void export_capture(const std::string& path) const;
+
+  // Everything the panels read.
+  Slot slots[2];
+  bool compare = true;           // show B beside A
+  bool live_propagate = true;    // propagate on every change, besides the instant preview
+  focal::CaptureFile file;       // header + tokens + pieces (runs live in the slots)
+  std::string prompt;
+  LoadedInfo loaded;
+  std::string model_b_path;
+  int sel_layer = 0, sel_head = 0, sel_query = -1;
+  ViewOptions view;
+  std::string message;           // last error or notice, shown in the window
+  bool message_is_error = false;
+  bool pending_truncation = false;
+  std::vector<int32_t> untruncated;
+  int max_store_tokens = 1024;   // above this, runs keep raw scores only (probabilities are derived)
+  std::vector<std::string> recent;
+  std::shared_ptr<SweepResult> sweep;
+  std::shared_ptr<GenStream> gen;
+  JobQueue jobs;
+  uint64_t state_version = 1;    // bumps on any change the derived views depend on
+
+  void notify(const std::string& msg, bool error);
+  void add_recent(const std::string& path);
+
+ private:
+  focal::CaptureRequest request_for(int side) const;
+  void refresh_head_rows();
+  void after_tokens_changed();
+  void apply_tokens(std::vector<int32_t> ids);
+  // Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head) for a side under
+  // its current spec; false when its run does not hold that row.
+  bool compute_row(int side, int layer, int head, int q, float* p, float* metrics) const;
+  std::shared_ptr<const focal::Model> model_for(int side) const;
+  HeadRows rows_;
+  uint64_t rows_version_ = 0;
+  focal::ModelConfig cfg_;  // of model A, or parsed from an opened capture
+  bool has_cfg_ = false;
+  struct RunnerBox;         // a side's LiveRunner and its last result, used on the worker only
+  std::shared_ptr<RunnerBox> box_[2];
+  LayerDivergence div_;
+};
+
+// Whether a path names a capture file (HDF5 signature) rather than a model.
+bool is_capture_path(const std::string& path);
+
+}  // namespace focalscope

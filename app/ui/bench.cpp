@@ -1,0 +1,188 @@
+#include "bench.h"
+
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+namespace focalscope {
+
+namespace {
+
+double now_ms() { return glfwGetTime() * 1000.0; }
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, (size_t)(p * (v.size() - 1) + 0.5))];
+}
+
+// Token ids of a long text, cut to n (the bundled tokenizer; repeated text is fine for timing).
+std::vector<int32_t> bench_tokens(const AppState& st, int n) {
+  const focal::Tokenizer& tok = st.slots[0].model->require_tokenizer();
+  std::string text;
+  while ((int)tok.encode(text, true).size() < n)
+    text += "The researcher dragged the temperature slider and watched each attention head sharpen. ";
+  std::vector<int32_t> ids = tok.encode(text, true);
+  ids.resize(n);
+  return ids;
+}
+
+}  // namespace
+
+void Bench::set_t(Ui& ui, float t) {
+  focal::TempSpec s = ui.st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = t;
+  ui.st.set_spec(0, s);
+}
+
+// Phases: 0 wait for the model, set T = 512; 1 wait for both runs; 2 preview; 3 propagate; 4 job fps;
+// 5 long model load; 6 long propagate; 7 long zoom/pan; 8 write.
+void Bench::before_frame(Ui& ui) {
+  AppState& st = ui.st;
+  const double t = now_ms();
+  switch (phase_) {
+    case 0:
+      if (st.has_model() && !st.busy()) {
+        st.live_propagate = true;
+        st.set_tokens(bench_tokens(st, 512));
+        T_ = 512;
+        phase_ = 1;
+      }
+      break;
+    case 1:
+      if (!st.busy() && st.slots[0].run && st.slots[1].run) {
+        st.live_propagate = false;
+        phase_ = 2;
+        i_ = 0;
+      }
+      break;
+    case 2:  // preview: the slider moves, the frame shows the re-tempered head
+      set_t(ui, 0.3f + 0.01f * (i_ % 50));
+      t0_ = t;
+      armed_ = true;
+      break;
+    case 3:  // propagate: the slider moves, wait for the re-run to be applied and drawn
+      if (!armed_ && !st.busy()) {
+        seen_version_ = st.slots[0].version;
+        set_t(ui, 0.3f + 0.013f * (i_ % 40));
+        t0_ = t;
+        armed_ = true;
+      }
+      break;
+    case 4:
+      if (i_ == 0) {
+        st.run_sweep(0.05f, 2.0f, 60);  // a long job on the worker
+        phase_start_ = t;
+        last_frame_ = t;
+        i_ = 1;
+      }
+      break;
+    case 5:
+      if (i_ == 0) {
+        if (long_model_.empty()) {
+          phase_ = 8;
+          break;
+        }
+        st.open_path(long_model_);
+        i_ = 1;
+      } else if (!st.busy() && st.loaded.path == long_model_ && st.slots[0].run) {
+        st.live_propagate = true;
+        long_T_ = std::min(4096, st.config()->max_positions);
+        st.set_tokens(bench_tokens(st, long_T_));
+        t0_ = t;
+        phase_ = 6;
+      }
+      break;
+    case 6:
+      if (!st.busy() && st.slots[0].run && (int)st.slots[0].run->token_nll.size() == long_T_) {
+        long_propagate_ms_ = t - t0_;
+        phase_ = 7;
+        i_ = 0;
+        last_frame_ = t;
+      }
+      break;
+    case 7: {  // zoom in and out, pan: every frame changes the view, so the texture is rebuilt every frame
+      HeatView& v = ui.heat_view;
+      const double T = long_T_;
+      const double span = T * (0.1 + 0.9 * (0.5 + 0.5 * std::cos(i_ * 0.15)));
+      const double c = T * (0.5 + 0.3 * std::sin(i_ * 0.07));
+      v.T = long_T_;
+      v.k0 = std::clamp(c - span / 2, 0.0, T - span);
+      v.q0 = v.k0;
+      v.k1 = v.k0 + span;
+      v.q1 = v.q0 + span;
+      break;
+    }
+    default: break;
+  }
+}
+
+bool Bench::after_frame(Ui& ui) {
+  AppState& st = ui.st;
+  const double t = now_ms();
+  switch (phase_) {
+    case 2:
+      if (armed_) {
+        preview_ms_.push_back(t - t0_);
+        armed_ = false;
+        if (++i_ == 60) {
+          st.live_propagate = true;
+          phase_ = 3;
+          i_ = 0;
+        }
+      }
+      break;
+    case 3:
+      if (armed_ && st.slots[0].version != seen_version_) {
+        propagate_ms_.push_back(t - t0_);
+        armed_ = false;
+        if (++i_ == 30) {
+          phase_ = 4;
+          i_ = 0;
+        }
+      }
+      break;
+    case 4:
+      if (i_ > 0) {
+        job_frame_ms_.push_back(t - last_frame_);
+        last_frame_ = t;
+        if (!st.busy() || t - phase_start_ > 4000.0) {
+          st.jobs.cancel("sweep");
+          phase_ = 5;
+          i_ = 0;
+        }
+      }
+      break;
+    case 7:
+      long_frame_ms_.push_back(t - last_frame_);
+      last_frame_ = t;
+      if (++i_ == 90) phase_ = 8;
+      break;
+    case 8: {
+      char buf[2048];
+      std::snprintf(buf, sizeof buf,
+                    "{\n  \"T\": %d,\n  \"preview_ms_median\": %.3f,\n  \"preview_ms_p90\": %.3f,\n"
+                    "  \"propagate_ms_median\": %.3f,\n  \"propagate_ms_p90\": %.3f,\n"
+                    "  \"fps_while_job_runs\": %.1f,\n  \"frame_ms_while_job_runs_median\": %.3f,\n"
+                    "  \"frames_while_job_runs\": %zu,\n  \"long_T\": %d,\n  \"long_propagate_ms\": %.1f,\n"
+                    "  \"long_zoom_frame_ms_median\": %.3f,\n  \"long_zoom_frame_ms_p90\": %.3f\n}\n",
+                    T_, pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5), pct(propagate_ms_, 0.9),
+                    job_frame_ms_.empty() ? NAN : 1000.0 / pct(job_frame_ms_, 0.5), pct(job_frame_ms_, 0.5),
+                    job_frame_ms_.size(), long_T_, long_propagate_ms_, pct(long_frame_ms_, 0.5),
+                    pct(long_frame_ms_, 0.9));
+      std::ofstream f(out_);
+      f << buf;
+      std::fputs(buf, stdout);
+      if (!f) error_ = "cannot write '" + out_ + "'";
+      return false;
+    }
+    default: break;
+  }
+  return true;
+}
+
+}  // namespace focalscope

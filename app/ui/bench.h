@@ -1,0 +1,34 @@
+// `focalscope --bench OUT.json`: measures the real app (window, ImGui, textures) on the bundled model at T = 512:
+// slider-to-updated-frame in preview and when propagating, frames per second while a job runs, and frame times of a
+// T = 4096 heatmap while zooming and panning (with --bench-long-model, a model whose context holds 4096 tokens).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ui.h"
+
+namespace focalscope {
+
+class Bench {
+ public:
+  Bench(std::string out_path, std::string long_model) : out_(std::move(out_path)), long_model_(std::move(long_model)) {}
+  // before_frame: called before the panels draw; after_frame: after Render and glFinish. Return false when done.
+  void before_frame(Ui& ui);
+  bool after_frame(Ui& ui);
+  const std::string& error() const { return error_; }
+
+ private:
+  void set_t(Ui& ui, float t);
+  std::string out_, long_model_, error_;
+  int phase_ = 0, i_ = 0;
+  double t0_ = 0.0, phase_start_ = 0.0;
+  uint64_t seen_version_ = 0;
+  bool armed_ = false;
+  int frames_ = 0;
+  std::vector<double> preview_ms_, propagate_ms_, job_frame_ms_, long_frame_ms_;
+  double long_propagate_ms_ = 0.0, last_frame_ = 0.0;
+  int T_ = 0, long_T_ = 0;
+};
+
+}  // namespace focalscope

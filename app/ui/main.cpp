@@ -1,0 +1,396 @@
+// focalscope: the desktop app. GLFW window + OpenGL 3 + Dear ImGui 1.86; the panels (panel_*.cpp) over AppState
+// (app/core). Starts with the bundled focal model and a default prompt; scripted runs (--script) drive the real app
+// for tests and screenshots.
+#include <GL/gl.h>
+#include <GLFW/glfw3.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+
+#include "bench.h"
+#include "focal/error.h"
+#include "focal_figures/colormap.h"
+#include "script.h"
+#include "settings.h"
+#include "ui.h"
+
+namespace focalscope {
+namespace {
+
+const char* kDefaultPrompt =
+    "The old man took the lamp and went down to the river. When the boy saw the lamp on the water, he called to "
+    "the old man, and the old man answered him from the river.";
+
+const char* kHelp =
+    "focalscope - inspect LLaMA-style models under focal attention: drag the temperature, watch every head.\n"
+    "\n"
+    "usage: focalscope [MODEL_OR_CAPTURE] [options]\n"
+    "  MODEL_OR_CAPTURE      a Hugging Face model directory, a .gguf file or a capture .h5\n"
+    "                        (default: the last one opened, else the bundled assets/models/focal-t0.4)\n"
+    "  --prompt TEXT         prompt to run (default: the last one, else a short story)\n"
+    "  --temp T              focal temperature of run A (default: the model's own setting)\n"
+    "  --size WxH            window size in pixels (default 1600x960, or the last size)\n"
+    "  --script FILE         run a command file, one command per frame (open, prompt, temp, select, view, wait,\n"
+    "                        screenshot PATH.png, export PATH.h5, quit, ...: docs/app.md); exit 1 on a script error\n"
+    "  --settings FILE       settings file (default $XDG_CONFIG_HOME/focalscope/settings.json)\n"
+    "  --no-settings         neither read nor write settings\n"
+    "  --bench OUT.json      measure preview / propagate latency, fps while a job runs, and with\n"
+    "  --bench-long-model D  a T = 4096 heatmap on model D (its context must hold 4096 tokens); writes OUT.json\n"
+    "  --help                this text\n"
+    "\n"
+    "Exit codes: 0 ok, 1 runtime or script error, 2 bad command line.\n";
+
+struct Args {
+  std::string source, prompt, script, settings_path, bench, bench_long;
+  float temp = -1.0f;
+  int w = 0, h = 0;
+  bool no_settings = false;
+};
+
+int parse_args(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto need = [&](const char* opt) -> std::string {
+      if (i + 1 >= argc) throw focal::Error(std::string(opt) + " needs a value (see focalscope --help)");
+      return argv[++i];
+    };
+    if (s == "--help" || s == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (s == "--prompt") a.prompt = need("--prompt");
+    else if (s == "--script") a.script = need("--script");
+    else if (s == "--settings") a.settings_path = need("--settings");
+    else if (s == "--no-settings") a.no_settings = true;
+    else if (s == "--bench") a.bench = need("--bench");
+    else if (s == "--bench-long-model") a.bench_long = need("--bench-long-model");
+    else if (s == "--temp") {
+      const std::string v = need("--temp");
+      char* end = nullptr;
+      a.temp = std::strtof(v.c_str(), &end);
+      if (*end || !(a.temp > 0.0f)) throw focal::Error("--temp must be a number > 0 (got '" + v + "')");
+    } else if (s == "--size") {
+      const std::string v = need("--size");
+      if (std::sscanf(v.c_str(), "%dx%d", &a.w, &a.h) != 2 || a.w < 200 || a.h < 150)
+        throw focal::Error("--size must be WxH with W >= 200 and H >= 150 (got '" + v + "')");
+    } else if (!s.empty() && s[0] == '-') {
+      throw focal::Error("unknown option '" + s + "' (see focalscope --help)");
+    } else if (a.source.empty()) {
+      a.source = s;
+    } else {
+      throw focal::Error("give one model or capture, not '" + a.source + "' and '" + s + "'");
+    }
+  }
+  return -1;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
+
+void setup_style_and_fonts(Ui& ui) {
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  ImGui::StyleColorsDark();
+  ImGuiStyle& s = ImGui::GetStyle();
+  s.WindowRounding = 0.0f;
+  s.FrameRounding = 3.0f;
+  s.GrabRounding = 3.0f;
+  s.TabRounding = 3.0f;
+  s.WindowBorderSize = 1.0f;
+  s.WindowPadding = ImVec2(8, 6);
+  s.ItemSpacing = ImVec2(6, 4);
+  ImVec4* c = s.Colors;
+  c[ImGuiCol_WindowBg] = ImVec4(0.105f, 0.11f, 0.13f, 1.0f);
+  c[ImGuiCol_ChildBg] = ImVec4(0.105f, 0.11f, 0.13f, 1.0f);
+  c[ImGuiCol_TitleBg] = ImVec4(0.14f, 0.15f, 0.18f, 1.0f);
+  c[ImGuiCol_TitleBgActive] = ImVec4(0.17f, 0.19f, 0.24f, 1.0f);
+  c[ImGuiCol_FrameBg] = ImVec4(0.17f, 0.18f, 0.22f, 1.0f);
+  c[ImGuiCol_Button] = ImVec4(0.20f, 0.30f, 0.45f, 1.0f);
+  c[ImGuiCol_ButtonHovered] = ImVec4(0.26f, 0.40f, 0.60f, 1.0f);
+  c[ImGuiCol_SliderGrab] = ImVec4(0.35f, 0.62f, 0.95f, 1.0f);
+  c[ImGuiCol_Header] = ImVec4(0.20f, 0.30f, 0.45f, 0.8f);
+  c[ImGuiCol_Tab] = ImVec4(0.15f, 0.17f, 0.21f, 1.0f);
+  c[ImGuiCol_TabActive] = ImVec4(0.22f, 0.33f, 0.50f, 1.0f);
+  c[ImGuiCol_TabHovered] = ImVec4(0.26f, 0.40f, 0.60f, 1.0f);
+  c[ImGuiCol_PlotHistogram] = ImVec4(0.0f, 0.45f, 0.70f, 1.0f);
+
+  // DejaVu (Debian fonts-dejavu-core) with Greek, arrows, maths and block pieces (sentencepiece's U+2581).
+  static ImVector<ImWchar> ranges;
+  ImFontGlyphRangesBuilder b;
+  b.AddRanges(io.Fonts->GetGlyphRangesDefault());
+  static const ImWchar extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2010, 0x205E,
+                                  0x2190, 0x21FF, 0x2200, 0x22FF, 0x2580, 0x259F, 0};
+  b.AddRanges(extra);
+  b.BuildRanges(&ranges);
+  const char* sans = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  const char* mono = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf";
+  if (exists(sans)) {
+    ui.font = io.Fonts->AddFontFromFileTTF(sans, 15.0f, nullptr, ranges.Data);
+    ui.font_small = io.Fonts->AddFontFromFileTTF(sans, 13.0f, nullptr, ranges.Data);
+  }
+  if (exists(mono)) ui.font_mono = io.Fonts->AddFontFromFileTTF(mono, 14.0f, nullptr, ranges.Data);
+  if (!ui.font) ui.font = io.Fonts->AddFontDefault();
+}
+
+// Panel rectangles for a window of w x h pixels.
+void layout_and_draw(Ui& ui, float w, float h, float fps) {
+  AppState& st = ui.st;
+  const float status_h = 26.0f;
+  const float left = std::clamp(w * 0.22f, 250.0f, 380.0f);
+  const float top = std::clamp(h * 0.19f, 110.0f, 190.0f);
+  const float bottom = std::clamp(h * 0.28f, 120.0f, 300.0f);
+  const float mid = std::max(60.0f, h - top - bottom - status_h);
+  const float right_w = std::max(80.0f, w - left);
+  const float heat_w = std::max(60.0f, std::min(mid + 40.0f, right_w * 0.55f));
+  draw_controls(ui, ImVec4(0, 0, left, h - status_h));
+  draw_prompt(ui, ImVec4(left, 0, right_w, top));
+  draw_heatmap(ui, ImVec4(left, top, heat_w, mid));
+  draw_overview(ui, ImVec4(left + heat_w, top, right_w - heat_w, mid * 0.42f));
+  draw_distribution(ui, ImVec4(left + heat_w, top + mid * 0.42f, right_w - heat_w, mid * 0.58f));
+  draw_bottom(ui, ImVec4(left, top + mid, right_w, bottom));
+  // Status bar: message, jobs, frame rate.
+  if (begin_panel("##status", ImVec4(0, h - status_h, w, status_h), ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {
+    ui.record_rect("status");
+    if (!st.message.empty()) {
+      ImGui::TextColored(st.message_is_error ? ImVec4(1.0f, 0.45f, 0.4f, 1.0f) : ImVec4(0.7f, 0.85f, 0.7f, 1.0f), "%s",
+                         st.message.c_str());
+      ImGui::SameLine();
+    }
+    const auto jobs = st.jobs.status();
+    if (!jobs.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "| %s %.0f%%", jobs[0].label.c_str(), jobs[0].progress * 100);
+      ImGui::SameLine();
+    }
+    const char* right = "focalscope 0.1  ";
+    ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 10, w - 200));
+    ImGui::TextDisabled("%s%.0f fps", right, fps);
+  }
+  ImGui::End();
+}
+
+void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
+  std::vector<uint8_t> px((size_t)fb_w * fb_h * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  std::vector<uint8_t> flipped(px.size());
+  for (int y = 0; y < fb_h; ++y)
+    std::memcpy(&flipped[(size_t)y * fb_w * 4], &px[(size_t)(fb_h - 1 - y) * fb_w * 4], (size_t)fb_w * 4);
+  focal::figures::write_png_rgba(path, flipped.data(), fb_w, fb_h, fb_w * 4);
+  // Sidecar: where each panel is, for the screenshot checks.
+  std::ostringstream js;
+  js << "{\"width\": " << fb_w << ", \"height\": " << fb_h << ", \"rects\": {";
+  bool first = true;
+  for (const auto& [name, r] : ui.rects) {
+    js << (first ? "" : ", ") << "\"" << name << "\": [" << r.x << ", " << r.y << ", " << r.z << ", " << r.w << "]";
+    first = false;
+  }
+  js << "}, \"n_tokens\": " << ui.st.n_tokens() << ", \"layer\": " << ui.st.sel_layer << ", \"head\": "
+     << ui.st.sel_head << "}\n";
+  const std::string tmp = path + ".json.tmp";
+  {
+    std::ofstream f(tmp);
+    f << js.str();
+  }
+  std::rename(tmp.c_str(), (path + ".json").c_str());
+}
+
+Ui* g_ui = nullptr;
+void on_drop(GLFWwindow*, int n, const char** paths) {
+  if (g_ui)
+    for (int i = 0; i < n; ++i) g_ui->dropped.push_back(paths[i]);
+}
+
+}  // namespace
+}  // namespace focalscope
+
+int main(int argc, char** argv) {
+  using namespace focalscope;
+  Args args;
+  try {
+    const int rc = parse_args(argc, argv, args);
+    if (rc >= 0) return rc;
+  } catch (const focal::Error& e) {
+    std::fprintf(stderr, "focalscope: %s\n", e.what());
+    return 2;
+  }
+  std::vector<ScriptCommand> script;
+  if (!args.script.empty()) {
+    std::ifstream f(args.script);
+    if (!f) {
+      std::fprintf(stderr, "focalscope: cannot read script '%s'\n", args.script.c_str());
+      return 2;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    try {
+      script = parse_script(ss.str(), args.script);
+    } catch (const focal::Error& e) {
+      std::fprintf(stderr, "focalscope: %s\n", e.what());
+      return 2;
+    }
+  }
+  const std::string settings_path = args.settings_path.empty() ? Settings::default_path() : args.settings_path;
+  std::string warn;
+  Settings settings = args.no_settings ? Settings{} : Settings::load(settings_path, &warn);
+  const int win_w = args.w ? args.w : settings.window_w, win_h = args.h ? args.h : settings.window_h;
+
+  glfwSetErrorCallback([](int code, const char* msg) { std::fprintf(stderr, "focalscope: GLFW error %d: %s\n", code, msg); });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "focalscope: cannot open a window (no display? set DISPLAY, or run under xvfb-run)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+  GLFWwindow* win = glfwCreateWindow(win_w, win_h, "focalscope", nullptr, nullptr);
+  if (!win) {
+    std::fprintf(stderr, "focalscope: cannot create an OpenGL 3.3 window\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(win);
+  const bool headless_run = !script.empty() || !args.bench.empty();
+  glfwSwapInterval(headless_run ? 0 : 1);
+  ImGui::CreateContext();
+  int rc = 0;
+  {
+    AppState st;
+    Ui ui(st);
+    g_ui = &ui;
+    glfwSetDropCallback(win, on_drop);
+    setup_style_and_fonts(ui);
+    ImGui_ImplGlfw_InitForOpenGL(win, true);
+    ImGui_ImplOpenGL3_Init("#version 330");
+
+    // What to open: the command line, else the last session, else the bundled focal model.
+    st.recent = settings.recent;
+    st.compare = settings.compare;
+    st.live_propagate = settings.live_propagate;
+    st.view.log_color = settings.log_color;
+    st.view.hide_sink = settings.hide_sink;
+    if (!warn.empty()) st.notify(warn, true);
+    std::string source = args.source;
+    if (source.empty() && !settings.model_path.empty() && exists(settings.model_path)) source = settings.model_path;
+    if (source.empty()) source = std::string(FOCAL_ASSETS_DIR) + "/models/focal-t0.4";
+    st.prompt = !args.prompt.empty() ? args.prompt : (!settings.prompt.empty() ? settings.prompt : kDefaultPrompt);
+    std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", source.c_str());
+    st.open_path(source);
+    bool restore_specs = args.source.empty() && source == settings.model_path && !settings.spec_a_json.empty();
+
+    ScriptRunner runner(script, args.script);
+    Bench bench(args.bench, args.bench_long);
+    double last_t = glfwGetTime();
+    float fps = 0.0f;
+    bool was_loaded = false;
+    while (!glfwWindowShouldClose(win)) {
+      if (headless_run || st.busy()) glfwPollEvents();
+      else glfwWaitEventsTimeout(0.1);
+      st.poll();
+      if (!was_loaded && st.has_model()) {  // first load done: apply the command line and remembered settings
+        was_loaded = true;
+        try {
+          if (restore_specs) {
+            st.set_spec(0, focal::TempSpec::from_json(settings.spec_a_json, settings_path));
+            if (!settings.spec_b_json.empty())
+              st.set_spec(1, focal::TempSpec::from_json(settings.spec_b_json, settings_path));
+          }
+        } catch (const focal::Error&) {
+        }
+        if (args.temp > 0.0f) {
+          focal::TempSpec s = st.slots[0].spec;
+          s.mode = focal::AttnMode::kFocal;
+          s.focal_temp = args.temp;
+          st.set_spec(0, s);
+        }
+      }
+      for (const std::string& p : ui.dropped) {
+        std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", p.c_str());
+        st.open_path(p);
+      }
+      ui.dropped.clear();
+      if (!script.empty() && !runner.step(ui, win)) {
+        if (runner.failed()) {
+          std::fprintf(stderr, "focalscope: %s\n", runner.error().c_str());
+          rc = 1;
+        }
+        break;
+      }
+      if (!args.bench.empty()) bench.before_frame(ui);
+
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGui::NewFrame();
+      int fb_w, fb_h;
+      glfwGetFramebufferSize(win, &fb_w, &fb_h);
+      layout_and_draw(ui, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y, fps);
+      ImGui::Render();
+      glViewport(0, 0, fb_w, fb_h);
+      glClearColor(0.08f, 0.085f, 0.10f, 1.0f);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (!ui.screenshot_request.empty()) {
+        try {
+          save_screenshot(ui, ui.screenshot_request, fb_w, fb_h);
+          if (script.empty()) st.notify("wrote " + ui.screenshot_request, false);
+        } catch (const focal::Error& e) {
+          st.notify(e.what(), true);
+          if (!script.empty()) {
+            std::fprintf(stderr, "focalscope: %s\n", e.what());
+            rc = 1;
+            break;
+          }
+        }
+        ui.screenshot_request.clear();
+      }
+      if (!args.bench.empty()) {
+        glFinish();
+        if (!bench.after_frame(ui)) {
+          if (!bench.error().empty()) {
+            std::fprintf(stderr, "focalscope: %s\n", bench.error().c_str());
+            rc = 1;
+          }
+          break;
+        }
+      }
+      glfwSwapBuffers(win);
+      const double t = glfwGetTime();
+      fps = fps * 0.9f + 0.1f * (float)(1.0 / std::max(1e-4, t - last_t));
+      last_t = t;
+    }
+    if (!args.no_settings && args.bench.empty() && script.empty()) {
+      settings.recent = st.recent;
+      if (st.has_model()) settings.model_path = st.loaded.path;
+      settings.prompt = st.prompt;
+      settings.spec_a_json = st.slots[0].spec.to_json();
+      settings.spec_b_json = st.slots[1].spec.to_json();
+      settings.compare = st.compare;
+      settings.live_propagate = st.live_propagate;
+      settings.log_color = st.view.log_color;
+      settings.hide_sink = st.view.hide_sink;
+      glfwGetWindowSize(win, &settings.window_w, &settings.window_h);
+      try {
+        settings.save(settings_path);
+      } catch (const focal::Error& e) {
+        std::fprintf(stderr, "focalscope: %s\n", e.what());
+      }
+    }
+    g_ui = nullptr;
+    ui.heat_tex.release();
+    ui.gen_tex.release();
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+  }
+  ImGui::DestroyContext();
+  glfwDestroyWindow(win);
+  glfwTerminate();
+  return rc;
+}

@@ -1,0 +1,164 @@
+// Left column: open a model or capture (path field, recent list, drag and drop), the temperature of each side,
+// A/B comparison, the update path (preview / propagate) with job progress, and export.
+#include <algorithm>
+#include <cstring>
+
+#include "focal/error.h"
+#include "focal_figures/figures.h"
+#include "ui.h"
+
+namespace focalscope {
+
+static void open_section(Ui& ui) {
+  AppState& st = ui.st;
+  section("Model or capture");
+  ImGui::SetNextItemWidth(-60);
+  const bool enter = ImGui::InputTextWithHint("##path", "model dir, .gguf or capture .h5", ui.path_buf,
+                                              sizeof ui.path_buf, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if (ImGui::Button("Open") || enter) st.open_path(ui.path_buf);
+  if (!st.recent.empty()) {
+    ImGui::SetNextItemWidth(-60);
+    if (ImGui::BeginCombo("recent", "recent files")) {
+      for (const std::string& p : st.recent)
+        if (ImGui::Selectable(p.c_str())) {
+          std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", p.c_str());
+          st.open_path(p);
+        }
+      ImGui::EndCombo();
+    }
+  }
+  ImGui::TextDisabled("or drop a folder / file onto the window");
+  if (const focal::ModelConfig* c = st.config()) {
+    ImGui::TextWrapped("%s", st.loaded.path.c_str());
+    ImGui::TextDisabled("%d layers x %d heads (%d kv), d %d, context %d%s", c->n_layers, c->n_heads, c->n_kv_heads,
+                        c->d_head, c->max_positions, st.capture_only() ? ", capture only" : "");
+  }
+}
+
+static void compare_section(Ui& ui) {
+  AppState& st = ui.st;
+  section("Compare A / B");
+  bool cmp = st.compare;
+  if (ImGui::Checkbox("show B beside A", &cmp)) st.set_compare(cmp);
+  if (!st.compare) return;
+  if (st.has_model()) {
+    int& kind = ui.b_kind;
+    if (st.slots[1].model) kind = 1;
+    ImGui::RadioButton("two settings", &kind, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("two models", &kind, 1);
+    if (kind == 0 && st.slots[1].model) st.close_model_b();
+    if (kind == 1) {
+      if (!ui.path_b_buf[0]) std::snprintf(ui.path_b_buf, sizeof ui.path_b_buf, "%s/models/standard", FOCAL_ASSETS_DIR);
+      ImGui::SetNextItemWidth(-60);
+      ImGui::InputText("##pathb", ui.path_b_buf, sizeof ui.path_b_buf);
+      ImGui::SameLine();
+      if (ImGui::Button("Load B")) st.open_model_b(ui.path_b_buf);
+      if (!st.slots[1].model) ImGui::TextDisabled("B runs model A until model B is loaded");
+    }
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, col_run_v4(1));
+  ImGui::TextUnformatted(run_title(st, 1).c_str());
+  ImGui::PopStyleColor();
+  if (!st.capture_only()) temperature_controls(ui, 1);
+  if (ImGui::SmallButton("A <-> B settings")) {
+    focal::TempSpec a = st.slots[0].spec, b = st.slots[1].spec;
+    st.set_spec(0, b);
+    st.set_spec(1, a);
+  }
+}
+
+static void update_section(Ui& ui) {
+  AppState& st = ui.st;
+  section("Update");
+  ImGui::Checkbox("live propagate", &st.live_propagate);
+  help_marker(
+      "Preview re-applies softmax to the stored raw scores of the visible layer at once, without running the model "
+      "(exact for the first layer whose temperature changed; later layers still see the old inputs). Propagate "
+      "re-runs the model on a worker thread from the first changed layer on; newer changes cancel stale runs.");
+  ImGui::SameLine();
+  if (ImGui::Button("Propagate")) st.propagate_all();
+  for (int side = 0; side < (st.compare ? 2 : 1); ++side) {
+    const Slot& s = st.slots[side];
+    if (!s.run) continue;
+    const bool exact = st.config() && s.spec.first_changed_layer(s.run_spec, *st.config()) >= st.config()->n_layers;
+    ImGui::TextColored(col_run_v4(side), "%s", side_name(side));
+    ImGui::SameLine();
+    if (exact)
+      ImGui::TextDisabled("propagated: layers %d.. re-run in %.1f ms", s.first_layer_run, s.run_ms);
+    else
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview (not propagated)");
+  }
+  for (const JobStatus& j : st.jobs.status()) {
+    ImGui::ProgressBar(j.running ? j.progress : 0.0f, ImVec2(-1, 0), (j.label + (j.running ? "" : " (queued)")).c_str());
+  }
+}
+
+static void export_section(Ui& ui) {
+  AppState& st = ui.st;
+  section("Export");
+  ImGui::SetNextItemWidth(-70);
+  ImGui::InputText("##exp", ui.export_buf, sizeof ui.export_buf);
+  ImGui::SameLine();
+  if (ImGui::Button("Capture")) {
+    try {
+      st.export_capture(ui.export_buf);
+      st.notify(std::string("wrote capture ") + ui.export_buf, false);
+    } catch (const focal::Error& e) {
+      st.notify(e.what(), true);
+    }
+  }
+  ImGui::SetNextItemWidth(-70);
+  ImGui::InputText("##png", ui.png_buf, sizeof ui.png_buf);
+  ImGui::SameLine();
+  if (ImGui::Button("PNG")) ui.screenshot_request = ui.png_buf;
+  help_marker("Saves the window as it is now (the next frame) as a PNG.");
+  static const char* kKinds[] = {"distribution", "heatmap", "grid", "entropy"};
+  ImGui::SetNextItemWidth(110);
+  ImGui::Combo("##kind", &ui.figure_kind, kKinds, 4);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-70);
+  ImGui::InputText("##fig", ui.figure_buf, sizeof ui.figure_buf);
+  ImGui::SameLine();
+  if (ImGui::Button("Figure")) {
+    try {
+      const focal::CaptureFile cf = st.capture_file();
+      focal::figures::FigureOptions o;
+      o.layer = st.sel_layer;
+      o.head = st.sel_head;
+      o.query = st.query();
+      o.no_sink = st.view.hide_sink;
+      o.log_scale = st.view.log_color;
+      if (ui.figure_kind == 0) o.overlay = true;
+      focal::figures::Source src;
+      src.capture = &cf;
+      src.label = "app";
+      const auto fmt_ = focal::figures::format_from_path(ui.figure_buf);
+      focal::figures::write_file_atomic(ui.figure_buf, focal::figures::render_figure(kKinds[ui.figure_kind], {src}, o, fmt_));
+      st.notify(std::string("wrote figure ") + ui.figure_buf, false);
+    } catch (const focal::Error& e) {
+      st.notify(e.what(), true);
+    }
+  }
+  ImGui::TextDisabled("figures: PNG, SVG or PDF by extension");
+}
+
+void draw_controls(Ui& ui, const ImVec4& r) {
+  AppState& st = ui.st;
+  if (begin_panel("focalscope", r)) {
+    ui.record_rect("controls");
+    open_section(ui);
+    section("Temperature");
+    ImGui::PushStyleColor(ImGuiCol_Text, col_run_v4(0));
+    ImGui::TextUnformatted(run_title(st, 0).c_str());
+    ImGui::PopStyleColor();
+    if (st.config()) temperature_controls(ui, 0);
+    compare_section(ui);
+    update_section(ui);
+    export_section(ui);
+  }
+  ImGui::End();
+}
+
+}  // namespace focalscope

@@ -1,0 +1,160 @@
+// The head heatmap: queries down, keys across, for the selected layer and head. A texture rebuilt only when the
+// rows, the view or the options change, max-pooled to the panel's pixels (level of detail for long prompts);
+// wheel zooms around the cursor, drag pans, double-click resets; hover shows query, key, probabilities, raw score.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "ui.h"
+
+namespace focalscope {
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+static uint64_t dbits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+void draw_heatmap(Ui& ui, const ImVec4& r) {
+  AppState& st = ui.st;
+  if (begin_panel("Head heatmap", r, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
+    const HeadRows& rows = st.head_rows();
+    const int T = rows.T;
+    // Options row.
+    int show = (int)st.view.show;
+    ImGui::TextColored(col_run_v4(0), "L%d H%d", st.sel_layer, st.sel_head);
+    ImGui::SameLine();
+    bool changed = ImGui::RadioButton("A", &show, 0);
+    ImGui::SameLine();
+    if (st.compare) {
+      changed |= ImGui::RadioButton("B", &show, 1);
+      ImGui::SameLine();
+      changed |= ImGui::RadioButton("B - A", &show, 2);
+      ImGui::SameLine();
+    }
+    if (!st.compare && show != 0) {
+      show = 0;
+      changed = true;
+    }
+    if (changed) {
+      st.view.show = (ViewRun)show;
+      st.state_version++;
+    }
+    if (ImGui::Checkbox("log", &st.view.log_color)) st.state_version++;
+    ImGui::SameLine();
+    if (ImGui::Checkbox("hide sink", &st.view.hide_sink)) st.state_version++;
+    help_marker("Drop key 0 (the first-token attention sink) and renormalise each row over the other keys.");
+    ImGui::SameLine();
+    if (ImGui::SmallButton("reset view")) ui.heat_view = HeatView{};
+    const int side = show == 1 ? 1 : 0;
+    if (rows.preview[side] || (show == 2 && rows.preview[1])) {
+      ImGui::SameLine();
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview");
+    }
+
+    // The image area: square, as large as fits, with room for axis labels.
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float legend_h = ImGui::GetTextLineHeightWithSpacing() + 6.0f;
+    const float side_px = std::max(16.0f, std::min(avail.x, avail.y - legend_h));
+    const ImVec2 p0 = ImGui::GetCursorScreenPos();
+    ui.rects["heatmap"] = ImVec4(p0.x, p0.y, side_px, side_px);
+
+    HeatView& v = ui.heat_view;
+    if (v.T != T || v.k1 <= v.k0) v = HeatView{0, (double)T, 0, (double)T, T};
+    ImGui::InvisibleButton("heat", ImVec2(side_px, side_px));
+    const bool hovered = ImGui::IsItemHovered();
+    ImGuiIO& io = ImGui::GetIO();
+    if (T > 0 && hovered) {
+      const double mx = (io.MousePos.x - p0.x) / side_px, my = (io.MousePos.y - p0.y) / side_px;
+      if (io.MouseWheel != 0.0f) {  // zoom around the cursor
+        const double f = io.MouseWheel > 0 ? 0.8 : 1.25;
+        const double ck = v.k0 + mx * (v.k1 - v.k0), cq = v.q0 + my * (v.q1 - v.q0);
+        double span = std::clamp((v.k1 - v.k0) * f, std::min(8.0, (double)T), (double)T);
+        v.k0 = ck - mx * span;
+        v.q0 = cq - my * span;
+        v.k1 = v.k0 + span;
+        v.q1 = v.q0 + span;
+      }
+      if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+        const double s = (v.k1 - v.k0) / side_px;
+        v.k0 -= io.MouseDelta.x * s;
+        v.k1 -= io.MouseDelta.x * s;
+        v.q0 -= io.MouseDelta.y * s;
+        v.q1 -= io.MouseDelta.y * s;
+      }
+      if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) v = HeatView{0, (double)T, 0, (double)T, T};
+      const double span = v.k1 - v.k0;  // keep the view inside the matrix
+      v.k0 = std::clamp(v.k0, 0.0, std::max(0.0, T - span));
+      v.q0 = std::clamp(v.q0, 0.0, std::max(0.0, T - span));
+      v.k1 = v.k0 + span;
+      v.q1 = v.q0 + span;
+    }
+    // Rebuild the texture when something it shows changed.
+    const int tex_px = std::max(1, std::min({(int)side_px, 2048, std::max(1, (int)std::ceil(v.k1 - v.k0))}));
+    uint64_t key = mix(mix(mix(mix(rows.version, dbits(v.k0)), dbits(v.q0)), dbits(v.k1)), (uint64_t)tex_px);
+    key = mix(mix(mix(key, (uint64_t)st.view.show), (uint64_t)st.view.log_color), (uint64_t)T);
+    if (key != ui.heat_key && T > 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<uint8_t> px;
+      build_heat_pixels(st, rows, v, tex_px, tex_px, px);
+      ui.heat_tex.upload(px, tex_px, tex_px);
+      ui.heat_key = key;
+      ui.heat_build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 p1(p0.x + side_px, p0.y + side_px);
+    if (T > 0 && ui.heat_tex.id && (!rows.p[0].empty() || !rows.p[1].empty())) {
+      dl->AddImage((ImTextureID)(intptr_t)ui.heat_tex.id, p0, p1);
+      // The selected query row.
+      const int q = st.query();
+      const double yq = (q + 0.5 - v.q0) / (v.q1 - v.q0);
+      if (yq >= 0 && yq <= 1)
+        dl->AddLine(ImVec2(p0.x, p0.y + (float)yq * side_px), ImVec2(p1.x, p0.y + (float)yq * side_px),
+                    IM_COL32(255, 255, 255, 110), 1.0f);
+    } else {
+      dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
+      const char* msg = st.busy() ? "running the model..." : (T == 0 ? "type a prompt and press Run" : "no rows stored for this head");
+      const ImVec2 ts = ImGui::CalcTextSize(msg);
+      dl->AddText(ImVec2(p0.x + (side_px - ts.x) / 2, p0.y + (side_px - ts.y) / 2), IM_COL32(200, 200, 200, 255), msg);
+    }
+    dl->AddRect(p0, p1, IM_COL32(90, 95, 110, 255));
+    if (T > 0 && hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+      const int k = (int)std::floor(v.k0 + (io.MousePos.x - p0.x) / side_px * (v.k1 - v.k0));
+      const int q = (int)std::floor(v.q0 + (io.MousePos.y - p0.y) / side_px * (v.q1 - v.q0));
+      if (k >= 0 && k < T && q >= 0 && q < T) {
+        if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 9.0f)
+          st.select(st.sel_layer, st.sel_head, q);
+        ImGui::BeginTooltip();
+        ImGui::Text("query %d '%s'", q, st.file.pieces[q].c_str());
+        ImGui::Text("key   %d '%s'", k, st.file.pieces[k].c_str());
+        if (k > q) {
+          ImGui::TextDisabled("masked (the key comes after the query)");
+        } else {
+          for (int s = 0; s < 2; ++s)
+            if (!rows.p[s].empty())
+              ImGui::TextColored(col_run_v4(s), "p %s = %.5f", side_name(s), rows.p[s][(size_t)q * T + k]);
+          if (!rows.raw.empty()) ImGui::Text("raw score = %.4f", rows.raw[(size_t)q * T + k]);
+        }
+        ImGui::EndTooltip();
+      }
+    }
+    // Legend.
+    ImGui::SetCursorScreenPos(ImVec2(p0.x, p1.y + 4.0f));
+    const float lw = std::min(side_px * 0.5f, 220.0f);
+    const ImVec2 l0 = ImGui::GetCursorScreenPos();
+    for (int i = 0; i < (int)lw; ++i) {
+      const double t = i / (lw - 1.0);
+      dl->AddRectFilled(ImVec2(l0.x + i, l0.y + 3), ImVec2(l0.x + i + 1, l0.y + 13),
+                        show == 2 ? col_diverging(2 * t - 1) : col_viridis(t));
+    }
+    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 8, l0.y));
+    ImGui::TextDisabled("%s   keys %d..%d, queries %d..%d%s", show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
+                        (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
+                        tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
+  }
+  ImGui::End();
+}
+
+}  // namespace focalscope

@@ -1,0 +1,114 @@
+// The prompt editor and the token strip: every token coloured by the attention it gets from the selected query
+// (run A, B, or B - A as the heatmap shows); hover shows both probabilities and the raw score; click selects the
+// query.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ui.h"
+
+namespace focalscope {
+
+static void prompt_editor(Ui& ui) {
+  AppState& st = ui.st;
+  if (!ui.prompt_dirty && std::strncmp(ui.prompt_buf, st.prompt.c_str(), sizeof ui.prompt_buf) != 0 &&
+      !ImGui::IsAnyItemActive())
+    std::snprintf(ui.prompt_buf, sizeof ui.prompt_buf, "%s", st.prompt.c_str());
+  const float h = ImGui::GetTextLineHeight() * 3.2f;
+  ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
+                            st.capture_only() ? ImGuiInputTextFlags_ReadOnly : 0);
+  if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
+  const bool ctrl_enter = ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
+    st.set_prompt(ui.prompt_buf);
+    ui.prompt_dirty = false;
+  }
+  ImGui::TextDisabled("%d tokens", st.n_tokens());
+  if (ui.prompt_dirty) ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "edited");
+  ImGui::EndGroup();
+  if (st.pending_truncation) {
+    ImGui::TextColored(ImVec4(1.0f, 0.55f, 0.4f, 1.0f), "The prompt is longer than the model's context.");
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Truncate")) st.truncate_prompt();
+  }
+}
+
+void draw_prompt(Ui& ui, const ImVec4& r) {
+  AppState& st = ui.st;
+  if (begin_panel("Prompt and tokens", r)) {
+    ui.record_rect("prompt");
+    prompt_editor(ui);
+    const HeadRows& rows = st.head_rows();
+    const int T = st.n_tokens();
+    const int q = st.query();
+    const int side = st.view.show == ViewRun::kB && !rows.p[1].empty() ? 1 : 0;
+    const bool diff = st.view.show == ViewRun::kDiff && !rows.p[0].empty() && !rows.p[1].empty();
+    ImGui::TextDisabled("attention from the selected query (outlined), layer %d head %d, %s", st.sel_layer, st.sel_head,
+                        diff ? "B - A" : side_name(side));
+    ImGui::BeginChild("tokens", ImVec2(0, 0), false);
+    ui.record_rect("tokens");
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float avail = ImGui::GetContentRegionAvail().x;
+    float x = 0.0f;
+    float row_max = 0.0f;  // colour scale: the largest value in the query's row (excluding nothing)
+    const std::vector<float>* P = rows.p[side].empty() ? nullptr : &rows.p[side];
+    if (T > 0 && rows.T == T) {
+      for (int k = 0; k <= q; ++k) {
+        const float v = diff ? std::fabs(rows.p[1][(size_t)q * T + k] - rows.p[0][(size_t)q * T + k])
+                             : (P ? (*P)[(size_t)q * T + k] : 0.0f);
+        row_max = std::max(row_max, v);
+      }
+    }
+    if (row_max <= 0.0f) row_max = 1.0f;
+    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(2, 3));
+    for (int k = 0; k < T; ++k) {
+      std::string text = st.file.pieces[k];
+      for (char& c : text)
+        if (c == '\n') c = ' ';
+      if (text.empty()) text = " ";
+      const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+      const float w = sz.x + 6.0f;
+      if (k > 0 && x + w < avail) ImGui::SameLine();
+      else x = 0.0f;
+      x += w + 2.0f;
+      const ImVec2 p0 = ImGui::GetCursorScreenPos();
+      ImGui::PushID(k);
+      if (ImGui::InvisibleButton("tok", ImVec2(w, sz.y + 4.0f))) st.select(st.sel_layer, st.sel_head, k);
+      const bool hovered = ImGui::IsItemHovered();
+      ImGui::PopID();
+      const ImVec2 p1(p0.x + w, p0.y + sz.y + 4.0f);
+      ImU32 bg = IM_COL32(45, 48, 56, 255);
+      if (k <= q && rows.T == T && T > 0) {
+        if (diff) {
+          const float d = rows.p[1][(size_t)q * T + k] - rows.p[0][(size_t)q * T + k];
+          bg = col_diverging(d / row_max);
+        } else if (P) {
+          bg = col_viridis((*P)[(size_t)q * T + k] / row_max);
+        }
+      }
+      dl->AddRectFilled(p0, p1, bg, 3.0f);
+      if (k == q) dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0, 2.0f);
+      const ImVec4 bgv = ImGui::ColorConvertU32ToFloat4(bg);
+      const bool dark_text = 0.2126f * bgv.x + 0.7152f * bgv.y + 0.0722f * bgv.z > 0.45f;
+      dl->AddText(ImVec2(p0.x + 3.0f, p0.y + 2.0f), dark_text ? IM_COL32(10, 10, 10, 255) : IM_COL32(235, 235, 235, 255),
+                  text.c_str());
+      if (hovered) {
+        ImGui::BeginTooltip();
+        ImGui::Text("key %d '%s'  <-  query %d '%s'", k, st.file.pieces[k].c_str(), q, st.file.pieces[q].c_str());
+        for (int s = 0; s < 2; ++s)
+          if (!rows.p[s].empty() && k <= q)
+            ImGui::TextColored(col_run_v4(s), "p %s = %.4f", side_name(s), rows.p[s][(size_t)q * T + k]);
+        if (!rows.raw.empty() && k <= q) ImGui::Text("raw score q.k/sqrt(d) = %.3f", rows.raw[(size_t)q * T + k]);
+        ImGui::TextDisabled("click: make this token the query");
+        ImGui::EndTooltip();
+      }
+    }
+    ImGui::PopStyleVar();
+    ImGui::EndChild();
+  }
+  ImGui::End();
+}
+
+}  // namespace focalscope

@@ -1,0 +1,94 @@
+// A metric against the focal temperature t: one model run per t on the worker (log-spaced t), the selected head,
+// its layer's mean and the prompt loss, with the current t of A marked.
+#include <algorithm>
+#include <cmath>
+
+#include "ui.h"
+
+namespace focalscope {
+
+static void plot(const char* id, const std::vector<float>& xs, const std::vector<std::vector<float>>& ys,
+                 const std::vector<ImU32>& cols, float mark_x, ImVec2 size) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton(id, size);
+  const float axis_w = 44, axis_h = 18;
+  const ImVec2 p0(o.x + axis_w, o.y + 4), p1(o.x + size.x - 8, o.y + size.y - axis_h);
+  dl->AddRectFilled(p0, p1, IM_COL32(24, 26, 32, 255));
+  float lo = INFINITY, hi = -INFINITY;
+  for (auto& y : ys)
+    for (float v : y)
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+  if (!(hi > lo)) {
+    hi = lo + 1;
+  }
+  const float pad = (hi - lo) * 0.06f;
+  lo -= pad;
+  hi += pad;
+  const float lx0 = std::log(xs.front()), lx1 = std::log(xs.back());
+  auto X = [&](float x) { return p0.x + (std::log(x) - lx0) / (lx1 - lx0) * (p1.x - p0.x); };
+  auto Y = [&](float y) { return p1.y - (y - lo) / (hi - lo) * (p1.y - p0.y); };
+  for (int g = 0; g <= 4; ++g) {
+    const float v = lo + (hi - lo) * g / 4;
+    dl->AddLine(ImVec2(p0.x, Y(v)), ImVec2(p1.x, Y(v)), IM_COL32(60, 62, 70, 255));
+    dl->AddText(ImVec2(o.x, Y(v) - 7), IM_COL32(150, 150, 160, 255), fmt("%.2f", v).c_str());
+  }
+  for (float t : {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.7f, 1.0f, 1.5f, 2.0f})
+    if (t >= xs.front() * 0.999f && t <= xs.back() * 1.001f)
+      dl->AddText(ImVec2(X(t) - 8, p1.y + 2), IM_COL32(150, 150, 160, 255), fmt("%g", t).c_str());
+  for (size_t s = 0; s < ys.size(); ++s)
+    for (size_t i = 0; i + 1 < xs.size(); ++i)
+      if (std::isfinite(ys[s][i]) && std::isfinite(ys[s][i + 1]))
+        dl->AddLine(ImVec2(X(xs[i]), Y(ys[s][i])), ImVec2(X(xs[i + 1]), Y(ys[s][i + 1])), cols[s], s == 0 ? 2.5f : 1.5f);
+  if (mark_x > 0 && mark_x >= xs.front() && mark_x <= xs.back())
+    dl->AddLine(ImVec2(X(mark_x), p0.y), ImVec2(X(mark_x), p1.y), IM_COL32(255, 255, 255, 160), 1.5f);
+}
+
+void draw_sweep(Ui& ui) {
+  AppState& st = ui.st;
+  if (ImGui::Button("Run sweep t = 0.1 .. 1.5")) st.run_sweep(0.1f, 1.5f, 15);
+  ImGui::SameLine();
+  static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport, focal::kMaxProb,
+                                 focal::kTailMass, focal::kSinkMass};
+  ImGui::SetNextItemWidth(150);
+  if (ImGui::BeginCombo("metric", focal::row_metric_name(ui.sweep_metric))) {
+    for (int m : kMetrics)
+      if (ImGui::Selectable(focal::row_metric_name(m), m == ui.sweep_metric)) ui.sweep_metric = m;
+    ImGui::EndCombo();
+  }
+  const auto sw = st.sweep;
+  if (!sw) {
+    ImGui::TextDisabled("runs the model once per t on the current prompt (A's per-layer / per-head overrides kept)");
+    return;
+  }
+  const int S = (int)sw->temps.size(), L = sw->n_layers, H = sw->n_heads, M = focal::kNumRowMetrics;
+  if (st.sel_layer >= L || st.sel_head >= H) return;
+  std::vector<float> head(S), layer_mean(S), loss(sw->mean_nll);
+  for (int s = 0; s < S; ++s) {
+    head[s] = sw->head_metrics[(((size_t)s * L + st.sel_layer) * H + st.sel_head) * M + ui.sweep_metric];
+    double acc = 0;
+    for (int h = 0; h < H; ++h) acc += sw->head_metrics[(((size_t)s * L + st.sel_layer) * H + h) * M + ui.sweep_metric];
+    layer_mean[s] = (float)(acc / H);
+  }
+  const focal::TempSpec& a = st.slots[0].spec;
+  const float mark = a.mode == focal::AttnMode::kFocal ? a.focal_temp : (a.mode == focal::AttnMode::kStandard ? 1.0f : -1.0f);
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginGroup();
+  ImGui::TextColored(col_run_v4(0), "head %d.%d", st.sel_layer, st.sel_head);
+  ImGui::SameLine();
+  ImGui::TextColored(col_run_v4(2), "layer %d mean", st.sel_layer);
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s vs t (log axis); white line: A's t", focal::row_metric_name(ui.sweep_metric));
+  plot("sweep_plot", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark, ImVec2(avail.x * 0.6f, avail.y - 26));
+  ImGui::EndGroup();
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  ImGui::TextDisabled("prompt loss (nats/token) vs t");
+  plot("loss_plot", sw->temps, {loss}, {col_run(1)}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
+  ImGui::EndGroup();
+}
+
+}  // namespace focalscope

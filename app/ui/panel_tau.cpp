@@ -1,0 +1,63 @@
+// Learned temperature: tau per layer (mean over positions, with the clip bounds) and tau per position of the
+// selected layer, for models trained with a learned tau.
+#include <algorithm>
+#include <cmath>
+
+#include "ui.h"
+
+namespace focalscope {
+
+void draw_tau(Ui& ui) {
+  AppState& st = ui.st;
+  const focal::ModelConfig* c = st.config();
+  const auto run = st.slots[0].run;
+  if (!c || !run) {
+    ImGui::TextDisabled("no run yet");
+    return;
+  }
+  if (!c->focal.has_tau) {
+    ImGui::TextDisabled("this model has no learned temperature; open assets/models/focal-learned");
+    return;
+  }
+  if (run->tau.empty()) {
+    ImGui::TextDisabled("run A is not in learned mode: set A's mode to learned to see tau");
+    return;
+  }
+  const int L = c->n_layers, T = st.n_tokens();
+  ImGui::Text("tau = clip(mean(X w_tau) + b, %.2f, %.2f) x %.2f, mode %s", c->focal.tau_min, c->focal.tau_max,
+              st.slots[0].run_spec.tau_scale, focal::tau_mode_name(c->focal.tau_mode));
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // Per layer: bars of the mean tau, clip bounds dashed.
+  const float lo = 0.0f, hi = c->focal.tau_max * std::max(1.0f, st.slots[0].run_spec.tau_scale) * 1.1f;
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const float w1 = avail.x * 0.35f, hgt = avail.y - 8;
+  const ImVec2 a0(o.x + 40, o.y + 4), a1(o.x + w1, o.y + hgt - 16);
+  dl->AddRectFilled(a0, a1, IM_COL32(24, 26, 32, 255));
+  auto Y = [&](float v) { return a1.y - (v - lo) / (hi - lo) * (a1.y - a0.y); };
+  for (float b : {c->focal.tau_min * st.slots[0].run_spec.tau_scale, c->focal.tau_max * st.slots[0].run_spec.tau_scale}) {
+    dl->AddLine(ImVec2(a0.x, Y(b)), ImVec2(a1.x, Y(b)), IM_COL32(230, 160, 60, 200), 1.0f);
+    dl->AddText(ImVec2(o.x, Y(b) - 7), IM_COL32(230, 160, 60, 255), fmt("%.2f", b).c_str());
+  }
+  const float bw = (a1.x - a0.x) / L;
+  for (int l = 0; l < L; ++l) {
+    double acc = 0;
+    for (int i = 0; i < T; ++i) acc += run->tau[(size_t)l * T + i];
+    const float m = (float)(acc / std::max(1, T));
+    const ImU32 col = l == st.sel_layer ? col_run(0) : IM_COL32(110, 130, 160, 255);
+    dl->AddRectFilled(ImVec2(a0.x + l * bw + 2, Y(m)), ImVec2(a0.x + (l + 1) * bw - 2, a1.y), col);
+    if (bw > 20) dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y + 1), IM_COL32(150, 150, 160, 255), ("L" + std::to_string(l)).c_str());
+  }
+  // Per position of the selected layer.
+  const ImVec2 b0(o.x + w1 + 30, o.y + 4), b1(o.x + avail.x - 8, o.y + hgt - 16);
+  dl->AddRectFilled(b0, b1, IM_COL32(24, 26, 32, 255));
+  dl->AddText(ImVec2(b0.x + 4, b0.y + 2), IM_COL32(170, 170, 180, 255), ("layer " + std::to_string(st.sel_layer) + ": tau per position").c_str());
+  auto Y2 = [&](float v) { return b1.y - (v - lo) / (hi - lo) * (b1.y - b0.y); };
+  for (int i = 0; i + 1 < T; ++i) {
+    const float x0 = b0.x + (b1.x - b0.x) * i / std::max(1, T - 1), x1 = b0.x + (b1.x - b0.x) * (i + 1) / std::max(1, T - 1);
+    dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])), ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
+  }
+  ImGui::Dummy(avail);
+}
+
+}  // namespace focalscope

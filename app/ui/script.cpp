@@ -1,0 +1,158 @@
+#include "script.h"
+
+#include <GLFW/glfw3.h>
+
+#include <cstdlib>
+
+#include "focal/error.h"
+#include "focal_figures/figures.h"
+
+namespace focalscope {
+
+namespace {
+
+bool on_off(const ScriptCommand& c, const std::string& where) {
+  if (c.args[0] == "on") return true;
+  if (c.args[0] == "off") return false;
+  throw focal::Error(where + ": '" + c.name + "' takes on or off, got '" + c.args[0] + "'");
+}
+
+float number(const std::string& s, const std::string& where) {
+  char* end = nullptr;
+  const float v = std::strtof(s.c_str(), &end);
+  if (s.empty() || *end) throw focal::Error(where + ": '" + s + "' is not a number");
+  return v;
+}
+
+int side_arg(const ScriptCommand& c, size_t i, const std::string& where) {
+  if (c.args.size() <= i || c.args[i] == "a") return 0;
+  if (c.args[i] == "b") return 1;
+  throw focal::Error(where + ": the side must be a or b, got '" + c.args[i] + "'");
+}
+
+}  // namespace
+
+bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
+  AppState& st = ui.st;
+  if (!error_.empty()) return false;
+  if (wait_frames_ > 0) {
+    --wait_frames_;
+    return true;
+  }
+  while (pc_ < cmds_.size()) {
+    const ScriptCommand& c = cmds_[pc_];
+    const std::string where = path_ + ":" + std::to_string(c.line);
+    try {
+      if (c.name == "wait") {
+        if (wait_started_ < 0) wait_started_ = glfwGetTime();
+        if (st.busy() || !ui.screenshot_request.empty()) {
+          idle_frames_ = 0;
+          if (glfwGetTime() - wait_started_ > 120.0) throw focal::Error(where + ": still busy after 120 s");
+          return true;
+        }
+        if (++idle_frames_ < 3) return true;  // let the panels draw the new state
+        idle_frames_ = 0;
+        wait_started_ = -1.0;
+      } else if (c.name == "frames") {
+        wait_frames_ = (int)number(c.args[0], where);
+        ++pc_;
+        return true;
+      } else if (c.name == "open") {
+        st.open_path(c.rest);
+      } else if (c.name == "open-b") {
+        st.open_model_b(c.rest);
+        ui.b_kind = 1;
+      } else if (c.name == "prompt") {
+        st.set_prompt(c.rest);
+        ui.prompt_dirty = false;
+      } else if (c.name == "truncate") {
+        st.truncate_prompt();
+      } else if (c.name == "temp") {
+        const int side = side_arg(c, 1, where);
+        focal::TempSpec s = st.slots[side].spec;
+        s.mode = focal::AttnMode::kFocal;
+        s.focal_temp = number(c.args[0], where);
+        st.set_spec(side, s);
+      } else if (c.name == "mode") {
+        const int side = side_arg(c, 1, where);
+        focal::TempSpec s = st.slots[side].spec;
+        s.mode = focal::parse_attn_mode(c.args[0], where);
+        st.set_spec(side, s);
+      } else if (c.name == "layer-temp") {
+        focal::TempSpec s = st.slots[0].spec;
+        s.layer_temp[(int)number(c.args[0], where)] = number(c.args[1], where);
+        st.set_spec(0, s);
+      } else if (c.name == "head-temp") {
+        focal::TempSpec s = st.slots[0].spec;
+        s.head_temp[{(int)number(c.args[0], where), (int)number(c.args[1], where)}] = number(c.args[2], where);
+        st.set_spec(0, s);
+      } else if (c.name == "tau-scale") {
+        focal::TempSpec s = st.slots[0].spec;
+        s.tau_scale = number(c.args[0], where);
+        st.set_spec(0, s);
+      } else if (c.name == "compare") {
+        st.set_compare(on_off(c, where));
+      } else if (c.name == "select") {
+        st.select((int)number(c.args[0], where), (int)number(c.args[1], where),
+                  c.args.size() > 2 ? (int)number(c.args[2], where) : st.sel_query);
+      } else if (c.name == "view") {
+        if (c.args[0] == "a") st.view.show = ViewRun::kA;
+        else if (c.args[0] == "b") st.view.show = ViewRun::kB;
+        else if (c.args[0] == "diff") st.view.show = ViewRun::kDiff;
+        else throw focal::Error(where + ": view takes a, b or diff");
+        st.state_version++;
+      } else if (c.name == "log") {
+        st.view.log_color = on_off(c, where);
+        st.state_version++;
+      } else if (c.name == "sink") {
+        st.view.hide_sink = !on_off(c, where);
+        st.state_version++;
+      } else if (c.name == "propagate") {
+        st.live_propagate = on_off(c, where);
+      } else if (c.name == "screenshot") {
+        ui.screenshot_request = c.rest;
+        ++pc_;
+        return true;  // taken after this frame renders
+      } else if (c.name == "export") {
+        st.export_capture(c.rest);
+      } else if (c.name == "figure") {
+        const focal::CaptureFile cf = st.capture_file();
+        focal::figures::FigureOptions o;
+        o.layer = st.sel_layer;
+        o.head = st.sel_head;
+        focal::figures::Source src;
+        src.capture = &cf;
+        src.label = "app";
+        focal::figures::write_file_atomic(
+            c.args[1], focal::figures::render_figure(c.args[0], {src}, o, focal::figures::format_from_path(c.args[1])));
+      } else if (c.name == "sweep") {
+        st.run_sweep(0.1f, 1.5f, 15);
+        ui.force_tab = 2;
+      } else if (c.name == "generate") {
+        st.generate((int)number(c.args[0], where), 0.0f);
+      } else if (c.name == "resize") {
+        glfwSetWindowSize(win, (int)number(c.args[0], where), (int)number(c.args[1], where));
+        ++pc_;
+        wait_frames_ = 2;
+        return true;
+      } else if (c.name == "tab") {
+        static const char* kTabs[] = {"metrics", "output", "sweep", "generation", "tau"};
+        int t = -1;
+        for (int i = 0; i < 5; ++i)
+          if (c.args[0] == kTabs[i]) t = i;
+        if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation or tau");
+        ui.force_tab = t;
+      } else if (c.name == "quit") {
+        pc_ = cmds_.size();
+        return false;
+      }
+    } catch (const std::exception& e) {
+      error_ = std::string(e.what()).find(path_) == 0 ? e.what() : where + ": " + e.what();
+      return false;
+    }
+    ++pc_;
+  }
+  return true;  // script done: keep the window open
+}
+
+}  // namespace focalscope

@@ -1,0 +1,33 @@
+// Scripted runs of the real app (tests, screenshots, benchmarks): executes a command file (app/core/settings.h
+// lists the commands) one command per frame, waiting where the script says so.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "settings.h"
+#include "ui.h"
+
+struct GLFWwindow;
+
+namespace focalscope {
+
+class ScriptRunner {
+ public:
+  ScriptRunner(std::vector<ScriptCommand> cmds, std::string path) : cmds_(std::move(cmds)), path_(std::move(path)) {}
+  // Called once per frame before drawing. Returns false when the script has quit or failed (error() says why).
+  bool step(Ui& ui, GLFWwindow* win);
+  const std::string& error() const { return error_; }
+  bool failed() const { return !error_.empty(); }
+
+ private:
+  std::vector<ScriptCommand> cmds_;
+  std::string path_;
+  size_t pc_ = 0;
+  int wait_frames_ = 0;
+  int idle_frames_ = 0;
+  double wait_started_ = -1.0;
+  std::string error_;
+};
+
+}  // namespace focalscope

@@ -1,0 +1,289 @@
+// Shared UI helpers: textures, colours, the temperature widgets both sides use, the heatmap pixel builder and the
+// bottom tab bar.
+#include <GL/gl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "focal_figures/colormap.h"
+#include "ui.h"
+
+namespace focalscope {
+
+void Texture::upload(const std::vector<uint8_t>& rgba, int tw, int th) {
+  if (!id) glGenTextures(1, &id);
+  glBindTexture(GL_TEXTURE_2D, id);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  if (tw != w || th != h) {
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, tw, th, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+    w = tw;
+    h = th;
+  } else {
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, tw, th, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+  }
+}
+
+void Texture::release() {
+  if (id) glDeleteTextures(1, &id);
+  id = 0;
+  w = h = 0;
+}
+
+static ImU32 to_u32(focal::figures::Rgb8 c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
+ImU32 col_run(int side) { return to_u32(focal::figures::category8(side)); }
+ImVec4 col_run_v4(int side) { return ImGui::ColorConvertU32ToFloat4(col_run(side)); }
+ImU32 col_viridis(double t) { return to_u32(focal::figures::viridis8(t)); }
+ImU32 col_diverging(double t) { return to_u32(focal::figures::diverging8(t)); }
+const char* side_name(int side) { return side == 0 ? "A" : "B"; }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string run_title(const AppState& st, int side) {
+  const Slot& s = st.slots[side];
+  std::string t = std::string(side_name(side)) + ": ";
+  if (side == 1 && s.model) t += st.model_b_path.substr(st.model_b_path.find_last_of('/') + 1) + ", ";
+  t += s.spec.label();
+  return t;
+}
+
+void help_marker(const char* text) {
+  ImGui::SameLine();
+  ImGui::TextDisabled("(?)");
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+}
+
+void section(const char* text) {
+  ImGui::Spacing();
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.55f, 0.78f, 1.0f, 1.0f));
+  ImGui::TextUnformatted(text);
+  ImGui::PopStyleColor();
+  ImGui::Separator();
+}
+
+bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra) {
+  ImGui::SetNextWindowPos(ImVec2(r.x, r.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(std::max(r.z, 40.0f), std::max(r.w, 30.0f)), ImGuiCond_Always);
+  return ImGui::Begin(title, nullptr,
+                      ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                          ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings | extra);
+}
+
+void Ui::record_rect(const std::string& name) {
+  const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+  rects[name] = ImVec4(p.x, p.y, s.x, s.y);
+}
+
+bool temperature_controls(Ui& ui, int side) {
+  AppState& st = ui.st;
+  const focal::ModelConfig* cfg = side == 1 && st.slots[1].model ? &st.slots[1].model->config() : st.config();
+  if (!cfg) return false;
+  focal::TempSpec spec = st.slots[side].spec;
+  bool changed = false;
+  ImGui::PushID(side);
+  static const char* kModes[] = {"standard", "focal", "learned", "ssmax"};
+  int mode = (int)spec.mode;
+  ImGui::SetNextItemWidth(-70);
+  if (ImGui::Combo("mode", &mode, kModes, 4)) {
+    if (mode == (int)focal::AttnMode::kLearned && !cfg->focal.has_tau) {
+      st.notify("mode learned: this model has no learned temperature (tau_proj); use focal", true);
+    } else {
+      spec.mode = (focal::AttnMode)mode;
+      changed = true;
+    }
+  }
+  if (spec.mode == focal::AttnMode::kFocal || spec.mode == focal::AttnMode::kStandard) {
+    float t = spec.mode == focal::AttnMode::kStandard ? 1.0f : spec.focal_temp;
+    ImGui::SetNextItemWidth(-70);
+    if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) {
+      spec.mode = focal::AttnMode::kFocal;
+      spec.focal_temp = t;
+      changed = true;
+    }
+    if (ImGui::Button("1.0 standard")) {
+      spec.mode = focal::AttnMode::kStandard;
+      spec.focal_temp = 1.0f;
+      changed = true;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("0.4 paper")) {
+      spec.mode = focal::AttnMode::kFocal;
+      spec.focal_temp = 0.4f;
+      changed = true;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("0.2")) {
+      spec.mode = focal::AttnMode::kFocal;
+      spec.focal_temp = 0.2f;
+      changed = true;
+    }
+  } else if (spec.mode == focal::AttnMode::kLearned) {
+    ImGui::SetNextItemWidth(-70);
+    if (ImGui::SliderFloat("tau x", &spec.tau_scale, 0.1f, 4.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) changed = true;
+    help_marker("Multiplier on the learned tau of every layer: tau_used = clip(mean(X w_tau) + b) x this.");
+  } else if (spec.mode == focal::AttnMode::kSsmax) {
+    ImGui::SetNextItemWidth(-70);
+    if (ImGui::SliderFloat("s", &spec.ssmax_s, 0.05f, 2.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) changed = true;
+    help_marker("Scalable softmax: logits x s x ln(n), n the keys visible to the query.");
+  }
+  // Overrides for the selected layer and head.
+  const int L = st.sel_layer, H = st.sel_head;
+  auto lt = spec.layer_temp.find(L);
+  bool has_l = lt != spec.layer_temp.end();
+  char label[64];
+  std::snprintf(label, sizeof label, "layer %d", L);
+  if (ImGui::Checkbox(label, &has_l)) {
+    if (has_l) spec.layer_temp[L] = spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f;
+    else spec.layer_temp.erase(L);
+    changed = true;
+  }
+  if (has_l) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(-70);
+    if (ImGui::SliderFloat("##lt", &spec.layer_temp[L], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
+      changed = true;
+  }
+  auto ht = spec.head_temp.find({L, H});
+  bool has_h = ht != spec.head_temp.end();
+  std::snprintf(label, sizeof label, "head %d.%d", L, H);
+  if (ImGui::Checkbox(label, &has_h)) {
+    if (has_h) spec.head_temp[{L, H}] = has_l ? spec.layer_temp[L] : (spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f);
+    else spec.head_temp.erase({L, H});
+    changed = true;
+  }
+  if (has_h) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(-70);
+    if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
+      changed = true;
+  }
+  const size_t n_over = spec.layer_temp.size() + spec.head_temp.size();
+  if (n_over) {
+    if (ImGui::SmallButton("reset overrides")) {
+      spec.layer_temp.clear();
+      spec.head_temp.clear();
+      changed = true;
+    }
+    ImGui::SameLine();
+    ImGui::TextDisabled("%zu override%s", n_over, n_over == 1 ? "" : "s");
+  }
+  ImGui::PopID();
+  if (changed) st.set_spec(side, spec);
+  return changed;
+}
+
+void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                       std::vector<uint8_t>& out) {
+  out.assign((size_t)w * h * 4, 0);
+  const int T = rows.T;
+  const ViewRun show = st.view.show;
+  const std::vector<float>* A = rows.p[0].empty() ? nullptr : &rows.p[0];
+  const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1];
+  const std::vector<float>* P = show == ViewRun::kB ? B : A;
+  const bool diff = show == ViewRun::kDiff;
+  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return;
+  // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
+  std::vector<float> val((size_t)w * h, 0.0f);
+  std::vector<uint8_t> masked((size_t)w * h, 1);
+  const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
+#pragma omp parallel for schedule(dynamic, 8)
+  for (int y = 0; y < h; ++y) {
+    const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)), qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+    for (int x = 0; x < w; ++x) {
+      const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)), kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+      float best = 0.0f;
+      bool any = false;
+      for (int q = qa; q < qb; ++q) {
+        const int kend = std::min(kb, q + 1);
+        if (ka >= kend) continue;
+        any = true;
+        if (diff) {
+          const float* a = A->data() + (size_t)q * T;
+          const float* b = B->data() + (size_t)q * T;
+          for (int k = ka; k < kend; ++k) {
+            const float d = b[k] - a[k];
+            if (std::fabs(d) > std::fabs(best)) best = d;
+          }
+        } else {
+          const float* p = P->data() + (size_t)q * T;
+          for (int k = ka; k < kend; ++k) best = std::max(best, p[k]);
+        }
+      }
+      val[(size_t)y * w + x] = best;
+      masked[(size_t)y * w + x] = any ? 0 : 1;
+    }
+  }
+  float vmax = 0.0f;
+  for (size_t i = 0; i < val.size(); ++i)
+    if (!masked[i]) vmax = std::max(vmax, std::fabs(val[i]));
+  if (vmax <= 0.0f) vmax = 1.0f;
+  const double floor_log = -4.0;  // log colour: 1e-4 .. 1
+  for (size_t i = 0; i < val.size(); ++i) {
+    uint8_t* px = &out[i * 4];
+    if (masked[i]) {  // keys after the query: causal mask
+      px[0] = px[1] = px[2] = 28;
+      px[3] = 255;
+      continue;
+    }
+    focal::figures::Rgb8 c;
+    if (diff) {
+      c = focal::figures::diverging8(val[i] / vmax);
+    } else if (st.view.log_color) {
+      const double lv = std::log10(std::max(1e-12, (double)val[i]));
+      c = focal::figures::viridis8((lv - floor_log) / -floor_log);
+    } else {
+      c = focal::figures::viridis8(val[i] / vmax);
+    }
+    px[0] = c.r;
+    px[1] = c.g;
+    px[2] = c.b;
+    px[3] = 255;
+  }
+}
+
+void draw_bottom(Ui& ui, const ImVec4& r) {
+  if (begin_panel("Details", r)) {
+    ui.record_rect("details");
+    if (ImGui::BeginTabBar("details_tabs")) {
+      if (ImGui::BeginTabItem("Metrics", nullptr, ui.force_tab == 0 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_metrics(ui);
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("Output", nullptr, ui.force_tab == 1 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_output(ui);
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("Sweep", nullptr, ui.force_tab == 2 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_sweep(ui);
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("Generation", nullptr, ui.force_tab == 3 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_generation(ui);
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("Learned tau", nullptr, ui.force_tab == 4 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_tau(ui);
+        ImGui::EndTabItem();
+      }
+      ImGui::EndTabBar();
+    }
+    ui.force_tab = -1;
+  }
+  ImGui::End();
+}
+
+}  // namespace focalscope
