@@ -14,6 +14,8 @@
 #include <string>
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
 #include "bench.h"
 #include "focal/error.h"
 #include "focal_figures/colormap.h"
@@ -184,20 +186,22 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   for (int y = 0; y < fb_h; ++y)
     std::memcpy(&flipped[(size_t)y * fb_w * 4], &px[(size_t)(fb_h - 1 - y) * fb_w * 4], (size_t)fb_w * 4);
   focal::figures::write_png_rgba(path, flipped.data(), fb_w, fb_h, fb_w * 4);
-  // Sidecar: where each panel is, for the screenshot checks.
-  std::ostringstream js;
-  js << "{\"width\": " << fb_w << ", \"height\": " << fb_h << ", \"rects\": {";
-  bool first = true;
-  for (const auto& [name, r] : ui.rects) {
-    js << (first ? "" : ", ") << "\"" << name << "\": [" << r.x << ", " << r.y << ", " << r.z << ", " << r.w << "]";
-    first = false;
-  }
-  js << "}, \"n_tokens\": " << ui.st.n_tokens() << ", \"layer\": " << ui.st.sel_layer << ", \"head\": "
-     << ui.st.sel_head << "}\n";
+  // Sidecar: where each panel is and what the state was, for the screenshot checks.
+  nlohmann::json js;
+  js["width"] = fb_w;
+  js["height"] = fb_h;
+  for (const auto& [name, r] : ui.rects) js["rects"][name] = {r.x, r.y, r.z, r.w};
+  js["n_tokens"] = ui.st.n_tokens();
+  js["layer"] = ui.st.sel_layer;
+  js["head"] = ui.st.sel_head;
+  js["message"] = ui.st.message;
+  js["message_is_error"] = ui.st.message_is_error;
+  js["spec_a"] = ui.st.slots[0].spec.label();
+  js["capture_only"] = ui.st.capture_only();
   const std::string tmp = path + ".json.tmp";
   {
     std::ofstream f(tmp);
-    f << js.str();
+    f << js.dump(1) << "\n";
   }
   std::rename(tmp.c_str(), (path + ".json").c_str());
 }

@@ -85,7 +85,9 @@ static void update_section(Ui& ui) {
     const bool exact = st.config() && s.spec.first_changed_layer(s.run_spec, *st.config()) >= st.config()->n_layers;
     ImGui::TextColored(col_run_v4(side), "%s", side_name(side));
     ImGui::SameLine();
-    if (exact)
+    if (exact && st.capture_only())
+      ImGui::TextDisabled("as stored in the capture");
+    else if (exact)
       ImGui::TextDisabled("propagated: layers %d.. re-run in %.1f ms", s.first_layer_run, s.run_ms);
     else
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview (not propagated)");

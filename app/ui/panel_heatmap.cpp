@@ -24,8 +24,6 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     const int T = rows.T;
     // Options row.
     int show = (int)st.view.show;
-    ImGui::TextColored(col_run_v4(0), "L%d H%d", st.sel_layer, st.sel_head);
-    ImGui::SameLine();
     bool changed = ImGui::RadioButton("A", &show, 0);
     ImGui::SameLine();
     if (st.compare) {
@@ -49,9 +47,11 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     ImGui::SameLine();
     if (ImGui::SmallButton("reset view")) ui.heat_view = HeatView{};
     const int side = show == 1 ? 1 : 0;
-    if (rows.preview[side] || (show == 2 && rows.preview[1])) {
+    ImGui::TextDisabled("layer %d head %d, %s", st.sel_layer, st.sel_head,
+                        show == 2 ? "B - A" : run_title(st, side).c_str());
+    if (rows.preview[side] || (show == 2 && (rows.preview[0] || rows.preview[1]))) {
       ImGui::SameLine();
-      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview");
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview: re-tempered stored scores");
     }
 
     // The image area: square, as large as fits, with room for axis labels.

@@ -46,7 +46,8 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     const float amax = std::max(std::fabs(lo), std::fabs(hi));
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float label_w = 34.0f, label_h = ImGui::GetTextLineHeight() + 2.0f;
-    const float cell = std::max(4.0f, std::min((avail.x - label_w) / H, (avail.y - label_h - 4.0f) / L));
+    const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 6.0f;
+    const float cell = std::max(4.0f, std::min((avail.x - label_w) / H, (avail.y - label_h - caption_h) / L));
     ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h)

@@ -1,0 +1,306 @@
+// The app's logic without a window (app/core): the job queue (cancellation, stale results, errors), AppState's
+// preview and propagate paths, A/B bookkeeping, bad input, capture-only sessions, settings and command files.
+// References: softmax of the stored raw scores recomputed here in double precision (preview), and capture_run on
+// the same model (propagate).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "app_state.h"
+#include "focal/error.h"
+#include "focal/model_writer.h"
+#include "jobs.h"
+#include "settings.h"
+#include "test_util.h"
+
+namespace focalscope {
+namespace {
+
+const std::string kBundled = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+const std::string kStandard = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+
+void wait_idle(AppState& st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (st.busy()) {
+    st.poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "jobs did not finish";
+  }
+  st.poll();
+}
+
+// Probabilities of one stored row re-tempered in double: softmax(raw * mult).
+std::vector<double> softmax_ref(const float* raw, int n, double mult) {
+  std::vector<double> p(n);
+  double mx = -INFINITY, z = 0;
+  for (int j = 0; j < n; ++j) mx = std::max(mx, raw[j] * mult);
+  for (int j = 0; j < n; ++j) z += (p[j] = std::exp(raw[j] * mult - mx));
+  for (double& v : p) v /= z;
+  return p;
+}
+
+TEST(JobQueue, NewJobUnderAKeyCancelsTheRunningOneAndDropsItsResult) {
+  JobQueue q;
+  std::atomic<bool> started{false};
+  std::atomic<int> applied{0};
+  q.submit("k", "slow", [&](JobContext& ctx) -> std::function<void()> {
+    started = true;
+    while (!ctx.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return [&] { applied += 100; };  // stale: must never be applied
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  q.submit("k", "fresh", [&](JobContext&) -> std::function<void()> { return [&] { applied += 1; }; });
+  while (!q.idle()) {
+    q.poll({});
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(applied.load(), 1);
+  EXPECT_EQ(q.cancelled_count(), 1u);
+}
+
+TEST(JobQueue, QueuedJobIsReplacedAndErrorsReachTheUiThread) {
+  JobQueue q;
+  std::atomic<bool> release{false};
+  q.submit("block", "block", [&](JobContext&) -> std::function<void()> {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return {};
+  });
+  int ran = 0;
+  q.submit("k", "first", [&](JobContext&) -> std::function<void()> { return [&] { ran = 1; }; });
+  q.submit("k", "second", [&](JobContext&) -> std::function<void()> { return [&] { ran = 2; }; });
+  q.submit("e", "bad", [](JobContext&) -> std::function<void()> { throw focal::Error("model 'x' is broken"); });
+  EXPECT_EQ(q.status().size(), 3u);  // block running, second and bad queued
+  release = true;
+  std::string err;
+  while (!q.idle()) {
+    q.poll([&](const std::string& e) { err = e; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(err, "model 'x' is broken");
+}
+
+class AppStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    st.prompt = "The old man took the lamp and went down to the river.";
+    st.open_path(kBundled);
+    wait_idle(st);
+    ASSERT_TRUE(st.has_model()) << st.message;
+    ASSERT_TRUE(st.slots[0].run && st.slots[1].run);
+  }
+  AppState st;
+};
+
+TEST_F(AppStateTest, OpensWithTheModelsOwnSettingAgainstStandard) {
+  EXPECT_EQ(st.slots[0].spec.label(), "focal_t0.4");
+  EXPECT_EQ(st.slots[1].spec.label(), "standard");
+  EXPECT_GT(st.n_tokens(), 5);
+  const HeadRows& r = st.head_rows();
+  EXPECT_TRUE(r.exact[0] && r.exact[1]);
+  // Exact rows are the stored probabilities of the run.
+  const auto& run = *st.slots[0].run;
+  const int T = st.n_tokens(), q = T - 1;
+  const size_t off = (((size_t)0 * run.heads.size() + st.sel_head) * run.queries.size() + q) * T;
+  for (int k = 0; k <= q; ++k) EXPECT_EQ(r.p[0][(size_t)q * T + k], run.probs[off + k]);
+}
+
+TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {
+  st.live_propagate = false;
+  st.select(2, 3, -1);
+  wait_idle(st);  // a layer change re-runs (from layer 2) to store that layer
+  const uint64_t v = st.slots[0].version;
+  focal::TempSpec s = st.slots[0].spec;
+  s.focal_temp = 0.2f;
+  st.set_spec(0, s);
+  EXPECT_FALSE(st.busy());  // preview only: no job
+  const HeadRows& r = st.head_rows();
+  EXPECT_TRUE(r.preview[0]);
+  EXPECT_EQ(st.slots[0].version, v);
+  const auto& run = *st.slots[0].run;
+  const int T = st.n_tokens();
+  for (int q : {1, T / 2, T - 1}) {
+    const size_t off = (((size_t)0 * run.heads.size() + 3) * run.queries.size() + q) * T;
+    const auto ref = softmax_ref(&run.scores[off], q + 1, 1.0 / 0.2);
+    for (int k = 0; k <= q; ++k) EXPECT_NEAR(r.p[0][(size_t)q * T + k], ref[k], 2e-6) << q << "," << k;
+  }
+}
+
+TEST_F(AppStateTest, PreviewOfTheFirstChangedLayerEqualsThePropagatedRun) {
+  st.live_propagate = false;
+  st.select(1, 2, -1);
+  wait_idle(st);
+  focal::TempSpec s = st.slots[0].spec;
+  s.layer_temp[1] = 0.25f;  // layer 1 is the first changed layer: its inputs are unchanged
+  st.set_spec(0, s);
+  const std::vector<float> preview = st.head_rows().p[0];
+  st.propagate(0);
+  wait_idle(st);
+  const HeadRows& r = st.head_rows();
+  EXPECT_TRUE(r.exact[0]);
+  EXPECT_EQ(st.slots[0].first_layer_run, 1);
+  ASSERT_EQ(preview.size(), r.p[0].size());
+  for (size_t i = 0; i < preview.size(); ++i) EXPECT_NEAR(preview[i], r.p[0][i], 1e-6) << i;
+  // And the propagated run is what a fresh capture gives.
+  focal::CaptureRequest req;
+  req.layers = {1};
+  const auto ref = focal::capture_run(*st.slots[0].model, st.file.token_ids, s, req, "ref");
+  EXPECT_EQ(st.slots[0].run->probs, ref.probs);
+  EXPECT_EQ(st.slots[0].run->metrics.size(), ref.metrics.size());
+}
+
+TEST_F(AppStateTest, CompareBookkeeping) {
+  st.set_compare(false);
+  EXPECT_TRUE(st.head_rows().p[1].empty());
+  st.set_compare(true);
+  wait_idle(st);
+  EXPECT_FALSE(st.head_rows().p[1].empty());
+  EXPECT_TRUE(std::isfinite(st.layer_divergence().kl.at(0)));
+  // Two models: B runs the standard-trained model on the same tokens.
+  st.open_model_b(kStandard);
+  wait_idle(st);
+  ASSERT_TRUE(st.slots[1].model);
+  EXPECT_NE(st.slots[1].model.get(), st.slots[0].model.get());
+  EXPECT_EQ(st.slots[1].spec.label(), "standard");
+  const auto cf = st.capture_file();
+  ASSERT_EQ(cf.runs.size(), 2u);
+  EXPECT_NE(cf.runs[0].name, cf.runs[1].name);
+  EXPECT_EQ(cf.comparisons.size(), 1u);
+  st.close_model_b();
+  wait_idle(st);
+  EXPECT_FALSE(st.slots[1].model);
+}
+
+TEST_F(AppStateTest, BadInputKeepsThePreviousSession) {
+  const auto tokens = st.file.token_ids;
+  st.open_path("/nonexistent/model");
+  wait_idle(st);
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("/nonexistent/model"), std::string::npos) << st.message;
+  EXPECT_TRUE(st.has_model());
+  EXPECT_EQ(st.file.token_ids, tokens);
+  st.set_prompt("   ");
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("empty"), std::string::npos);
+  EXPECT_EQ(st.file.token_ids, tokens);
+  st.set_prompt("a");  // one token (+ BOS) runs
+  wait_idle(st);
+  EXPECT_LE(st.n_tokens(), 2);
+  EXPECT_TRUE(st.slots[0].run);
+}
+
+TEST(AppStateLong, PromptLongerThanTheContextOffersTruncation) {
+  const std::string dir = focal::test::make_temp_dir("app_ctx");
+  focal::ModelConfig c;
+  c.vocab_size = 4096;
+  c.hidden = 16;
+  c.intermediate = 32;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_head = 8;
+  c.max_positions = 12;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  focal::write_model_dir(dir, c, focal::random_model_tensors(c, 3), "F32",
+                         std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model");
+  AppState st;
+  st.prompt = "short";
+  st.open_path(dir);
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model()) << st.message;
+  st.set_prompt("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen");
+  EXPECT_TRUE(st.pending_truncation);
+  EXPECT_NE(st.message.find("context is 12"), std::string::npos) << st.message;
+  st.truncate_prompt();
+  wait_idle(st);
+  EXPECT_EQ(st.n_tokens(), 12);
+  EXPECT_TRUE(st.slots[0].run);
+}
+
+TEST_F(AppStateTest, ModelBWithAnotherVocabularyIsRefused) {
+  const std::string dir = focal::test::make_temp_dir("app_vocab");
+  focal::ModelConfig c = st.slots[0].model->config();
+  c.vocab_size = 100;
+  c.hidden = 16;
+  c.intermediate = 16;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_head = 8;
+  c.focal = {};
+  focal::write_model_dir(dir, c, focal::random_model_tensors(c, 3), "F32", "");
+  st.open_model_b(dir);
+  wait_idle(st);
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("vocabulary"), std::string::npos) << st.message;
+  EXPECT_FALSE(st.slots[1].model);
+}
+
+TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
+  const std::string path = focal::test::make_temp_dir("app_cap") + "/c.h5";
+  st.select(3, 1, -1);
+  wait_idle(st);
+  st.export_capture(path);
+  AppState cap;
+  cap.open_path(path);
+  wait_idle(cap);
+  ASSERT_TRUE(cap.capture_only()) << cap.message;
+  EXPECT_EQ(cap.file.token_ids, st.file.token_ids);
+  EXPECT_EQ(cap.sel_layer, 3);
+  const std::vector<float> before = cap.head_rows().p[0];
+  ASSERT_FALSE(before.empty());
+  focal::TempSpec s = cap.slots[0].spec;
+  s.focal_temp = 0.15f;
+  cap.set_spec(0, s);
+  EXPECT_FALSE(cap.busy());
+  const HeadRows& r = cap.head_rows();
+  EXPECT_TRUE(r.preview[0]);
+  EXPECT_NE(r.p[0], before);
+  cap.set_prompt("something else");
+  EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
+}
+
+TEST(Settings, RoundTripAndMalformedFile) {
+  const std::string dir = focal::test::make_temp_dir("app_settings");
+  Settings s;
+  s.model_path = "/m";
+  s.prompt = "hello";
+  s.recent = {"/a", "/b"};
+  s.log_color = true;
+  s.window_w = 1234;
+  s.save(dir + "/sub/settings.json");
+  std::string warn;
+  const Settings r = Settings::load(dir + "/sub/settings.json", &warn);
+  EXPECT_TRUE(warn.empty());
+  EXPECT_EQ(r.model_path, "/m");
+  EXPECT_EQ(r.recent, s.recent);
+  EXPECT_TRUE(r.log_color);
+  EXPECT_EQ(r.window_w, 1234);
+  std::ofstream(dir + "/bad.json") << "{not json";
+  const Settings d = Settings::load(dir + "/bad.json", &warn);
+  EXPECT_NE(warn.find("bad.json"), std::string::npos);
+  EXPECT_EQ(d.window_w, Settings{}.window_w);
+}
+
+TEST(Script, ParsesCommandsAndNamesTheLineOfAnError) {
+  const auto cmds = parse_script("# comment\nopen /x y\n\nprompt the old man\ntemp 0.4 b\nwait\nquit\n", "s.txt");
+  ASSERT_EQ(cmds.size(), 5u);
+  EXPECT_EQ(cmds[0].rest, "/x y");
+  EXPECT_EQ(cmds[1].rest, "the old man");
+  EXPECT_EQ(cmds[2].args, (std::vector<std::string>{"0.4", "b"}));
+  EXPECT_EQ(cmds[2].line, 5);
+  try {
+    parse_script("wait\nfly away\n", "s.txt");
+    FAIL();
+  } catch (const focal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("s.txt:2: unknown command 'fly'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_script("select 1\n", "s.txt"), focal::Error);
+}
+
+}  // namespace
+}  // namespace focalscope

@@ -1,0 +1,214 @@
+// Interactive re-runs (the app's propagate path): Session::rerun_from and LiveRunner must give exactly what a full
+// run gives — reference: capture_run / Session::forward from scratch on the same model (the same fp32 ops on the
+// same inputs, so the tolerance is 0 for re-run layers and copies). TempSpec::row_multiplier against the row scales
+// the forward reports; first_changed_layer on hand-made cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "focal/capture.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal/model_writer.h"
+#include "test_util.h"
+
+namespace focal {
+namespace {
+
+ModelConfig cfg(AttnMode mode) {
+  ModelConfig c;
+  c.vocab_size = 53;
+  c.hidden = 32;
+  c.intermediate = 48;
+  c.n_layers = 4;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_head = 8;
+  c.max_positions = 64;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  c.focal.mode = mode;
+  if (mode == AttnMode::kLearned) {
+    c.focal.has_tau = true;
+    c.focal.tau_bias = true;
+    c.focal.tau_min = 2.0f;
+    c.focal.tau_max = 3.0f;
+  }
+  return c;
+}
+
+std::unique_ptr<Model> make(AttnMode mode) {
+  const std::string dir = test::make_temp_dir("live");
+  const ModelConfig c = cfg(mode);
+  write_model_dir(dir, c, random_model_tensors(c, 11), "F32", "");
+  return Model::load(dir);
+}
+
+std::vector<int32_t> ids(int n) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = (i * 17 + 5) % 53;
+  v[0] = 1;
+  return v;
+}
+
+void expect_same_run(const RunCapture& a, const RunCapture& b) {
+  EXPECT_EQ(a.layers, b.layers);
+  ASSERT_EQ(a.metrics.size(), b.metrics.size());
+  for (size_t i = 0; i < a.metrics.size(); ++i)
+    if (!(std::isnan(a.metrics[i]) && std::isnan(b.metrics[i]))) ASSERT_EQ(a.metrics[i], b.metrics[i]) << "metric " << i;
+  EXPECT_EQ(a.row_scale, b.row_scale);
+  EXPECT_EQ(a.tau, b.tau);
+  EXPECT_EQ(a.probs, b.probs);
+  EXPECT_EQ(a.scores, b.scores);
+  EXPECT_EQ(a.topk_ids, b.topk_ids);
+  EXPECT_EQ(a.topk_probs, b.topk_probs);
+}
+
+TEST(RerunFrom, EqualsAFullForwardWhenOnlyLaterLayersChanged) {
+  auto m = make(AttnMode::kStandard);
+  const auto x = ids(24);
+  Session s(*m, 24);
+  s.keep_layer_inputs(true);
+  std::vector<float> lg0, lg1, ref;
+  ASSERT_TRUE(s.forward(x.data(), 24, TempSpec::focal(0.5f), {}, nullptr, &lg0));
+  TempSpec spec = TempSpec::focal(0.5f);
+  spec.layer_temp[2] = 0.3f;
+  ASSERT_EQ(spec.first_changed_layer(TempSpec::focal(0.5f), m->config()), 2);
+  test::RecordingObserver rec(4, 4, 24);
+  ASSERT_TRUE(s.rerun_from(2, x.data(), 24, spec, {}, &rec, &lg1));
+  Session fresh(*m, 24);
+  ASSERT_TRUE(fresh.forward(x.data(), 24, spec, {}, nullptr, &ref));
+  EXPECT_EQ(lg1, ref);   // layers 2, 3 re-run on the kept input of layer 2: identical
+  EXPECT_NE(lg0, ref);   // and the change mattered
+  EXPECT_EQ(s.n_past(), 24);
+  EXPECT_TRUE(std::isnan(rec.metrics[0]));  // layers before 2 are not reported
+}
+
+TEST(RerunFrom, RejectsOtherTokensOrNoKeptInputs) {
+  auto m = make(AttnMode::kStandard);
+  const auto x = ids(10);
+  Session s(*m, 16);
+  std::vector<float> lg;
+  ASSERT_TRUE(s.forward(x.data(), 10, TempSpec::standard(), {}, nullptr, &lg));
+  EXPECT_THROW(s.rerun_from(1, x.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);  // not kept
+  s.keep_layer_inputs(true);
+  s.reset();
+  ASSERT_TRUE(s.forward(x.data(), 10, TempSpec::standard(), {}, nullptr, &lg));
+  auto y = x;
+  y[3] = 7;
+  EXPECT_THROW(s.rerun_from(1, y.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);
+  EXPECT_THROW(s.rerun_from(5, x.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);
+}
+
+class LiveRunnerModes : public ::testing::TestWithParam<AttnMode> {};
+
+TEST_P(LiveRunnerModes, EveryIncrementalRunEqualsCaptureRun) {
+  auto m = make(GetParam());
+  const auto x = ids(20);
+  LiveRunner runner(*m);
+  CaptureRequest req;
+  req.layers = {1};
+  TempSpec base = GetParam() == AttnMode::kLearned ? TempSpec::native(m->config()) : TempSpec::focal(0.6f);
+  if (GetParam() == AttnMode::kSsmax) {
+    base = TempSpec{};
+    base.mode = AttnMode::kSsmax;
+  }
+  RunCapture prev, out;
+  int first = -1;
+  ASSERT_TRUE(runner.run(x, base, req, "r", nullptr, &prev, {}, {}, &first));
+  EXPECT_EQ(first, 0);
+  expect_same_run(prev, capture_run(*m, x, base, req, "r"));
+
+  // A head override in layer 3: only layer 3 re-runs.
+  TempSpec s2 = base;
+  s2.head_temp[{3, 1}] = 0.25f;
+  ASSERT_TRUE(runner.run(x, s2, req, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 3);
+  expect_same_run(out, capture_run(*m, x, s2, req, "r"));
+  prev = out;
+
+  // Another stored layer, same spec: re-run from that layer.
+  CaptureRequest req2 = req;
+  req2.layers = {2};
+  ASSERT_TRUE(runner.run(x, s2, req2, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 2);
+  expect_same_run(out, capture_run(*m, x, s2, req2, "r"));
+  prev = out;
+
+  // A layer-0 override: everything re-runs.
+  TempSpec s3 = s2;
+  s3.layer_temp[0] = 0.7f;
+  ASSERT_TRUE(runner.run(x, s3, req2, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 0);
+  expect_same_run(out, capture_run(*m, x, s3, req2, "r"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LiveRunnerModes,
+                         ::testing::Values(AttnMode::kFocal, AttnMode::kLearned, AttnMode::kSsmax));
+
+TEST(LiveRunner, CancelledRunLeavesOutputAndStartsOverNextTime) {
+  auto m = make(AttnMode::kStandard);
+  const auto x = ids(16);
+  LiveRunner runner(*m);
+  CaptureRequest req;
+  RunCapture prev, out;
+  ASSERT_TRUE(runner.run(x, TempSpec::focal(0.5f), req, "r", nullptr, &prev));
+  int calls = 0;
+  out.name = "untouched";
+  EXPECT_FALSE(runner.run(x, TempSpec::focal(0.4f), req, "r", &prev, &out, [&] { return ++calls >= 2; }));
+  EXPECT_EQ(out.name, "untouched");
+  int first = -1;
+  TempSpec s = TempSpec::focal(0.5f);
+  s.layer_temp[3] = 0.9f;
+  ASSERT_TRUE(runner.run(x, s, req, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 0);  // the cancelled run invalidated the kept inputs
+  expect_same_run(out, capture_run(*m, x, s, req, "r"));
+}
+
+TEST(TempSpecRowMultiplier, MatchesTheForwardsRowScales) {
+  for (AttnMode mode : {AttnMode::kStandard, AttnMode::kFocal, AttnMode::kLearned, AttnMode::kSsmax}) {
+    auto m = make(mode == AttnMode::kLearned ? AttnMode::kLearned : AttnMode::kStandard);
+    const ModelConfig& c = m->config();
+    TempSpec s;
+    s.mode = mode;
+    s.focal_temp = 0.45f;
+    s.tau_scale = 0.8f;
+    s.ssmax_s = 0.7f;
+    s.layer_temp[1] = 0.6f;
+    s.head_temp[{2, 3}] = 0.3f;
+    const auto x = ids(12);
+    CaptureRequest req;
+    req.store_probs = req.store_scores = false;
+    const RunCapture r = capture_run(*m, x, s, req, "r");
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int i = 0; i < 12; ++i) {
+          const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)l * 12 + i] / s.tau_scale;
+          const float want = r.row_scale[((size_t)l * c.n_heads + h) * 12 + i];
+          EXPECT_NEAR(s.row_multiplier(c, l, h, i + 1, tau_clipped), want, 1e-6f * std::fabs(want))
+              << "mode " << (int)mode << " layer " << l << " head " << h << " row " << i;
+        }
+  }
+}
+
+TEST(TempSpecFirstChangedLayer, HandMadeCases) {
+  const ModelConfig c = cfg(AttnMode::kLearned);
+  TempSpec a = TempSpec::focal(0.4f), b = a;
+  EXPECT_EQ(a.first_changed_layer(b, c), 4);  // identical
+  b.head_temp[{2, 1}] = 0.4f;                 // an override equal in value is still a different spec at layer 2
+  EXPECT_EQ(a.first_changed_layer(b, c), 2);
+  b = a;
+  b.focal_temp = 0.5f;
+  EXPECT_EQ(a.first_changed_layer(b, c), 0);
+  for (int l = 0; l < 4; ++l) b.layer_temp[l] = 0.3f;  // every layer overridden: the global t no longer matters
+  a.layer_temp = b.layer_temp;
+  EXPECT_EQ(a.first_changed_layer(b, c), 4);
+  TempSpec s = TempSpec::standard(), f = TempSpec::focal(1.0f);
+  EXPECT_EQ(s.first_changed_layer(f, c), 0);  // another mode counts as changed (conservative)
+  TempSpec la = TempSpec::native(c), lb = la;
+  lb.tau_scale = 0.9f;
+  EXPECT_EQ(la.first_changed_layer(lb, c), 0);
+}
+
+}  // namespace
+}  // namespace focal
