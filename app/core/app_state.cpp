@@ -365,8 +365,10 @@ int AppState::poll() {
 
 // ---------------------------------------------------------------- derived views
 
-bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics) const {
-  const Slot& s = slots[side];
+bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated) const {
+  Slot s_view = slots[side];  // shallow: shared_ptrs and specs
+  if (propagated) s_view.spec = s_view.run_spec;
+  const Slot& s = s_view;
   if (!s.run || !has_cfg_) return false;
   const focal::RunCapture& r = *s.run;
   const int T = n_tokens();
@@ -437,13 +439,21 @@ void AppState::refresh_head_rows() {
   h.layer = sel_layer;
   h.head = sel_head;
   h.T = T;
-  h.version++;
+  bool changed = false;
   for (int side = 0; side < 2; ++side) {
+    const Slot& s = slots[side];
+    // Recompute a side only when what it shows changed (dragging A's slider leaves B alone).
+    const std::string key = std::to_string(T) + "|" + std::to_string(sel_layer) + "|" + std::to_string(sel_head) +
+                            "|" + std::to_string(s.version) + "|" + (s.run ? s.spec.to_json() : "") + "|" +
+                            std::to_string(view.hide_sink) + "|" + std::to_string(side == 1 && !compare) + "|" +
+                            std::to_string((uintptr_t)s.run.get());
+    if (key == rows_key_[side]) continue;
+    rows_key_[side] = key;
+    changed = true;
     h.p[side].clear();
     h.metrics[side].clear();
     h.preview[side] = h.exact[side] = false;
     if (side == 1 && !compare) continue;
-    const Slot& s = slots[side];
     if (!s.run || !has_cfg_ || T == 0) continue;
     if (index_of(s.run->layers, sel_layer) < 0 || index_of(s.run->heads, sel_head) < 0) continue;
     h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
@@ -455,6 +465,10 @@ void AppState::refresh_head_rows() {
 #pragma omp parallel for schedule(dynamic, 32)
     for (int q = 0; q < T; ++q) compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
   }
+  if (changed) h.version++;
+  const std::string raw_key = rows_key_[0];
+  if (raw_key == raw_key_) return;
+  raw_key_ = raw_key;
   h.raw.clear();
   if (slots[0].run && !slots[0].run->scores.empty()) {
     const auto& r = *slots[0].run;
@@ -470,8 +484,12 @@ void AppState::refresh_head_rows() {
 }
 
 const LayerDivergence& AppState::layer_divergence() {
-  if (div_.key == state_version && div_.layer == sel_layer) return div_;
-  div_.key = state_version;
+  const std::string key = std::to_string(slots[0].version) + "|" + std::to_string(slots[1].version) + "|" +
+                          std::to_string(sel_layer) + "|" + std::to_string(compare) + "|" +
+                          std::to_string(view.hide_sink) + "|" + std::to_string((uintptr_t)slots[0].run.get()) + "|" +
+                          std::to_string((uintptr_t)slots[1].run.get());
+  if (div_.key == key) return div_;
+  div_.key = key;
   div_.layer = sel_layer;
   div_.kl.clear();
   div_.js.clear();
@@ -485,7 +503,8 @@ const LayerDivergence& AppState::layer_divergence() {
     double kl = 0.0, js = 0.0;
     int n = 0;
     for (int q = 1; q < T; ++q) {
-      if (!compute_row(0, sel_layer, h, q, pa.data(), m.data()) || !compute_row(1, sel_layer, h, q, pb.data(), m.data()))
+      if (!compute_row(0, sel_layer, h, q, pa.data(), m.data(), true) ||
+          !compute_row(1, sel_layer, h, q, pb.data(), m.data(), true))
         continue;
       kl += focal::kl_divergence(pa.data(), pb.data(), q + 1);
       js += focal::js_divergence(pa.data(), pb.data(), q + 1);

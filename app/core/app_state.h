@@ -51,11 +51,11 @@ struct HeadRows {
   uint64_t version = 0;
 };
 
-// Per-head numbers of the visible layer for the metrics panel (means over rows 1..T-1).
+// Per-head divergence of the visible layer between the propagated runs A and B (means over rows 1..T-1).
 struct LayerDivergence {
   int layer = -1;
-  std::vector<float> kl, js;  // [n_heads] mean KL(A || B), JS(A, B) in nats over the rows
-  uint64_t key = 0;
+  std::vector<float> kl, js;  // [n_heads] mean KL(A || B), JS(A, B) in nats over the rows (propagated runs)
+  std::string key;
 };
 
 struct SweepResult {
@@ -162,10 +162,12 @@ class AppState {
   void apply_tokens(std::vector<int32_t> ids);
   // Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head) for a side under
   // its current spec; false when its run does not hold that row.
-  bool compute_row(int side, int layer, int head, int q, float* p, float* metrics) const;
+  // propagated: use the run's own spec (the stored rows) instead of the side's current one.
+  bool compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated = false) const;
   std::shared_ptr<const focal::Model> model_for(int side) const;
   HeadRows rows_;
   uint64_t rows_version_ = 0;
+  std::string rows_key_[2], raw_key_;  // what each side of rows_ was computed from: recomputed only when it changes
   focal::ModelConfig cfg_;  // of model A, or parsed from an opened capture
   bool has_cfg_ = false;
   struct RunnerBox;         // a side's LiveRunner and its last result, used on the worker only

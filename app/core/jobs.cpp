@@ -1,5 +1,8 @@
 #include "jobs.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <exception>
 
 namespace focalscope {
@@ -48,6 +51,8 @@ void JobQueue::cancel(const std::string& key) {
 }
 
 void JobQueue::worker() {
+  // Model work leaves one core to the UI thread (and the GL driver), so frames keep coming while a job runs.
+  omp_set_num_threads(std::max(1, omp_get_num_procs() - 1));
   for (;;) {
     Job job;
     {

@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
     double last_t = glfwGetTime();
     float fps = 0.0f;
     bool was_loaded = false;
+    std::string shown_path;
     while (!glfwWindowShouldClose(win)) {
       if (headless_run || st.busy()) glfwPollEvents();
       else glfwWaitEventsTimeout(0.1);
@@ -315,6 +316,10 @@ int main(int argc, char** argv) {
           s.focal_temp = args.temp;
           st.set_spec(0, s);
         }
+      }
+      if (st.loaded.path != shown_path) {  // keep the path field on what is loaded
+        shown_path = st.loaded.path;
+        std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", shown_path.c_str());
       }
       for (const std::string& p : ui.dropped) {
         std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", p.c_str());
