@@ -144,6 +144,26 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   EXPECT_GT(changed_fraction(c1, c2, j1["rects"]["heatmap"]), 0.01);
 }
 
+TEST(AppScreens, SettingsPersistBetweenLaunches) {
+  const std::string dir = focal::test::make_temp_dir("app_screens4");
+  const std::string settings = "--settings " + dir + "/settings.json";
+  // run_app passes --no-settings; settings runs need their own command line.
+  auto run = [&](const std::string& script) {
+    std::ofstream(dir + "/s.txt") << script;
+    const std::string cmd = "xvfb-run -a " + kApp + " " + settings + " --size 900x600 --script " + dir + "/s.txt > " +
+                            dir + "/log.txt 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nwait\nquit\n"), 0);
+  ASSERT_EQ(run("wait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
+  const auto j = read_json(dir + "/again.png.json");
+  EXPECT_EQ(j["spec_a"], "focal_t0.3");
+  std::ifstream f(dir + "/settings.json");
+  const auto s = nlohmann::json::parse(f);
+  EXPECT_TRUE(s["log_color"]);
+  EXPECT_NE(std::string(s["model_path"]).find("focal-t0.4"), std::string::npos);
+}
+
 TEST(AppScreens, ScriptErrorsAndBadFlagsExitNonZero) {
   const std::string dir = focal::test::make_temp_dir("app_screens3");
   EXPECT_EQ(run_app(dir, "wait\nfly away\n"), 2);

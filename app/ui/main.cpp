@@ -375,7 +375,8 @@ int main(int argc, char** argv) {
       fps = fps * 0.9f + 0.1f * (float)(1.0 / std::max(1e-4, t - last_t));
       last_t = t;
     }
-    if (!args.no_settings && args.bench.empty() && script.empty()) {
+    // Scripted runs and benchmarks leave the user's settings alone unless --settings names a file.
+    if (!args.no_settings && args.bench.empty() && (script.empty() || !args.settings_path.empty())) {
       settings.recent = st.recent;
       if (st.has_model()) settings.model_path = st.loaded.path;
       settings.prompt = st.prompt;
