@@ -50,6 +50,11 @@ void draw_metrics(Ui& ui) {
         std::snprintf(label, sizeof label, "%d.%d", l, h);
         const bool sel = l == st.sel_layer && h == st.sel_head;
         if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns)) st.select(l, h, st.sel_query);
+        static int scrolled_to = -1;  // keep the selected head in view when it is chosen elsewhere
+        if (sel && scrolled_to != l * 100000 + h) {
+          ImGui::SetScrollHereY(0.5f);
+          scrolled_to = l * 100000 + h;
+        }
         int col = 1;
         for (int m = 0; m < n_metric; ++m) {
           const float a = st.head_metric(0, l, h, kCols[m].metric);
