@@ -51,7 +51,6 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     ui.record_rect("tokens");
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float avail = ImGui::GetContentRegionAvail().x;
-    float x = 0.0f;
     float row_max = 0.0f;  // colour scale: the largest value in the query's row (excluding nothing)
     const std::vector<float>* P = rows.p[side].empty() ? nullptr : &rows.p[side];
     if (T > 0 && rows.T == T) {
@@ -62,7 +61,10 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       }
     }
     if (row_max <= 0.0f) row_max = 1.0f;
-    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(2, 3));
+    // Wrapped layout of every token; only the rows in view get widgets (thousands of tokens stay cheap).
+    const float lh = ImGui::GetTextLineHeight() + 4.0f, gap_y = 3.0f, gap_x = 2.0f;
+    const float view_top = ImGui::GetScrollY(), view_h = ImGui::GetWindowHeight();
+    float x = 0.0f, y = 0.0f;
     for (int k = 0; k < T; ++k) {
       std::string text = st.file.pieces[k];
       for (char& c : text)
@@ -70,15 +72,20 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       if (text.empty()) text = " ";
       const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
       const float w = sz.x + 6.0f;
-      if (k > 0 && x + w < avail) ImGui::SameLine();
-      else x = 0.0f;
-      x += w + 2.0f;
+      if (k > 0 && x + w > avail) {
+        x = 0.0f;
+        y += lh + gap_y;
+      }
+      const float tx = x;
+      x += w + gap_x;
+      if (y + lh < view_top || y > view_top + view_h) continue;
+      ImGui::SetCursorPos(ImVec2(tx, y));
       const ImVec2 p0 = ImGui::GetCursorScreenPos();
       ImGui::PushID(k);
-      if (ImGui::InvisibleButton("tok", ImVec2(w, sz.y + 4.0f))) st.select(st.sel_layer, st.sel_head, k);
+      if (ImGui::InvisibleButton("tok", ImVec2(w, lh))) st.select(st.sel_layer, st.sel_head, k);
       const bool hovered = ImGui::IsItemHovered();
       ImGui::PopID();
-      const ImVec2 p1(p0.x + w, p0.y + sz.y + 4.0f);
+      const ImVec2 p1(p0.x + w, p0.y + lh);
       ImU32 bg = IM_COL32(45, 48, 56, 255);
       if (k <= q && rows.T == T && T > 0) {
         if (diff) {
@@ -105,7 +112,8 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
         ImGui::EndTooltip();
       }
     }
-    ImGui::PopStyleVar();
+    ImGui::SetCursorPos(ImVec2(0, y + lh));
+    ImGui::Dummy(ImVec2(1, gap_y));
     ImGui::EndChild();
   }
   ImGui::End();
