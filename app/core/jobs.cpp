@@ -22,15 +22,7 @@ JobQueue::~JobQueue() {
 
 uint64_t JobQueue::submit(const std::string& key, const std::string& label, JobFn fn) {
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->key == key) {
-      it = queue_.erase(it);
-      ++cancelled_;
-    } else {
-      ++it;
-    }
-  }
-  if (running_ctx_ && running_key_ == key) running_ctx_->cancel_ = true;
+  cancel_locked(key);
   const uint64_t id = next_id_++;
   queue_.push_back(Job{id, key, label, std::move(fn), std::make_shared<JobContext>()});
   cv_.notify_all();
@@ -39,6 +31,10 @@ uint64_t JobQueue::submit(const std::string& key, const std::string& label, JobF
 
 void JobQueue::cancel(const std::string& key) {
   std::lock_guard<std::mutex> lk(mu_);
+  cancel_locked(key);
+}
+
+void JobQueue::cancel_locked(const std::string& key) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->key == key) {
       it = queue_.erase(it);

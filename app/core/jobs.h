@@ -61,6 +61,7 @@ class JobQueue {
     std::shared_ptr<JobContext> ctx;
   };
   void worker();
+  void cancel_locked(const std::string& key);  // mu_ held: drop queued jobs of key, flag the running one
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
