@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "focal/config.h"
+#include "focal/device.h"
 #include "focal/temp_spec.h"
 #include "focal/tokenizer.h"
 
@@ -67,8 +68,9 @@ class Backend;  // runtime-internal compute backend (CPU now, CUDA later)
 class Model {
  public:
   // Loads a Hugging Face model directory (config.json, model.safetensors or model.safetensors.index.json shards,
-  // optional tokenizer.model). Throws Error naming the file and field at fault.
-  static std::unique_ptr<Model> load(const std::string& dir);
+  // optional tokenizer.model). Throws Error naming the file and field at fault. `device` picks the backend the
+  // weights are uploaded to (focal/device.h; kCuda without a usable device throws). Training needs kCpu.
+  static std::unique_ptr<Model> load(const std::string& dir, Device device = Device::kCpu);
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
