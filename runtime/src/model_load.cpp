@@ -131,7 +131,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
                 "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
   }
 
-  m->backend_ = make_backend(device);
+  m->device_ = resolve_device(device);
+  m->backend_ = make_backend(m->device_);
   Backend& be = *m->backend_;
   auto w = std::make_unique<Weights>();
   std::set<std::string> used;

@@ -80,6 +80,7 @@ class Model {
   const Tokenizer& require_tokenizer() const;
   uint64_t weights_checksum() const { return checksum_; }  // FNV-1a 64 over the safetensors files' bytes
   size_t n_params() const { return n_params_; }
+  Device device() const { return device_; }  // kCpu or kCuda: where the weights live and the forward runs
 
   struct Weights;
   const Weights& weights() const { return *w_; }
@@ -94,6 +95,7 @@ class Model {
   std::unique_ptr<Weights> w_;
   uint64_t checksum_ = 0;
   size_t n_params_ = 0;
+  Device device_ = Device::kCpu;
 };
 
 // One sequence: KV cache, position and the running learned-tau sums. Not thread-safe; one thread per session.
