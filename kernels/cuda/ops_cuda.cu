@@ -134,12 +134,8 @@ __device__ void topk_merge(const ThreadTopk& t, int k, float* shv, int* shi, Emi
 // A row's metrics from its entropy h (nats), normaliser Z and the probability sums (as the CPU path).
 __device__ void write_metrics(float* m, float h, float z, int n_vis, float tail, float sink, float topk_mass,
                               float rel, float rel_seen) {
-  const float inv_z = 1.0f / z;
-  h = h < 0.0f ? 0.0f : h;  // rounding can give -1e-8 for one-hot rows
-  m[ops::kEntropyNats] = h;
-  m[ops::kEntropyNorm] = n_vis > 1 ? h / logf((float)n_vis) : 0.0f;
-  m[ops::kEffSupport] = expf(h);
-  m[ops::kMaxProb] = inv_z;
+  math::entropy_metrics(h, n_vis, m[ops::kEntropyNats], m[ops::kEntropyNorm], m[ops::kEffSupport]);
+  m[ops::kMaxProb] = 1.0f / z;
   m[ops::kTopkMass] = topk_mass;
   m[ops::kTailMass] = tail;
   m[ops::kSinkMass] = sink;
@@ -317,8 +313,7 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
     st_a[0] = all.a;
   }
   __syncthreads();
-  const float m = st_m[0], z = st_z[0], za = st_a[0];
-  const float inv_z = 1.0f / z;
+  const math::OnlineSoftmax sm{st_m[0], st_z[0], st_a[0]};  // the row's finished online state
   const float inv_n = 1.0f / (float)n_vis;
 
   float tail = 0.0f, sink = 0.0f;
@@ -326,7 +321,7 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
     const int j = j0 + threadIdx.x;
     float p = 0.0f;
     if (j < n_vis) {
-      p = math::exp_nonpos(scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s) - m) * inv_z;
+      p = math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
       tail += p < inv_n ? p : 0.0f;
       if (j == 0) sink = p;
     }
@@ -346,12 +341,12 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   tail = block_sum(tail, sh);
   float topk_mass = 0.0f;
   if (want_topk)
-    topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::exp_nonpos(x - m) * inv_z; });
+    topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
   float rel = 0.0f, seen = 0.0f;
   for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
     const int j = a.relevant[r];
     if (j >= 0 && j < n_vis) {
-      rel += math::exp_nonpos(scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s) - m) * inv_z;
+      rel += math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
       seen += 1.0f;
     }
   }
@@ -359,9 +354,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   seen = block_sum(seen, sh);
   if (threadIdx.x == 0) {
     // The online state gives H = ln Z - A / Z directly (A = sum e^(s-m)(s-m)).
-    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics,
-                  math::online_softmax_entropy(math::OnlineSoftmax{m, z, za}), z, n_vis, tail, sink, topk_mass, rel,
-                  seen);
+    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
+                  sm.z, n_vis, tail, sink, topk_mass, rel, seen);
   }
 }
 
