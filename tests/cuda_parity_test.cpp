@@ -42,13 +42,8 @@ namespace {
 
 constexpr double kEps32 = 1.0 / (1 << 24);
 
-// Prompt lengths of the whole-forward tests; shorter under the CPU emulation of CUDA (tests/cuda_emu), which runs
-// every CUDA thread as a coroutine, but still over 128 keys (more than one tile of the fused attention) in one test.
-#ifdef FOCAL_CUDA_EMULATION
-constexpr int kPromptFocal = 48, kPromptLearned = 32, kPromptGqa = 130;
-#else
+// Prompt lengths of the whole-forward tests (the GQA one over 128 keys: more than one tile of the fused attention).
 constexpr int kPromptFocal = 96, kPromptLearned = 64, kPromptGqa = 150;
-#endif
 
 std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> u(lo, hi);

@@ -22,18 +22,45 @@ struct Barrier {
   std::vector<int> waiting;
 };
 
+// A fiber starts through makecontext / setcontext; every later switch uses the compiler's setjmp / longjmp
+// builtins, which save only the registers (no signal mask system call as swapcontext makes).
 struct Fiber {
   ucontext_t ctx;
+  void* jmp[5];
   std::vector<char> stack;
-  bool done = false, blocked = false;
+  bool started = false, done = false, blocked = false;
 };
 
 std::vector<Fiber> fibers;
-ucontext_t sched_ctx;
+void* sched_jmp[5];
 int current = -1;
 Barrier block_bar;
 std::vector<Barrier> warp_bars;
 const std::function<void()>* body_fn = nullptr;
+
+// __builtin_setjmp and __builtin_longjmp may not be called from the same function.
+__attribute__((noinline, noreturn)) void jump(void** buf) { __builtin_longjmp(buf, 1); }
+
+__attribute__((noinline)) void yield_to_scheduler() {
+  if (__builtin_setjmp(fibers[current].jmp) == 0) jump(sched_jmp);
+}
+
+void fiber_main() {
+  (*body_fn)();
+  fibers[current].done = true;
+  jump(sched_jmp);
+}
+
+// Runs fiber t until it blocks or finishes.
+__attribute__((noinline)) void resume(int t) {
+  Fiber& f = fibers[t];
+  if (__builtin_setjmp(sched_jmp) != 0) return;
+  if (!f.started) {
+    f.started = true;
+    setcontext(&f.ctx);
+  }
+  jump(f.jmp);
+}
 
 void wait(Barrier& b) {
   if (++b.arrived == b.count) {  // last to arrive: release the others and go on
@@ -44,14 +71,8 @@ void wait(Barrier& b) {
   }
   b.waiting.push_back(current);
   fibers[current].blocked = true;
-  swapcontext(&fibers[current].ctx, &sched_ctx);
+  yield_to_scheduler();
   threadIdx_ = dim3((unsigned)current);
-}
-
-void fiber_main() {
-  (*body_fn)();
-  fibers[current].done = true;
-  swapcontext(&fibers[current].ctx, &sched_ctx);
 }
 
 }  // namespace
@@ -82,7 +103,7 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::
         for (size_t w = 0; w < warp_bars.size(); ++w) warp_bars[w].count = std::min(32, nt - 32 * (int)w);
         for (int t = 0; t < nt; ++t) {
           Fiber& f = fibers[t];
-          f.done = f.blocked = false;
+          f.started = f.done = f.blocked = false;
           getcontext(&f.ctx);
           f.ctx.uc_stack.ss_sp = f.stack.data();
           f.ctx.uc_stack.ss_size = f.stack.size();
@@ -98,7 +119,7 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::
             if (f.blocked) continue;
             current = t;
             threadIdx_ = dim3((unsigned)t);
-            swapcontext(&sched_ctx, &f.ctx);
+            resume(t);
             ran = true;
           }
           if (all_done) break;
