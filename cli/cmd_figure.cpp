@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "args.h"
+#include "device_option.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -194,9 +195,9 @@ const char* kDemoPrompt =
 namespace focal::cli {
 
 int cmd_demo(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"}, {"--model", "--out", "--prompt", "--temp"});
+  Args a(argc, argv, 2, {"--help"}, {"--model", "--out", "--prompt", "--temp", kDeviceOption});
   if (a.has("--help")) {
-    std::printf("%s", kDemoHelp);
+    std::printf("%s%s", kDemoHelp, kDeviceHelp);
     return 0;
   }
   if (!a.positional().empty()) throw UsageError{"demo takes no positional arguments (use --model DIR)"};
@@ -209,7 +210,7 @@ int cmd_demo(int argc, char** argv) {
   make_dirs(out_dir);
   const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
 
-  auto model = Model::load(model_dir);
+  auto model = load_model(a, model_dir);
   const std::string prompt = a.get("--prompt", kDemoPrompt);
   if (prompt.empty()) throw Error("--prompt is empty");
   const std::vector<int32_t> ids = model->require_tokenizer().encode(prompt, model->config().add_bos);

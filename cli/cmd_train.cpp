@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "device_option.h"
 #include "model_options.h"
 #include "focal/error.h"
 #include "focal/eval.h"
@@ -107,13 +108,13 @@ int cmd_train(int argc, char** argv) {
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&)) {
   Args a(argc, argv, 2, {"--help"},
          {"--data", "--output", "--val-seq-len", "--val-sequences", "--max-tasks", "--mode", "--temp", "--layer-temp",
-          "--head-temp", "--tau-scale", "--ssmax-s"});
+          "--head-temp", "--tau-scale", "--ssmax-s", kDeviceOption});
   if (a.has("--help")) {
-    std::printf("%s", kEvalHelp);
+    std::printf("%s%s", kEvalHelp, kDeviceHelp);
     return 0;
   }
   if (!a.has("--data")) throw UsageError{"give the data directory with --data DIR"};
-  auto model = Model::load(model_arg(a, "eval"));
+  auto model = load_model(a, model_arg(a, "eval"));
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;
   opt.data_dir = a.get("--data");

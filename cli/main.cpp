@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "device_option.h"
 #include "model_options.h"
 #include "focal/capture.h"
 #include "focal/error.h"
@@ -212,15 +213,15 @@ int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16"};
   const std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries",
                                                       "--store", "--budget", "--topk", "--topk-mass", "--relevant",
-                                                      "--compare", "--name", "--output"});
+                                                      "--compare", "--name", "--output", cli::kDeviceOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
-    std::printf("%s\n%s", kCaptureHelp, kTempHelp);
+    std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
   }
   const std::string out = a.get("--output");
   check_output(out);
-  auto model = Model::load(cli::model_arg(a, argv[1]));
+  auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& cfg = model->config();
   const TempSpec spec = temp_spec_from(a, cfg);
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
@@ -249,13 +250,14 @@ int cmd_capture(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"}, {});
+  Args a(argc, argv, 2, {"--help"}, {cli::kDeviceOption});
   if (a.has("--help")) {
-    std::printf("usage: focal info MODEL\n\nPrints the configuration of a model directory, its parameter count, "
-                "weights checksum, tokenizer and native attention setting.\n");
+    std::printf("usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
+                "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
+                cli::kDeviceHelp);
     return 0;
   }
-  auto m = Model::load(cli::model_arg(a, argv[1]));
+  auto m = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = m->config();
   std::printf("model        %s\n", m->path().c_str());
   std::printf("parameters   %zu (%.2fM)\n", m->n_params(), m->n_params() / 1e6);
@@ -274,6 +276,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("\ntokenizer    %s\nchecksum     fnv1a64:%016llx\n",
               m->tokenizer() ? (std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str() : "none",
               (unsigned long long)m->weights_checksum());
+  std::printf("device       %s\n", device_name(m->device()));
   return 0;
 }
 
@@ -306,9 +309,10 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"},
-         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass"}));
+         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
+                          cli::kDeviceOption}));
   if (a.has("--help")) {
-    std::printf("%s\n%s", kSweepHelp, kTempHelp);
+    std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
   }
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
@@ -317,7 +321,7 @@ int cmd_sweep(int argc, char** argv) {
     if (!(t > 0.0f) || !std::isfinite(t)) throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
-  auto model = Model::load(cli::model_arg(a, argv[1]));
+  auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const TempSpec base = temp_spec_from(a, model->config());
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
   RunOptions run;
@@ -349,15 +353,15 @@ int cmd_generate(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", "--fp16"},
          with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
                           "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
-                          "--relevant"}));
+                          "--relevant", cli::kDeviceOption}));
   if (a.has("--help")) {
-    std::printf("%s\n%s", kGenerateHelp, kTempHelp);
+    std::printf("%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
   }
   const int n_new = (int)a.get_int("--n-new", 32);
   if (n_new < 1) throw UsageError{"-n must be at least 1"};
   if (a.has("--capture")) check_output(a.get("--capture"));
-  auto model = Model::load(cli::model_arg(a, argv[1]));
+  auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);
   const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));

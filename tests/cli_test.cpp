@@ -494,5 +494,40 @@ TEST_F(CliTest, BudgetMessageShowsTheBudget) {
   EXPECT_THAT(r.err, Not(HasSubstr("budget (--budget) is 1 MiB"))) << r.err;
 }
 
+// ---- --device ----
+
+TEST_F(CliTest, DeviceOptionChoosesFallsBackAndFailsClearly) {
+  // A malformed value is a usage error naming the option and the accepted values.
+  expect_failure({"info", *model_, "--device", "gpu"}, 2, {"--device", "'gpu'", "auto, cpu or cuda"}, "");
+  // Explicit cpu: no note, the model runs on the CPU.
+  CliResult r = run({"info", *model_, "--device", "cpu"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("device       cpu"));
+  std::string why;
+  const bool gpu = resolve_device(Device::kAuto, &why) == Device::kCuda;
+  r = run({"info", *model_, "--device", "auto"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<std::string> note = message_lines(r.err);
+  ASSERT_EQ(note.size(), 1u) << "auto says where it runs in one line: " << r.err;
+  if (!gpu) {
+    // No usable device (this machine): auto falls back to the CPU and says why; cuda is one clear error.
+    EXPECT_THAT(note[0], HasSubstr("device: auto -> cpu ("));
+    EXPECT_THAT(r.out, HasSubstr("device       cpu"));
+    expect_failure({"info", *model_, "--device", "cuda"}, 1,
+                   {"--device cuda", cuda_built() ? "no usable CUDA device (cudaGetDeviceCount" : "FOCAL_CUDA=OFF"}, "");
+    expect_failure({"generate", *model_, "--prompt", "the", "-n", "2", "--device", "cuda"}, 1, {"--device cuda"}, "");
+  } else {
+    EXPECT_THAT(note[0], HasSubstr("device: auto -> cuda ("));
+    EXPECT_THAT(r.out, HasSubstr("device       cuda"));
+    r = run({"info", *model_, "--device", "cuda"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("device       cuda"));
+  }
+  // Every command that loads a model documents --device.
+  for (const char* cmd : {"info", "capture", "sweep", "generate", "eval", "demo"})
+    EXPECT_THAT(run({cmd, "--help"}).out, HasSubstr("--device D")) << cmd;
+}
+
 }  // namespace
 }  // namespace focal

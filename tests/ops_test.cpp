@@ -912,3 +912,68 @@ TEST(OpsSoftmaxRow, HugeFiniteLogitRangeGivesNoNaN) {
 
 }  // namespace
 }  // namespace focal::ops
+
+namespace focal::ops {
+namespace {
+
+// The fused (flash-style) CUDA attention's per-row scheme, run on the CPU with the same shared_math.h functions:
+// 128 "threads" each push a strided subset of the logits into their own online state, the states are merged in
+// thread order, then a second pass forms p = online_softmax_prob(state, x). Reference: two-pass softmax and
+// entropy in double. Tolerances: entropy as online_tol; probabilities 4e-6 relative (exp_nonpos < 2e-7, one
+// rounding of 1/Z, Z accumulated in fp32 over <= 2000 terms in 128 partial sums).
+TEST(OnlineSoftmax, FusedAttentionRowSchemeMatchesTwoPassAndSoftmaxRow) {
+  std::mt19937 rng(16);
+  for (int n : {1, 7, 127, 128, 129, 2000}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    auto x = random_vec(n, rng, -12.0f, 12.0f);
+    if (n > 100) x[n - 2] = 30.0f;  // late maximum: every thread's state and the merge must rescale
+    constexpr int kThreads = 128;
+    std::vector<math::OnlineSoftmax> st(kThreads, math::online_softmax_init());
+    for (int t = 0; t < kThreads; ++t)
+      for (int j = t; j < n; j += kThreads) math::online_softmax_push(st[t], x[j]);
+    math::OnlineSoftmax all = math::online_softmax_init();
+    for (int t = 0; t < kThreads; ++t) math::online_softmax_merge(all, st[t]);
+    const auto ref = two_pass(x);
+    EXPECT_EQ(all.m, (float)ref.m);
+    EXPECT_NEAR(math::online_softmax_entropy(all), ref.h, online_tol(x)) << "reference: two-pass in double";
+    double sum = 0.0, max_p = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const float p = math::online_softmax_prob(all, x[j]);
+      const double p_ref = std::exp((double)x[j] - ref.m) / ref.z;
+      EXPECT_NEAR(p, p_ref, 4e-6 * p_ref + 1e-30) << "j=" << j;
+      sum += p;
+      max_p = std::max(max_p, (double)p);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_EQ(max_p, (double)(1.0f / all.z)) << "the max logit's probability is exactly 1/Z";
+    // The metrics the fused kernel writes agree with the CPU softmax row's (same entropy_metrics formulas).
+    std::vector<float> p_cpu(n), m_cpu(kNumRowMetrics);
+    ops::softmax_row(x.data(), p_cpu.data(), n, m_cpu.data(), 5, nullptr, 0);
+    float h_nats, h_norm, eff;
+    math::entropy_metrics(math::online_softmax_entropy(all), n, h_nats, h_norm, eff);
+    const double tol = online_tol(x);
+    EXPECT_NEAR(h_nats, m_cpu[kEntropyNats], 2 * tol);
+    EXPECT_NEAR(h_norm, m_cpu[kEntropyNorm], n > 1 ? 2 * tol / std::log((double)n) + 1e-7 : 0.0);
+    EXPECT_NEAR(eff, m_cpu[kEffSupport], 2 * tol * eff + 1e-6);
+    EXPECT_NEAR(1.0f / all.z, m_cpu[kMaxProb], 1e-6);
+  }
+}
+
+TEST(SharedMath, EntropyMetricsHandComputed) {
+  // H = ln 4 over 4 keys (uniform): normalised 1, effective support 4. One key: normalised 0. Negative rounding
+  // residue clamps to 0 (support 1). Tolerance 1e-6.
+  float h, hn, eff;
+  math::entropy_metrics(std::log(4.0f), 4, h, hn, eff);
+  EXPECT_NEAR(h, 1.3862944, 1e-6);
+  EXPECT_NEAR(hn, 1.0, 1e-6);
+  EXPECT_NEAR(eff, 4.0, 1e-5);
+  math::entropy_metrics(0.0f, 1, h, hn, eff);
+  EXPECT_EQ(hn, 0.0f);
+  EXPECT_EQ(eff, 1.0f);
+  math::entropy_metrics(-1e-8f, 3, h, hn, eff);
+  EXPECT_EQ(h, 0.0f);
+  EXPECT_EQ(eff, 1.0f);
+}
+
+}  // namespace
+}  // namespace focal::ops

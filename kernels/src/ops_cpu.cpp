@@ -166,10 +166,7 @@ void fill_prob_metrics(const float* p, int n, int topk, const int32_t* relevant,
 }
 
 void fill_entropy_metrics(float h, int n, float* m) {
-  h = h < 0.0f ? 0.0f : h;  // rounding can give -1e-8 for one-hot rows
-  m[kEntropyNats] = h;
-  m[kEntropyNorm] = n > 1 ? h / logf((float)n) : 0.0f;
-  m[kEffSupport] = expf(h);
+  math::entropy_metrics(h, n, m[kEntropyNats], m[kEntropyNorm], m[kEffSupport]);
 }
 
 }  // namespace

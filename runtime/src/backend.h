@@ -38,6 +38,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cuda_backend(int device);  // backend_cuda.cpp; only in builds with FOCAL_CUDA on
+enum class Device;
+std::unique_ptr<Backend> make_backend(Device d);         // device.cpp: resolves kAuto; kCuda without one throws
 
 // Owns n floats of backend memory.
 class DeviceBuffer {

@@ -59,7 +59,7 @@ static bool is_known_tensor_name(const std::string& n) {
   return false;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir_in) {
+std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
@@ -131,7 +131,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in) {
                 "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
   }
 
-  m->backend_ = make_cpu_backend();
+  m->device_ = resolve_device(device);
+  m->backend_ = make_backend(m->device_);
   Backend& be = *m->backend_;
   auto w = std::make_unique<Weights>();
   std::set<std::string> used;

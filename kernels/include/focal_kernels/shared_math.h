@@ -116,4 +116,17 @@ FOCAL_HD void online_softmax_merge(OnlineSoftmax& s, const OnlineSoftmax& o) {
 
 FOCAL_HD float online_softmax_entropy(const OnlineSoftmax& s) { return logf(s.z) - s.a / s.z; }
 
+// Probability of logit x under a finished online state (the fused attention's second pass): e^(x - m) / Z, formed
+// as the CPU softmax forms it (branch-free exp of the max-subtracted logit, times 1/Z). The max logit gets 1/Z.
+FOCAL_HD float online_softmax_prob(const OnlineSoftmax& s, float x) { return exp_nonpos(x - s.m) * (1.0f / s.z); }
+
+// The entropy-derived row metrics from H (nats) over n_visible keys: H clamped at 0 (rounding gives -1e-8 on
+// one-hot rows), H / ln(n_visible) (0 for a single key), and the effective support exp(H).
+FOCAL_HD void entropy_metrics(float h, int n_visible, float& h_nats, float& h_norm, float& eff_support) {
+  h = h < 0.0f ? 0.0f : h;
+  h_nats = h;
+  h_norm = n_visible > 1 ? h / logf((float)n_visible) : 0.0f;
+  eff_support = expf(h);
+}
+
 }  // namespace focal::math

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "focal/config.h"
+#include "focal/device.h"
 #include "focal/temp_spec.h"
 #include "focal/tokenizer.h"
 
@@ -67,8 +68,9 @@ class Backend;  // runtime-internal compute backend (CPU now, CUDA later)
 class Model {
  public:
   // Loads a Hugging Face model directory (config.json, model.safetensors or model.safetensors.index.json shards,
-  // optional tokenizer.model). Throws Error naming the file and field at fault.
-  static std::unique_ptr<Model> load(const std::string& dir);
+  // optional tokenizer.model). Throws Error naming the file and field at fault. `device` picks the backend the
+  // weights are uploaded to (focal/device.h; kCuda without a usable device throws). Training needs kCpu.
+  static std::unique_ptr<Model> load(const std::string& dir, Device device = Device::kCpu);
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -78,6 +80,7 @@ class Model {
   const Tokenizer& require_tokenizer() const;
   uint64_t weights_checksum() const { return checksum_; }  // FNV-1a 64 over the safetensors files' bytes
   size_t n_params() const { return n_params_; }
+  Device device() const { return device_; }  // kCpu or kCuda: where the weights live and the forward runs
 
   struct Weights;
   const Weights& weights() const { return *w_; }
@@ -92,6 +95,7 @@ class Model {
   std::unique_ptr<Weights> w_;
   uint64_t checksum_ = 0;
   size_t n_params_ = 0;
+  Device device_ = Device::kCpu;
 };
 
 // One sequence: KV cache, position and the running learned-tau sums. Not thread-safe; one thread per session.

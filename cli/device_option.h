@@ -1,0 +1,23 @@
+// --device auto|cpu|cuda, shared by every command that loads a model: add kDeviceOption to the command's options,
+// print kDeviceHelp in its --help, and load through load_model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "args.h"
+#include "focal/model.h"
+
+namespace focal::cli {
+
+extern const char* const kDeviceOption;  // "--device"
+extern const char* const kDeviceHelp;    // the help line(s) of --device
+
+// The device of --device (default auto), resolved: a malformed value is a UsageError naming --device; cuda without
+// a usable device is an Error saying why. An explicit --device auto prints its one-line choice to stderr.
+Device device_arg(const Args& a);
+
+// Model::load(dir) on the device of --device.
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
+
+}  // namespace focal::cli

@@ -1,0 +1,73 @@
+// CUDA + cuBLAS twins of the CPU ops (focal_kernels/ops.h): same shapes, same formulas (shared_math.h), device
+// pointers, everything issued on ctx.stream. Launchers return the CUDA / cuBLAS status of the launch; the runtime's
+// CUDA backend turns a failure into an Error. Only the runtime's CUDA backend includes this header.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace focal::cuda_ops {
+
+struct Ctx {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;  // set to ctx.stream by the caller
+};
+
+// out[n_tokens, hidden] = table[ids[t], :]; ids is a device array.
+cudaError_t embed(const Ctx& c, const float* table, const int32_t* ids, float* out, int n_tokens, int hidden);
+// y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps); y may alias x. One block per row.
+cudaError_t rmsnorm(const Ctx& c, const float* x, const float* w, float* y, int rows, int n, float eps);
+// In-place rotate_half RoPE on x[n_tokens, n_heads * d_head], token t at position pos0 + t.
+cudaError_t rope(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta);
+// out[n] = silu(gate[n]) * up[n]
+cudaError_t swiglu(const Ctx& c, const float* gate, const float* up, float* out, size_t n);
+// y[n] += x[n]
+cudaError_t add_inplace(const Ctx& c, float* y, const float* x, size_t n);
+// y[rows, n] += b[n]
+cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n);
+// cache[n_kv, stride, d] at positions pos0.. <- kv[n_tokens, n_kv * d]
+cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head,
+                     int stride, int pos0);
+
+// y[m, n] = x[m, k] . w[n, k]^T through cublasGemmEx, fp32 storage and fp32 accumulation (no TF32).
+cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k);
+
+// raw[n_rows, n_keys] = q[n_rows, d] (row stride q_stride) . k[n_keys, d]^T / sqrt(d)   (cuBLAS)
+cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,
+                           int n_keys, int d);
+// out[n_rows, d] (row stride out_stride) = probs[n_rows, n_keys] . v[n_keys, d]   (cuBLAS)
+cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* out, int out_stride, int n_rows,
+                       int n_keys, int d);
+
+// Per-row arguments shared by the softmax and the fused attention kernels.
+struct RowArgs {
+  int n_tokens = 0;                  // T rows of the call
+  int n_past = 0;                    // row r sees n_past + r + 1 keys
+  const float* row_scale = nullptr;  // [n_heads, T] device
+  float* metrics = nullptr;          // [n_heads, T, kNumRowMetrics] device, or null
+  int topk = 5;                      // k of the top-k mass (1..64; larger is capped at 64, <= 0 gives 0)
+  const int32_t* relevant = nullptr; // [n_relevant] device
+  int n_relevant = 0;
+};
+
+// The fused softmax of one head's block of rows r0..r0+n_rows-1 (raw[n_rows, n_keys] from attn_scores): applies
+// the per-(head, row) scale, the causal mask, writes probs[n_rows, n_keys] (zero past the row's visible keys, and
+// zeroes raw there too, as the CPU path does) and the row's metrics in the same pass. One block per row.
+cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
+                         float* probs);
+
+// Flash-style fused attention for the heads with skip[h] == 0 (skip: [n_heads] device bytes, or null for all):
+// online softmax over the keys (no T^2 memory), out[T, n_heads * d] and, when a.metrics is set, every row metric
+// (entropy from the online identity H = ln Z - sum e^(s-m)(s-m) / Z). One block per (row, head).
+cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache,
+                            const float* v_cache, int cache_stride, int n_heads, int n_kv_heads, int d_head,
+                            const uint8_t* skip, float* out);
+
+// Per row of x[rows, n]: the k largest values, descending (ties: lower index first), into idx/val[rows, k].
+// k <= min(n, 64).
+cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val);
+
+}  // namespace focal::cuda_ops

@@ -1,0 +1,466 @@
+// CUDA twins of the CPU ops (kernels/src/ops_cpu.cpp). Per-element and per-row formulas come from shared_math.h so
+// both backends compute the same math; GEMMs go through cublasGemmEx with fp32 accumulation (TF32 off).
+#include <climits>
+#include <cmath>
+
+#include "focal_kernels/ops.h"
+#include "focal_kernels/ops_cuda.h"
+#include "focal_kernels/shared_math.h"
+
+namespace focal::cuda_ops {
+
+namespace {
+
+constexpr int kRowThreads = 256;   // block size of the per-row kernels
+constexpr int kFlashThreads = 128; // block size of the fused attention (one block per (row, head))
+constexpr int kMaxTopk = 64;       // top-k mass and top_k rows keep at most 64 values
+
+int grid_for(size_t n, int threads) { return (int)((n + threads - 1) / threads); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;  // NaN is ignored, as in the CPU max
+  }
+  return v;
+}
+
+// Block-wide sum / max; every thread gets the result. sh: 32 floats of shared memory.
+__device__ float block_sum(float v, float* sh) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) sh[wid] = v;
+  __syncthreads();
+  if (wid == 0) {
+    float r = lane < nw ? sh[lane] : 0.0f;
+    r = warp_sum(r);
+    if (lane == 0) sh[0] = r;
+  }
+  __syncthreads();
+  return sh[0];
+}
+__device__ float block_max(float v, float* sh) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[wid] = v;
+  __syncthreads();
+  if (wid == 0) {
+    float r = lane < nw ? sh[lane] : -INFINITY;
+    r = warp_max(r);
+    if (lane == 0) sh[0] = r;
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+// Ordering of (value, index) pairs for top-k: larger value first, then lower index.
+__device__ __forceinline__ bool pair_before(float av, int ai, float bv, int bi) {
+  return av > bv || (av == bv && ai < bi);
+}
+
+// Block-wide best pair; every thread gets it. shv/shi: 32 entries of shared memory each.
+__device__ void block_best_pair(float& v, int& i, float* shv, int* shi) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (pair_before(ov, oi, v, i)) { v = ov; i = oi; }
+  }
+  __syncthreads();
+  if (lane == 0) { shv[wid] = v; shi[wid] = i; }
+  __syncthreads();
+  if (wid == 0) {
+    float rv = lane < nw ? shv[lane] : -INFINITY;
+    int ri = lane < nw ? shi[lane] : INT_MAX;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, rv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, ri, o);
+      if (pair_before(ov, oi, rv, ri)) { rv = ov; ri = oi; }
+    }
+    if (lane == 0) { shv[0] = rv; shi[0] = ri; }
+  }
+  __syncthreads();
+  v = shv[0];
+  i = shi[0];
+}
+
+// A thread's own k best (value, index) pairs, descending. Indices arrive in ascending order per thread, so an
+// equal value stays behind the earlier index.
+struct ThreadTopk {
+  float v[kMaxTopk];
+  int i[kMaxTopk];
+  int cnt;
+};
+
+__device__ __forceinline__ void topk_push(ThreadTopk& t, int k, float v, int idx) {
+  int pos;
+  if (t.cnt < k) {
+    pos = t.cnt++;
+  } else if (v > t.v[k - 1]) {
+    pos = k - 1;
+  } else {
+    return;
+  }
+  while (pos > 0 && t.v[pos - 1] < v) {
+    t.v[pos] = t.v[pos - 1];
+    t.i[pos] = t.i[pos - 1];
+    --pos;
+  }
+  t.v[pos] = v;
+  t.i[pos] = idx;
+}
+
+// Merges every thread's list into the block's k best, in descending order: calls emit(rank, value, index) on every
+// thread for each selected pair. Stops early when fewer than k pairs exist.
+template <class Emit>
+__device__ void topk_merge(const ThreadTopk& t, int k, float* shv, int* shi, Emit emit) {
+  int ptr = 0;
+  for (int r = 0; r < k; ++r) {
+    float v = ptr < t.cnt ? t.v[ptr] : -INFINITY;
+    int i = ptr < t.cnt ? t.i[ptr] : INT_MAX;
+    block_best_pair(v, i, shv, shi);
+    if (i == INT_MAX) break;
+    if (ptr < t.cnt && t.i[ptr] == i) ++ptr;
+    emit(r, v, i);
+  }
+}
+
+// A row's metrics from its entropy h (nats), normaliser Z and the probability sums (as the CPU path).
+__device__ void write_metrics(float* m, float h, float z, int n_vis, float tail, float sink, float topk_mass,
+                              float rel, float rel_seen) {
+  math::entropy_metrics(h, n_vis, m[ops::kEntropyNats], m[ops::kEntropyNorm], m[ops::kEffSupport]);
+  m[ops::kMaxProb] = 1.0f / z;
+  m[ops::kTopkMass] = topk_mass;
+  m[ops::kTailMass] = tail;
+  m[ops::kSinkMass] = sink;
+  m[ops::kRelevantMass] = rel_seen > 0.0f ? rel : NAN;
+}
+
+__global__ void embed_kernel(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)n_tokens * hidden) return;
+  const size_t t = i / hidden, c = i % hidden;
+  out[i] = table[(size_t)ids[t] * hidden + c];
+}
+
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
+  __shared__ float sh[32];
+  const float* xr = x + (size_t)blockIdx.x * n;
+  float* yr = y + (size_t)blockIdx.x * n;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, sh);
+  const float f = math::rms_factor(ss, n, eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w[i] * (xr[i] * f);
+}
+
+__global__ void rope_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) {
+  const int half = d_head / 2;
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (size_t)n_tokens * n_heads * half) return;
+  const int i = (int)(idx % half);
+  const size_t th = idx / half;  // t * n_heads + h
+  const int t = (int)(th / n_heads);
+  const float ang = math::rope_angle(pos0 + t, math::rope_inv_freq(theta, i, d_head));
+  float* xh = x + th * d_head;
+  math::rope_rotate_pair(xh[i], xh[i + half], cosf(ang), sinf(ang));
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, size_t n) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = math::silu(gate[i]) * up[i];
+}
+
+__global__ void add_kernel(float* y, const float* x, size_t n) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void add_row_bias_kernel(float* y, const float* b, int rows, int n) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < (size_t)rows * n) y[i] += b[i % n];
+}
+
+__global__ void kv_store_kernel(const float* kv, float* cache, int n_tokens, int n_kv, int d, int stride, int pos0) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)n_tokens * n_kv * d) return;
+  const int c = (int)(i % d);
+  const size_t th = i / d;
+  const int h = (int)(th % n_kv), t = (int)(th / n_kv);
+  cache[((size_t)h * stride + pos0 + t) * d + c] = kv[i];
+}
+
+// One block per row of raw[n_rows, n_keys] (head `head`, rows r0..): softmax of raw * scale over the row's visible
+// keys into probs, zeros past them, metrics in the same pass. Same formulas and order of operations as the CPU
+// softmax_scaled_row; only the summation order of the reductions differs.
+__global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, float* raw, float* probs) {
+  __shared__ float sh[32];
+  __shared__ float shv[32];
+  __shared__ int shi[32];
+  const int row = r0 + blockIdx.x;
+  const int n_vis = a.n_past + row + 1;
+  float* rr = raw + (size_t)blockIdx.x * n_keys;
+  float* pr = probs + (size_t)blockIdx.x * n_keys;
+  const float s = a.row_scale[(size_t)head * a.n_tokens + row];
+
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) mx = rr[j] > mx ? rr[j] : mx;
+  mx = block_max(mx, sh) * s;  // s >= 0: max(raw * s) = s * max(raw)
+  float z = 0.0f, acc = 0.0f;
+  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+    const float d = rr[j] * s - mx;
+    const float e = math::exp_nonpos(d);
+    pr[j] = e;
+    z += e;
+    acc += e > 0.0f ? e * d : 0.0f;
+  }
+  z = block_sum(z, sh);
+  acc = block_sum(acc, sh);
+  const float inv_z = 1.0f / z;
+  const float inv_n = 1.0f / (float)n_vis;
+  const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
+  ThreadTopk tk;
+  tk.cnt = 0;
+  float tail = 0.0f;
+  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+    const float v = pr[j] * inv_z;
+    pr[j] = v;
+    tail += v < inv_n ? v : 0.0f;
+    if (a.metrics && k > 0) topk_push(tk, k, v, j);
+  }
+  for (int j = n_vis + threadIdx.x; j < n_keys; j += blockDim.x) {
+    pr[j] = 0.0f;
+    rr[j] = 0.0f;
+  }
+  if (!a.metrics) return;
+  tail = block_sum(tail, sh);  // also orders the probability writes above before the reads below
+  float topk_mass = 0.0f;
+  if (k > 0) topk_merge(tk, k, shv, shi, [&](int, float v, int) { topk_mass += v; });
+  float rel = 0.0f, seen = 0.0f;
+  for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
+    const int j = a.relevant[r];
+    if (j >= 0 && j < n_vis) { rel += pr[j]; seen += 1.0f; }
+  }
+  rel = block_sum(rel, sh);
+  seen = block_sum(seen, sh);
+  if (threadIdx.x == 0)
+    write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z,
+                  n_vis, tail, pr[0], topk_mass, rel, seen);
+}
+
+// q_sh[d] . k[d] / sqrt(d) * scale: the scaled score of one key, as the CPU path forms it (raw first, then scale).
+__device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj, int d, float inv_sqrt_d,
+                                              float scale) {
+  float dot = 0.0f;
+  for (int c = 0; c < d; ++c) dot += q_sh[c] * kj[c];
+  return (dot * inv_sqrt_d) * scale;
+}
+
+// Flash-style attention, one block per (row, head): pass 1 keeps the online softmax state (running max m, Z, A) and
+// the top-k scores; pass 2 recomputes each score once more, forms p = e^(s-m)/Z, accumulates p.V in shared memory
+// and the tail mass. Nothing of size T^2 is stored.
+__global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k_cache, const float* v_cache,
+                                       int cache_stride, int n_heads, int n_kv_heads, int d, const uint8_t* skip,
+                                       float* out) {
+  extern __shared__ float smem[];
+  float* q_sh = smem;                // [d]
+  float* acc_sh = smem + d;          // [d]
+  float* p_tile = smem + 2 * d;      // [blockDim.x]
+  __shared__ float sh[32];
+  __shared__ float shv[32];
+  __shared__ int shi[32];
+  __shared__ float st_m[kFlashThreads], st_z[kFlashThreads], st_a[kFlashThreads];
+  const int row = blockIdx.x, h = blockIdx.y;
+  if (skip && skip[h]) return;
+  const int kvh = h / (n_heads / n_kv_heads);
+  const int n_vis = a.n_past + row + 1;
+  const int q_stride = n_heads * d;
+  const float* kh = k_cache + (size_t)kvh * cache_stride * d;
+  const float* vh = v_cache + (size_t)kvh * cache_stride * d;
+  const float s = a.row_scale[(size_t)h * a.n_tokens + row];
+  const float inv_sqrt_d = 1.0f / sqrtf((float)d);
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    q_sh[c] = q[(size_t)row * q_stride + (size_t)h * d + c];
+    acc_sh[c] = 0.0f;
+  }
+  __syncthreads();
+
+  const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
+  const bool want_topk = a.metrics && k > 0;
+  ThreadTopk tk;
+  tk.cnt = 0;
+  math::OnlineSoftmax st = math::online_softmax_init();
+  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+    const float x = scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s);
+    math::online_softmax_push(st, x);
+    if (want_topk) topk_push(tk, k, x, j);
+  }
+  st_m[threadIdx.x] = st.m;
+  st_z[threadIdx.x] = st.z;
+  st_a[threadIdx.x] = st.a;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    math::OnlineSoftmax all = math::online_softmax_init();
+    for (int t = 0; t < (int)blockDim.x; ++t) math::online_softmax_merge(all, math::OnlineSoftmax{st_m[t], st_z[t], st_a[t]});
+    st_m[0] = all.m;
+    st_z[0] = all.z;
+    st_a[0] = all.a;
+  }
+  __syncthreads();
+  const math::OnlineSoftmax sm{st_m[0], st_z[0], st_a[0]};  // the row's finished online state
+  const float inv_n = 1.0f / (float)n_vis;
+
+  float tail = 0.0f, sink = 0.0f;
+  for (int j0 = 0; j0 < n_vis; j0 += blockDim.x) {
+    const int j = j0 + threadIdx.x;
+    float p = 0.0f;
+    if (j < n_vis) {
+      p = math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
+      tail += p < inv_n ? p : 0.0f;
+      if (j == 0) sink = p;
+    }
+    p_tile[threadIdx.x] = p;
+    __syncthreads();
+    const int nt = n_vis - j0 < (int)blockDim.x ? n_vis - j0 : (int)blockDim.x;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+      float acc = acc_sh[c];
+      for (int i = 0; i < nt; ++i) acc += p_tile[i] * vh[(size_t)(j0 + i) * d + c];
+      acc_sh[c] = acc;
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[(size_t)row * q_stride + (size_t)h * d + c] = acc_sh[c];
+  if (!a.metrics) return;
+
+  tail = block_sum(tail, sh);
+  float topk_mass = 0.0f;
+  if (want_topk)
+    topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
+  float rel = 0.0f, seen = 0.0f;
+  for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
+    const int j = a.relevant[r];
+    if (j >= 0 && j < n_vis) {
+      rel += math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
+      seen += 1.0f;
+    }
+  }
+  rel = block_sum(rel, sh);
+  seen = block_sum(seen, sh);
+  if (threadIdx.x == 0) {
+    // The online state gives H = ln Z - A / Z directly (A = sum e^(s-m)(s-m)).
+    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
+                  sm.z, n_vis, tail, sink, topk_mass, rel, seen);
+  }
+}
+
+__global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, float* val) {
+  __shared__ float shv[32];
+  __shared__ int shi[32];
+  const float* xr = x + (size_t)blockIdx.x * n;
+  ThreadTopk tk;
+  tk.cnt = 0;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) topk_push(tk, k, xr[j], j);
+  int32_t* ir = idx + (size_t)blockIdx.x * k;
+  float* vr = val + (size_t)blockIdx.x * k;
+  topk_merge(tk, k, shv, shi, [&](int r, float v, int i) {
+    if (threadIdx.x == 0) {
+      ir[r] = i;
+      vr[r] = v;
+    }
+  });
+}
+
+cublasStatus_t gemm(const Ctx& c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                    const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+  const float beta = 0.0f;
+  return cublasGemmEx(c.blas, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, C, CUDA_R_32F,
+                      ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+}  // namespace
+
+cudaError_t embed(const Ctx& c, const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {
+  const size_t n = (size_t)n_tokens * hidden;
+  if (n) embed_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(table, ids, out, n_tokens, hidden);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsnorm(const Ctx& c, const float* x, const float* w, float* y, int rows, int n, float eps) {
+  if (rows > 0) rmsnorm_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, w, y, n, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t rope(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) {
+  const size_t n = (size_t)n_tokens * n_heads * (d_head / 2);
+  if (n) rope_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, n_tokens, n_heads, d_head, pos0, rope_theta);
+  return cudaGetLastError();
+}
+
+cudaError_t swiglu(const Ctx& c, const float* gate, const float* up, float* out, size_t n) {
+  if (n) swiglu_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(gate, up, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_inplace(const Ctx& c, float* y, const float* x, size_t n) {
+  if (n) add_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n) {
+  const size_t total = (size_t)rows * n;
+  if (total) add_row_bias_kernel<<<grid_for(total, 256), 256, 0, c.stream>>>(y, b, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head,
+                     int stride, int pos0) {
+  const size_t n = (size_t)n_tokens * n_kv_heads * d_head;
+  if (n) kv_store_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0);
+  return cudaGetLastError();
+}
+
+// Row-major y[m, n] = x[m, k] . w[n, k]^T is column-major y^T[n, m] = w^T' . x: (w as col-major [k, n])^T . x.
+cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k) {
+  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, 1.0f, w, k, x, k, y, n);
+}
+
+cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,
+                           int n_keys, int d) {
+  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, n_rows, d, 1.0f / sqrtf((float)d), k, d, q, q_stride, raw, n_keys);
+}
+
+cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* out, int out_stride, int n_rows,
+                       int n_keys, int d) {
+  return gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, n_keys, 1.0f, v, d, probs, n_keys, out, out_stride);
+}
+
+cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
+                         float* probs) {
+  if (n_rows > 0) softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache,
+                            const float* v_cache, int cache_stride, int n_heads, int n_kv_heads, int d_head,
+                            const uint8_t* skip, float* out) {
+  if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
+  const size_t smem = (size_t)(2 * d_head + kFlashThreads) * sizeof(float);
+  dim3 grid((unsigned)a.n_tokens, (unsigned)n_heads);
+  attention_fused_kernel<<<grid, kFlashThreads, smem, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads,
+                                                                  n_kv_heads, d_head, skip, out);
+  return cudaGetLastError();
+}
+
+cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val) {
+  if (k > kMaxTopk || k > n || k <= 0) return cudaErrorInvalidValue;
+  if (rows > 0) topk_rows_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, n, k, idx, val);
+  return cudaGetLastError();
+}
+
+}  // namespace focal::cuda_ops

@@ -1,0 +1,354 @@
+// CUDA backend: device memory, one compute stream, cuBLAS, and the kernels of kernels/cuda. Implements the same
+// Backend calls as the CPU backend, so the forward (forward.cpp) runs unchanged on it. Compiled only with
+// FOCAL_CUDA on.
+//
+// Memory: freed buffers go back to a pool keyed by size, so the per-call buffers of the forward (activations,
+// scores) are allocated from the device once per session shape and then reused. Host transfers go through pinned
+// staging buffers. Captured heads (an observer wants their rows) run QK^T and PV through cuBLAS with the fused
+// softmax kernel in between; their probabilities and raw scores are copied to pinned host memory on a second
+// stream while the next block computes, and handed to the observer from the calling thread. All other heads run
+// the flash-style fused kernel (metrics without T^2 memory).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "focal/error.h"
+#include "focal_kernels/ops_cuda.h"
+
+namespace focal {
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA backend: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
+                cudaGetErrorString(e) + ")");
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("CUDA backend: ") + what + " failed: " + cublasGetStatusName(s) + " (" +
+                cublasGetStatusString(s) + ")");
+}
+
+// Pinned host memory that grows on demand.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { if (p_) cudaFreeHost(p_); }
+  float* get(size_t n_floats) {
+    if (n_floats > n_) {
+      if (p_) check(cudaFreeHost(p_), "cudaFreeHost");
+      p_ = nullptr;
+      n_ = 0;
+      void* p = nullptr;
+      check(cudaMallocHost(&p, n_floats * sizeof(float)), "cudaMallocHost (pinned staging buffer)");
+      p_ = static_cast<float*>(p);
+      n_ = n_floats;
+    }
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)");
+    for (int b = 0; b < 2; ++b) {
+      check(cudaEventCreateWithFlags(&computed_[b], cudaEventDisableTiming), "cudaEventCreate");
+      check(cudaEventCreateWithFlags(&copied_[b], cudaEventDisableTiming), "cudaEventCreate");
+    }
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    // fp32 GEMMs in full fp32 (no TF32), as the CPU path.
+    check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    ctx_.stream = stream_;
+    ctx_.blas = blas_;
+  }
+
+  ~CudaBackend() override {
+    for (auto& slot : blocks_)
+      for (DeviceBuffer& buf : slot) buf.reset();
+    cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    for (auto& kv : pool_) cudaFree(kv.second);
+    for (auto& kv : live_) cudaFree(kv.first);
+    if (ids_) cudaFree(ids_);
+    if (rel_) cudaFree(rel_);
+    if (skip_) cudaFree(skip_);
+    for (int b = 0; b < 2; ++b) {
+      cudaEventDestroy(computed_[b]);
+      cudaEventDestroy(copied_[b]);
+    }
+    cublasDestroy(blas_);
+    cudaStreamDestroy(copy_stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const char* name() const override { return "cuda"; }
+
+  float* alloc(size_t n) override {
+    const size_t bytes = (n ? n : 1) * sizeof(float);
+    float* p = nullptr;
+    auto it = pool_.find(bytes);
+    if (it != pool_.end()) {
+      p = it->second;
+      pool_.erase(it);
+    } else {
+      void* raw = nullptr;
+      cudaError_t e = cudaMalloc(&raw, bytes);
+      if (e == cudaErrorMemoryAllocation && !pool_.empty()) {  // give the pooled buffers back and retry once
+        cudaGetLastError();
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        for (auto& kv : pool_) cudaFree(kv.second);
+        pool_.clear();
+        e = cudaMalloc(&raw, bytes);
+      }
+      if (e == cudaErrorMemoryAllocation)
+        throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
+                    " MiB (use a shorter context, fewer captured heads, or --device cpu)");
+      check(e, "cudaMalloc");
+      p = static_cast<float*>(raw);
+    }
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+    live_[p] = bytes;
+    return p;
+  }
+
+  void free(float* p) override {
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    pool_.emplace(it->second, p);
+    live_.erase(it);
+  }
+
+  void upload(float* dst, const float* src, size_t n) override {
+    if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+  }
+
+  void download(float* dst, const float* src, size_t n) override {
+    if (!n) return;
+    float* stage = staging_.get(n);
+    check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
+    check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
+    std::memcpy(dst, stage, n * sizeof(float));
+  }
+
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+    int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
+    check(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+          "embed (token ids upload)");
+    check(cuda_ops::embed(ctx_, table, d_ids, out, n_tokens, hidden), "embed kernel");
+  }
+  void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
+    check(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
+  }
+  void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
+    check(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
+  }
+  void add_row_bias(float* y, const float* b, int rows, int n) override {
+    check(cuda_ops::add_row_bias(ctx_, y, b, rows, n), "add_row_bias kernel");
+  }
+  void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) override {
+    check(cuda_ops::rope(ctx_, x, n_tokens, n_heads, d_head, pos0, theta), "rope kernel");
+  }
+  void swiglu(const float* gate, const float* up, float* out, size_t n) override {
+    check(cuda_ops::swiglu(ctx_, gate, up, out, n), "swiglu kernel");
+  }
+  void add_inplace(float* y, const float* x, size_t n) override {
+    check(cuda_ops::add_inplace(ctx_, y, x, n), "add kernel");
+  }
+  void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
+                int pos0) override {
+    check(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0), "kv_store kernel");
+  }
+
+  void attention(const ops::AttentionArgs& a) override {
+    const int T = a.n_tokens;
+    if (T <= 0) return;
+    const int d = a.d_head, q_stride = a.n_heads * d;
+    const int group = a.n_heads / a.n_kv_heads;
+    cuda_ops::RowArgs ra;
+    ra.n_tokens = T;
+    ra.n_past = a.n_past;
+    ra.row_scale = a.row_scale;
+    ra.metrics = a.metrics;
+    ra.topk = a.topk;
+    ra.n_relevant = a.metrics ? a.n_relevant : 0;
+    if (ra.n_relevant > 0) {
+      int32_t* d_rel = device_ints(rel_, rel_n_, ra.n_relevant);
+      check(cudaMemcpyAsync(d_rel, a.relevant, (size_t)ra.n_relevant * sizeof(int32_t), cudaMemcpyHostToDevice,
+                            stream_),
+            "attention (relevant keys upload)");
+      ra.relevant = d_rel;
+    }
+
+    std::vector<int> captured;  // heads whose rows go to row_fn
+    std::vector<uint8_t> skip(a.n_heads, 0);
+    if (a.row_fn && a.head_wanted)
+      for (int h = 0; h < a.n_heads; ++h)
+        if (a.head_wanted[h]) {
+          captured.push_back(h);
+          skip[h] = 1;
+        }
+    if ((int)captured.size() < a.n_heads) {
+      const uint8_t* d_skip = nullptr;
+      if (!captured.empty()) {
+        if (skip_n_ < (size_t)a.n_heads) {
+          if (skip_) check(cudaFree(skip_), "cudaFree");
+          skip_ = nullptr;
+          void* p = nullptr;
+          check(cudaMalloc(&p, (size_t)a.n_heads), "cudaMalloc");
+          skip_ = static_cast<uint8_t*>(p);
+          skip_n_ = (size_t)a.n_heads;
+        }
+        check(cudaMemcpyAsync(skip_, skip.data(), (size_t)a.n_heads, cudaMemcpyHostToDevice, stream_),
+              "attention (head mask upload)");
+        d_skip = skip_;
+      }
+      check(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads, a.n_kv_heads,
+                                      d, d_skip, a.out),
+            "fused attention kernel");
+    }
+    if (captured.empty()) return;
+
+    // Captured heads in blocks of rows: scores [rows, n_keys] of at most kMaxBlockFloats floats per block.
+    constexpr size_t kMaxBlockFloats = size_t(1) << 25;  // 128 MiB per score buffer
+    const int n_ctx = a.n_past + T;
+    const int block_rows = (int)std::max<size_t>(1, std::min<size_t>((size_t)T, kMaxBlockFloats / (size_t)n_ctx));
+    const size_t block_floats = (size_t)block_rows * n_ctx;
+    struct Chunk {
+      int head, r0, n_rows, n_keys;
+    };
+    std::vector<Chunk> chunks;
+    for (int h : captured)
+      for (int r0 = 0; r0 < T; r0 += block_rows) {
+        const int nr = std::min(block_rows, T - r0);
+        chunks.push_back(Chunk{h, r0, nr, a.n_past + r0 + nr});
+      }
+    float* dev_raw[2];
+    float* dev_probs[2];
+    float* host_raw[2];
+    float* host_probs[2];
+    for (int b = 0; b < 2; ++b) {
+      dev_raw[b] = device_floats(b, 0, block_floats);
+      dev_probs[b] = device_floats(b, 1, block_floats);
+      host_raw[b] = pinned_[b][0].get(block_floats);
+      host_probs[b] = pinned_[b][1].get(block_floats);
+    }
+    auto deliver = [&](size_t i) {
+      const int b = (int)(i & 1);
+      const Chunk& ch = chunks[i];
+      check(cudaEventSynchronize(copied_[b]), "attention (capture copy)");
+      a.row_fn(a.row_ctx, ch.head, a.n_past + ch.r0, ch.n_rows, ch.n_keys, host_probs[b], host_raw[b]);
+    };
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int b = (int)(i & 1);
+      const Chunk& ch = chunks[i];
+      const int kvh = ch.head / group;
+      const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
+      const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
+      // Slot b's device buffers are free once the copy issued two chunks ago has finished.
+      if (i >= 2) check(cudaStreamWaitEvent(stream_, copied_[b], 0), "cudaStreamWaitEvent");
+      check(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
+                                  dev_raw[b], ch.n_rows, ch.n_keys, d),
+            "attention scores (cublasGemmEx)");
+      check(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b]),
+            "softmax kernel");
+      check(cuda_ops::attn_pv(ctx_, dev_probs[b], vh, a.out + (size_t)ch.r0 * q_stride + (size_t)ch.head * d,
+                              q_stride, ch.n_rows, ch.n_keys, d),
+            "attention PV (cublasGemmEx)");
+      check(cudaEventRecord(computed_[b], stream_), "cudaEventRecord");
+      // The host has handed chunk i - 2 (same pinned slot) to the observer already: copy into it on the copy stream.
+      check(cudaStreamWaitEvent(copy_stream_, computed_[b], 0), "cudaStreamWaitEvent");
+      const size_t nf = (size_t)ch.n_rows * ch.n_keys;
+      check(cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+            "attention (probabilities download)");
+      check(cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+            "attention (scores download)");
+      check(cudaEventRecord(copied_[b], copy_stream_), "cudaEventRecord");
+      if (i >= 1) deliver(i - 1);  // overlaps with chunk i computing and copying
+    }
+    deliver(chunks.size() - 1);
+  }
+
+ private:
+  // Device int32 scratch of at least n entries (grown on demand; ordered on the stream).
+  int32_t* device_ints(int32_t*& p, size_t& cap, int n) {
+    if ((size_t)n > cap) {
+      if (p) {
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        check(cudaFree(p), "cudaFree");
+      }
+      p = nullptr;
+      cap = 0;
+      void* raw = nullptr;
+      check(cudaMalloc(&raw, (size_t)n * sizeof(int32_t)), "cudaMalloc");
+      p = static_cast<int32_t*>(raw);
+      cap = (size_t)n;
+    }
+    return p;
+  }
+  // Double-buffered device score / probability blocks of the captured path.
+  float* device_floats(int slot, int which, size_t n) {
+    DeviceBuffer& buf = blocks_[slot][which];
+    if (buf.size() < n) {
+      check(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize");
+      buf = DeviceBuffer(*this, n);
+    }
+    return buf.data();
+  }
+
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+  cudaEvent_t computed_[2] = {nullptr, nullptr}, copied_[2] = {nullptr, nullptr};
+  cublasHandle_t blas_ = nullptr;
+  cuda_ops::Ctx ctx_;
+  std::multimap<size_t, float*> pool_;  // freed device buffers by size in bytes
+  std::map<float*, size_t> live_;       // allocated device buffers and their size in bytes
+  PinnedBuffer staging_;                // download staging
+  PinnedBuffer pinned_[2][2];           // [slot][raw, probs] capture blocks
+  DeviceBuffer blocks_[2][2];           // [slot][raw, probs] capture blocks on the device
+  int32_t* ids_ = nullptr;
+  size_t ids_n_ = 0;
+  int32_t* rel_ = nullptr;
+  size_t rel_n_ = 0;
+  uint8_t* skip_ = nullptr;
+  size_t skip_n_ = 0;
+};
+
+}  // namespace
+
+int cuda_device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state for later calls
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + ", " + cudaGetErrorString(e);
+    return 0;
+  }
+  if (n == 0 && why) *why = "cudaGetDeviceCount reports 0 devices";
+  return n;
+}
+
+std::string cuda_device_name(int device) {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "CUDA device " + std::to_string(device);
+  return prop.name;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace focal

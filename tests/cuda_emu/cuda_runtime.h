@@ -1,0 +1,81 @@
+// A CPU emulation of the subset of the CUDA runtime that focal's kernels and CUDA backend use, so their code runs
+// (and the parity tests check it) on machines without a GPU. Not CUDA: memory is host memory, streams and events
+// are synchronous, a kernel launch runs its blocks one after another, the threads of a block as coroutines on one
+// host thread (emu.cpp); __syncthreads is a barrier over the block's threads and __shfl_xor_sync an exchange
+// through a per-warp buffer between two barriers over the warp's threads. It checks index arithmetic, reductions, the block/warp structure
+// and the backend's logic; not device timing, device libm ulps, or races a real GPU could expose.
+// Used only by tests/CMakeLists.txt (cuda_parity_emulated); the sources are turned into C++ by make_emu_source.py.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNoDevice = 100 };
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+struct cudaDeviceProp { char name[256]; };
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
+inline const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
+template <class T> cudaError_t cudaMalloc(T** p, size_t n) { *p = (T*)std::malloc(n ? n : 1); std::memset((void*)*p, 0xCD, n); return cudaSuccess; }
+inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+template <class T> cudaError_t cudaMallocHost(T** p, size_t n) { *p = (T*)std::malloc(n ? n : 1); return cudaSuccess; }
+inline cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) { std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = nullptr) { std::memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = (cudaStream_t)new char; return cudaSuccess; }
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete (char*)s; return cudaSuccess; }
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = (cudaEvent_t)new char; return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (char*)e; return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 1; return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { std::strcpy(p->name, "CPU emulation"); return cudaSuccess; }
+
+namespace emu {
+extern dim3 gridDim_, blockDim_, threadIdx_, blockIdx_;
+extern std::vector<float> dyn_smem_;
+void syncthreads();
+void warp_sync();
+extern float* warp_f_;  // [n_warps * 32]
+extern int* warp_i_;
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::function<void()>& body);
+template <class T> T* warp_buf();
+template <> inline float* warp_buf<float>() { return warp_f_; }
+template <> inline int* warp_buf<int>() { return warp_i_; }
+template <class T> T shfl_xor(T v, int o) {
+  const int t = (int)threadIdx_.x;
+  T* buf = warp_buf<T>();
+  buf[t] = v;
+  warp_sync();
+  T r = buf[(t & ~31) | ((t & 31) ^ o)];
+  warp_sync();
+  return r;
+}
+}  // namespace emu
+#define threadIdx emu::threadIdx_
+#define blockIdx emu::blockIdx_
+#define blockDim emu::blockDim_
+#define gridDim emu::gridDim_
+#define __syncthreads() emu::syncthreads()
+#define __shfl_xor_sync(mask, v, o) emu::shfl_xor(v, o)

@@ -1,0 +1,135 @@
+// The emulated launch, barriers and warp exchange of tests/cuda_emu/cuda_runtime.h. The threads of a block are
+// coroutines (ucontext) run by one host thread: a thread runs until it waits at a barrier (__syncthreads, or the
+// warp barrier of a shuffle) or finishes; a barrier releases when all its threads have arrived. Blocks run one
+// after another. A block whose threads can no longer all make progress (a barrier some thread never reaches) aborts.
+#include <ucontext.h>
+
+#include <cstdio>
+
+#include "cuda_runtime.h"
+
+namespace emu {
+
+dim3 gridDim_, blockDim_, threadIdx_, blockIdx_;
+std::vector<float> dyn_smem_;
+float* warp_f_;
+int* warp_i_;
+
+namespace {
+
+struct Barrier {
+  int count = 0, arrived = 0;
+  std::vector<int> waiting;
+};
+
+// A fiber starts through makecontext / setcontext; every later switch uses the compiler's setjmp / longjmp
+// builtins, which save only the registers (no signal mask system call as swapcontext makes).
+struct Fiber {
+  ucontext_t ctx;
+  void* jmp[5];
+  std::vector<char> stack;
+  bool started = false, done = false, blocked = false;
+};
+
+std::vector<Fiber> fibers;
+void* sched_jmp[5];
+int current = -1;
+Barrier block_bar;
+std::vector<Barrier> warp_bars;
+const std::function<void()>* body_fn = nullptr;
+
+// __builtin_setjmp and __builtin_longjmp may not be called from the same function.
+__attribute__((noinline, noreturn)) void jump(void** buf) { __builtin_longjmp(buf, 1); }
+
+__attribute__((noinline)) void yield_to_scheduler() {
+  if (__builtin_setjmp(fibers[current].jmp) == 0) jump(sched_jmp);
+}
+
+void fiber_main() {
+  (*body_fn)();
+  fibers[current].done = true;
+  jump(sched_jmp);
+}
+
+// Runs fiber t until it blocks or finishes.
+__attribute__((noinline)) void resume(int t) {
+  Fiber& f = fibers[t];
+  if (__builtin_setjmp(sched_jmp) != 0) return;
+  if (!f.started) {
+    f.started = true;
+    setcontext(&f.ctx);
+  }
+  jump(f.jmp);
+}
+
+void wait(Barrier& b) {
+  if (++b.arrived == b.count) {  // last to arrive: release the others and go on
+    for (int t : b.waiting) fibers[t].blocked = false;
+    b.waiting.clear();
+    b.arrived = 0;
+    return;
+  }
+  b.waiting.push_back(current);
+  fibers[current].blocked = true;
+  yield_to_scheduler();
+  threadIdx_ = dim3((unsigned)current);
+}
+
+}  // namespace
+
+void syncthreads() { wait(block_bar); }
+void warp_sync() { wait(warp_bars[threadIdx_.x / 32]); }
+
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::function<void()>& body) {
+  (void)stream;  // launches run synchronously
+  gridDim_ = grid;
+  blockDim_ = block;
+  const int nt = (int)block.x;  // 1-D blocks only
+  dyn_smem_.assign(smem / sizeof(float) + 1, NAN);
+  std::vector<float> wf(nt + 32);
+  std::vector<int> wi(nt + 32);
+  warp_f_ = wf.data();
+  warp_i_ = wi.data();
+  body_fn = &body;
+  fibers.resize(nt);
+  for (auto& f : fibers)
+    if (f.stack.empty()) f.stack.resize(256 * 1024);
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        blockIdx_ = dim3(bx, by, bz);
+        block_bar = Barrier{nt, 0, {}};
+        warp_bars.assign((nt + 31) / 32, Barrier{});
+        for (size_t w = 0; w < warp_bars.size(); ++w) warp_bars[w].count = std::min(32, nt - 32 * (int)w);
+        for (int t = 0; t < nt; ++t) {
+          Fiber& f = fibers[t];
+          f.started = f.done = f.blocked = false;
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.data();
+          f.ctx.uc_stack.ss_size = f.stack.size();
+          f.ctx.uc_link = nullptr;
+          makecontext(&f.ctx, fiber_main, 0);
+        }
+        for (;;) {
+          bool ran = false, all_done = true;
+          for (int t = 0; t < nt; ++t) {
+            Fiber& f = fibers[t];
+            if (f.done) continue;
+            all_done = false;
+            if (f.blocked) continue;
+            current = t;
+            threadIdx_ = dim3((unsigned)t);
+            resume(t);
+            ran = true;
+          }
+          if (all_done) break;
+          if (!ran) {
+            std::fprintf(stderr, "cuda emulation: block (%u,%u,%u) deadlocked at a barrier\n", bx, by, bz);
+            std::abort();
+          }
+        }
+      }
+  current = -1;
+}
+
+}  // namespace emu

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Turns kernels/cuda/ops_cuda.cu into C++ for the CPU emulation in this directory (cuda_runtime.h):
+kernel<<<grid, block, smem, stream>>>(args); becomes
+emu::launch(dim3(grid), dim3(block), smem, stream, [&] { kernel(args); });
+__shared__ arrays become static (blocks run one at a time), the dynamic shared array a buffer sized by the launch.
+usage: make_emu_source.py IN.cu OUT.cpp"""
+import re
+import sys
+
+
+def split_top(cfg):
+    parts, depth, cur = [], 0, ''
+    for ch in cfg:
+        depth += ch == '('
+        depth -= ch == ')'
+        if ch == ',' and depth == 0:
+            parts.append(cur.strip())
+            cur = ''
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def launch(m):
+    name, cfg, args = m.group(1), m.group(2), m.group(3)
+    parts = split_top(cfg) + ['0', 'nullptr'][len(split_top(cfg)) - 2:]
+    return 'emu::launch(dim3(%s), dim3(%s), %s, %s, [&] { %s(%s); });' % (parts[0], parts[1], parts[2], parts[3],
+                                                                         name, args)
+
+
+def main():
+    src = open(sys.argv[1]).read()
+    out = src.replace('extern __shared__ float smem[];', 'float* smem = emu::dyn_smem_.data();')
+    out = out.replace('__shared__', 'static')
+    out, n = re.subn(r'(\w+)<<<(.*?)>>>\(([^;]*)\);', launch, out, flags=re.S)
+    if n == 0 or '<<<' in out or '__shared__' in out:
+        sys.exit('make_emu_source.py: %s: unexpected kernel launch or shared memory syntax' % sys.argv[1])
+    with open(sys.argv[2] + '.tmp', 'w') as f:
+        f.write('// Generated from %s by tests/cuda_emu/make_emu_source.py; do not edit.\n' % sys.argv[1] + out)
+    import os
+    os.replace(sys.argv[2] + '.tmp', sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()

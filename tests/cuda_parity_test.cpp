@@ -1,0 +1,492 @@
+// CPU vs CUDA parity: every op of the Backend interface, the fused softmax / flash-style attention kernels, top-k,
+// and the whole forward (logits, attention probabilities and raw scores, row metrics, row scales, tau) on the bundled
+// models and on a random GQA model with QK-norm and biases, prefill and KV-cache decode. The reference is always the
+// CPU path (itself tested against double-precision references and Hugging Face). Compiled only with FOCAL_CUDA on;
+// every test skips with the CUDA error when no device is present.
+//
+// Tolerances (both sides fp32; they differ only in summation order and in the device's libm, which is within 2 ulp
+// of the host's for expf / logf / sinf / cosf / powf):
+//   exact            embed, add, bias add, KV store, top-k indices and values (no arithmetic / same comparisons)
+//   2e-6 relative    swiglu (expf ulp differences)
+//   2 (n+1) 2^-24    rmsnorm, relative to the row (sum of n squares in another order)
+//   2 (k+1) 2^-24    matmul, per element relative to sum_i |x_i w_i| (fp32 accumulation order)
+//   5e-5 of max|x|   RoPE (angle = pos * inv_freq; a 1-ulp powf difference moves angles at pos ~150 by ~1e-5 rad)
+//   tail mass        as its metric, or off by ~1/n (j/n, |j| <= 2) when a probability sits at the 1/n threshold
+//   attention        raw scores 1e-5 relative (dot products of d terms in another order); probabilities 5e-5
+//                    absolute (a logit differing by ~1e-5 relative, times a row scale up to 3 on logits up to ~25,
+//                    moves p by p * 3e-5); outputs 5e-5 of max|v|; metrics 5e-5 absolute, entropies 2e-4
+//                    (they sum n terms of p ln p-sized values)
+//   forward          2e-4 relative to the tensor's max magnitude: the tolerance the CPU path meets against the
+//                    double-precision reference (forward_test), i.e. the GPU is held to the same standard.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "focal/device.h"
+#include "focal/model.h"
+#include "focal/model_writer.h"
+#include "focal_kernels/ops.h"
+#include "focal_kernels/ops_cuda.h"
+#include "test_util.h"
+
+namespace focal {
+namespace {
+
+constexpr double kEps32 = 1.0 / (1 << 24);
+
+// Prompt lengths of the whole-forward tests (the GQA one over 128 keys: more than one tile of the fused attention).
+constexpr int kPromptFocal = 96, kPromptLearned = 64, kPromptGqa = 150;
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0.0;
+  for (float x : v) m = std::max(m, (double)std::fabs(x));
+  return m;
+}
+
+// max_i |a_i - b_i|
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    const double d = std::fabs((double)a[i] - b[i]);
+    m = std::max(m, std::isnan(d) ? INFINITY : d);
+  }
+  return m;
+}
+
+// The tail mass counts p < 1/n_visible, so a probability within rounding of 1/n can land on either side on the two
+// backends and move the metric by ~1/n. Accepts a difference within tol of j/n for |j| <= 2.
+bool tail_mass_close(double got, double ref, int n_visible, double tol) {
+  const double d = got - ref, step = 1.0 / n_visible;
+  for (int j = -2; j <= 2; ++j)
+    if (std::fabs(d - j * step) <= tol) return true;
+  return false;
+}
+
+bool cuda_device_present(std::string* why) { return resolve_device(Device::kAuto, why) == Device::kCuda; }
+
+class CudaParity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string note;
+    if (!cuda_device_present(&note))
+      GTEST_SKIP() << "no CUDA device, CPU-vs-CUDA parity not run (" << note << ")";
+    gpu_ = make_cuda_backend(0);
+  }
+  DeviceBuffer up(const std::vector<float>& h) {
+    DeviceBuffer b(*gpu_, h.size());
+    gpu_->upload(b.data(), h.data(), h.size());
+    return b;
+  }
+  std::vector<float> down(const DeviceBuffer& b) {
+    std::vector<float> h(b.size());
+    gpu_->download(h.data(), b.data(), h.size());
+    return h;
+  }
+  std::unique_ptr<Backend> gpu_;
+};
+
+TEST_F(CudaParity, EmbedAddBiasKvStoreExact) {
+  std::mt19937 rng(1);
+  const int V = 50, H = 24, T = 9;
+  const auto table = random_vec((size_t)V * H, rng);
+  const std::vector<int32_t> ids = {3, 0, 49, 7, 7, 12, 1, 48, 25};
+  std::vector<float> ref((size_t)T * H);
+  ops::embed(table.data(), ids.data(), ref.data(), T, H);
+  DeviceBuffer t = up(table), out(*gpu_, ref.size());
+  gpu_->embed(t.data(), ids.data(), out.data(), T, H);
+  EXPECT_EQ(down(out), ref);
+
+  const auto y0 = random_vec(ref.size(), rng), x = random_vec(ref.size(), rng), b = random_vec(H, rng);
+  std::vector<float> y_ref = y0;
+  ops::add_inplace(y_ref.data(), x.data(), y_ref.size());
+  for (int r = 0; r < T; ++r) ops::add_inplace(y_ref.data() + (size_t)r * H, b.data(), H);
+  DeviceBuffer y = up(y0), xd = up(x), bd = up(b);
+  gpu_->add_inplace(y.data(), xd.data(), y0.size());
+  gpu_->add_row_bias(y.data(), bd.data(), T, H);
+  EXPECT_EQ(down(y), y_ref);
+
+  // kv rows [T, n_kv * d] into the cache [n_kv, stride, d] at positions 5..13.
+  const int n_kv = 3, d = 8, stride = 20, pos0 = 5;
+  const auto kv = random_vec((size_t)T * n_kv * d, rng);
+  std::vector<float> cache_ref((size_t)n_kv * stride * d, 0.0f);
+  for (int tt = 0; tt < T; ++tt)
+    for (int h = 0; h < n_kv; ++h)
+      for (int c = 0; c < d; ++c)
+        cache_ref[((size_t)h * stride + pos0 + tt) * d + c] = kv[((size_t)tt * n_kv + h) * d + c];
+  DeviceBuffer kvd = up(kv), cache(*gpu_, cache_ref.size());
+  gpu_->kv_store(kvd.data(), cache.data(), T, n_kv, d, stride, pos0);
+  EXPECT_EQ(down(cache), cache_ref);
+}
+
+TEST_F(CudaParity, RmsnormIncludingQkNormShapeAndAliasing) {
+  std::mt19937 rng(2);
+  for (auto [rows, n] : std::vector<std::pair<int, int>>{{37, 192}, {37 * 6, 32}, {3, 1000}}) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << n);
+    const auto x = random_vec((size_t)rows * n, rng, -3.0f, 3.0f), w = random_vec(n, rng, 0.5f, 1.5f);
+    std::vector<float> ref(x.size());
+    ops::rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    DeviceBuffer xd = up(x), wd = up(w);
+    gpu_->rmsnorm(xd.data(), wd.data(), xd.data(), rows, n, 1e-5f);  // in place, as the QK-norm call
+    const auto got = down(xd);
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> a(got.begin() + (size_t)r * n, got.begin() + (size_t)(r + 1) * n);
+      std::vector<float> b(ref.begin() + (size_t)r * n, ref.begin() + (size_t)(r + 1) * n);
+      ASSERT_LE(max_diff(a, b), 2.0 * (n + 1) * kEps32 * max_abs(b)) << "row " << r;
+    }
+  }
+}
+
+TEST_F(CudaParity, MatmulThroughCublasMatchesOpenBlas) {
+  std::mt19937 rng(3);
+  for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{{37, 101, 192}, {1, 4096, 192}, {64, 1, 192},
+                                                               {5, 192, 512}}) {
+    SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k);
+    const auto x = random_vec((size_t)m * k, rng), w = random_vec((size_t)n * k, rng);
+    std::vector<float> ref((size_t)m * n);
+    ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
+    DeviceBuffer xd = up(x), wd = up(w), yd(*gpu_, ref.size());
+    gpu_->matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+    const auto got = down(yd);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double abs_sum = 0.0;
+        for (int c = 0; c < k; ++c) abs_sum += std::fabs((double)x[(size_t)i * k + c] * w[(size_t)j * k + c]);
+        ASSERT_NEAR(got[(size_t)i * n + j], ref[(size_t)i * n + j], 2.0 * (k + 1) * kEps32 * abs_sum + 1e-30)
+            << i << "," << j;
+      }
+  }
+}
+
+TEST_F(CudaParity, RopeAndSwiglu) {
+  std::mt19937 rng(4);
+  for (auto [d, theta, pos0] : std::vector<std::tuple<int, float, int>>{{32, 10000.0f, 0}, {64, 1e6f, 100},
+                                                                       {128, 500000.0f, 3}}) {
+    SCOPED_TRACE(testing::Message() << "d=" << d << " theta=" << theta << " pos0=" << pos0);
+    const int T = 45, heads = 3;
+    auto x = random_vec((size_t)T * heads * d, rng);
+    std::vector<float> ref = x;
+    ops::rope(ref.data(), T, heads, d, pos0, theta);
+    DeviceBuffer xd = up(x);
+    gpu_->rope(xd.data(), T, heads, d, pos0, theta);
+    EXPECT_LE(max_diff(down(xd), ref), 5e-5 * max_abs(ref));
+  }
+  const auto g = random_vec(10007, rng, -8.0f, 8.0f), u = random_vec(10007, rng);
+  std::vector<float> ref(g.size());
+  ops::swiglu(g.data(), u.data(), ref.data(), g.size());
+  DeviceBuffer gd = up(g), ud = up(u), od(*gpu_, g.size());
+  gpu_->swiglu(gd.data(), ud.data(), od.data(), g.size());
+  const auto got = down(od);
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << i;
+}
+
+// Collects the rows a row callback hands out into dense [n_heads, T, n_ctx] arrays.
+struct RowSink {
+  int T = 0, n_ctx = 0, n_past = 0;
+  std::vector<float> probs, raw;
+  std::vector<int> calls;  // per head
+};
+
+void collect_rows(void* ctx, int head, int row0, int n_rows, int stride, const float* p, const float* r) {
+  auto* s = static_cast<RowSink*>(ctx);
+  s->calls[head]++;
+  for (int i = 0; i < n_rows; ++i) {
+    const int row = row0 - s->n_past + i;
+    for (int j = 0; j <= row0 + i; ++j) {
+      s->probs[((size_t)head * s->T + row) * s->n_ctx + j] = p[(size_t)i * stride + j];
+      s->raw[((size_t)head * s->T + row) * s->n_ctx + j] = r[(size_t)i * stride + j];
+    }
+    // The callback contract: zero past the row's visible keys.
+    for (int j = row0 + i + 1; j < stride; ++j) {
+      EXPECT_EQ(p[(size_t)i * stride + j], 0.0f);
+      EXPECT_EQ(r[(size_t)i * stride + j], 0.0f);
+    }
+  }
+}
+
+struct AttnCase {
+  int T, n_past, n_heads, n_kv, d, stride;
+  bool metrics;
+  std::vector<int> wanted;  // heads whose rows are captured (cuBLAS + fused softmax path); the rest: flash path
+  int topk;
+};
+
+void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << "T=" << c.T << " past=" << c.n_past << " heads=" << c.n_heads << "/" << c.n_kv << " d=" << c.d
+      << " wanted=" << c.wanted.size() << " topk=" << c.topk;
+}
+
+class CudaAttention : public CudaParity, public ::testing::WithParamInterface<AttnCase> {};
+
+TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
+  const AttnCase& c = GetParam();
+  std::mt19937 rng(5);
+  const int n_ctx = c.n_past + c.T;
+  const auto q = random_vec((size_t)c.T * c.n_heads * c.d, rng, -2.0f, 2.0f);
+  const auto kc = random_vec((size_t)c.n_kv * c.stride * c.d, rng, -2.0f, 2.0f);
+  const auto vc = random_vec((size_t)c.n_kv * c.stride * c.d, rng);
+  auto scale = random_vec((size_t)c.n_heads * c.T, rng, 0.3f, 3.0f);
+  scale[0] = 0.0f;  // a zero scale (uniform row) is allowed
+  const std::vector<int32_t> relevant = {0, 3, 17, n_ctx - 1, n_ctx + 5};
+  std::vector<uint8_t> wanted(c.n_heads, 0);
+  for (int h : c.wanted) wanted[h] = 1;
+
+  auto run = [&](Backend* be, const float* qp, const float* kp, const float* vp, const float* sp, float* out,
+                 float* met, RowSink* sink) {
+    ops::AttentionArgs a;
+    a.n_tokens = c.T;
+    a.n_past = c.n_past;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv;
+    a.d_head = c.d;
+    a.q = qp;
+    a.k_cache = kp;
+    a.v_cache = vp;
+    a.cache_stride = c.stride;
+    a.row_scale = sp;
+    a.out = out;
+    a.metrics = c.metrics ? met : nullptr;
+    a.topk = c.topk;
+    a.relevant = relevant.data();
+    a.n_relevant = (int)relevant.size();
+    a.head_wanted = c.wanted.empty() ? nullptr : wanted.data();
+    a.row_fn = c.wanted.empty() ? nullptr : &collect_rows;
+    a.row_ctx = sink;
+    if (be) be->attention(a); else ops::attention(a);
+  };
+  auto make_sink = [&] {
+    RowSink s;
+    s.T = c.T;
+    s.n_ctx = n_ctx;
+    s.n_past = c.n_past;
+    s.probs.assign((size_t)c.n_heads * c.T * n_ctx, 0.0f);
+    s.raw = s.probs;
+    s.calls.assign(c.n_heads, 0);
+    return s;
+  };
+  std::vector<float> out_ref((size_t)c.T * c.n_heads * c.d), met_ref((size_t)c.n_heads * c.T * kNumRowMetrics, NAN);
+  RowSink sink_ref = make_sink();
+  run(nullptr, q.data(), kc.data(), vc.data(), scale.data(), out_ref.data(), met_ref.data(), &sink_ref);
+
+  DeviceBuffer qd = up(q), kd = up(kc), vd = up(vc), sd = up(scale), od(*gpu_, out_ref.size()),
+               md(*gpu_, met_ref.size());
+  RowSink sink = make_sink();
+  run(gpu_.get(), qd.data(), kd.data(), vd.data(), sd.data(), od.data(), md.data(), &sink);
+  gpu_->synchronize();
+
+  EXPECT_LE(max_diff(down(od), out_ref), 5e-5 * max_abs(vc)) << "attention output";
+  for (int h = 0; h < c.n_heads; ++h) EXPECT_EQ(sink.calls[h] > 0, wanted[h] != 0) << "row callbacks of head " << h;
+  EXPECT_LE(max_diff(sink.probs, sink_ref.probs), 5e-5) << "captured probabilities";
+  EXPECT_LE(max_diff(sink.raw, sink_ref.raw), 1e-5 * max_abs(sink_ref.raw)) << "captured raw scores";
+  if (!c.metrics) return;
+  const auto met = down(md);
+  for (int h = 0; h < c.n_heads; ++h)
+    for (int i = 0; i < c.T; ++i)
+      for (int m = 0; m < kNumRowMetrics; ++m) {
+        const size_t at = ((size_t)h * c.T + i) * kNumRowMetrics + m;
+        const double tol = (m == kEntropyNats || m == kEntropyNorm || m == kEffSupport) ? 2e-4 : 5e-5;
+        if (std::isnan(met_ref[at])) {
+          EXPECT_TRUE(std::isnan(met[at])) << "head " << h << " row " << i << " " << row_metric_name(m);
+        } else if (m == kTailMass) {
+          EXPECT_TRUE(tail_mass_close(met[at], met_ref[at], c.n_past + i + 1, tol))
+              << "head " << h << " row " << i << " tail mass " << met[at] << " vs " << met_ref[at];
+        } else {
+          ASSERT_NEAR(met[at], met_ref[at], tol * (m == kEffSupport ? met_ref[at] : 1.0))
+              << "head " << h << " row " << i << " " << row_metric_name(m) << (wanted[h] ? " (captured)" : " (fused)");
+        }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaAttention,
+    ::testing::Values(AttnCase{40, 0, 6, 2, 32, 64, true, {}, 5},            // every head on the flash path
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5},        // mixed: captured + fused, GQA
+                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64}, // all captured, MHA, k = 64 > n
+                      AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7},        // decode-like: long past, d > threads
+                      AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5},           // no metrics
+                      AttnCase{1, 0, 2, 1, 8, 1, true, {0}, 5}));            // a single key
+
+TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
+  std::mt19937 rng(6);
+  const int rows = 5, n = 4096, k = 10;
+  auto x = random_vec((size_t)rows * n, rng, -4.0f, 4.0f);
+  for (auto& v : x) v = std::round(v * 4.0f) / 4.0f;  // many ties: lower index must come first
+  float* xd = nullptr;
+  int32_t* idx_d = nullptr;
+  float* val_d = nullptr;
+  ASSERT_EQ(cudaMalloc(&xd, x.size() * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&idx_d, (size_t)rows * k * sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&val_d, (size_t)rows * k * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(xd, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  cuda_ops::Ctx ctx;  // default stream; top-k needs no cuBLAS
+  ASSERT_EQ(cuda_ops::topk_rows(ctx, xd, rows, n, k, idx_d, val_d), cudaSuccess);
+  std::vector<int32_t> idx((size_t)rows * k);
+  std::vector<float> val((size_t)rows * k);
+  ASSERT_EQ(cudaMemcpy(idx.data(), idx_d, idx.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(val.data(), val_d, val.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cuda_ops::topk_rows(ctx, xd, rows, n, 65, idx_d, val_d), cudaErrorInvalidValue) << "k > 64 refused";
+  cudaFree(xd);
+  cudaFree(idx_d);
+  cudaFree(val_d);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<int32_t> ri(k);
+    std::vector<float> rv(k);
+    ops::topk(x.data() + (size_t)r * n, n, k, ri.data(), rv.data());
+    for (int i = 0; i < k; ++i) {
+      EXPECT_EQ(idx[(size_t)r * k + i], ri[i]) << "row " << r << " rank " << i;
+      EXPECT_EQ(val[(size_t)r * k + i], rv[i]) << "row " << r << " rank " << i;
+    }
+  }
+}
+
+// ---- the whole forward ----
+
+// Wants metrics for every head and the rows of some heads only, so the forward runs both attention paths.
+class PartialObserver : public test::RecordingObserver {
+ public:
+  using RecordingObserver::RecordingObserver;
+  bool wants_rows(int l, int h) const override { return (l + h) % 3 == 0; }
+};
+
+constexpr double kFwdTol = 2e-4;
+
+double rel_max(const std::vector<float>& a, const std::vector<float>& ref) {
+  const double den = max_abs(ref);
+  return den > 0 ? max_diff(a, ref) / den : max_diff(a, ref);
+}
+
+template <class Obs>
+void expect_forward_parity(const Model& cpu, const Model& gpu, const std::vector<int32_t>& ids, const TempSpec& spec,
+                           const RunOptions& opt, int decode_steps) {
+  SCOPED_TRACE(spec.label());
+  const ModelConfig& c = cpu.config();
+  const int total = (int)ids.size() + decode_steps;
+  Obs oc(c.n_layers, c.n_heads, total), og(c.n_layers, c.n_heads, total);
+  Session sc(cpu, total), sg(gpu, total);
+  std::vector<float> lc, lg;
+  ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), spec, opt, &oc, &lc));
+  ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), spec, opt, &og, &lg));
+  EXPECT_LE(rel_max(lg, lc), kFwdTol) << "prefill logits";
+  // KV-cache decode: greedy tokens from the CPU logits, fed to both.
+  for (int step = 0; step < decode_steps; ++step) {
+    const int V = c.vocab_size;
+    const int32_t next =
+        (int32_t)(std::max_element(lc.end() - V, lc.end()) - (lc.end() - V));
+    ASSERT_TRUE(sc.forward(&next, 1, spec, opt, &oc, &lc));
+    ASSERT_TRUE(sg.forward(&next, 1, spec, opt, &og, &lg));
+    EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
+  }
+  EXPECT_LE(max_diff(og.probs, oc.probs), kFwdTol) << "attention probabilities";
+  EXPECT_LE(rel_max(og.raw, oc.raw), kFwdTol) << "raw scores";
+  EXPECT_LE(rel_max(og.scale, oc.scale), 1e-6) << "row scales";
+  for (size_t i = 0; i < oc.metrics.size(); ++i) {
+    const int m = (int)(i % kNumRowMetrics);
+    if (std::isnan(oc.metrics[i])) {
+      EXPECT_TRUE(std::isnan(og.metrics[i])) << row_metric_name(m);
+      continue;
+    }
+    if (m == kTailMass) {
+      const int n_visible = (int)(i / kNumRowMetrics % total) + 1;
+      EXPECT_TRUE(tail_mass_close(og.metrics[i], oc.metrics[i], n_visible, 10 * kFwdTol))
+          << "tail mass " << og.metrics[i] << " vs " << oc.metrics[i] << " at " << i;
+      continue;
+    }
+    const double scale_m = m == kEffSupport ? std::max(1.0, (double)oc.metrics[i]) : 1.0;
+    ASSERT_NEAR(og.metrics[i], oc.metrics[i], 10 * kFwdTol * scale_m) << "metric " << row_metric_name(m) << " at " << i;
+  }
+  if (spec.mode == AttnMode::kLearned) {
+    EXPECT_LE(rel_max(og.tau, oc.tau), 1e-5) << "tau";
+  }
+}
+
+std::vector<int32_t> random_ids(int n, int vocab, unsigned seed) {
+  std::vector<int32_t> ids(n);
+  std::mt19937 rng(seed);
+  for (auto& t : ids) t = (int32_t)(rng() % (unsigned)vocab);
+  ids[0] = 1;
+  return ids;
+}
+
+TEST_F(CudaParity, BundledFocalModelForwardAndDecode) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  EXPECT_EQ(gpu->device(), Device::kCuda);
+  const auto ids = random_ids(kPromptFocal, cpu->config().vocab_size, 7);
+  RunOptions opt;
+  opt.relevant = {0, 5, 40, 200};  // 200: beyond the prompt, ignored
+  expect_forward_parity<test::RecordingObserver>(*cpu, *gpu, ids, TempSpec::native(cpu->config()), opt, 4);
+  expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.25f), opt, 2);
+  TempSpec ss;
+  ss.mode = AttnMode::kSsmax;
+  ss.ssmax_s = 0.5f;
+  ss.head_temp[{1, 2}] = 0.1f;
+  expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, ss, opt, 0);
+}
+
+TEST_F(CudaParity, BundledLearnedModelTau) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-learned";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const auto ids = random_ids(kPromptLearned, cpu->config().vocab_size, 8);
+  expect_forward_parity<test::RecordingObserver>(*cpu, *gpu, ids, TempSpec::native(cpu->config()), RunOptions{}, 3);
+}
+
+TEST_F(CudaParity, RandomGqaModelWithQkNormAndBias) {
+  ModelConfig c;
+  c.vocab_size = 300;
+  c.hidden = 96;
+  c.intermediate = 160;
+  c.n_layers = 3;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.d_head = 16;
+  c.max_positions = 512;
+  c.rope_theta = 500000.0f;
+  c.rms_eps = 1e-6f;
+  c.qk_norm = true;
+  c.attention_bias = true;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  const std::string dir = test::make_temp_dir("cuda_gqa");
+  ASSERT_FALSE(dir.empty());
+  std::vector<NamedTensor> tensors = random_model_tensors(c, 11);
+  std::mt19937 rng(12);  // random_model_tensors has no biases: add q/k/v/o biases (attention_bias)
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    const int64_t qd = (int64_t)c.n_heads * c.d_head, kd = (int64_t)c.n_kv_heads * c.d_head;
+    for (auto [name, n] : std::vector<std::pair<std::string, int64_t>>{
+             {"q_proj.bias", qd}, {"k_proj.bias", kd}, {"v_proj.bias", kd}, {"o_proj.bias", c.hidden}})
+      tensors.push_back(NamedTensor{p + name, {n}, random_vec((size_t)n, rng, -0.5f, 0.5f)});
+  }
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const auto ids = random_ids(kPromptGqa, c.vocab_size, 9);
+  expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 5);
+  // Metrics only (every head on the fused path), no rows at all.
+  struct MetricsOnly : test::RecordingObserver {
+    using RecordingObserver::RecordingObserver;
+    bool wants_rows(int, int) const override { return false; }
+  };
+  expect_forward_parity<MetricsOnly>(*cpu, *gpu, ids, TempSpec::standard(), RunOptions{}, 2);
+}
+
+}  // namespace
+}  // namespace focal
