@@ -199,7 +199,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.d_head = c.d_head;
   f.token_ids = tokens;
   for (int32_t id : tokens)
-    f.pieces.push_back(model.tokenizer() ? display_piece(model.tokenizer()->piece(id)) : std::to_string(id));
+    f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
   return f;
 }
 

@@ -150,6 +150,7 @@ float bf16_to_f32(uint16_t h) {
 }
 
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
+  if (t.to_f32) return t.to_f32();
   const size_t n = t.numel();
   std::vector<float> out(n);
   if (t.dtype == "F32") {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ struct StTensor {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr; // into the mapping
   size_t n_bytes = 0;
+  // Set for tensors that are not stored as safetensors (GGUF): produces the fp32 data in `shape` order.
+  std::function<std::vector<float>()> to_f32;
   size_t numel() const;
 };
 
