@@ -133,11 +133,12 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     const std::string pre = m.str_opt("tokenizer.ggml.pre", "gpt2");
     if (pre == "gpt2") {
       v.pre = BpePre::kGpt2;
-    } else if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell") {
+    } else if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "exaone" ||
+               pre == "minerva") {
       v.pre = BpePre::kDigitsGpt2;
     } else {
       throw Error(m.where + ": tokenizer.ggml.pre '" + pre + "' is not supported (focalscope's byte-level BPE "
-                  "knows gpt2, smollm, starcoder, refact, codeshell)");
+                  "knows gpt2, smollm, starcoder, refact, codeshell, exaone, minerva)");
     }
     return make_bpe_tokenizer(std::move(v), where);
   }
@@ -256,7 +257,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
       throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a llama model focalscope runs)");
     StTensor s;
     s.name = name;
-    s.dtype = "GGUF_" + ggml_type_name(t.type);
+    s.dtype = "GGUF " + ggml_type_name(t.type);
     for (size_t d = t.dims.size(); d-- > 0;) s.shape.push_back((int64_t)t.dims[d]);
     s.data = t.data;
     s.n_bytes = t.n_bytes;
