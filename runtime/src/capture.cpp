@@ -61,6 +61,9 @@ class CaptureObserver final : public ForwardObserver {
   bool wants_rows(int layer, int head) const override {
     return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0;
   }
+  bool wants_logits() const override { return (bool)logits_fn; }
+  void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
+  std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
                const float* raw) override {
     const size_t Hc = run_.heads.size(), Qc = run_.queries.size();
@@ -110,7 +113,7 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   if (req.store_scores) b += rows;
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
   b += (size_t)c.n_layers * T * sizeof(float);                                    // tau
-  b += (size_t)T * c.vocab_size * sizeof(float);                                  // logits
+  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);               // logits, a block of rows
   // forward working memory: KV cache, activations, attention scratch per thread
   b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
   b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
@@ -162,28 +165,28 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
   if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
 
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
-  Session session(model, T);
-  RunOptions opt = req.run;
-  opt.all_logits = true;
-  std::vector<float> logits;  // [T, vocab]
-  session.forward(tokens.data(), T, spec, opt, &obs, &logits);
-
   const int K = req.topk_tokens, V = c.vocab_size;
   run.topk_ids.resize((size_t)T * K);
   run.topk_probs.resize((size_t)T * K);
   run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
+  // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
+  obs.logits_fn = [&](int row0, int n_rows, const float* logits) {
 #pragma omp parallel for schedule(static)
-  for (int i = 0; i < T; ++i) {
-    float* lg = logits.data() + (size_t)i * V;
-    const float mx = *std::max_element(lg, lg + V);
-    double z = 0.0;
-    for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
-    const double lz = std::log(z) + mx;
-    ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
-    for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
-    if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
-  }
+    for (int r = 0; r < n_rows; ++r) {
+      const int i = row0 + r;
+      const float* lg = logits + (size_t)r * V;
+      const float mx = *std::max_element(lg, lg + V);
+      double z = 0.0;
+      for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
+      const double lz = std::log(z) + mx;
+      ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
+      for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
+      if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
+    }
+  };
+  Session session(model, T);
+  session.forward(tokens.data(), T, spec, req.run, &obs, nullptr);
   return run;
 }
 

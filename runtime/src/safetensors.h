@@ -24,6 +24,8 @@ struct StTensor {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);  // throws Error naming the file and the problem
+  // Parses a buffer the caller keeps alive (fuzzing, tests). `name` is used in error messages.
+  SafetensorsFile(const uint8_t* data, size_t size, const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -34,9 +36,11 @@ class SafetensorsFile {
   uint64_t fnv1a(uint64_t h) const;
 
  private:
+  void parse();
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;
   std::map<std::string, StTensor> tensors_;
 };
 

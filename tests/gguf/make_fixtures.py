@@ -4,7 +4,7 @@
 
   quant/           random blocks of every supported ggml type and their fp32 values by gguf.quants.dequantize
   std-{F32,F16,Q8_0,Q4_0}.gguf[.logits.f32]
-                   assets/models/standard converted by scripts/hf-to-gguf.py, and the logits of transformers'
+                   assets/models/standard converted by scripts/hf_to_gguf.py, and the logits of transformers'
                    LlamaForCausalLM (eager, fp32) on its weights dequantised by gguf.quants
   smollm/          (with --smollm FILE) SmolLM2's GGUF: tokenizations by a `tokenizers` BPE built from the GGUF's
                    vocabulary and merges; logits and the greedy continuation of transformers' LlamaForCausalLM (eager,
@@ -21,6 +21,8 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from gguf_to_hf import hf_model_from_gguf  # noqa: E402
 
 # Strings for the tokenizer comparison: ASCII, accents, other scripts, emoji, numbers, whitespace runs, newlines,
 # chat special tokens, contractions, punctuation, code.
@@ -88,69 +90,13 @@ def converted_models(out):
     import torch
     for t in ["F32", "F16", "Q8_0", "Q4_0"]:
         g = os.path.join(out, f"std-{t}.gguf")
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "hf-to-gguf.py"),
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "hf_to_gguf.py"),
                         os.path.join(ROOT, "assets", "models", "standard"), g, "--type", t], check=True,
                        stdout=subprocess.DEVNULL)
         m, cfg = hf_model_from_gguf(g)
         ids = [(i * 977 + 13) % cfg.vocab_size for i in range(48)]  # the ids gguf_ref_test.cpp runs
         with torch.no_grad():
             m(torch.tensor([ids])).logits[0].float().numpy().astype(np.float32).tofile(g + ".logits.f32")
-
-
-def unpermute(w, n_head):
-    # GGUF interleaved rows (h, i, s) -> HF rotate_half rows (h, s, i).
-    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def hf_model_from_gguf(path):
-    """transformers' LlamaForCausalLM (eager, fp32) on the GGUF's weights dequantised by gguf.quants, Q/K rows
-    un-permuted to HF's rotate_half layout."""
-    import gguf
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    r = gguf.GGUFReader(path)
-    f = lambda k: r.fields[k].contents()
-    tokens = f("tokenizer.ggml.tokens")
-    cfg = LlamaConfig(vocab_size=len(tokens), hidden_size=int(f("llama.embedding_length")),
-                      head_dim=int(f("llama.attention.key_length")) if "llama.attention.key_length" in r.fields
-                      else None,
-                      intermediate_size=int(f("llama.feed_forward_length")),
-                      num_hidden_layers=int(f("llama.block_count")),
-                      num_attention_heads=int(f("llama.attention.head_count")),
-                      num_key_value_heads=int(f("llama.attention.head_count_kv")),
-                      max_position_embeddings=int(f("llama.context_length")),
-                      rope_theta=float(f("llama.rope.freq_base")),
-                      rms_norm_eps=float(f("llama.attention.layer_norm_rms_epsilon")),
-                      tie_word_embeddings=not any(t.name == "output.weight" for t in r.tensors),
-                      bos_token_id=int(f("tokenizer.ggml.bos_token_id")),
-                      eos_token_id=int(f("tokenizer.ggml.eos_token_id")), attn_implementation="eager")
-    names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-             "output.weight": "lm_head.weight"}
-    per = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj",
-           "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-           "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-    sd = {}
-    for t in r.tensors:
-        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-        w = w.reshape([int(x) for x in reversed(t.shape)])
-        if t.name in names:
-            hf = names[t.name]
-        else:
-            _, l, kind, suffix = t.name.split(".")
-            hf = f"model.layers.{l}.{per[kind]}.{suffix}"
-        if ".attn_q." in t.name:
-            w = unpermute(w, cfg.num_attention_heads)
-        elif ".attn_k." in t.name:
-            w = unpermute(w, cfg.num_key_value_heads)
-        sd[hf] = torch.from_numpy(np.ascontiguousarray(w))
-    torch.manual_seed(0)
-    m = LlamaForCausalLM(cfg).eval()
-    missing, unexpected = m.load_state_dict(sd, strict=False)
-    assert not unexpected and all("lm_head" in k for k in missing), (missing, unexpected)
-    if cfg.tie_word_embeddings:
-        m.tie_weights()
-
-    return m, cfg
 
 
 def smollm_fixtures(out, path):

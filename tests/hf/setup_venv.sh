@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PY=/usr/bin/python3
-PINS=(transformers==4.47.1 safetensors sentencepiece "gguf==0.19.0" "tokenizers>=0.20,<0.22")
+PINS=(transformers==4.47.1 safetensors sentencepiece "gguf==0.19.0" "tokenizers>=0.21,<0.22")
 
 die() { echo "setup_venv.sh: ERROR: $*" >&2; exit 1; }
 

@@ -5,7 +5,7 @@ sentencepiece tokenizer.model) into a llama-architecture GGUF file with the PyPI
 Weights: 2-D matrices in --type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), norms in F32. q_proj / k_proj rows are
 permuted to GGUF's interleaved RoPE layout, as llama.cpp's converter does. Used by the GGUF tests
 (tests/gguf/make_fixtures.py); run with the venv of tests/hf/setup_venv.sh:
-  .venv/bin/python scripts/hf-to-gguf.py assets/models/standard /tmp/standard-q8_0.gguf --type Q8_0
+  .venv/bin/python scripts/hf_to_gguf.py assets/models/standard /tmp/standard-q8_0.gguf --type Q8_0
 """
 import argparse
 import json
@@ -34,7 +34,7 @@ def main():
     cfg = json.load(open(os.path.join(a.model_dir, "config.json")))
     if cfg.get("architectures", ["LlamaForCausalLM"])[0] != "LlamaForCausalLM" or cfg.get("focal", {}).get("mode",
                                                                                                          "standard") == "learned":
-        sys.exit("hf-to-gguf.py: only standard LlamaForCausalLM models convert (no learned-tau tensors in GGUF)")
+        sys.exit("hf_to_gguf.py: only standard LlamaForCausalLM models convert (no learned-tau tensors in GGUF)")
     qtype = gguf.GGMLQuantizationType[a.type]
     st = {k: v.float().numpy() for k, v in load_file(os.path.join(a.model_dir, "model.safetensors")).items()}
     n_head, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
