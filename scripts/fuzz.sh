@@ -36,6 +36,7 @@ for t in gguf safetensors; do
   # shellcheck disable=SC2086
   "$CXX" "${FLAGS[@]}" "fuzz/${t}_fuzz.cpp" ${SRCS[$t]} ${!libs_var} -o "$bin"
   work="$OUT/corpus-$t"  # grows during the run; the committed seeds stay as they are
+  rm -rf "$OUT/artifacts-$t"  # findings of earlier runs are in fuzz/regressions/ already
   mkdir -p "$work" "$OUT/artifacts-$t" "fuzz/regressions/$t"
   echo "== fuzz.sh: running $t for ${SECONDS_PER_TARGET}s (seeds: fuzz/corpus/$t)"
   if ! ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 -rss_limit_mb=2048 \
