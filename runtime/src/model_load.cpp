@@ -72,10 +72,10 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0)
     throw Error("model '" + dir + "' does not exist (give a Hugging Face model directory with config.json and "
-                "model.safetensors)");
+                "model.safetensors, or a .gguf file)");
   if (!S_ISDIR(st.st_mode))
     throw Error("model '" + dir + "' is not a directory (give a Hugging Face model directory with config.json and "
-                "model.safetensors)");
+                "model.safetensors, or a .gguf file)");
   const std::string cfg_path = dir + "/config.json";
   if (!file_exists(cfg_path)) throw Error("model '" + dir + "': config.json is missing");
   *cfg_path_out = cfg_path;
