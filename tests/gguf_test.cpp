@@ -4,12 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "gguf.h"
@@ -166,7 +168,7 @@ TEST_F(GgufFileTest, TinyModelLoadsAndRuns) {
   EXPECT_EQ(c.d_head, 32);
   EXPECT_EQ(c.intermediate, 96);
   EXPECT_EQ(c.vocab_size, 300);
-  EXPECT_EQ(c.max_positions, 256);
+  EXPECT_EQ(c.max_positions, 1024);
   EXPECT_TRUE(c.tied_embeddings);
   EXPECT_EQ(c.bos_id, 259);
   EXPECT_FALSE(c.add_bos);  // gpt2 vocabularies default to no BOS, as llama.cpp does
@@ -179,6 +181,33 @@ TEST_F(GgufFileTest, TinyModelLoadsAndRuns) {
   ASSERT_TRUE(s.forward(ids.data(), (int)ids.size(), TempSpec{}, RunOptions{}, nullptr, &logits));
   ASSERT_EQ(logits.size(), ids.size() * 300);
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST_F(GgufFileTest, CaptureTopkAndNllFromLogitBlocks) {
+  // A capture takes the logits 256 rows at a time (ForwardObserver::on_logits); T = 600 spans three blocks. The
+  // reference: all logits of one forward, softmax and NLL in double.
+  auto m = Model::load(write("tiny.gguf", tiny_llama_gguf().bytes()));
+  const int T = 600, V = m->config().vocab_size, K = 5;
+  std::vector<int32_t> ids(T);
+  for (int i = 0; i < T; ++i) ids[i] = (int32_t)((i * 37 + 11) % V);
+  CaptureRequest req;
+  req.store_probs = req.store_scores = false;
+  req.topk_tokens = K;
+  const RunCapture run = capture_run(*m, ids, TempSpec{}, req, "standard");
+  Session s(*m, T);
+  std::vector<float> lg;
+  ASSERT_TRUE(s.forward(ids.data(), T, TempSpec{}, RunOptions{}, nullptr, &lg));
+  for (int i = 0; i < T; ++i) {
+    const float* r = lg.data() + (size_t)i * V;
+    double mx = r[0], z = 0.0;
+    for (int j = 0; j < V; ++j) mx = std::max(mx, (double)r[j]);
+    for (int j = 0; j < V; ++j) z += std::exp((double)r[j] - mx);
+    const int top = (int)(std::max_element(r, r + V) - r);
+    ASSERT_EQ(run.topk_ids[(size_t)i * K], top) << i;
+    ASSERT_NEAR(run.topk_probs[(size_t)i * K], std::exp(r[top] - mx) / z, 1e-5) << i;
+    if (i + 1 < T) ASSERT_NEAR(run.token_nll[i], std::log(z) + mx - r[ids[i + 1]], 1e-4) << i;
+  }
+  EXPECT_TRUE(std::isnan(run.token_nll[T - 1]));
 }
 
 TEST_F(GgufFileTest, DetectedByMagicWithoutExtension) {

@@ -131,7 +131,7 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
   };
   b.str("general.architecture", "llama");
   u32("llama.block_count", d.layers);
-  u32("llama.context_length", 256);
+  u32("llama.context_length", 1024);
   u32("llama.embedding_length", d.hidden);
   u32("llama.feed_forward_length", d.inter);
   u32("llama.attention.head_count", d.heads);
