@@ -1,6 +1,7 @@
 // GGUF (llama architecture) -> ModelConfig + HF-named tensors + tokenizer. Key mapping: docs/model-format.md.
 #include "gguf_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -117,7 +118,7 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     if (types->nums.size() != tokens->strs.size())
       throw Error(m.where + ": tokenizer.ggml.token_type has " + std::to_string(types->nums.size()) +
                   " entries but tokenizer.ggml.tokens has " + std::to_string(tokens->strs.size()));
-    for (double t : types->nums) type_v.push_back((int)t);
+    for (double t : types->nums) type_v.push_back(t >= kTokNormal && t <= kTokByte ? (int)t : kTokNormal);
   }
   const std::string where = m.where + " (tokenizer.ggml.*)";
   if (model == "gpt2") {
@@ -147,7 +148,8 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     v.tokens = tokens->strs;
     const GgufValue* scores = m.array("tokenizer.ggml.scores", kGgufF32);
     if (!scores) throw Error(m.where + ": a llama tokenizer needs tokenizer.ggml.scores, which is missing");
-    v.scores.assign(scores->nums.begin(), scores->nums.end());
+    for (double x : scores->nums)  // scores outside float's range (corrupt files) are clamped, not converted
+      v.scores.push_back(std::isfinite(x) ? (float)std::max(-3.0e38, std::min(3.0e38, x)) : 0.0f);
     v.types = type_v.empty() ? std::vector<int>(v.tokens.size(), kTokNormal) : type_v;
     v.bos_id = m.token_id("tokenizer.ggml.bos_token_id");
     v.eos_id = m.token_id("tokenizer.ggml.eos_token_id");

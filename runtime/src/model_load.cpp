@@ -90,7 +90,7 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
     json idx;
     try {
       idx = json::parse(read_text(index_path));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
       throw Error(index_path + ": malformed JSON (" + e.what() + ")");
     }
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object())

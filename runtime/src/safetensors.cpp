@@ -79,7 +79,7 @@ void SafetensorsFile::parse() {
     json h;
     try {
       h = json::parse(map_ + 8, map_ + 8 + hlen);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
       throw Error("'" + path + "': malformed JSON header (" + e.what() + ")");
     }
     if (!h.is_object()) throw Error("'" + path + "': header is not a JSON object");
