@@ -345,7 +345,13 @@ TEST_F(GgufFileTest, NoTokenizerStillLoads) {
   const std::string p = write("notok.gguf", full.bytes());
   auto m = Model::load(p);
   EXPECT_EQ(m->tokenizer(), nullptr);
-  EXPECT_THROW(m->require_tokenizer(), Error);
+  try {
+    m->require_tokenizer();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "model '" + p + "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass "
+                                     "token ids instead of text");
+  }
 }
 
 TEST(GgufParse, ArrayCountBeyondFile) {

@@ -22,6 +22,9 @@ const char* version() { return "0.1.0"; }
 Model::~Model() = default;
 
 const Tokenizer& Model::require_tokenizer() const {
+  if (!tok_ && is_gguf_path(path_))
+    throw Error("model '" + path_ + "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass token ids instead "
+                "of text");
   if (!tok_)
     throw Error("model '" + path_ + "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
                 "directory, or pass token ids instead of text");
