@@ -205,7 +205,9 @@ TEST_F(GgufFileTest, CaptureTopkAndNllFromLogitBlocks) {
     const int top = (int)(std::max_element(r, r + V) - r);
     ASSERT_EQ(run.topk_ids[(size_t)i * K], top) << i;
     ASSERT_NEAR(run.topk_probs[(size_t)i * K], std::exp(r[top] - mx) / z, 1e-5) << i;
-    if (i + 1 < T) ASSERT_NEAR(run.token_nll[i], std::log(z) + mx - r[ids[i + 1]], 1e-4) << i;
+    if (i + 1 < T) {
+      ASSERT_NEAR(run.token_nll[i], std::log(z) + mx - r[ids[i + 1]], 1e-4) << i;
+    }
   }
   EXPECT_TRUE(std::isnan(run.token_nll[T - 1]));
 }
