@@ -54,9 +54,9 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::printf("usage: prefill_bench MODEL_DIR [T,T,...] [reps]\n\nPrefill tokens/s (median of reps) with no "
-                "capture, all-head metrics, and full capture (metrics + probs/scores of 4 heads of the middle "
-                "layer); projection GEMM GFLOP/s in the forward vs standalone OpenBLAS sgemm. Threads: "
+    std::printf("usage: prefill_bench MODEL [T,T,...] [reps] [capture_heads]\n\nMODEL: a model directory or a "
+                ".gguf file. Prefill tokens/s (median of reps) with no capture, all-head metrics, and full capture "
+                "(metrics + probs/scores of capture_heads (default 4) heads of the middle layer); projection GEMM GFLOP/s in the forward vs standalone OpenBLAS sgemm. Threads: "
                 "OMP_NUM_THREADS.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     }
   }
   const int reps = argc > 3 ? std::atoi(argv[3]) : 3;
+  const int capture_heads = argc > 4 ? std::atoi(argv[4]) : 4;
   std::printf("model %s: %.2fM params, hidden %d, %d layers, %d/%d heads, threads %d\n", argv[1], model->n_params() / 1e6,
               c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, omp_get_max_threads());
   std::printf("%6s %14s %14s %14s %10s %10s %14s %14s %8s\n", "T", "plain_tok/s", "metrics_tok/s", "capture_tok/s",
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
       std::vector<double> ts;
       for (int r = 0; r < reps + 1; ++r) {
         Session s(*model, T);
-        SelectObserver obs(c.n_layers / 2, std::min(4, c.n_heads), T, mode == 2);
+        SelectObserver obs(c.n_layers / 2, std::min(capture_heads, c.n_heads), T, mode == 2);
         std::vector<float> logits;
         if (st) ops::set_matmul_profiling(true);
         const double t0 = now();

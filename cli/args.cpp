@@ -139,7 +139,7 @@ std::string default_model_dir() {
 }
 
 std::string model_arg(const Args& a, const char* command) {
-  if (a.positional().size() > 1) throw UsageError{std::string(command) + " takes one MODEL directory"};
+  if (a.positional().size() > 1) throw UsageError{std::string(command) + " takes one MODEL (a model directory or a .gguf file)"};
   return a.positional().empty() ? default_model_dir() : a.positional()[0];
 }
 

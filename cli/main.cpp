@@ -49,8 +49,8 @@ commands:
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
-MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model); when it
-is left out, the bundled focal model assets/models/focal-t0.4 is used.
+MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model) or a
+llama-architecture .gguf file; when it is left out, the bundled focal model assets/models/focal-t0.4 is used.
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
 

@@ -5,7 +5,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsen
       nlohmann-json3-dev libgtest-dev libgmock-dev python3 python3-venv python3-torch python3-h5py python3-numpy libxml2-utils
       golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base python3-sentencepiece
       bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core
-      libimgui-dev libglfw3-dev libgl-dev xvfb xauth libgl1-mesa-dri)
+      libimgui-dev libglfw3-dev libgl-dev xvfb xauth libgl1-mesa-dri
+      clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

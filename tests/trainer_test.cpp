@@ -51,7 +51,8 @@ std::string make_data_dir() {
   int n = 0;
   while (std::getline(in, line)) {
     auto ids = tok->encode(line, n % 10 == 0);
-    (n++ % 20 == 19 ? val : train).insert((n % 20 == 0 ? val : train).end(), ids.begin(), ids.end());
+    auto& dst = n++ % 20 == 19 ? val : train;  // every 20th line is validation text
+    dst.insert(dst.end(), ids.begin(), ids.end());
   }
   val.insert(val.begin(), 1);
   std::ofstream(dir + "/text_train.bin", std::ios::binary).write((const char*)train.data(), train.size() * 4);

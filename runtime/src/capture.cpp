@@ -62,6 +62,9 @@ class CaptureObserver final : public ForwardObserver {
   bool wants_rows(int layer, int head) const override {
     return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0;
   }
+  bool wants_logits() const override { return (bool)logits_fn; }
+  void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
+  std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
                const float* raw) override {
     const size_t Hc = run_.heads.size(), Qc = run_.queries.size();
@@ -119,23 +122,29 @@ RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const Ca
   return run;
 }
 
-// Top-k next tokens and per-position loss from logits [T, V].
-void finish_next_tokens(RunCapture& run, std::vector<float>& logits, const std::vector<int32_t>& tokens, int K, int V) {
+// Sizes run's top-k and per-position loss arrays and returns the observer callback that fills them from the logits
+// the forward hands over a block of rows at a time (logits [n_rows, V] for rows row0..row0+n_rows-1).
+std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, const std::vector<int32_t>& tokens, int K,
+                                                            int V) {
   const int T = (int)tokens.size();
-  run.topk_ids.resize((size_t)T * K);
-  run.topk_probs.resize((size_t)T * K);
+  run.topk_ids.assign((size_t)T * K, 0);
+  run.topk_probs.assign((size_t)T * K, 0.0f);
   run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
+  return [&run, &tokens, K, V, T](int row0, int n_rows, const float* logits) {
 #pragma omp parallel for schedule(static)
-  for (int i = 0; i < T; ++i) {
-    float* lg = logits.data() + (size_t)i * V;
-    const float mx = *std::max_element(lg, lg + V);
-    double z = 0.0;
-    for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
-    const double lz = std::log(z) + mx;
-    ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
-    for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
-    if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
-  }
+    for (int r = 0; r < n_rows; ++r) {
+      const int i = row0 + r;
+      const float* lg = logits + (size_t)r * V;
+      const float mx = *std::max_element(lg, lg + V);
+      double z = 0.0;
+      for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
+      const double lz = std::log(z) + mx;
+      ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
+      for (int j = 0; j < K; ++j)
+        run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
+      if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
+    }
+  };
 }
 
 }  // namespace
@@ -150,7 +159,7 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   if (req.store_scores) b += rows;
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
   b += (size_t)c.n_layers * T * sizeof(float);                                    // tau
-  b += (size_t)T * c.vocab_size * sizeof(float);                                  // logits
+  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);               // logits, a block of rows
   // forward working memory: KV cache, activations, attention scratch per thread
   b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
   b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
@@ -190,14 +199,11 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
 
   RunCapture run = empty_run(c, T, spec, req, name);
 
+  // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
+  obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
-  RunOptions opt = req.run;
-  opt.all_logits = true;
-  std::vector<float> logits;  // [T, vocab]
-  session.forward(tokens.data(), T, spec, opt, &obs, &logits);
-
-  finish_next_tokens(run, logits, tokens, req.topk_tokens, c.vocab_size);
+  session.forward(tokens.data(), T, spec, req.run, &obs, nullptr);
   return run;
 }
 
@@ -213,7 +219,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.d_head = c.d_head;
   f.token_ids = tokens;
   for (int32_t id : tokens)
-    f.pieces.push_back(model.tokenizer() ? display_piece(model.tokenizer()->piece(id)) : std::to_string(id));
+    f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
   return f;
 }
 
@@ -369,18 +375,15 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
       }
   }
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
-  RunOptions opt = req.run;
-  opt.all_logits = true;
-  std::vector<float> logits;  // [T, vocab]
+  obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   bool done;
   if (first > 0) {
-    done = m.session->rerun_from(first, tokens.data(), T, spec, opt, &obs, &logits);
+    done = m.session->rerun_from(first, tokens.data(), T, spec, req.run, &obs, nullptr);
   } else {
     m.session->reset();
-    done = m.session->forward(tokens.data(), T, spec, opt, &obs, &logits);
+    done = m.session->forward(tokens.data(), T, spec, req.run, &obs, nullptr);
   }
   if (!done) return false;
-  finish_next_tokens(run, logits, tokens, req.topk_tokens, c.vocab_size);
   m.tokens = tokens;
   m.spec = spec;
   m.req = req;

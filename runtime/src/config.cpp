@@ -63,7 +63,8 @@ float get_float(const json& j, const char* key, const std::string& path, float d
   if (it == j.end() || it->is_null()) return def;
   if (!it->is_number()) throw Error(path + ": field \"" + key + "\" must be a number");
   const double v = it->get<double>();
-  if (!std::isfinite(v)) throw Error(path + ": field \"" + key + "\" must be finite");
+  if (!std::isfinite(v) || std::fabs(v) > 3.0e38)
+    throw Error(path + ": field \"" + key + "\" must be finite (and within float range)");
   return (float)v;
 }
 
@@ -91,7 +92,7 @@ ModelConfig parse_config(const std::string& text, const std::string& path) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
     throw Error(path + ": malformed JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw Error(path + ": expected a JSON object");

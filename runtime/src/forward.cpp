@@ -303,6 +303,18 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     st.kept_tau_sum = st.tau_sum;
   }
 
+  if (obs && obs->wants_logits()) {  // every row's logits, a block of rows at a time
+    const int block = std::min(n, 256), V = c.vocab_size;
+    be.rmsnorm(x.data(), w.final_norm, xn.data(), n, H, c.rms_eps);
+    DeviceBuffer lg(be, (size_t)block * V);  // [block, vocab]
+    std::vector<float> lg_h((size_t)block * V);
+    for (int r0 = 0; r0 < n; r0 += block) {
+      const int m = std::min(block, n - r0);
+      be.matmul_xwt(xn.data() + (size_t)r0 * H, w.lm_head, lg.data(), m, V, H);
+      be.download(lg_h.data(), lg.data(), (size_t)m * V);
+      obs->on_logits(r0, m, lg_h.data());
+    }
+  }
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
     if (tape) save(tape->x_final, x, (size_t)n * H);

@@ -1,4 +1,5 @@
-// Loading a Hugging Face model directory: config.json, safetensors (single or sharded), tokenizer.model.
+// Loading a Hugging Face model directory (config.json, safetensors single or sharded, tokenizer.model) or a GGUF
+// file (gguf_model.cpp maps it onto the same tensors).
 #include <sys/stat.h>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "focal/error.h"
 #include "model_internal.h"
+#include "gguf_model.h"
 #include "safetensors.h"
 
 namespace focal {
@@ -20,6 +22,9 @@ const char* version() { return "0.1.0"; }
 Model::~Model() = default;
 
 const Tokenizer& Model::require_tokenizer() const {
+  if (!tok_ && is_gguf_path(path_))
+    throw Error("model '" + path_ + "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass token ids instead "
+                "of text");
   if (!tok_)
     throw Error("model '" + path_ + "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
                 "directory, or pass token ids instead of text");
@@ -59,23 +64,25 @@ static bool is_known_tensor_name(const std::string& n) {
   return false;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
-  std::string dir = dir_in;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+using TensorMap = std::map<std::string, std::pair<const StTensor*, std::string>>;  // name -> (tensor, file)
+
+// A Hugging Face directory: config.json and the safetensors files (kept open in st_files).
+static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* cfg_path_out,
+                        std::vector<std::unique_ptr<SafetensorsFile>>* st_files_out, TensorMap* all_out,
+                        uint64_t* checksum) {
+  auto& st_files = *st_files_out;
+  auto& all = *all_out;
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0)
     throw Error("model '" + dir + "' does not exist (give a Hugging Face model directory with config.json and "
-                "model.safetensors)");
+                "model.safetensors, or a .gguf file)");
   if (!S_ISDIR(st.st_mode))
     throw Error("model '" + dir + "' is not a directory (give a Hugging Face model directory with config.json and "
-                "model.safetensors)");
+                "model.safetensors, or a .gguf file)");
   const std::string cfg_path = dir + "/config.json";
   if (!file_exists(cfg_path)) throw Error("model '" + dir + "': config.json is missing");
-
-  std::unique_ptr<Model> m(new Model());
-  m->path_ = dir;
-  m->cfg_ = parse_config(read_text(cfg_path), cfg_path);
-  ModelConfig& c = m->cfg_;
+  *cfg_path_out = cfg_path;
+  *cfg = parse_config(read_text(cfg_path), cfg_path);
 
   // Weight files.
   std::vector<std::string> files;
@@ -86,7 +93,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     json idx;
     try {
       idx = json::parse(read_text(index_path));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
       throw Error(index_path + ": malformed JSON (" + e.what() + ")");
     }
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
@@ -106,8 +113,6 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     throw Error("model '" + dir + "': neither model.safetensors nor model.safetensors.index.json is present");
   }
 
-  std::vector<std::unique_ptr<SafetensorsFile>> st_files;
-  std::map<std::string, std::pair<const StTensor*, std::string>> all;  // name -> (tensor, file)
   uint64_t h = 0xcbf29ce484222325ULL;
   for (auto& f : files) {
     st_files.push_back(std::make_unique<SafetensorsFile>(f));
@@ -117,7 +122,28 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
       all[name] = {&t, f};
     }
   }
-  m->checksum_ = h;
+  *checksum = h;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = dir;
+  std::vector<std::unique_ptr<SafetensorsFile>> st_files;
+  TensorMap all;
+  std::string cfg_path;
+  std::unique_ptr<GgufModel> gguf;  // a .gguf file in place of a directory (gguf_model.h)
+  if (is_gguf_path(dir)) {
+    gguf = open_gguf_model(dir);
+    m->cfg_ = gguf->cfg;
+    m->checksum_ = gguf->checksum;
+    cfg_path = "'" + dir + "' (GGUF metadata)";
+    for (auto& [name, t] : gguf->tensors) all[name] = {&t, dir};
+  } else {
+    open_hf_dir(dir, &m->cfg_, &cfg_path, &st_files, &all, &m->checksum_);
+  }
+  ModelConfig& c = m->cfg_;
 
   // QK-norm and learned tau are detected from the weights.
   c.qk_norm = all.count("model.layers.0.self_attn.q_norm.weight") > 0;
@@ -153,7 +179,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     const StTensor& t = *it->second.first;
     if (t.shape != shape)
       throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) +
-                  ", expected " + shape_str(shape) + " from config.json");
+                  ", expected " + shape_str(shape) + " from " + cfg_path);
     std::vector<float> f32 = tensor_to_f32(t, it->second.second);
     DeviceBuffer buf(be, f32.size());
     be.upload(buf.data(), f32.data(), f32.size());
@@ -216,7 +242,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
   m->w_ = std::move(w);
 
   const std::string tok_path = dir + "/tokenizer.model";
-  if (file_exists(tok_path)) {
+  if (gguf) {
+    m->tok_ = std::move(gguf->tok);
+  } else if (file_exists(tok_path)) {
     m->tok_ = Tokenizer::load(tok_path);
     if (m->tok_->vocab_size() > c.vocab_size)
       throw Error("'" + tok_path + "' has " + std::to_string(m->tok_->vocab_size()) +

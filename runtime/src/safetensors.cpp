@@ -49,8 +49,28 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   ::close(fd);
   if (m == MAP_FAILED) throw Error("cannot map '" + path + "': " + std::strerror(errno));
   map_ = static_cast<const uint8_t*>(m);
-
+  mapped_ = true;
   try {
+    parse();
+  } catch (...) {
+    munmap(const_cast<uint8_t*>(map_), size_);
+    map_ = nullptr;
+    mapped_ = false;
+    throw;
+  }
+}
+
+SafetensorsFile::SafetensorsFile(const uint8_t* data, size_t size, const std::string& name)
+    : path_(name), map_(data), size_(size) {
+  if (size_ < 8)
+    throw Error("'" + path_ + "' is truncated: " + std::to_string(size_) + " bytes, a safetensors file needs at " +
+                "least the 8-byte header length");
+  parse();
+}
+
+void SafetensorsFile::parse() {
+  const std::string& path = path_;
+  {
     uint64_t hlen = 0;
     std::memcpy(&hlen, map_, 8);  // little-endian host assumed (x86_64 / aarch64)
     if (hlen > size_ - 8)
@@ -59,7 +79,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     json h;
     try {
       h = json::parse(map_ + 8, map_ + 8 + hlen);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
       throw Error("'" + path + "': malformed JSON header (" + e.what() + ")");
     }
     if (!h.is_object()) throw Error("'" + path + "': header is not a JSON object");
@@ -81,6 +101,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         if (!d.is_number_integer() || d.get<int64_t>() < 0) throw Error(where + ": shape has a negative or non-integer dimension");
         t.shape.push_back(d.get<int64_t>());
       }
+      uint64_t n_elems = 1;  // bounded so that numel() * dtype size cannot overflow
+      for (int64_t d : t.shape) {
+        if (d != 0 && n_elems > (1ULL << 48) / (uint64_t)d) throw Error(where + ": shape has more than 2^48 elements");
+        n_elems *= (uint64_t)d;
+      }
       auto& off = v["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
         throw Error(where + ": data_offsets must be two non-negative integers");
@@ -101,15 +126,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (ranges[i].first < ranges[i - 1].second)
         throw Error("'" + path + "': tensor data ranges overlap at byte " + std::to_string(ranges[i].first) +
                     " — the file is corrupt");
-  } catch (...) {
-    munmap(const_cast<uint8_t*>(map_), size_);
-    map_ = nullptr;
-    throw;
   }
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(const_cast<uint8_t*>(map_), size_);
+  if (mapped_) munmap(const_cast<uint8_t*>(map_), size_);
 }
 
 uint64_t SafetensorsFile::fnv1a(uint64_t h) const {
@@ -150,10 +171,11 @@ float bf16_to_f32(uint16_t h) {
 }
 
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
+  if (t.to_f32) return t.to_f32();
   const size_t n = t.numel();
   std::vector<float> out(n);
   if (t.dtype == "F32") {
-    std::memcpy(out.data(), t.data, n * 4);
+    if (n) std::memcpy(out.data(), t.data, n * 4);  // empty tensors: out.data() may be null
   } else if (t.dtype == "F16" || t.dtype == "BF16") {
     const bool bf = t.dtype == "BF16";
     for (size_t i = 0; i < n; ++i) {

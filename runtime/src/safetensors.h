@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,12 +16,16 @@ struct StTensor {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr; // into the mapping
   size_t n_bytes = 0;
+  // Set for tensors that are not stored as safetensors (GGUF): produces the fp32 data in `shape` order.
+  std::function<std::vector<float>()> to_f32;
   size_t numel() const;
 };
 
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);  // throws Error naming the file and the problem
+  // Parses a buffer the caller keeps alive (fuzzing, tests). `name` is used in error messages.
+  SafetensorsFile(const uint8_t* data, size_t size, const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -31,9 +36,11 @@ class SafetensorsFile {
   uint64_t fnv1a(uint64_t h) const;
 
  private:
+  void parse();
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;
   std::map<std::string, StTensor> tensors_;
 };
 

@@ -2,10 +2,12 @@
 #include <sentencepiece_processor.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "focal/error.h"
 #include "focal/tokenizer.h"
+#include "tokenizer_internal.h"
 
 namespace focal {
 
@@ -13,6 +15,11 @@ namespace {
 
 class SpmTokenizer final : public Tokenizer {
  public:
+  // From a serialized ModelProto.
+  SpmTokenizer(const std::string& proto, const std::string& where, bool) {
+    const auto st = sp_.LoadFromSerializedProto(proto);
+    if (!st.ok()) throw Error(where + ": sentencepiece refuses the vocabulary: " + st.ToString());
+  }
   explicit SpmTokenizer(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error("tokenizer '" + path + "' cannot be opened (put a sentencepiece tokenizer.model there)");
@@ -47,7 +54,76 @@ class SpmTokenizer final : public Tokenizer {
   sentencepiece::SentencePieceProcessor sp_;
 };
 
+// ---- protobuf wire format, just what a sentencepiece ModelProto needs ----
+void put_varint(std::string* o, uint64_t v) {
+  while (v >= 0x80) {
+    o->push_back((char)(0x80 | (v & 0x7F)));
+    v >>= 7;
+  }
+  o->push_back((char)v);
+}
+void put_tag(std::string* o, int field, int wire) { put_varint(o, ((uint64_t)field << 3) | (uint64_t)wire); }
+void put_bytes(std::string* o, int field, const std::string& b) {
+  put_tag(o, field, 2);
+  put_varint(o, b.size());
+  o->append(b);
+}
+void put_int(std::string* o, int field, int64_t v) {  // int32 / enum / bool (negative int32 as 10-byte varint)
+  put_tag(o, field, 0);
+  put_varint(o, (uint64_t)v);
+}
+void put_float(std::string* o, int field, float f) {
+  put_tag(o, field, 5);
+  char b[4];
+  std::memcpy(b, &f, 4);
+  o->append(b, 4);
+}
+
 }  // namespace
+
+// ModelProto { 1: repeated SentencePiece {1: piece, 2: score, 3: type}, 2: TrainerSpec {3: model_type (BPE = 2),
+// 4: vocab_size, 35: byte_fallback, 40: unk_id, 41: bos_id, 42: eos_id, 43: pad_id}, 3: NormalizerSpec {1: name,
+// 3: add_dummy_prefix, 4: remove_extra_whitespaces, 5: escape_whitespaces} }.
+std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::string& where) {
+  const size_t n = v.tokens.size();
+  if (n == 0) throw Error(where + ": the sentencepiece vocabulary is empty");
+  if (v.scores.size() != n || v.types.size() != n)
+    throw Error(where + ": tokenizer.ggml.scores (" + std::to_string(v.scores.size()) + ") and token_type (" +
+                std::to_string(v.types.size()) + ") must have one entry per token (" + std::to_string(n) + ")");
+  for (int id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
+    if (id >= (int)n)
+      throw Error(where + ": special token id " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string(n));
+  std::string proto;
+  for (size_t i = 0; i < n; ++i) {
+    std::string sp;
+    put_bytes(&sp, 1, v.tokens[i]);
+    put_float(&sp, 2, v.scores[i]);
+    int t = v.types[i];
+    if (t < kTokNormal || t > kTokByte) t = kTokNormal;
+    if ((int)i == v.unk_id) t = kTokUnknown;
+    put_int(&sp, 3, t);
+    put_bytes(&proto, 1, sp);
+  }
+  std::string trainer;
+  put_int(&trainer, 3, 2);  // BPE: llama's tokenizer; merges follow the piece scores
+  put_int(&trainer, 4, (int64_t)n);
+  bool has_byte = false;
+  for (int t : v.types) has_byte |= t == kTokByte;
+  put_int(&trainer, 35, v.byte_fallback || has_byte);
+  put_int(&trainer, 40, v.unk_id);
+  put_int(&trainer, 41, v.bos_id);
+  put_int(&trainer, 42, v.eos_id);
+  put_int(&trainer, 43, v.pad_id);
+  put_bytes(&proto, 2, trainer);
+  std::string norm;
+  put_bytes(&norm, 1, "identity");
+  put_int(&norm, 3, v.add_space_prefix);
+  put_int(&norm, 4, v.remove_extra_whitespaces);
+  put_int(&norm, 5, 1);
+  put_bytes(&proto, 3, norm);
+  return std::make_unique<SpmTokenizer>(proto, where, true);
+}
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) { return std::make_unique<SpmTokenizer>(path); }
 

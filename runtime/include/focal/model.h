@@ -53,6 +53,11 @@ class ForwardObserver {
   virtual void on_rows(int /*layer*/, int /*head*/, int /*row0*/, int /*n_rows*/, int /*stride*/,
                        const float* /*probs*/, const float* /*raw*/) {}
   virtual void on_layer(const LayerRecord& /*rec*/) {}
+  // Logits block by block, for callers that need every row ([T, vocab] at once can be GBs): when wants_logits(),
+  // after the last layer the forward calls on_logits for consecutive row blocks, logits [n_rows, vocab] of this
+  // call's rows row0..row0+n_rows-1.
+  virtual bool wants_logits() const { return false; }
+  virtual void on_logits(int /*row0*/, int /*n_rows*/, const float* /*logits*/) {}
   // Polled between layers; returning true abandons the call (Session::forward then returns false).
   virtual bool cancelled() const { return false; }
 };

@@ -1,0 +1,341 @@
+// GPT-2 byte-level BPE (the tokenizer of SmolLM2, GPT-2, StarCoder ... as stored in GGUF): special tokens matched
+// whole, a hand-written pre-tokenizer equivalent to GPT-2's regex (no std::regex), bytes mapped to GPT-2's printable
+// stand-in alphabet, then merges applied lowest rank first.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <unordered_map>
+
+#include "focal/error.h"
+#include "tokenizer_internal.h"
+#include "unicode_tables.h"
+
+namespace focal {
+
+namespace {
+
+// ---- GPT-2 byte alphabet: printable Latin-1 bytes stand for themselves, the other 68 bytes map to U+0100.. ----
+struct ByteMap {
+  std::string to_utf8[256];
+  int from_cp[512];
+  ByteMap() {
+    std::fill(from_cp, from_cp + 512, -1);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const int cp = printable ? b : next++;
+      from_cp[cp] = b;
+      std::string& s = to_utf8[b];
+      if (cp < 0x80) {
+        s = std::string(1, (char)cp);
+      } else {
+        s += (char)(0xC0 | (cp >> 6));
+        s += (char)(0x80 | (cp & 0x3F));
+      }
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static const ByteMap m;
+  return m;
+}
+
+// ---- UTF-8 and Unicode classes ----
+// Decodes one code point at s[i]; invalid or truncated sequences decode as one byte with cp = 0xFFFFFFFF (no class).
+uint32_t next_cp(const std::string& s, size_t i, size_t* len) {
+  const uint8_t c = (uint8_t)s[i];
+  int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) {
+    *len = 1;
+    return 0xFFFFFFFFu;
+  }
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (int k = 1; k < n; ++k) {
+    const uint8_t d = (uint8_t)s[i + k];
+    if ((d >> 6) != 2) {
+      *len = 1;
+      return 0xFFFFFFFFu;
+    }
+    cp = (cp << 6) | (d & 0x3F);
+  }
+  *len = (size_t)n;
+  return cp;
+}
+
+template <size_t N>
+bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
+  size_t lo = 0, hi = N;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (cp < r[mid][0]) hi = mid;
+    else if (cp > r[mid][1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+
+enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
+
+CharClass classify(uint32_t cp) {
+  if (cp < 0x80) {
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return kLetter;
+    if (cp >= '0' && cp <= '9') return kNumber;
+    if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return kSpace;
+    return kOther;
+  }
+  if (cp == 0xFFFFFFFFu) return kOther;
+  // Unicode White_Space (what \s matches in the regex engines of tokenizers).
+  if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+      cp == 0x202F || cp == 0x205F || cp == 0x3000)
+    return kSpace;
+  if (in_ranges(kUnicodeLetterRanges, cp)) return kLetter;
+  if (in_ranges(kUnicodeNumberRanges, cp)) return kNumber;
+  return kOther;
+}
+
+struct Cp {
+  size_t off, len;
+  CharClass cls;
+  char ascii;  // the byte for ASCII code points, 0 otherwise
+};
+
+// GPT-2's pattern on cps[b, e): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
+// alternatives tried in order at each position (leftmost-first), appending [begin, end) code point ranges.
+void split_gpt2(const std::vector<Cp>& c, size_t b, size_t e, std::vector<std::pair<size_t, size_t>>* out) {
+  size_t i = b;
+  while (i < e) {
+    // Contractions (case-sensitive, as in GPT-2).
+    if (c[i].ascii == '\'' && i + 1 < e) {
+      const char a = c[i + 1].ascii;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        out->push_back({i, i + 2});
+        i += 2;
+        continue;
+      }
+      if (i + 2 < e) {
+        const char a2 = c[i + 2].ascii;
+        if ((a == 'r' && a2 == 'e') || (a == 'v' && a2 == 'e') || (a == 'l' && a2 == 'l')) {
+          out->push_back({i, i + 3});
+          i += 3;
+          continue;
+        }
+      }
+    }
+    // ' ?' prefix followed by a run of one class (letters, numbers, or neither-space-letter-number).
+    const size_t j0 = (c[i].ascii == ' ' && i + 1 < e && c[i + 1].cls != kSpace) ? i + 1 : i;
+    const CharClass k = c[j0].cls;
+    if (k != kSpace) {
+      size_t j = j0 + 1;
+      while (j < e && c[j].cls == k) ++j;
+      out->push_back({i, j});
+      i = j;
+      continue;
+    }
+    // Whitespace run: \s+(?!\S) leaves the last space for the next word when one follows; else \s+.
+    size_t j = i + 1;
+    while (j < e && c[j].cls == kSpace) ++j;
+    if (j < e && j - i >= 2) --j;
+    out->push_back({i, j});
+    i = j;
+  }
+}
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  BpeTokenizer(BpeVocab v, const std::string& where) : v_(std::move(v)) {
+    if (v_.tokens.empty()) throw Error(where + ": the BPE vocabulary is empty");
+    if (!v_.types.empty() && v_.types.size() != v_.tokens.size())
+      throw Error(where + ": tokenizer.ggml.token_type has " + std::to_string(v_.types.size()) + " entries but " +
+                  "tokenizer.ggml.tokens has " + std::to_string(v_.tokens.size()));
+    for (int id : {v_.bos_id, v_.eos_id, v_.unk_id})
+      if (id >= (int)v_.tokens.size())
+        throw Error(where + ": special token id " + std::to_string(id) + " is outside the vocabulary of " +
+                    std::to_string(v_.tokens.size()));
+    ids_.reserve(v_.tokens.size());
+    for (size_t i = 0; i < v_.tokens.size(); ++i) {
+      ids_.emplace(v_.tokens[i], (int32_t)i);  // first occurrence wins
+      const int t = v_.types.empty() ? kTokNormal : v_.types[i];
+      if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[i].empty()) special_.push_back((int32_t)i);
+    }
+    std::stable_sort(special_.begin(), special_.end(), [&](int32_t a, int32_t b) {
+      return v_.tokens[a].size() > v_.tokens[b].size();
+    });
+    ranks_.reserve(v_.merges.size());
+    for (size_t r = 0; r < v_.merges.size(); ++r) {
+      const std::string& m = v_.merges[r];
+      const size_t sp = m.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
+        throw Error(where + ": merge " + std::to_string(r) + " ('" + m + "') is not two pieces separated by one "
+                    "space");
+      ranks_.emplace(m, (int)r);  // first occurrence wins
+    }
+  }
+
+  std::vector<int32_t> encode(const std::string& text, bool add_bos) const override {
+    std::vector<int32_t> out;
+    if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
+    size_t seg = 0, i = 0;
+    while (i < text.size()) {
+      int32_t hit = -1;
+      for (int32_t id : special_) {
+        const std::string& s = v_.tokens[id];
+        if (text.compare(i, s.size(), s) == 0) {
+          hit = id;
+          break;
+        }
+      }
+      if (hit < 0) {
+        ++i;
+        continue;
+      }
+      encode_plain(text.substr(seg, i - seg), &out);
+      out.push_back(hit);
+      i += v_.tokens[hit].size();
+      seg = i;
+    }
+    encode_plain(text.substr(seg), &out);
+    return out;
+  }
+
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    std::string out;
+    for (int32_t id : ids) out += token_bytes(id);
+    return out;
+  }
+
+  std::string piece(int32_t id) const override {
+    if (id < 0 || id >= (int32_t)v_.tokens.size()) return "<?>";
+    return v_.tokens[id];
+  }
+
+  std::string display(int32_t id) const override {
+    const std::string b = token_bytes(id);
+    std::string out;
+    for (size_t i = 0; i < b.size();) {
+      size_t len;
+      const uint32_t cp = next_cp(b, i, &len);
+      if (cp == '\n') out += "\\n";
+      else if (cp == '\t') out += "\\t";
+      else if (cp == '\r') out += "\\r";
+      else if (cp == 0xFFFFFFFFu || cp < 0x20 || cp == 0x7F) {
+        char h[8];
+        std::snprintf(h, sizeof h, "\\x%02X", (uint8_t)b[i]);
+        out += h;
+      } else {
+        out.append(b, i, len);
+      }
+      i += len;
+    }
+    return out;
+  }
+
+  int vocab_size() const override { return (int)v_.tokens.size(); }
+  int bos_id() const override { return v_.bos_id; }
+  int eos_id() const override { return v_.eos_id; }
+
+ private:
+  // The bytes a token stands for: control tokens as their text, others through the byte alphabet.
+  std::string token_bytes(int32_t id) const {
+    if (id < 0 || id >= (int32_t)v_.tokens.size()) return "";
+    const std::string& p = v_.tokens[id];
+    const int t = v_.types.empty() ? kTokNormal : v_.types[id];
+    if (t == kTokControl || t == kTokUserDefined) return p;
+    std::string out;
+    for (size_t i = 0; i < p.size();) {
+      size_t len;
+      const uint32_t cp = next_cp(p, i, &len);
+      const int b = bpe_codepoint_to_byte(cp);
+      if (b >= 0) out += (char)b;
+      else out.append(p, i, len);
+      i += len;
+    }
+    return out;
+  }
+
+  void encode_plain(const std::string& s, std::vector<int32_t>* out) const {
+    if (s.empty()) return;
+    std::vector<Cp> cps;
+    for (size_t i = 0; i < s.size();) {
+      size_t len;
+      const uint32_t cp = next_cp(s, i, &len);
+      cps.push_back({i, len, classify(cp), cp < 0x80 ? (char)cp : (char)0});
+      i += len;
+    }
+    std::vector<std::pair<size_t, size_t>> words;
+    if (v_.pre == BpePre::kGpt2) {
+      split_gpt2(cps, 0, cps.size(), &words);
+    } else {  // every number character alone, GPT-2's pattern between them
+      size_t run = 0;
+      for (size_t i = 0; i <= cps.size(); ++i) {
+        if (i == cps.size() || cps[i].cls == kNumber) {
+          split_gpt2(cps, run, i, &words);
+          if (i < cps.size()) words.push_back({i, i + 1});
+          run = i + 1;
+        }
+      }
+    }
+    for (auto [b, e] : words) {
+      const size_t o0 = cps[b].off, o1 = cps[e - 1].off + cps[e - 1].len;
+      bpe_word(s, o0, o1, out);
+    }
+  }
+
+  // BPE on the bytes s[o0, o1): one symbol per byte (as its stand-in character), then repeatedly merge every
+  // occurrence of the adjacent pair with the lowest merge rank.
+  void bpe_word(const std::string& s, size_t o0, size_t o1, std::vector<int32_t>* out) const {
+    const ByteMap& bm = byte_map();
+    std::vector<std::string> sym;
+    sym.reserve(o1 - o0);
+    for (size_t i = o0; i < o1; ++i) sym.push_back(bm.to_utf8[(uint8_t)s[i]]);
+    std::string key;
+    while (sym.size() > 1) {
+      int best = INT_MAX;
+      for (size_t i = 0; i + 1 < sym.size(); ++i) {
+        key.assign(sym[i]).append(1, ' ').append(sym[i + 1]);
+        auto it = ranks_.find(key);
+        if (it != ranks_.end() && it->second < best) best = it->second;
+      }
+      if (best == INT_MAX) break;
+      const std::string& m = v_.merges[best];
+      const size_t sp = m.find(' ');
+      std::vector<std::string> next;
+      next.reserve(sym.size());
+      for (size_t i = 0; i < sym.size(); ++i) {
+        if (i + 1 < sym.size() && sym[i].size() == sp && sym[i + 1].size() == m.size() - sp - 1 &&
+            m.compare(0, sp, sym[i]) == 0 && m.compare(sp + 1, std::string::npos, sym[i + 1]) == 0) {
+          next.push_back(sym[i] + sym[i + 1]);
+          ++i;
+        } else {
+          next.push_back(std::move(sym[i]));
+        }
+      }
+      sym.swap(next);
+    }
+    for (const std::string& p : sym) {
+      auto it = ids_.find(p);
+      if (it != ids_.end()) {
+        out->push_back(it->second);
+      } else if (v_.unk_id >= 0) {
+        out->push_back(v_.unk_id);
+      }
+      // A piece outside a byte-level vocabulary without <unk> cannot be represented; it is dropped.
+    }
+  }
+
+  BpeVocab v_;
+  std::unordered_map<std::string, int32_t> ids_;
+  std::unordered_map<std::string, int> ranks_;
+  std::vector<int32_t> special_;  // control / user-defined ids, longest text first
+};
+
+}  // namespace
+
+const std::string& bpe_byte_to_utf8(uint8_t b) { return byte_map().to_utf8[b]; }
+
+int bpe_codepoint_to_byte(uint32_t cp) { return cp < 512 ? byte_map().from_cp[cp] : -1; }
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeVocab v, const std::string& where) {
+  return std::make_unique<BpeTokenizer>(std::move(v), where);
+}
+
+}  // namespace focal

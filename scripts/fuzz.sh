@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/*_fuzz.cpp: the GGUF and safetensors parsers) with clang, ASan and UBSan, and
+# runs each for SECONDS seconds (default 90) from its seed corpus (fuzz/corpus/<target>/). A crashing input is
+# copied to fuzz/regressions/<target>/ (commit it with the fix; ctest's fuzz_regressions replays that folder) and the
+# script exits non-zero.
+#   usage: scripts/fuzz.sh [SECONDS]          env: FUZZ_BUILD (default build-fuzz)
+set -euo pipefail
+
+case "${1:-}" in
+  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+SECONDS_PER_TARGET="${1:-90}"
+[[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$1'" >&2; exit 2; }
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="${FUZZ_BUILD:-build-fuzz}"
+CXX="${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
+[ -n "$CXX" ] || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 1; }
+mkdir -p "$OUT"
+
+FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -Iruntime/include -Iruntime/src -Wno-unknown-pragmas)
+declare -A SRCS=(
+  [gguf]="runtime/src/gguf.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/config.cpp"
+  [safetensors]="runtime/src/safetensors.cpp"
+)
+LIBS_gguf="-lsentencepiece"
+LIBS_safetensors=""
+
+status=0
+for t in gguf safetensors; do
+  bin="$OUT/${t}_fuzz"
+  echo "== fuzz.sh: building $bin"
+  libs_var="LIBS_$t"
+  # shellcheck disable=SC2086
+  "$CXX" "${FLAGS[@]}" "fuzz/${t}_fuzz.cpp" ${SRCS[$t]} ${!libs_var} -o "$bin"
+  work="$OUT/corpus-$t"  # grows during the run; the committed seeds stay as they are
+  rm -rf "$OUT/artifacts-$t"  # findings of earlier runs are in fuzz/regressions/ already
+  mkdir -p "$work" "$OUT/artifacts-$t" "fuzz/regressions/$t"
+  echo "== fuzz.sh: running $t for ${SECONDS_PER_TARGET}s (seeds: fuzz/corpus/$t)"
+  if ! ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 -rss_limit_mb=2048 \
+        -print_final_stats=1 \
+        -artifact_prefix="$OUT/artifacts-$t/" "$work" "fuzz/corpus/$t" "fuzz/regressions/$t" 2>&1 | tail -n 25; then
+    status=1
+  fi
+  if compgen -G "$OUT/artifacts-$t/*" >/dev/null; then
+    cp "$OUT"/artifacts-"$t"/* "fuzz/regressions/$t/"
+    echo "fuzz.sh: $t: FINDINGS copied to fuzz/regressions/$t/:" >&2
+    ls "$OUT/artifacts-$t" >&2
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,210 @@
+// A minimal GGUF writer for tests: metadata of any scalar / string / array type, F32 or raw-typed tensors, and the
+// byte image, so that tests can corrupt any part of a file on purpose.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace focal::test {
+
+class GgufBuilder {
+ public:
+  uint32_t version = 3;
+  uint64_t alignment = 32;
+
+  void u32(const std::string& k, uint32_t v) { kv_scalar(k, 4, &v, 4); }
+  void i32(const std::string& k, int32_t v) { kv_scalar(k, 5, &v, 4); }
+  void f32(const std::string& k, float v) { kv_scalar(k, 6, &v, 4); }
+  void boolean(const std::string& k, bool v) {
+    uint8_t b = v;
+    kv_scalar(k, 7, &b, 1);
+  }
+  void str(const std::string& k, const std::string& v) {
+    key(k, 8);
+    put_str(&kv_, v);
+    ++n_kv_;
+  }
+  void strs(const std::string& k, const std::vector<std::string>& v) {
+    key(k, 9);
+    put(&kv_, (uint32_t)8);
+    put(&kv_, (uint64_t)v.size());
+    for (auto& s : v) put_str(&kv_, s);
+    ++n_kv_;
+  }
+  void i32s(const std::string& k, const std::vector<int32_t>& v) {
+    key(k, 9);
+    put(&kv_, (uint32_t)5);
+    put(&kv_, (uint64_t)v.size());
+    for (int32_t x : v) put(&kv_, x);
+    ++n_kv_;
+  }
+  void f32s(const std::string& k, const std::vector<float>& v) {
+    key(k, 9);
+    put(&kv_, (uint32_t)6);
+    put(&kv_, (uint64_t)v.size());
+    for (float x : v) put(&kv_, x);
+    ++n_kv_;
+  }
+  // dims in ggml order (dims[0] contiguous); bytes must match the type.
+  void tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, const std::vector<uint8_t>& bytes) {
+    tensors_.push_back({name, std::move(dims), type, bytes});
+  }
+  void tensor_f32(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    tensor(name, std::move(dims), 0, b);
+  }
+
+  // The file image. offsets[i] (if given) overrides tensor i's stored offset.
+  std::string bytes(const std::vector<int64_t>& offsets = {}) const {
+    std::string o = "GGUF";
+    put(&o, version);
+    put(&o, (uint64_t)tensors_.size());
+    put(&o, (uint64_t)n_kv_);
+    o += kv_;
+    uint64_t off = 0;
+    std::vector<uint64_t> offs;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const T& t = tensors_[i];
+      put_str(&o, t.name);
+      put(&o, (uint32_t)t.dims.size());
+      for (uint64_t d : t.dims) put(&o, d);
+      put(&o, t.type);
+      const uint64_t stored = i < offsets.size() && offsets[i] >= 0 ? (uint64_t)offsets[i] : off;
+      put(&o, stored);
+      offs.push_back(off);
+      off += (t.bytes.size() + alignment - 1) / alignment * alignment;
+    }
+    o.resize((o.size() + alignment - 1) / alignment * alignment, '\0');
+    const size_t base = o.size();
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      o.resize(base + offs[i], '\0');
+      o.append(reinterpret_cast<const char*>(tensors_[i].bytes.data()), tensors_[i].bytes.size());
+    }
+    return o;
+  }
+
+ private:
+  struct T {
+    std::string name;
+    std::vector<uint64_t> dims;
+    uint32_t type;
+    std::vector<uint8_t> bytes;
+  };
+  template <typename V>
+  static void put(std::string* o, V v) {
+    o->append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  static void put_str(std::string* o, const std::string& s) {
+    put(o, (uint64_t)s.size());
+    *o += s;
+  }
+  void key(const std::string& k, uint32_t type) {
+    put_str(&kv_, k);
+    put(&kv_, type);
+  }
+  void kv_scalar(const std::string& k, uint32_t type, const void* p, size_t n) {
+    key(k, type);
+    kv_.append(static_cast<const char*>(p), n);
+    ++n_kv_;
+  }
+  std::string kv_;
+  uint64_t n_kv_ = 0;
+  std::vector<T> tensors_;
+};
+
+struct TinyLlamaDims {
+  int layers = 2, hidden = 64, heads = 2, kv_heads = 1, inter = 96, vocab = 300;
+};
+
+// A complete tiny llama GGUF with F32 random weights and a byte-level BPE vocabulary (the 256 byte pieces, two
+// merges, and "<|im_start|>" as a control token). `skip_key` / `skip_tensor` leave one out.
+inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::string& skip_key = "",
+                                   const std::string& skip_tensor = "") {
+  GgufBuilder b;
+  auto u32 = [&](const std::string& k, uint32_t v) {
+    if (k != skip_key) b.u32(k, v);
+  };
+  b.str("general.architecture", "llama");
+  u32("llama.block_count", d.layers);
+  u32("llama.context_length", 1024);
+  u32("llama.embedding_length", d.hidden);
+  u32("llama.feed_forward_length", d.inter);
+  u32("llama.attention.head_count", d.heads);
+  u32("llama.attention.head_count_kv", d.kv_heads);
+  if (skip_key != "llama.rope.freq_base") b.f32("llama.rope.freq_base", 10000.0f);
+  if (skip_key != "llama.attention.layer_norm_rms_epsilon") b.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  // Vocabulary: GPT-2's byte stand-ins in byte order, then merged pieces and a control token.
+  std::vector<std::string> toks;
+  int next = 256;
+  for (int c = 0; c < 256; ++c) {
+    const bool printable = (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+    const int cp = printable ? c : next++;
+    std::string s;
+    if (cp < 0x80) s = std::string(1, (char)cp);
+    else {
+      s += (char)(0xC0 | (cp >> 6));
+      s += (char)(0x80 | (cp & 0x3F));
+    }
+    toks.push_back(s);
+  }
+  toks.push_back("\xC4\xA0t");  // "Ġt"
+  toks.push_back("he");
+  toks.push_back("\xC4\xA0the");
+  toks.push_back("<|im_start|>");
+  std::vector<int32_t> types(toks.size(), 1);
+  types.back() = 3;
+  while ((int)toks.size() < d.vocab) {
+    toks.push_back("<unused" + std::to_string(toks.size()) + ">");
+    types.push_back(5);
+  }
+  if (skip_key != "tokenizer.ggml.model") b.str("tokenizer.ggml.model", "gpt2");
+  b.str("tokenizer.ggml.pre", "gpt2");
+  b.strs("tokenizer.ggml.tokens", toks);
+  b.i32s("tokenizer.ggml.token_type", types);
+  b.strs("tokenizer.ggml.merges", {"\xC4\xA0 t", "h e", "\xC4\xA0t he"});
+  u32("tokenizer.ggml.bos_token_id", 259);
+  u32("tokenizer.ggml.eos_token_id", 259);
+
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.08f);
+  auto rnd = [&](size_t n, float base = 0.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = base + nd(rng);
+    return v;
+  };
+  const uint64_t H = d.hidden, I = d.inter, V = d.vocab, dh = d.hidden / d.heads;
+  const uint64_t QD = d.heads * dh, KD = d.kv_heads * dh;
+  auto t = [&](const std::string& n, std::vector<uint64_t> dims, float base = 0.0f) {
+    if (n == skip_tensor) return;
+    size_t cnt = 1;
+    for (auto x : dims) cnt *= x;
+    b.tensor_f32(n, dims, rnd(cnt, base));
+  };
+  t("token_embd.weight", {H, V});
+  t("output_norm.weight", {H}, 1.0f);
+  for (int l = 0; l < d.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t(p + "attn_norm.weight", {H}, 1.0f);
+    t(p + "attn_q.weight", {H, QD});
+    t(p + "attn_k.weight", {H, KD});
+    t(p + "attn_v.weight", {H, KD});
+    t(p + "attn_output.weight", {QD, H});
+    t(p + "ffn_norm.weight", {H}, 1.0f);
+    t(p + "ffn_gate.weight", {H, I});
+    t(p + "ffn_up.weight", {H, I});
+    t(p + "ffn_down.weight", {I, H});
+  }
+  return b;
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+}  // namespace focal::test
