@@ -193,6 +193,32 @@ TEST_F(AppStateTest, BadInputKeepsThePreviousSession) {
   EXPECT_TRUE(st.slots[0].run);
 }
 
+// The device choice: auto loads where resolve_device says and records how it chose; cuda without a usable GPU is
+// one clear error and the CPU session stays.
+TEST_F(AppStateTest, DeviceChoiceNotesAutoAndRefusesCudaWithoutAGpu) {
+  std::string note;
+  const focal::Device expect = focal::resolve_device(focal::Device::kAuto, &note);
+  EXPECT_EQ(st.slots[0].model->device(), expect);
+  EXPECT_EQ(st.loaded.device_note, note);
+  EXPECT_NE(st.message.find(std::string("on ") + focal::device_name(expect)), std::string::npos) << st.message;
+  if (expect == focal::Device::kCuda) GTEST_SKIP() << "a CUDA device is usable here: " << note;
+  const auto tokens = st.file.token_ids;
+  const std::string path = st.loaded.path;
+  st.device = focal::Device::kCuda;
+  st.open_path(path);
+  wait_idle(st);
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("CUDA"), std::string::npos) << st.message;
+  EXPECT_TRUE(st.has_model());
+  EXPECT_EQ(st.slots[0].model->device(), focal::Device::kCpu);
+  EXPECT_EQ(st.file.token_ids, tokens);
+  st.device = focal::Device::kCpu;
+  st.open_path(path);
+  wait_idle(st);
+  EXPECT_FALSE(st.message_is_error) << st.message;
+  EXPECT_NE(st.loaded.device_note.find("cpu"), std::string::npos) << st.loaded.device_note;
+}
+
 TEST(AppStateLong, PromptLongerThanTheContextOffersTruncation) {
   const std::string dir = focal::test::make_temp_dir("app_ctx");
   focal::ModelConfig c;

@@ -126,10 +126,12 @@ void AppState::open_path(const std::string& path_in) {
     });
     return;
   }
-  jobs.submit("load", "load " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
-    std::shared_ptr<const focal::Model> m(focal::Model::load(path));
+  jobs.submit("load", "load " + basename_of(path), [this, path, dev = device](JobContext&) -> std::function<void()> {
+    std::string note;
+    const focal::Device resolved = focal::resolve_device(dev, &note);
+    std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved));
     m->require_tokenizer();
-    return [this, path, m] {
+    return [this, path, m, note] {
       jobs.cancel("run_a");
       jobs.cancel("run_b");
       const bool had_b_model = (bool)slots[1].model;
@@ -147,12 +149,13 @@ void AppState::open_path(const std::string& path_in) {
       cfg_ = m->config();
       has_cfg_ = true;
       file = focal::make_capture_file(*m, {});
-      loaded = {path, false};
+      loaded = {path, false, note};
       add_recent(path);
       sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
       sel_head = std::min(sel_head, cfg_.n_heads - 1);
       notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
-                 std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()),
+                 std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
+                 focal::device_name(m->device()),
              false);
       state_version++;
       set_prompt(prompt);
@@ -165,8 +168,8 @@ void AppState::open_model_b(const std::string& path) {
     notify("compare models: load model A first", true);
     return;
   }
-  jobs.submit("load", "load B " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
-    std::shared_ptr<const focal::Model> m(focal::Model::load(path));
+  jobs.submit("load", "load B " + basename_of(path), [this, path, dev = device](JobContext&) -> std::function<void()> {
+    std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev)));
     return [this, path, m] {
       if (!slots[0].model) return;
       if (m->config().vocab_size != cfg_.vocab_size)
@@ -250,7 +253,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   file.pieces.clear();
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
   for (int32_t id : file.token_ids)
-    file.pieces.push_back(tok ? focal::display_piece(tok->piece(id)) : std::to_string(id));
+    file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
   for (auto& s : slots) {
     s.run.reset();
     s.version++;
@@ -631,7 +634,7 @@ void AppState::generate(int n_new, float sample_temp) {
                 focal::generate(session, prompt_ids, n_new, spec, so, focal::RunOptions{}, &obs, [&](int32_t id) {
                   std::lock_guard<std::mutex> lk(g->mu);
                   g->ids.push_back(id);
-                  g->pieces.push_back(tok ? focal::display_piece(tok->piece(id)) : std::to_string(id));
+                  g->pieces.push_back(tok ? tok->display(id) : std::to_string(id));
                   if (tok) g->text = tok->decode(g->ids);
                   ctx.set_progress((float)++done / (float)n_new);
                 });

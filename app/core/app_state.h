@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "focal/capture.h"
+#include "focal/device.h"
 #include "focal/model.h"
 #include "jobs.h"
 
@@ -80,6 +81,7 @@ struct GenStream {
 struct LoadedInfo {
   std::string path;       // model dir, .gguf or capture .h5
   bool is_capture = false;
+  std::string device_note;  // how the device was chosen, e.g. "device: auto -> cpu (no CUDA device: ...)"
 };
 
 class AppState {
@@ -138,6 +140,7 @@ class AppState {
   focal::CaptureFile file;       // header + tokens + pieces (runs live in the slots)
   std::string prompt;
   LoadedInfo loaded;
+  focal::Device device = focal::Device::kAuto;  // where the next model loads (open_path / open_model_b)
   std::string model_b_path;
   int sel_layer = 0, sel_head = 0, sel_query = -1;
   ViewOptions view;

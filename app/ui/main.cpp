@@ -38,6 +38,7 @@ const char* kHelp =
     "                        (default: the last one opened, else the bundled assets/models/focal-t0.4)\n"
     "  --prompt TEXT         prompt to run (default: the last one, else a short story)\n"
     "  --temp T              focal temperature of run A (default: the model's own setting)\n"
+    "  --device D            auto | cpu | cuda: where models run (default: the last choice, else auto)\n"
     "  --size WxH            window size in pixels (default 1600x960, or the last size)\n"
     "  --script FILE         run a command file, one command per frame (open, prompt, temp, select, view, wait,\n"
     "                        screenshot PATH.png, export PATH.h5, quit, ...: docs/app.md); exit 1 on a script error\n"
@@ -50,7 +51,7 @@ const char* kHelp =
     "Exit codes: 0 ok, 1 runtime or script error, 2 bad command line.\n";
 
 struct Args {
-  std::string source, prompt, script, settings_path, bench, bench_long;
+  std::string source, prompt, script, settings_path, bench, bench_long, device;
   float temp = -1.0f;
   int w = 0, h = 0;
   bool no_settings = false;
@@ -71,6 +72,10 @@ int parse_args(int argc, char** argv, Args& a) {
     else if (s == "--settings") a.settings_path = need("--settings");
     else if (s == "--no-settings") a.no_settings = true;
     else if (s == "--bench") a.bench = need("--bench");
+    else if (s == "--device") {
+      a.device = need("--device");
+      focal::parse_device(a.device);  // throws naming --device and the accepted values
+    }
     else if (s == "--bench-long-model") a.bench_long = need("--bench-long-model");
     else if (s == "--temp") {
       const std::string v = need("--temp");
@@ -278,6 +283,11 @@ int main(int argc, char** argv) {
     // What to open: the command line, else the last session, else the bundled focal model.
     st.recent = settings.recent;
     st.compare = settings.compare;
+    try {
+      st.device = focal::parse_device(!args.device.empty() ? args.device : settings.device);
+    } catch (const focal::Error&) {
+      st.notify(settings_path + ": device '" + settings.device + "' is not auto, cpu or cuda; using auto", true);
+    }
     st.live_propagate = settings.live_propagate;
     st.view.log_color = settings.log_color;
     st.view.hide_sink = settings.hide_sink;
@@ -383,6 +393,7 @@ int main(int argc, char** argv) {
       settings.spec_a_json = st.slots[0].spec.to_json();
       settings.spec_b_json = st.slots[1].spec.to_json();
       settings.compare = st.compare;
+      settings.device = focal::device_name(st.device);
       settings.live_propagate = st.live_propagate;
       settings.log_color = st.view.log_color;
       settings.hide_sink = st.view.hide_sink;

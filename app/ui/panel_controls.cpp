@@ -29,6 +29,20 @@ static void open_section(Ui& ui) {
     }
   }
   ImGui::TextDisabled("or drop a folder / file onto the window");
+  // Where models run; changing it reloads the open model there.
+  static const focal::Device kDevices[] = {focal::Device::kAuto, focal::Device::kCpu, focal::Device::kCuda};
+  ImGui::SetNextItemWidth(90);
+  if (ImGui::BeginCombo("device", focal::device_name(st.device))) {
+    for (focal::Device d : kDevices)
+      if (ImGui::Selectable(focal::device_name(d), d == st.device) && d != st.device) {
+        st.device = d;
+        if (st.has_model()) st.open_path(st.loaded.path);
+      }
+    ImGui::EndCombo();
+  }
+  help_marker("auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
+              "reason when no GPU is usable. The model is reloaded on the chosen device.");
+  if (st.has_model() && !st.loaded.device_note.empty()) ImGui::TextDisabled("%s", st.loaded.device_note.c_str());
   if (const focal::ModelConfig* c = st.config()) {
     ImGui::TextWrapped("%s", st.loaded.path.c_str());
     ImGui::TextDisabled("%d layers x %d heads (%d kv), d %d, context %d%s", c->n_layers, c->n_heads, c->n_kv_heads,

@@ -29,7 +29,7 @@ void draw_output(Ui& ui) {
       for (int k = 0; k < K && k < 8; ++k) {
         const int32_t id = r.topk_ids[(size_t)q * K + k];
         const float p = r.topk_probs[(size_t)q * K + k];
-        const std::string piece = tok ? focal::display_piece(tok->piece(id)) : std::to_string(id);
+        const std::string piece = tok ? tok->display(id) : std::to_string(id);
         ImGui::ProgressBar(p, ImVec2(120, 0), fmt("%.3f", p).c_str());
         ImGui::SameLine();
         ImGui::Text("'%s'", piece.c_str());

@@ -46,20 +46,25 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     const float amax = std::max(std::fabs(lo), std::fabs(hi));
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float label_w = 34.0f, label_h = ImGui::GetTextLineHeight() + 2.0f;
-    const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 6.0f;
-    const float cell = std::max(4.0f, std::min((avail.x - label_w) / H, (avail.y - label_h - caption_h) / L));
+    const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 14.0f;
+    // Cells fill the panel: square when both fit, else as tall as the rows allow and up to 4x as wide (a
+    // 30-layer model in a short panel keeps readable columns).
+    const float fit_w = (avail.x - label_w) / H, fit_h = (avail.y - label_h - caption_h) / L;
+    const float cell_h = std::max(4.0f, std::min(fit_w, fit_h));
+    const float cell_w = std::max(cell_h, std::min(fit_w, 4.0f * cell_h));
+    const float cell = std::min(cell_w, cell_h);  // for the label and value thresholds
     ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h)
-      if (cell > 14 || h % 4 == 0)
-        dl->AddText(ImVec2(p0.x + label_w + h * cell + cell * 0.3f, p0.y), IM_COL32(160, 160, 170, 255), std::to_string(h).c_str());
+      if (cell_w > 14 || h % 4 == 0)
+        dl->AddText(ImVec2(p0.x + label_w + h * cell_w + cell_w * 0.3f, p0.y), IM_COL32(160, 160, 170, 255), std::to_string(h).c_str());
     p0.y += label_h;
     for (int l = 0; l < L; ++l) {
-      if (cell > 12 || l % 4 == 0)
-        dl->AddText(ImVec2(p0.x, p0.y + l * cell + cell * 0.5f - 7), IM_COL32(160, 160, 170, 255), ("L" + std::to_string(l)).c_str());
+      if (cell_h > 12 || l % 4 == 0)
+        dl->AddText(ImVec2(p0.x, p0.y + l * cell_h + cell_h * 0.5f - 7), IM_COL32(160, 160, 170, 255), ("L" + std::to_string(l)).c_str());
       for (int h = 0; h < H; ++h) {
         const float v = val[(size_t)l * H + h];
-        const ImVec2 a(p0.x + label_w + h * cell, p0.y + l * cell), b(a.x + cell - 1, a.y + cell - 1);
+        const ImVec2 a(p0.x + label_w + h * cell_w, p0.y + l * cell_h), b(a.x + cell_w - 1, a.y + cell_h - 1);
         ImU32 col = IM_COL32(40, 40, 46, 255);
         double t = 0.0;
         if (!std::isnan(v)) {
@@ -74,12 +79,12 @@ void draw_overview(Ui& ui, const ImVec4& r) {
         if (cell > 40 && !std::isnan(v)) {
           const std::string s = fmt(std::fabs(v) < 10 ? "%.2f" : "%.0f", v);
           const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
-          dl->AddText(ImVec2(a.x + (cell - ts.x) / 2, a.y + (cell - ts.y) / 2),
+          dl->AddText(ImVec2(a.x + (cell_w - ts.x) / 2, a.y + (cell_h - ts.y) / 2),
                       (!diff && t > 0.6) ? IM_COL32(10, 10, 10, 255) : IM_COL32(240, 240, 240, 255), s.c_str());
         }
         ImGui::SetCursorScreenPos(a);
         ImGui::PushID(l * 10000 + h);
-        if (ImGui::InvisibleButton("cell", ImVec2(cell - 1, cell - 1))) st.select(l, h, st.sel_query);
+        if (ImGui::InvisibleButton("cell", ImVec2(cell_w - 1, cell_h - 1))) st.select(l, h, st.sel_query);
         if (ImGui::IsItemHovered()) {
           ImGui::BeginTooltip();
           ImGui::Text("layer %d head %d", l, h);
@@ -90,7 +95,7 @@ void draw_overview(Ui& ui, const ImVec4& r) {
         ImGui::PopID();
       }
     }
-    ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + L * cell + 4));
+    ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + L * cell_h + 4));
     if (!std::isnan(lo))
       ImGui::TextDisabled(diff ? "B - A, |max| %.3g" : "%.3g .. %.3g (propagated runs)", diff ? amax : lo, hi);
   }
