@@ -342,24 +342,46 @@ TEST(OpsTopk, DescendingWithTiesLowerIndexFirst) {
 TEST(OpsTopk, MatchesStableSortReference) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> small(-4, 4);  // few distinct values -> many ties
-  for (int n : {1, 2, 9, 100}) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  // n up to a vocabulary (the block-maximum path starts above 64 * k entries); with many ties and with distinct
+  // values; k up to 64 (insertion) and beyond (sort).
+  for (int n : {1, 2, 9, 100, 4133, 49152}) {
+    for (int ties : {1, 0}) {
     std::vector<float> x(n);
-    for (auto& v : x) v = (float)small(rng) * 0.5f;
+    for (auto& v : x) v = ties ? (float)small(rng) * 0.5f : normal(rng);
     // Reference: stable sort of indices by value descending (stable keeps lower index first among ties).
     std::vector<int32_t> order(n);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-    for (int k : {1, std::min(3, n), n}) {
-      SCOPED_TRACE(testing::Message() << "n=" << n << " k=" << k);
+    for (int k : {1, std::min(3, n), std::min(10, n), std::min(64, n), std::min(65, n), n}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " k=" << k << " ties=" << ties);
       std::vector<int32_t> idx(k, -7);
       std::vector<float> val(k, NAN);
       topk(x.data(), n, k, idx.data(), val.data());
       for (int i = 0; i < k; ++i) {
-        EXPECT_EQ(idx[i], order[i]) << "rank " << i;
-        EXPECT_EQ(val[i], x[order[i]]) << "rank " << i;
+        ASSERT_EQ(idx[i], order[i]) << "rank " << i;
+        ASSERT_EQ(val[i], x[order[i]]) << "rank " << i;
       }
     }
+    }
   }
+}
+
+TEST(OpsLogSumExp, MatchesDouble) {
+  // Reference: max-subtracted log-sum-exp in double. Tolerance 2e-6 relative to max(1, |result|): float sums of
+  // up to 49152 terms.
+  std::mt19937 rng(9);
+  for (int n : {1, 7, 4096, 49152})
+    for (float spread : {0.1f, 5.0f, 60.0f}) {
+      std::normal_distribution<float> d(3.0f, spread);
+      std::vector<float> x(n);
+      for (auto& v : x) v = d(rng);
+      double mx = x[0], z = 0.0;
+      for (float v : x) mx = std::max(mx, (double)v);
+      for (float v : x) z += std::exp((double)v - mx);
+      const double ref = mx + std::log(z);
+      EXPECT_NEAR(log_sum_exp(x.data(), n), ref, 2e-6 * std::max(1.0, std::fabs(ref))) << n << " " << spread;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

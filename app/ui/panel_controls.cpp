@@ -42,7 +42,11 @@ static void open_section(Ui& ui) {
   }
   help_marker("auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
               "reason when no GPU is usable. The model is reloaded on the chosen device.");
-  if (st.has_model() && !st.loaded.device_note.empty()) ImGui::TextDisabled("%s", st.loaded.device_note.c_str());
+  if (st.has_model() && !st.loaded.device_note.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", st.loaded.device_note.c_str());
+    ImGui::PopStyleColor();
+  }
   if (const focal::ModelConfig* c = st.config()) {
     ImGui::TextWrapped("%s", st.loaded.path.c_str());
     ImGui::TextDisabled("%d layers x %d heads (%d kv), d %d, context %d%s", c->n_layers, c->n_heads, c->n_kv_heads,

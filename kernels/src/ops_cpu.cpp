@@ -281,14 +281,72 @@ void attention(const AttentionArgs& a) {
 }
 
 void topk(const float* x, int n, int k, int32_t* idx, float* val) {
-  std::vector<int32_t> order(n);
-  for (int i = 0; i < n; ++i) order[i] = i;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [x](int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); });
-  for (int i = 0; i < k; ++i) {
-    idx[i] = order[i];
-    val[i] = x[order[i]];
+  // One pass of block maxima, then only the blocks whose maximum reaches the k-th largest block maximum are
+  // scanned, in index order, with insertion after equal values: descending, ties lower index first.
+  int cnt = 0;
+  auto insert = [&](int32_t j) {
+    const float v = x[j];
+    int i;
+    if (cnt < k) {
+      i = cnt++;
+    } else if (v > val[k - 1]) {
+      i = k - 1;
+    } else {
+      return;
+    }
+    while (i > 0 && val[i - 1] < v) {
+      val[i] = val[i - 1];
+      idx[i] = idx[i - 1];
+      --i;
+    }
+    val[i] = v;
+    idx[i] = j;
+  };
+  constexpr int kB = 64;
+  const int nb = n / kB;
+  if (nb <= k || k > 64) {
+    if (k > 64) {  // large k: a sort
+      std::vector<int32_t> order(n);
+      for (int i = 0; i < n; ++i) order[i] = i;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [x](int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); });
+      for (int i = 0; i < k; ++i) {
+        idx[i] = order[i];
+        val[i] = x[order[i]];
+      }
+      return;
+    }
+    for (int j = 0; j < n; ++j) insert(j);
+    return;
   }
+  thread_local std::vector<float> bmax;
+  bmax.resize(nb);
+  for (int b = 0; b < nb; ++b) {
+    float m = x[b * kB];
+#pragma omp simd reduction(max : m)
+    for (int t = 0; t < kB; ++t) m = x[b * kB + t] > m ? x[b * kB + t] : m;
+    bmax[b] = m;
+  }
+  // The k-th largest block maximum: at least k entries reach it, so every top-k entry is >= it.
+  float best[64];
+  int bc = 0;
+  for (int b = 0; b < nb; ++b) topk_insert(best, bc, k, bmax[b]);
+  const float thr = best[k - 1];
+  for (int b = 0; b < nb; ++b)
+    if (bmax[b] >= thr)
+      for (int t = 0; t < kB; ++t) insert(b * kB + t);
+  for (int j = nb * kB; j < n; ++j) insert(j);
+}
+
+__attribute__((target_clones("default", "avx2")))
+float log_sum_exp(const float* x, int n) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+  float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+  for (int j = 0; j < n; ++j) z += math::exp_nonpos(x[j] - mx);
+  return mx + logf(z);
 }
 
 }  // namespace focal::ops

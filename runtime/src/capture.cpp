@@ -135,14 +135,10 @@ std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, con
     for (int r = 0; r < n_rows; ++r) {
       const int i = row0 + r;
       const float* lg = logits + (size_t)r * V;
-      const float mx = *std::max_element(lg, lg + V);
-      double z = 0.0;
-      for (int j = 0; j < V; ++j) z += std::exp((double)lg[j] - mx);
-      const double lz = std::log(z) + mx;
+      const float lz = ops::log_sum_exp(lg, V);
       ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
-      for (int j = 0; j < K; ++j)
-        run.topk_probs[(size_t)i * K + j] = (float)std::exp(run.topk_probs[(size_t)i * K + j] - lz);
-      if (i + 1 < T) run.token_nll[i] = (float)(lz - lg[tokens[i + 1]]);
+      for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = std::exp(run.topk_probs[(size_t)i * K + j] - lz);
+      if (i + 1 < T) run.token_nll[i] = lz - lg[tokens[i + 1]];
     }
   };
 }

@@ -83,7 +83,10 @@ struct AttentionArgs {
 // Causal attention with per-(head, row) temperature scale. Query blocks run in parallel over heads.
 void attention(const AttentionArgs& a);
 
-// Indices and values of the k largest entries of x[n], descending. k <= n.
+// Indices and values of the k largest entries of x[n], descending, ties lower index first. k <= n.
 void topk(const float* x, int n, int k, int32_t* idx, float* val);
+
+// log(sum_j exp(x[j])) in float, max-subtracted (x finite, n >= 1); relative error of the sum ~1e-6.
+float log_sum_exp(const float* x, int n);
 
 }  // namespace focal::ops

@@ -1,0 +1,56 @@
+// The app's propagate path without a window: LiveRunner::run on the bundled model at T tokens, as the app requests
+// it (metrics of every head, probabilities and raw scores of the selected layer, top-k next tokens and loss), for a
+// global temperature change (every layer re-runs) and a change of the last layer only. Prints medians in ms.
+// Threads: OMP_NUM_THREADS (the app's worker uses all cores but one).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "focal/capture.h"
+#include "focal/error.h"
+#include "focal/model.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help") {
+    std::puts("usage: live_bench MODEL [T] [reps]\n\nMedian ms of the app's propagate (LiveRunner::run) for a global t "
+              "change and a last-layer change. Threads: OMP_NUM_THREADS.");
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    auto model = focal::Model::load(argv[1]);
+    const focal::ModelConfig& c = model->config();
+    const int T = argc > 2 ? std::atoi(argv[2]) : 512, reps = argc > 3 ? std::atoi(argv[3]) : 15;
+    std::vector<int32_t> tokens(T);
+    for (int i = 0; i < T; ++i) tokens[i] = i == 0 ? c.bos_id : 3 + (i * 7919) % (c.vocab_size - 3);
+    focal::CaptureRequest req;
+    req.layers = {c.n_layers - 1};
+    req.store_scores = true;
+    req.store_probs = true;
+    req.budget_bytes = size_t(8) << 30;
+    focal::LiveRunner runner(*model);
+    focal::RunCapture prev, out;
+    focal::TempSpec spec = focal::TempSpec::focal(0.4f);
+    runner.run(tokens, spec, req, "warm", nullptr, &prev);
+    auto time_ms = [&](auto&& change) {
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        change(r);
+        const auto t0 = std::chrono::steady_clock::now();
+        runner.run(tokens, spec, req, "run", &prev, &out);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        std::swap(prev, out);
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2];
+    };
+    const double global = time_ms([&](int r) { spec = focal::TempSpec::focal(r % 2 ? 0.4f : 0.3f); });
+    const double last = time_ms([&](int r) { spec.layer_temp[c.n_layers - 1] = r % 2 ? 0.5f : 0.25f; });
+    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d)\n", T, global, last, reps);
+  } catch (const focal::Error& e) {
+    std::fprintf(stderr, "live_bench: %s\n", e.what());
+    return 1;
+  }
+}
