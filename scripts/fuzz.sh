@@ -22,8 +22,8 @@ mkdir -p "$OUT"
 FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iruntime/include -Iruntime/src -Wno-unknown-pragmas)
 declare -A SRCS=(
-  [gguf]="runtime/src/gguf.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/config.cpp"
-  [safetensors]="runtime/src/safetensors.cpp"
+  [gguf]="runtime/src/gguf.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/file_map.cpp runtime/src/config.cpp"
+  [safetensors]="runtime/src/safetensors.cpp runtime/src/file_map.cpp"
 )
 LIBS_gguf="-lsentencepiece"
 LIBS_safetensors=""

@@ -86,8 +86,9 @@ void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int
 
 namespace {
 
-// Inserts v into best[0..cnt) kept in descending order, holding at most k values.
-inline void topk_insert(float* best, int& cnt, int k, float v) {
+// Inserts v (with its index id, when ids is given) into best[0..cnt) kept in descending order, holding at most k
+// values; a value equal to one already held goes after it (so scanning in index order keeps ties lower index first).
+inline void topk_insert(float* best, int& cnt, int k, float v, int32_t* ids = nullptr, int32_t id = 0) {
   int i;
   if (cnt < k) {
     i = cnt++;
@@ -98,9 +99,11 @@ inline void topk_insert(float* best, int& cnt, int k, float v) {
   }
   while (i > 0 && best[i - 1] < v) {
     best[i] = best[i - 1];
+    if (ids) ids[i] = ids[i - 1];
     --i;
   }
   best[i] = v;
+  if (ids) ids[i] = id;
 }
 
 // Sum of the k largest values of p[n] (k <= 64). Two levels: the maxima of blocks of 32 (one vectorised pass), the
@@ -284,24 +287,7 @@ void topk(const float* x, int n, int k, int32_t* idx, float* val) {
   // One pass of block maxima, then only the blocks whose maximum reaches the k-th largest block maximum are
   // scanned, in index order, with insertion after equal values: descending, ties lower index first.
   int cnt = 0;
-  auto insert = [&](int32_t j) {
-    const float v = x[j];
-    int i;
-    if (cnt < k) {
-      i = cnt++;
-    } else if (v > val[k - 1]) {
-      i = k - 1;
-    } else {
-      return;
-    }
-    while (i > 0 && val[i - 1] < v) {
-      val[i] = val[i - 1];
-      idx[i] = idx[i - 1];
-      --i;
-    }
-    val[i] = v;
-    idx[i] = j;
-  };
+  auto insert = [&](int32_t j) { topk_insert(val, cnt, k, x[j], idx, j); };
   constexpr int kB = 64;
   const int nb = n / kB;
   if (nb <= k || k > 64) {

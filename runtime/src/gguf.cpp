@@ -4,7 +4,6 @@
 #include "gguf.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "file_map.h"
 #include "focal/error.h"
 #include "safetensors.h"  // fp16_to_f32, bf16_to_f32
 
@@ -308,27 +308,14 @@ double read_scalar(Reader& r, uint32_t t, int64_t* i64, const char* what) {
 }  // namespace
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw Error("cannot stat '" + path + "': " + std::strerror(errno));
-  }
-  size_ = (size_t)st.st_size;
-  if (size_ == 0) {
-    ::close(fd);
-    throw Error("'" + path + "' is empty (0 bytes), not a GGUF file");
-  }
-  void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (m == MAP_FAILED) throw Error("cannot map '" + path + "': " + std::strerror(errno));
-  data_ = static_cast<const uint8_t*>(m);
+  const FileMap fm = map_file(path, 1, [&](size_t) { return "'" + path + "' is empty (0 bytes), not a GGUF file"; });
+  data_ = fm.data;
+  size_ = fm.size;
   mapped_ = true;
   try {
     parse();
   } catch (...) {
-    munmap(const_cast<uint8_t*>(data_), size_);
+    unmap_file(fm);
     mapped_ = false;
     throw;
   }
@@ -339,7 +326,7 @@ GgufFile::GgufFile(const uint8_t* data, size_t size, const std::string& name) : 
 }
 
 GgufFile::~GgufFile() {
-  if (mapped_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) unmap_file(FileMap{data_, size_});
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

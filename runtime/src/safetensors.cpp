@@ -1,16 +1,12 @@
 // Safetensors parsing and dtype conversion (format: 8-byte little-endian header size, JSON header, data area).
 #include "safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "file_map.h"
 #include "focal/error.h"
 
 namespace focal {
@@ -32,28 +28,17 @@ static int dtype_size(const std::string& dt) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw Error("cannot stat '" + path + "': " + std::strerror(errno));
-  }
-  size_ = (size_t)st.st_size;
-  if (size_ < 8) {
-    ::close(fd);
-    throw Error("'" + path + "' is truncated: " + std::to_string(size_) + " bytes, a safetensors file needs at " +
-                "least the 8-byte header length");
-  }
-  void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (m == MAP_FAILED) throw Error("cannot map '" + path + "': " + std::strerror(errno));
-  map_ = static_cast<const uint8_t*>(m);
+  const FileMap fm = map_file(path, 8, [&](size_t n) {
+    return "'" + path + "' is truncated: " + std::to_string(n) + " bytes, a safetensors file needs at least the " +
+           "8-byte header length";
+  });
+  map_ = fm.data;
+  size_ = fm.size;
   mapped_ = true;
   try {
     parse();
   } catch (...) {
-    munmap(const_cast<uint8_t*>(map_), size_);
+    unmap_file(fm);
     map_ = nullptr;
     mapped_ = false;
     throw;
@@ -130,7 +115,7 @@ void SafetensorsFile::parse() {
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (mapped_) munmap(const_cast<uint8_t*>(map_), size_);
+  if (mapped_) unmap_file(FileMap{map_, size_});
 }
 
 uint64_t SafetensorsFile::fnv1a(uint64_t h) const {
