@@ -1,7 +1,6 @@
 // Safetensors parsing and dtype conversion (format: 8-byte little-endian header size, JSON header, data area).
 #include "safetensors.h"
 
-
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
