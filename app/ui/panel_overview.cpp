@@ -50,7 +50,7 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     // Cells fill the panel: square when both fit, else as tall as the rows allow and up to 4x as wide (a
     // 30-layer model in a short panel keeps readable columns).
     const float fit_w = (avail.x - label_w) / H, fit_h = (avail.y - label_h - caption_h) / L;
-    const float cell_h = std::max(4.0f, std::min(fit_w, fit_h));
+    const float cell_h = std::max(3.0f, std::min(fit_w, fit_h));
     const float cell_w = std::max(cell_h, std::min(fit_w, 4.0f * cell_h));
     const float cell = std::min(cell_w, cell_h);  // for the label and value thresholds
     ImVec2 p0 = ImGui::GetCursorScreenPos();
