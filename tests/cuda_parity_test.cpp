@@ -450,6 +450,24 @@ TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
   }
 }
 
+// Backend::topk_rows (kernel, then only rows * k pairs downloaded) against the CPU backend's, with ties.
+TEST_F(CudaParity, BackendTopkRowsMatchesCpuBackend) {
+  std::mt19937 rng(41);
+  auto cpu = make_cpu_backend();
+  for (auto [rows, n, k] : std::vector<std::tuple<int, int, int>>{{1, 4096, 1}, {3, 1000, 5}, {2, 64, 64}}) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << n << " k=" << k);
+    auto x = random_vec((size_t)rows * n, rng);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = 0.75f;  // ties among the largest values
+    DeviceBuffer xd = up(x);
+    std::vector<int32_t> idx((size_t)rows * k), idx_ref(idx.size());
+    std::vector<float> val(idx.size()), val_ref(idx.size());
+    gpu_->topk_rows(xd.data(), rows, n, k, idx.data(), val.data());
+    cpu->topk_rows(x.data(), rows, n, k, idx_ref.data(), val_ref.data());
+    EXPECT_EQ(idx, idx_ref);
+    EXPECT_EQ(val, val_ref);
+  }
+}
+
 // ---- the whole forward ----
 
 // Wants metrics for every head and the rows of some heads only, so the forward runs both attention paths.
@@ -589,6 +607,40 @@ TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
     EXPECT_EQ(cpu->backend().weight_bytes(), 4 * n);
     const auto ids = random_ids(kPromptFocal, c.vocab_size, 32);
     expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 9);
+  }
+}
+
+// Greedy generation on the device takes each token from the backend's top-1 of the last logits row. Teacher-forced
+// on the CPU path, every token the device picked has a CPU logit within the forward tolerance (2e-4 of the row's
+// max |logit|) of the CPU row's maximum: the device chose a CPU arg-max up to fp32 summation order.
+TEST_F(CudaParity, BundledBf16ModelGreedyGenerationOnTheDevice) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const int V = cpu->config().vocab_size, n_new = 12;
+  const auto prompt = random_ids(24, V, 42);
+  const TempSpec spec = TempSpec::native(cpu->config());
+  SampleOptions so;
+  so.stop_at_eos = false;
+  Session sg(*gpu, 64), sc(*cpu, 64);
+  const auto got = generate(sg, prompt, n_new, spec, so, RunOptions{}, nullptr);
+  ASSERT_EQ((int)got.size(), n_new);
+  RunOptions last;
+  last.all_logits = false;
+  std::vector<float> lc;
+  ASSERT_TRUE(sc.forward(prompt.data(), (int)prompt.size(), spec, last, nullptr, &lc));
+  for (int i = 0; i < n_new; ++i) {
+    const float mx = *std::max_element(lc.begin(), lc.end());
+    EXPECT_LE(mx - lc[got[i]], kFwdTol * max_abs(lc)) << "step " << i << ": token " << got[i];
+    ASSERT_TRUE(sc.forward(&got[i], 1, spec, last, nullptr, &lc));
+  }
+  // The CPU backend's top-1 is std::max_element's choice: CPU greedy generation equals the arg-max of its logits.
+  Session sc2(*cpu, 64), sc3(*cpu, 64);
+  const auto ref = generate(sc2, prompt, n_new, spec, so, RunOptions{}, nullptr);
+  ASSERT_TRUE(sc3.forward(prompt.data(), (int)prompt.size(), spec, last, nullptr, &lc));
+  for (int i = 0; i < n_new; ++i) {
+    ASSERT_EQ(ref[i], (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin())) << "step " << i;
+    ASSERT_TRUE(sc3.forward(&ref[i], 1, spec, last, nullptr, &lc));
   }
 }
 

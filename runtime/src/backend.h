@@ -47,6 +47,9 @@ class Backend {
   virtual void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                         int pos0) = 0;
   virtual void attention(const ops::AttentionArgs& a) = 0;
+  // Per row of x[rows, n] (backend memory): the k largest values, descending, ties lower index first (ops::topk),
+  // into the host arrays idx_host / val_host [rows, k]. 1 <= k <= min(n, 64). Only rows * k pairs reach the host.
+  virtual void topk_rows(const float* x, int rows, int n, int k, int32_t* idx_host, float* val_host) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "backend.h"
+#include "focal/error.h"
 #include "safetensors.h"
 
 namespace focal {
@@ -84,6 +86,10 @@ class CpuBackend final : public Backend {
                     d_head * sizeof(float));
   }
   void attention(const ops::AttentionArgs& a) override { ops::attention(a); }
+  void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
+    if (k < 1 || k > n || k > 64) throw Error("topk_rows: k = " + std::to_string(k) + " is outside 1..min(n, 64)");
+    for (int r = 0; r < rows; ++r) ops::topk(x + (size_t)r * n, n, k, idx + (size_t)r * k, val + (size_t)r * k);
+  }
 };
 
 }  // namespace

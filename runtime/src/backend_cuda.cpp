@@ -86,6 +86,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     widened_.reset();
+    topk_val_.reset();
     for (auto& slot : blocks_)
       for (DeviceBuffer& buf : slot) buf.reset();
     cudaStreamSynchronize(stream_);
@@ -95,6 +96,7 @@ class CudaBackend final : public Backend {
     if (ids_) cudaFree(ids_);
     if (rel_) cudaFree(rel_);
     if (skip_) cudaFree(skip_);
+    if (topk_idx_) cudaFree(topk_idx_);
     for (int b = 0; b < 2; ++b) {
       cudaEventDestroy(computed_[b]);
       cudaEventDestroy(copied_[b]);
@@ -201,6 +203,21 @@ class CudaBackend final : public Backend {
   void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                 int pos0) override {
     check(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0), "kv_store kernel");
+  }
+
+  void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
+    if (k < 1 || k > n || k > 64) throw Error("topk_rows: k = " + std::to_string(k) + " is outside 1..min(n, 64)");
+    if (rows <= 0) return;
+    const size_t nk = (size_t)rows * k;
+    int32_t* d_idx = device_ints(topk_idx_, topk_idx_n_, (int)nk);
+    if (topk_val_.size() < nk) topk_val_ = DeviceBuffer(*this, nk);
+    check(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
+    float* stage = staging_.get(2 * nk);  // [values | indices]
+    check(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_), "top-k download");
+    check(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "top-k download");
+    check(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
+    std::memcpy(val, stage, nk * sizeof(float));
+    std::memcpy(idx, stage + nk, nk * sizeof(int32_t));
   }
 
   void attention(const ops::AttentionArgs& a) override {
@@ -382,6 +399,9 @@ class CudaBackend final : public Backend {
   std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
   size_t weight_bytes_ = 0;             // bytes of the live weight allocations
   DeviceBuffer widened_;                // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer topk_val_;               // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;         // top-k indices [rows, k] on the device
+  size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;                // download staging
   PinnedBuffer pinned_[2][2];           // [slot][raw, probs] capture blocks
   DeviceBuffer blocks_[2][2];           // [slot][raw, probs] capture blocks on the device
