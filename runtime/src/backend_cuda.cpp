@@ -213,8 +213,10 @@ class CudaBackend final : public Backend {
     if (topk_val_.size() < nk) topk_val_ = DeviceBuffer(*this, nk);
     check(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
     float* stage = staging_.get(2 * nk);  // [values | indices]
-    check(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_), "top-k download");
-    check(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "top-k download");
+    check(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "top-k download");
+    check(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+          "top-k download");
     check(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
     std::memcpy(val, stage, nk * sizeof(float));
     std::memcpy(idx, stage + nk, nk * sizeof(int32_t));

@@ -17,8 +17,8 @@ inline const char* cublasGetStatusString(cublasStatus_t) { return "emulated"; }
 // Column-major C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C
 inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                    const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
-                                   cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t,
-                                   cublasGemmAlgo_t) {
+                                   cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype,
+                                   int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
   // Only fp32 A, B and C with fp32 compute are emulated; cuBLAS has no mixed A/B types either (A and B must match).
   if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   const float al = *(const float*)alpha, be = *(const float*)beta;
