@@ -18,11 +18,18 @@
 //                    (they sum n terms of p ln p-sized values)
 //   forward          2e-4 relative to the tensor's max magnitude: the tolerance the CPU path meets against the
 //                    double-precision reference (forward_test), i.e. the GPU is held to the same standard.
+//
+// 16-bit weights (bf16 / fp16 files: the CUDA backend keeps the matrices in 16 bits, the CPU backend widens them at
+// load): widening is exact both ways, so both backends multiply the very same fp32 values and differ only in fp32
+// summation order. The tolerances are therefore the fp32 ones above: widening (download, embed gather) exact for
+// all 65536 bit patterns; matmul 2 (k+1) 2^-24 sum_i |x_i w_i| per element (the standard bound on a k-term fp32
+// dot product, summed in any order, times 2 for the two orders compared); whole forward 2e-4 as above.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -35,6 +42,8 @@
 #include "focal/model_writer.h"
 #include "focal_kernels/ops.h"
 #include "focal_kernels/ops_cuda.h"
+#include "model_internal.h"
+#include "safetensors.h"
 #include "test_util.h"
 
 namespace focal {
@@ -172,6 +181,92 @@ TEST_F(CudaParity, MatmulThroughCublasMatchesOpenBlas) {
             << i << "," << j;
       }
   }
+}
+
+// Every fp16 / bf16 bit pattern through upload_weight: downloaded (host widening) and gathered by embed (device
+// widening) it equals the loader's fp16_to_f32 / bf16_to_f32 bit for bit (NaNs: NaN); held in 2 bytes a value.
+TEST_F(CudaParity, SixteenBitWeightsWidenExactlyForEveryBitPattern) {
+  constexpr int kRows = 256, kHidden = 256;  // [kRows, kHidden] = all 65536 patterns, row-major
+  std::vector<uint16_t> bits(kRows * kHidden);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = (uint16_t)i;
+  std::vector<int32_t> ids(kRows);
+  for (int r = 0; r < kRows; ++r) ids[r] = (r * 37 + 11) % kRows;
+  for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+    SCOPED_TRACE(type == WeightType::kF16 ? "fp16" : "bf16");
+    auto widen = [&](uint16_t b) { return type == WeightType::kF16 ? fp16_to_f32(b) : bf16_to_f32(b); };
+    auto same = [](float a, float b) {
+      uint32_t ua, ub;
+      std::memcpy(&ua, &a, 4);
+      std::memcpy(&ub, &b, 4);
+      return (std::isnan(a) && std::isnan(b)) || ua == ub;
+    };
+    const size_t before = gpu_->weight_bytes();
+    DeviceBuffer w(*gpu_, gpu_->upload_weight(bits.data(), type, bits.size()), bits.size());
+    EXPECT_EQ(gpu_->weight_bytes() - before, bits.size() * 2) << "16-bit device storage";
+    std::vector<float> host(bits.size());
+    gpu_->download(host.data(), w.data(), host.size());
+    for (size_t i = 0; i < bits.size(); ++i) ASSERT_TRUE(same(host[i], widen(bits[i]))) << "download of " << i;
+    DeviceBuffer out(*gpu_, (size_t)kRows * kHidden);
+    gpu_->embed(w.data(), ids.data(), out.data(), kRows, kHidden);
+    const auto got = down(out);
+    for (int t = 0; t < kRows; ++t)
+      for (int c = 0; c < kHidden; ++c)
+        ASSERT_TRUE(same(got[(size_t)t * kHidden + c], widen(bits[(size_t)ids[t] * kHidden + c])))
+            << "embed row " << t << " col " << c;
+    w.reset();
+    EXPECT_EQ(gpu_->weight_bytes(), before) << "freed weights leave the count";
+  }
+}
+
+// Random 16-bit values of magnitude 2^-6..2 (both signs), as stored in a file.
+std::vector<uint16_t> random_16bit(size_t n, WeightType type, std::mt19937& rng) {
+  std::vector<uint16_t> v(n);
+  for (auto& b : v) {
+    const uint32_t r = rng();
+    if (type == WeightType::kF16)  // sign | exponent 9..16 (bias 15) | 10 mantissa bits
+      b = (uint16_t)(((r >> 31) << 15) | ((9 + (r >> 10) % 8) << 10) | (r & 0x3ffu));
+    else  // sign | exponent 121..128 (bias 127) | 7 mantissa bits
+      b = (uint16_t)(((r >> 31) << 15) | ((121 + (r >> 7) % 8) << 7) | (r & 0x7fu));
+  }
+  return v;
+}
+
+// matmul_xwt with a 16-bit w against OpenBLAS on the exactly widened w, for the given (m, n, k) cases.
+void expect_matmul16_parity(Backend& gpu, const std::vector<std::tuple<int, int, int>>& cases, unsigned seed) {
+  std::mt19937 rng(seed);
+  for (WeightType type : {WeightType::kF16, WeightType::kBF16})
+    for (auto [m, n, k] : cases) {
+      SCOPED_TRACE(testing::Message() << (type == WeightType::kF16 ? "fp16 " : "bf16 ") << m << "x" << n << "x" << k);
+      const auto x = random_vec((size_t)m * k, rng);
+      const auto w16 = random_16bit((size_t)n * k, type, rng);
+      std::vector<float> w(w16.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kF16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+      std::vector<float> ref((size_t)m * n);
+      ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
+      DeviceBuffer xd(gpu, x.size()), yd(gpu, ref.size());
+      gpu.upload(xd.data(), x.data(), x.size());
+      DeviceBuffer wd(gpu, gpu.upload_weight(w16.data(), type, w16.size()), w16.size());
+      gpu.matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+      std::vector<float> got(ref.size());
+      gpu.download(got.data(), yd.data(), got.size());
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double abs_sum = 0.0;
+          for (int c = 0; c < k; ++c) abs_sum += std::fabs((double)x[(size_t)i * k + c] * w[(size_t)j * k + c]);
+          ASSERT_NEAR(got[(size_t)i * n + j], ref[(size_t)i * n + j], 2.0 * (k + 1) * kEps32 * abs_sum + 1e-30)
+              << i << "," << j;
+        }
+    }
+}
+
+// The matrix-vector kernel (m <= 8) and the widen + cuBLAS path (m > 8).
+TEST_F(CudaParity, MatmulWith16BitWeightsMatchesOpenBlas) {
+  expect_matmul16_parity(*gpu_, {{1, 4096, 192}, {3, 101, 37}, {8, 300, 512}, {9, 101, 192}, {37, 513, 96}}, 21);
+}
+
+// The widen + cuBLAS path over more than one block of widened rows (n * k > 2^24 floats of scratch).
+TEST_F(CudaParity, MatmulWith16BitWeightsOverSeveralWidenBlocks) {
+  expect_matmul16_parity(*gpu_, {{9, (1 << 18) + 77, 64}}, 22);
 }
 
 TEST_F(CudaParity, RopeAndSwiglu) {
@@ -355,6 +450,24 @@ TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
   }
 }
 
+// Backend::topk_rows (kernel, then only rows * k pairs downloaded) against the CPU backend's, with ties.
+TEST_F(CudaParity, BackendTopkRowsMatchesCpuBackend) {
+  std::mt19937 rng(41);
+  auto cpu = make_cpu_backend();
+  for (auto [rows, n, k] : std::vector<std::tuple<int, int, int>>{{1, 4096, 1}, {3, 1000, 5}, {2, 64, 64}}) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << n << " k=" << k);
+    auto x = random_vec((size_t)rows * n, rng);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = 0.75f;  // ties among the largest values
+    DeviceBuffer xd = up(x);
+    std::vector<int32_t> idx((size_t)rows * k), idx_ref(idx.size());
+    std::vector<float> val(idx.size()), val_ref(idx.size());
+    gpu_->topk_rows(xd.data(), rows, n, k, idx.data(), val.data());
+    cpu->topk_rows(x.data(), rows, n, k, idx_ref.data(), val_ref.data());
+    EXPECT_EQ(idx, idx_ref);
+    EXPECT_EQ(val, val_ref);
+  }
+}
+
 // ---- the whole forward ----
 
 // Wants metrics for every head and the rows of some heads only, so the forward runs both attention paths.
@@ -438,6 +551,97 @@ TEST_F(CudaParity, BundledFocalModelForwardAndDecode) {
   ss.ssmax_s = 0.5f;
   ss.head_temp[{1, 2}] = 0.1f;
   expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, ss, opt, 0);
+}
+
+// Parameters of the weight matrices (projections, MLP, embedding table, lm_head when untied) of a loaded model.
+size_t matrix_params(const Model& m) {
+  size_t n = 0;
+  for (const ParamRef& p : m.weights().params)
+    if (p.shape.size() == 2 && p.name.find("tau_proj") == std::string::npos) n += p.size;
+  return n;
+}
+
+// The bundled focal-t0.4 is stored in bf16: its matrices stay 16-bit on the device (2 bytes a parameter), fp32 on
+// the CPU (4), and a downloaded matrix equals the CPU's widened one exactly.
+TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const size_t n = matrix_params(*gpu);
+  EXPECT_GT(n, gpu->n_params() * 9 / 10) << "the matrices are most of the model";
+  EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
+  EXPECT_EQ(cpu->backend().weight_bytes(), 4 * n);
+  const ParamRef& pg = gpu->weights().params.front();
+  const ParamRef& pc = cpu->weights().params.front();
+  ASSERT_EQ(pg.name, "model.embed_tokens.weight");
+  std::vector<float> hg(pg.size), hc(pc.size);
+  gpu->backend().download(hg.data(), pg.data, pg.size);
+  cpu->backend().download(hc.data(), pc.data, pc.size);
+  EXPECT_EQ(hg, hc);
+}
+
+// An fp16 model (random weights written as F16): 16-bit on the device, forward and decode as the CPU path. Also an
+// fp32 file keeps 4 bytes a parameter.
+TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
+  ModelConfig c;
+  c.vocab_size = 384;
+  c.hidden = 128;
+  c.intermediate = 256;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_head = 32;
+  c.max_positions = 256;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, 31);
+  for (const char* dtype : {"F16", "F32"}) {
+    SCOPED_TRACE(dtype);
+    const std::string dir = test::make_temp_dir(std::string("cuda_") + dtype);
+    ASSERT_FALSE(dir.empty());
+    write_model_dir(dir, c, tensors, dtype, "");
+    auto cpu = Model::load(dir, Device::kCpu);
+    auto gpu = Model::load(dir, Device::kCuda);
+    const size_t n = matrix_params(*gpu);
+    EXPECT_EQ(gpu->backend().weight_bytes(), (std::string(dtype) == "F16" ? 2 : 4) * n);
+    EXPECT_EQ(cpu->backend().weight_bytes(), 4 * n);
+    const auto ids = random_ids(kPromptFocal, c.vocab_size, 32);
+    expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 9);
+  }
+}
+
+// Greedy generation on the device takes each token from the backend's top-1 of the last logits row. Teacher-forced
+// on the CPU path, every token the device picked has a CPU logit within the forward tolerance (2e-4 of the row's
+// max |logit|) of the CPU row's maximum: the device chose a CPU arg-max up to fp32 summation order.
+TEST_F(CudaParity, BundledBf16ModelGreedyGenerationOnTheDevice) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const int V = cpu->config().vocab_size, n_new = 12;
+  const auto prompt = random_ids(24, V, 42);
+  const TempSpec spec = TempSpec::native(cpu->config());
+  SampleOptions so;
+  so.stop_at_eos = false;
+  Session sg(*gpu, 64), sc(*cpu, 64);
+  const auto got = generate(sg, prompt, n_new, spec, so, RunOptions{}, nullptr);
+  ASSERT_EQ((int)got.size(), n_new);
+  RunOptions last;
+  last.all_logits = false;
+  std::vector<float> lc;
+  ASSERT_TRUE(sc.forward(prompt.data(), (int)prompt.size(), spec, last, nullptr, &lc));
+  for (int i = 0; i < n_new; ++i) {
+    const float mx = *std::max_element(lc.begin(), lc.end());
+    EXPECT_LE(mx - lc[got[i]], kFwdTol * max_abs(lc)) << "step " << i << ": token " << got[i];
+    ASSERT_TRUE(sc.forward(&got[i], 1, spec, last, nullptr, &lc));
+  }
+  // The CPU backend's top-1 is std::max_element's choice: CPU greedy generation equals the arg-max of its logits.
+  Session sc2(*cpu, 64), sc3(*cpu, 64);
+  const auto ref = generate(sc2, prompt, n_new, spec, so, RunOptions{}, nullptr);
+  ASSERT_TRUE(sc3.forward(prompt.data(), (int)prompt.size(), spec, last, nullptr, &lc));
+  for (int i = 0; i < n_new; ++i) {
+    ASSERT_EQ(ref[i], (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin())) << "step " << i;
+    ASSERT_TRUE(sc3.forward(&ref[i], 1, spec, last, nullptr, &lc));
+  }
 }
 
 TEST_F(CudaParity, BundledLearnedModelTau) {

@@ -1,5 +1,8 @@
 // CUDA twins of the CPU ops (kernels/src/ops_cpu.cpp). Per-element and per-row formulas come from shared_math.h so
 // both backends compute the same math; GEMMs go through cublasGemmEx with fp32 accumulation (TF32 off).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <climits>
 #include <cmath>
 
@@ -142,11 +145,46 @@ __device__ void write_metrics(float* m, float h, float z, int n_vis, float tail,
   m[ops::kRelevantMass] = rel_seen > 0.0f ? rel : NAN;
 }
 
-__global__ void embed_kernel(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {
+// Storage codes of weight matrices inside the kernels.
+enum WeightCode : int { kW32 = 0, kW16F = 1, kW16BF = 2 };
+
+// Element i of a weight matrix stored as `code`, widened to fp32 (exact for both 16-bit formats).
+__device__ __forceinline__ float weight_at(const void* w, int code, size_t i) {
+  if (code == kW16BF) return __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
+  if (code == kW16F) return __half2float(static_cast<const __half*>(w)[i]);
+  return static_cast<const float*>(w)[i];
+}
+
+__global__ void embed_kernel(const void* table, int code, const int32_t* ids, float* out, int n_tokens, int hidden) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (size_t)n_tokens * hidden) return;
   const size_t t = i / hidden, c = i % hidden;
-  out[i] = table[(size_t)ids[t] * hidden + c];
+  out[i] = weight_at(table, code, (size_t)ids[t] * hidden + c);
+}
+
+__global__ void widen_kernel(const void* w, int code, float* out, size_t n) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = weight_at(w, code, i);
+}
+
+// One warp per row j of w[n, k] (kMatvecWarps per block): lanes stride over k, each keeps m partial dot products
+// (m <= kMatvecMaxRows), then a warp sum per row of x. Rows of w past n leave their warp idle (no barrier follows).
+constexpr int kMatvecWarps = 8;
+__global__ void matvec_xwt16_kernel(const float* x, const void* w, int code, float* y, int m, int n, int k) {
+  const int lane = threadIdx.x & 31;
+  const int j = blockIdx.x * kMatvecWarps + (threadIdx.x >> 5);
+  if (j >= n) return;
+  float acc[kMatvecMaxRows];
+  for (int i = 0; i < kMatvecMaxRows; ++i) acc[i] = 0.0f;
+  const size_t row = (size_t)j * k;
+  for (int c = lane; c < k; c += 32) {
+    const float wv = weight_at(w, code, row + c);
+    for (int i = 0; i < m; ++i) acc[i] += x[(size_t)i * k + c] * wv;
+  }
+  for (int i = 0; i < m; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) y[(size_t)i * n + j] = s;
+  }
 }
 
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
@@ -385,9 +423,37 @@ cublasStatus_t gemm(const Ctx& c, cublasOperation_t ta, cublasOperation_t tb, in
 
 }  // namespace
 
-cudaError_t embed(const Ctx& c, const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {
+namespace {
+// The kernels' code of a weight storage type, or -1 for an unsupported one.
+int weight_code(cudaDataType t) {
+  return t == CUDA_R_32F ? kW32 : t == CUDA_R_16F ? kW16F : t == CUDA_R_16BF ? kW16BF : -1;
+}
+}  // namespace
+
+cudaError_t embed(const Ctx& c, const void* table, cudaDataType table_type, const int32_t* ids, float* out,
+                  int n_tokens, int hidden) {
+  const int code = weight_code(table_type);
+  if (code < 0) return cudaErrorInvalidValue;
   const size_t n = (size_t)n_tokens * hidden;
-  if (n) embed_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(table, ids, out, n_tokens, hidden);
+  if (n) embed_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(table, code, ids, out, n_tokens, hidden);
+  return cudaGetLastError();
+}
+
+cudaError_t widen(const Ctx& c, const void* w, cudaDataType w_type, float* out, size_t n) {
+  const int code = weight_code(w_type);
+  if (code != kW16F && code != kW16BF) return cudaErrorInvalidValue;
+  if (n) widen_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(w, code, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataType w_type, float* y, int m, int n,
+                         int k) {
+  const int code = weight_code(w_type);
+  if (code != kW16F && code != kW16BF) return cudaErrorInvalidValue;
+  if (m < 0 || m > kMatvecMaxRows) return cudaErrorInvalidValue;
+  if (m > 0 && n > 0)
+    matvec_xwt16_kernel<<<grid_for((size_t)n, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, code, y, m, n,
+                                                                                                 k);
   return cudaGetLastError();
 }
 
@@ -426,8 +492,8 @@ cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, 
 }
 
 // Row-major y[m, n] = x[m, k] . w[n, k]^T is column-major y^T[n, m] = w^T' . x: (w as col-major [k, n])^T . x.
-cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k) {
-  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, 1.0f, w, k, x, k, y, n);
+cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k, int ldy) {
+  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, 1.0f, w, k, x, k, y, ldy > 0 ? ldy : n);
 }
 
 cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,

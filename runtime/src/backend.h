@@ -10,6 +10,9 @@
 
 namespace focal {
 
+// How a weight matrix's values arrive from the model file (host memory, row-major).
+enum class WeightType { kF32, kF16, kBF16 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -23,6 +26,15 @@ class Backend {
   virtual void download(float* host_dst, const float* src, size_t n) = 0;
   virtual void synchronize() = 0;
 
+  // Weight matrices (q/k/v/o, gate/up/down, lm_head, the embedding table), uploaded once at load: returns backend
+  // memory holding the n values of host_src (given in `type`). The CPU backend stores fp32 (16-bit values widened
+  // exactly, as the loader always did); the CUDA backend keeps fp16 / bf16 values in 16 bits and fp32 in fp32. The
+  // pointer is a handle typed float*: accepted as `w` of matmul_xwt, `table` of embed, `src` of download (which
+  // returns the whole allocation as fp32) and by free; no other op takes it, and no offset into it is valid.
+  virtual float* upload_weight(const void* host_src, WeightType type, size_t n) = 0;
+  // Bytes of backend memory held by live upload_weight allocations (CPU: 4 per value; CUDA: 2 or 4).
+  virtual size_t weight_bytes() const = 0;
+
   // Ops (see focal_kernels/ops.h for shapes). ids is a host array.
   virtual void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
   virtual void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) = 0;
@@ -35,6 +47,9 @@ class Backend {
   virtual void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                         int pos0) = 0;
   virtual void attention(const ops::AttentionArgs& a) = 0;
+  // Per row of x[rows, n] (backend memory): the k largest values, descending, ties lower index first (ops::topk),
+  // into the host arrays idx_host / val_host [rows, k]. 1 <= k <= min(n, 64). Only rows * k pairs reach the host.
+  virtual void topk_rows(const float* x, int rows, int n, int k, int32_t* idx_host, float* val_host) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
@@ -42,11 +57,13 @@ std::unique_ptr<Backend> make_cuda_backend(int device);  // backend_cuda.cpp; on
 enum class Device;
 std::unique_ptr<Backend> make_backend(Device d);         // device.cpp: resolves kAuto; kCuda without one throws
 
-// Owns n floats of backend memory.
+// Owns n values of backend memory (floats, or a weight handle of upload_weight).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(Backend& be, size_t n) : be_(&be), p_(be.alloc(n)), n_(n) {}
+  // Takes ownership of p (from be.alloc or be.upload_weight), which holds n values.
+  DeviceBuffer(Backend& be, float* p, size_t n) : be_(&be), p_(p), n_(n) {}
   DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) { reset(); be_ = o.be_; p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }

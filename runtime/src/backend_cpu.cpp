@@ -2,8 +2,13 @@
 // parallelise internally with OpenMP / OpenBLAS).
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "backend.h"
+#include "focal/error.h"
+#include "safetensors.h"
 
 namespace focal {
 
@@ -18,10 +23,44 @@ class CpuBackend final : public Backend {
     std::memset(p, 0, (n ? n : 1) * sizeof(float));
     return static_cast<float*>(p);
   }
-  void free(float* p) override { std::free(p); }
+  void free(float* p) override {
+    std::lock_guard<std::mutex> lock(mu_);  // sessions may free buffers from several threads
+    auto it = weights_.find(p);
+    if (it != weights_.end()) {
+      weight_bytes_ -= it->second;
+      weights_.erase(it);
+    }
+    std::free(p);
+  }
   void upload(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void download(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void synchronize() override {}
+  float* upload_weight(const void* src, WeightType type, size_t n) override {
+    float* p = alloc(n);
+    if (type == WeightType::kF32) {
+      if (n) std::memcpy(p, src, n * sizeof(float));
+    } else {
+      const uint8_t* bytes = static_cast<const uint8_t*>(src);  // may be unaligned (a mapped file)
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * i, 2);
+        p[i] = type == WeightType::kBF16 ? bf16_to_f32(v) : fp16_to_f32(v);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    weight_bytes_ += n * sizeof(float);
+    weights_[p] = n * sizeof(float);
+    return p;
+  }
+  size_t weight_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return weight_bytes_;
+  }
+
+ private:
+  std::map<float*, size_t> weights_;  // upload_weight allocations and their bytes
+  size_t weight_bytes_ = 0;
+  mutable std::mutex mu_;
   void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
     ops::embed(table, ids, out, n_tokens, hidden);
   }
@@ -47,6 +86,10 @@ class CpuBackend final : public Backend {
                     d_head * sizeof(float));
   }
   void attention(const ops::AttentionArgs& a) override { ops::attention(a); }
+  void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
+    if (k < 1 || k > n || k > 64) throw Error("topk_rows: k = " + std::to_string(k) + " is outside 1..min(n, 64)");
+    for (int r = 0; r < rows; ++r) ops::topk(x + (size_t)r * n, n, k, idx + (size_t)r * k, val + (size_t)r * k);
+  }
 };
 
 }  // namespace

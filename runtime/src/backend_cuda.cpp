@@ -8,6 +8,12 @@
 // softmax kernel in between; their probabilities and raw scores are copied to pinned host memory on a second
 // stream while the next block computes, and handed to the observer from the calling thread. All other heads run
 // the flash-style fused kernel (metrics without T^2 memory).
+//
+// Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
+// per parameter), fp32 ones 4. The backend remembers each weight allocation's type; embed widens table rows as it
+// gathers them, and matmul_xwt with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode,
+// short prompts; w read once in 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
+// multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 always.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -17,6 +23,7 @@
 #include "backend.h"
 #include "focal/error.h"
 #include "focal_kernels/ops_cuda.h"
+#include "safetensors.h"
 
 namespace focal {
 
@@ -78,6 +85,8 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    widened_.reset();
+    topk_val_.reset();
     for (auto& slot : blocks_)
       for (DeviceBuffer& buf : slot) buf.reset();
     cudaStreamSynchronize(stream_);
@@ -87,6 +96,7 @@ class CudaBackend final : public Backend {
     if (ids_) cudaFree(ids_);
     if (rel_) cudaFree(rel_);
     if (skip_) cudaFree(skip_);
+    if (topk_idx_) cudaFree(topk_idx_);
     for (int b = 0; b < 2; ++b) {
       cudaEventDestroy(computed_[b]);
       cudaEventDestroy(copied_[b]);
@@ -98,40 +108,32 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
 
-  float* alloc(size_t n) override {
-    const size_t bytes = (n ? n : 1) * sizeof(float);
-    float* p = nullptr;
-    auto it = pool_.find(bytes);
-    if (it != pool_.end()) {
-      p = it->second;
-      pool_.erase(it);
-    } else {
-      void* raw = nullptr;
-      cudaError_t e = cudaMalloc(&raw, bytes);
-      if (e == cudaErrorMemoryAllocation && !pool_.empty()) {  // give the pooled buffers back and retry once
-        cudaGetLastError();
-        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-        for (auto& kv : pool_) cudaFree(kv.second);
-        pool_.clear();
-        e = cudaMalloc(&raw, bytes);
-      }
-      if (e == cudaErrorMemoryAllocation)
-        throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
-                    " MiB (use a shorter context, fewer captured heads, or --device cpu)");
-      check(e, "cudaMalloc");
-      p = static_cast<float*>(raw);
-    }
-    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
-    live_[p] = bytes;
-    return p;
-  }
+  float* alloc(size_t n) override { return alloc_bytes((n ? n : 1) * sizeof(float)); }
 
   void free(float* p) override {
     auto it = live_.find(p);
     if (it == live_.end()) return;
+    auto wt = weights_.find(p);
+    if (wt != weights_.end()) {
+      weight_bytes_ -= it->second;
+      weights_.erase(wt);
+    }
     pool_.emplace(it->second, p);
     live_.erase(it);
   }
+
+  float* upload_weight(const void* src, WeightType type, size_t n) override {
+    const cudaDataType dt =
+        type == WeightType::kBF16 ? CUDA_R_16BF : type == WeightType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+    const size_t value_bytes = dt == CUDA_R_32F ? sizeof(float) : sizeof(uint16_t);
+    float* p = alloc_bytes((n ? n : 1) * value_bytes);
+    if (n) check(cudaMemcpyAsync(p, src, n * value_bytes, cudaMemcpyHostToDevice, stream_), "upload_weight");
+    weights_[p] = dt;
+    weight_bytes_ += live_[p];
+    return p;
+  }
+
+  size_t weight_bytes() const override { return weight_bytes_; }
 
   void upload(float* dst, const float* src, size_t n) override {
     if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
@@ -139,6 +141,14 @@ class CudaBackend final : public Backend {
 
   void download(float* dst, const float* src, size_t n) override {
     if (!n) return;
+    const cudaDataType dt = type_of(src);
+    if (dt != CUDA_R_32F) {  // a 16-bit weight: n values of 2 bytes, widened here exactly as on the device
+      uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
+      check(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_), "download");
+      check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
+      for (size_t i = 0; i < n; ++i) dst[i] = dt == CUDA_R_16BF ? bf16_to_f32(stage16[i]) : fp16_to_f32(stage16[i]);
+      return;
+    }
     float* stage = staging_.get(n);
     check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
     check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
@@ -151,13 +161,32 @@ class CudaBackend final : public Backend {
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
     check(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
           "embed (token ids upload)");
-    check(cuda_ops::embed(ctx_, table, d_ids, out, n_tokens, hidden), "embed kernel");
+    check(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
     check(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
   }
   void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
-    check(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
+    const cudaDataType dt = type_of(w);
+    if (dt == CUDA_R_32F) {
+      check(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
+      return;
+    }
+    if (m <= cuda_ops::kMatvecMaxRows) {
+      check(cuda_ops::matvec_xwt16(ctx_, x, w, dt, y, m, n, k), "matmul (16-bit matrix-vector kernel)");
+      return;
+    }
+    // Blocks of w's rows [rows, k] widened to fp32, each giving y's columns j0..j0+rows-1 (row stride n).
+    constexpr size_t kWidenFloats = size_t(1) << 24;  // 64 MiB of scratch at most
+    const int block_rows = (int)std::max<size_t>(1, std::min<size_t>((size_t)n, kWidenFloats / (size_t)std::max(k, 1)));
+    const size_t need = (size_t)block_rows * k;
+    if (widened_.size() < need) widened_ = DeviceBuffer(*this, need);  // the old one is pooled, stream-ordered
+    const uint16_t* w16 = reinterpret_cast<const uint16_t*>(w);
+    for (int j0 = 0; j0 < n; j0 += block_rows) {
+      const int rows = std::min(block_rows, n - j0);
+      check(cuda_ops::widen(ctx_, w16 + (size_t)j0 * k, dt, widened_.data(), (size_t)rows * k), "widen kernel");
+      check(cuda_ops::matmul_xwt(ctx_, x, widened_.data(), y + j0, m, rows, k, n), "matmul (cublasGemmEx)");
+    }
   }
   void add_row_bias(float* y, const float* b, int rows, int n) override {
     check(cuda_ops::add_row_bias(ctx_, y, b, rows, n), "add_row_bias kernel");
@@ -174,6 +203,23 @@ class CudaBackend final : public Backend {
   void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                 int pos0) override {
     check(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0), "kv_store kernel");
+  }
+
+  void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
+    if (k < 1 || k > n || k > 64) throw Error("topk_rows: k = " + std::to_string(k) + " is outside 1..min(n, 64)");
+    if (rows <= 0) return;
+    const size_t nk = (size_t)rows * k;
+    int32_t* d_idx = device_ints(topk_idx_, topk_idx_n_, (int)nk);
+    if (topk_val_.size() < nk) topk_val_ = DeviceBuffer(*this, nk);
+    check(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
+    float* stage = staging_.get(2 * nk);  // [values | indices]
+    check(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "top-k download");
+    check(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+          "top-k download");
+    check(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
+    std::memcpy(val, stage, nk * sizeof(float));
+    std::memcpy(idx, stage + nk, nk * sizeof(int32_t));
   }
 
   void attention(const ops::AttentionArgs& a) override {
@@ -286,6 +332,40 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Zeroed device memory of `bytes` bytes (from the pool when a freed buffer of that size exists).
+  float* alloc_bytes(size_t bytes) {
+    float* p = nullptr;
+    auto it = pool_.find(bytes);
+    if (it != pool_.end()) {
+      p = it->second;
+      pool_.erase(it);
+    } else {
+      void* raw = nullptr;
+      cudaError_t e = cudaMalloc(&raw, bytes);
+      if (e == cudaErrorMemoryAllocation && !pool_.empty()) {  // give the pooled buffers back and retry once
+        cudaGetLastError();
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        for (auto& kv : pool_) cudaFree(kv.second);
+        pool_.clear();
+        e = cudaMalloc(&raw, bytes);
+      }
+      if (e == cudaErrorMemoryAllocation)
+        throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
+                    " MiB (use a shorter context, fewer captured heads, or --device cpu)");
+      check(e, "cudaMalloc");
+      p = static_cast<float*>(raw);
+    }
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+    live_[p] = bytes;
+    return p;
+  }
+
+  // The storage type of backend memory p: a weight's from upload_weight, fp32 for everything else.
+  cudaDataType type_of(const float* p) const {
+    auto it = weights_.find(p);
+    return it == weights_.end() ? CUDA_R_32F : it->second;
+  }
+
   // Device int32 scratch of at least n entries (grown on demand; ordered on the stream).
   int32_t* device_ints(int32_t*& p, size_t& cap, int n) {
     if ((size_t)n > cap) {
@@ -318,6 +398,12 @@ class CudaBackend final : public Backend {
   cuda_ops::Ctx ctx_;
   std::multimap<size_t, float*> pool_;  // freed device buffers by size in bytes
   std::map<float*, size_t> live_;       // allocated device buffers and their size in bytes
+  std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
+  size_t weight_bytes_ = 0;             // bytes of the live weight allocations
+  DeviceBuffer widened_;                // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer topk_val_;               // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;         // top-k indices [rows, k] on the device
+  size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;                // download staging
   PinnedBuffer pinned_[2][2];           // [slot][raw, probs] capture blocks
   DeviceBuffer blocks_[2][2];           // [slot][raw, probs] capture blocks on the device

@@ -124,7 +124,7 @@ namespace {
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
 bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
                   const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
-                  Tape* tape, int first_layer = 0) {
+                  Tape* tape, int first_layer = 0, LogitsTopk* topk = nullptr) {
   const Model::Weights& w = model.weights();
   const ModelConfig& c = model.config();
   Backend& be = model.backend();
@@ -325,6 +325,14 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     logits->resize((size_t)rows * c.vocab_size);
     be.download(logits->data(), lg.data(), logits->size());
   }
+  if (topk) {  // the last row's k best logits, selected on the backend
+    be.rmsnorm(x.data() + (size_t)(n - 1) * H, w.final_norm, xn.data(), 1, H, c.rms_eps);
+    DeviceBuffer lg(be, (size_t)c.vocab_size);  // [1, vocab]
+    be.matmul_xwt(xn.data(), w.lm_head, lg.data(), 1, c.vocab_size, H);
+    topk->idx.resize(topk->k);
+    topk->val.resize(topk->k);
+    be.topk_rows(lg.data(), 1, c.vocab_size, topk->k, topk->idx.data(), topk->val.data());
+  }
   be.synchronize();
   return true;
 }
@@ -364,6 +372,11 @@ bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& sp
   return forward_impl(s.model(), s.state(), s, ids, n, spec, opt, nullptr, logits, tape);
 }
 
+bool forward_topk(Session& s, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
+                  ForwardObserver* obs, LogitsTopk* topk) {
+  return forward_impl(s.model(), s.state(), s, ids, n, spec, opt, obs, nullptr, nullptr, 0, topk);
+}
+
 std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,
                               const SampleOptions& so, const RunOptions& opt_in, ForwardObserver* obs,
                               const std::function<void(int32_t)>& on_token) {
@@ -372,12 +385,19 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
   std::vector<float> logits;
   std::vector<int32_t> out;
   std::mt19937_64 rng(so.seed);
-  if (!s.forward(prompt.data(), (int)prompt.size(), spec, opt, obs, &logits)) return out;
+  // Greedy decoding takes the arg-max from the backend's top-1 (the first maximum, as std::max_element), so only
+  // one (id, logit) pair crosses to the host a step; sampling needs the whole row.
+  const bool greedy = so.sample_temp <= 0.0f;
+  LogitsTopk best;
+  auto step_forward = [&](const int32_t* ids, int n) {
+    return greedy ? forward_topk(s, ids, n, spec, opt, obs, &best) : s.forward(ids, n, spec, opt, obs, &logits);
+  };
+  if (!step_forward(prompt.data(), (int)prompt.size())) return out;
   for (int step = 0; step < n_new; ++step) {
     const int V = (int)logits.size();
     int32_t next = 0;
-    if (so.sample_temp <= 0.0f) {
-      next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (greedy) {
+      next = best.idx[0];
     } else {
       std::vector<int32_t> idx(V);
       for (int i = 0; i < V; ++i) idx[i] = i;
@@ -400,7 +420,7 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
     if (on_token) on_token(next);
     if (so.stop_at_eos && next == s.model().config().eos_id) break;
     if (step + 1 == n_new || s.n_past() >= s.max_tokens()) break;
-    if (!s.forward(&next, 1, spec, opt, obs, &logits)) break;
+    if (!step_forward(&next, 1)) break;
   }
   return out;
 }

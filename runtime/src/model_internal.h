@@ -47,4 +47,15 @@ struct Model::Weights {
   std::vector<ParamRef> params;       // every tensor, in file order of loading
 };
 
+// The k best logits of the last row of a forward (k <= 64): computed on the backend, only k pairs reach the host.
+struct LogitsTopk {
+  int k = 1;
+  std::vector<int32_t> idx;  // [k] token ids, descending logit, ties lower id first
+  std::vector<float> val;    // [k] their logits
+};
+
+// Session::forward that returns the last row's top-k logits (forward.cpp) instead of the logits rows.
+bool forward_topk(Session& s, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
+                  ForwardObserver* obs, LogitsTopk* topk);
+
 }  // namespace focal

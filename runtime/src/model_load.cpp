@@ -163,7 +163,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
   auto w = std::make_unique<Weights>();
   std::set<std::string> used;
 
-  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required = true) -> const float* {
+  // Weight matrices (matrix = true) go through Backend::upload_weight in the file's dtype, so a backend can keep
+  // F16 / BF16 values in 16 bits (the CUDA backend does); GGUF tensors arrive as fp32 (to_f32). Small vectors
+  // (norms, biases, tau_proj) are widened to fp32 on the host and uploaded as fp32. No host fp32 copy outlives the
+  // upload.
+  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required = true,
+                  bool matrix = false) -> const float* {
     auto it = all.find(name);
     if (it == all.end()) {
       if (!required) return nullptr;
@@ -180,38 +185,50 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     if (t.shape != shape)
       throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) +
                   ", expected " + shape_str(shape) + " from " + cfg_path);
-    std::vector<float> f32 = tensor_to_f32(t, it->second.second);
-    DeviceBuffer buf(be, f32.size());
-    be.upload(buf.data(), f32.data(), f32.size());
+    const size_t n = t.numel();
+    DeviceBuffer buf;
+    if (matrix && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
+      const WeightType type =
+          t.dtype == "BF16" ? WeightType::kBF16 : t.dtype == "F16" ? WeightType::kF16 : WeightType::kF32;
+      buf = DeviceBuffer(be, be.upload_weight(t.data, type, n), n);  // straight from the mapped file
+    } else {
+      std::vector<float> f32 = tensor_to_f32(t, it->second.second);  // throws for unsupported dtypes
+      if (matrix) {
+        buf = DeviceBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n), n);
+      } else {
+        buf = DeviceBuffer(be, n);
+        be.upload(buf.data(), f32.data(), n);
+      }
+    }
     float* p = buf.data();
     const bool decay = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
                        name.find("norm") == std::string::npos;
-    w->params.push_back(ParamRef{name, shape, p, f32.size(), decay});
+    w->params.push_back(ParamRef{name, shape, p, n, decay});
     w->storage.push_back(std::move(buf));
     used.insert(name);
-    m->n_params_ += f32.size();
+    m->n_params_ += n;
     return p;
   };
 
   const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate;
   const int64_t QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
-  w->embed = take("model.embed_tokens.weight", {V, H});
+  w->embed = take("model.embed_tokens.weight", {V, H}, true, true);
   w->final_norm = take("model.norm.weight", {H});
   if (c.tied_embeddings) {
     w->lm_head = w->embed;
     used.insert("lm_head.weight");  // some exporters store the tied copy too
   } else {
-    w->lm_head = take("lm_head.weight", {V, H});
+    w->lm_head = take("lm_head.weight", {V, H}, true, true);
   }
   w->layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights& L = w->layers[l];
     L.attn_norm = take(p + "input_layernorm.weight", {H});
-    L.wq = take(p + "self_attn.q_proj.weight", {QD, H});
-    L.wk = take(p + "self_attn.k_proj.weight", {KD, H});
-    L.wv = take(p + "self_attn.v_proj.weight", {KD, H});
-    L.wo = take(p + "self_attn.o_proj.weight", {H, QD});
+    L.wq = take(p + "self_attn.q_proj.weight", {QD, H}, true, true);
+    L.wk = take(p + "self_attn.k_proj.weight", {KD, H}, true, true);
+    L.wv = take(p + "self_attn.v_proj.weight", {KD, H}, true, true);
+    L.wo = take(p + "self_attn.o_proj.weight", {H, QD}, true, true);
     if (c.attention_bias) {
       L.bq = take(p + "self_attn.q_proj.bias", {QD});
       L.bk = take(p + "self_attn.k_proj.bias", {KD});
@@ -227,9 +244,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
       if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {1});
     }
     L.mlp_norm = take(p + "post_attention_layernorm.weight", {H});
-    L.w_gate = take(p + "mlp.gate_proj.weight", {I, H});
-    L.w_up = take(p + "mlp.up_proj.weight", {I, H});
-    L.w_down = take(p + "mlp.down_proj.weight", {H, I});
+    L.w_gate = take(p + "mlp.gate_proj.weight", {I, H}, true, true);
+    L.w_up = take(p + "mlp.up_proj.weight", {I, H}, true, true);
+    L.w_down = take(p + "mlp.down_proj.weight", {H, I}, true, true);
   }
   for (auto& [name, _] : all) {
     if (used.count(name)) continue;

@@ -2,9 +2,9 @@
 #pragma once
 #include "cuda_runtime.h"
 typedef struct cublasContext* cublasHandle_t;
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7, CUBLAS_STATUS_NOT_SUPPORTED = 15 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
-typedef enum { CUDA_R_32F } cudaDataType;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum { CUBLAS_COMPUTE_32F } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
 typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
@@ -16,9 +16,11 @@ inline const char* cublasGetStatusName(cublasStatus_t) { return "CUBLAS_EMU"; }
 inline const char* cublasGetStatusString(cublasStatus_t) { return "emulated"; }
 // Column-major C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C
 inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                   const void* alpha, const void* A, cudaDataType, int lda, const void* B, cudaDataType,
-                                   int ldb, const void* beta, void* C, cudaDataType, int ldc, cublasComputeType_t,
-                                   cublasGemmAlgo_t) {
+                                   const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                                   cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype,
+                                   int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
+  // Only fp32 A, B and C with fp32 compute are emulated; cuBLAS has no mixed A/B types either (A and B must match).
+  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   const float al = *(const float*)alpha, be = *(const float*)beta;
   const float* a = (const float*)A; const float* b = (const float*)B; float* c = (float*)C;
   if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) return CUBLAS_STATUS_INVALID_VALUE;

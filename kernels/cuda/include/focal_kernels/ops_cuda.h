@@ -16,8 +16,20 @@ struct Ctx {
   cublasHandle_t blas = nullptr;  // set to ctx.stream by the caller
 };
 
-// out[n_tokens, hidden] = table[ids[t], :]; ids is a device array.
-cudaError_t embed(const Ctx& c, const float* table, const int32_t* ids, float* out, int n_tokens, int hidden);
+// Weight matrices may be stored as CUDA_R_32F (float), CUDA_R_16F (__half) or CUDA_R_16BF (__nv_bfloat16); every
+// read widens to fp32 exactly (both 16-bit formats are subsets of fp32) and all arithmetic is fp32.
+
+// out[n_tokens, hidden] = fp32(table[ids[t], :]), table stored as table_type; ids is a device array.
+cudaError_t embed(const Ctx& c, const void* table, cudaDataType table_type, const int32_t* ids, float* out,
+                  int n_tokens, int hidden);
+// out[n] = fp32(w[n]), w stored as w_type (CUDA_R_16F or CUDA_R_16BF).
+cudaError_t widen(const Ctx& c, const void* w, cudaDataType w_type, float* out, size_t n);
+// Rows of x the 16-bit matrix-vector kernel takes (decode, short prompts); more go through widen + cuBLAS.
+constexpr int kMatvecMaxRows = 8;
+// y[m, n] = x[m, k] . fp32(w[n, k])^T for w stored as w_type (CUDA_R_16F or CUDA_R_16BF), m <= kMatvecMaxRows:
+// one warp per row of w (read once, in 16 bits), fp32 products and sums.
+cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataType w_type, float* y, int m, int n,
+                         int k);
 // y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps); y may alias x. One block per row.
 cudaError_t rmsnorm(const Ctx& c, const float* x, const float* w, float* y, int rows, int n, float eps);
 // In-place rotate_half RoPE on x[n_tokens, n_heads * d_head], token t at position pos0 + t.
@@ -32,8 +44,9 @@ cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n
 cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head,
                      int stride, int pos0);
 
-// y[m, n] = x[m, k] . w[n, k]^T through cublasGemmEx, fp32 storage and fp32 accumulation (no TF32).
-cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k);
+// y[m, n] = x[m, k] . w[n, k]^T through cublasGemmEx, fp32 storage and fp32 accumulation (no TF32). y's rows are
+// ldy floats apart (0: n), so a caller can fill a block of y's columns from a block of w's rows.
+cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k, int ldy = 0);
 
 // raw[n_rows, n_keys] = q[n_rows, d] (row stride q_stride) . k[n_keys, d]^T / sqrt(d)   (cuBLAS)
 cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,
