@@ -22,7 +22,10 @@ Device device_arg(const Args& a) {
   }
   std::string note;
   const Device r = resolve_device(d, &note);
-  if (a.has(kDeviceOption) && d == Device::kAuto) std::fprintf(stderr, "%s\n", note.c_str());
+  // auto says what it chose in one line: always when asked for explicitly, and when a build with the CUDA
+  // backend falls back to the CPU (a CPU-only build running on the CPU is the expected case and stays quiet).
+  if (d == Device::kAuto && (a.has(kDeviceOption) || (cuda_built() && r == Device::kCpu)))
+    std::fprintf(stderr, "%s\n", note.c_str());
   return r;
 }
 

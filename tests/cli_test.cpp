@@ -174,7 +174,10 @@ class CliTest : public ::testing::Test {
     const CliResult r = run(args);
     EXPECT_EQ(r.rc, rc) << "stderr: " << r.err;
     EXPECT_EQ(r.out, "");
-    const std::vector<std::string> lines = message_lines(r.err);
+    // The one informational line of a CUDA build's default auto falling back ("device: auto -> cpu (...)") may
+    // precede the error; the error itself is one line.
+    std::vector<std::string> lines = message_lines(r.err);
+    if (!lines.empty() && lines[0].rfind("device: auto -> cpu (", 0) == 0) lines.erase(lines.begin());
     ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
     EXPECT_THAT(lines[0], HasSubstr("focal"));
     for (const auto& n : needles) EXPECT_THAT(lines[0], HasSubstr(n));
@@ -514,6 +517,15 @@ TEST_F(CliTest, DeviceOptionChoosesFallsBackAndFailsClearly) {
     // No usable device (this machine): auto falls back to the CPU and says why; cuda is one clear error.
     EXPECT_THAT(note[0], HasSubstr("device: auto -> cpu ("));
     EXPECT_THAT(r.out, HasSubstr("device       cpu"));
+    // The default is auto too: a build with the CUDA backend says once that it fell back; a CPU-only build is quiet.
+    r = run({"info", *model_});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    if (cuda_built()) {
+      ASSERT_EQ(message_lines(r.err).size(), 1u) << r.err;
+      EXPECT_THAT(r.err, HasSubstr("device: auto -> cpu ("));
+    } else {
+      EXPECT_EQ(r.err, "");
+    }
     expect_failure({"info", *model_, "--device", "cuda"}, 1,
                    {"--device cuda", cuda_built() ? "no usable CUDA device (cudaGetDeviceCount" : "FOCAL_CUDA=OFF"}, "");
     expect_failure({"generate", *model_, "--prompt", "the", "-n", "2", "--device", "cuda"}, 1, {"--device cuda"}, "");

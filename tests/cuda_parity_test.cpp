@@ -41,6 +41,7 @@
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal_kernels/ops.h"
+#include "focal_kernels/shared_math.h"
 #include "focal_kernels/ops_cuda.h"
 #include "model_internal.h"
 #include "safetensors.h"
@@ -320,11 +321,12 @@ struct AttnCase {
   bool metrics;
   std::vector<int> wanted;  // heads whose rows are captured (cuBLAS + fused softmax path); the rest: flash path
   int topk;
+  bool fp16 = false;        // captured probabilities handed over rounded to fp16 (downloaded in 16 bits)
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << "T=" << c.T << " past=" << c.n_past << " heads=" << c.n_heads << "/" << c.n_kv << " d=" << c.d
-      << " wanted=" << c.wanted.size() << " topk=" << c.topk;
+      << " wanted=" << c.wanted.size() << " topk=" << c.topk << (c.fp16 ? " fp16" : "");
 }
 
 class CudaAttention : public CudaParity, public ::testing::WithParamInterface<AttnCase> {};
@@ -363,6 +365,7 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
     a.head_wanted = c.wanted.empty() ? nullptr : wanted.data();
     a.row_fn = c.wanted.empty() ? nullptr : &collect_rows;
     a.row_ctx = sink;
+    a.probs_fp16 = c.fp16;
     if (be) be->attention(a); else ops::attention(a);
   };
   auto make_sink = [&] {
@@ -387,7 +390,16 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
 
   EXPECT_LE(max_diff(down(od), out_ref), 5e-5 * max_abs(vc)) << "attention output";
   for (int h = 0; h < c.n_heads; ++h) EXPECT_EQ(sink.calls[h] > 0, wanted[h] != 0) << "row callbacks of head " << h;
-  EXPECT_LE(max_diff(sink.probs, sink_ref.probs), 5e-5) << "captured probabilities";
+  if (c.fp16) {
+    // Both sides round with math::float_to_half_bits; fp32 values a hair apart may round to neighbouring halves,
+    // so the tolerance is 5e-5 plus one fp16 ulp (2^-10 relative). Every value must be an fp16 value.
+    for (size_t i = 0; i < sink.probs.size(); ++i) {
+      ASSERT_EQ(sink.probs[i], math::round_to_half(sink.probs[i])) << "not an fp16 value at " << i;
+      ASSERT_LE(std::fabs(sink.probs[i] - sink_ref.probs[i]), 5e-5 + std::fabs(sink_ref.probs[i]) * 0x1p-10) << i;
+    }
+  } else {
+    EXPECT_LE(max_diff(sink.probs, sink_ref.probs), 5e-5) << "captured probabilities";
+  }
   EXPECT_LE(max_diff(sink.raw, sink_ref.raw), 1e-5 * max_abs(sink_ref.raw)) << "captured raw scores";
   if (!c.metrics) return;
   const auto met = down(md);
@@ -412,6 +424,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, CudaAttention,
     ::testing::Values(AttnCase{40, 0, 6, 2, 32, 64, true, {}, 5},            // every head on the flash path
                       AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5},        // mixed: captured + fused, GQA
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true},  // captured in fp16
                       AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64}, // all captured, MHA, k = 64 > n
                       AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7},        // decode-like: long past, d > threads
                       AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5},           // no metrics

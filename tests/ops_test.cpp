@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <immintrin.h>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -598,7 +599,7 @@ struct AttnRun {
 };
 
 AttnRun run_attention(const AttnCase& c, const AttnInputs& in, int topk_k, const std::vector<int32_t>& relevant,
-                      const std::vector<uint8_t>* head_wanted, RowCollector* collector) {
+                      const std::vector<uint8_t>* head_wanted, RowCollector* collector, bool probs_fp16 = false) {
   AttnRun run;
   run.out.assign((size_t)c.n_tokens * c.n_heads * c.d_head, kUnwritten);
   run.metrics.assign((size_t)c.n_heads * c.n_tokens * kNumRowMetrics, kUnwritten);
@@ -623,6 +624,7 @@ AttnRun run_attention(const AttnCase& c, const AttnInputs& in, int topk_k, const
     a.row_fn = &RowCollector::callback;
     a.row_ctx = collector;
   }
+  a.probs_fp16 = probs_fp16;
   attention(a);
   return run;
 }
@@ -730,6 +732,35 @@ TEST(OpsAttention, NoRowCallbacksWithoutHeadWantedAndNullMetricsAllowed) {
   a.out = out2.data();
   attention(a);
   for (size_t i = 0; i < out2.size(); ++i) ASSERT_EQ(out2[i], run.out[i]) << "at " << i;
+}
+
+TEST(OpsAttention, Fp16RowsAreTheRoundedFp32RowsAndNothingElseChanges) {
+  std::mt19937 rng(12);
+  const AttnCase c{70, 3, 4, 2, 16};
+  const auto in = make_attn_inputs(c, rng);
+  std::vector<uint8_t> wanted = {1, 0, 0, 1};
+  RowCollector c32, c16;
+  c32.n_past = c16.n_past = c.n_past;
+  c32.n_ctx = c16.n_ctx = c.n_past + c.n_tokens;
+  const auto r32 = run_attention(c, in, 5, {}, &wanted, &c32, false);
+  const auto r16 = run_attention(c, in, 5, {}, &wanted, &c16, true);
+  // Output and metrics come from the fp32 probabilities either way: bitwise equal.
+  for (size_t i = 0; i < r32.out.size(); ++i) ASSERT_EQ(r16.out[i], r32.out[i]) << "out " << i;
+  for (size_t i = 0; i < r32.metrics.size(); ++i)  // relevant mass is NaN (no relevant keys given) in both
+    ASSERT_EQ(math::float_bits(r16.metrics[i]), math::float_bits(r32.metrics[i])) << "metrics " << i;
+  // The rows handed over are the fp32 rows rounded to fp16 (reference: F16C-checked math::round_to_half), raw
+  // scores untouched.
+  ASSERT_EQ(c16.rows.size(), c32.rows.size());
+  size_t changed = 0;
+  for (const auto& [key, pr] : c32.rows) {
+    const auto& got = c16.rows.at(key);
+    for (size_t j = 0; j < pr.first.size(); ++j) {
+      ASSERT_EQ(got.first[j], math::round_to_half(pr.first[j])) << "head " << key.first << " row " << key.second;
+      ASSERT_EQ(got.second[j], pr.second[j]);
+      changed += got.first[j] != pr.first[j];
+    }
+  }
+  EXPECT_GT(changed, 0u) << "fp16 rounding should change some probabilities";
 }
 
 TEST(OpsAttention, CausalMaskIgnoresFutureKeysAndValues) {
@@ -995,6 +1026,71 @@ TEST(SharedMath, EntropyMetricsHandComputed) {
   math::entropy_metrics(-1e-8f, 3, h, hn, eff);
   EXPECT_EQ(h, 0.0f);
   EXPECT_EQ(eff, 1.0f);
+}
+
+// ---- fp16 storage of captured probabilities (shared by the CPU and CUDA backends) ----
+
+TEST(HalfConversion, HandComputedValues) {
+  using math::float_to_half_bits;
+  EXPECT_EQ(float_to_half_bits(0.0f), 0x0000);
+  EXPECT_EQ(float_to_half_bits(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half_bits(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half_bits(0.5f), 0x3800);
+  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7bff);                   // largest finite half
+  EXPECT_EQ(float_to_half_bits(65519.0f), 0x7bff);                   // below the halfway point to 2^16
+  EXPECT_EQ(float_to_half_bits(65520.0f), 0x7c00);                   // halfway: ties to even = inf
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);            // tie between 0x3c00 and 0x3c01: even
+  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);        // tie between 0x3c01 and 0x3c02: even
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); // above the tie
+  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);                   // smallest normal
+  EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);                   // smallest subnormal
+  EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);                   // tie with 0: even
+  EXPECT_EQ(float_to_half_bits(0x1.8p-25f), 0x0001);
+  EXPECT_EQ(float_to_half_bits(3 * 0x1p-25f), 0x0002);               // 1.5 units: tie to even (2)
+  EXPECT_EQ(float_to_half_bits(0x1.ffcp-15f), 0x0400);               // rounds up into the smallest normal
+  EXPECT_EQ(float_to_half_bits(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(float_to_half_bits(1e30f), 0x7c00);
+  const uint16_t nan = float_to_half_bits(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x03ff, 0);
+  EXPECT_EQ(math::half_bits_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(math::half_bits_to_float(0x3555), 0x1.554p-2f);
+  EXPECT_EQ(math::half_bits_to_float(0xfbff), -65504.0f);
+  EXPECT_TRUE(std::isinf(math::half_bits_to_float(0x7c00)));
+  EXPECT_TRUE(std::isnan(math::half_bits_to_float(0x7e00)));
+}
+
+// Reference: the CPU's own F16C conversion instructions (round to nearest even), over every half value and a
+// dense sample of float bit patterns (every 97th pattern: all exponents, many mantissas) plus the neighbourhood
+// of every half boundary.
+__attribute__((target("f16c"))) uint16_t f16c_round(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+__attribute__((target("f16c"))) float f16c_widen(uint16_t h) { return _cvtsh_ss(h); }
+
+TEST(HalfConversion, MatchesF16cOnEveryHalfAndSampledFloats) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C instructions to compare against";
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float w = f16c_widen((uint16_t)h);
+    const float got = math::half_bits_to_float((uint16_t)h);
+    if (std::isnan(w)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+    } else {
+      ASSERT_EQ(math::float_bits(got), math::float_bits(w)) << "half bits " << h;
+      ASSERT_EQ(math::float_to_half_bits(w), (uint16_t)h) << "round trip of half " << h;
+      // The float just above and below each half value, and the exact midpoints to the next half.
+      const uint32_t b = math::float_bits(w);
+      for (uint32_t nb : {b - 1, b + 1, b + 0x1000u, b + 0xfffu, b + 0x1001u}) {
+        const float f = math::bits_to_float((int)nb);
+        if (std::isnan(f)) continue;
+        ASSERT_EQ(math::float_to_half_bits(f), f16c_round(f)) << "float bits " << nb;
+      }
+    }
+  }
+  for (uint64_t bits = 0; bits < (1ull << 32); bits += 97) {
+    const float f = math::bits_to_float((int)(uint32_t)bits);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(math::float_to_half_bits(f), f16c_round(f)) << "float bits " << bits;
+  }
 }
 
 }  // namespace

@@ -237,7 +237,8 @@ __global__ void kv_store_kernel(const float* kv, float* cache, int n_tokens, int
 // One block per row of raw[n_rows, n_keys] (head `head`, rows r0..): softmax of raw * scale over the row's visible
 // keys into probs, zeros past them, metrics in the same pass. Same formulas and order of operations as the CPU
 // softmax_scaled_row; only the summation order of the reductions differs.
-__global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, float* raw, float* probs) {
+__global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, float* raw, float* probs,
+                                    uint16_t* probs16) {
   __shared__ float sh[32];
   __shared__ float shv[32];
   __shared__ int shi[32];
@@ -245,6 +246,7 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   const int n_vis = a.n_past + row + 1;
   float* rr = raw + (size_t)blockIdx.x * n_keys;
   float* pr = probs + (size_t)blockIdx.x * n_keys;
+  uint16_t* p16 = probs16 ? probs16 + (size_t)blockIdx.x * n_keys : nullptr;  // fp16 copy for the download
   const float s = a.row_scale[(size_t)head * a.n_tokens + row];
 
   float mx = -INFINITY;
@@ -269,12 +271,14 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
     const float v = pr[j] * inv_z;
     pr[j] = v;
+    if (p16) p16[j] = math::float_to_half_bits(v);
     tail += v < inv_n ? v : 0.0f;
     if (a.metrics && k > 0) topk_push(tk, k, v, j);
   }
   for (int j = n_vis + threadIdx.x; j < n_keys; j += blockDim.x) {
     pr[j] = 0.0f;
     rr[j] = 0.0f;
+    if (p16) p16[j] = 0;
   }
   if (!a.metrics) return;
   tail = block_sum(tail, sh);  // also orders the probability writes above before the reads below
@@ -507,8 +511,9 @@ cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* 
 }
 
 cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
-                         float* probs) {
-  if (n_rows > 0) softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs);
+                         float* probs, uint16_t* probs16) {
+  if (n_rows > 0)
+    softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs, probs16);
   return cudaGetLastError();
 }
 

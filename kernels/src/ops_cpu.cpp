@@ -277,8 +277,11 @@ void attention(const AttentionArgs& a) {
       // out[nr, d] = probs[nr, n_keys] . vh[n_keys, d]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, n_keys, 1.0f, probs.data(), n_keys, vh, d, 0.0f,
                   a.out + (size_t)r0 * q_stride + (size_t)h * d, q_stride);
-      if (a.row_fn && a.head_wanted && a.head_wanted[h])
+      if (a.row_fn && a.head_wanted && a.head_wanted[h]) {
+        if (a.probs_fp16)
+          for (size_t i = 0; i < (size_t)nr * n_keys; ++i) probs[i] = math::round_to_half(probs[i]);  // PV used fp32
         a.row_fn(a.row_ctx, h, a.n_past + r0, nr, n_keys, probs.data(), raw.data());
+      }
     }
   }
 }

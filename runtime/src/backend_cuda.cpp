@@ -6,7 +6,8 @@
 // scores) are allocated from the device once per session shape and then reused. Host transfers go through pinned
 // staging buffers. Captured heads (an observer wants their rows) run QK^T and PV through cuBLAS with the fused
 // softmax kernel in between; their probabilities and raw scores are copied to pinned host memory on a second
-// stream while the next block computes, and handed to the observer from the calling thread. All other heads run
+// stream while the next block computes, and handed to the observer from the calling thread (in 16 bits when the
+// capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run
 // the flash-style fused kernel (metrics without T^2 memory).
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
@@ -23,6 +24,7 @@
 #include "backend.h"
 #include "focal/error.h"
 #include "focal_kernels/ops_cuda.h"
+#include "focal_kernels/shared_math.h"
 #include "safetensors.h"
 
 namespace focal {
@@ -285,20 +287,34 @@ class CudaBackend final : public Backend {
         const int nr = std::min(block_rows, T - r0);
         chunks.push_back(Chunk{h, r0, nr, a.n_past + r0 + nr});
       }
+    // With probs_fp16 the kernel also writes the probabilities as fp16 bits and only those cross to the host (half
+    // the bytes); the host widens them exactly before handing them on.
+    const bool fp16 = a.probs_fp16;
+    const size_t half_floats = (block_floats + 1) / 2;  // fp16 block in float units
     float* dev_raw[2];
     float* dev_probs[2];
+    uint16_t* dev_probs16[2] = {nullptr, nullptr};
     float* host_raw[2];
     float* host_probs[2];
+    uint16_t* host_probs16[2] = {nullptr, nullptr};
     for (int b = 0; b < 2; ++b) {
       dev_raw[b] = device_floats(b, 0, block_floats);
       dev_probs[b] = device_floats(b, 1, block_floats);
       host_raw[b] = pinned_[b][0].get(block_floats);
       host_probs[b] = pinned_[b][1].get(block_floats);
+      if (fp16) {
+        dev_probs16[b] = reinterpret_cast<uint16_t*>(device_floats(b, 2, half_floats));
+        host_probs16[b] = reinterpret_cast<uint16_t*>(pinned_[b][2].get(half_floats));
+      }
     }
     auto deliver = [&](size_t i) {
       const int b = (int)(i & 1);
       const Chunk& ch = chunks[i];
       check(cudaEventSynchronize(copied_[b]), "attention (capture copy)");
+      if (fp16) {
+        const size_t nf = (size_t)ch.n_rows * ch.n_keys;
+        for (size_t j = 0; j < nf; ++j) host_probs[b][j] = math::half_bits_to_float(host_probs16[b][j]);
+      }
       a.row_fn(a.row_ctx, ch.head, a.n_past + ch.r0, ch.n_rows, ch.n_keys, host_probs[b], host_raw[b]);
     };
     for (size_t i = 0; i < chunks.size(); ++i) {
@@ -312,7 +328,8 @@ class CudaBackend final : public Backend {
       check(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
                                   dev_raw[b], ch.n_rows, ch.n_keys, d),
             "attention scores (cublasGemmEx)");
-      check(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b]),
+      check(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b],
+                                   dev_probs16[b]),
             "softmax kernel");
       check(cuda_ops::attn_pv(ctx_, dev_probs[b], vh, a.out + (size_t)ch.r0 * q_stride + (size_t)ch.head * d,
                               q_stride, ch.n_rows, ch.n_keys, d),
@@ -321,8 +338,13 @@ class CudaBackend final : public Backend {
       // The host has handed chunk i - 2 (same pinned slot) to the observer already: copy into it on the copy stream.
       check(cudaStreamWaitEvent(copy_stream_, computed_[b], 0), "cudaStreamWaitEvent");
       const size_t nf = (size_t)ch.n_rows * ch.n_keys;
-      check(cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
-            "attention (probabilities download)");
+      if (fp16)
+        check(cudaMemcpyAsync(host_probs16[b], dev_probs16[b], nf * sizeof(uint16_t), cudaMemcpyDeviceToHost,
+                              copy_stream_),
+              "attention (fp16 probabilities download)");
+      else
+        check(cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+              "attention (probabilities download)");
       check(cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
             "attention (scores download)");
       check(cudaEventRecord(copied_[b], copy_stream_), "cudaEventRecord");
@@ -405,8 +427,8 @@ class CudaBackend final : public Backend {
   int32_t* topk_idx_ = nullptr;         // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;                // download staging
-  PinnedBuffer pinned_[2][2];           // [slot][raw, probs] capture blocks
-  DeviceBuffer blocks_[2][2];           // [slot][raw, probs] capture blocks on the device
+  PinnedBuffer pinned_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks
+  DeviceBuffer blocks_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks on the device
   int32_t* ids_ = nullptr;
   size_t ids_n_ = 0;
   int32_t* rel_ = nullptr;

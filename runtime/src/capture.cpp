@@ -199,7 +199,9 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
-  session.forward(tokens.data(), T, spec, req.run, &obs, nullptr);
+  RunOptions opt = req.run;
+  opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
+  session.forward(tokens.data(), T, spec, opt, &obs, nullptr);
   return run;
 }
 

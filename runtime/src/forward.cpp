@@ -11,9 +11,42 @@
 
 namespace focal {
 
+// Backend memory of the forward, planned once when the session is made: every per-row activation sized for
+// max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
+// except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
+struct Workspace {
+  DeviceBuffer x, xn;          // [max, H] residual stream, normalised input
+  DeviceBuffer q, k, v, att;   // [max, QD], [max, KD], [max, KD], [max, QD]
+  DeviceBuffer proj;           // [max, H]
+  DeviceBuffer gate, up;       // [max, I]
+  DeviceBuffer scale;          // [n_heads, max] logit multiplier per (head, row)
+  DeviceBuffer metrics;        // [n_heads, max, kNumRowMetrics]
+  DeviceBuffer tau_dot;        // [max] X . w_tau (learned-temperature models)
+  DeviceBuffer logits_block;   // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
+  static constexpr int kLogitsBlock = 256;
+
+  Workspace(Backend& be, const ModelConfig& c, int max) {
+    const size_t m = (size_t)max, QD = (size_t)c.n_heads * c.d_head, KD = (size_t)c.n_kv_heads * c.d_head;
+    x = DeviceBuffer(be, m * c.hidden);
+    xn = DeviceBuffer(be, m * c.hidden);
+    q = DeviceBuffer(be, m * QD);
+    k = DeviceBuffer(be, m * KD);
+    v = DeviceBuffer(be, m * KD);
+    att = DeviceBuffer(be, m * QD);
+    proj = DeviceBuffer(be, m * c.hidden);
+    gate = DeviceBuffer(be, m * c.intermediate);
+    up = DeviceBuffer(be, m * c.intermediate);
+    scale = DeviceBuffer(be, (size_t)c.n_heads * m);
+    metrics = DeviceBuffer(be, (size_t)c.n_heads * m * kNumRowMetrics);
+    if (c.focal.has_tau) tau_dot = DeviceBuffer(be, m);
+    logits_block = DeviceBuffer(be, (size_t)std::min(max, kLogitsBlock) * c.vocab_size);
+  }
+};
+
 struct Session::State {
   int max_tokens = 0;
   int n_past = 0;
+  std::unique_ptr<Workspace> ws;               // the forward's activations, planned once
   std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head]
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
@@ -33,6 +66,7 @@ Session::Session(const Model& model, int max_tokens) : model_(model), st_(std::m
     st_->k_cache.emplace_back(be, n);
     st_->v_cache.emplace_back(be, n);
   }
+  st_->ws = std::make_unique<Workspace>(be, c, max_tokens);
   st_->tau_sum.assign(c.n_layers, 0.0);
 }
 
@@ -149,15 +183,15 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   const bool want_metrics = obs && obs->wants_metrics();
   const bool learned = spec.mode == AttnMode::kLearned;
 
-  DeviceBuffer x(be, (size_t)n * H), xn(be, (size_t)n * H);  // [n, H] residual stream, normalised input
-  DeviceBuffer q(be, (size_t)n * QD), k(be, (size_t)n * KD), v(be, (size_t)n * KD);
-  DeviceBuffer att(be, (size_t)n * QD), proj(be, (size_t)n * H);
-  DeviceBuffer gate(be, (size_t)n * I), up(be, (size_t)n * I);
-  DeviceBuffer scale_d(be, (size_t)c.n_heads * n);  // [n_heads, n]
-  DeviceBuffer metrics_d;                           // [n_heads, n, kNumRowMetrics]
-  if (want_metrics) metrics_d = DeviceBuffer(be, (size_t)c.n_heads * n * kNumRowMetrics);
-  DeviceBuffer tau_dot_d;
-  if (learned) tau_dot_d = DeviceBuffer(be, (size_t)n);
+  // The session's workspace (planned for max_tokens rows); this call uses the first n rows of each buffer.
+  Workspace& ws = *st.ws;
+  const DeviceBuffer &x = ws.x, &xn = ws.xn;  // [n, H] residual stream, normalised input
+  const DeviceBuffer &q = ws.q, &k = ws.k, &v = ws.v;
+  const DeviceBuffer &att = ws.att, &proj = ws.proj;
+  const DeviceBuffer &gate = ws.gate, &up = ws.up;
+  const DeviceBuffer& scale_d = ws.scale;      // [n_heads, n]
+  const DeviceBuffer& metrics_d = ws.metrics;  // [n_heads, n, kNumRowMetrics]
+  const DeviceBuffer& tau_dot_d = ws.tau_dot;  // [n]
   std::vector<float> scale_h((size_t)c.n_heads * n), metrics_h, tau_dot(n), tau(n), tau_raw(n);
   if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
   std::vector<uint8_t> wanted(c.n_heads, 0);
@@ -250,6 +284,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     a.head_wanted = any_wanted ? wanted.data() : nullptr;
     a.row_fn = any_wanted ? &row_trampoline : nullptr;
     a.row_ctx = &rctx;
+    a.probs_fp16 = opt.probs_fp16;
     std::vector<uint8_t> all_heads;
     TapeCtx tctx{lt, n, obs, l};
     if (lt) {
@@ -257,6 +292,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       a.head_wanted = all_heads.data();
       a.row_fn = &tape_trampoline;
       a.row_ctx = &tctx;
+      a.probs_fp16 = false;  // the backward needs the fp32 probabilities
     }
     be.attention(a);
 
@@ -304,9 +340,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   }
 
   if (obs && obs->wants_logits()) {  // every row's logits, a block of rows at a time
-    const int block = std::min(n, 256), V = c.vocab_size;
+    const int block = std::min(n, Workspace::kLogitsBlock), V = c.vocab_size;
     be.rmsnorm(x.data(), w.final_norm, xn.data(), n, H, c.rms_eps);
-    DeviceBuffer lg(be, (size_t)block * V);  // [block, vocab]
+    const DeviceBuffer& lg = ws.logits_block;  // [block, vocab]
     std::vector<float> lg_h((size_t)block * V);
     for (int r0 = 0; r0 < n; r0 += block) {
       const int m = std::min(block, n - r0);
@@ -320,14 +356,16 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (tape) save(tape->x_final, x, (size_t)n * H);
     be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
-    DeviceBuffer lg(be, (size_t)rows * c.vocab_size);  // [rows, vocab]
-    be.matmul_xwt(xn.data(), w.lm_head, lg.data(), rows, c.vocab_size, H);
+    DeviceBuffer all_rows;  // [rows, vocab] when more rows than the workspace's block are asked for
+    if (rows > Workspace::kLogitsBlock) all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
+    float* lg = rows > Workspace::kLogitsBlock ? all_rows.data() : ws.logits_block.data();
+    be.matmul_xwt(xn.data(), w.lm_head, lg, rows, c.vocab_size, H);
     logits->resize((size_t)rows * c.vocab_size);
-    be.download(logits->data(), lg.data(), logits->size());
+    be.download(logits->data(), lg, logits->size());
   }
   if (topk) {  // the last row's k best logits, selected on the backend
     be.rmsnorm(x.data() + (size_t)(n - 1) * H, w.final_norm, xn.data(), 1, H, c.rms_eps);
-    DeviceBuffer lg(be, (size_t)c.vocab_size);  // [1, vocab]
+    const DeviceBuffer& lg = ws.logits_block;  // [1, vocab]
     be.matmul_xwt(xn.data(), w.lm_head, lg.data(), 1, c.vocab_size, H);
     topk->idx.resize(topk->k);
     topk->val.resize(topk->k);

@@ -78,6 +78,9 @@ struct AttentionArgs {
   const uint8_t* head_wanted = nullptr;  // [n_heads] nonzero: call row_fn for this head's rows; null: none
   RowBlockFn row_fn = nullptr;
   void* row_ctx = nullptr;
+  // The probabilities handed to row_fn are rounded to fp16 (math::round_to_half; still passed as float) for a
+  // capture that stores fp16: the CUDA backend then downloads them in 16 bits. Output and metrics stay fp32.
+  bool probs_fp16 = false;
 };
 
 // Causal attention with per-(head, row) temperature scale. Query blocks run in parallel over heads.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define FOCAL_HD __host__ __device__ __forceinline__
@@ -51,6 +52,46 @@ FOCAL_HD float bits_to_float(int i) {
   return __builtin_bit_cast(float, i);
 #endif
 }
+
+FOCAL_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  return __builtin_bit_cast(uint32_t, f);
+#endif
+}
+
+// IEEE binary16 storage of captured probabilities (--fp16): fp32 -> fp16 bits with round-to-nearest-even
+// (overflow to inf, gradual underflow to subnormals, NaN stays NaN), and the exact widening back. Both backends
+// round with this one function, so a capture's fp16 values do not depend on the device.
+FOCAL_HD uint16_t float_to_half_bits(float f) {
+  const uint32_t x = float_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));  // inf, NaN
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax >= 0x38800000u) {                                   // normal half: rebias 127 -> 15, round 13 bits
+    const uint32_t r = ax - 0x38000000u;
+    return (uint16_t)(sign | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13));
+  }
+  const int e = (int)(ax >> 23);  // subnormal half: units of 2^-24 = mantissa >> (126 - e)
+  if (e < 102) return (uint16_t)sign;  // below 2^-25: rounds to zero
+  const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+  const int shift = 126 - e;  // 14..24
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;  // may carry into the smallest normal: still the right bits
+  return (uint16_t)(sign | q);
+}
+
+FOCAL_HD float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h >> 15) << 31, exp5 = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp5 == 0x1fu) return bits_to_float((int)(sign | 0x7f800000u | (mant << 13)));
+  if (exp5 != 0) return bits_to_float((int)(sign | ((exp5 + 112u) << 23) | (mant << 13)));
+  const float v = (float)mant * 5.9604644775390625e-8f;  // subnormal: mant * 2^-24, exact in fp32
+  return sign ? -v : v;
+}
+
+FOCAL_HD float round_to_half(float f) { return half_bits_to_float(float_to_half_bits(f)); }
 
 FOCAL_HD float exp_nonpos(float x_in) {
   // Clamp to [-87, 0]; NaN also maps into range here (so the int conversion below is defined) and is passed

@@ -66,6 +66,7 @@ struct RunOptions {
   int topk_mass_k = 5;                // k of the top-k mass metric
   std::vector<int32_t> relevant;      // key positions for the relevant-mass metric (synthetic tasks)
   bool all_logits = true;             // logits for every new row, or only for the last one
+  bool probs_fp16 = false;            // observed probability rows arrive rounded to fp16 (a capture storing fp16)
 };
 
 class Backend;  // runtime-internal compute backend (CPU now, CUDA later)

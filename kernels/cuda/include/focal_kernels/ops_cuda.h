@@ -69,8 +69,10 @@ struct RowArgs {
 // The fused softmax of one head's block of rows r0..r0+n_rows-1 (raw[n_rows, n_keys] from attn_scores): applies
 // the per-(head, row) scale, the causal mask, writes probs[n_rows, n_keys] (zero past the row's visible keys, and
 // zeroes raw there too, as the CPU path does) and the row's metrics in the same pass. One block per row.
+// probs16, when not null, receives the same probabilities as fp16 bits [n_rows, n_keys] (math::float_to_half_bits)
+// for a capture that stores fp16: half the bytes to download.
 cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
-                         float* probs);
+                         float* probs, uint16_t* probs16 = nullptr);
 
 // Flash-style fused attention for the heads with skip[h] == 0 (skip: [n_heads] device bytes, or null for all):
 // online softmax over the keys (no T^2 memory), out[T, n_heads * d] and, when a.metrics is set, every row metric
