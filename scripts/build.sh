@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds focalscope into build/ (Release). Extra arguments go to cmake's configure step.
+# FOCAL_CUDA=AUTO|ON|OFF in the environment picks the CUDA backend (default AUTO: built when nvcc is found;
+# CI sets ON so that a machine image without nvcc fails instead of quietly skipping the CUDA compile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFOCAL_CUDA="${FOCAL_CUDA:-AUTO}" "$@" >/dev/null
 cmake --build build -j"$(nproc)"
