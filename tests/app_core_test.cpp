@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "app_state.h"
@@ -288,6 +289,55 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   EXPECT_NE(r.p[0], before);
   cap.set_prompt("something else");
   EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
+}
+
+// A capture that HDF5 reads but whose contents do not hold together (a malformed temperature spec, a stored layer
+// its model does not have) is refused with a message naming the file; the loaded session stays.
+TEST_F(AppStateTest, InconsistentCaptureIsRefusedAndTheSessionStays) {
+  const std::string dir = focal::test::make_temp_dir("app_badcap");
+  st.export_capture(dir + "/good.h5");
+  const auto tokens = st.file.token_ids;
+  const auto run_a = st.slots[0].run;
+  struct Case {
+    std::string name, needle;
+    std::function<void(focal::CaptureFile&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"bad_spec.h5", "temperature spec", [](focal::CaptureFile& f) { f.runs[0].temp_spec_json = "{\"mode\": "; }},
+      {"bad_override.h5", "layer 99",
+       [](focal::CaptureFile& f) {
+         f.runs[1].temp_spec_json = R"({"mode": "focal", "focal_temp": 0.4, "layer_temp": {"99": 0.5}})";
+       }},
+  };
+  for (const Case& c : cases) {
+    focal::CaptureFile f = focal::read_capture(dir + "/good.h5");
+    ASSERT_GE(f.runs.size(), 2u);
+    c.spoil(f);
+    const std::string path = dir + "/" + c.name;
+    focal::write_capture(f, path);
+    st.open_path(path);
+    wait_idle(st);
+    EXPECT_TRUE(st.message_is_error) << c.name;
+    EXPECT_NE(st.message.find(path), std::string::npos) << st.message;
+    EXPECT_NE(st.message.find(c.needle), std::string::npos) << st.message;
+    EXPECT_TRUE(st.has_model()) << c.name;
+    EXPECT_FALSE(st.capture_only()) << c.name;
+    EXPECT_EQ(st.file.token_ids, tokens);
+    EXPECT_EQ(st.slots[0].run, run_a);
+  }
+}
+
+// A result closure that throws on the UI thread is reported as an error instead of ending the app.
+TEST(JobQueue, ThrowingResultBecomesAnError) {
+  JobQueue q;
+  q.submit("k", "x", [](JobContext&) -> std::function<void()> { return [] { throw focal::Error("broken apply"); }; });
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (err.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    q.poll([&](const std::string& e) { err = e; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(err, "broken apply");
 }
 
 TEST(Settings, RoundTripAndMalformedFile) {

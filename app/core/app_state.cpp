@@ -90,7 +90,26 @@ void AppState::open_path(const std::string& path_in) {
       auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));
       if (cf->runs.empty()) throw focal::Error("capture '" + path + "' holds no runs");
       focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, path + ": model_config");
-      return [this, path, cf, cfg] {
+      // Everything that can fail is checked here, on the worker, before the closure replaces the session.
+      std::vector<focal::TempSpec> specs;
+      for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
+        const focal::RunCapture& r = cf->runs[s];
+        specs.push_back(focal::TempSpec::from_json(r.temp_spec_json, path + ": run '" + r.name + "'"));
+        try {
+          specs.back().validate(cfg);
+        } catch (const focal::Error& e) {
+          throw focal::Error("capture '" + path + "': run '" + r.name + "': temperature spec: " + e.what());
+        }
+        for (int l : r.layers)
+          if (l < 0 || l >= cfg.n_layers)
+            throw focal::Error("capture '" + path + "': run '" + r.name + "' stores layer " + std::to_string(l) +
+                               ", outside its model's " + std::to_string(cfg.n_layers) + " layers");
+        for (int h : r.heads)
+          if (h < 0 || h >= cfg.n_heads)
+            throw focal::Error("capture '" + path + "': run '" + r.name + "' stores head " + std::to_string(h) +
+                               ", outside its model's " + std::to_string(cfg.n_heads) + " heads");
+      }
+      return [this, path, cf, cfg, specs] {
         jobs.cancel("run_a");
         jobs.cancel("run_b");
         for (int s = 0; s < 2; ++s) {
@@ -104,7 +123,7 @@ void AppState::open_path(const std::string& path_in) {
         file.comparisons.clear();
         for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
           auto run = std::make_shared<focal::RunCapture>(cf->runs[s]);
-          slots[s].spec = slots[s].run_spec = focal::TempSpec::from_json(run->temp_spec_json, path);
+          slots[s].spec = slots[s].run_spec = specs[s];
           slots[s].run = run;
           slots[s].version++;
         }

@@ -93,7 +93,14 @@ int JobQueue::poll(const std::function<void(const std::string&)>& on_error) {
     done.swap(done_);
     errors.swap(errors_);
   }
-  for (auto& f : done) f();
+  // A result that throws while being applied is reported like a failed job instead of ending the app.
+  for (auto& f : done) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+  }
   for (auto& e : errors)
     if (on_error) on_error(e);
   return (int)done.size();
