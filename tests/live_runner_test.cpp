@@ -98,6 +98,20 @@ TEST(RerunFrom, RejectsOtherTokensOrNoKeptInputs) {
   y[3] = 7;
   EXPECT_THROW(s.rerun_from(1, y.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);
   EXPECT_THROW(s.rerun_from(5, x.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);
+  EXPECT_EQ(s.kept_layers(), 4);
+  // A re-run from layer 1 cancelled after that layer: only layers 0..1 are kept, later starts are refused.
+  struct CancelAfterOne : ForwardObserver {
+    bool cancelled() const override { return true; }
+  } cancel;
+  EXPECT_FALSE(s.rerun_from(1, x.data(), 10, TempSpec::focal(0.5f), {}, &cancel, &lg));
+  EXPECT_EQ(s.kept_layers(), 1);
+  EXPECT_THROW(s.rerun_from(2, x.data(), 10, TempSpec::standard(), {}, nullptr, &lg), Error);
+  std::vector<float> ref;
+  ASSERT_TRUE(s.rerun_from(1, x.data(), 10, TempSpec::standard(), {}, nullptr, &lg));
+  Session fresh(*m, 16);
+  ASSERT_TRUE(fresh.forward(x.data(), 10, TempSpec::standard(), {}, nullptr, &ref));
+  EXPECT_EQ(lg, ref);
+  EXPECT_EQ(s.kept_layers(), 4);
 }
 
 class LiveRunnerModes : public ::testing::TestWithParam<AttnMode> {};
@@ -161,8 +175,44 @@ TEST(LiveRunner, CancelledRunLeavesOutputAndStartsOverNextTime) {
   TempSpec s = TempSpec::focal(0.5f);
   s.layer_temp[3] = 0.9f;
   ASSERT_TRUE(runner.run(x, s, req, "r", &prev, &out, {}, {}, &first));
-  EXPECT_EQ(first, 0);  // the cancelled run invalidated the kept inputs
+  EXPECT_EQ(first, 0);  // the cancelled run started at layer 0 (a global t change): it changed every layer
   expect_same_run(out, capture_run(*m, x, s, req, "r"));
+}
+
+// Dragging a per-layer slider cancels runs that started at that layer: the layers before it stay those of the last
+// completed run, so the next run still starts there (not at 0), and is exact.
+TEST(LiveRunner, CancelledRerunKeepsTheLayersBeforeItsStart) {
+  auto m = make(AttnMode::kFocal);
+  const auto x = ids(16);
+  LiveRunner runner(*m);
+  CaptureRequest req;
+  req.layers = {3};
+  RunCapture prev, out;
+  const TempSpec base = TempSpec::focal(0.5f);
+  ASSERT_TRUE(runner.run(x, base, req, "r", nullptr, &prev));
+  TempSpec s1 = base;
+  s1.layer_temp[2] = 0.3f;  // starts at layer 2; cancelled after it
+  int calls = 0;
+  EXPECT_FALSE(runner.run(x, s1, req, "r", &prev, &out, [&] { return ++calls >= 1; }));
+  EXPECT_EQ(calls, 1);
+  int first = -1;
+  TempSpec s2 = base;
+  s2.layer_temp[2] = 0.35f;  // the slider's next value: layer 2 again
+  ASSERT_TRUE(runner.run(x, s2, req, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 2);
+  expect_same_run(out, capture_run(*m, x, s2, req, "r"));
+  prev = out;
+  // Cancelled at layer 2 again, then a change at layer 3 only: layer 2 was overwritten by the cancelled run, so the
+  // re-run starts at 2, not 3.
+  TempSpec s3 = s2;
+  s3.layer_temp[2] = 0.2f;
+  calls = 0;
+  EXPECT_FALSE(runner.run(x, s3, req, "r", &prev, &out, [&] { return ++calls >= 1; }));
+  TempSpec s4 = s2;
+  s4.layer_temp[3] = 0.8f;
+  ASSERT_TRUE(runner.run(x, s4, req, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 2);
+  expect_same_run(out, capture_run(*m, x, s4, req, "r"));
 }
 
 TEST(TempSpecRowMultiplier, MatchesTheForwardsRowScales) {

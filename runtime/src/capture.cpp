@@ -350,8 +350,10 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
       for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);
     }
     first = std::min(first, c.n_layers);
+    // A cancelled run since then (a slider still moving) re-ran layers from some F on: only 0..F are as prev has
+    // them. m.valid stays: prev is still the last completed run.
+    first = std::min(first, m.session->kept_layers());
   }
-  m.valid = false;
   RunCapture run = empty_run(c, T, spec, req, name);
   if (first > 0) {
     // Copy the unchanged layers' records from the previous run.

@@ -51,6 +51,7 @@ struct Session::State {
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
+  int kept_valid = 0;                          // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
   std::vector<int32_t> kept_ids;
   std::vector<std::vector<float>> layer_in;    // per layer [n, hidden]
   std::vector<double> kept_tau_sum;
@@ -198,7 +199,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
 
   const bool keep = st.keep_inputs && pos0 == 0 && !tape;
   if (keep) {
-    st.kept_ids.clear();
+    // Layers before first_layer are left as they are; from first_layer on, this run overwrites the kept inputs, so
+    // until it completes only layers 0..first_layer are those of the last completed run.
+    if (first_layer == 0) st.kept_ids.assign(ids, ids + n);
+    st.kept_valid = std::min(st.kept_valid, first_layer);
     st.layer_in.resize(c.n_layers);
   }
   if (first_layer > 0) {
@@ -335,7 +339,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   }
   st.n_past += n;
   if (keep) {
-    st.kept_ids.assign(ids, ids + n);
+    st.kept_valid = c.n_layers;
     st.kept_tau_sum = st.tau_sum;
   }
 
@@ -387,8 +391,11 @@ void Session::keep_layer_inputs(bool on) {
   if (!on) {
     st_->kept_ids.clear();
     st_->layer_in.clear();
+    st_->kept_valid = 0;
   }
 }
+
+int Session::kept_layers() const { return st_->keep_inputs ? st_->kept_valid : 0; }
 
 bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                          ForwardObserver* obs, std::vector<float>* logits) {
@@ -398,8 +405,11 @@ bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempS
                 std::to_string(n_layers) + ")");
   if (!st_->keep_inputs || st_->kept_ids.size() != (size_t)n || !std::equal(ids, ids + n, st_->kept_ids.begin()))
     throw Error("rerun_from: the last prefill of this session was not of these tokens with keep_layer_inputs on");
-  reset();
   if (first_layer == n_layers) first_layer = n_layers - 1;  // nothing changed: still redo the last layer for logits
+  if (first_layer > st_->kept_valid)
+    throw Error("rerun_from: layer " + std::to_string(first_layer) + " is past the kept layers (0.." +
+                std::to_string(st_->kept_valid) + "): a cancelled run changed the rest");
+  reset();
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr, first_layer);
 }
 

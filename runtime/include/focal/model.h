@@ -119,11 +119,16 @@ class Session {
   // Interactive re-runs (the app). With keep_layer_inputs(true), a prefill from position 0 keeps each layer's input
   // [n, hidden] in host memory. rerun_from(L, ...) then redoes that same prefill (the same ids) from layer L on:
   // layers before L keep their KV cache and are neither re-run nor reported to the observer, which is exact when
-  // `spec` differs from the last run's only from layer L on (TempSpec::first_changed_layer). Throws Error if the
-  // last completed prefill was not of these ids with inputs kept.
+  // `spec` differs from the last run's only from layer L on (TempSpec::first_changed_layer). A cancelled prefill
+  // or re-run that started at layer F leaves layers 0..F as they were: kept_layers() becomes F, and re-runs from any
+  // L <= kept_layers() stay exact against the last completed run. Throws Error if the kept prefill was not of these
+  // ids, or L > kept_layers().
   void keep_layer_inputs(bool on);
   bool rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                   ForwardObserver* obs, std::vector<float>* logits);
+  // Leading layers whose kept input (and KV cache) is still that of the last completed prefill of the kept ids:
+  // n_layers after a completed prefill, F after one cancelled that started at layer F, 0 before any.
+  int kept_layers() const;
 
   int n_past() const;
   int max_tokens() const;
