@@ -327,6 +327,54 @@ TEST_F(AppStateTest, InconsistentCaptureIsRefusedAndTheSessionStays) {
   }
 }
 
+// Marking relevant keys in the live app: both runs re-run with them, and every row's relevant mass is the sum of
+// that row's stored probabilities over the marked keys it can see (reference: the sum recomputed here in double).
+TEST_F(AppStateTest, MarkedRelevantKeysGiveRelevantMass) {
+  st.set_compare(true);
+  wait_idle(st);
+  EXPECT_TRUE(std::isnan(st.head_metric(0, 0, 0, focal::kRelevantMass)));
+  st.toggle_relevant(3);
+  st.toggle_relevant(1);
+  wait_idle(st);
+  ASSERT_EQ(st.file.relevant, (std::vector<int32_t>{1, 3}));
+  const int T = st.n_tokens();
+  const auto& c = *st.config();
+  for (int side = 0; side < 2; ++side) {
+    const focal::RunCapture& run = *st.slots[side].run;
+    ASSERT_FALSE(run.probs.empty());
+    const int li = 0, l = run.layers[li];
+    for (size_t hi = 0; hi < run.heads.size(); ++hi)
+      for (int q : {0, 2, 3, T - 1}) {
+        const float* p = &run.probs[((li * run.heads.size() + hi) * run.queries.size() + q) * T];
+        double ref = 0.0;
+        for (int k : {1, 3})
+          if (k <= q) ref += p[k];
+        const float got =
+            run.metrics[(((size_t)l * c.n_heads + run.heads[hi]) * T + q) * focal::kNumRowMetrics + focal::kRelevantMass];
+        if (q == 0) {
+          EXPECT_TRUE(std::isnan(got)) << "row 0 sees no marked key";
+        } else {
+          EXPECT_NEAR(got, ref, 2e-6) << "side " << side << " head " << run.heads[hi] << " row " << q;
+        }
+      }
+    EXPECT_TRUE(std::isfinite(st.head_metric(side, 0, 0, focal::kRelevantMass)));
+  }
+  // The marks travel with an exported capture, and unmarking clears the metric.
+  const std::string path = focal::test::make_temp_dir("app_rel") + "/r.h5";
+  st.export_capture(path);
+  EXPECT_EQ(focal::read_capture(path).relevant, (std::vector<int32_t>{1, 3}));
+  st.toggle_relevant(1);
+  st.toggle_relevant(3);
+  wait_idle(st);
+  EXPECT_TRUE(st.file.relevant.empty());
+  EXPECT_TRUE(std::isnan(st.head_metric(0, 0, 0, focal::kRelevantMass)));
+  // New tokens clear the marks.
+  st.toggle_relevant(2);
+  st.set_prompt("A different prompt about the sea.");
+  wait_idle(st);
+  EXPECT_TRUE(st.file.relevant.empty());
+}
+
 // A result closure that throws on the UI thread is reported as an error instead of ending the app.
 TEST(JobQueue, ThrowingResultBecomesAnError) {
   JobQueue q;

@@ -270,6 +270,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   jobs.cancel("run_b");
   file.token_ids = std::move(ids);
   file.pieces.clear();
+  file.relevant.clear();  // positions of the old tokens
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
   for (int32_t id : file.token_ids)
     file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
@@ -293,7 +294,24 @@ focal::CaptureRequest AppState::request_for(int) const {
   req.store_scores = true;
   req.store_probs = n_tokens() <= max_store_tokens;
   req.budget_bytes = size_t(8) << 30;
+  req.run.relevant = file.relevant;
   return req;
+}
+
+void AppState::toggle_relevant(int pos) {
+  if (capture_only()) {
+    notify("the relevant keys of a capture are fixed: load its model to mark others", true);
+    return;
+  }
+  if (!has_model() || pos < 0 || pos >= n_tokens()) return;
+  auto it = std::lower_bound(file.relevant.begin(), file.relevant.end(), pos);
+  if (it != file.relevant.end() && *it == pos) {
+    file.relevant.erase(it);
+  } else {
+    file.relevant.insert(it, pos);
+  }
+  state_version++;
+  propagate_all();
 }
 
 void AppState::set_spec(int side, const focal::TempSpec& spec) {

@@ -101,6 +101,9 @@ class AppState {
   // Tokenizes and runs. A prompt longer than the context sets pending_truncation (truncate_prompt() accepts it).
   void set_prompt(const std::string& text);
   void truncate_prompt();
+  // Marks or unmarks key position pos as relevant (file.relevant, kept sorted): the runs then report relevant
+  // mass R, noise 1 - R and SNR for every row. Re-runs both sides; new tokens clear the marks.
+  void toggle_relevant(int pos);
   // Runs these token ids (e.g. a benchmark's exact length); the prompt text is left as is.
   void set_tokens(std::vector<int32_t> ids) { apply_tokens(std::move(ids)); }
   int n_tokens() const { return (int)file.token_ids.size(); }

@@ -18,6 +18,10 @@ void draw_metrics(Ui& ui) {
   const LayerDivergence& dv = st.layer_divergence();
   ImGui::TextDisabled("means over query rows 1..T-1 of the propagated runs; KL / JS on the visible layer %d (%s)",
                       st.sel_layer, two ? "A vs B under the current temperatures" : "turn on B to compare");
+  if (rel)
+    ImGui::TextDisabled("relevant mass R over %d marked key(s); noise = 1 - R", (int)st.file.relevant.size());
+  else if (!st.capture_only())
+    ImGui::TextDisabled("right-click tokens in the token strip to mark relevant keys (relevant mass, noise)");
   struct Col {
     const char* name;
     int metric;

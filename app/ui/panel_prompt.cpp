@@ -1,6 +1,6 @@
 // The prompt editor and the token strip: every token coloured by the attention it gets from the selected query
 // (run A, B, or B - A as the heatmap shows); hover shows both probabilities and the raw score; click selects the
-// query.
+// query; right-click marks a key as relevant (relevant mass, noise and SNR in the metrics).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -83,7 +83,9 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       const ImVec2 p0 = ImGui::GetCursorScreenPos();
       ImGui::PushID(k);
       if (ImGui::InvisibleButton("tok", ImVec2(w, lh))) st.select(st.sel_layer, st.sel_head, k);
+      if (ImGui::IsItemClicked(ImGuiMouseButton_Right)) st.toggle_relevant(k);
       const bool hovered = ImGui::IsItemHovered();
+      const bool relevant = std::binary_search(st.file.relevant.begin(), st.file.relevant.end(), k);
       ImGui::PopID();
       const ImVec2 p1(p0.x + w, p0.y + lh);
       ImU32 bg = IM_COL32(45, 48, 56, 255);
@@ -96,6 +98,8 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
         }
       }
       dl->AddRectFilled(p0, p1, bg, 3.0f);
+      if (relevant)  // a relevant key: an amber bar under the token
+        dl->AddRectFilled(ImVec2(p0.x + 1, p1.y - 3.0f), ImVec2(p1.x - 1, p1.y), IM_COL32(255, 190, 40, 255), 1.0f);
       if (k == q) dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0, 2.0f);
       const ImVec4 bgv = ImGui::ColorConvertU32ToFloat4(bg);
       const bool dark_text = 0.2126f * bgv.x + 0.7152f * bgv.y + 0.0722f * bgv.z > 0.45f;
@@ -109,6 +113,7 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
             ImGui::TextColored(col_run_v4(s), "p %s = %.4f", side_name(s), rows.p[s][(size_t)q * T + k]);
         if (!rows.raw.empty() && k <= q) ImGui::Text("raw score q.k/sqrt(d) = %.3f", rows.raw[(size_t)q * T + k]);
         ImGui::TextDisabled("click: make this token the query");
+        ImGui::TextDisabled(relevant ? "right-click: unmark as relevant key" : "right-click: mark as a relevant key");
         ImGui::EndTooltip();
       }
     }

@@ -95,6 +95,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "select") {
         st.select((int)number(c.args[0], where), (int)number(c.args[1], where),
                   c.args.size() > 2 ? (int)number(c.args[2], where) : st.sel_query);
+      } else if (c.name == "relevant") {  // toggles a relevant key position, as a right-click on the token does
+        st.toggle_relevant((int)number(c.args[0], where));
       } else if (c.name == "view") {
         if (c.args[0] == "a") st.view.show = ViewRun::kA;
         else if (c.args[0] == "b") st.view.show = ViewRun::kB;
