@@ -82,7 +82,12 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
   const int rc = run_app(dir,
                          "wait\nselect 3 1\nwait\nscreenshot " + dir + "/t04.png\n"
                          "temp 0.15\nwait\nscreenshot " + dir + "/t015.png\n"
-                         "view diff\nwait\nscreenshot " + dir + "/diff.png\nquit\n");
+                         "view diff\nwait\nscreenshot " + dir + "/diff.png\n"
+                         "view a\nselect 3 3\nwait\nscreenshot " + dir + "/sink.png\n"
+                         "sink off\nwait\nscreenshot " + dir + "/nosink.png\n"
+                         "figure distribution " + dir + "/fig.pdf\nfigure heatmap " + dir + "/fig.svg\n"
+                         "figure grid " + dir + "/fig.png\nfigure entropy " + dir + "/ent.svg\n"
+                         "log on\nfigure heatmap " + dir + "/log.pdf\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image a = read_png(dir + "/t04.png"), b = read_png(dir + "/t015.png"), d = read_png(dir + "/diff.png");
   ASSERT_EQ(a.w, 1400);
@@ -116,6 +121,23 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
   EXPECT_GT(changed_fraction(b, d, hr), 0.05);  // the difference view
   // The distribution panel changes with t as well; the controls panel shows the new t.
   EXPECT_GT(changed_fraction(a, b, ja["rects"]["distribution"]), 0.001);
+  // Hiding the first-token sink renormalises the rows: on head 3.3 (most of its mass on the sink) the heatmap
+  // changes beyond the sink column (its mass moves to other keys).
+  const Image sk = read_png(dir + "/sink.png"), ns = read_png(dir + "/nosink.png");
+  EXPECT_GT(changed_fraction(sk, ns, hr), 0.02);  // the sink column alone is ~1 %
+  // Figure presets through the figures module, in the format the extension names.
+  auto head = [&](const std::string& f, size_t n) {
+    std::ifstream in(dir + "/" + f, std::ios::binary);
+    std::string h(n, '\0');
+    in.read(&h[0], (std::streamsize)n);
+    return h;
+  };
+  EXPECT_EQ(head("fig.pdf", 5), "%PDF-");
+  EXPECT_NE(head("fig.svg", 200).find("<svg"), std::string::npos);
+  EXPECT_EQ(head("fig.png", 4), "\x89PNG");
+  EXPECT_NE(head("ent.svg", 200).find("<svg"), std::string::npos);
+  EXPECT_EQ(head("log.pdf", 5), "%PDF-");
+  EXPECT_GT(read_png(dir + "/fig.png").w, 200);
 }
 
 TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {

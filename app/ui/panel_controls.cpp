@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "focal/error.h"
-#include "focal_figures/figures.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -134,28 +133,15 @@ static void export_section(Ui& ui) {
   ImGui::SameLine();
   if (ImGui::Button("PNG")) ui.screenshot_request = ui.png_buf;
   help_marker("Saves the window as it is now (the next frame) as a PNG.");
-  static const char* kKinds[] = {"distribution", "heatmap", "grid", "entropy"};
   ImGui::SetNextItemWidth(110);
-  ImGui::Combo("##kind", &ui.figure_kind, kKinds, 4);
+  ImGui::Combo("##kind", &ui.figure_kind, kFigureKinds, 4);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(-70);
   ImGui::InputText("##fig", ui.figure_buf, sizeof ui.figure_buf);
   ImGui::SameLine();
   if (ImGui::Button("Figure")) {
     try {
-      const focal::CaptureFile cf = st.capture_file();
-      focal::figures::FigureOptions o;
-      o.layer = st.sel_layer;
-      o.head = st.sel_head;
-      o.query = st.query();
-      o.no_sink = st.view.hide_sink;
-      o.log_scale = st.view.log_color;
-      if (ui.figure_kind == 0) o.overlay = true;
-      focal::figures::Source src;
-      src.capture = &cf;
-      src.label = "app";
-      const auto fmt_ = focal::figures::format_from_path(ui.figure_buf);
-      focal::figures::write_file_atomic(ui.figure_buf, focal::figures::render_figure(kKinds[ui.figure_kind], {src}, o, fmt_));
+      write_app_figure(st, kFigureKinds[ui.figure_kind], ui.figure_buf);
       st.notify(std::string("wrote figure ") + ui.figure_buf, false);
     } catch (const focal::Error& e) {
       st.notify(e.what(), true);

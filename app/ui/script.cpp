@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "focal/error.h"
-#include "focal_figures/figures.h"
 
 namespace focalscope {
 
@@ -118,15 +117,7 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "export") {
         st.export_capture(c.rest);
       } else if (c.name == "figure") {
-        const focal::CaptureFile cf = st.capture_file();
-        focal::figures::FigureOptions o;
-        o.layer = st.sel_layer;
-        o.head = st.sel_head;
-        focal::figures::Source src;
-        src.capture = &cf;
-        src.label = "app";
-        focal::figures::write_file_atomic(
-            c.args[1], focal::figures::render_figure(c.args[0], {src}, o, focal::figures::format_from_path(c.args[1])));
+        write_app_figure(st, c.args[0], c.args[1]);
       } else if (c.name == "sweep") {
         st.run_sweep(0.1f, 1.5f, 15);
         ui.force_tab = 2;

@@ -74,6 +74,11 @@ const char* side_name(int side);        // "A", "B"
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);
 void help_marker(const char* text);
+// The figure presets of the export section and the script's `figure` command.
+extern const char* const kFigureKinds[4];  // distribution, heatmap, grid, entropy
+// Renders figure `kind` of the current state (selected layer, head and query, sink and log settings where the kind
+// takes them) to path, PNG / SVG / PDF by its extension, written atomically. Throws focal::Error.
+void write_app_figure(const AppState& st, const std::string& kind, const std::string& path);
 // Heading text in the accent colour.
 void section(const char* text);
 // Temperature widgets for one side; returns true when the spec changed (already applied to the state).

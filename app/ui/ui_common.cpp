@@ -7,9 +7,32 @@
 #include <cstdio>
 
 #include "focal_figures/colormap.h"
+#include "focal_figures/figures.h"
 #include "ui.h"
 
 namespace focalscope {
+
+const char* const kFigureKinds[4] = {"distribution", "heatmap", "grid", "entropy"};
+
+void write_app_figure(const AppState& st, const std::string& kind, const std::string& path) {
+  const focal::CaptureFile cf = st.capture_file();
+  focal::figures::FigureOptions o;  // each kind gets only the options it takes (figures reject the others)
+  if (kind == "distribution" || kind == "heatmap") {
+    o.layer = st.sel_layer;
+    o.head = st.sel_head;
+  }
+  if (kind == "distribution") {
+    o.query = st.query();
+    o.overlay = true;
+  }
+  if (kind == "distribution" || kind == "heatmap" || kind == "grid") o.no_sink = st.view.hide_sink;
+  if (kind == "heatmap" || kind == "grid") o.log_scale = st.view.log_color;
+  focal::figures::Source src;
+  src.capture = &cf;
+  src.label = "app";
+  focal::figures::write_file_atomic(
+      path, focal::figures::render_figure(kind, {src}, o, focal::figures::format_from_path(path)));
+}
 
 void Texture::upload(const std::vector<uint8_t>& rgba, int tw, int th) {
   if (!id) glGenTextures(1, &id);

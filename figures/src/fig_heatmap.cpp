@@ -199,7 +199,7 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
       mats.push_back(head_matrix(run, a, b, opt.no_sink));
       vmax = std::max(vmax, mats.back().max);
     }
-  const ProbScale scale = prob_scale(opt, vmax);
+  ProbScale scale = prob_scale(opt, vmax);
 
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
@@ -212,12 +212,22 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   const double header = 1.4 * kTickSize;
   const double top = title_space(opt) + header;
   double side = (W - left - right - (Hc - 1) * gap) / Hc;
+  // A grid of one or two rows can be shorter than the colour bar's rotated title: then the bar takes the short
+  // title "p" (the figure's title says what p is), or none.
+  const std::string full_bar_title = scale.cs.title;
+  for (const char* short_title : {opt.no_sink ? "p (no sink)" : "p", "p", ""})
+    if (colorbar_min_height(c, scale.cs) > Lc * side + (Lc - 1) * gap) scale.cs.title = short_title;
+  const bool short_bar = scale.cs.title != full_bar_title;
   const double H = page_height(opt, top + Lc * side + (Lc - 1) * gap + kMargin + 2.0);
   side = std::min(side, (H - top - kMargin - 2.0 - (Lc - 1) * gap) / Lc);
   if (side < 4) throw Error("--width/--height: the figure is too small for " + std::to_string(Lc) + " x " +
                             std::to_string(Hc) + " thumbnails; make it larger");
 
-  const std::string auto_title = run.label + ": attention by layer and head" + (opt.log_scale ? " (log)" : "");
+  const std::string auto_title =
+      run.label +
+      (!short_bar ? ": attention by layer and head"
+                  : (opt.no_sink ? ": p (sink excluded) by layer and head" : ": attention p by layer and head")) +
+      (opt.log_scale ? " (log)" : "");
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   size_t cells = 0;

@@ -289,6 +289,10 @@ double colorbar_width(const Canvas& c, const ColorScale& s) {
          (s.title.empty() ? 0.0 : title_height());
 }
 
+double colorbar_min_height(const Canvas& c, const ColorScale& s) {
+  return s.title.empty() ? 0.0 : c.text_width(s.title, kLabelSize) + 4.0;
+}
+
 void draw_colorbar(Canvas& c, const ColorScale& s, double x, double top, double height) {
   const double bx = x + kBarGap;
   cairo_t* cr = c.cr();

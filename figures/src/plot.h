@@ -113,6 +113,8 @@ ColorScale log_scale(double lo_exp, double hi_exp, const std::string& title);
 ColorScale diverging_scale(double max_abs, const std::string& title);
 // Width of a vertical colour bar with its labels and title, placed right of a plot.
 double colorbar_width(const Canvas& c, const ColorScale& s);
+// The shortest bar whose rotated title fits beside it (0 without a title).
+double colorbar_min_height(const Canvas& c, const ColorScale& s);
 // Draws the bar in the strip right of the plot: x is the strip's left edge, the bar spans the plot's height.
 void draw_colorbar(Canvas& c, const ColorScale& s, double x, double top, double height);
 
