@@ -106,35 +106,34 @@ inline void topk_insert(float* best, int& cnt, int k, float v, int32_t* ids = nu
   if (ids) ids[i] = id;
 }
 
-// Sum of the k largest values of p[n] (k <= 64). Two levels: the maxima of blocks of 32 (one vectorised pass), the
-// k-th largest block maximum as a threshold (every top-k value is >= it), then only blocks reaching the threshold
-// are scanned element by element.
-__attribute__((target_clones("default", "avx2")))
+// Sum of the k largest values of p[n] (k <= 64). Two levels: the maxima of G = 64 strided groups (group g holds
+// p[g], p[g + G], ...: one vertical-max pass, no horizontal reductions), the k-th largest group maximum as a
+// threshold (every top-k value lies in a group whose maximum reaches it: k other groups' maxima would exceed it
+// otherwise), then only the groups reaching the threshold are scanned. The k values are summed in descending order.
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 float topk_sum(const float* p, int n, int k) {
   if (k <= 0) return 0.0f;
   k = std::min(k, 64);
   float best[64];
   int cnt = 0;
-  constexpr int kB = 32;
-  const int nb = n / kB;
-  if (nb < k) {
+  constexpr int kG = 64;
+  if (n < 2 * kG) {
     for (int j = 0; j < n; ++j) topk_insert(best, cnt, k, p[j]);
   } else {
-    thread_local std::vector<float> bmax;
-    bmax.resize(nb);
-    for (int b = 0; b < nb; ++b) {
-      float m = p[b * kB];
-#pragma omp simd reduction(max : m)
-      for (int t = 0; t < kB; ++t) m = p[b * kB + t] > m ? p[b * kB + t] : m;
-      bmax[b] = m;
+    alignas(64) float gm[kG];
+    for (int t = 0; t < kG; ++t) gm[t] = p[t];
+    int j = kG;
+    for (; j + kG <= n; j += kG) {
+#pragma omp simd
+      for (int t = 0; t < kG; ++t) gm[t] = p[j + t] > gm[t] ? p[j + t] : gm[t];
     }
-    for (int b = 0; b < nb; ++b) topk_insert(best, cnt, k, bmax[b]);
+    for (int t = 0; j + t < n; ++t) gm[t] = p[j + t] > gm[t] ? p[j + t] : gm[t];
+    for (int t = 0; t < kG; ++t) topk_insert(best, cnt, k, gm[t]);
     const float thr = best[k - 1];
     cnt = 0;
-    for (int b = 0; b < nb; ++b)
-      if (bmax[b] >= thr)
-        for (int t = 0; t < kB; ++t) topk_insert(best, cnt, k, p[b * kB + t]);
-    for (int j = nb * kB; j < n; ++j) topk_insert(best, cnt, k, p[j]);
+    for (int g = 0; g < kG; ++g)
+      if (gm[g] >= thr)
+        for (int i = g; i < n; i += kG) topk_insert(best, cnt, k, p[i]);
   }
   float s = 0.0f;
   for (int i = 0; i < cnt; ++i) s += best[i];
@@ -178,7 +177,7 @@ namespace {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. Hot loop of the attention: written so
 // the compiler vectorises it (omp simd reductions, branch-free exp), cloned for AVX2 machines.
-__attribute__((target_clones("default", "avx2")))
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                         int n_relevant) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -327,7 +326,7 @@ void topk(const float* x, int n, int k, int32_t* idx, float* val) {
   for (int j = nb * kB; j < n; ++j) insert(j);
 }
 
-__attribute__((target_clones("default", "avx2")))
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 float log_sum_exp(const float* x, int n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
