@@ -2,13 +2,13 @@
 // Backend calls as the CPU backend, so the forward (forward.cpp) runs unchanged on it. Compiled only with
 // FOCAL_CUDA on.
 //
-// Memory: freed buffers go back to a pool keyed by size, so the per-call buffers of the forward (activations,
-// scores) are allocated from the device once per session shape and then reused. Host transfers go through pinned
-// staging buffers. Captured heads (an observer wants their rows) run QK^T and PV through cuBLAS with the fused
-// softmax kernel in between; their probabilities and raw scores are copied to pinned host memory on a second
-// stream while the next block computes, and handed to the observer from the calling thread (in 16 bits when the
-// capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run
-// the flash-style fused kernel (metrics without T^2 memory).
+// Memory: a Session plans the forward's device memory once (KV cache and activation Workspace, forward.cpp); freed
+// buffers go back to a pool keyed by size, so the next session of that shape and the capture blocks below reuse
+// them. Host transfers go through pinned staging buffers. Captured heads (an observer wants their rows) run QK^T and
+// PV through cuBLAS with the fused softmax kernel in between; their probabilities and raw scores are copied to
+// pinned host memory on a second stream while the next block computes, and handed to the observer from the calling
+// thread (in 16 bits when the capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run the
+// flash-style fused kernel (metrics without T^2 memory).
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
 // per parameter), fp32 ones 4. The backend remembers each weight allocation's type; embed widens table rows as it
