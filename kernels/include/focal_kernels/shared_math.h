@@ -1,5 +1,5 @@
-// Per-element and per-row math shared by the CPU ops and (later) the CUDA kernels: temperature scale, RoPE angle,
-// RMSNorm factor, online softmax with entropy. Everything here is inline, header-only, and free of allocations so the
+// Per-element and per-row math shared by the CPU ops and the CUDA kernels: temperature scale, RoPE angle,
+// RMSNorm factor, online softmax with entropy, fp16 rounding of captured probabilities. Everything here is inline, header-only, and free of allocations so the
 // same definitions compile for host and device.
 #pragma once
 
@@ -42,9 +42,7 @@ FOCAL_HD void rope_rotate_pair(float& x1, float& x2, float cos_a, float sin_a) {
 // RMSNorm: y = w * x * rsqrt(mean(x^2) + eps); returns the factor rsqrt(.) given sum of squares over n.
 FOCAL_HD float rms_factor(float sum_sq, int n, float eps) { return 1.0f / sqrtf(sum_sq / (float)n + eps); }
 
-// e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
-// x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
-// Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range); NaN stays NaN.
+// The bits of a float and back (bit casts on host and device).
 FOCAL_HD float bits_to_float(int i) {
 #if defined(__CUDA_ARCH__)
   return __int_as_float(i);
@@ -93,6 +91,9 @@ FOCAL_HD float half_bits_to_float(uint16_t h) {
 
 FOCAL_HD float round_to_half(float f) { return half_bits_to_float(float_to_half_bits(f)); }
 
+// e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
+// x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
+// Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range); NaN stays NaN.
 FOCAL_HD float exp_nonpos(float x_in) {
   // Clamp to [-87, 0]; NaN also maps into range here (so the int conversion below is defined) and is passed
   // through at the end.
