@@ -237,9 +237,11 @@ int cmd_capture(int argc, char** argv) {
 
   CaptureFile file = make_capture_file(*model, ids);
   file.relevant = req.run.relevant;
+  CaptureRequest run_req = req;
+  if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS below from the fp32 rows; the file still stores fp16
   for (auto& [name, s] : runs) {
     Progress prog("capture " + name + ": layer");
-    file.runs.push_back(capture_run(*model, ids, s, req, name, [&](int d, int t) { prog.update(d, t); }));
+    file.runs.push_back(capture_run(*model, ids, s, run_req, name, [&](int d, int t) { prog.update(d, t); }));
   }
   if (runs.size() == 2 && req.store_probs) file.comparisons.push_back(compare_runs(file, runs[0].first, runs[1].first));
   write_capture(file, out, req.probs_fp16);

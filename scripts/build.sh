@@ -4,5 +4,7 @@
 # CI sets ON so that a machine image without nvcc fails instead of quietly skipping the CUDA compile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFOCAL_CUDA="${FOCAL_CUDA:-AUTO}" "$@" >/dev/null
+cuda_opt=()
+[ -n "${FOCAL_CUDA:-}" ] && cuda_opt=(-DFOCAL_CUDA="$FOCAL_CUDA")  # unset: the cached choice (first time AUTO)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_opt[@]}" "$@" >/dev/null
 cmake --build build -j"$(nproc)"

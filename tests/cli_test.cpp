@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "focal/capture.h"
 #include "focal/tokenizer.h"
+#include "focal_kernels/shared_math.h"
 #include "test_util.h"
 
 #ifndef FOCAL_CLI_PATH
@@ -323,6 +325,25 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
   EXPECT_EQ(a->probs.size(), (size_t)2 * T * T);
   ASSERT_EQ(f.comparisons.size(), 1u);
   EXPECT_EQ(f.comparisons[0].kl.size(), (size_t)2 * T);
+
+  // --fp16 stores fp16 probabilities, but KL / JS still come from the fp32 rows: the same values as above
+  // (reference: the fp32 capture's comparison; 1e-6 relative: the same fp32 rows), and the stored rows are the
+  // fp32 ones rounded to fp16.
+  const std::string out16 = d + "/out16.h5";
+  r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers", "1",
+           "--heads", "0,1", "--fp16", "-o", out16});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const CaptureFile f16 = read_capture(out16);
+  ASSERT_EQ(f16.comparisons.size(), 1u);
+  ASSERT_EQ(f16.comparisons[0].kl.size(), f.comparisons[0].kl.size());
+  for (size_t i = 0; i < f.comparisons[0].kl.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(f16.comparisons[0].kl[i])) << i;
+    EXPECT_NEAR(f16.comparisons[0].kl[i], f.comparisons[0].kl[i], 1e-6 * std::fabs(f.comparisons[0].kl[i]) + 1e-9);
+  }
+  const RunCapture* a16 = f16.find_run("focal_t0.4");
+  ASSERT_NE(a16, nullptr);
+  ASSERT_EQ(a16->probs.size(), a->probs.size());
+  for (size_t i = 0; i < a->probs.size(); ++i) ASSERT_EQ(a16->probs[i], math::round_to_half(a->probs[i])) << i;
 }
 
 TEST_F(CliTest, SweepEntropyRisesWithTemperature) {

@@ -202,16 +202,19 @@ TEST(LiveRunner, CancelledRerunKeepsTheLayersBeforeItsStart) {
   EXPECT_EQ(first, 2);
   expect_same_run(out, capture_run(*m, x, s2, req, "r"));
   prev = out;
-  // Cancelled at layer 2 again, then a change at layer 3 only: layer 2 was overwritten by the cancelled run, so the
-  // re-run starts at 2, not 3.
+  // A run from layer 1 cancelled after layers 1 and 2 has overwritten the kept input of layers 2 and 3 with its own
+  // setting. A change at layer 3 alone (against the last completed run) must then start at 1, not 3: starting at 3
+  // would read the cancelled run's input and differ from capture_run.
   TempSpec s3 = s2;
-  s3.layer_temp[2] = 0.2f;
+  s3.layer_temp[1] = 0.2f;
   calls = 0;
-  EXPECT_FALSE(runner.run(x, s3, req, "r", &prev, &out, [&] { return ++calls >= 1; }));
+  EXPECT_FALSE(runner.run(x, s3, req, "r", &prev, &out, [&] { return ++calls >= 2; }));
+  EXPECT_EQ(calls, 2);
   TempSpec s4 = s2;
   s4.layer_temp[3] = 0.8f;
+  ASSERT_EQ(s4.first_changed_layer(s2, m->config()), 3);
   ASSERT_TRUE(runner.run(x, s4, req, "r", &prev, &out, {}, {}, &first));
-  EXPECT_EQ(first, 2);
+  EXPECT_EQ(first, 1);
   expect_same_run(out, capture_run(*m, x, s4, req, "r"));
 }
 

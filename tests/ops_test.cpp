@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <immintrin.h>
 #include <limits>
 #include <map>
@@ -1026,6 +1027,34 @@ TEST(SharedMath, EntropyMetricsHandComputed) {
   math::entropy_metrics(-1e-8f, 3, h, hn, eff);
   EXPECT_EQ(h, 0.0f);
   EXPECT_EQ(eff, 1.0f);
+}
+
+// The top-k mass of long rows (the strided-group path, n >= 128) against a sort in double: every n around the
+// group size, k from 1 to 64, random rows, rows with many equal values, and a row whose largest values share one
+// group. Tolerance: the float sum of at most 64 values in [0, 1], 1e-6 relative.
+TEST(OpsTopkMass, LongRowsMatchSortReference) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  auto check = [](const std::vector<float>& p, int k, const char* what) {
+    std::vector<double> sorted(p.begin(), p.end());
+    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    double ref = 0.0;
+    for (int i = 0; i < std::min<int>(k, (int)p.size()); ++i) ref += sorted[i];
+    float m[kNumRowMetrics];
+    row_metrics(p.data(), (int)p.size(), k, nullptr, 0, m);
+    ASSERT_NEAR(m[kTopkMass], ref, 1e-6 * ref + 1e-12) << what << " n " << p.size() << " k " << k;
+  };
+  for (int n : {127, 128, 129, 191, 200, 256, 1000, 4097})
+    for (int k : {1, 2, 5, 17, 63, 64}) {
+      std::vector<float> p(n);
+      for (float& v : p) v = u(rng);
+      check(p, k, "random");
+      for (float& v : p) v = (float)(int)(u(rng) * 4) / 4.0f;  // 4 distinct values: ties everywhere
+      check(p, k, "ties");
+      std::fill(p.begin(), p.end(), 0.01f);
+      for (int i = 5; i < n; i += 64) p[i] = 0.5f + 0.001f * i;  // the largest values all in group 5
+      check(p, k, "one group");
+    }
 }
 
 // ---- fp16 storage of captured probabilities (shared by the CPU and CUDA backends) ----

@@ -311,6 +311,7 @@ void AppState::toggle_relevant(int pos) {
     file.relevant.insert(it, pos);
   }
   state_version++;
+  if (!compare) slots[1].run.reset();  // B re-runs with the marks when it is shown again
   propagate_all();
 }
 

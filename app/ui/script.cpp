@@ -95,7 +95,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         st.select((int)number(c.args[0], where), (int)number(c.args[1], where),
                   c.args.size() > 2 ? (int)number(c.args[2], where) : st.sel_query);
       } else if (c.name == "relevant") {  // toggles a relevant key position, as a right-click on the token does
-        st.toggle_relevant((int)number(c.args[0], where));
+        const int pos = (int)number(c.args[0], where);
+        if (!st.has_model() || pos < 0 || pos >= st.n_tokens())
+          throw focal::Error(where + ": relevant " + c.args[0] + ": needs a loaded model and a position in 0.." +
+                             std::to_string(st.n_tokens() - 1));
+        st.toggle_relevant(pos);
       } else if (c.name == "view") {
         if (c.args[0] == "a") st.view.show = ViewRun::kA;
         else if (c.args[0] == "b") st.view.show = ViewRun::kB;

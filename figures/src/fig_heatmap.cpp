@@ -212,14 +212,14 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   const double header = 1.4 * kTickSize;
   const double top = title_space(opt) + header;
   double side = (W - left - right - (Hc - 1) * gap) / Hc;
+  const double H = page_height(opt, top + Lc * side + (Lc - 1) * gap + kMargin + 2.0);
+  side = std::min(side, (H - top - kMargin - 2.0 - (Lc - 1) * gap) / Lc);
   // A grid of one or two rows can be shorter than the colour bar's rotated title: then the bar takes the short
   // title "p" (the figure's title says what p is), or none.
   const std::string full_bar_title = scale.cs.title;
   for (const char* short_title : {opt.no_sink ? "p (no sink)" : "p", "p", ""})
     if (colorbar_min_height(c, scale.cs) > Lc * side + (Lc - 1) * gap) scale.cs.title = short_title;
   const bool short_bar = scale.cs.title != full_bar_title;
-  const double H = page_height(opt, top + Lc * side + (Lc - 1) * gap + kMargin + 2.0);
-  side = std::min(side, (H - top - kMargin - 2.0 - (Lc - 1) * gap) / Lc);
   if (side < 4) throw Error("--width/--height: the figure is too small for " + std::to_string(Lc) + " x " +
                             std::to_string(Hc) + " thumbnails; make it larger");
 

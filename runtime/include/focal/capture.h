@@ -21,7 +21,9 @@ struct CaptureRequest {
   std::vector<int> queries;         // query positions stored
   bool store_probs = true;
   bool store_scores = true;         // raw q.k/sqrt(d_head), so any temperature can be re-applied later
-  bool probs_fp16 = false;          // file storage type of probabilities
+  bool probs_fp16 = false;          // probabilities stored as fp16: capture_run then hands them over rounded to
+                                    // fp16 already (a CUDA device downloads 16 bits); clear it for a run whose
+                                    // fp32 rows are needed in memory (compare_runs) and pass it to write_capture
   int topk_tokens = 10;             // next-token top-k stored per position
   RunOptions run;                   // top-k mass k, relevant keys
   size_t budget_bytes = size_t(2) << 30;  // memory budget for the capture (all runs)
