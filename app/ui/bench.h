@@ -15,6 +15,9 @@ class Bench {
   Bench(std::string out_path, std::string long_model) : out_(std::move(out_path)), long_model_(std::move(long_model)) {}
   // before_frame: called before the panels draw; after_frame: after Render and glFinish. Return false when done.
   void before_frame(Ui& ui);
+  // after_render: right after ImGui::Render(), before any GL drawing: the CPU part of a preview frame (the app's
+  // work and ImGui's layout and draw lists) is timed apart from the rasteriser's part.
+  void after_render();
   bool after_frame(Ui& ui);
   const std::string& error() const { return error_; }
 
@@ -26,7 +29,7 @@ class Bench {
   uint64_t seen_version_ = 0;
   bool armed_ = false;
   int frames_ = 0;
-  std::vector<double> idle_frame_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_, job_frame_ms_, long_frame_ms_;
+  std::vector<double> idle_frame_ms_, preview_cpu_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_, job_frame_ms_, long_frame_ms_;
   double long_propagate_ms_ = 0.0, last_frame_ = 0.0;
   int T_ = 0, long_T_ = 0;
 };

@@ -353,6 +353,7 @@ int main(int argc, char** argv) {
       glfwGetFramebufferSize(win, &fb_w, &fb_h);
       layout_and_draw(ui, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y, fps);
       ImGui::Render();
+      if (!args.bench.empty()) bench.after_render();
       glViewport(0, 0, fb_w, fb_h);
       glClearColor(0.08f, 0.085f, 0.10f, 1.0f);
       glClear(GL_COLOR_BUFFER_BIT);

@@ -209,8 +209,29 @@ bool temperature_controls(Ui& ui, int side) {
   return changed;
 }
 
+namespace {
+
+// The figures' colour maps sampled at 1025 points ([0, 1] for viridis, [-1, 1] for the diverging map), so a texel
+// costs a table lookup; nearest sample, at most a fifth of an 8-bit level from the exact colour.
+struct ColorLut {
+  static constexpr int kN = 1024;
+  focal::figures::Rgb8 c[kN + 1];
+  explicit ColorLut(bool diverging) {
+    for (int i = 0; i <= kN; ++i)
+      c[i] = diverging ? focal::figures::diverging8(2.0 * i / kN - 1.0) : focal::figures::viridis8((double)i / kN);
+  }
+  // t in [0, 1] (NaN -> 0)
+  const focal::figures::Rgb8& at(float t) const {
+    t = t > 0.0f ? (t < 1.0f ? t : 1.0f) : 0.0f;
+    return c[(int)(t * kN + 0.5f)];
+  }
+};
+
+}  // namespace
+
 void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
                        std::vector<uint8_t>& out) {
+  static const ColorLut viridis(false), diverging(true);
   out.assign((size_t)w * h * 4, 0);
   const int T = rows.T;
   const ViewRun show = st.view.show;
@@ -254,7 +275,10 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
   for (size_t i = 0; i < val.size(); ++i)
     if (!masked[i]) vmax = std::max(vmax, std::fabs(val[i]));
   if (vmax <= 0.0f) vmax = 1.0f;
-  const double floor_log = -4.0;  // log colour: 1e-4 .. 1
+  const float floor_log = -4.0f;  // log colour: 1e-4 .. 1
+  const bool log_color = st.view.log_color;
+  const float inv_vmax = 1.0f / vmax;
+#pragma omp parallel for schedule(static)
   for (size_t i = 0; i < val.size(); ++i) {
     uint8_t* px = &out[i * 4];
     if (masked[i]) {  // keys after the query: causal mask
@@ -264,12 +288,12 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
     }
     focal::figures::Rgb8 c;
     if (diff) {
-      c = focal::figures::diverging8(val[i] / vmax);
-    } else if (st.view.log_color) {
-      const double lv = std::log10(std::max(1e-12, (double)val[i]));
-      c = focal::figures::viridis8((lv - floor_log) / -floor_log);
+      c = diverging.at(0.5f * (val[i] * inv_vmax + 1.0f));
+    } else if (log_color) {
+      const float lv = std::log10(std::max(1e-12f, val[i]));
+      c = viridis.at((lv - floor_log) / -floor_log);
     } else {
-      c = focal::figures::viridis8(val[i] / vmax);
+      c = viridis.at(val[i] * inv_vmax);
     }
     px[0] = c.r;
     px[1] = c.g;
