@@ -394,6 +394,7 @@ int cmd_generate(int argc, char** argv) {
   });
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("\n");
+  std::fflush(stdout);  // the text's line ends before the timing line on stderr
   std::fprintf(stderr, "[%zu tokens in %.2fs, %s]\n", gen.size(), el, spec.label().c_str());
   if (a.has("--capture")) {
     // KV-cache decoding reproduces a prefill of the full sequence (tests/forward_test.cpp), so the capture re-runs
