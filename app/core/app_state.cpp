@@ -90,7 +90,12 @@ void AppState::open_path(const std::string& path_in) {
       auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));
       if (cf->runs.empty()) throw focal::Error("capture '" + path + "' holds no runs");
       focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, path + ": model_config");
-      // Everything that can fail is checked here, on the worker, before the closure replaces the session.
+      // Everything that can fail is checked here, on the worker, before the closure replaces the session. The
+      // reader has checked every run's layers and heads against the file's shape; that shape must be the model's.
+      if (cf->n_layers != cfg.n_layers || cf->n_heads != cfg.n_heads)
+        throw focal::Error("capture '" + path + "': its runs have " + std::to_string(cf->n_layers) + " layers x " +
+                           std::to_string(cf->n_heads) + " heads, its model_config " +
+                           std::to_string(cfg.n_layers) + " x " + std::to_string(cfg.n_heads));
       std::vector<focal::TempSpec> specs;
       for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
         const focal::RunCapture& r = cf->runs[s];
@@ -100,14 +105,6 @@ void AppState::open_path(const std::string& path_in) {
         } catch (const focal::Error& e) {
           throw focal::Error("capture '" + path + "': run '" + r.name + "': temperature spec: " + e.what());
         }
-        for (int l : r.layers)
-          if (l < 0 || l >= cfg.n_layers)
-            throw focal::Error("capture '" + path + "': run '" + r.name + "' stores layer " + std::to_string(l) +
-                               ", outside its model's " + std::to_string(cfg.n_layers) + " layers");
-        for (int h : r.heads)
-          if (h < 0 || h >= cfg.n_heads)
-            throw focal::Error("capture '" + path + "': run '" + r.name + "' stores head " + std::to_string(h) +
-                               ", outside its model's " + std::to_string(cfg.n_heads) + " heads");
       }
       return [this, path, cf, cfg, specs] {
         jobs.cancel("run_a");

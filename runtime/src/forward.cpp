@@ -360,9 +360,12 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (tape) save(tape->x_final, x, (size_t)n * H);
     be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
-    DeviceBuffer all_rows;  // [rows, vocab] when more rows than the workspace's block are asked for
-    if (rows > Workspace::kLogitsBlock) all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
-    float* lg = rows > Workspace::kLogitsBlock ? all_rows.data() : ws.logits_block.data();
+    float* lg = ws.logits_block.data();  // [rows, vocab]
+    DeviceBuffer all_rows;                // when more rows than the workspace's block are asked for
+    if (rows > Workspace::kLogitsBlock) {
+      all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
+      lg = all_rows.data();
+    }
     be.matmul_xwt(xn.data(), w.lm_head, lg, rows, c.vocab_size, H);
     logits->resize((size_t)rows * c.vocab_size);
     be.download(logits->data(), lg, logits->size());
