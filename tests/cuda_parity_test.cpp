@@ -194,7 +194,7 @@ TEST_F(CudaParity, SixteenBitWeightsWidenExactlyForEveryBitPattern) {
   for (int r = 0; r < kRows; ++r) ids[r] = (r * 37 + 11) % kRows;
   for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
     SCOPED_TRACE(type == WeightType::kF16 ? "fp16" : "bf16");
-    auto widen = [&](uint16_t b) { return type == WeightType::kF16 ? fp16_to_f32(b) : bf16_to_f32(b); };
+    auto widen = [&](uint16_t b) { return type == WeightType::kF16 ? math::half_bits_to_float(b) : math::bf16_bits_to_float(b); };
     auto same = [](float a, float b) {
       uint32_t ua, ub;
       std::memcpy(&ua, &a, 4);
@@ -241,7 +241,7 @@ void expect_matmul16_parity(Backend& gpu, const std::vector<std::tuple<int, int,
       const auto x = random_vec((size_t)m * k, rng);
       const auto w16 = random_16bit((size_t)n * k, type, rng);
       std::vector<float> w(w16.size());
-      for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kF16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kF16 ? math::half_bits_to_float(w16[i]) : math::bf16_bits_to_float(w16[i]);
       std::vector<float> ref((size_t)m * n);
       ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
       DeviceBuffer xd(gpu, x.size()), yd(gpu, ref.size());

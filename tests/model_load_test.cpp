@@ -22,6 +22,7 @@
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal/temp_spec.h"
+#include "focal_kernels/shared_math.h"
 #include "model_internal.h"
 #include "safetensors.h"
 #include "test_util.h"
@@ -558,22 +559,22 @@ TEST_F(ModelLoadTest, HalfPrecisionWeightsLoadRounded) {
 }
 
 TEST(HalfConversion, SpecialValues) {
-  EXPECT_EQ(fp16_to_f32(0x3c00), 1.0f);
-  EXPECT_EQ(fp16_to_f32(0xc000), -2.0f);
-  EXPECT_EQ(fp16_to_f32(0x7bff), 65504.0f);
-  EXPECT_EQ(fp16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(fp16_to_f32(0x03ff), std::ldexp(1023.0f, -24));
-  EXPECT_TRUE(std::isinf(fp16_to_f32(0x7c00)));
-  EXPECT_TRUE(std::isnan(fp16_to_f32(0x7e00)));
-  EXPECT_TRUE(std::signbit(fp16_to_f32(0x8000)));
-  EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
-  EXPECT_EQ(bf16_to_f32(0xc040), -3.0f);
+  EXPECT_EQ(math::half_bits_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(math::half_bits_to_float(0xc000), -2.0f);
+  EXPECT_EQ(math::half_bits_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(math::half_bits_to_float(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(math::half_bits_to_float(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_TRUE(std::isinf(math::half_bits_to_float(0x7c00)));
+  EXPECT_TRUE(std::isnan(math::half_bits_to_float(0x7e00)));
+  EXPECT_TRUE(std::signbit(math::half_bits_to_float(0x8000)));
+  EXPECT_EQ(math::bf16_bits_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(math::bf16_bits_to_float(0xc040), -3.0f);
   // Every fp16 bit pattern agrees with the compiler's conversion.
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const uint16_t h = (uint16_t)b;
     _Float16 x;
     std::memcpy(&x, &h, 2);
-    const float want = (float)x, got = fp16_to_f32(h);
+    const float want = (float)x, got = math::half_bits_to_float(h);
     if (std::isnan(want)) {
       ASSERT_TRUE(std::isnan(got)) << std::hex << b;
     } else {

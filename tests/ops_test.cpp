@@ -1122,5 +1122,39 @@ TEST(HalfConversion, MatchesF16cOnEveryHalfAndSampledFloats) {
   }
 }
 
+// NaN payloads: narrowing keeps the sign and the payload's top 10 (fp16) or 7 (bf16) bits and sets the quiet bit, as
+// F16C does; widening keeps every bit, so a quiet fp16 NaN survives fp16 -> fp32 -> fp16 unchanged.
+TEST(HalfConversion, NanPayloads) {
+  using math::bits_to_float;
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc00000)), 0x7e00);              // the default quiet NaN
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float((int)0xffc00000u)), 0xfe00);        // sign kept
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc02000)), 0x7e01);              // payload's lowest kept bit
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc01fff)), 0x7e00);              // bits below it dropped
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f802000)), 0x7e01);              // signalling: made quiet
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f800001)), 0x7e00);              // ... never turned into inf
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fffe000)), 0x7fff);
+  for (uint32_t h = 0x7e00; h <= 0x7fff; ++h) {  // every quiet fp16 NaN, both signs
+    for (uint32_t sign : {0u, 0x8000u}) {
+      const uint16_t bits = (uint16_t)(h | sign);
+      const float wide = math::half_bits_to_float(bits);
+      ASSERT_TRUE(std::isnan(wide));
+      ASSERT_EQ(math::float_bits(wide), ((uint32_t)sign << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+      ASSERT_EQ(math::float_to_half_bits(wide), bits) << std::hex << bits;
+    }
+  }
+  EXPECT_EQ(math::float_to_bf16_bits(bits_to_float(0x7fc00000)), 0x7fc0);
+  EXPECT_EQ(math::float_to_bf16_bits(bits_to_float(0x7f810000)), 0x7fc1);  // signalling: quiet, payload kept
+  EXPECT_EQ(math::float_to_bf16_bits(bits_to_float(0x7f800001)), 0x7fc0);  // not rounded up into inf or 0x7f80
+  EXPECT_EQ(math::float_to_bf16_bits(bits_to_float((int)0xff8a0000u)), 0xffca);
+  EXPECT_EQ(math::bf16_bits_to_float(0x7fc1) != math::bf16_bits_to_float(0x7fc1), true);
+  EXPECT_EQ(math::float_bits(math::bf16_bits_to_float(0xffca)), 0xffca0000u);
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C instructions to compare NaN narrowing against";
+  for (uint32_t m = 1; m < (1u << 23); m += 7)  // NaN mantissas, both signs
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      const float f = bits_to_float((int)(sign | 0x7f800000u | m));
+      ASSERT_EQ(math::float_to_half_bits(f), f16c_round(f)) << std::hex << (sign | 0x7f800000u | m);
+    }
+}
+
 }  // namespace
 }  // namespace focal::ops

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "focal/error.h"
+#include "focal_kernels/shared_math.h"
 #include "safetensors.h"
 
 namespace focal {
@@ -44,7 +45,7 @@ class CpuBackend final : public Backend {
       for (size_t i = 0; i < n; ++i) {
         uint16_t v;
         std::memcpy(&v, bytes + 2 * i, 2);
-        p[i] = type == WeightType::kBF16 ? bf16_to_f32(v) : fp16_to_f32(v);
+        p[i] = type == WeightType::kBF16 ? math::bf16_bits_to_float(v) : math::half_bits_to_float(v);
       }
     }
     std::lock_guard<std::mutex> lock(mu_);

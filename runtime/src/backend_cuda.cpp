@@ -148,7 +148,7 @@ class CudaBackend final : public Backend {
       uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
       check(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_), "download");
       check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
-      for (size_t i = 0; i < n; ++i) dst[i] = dt == CUDA_R_16BF ? bf16_to_f32(stage16[i]) : fp16_to_f32(stage16[i]);
+      for (size_t i = 0; i < n; ++i) dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
       return;
     }
     float* stage = staging_.get(n);

@@ -15,6 +15,7 @@
 #include "json_util.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
+#include "focal_kernels/shared_math.h"
 #include "model_internal.h"
 
 namespace focal {
@@ -22,37 +23,6 @@ namespace focal {
 using json = nlohmann::json;
 
 namespace {
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
-uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000;
-  const int exp = (int)((u >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = u & 0x7fffff;
-  if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00);
-  if (exp <= 0) {
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return (uint16_t)(sign | h);
-}
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
@@ -99,7 +69,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
       if (es == 4) {
         std::memcpy(p, &v, 4);
       } else {
-        const uint16_t u = dtype == "BF16" ? f32_to_bf16(v) : f32_to_f16(v);
+        const uint16_t u = dtype == "BF16" ? math::float_to_bf16_bits(v) : math::float_to_half_bits(v);
         std::memcpy(p, &u, 2);
       }
       p += es;

@@ -8,6 +8,7 @@
 
 #include "file_map.h"
 #include "focal/error.h"
+#include "focal_kernels/shared_math.h"
 
 namespace focal {
 
@@ -141,35 +142,6 @@ uint64_t SafetensorsFile::fnv1a(uint64_t h) const {
   return h;
 }
 
-float fp16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) { mant <<= 1; --exp; }
-      mant &= 0x3ff;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
   if (t.to_f32) return t.to_f32();
   const size_t n = t.numel();
@@ -181,7 +153,7 @@ std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
     for (size_t i = 0; i < n; ++i) {
       uint16_t v;
       std::memcpy(&v, t.data + 2 * i, 2);
-      out[i] = bf ? bf16_to_f32(v) : fp16_to_f32(v);
+      out[i] = bf ? math::bf16_bits_to_float(v) : math::half_bits_to_float(v);
     }
   } else {
     throw Error("'" + file + "': tensor '" + t.name + "' has dtype " + t.dtype +

@@ -48,7 +48,5 @@ class SafetensorsFile {
 // Converts F32 / F16 / BF16 data to fp32. Throws Error naming the tensor and file for any other dtype.
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file);
 
-float fp16_to_f32(uint16_t h);
-float bf16_to_f32(uint16_t h);
 
 }  // namespace focal

@@ -59,13 +59,16 @@ FOCAL_HD uint32_t float_bits(float f) {
 #endif
 }
 
-// IEEE binary16 storage of captured probabilities (--fp16): fp32 -> fp16 bits with round-to-nearest-even
-// (overflow to inf, gradual underflow to subnormals, NaN stays NaN), and the exact widening back. Both backends
-// round with this one function, so a capture's fp16 values do not depend on the device.
+// The one fp16 / bf16 codec of focalscope (captures, safetensors and GGUF weights, the CUDA backend's widening):
+// IEEE binary16 and bfloat16 bits from fp32 with round-to-nearest-even (overflow to inf, gradual underflow to
+// subnormals), and the exact widening back. Both backends round with these functions, so a capture's fp16 values do
+// not depend on the device. A NaN stays NaN with its sign and the top bits of its payload, made quiet, as IEEE 754
+// §6.2.3 recommends and x86 F16C (vcvtps2ph) does; widening keeps every payload bit.
 FOCAL_HD uint16_t float_to_half_bits(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));  // inf, NaN
+  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN: quiet, payload's top
+  if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);                         // inf
   if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax >= 0x38800000u) {                                   // normal half: rebias 127 -> 15, round 13 bits
     const uint32_t r = ax - 0x38000000u;
@@ -90,6 +93,16 @@ FOCAL_HD float half_bits_to_float(uint16_t h) {
 }
 
 FOCAL_HD float round_to_half(float f) { return half_bits_to_float(float_to_half_bits(f)); }
+
+// bfloat16: the top 16 bits of the fp32, rounded to nearest even; a NaN keeps its sign and payload's top, made quiet.
+FOCAL_HD uint16_t float_to_bf16_bits(float f) {
+  uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+FOCAL_HD float bf16_bits_to_float(uint16_t h) { return bits_to_float((int)((uint32_t)h << 16)); }
 
 // e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
 // x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "focal/model.h"
+#include "focal/provenance.h"
 #include "focal/temp_spec.h"
 
 namespace focal {
@@ -53,15 +54,10 @@ struct Comparison {
   std::vector<float> js;  // [Lc, Hc, Qc] Jensen-Shannon divergence in nats
 };
 
-struct CaptureFile {
+struct CaptureFile : Provenance {  // provenance: model_path, model_config_json, weights_checksum, tool_version, ...
   static constexpr const char* kFormatName = "focalscope-capture";
   static constexpr int kFormatVersion = 1;
 
-  std::string model_path;
-  std::string model_config_json;
-  uint64_t weights_checksum = 0;
-  std::string tool_version;
-  std::string created_utc;          // ISO 8601; set by write_capture when empty
   int n_layers = 0, n_heads = 0, d_head = 0;
   std::vector<int32_t> token_ids;   // [T]
   std::vector<std::string> pieces;  // [T] display pieces
@@ -124,11 +120,9 @@ CaptureFile read_capture(const std::string& path);
 
 // Metrics against temperature: one forward per temperature, metrics averaged over rows (rows 1.. only: row 0 has a
 // single visible key). Format "focalscope-sweep", docs/capture-format.md.
-struct SweepFile {
+struct SweepFile : Provenance {
   static constexpr const char* kFormatName = "focalscope-sweep";
   static constexpr int kFormatVersion = 1;
-  std::string model_path, model_config_json, tool_version, created_utc;
-  uint64_t weights_checksum = 0;
   std::string base_spec_json;       // the spec whose focal_temp was swept
   int n_layers = 0, n_heads = 0;
   std::vector<int32_t> token_ids;   // [T]

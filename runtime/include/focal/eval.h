@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "focal/model.h"
+#include "focal/provenance.h"
 #include "focal/temp_spec.h"
 
 namespace focal {
 
-struct EvalFile {
+struct EvalFile : Provenance {
   static constexpr const char* kFormatName = "focalscope-eval";
   static constexpr int kFormatVersion = 1;
-  std::string model_path, model_config_json, temp_spec_json, tool_version, created_utc;
-  uint64_t weights_checksum = 0;
+  std::string temp_spec_json;
   int n_layers = 0;
   float val_loss = 0.0f;                // mean next-token loss on the validation text (nats)
   float val_ppl = 0.0f;                 // exp(val_loss)

@@ -1,0 +1,18 @@
+// Provenance recorded at the root of every focalscope file (captures, sweeps, evaluations; training logs keep the
+// tool and model fields): which tool wrote it, when, and from which model. One reader and one writer (h5_io.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace focal {
+
+struct Provenance {
+  std::string tool_version;
+  std::string created_utc;        // ISO 8601; set by the writer when empty
+  std::string model_path;         // the model directory or .gguf file, as given
+  std::string model_config_json;  // the model's config.json
+  uint64_t weights_checksum = 0;  // FNV-1a 64 over the weight files
+};
+
+}  // namespace focal

@@ -1,0 +1,572 @@
+// The HDF5 layer shared by every file format: handles, lock, errors, Writer, Reader, atomic write (h5_io.h).
+
+#include "h5_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "focal_kernels/shared_math.h"
+
+namespace focal::h5 {
+
+namespace {
+std::mutex g_hdf5_mutex;
+
+herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* out) {
+  if (err && err->desc && err->desc[0]) *static_cast<std::string*>(out) = err->desc;
+  return 0;
+}
+}  // namespace
+
+H5Call::H5Call() : lock_(g_hdf5_mutex) {
+  H5Eget_auto2(H5E_DEFAULT, &old_func_, &old_data_);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+H5Call::~H5Call() {
+  H5Eclear2(H5E_DEFAULT);
+  H5Eset_auto2(H5E_DEFAULT, old_func_, old_data_);
+}
+
+// The innermost message of HDF5's error stack (the most specific one), then clears the stack.
+std::string hdf5_detail() {
+  std::string desc;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &desc);
+  H5Eclear2(H5E_DEFAULT);
+  return desc.empty() ? std::string() : " (HDF5: " + desc + ")";
+}
+
+size_t n_elements(const Dims& dims) {
+  size_t n = 1;
+  for (hsize_t d : dims) n *= size_t(d);
+  return n;
+}
+
+std::string dims_text(const Dims& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string errno_text(int err, const std::string& path) {
+  switch (err) {
+    case EACCES:
+    case EPERM: return "permission denied";
+    case ENOENT: {
+      const size_t slash = path.find_last_of('/');
+      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+      struct stat st;
+      if (::stat(dir.c_str(), &st) != 0) return "directory '" + dir + "' does not exist";
+      return "no such file or directory";
+    }
+    case ENOTDIR: return "a component of the path is not a directory";
+    case EROFS: return "read-only file system";
+    case ENOSPC: return "no space left on device";
+    case EISDIR: return "it is a directory";
+    default: {
+      std::string s = std::strerror(err);
+      if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z') s[0] = char(s[0] - 'A' + 'a');
+      return s;
+    }
+  }
+}
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+TypeId make_utf8_string_type(const Where& where) {
+  TypeId t = checked<TypeId>(H5Tcopy(H5T_C_S1), where, "cannot create the string type");
+  check_h5(H5Tset_size(t.get(), H5T_VARIABLE), where, "cannot create the string type");
+  check_h5(H5Tset_cset(t.get(), H5T_CSET_UTF8), where, "cannot create the string type");
+  return t;
+}
+
+TypeId make_half_type(const Where& where) {
+  TypeId t = checked<TypeId>(H5Tcopy(H5T_IEEE_F32LE), where, "cannot create the float16 type");
+  if (H5Tset_fields(t.get(), 15, 10, 5, 0, 10) < 0 || H5Tset_precision(t.get(), 16) < 0 ||
+      H5Tset_size(t.get(), 2) < 0 || H5Tset_ebias(t.get(), 15) < 0)
+    where.fail_h5("cannot create the float16 type");
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writer.
+
+Writer::Writer(Where where)
+    : where_(std::move(where)),
+      str_type_(make_utf8_string_type(where_)),
+      half_type_(make_half_type(where_)),
+      lcpl_(checked<PlistId>(H5Pcreate(H5P_LINK_CREATE), where_, "cannot create link properties")),
+      compress_(H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0 && H5Zfilter_avail(H5Z_FILTER_SHUFFLE) > 0) {
+  check_h5(H5Pset_char_encoding(lcpl_.get(), H5T_CSET_UTF8), where_, "cannot set UTF-8 link names");
+}
+
+GroupId Writer::group(hid_t parent, const std::string& name, const std::string& path, bool track_order) {
+  PlistId gcpl = checked<PlistId>(H5Pcreate(H5P_GROUP_CREATE), where_, "cannot create group properties");
+  check_h5(H5Pset_obj_track_times(gcpl.get(), 0), where_, "cannot disable time tracking");
+  if (track_order)
+    check_h5(H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), where_,
+             "cannot track creation order of " + path);
+  return checked<GroupId>(H5Gcreate2(parent, name.c_str(), lcpl_.get(), gcpl.get(), H5P_DEFAULT), where_,
+                          "cannot create group " + path);
+}
+
+void Writer::attr_string(hid_t obj, const std::string& obj_path, const char* name, const std::string& value) {
+  SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
+  AttrId a = create_attr(obj, obj_path, name, str_type_.get(), space.get());
+  const char* p = value.c_str();
+  check_h5(H5Awrite(a.get(), str_type_.get(), &p), where_, "cannot write attribute " + obj_path + "@" + name);
+}
+
+void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* name, const std::vector<std::string>& v) {
+  const hsize_t n = v.size();
+  SpaceId space = checked<SpaceId>(H5Screate_simple(1, &n, nullptr), where_, "cannot create a dataspace");
+  AttrId a = create_attr(obj, obj_path, name, str_type_.get(), space.get());
+  std::vector<const char*> ptrs;
+  for (const std::string& s : v) ptrs.push_back(s.c_str());
+  if (n > 0)
+    check_h5(H5Awrite(a.get(), str_type_.get(), ptrs.data()), where_,
+             "cannot write attribute " + obj_path + "@" + name);
+}
+
+void Writer::attr_i32(hid_t obj, const std::string& obj_path, const char* name, int32_t value) {
+  SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
+  AttrId a = create_attr(obj, obj_path, name, H5T_STD_I32LE, space.get());
+  check_h5(H5Awrite(a.get(), H5T_NATIVE_INT32, &value), where_, "cannot write attribute " + obj_path + "@" + name);
+}
+
+void Writer::attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value) {
+  SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
+  AttrId a = create_attr(obj, obj_path, name, H5T_STD_U64LE, space.get());
+  check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value), where_,
+           "cannot write attribute " + obj_path + "@" + name);
+}
+
+void Writer::dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
+             const Dims& dims, const void* data, const char* shape, Dims chunk) {
+  const std::string path = parent_path + "/" + name;
+  DatasetId ds = create_dataset(parent, path, name, file_type, dims, std::move(chunk));
+  if (n_elements(dims) > 0)
+    check_h5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_, "cannot write " + path);
+  attr_string(ds.get(), path, "shape", shape);
+}
+
+void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                 const float* data, const char* shape, Dims chunk) {
+  const std::string path = parent_path + "/" + name;
+  DatasetId ds = create_dataset(parent, path, name, half_type_.get(), dims, std::move(chunk));
+  const size_t n = n_elements(dims);
+  if (n > 0) {
+    Dims start(dims.size(), 0), count = dims;
+    count[0] = 1;
+    const size_t slab = n / size_t(dims[0]);
+    SpaceId mem = checked<SpaceId>(H5Screate_simple(int(count.size()), count.data(), nullptr), where_,
+                                   "cannot create a dataspace for " + path);
+    SpaceId file = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot write " + path);
+    std::vector<uint16_t> half(slab);
+    for (hsize_t i = 0; i < dims[0]; ++i) {
+      const float* src = data + size_t(i) * slab;
+      for (size_t j = 0; j < slab; ++j) half[j] = math::float_to_half_bits(src[j]);
+      start[0] = i;
+      check_h5(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+               where_, "cannot write " + path);
+      check_h5(H5Dwrite(ds.get(), half_type_.get(), mem.get(), file.get(), H5P_DEFAULT, half.data()), where_,
+               "cannot write " + path);
+    }
+  }
+  attr_string(ds.get(), path, "shape", shape);
+}
+
+void Writer::dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                 const int32_t* data, const char* shape) {
+  dataset(parent, parent_path, name, H5T_STD_I32LE, H5T_NATIVE_INT32, dims, data, shape);
+}
+
+void Writer::dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const std::vector<int>& v,
+                 const char* shape) {
+  static_assert(sizeof(int) == sizeof(int32_t), "int must be 32-bit");
+  dataset(parent, parent_path, name, H5T_STD_I32LE, H5T_NATIVE_INT32, {hsize_t(v.size())}, v.data(), shape);
+}
+
+void Writer::dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                 const float* data, const char* shape, Dims chunk) {
+  dataset(parent, parent_path, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, data, shape, std::move(chunk));
+}
+
+void Writer::dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
+                     const std::vector<std::string>& v, const char* shape) {
+  std::vector<const char*> ptrs;
+  for (const std::string& s : v) ptrs.push_back(s.c_str());
+  dataset(parent, parent_path, name, str_type_.get(), str_type_.get(), {hsize_t(v.size())}, ptrs.data(), shape);
+}
+
+AttrId Writer::create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space) {
+  return checked<AttrId>(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), where_,
+                         "cannot create attribute " + obj_path + "@" + name);
+}
+
+DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
+                         Dims chunk) {
+  SpaceId space = checked<SpaceId>(H5Screate_simple(int(dims.size()), dims.data(), nullptr), where_,
+                                   "cannot create the dataspace of " + path);
+  PlistId dcpl = checked<PlistId>(H5Pcreate(H5P_DATASET_CREATE), where_, "cannot create dataset properties");
+  check_h5(H5Pset_obj_track_times(dcpl.get(), 0), where_, "cannot disable time tracking");
+  if (!chunk.empty() && n_elements(dims) > 0) {
+    for (size_t i = 0; i < dims.size(); ++i) chunk[i] = std::max<hsize_t>(1, std::min(chunk[i], dims[i]));
+    check_h5(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), where_, "cannot chunk " + path);
+    if (compress_) {
+      check_h5(H5Pset_shuffle(dcpl.get()), where_, "cannot set the shuffle filter on " + path);
+      check_h5(H5Pset_deflate(dcpl.get(), 4), where_, "cannot set the deflate filter on " + path);
+    }
+  }
+  return checked<DatasetId>(
+      H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT), where_,
+      "cannot create dataset " + path);
+}
+
+void write_atomically(const std::string& path, const char* kind,
+                      const std::function<void(hid_t root, Writer&)>& body) {
+  const std::string tmp = path + ".tmp." + std::to_string(long(::getpid()));
+  const Where create_where{std::string("cannot create ") + kind + " file '" + path + "'"};
+  const Where write_where{std::string("cannot write ") + kind + " file '" + path + "'"};
+  if (path.empty()) throw Error(std::string("cannot create ") + kind + " file: the output path is empty");
+
+  // Probe with open(2) first: HDF5 does not report errno reliably, and the user should hear "permission denied".
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    create_where.fail(errno_text(err, path) + " — choose a writable -o path");
+  }
+  ::close(fd);
+
+  try {
+    PlistId fcpl = checked<PlistId>(H5Pcreate(H5P_FILE_CREATE), write_where, "cannot create file properties");
+    check_h5(H5Pset_obj_track_times(fcpl.get(), 0), write_where, "cannot disable time tracking");
+    PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), write_where, "cannot create access properties");
+    // Pinned format bounds so the same data always gives the same bytes (1.8-format objects: creation-order
+    // tracking and large attributes; readable by any HDF5 >= 1.8, so by every h5py).
+    check_h5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V110), write_where,
+             "cannot set the format bounds");
+    check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), write_where, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+    // Only this process ever opens the temporary, so HDF5's file lock is not needed.
+    check_h5(H5Pset_file_locking(fapl.get(), 0, 1), write_where, "cannot disable file locking");
+#endif
+    FileId file = checked<FileId>(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), create_where,
+                                  "cannot create the temporary file '" + tmp + "'");
+    Writer w(write_where);
+    body(file.get(), w);
+    check_h5(file.close(), write_where, "cannot finish the file (disk full?)");
+
+    // Flush the data to disk before the rename makes it visible, so a crash leaves the old file or the new one.
+    fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)::fsync(fd);
+      ::close(fd);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      write_where.fail("cannot rename '" + tmp + "' into place: " + errno_text(err, path));
+    }
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reader.
+
+GroupId Reader::group(hid_t parent, const std::string& name, const std::string& path) {
+  if (!has(parent, name.c_str())) where_.fail("missing group " + path);
+  return checked<GroupId>(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), where_, "cannot open group " + path);
+}
+
+std::vector<std::string> Reader::children(hid_t g, const std::string& path) {
+  H5G_info_t info;
+  check_h5(H5Gget_info(g, &info), where_, "cannot list " + path);
+  PlistId gcpl = checked<PlistId>(H5Gget_create_plist(g), where_, "cannot list " + path);
+  unsigned order = 0;
+  check_h5(H5Pget_link_creation_order(gcpl.get(), &order), where_, "cannot list " + path);
+  const H5_index_t index = (order & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    ssize_t n = H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n < 0) where_.fail_h5("cannot list " + path);
+    std::string name(size_t(n) + 1, '\0');
+    if (H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, &name[0], name.size(), H5P_DEFAULT) < 0)
+      where_.fail_h5("cannot list " + path);
+    name.resize(size_t(n));
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::string Reader::attr_string(hid_t obj, const std::string& obj_path, const char* name) {
+  std::vector<std::string> v = attr_strings(obj, obj_path, name, true);
+  return v.front();
+}
+
+std::vector<std::string> Reader::attr_strings(hid_t obj, const std::string& obj_path, const char* name,
+                                      bool scalar) {
+  AttrId a = open_attr(obj, obj_path, name);
+  const std::string item = "attribute " + obj_path + "@" + name;
+  TypeId type = checked<TypeId>(H5Aget_type(a.get()), where_, "cannot read " + item);
+  if (H5Tget_class(type.get()) != H5T_STRING) where_.fail(item + " is not a string");
+  SpaceId space = checked<SpaceId>(H5Aget_space(a.get()), where_, "cannot read " + item);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) where_.fail_h5("cannot read " + item);
+  if (scalar && n != 1) where_.fail(item + " should hold one string, not " + std::to_string(n));
+  return read_strings(type.get(), size_t(n), item,
+                      [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
+}
+
+int64_t Reader::attr_int(hid_t obj, const std::string& obj_path, const char* name) {
+  AttrId a = open_attr(obj, obj_path, name);
+  const std::string item = "attribute " + obj_path + "@" + name;
+  TypeId type = checked<TypeId>(H5Aget_type(a.get()), where_, "cannot read " + item);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) where_.fail(item + " is not an integer");
+  SpaceId space = checked<SpaceId>(H5Aget_space(a.get()), where_, "cannot read " + item);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) where_.fail(item + " should hold one integer");
+  if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    uint64_t v = 0;
+    check_h5(H5Aread(a.get(), H5T_NATIVE_UINT64, &v), where_, "cannot read " + item);
+    if (v > uint64_t(std::numeric_limits<int64_t>::max())) where_.fail(item + " is out of range");
+    return int64_t(v);
+  }
+  int64_t v = 0;
+  check_h5(H5Aread(a.get(), H5T_NATIVE_INT64, &v), where_, "cannot read " + item);
+  return v;
+}
+
+int Reader::attr_int_in(hid_t obj, const std::string& obj_path, const char* name, int64_t lo, int64_t hi) {
+  int64_t v = attr_int(obj, obj_path, name);
+  if (v < lo || v > hi)
+    where_.fail("attribute " + obj_path + "@" + name + " = " + std::to_string(v) + " is outside " +
+                std::to_string(lo) + ".." + std::to_string(hi));
+  return int(v);
+}
+
+uint64_t Reader::attr_u64(hid_t obj, const std::string& obj_path, const char* name) {
+  AttrId a = open_attr(obj, obj_path, name);
+  const std::string item = "attribute " + obj_path + "@" + name;
+  TypeId type = checked<TypeId>(H5Aget_type(a.get()), where_, "cannot read " + item);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) where_.fail(item + " is not an integer");
+  uint64_t v = 0;
+  check_h5(H5Aread(a.get(), H5T_NATIVE_UINT64, &v), where_, "cannot read " + item);
+  return v;
+}
+
+template <class T>
+Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
+              size_t rank) {
+  const std::string path = parent_path + "/" + name;
+  if (!has(parent, name)) where_.fail("missing dataset " + path);
+  DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
+  TypeId type = checked<TypeId>(H5Dget_type(ds.get()), where_, "cannot read " + path);
+  if (H5Tget_class(type.get()) != cls)
+    where_.fail(path + " has the wrong element type (expected " +
+                (cls == H5T_FLOAT ? "floating point" : "integers") + ")");
+  Array<T> out;
+  out.dims = dataset_dims(ds.get(), path);
+  if (out.dims.size() != rank)
+    where_.fail(path + " has " + std::to_string(out.dims.size()) + " dimensions, expected " +
+                std::to_string(rank));
+  out.data.resize(n_elements(out.dims));
+  if (out.data.empty()) return out;
+  if constexpr (std::is_same<T, float>::value) {
+    if (H5Tequal(type.get(), half_type_.get()) > 0) {  // float16: read the bits a slab at a time, widen them
+      Dims start(rank, 0), count = out.dims;
+      count[0] = 1;
+      const size_t slab = out.data.size() / size_t(out.dims[0]);
+      SpaceId mem_space = checked<SpaceId>(H5Screate_simple(int(rank), count.data(), nullptr), where_,
+                                           "cannot read " + path);
+      SpaceId file_space = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot read " + path);
+      std::vector<uint16_t> half(slab);
+      for (hsize_t i = 0; i < out.dims[0]; ++i) {
+        start[0] = i;
+        check_h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                                     nullptr),
+                 where_, "cannot read " + path);
+        check_h5(H5Dread(ds.get(), half_type_.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, half.data()),
+                 where_, "cannot read " + path);
+        float* dst = out.data.data() + size_t(i) * slab;
+        for (size_t j = 0; j < slab; ++j) dst[j] = math::half_bits_to_float(half[j]);
+      }
+      return out;
+    }
+  }
+  check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()), where_, "cannot read " + path);
+  return out;
+}
+
+Array<float> Reader::read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank) {
+  return read<float>(parent, parent_path, name, H5T_NATIVE_FLOAT, H5T_FLOAT, rank);
+}
+
+Array<int32_t> Reader::read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank) {
+  return read<int32_t>(parent, parent_path, name, H5T_NATIVE_INT32, H5T_INTEGER, rank);
+}
+
+std::vector<int> Reader::read_index(hid_t parent, const std::string& parent_path, const char* name) {
+  Array<int32_t> a = read_i32(parent, parent_path, name, 1);
+  return std::vector<int>(a.data.begin(), a.data.end());
+}
+
+std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::string& parent_path, const char* name) {
+  const std::string path = parent_path + "/" + name;
+  if (!has(parent, name)) where_.fail("missing dataset " + path);
+  DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
+  TypeId type = checked<TypeId>(H5Dget_type(ds.get()), where_, "cannot read " + path);
+  if (H5Tget_class(type.get()) != H5T_STRING) where_.fail(path + " does not hold strings");
+  Dims dims = dataset_dims(ds.get(), path);
+  if (dims.size() != 1) where_.fail(path + " should be one-dimensional, has shape " + dims_text(dims));
+  return read_strings(type.get(), size_t(dims[0]), path, [&](hid_t mem, void* buf) {
+    return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  });
+}
+
+void Reader::expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes) {
+  if (got != want)
+    where_.fail(path + " has shape " + dims_text(got) + ", expected " + axes + " " + dims_text(want));
+}
+
+AttrId Reader::open_attr(hid_t obj, const std::string& obj_path, const char* name) {
+  if (!has_attr(obj, name)) where_.fail("missing attribute '" + std::string(name) + "' on " + obj_path);
+  return checked<AttrId>(H5Aopen(obj, name, H5P_DEFAULT), where_,
+                         "cannot open attribute " + obj_path + "@" + name);
+}
+
+Dims Reader::dataset_dims(hid_t ds, const std::string& path) {
+  SpaceId space = checked<SpaceId>(H5Dget_space(ds), where_, "cannot read the shape of " + path);
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) where_.fail_h5("cannot read the shape of " + path);
+  Dims dims(static_cast<size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    where_.fail_h5("cannot read the shape of " + path);
+  return dims;
+}
+
+template <class ReadFn>
+std::vector<std::string> Reader::read_strings(hid_t type, size_t n, const std::string& item, ReadFn read_fn) {
+  std::vector<std::string> out;
+  if (n == 0) return out;
+  TypeId mem = checked<TypeId>(H5Tcopy(type), where_, "cannot read " + item);
+  const htri_t vl = H5Tis_variable_str(type);
+  if (vl < 0) where_.fail_h5("cannot read " + item);
+  if (vl) {
+    std::vector<char*> ptrs(n, nullptr);
+    struct Free {
+      std::vector<char*>& p;
+      ~Free() {
+        for (char* s : p) H5free_memory(s);
+      }
+    } free_guard{ptrs};
+    check_h5(read_fn(mem.get(), ptrs.data()), where_, "cannot read " + item);
+    for (char* s : ptrs) out.emplace_back(s ? s : "");
+  } else {
+    const size_t size = H5Tget_size(type);
+    if (size == 0) where_.fail_h5("cannot read " + item);
+    std::vector<char> buf(n * size);
+    check_h5(read_fn(mem.get(), buf.data()), where_, "cannot read " + item);
+    for (size_t i = 0; i < n; ++i) {
+      const char* s = buf.data() + i * size;
+      out.emplace_back(s, strnlen(s, size));
+    }
+  }
+  return out;
+}
+
+// Opens `path` read-only after checking that it exists and is HDF5; kind is "capture" or "sweep".
+FileId open_for_reading(const std::string& path, const char* kind) {
+  const Where where{std::string("cannot read ") + kind + " file '" + path + "'"};
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    where.fail(err == ENOENT ? std::string("no such file") : errno_text(err, path));
+  }
+  if (S_ISDIR(st.st_mode)) where.fail("it is a directory");
+  if (::access(path.c_str(), R_OK) != 0) {
+    const int err = errno;
+    where.fail(errno_text(err, path));
+  }
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0)
+    where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
+  PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), where, "cannot create access properties");
+  check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), where, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  // Files are replaced by rename, never modified in place, so locks buy nothing and fail on some network mounts.
+  check_h5(H5Pset_file_locking(fapl.get(), 0, 1), where, "cannot disable file locking");
+#endif
+  return checked<FileId>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), where, "cannot open the file");
+}
+
+// Checks the root format name and version; `other` is the format name of the other file kind, for a hint.
+void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format,
+                  int version, const char* other_format, const char* other_hint) {
+  const std::string f = "'" + path + "'";
+  if (!r.has_attr(root, "format"))
+    throw Error(f + " is an HDF5 file but not a focalscope " + kind + " (it has no 'format' attribute)");
+  const std::string got = r.attr_string(root, "/", "format");
+  if (got != format) {
+    std::string msg = f + " is not a focalscope " + kind + ": its format is '" + got + "', expected '" + format + "'";
+    if (got == other_format) msg += std::string(" — ") + other_hint;
+    throw Error(msg);
+  }
+  const int64_t v = r.attr_int(root, "/", "format_version");
+  if (v > version)
+    throw Error(f + " is a " + kind + " of format version " + std::to_string(v) +
+                ", newer than this focalscope reads (" + std::to_string(version) + ") — update focalscope");
+  if (v < 1) throw Error(f + ": invalid format_version " + std::to_string(v));
+}
+
+void write_root_header(Writer& w, hid_t root, const char* format, int version, const Provenance& p, bool with_model) {
+  w.attr_string(root, "/", "format", format);
+  w.attr_i32(root, "/", "format_version", version);
+  w.attr_string(root, "/", "tool_version", p.tool_version);
+  w.attr_string(root, "/", "created_utc", p.created_utc.empty() ? now_utc() : p.created_utc);
+  if (with_model) w.attr_string(root, "/", "model_path", p.model_path);
+  w.attr_string(root, "/", "model_config_json", p.model_config_json);
+  if (with_model) w.attr_u64(root, "/", "weights_checksum", p.weights_checksum);
+}
+
+Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
+  Provenance p;
+  p.tool_version = r.attr_string(root, "/", "tool_version");
+  p.created_utc = r.attr_string(root, "/", "created_utc");
+  if (with_model) p.model_path = r.attr_string(root, "/", "model_path");
+  p.model_config_json = r.attr_string(root, "/", "model_config_json");
+  if (with_model) p.weights_checksum = r.attr_u64(root, "/", "weights_checksum");
+  return p;
+}
+
+GroupId open_root(const FileId& file, const Where& where) {
+  return checked<GroupId>(H5Gopen2(file.get(), "/", H5P_DEFAULT), where, "cannot open the root group");
+}
+
+}  // namespace focal::h5

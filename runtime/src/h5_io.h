@@ -1,0 +1,243 @@
+// The HDF5 layer under every focalscope file format (captures, sweeps, training logs, evaluations): RAII handles,
+// the process-wide HDF5 lock, error context, a Writer and a Reader of attributes and datasets, the atomic write
+// (temporary name + rename) and the root header every format shares (format name, version, provenance).
+// Internal to the runtime: the HDF5 C API appears in this header and in the files that implement formats.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "focal/error.h"
+#include "focal/provenance.h"
+
+namespace focal::h5 {
+
+// Owns one HDF5 identifier and closes it with Close; -1 means none.
+template <herr_t (*Close)(hid_t)>
+class H5Id {
+ public:
+  H5Id() = default;
+  explicit H5Id(hid_t id) : id_(id) {}
+  H5Id(H5Id&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  H5Id& operator=(H5Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  ~H5Id() { reset(); }
+
+  hid_t get() const { return id_; }
+  void reset() { (void)close(); }
+  herr_t close() {
+    herr_t rc = id_ >= 0 ? Close(id_) : 0;
+    id_ = -1;
+    return rc;
+  }
+
+ private:
+  hid_t id_ = -1;
+};
+
+using FileId = H5Id<H5Fclose>;
+using GroupId = H5Id<H5Gclose>;
+using DatasetId = H5Id<H5Dclose>;
+using SpaceId = H5Id<H5Sclose>;
+using TypeId = H5Id<H5Tclose>;
+using AttrId = H5Id<H5Aclose>;
+using PlistId = H5Id<H5Pclose>;
+
+// Holds the HDF5 lock for one call and keeps the library's automatic error-stack printing off meanwhile, so a user
+// sees one focal::Error instead of a page of HDF5 diagnostics. Every entry point of a format holds one: the serial
+// HDF5 library is not thread-safe, and the app may write a capture on a worker thread while the UI thread reads
+// another.
+class H5Call {
+ public:
+  H5Call();
+  ~H5Call();
+  H5Call(const H5Call&) = delete;
+  H5Call& operator=(const H5Call&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  H5E_auto2_t old_func_ = nullptr;
+  void* old_data_ = nullptr;
+};
+
+// The innermost message of HDF5's error stack (the most specific one), then clears the stack.
+std::string hdf5_detail();
+
+// Error context: every message starts with `prefix`, e.g. "capture file 'a.h5'".
+struct Where {
+  std::string prefix;
+
+  [[noreturn]] void fail(const std::string& msg) const { throw Error(prefix + ": " + msg); }
+  // For failures reported by an HDF5 call: appends the library's own reason.
+  [[noreturn]] void fail_h5(const std::string& msg) const { throw Error(prefix + ": " + msg + hdf5_detail()); }
+};
+
+template <class Id>
+Id checked(hid_t id, const Where& where, const std::string& what) {
+  if (id < 0) where.fail_h5(what);
+  return Id(id);
+}
+
+inline void check_h5(herr_t rc, const Where& where, const std::string& what) {
+  if (rc < 0) where.fail_h5(what);
+}
+
+using Dims = std::vector<hsize_t>;
+
+size_t n_elements(const Dims& dims);
+std::string dims_text(const Dims& dims);  // "[2, 3]"
+// A short lower-case reason for errno `err` on `path` ("permission denied", "directory 'x' does not exist").
+std::string errno_text(int err, const std::string& path);
+std::string now_utc();       // ISO 8601, seconds
+std::string hex16(uint64_t v);  // 16 lower-case hex digits
+
+TypeId make_utf8_string_type(const Where& where);
+// IEEE 754 binary16 (HDF5 1.10 has no predefined half type): sign bit 15, exponent bits 10..14 with bias 15,
+// mantissa bits 0..9. h5py reads it as numpy float16. We convert ourselves (math::float_to_half_bits /
+// half_bits_to_float) rather than let HDF5 do it: HDF5 1.10's float->half conversion loses the exponent carry when a
+// value rounds up to a power of two (0.00195302 became 0.00097656), and its soft conversion is slow.
+TypeId make_half_type(const Where& where);
+
+class Writer {
+ public:
+  explicit Writer(Where where);
+
+  const Where& where() const { return where_; }
+
+  // track_order: list children in creation order (runs keep the order they were captured in).
+  GroupId group(hid_t parent, const std::string& name, const std::string& path, bool track_order);
+
+  void attr_string(hid_t obj, const std::string& obj_path, const char* name, const std::string& value);
+
+  void attr_strings(hid_t obj, const std::string& obj_path, const char* name, const std::vector<std::string>& v);
+
+  void attr_i32(hid_t obj, const std::string& obj_path, const char* name, int32_t value);
+
+  void attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value);
+
+  // Writes dataset `name` of `parent` (at group path `parent_path`). A non-empty `chunk` asks for chunked storage
+  // with shuffle + deflate; it is clamped to the dims, and datasets with a zero-size dim stay contiguous.
+  void dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
+               const Dims& dims, const void* data, const char* shape, Dims chunk = {});
+
+  // Writes float data as float16, converting one slab of the first axis at a time so the copy stays small.
+  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                   const float* data, const char* shape, Dims chunk = {});
+
+  void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                   const int32_t* data, const char* shape);
+
+  void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const std::vector<int>& v,
+                   const char* shape);
+
+  void dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
+                   const float* data, const char* shape, Dims chunk = {});
+
+  void dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
+                       const std::vector<std::string>& v, const char* shape);
+
+ private:
+  AttrId create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space);
+
+  DatasetId create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
+                           Dims chunk);
+
+  Where where_;
+  TypeId str_type_, half_type_;
+  PlistId lcpl_;
+  bool compress_;
+};
+
+template <class T>
+struct Array {
+  Dims dims;
+  std::vector<T> data;
+};
+
+class Reader {
+ public:
+  explicit Reader(Where where) : where_(std::move(where)), half_type_(make_half_type(where_)) {}
+  const Where& where() const { return where_; }
+
+  bool has(hid_t parent, const char* name) { return H5Lexists(parent, name, H5P_DEFAULT) > 0; }
+  bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
+
+  GroupId group(hid_t parent, const std::string& name, const std::string& path);
+
+  // Children of a group, in creation order when the writer tracked it (runs keep their capture order).
+  std::vector<std::string> children(hid_t g, const std::string& path);
+
+  std::string attr_string(hid_t obj, const std::string& obj_path, const char* name);
+
+  // scalar: the attribute must hold exactly one string.
+  std::vector<std::string> attr_strings(hid_t obj, const std::string& obj_path, const char* name,
+                                        bool scalar = false);
+
+  int64_t attr_int(hid_t obj, const std::string& obj_path, const char* name);
+
+  // An int attribute that must lie in [lo, hi].
+  int attr_int_in(hid_t obj, const std::string& obj_path, const char* name, int64_t lo, int64_t hi);
+
+  uint64_t attr_u64(hid_t obj, const std::string& obj_path, const char* name);
+
+  // Reads a numeric dataset of class `cls` (integer or float) into memory type `mem`, which matches T.
+  template <class T>
+  Array<T> read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
+                size_t rank);
+
+  Array<float> read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank);
+  Array<int32_t> read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank);
+  std::vector<int> read_index(hid_t parent, const std::string& parent_path, const char* name);
+
+  // A 1-D dataset of strings (variable or fixed length).
+  std::vector<std::string> read_string_dataset(hid_t parent, const std::string& parent_path, const char* name);
+
+  void expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes);
+
+ private:
+  AttrId open_attr(hid_t obj, const std::string& obj_path, const char* name);
+
+  Dims dataset_dims(hid_t ds, const std::string& path);
+
+  // Reads n strings of file type `type` with read_fn(mem_type, buffer); VL strings are freed even on failure.
+  template <class ReadFn>
+  std::vector<std::string> read_strings(hid_t type, size_t n, const std::string& item, ReadFn read_fn);
+
+  Where where_;
+  TypeId half_type_;
+};
+
+// Creates `path` under a temporary name in the same directory, lets `body` fill it, closes it, and renames it into
+// place. On any failure the temporary is removed and the Error names `path`. kind: "capture", "training log", ...
+void write_atomically(const std::string& path, const char* kind, const std::function<void(hid_t root, Writer&)>& body);
+
+// Opens `path` read-only after checking that it exists and is HDF5; kind is "capture", "sweep", ...
+FileId open_for_reading(const std::string& path, const char* kind);
+
+// Opens the root group of a file opened by open_for_reading.
+GroupId open_root(const FileId& file, const Where& where);
+
+// Checks the root format name and version; `other` is the format name of another file kind, for a hint.
+void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format,
+                  int version, const char* other_format, const char* other_hint);
+
+// The root header every format shares: format name and version, then the provenance. with_model: the model_path
+// and weights_checksum attributes (training logs record only the tool and the model's config).
+void write_root_header(Writer& w, hid_t root, const char* format, int version, const Provenance& p, bool with_model);
+// Reads the provenance attributes write_root_header wrote (the format is checked by check_format).
+Provenance read_provenance(Reader& r, hid_t root, bool with_model);
+
+}  // namespace focal::h5
