@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/*_fuzz.cpp: the GGUF and safetensors parsers) with clang, ASan and UBSan, and
+# Builds the libFuzzer targets (fuzz/*_fuzz.cpp: the GGUF and safetensors parsers, the HDF5 capture reader) with clang, ASan and UBSan, and
 # runs each for SECONDS seconds (default 90) from its seed corpus (fuzz/corpus/<target>/). A crashing input is
 # copied to fuzz/regressions/<target>/ (commit it with the fix; ctest's fuzz_regressions replays that folder) and the
 # script exits non-zero.
@@ -24,12 +24,15 @@ FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
 declare -A SRCS=(
   [gguf]="runtime/src/gguf.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/file_map.cpp runtime/src/config.cpp"
   [safetensors]="runtime/src/safetensors.cpp runtime/src/file_map.cpp"
+  [capture]="runtime/src/capture_h5.cpp runtime/src/h5_io.cpp runtime/src/metrics.cpp kernels/src/ops_cpu.cpp"
 )
 LIBS_gguf="-lsentencepiece"
 LIBS_safetensors=""
+LIBS_capture="-I/usr/include/hdf5/serial -Ikernels/include -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
+  -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
 
 status=0
-for t in gguf safetensors; do
+for t in gguf safetensors capture; do
   bin="$OUT/${t}_fuzz"
   echo "== fuzz.sh: building $bin"
   libs_var="LIBS_$t"

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -49,6 +50,11 @@ std::string trained_label(const focal::ModelConfig& c) {
 }  // namespace
 
 bool is_capture_path(const std::string& path) {
+  // A file named .h5 is opened as a capture even when it is not HDF5, so the refusal says what is wrong with it.
+  for (const char* ext : {".h5", ".hdf5"}) {
+    const size_t n = std::strlen(ext);
+    if (path.size() > n && path.compare(path.size() - n, n, ext) == 0) return true;
+  }
   std::ifstream f(path, std::ios::binary);
   char sig[8] = {};
   if (!f.read(sig, 8)) return false;
@@ -89,7 +95,7 @@ void AppState::open_path(const std::string& path_in) {
     jobs.submit("load", "open " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
       auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));
       if (cf->runs.empty()) throw focal::Error("capture '" + path + "' holds no runs");
-      focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, path + ": model_config");
+      focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, "capture '" + path + "': attribute model_config_json");
       // Everything that can fail is checked here, on the worker, before the closure replaces the session. The
       // reader has checked every run's layers and heads against the file's shape; that shape must be the model's.
       if (cf->n_layers != cfg.n_layers || cf->n_heads != cfg.n_heads)
@@ -99,11 +105,12 @@ void AppState::open_path(const std::string& path_in) {
       std::vector<focal::TempSpec> specs;
       for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
         const focal::RunCapture& r = cf->runs[s];
-        specs.push_back(focal::TempSpec::from_json(r.temp_spec_json, path + ": run '" + r.name + "'"));
+        specs.push_back(focal::TempSpec::from_json(r.temp_spec_json, "capture '" + path + "': run '" + r.name +
+                                                                         "' temp_spec_json"));
         try {
           specs.back().validate(cfg);
         } catch (const focal::Error& e) {
-          throw focal::Error("capture '" + path + "': run '" + r.name + "': temperature spec: " + e.what());
+          throw focal::Error("capture '" + path + "': run '" + r.name + "': temp_spec_json: " + e.what());
         }
       }
       return [this, path, cf, cfg, specs] {

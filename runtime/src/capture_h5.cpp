@@ -229,44 +229,39 @@ RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const Captur
   run.name = name;
   run.temp_spec_json = r.attr_string(g.get(), path, "temp_spec_json");
   run.topk_mass_k = r.attr_int_in(g.get(), path, "topk_mass_k", 0, std::numeric_limits<int>::max());
-  run.layers = r.read_index(g.get(), path, "layers");
-  run.heads = r.read_index(g.get(), path, "heads");
-  run.queries = r.read_index(g.get(), path, "queries");
   const int n_tokens = file.n_tokens();
+  run.layers = r.read_index(g.get(), path, "layers", hsize_t(file.n_layers), "n_layers");
+  run.heads = r.read_index(g.get(), path, "heads", hsize_t(file.n_heads), "n_heads");
+  run.queries = r.read_index(g.get(), path, "queries", hsize_t(n_tokens), "the token count");
   const Dims rd = rows_dims(run.layers, run.heads, run.queries, n_tokens);
   const char* rows_axes = "[layers, heads, queries, tokens]";
   if (r.has(g.get(), "probs")) {
-    Array<float> a = r.read_f32(g.get(), path, "probs", 4);
-    r.expect_dims(path + "/probs", a.dims, rd, rows_axes);
+    Array<float> a = r.read_f32(g.get(), path, "probs", 4, &rd, rows_axes);
     run.probs = std::move(a.data);
   }
   if (r.has(g.get(), "scores")) {
-    Array<float> a = r.read_f32(g.get(), path, "scores", 4);
-    r.expect_dims(path + "/scores", a.dims, rd, rows_axes);
+    Array<float> a = r.read_f32(g.get(), path, "scores", 4, &rd, rows_axes);
     run.scores = std::move(a.data);
   }
   const hsize_t L = hsize_t(file.n_layers), H = hsize_t(file.n_heads), T = hsize_t(n_tokens);
-  Array<float> metrics = r.read_f32(g.get(), path, "metrics", 4);
-  r.expect_dims(path + "/metrics", metrics.dims, {L, H, T, hsize_t(kNumRowMetrics)},
-                "[n_layers, n_heads, tokens, metrics]");
+  const Dims md = {L, H, T, hsize_t(kNumRowMetrics)}, rsd = {L, H, T}, td = {L, T}, tokd = {T};
+  Array<float> metrics = r.read_f32(g.get(), path, "metrics", 4, &md, "[n_layers, n_heads, tokens, metrics]");
   run.metrics = std::move(metrics.data);
-  Array<float> row_scale = r.read_f32(g.get(), path, "row_scale", 3);
-  r.expect_dims(path + "/row_scale", row_scale.dims, {L, H, T}, "[n_layers, n_heads, tokens]");
+  Array<float> row_scale = r.read_f32(g.get(), path, "row_scale", 3, &rsd, "[n_layers, n_heads, tokens]");
   run.row_scale = std::move(row_scale.data);
   if (r.has(g.get(), "tau")) {
-    Array<float> tau = r.read_f32(g.get(), path, "tau", 2);
-    r.expect_dims(path + "/tau", tau.dims, {L, T}, "[n_layers, tokens]");
+    Array<float> tau = r.read_f32(g.get(), path, "tau", 2, &td, "[n_layers, tokens]");
     run.tau = std::move(tau.data);
   }
-  Array<int32_t> topk_ids = r.read_i32(g.get(), path, "topk_ids", 2);
+  // k is the file's own choice, at most the vocabulary (bounded here by what the file stores and the budget).
+  const Dims topd = {T, Reader::kAnyDim};
+  Array<int32_t> topk_ids = r.read_i32(g.get(), path, "topk_ids", 2, &topd, "[tokens, k]");
   const hsize_t k = topk_ids.dims[1];
-  r.expect_dims(path + "/topk_ids", topk_ids.dims, {T, k}, "[tokens, k]");
+  const Dims topkd = {T, k};
   run.topk_ids = std::move(topk_ids.data);
-  Array<float> topk_probs = r.read_f32(g.get(), path, "topk_probs", 2);
-  r.expect_dims(path + "/topk_probs", topk_probs.dims, {T, k}, "[tokens, k]");
+  Array<float> topk_probs = r.read_f32(g.get(), path, "topk_probs", 2, &topkd, "[tokens, k]");
   run.topk_probs = std::move(topk_probs.data);
-  Array<float> nll = r.read_f32(g.get(), path, "token_nll", 1);
-  r.expect_dims(path + "/token_nll", nll.dims, {T}, "[tokens]");
+  Array<float> nll = r.read_f32(g.get(), path, "token_nll", 1, &tokd, "[tokens]");
   run.token_nll = std::move(nll.data);
   check_run(r.where(), run, file.n_layers, file.n_heads, n_tokens);
   return run;
@@ -278,14 +273,13 @@ Comparison read_comparison(Reader& r, hid_t compare, const std::string& name, co
   Comparison c;
   c.run_a = r.attr_string(g.get(), path, "run_a");
   c.run_b = r.attr_string(g.get(), path, "run_b");
-  c.layers = r.read_index(g.get(), path, "layers");
-  c.heads = r.read_index(g.get(), path, "heads");
-  c.queries = r.read_index(g.get(), path, "queries");
-  Array<float> kl = r.read_f32(g.get(), path, "kl", 3);
-  r.expect_dims(path + "/kl", kl.dims, compare_dims(c), "[layers, heads, queries]");
+  c.layers = r.read_index(g.get(), path, "layers", hsize_t(file.n_layers), "n_layers");
+  c.heads = r.read_index(g.get(), path, "heads", hsize_t(file.n_heads), "n_heads");
+  c.queries = r.read_index(g.get(), path, "queries", hsize_t(file.n_tokens()), "the token count");
+  const Dims cd = compare_dims(c);
+  Array<float> kl = r.read_f32(g.get(), path, "kl", 3, &cd, "[layers, heads, queries]");
   c.kl = std::move(kl.data);
-  Array<float> js = r.read_f32(g.get(), path, "js", 3);
-  r.expect_dims(path + "/js", js.dims, compare_dims(c), "[layers, heads, queries]");
+  Array<float> js = r.read_f32(g.get(), path, "js", 3, &cd, "[layers, heads, queries]");
   c.js = std::move(js.data);
   check_comparison(r.where(), c, file.n_layers, file.n_heads, file.n_tokens());
   return c;
@@ -335,11 +329,14 @@ CaptureFile read_capture(const std::string& path) {
 
   GroupId tokens = r.group(root.get(), "tokens", "/tokens");
   file.token_ids = r.read_i32(tokens.get(), "/tokens", "ids", 1).data;
+  const hsize_t T = hsize_t(file.token_ids.size());
+  const Dims pieces = r.shape_of(tokens.get(), "/tokens", "pieces");  // checked before its strings are read
+  if (pieces.size() == 1 && pieces[0] != 0 && pieces[0] != T)
+    r.where().fail("/tokens/pieces has " + std::to_string(pieces[0]) + " entries but /tokens/ids has " +
+                   std::to_string(T));
   file.pieces = r.read_string_dataset(tokens.get(), "/tokens", "pieces");
-  if (!file.pieces.empty() && file.pieces.size() != file.token_ids.size())
-    r.where().fail("/tokens/pieces has " + std::to_string(file.pieces.size()) + " entries but /tokens/ids has " +
-                   std::to_string(file.token_ids.size()));
-  file.relevant = r.read_i32(tokens.get(), "/tokens", "relevant", 1).data;
+  const std::vector<int> relevant = r.read_index(tokens.get(), "/tokens", "relevant", T, "the token count");
+  file.relevant.assign(relevant.begin(), relevant.end());
 
   GroupId runs = r.group(root.get(), "runs", "/runs");
   for (const std::string& name : r.children(runs.get(), "/runs"))

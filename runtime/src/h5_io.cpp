@@ -3,6 +3,7 @@
 #include "h5_io.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -381,9 +382,56 @@ uint64_t Reader::attr_u64(hid_t obj, const std::string& obj_path, const char* na
   return v;
 }
 
+uint64_t default_read_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t budget = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) budget = std::min<uint64_t>(budget, lim.rlim_cur / 2);
+  return budget;
+}
+
+std::string bytes_text(uint64_t n) {
+  char b[32];
+  if (n < 10000) std::snprintf(b, sizeof b, "%llu bytes", (unsigned long long)n);
+  else if (n < 1000000) std::snprintf(b, sizeof b, "%.1f kB", n / 1e3);
+  else if (n < 1000000000) std::snprintf(b, sizeof b, "%.1f MB", n / 1e6);
+  else if (n < 1000000000000ULL) std::snprintf(b, sizeof b, "%.1f GB", n / 1e9);
+  else std::snprintf(b, sizeof b, "%.1f TB", n / 1e12);
+  return b;
+}
+
+void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, const Dims& dims,
+                            size_t mem_elem_bytes) {
+  uint64_t n = 1;  // elements, saturating far beyond any real file
+  for (hsize_t d : dims) n = (d != 0 && n > (uint64_t(1) << 62) / d) ? (uint64_t(1) << 62) : n * d;
+  if (n == 0) return;
+  const size_t file_elem = H5Tget_size(file_type);
+  const uint64_t declared = n > (uint64_t(1) << 62) / std::max<size_t>(file_elem, 1) ? (uint64_t(1) << 62)
+                                                                                    : n * file_elem;
+  PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds), where_, "cannot read the layout of " + path);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout != H5D_COMPACT) {  // compact data lives in the object header, bounded by its 64 KiB
+    const uint64_t stored = H5Dget_storage_size(ds);
+    // Deflate expands at most 1032:1; shuffle does not compress. Unwritten chunks or contiguous space read as the
+    // fill value, which no focalscope writer leaves.
+    const bool chunked = layout == H5D_CHUNKED;
+    const uint64_t can_hold = chunked ? (stored > (uint64_t(1) << 52) ? (uint64_t(1) << 62) : stored * 1100 + 65536)
+                                      : stored;
+    if (declared > can_hold)
+      where_.fail(path + " declares shape " + dims_text(dims) + " (" + bytes_text(declared) +
+                  ") but the file stores only " + bytes_text(stored) + " of it" +
+                  (chunked ? ", more than compression can expand" : "") + " — the file is corrupt or forged");
+  }
+  const uint64_t need = n > (uint64_t(1) << 62) / mem_elem_bytes ? (uint64_t(1) << 62) : n * mem_elem_bytes;
+  if (need > budget_bytes_)
+    where_.fail(path + " of shape " + dims_text(dims) + " needs " + bytes_text(need) + " of memory, over the " +
+                bytes_text(budget_bytes_) + " left of the read budget");
+  budget_bytes_ -= need;
+}
+
 template <class T>
 Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
-              size_t rank) {
+              size_t rank, const Dims* want, const char* axes) {
   const std::string path = parent_path + "/" + name;
   if (!has(parent, name)) where_.fail("missing dataset " + path);
   DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
@@ -396,6 +444,13 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
   if (out.dims.size() != rank)
     where_.fail(path + " has " + std::to_string(out.dims.size()) + " dimensions, expected " +
                 std::to_string(rank));
+  if (want) {
+    Dims w = *want;
+    for (size_t i = 0; i < w.size() && i < out.dims.size(); ++i)
+      if (w[i] == kAnyDim) w[i] = out.dims[i];
+    expect_dims(path, out.dims, w, axes ? axes : "");
+  }
+  check_declared(ds.get(), type.get(), path, out.dims, sizeof(T));
   out.data.resize(n_elements(out.dims));
   if (out.data.empty()) return out;
   if constexpr (std::is_same<T, float>::value) {
@@ -424,17 +479,33 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
   return out;
 }
 
-Array<float> Reader::read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank) {
-  return read<float>(parent, parent_path, name, H5T_NATIVE_FLOAT, H5T_FLOAT, rank);
+Array<float> Reader::read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
+                              const Dims* want, const char* axes) {
+  return read<float>(parent, parent_path, name, H5T_NATIVE_FLOAT, H5T_FLOAT, rank, want, axes);
 }
 
-Array<int32_t> Reader::read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank) {
-  return read<int32_t>(parent, parent_path, name, H5T_NATIVE_INT32, H5T_INTEGER, rank);
+Array<int32_t> Reader::read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
+                                const Dims* want, const char* axes) {
+  return read<int32_t>(parent, parent_path, name, H5T_NATIVE_INT32, H5T_INTEGER, rank, want, axes);
 }
 
-std::vector<int> Reader::read_index(hid_t parent, const std::string& parent_path, const char* name) {
+std::vector<int> Reader::read_index(hid_t parent, const std::string& parent_path, const char* name, hsize_t max_len,
+                                    const std::string& limit) {
+  if (max_len != kAnyDim) {
+    const Dims d = shape_of(parent, parent_path, name);
+    if (d.size() == 1 && d[0] > max_len)
+      where_.fail(parent_path + "/" + name + " lists " + std::to_string(d[0]) + " entries, more than " + limit +
+                  " = " + std::to_string(max_len));
+  }
   Array<int32_t> a = read_i32(parent, parent_path, name, 1);
   return std::vector<int>(a.data.begin(), a.data.end());
+}
+
+Dims Reader::shape_of(hid_t parent, const std::string& parent_path, const char* name) {
+  const std::string path = parent_path + "/" + name;
+  if (!has(parent, name)) where_.fail("missing dataset " + path);
+  DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
+  return dataset_dims(ds.get(), path);
 }
 
 std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::string& parent_path, const char* name) {
@@ -445,6 +516,7 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
   if (H5Tget_class(type.get()) != H5T_STRING) where_.fail(path + " does not hold strings");
   Dims dims = dataset_dims(ds.get(), path);
   if (dims.size() != 1) where_.fail(path + " should be one-dimensional, has shape " + dims_text(dims));
+  check_declared(ds.get(), type.get(), path, dims, sizeof(char*) + sizeof(std::string));
   return read_strings(type.get(), size_t(dims[0]), path, [&](hid_t mem, void* buf) {
     return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
   });

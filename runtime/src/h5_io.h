@@ -167,9 +167,20 @@ struct Array {
   std::vector<T> data;
 };
 
+// Memory a reader may allocate for one file unless told otherwise: half the machine's memory, and half the
+// address-space limit (ulimit -v) when one is set.
+uint64_t default_read_budget();
+std::string bytes_text(uint64_t n);  // "1.5 GB"
+
+// Reads attributes and datasets, checking every declared size before allocating: a dataset's shape against what the
+// caller expects (expect_dims before the read), its declared bytes against what the file stores (a contiguous dataset
+// must store all of them; a compressed one cannot expand more than deflate's 1032:1), and the total against a
+// memory budget. A hostile file is refused with the dataset and the number instead of exhausting memory.
 class Reader {
  public:
-  explicit Reader(Where where) : where_(std::move(where)), half_type_(make_half_type(where_)) {}
+  explicit Reader(Where where, uint64_t budget_bytes = 0)
+      : where_(std::move(where)), half_type_(make_half_type(where_)),
+        budget_bytes_(budget_bytes ? budget_bytes : default_read_budget()) {}
   const Where& where() const { return where_; }
 
   bool has(hid_t parent, const char* name) { return H5Lexists(parent, name, H5P_DEFAULT) > 0; }
@@ -195,12 +206,20 @@ class Reader {
 
   // Reads a numeric dataset of class `cls` (integer or float) into memory type `mem`, which matches T.
   template <class T>
+  // `want` (optional): the expected shape, checked before anything is allocated; kAnyDim matches any size.
   Array<T> read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
-                size_t rank);
+                size_t rank, const Dims* want = nullptr, const char* axes = nullptr);
 
-  Array<float> read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank);
-  Array<int32_t> read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank);
-  std::vector<int> read_index(hid_t parent, const std::string& parent_path, const char* name);
+  static constexpr hsize_t kAnyDim = ~hsize_t(0);
+  Array<float> read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
+                        const Dims* want = nullptr, const char* axes = nullptr);
+  Array<int32_t> read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
+                          const Dims* want = nullptr, const char* axes = nullptr);
+  // A 1-D index list of at most max_len entries (`limit` names the bound in the error), checked before reading.
+  std::vector<int> read_index(hid_t parent, const std::string& parent_path, const char* name,
+                              hsize_t max_len = kAnyDim, const std::string& limit = "");
+  // The shape of a dataset, without reading it.
+  Dims shape_of(hid_t parent, const std::string& parent_path, const char* name);
 
   // A 1-D dataset of strings (variable or fixed length).
   std::vector<std::string> read_string_dataset(hid_t parent, const std::string& parent_path, const char* name);
@@ -211,6 +230,8 @@ class Reader {
   AttrId open_attr(hid_t obj, const std::string& obj_path, const char* name);
 
   Dims dataset_dims(hid_t ds, const std::string& path);
+  // Refuses a dataset whose declared size the file cannot hold or the budget cannot take; charges the budget.
+  void check_declared(hid_t ds, hid_t file_type, const std::string& path, const Dims& dims, size_t mem_elem_bytes);
 
   // Reads n strings of file type `type` with read_fn(mem_type, buffer); VL strings are freed even on failure.
   template <class ReadFn>
@@ -218,6 +239,7 @@ class Reader {
 
   Where where_;
   TypeId half_type_;
+  uint64_t budget_bytes_;  // what this reader may still allocate
 };
 
 // Creates `path` under a temporary name in the same directory, lets `body` fill it, closes it, and renames it into

@@ -295,12 +295,15 @@ def capture_cases(focal, model, out):
         run = list(f["runs"].keys())[0]
         T = f["tokens/ids"].shape[0]
 
-    def case(name, field, edit):
+    def case(name, field, edit, app_only=False):
         p = os.path.join(d, name + ".h5")
         shutil.copy(fresh, p)
         with h5py.File(p, "r+") as f:
             edit(f)
-        cases.append({"name": name, "kind": "capture", "path": p, "file": name + ".h5", "field": field})
+        c = {"name": name, "kind": "capture", "path": p, "file": name + ".h5", "field": field}
+        if app_only:  # provenance the CLI prints as stored; only the app interprets it
+            c["entry_points"] = ["app-open"]
+        cases.append(c)
 
     def replace(f, path, **kw):  # a dataset of any declared shape; chunks never written read as the fill value
         del f[path]
@@ -311,12 +314,12 @@ def capture_cases(focal, model, out):
     case("cap-metrics-64GB", R + "/metrics", lambda f: (
         f.attrs.modify("n_layers", np.int32(1 << 20)),
         replace(f, R + "/metrics", shape=(1 << 20, 6, T, 8), dtype="f4", chunks=(1, 6, T, 8), compression="gzip")))
-    case("cap-probs-4TB", R + "/probs", lambda f: (
-        replace(f, R + "/layers", data=np.zeros(1 << 10, np.int32)),
-        replace(f, R + "/heads", data=np.zeros(1 << 10, np.int32)),
-        replace(f, R + "/queries", data=np.arange(T, dtype=np.int32)),
-        replace(f, R + "/probs", shape=(1 << 10, 1 << 10, 1 << 20, 1 << 20), dtype="f4",
-                chunks=(1, 1, 64, 64), compression="gzip")))
+    case("cap-probs-4TB", R + "/probs", lambda f: (  # a header that agrees with the forged shape
+        f.attrs.modify("n_layers", np.int32(1 << 16)), f.attrs.modify("n_heads", np.int32(1 << 16)),
+        replace(f, R + "/layers", data=np.arange(1 << 16, dtype=np.int32)),
+        replace(f, R + "/heads", data=np.arange(1 << 16, dtype=np.int32)),
+        replace(f, R + "/probs", shape=(1 << 16, 1 << 16, T, T), dtype="f4", chunks=(1, 1, T, T),
+                compression="gzip")))
     case("cap-pieces-2G", "tokens/pieces", lambda f: replace(
         f, "tokens/pieces", shape=(1 << 31,), dtype=h5py.string_dtype(), chunks=(1 << 16,)))
     case("cap-ids-2G", "tokens/ids", lambda f: replace(
@@ -339,8 +342,8 @@ def capture_cases(focal, model, out):
     case("cap-metrics-rank", R + "/metrics", lambda f: replace(f, R + "/metrics", data=np.zeros((4, 6, T), "f4")))
     case("cap-row-scale-shape", R + "/row_scale", lambda f: replace(f, R + "/row_scale",
                                                                      data=np.ones((4, 6, T + 1), "f4")))
-    case("cap-layer-index-range", R + "/layers", lambda f: replace(f, R + "/layers", data=np.array([0, 99], "i4")))
-    case("cap-query-index-range", R + "/queries", lambda f: replace(
+    case("cap-layer-index-range", "layers[1] = 99", lambda f: replace(f, R + "/layers", data=np.array([0, 99], "i4")))
+    case("cap-query-index-range", "queries[0] = 1000", lambda f: replace(
         f, R + "/queries", data=np.arange(T, dtype=np.int32) + 1000))
     case("cap-relevant-range", "relevant", lambda f: replace(f, "tokens/relevant", data=np.array([T + 5], "i4")))
     case("cap-pieces-ints", "tokens/pieces", lambda f: replace(f, "tokens/pieces", data=np.zeros(T, "i4")))
@@ -348,17 +351,19 @@ def capture_cases(focal, model, out):
         f, "tokens/pieces", data=np.array(["x"] * (T + 2), dtype=h5py.string_dtype())))
     case("cap-format-missing", "format", lambda f: f.attrs.__delitem__("format"))
     case("cap-format-number", "format", lambda f: (f.attrs.__delitem__("format"), f.attrs.create("format", 5)))
-    case("cap-format-version-future", "format_version", lambda f: f.attrs.modify("format_version", np.int32(99)))
+    case("cap-format-version-future", "format version", lambda f: f.attrs.modify("format_version", np.int32(99)))
     case("cap-metric-names", "metric_names", lambda f: (f.attrs.__delitem__("metric_names"), f.attrs.create(
         "metric_names", np.array(["a", "b"], dtype=h5py.string_dtype()))))
     case("cap-runs-missing", "/runs", lambda f: f.__delitem__("runs"))
-    case("cap-temp-spec-malformed", "temp_spec", lambda f: f[R].attrs.modify("temp_spec_json", "{not json"))
-    case("cap-temp-spec-negative", "temp_spec", lambda f: f[R].attrs.modify(
-        "temp_spec_json", '{"mode":"focal","focal_temp":-1}'))
-    case("cap-config-malformed", "model_config_json", lambda f: f.attrs.modify("model_config_json", "{oops"))
+    case("cap-temp-spec-malformed", "temp_spec_json", lambda f: f[R].attrs.modify("temp_spec_json", "{not json"),
+         app_only=True)
+    case("cap-temp-spec-negative", "focal_temp", lambda f: f[R].attrs.modify(
+        "temp_spec_json", '{"mode":"focal","focal_temp":-1}'), app_only=True)
+    case("cap-config-malformed", "model_config_json", lambda f: f.attrs.modify("model_config_json", "{oops"),
+         app_only=True)
     case("cap-config-layers-huge", "num_hidden_layers", lambda f: f.attrs.modify(
         "model_config_json", json.dumps(dict(json.loads(f.attrs["model_config_json"]),
-                                             num_hidden_layers=BIG))))
+                                             num_hidden_layers=BIG))), app_only=True)
 
     for name, blob, field in [("cap-not-hdf5", b"hello, this is not HDF5\n" * 10, "HDF5"), ("cap-empty", b"", "HDF5")]:
         p = os.path.join(d, name + ".h5")

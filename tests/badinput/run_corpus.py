@@ -106,6 +106,8 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.j) as pool:
         for c in cases:
             for name, argv in entry_points(c["kind"], c["path"], "", args.probe, None):
+                if "entry_points" in c and name not in c["entry_points"]:
+                    continue
                 jobs.append((c["name"], name, pool.submit(run_one, args, c, name, argv)))
         failures = []
         for cname, name, fut in jobs:
