@@ -40,6 +40,10 @@ kinds:
   retrieval     accuracy and relevant-token attention mass against context length, one line per evaluation
                 file, one panel per task kind (paper Fig. 9)
 
+input:
+  --budget SIZE      memory the input files may take when read (default: half the machine's memory); a file
+                     declaring more is refused before anything is allocated
+
 selection:
   --layer L          distribution, heatmap: stored layer (default: first stored); retrieval: relevant mass /
                      entropy of layer L (default: mean over layers)
@@ -114,7 +118,7 @@ int cmd_figure(int argc, char** argv) {
          {"--help", "--no-sink", "--overlay", "--log", "--matrix", "--lines", "--per-layer", "--no-title", "--tau",
           "--clip"},
          {"--layer", "--head", "--query", "--runs", "--metric", "--floor", "--width", "--height", "--dpi", "--title",
-          "--output", "--x", "--kind", "--labels"});
+          "--output", "--x", "--kind", "--labels", "--budget"});
   if (a.has("--help")) {
     std::printf("%s", kFigureHelp);
     return 0;
@@ -127,6 +131,7 @@ int cmd_figure(int argc, char** argv) {
   const figures::Format format = figures::format_from_path(out);
 
   figures::FigureOptions opt;
+  if (a.has("--budget")) opt.read_budget_bytes = parse_bytes(a.get("--budget"), "--budget");
   opt.layer = non_negative(a, "--layer");
   opt.head = non_negative(a, "--head");
   opt.query = non_negative(a, "--query");

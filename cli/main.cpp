@@ -412,22 +412,25 @@ int cmd_generate(int argc, char** argv) {
 }
 
 int cmd_inspect(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"}, {"--run"});
+  Args a(argc, argv, 2, {"--help"}, {"--run", "--budget"});
   if (a.has("--help")) {
-    std::printf("usage: focal inspect FILE.h5 [--run NAME]\n\nPrints a capture's tokens, runs and a table per layer "
+    std::printf("usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per layer "
                 "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
-                "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n");
+                "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n"
+                "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
+                "memory);\n                  a file declaring more is refused before anything is allocated\n");
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one .h5 file"};
   const std::string path = a.positional()[0];
+  const uint64_t budget = a.has("--budget") ? cli::parse_bytes(a.get("--budget"), "--budget") : 0;
   CaptureFile f;
   try {
-    f = read_capture(path);
+    f = read_capture(path, budget);
   } catch (const Error& e) {
     SweepFile sw;
     try {
-      sw = read_sweep(path);
+      sw = read_sweep(path, budget);
     } catch (const Error&) {
       throw e;
     }

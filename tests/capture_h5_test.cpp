@@ -601,5 +601,33 @@ TEST(CaptureH5, ConcurrentCallsAreSerialized) {
   EXPECT_EQ(ok, std::vector<int>(4, 1));
 }
 
+// Issue 20: the reader's memory budget. The capture's datasets in memory: its tokens, rows, metrics and the rest. A
+// budget just below what the file's datasets need is refused naming a dataset and the number; the exact total reads.
+TEST(CaptureH5, ReadBudgetIsCheckedBeforeAllocating) {
+  TempDir dir;
+  const CaptureFile f = fake_capture();
+  const std::string path = dir.file("cap.h5");
+  write_capture(f, path);
+  // Bytes the reader allocates for numeric datasets (4 bytes an element) and strings (pointer + std::string each).
+  uint64_t need = 4 * (f.token_ids.size() + f.relevant.size()) + f.pieces.size() * (sizeof(char*) + sizeof(std::string));
+  for (const RunCapture& r : f.runs)
+    need += 4 * (r.layers.size() + r.heads.size() + r.queries.size() + r.probs.size() + r.scores.size() +
+                 r.metrics.size() + r.row_scale.size() + r.tau.size() + r.topk_ids.size() + r.topk_probs.size() +
+                 r.token_nll.size());
+  for (const Comparison& c : f.comparisons)
+    need += 4 * (c.layers.size() + c.heads.size() + c.queries.size() + c.kl.size() + c.js.size());
+  expect_same_capture(f, read_capture(path, need), false);
+  const std::string msg = error_of([&] { read_capture(path, need - 1); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("read budget"), std::string::npos) << msg;
+  // The last dataset read is the last comparison's js, one byte short.
+  ASSERT_FALSE(f.comparisons.empty());
+  const std::string js = "/js of shape [" + std::to_string(f.comparisons.back().layers.size()) + ", " +
+                         std::to_string(f.comparisons.back().heads.size()) + ", " +
+                         std::to_string(f.comparisons.back().queries.size()) + "] needs " +
+                         std::to_string(4 * f.comparisons.back().js.size()) + " bytes";
+  EXPECT_NE(msg.find(js), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace focal

@@ -144,10 +144,10 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
       s.eval = evals.back().get();
       s.label = dir_label(p);
     } else if (kind == "sweep") {
-      sweeps.push_back(std::make_unique<SweepFile>(read_sweep(p)));
+      sweeps.push_back(std::make_unique<SweepFile>(read_sweep(p, opt.read_budget_bytes)));
       s.sweep = sweeps.back().get();
     } else {
-      captures.push_back(std::make_unique<CaptureFile>(read_capture(p)));
+      captures.push_back(std::make_unique<CaptureFile>(read_capture(p, opt.read_budget_bytes)));
       s.capture = captures.back().get();
     }
     sources.push_back(s);

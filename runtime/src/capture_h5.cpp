@@ -310,12 +310,12 @@ void write_capture(const CaptureFile& file, const std::string& path, bool probs_
   });
 }
 
-CaptureFile read_capture(const std::string& path) {
+CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
   H5Call h5;
   FileId f = open_for_reading(path, "capture");
   const Where where{"capture file '" + path + "'"};
   GroupId root = open_root(f, where);
-  Reader r(where);
+  Reader r(where, read_budget_bytes);
   check_format(r, root.get(), path, "capture", CaptureFile::kFormatName, CaptureFile::kFormatVersion,
                SweepFile::kFormatName, "it is a temperature sweep; open it as a sweep");
   check_metric_names(r, root.get());
@@ -368,12 +368,12 @@ void write_sweep(const SweepFile& file, const std::string& path) {
   });
 }
 
-SweepFile read_sweep(const std::string& path) {
+SweepFile read_sweep(const std::string& path, uint64_t read_budget_bytes) {
   H5Call h5;
   FileId f = open_for_reading(path, "sweep");
   const Where where{"sweep file '" + path + "'"};
   GroupId root = open_root(f, where);
-  Reader r(where);
+  Reader r(where, read_budget_bytes);
   check_format(r, root.get(), path, "sweep", SweepFile::kFormatName, SweepFile::kFormatVersion,
                CaptureFile::kFormatName, "it is an attention capture; open it as a capture");
   check_metric_names(r, root.get());

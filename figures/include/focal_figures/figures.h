@@ -53,6 +53,8 @@ struct FigureOptions {
   double width_in = 3.4;           // a paper's column width
   double height_in = 0.0;          // 0: the kind's natural height for the width
   double dpi = 200.0;              // PNG only
+  // Input: memory the captures and sweeps read may take (0: half the machine's memory; read_capture).
+  uint64_t read_budget_bytes = 0;
 };
 
 // A loaded input: exactly one of capture, sweep, train_log or eval is set, and outlives the call. label names the

@@ -115,8 +115,10 @@ Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const
 // temporary is removed and Error names the path. Probabilities are stored as fp16 when probs_fp16 is set.
 void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false);
 
-// Reads a capture file; throws Error naming the file and the missing or malformed item.
-CaptureFile read_capture(const std::string& path);
+// Reads a capture file; throws Error naming the file and the missing or malformed item. Every declared size is
+// checked before it is allocated: against the file's own header, what the file stores, and a memory budget
+// (read_budget_bytes; 0: half the machine's memory, or of ulimit -v). docs/untrusted-input.md.
+CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes = 0);
 
 // Metrics against temperature: one forward per temperature, metrics averaged over rows (rows 1.. only: row 0 has a
 // single visible key). Format "focalscope-sweep", docs/capture-format.md.
@@ -137,6 +139,6 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
                     const std::vector<float>& temps, const RunOptions& run = {},
                     const std::function<void(size_t)>& on_temp = {});
 void write_sweep(const SweepFile& file, const std::string& path);  // temp name + rename, like write_capture
-SweepFile read_sweep(const std::string& path);
+SweepFile read_sweep(const std::string& path, uint64_t read_budget_bytes = 0);
 
 }  // namespace focal
