@@ -821,8 +821,9 @@ NB_MODULE(_core, mod) {
          "Attention probabilities of stored rows, float32, a view (no copy).\n\n"
          "layer and head are the model's indices and must be stored in the run. Shape [Qc, T] (query, key) for one "
          "layer and head; [Hc, Qc, T] with head=None; [Lc, Qc, T] with layer=None; [Lc, Hc, Qc, T] with neither. "
-         "Row c is query position queries(run)[c]; keys beyond it are 0. Probabilities captured with fp16=True hold "
-         "the float16-rounded values.")
+         "Row c is query position queries(run)[c]; keys beyond it are 0. fp16=True captures are saved as float16; in "
+         "memory they are float32, already rounded to float16 values unless compare= was given (KL / JS use the "
+         "fp32 rows, as in the CLI).")
       .def("scores", [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
         return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, false);
       }, "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
