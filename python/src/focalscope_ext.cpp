@@ -257,15 +257,16 @@ struct PyModel {
       if (text.empty()) raise(PyExc_ValueError, std::string(param) + ": the prompt is empty");
       ids = tokenize(text);
     } else if (nb::hasattr(p, "__array_interface__") || nb::hasattr(p, "__dlpack__")) {
-      const std::string dtype = nb::cast<std::string>(nb::str(p.attr("dtype")));
+      const std::string dtype = nb::cast<std::string>(nb::str(nb::object(p.attr("dtype"))));
       if (dtype != "int32")
         raise(PyExc_TypeError, std::string(param) + ": token ids must be an int32 array, got dtype " + dtype +
                                    " (convert with ids.astype(numpy.int32))");
-      const int ndim = nb::cast<int>(p.attr("ndim"));
+      const int ndim = (int)PyLong_AsLong(nb::object(p.attr("ndim")).ptr());
       if (ndim != 1)
         raise(PyExc_ValueError, std::string(param) + ": token ids must be a 1-D array, got " + std::to_string(ndim) +
                                     " dimensions (flatten it, or pass one sequence)");
-      if (!nb::cast<bool>(p.attr("flags")["C_CONTIGUOUS"]))
+      nb::object contiguous = p.attr("flags").attr("c_contiguous");
+      if (!PyObject_IsTrue(contiguous.ptr()))
         raise(PyExc_ValueError, std::string(param) +
                                     ": the token id array is not contiguous (a strided view such as ids[::2]); "
                                     "pass numpy.ascontiguousarray(ids)");
