@@ -984,6 +984,10 @@ NB_MODULE(_core, mod) {
   nb::class_<PyModel>(mod, "Model",
       "A loaded LLaMA-family model (a Hugging Face directory or a .gguf file) on the CPU or a CUDA device. "
       "Made by load(). Runs release the GIL; Ctrl-C cancels a run between layers (KeyboardInterrupt).")
+      .def("__repr__", [](const PyModel& m) {
+        return "<focalscope.Model " + m.model->path() + ": " + std::to_string(m.cfg().n_layers) + " layers x " +
+               std::to_string(m.cfg().n_heads) + " heads, " + focal::device_name(m.model->device()) + ">";
+      })
       .def_prop_ro("path", [](const PyModel& m) { return m.model->path(); })
       .def_prop_ro("device", [](const PyModel& m) { return std::string(focal::device_name(m.model->device())); },
                    "'cpu' or 'cuda': where the weights live and the forward runs.")
