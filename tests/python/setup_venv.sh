@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Adds the Python package's build and test tools to the repo-root .venv (Debian python3, --system-site-packages, so
 # Debian's numpy and h5py are seen): pinned nanobind and scikit-build-core (to build python/ without build
-# isolation), pytest, and nbclient/nbformat/ipykernel (to run the example notebook headless).
+# isolation), pytest, nbclient/nbformat/ipykernel (to run the example notebook headless), and gguf + safetensors
+# (as in tests/hf/setup_venv.sh: scripts/hf_to_gguf.py makes the GGUF file the tests load).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PY=/usr/bin/python3
-PINS=(nanobind==2.15.0 scikit-build-core==0.11.6 pytest==8.3.5 nbclient==0.10.2 nbformat==5.10.4 ipykernel==6.29.5)
+PINS=(nanobind==2.15.0 scikit-build-core==0.11.6 pytest==8.3.5 nbclient==0.10.2 nbformat==5.10.4 ipykernel==6.29.5
+      gguf==0.19.0 safetensors==0.8.0)
 
 die() { echo "tests/python/setup_venv.sh: ERROR: $*" >&2; exit 1; }
 

@@ -181,3 +181,19 @@ def test_show_renders_the_cli_figure(fs, oracle, cli, out_dir, kind, opts):
     assert fig._repr_png_() == fig.data and fig._repr_svg_() is None
     svg = fs.show(fs.open_capture(cap_path), kind=kind, format="svg", **opts)
     assert svg._repr_svg_().lstrip().startswith("<?xml") and svg._repr_png_() is None
+
+
+def test_gguf_model_equals_cli(fs, cli, out_dir):
+    """fs.load takes a .gguf file like a directory (here the bundled model converted with scripts/hf_to_gguf.py)."""
+    import subprocess
+    import sys
+    gguf_path = out_dir / "focal-t0.4.q8_0.gguf"
+    subprocess.run([sys.executable, ROOT / "scripts" / "hf_to_gguf.py", ROOT / FOCAL, gguf_path, "--type", "Q8_0"],
+                   check=True, capture_output=True)
+    cli("capture", gguf_path, "--device", "cpu", "--prompt", PROMPT, "--temp", "0.3", "--layers", "0",
+        "-o", out_dir / "cli_gguf.h5")
+    model = fs.load(gguf_path, device="cpu")
+    assert model.n_layers == 4 and model.vocab_size == 4096
+    cap = model.run(PROMPT, "focal:0.3", layers=0)
+    cap.save(out_dir / "py_gguf.h5")
+    assert_same_h5(out_dir / "py_gguf.h5", out_dir / "cli_gguf.h5")
