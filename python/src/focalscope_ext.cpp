@@ -127,11 +127,13 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
       raise(PyExc_ValueError, std::string(param) + ": " + what + " " + std::to_string(v) + " is listed twice");
     out.push_back((int)v);
   };
-  if (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr())) {
+  if (PyBool_Check(h.ptr())) raise(PyExc_TypeError, std::string(param) + ": expected None, an int or a sequence of ints, got bool");
+  // An int (or a numpy integer); sequences, numpy arrays included, are iterated.
+  if (PyLong_Check(h.ptr()) || (PyIndex_Check(h.ptr()) && !PySequence_Check(h.ptr()))) {
     check(nb::cast<long long>(nb::int_(h)));
     return out;
   }
-  if (!PySequence_Check(h.ptr()) || PyUnicode_Check(h.ptr()))
+  if (!PySequence_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()))
     raise(PyExc_TypeError, std::string(param) + ": expected None, an int or a sequence of ints, got " +
                                nb::cast<std::string>(nb::str(h.type().attr("__name__"))));
   for (nb::handle item : nb::iter(h)) {

@@ -106,6 +106,19 @@ def test_temp_forms_agree(fs, models):
     assert np.array_equal(std.metrics(), native.metrics(), equal_nan=True)
 
 
+def test_selections_in_any_accepted_form(models):
+    m = models[FOCAL]
+    ref = m.run(PROMPT, layers=[1, 3], heads=[2])
+    for layers, heads in ((np.array([1, 3]), np.int64(2)), ((1, 3), [2]), (range(1, 4, 2), np.array([2]))):
+        c = m.run(PROMPT, layers=layers, heads=heads)
+        assert c.layers() == [1, 3] and c.heads() == [2] and np.array_equal(c.probs(), ref.probs())
+    assert m.run(PROMPT, layers=2).layers() == [2]
+    with pytest.raises(TypeError, match="layers: expected None, an int or a sequence of ints, got bool"):
+        m.run(PROMPT, layers=True)
+    with pytest.raises(ValueError, match="heads: head 1 is listed twice"):
+        m.run(PROMPT, heads=[1, 1])
+
+
 def test_ids_in_any_accepted_form(models):
     m = models[FOCAL]
     ids = m.tokenize(PROMPT)
