@@ -16,7 +16,7 @@ def root():
 
 @pytest.fixture(scope="session")
 def focal_cli():
-    cli = pathlib.Path(os.environ.get("FOCAL_CLI", ROOT / "build" / "cli" / "focal"))
+    cli = pathlib.Path(os.environ.get("FOCAL_CLI", ROOT / "build" / "cli" / "focal")).resolve()
     assert cli.is_file(), f"the focal CLI is not built at {cli}: build it (scripts/build.sh) or set FOCAL_CLI"
     return str(cli)
 

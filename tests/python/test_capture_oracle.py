@@ -88,6 +88,12 @@ def test_saved_capture_equals_cli_file(fs, models, oracle, out_dir, case):
     path = out_dir / f"py_{case}.h5"
     cap.save(path)
     assert_same_h5(path, oracle[case])
+    # With the CLI file's timestamp the whole file is the same, byte for byte.
+    with h5py.File(oracle[case], "r") as f:
+        stamp = f.attrs["created_utc"]
+    cap.save(out_dir / f"py_{case}_stamped.h5", created_utc=stamp)
+    assert (out_dir / f"py_{case}_stamped.h5").read_bytes() == oracle[case].read_bytes()
+    assert cap.created_utc == ""
 
 
 @pytest.mark.parametrize("case", list(CASES))
