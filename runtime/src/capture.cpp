@@ -188,6 +188,14 @@ void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest&
 RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
                        const CaptureRequest& req, const std::string& name,
                        const std::function<void(int, int)>& progress) {
+  RunCapture run;
+  capture_run_cancellable(model, tokens, spec, req, name, &run, {}, progress);
+  return run;
+}
+
+bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                             const CaptureRequest& req, const std::string& name, RunCapture* out,
+                             const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
   validate_capture_request(c, T, req, 1);
@@ -196,13 +204,14 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   RunCapture run = empty_run(c, T, spec, req, name);
 
   // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
   RunOptions opt = req.run;
   opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
-  session.forward(tokens.data(), T, spec, opt, &obs, nullptr);
-  return run;
+  if (!session.forward(tokens.data(), T, spec, opt, &obs, nullptr)) return false;
+  *out = std::move(run);
+  return true;
 }
 
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens) {
@@ -223,7 +232,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
 
 SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& base_in,
                     const std::vector<float>& temps, const RunOptions& run_opt,
-                    const std::function<void(size_t)>& on_temp) {
+                    const std::function<void(size_t)>& on_temp, const std::function<bool()>& cancelled) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
   if (temps.empty()) throw Error("sweep: no temperatures given");
@@ -252,7 +261,9 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   for (size_t s = 0; s < temps.size(); ++s) {
     TempSpec spec = base;
     spec.focal_temp = temps[s];
-    const RunCapture run = capture_run(model, tokens, spec, req, spec.label());
+    RunCapture run;
+    if (!capture_run_cancellable(model, tokens, spec, req, spec.label(), &run, cancelled))
+      throw Error("sweep: cancelled at t = " + std::to_string(temps[s]));
     double nll = 0.0;
     for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
     sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);

@@ -82,6 +82,12 @@ void validate_capture_request(const ModelConfig& cfg, int n_tokens, const Captur
 RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
                        const CaptureRequest& req, const std::string& name,
                        const std::function<void(int, int)>& progress = {});
+// capture_run that can be abandoned (the Python package's Ctrl-C): cancelled() is polled between layers, on the
+// calling thread; returns false, leaving *out untouched, when it turned true. Same results as capture_run.
+bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                             const CaptureRequest& req, const std::string& name, RunCapture* out,
+                             const std::function<bool()>& cancelled,
+                             const std::function<void(int, int)>& progress = {});
 
 // Interactive captures (the app): one session kept between runs, with each layer's input, so that a run whose
 // spec differs from the previous one only from layer L on re-runs layers L.. and copies the records of the layers
@@ -137,7 +143,8 @@ struct SweepFile : Provenance {
 // on_temp(s) is called after temperature s is done. Throws Error on bad input.
 SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& base,
                     const std::vector<float>& temps, const RunOptions& run = {},
-                    const std::function<void(size_t)>& on_temp = {});
+                    const std::function<void(size_t)>& on_temp = {},
+                    const std::function<bool()>& cancelled = {});  // polled between layers; true: throws Error
 void write_sweep(const SweepFile& file, const std::string& path);  // temp name + rename, like write_capture
 SweepFile read_sweep(const std::string& path, uint64_t read_budget_bytes = 0);
 

@@ -1,0 +1,339 @@
+# The Python API itself: shapes, dtypes and hand-checkable values, zero-copy views, errors as Python exceptions
+# naming the problem, cancellation between layers (Ctrl-C), the GIL released during a forward.
+import math
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import FOCAL, LEARNED, ROOT, STANDARD
+
+PROMPT = "The cat sat on the mat. The dog sat on the log."
+
+
+@pytest.fixture(scope="module")
+def cap(models):
+    return models[FOCAL].run(PROMPT, "focal:0.4", compare="standard", layers=[1, 3], heads=[0, 5], queries=[2, 7, 12])
+
+
+def test_shapes_dtypes_and_values(models, cap):
+    m = models[FOCAL]
+    T = len(m.tokenize(PROMPT))
+    assert (m.n_layers, m.n_heads, m.d_head, m.vocab_size) == (4, 6, 32, 4096)
+    assert cap.n_tokens == T and cap.runs == ["focal_t0.4", "standard"]
+    p = cap.probs("focal_t0.4", 3, 5)
+    assert p.shape == (3, T) and p.dtype == np.float32 and not p.flags.writeable
+    assert cap.probs("standard").shape == (2, 2, 3, T)
+    assert cap.probs(1, layer=1).shape == (2, 3, T)
+    assert cap.probs(1, head=5).shape == (2, 3, T)
+    assert cap.scores("standard", 1, 0).shape == (3, T)
+    for c, q in enumerate(cap.queries()):
+        # each row is a distribution over keys 0..q; keys after the query are stored as 0
+        assert math.isclose(float(p[c, : q + 1].sum(dtype=np.float64)), 1.0, rel_tol=1e-5)
+        assert not p[c, q + 1 :].any()
+        # probs = softmax(scores * row_scale) over the visible keys
+        s = cap.scores("focal_t0.4", 3, 5)[c, : q + 1].astype(np.float64) * cap.row_scale("focal_t0.4")[3, 5, q]
+        ref = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+        np.testing.assert_allclose(p[c, : q + 1], ref, rtol=2e-5, atol=1e-7)
+    # focal t = 0.4: every row's logits are scaled by 1/0.4; standard: by 1
+    assert np.all(cap.row_scale("focal_t0.4") == np.float32(1 / np.float32(0.4)))
+    assert np.all(cap.row_scale("standard") == 1.0)
+    met = cap.metrics("focal_t0.4")
+    assert met.shape == (4, 6, T, 8) and met.dtype == np.float32
+    assert cap.metric_names == ["entropy_nats", "entropy_norm", "eff_support", "max_prob", "topk_mass", "tail_mass",
+                                "sink_mass", "relevant_mass"]
+    # row 0 sees one key: entropy 0, max and sink 1; relevant_mass is NaN without relevant keys
+    assert np.all(met[:, :, 0, 0] == 0) and np.all(met[:, :, 0, 3] == 1) and np.all(met[:, :, 0, 6] == 1)
+    assert np.all(np.isnan(met[..., 7]))
+    np.testing.assert_allclose(met[..., 2], np.exp(met[..., 0]), rtol=1e-5)
+    ids, tp = cap.topk()
+    assert ids.shape == tp.shape == (T, 10) and ids.dtype == np.int32 and tp.dtype == np.float32
+    assert np.all(np.diff(tp, axis=1) <= 0) and np.all(tp.sum(1) <= 1.0 + 1e-6)
+    assert cap.tau("focal_t0.4") is None
+    nll = cap.token_nll()
+    assert nll.shape == (T,) and np.isnan(nll[-1]) and np.all(nll[:-1] > 0)
+    kl, js = cap.kl_js("focal_t0.4", "standard")
+    assert kl.shape == js.shape == (2, 2, 3) and kl.dtype == np.float32
+    assert np.all(kl >= 0) and np.all(js >= 0) and np.all(js <= math.log(2) + 1e-6)
+    kl_aa, js_aa = cap.kl_js(0, 0)
+    assert np.all(kl_aa == 0) and np.all(js_aa == 0)
+    assert cap.tokens.dtype == np.int32 and cap.tokens.tolist() == m.tokenize(PROMPT).tolist()
+    assert m.detokenize(cap.tokens) == PROMPT and len(cap.pieces) == T
+
+
+def test_learned_tau_and_spec(models):
+    m = models[LEARNED]
+    assert m.native_temp.mode == "learned"
+    cap = m.run(PROMPT, probs=False, scores=False)
+    tau = cap.tau()
+    assert tau.shape == (4, cap.n_tokens) and np.all(tau > 0)
+    half = m.run(PROMPT, "learned:0.5", probs=False, scores=False)
+    # tau_used = tau * tau_scale, so the logit multiplier sqrt(d)/tau doubles
+    np.testing.assert_allclose(half.tau(), tau * 0.5, rtol=1e-6)
+    assert half.temp_spec().tau_scale == 0.5 and half.runs == ["learned_x0.5"]
+
+
+def test_views_are_zero_copy_and_keep_the_capture_alive(models):
+    cap = models[FOCAL].run(PROMPT, layers=[2], heads=[1])
+    whole = cap.probs()
+    one = cap.probs(0, 2, 1)
+    assert np.shares_memory(whole, one)
+    assert whole.__array_interface__["data"][0] == cap.probs().__array_interface__["data"][0]
+    met = cap.metrics()
+    ref = met.copy()
+    del cap
+    import gc
+    gc.collect()
+    assert np.array_equal(met, ref, equal_nan=True) and one.sum() > 0  # still valid memory after the capture object went away
+
+
+def test_temp_forms_agree(fs, models):
+    m = models[STANDARD]
+    a = m.run(PROMPT, "focal:0.4", probs=False, scores=False)
+    for t in (0.4, "0.4", fs.TempSpec(0.4), fs.TempSpec.parse("focal:0.4")):
+        b = m.run(PROMPT, t, probs=False, scores=False)
+        assert b.runs == ["focal_t0.4"] and np.array_equal(a.metrics(), b.metrics(), equal_nan=True)
+    assert fs.TempSpec(0.4) == fs.TempSpec.parse("focal:0.4")
+    s = fs.TempSpec(0.5, layer_temp={0: 1.0}, head_temp={(2, 1): 0.3})
+    assert s.mode == "focal" and s.layer_temp == {0: 1.0} and s.head_temp == {(2, 1): pytest.approx(0.3)}
+    assert fs.TempSpec.from_json(s.to_json()) == s
+    std = m.run(PROMPT, "standard", probs=False, scores=False)
+    native = m.run(PROMPT, None, probs=False, scores=False)  # the standard model's native setting is standard
+    assert np.array_equal(std.metrics(), native.metrics(), equal_nan=True)
+
+
+def test_selections_in_any_accepted_form(models):
+    m = models[FOCAL]
+    ref = m.run(PROMPT, layers=[1, 3], heads=[2])
+    for layers, heads in ((np.array([1, 3]), np.int64(2)), ((1, 3), [2]), (range(1, 4, 2), np.array([2]))):
+        c = m.run(PROMPT, layers=layers, heads=heads)
+        assert c.layers() == [1, 3] and c.heads() == [2] and np.array_equal(c.probs(), ref.probs())
+    assert m.run(PROMPT, layers=2).layers() == [2]
+    with pytest.raises(TypeError, match="layers: expected None, an int or a sequence of ints, got bool"):
+        m.run(PROMPT, layers=True)
+    with pytest.raises(ValueError, match="heads: head 1 is listed twice"):
+        m.run(PROMPT, heads=[1, 1])
+
+
+def test_ids_in_any_accepted_form(models):
+    m = models[FOCAL]
+    ids = m.tokenize(PROMPT)
+    a = m.run(PROMPT, probs=False, scores=False)
+    for form in (ids, ids.tolist(), tuple(ids.tolist())):
+        b = m.run(form, probs=False, scores=False)
+        assert np.array_equal(a.metrics(), b.metrics(), equal_nan=True)
+
+
+# --- errors ---------------------------------------------------------------------------------------------------------
+
+def test_bad_input_raises_python_exceptions(fs, models, tmp_path):
+    m = models[FOCAL]
+    ids = m.tokenize(PROMPT)
+    with pytest.raises(FileNotFoundError, match="no such model: '/nonexistent/model'"):
+        fs.load("/nonexistent/model")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        fs.open_capture(tmp_path / "missing.h5")
+    with pytest.raises(ValueError, match=r"t must be a finite number > 0 \(got -0.5\)"):
+        m.run(PROMPT, -0.5)
+    with pytest.raises(ValueError, match=r"t must be a finite number > 0 \(got 0.0\)"):
+        m.run(PROMPT, "focal:0")
+    with pytest.raises(ValueError, match="> 0"):
+        fs.TempSpec(0.0)
+    with pytest.raises(ValueError, match="> 0"):
+        m.sweep(PROMPT, [0.5, -1.0])
+    with pytest.raises(ValueError, match="is not a setting"):
+        m.run(PROMPT, "hot")
+    with pytest.raises(IndexError, match=r"layers: layer 4 is out of range: the model has layers 0\.\.3"):
+        m.run(PROMPT, layers=[0, 4])
+    with pytest.raises(IndexError, match=r"heads: head -1 is out of range"):
+        m.run(PROMPT, heads=-1)
+    with pytest.raises(IndexError, match="queries: query position 99 is out of range"):
+        m.run(PROMPT, queries=[99])
+    with pytest.raises(TypeError, match="int32 array, got dtype int64"):
+        m.run(ids.astype(np.int64))
+    with pytest.raises(ValueError, match="not contiguous"):
+        m.run(np.repeat(ids, 2)[::2])
+    with pytest.raises(ValueError, match="1-D"):
+        m.run(ids.reshape(1, -1))
+    with pytest.raises(ValueError, match=r"token id 5000 at position 1 is outside the vocabulary \(0\.\.4095\)"):
+        m.run([1, 5000])
+    with pytest.raises(ValueError, match="empty"):
+        m.run("")
+    with pytest.raises(TypeError, match="expected a str"):
+        m.run(3.5)
+    with pytest.raises(ValueError, match="device"):
+        fs.load(ROOT / FOCAL, device="gpu")
+    # runtime errors carry the runtime's message
+    with pytest.raises(fs.FocalError, match="layer 9"):
+        m.run(PROMPT, fs.TempSpec(0.4, layer_temp={9: 0.5}))
+    with pytest.raises(fs.FocalError, match="budget"):
+        m.run(PROMPT, budget="1K")
+    bad = tmp_path / "bad_model"
+    bad.mkdir()
+    (bad / "config.json").write_text("{ not json")
+    with pytest.raises(fs.FocalError, match="config.json"):
+        fs.load(bad)
+    gguf = tmp_path / "junk.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(fs.FocalError, match="junk.gguf"):
+        fs.load(gguf)
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"not an hdf5 file at all")
+    with pytest.raises(fs.FocalError, match="junk.h5"):
+        fs.open_capture(junk)
+    cap = m.run(PROMPT, layers=[1], heads=[2])
+    with pytest.raises(KeyError, match="run 'nope' is not in the capture"):
+        cap.probs("nope")
+    with pytest.raises(IndexError, match=r"layer 0 is not stored in run 'focal_t0.4' \(stored layers: 1\)"):
+        cap.probs(0, 0, 2)
+    with pytest.raises(IndexError, match="run index 3"):
+        cap.metrics(3)
+    with pytest.raises(ValueError, match="kind"):
+        fs.show(cap, kind="pie")
+    with pytest.raises(fs.FocalError, match="cannot|directory|write"):
+        cap.save(tmp_path / "no_such_dir" / "x.h5")
+    assert issubclass(fs.FocalError, RuntimeError)
+
+
+# --- cancellation and the GIL ---------------------------------------------------------------------------------------
+
+def long_ids(m, n=768):
+    rng = np.random.default_rng(0)
+    return rng.integers(3, m.vocab_size, size=n, dtype=np.int32)
+
+
+def test_exception_in_progress_cancels_between_layers(models):
+    m = models[FOCAL]
+    seen = []
+
+    def progress(run, done, total):
+        seen.append((run, done, total))
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        m.run(PROMPT, compare="standard", progress=progress)
+    assert seen == [("focal_t0.4", 1, 4), ("focal_t0.4", 2, 4)]  # stopped after layer 2; no second run
+    # the model is still usable and gives the same results as before
+    a = m.run(PROMPT, probs=False)
+    b = m.run(PROMPT, probs=False)
+    assert np.array_equal(a.metrics(), b.metrics(), equal_nan=True)
+
+
+def test_ctrl_c_cancels_a_run_between_layers(models):
+    """A real SIGINT arriving while the forward runs with the GIL released: the runtime polls between layers."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are delivered to the main thread")
+    m = models[FOCAL]
+    ids = long_ids(m)
+    started = threading.Event()
+    layers_done = []
+
+    def progress(run, done, total):
+        layers_done.append(done)
+        started.set()
+
+    def interrupt():
+        started.wait(60)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.run(ids, progress=progress)
+    t.join()
+    assert layers_done[0] == 1 and max(layers_done) < 4, layers_done  # cancelled before the last layer
+
+
+def test_ctrl_c_cancels_generation_and_sweep(models):
+    m = models[FOCAL]
+    got = []
+
+    def on_token(i, piece):
+        got.append(i)
+        if len(got) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        m.generate(PROMPT, 20, on_token=on_token, stop_at_eos=False)
+    assert len(got) == 3
+    temps_done = []
+
+    def progress(t, done, total):
+        temps_done.append(t)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        m.sweep(PROMPT, [0.3, 0.5, 1.0], progress=progress)
+    assert temps_done == [pytest.approx(0.3)]
+
+
+def test_on_token_stops_and_raises(models):
+    m = models[FOCAL]
+    got = []
+    g = m.generate(PROMPT, 20, stop_at_eos=False, on_token=lambda i, s: got.append(i) or len(got) < 4)
+    assert g.ids == got and len(g.ids) == 4
+
+    def boom(i, s):
+        raise ValueError("my callback failed")
+
+    with pytest.raises(ValueError, match="my callback failed"):
+        m.generate(PROMPT, 5, on_token=boom)
+    sampled = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
+    again = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
+    assert sampled.ids == again.ids and len(sampled.ids) == 8
+
+
+def test_gil_is_released_during_a_forward(models):
+    m = models[FOCAL]
+    ids = long_ids(m, 1024)
+    done = threading.Event()
+    ticks = []
+
+    def work():
+        try:
+            m.run(ids)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=work)
+    t0 = time.perf_counter()
+    t.start()
+    while not done.is_set():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    t.join()
+    elapsed = time.perf_counter() - t0
+    gaps = np.diff([t0, *ticks, time.perf_counter()])
+    # The main thread kept running Python during the run: with the GIL held by the forward it would stall for the
+    # whole run (one gap as long as the run itself).
+    assert elapsed > 0.1 and len(ticks) >= 5 and gaps.max() < 0.5 * elapsed, (elapsed, len(ticks), gaps.max())
+
+
+def test_repr_html_and_show(fs, models):
+    cap = models[FOCAL].run(PROMPT, compare="standard", layers=[3], heads=[1])
+    html = cap._repr_html_()
+    assert "focalscope capture" in html and "focal_t0.4" in html and "data:image/png;base64," in html
+    assert "<script" not in html and "http" not in html
+    for kind in ("heatmap", "distribution"):
+        for fmt in ("png", "svg"):
+            fig = fs.show(cap, layer=3, head=1, kind=kind, format=fmt)
+            assert fig.format == fmt and len(fig.data) > 1000
+
+
+def test_type_stubs_are_installed_and_cover_the_api(fs):
+    import ast
+    import pathlib
+    pkg = pathlib.Path(fs.__file__).parent
+    assert (pkg / "py.typed").exists()
+    core = ast.parse((pkg / "_core.pyi").read_text())
+    names = {n.name for n in core.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert set(fs.__all__) <= names | {"FocalError"}, set(fs.__all__) - names
+    model = next(n for n in core.body if isinstance(n, ast.ClassDef) and n.name == "Model")
+    run = next(n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    assert ast.unparse(run.returns) == "Capture" and ast.get_docstring(run).startswith("Runs a prompt")
+    ast.parse((pkg / "__init__.pyi").read_text())
