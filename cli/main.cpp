@@ -448,23 +448,15 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
                 r.temp_spec_json.c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
                 r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
-    double nll = 0;
-    for (int i = 0; i + 1 < T; ++i) nll += r.token_nll[i];
-    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", nll / (T - 1));
+    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", prompt_loss(r));
     const bool rel = !f.relevant.empty();  // relevant mass / noise only when the capture names relevant keys
     std::printf("  %5s %4s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail");
     if (rel) std::printf(" %9s %9s", "relevant", "noise");
     std::printf(r.tau.empty() ? "\n" : " %9s\n", "tau");
     for (int l = 0; l < f.n_layers; ++l)
       for (int h = 0; h < f.n_heads; ++h) {
-        double m[kNumRowMetrics] = {0};
-        int cnt[kNumRowMetrics] = {0};
-        for (int i = (T > 1 ? 1 : 0); i < T; ++i)
-          for (int k = 0; k < kNumRowMetrics; ++k) {
-            const float v = r.metrics[(((size_t)l * f.n_heads + h) * T + i) * kNumRowMetrics + k];
-            if (!std::isnan(v)) { m[k] += v; ++cnt[k]; }
-          }
-        for (int k = 0; k < kNumRowMetrics; ++k) m[k] = cnt[k] ? m[k] / cnt[k] : NAN;
+        double m[kNumRowMetrics];
+        for (int k = 0; k < kNumRowMetrics; ++k) m[k] = head_metric_mean(r, f.n_heads, T, l, h, k);
         std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
                     m[kSinkMass], m[kTailMass]);
         if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));

@@ -602,4 +602,40 @@ TEST(CaptureH5, ConcurrentCallsAreSerialized) {
 }
 
 }  // namespace
+// The derived numbers of focal/capture.h on a hand-made run: head means skip row 0 (one visible key) and NaN rows,
+// prompt loss averages positions 0..T-2, and stored rows are found by model index.
+TEST(DerivedNumbers, HeadMeansPromptLossAndStoredRows) {
+  const int L = 2, H = 3, T = 4;
+  RunCapture run;
+  run.metrics.assign((size_t)L * H * T * kNumRowMetrics, 0.0f);
+  auto at = [&](int l, int h, int i, int m) -> float& {
+    return run.metrics[(((size_t)l * H + h) * T + i) * kNumRowMetrics + m];
+  };
+  at(1, 2, 0, kMaxProb) = 100.0f;  // row 0: left out
+  at(1, 2, 1, kMaxProb) = 0.5f;
+  at(1, 2, 2, kMaxProb) = NAN;     // skipped
+  at(1, 2, 3, kMaxProb) = 0.25f;
+  EXPECT_DOUBLE_EQ(head_metric_mean(run, H, T, 1, 2, kMaxProb), 0.375);
+  for (int i = 1; i < T; ++i) at(0, 1, i, kSinkMass) = NAN;
+  EXPECT_TRUE(std::isnan(head_metric_mean(run, H, T, 0, 1, kSinkMass)));
+  at(0, 0, 0, kEntropyNats) = 2.0f;  // a one-token prompt: row 0 is all there is
+  EXPECT_DOUBLE_EQ(head_metric_mean(run, H, 1, 0, 0, kEntropyNats), 2.0);
+
+  run.token_nll = {1.0f, 2.0f, 4.5f, NAN};  // the last position predicts nothing
+  EXPECT_DOUBLE_EQ(prompt_loss(run), 2.5);
+  run.token_nll = {NAN};
+  EXPECT_TRUE(std::isnan(prompt_loss(run)));
+
+  run.layers = {1, 3};
+  run.heads = {0, 2};
+  run.queries = {5, 7, 9};
+  const int n_tokens = 10;
+  EXPECT_EQ(stored_row_offset(run, 1, 1, 2, n_tokens), (size_t)(((1 * 2 + 1) * 3 + 2) * n_tokens));
+  EXPECT_EQ(find_stored_row(run, 3, 2, 9, n_tokens), (std::ptrdiff_t)stored_row_offset(run, 1, 1, 2, n_tokens));
+  EXPECT_EQ(find_stored_row(run, 1, 0, 5, n_tokens), 0);
+  EXPECT_EQ(find_stored_row(run, 2, 0, 5, n_tokens), -1);  // layer 2 not stored
+  EXPECT_EQ(find_stored_row(run, 1, 1, 5, n_tokens), -1);  // head 1 not stored
+  EXPECT_EQ(find_stored_row(run, 1, 0, 6, n_tokens), -1);  // query 6 not stored
+}
+
 }  // namespace focal

@@ -38,6 +38,7 @@
 
 #include "backend.h"
 #include "focal/device.h"
+#include "focal/error.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal_kernels/ops.h"
@@ -90,6 +91,23 @@ bool tail_mass_close(double got, double ref, int n_visible, double tol) {
 }
 
 bool cuda_device_present(std::string* why) { return resolve_device(Device::kAuto, why) == Device::kCuda; }
+
+// Every CUDA call is checked through FOCAL_CUDA_CHECK: a failure names the call, the CUDA error and the file:line of
+// the check. Device 99 exists nowhere (and without a device the first call fails too), so this runs everywhere.
+TEST(CudaCheck, FailureNamesTheCallTheErrorAndFileLine) {
+  try {
+    make_cuda_backend(99);
+    FAIL() << "opening CUDA device 99 should fail";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cudaSetDevice failed: "), std::string::npos) << msg;
+    const size_t at = msg.find(" at backend_cuda.cpp:");
+    ASSERT_NE(at, std::string::npos) << msg;
+    const std::string line = msg.substr(at + std::strlen(" at backend_cuda.cpp:"));
+    ASSERT_FALSE(line.empty()) << msg;
+    EXPECT_GT(std::stoi(line), 0) << msg;
+  }
+}
 
 class CudaParity : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/metrics.h"
 
 namespace focalscope {
@@ -410,9 +411,9 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   if (!s.run || !has_cfg_) return false;
   const focal::RunCapture& r = *s.run;
   const int T = n_tokens();
-  const int li = index_of(r.layers, layer), hi = index_of(r.heads, head), qi = index_of(r.queries, q);
-  if (li < 0 || hi < 0 || qi < 0) return false;
-  const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
+  const std::ptrdiff_t found = focal::find_stored_row(r, layer, head, q, T);
+  if (found < 0) return false;
+  const size_t off = (size_t)found;
   const int n = q + 1;
   std::fill(p, p + T, 0.0f);
   const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > layer;
@@ -514,7 +515,7 @@ void AppState::refresh_head_rows() {
     if (li >= 0 && hi >= 0) {
       h.raw.assign((size_t)T * T, 0.0f);
       for (size_t qi = 0; qi < r.queries.size(); ++qi) {
-        const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
+        const size_t off = focal::stored_row_offset(r, (size_t)li, (size_t)hi, qi, T);
         std::copy(r.scores.begin() + off, r.scores.begin() + off + T, h.raw.begin() + (size_t)r.queries[qi] * T);
       }
     }
@@ -561,24 +562,13 @@ float AppState::head_metric(int side, int layer, int head, int metric) const {
   const int T = n_tokens();
   if (!s.run || !has_cfg_ || T == 0 || s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
     return std::numeric_limits<float>::quiet_NaN();
-  double acc = 0.0;
-  int n = 0;
-  for (int q = (T > 1 ? 1 : 0); q < T; ++q) {
-    const float v = s.run->metrics[(((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics + metric];
-    if (!std::isnan(v)) {
-      acc += v;
-      ++n;
-    }
-  }
-  return n ? (float)(acc / n) : std::numeric_limits<float>::quiet_NaN();
+  return (float)focal::head_metric_mean(*s.run, cfg_.n_heads, T, layer, head, metric);
 }
 
 float AppState::prompt_loss(int side) const {
   const Slot& s = slots[side];
-  if (!s.run || s.run->token_nll.size() < 2) return std::numeric_limits<float>::quiet_NaN();
-  double acc = 0.0;
-  for (size_t i = 0; i + 1 < s.run->token_nll.size(); ++i) acc += s.run->token_nll[i];
-  return (float)(acc / (s.run->token_nll.size() - 1));
+  if (!s.run) return std::numeric_limits<float>::quiet_NaN();
+  return (float)focal::prompt_loss(*s.run);
 }
 
 // ---------------------------------------------------------------- sweep and generation
@@ -695,7 +685,8 @@ focal::CaptureFile AppState::capture_file() const {
   if (f.runs.size() == 2 && !f.runs[0].probs.empty() && !f.runs[1].probs.empty()) {
     try {
       f.comparisons.push_back(focal::compare_runs(f, f.runs[0].name, f.runs[1].name));
-    } catch (const focal::Error&) {
+    } catch (const focal::Error& e) {
+      focal::log_warning("export: the runs are written without their comparison: " + std::string(e.what()));
     }
   }
   return f;

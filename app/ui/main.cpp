@@ -319,7 +319,8 @@ int main(int argc, char** argv) {
             if (!settings.spec_b_json.empty())
               st.set_spec(1, focal::TempSpec::from_json(settings.spec_b_json, settings_path));
           }
-        } catch (const focal::Error&) {
+        } catch (const focal::Error& e) {
+          st.notify(settings_path + ": the saved temperature specs were not restored (" + e.what() + ")", true);
         }
         if (args.temp > 0.0f) {
           focal::TempSpec s = st.slots[0].spec;

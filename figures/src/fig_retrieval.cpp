@@ -7,6 +7,7 @@
 #include <set>
 
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/eval.h"
 #include "focal/temp_spec.h"
 #include "kinds.h"
@@ -102,7 +103,8 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     std::string spec;
     try {
       spec = TempSpec::from_json(e.temp_spec_json, file).label();
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      log_warning(std::string(e.what()) + "; the legend names the model without its temperature spec");
     }
     with_spec.push_back(models.back() + (spec.empty() ? "" : " (" + spec + ")"));
     fallback.push_back(s.label.empty() ? file : s.label);

@@ -7,6 +7,7 @@
 
 #include "focal/config.h"
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/trainer.h"
 #include "kinds.h"
 #include "plot.h"
@@ -57,7 +58,9 @@ double tokens_per_step(const TrainLog& log) {
       const double b = j["batch"].get<double>(), s = j["seq_len"].get<double>();
       if (b > 0 && s > 0 && std::isfinite(b * s)) return b * s;
     }
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    log_warning("training log '" + log.run_name + "': train_config_json is malformed (" + e.what() +
+                "); the training figure counts steps instead of tokens");
   }
   return 0;
 }
@@ -267,7 +270,9 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       mode = attn_mode_name(mc.focal.mode);
       if (mc.focal.mode == AttnMode::kLearned && mc.focal.tau_max > mc.focal.tau_min)
         tau_min = mc.focal.tau_min, tau_max = mc.focal.tau_max;
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      log_warning("training log '" + logs[0].name + "': model_config_json is unreadable (" + e.what() +
+                  "); the tau panel leaves out the attention mode and the clip range");
     }
     if (N == 0 || L == 0 || all_nan(log.tau_mean))
       throw Error("--tau: the training log '" + logs[0].name + "' has no learned temperature " + kTau + " (" +

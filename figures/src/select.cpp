@@ -125,9 +125,9 @@ void require_rows(const RunRef& r, const std::string& kind) {
 std::vector<double> attention_row(const RunRef& r, int a, int b, int c) {
   require_rows(r, "attention");
   const RunCapture& run = *r.run;
-  const size_t T = (size_t)r.file->n_tokens(), Hc = run.heads.size(), Qc = run.queries.size();
+  const size_t T = (size_t)r.file->n_tokens();
   const int q = run.queries[c];
-  const size_t off = (((size_t)a * Hc + b) * Qc + c) * T;
+  const size_t off = stored_row_offset(run, (size_t)a, (size_t)b, (size_t)c, (int)T);
   std::vector<double> p((size_t)q + 1);
   if (!run.probs.empty()) {
     for (int j = 0; j <= q; ++j) p[j] = run.probs[off + j];
@@ -192,15 +192,7 @@ std::vector<double> head_means(const RunRef& r, int metric) {
   const int L = r.file->n_layers, H = r.file->n_heads, T = r.file->n_tokens();
   std::vector<double> out((size_t)L * H, NAN);
   for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h) {
-      double s = 0;
-      int n = 0;
-      for (int i = T > 1 ? 1 : 0; i < T; ++i) {
-        const float v = r.run->metrics[(((size_t)l * H + h) * T + i) * kNumRowMetrics + metric];
-        if (!std::isnan(v)) s += v, ++n;
-      }
-      if (n) out[(size_t)l * H + h] = s / n;
-    }
+    for (int h = 0; h < H; ++h) out[(size_t)l * H + h] = head_metric_mean(*r.run, H, T, l, h, metric);
   return out;
 }
 

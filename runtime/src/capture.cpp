@@ -67,11 +67,10 @@ class CaptureObserver final : public ForwardObserver {
   std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
                const float* raw) override {
-    const size_t Hc = run_.heads.size(), Qc = run_.queries.size();
     for (int r = 0; r < n_rows; ++r) {
       const int qi = qmap_[row0 + r];
       if (qi < 0) continue;
-      const size_t off = (((size_t)lmap_[layer] * Hc + hmap_[head]) * Qc + qi) * T_;
+      const size_t off = stored_row_offset(run_, (size_t)lmap_[layer], (size_t)hmap_[head], (size_t)qi, T_);
       const int n_vis = row0 + r + 1;
       if (!run_.probs.empty()) std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
       if (!run_.scores.empty()) std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
@@ -144,6 +143,38 @@ std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, con
 }
 
 }  // namespace
+
+double head_metric_mean(const RunCapture& run, int n_heads, int T, int layer, int head, int metric) {
+  double acc = 0.0;
+  int cnt = 0;
+  for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
+    const float v = run.metrics[(((size_t)layer * n_heads + head) * T + i) * kNumRowMetrics + metric];
+    if (!std::isnan(v)) {
+      acc += v;
+      ++cnt;
+    }
+  }
+  return cnt ? acc / cnt : std::numeric_limits<double>::quiet_NaN();
+}
+
+double prompt_loss(const RunCapture& run) {
+  const size_t T = run.token_nll.size();
+  if (T < 2) return std::numeric_limits<double>::quiet_NaN();
+  double nll = 0.0;
+  for (size_t i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
+  return nll / (double)(T - 1);
+}
+
+size_t stored_row_offset(const RunCapture& run, size_t li, size_t hi, size_t qi, int T) {
+  return ((li * run.heads.size() + hi) * run.queries.size() + qi) * (size_t)T;
+}
+
+std::ptrdiff_t find_stored_row(const RunCapture& run, int layer, int head, int query, int T) {
+  auto pos = [](const std::vector<int>& v, int x) { return (size_t)(std::find(v.begin(), v.end(), x) - v.begin()); };
+  const size_t li = pos(run.layers, layer), hi = pos(run.heads, head), qi = pos(run.queries, query);
+  if (li == run.layers.size() || hi == run.heads.size() || qi == run.queries.size()) return -1;
+  return (std::ptrdiff_t)stored_row_offset(run, li, hi, qi, T);
+}
 
 size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest& req) {
   const size_t Lc = req.layers.empty() ? c.n_layers : req.layers.size();
@@ -253,19 +284,12 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
     TempSpec spec = base;
     spec.focal_temp = temps[s];
     const RunCapture run = capture_run(model, tokens, spec, req, spec.label());
-    double nll = 0.0;
-    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
-    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
-    for (size_t lh = 0; lh < (size_t)c.n_layers * c.n_heads; ++lh)
-      for (int m = 0; m < kNumRowMetrics; ++m) {
-        double acc = 0.0;
-        int cnt = 0;
-        for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
-          const float v = run.metrics[(lh * T + i) * kNumRowMetrics + m];
-          if (!std::isnan(v)) { acc += v; ++cnt; }
-        }
-        sf.head_metrics[s * per + lh * kNumRowMetrics + m] = cnt ? (float)(acc / cnt) : NAN;
-      }
+    sf.mean_nll.push_back((float)prompt_loss(run));
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int m = 0; m < kNumRowMetrics; ++m)
+          sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics + m] =
+              (float)head_metric_mean(run, c.n_heads, T, l, h, m);
     if (on_temp) on_temp(s);
   }
   return sf;
@@ -293,11 +317,7 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
   if (cmp.layers.empty() || cmp.heads.empty() || cmp.queries.empty())
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
   const int T = file.n_tokens();
-  auto idx = [](const std::vector<int>& v, int x) { return (size_t)(std::find(v.begin(), v.end(), x) - v.begin()); };
-  auto row = [&](const RunCapture& r, int l, int h, int q) {
-    return r.probs.data() +
-           (((idx(r.layers, l) * r.heads.size()) + idx(r.heads, h)) * r.queries.size() + idx(r.queries, q)) * T;
-  };
+  auto row = [&](const RunCapture& r, int l, int h, int q) { return r.probs.data() + find_stored_row(r, l, h, q, T); };
   for (int l : cmp.layers)
     for (int h : cmp.heads)
       for (int q : cmp.queries) {

@@ -69,6 +69,23 @@ struct CaptureFile : Provenance {  // provenance: model_path, model_config_json,
   const RunCapture* find_run(const std::string& name) const;  // null if absent
 };
 
+// ---- Numbers derived from a run: the one definition the inspect table, the app and the figures share ----
+
+// Mean of row metric `metric` of (layer, head) over query rows 1..T-1 (row 0 sees a single key; all rows when
+// T == 1), ignoring NaN rows; NaN when no row has a value. run.metrics is [n_layers, n_heads, n_tokens, metric].
+double head_metric_mean(const RunCapture& run, int n_heads, int n_tokens, int layer, int head, int metric);
+
+// Mean next-token loss of the prompt in nats: token_nll over positions 0..T-2; NaN when T < 2.
+double prompt_loss(const RunCapture& run);
+
+// Offset in run.probs / run.scores ([Lc, Hc, Qc, n_tokens]) of the stored row at positions (li, hi, qi) of the
+// run's layers, heads and queries lists.
+size_t stored_row_offset(const RunCapture& run, size_t li, size_t hi, size_t qi, int n_tokens);
+
+// Offset of the stored row of model layer `layer`, head `head` and query position `query`; -1 when the run does
+// not store that row.
+std::ptrdiff_t find_stored_row(const RunCapture& run, int layer, int head, int query, int n_tokens);
+
 // Bytes the capture will hold in memory for one run (probabilities, scores, metrics, tau, top-k) plus the forward's
 // working memory, so a capture over budget fails before running.
 size_t estimate_capture_bytes(const ModelConfig& cfg, int n_tokens, const CaptureRequest& req);
