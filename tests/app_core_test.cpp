@@ -9,14 +9,12 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <thread>
 
 #include "app_state.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "jobs.h"
-#include "select.h"
 #include "settings.h"
 #include "test_util.h"
 
@@ -291,52 +289,6 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   EXPECT_NE(r.p[0], before);
   cap.set_prompt("something else");
   EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
-}
-
-// The derived numbers have one definition (focal/capture.h): the app's metric table, the figures' head means and
-// `focal inspect`'s table and prompt loss agree on one capture, for every layer, head and metric the table prints.
-TEST_F(AppStateTest, InspectTableAppAndFiguresAgreeOnOneCapture) {
-  const std::string dir = focal::test::make_temp_dir("agree");
-  const std::string path = dir + "/c.h5";
-  st.export_capture(path);
-  AppState cap;
-  cap.open_path(path);
-  wait_idle(cap);
-  ASSERT_TRUE(cap.capture_only()) << cap.message;
-  const focal::RunCapture& run = *cap.slots[0].run;
-  const int L = cap.file.n_layers, H = cap.file.n_heads;
-
-  const std::string out = dir + "/inspect.txt";
-  ASSERT_EQ(0, std::system((std::string(FOCAL_CLI_PATH) + " inspect '" + path + "' --run " + run.name + " >'" + out +
-                            "' 2>&1").c_str()));
-  std::ifstream in(out);
-  std::string line;
-  double cli_loss = NAN;
-  std::vector<std::vector<double>> rows;  // [layer * H + head] -> entropy, H/lnN, max_p, sink, tail
-  while (std::getline(in, line)) {
-    if (std::sscanf(line.c_str(), "  prompt loss %lf", &cli_loss) == 1) continue;
-    std::istringstream ls(line);
-    int l = -1, h = -1;
-    std::vector<double> v(5);
-    if (ls >> l >> h >> v[0] >> v[1] >> v[2] >> v[3] >> v[4]) rows.push_back(v);
-  }
-  ASSERT_EQ(rows.size(), (size_t)L * H) << "inspect table of " << path;
-  ASSERT_FALSE(std::isnan(cli_loss));
-  EXPECT_NEAR(cli_loss, cap.prompt_loss(0), 5.1e-5);  // printed with 4 decimals
-  EXPECT_FLOAT_EQ(cap.prompt_loss(0), (float)focal::prompt_loss(run));
-
-  const focal::figures::RunRef ref{&cap.file, &run, run.name};
-  const int kCols[5] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kMaxProb, focal::kSinkMass, focal::kTailMass};
-  for (int c = 0; c < 5; ++c) {
-    const std::vector<double> fig = focal::figures::head_means(ref, kCols[c]);
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < H; ++h) {
-        const float app = cap.head_metric(0, l, h, kCols[c]);
-        ASSERT_FALSE(std::isnan(app));
-        EXPECT_EQ((float)fig[(size_t)l * H + h], app) << "figures vs app, layer " << l << " head " << h;
-        EXPECT_NEAR(rows[(size_t)l * H + h][c], app, 5.1e-5) << "inspect vs app, layer " << l << " head " << h;
-      }
-  }
 }
 
 // A capture that HDF5 reads but whose contents do not hold together (a malformed temperature spec, a stored layer

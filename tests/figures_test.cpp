@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "focal/capture.h"
@@ -25,6 +27,7 @@
 #include "focal/eval.h"
 #include "focal/metrics.h"
 #include "focal/trainer.h"
+#include "app_state.h"
 #include "focal_figures/figures.h"
 #include "palette.h"
 #include "plot.h"
@@ -749,6 +752,67 @@ std::vector<std::string> list_dir(const std::string& dir) {
     closedir(dp);
   }
   return names;
+}
+
+// The derived numbers have one definition (focal/capture.h): the app's metric table, the figures' head means and
+// `focal inspect`'s table and prompt loss agree on one capture, for every layer, head and metric the table prints.
+TEST(FigureCli, InspectTableAppAndFiguresAgreeOnOneCapture) {
+  using focalscope::AppState;
+  auto wait_idle = [](AppState& st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (st.busy()) {
+      st.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the app's jobs did not finish";
+    }
+    st.poll();
+  };
+  AppState st;
+  st.prompt = "The old man took the lamp and went down to the river.";
+  st.open_path(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model()) << st.message;
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/c.h5";
+  st.export_capture(path);
+  AppState cap;
+  cap.open_path(path);
+  wait_idle(cap);
+  ASSERT_TRUE(cap.capture_only()) << cap.message;
+  const focal::RunCapture& run = *cap.slots[0].run;
+  const int L = cap.file.n_layers, H = cap.file.n_heads;
+
+  const std::string out = dir + "/inspect.txt";
+  ASSERT_EQ(0, std::system((std::string(FOCAL_CLI_PATH) + " inspect '" + path + "' --run " + run.name + " >'" + out +
+                            "' 2>&1").c_str()));
+  std::ifstream in(out);
+  std::string line;
+  double cli_loss = NAN;
+  std::vector<std::vector<double>> rows;  // [layer * H + head] -> entropy, H/lnN, max_p, sink, tail
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "  prompt loss %lf", &cli_loss) == 1) continue;
+    std::istringstream ls(line);
+    int l = -1, h = -1;
+    std::vector<double> v(5);
+    if (ls >> l >> h >> v[0] >> v[1] >> v[2] >> v[3] >> v[4]) rows.push_back(v);
+  }
+  ASSERT_EQ(rows.size(), (size_t)L * H) << "inspect table of " << path;
+  ASSERT_FALSE(std::isnan(cli_loss));
+  EXPECT_NEAR(cli_loss, cap.prompt_loss(0), 5.1e-5);  // printed with 4 decimals
+  EXPECT_FLOAT_EQ(cap.prompt_loss(0), (float)focal::prompt_loss(run));
+
+  const RunRef ref{&cap.file, &run, run.name};
+  const int kCols[5] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kMaxProb, focal::kSinkMass, focal::kTailMass};
+  for (int c = 0; c < 5; ++c) {
+    const std::vector<double> fig = head_means(ref, kCols[c]);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        const float app = cap.head_metric(0, l, h, kCols[c]);
+        ASSERT_FALSE(std::isnan(app));
+        EXPECT_EQ((float)fig[(size_t)l * H + h], app) << "figures vs app, layer " << l << " head " << h;
+        EXPECT_NEAR(rows[(size_t)l * H + h][c], app, 5.1e-5) << "inspect vs app, layer " << l << " head " << h;
+      }
+  }
 }
 
 TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
