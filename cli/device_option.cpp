@@ -8,8 +8,11 @@
 namespace focal::cli {
 
 const char* const kDeviceOption = "--device";
+const char* const kLoadFlag = "--allow-nonfinite-weights";
 const char* const kDeviceHelp =
-    "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n";
+    "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n"
+    "  --allow-nonfinite-weights   load a checkpoint whose weights hold NaN or Inf (refused by default, naming the\n"
+    "                    tensor) to study it; each such tensor is reported on stderr\n";
 
 Device device_arg(const Args& a) {
   Device d = Device::kAuto;
@@ -29,6 +32,12 @@ Device device_arg(const Args& a) {
   return r;
 }
 
-std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) { return Model::load(dir, device_arg(a)); }
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
+  LoadOptions opt;
+  opt.allow_nonfinite_weights = a.has(kLoadFlag);
+  std::unique_ptr<Model> m = Model::load(dir, device_arg(a), opt);
+  for (const std::string& w : m->config().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return m;
+}
 
 }  // namespace focal::cli

@@ -11,13 +11,14 @@
 namespace focal::cli {
 
 extern const char* const kDeviceOption;  // "--device"
-extern const char* const kDeviceHelp;    // the help line(s) of --device
+extern const char* const kDeviceHelp;    // the help line(s) of --device and --allow-nonfinite-weights
+extern const char* const kLoadFlag;      // "--allow-nonfinite-weights": add to the flags of commands that load
 
 // The device of --device (default auto), resolved: a malformed value is a UsageError naming --device; cuda without
 // a usable device is an Error saying why. An explicit --device auto prints its one-line choice to stderr.
 Device device_arg(const Args& a);
 
-// Model::load(dir) on the device of --device.
+// Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights; prints the load's warnings.
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
 
 }  // namespace focal::cli

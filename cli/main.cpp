@@ -210,7 +210,7 @@ selection:
 )";
 
 int cmd_capture(int argc, char** argv) {
-  const std::set<std::string> flags = {"--help", "--fp16"};
+  const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
   const std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries",
                                                       "--store", "--budget", "--topk", "--topk-mass", "--relevant",
                                                       "--compare", "--name", "--output", cli::kDeviceOption});
@@ -252,7 +252,7 @@ int cmd_capture(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"}, {cli::kDeviceOption});
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption});
   if (a.has("--help")) {
     std::printf("usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
                 "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
@@ -310,7 +310,7 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 }
 
 int cmd_sweep(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"},
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
                           cli::kDeviceOption}));
   if (a.has("--help")) {
@@ -352,7 +352,7 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
 )";
 
 int cmd_generate(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--fp16"},
+  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
                           "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
                           "--relevant", cli::kDeviceOption}));

@@ -304,7 +304,8 @@ TEST_F(GgufFileTest, InconsistentMetadata) {
     b.tensor_f32("blk.1.ffn_up.weight", {64, 32}, std::vector<float>(64 * 32, 0.0f));
     const std::string p = write("d.gguf", b.bytes());
     EXPECT_EQ(load_error(p), "'" + p + "': tensor 'model.layers.1.mlp.up_proj.weight' has shape [32, 64], expected "
-                                       "[96, 64] from '" + p + "' (GGUF metadata)");
+                                       "[96, 64] = [llama.feed_forward_length, llama.embedding_length] from '" + p +
+                                       "' (GGUF metadata)");
   }
   {  // a key twice
     GgufBuilder b = tiny_llama_gguf();

@@ -170,9 +170,11 @@ void AppState::open_path(const std::string& path_in) {
       add_recent(path);
       sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
       sel_head = std::min(sel_head, cfg_.n_heads - 1);
+      std::string warnings;  // what loading assumed (focal::ModelConfig::warnings), shown with the load
+      for (const std::string& w : m->config().warnings) warnings += "\nwarning: " + w;
       notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
                  std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
-                 focal::device_name(m->device()),
+                 focal::device_name(m->device()) + warnings,
              false);
       state_version++;
       set_prompt(prompt);

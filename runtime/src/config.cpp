@@ -46,130 +46,202 @@ TauMode parse_tau_mode(const std::string& s, const std::string& where) {
 
 namespace {
 
-int get_int(const json& j, const char* key, const std::string& path, int def, bool required) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) throw Error(path + ": required field \"" + key + "\" is missing");
-    return def;
+// How a JSON value looks in an error message: its type and (short) value.
+std::string describe(const json& v) {
+  if (v.is_array() || v.is_object())  // not dumped: a hostile file may nest them deeply
+    return std::string(v.is_array() ? "an array" : "an object") + " of " + std::to_string(v.size()) + " entries";
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  const char* kind = v.is_string() ? "a string" : v.is_boolean() ? "a boolean" : v.is_null() ? "null"
+                     : v.is_array() ? "an array" : v.is_object() ? "an object" : v.is_number_integer() ? "an integer"
+                     : "a number";
+  return std::string(kind) + " (" + text + ")";
+}
+
+// Every config.json field is read through this: a missing field takes its default; a present one must have the
+// expected type and range, or the error names the file, the field, what was expected and what was found. `prefix`
+// names a nested object ("focal."); `aliases` maps a field to the name its source used (GGUF metadata keys).
+class Fields {
+ public:
+  Fields(const json& j, std::string path, std::string prefix, const ConfigFieldNames* aliases)
+      : j_(j), path_(std::move(path)), prefix_(std::move(prefix)), aliases_(aliases) {}
+
+  std::string name(const char* key) const {
+    const std::string full = prefix_ + key;
+    if (aliases_) {
+      auto it = aliases_->find(full);
+      if (it != aliases_->end()) return it->second;
+    }
+    return full;
   }
-  if (!it->is_number_integer()) throw Error(path + ": field \"" + key + "\" must be an integer");
-  const long long v = it->get<long long>();
-  if (v < 0 || v > (1LL << 30)) throw Error(path + ": field \"" + key + "\" = " + std::to_string(v) + " is out of range");
-  return (int)v;
-}
-
-float get_float(const json& j, const char* key, const std::string& path, float def) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_number()) throw Error(path + ": field \"" + key + "\" must be a number");
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || std::fabs(v) > 3.0e38)
-    throw Error(path + ": field \"" + key + "\" must be finite (and within float range)");
-  return (float)v;
-}
-
-bool get_bool(const json& j, const char* key, const std::string& path, bool def) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_boolean()) throw Error(path + ": field \"" + key + "\" must be true or false");
-  return it->get<bool>();
-}
-
-int get_token_id(const json& j, const char* key, const std::string& path) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return -1;
-  if (it->is_array()) {  // some configs list several eos ids; the first is used
-    if (it->empty() || !(*it)[0].is_number_integer()) throw Error(path + ": field \"" + key + "\" is malformed");
-    return (*it)[0].get<int>();
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
+    throw Error(path_ + ": field \"" + name(key) + "\" " + what);
   }
-  if (!it->is_number_integer()) throw Error(path + ": field \"" + key + "\" must be an integer");
-  return it->get<int>();
-}
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return (it == j_.end() || it->is_null()) ? nullptr : &*it;
+  }
+  bool has(const char* key) const { return find(key) != nullptr; }
+
+  int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi, bool required = false) const {
+    const json* v = find(key);
+    if (!v) {
+      if (required) fail(key, "is required but missing");
+      return def;
+    }
+    if (!v->is_number_integer()) fail(key, "must be an integer, found " + describe(*v));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
+      fail(key, "= " + v->dump() + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi)
+      fail(key, "= " + std::to_string(x) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+  }
+  float number(const char* key, float def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_number()) fail(key, "must be a number, found " + describe(*v));
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > 3.0e38) fail(key, "= " + v->dump() + " must be finite (and within float range)");
+    return float(x);
+  }
+  float positive(const char* key, float def) const {
+    const float x = number(key, def);
+    if (!(x > 0.0f)) fail(key, "= " + std::to_string(x) + " must be > 0");
+    return x;
+  }
+  bool boolean(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail(key, "must be true or false, found " + describe(*v));
+    return v->get<bool>();
+  }
+  std::string string(const char* key, const std::string& def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_string()) fail(key, "must be a string, found " + describe(*v));
+    return v->get<std::string>();
+  }
+  // A token id, or a list of them (some configs list several eos ids; the first is used). -1: absent.
+  int token_id(const char* key) const {
+    const json* v = find(key);
+    if (!v) return -1;
+    const json* first = v;
+    if (v->is_array()) {
+      if (v->empty()) fail(key, "is an empty list (give a token id)");
+      first = &(*v)[0];
+    }
+    if (!first->is_number_integer()) fail(key, "must be an integer token id, found " + describe(*v));
+    if (first->get<int64_t>() < 0 || first->get<int64_t>() > (1LL << 30))
+      fail(key, "= " + first->dump() + " is not a valid token id");
+    return int(first->get<int64_t>());
+  }
+  const json* object(const char* key) const {
+    const json* v = find(key);
+    if (v && !v->is_object()) fail(key, "must be an object, found " + describe(*v));
+    return v;
+  }
+
+ private:
+  const json& j_;
+  std::string path_, prefix_;
+  const ConfigFieldNames* aliases_;
+};
+
+// Largest sizes config.json may declare; real models are far below (the weights are checked against them at load).
+constexpr int64_t kMaxDim = 1LL << 24;
 
 }  // namespace
 
-ModelConfig parse_config(const std::string& text, const std::string& path) {
+ModelConfig parse_config(const std::string& text, const std::string& path, const ConfigFieldNames* aliases) {
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
     throw Error(path + ": malformed JSON (" + e.what() + ")");
   }
-  if (!j.is_object()) throw Error(path + ": expected a JSON object");
+  if (!j.is_object()) throw Error(path + ": expected a JSON object, found " + describe(j));
+  const Fields f(j, path, "", aliases);
 
   // Architecture: LLaMA family (LLaMA, Mistral without sliding window, Qwen-style QK-norm models with the same
   // tensor names). Anything else is refused rather than run wrongly.
   std::string arch;
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string())
-    arch = j["architectures"][0].get<std::string>();
-  const std::string model_type = j.value("model_type", std::string());
+  if (const json* a = f.find("architectures")) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      f.fail("architectures", "must be a list of class names such as [\"LlamaForCausalLM\"], found " + describe(*a));
+    arch = (*a)[0].get<std::string>();
+  }
+  const std::string model_type = f.string("model_type", "");
   const bool ok_arch = arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen3ForCausalLM" ||
                        (arch.empty() && (model_type == "llama" || model_type == "mistral" || model_type == "qwen3"));
   if (!ok_arch)
     throw Error(path + ": unsupported architecture '" + (arch.empty() ? model_type : arch) +
                 "' (focalscope runs LlamaForCausalLM-family models: llama, mistral, qwen3)");
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+  if (f.has("rope_scaling"))
     throw Error(path + ": \"rope_scaling\" is not supported yet (remove it or use a model without RoPE scaling)");
-  if (get_bool(j, "mlp_bias", path, false)) throw Error(path + ": \"mlp_bias\": true is not supported");
-  if (j.contains("sliding_window") && !j["sliding_window"].is_null() && j.value("use_sliding_window", true) &&
-      model_type == "mistral")
-    throw Error(path + ": sliding-window attention is not supported (set \"sliding_window\": null)");
-  const std::string act = j.value("hidden_act", std::string("silu"));
-  if (act != "silu") throw Error(path + ": \"hidden_act\" '" + act + "' is not supported (only silu)");
+  if (f.boolean("mlp_bias", false)) throw Error(path + ": \"mlp_bias\": true is not supported");
+  if (const json* sw = f.find("sliding_window")) {
+    if (!sw->is_number_integer()) f.fail("sliding_window", "must be an integer or null, found " + describe(*sw));
+    if (f.boolean("use_sliding_window", true) && model_type == "mistral")
+      throw Error(path + ": sliding-window attention is not supported (set \"sliding_window\": null)");
+  }
+  const std::string act = f.string("hidden_act", "silu");
+  if (act != "silu") f.fail("hidden_act", "= '" + act + "' is not supported (only silu)");
 
   ModelConfig c;
   c.source_json = text;
-  c.vocab_size = get_int(j, "vocab_size", path, 0, true);
-  c.hidden = get_int(j, "hidden_size", path, 0, true);
-  c.intermediate = get_int(j, "intermediate_size", path, 0, true);
-  c.n_layers = get_int(j, "num_hidden_layers", path, 0, true);
-  c.n_heads = get_int(j, "num_attention_heads", path, 0, true);
-  c.n_kv_heads = get_int(j, "num_key_value_heads", path, c.n_heads, false);
-  c.max_positions = get_int(j, "max_position_embeddings", path, 2048, false);
-  c.rope_theta = get_float(j, "rope_theta", path, 10000.0f);
-  c.rms_eps = get_float(j, "rms_norm_eps", path, 1e-6f);
-  c.tied_embeddings = get_bool(j, "tie_word_embeddings", path, false);
-  c.attention_bias = get_bool(j, "attention_bias", path, false);
-  c.bos_id = get_token_id(j, "bos_token_id", path);
-  c.eos_id = get_token_id(j, "eos_token_id", path);
+  c.vocab_size = int(f.integer("vocab_size", 0, 1, kMaxDim, true));
+  c.hidden = int(f.integer("hidden_size", 0, 1, kMaxDim, true));
+  c.intermediate = int(f.integer("intermediate_size", 0, 1, kMaxDim, true));
+  c.n_layers = int(f.integer("num_hidden_layers", 0, 1, 1 << 16, true));
+  c.n_heads = int(f.integer("num_attention_heads", 0, 1, 1 << 16, true));
+  c.n_kv_heads = int(f.integer("num_key_value_heads", c.n_heads, 1, 1 << 16));
+  c.max_positions = int(f.integer("max_position_embeddings", 2048, 1, 1LL << 30));
+  c.rope_theta = f.positive("rope_theta", 10000.0f);
+  c.rms_eps = f.positive("rms_norm_eps", 1e-6f);
+  c.tied_embeddings = f.boolean("tie_word_embeddings", false);
+  c.attention_bias = f.boolean("attention_bias", false);
+  c.bos_id = f.token_id("bos_token_id");
+  c.eos_id = f.token_id("eos_token_id");
 
-  for (auto [name, v] : {std::pair<const char*, int>{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
-                         {"intermediate_size", c.intermediate}, {"num_hidden_layers", c.n_layers},
-                         {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads},
-                         {"max_position_embeddings", c.max_positions}})
-    if (v <= 0) throw Error(path + ": field \"" + name + "\" must be positive");
   if (c.n_heads % c.n_kv_heads != 0)
-    throw Error(path + ": num_attention_heads (" + std::to_string(c.n_heads) +
-                ") must be a multiple of num_key_value_heads (" + std::to_string(c.n_kv_heads) + ")");
-  if (c.hidden % c.n_heads != 0 && !j.contains("head_dim"))
+    throw Error(path + ": " + f.name("num_attention_heads") + " (" + std::to_string(c.n_heads) +
+                ") must be a multiple of " + f.name("num_key_value_heads") + " (" + std::to_string(c.n_kv_heads) +
+                ")");
+  if (c.hidden % c.n_heads != 0 && !f.has("head_dim"))
     throw Error(path + ": hidden_size is not a multiple of num_attention_heads; give \"head_dim\" explicitly");
-  c.d_head = get_int(j, "head_dim", path, c.hidden / c.n_heads, false);
-  if (c.d_head <= 0 || c.d_head % 2 != 0 || c.d_head > 1024)
-    throw Error(path + ": head_dim " + std::to_string(c.d_head) + " must be even and in 2..1024");
-  if (!(c.rope_theta > 0.0f)) throw Error(path + ": rope_theta must be positive");
-  if (!(c.rms_eps > 0.0f)) throw Error(path + ": rms_norm_eps must be positive");
+  c.d_head = int(f.integer("head_dim", c.hidden / c.n_heads, 1, 1 << 20));
+  if (c.d_head % 2 != 0 || c.d_head < 2 || c.d_head > 1024) {
+    const std::string how = f.has("head_dim") ? f.name("head_dim")
+                                              : f.name("hidden_size") + " / " + f.name("num_attention_heads");
+    throw Error(path + ": head_dim " + std::to_string(c.d_head) + " (" + how + ") must be even and in 2..1024");
+  }
+  // Special ids outside the vocabulary are ignored with a warning (some exporters write ids of a larger tokenizer).
+  for (auto [key, id] : {std::pair<const char*, int*>{"bos_token_id", &c.bos_id}, {"eos_token_id", &c.eos_id}})
+    if (*id >= c.vocab_size) {
+      c.warnings.push_back(path + ": " + f.name(key) + " = " + std::to_string(*id) + " is outside the vocabulary (" +
+                           f.name("vocab_size") + " " + std::to_string(c.vocab_size) + "); it is ignored");
+      *id = -1;
+    }
 
-  if (j.contains("focal") && !j["focal"].is_null()) {
-    const json& f = j["focal"];
-    const std::string fp = path + ": \"focal\"";
-    if (!f.is_object()) throw Error(fp + " must be an object");
+  if (const json* fj = f.object("focal")) {
+    const Fields ff(*fj, path, "focal.", aliases);
     FocalConfig& fc = c.focal;
-    fc.mode = parse_attn_mode(f.value("mode", std::string("standard")), fp + ".mode");
-    fc.focal_temp = get_float(f, "focal_temp", fp, 1.0f);
-    if (!(fc.focal_temp > 0.0f)) throw Error(fp + ".focal_temp must be > 0");
+    fc.mode = parse_attn_mode(ff.string("mode", "standard"), path + ": field \"focal.mode\"");
+    fc.focal_temp = ff.number("focal_temp", 1.0f);
+    if (!(fc.focal_temp > 0.0f)) ff.fail("focal_temp", "= " + std::to_string(fc.focal_temp) + " must be > 0");
     if (fc.mode == AttnMode::kLearned) {
       fc.has_tau = true;
-      fc.tau_bias = get_bool(f, "tau_bias", fp, false);
-      fc.tau_min = get_float(f, "tau_min", fp, 0.0f);
-      fc.tau_max = get_float(f, "tau_max", fp, 0.0f);
+      fc.tau_bias = ff.boolean("tau_bias", false);
+      fc.tau_min = ff.number("tau_min", 0.0f);
+      fc.tau_max = ff.number("tau_max", 0.0f);
       if (!(fc.tau_min > 0.0f) || !(fc.tau_max >= fc.tau_min))
-        throw Error(fp + ": learned mode needs 0 < tau_min <= tau_max (got " + std::to_string(fc.tau_min) + ", " +
-                    std::to_string(fc.tau_max) + ")");
-      fc.tau_mode = parse_tau_mode(f.value("tau_mode", std::string("prefix_mean")), fp + ".tau_mode");
+        throw Error(path + ": \"focal\": learned mode needs 0 < tau_min <= tau_max (got " +
+                    std::to_string(fc.tau_min) + ", " + std::to_string(fc.tau_max) + ")");
+      fc.tau_mode = parse_tau_mode(ff.string("tau_mode", "prefix_mean"), path + ": field \"focal.tau_mode\"");
     }
   }
-  c.add_bos = c.bos_id >= 0 && get_bool(j, "add_bos_token", path, true);
+  c.add_bos = c.bos_id >= 0 && f.boolean("add_bos_token", true);
   return c;
 }
 

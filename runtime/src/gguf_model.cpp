@@ -34,6 +34,8 @@ struct Meta {
     if (!v) return def;
     if (v->type == kGgufString || v->type == kGgufArray)
       throw Error(where + ": metadata key '" + k + "' must be a number");
+    if (!std::isfinite(v->num))
+      throw Error(where + ": metadata key '" + k + "' is " + std::to_string(v->num) + ", expected a finite number");
     return v->num;
   }
   int token_id(const std::string& k) const {
@@ -250,7 +252,16 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   c["add_bos_token"] = m.bool_opt("tokenizer.ggml.add_bos_token", model_kind != "gpt2");
   c["gguf_file"] = path;
   if (const GgufValue* name = f.find("general.name"); name && name->type == kGgufString) c["gguf_name"] = name->str;
-  g->cfg = parse_config(c.dump(2), m.where + " (GGUF metadata)");
+  // Errors about these fields name the metadata keys they came from.
+  const ConfigFieldNames keys = {
+      {"vocab_size", "token_embd.weight rows"},  {"hidden_size", A + "embedding_length"},
+      {"intermediate_size", A + "feed_forward_length"}, {"num_hidden_layers", A + "block_count"},
+      {"num_attention_heads", A + "attention.head_count"}, {"num_key_value_heads", A + "attention.head_count_kv"},
+      {"head_dim", A + "attention.key_length"},  {"max_position_embeddings", A + "context_length"},
+      {"rope_theta", A + "rope.freq_base"},      {"rms_norm_eps", A + "attention.layer_norm_rms_epsilon"},
+      {"bos_token_id", "tokenizer.ggml.bos_token_id"}, {"eos_token_id", "tokenizer.ggml.eos_token_id"},
+      {"add_bos_token", "tokenizer.ggml.add_bos_token"}};
+  g->cfg = parse_config(c.dump(2), m.where + " (GGUF metadata)", &keys);
 
   const int nh = (int)n_heads, nkv = (int)n_kv, dh = (int)d_head;
   for (const GgufTensor& t : f.tensors()) {
@@ -259,6 +270,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
       throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a llama model focalscope runs)");
     StTensor s;
     s.name = name;
+    s.source_name = t.name;
     s.dtype = "GGUF " + ggml_type_name(t.type);
     for (size_t d = t.dims.size(); d-- > 0;) s.shape.push_back((int64_t)t.dims[d]);
     s.data = t.data;

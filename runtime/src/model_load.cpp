@@ -2,6 +2,9 @@
 // file (gguf_model.cpp maps it onto the same tensors).
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -125,7 +128,65 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
   *checksum = h;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
+// Non-finite values of a tensor in its file's dtype: count of NaN and of ±Inf, and the first such element.
+struct NonFinite {
+  size_t nan = 0, inf = 0, first = 0;
+};
+
+static NonFinite scan_nonfinite(const float* v, size_t n) {
+  NonFinite r;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) {
+      if (r.nan + r.inf == 0) r.first = i;
+      (std::isnan(v[i]) ? r.nan : r.inf)++;
+    }
+  return r;
+}
+
+// fp32 straight from the file (possibly unaligned): exponent all ones is Inf (mantissa 0) or NaN.
+static NonFinite scan_nonfinite_32(const uint8_t* data, size_t n) {
+  NonFinite r;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, data + 4 * i, 4);
+    if ((b & 0x7F800000u) == 0x7F800000u) {
+      if (r.nan + r.inf == 0) r.first = i;
+      ((b & 0x007FFFFFu) ? r.nan : r.inf)++;
+    }
+  }
+  return r;
+}
+
+// 16-bit floats straight from the file: exponent all ones is Inf (mantissa 0) or NaN.
+static NonFinite scan_nonfinite_16(const uint8_t* data, size_t n, bool bf16) {
+  NonFinite r;
+  const uint16_t exp_mask = bf16 ? 0x7F80 : 0x7C00, mant_mask = bf16 ? 0x007F : 0x03FF;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * i, 2);
+    if ((h & exp_mask) == exp_mask) {
+      if (r.nan + r.inf == 0) r.first = i;
+      ((h & mant_mask) ? r.nan : r.inf)++;
+    }
+  }
+  return r;
+}
+
+// The layer indices the weights hold: 1 + the largest N of "model.layers.N." (0 without any).
+static int64_t layers_in_weights(const TensorMap& all) {
+  int64_t n = 0;
+  static const std::string kPrefix = "model.layers.";
+  for (auto& [name, _] : all) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    int64_t l = 0;
+    size_t i = kPrefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && l < (1LL << 40); ++i) l = l * 10 + (name[i] - '0');
+    if (i > kPrefix.size()) n = std::max(n, l + 1);
+  }
+  return n;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, const LoadOptions& options) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::unique_ptr<Model> m(new Model());
@@ -144,6 +205,17 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     open_hf_dir(dir, &m->cfg_, &cfg_path, &st_files, &all, &m->checksum_);
   }
   ModelConfig& c = m->cfg_;
+  // Field names of the config's source, for errors: config.json keys, or the GGUF metadata keys they came from.
+  const bool from_gguf = (bool)gguf;
+  auto field = [&](const char* hf, const char* gg) { return std::string(from_gguf ? gg : hf); };
+
+  // A config that promises more layers than the weights hold is refused before anything is sized by it.
+  const int64_t stored_layers = layers_in_weights(all);
+  if (c.n_layers > stored_layers)
+    throw Error(cfg_path + ": " + field("num_hidden_layers", "llama.block_count") + " = " +
+                std::to_string(c.n_layers) + " but the weights hold " +
+                (stored_layers ? "layers 0.." + std::to_string(stored_layers - 1) : std::string("no layers")) +
+                " — the config does not belong to these weights");
 
   // QK-norm and learned tau are detected from the weights.
   c.qk_norm = all.count("model.layers.0.self_attn.q_norm.weight") > 0;
@@ -167,8 +239,25 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
   // F16 / BF16 values in 16 bits (the CUDA backend does); GGUF tensors arrive as fp32 (to_f32). Small vectors
   // (norms, biases, tau_proj) are widened to fp32 on the host and uploaded as fp32. No host fp32 copy outlives the
   // upload.
-  auto take = [&](const std::string& name, std::vector<int64_t> shape, bool required = true,
+  // Each expected size with the config field it comes from, for shape errors (config.json or GGUF key names).
+  struct Dim {
+    int64_t n;
+    std::string from;
+  };
+  const std::string hd = " * " + field("head_dim", "llama.attention.key_length");
+  const Dim H{c.hidden, field("hidden_size", "llama.embedding_length")}, V{c.vocab_size, field("vocab_size", "vocab")},
+      I{c.intermediate, field("intermediate_size", "llama.feed_forward_length")},
+      QD{(int64_t)c.n_heads * c.d_head, field("num_attention_heads", "llama.attention.head_count") + hd},
+      KD{(int64_t)c.n_kv_heads * c.d_head, field("num_key_value_heads", "llama.attention.head_count_kv") + hd},
+      D{c.d_head, field("head_dim", "llama.attention.key_length")}, One{1, "1"};
+  auto take = [&](const std::string& name, const std::vector<Dim>& dims, bool required = true,
                   bool matrix = false) -> const float* {
+    std::vector<int64_t> shape;
+    std::string labels;
+    for (const Dim& d : dims) {
+      shape.push_back(d.n);
+      labels += (labels.empty() ? "" : ", ") + d.from;
+    }
     auto it = all.find(name);
     if (it == all.end()) {
       if (!required) return nullptr;
@@ -184,15 +273,29 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     const StTensor& t = *it->second.first;
     if (t.shape != shape)
       throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) +
-                  ", expected " + shape_str(shape) + " from " + cfg_path);
+                  ", expected " + shape_str(shape) + " = [" + labels + "] from " + cfg_path);
+    auto check_finite = [&](const NonFinite& nf) {
+      if (nf.nan + nf.inf == 0) return;
+      const std::string tensor =
+          t.source_name.empty() ? "'" + name + "'" : "'" + t.source_name + "' (" + name + ")";
+      const std::string what = "'" + it->second.second + "': tensor " + tensor + " holds " + std::to_string(nf.nan) + " NaN and " + std::to_string(nf.inf) +
+                               " infinite values (the first at element " + std::to_string(nf.first) + ")";
+      if (!options.allow_nonfinite_weights)
+        throw Error(what + " — the checkpoint is broken; load it anyway with the allow-non-finite-weights option "
+                    "to study it");
+      c.warnings.push_back(what + "; loaded as they are");
+    };
     const size_t n = t.numel();
     DeviceBuffer buf;
     if (matrix && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
       const WeightType type =
           t.dtype == "BF16" ? WeightType::kBF16 : t.dtype == "F16" ? WeightType::kF16 : WeightType::kF32;
+      check_finite(type == WeightType::kF32 ? scan_nonfinite_32(t.data, n)
+                                            : scan_nonfinite_16(t.data, n, type == WeightType::kBF16));
       buf = DeviceBuffer(be, be.upload_weight(t.data, type, n), n);  // straight from the mapped file
     } else {
       std::vector<float> f32 = tensor_to_f32(t, it->second.second);  // throws for unsupported dtypes
+      check_finite(scan_nonfinite(f32.data(), n));
       if (matrix) {
         buf = DeviceBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n), n);
       } else {
@@ -210,8 +313,6 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
     return p;
   };
 
-  const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate;
-  const int64_t QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
   w->embed = take("model.embed_tokens.weight", {V, H}, true, true);
   w->final_norm = take("model.norm.weight", {H});
   if (c.tied_embeddings) {
@@ -236,12 +337,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device) {
       L.bo = take(p + "self_attn.o_proj.bias", {H}, false);
     }
     if (c.qk_norm) {
-      L.q_norm = take(p + "self_attn.q_norm.weight", {c.d_head});
-      L.k_norm = take(p + "self_attn.k_norm.weight", {c.d_head});
+      L.q_norm = take(p + "self_attn.q_norm.weight", {D});
+      L.k_norm = take(p + "self_attn.k_norm.weight", {D});
     }
     if (has_tau_w) {
-      L.tau_w = take(p + "self_attn.tau_proj.weight", {1, H});
-      if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {1});
+      L.tau_w = take(p + "self_attn.tau_proj.weight", {One, H});
+      if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {One});
     }
     L.mlp_norm = take(p + "post_attention_layernorm.weight", {H});
     L.w_gate = take(p + "mlp.gate_proj.weight", {I, H}, true, true);

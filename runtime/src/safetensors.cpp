@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "file_map.h"
@@ -61,12 +62,27 @@ void SafetensorsFile::parse() {
     if (hlen > size_ - 8)
       throw Error("'" + path + "': header length " + std::to_string(hlen) + " is beyond the end of the file (" +
                   std::to_string(size_) + " bytes) — the file is truncated or not safetensors");
+    // The format caps the header at 100 MB; a larger claim is corruption, refused before parsing it.
+    constexpr uint64_t kMaxHeader = 100ULL << 20;
+    if (hlen > kMaxHeader)
+      throw Error("'" + path + "': header length " + std::to_string(hlen) + " exceeds the format's 100 MB limit — " +
+                  "the file is corrupt or not safetensors");
     json h;
+    std::set<std::string> names;  // a tensor named twice would silently shadow the first: refused
+    std::string duplicate;
+    const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second &&
+          duplicate.empty())
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
     try {
-      h = json::parse(map_ + 8, map_ + 8 + hlen);
+      h = json::parse(map_ + 8, map_ + 8 + hlen, note_keys);
     } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond 64 bits
       throw Error("'" + path + "': malformed JSON header (" + e.what() + ")");
     }
+    if (!duplicate.empty())
+      throw Error("'" + path + "': tensor '" + duplicate + "' appears twice in the header — the file is corrupt");
     if (!h.is_object()) throw Error("'" + path + "': header is not a JSON object");
     const uint8_t* data = map_ + 8 + hlen;
     const size_t data_size = size_ - 8 - hlen;

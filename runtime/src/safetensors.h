@@ -18,6 +18,7 @@ struct StTensor {
   size_t n_bytes = 0;
   // Set for tensors that are not stored as safetensors (GGUF): produces the fp32 data in `shape` order.
   std::function<std::vector<float>()> to_f32;
+  std::string source_name;       // the name in its file when that differs (GGUF: "blk.0.attn_q.weight")
   size_t numel() const;
 };
 

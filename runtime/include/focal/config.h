@@ -2,7 +2,9 @@
 // object describing how the model was trained to scale attention. Field meanings: docs/model-format.md.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace focal {
 
@@ -50,10 +52,18 @@ struct ModelConfig {
   bool add_bos = true;          // prepend BOS when tokenizing prompts
   FocalConfig focal;
   std::string source_json;      // config.json text as read
+  std::vector<std::string> warnings;  // what parsing or loading assumed (e.g. an ignored out-of-vocabulary id)
 };
+
+// Names of config fields in the file they came from, for error messages: config.json key -> source key (a GGUF
+// file's metadata keys, e.g. "num_hidden_layers" -> "llama.block_count").
+using ConfigFieldNames = std::map<std::string, std::string>;
 
 // Parses config.json text. `path` is used in error messages. Throws Error on malformed JSON, missing or invalid
 // fields, or an unsupported architecture.
-ModelConfig parse_config(const std::string& json_text, const std::string& path);
+// Every field is type- and range-checked; an error names `path`, the field (through `aliases` when given), what was
+// expected and what was found.
+ModelConfig parse_config(const std::string& json_text, const std::string& path,
+                         const ConfigFieldNames* aliases = nullptr);
 
 }  // namespace focal

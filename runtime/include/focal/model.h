@@ -71,12 +71,21 @@ struct RunOptions {
 
 class Backend;  // runtime-internal compute backend (CPU now, CUDA later)
 
+struct LoadOptions {
+  // NaN or infinite weights are refused at load, naming the tensor; true loads them anyway (for studying broken
+  // checkpoints) and notes each such tensor in config().warnings.
+  bool allow_nonfinite_weights = false;
+};
+
 class Model {
  public:
   // Loads a Hugging Face model directory (config.json, model.safetensors or model.safetensors.index.json shards,
   // optional tokenizer.model). Throws Error naming the file and field at fault. `device` picks the backend the
   // weights are uploaded to (focal/device.h; kCuda without a usable device throws). Training needs kCpu.
-  static std::unique_ptr<Model> load(const std::string& dir, Device device = Device::kCpu);
+  // A config.json (or GGUF metadata) that does not fit the weights — more layers than the files hold, a size no
+  // tensor has — is refused before anything is allocated. What loading assumed is in config().warnings.
+  static std::unique_ptr<Model> load(const std::string& dir, Device device = Device::kCpu,
+                                     const LoadOptions& options = LoadOptions());
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
