@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "error_flags.h"
 #include "focal/error.h"
 
 namespace focal::cli {
@@ -20,7 +21,7 @@ Device device_arg(const Args& a) {
     try {
       d = parse_device(a.get(kDeviceOption));
     } catch (const Error& e) {
-      throw UsageError{e.what()};
+      throw UsageError{with_flag(e)};
     }
   }
   std::string note;

@@ -442,7 +442,7 @@ TEST_F(CliTest, BadTemperaturesExitOne) {
                  d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--layer-temp", "5=0.5", "-o", o}, 1, {"--layer-temp"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--head-temp", "0:9=0.5", "-o", o}, 1, {"--head-temp"}, d);
-  expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1, {"--mode learned"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1, {"--mode: ", "mode = learned"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "learned", "-o", o}, 1, {"learned"}, d);
 }
 

@@ -478,39 +478,60 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
   return "(no error)";
 }
 
+// Figure errors name the FigureOptions field (for the app and the Python API) and never a CLI option; the CLI puts
+// its option in front (FigureCli tests below).
+TEST(FigureErrors, NameTheFieldNotACliOption) {
+  const Files& fx = files();
+  FigureOptions o;
+  o.layer = 7;
+  try {
+    render_figure_files("heatmap", {fx.capture}, o, Format::kPng);
+    ADD_FAILURE() << "layer 7 is not stored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "layer");
+    EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+  }
+  o = {};
+  o.tau = true;
+  o.metric = "val_loss";
+  for (const std::string& msg : {error_of("training", {fx.log_learned}, o), error_of("entropy", {fx.capture}, o),
+                                 error_of("heatmap", {fx.metrics_only}, FigureOptions{})})
+    EXPECT_EQ(msg.find("--"), std::string::npos) << msg;
+}
+
 TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   const Files& fx = files();
   FigureOptions o;
   o.layer = 0;
   EXPECT_THAT(error_of("distribution", {fx.layer1_only}, o),
-              AllOf(HasSubstr("--layer 0"), HasSubstr("stored layers: 1"), HasSubstr("standard")));
+              AllOf(HasSubstr("layer 0"), HasSubstr("stored layers: 1"), HasSubstr("standard")));
   o = {};
   o.layer = 7;
-  EXPECT_THAT(error_of("heatmap", {fx.capture}, o), AllOf(HasSubstr("--layer 7"), HasSubstr("stored layers: 0,1")));
+  EXPECT_THAT(error_of("heatmap", {fx.capture}, o), AllOf(HasSubstr("layer 7"), HasSubstr("stored layers: 0,1")));
   o = {};
   o.head = 5;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("--head 5"), HasSubstr("0-2")));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("head 5"), HasSubstr("0-2")));
   o = {};
   o.query = 40;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("--query 40"), HasSubstr("0-12")));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("query 40"), HasSubstr("0-12")));
   o = {};
   o.runs = {"nope"};
   EXPECT_THAT(error_of("entropy", {fx.capture}, o),
-              AllOf(HasSubstr("--runs"), HasSubstr("'nope'"), HasSubstr("standard, focal_t0.4")));
+              AllOf(HasSubstr("runs"), HasSubstr("'nope'"), HasSubstr("standard, focal_t0.4")));
   o.runs = {"standard", "standard"};
   EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("listed twice"));
   o.runs = {"standard", "focal_t0.4"};
-  EXPECT_THAT(error_of("grid", {fx.capture}, o), AllOf(HasSubstr("--runs"), HasSubstr("at most 1 run")));
+  EXPECT_THAT(error_of("grid", {fx.capture}, o), AllOf(HasSubstr("runs"), HasSubstr("at most 1 run")));
   o = {};
   o.metric = "entropy";
   EXPECT_THAT(error_of("entropy", {fx.capture}, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("'entropy'"), HasSubstr("entropy_nats"), HasSubstr("sink_mass")));
+              AllOf(HasSubstr("metric"), HasSubstr("'entropy'"), HasSubstr("entropy_nats"), HasSubstr("sink_mass")));
   o.metric = "relevant_mass";
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--relevant"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("relevant keys"));
   o = {};
   EXPECT_THAT(error_of("bars", {fx.capture}, o), AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
   EXPECT_THAT(error_of("distribution", {fx.empty}, o), HasSubstr("holds no runs"));
-  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o), AllOf(HasSubstr("stores no attention rows"), HasSubstr("--store")));
+  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o), AllOf(HasSubstr("stores no attention rows"), HasSubstr("storing probabilities")));
   EXPECT_THAT(error_of("sweep", {fx.capture}, o), HasSubstr("not a focalscope sweep"));
   EXPECT_THAT(error_of("entropy", {fx.sweep}, o), HasSubstr("not a focalscope capture"));
   EXPECT_THAT(error_of("entropy", {temp_dir() + "/missing.h5"}, o), HasSubstr("no such file"));
@@ -519,13 +540,13 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   EXPECT_THAT(error_of("entropy", {zero}, o), HasSubstr("not an HDF5 file"));
   o.per_layer = true;
   o.metric = "loss";
-  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("--per-layer"));
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("per_layer"));
   o = {};
   o.matrix = true;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("--matrix does not apply"));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("matrix does not apply"));
   o = {};
   o.width_in = 0.2;
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--width"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("width_in"));
   EXPECT_THROW(format_from_path("out.jpg"), Error);
   EXPECT_EQ(format_from_path("a/b.PDF"), Format::kPdf);
 }
@@ -543,27 +564,27 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
   // training
   o.tau = true;
   EXPECT_THAT(error_of("training", {fx.log_std}, o),
-              AllOf(HasSubstr("--tau"), HasSubstr(fx.log_std), HasSubstr("no learned temperature"),
+              AllOf(HasSubstr("tau"), HasSubstr(fx.log_std), HasSubstr("no learned temperature"),
                     HasSubstr("standard attention")));
-  EXPECT_THAT(error_of("training", {fx.log_learned, fx.log_std}, o), HasSubstr("--tau draws one training log"));
+  EXPECT_THAT(error_of("training", {fx.log_learned, fx.log_std}, o), HasSubstr("tau draws one training log"));
   o.metric = "val_loss";
-  EXPECT_THAT(error_of("training", {fx.log_learned}, o), HasSubstr("--metric does not apply with --tau"));
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), HasSubstr("metric does not apply with tau"));
   o = {};
   o.clip = true;
-  EXPECT_THAT(error_of("training", {fx.log_learned}, o), AllOf(HasSubstr("--clip"), HasSubstr("--tau")));
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), AllOf(HasSubstr("clip"), HasSubstr("tau")));
   o = {};
   o.metric = "loss";
   EXPECT_THAT(error_of("training", {fx.log_std}, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("'loss'"), HasSubstr("val_loss, train_loss, step_loss")));
+              AllOf(HasSubstr("metric"), HasSubstr("'loss'"), HasSubstr("val_loss, train_loss, step_loss")));
   o = {};
   o.x_axis = "epochs";
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--x"), HasSubstr("steps, tokens")));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("x_axis"), HasSubstr("steps, tokens")));
   o = {};
   o.labels = {"a", "b"};
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--labels"), HasSubstr("2 labels for 1 file")));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("labels"), HasSubstr("2 labels for 1 file")));
   o = {};
   o.layer = 1;
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), HasSubstr("--layer does not apply to the training figure"));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), HasSubstr("layer does not apply to the training figure"));
   o = {};
   EXPECT_THAT(error_of("training", {fx.log_std, fx.log_empty}, o),
               AllOf(HasSubstr(fx.log_empty), HasSubstr("no evaluations yet")));
@@ -576,36 +597,36 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
     write_train_log(no_batch, path);
     o = {};
     o.x_axis = "tokens";
-    EXPECT_THAT(error_of("training", {path}, o), AllOf(HasSubstr("--x tokens"), HasSubstr(path), HasSubstr("seq_len")));
+    EXPECT_THAT(error_of("training", {path}, o), AllOf(HasSubstr("x_axis tokens"), HasSubstr(path), HasSubstr("seq_len")));
   }
   // retrieval
   const std::vector<std::string> evals = {fx.eval_std, fx.eval_focal};
   o = {};
   o.task_kind = "copy";
   EXPECT_THAT(error_of("retrieval", evals, o),
-              AllOf(HasSubstr("--kind"), HasSubstr("'copy'"), HasSubstr("kv, mqar, needle")));
+              AllOf(HasSubstr("task_kind"), HasSubstr("'copy'"), HasSubstr("kv, mqar, needle")));
   o = {};
   o.layer = 3;
-  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--layer 3"), HasSubstr(fx.eval_std), HasSubstr("0-2")));
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("layer 3"), HasSubstr(fx.eval_std), HasSubstr("0-2")));
   o.metric = "accuracy";
-  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--layer does not apply to --metric accuracy"));
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("layer does not apply to metric accuracy"));
   o = {};
   o.metric = "val_loss";
   EXPECT_THAT(error_of("retrieval", evals, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("accuracy, relevant_mass, entropy")));
+              AllOf(HasSubstr("metric"), HasSubstr("accuracy, relevant_mass, entropy")));
   o = {};
   o.tau = true;
-  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--tau does not apply to the retrieval figure"));
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("tau does not apply to the retrieval figure"));
   o = {};
   o.runs = {"standard"};
-  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--runs"), HasSubstr("--labels")));
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("runs"), HasSubstr("labels")));
   // The new options are refused by the other kinds.
   o = {};
   o.task_kind = "kv";
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--kind does not apply to the entropy figure"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("task_kind does not apply to the entropy figure"));
   o = {};
   o.labels = {"a"};
-  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("--labels does not apply to the sweep figure"));
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("labels does not apply to the sweep figure"));
   // In memory: a source of the wrong kind.
   const CaptureFile cap = make_capture(true, false);
   EXPECT_THAT([&] {

@@ -697,17 +697,17 @@ TEST(TempSpecTest, ValidateRejectsBadTemperatures) {
   const ModelConfig c = small_config();
   for (float t : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     SCOPED_TRACE(t);
-    EXPECT_THAT(error_of([&] { TempSpec::focal(t).validate(c); }), HasSubstr("--temp"));
+    EXPECT_THAT(error_of([&] { TempSpec::focal(t).validate(c); }), HasSubstr("focal_temp = "));
     TempSpec s;
     s.layer_temp[1] = t;
-    EXPECT_THAT(error_of([&] { s.validate(c); }), HasSubstr("--layer-temp"));
+    EXPECT_THAT(error_of([&] { s.validate(c); }), HasSubstr("layer_temp[1] = "));
     TempSpec h;
     h.head_temp[{0, 3}] = t;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), HasSubstr("--head-temp"));
+    EXPECT_THAT(error_of([&] { h.validate(c); }), HasSubstr("head_temp[0:3] = "));
     TempSpec ss;
     ss.mode = AttnMode::kSsmax;
     ss.ssmax_s = t;
-    EXPECT_THAT(error_of([&] { ss.validate(c); }), HasSubstr("--ssmax-s"));
+    EXPECT_THAT(error_of([&] { ss.validate(c); }), HasSubstr("ssmax_s = "));
   }
   EXPECT_NO_THROW(TempSpec::focal(0.4f).validate(c));
   EXPECT_NO_THROW(TempSpec::standard().validate(c));
@@ -718,15 +718,15 @@ TEST(TempSpecTest, ValidateRejectsOutOfRangeLayersAndHeads) {
   for (int l : {-1, 2, 99}) {
     TempSpec s;
     s.layer_temp[l] = 0.5f;
-    EXPECT_THAT(error_of([&] { s.validate(c); }), AllOf(HasSubstr("--layer-temp"), HasSubstr(std::to_string(l))));
+    EXPECT_THAT(error_of([&] { s.validate(c); }), AllOf(HasSubstr("layer_temp[" + std::to_string(l) + "]"), HasSubstr("out of range"), Not(HasSubstr("--"))));
     TempSpec h;
     h.head_temp[{l, 0}] = 0.5f;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("--head-temp"), HasSubstr("layer")));
+    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("head_temp[" + std::to_string(l) + ":0]"), HasSubstr("layer")));
   }
   for (int hd : {-1, 4}) {
     TempSpec h;
     h.head_temp[{1, hd}] = 0.5f;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("--head-temp"), HasSubstr("head " + std::to_string(hd))));
+    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("head_temp[1:" + std::to_string(hd) + "]"), HasSubstr("head " + std::to_string(hd))));
   }
   TempSpec ok;
   ok.layer_temp[1] = 0.5f;
@@ -737,10 +737,10 @@ TEST(TempSpecTest, ValidateRejectsOutOfRangeLayersAndHeads) {
 TEST(TempSpecTest, LearnedNeedsLearnedModel) {
   TempSpec s;
   s.mode = AttnMode::kLearned;
-  EXPECT_THAT(error_of([&] { s.validate(small_config()); }), AllOf(HasSubstr("--mode learned"), HasSubstr("learned")));
+  EXPECT_THAT(error_of([&] { s.validate(small_config()); }), AllOf(HasSubstr("mode = learned"), HasSubstr("learned"), Not(HasSubstr("--"))));
   EXPECT_NO_THROW(s.validate(learned_config(false)));
   s.tau_scale = 0.0f;
-  EXPECT_THAT(error_of([&] { s.validate(learned_config(false)); }), HasSubstr("--tau-scale"));
+  EXPECT_THAT(error_of([&] { s.validate(learned_config(false)); }), HasSubstr("tau_scale = 0"));
 }
 
 TEST(TempSpecTest, JsonRoundTrip) {
@@ -818,25 +818,32 @@ TEST(CaptureRequestTest, Validation) {
     edit(q);
     return error_of([&] { validate_capture_request(c, 10, q, 1); });
   };
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {0, 2}; }), AllOf(HasSubstr("--layers"), HasSubstr("2")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {-1}; }), HasSubstr("--layers"));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {1, 1}; }), AllOf(HasSubstr("--layers"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {4}; }), AllOf(HasSubstr("--heads"), HasSubstr("0..3")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {3, 0, 3}; }), AllOf(HasSubstr("--heads"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {10}; }), AllOf(HasSubstr("--queries"), HasSubstr("0..9")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {5, 5}; }), AllOf(HasSubstr("--queries"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.run.relevant = {10}; }), HasSubstr("--relevant"));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("--topk"));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {0, 2}; }), AllOf(HasSubstr("layers lists layer 2"), Not(HasSubstr("--"))));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {-1}; }), HasSubstr("layers lists layer -1"));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {1, 1}; }), AllOf(HasSubstr("layers"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {4}; }), AllOf(HasSubstr("heads lists head 4"), HasSubstr("0..3")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {3, 0, 3}; }), AllOf(HasSubstr("heads lists head 3 twice"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {10}; }), AllOf(HasSubstr("queries lists query position 10"), HasSubstr("0..9")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {5, 5}; }), AllOf(HasSubstr("queries"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.run.relevant = {10}; }), HasSubstr("relevant position 10 ≥ T = 10"));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("topk_tokens = 0"));
 
-  // Over budget: the message names --budget and what to narrow.
+  // Over budget: the message names budget_bytes and what to narrow, in the API's words.
   const std::string msg = with([](CaptureRequest& q) { q.budget_bytes = 1024; });
-  EXPECT_THAT(msg, AllOf(HasSubstr("--budget"), HasSubstr("--layers"), HasSubstr("--heads"), HasSubstr("--queries"),
-                         HasSubstr("--store metrics")));
+  EXPECT_THAT(msg, AllOf(HasSubstr("budget_bytes"), HasSubstr("layers, heads or queries"),
+                         HasSubstr("store metrics only"), Not(HasSubstr("--"))));
+  // Each error names its field, so a front end can point at its own control for it.
+  try {
+    validate_capture_request(c, 10, [] { CaptureRequest q; q.run.relevant = {99}; return q; }(), 1);
+    ADD_FAILURE() << "relevant position 99 of 10 tokens should be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "relevant");
+  }
   // The budget covers all runs: a request that fits once does not fit many times.
   CaptureRequest q;
   q.budget_bytes = estimate_capture_bytes(c, 10, q);
   EXPECT_NO_THROW(validate_capture_request(c, 10, q, 1));
-  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("--budget"));
+  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("budget_bytes"));
 }
 
 TEST(CaptureRequestTest, EstimateShrinksWithSelection) {

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <exception>
 
+#include "error_controls.h"
+#include "focal/error.h"
+
 namespace focalscope {
 
 JobQueue::JobQueue() : thread_([this] { worker(); }) {}
@@ -65,6 +68,8 @@ void JobQueue::worker() {
     std::string error;
     try {
       apply = job.fn(*job.ctx);
+    } catch (const focal::Error& e) {
+      error = with_control(e);  // a field's error names the app's control for it
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {

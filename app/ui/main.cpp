@@ -75,7 +75,11 @@ int parse_args(int argc, char** argv, Args& a) {
     else if (s == "--bench") a.bench = need("--bench");
     else if (s == "--device") {
       a.device = need("--device");
-      focal::parse_device(a.device);  // throws naming --device and the accepted values
+      try {
+        focal::parse_device(a.device);
+      } catch (const focal::Error& e) {
+        throw focal::Error("--device: " + std::string(e.what()));  // the app's own command-line option
+      }
     }
     else if (s == "--bench-long-model") a.bench_long = need("--bench-long-model");
     else if (s == "--temp") {

@@ -85,12 +85,12 @@ std::vector<std::string> position_labels(const CaptureFile& f, int first) {
 
 std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "heatmap";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(!opt.metric.empty(), "--metric", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
   check_page_options(opt);
   const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 1, 3, kind);
   for (const RunRef& r : runs) require_rows(r, kind);
@@ -98,14 +98,14 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const int layer = opt.layer >= 0 ? opt.layer : r0.layers.front();
   const int head = opt.head >= 0 ? opt.head : r0.heads.front();
   const CaptureFile& f0 = *runs[0].file;
-  if (opt.no_sink && f0.n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  if (opt.no_sink && f0.n_tokens() < 2) throw Error("no_sink", "no_sink: the capture has one token; nothing is left without it");
   std::vector<HeadMatrix> mats;
   double vmax = 0;
   for (const RunRef& r : runs) {
     if (r.file->token_ids != f0.token_ids)
-      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
-    mats.push_back(head_matrix(r, stored_index(r.run->layers, layer, "--layer", "layer", r),
-                               stored_index(r.run->heads, head, "--head", "head", r), opt.no_sink));
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
+    mats.push_back(head_matrix(r, stored_index(r.run->layers, layer, "layer", "layer", r),
+                               stored_index(r.run->heads, head, "head", "head", r), opt.no_sink));
     vmax = std::max(vmax, mats.back().max);
   }
   const ProbScale scale = prob_scale(opt, vmax);
@@ -135,7 +135,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const double bottom = xa.depth + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + side + bottom);
   side = std::min(side, H - top - bottom);
-  if (side < 30) throw Error("--width/--height: the figure is too small for " + std::to_string(n_panels) +
+  if (side < 30) throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(n_panels) +
                              " heatmap panel(s); make it larger");
   xa = layout_category_axis(c, labels, side / n, kTickSize, false);
 
@@ -177,18 +177,18 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
 
 std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "grid";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.layer >= 0, "--layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(!opt.metric.empty(), "--metric", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
   check_page_options(opt);
   const RunRef run = select_runs(capture_runs(src, kind), opt.runs, 1, 1, kind)[0];
   require_rows(run, kind);
-  if (opt.no_sink && run.file->n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  if (opt.no_sink && run.file->n_tokens() < 2) throw Error("no_sink", "no_sink: the capture has one token; nothing is left without it");
   const std::vector<int>& layers = run.run->layers;
   const std::vector<int>& heads = run.run->heads;
   const int Lc = (int)layers.size(), Hc = (int)heads.size();
@@ -220,7 +220,7 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   for (const char* short_title : {opt.no_sink ? "p (no sink)" : "p", "p", ""})
     if (colorbar_min_height(c, scale.cs) > Lc * side + (Lc - 1) * gap) scale.cs.title = short_title;
   const bool short_bar = scale.cs.title != full_bar_title;
-  if (side < 4) throw Error("--width/--height: the figure is too small for " + std::to_string(Lc) + " x " +
+  if (side < 4) throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(Lc) + " x " +
                             std::to_string(Hc) + " thumbnails; make it larger");
 
   const std::string auto_title =

@@ -115,12 +115,12 @@ std::vector<std::string> given_or_automatic_labels(const std::vector<std::string
                                                    const std::vector<std::string>& automatic) {
   if (given.empty()) return automatic;
   if (given.size() != automatic.size())
-    throw Error("--labels: " + std::to_string(given.size()) + " label" + (given.size() == 1 ? "" : "s") + " for " +
+    throw Error("labels", "labels: " + std::to_string(given.size()) + " label" + (given.size() == 1 ? "" : "s") + " for " +
                 std::to_string(automatic.size()) + " file" + (automatic.size() == 1 ? "" : "s") +
                 "; give one label per file, in file order");
   for (size_t i = 0; i < given.size(); ++i)
     for (size_t j = i + 1; j < given.size(); ++j)
-      if (given[i] == given[j]) throw Error("--labels: '" + given[i] + "' is given twice");
+      if (given[i] == given[j]) throw Error("labels", "labels: '" + given[i] + "' is given twice");
   return given;
 }
 

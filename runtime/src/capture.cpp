@@ -25,16 +25,23 @@ std::vector<int> all_upto(int n) {
 
 std::vector<int> resolve(const std::vector<int>& sel, int n) { return sel.empty() ? all_upto(n) : sel; }
 
-void check_range(const std::vector<int>& sel, int n, const char* option, const char* what, const char* fix) {
+// field: the CaptureRequest member ("layers", ...); what: one item of it ("layer"); fix: what the valid range is of.
+void check_range(const std::vector<int>& sel, int n, const char* field, const char* what, const char* fix) {
   std::vector<int> sorted = sel;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= n)
-      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is out of range (" + fix +
-                  " 0.." + std::to_string(n - 1) + ")");
+      throw Error(field, std::string(field) + " lists " + what + " " + std::to_string(sorted[i]) +
+                             ", which is out of range (" + fix + " 0.." + std::to_string(n - 1) + ")");
     if (i && sorted[i] == sorted[i - 1])
-      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is listed twice");
+      throw Error(field, std::string(field) + " lists " + what + " " + std::to_string(sorted[i]) + " twice");
   }
+}
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string human_bytes(size_t b) {
@@ -196,24 +203,30 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
 }
 
 void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest& req, int n_runs) {
-  if (T <= 0) throw Error("the prompt is empty: give --prompt TEXT or --prompt-file FILE with some text");
+  if (T <= 0) throw Error("prompt", "the prompt is empty (0 tokens): give it some text");
   if (T > c.max_positions)
     throw Error("the prompt has " + std::to_string(T) + " tokens but the model's context is " +
                 std::to_string(c.max_positions) + " (max_position_embeddings): shorten the prompt");
-  check_range(req.layers, c.n_layers, "--layers", "layer", "the model has layers");
-  check_range(req.heads, c.n_heads, "--heads", "head", "the model has heads");
-  check_range(req.queries, T, "--queries", "query position", "the prompt has positions");
+  check_range(req.layers, c.n_layers, "layers", "layer", "the model has layers");
+  check_range(req.heads, c.n_heads, "heads", "head", "the model has heads");
+  check_range(req.queries, T, "queries", "query position", "the prompt has positions");
   if (req.topk_tokens < 1 || req.topk_tokens > c.vocab_size)
-    throw Error("--topk: must be in 1.." + std::to_string(c.vocab_size));
-  if (req.run.topk_mass_k < 1 || req.run.topk_mass_k > 64) throw Error("--topk-mass: k must be in 1..64");
-  for (int32_t r : req.run.relevant)
-    if (r < 0 || r >= T) throw Error("--relevant: key position " + std::to_string(r) + " is outside the prompt (0.." +
-                                     std::to_string(T - 1) + ")");
+    throw Error("topk_tokens", "topk_tokens = " + std::to_string(req.topk_tokens) + " must be in 1.." +
+                                   std::to_string(c.vocab_size) + " (the vocabulary size)");
+  if (req.run.topk_mass_k < 1 || req.run.topk_mass_k > 64)
+    throw Error("topk_mass_k", "topk_mass_k = " + std::to_string(req.run.topk_mass_k) + " must be in 1..64");
+  for (int32_t r : req.run.relevant) {
+    if (r >= T)
+      throw Error("relevant", "relevant position " + std::to_string(r) + " ≥ T = " + std::to_string(T) +
+                                  " (the prompt's positions are 0.." + std::to_string(T - 1) + ")");
+    if (r < 0) throw Error("relevant", "relevant position " + std::to_string(r) + " < 0");
+  }
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
-    throw Error("the capture needs about " + human_bytes(need) + " but the budget (--budget) is " + human_bytes(req.budget_bytes) +
-                ": narrow --layers, --heads or --queries, use --store metrics (no probabilities or scores), "
-                "or raise --budget");
+    throw Error("budget_bytes", "the capture needs about " + human_bytes(need) + " but budget_bytes is " +
+                                    human_bytes(req.budget_bytes) +
+                                    ": narrow the layers, heads or queries stored, store metrics only (no "
+                                    "probabilities or scores), or raise the budget");
 }
 
 RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
@@ -257,10 +270,11 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
                     const std::function<void(size_t)>& on_temp) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
-  if (temps.empty()) throw Error("sweep: no temperatures given");
-  for (float t : temps)
-    if (!(t > 0.0f) || !std::isfinite(t))
-      throw Error("--temps: every temperature must be a finite number > 0 (got " + std::to_string(t) + ")");
+  if (temps.empty()) throw Error("temps", "sweep: no temperatures given (temps is empty)");
+  for (size_t i = 0; i < temps.size(); ++i)
+    if (!(temps[i] > 0.0f) || !std::isfinite(temps[i]))
+      throw Error("temps", "temps[" + std::to_string(i) + "] = " + short_number(temps[i]) +
+                               ": every temperature must be a finite number > 0");
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;
