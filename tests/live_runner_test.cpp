@@ -55,7 +55,9 @@ void expect_same_run(const RunCapture& a, const RunCapture& b) {
   EXPECT_EQ(a.layers, b.layers);
   ASSERT_EQ(a.metrics.size(), b.metrics.size());
   for (size_t i = 0; i < a.metrics.size(); ++i)
-    if (!(std::isnan(a.metrics[i]) && std::isnan(b.metrics[i]))) ASSERT_EQ(a.metrics[i], b.metrics[i]) << "metric " << i;
+    if (!(std::isnan(a.metrics[i]) && std::isnan(b.metrics[i]))) {
+      ASSERT_EQ(a.metrics[i], b.metrics[i]) << "metric " << i;
+    }
   EXPECT_EQ(a.row_scale, b.row_scale);
   EXPECT_EQ(a.tau, b.tau);
   EXPECT_EQ(a.probs, b.probs);

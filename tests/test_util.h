@@ -5,14 +5,37 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "focal/model.h"
 
 namespace focal::test {
+
+// Bounded wait for another thread: calls step() and checks done() every millisecond until done() holds. After
+// `limit` it records a test failure naming `what` and returns false, so a hang becomes a clear failure (under
+// ThreadSanitizer too) instead of a test that never ends.
+template <class Done, class Step>
+bool wait_until(Done done, Step step, const std::string& what, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - t0 > limit) {
+      ADD_FAILURE() << "timed out after " << limit.count() << " s waiting for " << what;
+      return false;
+    }
+    step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+template <class Done>
+bool wait_until(Done done, const std::string& what, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  return wait_until(done, [] {}, what, limit);
+}
 
 // Records probabilities and raw scores of every (layer, head) into [L][H][T_total][T_total] arrays, plus metrics,
 // row scales and tau as reported by the forward.
