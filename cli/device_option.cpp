@@ -20,9 +20,7 @@ Device device_arg(const Args& a) {
   if (a.has(kDeviceOption)) {
     try {
       d = parse_device(a.get(kDeviceOption));
-    } catch (const Error& e) {
-      throw UsageError{with_flag(e)};
-    }
+    } catch (const Error& e) { throw UsageError{with_flag(e)}; }
   }
   std::string note;
   const Device r = resolve_device(d, &note);

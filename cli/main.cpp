@@ -22,11 +22,11 @@
 
 using namespace focal;
 using focal::cli::Args;
-using focal::cli::UsageError;
 using focal::cli::compare_spec;
 using focal::cli::kTempHelp;
 using focal::cli::kTempOpts;
 using focal::cli::temp_spec_from;
+using focal::cli::UsageError;
 using focal::cli::with_flag;
 
 namespace focal::cli {
@@ -39,7 +39,8 @@ int cmd_demo(int argc, char** argv);
 
 namespace {
 
-const char* kMainHelp = R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
+const char* kMainHelp =
+    R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
 
 usage: focal COMMAND [options]      (focal COMMAND --help for details)
 
@@ -156,9 +157,9 @@ selection:
 
 int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
-  const std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries",
-                                                      "--store", "--budget", "--topk", "--topk-mass", "--relevant",
-                                                      "--compare", "--name", "--output", cli::kDeviceOption});
+  const std::set<std::string> opts =
+      with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
+                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
@@ -199,9 +200,10 @@ int cmd_capture(int argc, char** argv) {
 int cmd_info(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption});
   if (a.has("--help")) {
-    std::printf("usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
-                "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
-                cli::kDeviceHelp);
+    std::printf(
+        "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
+        "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
+        cli::kDeviceHelp);
     return 0;
   }
   auto m = cli::load_model(a, cli::model_arg(a, argv[1]));
@@ -227,7 +229,8 @@ int cmd_info(int argc, char** argv) {
   return 0;
 }
 
-const char* kSweepHelp = R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
+const char* kSweepHelp =
+    R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
 
 Runs the prompt once per focal temperature t and reports, per t, the mean over rows (from row 1) of every
 attention metric per layer and head, and the prompt's mean next-token loss. --temps also takes a list: 0.3,0.4,1.
@@ -256,8 +259,8 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
-         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
-                          cli::kDeviceOption}));
+         with(kTempOpts,
+              {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass", cli::kDeviceOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
@@ -265,7 +268,8 @@ int cmd_sweep(int argc, char** argv) {
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
   const std::vector<float> temps = cli::parse_float_range(a.get("--temps"), "--temps");
   for (float t : temps)
-    if (!(t > 0.0f) || !std::isfinite(t)) throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
+    if (!(t > 0.0f) || !std::isfinite(t))
+      throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
@@ -276,8 +280,8 @@ int cmd_sweep(int argc, char** argv) {
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
   Progress prog("sweep: temperature");
   print_sweep_header();
-  const SweepFile sf = run_sweep(*model, ids, base, temps, run,
-                                 [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
+  const SweepFile sf =
+      run_sweep(*model, ids, base, temps, run, [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
   for (size_t s = 0; s < temps.size(); ++s) print_sweep_row(sf, s);
   if (!out.empty()) {
     write_sweep(sf, out);
@@ -359,9 +363,10 @@ int cmd_generate(int argc, char** argv) {
 int cmd_inspect(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"}, {"--run"});
   if (a.has("--help")) {
-    std::printf("usage: focal inspect FILE.h5 [--run NAME]\n\nPrints a capture's tokens, runs and a table per layer "
-                "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
-                "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n");
+    std::printf(
+        "usage: focal inspect FILE.h5 [--run NAME]\n\nPrints a capture's tokens, runs and a table per layer "
+        "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
+        "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n");
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one .h5 file"};
@@ -373,9 +378,7 @@ int cmd_inspect(int argc, char** argv) {
     SweepFile sw;
     try {
       sw = read_sweep(path);
-    } catch (const Error&) {
-      throw e;
-    }
+    } catch (const Error&) { throw e; }
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
                 sw.n_layers, sw.n_heads, sw.token_ids.size());
     print_sweep_header();
@@ -415,7 +418,10 @@ int cmd_inspect(int argc, char** argv) {
   }
   for (const Comparison& cmp : f.comparisons) {
     double kl = 0, js = 0;
-    for (size_t i = 0; i < cmp.kl.size(); ++i) { kl += cmp.kl[i]; js += cmp.js[i]; }
+    for (size_t i = 0; i < cmp.kl.size(); ++i) {
+      kl += cmp.kl[i];
+      js += cmp.js[i];
+    }
     std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows\n", cmp.run_a.c_str(),
                 cmp.run_b.c_str(), kl / cmp.kl.size(), js / cmp.js.size(), cmp.kl.size());
   }

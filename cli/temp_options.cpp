@@ -16,8 +16,7 @@ const char* const kTempHelp = R"(temperature options (default: the model's nativ
   --ssmax-s S           ssmax: logits * S * ln(n_visible)
 )";
 
-const std::set<std::string> kTempOpts = {"--mode", "--temp", "--layer-temp", "--head-temp", "--tau-scale",
-                                         "--ssmax-s"};
+const std::set<std::string> kTempOpts = {"--mode", "--temp", "--layer-temp", "--head-temp", "--tau-scale", "--ssmax-s"};
 
 TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
   TempSpec s = TempSpec::native(cfg);
@@ -37,7 +36,8 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
     std::string item;
     while (std::getline(ss, item, ',')) {
       const size_t eq = item.find('=');
-      if (eq == std::string::npos) throw UsageError{opt + ": '" + item + "' must look like " + (per_head ? "L:H=T" : "L=T")};
+      if (eq == std::string::npos)
+        throw UsageError{opt + ": '" + item + "' must look like " + (per_head ? "L:H=T" : "L=T")};
       const float t = (float)parse_double(item.substr(eq + 1), opt);
       const std::string key = item.substr(0, eq);
       if (per_head) {

@@ -357,8 +357,8 @@ TEST_F(AppStateTest, MarkedRelevantKeysGiveRelevantMass) {
         double ref = 0.0;
         for (int k : {1, 3})
           if (k <= q) ref += p[k];
-        const float got =
-            run.metrics[(((size_t)l * c.n_heads + run.heads[hi]) * T + q) * focal::kNumRowMetrics + focal::kRelevantMass];
+        const float got = run.metrics[(((size_t)l * c.n_heads + run.heads[hi]) * T + q) * focal::kNumRowMetrics +
+                                      focal::kRelevantMass];
         if (q == 0) {
           EXPECT_TRUE(std::isnan(got)) << "row 0 sees no marked key";
         } else {

@@ -41,8 +41,19 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr int kLayers = 2, kHeads = 3;
-const std::vector<std::string> kPieces = {"<s>", " In", " the", " beginning", " God", " created", "\n", " &<x>\"",
-                                          " heaven", " and", " extraordinarilylongpiece", " earth", "."};
+const std::vector<std::string> kPieces = {"<s>",
+                                          " In",
+                                          " the",
+                                          " beginning",
+                                          " God",
+                                          " created",
+                                          "\n",
+                                          " &<x>\"",
+                                          " heaven",
+                                          " and",
+                                          " extraordinarilylongpiece",
+                                          " earth",
+                                          "."};
 
 // Scores with a sink on key 0 and a pattern that differs per layer and head.
 float raw_score(int l, int h, int i, int j) {
@@ -270,7 +281,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 std::vector<Case> cases() {
   std::vector<Case> v;
   FigureOptions o;
-  v.push_back({"distribution", "distribution", o, false,
+  v.push_back({"distribution",
+               "distribution",
+               o,
+               false,
                {"Key token", "Attention probability", "beginning", "&amp;&lt;x&gt;&quot;", "standard", "focal_t0.4",
                 "Layer 0, head 0, query 12"}});
   o = {};
@@ -279,7 +293,10 @@ std::vector<Case> cases() {
   o.query = 11;
   o.runs = {"focal_t0.4"};
   o.no_sink = true;
-  v.push_back({"distribution_one_run_no_sink", "distribution", o, false,
+  v.push_back({"distribution_one_run_no_sink",
+               "distribution",
+               o,
+               false,
                {"Probability (sink excluded)", "focal_t0.4: layer 1, head 2, query 11", "extraordi\xE2\x80\xA6"}});
   o = {};
   o.overlay = true;
@@ -292,7 +309,8 @@ std::vector<Case> cases() {
   o.runs = {"standard", "focal_t0.4"};
   o.log_scale = true;
   o.no_sink = true;
-  v.push_back({"heatmap_two_runs_log", "heatmap", o, false, {"Probability (sink excluded)", "focal_t0.4", "10\xE2\x81\xBB"}});
+  v.push_back(
+      {"heatmap_two_runs_log", "heatmap", o, false, {"Probability (sink excluded)", "focal_t0.4", "10\xE2\x81\xBB"}});
   o = {};
   v.push_back({"grid", "grid", o, false, {"L0", "L1", "H2", "standard: attention by layer and head"}});
   o = {};
@@ -320,28 +338,42 @@ std::vector<Case> cases() {
   o.title = "Loss & temperature";
   v.push_back({"sweep_loss", "sweep", o, true, {"Prompt loss (nats/token)", "Loss &amp; temperature"}});
   o = {};
-  v.push_back({"training", "training", o, false,
-               {"Validation loss", "Validation loss (nats)", "Training step", "standard", "focal_t0.4", "learned",
-                "300"},
-               "logs"});
+  v.push_back(
+      {"training",
+       "training",
+       o,
+       false,
+       {"Validation loss", "Validation loss (nats)", "Training step", "standard", "focal_t0.4", "learned", "300"},
+       "logs"});
   o = {};
   o.metric = "step_loss";
   o.x_axis = "tokens";
-  v.push_back({"training_steps_tokens", "training", o, false,
-               {"Training loss per step", "Training tokens (thousands)", "Training loss (nats)", "standard"}, "logs"});
+  v.push_back({"training_steps_tokens",
+               "training",
+               o,
+               false,
+               {"Training loss per step", "Training tokens (thousands)", "Training loss (nats)", "standard"},
+               "logs"});
   o = {};
   o.metric = "train_loss";
   o.labels = {"Standard", "Focal t = 0.4", "Learned \xCF\x84"};
-  v.push_back({"training_labels", "training", o, false, {"Training loss", "Focal t = 0.4", "Learned \xCF\x84"}, "logs"});
+  v.push_back(
+      {"training_labels", "training", o, false, {"Training loss", "Focal t = 0.4", "Learned \xCF\x84"}, "logs"});
   o = {};
   o.tau = true;
   o.clip = true;
-  v.push_back({"training_tau", "training", o, false,
+  v.push_back({"training_tau",
+               "training",
+               o,
+               false,
                {"learned: learned \xCF\x84 per layer", "Learned \xCF\x84", "layer 0", "layer 2", "Clipped (%)",
                 "\xCF\x84 max", "\xCF\x84 min"},
                "learned"});
   o = {};
-  v.push_back({"retrieval", "retrieval", o, false,
+  v.push_back({"retrieval",
+               "retrieval",
+               o,
+               false,
                {"Retrieval against context length", "Accuracy (%)", "Relevant mass", "Context length (tokens)", "kv",
                 "mqar", "needle", "128", "standard", "focal_t0.4", "learned"},
                "evals"});
@@ -350,13 +382,17 @@ std::vector<Case> cases() {
   o.metric = "relevant_mass";
   o.layer = 2;
   o.labels = {"A", "B", "C"};
-  v.push_back({"retrieval_kind_layer", "retrieval", o, false,
-               {"kv: relevant mass against context length, layer 2", "256", "1024", "2048"}, "evals"});
+  v.push_back({"retrieval_kind_layer",
+               "retrieval",
+               o,
+               false,
+               {"kv: relevant mass against context length, layer 2", "256", "1024", "2048"},
+               "evals"});
   o = {};
   o.metric = "accuracy";
   o.width_in = 7;
-  v.push_back({"retrieval_accuracy_wide", "retrieval", o, false, {"Retrieval accuracy against context length"},
-               "evals"});
+  v.push_back(
+      {"retrieval_accuracy_wide", "retrieval", o, false, {"Retrieval accuracy against context length"}, "evals"});
   o = {};
   o.metric = "entropy";
   o.task_kind = "needle";
@@ -446,7 +482,8 @@ TEST_P(EachKind, SvgIsWellFormedAndHoldsItsLabels) {
   const std::string svg = render(c, Format::kSvg);
   const std::string path = temp_dir() + "/" + c.name + ".svg";
   spit(path, svg);
-  if (std::system("xmllint --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "xmllint missing: apt-get install libxml2-utils";
+  if (std::system("xmllint --version >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xmllint missing: apt-get install libxml2-utils";
   EXPECT_EQ(std::system(("xmllint --noout '" + path + "'").c_str()), 0) << path;
   for (const std::string& label : c.labels) EXPECT_THAT(svg, HasSubstr(label)) << c.name;
   EXPECT_THAT(svg, HasSubstr("<title>"));
@@ -472,9 +509,7 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
                      Format f = Format::kPng) {
   try {
     render_figure_files(kind, paths, opt, f);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
 }
 
@@ -529,9 +564,11 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   o.metric = "relevant_mass";
   EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("relevant keys"));
   o = {};
-  EXPECT_THAT(error_of("bars", {fx.capture}, o), AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
+  EXPECT_THAT(error_of("bars", {fx.capture}, o),
+              AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
   EXPECT_THAT(error_of("distribution", {fx.empty}, o), HasSubstr("holds no runs"));
-  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o), AllOf(HasSubstr("stores no attention rows"), HasSubstr("storing probabilities")));
+  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o),
+              AllOf(HasSubstr("stores no attention rows"), HasSubstr("storing probabilities")));
   EXPECT_THAT(error_of("sweep", {fx.capture}, o), HasSubstr("not a focalscope sweep"));
   EXPECT_THAT(error_of("entropy", {fx.sweep}, o), HasSubstr("not a focalscope capture"));
   EXPECT_THAT(error_of("entropy", {temp_dir() + "/missing.h5"}, o), HasSubstr("no such file"));
@@ -597,7 +634,8 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
     write_train_log(no_batch, path);
     o = {};
     o.x_axis = "tokens";
-    EXPECT_THAT(error_of("training", {path}, o), AllOf(HasSubstr("x_axis tokens"), HasSubstr(path), HasSubstr("seq_len")));
+    EXPECT_THAT(error_of("training", {path}, o),
+                AllOf(HasSubstr("x_axis tokens"), HasSubstr(path), HasSubstr("seq_len")));
   }
   // retrieval
   const std::vector<std::string> evals = {fx.eval_std, fx.eval_focal};
@@ -629,14 +667,14 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
   EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("labels does not apply to the sweep figure"));
   // In memory: a source of the wrong kind.
   const CaptureFile cap = make_capture(true, false);
-  EXPECT_THAT([&] {
-    try {
-      render_figure("training", {{&cap, nullptr, "cap"}}, {}, Format::kSvg);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  }(), AllOf(HasSubstr("'cap'"), HasSubstr("an attention capture")));
+  EXPECT_THAT(
+      [&] {
+        try {
+          render_figure("training", {{&cap, nullptr, "cap"}}, {}, Format::kSvg);
+        } catch (const Error& e) { return std::string(e.what()); }
+        return std::string("(no error)");
+      }(),
+      AllOf(HasSubstr("'cap'"), HasSubstr("an attention capture")));
 }
 
 TEST(FigureData, RetrievalLeavesOutNanPointsLikeMissingOnes) {
@@ -722,13 +760,19 @@ TEST(FigurePlot, TicksFollowTheOneTwoFiveRule) {
   t = nice_ticks(0.16, 1.24, 6, false);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0.2", "0.4", "0.6", "0.8", "1.0", "1.2"}));
   t = nice_ticks(-1.09, 1.09, 7, false);
-  EXPECT_EQ(t.labels, (std::vector<std::string>{"\xE2\x88\x92" "1.0", "\xE2\x88\x92" "0.5", "0.0", "0.5", "1.0"}));
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"\xE2\x88\x92"
+                                                "1.0",
+                                                "\xE2\x88\x92"
+                                                "0.5",
+                                                "0.0", "0.5", "1.0"}));
   t = nice_ticks(0, 37, 6, true);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0", "10", "20", "30", "40"}));
   t = log10_ticks(-4, 0, 6);
   EXPECT_EQ(t.labels.front(), "10\xE2\x81\xBB\xE2\x81\xB4");  // 10⁻⁴
   EXPECT_EQ(t.labels.back(), "10\xE2\x81\xB0");
-  EXPECT_EQ(format_sig(-0.4123, 2), "\xE2\x88\x92" "0.41");
+  EXPECT_EQ(format_sig(-0.4123, 2),
+            "\xE2\x88\x92"
+            "0.41");
 }
 
 TEST(FigurePlot, TokenLabelsAreTrimmedAbbreviatedAndVisible) {
@@ -804,8 +848,9 @@ TEST(FigureCli, InspectTableAppAndFiguresAgreeOnOneCapture) {
   const int L = cap.file.n_layers, H = cap.file.n_heads;
 
   const std::string out = dir + "/inspect.txt";
-  ASSERT_EQ(0, std::system((std::string(FOCAL_CLI_PATH) + " inspect '" + path + "' --run " + run.name + " >'" + out +
-                            "' 2>&1").c_str()));
+  ASSERT_EQ(0, std::system(
+                   (std::string(FOCAL_CLI_PATH) + " inspect '" + path + "' --run " + run.name + " >'" + out + "' 2>&1")
+                       .c_str()));
   std::ifstream in(out);
   std::string line;
   double cli_loss = NAN;
@@ -843,7 +888,8 @@ TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
                         "--dpi", "--matrix", "--tau", "--kind", "--labels", "--x"})
     EXPECT_THAT(help.out, HasSubstr(k));
   const std::string out = temp_dir() + "/cli_fig.svg";
-  const CliResult r = run_cli("figure distribution " + files().capture + " --runs standard --layer 1 --head 2 -o " + out);
+  const CliResult r =
+      run_cli("figure distribution " + files().capture + " --runs standard --layer 1 --head 2 -o " + out);
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(out));
   EXPECT_THAT(slurp(out), HasSubstr("<svg"));
@@ -855,8 +901,8 @@ TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
   t = run_cli("figure training " + files().log_learned + " --tau --clip -o " + png);
   EXPECT_EQ(t.rc, 0) << t.err;
   const std::string pdf = temp_dir() + "/cli_retrieval.pdf";
-  t = run_cli("figure retrieval " + files().eval_std + " " + files().eval_learned + " --kind kv --labels std,learned -o " +
-              pdf);
+  t = run_cli("figure retrieval " + files().eval_std + " " + files().eval_learned +
+              " --kind kv --labels std,learned -o " + pdf);
   EXPECT_EQ(t.rc, 0) << t.err;
   EXPECT_EQ(slurp(pdf).compare(0, 5, "%PDF-"), 0);
 }

@@ -92,8 +92,8 @@ void AppState::open_path(const std::string& path_in) {
       // reader has checked every run's layers and heads against the file's shape; that shape must be the model's.
       if (cf->n_layers != cfg.n_layers || cf->n_heads != cfg.n_heads)
         throw focal::Error("capture '" + path + "': its runs have " + std::to_string(cf->n_layers) + " layers x " +
-                           std::to_string(cf->n_heads) + " heads, its model_config " +
-                           std::to_string(cfg.n_layers) + " x " + std::to_string(cfg.n_heads));
+                           std::to_string(cf->n_heads) + " heads, its model_config " + std::to_string(cfg.n_layers) +
+                           " x " + std::to_string(cfg.n_heads));
       std::vector<focal::TempSpec> specs;
       for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
         const focal::RunCapture& r = cf->runs[s];
@@ -244,8 +244,8 @@ void AppState::set_prompt(const std::string& text) {
     pending_truncation = true;
     untruncated = ids;
     notify("the prompt has " + std::to_string(ids.size()) + " tokens but the model's context is " +
-               std::to_string(cfg_.max_positions) + ": truncate it to the first " +
-               std::to_string(cfg_.max_positions) + " tokens, or shorten it",
+               std::to_string(cfg_.max_positions) + ": truncate it to the first " + std::to_string(cfg_.max_positions) +
+               " tokens, or shorten it",
            true);
     return;
   }
@@ -269,8 +269,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   file.pieces.clear();
   file.relevant.clear();  // positions of the old tokens
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
-  for (int32_t id : file.token_ids)
-    file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
+  for (int32_t id : file.token_ids) file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
   for (auto& s : slots) {
     s.run.reset();
     s.version++;
@@ -419,9 +418,7 @@ void AppState::run_sweep(float t_min, float t_max, int n) {
                     ctx.set_progress((float)(s + 1) / (float)temps.size());
                     if (ctx.cancelled()) throw Cancelled{};
                   });
-                } catch (const Cancelled&) {
-                  return {};
-                }
+                } catch (const Cancelled&) { return {}; }
                 auto res = std::make_shared<SweepResult>();
                 res->temps = sf.focal_temps;
                 res->head_metrics = sf.head_metrics;

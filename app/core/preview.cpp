@@ -53,8 +53,10 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
     }
     const float* raw = r.scores.data() + off;
     if (view.hide_sink) {
-      if (n > 1) focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
-      else std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+      if (n > 1)
+        focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
+      else
+        std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
     } else {
       focal::softmax_scaled(raw, n, mult, p, metrics, k, rel, n_rel);
     }
@@ -92,8 +94,8 @@ void AppState::refresh_head_rows() {
   for (int side = 0; side < 2; ++side) {
     const Slot& s = slots[side];
     // Recompute a side only when what it shows changed (dragging A's slider leaves B alone).
-    const std::string key = std::to_string(T) + "|" + std::to_string(sel_layer) + "|" + std::to_string(sel_head) +
-                            "|" + std::to_string(s.version) + "|" + (s.run ? s.spec.to_json() : "") + "|" +
+    const std::string key = std::to_string(T) + "|" + std::to_string(sel_layer) + "|" + std::to_string(sel_head) + "|" +
+                            std::to_string(s.version) + "|" + (s.run ? s.spec.to_json() : "") + "|" +
                             std::to_string(view.hide_sink) + "|" + std::to_string(side == 1 && !compare) + "|" +
                             std::to_string((uintptr_t)s.run.get());
     if (key == rows_key_[side]) continue;
@@ -112,7 +114,8 @@ void AppState::refresh_head_rows() {
     std::vector<float>& P = h.p[side];
     std::vector<float>& M = h.metrics[side];
 #pragma omp parallel for schedule(dynamic, 32)
-    for (int q = 0; q < T; ++q) compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
+    for (int q = 0; q < T; ++q)
+      compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
   }
   if (changed) h.version++;
   const std::string raw_key = rows_key_[0];
@@ -170,7 +173,8 @@ const LayerDivergence& AppState::layer_divergence() {
 float AppState::head_metric(int side, int layer, int head, int metric) const {
   const Slot& s = slots[side];
   const int T = n_tokens();
-  if (!s.run || !has_cfg_ || T == 0 || s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
+  if (!s.run || !has_cfg_ || T == 0 ||
+      s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
     return std::numeric_limits<float>::quiet_NaN();
   return (float)focal::head_metric_mean(*s.run, cfg_.n_heads, T, layer, head, metric);
 }

@@ -17,7 +17,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   double lo = 0, hi = 0;
   for (const RunRef& r : runs) {
     if (r.file->n_layers != L)
-      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label + "' come from models with different layer counts");
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label +
+                              "' come from models with different layer counts");
     vals.push_back(layer_means(r, metric));
     require_values(vals.back(), metric, "run '" + r.label + "'");
     for (double v : vals.back())
@@ -36,7 +37,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 105.0 + bottom);
   const Rect plot{left, top, plot_w, H - top - bottom};
-  if (plot.h < 20 || plot.w < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (plot.h < 20 || plot.w < 40)
+    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
 
   const std::string auto_title = "Mean " + metric_noun(metric) + " per layer";
   c.begin(W, H, title_text(opt, auto_title));
@@ -92,7 +94,7 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
     const RunRef& b = runs[1];
     if (b.file->n_layers != L || b.file->n_heads != Hn)
       throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + b.label +
-                  "' come from models of different shapes; their matrices cannot be subtracted");
+                              "' come from models of different shapes; their matrices cannot be subtracted");
     const std::vector<double> vb = head_means(b, metric);
     require_values(vb, metric, "run '" + b.label + "'");
     for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
@@ -116,8 +118,9 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   double cell = std::min((W - left - right) / Hn, 42.0);
   const double H = page_height(opt, top + cell * L + bottom);
   cell = std::min(cell, (H - top - bottom) / L);
-  if (cell < 1.0) throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
-                              std::to_string(Hn) + " cells; make it larger");
+  if (cell < 1.0)
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
+                                std::to_string(Hn) + " cells; make it larger");
   left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
   const Rect plot{left, top, cell * Hn, cell * L};
 

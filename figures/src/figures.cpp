@@ -74,9 +74,9 @@ std::unique_ptr<T> read_input(const std::string& path, const std::string& kind, 
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.find("not a focalscope") == std::string::npos) throw;
-    const std::string hint =
-        kind == "training" ? "the training figure reads training logs: OUT/train_log.h5 from focal train"
-                           : "the retrieval figure reads evaluation files, as focal eval writes them";
+    const std::string hint = kind == "training"
+                                 ? "the training figure reads training logs: OUT/train_log.h5 from focal train"
+                                 : "the retrieval figure reads evaluation files, as focal eval writes them";
     throw Error(msg + " (" + hint + ")");
   }
 }
@@ -103,7 +103,7 @@ const char* format_name(Format f) {
 
 const std::vector<std::string>& figure_kinds() {
   static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",     "entropy",
-                                                  "sweep",        "training", "retrieval"};
+                                                 "sweep",        "training", "retrieval"};
   return kinds;
 }
 
@@ -187,7 +187,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
 
 void check_page_options(const FigureOptions& opt) {
   if (!(opt.width_in >= 1.0 && opt.width_in <= 40.0))
-    throw Error("width_in", "width_in: " + format_sig(opt.width_in, 4) + " in is outside 1-40 inches (a column is about 3.4)");
+    throw Error("width_in",
+                "width_in: " + format_sig(opt.width_in, 4) + " in is outside 1-40 inches (a column is about 3.4)");
   if (opt.height_in != 0.0 && !(opt.height_in >= 0.8 && opt.height_in <= 40.0))
     throw Error("height_in", "height_in: " + format_sig(opt.height_in, 4) + " in is outside 0.8-40 inches");
   if (!(opt.dpi >= 30.0 && opt.dpi <= 1200.0))

@@ -56,8 +56,8 @@ std::vector<RunRef> select_runs(const std::vector<RunRef>& all, const std::vecto
   }
   if (names.size() > max_count)
     throw Error("runs", "runs: the " + kind + " figure shows at most " + std::to_string(max_count) + " run" +
-                (max_count > 1 ? "s" : "") + ", " + std::to_string(names.size()) + " were given (runs: " +
-                run_names(all) + ")");
+                            (max_count > 1 ? "s" : "") + ", " + std::to_string(names.size()) +
+                            " were given (runs: " + run_names(all) + ")");
   for (const std::string& n : names) {
     const RunRef* hit = nullptr;
     int bare = 0;
@@ -70,7 +70,8 @@ std::vector<RunRef> select_runs(const std::vector<RunRef>& all, const std::vecto
         if (r.run->name == n) hit = &r;
     if (!hit) {
       if (bare > 1)
-        throw Error("runs", "runs: several files hold a run '" + n + "'; name it as FILE:RUN (runs: " + run_names(all) + ")");
+        throw Error("runs",
+                    "runs: several files hold a run '" + n + "'; name it as FILE:RUN (runs: " + run_names(all) + ")");
       throw Error("runs", "runs: there is no run '" + n + "' (runs: " + run_names(all) + ")");
     }
     for (const RunRef& r : out)
@@ -87,7 +88,8 @@ std::vector<const SweepFile*> sweep_sources(const std::vector<Source>& sources) 
     if (!s.sweep)
       throw Error("the sweep figure reads sweep files, but '" + s.label +
                   "' is a capture (make one with a temperature sweep, focal sweep)");
-    if (s.sweep->focal_temps.empty()) throw Error("sweep file '" + s.label + "' holds no temperatures: nothing to draw");
+    if (s.sweep->focal_temps.empty())
+      throw Error("sweep file '" + s.label + "' holds no temperatures: nothing to draw");
     out.push_back(s.sweep);
   }
   return out;
@@ -111,13 +113,16 @@ int stored_index(const std::vector<int>& list, int value, const std::string& opt
     if (list[i] == value) return (int)i;
   const std::string plural = what == "query" ? "queries" : what + "s";
   throw Error(option, option + " " + std::to_string(value) + ": " + what + " " + std::to_string(value) +
-              " is not stored in run '" + run.label + "' (stored " + plural + ": " + index_list_text(list) + ")");
+                          " is not stored in run '" + run.label + "' (stored " + plural + ": " + index_list_text(list) +
+                          ")");
 }
 
 void require_rows(const RunRef& r, const std::string& kind) {
   if (r.run->probs.empty() && r.run->scores.empty())
-    throw Error("run '" + r.label + "' stores no attention rows (captured with store_probs and store_scores off), but the " + kind +
-                " figure draws them: capture again storing probabilities or raw scores (the entropy figure works from metrics)");
+    throw Error("run '" + r.label +
+                "' stores no attention rows (captured with store_probs and store_scores off), but the " + kind +
+                " figure draws them: capture again storing probabilities or raw scores (the entropy figure works from "
+                "metrics)");
   if (r.run->layers.empty() || r.run->heads.empty() || r.run->queries.empty())
     throw Error("run '" + r.label + "' stores no attention rows (its layer, head or query selection is empty)");
 }
@@ -216,7 +221,7 @@ void require_values(const std::vector<double>& v, int metric, const std::string&
   std::string hint;
   if (metric == kRelevantMass) hint = " (relevant_mass needs relevant keys: capture with relevant key positions)";
   throw Error("metric", "metric " + std::string(metric >= 0 ? row_metric_name(metric) : "loss") + ": " + where +
-              " has no values of this metric" + hint);
+                            " has no values of this metric" + hint);
 }
 
 }  // namespace focal::figures

@@ -58,7 +58,9 @@ class PinnedBuffer {
   PinnedBuffer() = default;
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { if (p_) cudaFreeHost(p_); }
+  ~PinnedBuffer() {
+    if (p_) cudaFreeHost(p_);
+  }
   float* get(size_t n_floats) {
     if (n_floats > n_) {
       if (p_) FOCAL_CUDA_CHECK(cudaFreeHost(p_), "cudaFreeHost");
@@ -134,8 +136,9 @@ class CudaBackend final : public Backend {
   }
 
   float* upload_weight(const void* src, WeightType type, size_t n) override {
-    const cudaDataType dt =
-        type == WeightType::kBF16 ? CUDA_R_16BF : type == WeightType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+    const cudaDataType dt = type == WeightType::kBF16  ? CUDA_R_16BF
+                            : type == WeightType::kF16 ? CUDA_R_16F
+                                                       : CUDA_R_32F;
     const size_t value_bytes = dt == CUDA_R_32F ? sizeof(float) : sizeof(uint16_t);
     float* p = alloc_bytes((n ? n : 1) * value_bytes);
     if (n) FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, n * value_bytes, cudaMemcpyHostToDevice, stream_), "upload_weight");
@@ -155,9 +158,11 @@ class CudaBackend final : public Backend {
     const cudaDataType dt = type_of(src);
     if (dt != CUDA_R_32F) {  // a 16-bit weight: n values of 2 bytes, widened here exactly as on the device
       uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
-      FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_), "download");
+      FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
+                       "download");
       FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
-      for (size_t i = 0; i < n; ++i) dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
+      for (size_t i = 0; i < n; ++i)
+        dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
       return;
     }
     float* stage = staging_.get(n);
@@ -171,7 +176,7 @@ class CudaBackend final : public Backend {
   void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
-          "embed (token ids upload)");
+                     "embed (token ids upload)");
     FOCAL_CUDA_CHECK(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
@@ -195,7 +200,8 @@ class CudaBackend final : public Backend {
     const uint16_t* w16 = reinterpret_cast<const uint16_t*>(w);
     for (int j0 = 0; j0 < n; j0 += block_rows) {
       const int rows = std::min(block_rows, n - j0);
-      FOCAL_CUDA_CHECK(cuda_ops::widen(ctx_, w16 + (size_t)j0 * k, dt, widened_.data(), (size_t)rows * k), "widen kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::widen(ctx_, w16 + (size_t)j0 * k, dt, widened_.data(), (size_t)rows * k),
+                       "widen kernel");
       FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, widened_.data(), y + j0, m, rows, k, n), "matmul (cublasGemmEx)");
     }
   }
@@ -213,7 +219,8 @@ class CudaBackend final : public Backend {
   }
   void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                 int pos0) override {
-    FOCAL_CUDA_CHECK(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0), "kv_store kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0),
+                     "kv_store kernel");
   }
 
   void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
@@ -225,9 +232,9 @@ class CudaBackend final : public Backend {
     FOCAL_CUDA_CHECK(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
     float* stage = staging_.get(2 * nk);  // [values | indices]
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "top-k download");
+                     "top-k download");
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
-          "top-k download");
+                     "top-k download");
     FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
     std::memcpy(val, stage, nk * sizeof(float));
     std::memcpy(idx, stage + nk, nk * sizeof(int32_t));
@@ -247,9 +254,9 @@ class CudaBackend final : public Backend {
     ra.n_relevant = a.metrics ? a.n_relevant : 0;
     if (ra.n_relevant > 0) {
       int32_t* d_rel = device_ints(rel_, rel_n_, ra.n_relevant);
-      FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_rel, a.relevant, (size_t)ra.n_relevant * sizeof(int32_t), cudaMemcpyHostToDevice,
-                            stream_),
-            "attention (relevant keys upload)");
+      FOCAL_CUDA_CHECK(
+          cudaMemcpyAsync(d_rel, a.relevant, (size_t)ra.n_relevant * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+          "attention (relevant keys upload)");
       ra.relevant = d_rel;
     }
 
@@ -273,12 +280,12 @@ class CudaBackend final : public Backend {
           skip_n_ = (size_t)a.n_heads;
         }
         FOCAL_CUDA_CHECK(cudaMemcpyAsync(skip_, skip.data(), (size_t)a.n_heads, cudaMemcpyHostToDevice, stream_),
-              "attention (head mask upload)");
+                         "attention (head mask upload)");
         d_skip = skip_;
       }
-      FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads, a.n_kv_heads,
-                                      d, d_skip, a.out),
-            "fused attention kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
+                                                 a.n_kv_heads, d, d_skip, a.out),
+                       "fused attention kernel");
     }
     if (captured.empty()) return;
 
@@ -335,27 +342,29 @@ class CudaBackend final : public Backend {
       // Slot b's device buffers are free once the copy issued two chunks ago has finished.
       if (i >= 2) FOCAL_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[b], 0), "cudaStreamWaitEvent");
       FOCAL_CUDA_CHECK(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
-                                  dev_raw[b], ch.n_rows, ch.n_keys, d),
-            "attention scores (cublasGemmEx)");
+                                             dev_raw[b], ch.n_rows, ch.n_keys, d),
+                       "attention scores (cublasGemmEx)");
       FOCAL_CUDA_CHECK(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b],
-                                   dev_probs16[b]),
-            "softmax kernel");
+                                              dev_probs16[b]),
+                       "softmax kernel");
       FOCAL_CUDA_CHECK(cuda_ops::attn_pv(ctx_, dev_probs[b], vh, a.out + (size_t)ch.r0 * q_stride + (size_t)ch.head * d,
-                              q_stride, ch.n_rows, ch.n_keys, d),
-            "attention PV (cublasGemmEx)");
+                                         q_stride, ch.n_rows, ch.n_keys, d),
+                       "attention PV (cublasGemmEx)");
       FOCAL_CUDA_CHECK(cudaEventRecord(computed_[b], stream_), "cudaEventRecord");
       // The host has handed chunk i - 2 (same pinned slot) to the observer already: copy into it on the copy stream.
       FOCAL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, computed_[b], 0), "cudaStreamWaitEvent");
       const size_t nf = (size_t)ch.n_rows * ch.n_keys;
       if (fp16)
         FOCAL_CUDA_CHECK(cudaMemcpyAsync(host_probs16[b], dev_probs16[b], nf * sizeof(uint16_t), cudaMemcpyDeviceToHost,
-                              copy_stream_),
-              "attention (fp16 probabilities download)");
+                                         copy_stream_),
+                         "attention (fp16 probabilities download)");
       else
-        FOCAL_CUDA_CHECK(cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
-              "attention (probabilities download)");
-      FOCAL_CUDA_CHECK(cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
-            "attention (scores download)");
+        FOCAL_CUDA_CHECK(
+            cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+            "attention (probabilities download)");
+      FOCAL_CUDA_CHECK(
+          cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+          "attention (scores download)");
       FOCAL_CUDA_CHECK(cudaEventRecord(copied_[b], copy_stream_), "cudaEventRecord");
       if (i >= 1) deliver(i - 1);  // overlaps with chunk i computing and copying
     }
@@ -427,17 +436,17 @@ class CudaBackend final : public Backend {
   cudaEvent_t computed_[2] = {nullptr, nullptr}, copied_[2] = {nullptr, nullptr};
   cublasHandle_t blas_ = nullptr;
   cuda_ops::Ctx ctx_;
-  std::multimap<size_t, float*> pool_;  // freed device buffers by size in bytes
-  std::map<float*, size_t> live_;       // allocated device buffers and their size in bytes
+  std::multimap<size_t, float*> pool_;            // freed device buffers by size in bytes
+  std::map<float*, size_t> live_;                 // allocated device buffers and their size in bytes
   std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
-  size_t weight_bytes_ = 0;             // bytes of the live weight allocations
-  DeviceBuffer widened_;                // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer topk_val_;               // top-k values [rows, k] on the device
-  int32_t* topk_idx_ = nullptr;         // top-k indices [rows, k] on the device
+  size_t weight_bytes_ = 0;                       // bytes of the live weight allocations
+  DeviceBuffer widened_;                          // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer topk_val_;                         // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;                   // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
-  PinnedBuffer staging_;                // download staging
-  PinnedBuffer pinned_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks
-  DeviceBuffer blocks_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks on the device
+  PinnedBuffer staging_;       // download staging
+  PinnedBuffer pinned_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks
+  DeviceBuffer blocks_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks on the device
   int32_t* ids_ = nullptr;
   size_t ids_n_ = 0;
   int32_t* rel_ = nullptr;

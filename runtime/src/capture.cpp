@@ -46,9 +46,12 @@ std::string short_number(double v) {
 
 std::string human_bytes(size_t b) {
   char buf[32];
-  if (b < (size_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else if (b < (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  if (b < (size_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (size_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
   return buf;
 }
 
@@ -56,7 +59,12 @@ class CaptureObserver final : public ForwardObserver {
  public:
   CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows, int pos_offset,
                   const std::function<void(int, int)>& progress, const std::function<bool()>& cancelled = {})
-      : run_(run), c_(c), T_(T), store_rows_(store_rows), pos_offset_(pos_offset), progress_(progress),
+      : run_(run),
+        c_(c),
+        T_(T),
+        store_rows_(store_rows),
+        pos_offset_(pos_offset),
+        progress_(progress),
         cancelled_(cancelled) {
     lmap_.assign(c.n_layers, -1);
     hmap_.assign(c.n_heads, -1);
@@ -66,21 +74,20 @@ class CaptureObserver final : public ForwardObserver {
     for (size_t i = 0; i < run.queries.size(); ++i) qmap_[run.queries[i]] = (int)i;
   }
   bool wants_metrics() const override { return true; }
-  bool wants_rows(int layer, int head) const override {
-    return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0;
-  }
+  bool wants_rows(int layer, int head) const override { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
   bool wants_logits() const override { return (bool)logits_fn; }
   void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
   std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
-  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
-               const float* raw) override {
+  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
     for (int r = 0; r < n_rows; ++r) {
       const int qi = qmap_[row0 + r];
       if (qi < 0) continue;
       const size_t off = stored_row_offset(run_, (size_t)lmap_[layer], (size_t)hmap_[head], (size_t)qi, T_);
       const int n_vis = row0 + r + 1;
-      if (!run_.probs.empty()) std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
-      if (!run_.scores.empty()) std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
+      if (!run_.probs.empty())
+        std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
+      if (!run_.scores.empty())
+        std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
     }
   }
   void on_layer(const LayerRecord& rec) override {
@@ -192,8 +199,8 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   if (req.store_probs) b += rows;
   if (req.store_scores) b += rows;
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
-  b += (size_t)c.n_layers * T * sizeof(float);                                    // tau
-  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);               // logits, a block of rows
+  b += (size_t)c.n_layers * T * sizeof(float);                                     // tau
+  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);                // logits, a block of rows
   // forward working memory: KV cache, activations, attention scratch per thread
   b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
   b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
@@ -260,8 +267,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.n_heads = c.n_heads;
   f.d_head = c.d_head;
   f.token_ids = tokens;
-  for (int32_t id : tokens)
-    f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
+  for (int32_t id : tokens) f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
   return f;
 }
 
@@ -377,8 +383,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
                          req.queries == m.req.queries && req.store_probs == m.req.store_probs &&
                          req.store_scores == m.req.store_scores;
   if (m.valid && prev && tokens == m.tokens && req.run.topk_mass_k == m.req.run.topk_mass_k &&
-      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens &&
-      spec.mode == m.spec.mode) {
+      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens && spec.mode == m.spec.mode) {
     first = spec.first_changed_layer(m.spec, c);
     if (!same_rows) {
       for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);

@@ -46,11 +46,10 @@ bool valid_link_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
-void check_values(const Where& where, const std::string& item, size_t n_values, const Dims& dims,
-                  const char* axes) {
+void check_values(const Where& where, const std::string& item, size_t n_values, const Dims& dims, const char* axes) {
   if (n_values != n_elements(dims))
-    where.fail(item + " has " + std::to_string(n_values) + " values, expected " + axes + " " + dims_text(dims) +
-               " = " + std::to_string(n_elements(dims)));
+    where.fail(item + " has " + std::to_string(n_values) + " values, expected " + axes + " " + dims_text(dims) + " = " +
+               std::to_string(n_elements(dims)));
 }
 
 void check_indices(const Where& where, const std::string& item, const std::vector<int>& v, int limit,
@@ -84,8 +83,7 @@ void check_run(const Where& where, const RunCapture& run, int n_layers, int n_he
   check_indices(where, r + "queries", run.queries, n_tokens, "n_tokens");
   const Dims rd = rows_dims(run.layers, run.heads, run.queries, n_tokens);
   if (!run.probs.empty()) check_values(where, r + "probs", run.probs.size(), rd, "[layers, heads, queries, tokens]");
-  if (!run.scores.empty())
-    check_values(where, r + "scores", run.scores.size(), rd, "[layers, heads, queries, tokens]");
+  if (!run.scores.empty()) check_values(where, r + "scores", run.scores.size(), rd, "[layers, heads, queries, tokens]");
   const hsize_t L = hsize_t(n_layers), H = hsize_t(n_heads), T = hsize_t(n_tokens);
   check_values(where, r + "metrics", run.metrics.size(), {L, H, T, hsize_t(kNumRowMetrics)},
                "[n_layers, n_heads, tokens, metrics]");
@@ -365,8 +363,7 @@ void write_sweep(const SweepFile& file, const std::string& path) {
     w.dataset_i32(root, "", "token_ids", {hsize_t(file.token_ids.size())}, file.token_ids.data(), kShapePosition);
     w.dataset_f32(root, "", "focal_temps", {S}, file.focal_temps.data(), kShapeTemp);
     const Dims hd = {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)};
-    w.dataset_f32(root, "", "head_metrics", hd, file.head_metrics.data(), kShapeHeadMetrics,
-                  {1, hd[1], hd[2], hd[3]});
+    w.dataset_f32(root, "", "head_metrics", hd, file.head_metrics.data(), kShapeHeadMetrics, {1, hd[1], hd[2], hd[3]});
     w.dataset_f32(root, "", "mean_nll", {S}, file.mean_nll.data(), kShapeTemp);
   });
 }

@@ -53,8 +53,9 @@ Device resolve_device(Device d, std::string* note) {
   return Device::kCpu;
 #else
   if (d == Device::kCuda)
-    throw Error("device", "device cuda: this build has no CUDA backend (FOCAL_CUDA=OFF); rebuild with "
-                          "-DFOCAL_CUDA=ON on a machine with the CUDA toolkit, or choose device cpu");
+    throw Error("device",
+                "device cuda: this build has no CUDA backend (FOCAL_CUDA=OFF); rebuild with "
+                "-DFOCAL_CUDA=ON on a machine with the CUDA toolkit, or choose device cpu");
   if (note) *note = "device: auto -> cpu (built with FOCAL_CUDA=OFF)";
   return Device::kCpu;
 #endif

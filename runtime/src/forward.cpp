@@ -14,14 +14,14 @@ namespace focal {
 // max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
 // except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
 struct Workspace {
-  DeviceBuffer x, xn;          // [max, H] residual stream, normalised input
-  DeviceBuffer q, k, v, att;   // [max, QD], [max, KD], [max, KD], [max, QD]
-  DeviceBuffer proj;           // [max, H]
-  DeviceBuffer gate, up;       // [max, I]
-  DeviceBuffer scale;          // [n_heads, max] logit multiplier per (head, row)
-  DeviceBuffer metrics;        // [n_heads, max, kNumRowMetrics]
-  DeviceBuffer tau_dot;        // [max] X . w_tau (learned-temperature models)
-  DeviceBuffer logits_block;   // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
+  DeviceBuffer x, xn;         // [max, H] residual stream, normalised input
+  DeviceBuffer q, k, v, att;  // [max, QD], [max, KD], [max, KD], [max, QD]
+  DeviceBuffer proj;          // [max, H]
+  DeviceBuffer gate, up;      // [max, I]
+  DeviceBuffer scale;         // [n_heads, max] logit multiplier per (head, row)
+  DeviceBuffer metrics;       // [n_heads, max, kNumRowMetrics]
+  DeviceBuffer tau_dot;       // [max] X . w_tau (learned-temperature models)
+  DeviceBuffer logits_block;  // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
   static constexpr int kLogitsBlock = 256;
 
   Workspace(Backend& be, const ModelConfig& c, int max) {
@@ -50,9 +50,9 @@ struct Session::State {
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
-  int kept_valid = 0;                          // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
+  int kept_valid = 0;  // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
   std::vector<int32_t> kept_ids;
-  std::vector<std::vector<float>> layer_in;    // per layer [n, hidden]
+  std::vector<std::vector<float>> layer_in;  // per layer [n, hidden]
   std::vector<double> kept_tau_sum;
 };
 
@@ -344,7 +344,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
     float* lg = ws.logits_block.data();  // [rows, vocab]
-    DeviceBuffer all_rows;                // when more rows than the workspace's block are asked for
+    DeviceBuffer all_rows;               // when more rows than the workspace's block are asked for
     if (rows > Workspace::kLogitsBlock) {
       all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
       lg = all_rows.data();

@@ -52,27 +52,78 @@ struct Reader {
 
 size_t scalar_size(uint32_t t) {
   switch (t) {
-    case kGgufU8: case kGgufI8: case kGgufBool: return 1;
-    case kGgufU16: case kGgufI16: return 2;
-    case kGgufU32: case kGgufI32: case kGgufF32: return 4;
-    case kGgufU64: case kGgufI64: case kGgufF64: return 8;
+    case kGgufU8:
+    case kGgufI8:
+    case kGgufBool: return 1;
+    case kGgufU16:
+    case kGgufI16: return 2;
+    case kGgufU32:
+    case kGgufI32:
+    case kGgufF32: return 4;
+    case kGgufU64:
+    case kGgufI64:
+    case kGgufF64: return 8;
     default: return 0;
   }
 }
 
 double read_scalar(Reader& r, uint32_t t, int64_t* i64, const char* what) {
   switch (t) {
-    case kGgufU8: { auto v = r.get<uint8_t>(what); *i64 = v; return v; }
-    case kGgufI8: { auto v = r.get<int8_t>(what); *i64 = v; return v; }
-    case kGgufBool: { auto v = r.get<uint8_t>(what); *i64 = v != 0; return v != 0; }
-    case kGgufU16: { auto v = r.get<uint16_t>(what); *i64 = v; return v; }
-    case kGgufI16: { auto v = r.get<int16_t>(what); *i64 = v; return v; }
-    case kGgufU32: { auto v = r.get<uint32_t>(what); *i64 = v; return v; }
-    case kGgufI32: { auto v = r.get<int32_t>(what); *i64 = v; return v; }
-    case kGgufF32: { auto v = r.get<float>(what); *i64 = 0; return v; }
-    case kGgufU64: { auto v = r.get<uint64_t>(what); *i64 = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; return (double)v; }
-    case kGgufI64: { auto v = r.get<int64_t>(what); *i64 = v; return (double)v; }
-    case kGgufF64: { auto v = r.get<double>(what); *i64 = 0; return v; }
+    case kGgufU8: {
+      auto v = r.get<uint8_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufI8: {
+      auto v = r.get<int8_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufBool: {
+      auto v = r.get<uint8_t>(what);
+      *i64 = v != 0;
+      return v != 0;
+    }
+    case kGgufU16: {
+      auto v = r.get<uint16_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufI16: {
+      auto v = r.get<int16_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufU32: {
+      auto v = r.get<uint32_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufI32: {
+      auto v = r.get<int32_t>(what);
+      *i64 = v;
+      return v;
+    }
+    case kGgufF32: {
+      auto v = r.get<float>(what);
+      *i64 = 0;
+      return v;
+    }
+    case kGgufU64: {
+      auto v = r.get<uint64_t>(what);
+      *i64 = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+      return (double)v;
+    }
+    case kGgufI64: {
+      auto v = r.get<int64_t>(what);
+      *i64 = v;
+      return (double)v;
+    }
+    case kGgufF64: {
+      auto v = r.get<double>(what);
+      *i64 = 0;
+      return v;
+    }
     default: return 0;
   }
 }
@@ -150,7 +201,8 @@ void GgufFile::parse() {
       v.count = r.get<uint64_t>("an array length");
       if (v.elem_type == kGgufString) {
         if (v.count > (size_ - r.pos) / 8)
-          throw Error(where + ": string array of " + std::to_string(v.count) + " entries runs past the end of the "
+          throw Error(where + ": string array of " + std::to_string(v.count) +
+                      " entries runs past the end of the "
                       "file — the file is truncated or corrupt");
         v.strs.reserve((size_t)v.count);
         for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(r.str("a metadata string array entry"));
@@ -158,7 +210,8 @@ void GgufFile::parse() {
         const size_t es = scalar_size(v.elem_type);
         if (!es) throw Error(where + ": array element type " + std::to_string(v.elem_type) + " is not supported");
         if (v.count > (size_ - r.pos) / es)
-          throw Error(where + ": array of " + std::to_string(v.count) + " entries runs past the end of the file — "
+          throw Error(where + ": array of " + std::to_string(v.count) +
+                      " entries runs past the end of the file — "
                       "the file is truncated or corrupt");
         v.nums.resize((size_t)v.count);
         int64_t dummy;

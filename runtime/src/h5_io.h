@@ -101,7 +101,7 @@ size_t n_elements(const Dims& dims);
 std::string dims_text(const Dims& dims);  // "[2, 3]"
 // A short lower-case reason for errno `err` on `path` ("permission denied", "directory 'x' does not exist").
 std::string errno_text(int err, const std::string& path);
-std::string now_utc();       // ISO 8601, seconds
+std::string now_utc();          // ISO 8601, seconds
 std::string hex16(uint64_t v);  // 16 lower-case hex digits
 
 TypeId make_utf8_string_type(const Where& where);
@@ -134,8 +134,8 @@ class Writer {
                const Dims& dims, const void* data, const char* shape, Dims chunk = {});
 
   // Writes float data as float16, converting one slab of the first axis at a time so the copy stays small.
-  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                   const float* data, const char* shape, Dims chunk = {});
+  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims, const float* data,
+                   const char* shape, Dims chunk = {});
 
   void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
                    const int32_t* data, const char* shape);
@@ -143,8 +143,8 @@ class Writer {
   void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const std::vector<int>& v,
                    const char* shape);
 
-  void dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                   const float* data, const char* shape, Dims chunk = {});
+  void dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims, const float* data,
+                   const char* shape, Dims chunk = {});
 
   void dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
                        const std::vector<std::string>& v, const char* shape);
@@ -183,8 +183,7 @@ class Reader {
   std::string attr_string(hid_t obj, const std::string& obj_path, const char* name);
 
   // scalar: the attribute must hold exactly one string.
-  std::vector<std::string> attr_strings(hid_t obj, const std::string& obj_path, const char* name,
-                                        bool scalar = false);
+  std::vector<std::string> attr_strings(hid_t obj, const std::string& obj_path, const char* name, bool scalar = false);
 
   int64_t attr_int(hid_t obj, const std::string& obj_path, const char* name);
 
@@ -231,8 +230,8 @@ FileId open_for_reading(const std::string& path, const char* kind);
 GroupId open_root(const FileId& file, const Where& where);
 
 // Checks the root format name and version; `other` is the format name of another file kind, for a hint.
-void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format,
-                  int version, const char* other_format, const char* other_hint);
+void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format, int version,
+                  const char* other_format, const char* other_hint);
 
 // The root header every format shares: format name and version, then the provenance. with_model: the model_path
 // and weights_checksum attributes (training logs record only the tool and the model's config).

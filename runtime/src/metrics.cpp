@@ -33,8 +33,8 @@ void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int
   ops::row_metrics(p, n, topk_k, relevant, n_relevant, metrics);
 }
 
-void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics, int topk_k,
-                    const int32_t* relevant, int n_relevant) {
+void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics, int topk_k, const int32_t* relevant,
+                    int n_relevant) {
   std::vector<float> logits(n);
   for (int j = 0; j < n; ++j) logits[j] = raw[j] * scale;
   ops::softmax_row(logits.data(), p, n, metrics, topk_k, relevant, n_relevant);

@@ -47,14 +47,14 @@ void TempSpec::validate(const ModelConfig& cfg) const {
                                    std::to_string(cfg.n_layers) + " layers)");
     if (lh.second < 0 || lh.second >= cfg.n_heads)
       throw Error("head_temp", item + ": head " + std::to_string(lh.second) + " is out of range (the model has " +
-                                   std::to_string(cfg.n_heads) + " heads, 0.." + std::to_string(cfg.n_heads - 1) +
-                                   ")");
+                                   std::to_string(cfg.n_heads) + " heads, 0.." + std::to_string(cfg.n_heads - 1) + ")");
     check_temp(t, "head_temp", item);
   }
   if (mode == AttnMode::kLearned) {
     if (!cfg.focal.has_tau)
-      throw Error("mode", "mode = learned: this model has no learned temperature (config.json \"focal\".mode is "
-                          "not \"learned\"); use mode focal with a focal_temp instead");
+      throw Error("mode",
+                  "mode = learned: this model has no learned temperature (config.json \"focal\".mode is "
+                  "not \"learned\"); use mode focal with a focal_temp instead");
     check_temp(tau_scale, "tau_scale", "tau_scale");
   }
   if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "ssmax_s", "ssmax_s");
@@ -70,7 +70,8 @@ std::string TempSpec::to_json() const {
   for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = short_decimal(t);
   j["layer_temp"] = lt;
   json ht = json::array();
-  for (const auto& [lh, t] : head_temp) ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
+  for (const auto& [lh, t] : head_temp)
+    ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
   j["head_temp"] = ht;
   return j.dump();
 }
@@ -88,9 +89,7 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
     if (j.contains("head_temp"))
       for (auto& e : j["head_temp"])
         s.head_temp[{e.at("layer").get<int>(), e.at("head").get<int>()}] = e.at("focal_temp").get<float>();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
+  } catch (const Error&) { throw; } catch (const std::exception& e) {
     throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
   }
   return s;
@@ -146,9 +145,15 @@ int TempSpec::first_changed_layer(const TempSpec& o, const ModelConfig& cfg) con
       if (mode != o.mode) return false;
       switch (mode) {
         case AttnMode::kStandard: break;
-        case AttnMode::kFocal: if (focal_temp != o.focal_temp) return false; break;
-        case AttnMode::kSsmax: if (ssmax_s != o.ssmax_s) return false; break;
-        case AttnMode::kLearned: if (tau_scale != o.tau_scale) return false; break;
+        case AttnMode::kFocal:
+          if (focal_temp != o.focal_temp) return false;
+          break;
+        case AttnMode::kSsmax:
+          if (ssmax_s != o.ssmax_s) return false;
+          break;
+        case AttnMode::kLearned:
+          if (tau_scale != o.tau_scale) return false;
+          break;
       }
     }
     return true;

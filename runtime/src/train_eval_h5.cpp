@@ -28,7 +28,6 @@ Provenance log_provenance(const TrainLog& log) {
 }
 }  // namespace
 
-
 void write_train_log(const TrainLog& log, const std::string& path) {
   H5Call h5;
   const size_t N = log.eval_step.size();

@@ -59,16 +59,15 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
         if (ans.answer_pos < 1 || ans.answer_len < 1 || ans.answer_pos + ans.answer_len > (int)t.ids.size())
           throw Error(where + ": answer span lies outside the sequence");
         for (int32_t r : ans.relevant)
-          if (r < 0 || r >= ans.answer_pos) throw Error(where + ": relevant position " + std::to_string(r) +
-                                                         " is not in the context before the answer");
+          if (r < 0 || r >= ans.answer_pos)
+            throw Error(where + ": relevant position " + std::to_string(r) +
+                        " is not in the context before the answer");
         t.answers.push_back(std::move(ans));
       }
       for (int32_t id : t.ids)
         if (id < 0 || id >= vocab_size) throw Error(where + ": token id " + std::to_string(id) + " out of vocabulary");
       tasks.push_back(std::move(t));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
+    } catch (const Error&) { throw; } catch (const std::exception& e) {
       throw Error(where + ": malformed task (" + e.what() + ")");
     }
   }

@@ -85,8 +85,8 @@ void validate(const TrainConfig& c) {
 using Moments = std::vector<std::vector<float>>;
 
 void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const Moments& adam_m,
-                     const Moments& adam_v,
-                     const TrainConfig& tc, int step, const TrainLog& log, const std::string& tokenizer_path) {
+                     const Moments& adam_v, const TrainConfig& tc, int step, const TrainLog& log,
+                     const std::string& tokenizer_path) {
   // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
   const std::string tmp = out_dir + ".tmp";
   const std::string old = out_dir + ".old";
