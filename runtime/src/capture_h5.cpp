@@ -315,23 +315,19 @@ void write_capture(const CaptureFile& file, const std::string& path, bool probs_
 }
 
 CaptureFile read_capture(const std::string& path) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "capture");
-  const Where where{"capture file '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where);
-  check_format(r, root.get(), path, "capture", CaptureFile::kFormatName, CaptureFile::kFormatVersion,
-               SweepFile::kFormatName, "it is a temperature sweep; open it as a sweep");
-  check_metric_names(r, root.get());
+  FileReader in(path, "capture", "capture file '" + path + "'", CaptureFile::kFormatName, CaptureFile::kFormatVersion,
+                SweepFile::kFormatName, "it is a temperature sweep; open it as a sweep");
+  Reader& r = in.reader();
+  check_metric_names(r, in.root());
 
   CaptureFile file;
-  static_cast<Provenance&>(file) = read_provenance(r, root.get(), true);
+  static_cast<Provenance&>(file) = read_provenance(r, in.root(), true);
   const int kMax = std::numeric_limits<int>::max();
-  file.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, kMax);
-  file.n_heads = r.attr_int_in(root.get(), "/", "n_heads", 0, kMax);
-  file.d_head = r.attr_int_in(root.get(), "/", "d_head", 0, kMax);
+  file.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, kMax);
+  file.n_heads = r.attr_int_in(in.root(), "/", "n_heads", 0, kMax);
+  file.d_head = r.attr_int_in(in.root(), "/", "d_head", 0, kMax);
 
-  GroupId tokens = r.group(root.get(), "tokens", "/tokens");
+  GroupId tokens = r.group(in.root(), "tokens", "/tokens");
   file.token_ids = r.read_i32(tokens.get(), "/tokens", "ids", 1).data;
   file.pieces = r.read_string_dataset(tokens.get(), "/tokens", "pieces");
   if (!file.pieces.empty() && file.pieces.size() != file.token_ids.size())
@@ -339,11 +335,11 @@ CaptureFile read_capture(const std::string& path) {
                    std::to_string(file.token_ids.size()));
   file.relevant = r.read_i32(tokens.get(), "/tokens", "relevant", 1).data;
 
-  GroupId runs = r.group(root.get(), "runs", "/runs");
+  GroupId runs = r.group(in.root(), "runs", "/runs");
   for (const std::string& name : r.children(runs.get(), "/runs"))
     file.runs.push_back(read_run(r, runs.get(), name, file));
-  if (r.has(root.get(), "compare")) {
-    GroupId compare = r.group(root.get(), "compare", "/compare");
+  if (r.has(in.root(), "compare")) {
+    GroupId compare = r.group(in.root(), "compare", "/compare");
     for (const std::string& name : r.children(compare.get(), "/compare"))
       file.comparisons.push_back(read_comparison(r, compare.get(), name, file));
   }
@@ -369,31 +365,27 @@ void write_sweep(const SweepFile& file, const std::string& path) {
 }
 
 SweepFile read_sweep(const std::string& path) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "sweep");
-  const Where where{"sweep file '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where);
-  check_format(r, root.get(), path, "sweep", SweepFile::kFormatName, SweepFile::kFormatVersion,
-               CaptureFile::kFormatName, "it is an attention capture; open it as a capture");
-  check_metric_names(r, root.get());
+  FileReader in(path, "sweep", "sweep file '" + path + "'", SweepFile::kFormatName, SweepFile::kFormatVersion,
+                CaptureFile::kFormatName, "it is an attention capture; open it as a capture");
+  Reader& r = in.reader();
+  check_metric_names(r, in.root());
 
   SweepFile file;
-  static_cast<Provenance&>(file) = read_provenance(r, root.get(), true);
-  file.base_spec_json = r.attr_string(root.get(), "/", "base_spec_json");
+  static_cast<Provenance&>(file) = read_provenance(r, in.root(), true);
+  file.base_spec_json = r.attr_string(in.root(), "/", "base_spec_json");
   const int kMax = std::numeric_limits<int>::max();
-  file.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, kMax);
-  file.n_heads = r.attr_int_in(root.get(), "/", "n_heads", 0, kMax);
+  file.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, kMax);
+  file.n_heads = r.attr_int_in(in.root(), "/", "n_heads", 0, kMax);
 
-  file.token_ids = r.read_i32(root.get(), "", "token_ids", 1).data;
-  Array<float> temps = r.read_f32(root.get(), "", "focal_temps", 1);
+  file.token_ids = r.read_i32(in.root(), "", "token_ids", 1).data;
+  Array<float> temps = r.read_f32(in.root(), "", "focal_temps", 1);
   const hsize_t S = temps.dims[0];
   file.focal_temps = std::move(temps.data);
-  Array<float> hm = r.read_f32(root.get(), "", "head_metrics", 4);
+  Array<float> hm = r.read_f32(in.root(), "", "head_metrics", 4);
   r.expect_dims("/head_metrics", hm.dims, {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)},
                 "[temps, n_layers, n_heads, metrics]");
   file.head_metrics = std::move(hm.data);
-  Array<float> nll = r.read_f32(root.get(), "", "mean_nll", 1);
+  Array<float> nll = r.read_f32(in.root(), "", "mean_nll", 1);
   r.expect_dims("/mean_nll", nll.dims, {S}, "[temps]");
   file.mean_nll = std::move(nll.data);
   return file;

@@ -50,83 +50,35 @@ struct Reader {
   }
 };
 
+// One line a type: the switches read as tables.
+// clang-format off
 size_t scalar_size(uint32_t t) {
   switch (t) {
-    case kGgufU8:
-    case kGgufI8:
-    case kGgufBool: return 1;
-    case kGgufU16:
-    case kGgufI16: return 2;
-    case kGgufU32:
-    case kGgufI32:
-    case kGgufF32: return 4;
-    case kGgufU64:
-    case kGgufI64:
-    case kGgufF64: return 8;
+    case kGgufU8: case kGgufI8: case kGgufBool: return 1;
+    case kGgufU16: case kGgufI16: return 2;
+    case kGgufU32: case kGgufI32: case kGgufF32: return 4;
+    case kGgufU64: case kGgufI64: case kGgufF64: return 8;
     default: return 0;
   }
 }
 
 double read_scalar(Reader& r, uint32_t t, int64_t* i64, const char* what) {
   switch (t) {
-    case kGgufU8: {
-      auto v = r.get<uint8_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufI8: {
-      auto v = r.get<int8_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufBool: {
-      auto v = r.get<uint8_t>(what);
-      *i64 = v != 0;
-      return v != 0;
-    }
-    case kGgufU16: {
-      auto v = r.get<uint16_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufI16: {
-      auto v = r.get<int16_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufU32: {
-      auto v = r.get<uint32_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufI32: {
-      auto v = r.get<int32_t>(what);
-      *i64 = v;
-      return v;
-    }
-    case kGgufF32: {
-      auto v = r.get<float>(what);
-      *i64 = 0;
-      return v;
-    }
-    case kGgufU64: {
-      auto v = r.get<uint64_t>(what);
-      *i64 = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-      return (double)v;
-    }
-    case kGgufI64: {
-      auto v = r.get<int64_t>(what);
-      *i64 = v;
-      return (double)v;
-    }
-    case kGgufF64: {
-      auto v = r.get<double>(what);
-      *i64 = 0;
-      return v;
-    }
+    case kGgufU8: { auto v = r.get<uint8_t>(what); *i64 = v; return v; }
+    case kGgufI8: { auto v = r.get<int8_t>(what); *i64 = v; return v; }
+    case kGgufBool: { auto v = r.get<uint8_t>(what); *i64 = v != 0; return v != 0; }
+    case kGgufU16: { auto v = r.get<uint16_t>(what); *i64 = v; return v; }
+    case kGgufI16: { auto v = r.get<int16_t>(what); *i64 = v; return v; }
+    case kGgufU32: { auto v = r.get<uint32_t>(what); *i64 = v; return v; }
+    case kGgufI32: { auto v = r.get<int32_t>(what); *i64 = v; return v; }
+    case kGgufF32: { auto v = r.get<float>(what); *i64 = 0; return v; }
+    case kGgufU64: { auto v = r.get<uint64_t>(what); *i64 = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; return (double)v; }
+    case kGgufI64: { auto v = r.get<int64_t>(what); *i64 = v; return (double)v; }
+    case kGgufF64: { auto v = r.get<double>(what); *i64 = 0; return v; }
     default: return 0;
   }
 }
+// clang-format on
 
 }  // namespace
 

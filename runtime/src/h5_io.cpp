@@ -554,6 +554,12 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   return p;
 }
 
+FileReader::FileReader(const std::string& path, const char* kind, const std::string& where, const char* format,
+                       int version, const char* other_format, const char* other_hint)
+    : file_(open_for_reading(path, kind)), root_(open_root(file_, Where{where})), reader_(Where{where}) {
+  check_format(reader_, root_.get(), path, kind, format, version, other_format, other_hint);
+}
+
 GroupId open_root(const FileId& file, const Where& where) {
   return checked<GroupId>(H5Gopen2(file.get(), "/", H5P_DEFAULT), where, "cannot open the root group");
 }

@@ -239,4 +239,21 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
 // Reads the provenance attributes write_root_header wrote (the format is checked by check_format).
 Provenance read_provenance(Reader& r, hid_t root, bool with_model);
 
+// The opening every reader shares: holds the HDF5 lock, opens `path` read-only and its root group, and checks the
+// root's format name and version (check_format). kind: "capture", "training log", ...; where: the error prefix,
+// e.g. "capture file 'a.h5'"; other_format / other_hint: the format a user may have confused this one with.
+class FileReader {
+ public:
+  FileReader(const std::string& path, const char* kind, const std::string& where, const char* format, int version,
+             const char* other_format, const char* other_hint);
+  Reader& reader() { return reader_; }
+  hid_t root() const { return root_.get(); }
+
+ private:
+  H5Call call_;  // first: the lock is held while the handles below are opened and closed
+  FileId file_;
+  GroupId root_;
+  Reader reader_;
+};
+
 }  // namespace focal::h5
