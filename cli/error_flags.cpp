@@ -45,6 +45,17 @@ std::string flag_for_field(const std::string& field) {
       {"dpi", "--dpi"},
       {"log_floor", "--floor"},
       {"output", "-o"},
+      {"steps", "--steps"},
+      {"batch", "--batch"},
+      {"seq_len", "--seq-len"},
+      {"task_frac", "--task-frac"},
+      {"lr", "--lr"},
+      {"warmup_steps", "--warmup"},
+      {"eval_every", "--eval-every"},
+      {"out_dir", "--out"},
+      {"resume", "--resume"},
+      {"data_dir", "--data"},
+      {"grad_clip", "--grad-clip"},
   };
   const auto it = kFlags.find(field);
   return it == kFlags.end() ? std::string() : it->second;

@@ -233,7 +233,10 @@ TEST(Trainer, BadInputs) {
   try {
     train(tc);
     FAIL();
-  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("--resume")); }
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("resume: "));
+    EXPECT_EQ(e.field(), "resume");  // the CLI shows it as --resume
+  }
 }
 
 }  // namespace

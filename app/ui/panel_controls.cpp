@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "error_controls.h"
 #include "focal/error.h"
 #include "ui.h"
 
@@ -126,7 +127,7 @@ static void export_section(Ui& ui) {
     try {
       st.export_capture(ui.export_buf);
       st.notify(std::string("wrote capture ") + ui.export_buf, false);
-    } catch (const focal::Error& e) { st.notify(e.what(), true); }
+    } catch (const focal::Error& e) { st.notify(with_control(e), true); }
   }
   ImGui::SetNextItemWidth(-70);
   ImGui::InputText("##png", ui.png_buf, sizeof ui.png_buf);
@@ -143,7 +144,7 @@ static void export_section(Ui& ui) {
     try {
       write_app_figure(st, kFigureKinds[ui.figure_kind], ui.figure_buf);
       st.notify(std::string("wrote figure ") + ui.figure_buf, false);
-    } catch (const focal::Error& e) { st.notify(e.what(), true); }
+    } catch (const focal::Error& e) { st.notify(with_control(e), true); }
   }
   ImGui::TextDisabled("figures: PNG, SVG or PDF by extension");
 }

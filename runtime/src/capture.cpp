@@ -57,15 +57,9 @@ std::string human_bytes(size_t b) {
 
 class CaptureObserver final : public ForwardObserver {
  public:
-  CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows, int pos_offset,
+  CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows,
                   const std::function<void(int, int)>& progress, const std::function<bool()>& cancelled = {})
-      : run_(run),
-        c_(c),
-        T_(T),
-        store_rows_(store_rows),
-        pos_offset_(pos_offset),
-        progress_(progress),
-        cancelled_(cancelled) {
+      : run_(run), c_(c), T_(T), store_rows_(store_rows), progress_(progress), cancelled_(cancelled) {
     lmap_.assign(c.n_layers, -1);
     hmap_.assign(c.n_heads, -1);
     qmap_.assign(T, -1);
@@ -110,7 +104,6 @@ class CaptureObserver final : public ForwardObserver {
   const ModelConfig& c_;
   int T_;
   bool store_rows_;
-  int pos_offset_;
   std::function<void(int, int)> progress_;
   std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
@@ -247,7 +240,7 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   RunCapture run = empty_run(c, T, spec, req, name);
 
   // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress);
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
   RunOptions opt = req.run;
@@ -413,7 +406,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
                     run.scores.begin() + li * per_stored);
       }
   }
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   bool done;
   if (first > 0) {
