@@ -15,8 +15,9 @@
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::puts("usage: live_bench MODEL [T] [reps]\n\nMedian ms of the app's propagate (LiveRunner::run) for a global t "
-              "change and a last-layer change. Threads: OMP_NUM_THREADS.");
+    std::puts(
+        "usage: live_bench MODEL [T] [reps]\n\nMedian ms of the app's propagate (LiveRunner::run) for a global t "
+        "change and a last-layer change. Threads: OMP_NUM_THREADS.");
     return argc < 2 ? 2 : 0;
   }
   try {

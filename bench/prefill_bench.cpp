@@ -24,13 +24,18 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 class SelectObserver : public ForwardObserver {
  public:
   SelectObserver(int layer, int n_heads_sel, int T, bool rows)
-      : layer_(layer), nh_(n_heads_sel), T_(T), rows_(rows), probs_(rows ? (size_t)nh_ * T * T : 0),
+      : layer_(layer),
+        nh_(n_heads_sel),
+        T_(T),
+        rows_(rows),
+        probs_(rows ? (size_t)nh_ * T * T : 0),
         raw_(rows ? (size_t)nh_ * T * T : 0) {}
   bool wants_metrics() const override { return true; }
   bool wants_rows(int l, int h) const override { return rows_ && l == layer_ && h < nh_; }
   void on_rows(int, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
     for (int i = 0; i < n_rows; ++i) {
-      std::copy(p + (size_t)i * stride, p + (size_t)i * stride + row0 + i + 1, &probs_[((size_t)h * T_ + row0 + i) * T_]);
+      std::copy(p + (size_t)i * stride, p + (size_t)i * stride + row0 + i + 1,
+                &probs_[((size_t)h * T_ + row0 + i) * T_]);
       std::copy(r + (size_t)i * stride, r + (size_t)i * stride + row0 + i + 1, &raw_[((size_t)h * T_ + row0 + i) * T_]);
     }
   }
@@ -54,10 +59,12 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::printf("usage: prefill_bench MODEL [T,T,...] [reps] [capture_heads]\n\nMODEL: a model directory or a "
-                ".gguf file. Prefill tokens/s (median of reps) with no capture, all-head metrics, and full capture "
-                "(metrics + probs/scores of capture_heads (default 4) heads of the middle layer); projection GEMM GFLOP/s in the forward vs standalone OpenBLAS sgemm. Threads: "
-                "OMP_NUM_THREADS.\n");
+    std::printf(
+        "usage: prefill_bench MODEL [T,T,...] [reps] [capture_heads]\n\nMODEL: a model directory or a "
+        ".gguf file. Prefill tokens/s (median of reps) with no capture, all-head metrics, and full capture "
+        "(metrics + probs/scores of capture_heads (default 4) heads of the middle layer); projection GEMM GFLOP/s in "
+        "the forward vs standalone OpenBLAS sgemm. Threads: "
+        "OMP_NUM_THREADS.\n");
     return argc < 2 ? 2 : 0;
   }
   auto model = Model::load(argv[1]);
@@ -76,8 +83,8 @@ int main(int argc, char** argv) {
   }
   const int reps = argc > 3 ? std::atoi(argv[3]) : 3;
   const int capture_heads = argc > 4 ? std::atoi(argv[4]) : 4;
-  std::printf("model %s: %.2fM params, hidden %d, %d layers, %d/%d heads, threads %d\n", argv[1], model->n_params() / 1e6,
-              c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, omp_get_max_threads());
+  std::printf("model %s: %.2fM params, hidden %d, %d layers, %d/%d heads, threads %d\n", argv[1],
+              model->n_params() / 1e6, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, omp_get_max_threads());
   std::printf("%6s %14s %14s %14s %10s %10s %14s %14s %8s\n", "T", "plain_tok/s", "metrics_tok/s", "capture_tok/s",
               "ovh_metr", "ovh_capt", "proj_GFLOP/s", "sgemm_GFLOP/s", "ratio");
   const TempSpec spec = TempSpec::native(c);

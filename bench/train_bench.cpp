@@ -109,15 +109,24 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--batch") B = std::atoi(val().c_str());
-    else if (a == "--seq-len") T = std::atoi(val().c_str());
-    else if (a == "--steps") steps = std::atoi(val().c_str());
-    else if (a == "--threads") threads = std::atoi(val().c_str());
-    else if (a == "--modes") modes_arg = val();
-    else if (a == "--seed") seed = std::strtoull(val().c_str(), nullptr, 10);
-    else if (a == "--tokens-file") tokens_file = val();
-    else if (a == "--check-steps") check_steps = std::atoi(val().c_str());
-    else if (a == "--json") json_path = val();
+    if (a == "--batch")
+      B = std::atoi(val().c_str());
+    else if (a == "--seq-len")
+      T = std::atoi(val().c_str());
+    else if (a == "--steps")
+      steps = std::atoi(val().c_str());
+    else if (a == "--threads")
+      threads = std::atoi(val().c_str());
+    else if (a == "--modes")
+      modes_arg = val();
+    else if (a == "--seed")
+      seed = std::strtoull(val().c_str(), nullptr, 10);
+    else if (a == "--tokens-file")
+      tokens_file = val();
+    else if (a == "--check-steps")
+      check_steps = std::atoi(val().c_str());
+    else if (a == "--json")
+      json_path = val();
     else {
       std::fprintf(stderr, "train_bench: unknown option '%s' (see --help)\n", a.c_str());
       return 2;
@@ -143,8 +152,8 @@ int main(int argc, char** argv) {
     const auto batch = read_tokens(tokens_file, B, T, c.vocab_size);
     const TempSpec spec = TempSpec::native(c);
     TrainStepper st(*model, n_threads);
-    std::printf("check: %s, attention %s, batch %d, seq_len %d, threads %d\n", dir.c_str(), spec.label().c_str(), B,
-                T, n_threads);
+    std::printf("check: %s, attention %s, batch %d, seq_len %d, threads %d\n", dir.c_str(), spec.label().c_str(), B, T,
+                n_threads);
     for (int s = 0; s < check_steps; ++s) {
       const StepResult r = st.step(batch, spec, s, kLr, hp);
       std::printf("step %d  loss %.7f  grad_norm %.7f\n", s, r.loss, r.grad_norm);
@@ -172,10 +181,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::printf("model %s: %.2fM params, vocab %d, hidden %d, %d layers, %d/%d heads, intermediate %d; batch %d, "
-              "seq_len %d, threads %d, %d warm-up + %d timed steps\n",
-              dir.c_str(), model->n_params() / 1e6, c.vocab_size, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads,
-              c.intermediate, B, T, n_threads, 2, steps);
+  std::printf(
+      "model %s: %.2fM params, vocab %d, hidden %d, %d layers, %d/%d heads, intermediate %d; batch %d, "
+      "seq_len %d, threads %d, %d warm-up + %d timed steps\n",
+      dir.c_str(), model->n_params() / 1e6, c.vocab_size, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.intermediate,
+      B, T, n_threads, 2, steps);
   const double tokens = (double)B * (T - 1);
   struct Row {
     std::string mode, label;
@@ -208,8 +218,8 @@ int main(int argc, char** argv) {
     rows.push_back({m.name, m.spec.label(), med, *std::min_element(times.begin(), times.end()),
                     *std::max_element(times.begin(), times.end()), tokens / med, last_loss});
   }
-  std::printf("%-9s %-12s %12s %10s %10s %14s %10s\n", "mode", "spec", "median_ms", "min_ms", "max_ms",
-              "pred_tok/s", "last_loss");
+  std::printf("%-9s %-12s %12s %10s %10s %14s %10s\n", "mode", "spec", "median_ms", "min_ms", "max_ms", "pred_tok/s",
+              "last_loss");
   for (const Row& r : rows)
     std::printf("%-9s %-12s %12.1f %10.1f %10.1f %14.1f %10.4f\n", r.mode.c_str(), r.label.c_str(), r.med * 1e3,
                 r.mn * 1e3, r.mx * 1e3, r.tok_s, r.loss);
@@ -221,8 +231,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(f, "[");
     for (size_t i = 0; i < rows.size(); ++i)
-      std::fprintf(f, "%s\n  {\"mode\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"threads\": %d, \"steps\": %d, "
-                      "\"median_s\": %.6f, \"tokens_per_s\": %.2f}",
+      std::fprintf(f,
+                   "%s\n  {\"mode\": \"%s\", \"batch\": %d, \"seq_len\": %d, \"threads\": %d, \"steps\": %d, "
+                   "\"median_s\": %.6f, \"tokens_per_s\": %.2f}",
                    i ? "," : "", rows[i].mode.c_str(), B, T, n_threads, steps, rows[i].med, rows[i].tok_s);
     std::fprintf(f, "\n]\n");
     std::fclose(f);

@@ -6,8 +6,7 @@
 
 namespace focal::cli {
 
-Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-           const std::set<std::string>& options) {
+Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& options) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit((unsigned char)a[1]) || a[1] == '.'))) {
@@ -122,10 +121,14 @@ size_t parse_bytes(const std::string& s, const std::string& option) {
   const double v = std::strtod(s.c_str(), &end);
   double mul = 1;
   const std::string suf = end;
-  if (suf == "K" || suf == "k" || suf == "KiB") mul = 1024.0;
-  else if (suf == "M" || suf == "m" || suf == "MiB") mul = 1024.0 * 1024;
-  else if (suf == "G" || suf == "g" || suf == "GiB") mul = 1024.0 * 1024 * 1024;
-  else if (!suf.empty()) throw UsageError{option + ": '" + s + "' is not a size (use e.g. 512M or 2G)"};
+  if (suf == "K" || suf == "k" || suf == "KiB")
+    mul = 1024.0;
+  else if (suf == "M" || suf == "m" || suf == "MiB")
+    mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "g" || suf == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else if (!suf.empty())
+    throw UsageError{option + ": '" + s + "' is not a size (use e.g. 512M or 2G)"};
   if (s.empty() || !(v > 0)) throw UsageError{option + ": '" + s + "' is not a positive size"};
   return (size_t)(v * mul);
 }
@@ -139,7 +142,8 @@ std::string default_model_dir() {
 }
 
 std::string model_arg(const Args& a, const char* command) {
-  if (a.positional().size() > 1) throw UsageError{std::string(command) + " takes one MODEL (a model directory or a .gguf file)"};
+  if (a.positional().size() > 1)
+    throw UsageError{std::string(command) + " takes one MODEL (a model directory or a .gguf file)"};
   return a.positional().empty() ? default_model_dir() : a.positional()[0];
 }
 

@@ -272,23 +272,25 @@ int cmd_demo(int argc, char** argv) {
   diff.matrix = true;
   figures::FigureOptions sw;
   sw.per_layer = true;
-  const std::vector<Item> items = {
-      {"distribution.png", "distribution", dist, false}, {"distribution.svg", "distribution", dist, false},
-      {"heatmap.png", "heatmap", heat, false},           {"grid.png", "grid", grid, false},
-      {"entropy.png", "entropy", ent, false},            {"entropy-diff.png", "entropy", diff, false},
-      {"sweep.png", "sweep", sw, true}};
+  const std::vector<Item> items = {{"distribution.png", "distribution", dist, false},
+                                   {"distribution.svg", "distribution", dist, false},
+                                   {"heatmap.png", "heatmap", heat, false},
+                                   {"grid.png", "grid", grid, false},
+                                   {"entropy.png", "entropy", ent, false},
+                                   {"entropy-diff.png", "entropy", diff, false},
+                                   {"sweep.png", "sweep", sw, true}};
   std::printf("wrote %s (runs %s, %s; %zu tokens)\n", cap_path.c_str(), std_name.c_str(), focal_name.c_str(),
               ids.size());
   std::printf("wrote %s (t = 0.2 ... 1.2)\n", sweep_path.c_str());
   for (const Item& it : items) {
     const std::string path = dir + it.file;
-    const std::string bytes = figures::render_figure(it.kind, it.sweep ? sweep_src : cap_src, it.opt,
-                                                     figures::format_from_path(path));
+    const std::string bytes =
+        figures::render_figure(it.kind, it.sweep ? sweep_src : cap_src, it.opt, figures::format_from_path(path));
     figures::write_file_atomic(path, bytes);
     std::printf("wrote %s\n", path.c_str());
   }
-  std::printf("layer %d, head %d is the head whose last query changes most between %s and %s (JS divergence)\n",
-              layer, head, std_name.c_str(), focal_name.c_str());
+  std::printf("layer %d, head %d is the head whose last query changes most between %s and %s (JS divergence)\n", layer,
+              head, std_name.c_str(), focal_name.c_str());
   return 0;
 }
 

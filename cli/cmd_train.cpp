@@ -53,9 +53,10 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  std::set<std::string> flags = {"--help", "--resume"}, opts = {"--data", "--output", "--out", "--steps", "--batch",
-      "--seq-len", "--lr", "--warmup", "--weight-decay", "--grad-clip", "--task-frac", "--seed", "--eval-every",
-      "--eval-sequences"};
+  std::set<std::string> flags = {"--help", "--resume"},
+                        opts = {"--data",      "--output", "--out",        "--steps",         "--batch",
+                                "--seq-len",   "--lr",     "--warmup",     "--weight-decay",  "--grad-clip",
+                                "--task-frac", "--seed",   "--eval-every", "--eval-sequences"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);
@@ -127,8 +128,8 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   });
   std::printf("model %s (%s)\nvalidation loss %.4f nats/token, perplexity %.2f over %lld tokens\n",
               e.model_path.c_str(), spec.label().c_str(), e.val_loss, e.val_ppl, (long long)e.val_tokens);
-  std::printf("\n%-8s %7s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task", "length",
-              "n", "accuracy");
+  std::printf("\n%-8s %7s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task", "length", "n",
+              "accuracy");
   const size_t Ln = e.lengths.size(), L = e.n_layers;
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
     for (size_t li = 0; li < Ln; ++li) {
@@ -147,9 +148,10 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
 int cmd_export(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"}, {"--dtype"});
   if (a.has("--help")) {
-    std::printf("usage: focal export SRC_MODEL DST_DIR [--dtype BF16|F16|F32]\n\nWrites a copy of a model directory "
-                "(config.json, model.safetensors, tokenizer.model; no optimizer state) with weights in the given "
-                "dtype (default BF16), e.g. to bundle a trained checkpoint.\n");
+    std::printf(
+        "usage: focal export SRC_MODEL DST_DIR [--dtype BF16|F16|F32]\n\nWrites a copy of a model directory "
+        "(config.json, model.safetensors, tokenizer.model; no optimizer state) with weights in the given "
+        "dtype (default BF16), e.g. to bundle a trained checkpoint.\n");
     return 0;
   }
   if (a.positional().size() != 2) throw UsageError{"export needs SRC_MODEL and DST_DIR"};

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "error_flags.h"
 #include "focal/error.h"
 
 namespace focal::cli {
@@ -19,9 +20,7 @@ Device device_arg(const Args& a) {
   if (a.has(kDeviceOption)) {
     try {
       d = parse_device(a.get(kDeviceOption));
-    } catch (const Error& e) {
-      throw UsageError{e.what()};
-    }
+    } catch (const Error& e) { throw UsageError{with_flag(e)}; }
   }
   std::string note;
   const Device r = resolve_device(d, &note);

@@ -12,6 +12,8 @@
 #include "args.h"
 #include "device_option.h"
 #include "model_options.h"
+#include "temp_options.h"
+#include "error_flags.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
@@ -20,7 +22,12 @@
 
 using namespace focal;
 using focal::cli::Args;
+using focal::cli::compare_spec;
+using focal::cli::kTempHelp;
+using focal::cli::kTempOpts;
+using focal::cli::temp_spec_from;
 using focal::cli::UsageError;
+using focal::cli::with_flag;
 
 namespace focal::cli {
 int cmd_train(int argc, char** argv);
@@ -32,7 +39,8 @@ int cmd_demo(int argc, char** argv);
 
 namespace {
 
-const char* kMainHelp = R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
+const char* kMainHelp =
+    R"(focal — run LLaMA-family models with Focal Attention temperatures and record what attention did.
 
 usage: focal COMMAND [options]      (focal COMMAND --help for details)
 
@@ -54,71 +62,9 @@ llama-architecture .gguf file; when it is left out, the bundled focal model asse
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
 
-const char* kTempHelp = R"(temperature options (default: the model's native setting from config.json "focal"):
-  --mode M              standard | focal | learned | ssmax
-  --temp T              focal temperature t: logits / (t sqrt(d_head)); implies --mode focal
-  --layer-temp L=T,..   per-layer t override, e.g. 0=0.5,3=0.3
-  --head-temp L:H=T,..  per-head t override, e.g. 2:1=0.4
-  --tau-scale X         multiplier on the learned tau (--mode learned)
-  --ssmax-s S           ssmax: logits * S * ln(n_visible)
-)";
-
-const std::set<std::string> kTempOpts = {"--mode", "--temp", "--layer-temp", "--head-temp", "--tau-scale",
-                                         "--ssmax-s"};
-
 std::set<std::string> with(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
   return a;
-}
-
-TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
-  TempSpec s = TempSpec::native(cfg);
-  if (a.has("--temp")) {
-    s.mode = AttnMode::kFocal;
-    s.focal_temp = (float)a.get_double("--temp", 1.0);
-  }
-  if (a.has("--mode")) {
-    s.mode = parse_attn_mode(a.get("--mode"), "--mode");
-    if (s.mode == AttnMode::kFocal && !a.has("--temp") && cfg.focal.mode != AttnMode::kFocal)
-      throw UsageError{"--mode focal needs --temp T (e.g. --temp 0.4)"};
-  }
-  s.tau_scale = (float)a.get_double("--tau-scale", 1.0);
-  s.ssmax_s = (float)a.get_double("--ssmax-s", 1.0);
-  auto parse_pairs = [&](const std::string& opt, bool per_head) {
-    std::stringstream ss(a.get(opt));
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      const size_t eq = item.find('=');
-      if (eq == std::string::npos) throw UsageError{opt + ": '" + item + "' must look like " + (per_head ? "L:H=T" : "L=T")};
-      const float t = (float)cli::parse_double(item.substr(eq + 1), opt);
-      const std::string key = item.substr(0, eq);
-      if (per_head) {
-        const size_t c = key.find(':');
-        if (c == std::string::npos) throw UsageError{opt + ": '" + item + "' must look like L:H=T"};
-        s.head_temp[{(int)cli::parse_double(key.substr(0, c), opt), (int)cli::parse_double(key.substr(c + 1), opt)}] = t;
-      } else {
-        s.layer_temp[(int)cli::parse_double(key, opt)] = t;
-      }
-    }
-  };
-  if (a.has("--layer-temp")) parse_pairs("--layer-temp", false);
-  if (a.has("--head-temp")) parse_pairs("--head-temp", true);
-  s.validate(cfg);
-  return s;
-}
-
-// "standard", "native", "focal:0.4", "learned", "ssmax:1"
-TempSpec compare_spec(const std::string& v, const ModelConfig& cfg) {
-  if (v == "standard") return TempSpec::standard();
-  if (v == "native") return TempSpec::native(cfg);
-  if (v.rfind("focal:", 0) == 0) return TempSpec::focal((float)cli::parse_double(v.substr(6), "--compare"));
-  if (v == "learned") {
-    TempSpec s;
-    s.mode = AttnMode::kLearned;
-    s.validate(cfg);
-    return s;
-  }
-  throw UsageError{"--compare: '" + v + "' is not a setting (use standard, native, focal:T or learned)"};
 }
 
 std::string read_prompt(const Args& a) {
@@ -211,9 +157,9 @@ selection:
 
 int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
-  const std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries",
-                                                      "--store", "--budget", "--topk", "--topk-mass", "--relevant",
-                                                      "--compare", "--name", "--output", cli::kDeviceOption});
+  const std::set<std::string> opts =
+      with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
+                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
@@ -254,9 +200,10 @@ int cmd_capture(int argc, char** argv) {
 int cmd_info(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption});
   if (a.has("--help")) {
-    std::printf("usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
-                "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
-                cli::kDeviceHelp);
+    std::printf(
+        "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
+        "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
+        cli::kDeviceHelp);
     return 0;
   }
   auto m = cli::load_model(a, cli::model_arg(a, argv[1]));
@@ -282,7 +229,8 @@ int cmd_info(int argc, char** argv) {
   return 0;
 }
 
-const char* kSweepHelp = R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
+const char* kSweepHelp =
+    R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
 
 Runs the prompt once per focal temperature t and reports, per t, the mean over rows (from row 1) of every
 attention metric per layer and head, and the prompt's mean next-token loss. --temps also takes a list: 0.3,0.4,1.
@@ -311,8 +259,8 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
-         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
-                          cli::kDeviceOption}));
+         with(kTempOpts,
+              {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass", cli::kDeviceOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
@@ -320,7 +268,8 @@ int cmd_sweep(int argc, char** argv) {
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
   const std::vector<float> temps = cli::parse_float_range(a.get("--temps"), "--temps");
   for (float t : temps)
-    if (!(t > 0.0f) || !std::isfinite(t)) throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
+    if (!(t > 0.0f) || !std::isfinite(t))
+      throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
@@ -331,8 +280,8 @@ int cmd_sweep(int argc, char** argv) {
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
   Progress prog("sweep: temperature");
   print_sweep_header();
-  const SweepFile sf = run_sweep(*model, ids, base, temps, run,
-                                 [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
+  const SweepFile sf =
+      run_sweep(*model, ids, base, temps, run, [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
   for (size_t s = 0; s < temps.size(); ++s) print_sweep_row(sf, s);
   if (!out.empty()) {
     write_sweep(sf, out);
@@ -451,23 +400,15 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
                 r.temp_spec_json.c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
                 r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
-    double nll = 0;
-    for (int i = 0; i + 1 < T; ++i) nll += r.token_nll[i];
-    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", nll / (T - 1));
+    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", prompt_loss(r));
     const bool rel = !f.relevant.empty();  // relevant mass / noise only when the capture names relevant keys
     std::printf("  %5s %4s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail");
     if (rel) std::printf(" %9s %9s", "relevant", "noise");
     std::printf(r.tau.empty() ? "\n" : " %9s\n", "tau");
     for (int l = 0; l < f.n_layers; ++l)
       for (int h = 0; h < f.n_heads; ++h) {
-        double m[kNumRowMetrics] = {0};
-        int cnt[kNumRowMetrics] = {0};
-        for (int i = (T > 1 ? 1 : 0); i < T; ++i)
-          for (int k = 0; k < kNumRowMetrics; ++k) {
-            const float v = r.metrics[(((size_t)l * f.n_heads + h) * T + i) * kNumRowMetrics + k];
-            if (!std::isnan(v)) { m[k] += v; ++cnt[k]; }
-          }
-        for (int k = 0; k < kNumRowMetrics; ++k) m[k] = cnt[k] ? m[k] / cnt[k] : NAN;
+        double m[kNumRowMetrics];
+        for (int k = 0; k < kNumRowMetrics; ++k) m[k] = head_metric_mean(r, f.n_heads, T, l, h, k);
         std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
                     m[kSinkMass], m[kTailMass]);
         if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));
@@ -481,7 +422,10 @@ int cmd_inspect(int argc, char** argv) {
   }
   for (const Comparison& cmp : f.comparisons) {
     double kl = 0, js = 0;
-    for (size_t i = 0; i < cmp.kl.size(); ++i) { kl += cmp.kl[i]; js += cmp.js[i]; }
+    for (size_t i = 0; i < cmp.kl.size(); ++i) {
+      kl += cmp.kl[i];
+      js += cmp.js[i];
+    }
     std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows\n", cmp.run_a.c_str(),
                 cmp.run_b.c_str(), kl / cmp.kl.size(), js / cmp.js.size(), cmp.kl.size());
   }
@@ -560,7 +504,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "focal %s: %s (see focal %s --help)\n", cmd.c_str(), e.msg.c_str(), cmd.c_str());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "focal %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "focal %s: error: %s\n", cmd.c_str(), with_flag(e).c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "focal %s: internal error: %s\n", cmd.c_str(), e.what());

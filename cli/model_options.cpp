@@ -7,9 +7,9 @@
 
 namespace focal::cli {
 
-const std::set<std::string> kModelOptions = {"--hidden", "--layers",   "--heads",    "--kv-heads", "--intermediate",
-                                             "--context", "--attn",    "--temp",     "--tau-mode", "--tau-min",
-                                             "--tau-max"};
+const std::set<std::string> kModelOptions = {"--hidden",       "--layers",  "--heads",  "--kv-heads",
+                                             "--intermediate", "--context", "--attn",   "--temp",
+                                             "--tau-mode",     "--tau-min", "--tau-max"};
 const std::set<std::string> kModelFlags = {"--qk-norm"};
 
 ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
@@ -27,7 +27,8 @@ ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
   m.tied_embeddings = true;
   m.qk_norm = a.has("--qk-norm");
   m.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
-  if (m.focal.mode == AttnMode::kSsmax) throw UsageError{"--attn: ssmax is an inference-time comparison, not a model's"};
+  if (m.focal.mode == AttnMode::kSsmax)
+    throw UsageError{"--attn: ssmax is an inference-time comparison, not a model's"};
   if (m.focal.mode == AttnMode::kFocal) {
     m.focal.focal_temp = (float)a.get_double("--temp", 0.4);
     if (!(m.focal.focal_temp > 0) || !std::isfinite(m.focal.focal_temp)) throw Error("--temp must be > 0");

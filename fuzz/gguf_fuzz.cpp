@@ -22,7 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)tok->decode(ids);
       for (int32_t id : ids) (void)tok->display(id);
     }
-  } catch (const focal::Error&) {
-  }
+  } catch (const focal::Error&) {}
   return 0;
 }

@@ -12,7 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     focal::SafetensorsFile f(data, size, "fuzz.safetensors");
     for (const auto& [name, t] : f.tensors())
       if (t.numel() <= (1u << 20)) (void)focal::tensor_to_f32(t, "fuzz.safetensors");
-  } catch (const focal::Error&) {
-  }
+  } catch (const focal::Error&) {}
   return 0;
 }

@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsen
       golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base python3-sentencepiece
       bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core
       libimgui-dev libglfw3-dev libgl-dev xvfb xauth libgl1-mesa-dri
-      clang-14 libclang-rt-14-dev)
+      clang-14 libclang-rt-14-dev
+      clang-format-14 clang-tidy-14 libomp-14-dev ccache)  # format / tidy tiers; the TSan tier (libomp + archer)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

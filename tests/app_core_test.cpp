@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app_state.h"
+#include "error_controls.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "jobs.h"
@@ -25,12 +26,7 @@ const std::string kBundled = std::string(FOCAL_SOURCE_DIR) + "/assets/models/foc
 const std::string kStandard = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
 
 void wait_idle(AppState& st) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (st.busy()) {
-    st.poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "jobs did not finish";
-  }
+  focal::test::wait_until([&] { return !st.busy(); }, [&] { st.poll(); }, "the app's jobs to finish");
   st.poll();
 }
 
@@ -50,15 +46,12 @@ TEST(JobQueue, NewJobUnderAKeyCancelsTheRunningOneAndDropsItsResult) {
   std::atomic<int> applied{0};
   q.submit("k", "slow", [&](JobContext& ctx) -> std::function<void()> {
     started = true;
-    while (!ctx.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    focal::test::wait_until([&] { return ctx.cancelled(); }, "the slow job to be cancelled");
     return [&] { applied += 100; };  // stale: must never be applied
   });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(focal::test::wait_until([&] { return started.load(); }, "the slow job to start"));
   q.submit("k", "fresh", [&](JobContext&) -> std::function<void()> { return [&] { applied += 1; }; });
-  while (!q.idle()) {
-    q.poll({});
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  ASSERT_TRUE(focal::test::wait_until([&] { return q.idle(); }, [&] { q.poll({}); }, "the queue to drain"));
   EXPECT_EQ(applied.load(), 1);
   EXPECT_EQ(q.cancelled_count(), 1u);
 }
@@ -67,7 +60,7 @@ TEST(JobQueue, QueuedJobIsReplacedAndErrorsReachTheUiThread) {
   JobQueue q;
   std::atomic<bool> release{false};
   q.submit("block", "block", [&](JobContext&) -> std::function<void()> {
-    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    focal::test::wait_until([&] { return release.load(); }, "the test to release the blocking job");
     return {};
   });
   int ran = 0;
@@ -77,10 +70,8 @@ TEST(JobQueue, QueuedJobIsReplacedAndErrorsReachTheUiThread) {
   EXPECT_EQ(q.status().size(), 3u);  // block running, second and bad queued
   release = true;
   std::string err;
-  while (!q.idle()) {
-    q.poll([&](const std::string& e) { err = e; });
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  ASSERT_TRUE(focal::test::wait_until([&] { return q.idle(); }, [&] { q.poll([&](const std::string& e) { err = e; }); },
+                                      "the queue to drain"));
   EXPECT_EQ(ran, 2);
   EXPECT_EQ(err, "model 'x' is broken");
 }
@@ -291,6 +282,23 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
 }
 
+// A runtime error about one field is shown with the app's control for it, never with a CLI option.
+TEST_F(AppStateTest, RuntimeErrorsNameTheAppsControlNotACliOption) {
+  focal::TempSpec s = st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = -1.0f;
+  st.live_propagate = false;
+  st.set_spec(0, s);
+  st.propagate(0);  // validates the spec against the model
+  wait_idle(st);
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_EQ(st.message.rfind("t slider: focal_temp = -1 must be a finite number > 0", 0), 0u) << st.message;
+  EXPECT_EQ(st.message.find("--"), std::string::npos) << st.message;
+  EXPECT_EQ(with_control(focal::Error("relevant", "relevant position 99 \u2265 T = 40")),
+            "relevant keys: relevant position 99 \u2265 T = 40");
+  EXPECT_EQ(with_control(focal::Error("not a field of a request")), "not a field of a request");
+}
+
 // A capture that HDF5 reads but whose contents do not hold together (a malformed temperature spec, a stored layer
 // its model does not have) is refused with a message naming the file; the loaded session stays.
 TEST_F(AppStateTest, InconsistentCaptureIsRefusedAndTheSessionStays) {
@@ -349,8 +357,8 @@ TEST_F(AppStateTest, MarkedRelevantKeysGiveRelevantMass) {
         double ref = 0.0;
         for (int k : {1, 3})
           if (k <= q) ref += p[k];
-        const float got =
-            run.metrics[(((size_t)l * c.n_heads + run.heads[hi]) * T + q) * focal::kNumRowMetrics + focal::kRelevantMass];
+        const float got = run.metrics[(((size_t)l * c.n_heads + run.heads[hi]) * T + q) * focal::kNumRowMetrics +
+                                      focal::kRelevantMass];
         if (q == 0) {
           EXPECT_TRUE(std::isnan(got)) << "row 0 sees no marked key";
         } else {

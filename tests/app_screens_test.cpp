@@ -37,7 +37,8 @@ Image read_png(const std::string& path) {
   const int stride = cairo_image_surface_get_stride(s);
   const uint8_t* d = cairo_image_surface_get_data(s);
   for (int y = 0; y < im.h; ++y)
-    for (int x = 0; x < im.w; ++x) im.px.push_back(reinterpret_cast<const uint32_t*>(d + (size_t)y * stride)[x] & 0xFFFFFF);
+    for (int x = 0; x < im.w; ++x)
+      im.px.push_back(reinterpret_cast<const uint32_t*>(d + (size_t)y * stride)[x] & 0xFFFFFF);
   cairo_surface_destroy(s);
   return im;
 }
@@ -54,8 +55,8 @@ double lum(uint32_t c) { return 0.2126 * (c >> 16 & 255) + 0.7152 * (c >> 8 & 25
 int run_app(const std::string& dir, const std::string& script, const std::string& extra = "") {
   const std::string sp = dir + "/script.txt";
   std::ofstream(sp) << script;
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' " + kApp + " --no-settings --size 1400x860 " + extra +
-                          " --script " + sp + " > " + dir + "/log.txt 2>&1";
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' " + kApp + " --no-settings --size 1400x860 " +
+                          extra + " --script " + sp + " > " + dir + "/log.txt 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -79,15 +80,28 @@ int text_transitions(const Image& im, const nlohmann::json& r) {
 
 TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
   const std::string dir = focal::test::make_temp_dir("app_screens");
-  const int rc = run_app(dir,
-                         "wait\nselect 3 1\nwait\nscreenshot " + dir + "/t04.png\n"
-                         "temp 0.15\nwait\nscreenshot " + dir + "/t015.png\n"
-                         "view diff\nwait\nscreenshot " + dir + "/diff.png\n"
-                         "view a\nselect 3 3\nwait\nscreenshot " + dir + "/sink.png\n"
-                         "sink off\nwait\nscreenshot " + dir + "/nosink.png\n"
-                         "figure distribution " + dir + "/fig.pdf\nfigure heatmap " + dir + "/fig.svg\n"
-                         "figure grid " + dir + "/fig.png\nfigure entropy " + dir + "/ent.svg\n"
-                         "log on\nfigure heatmap " + dir + "/log.pdf\nquit\n");
+  const int rc = run_app(dir, "wait\nselect 3 1\nwait\nscreenshot " + dir +
+                                  "/t04.png\n"
+                                  "temp 0.15\nwait\nscreenshot " +
+                                  dir +
+                                  "/t015.png\n"
+                                  "view diff\nwait\nscreenshot " +
+                                  dir +
+                                  "/diff.png\n"
+                                  "view a\nselect 3 3\nwait\nscreenshot " +
+                                  dir +
+                                  "/sink.png\n"
+                                  "sink off\nwait\nscreenshot " +
+                                  dir +
+                                  "/nosink.png\n"
+                                  "figure distribution " +
+                                  dir + "/fig.pdf\nfigure heatmap " + dir +
+                                  "/fig.svg\n"
+                                  "figure grid " +
+                                  dir + "/fig.png\nfigure entropy " + dir +
+                                  "/ent.svg\n"
+                                  "log on\nfigure heatmap " +
+                                  dir + "/log.pdf\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image a = read_png(dir + "/t04.png"), b = read_png(dir + "/t015.png"), d = read_png(dir + "/diff.png");
   ASSERT_EQ(a.w, 1400);
@@ -142,10 +156,13 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
 
 TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   const std::string dir = focal::test::make_temp_dir("app_screens2");
-  int rc = run_app(dir,
-                   "wait\nopen /nonexistent/model\nwait\nscreenshot " + dir + "/bad.png\n"
-                   "export " + dir + "/cap.h5\n"
-                   "resize 240 180\nwait\nscreenshot " + dir + "/tiny.png\nquit\n");
+  int rc = run_app(dir, "wait\nopen /nonexistent/model\nwait\nscreenshot " + dir +
+                            "/bad.png\n"
+                            "export " +
+                            dir +
+                            "/cap.h5\n"
+                            "resize 240 180\nwait\nscreenshot " +
+                            dir + "/tiny.png\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const auto jb = read_json(dir + "/bad.png.json");
   EXPECT_TRUE(jb["message_is_error"]);
@@ -157,8 +174,10 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
 
   // The exported capture, opened without its model: the heatmap is drawn from the stored rows and previews t.
   rc = run_app(dir,
-               "wait\nscreenshot " + dir + "/cap1.png\ntemp 0.1\nwait\nscreenshot " + dir + "/cap2.png\n"
-               "prompt other words\nquit\n", dir + "/cap.h5");
+               "wait\nscreenshot " + dir + "/cap1.png\ntemp 0.1\nwait\nscreenshot " + dir +
+                   "/cap2.png\n"
+                   "prompt other words\nquit\n",
+               dir + "/cap.h5");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const auto j1 = read_json(dir + "/cap1.png.json");
   EXPECT_TRUE(j1["capture_only"]);

@@ -199,8 +199,8 @@ CaptureFile fake_capture(const Shape& s = Shape()) {
   f.n_layers = s.n_layers;
   f.n_heads = s.n_heads;
   f.d_head = s.d_head;
-  const std::vector<std::string> words = {"<s>", " The", " café", " ", "\u00e9t\u00e9", "\n", " \u5927", "-",
-                                          "ok",  "",     " x",    "\\x00"};
+  const std::vector<std::string> words = {"<s>", " The", " café", " ",  "\u00e9t\u00e9", "\n", " \u5927",
+                                          "-",   "ok",   "",      " x", "\\x00"};
   for (int t = 0; t < s.n_tokens; ++t) {
     f.token_ids.push_back(t == 0 ? 1 : 100 + 7 * t);
     f.pieces.push_back(words[size_t(t) % words.size()]);
@@ -218,9 +218,7 @@ CaptureFile fake_capture(const Shape& s = Shape()) {
 // Bitwise equality (NaN included).
 void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
-  if (!a.empty()) {
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what;
-  }
+  if (!a.empty()) { EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what; }
 }
 
 void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_probs) {
@@ -278,9 +276,7 @@ template <class Fn>
 std::string error_of(Fn fn) {
   try {
     fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
+  } catch (const Error& e) { return e.what(); } catch (const std::exception& e) {
     ADD_FAILURE() << "threw a non-focal exception: " << e.what();
     return "";
   }
@@ -337,10 +333,12 @@ TEST(CaptureH5, Fp16RoundsToNearestEven) {
   f.runs.resize(1);
   f.comparisons.clear();
   std::vector<float>& p = f.runs[0].probs;  // [1, 1, 64, 64]: overwrite with awkward values
-  const std::vector<float> edges = {0.0f, 1.0f, 0.99999f, 0.0019530231f, std::nextafter(0.001953125f, 0.0f),
-                                    0.000976562f, 6.1035156e-05f, 6.09e-05f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-9f,
-                                    3.0e-5f, 0.5f + 1.0f / 4096, 0.5f + 3.0f / 4096, 1.0f / 3, 65504.0f, 65519.0f,
-                                    65520.0f, -0.25f, -1e-6f};
+  const std::vector<float> edges = {
+      0.0f,         1.0f,           0.99999f,  0.0019530231f,      std::nextafter(0.001953125f, 0.0f),
+      0.000976562f, 6.1035156e-05f, 6.09e-05f, 5.96e-8f,           2.98e-8f,
+      2.99e-8f,     1e-9f,          3.0e-5f,   0.5f + 1.0f / 4096, 0.5f + 3.0f / 4096,
+      1.0f / 3,     65504.0f,       65519.0f,  65520.0f,           -0.25f,
+      -1e-6f};
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> log10u(-9.0f, 0.0f);
   for (size_t i = 0; i < p.size(); ++i) p[i] = i < edges.size() ? edges[i] : std::pow(10.0f, log10u(rng));
@@ -630,4 +628,40 @@ TEST(CaptureH5, ReadBudgetIsCheckedBeforeAllocating) {
 }
 
 }  // namespace
+// The derived numbers of focal/capture.h on a hand-made run: head means skip row 0 (one visible key) and NaN rows,
+// prompt loss averages positions 0..T-2, and stored rows are found by model index.
+TEST(DerivedNumbers, HeadMeansPromptLossAndStoredRows) {
+  const int L = 2, H = 3, T = 4;
+  RunCapture run;
+  run.metrics.assign((size_t)L * H * T * kNumRowMetrics, 0.0f);
+  auto at = [&](int l, int h, int i, int m) -> float& {
+    return run.metrics[(((size_t)l * H + h) * T + i) * kNumRowMetrics + m];
+  };
+  at(1, 2, 0, kMaxProb) = 100.0f;  // row 0: left out
+  at(1, 2, 1, kMaxProb) = 0.5f;
+  at(1, 2, 2, kMaxProb) = NAN;  // skipped
+  at(1, 2, 3, kMaxProb) = 0.25f;
+  EXPECT_DOUBLE_EQ(head_metric_mean(run, H, T, 1, 2, kMaxProb), 0.375);
+  for (int i = 1; i < T; ++i) at(0, 1, i, kSinkMass) = NAN;
+  EXPECT_TRUE(std::isnan(head_metric_mean(run, H, T, 0, 1, kSinkMass)));
+  at(0, 0, 0, kEntropyNats) = 2.0f;  // a one-token prompt: row 0 is all there is
+  EXPECT_DOUBLE_EQ(head_metric_mean(run, H, 1, 0, 0, kEntropyNats), 2.0);
+
+  run.token_nll = {1.0f, 2.0f, 4.5f, NAN};  // the last position predicts nothing
+  EXPECT_DOUBLE_EQ(prompt_loss(run), 2.5);
+  run.token_nll = {NAN};
+  EXPECT_TRUE(std::isnan(prompt_loss(run)));
+
+  run.layers = {1, 3};
+  run.heads = {0, 2};
+  run.queries = {5, 7, 9};
+  const int n_tokens = 10;
+  EXPECT_EQ(stored_row_offset(run, 1, 1, 2, n_tokens), (size_t)(((1 * 2 + 1) * 3 + 2) * n_tokens));
+  EXPECT_EQ(find_stored_row(run, 3, 2, 9, n_tokens), (std::ptrdiff_t)stored_row_offset(run, 1, 1, 2, n_tokens));
+  EXPECT_EQ(find_stored_row(run, 1, 0, 5, n_tokens), 0);
+  EXPECT_EQ(find_stored_row(run, 2, 0, 5, n_tokens), -1);  // layer 2 not stored
+  EXPECT_EQ(find_stored_row(run, 1, 1, 5, n_tokens), -1);  // head 1 not stored
+  EXPECT_EQ(find_stored_row(run, 1, 0, 6, n_tokens), -1);  // query 6 not stored
+}
+
 }  // namespace focal

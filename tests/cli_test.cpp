@@ -183,9 +183,7 @@ class CliTest : public ::testing::Test {
     ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
     EXPECT_THAT(lines[0], HasSubstr("focal"));
     for (const auto& n : needles) EXPECT_THAT(lines[0], HasSubstr(n));
-    if (!dir.empty()) {
-      EXPECT_THAT(list_dir(dir), ::testing::IsEmpty()) << "files left behind in " << dir;
-    }
+    if (!dir.empty()) { EXPECT_THAT(list_dir(dir), ::testing::IsEmpty()) << "files left behind in " << dir; }
   }
 
   static int prompt_tokens(const std::string& text) {
@@ -239,8 +237,8 @@ TEST_F(CliTest, EveryCommandHasHelp) {
 
 TEST_F(CliTest, InitThenInfo) {
   const std::string dir = *root_ + "/init_info";
-  CliResult r = run({"init", dir, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4",
-                     "--kv-heads", "2", "--intermediate", "128"});
+  CliResult r = run({"init", dir, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads",
+                     "2", "--intermediate", "128"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(exists(dir + "/config.json"));
   EXPECT_TRUE(exists(dir + "/model.safetensors"));
@@ -259,7 +257,9 @@ TEST_F(CliTest, InitThenInfo) {
   // Same seed, same bytes: the checksum printed by info is reproducible.
   const std::string dir2 = *root_ + "/init_info2";
   ASSERT_EQ(run({"init", dir2, "--tokenizer", *tok_, "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads",
-                 "2", "--intermediate", "128"}).rc, 0);
+                 "2", "--intermediate", "128"})
+                .rc,
+            0);
   auto checksum = [](const std::string& out) { return out.substr(out.find("fnv1a64:")); };
   EXPECT_EQ(checksum(run({"info", dir2}).out), checksum(r.out));
 }
@@ -267,7 +267,9 @@ TEST_F(CliTest, InitThenInfo) {
 TEST_F(CliTest, InitFocalAndLearnedModels) {
   const std::string focal_dir = *root_ + "/init_focal";
   ASSERT_EQ(run({"init", focal_dir, "--tokenizer", *tok_, "--hidden", "32", "--layers", "1", "--heads", "2",
-                 "--kv-heads", "1", "--intermediate", "64", "--attn", "focal", "--temp", "0.3"}).rc, 0);
+                 "--kv-heads", "1", "--intermediate", "64", "--attn", "focal", "--temp", "0.3"})
+                .rc,
+            0);
   EXPECT_THAT(run({"info", focal_dir}).out, HasSubstr("focal (focal_temp 0.3)"));
 
   const std::string learned = *root_ + "/init_learned";
@@ -296,8 +298,8 @@ TEST_F(CliTest, InitFocalAndLearnedModels) {
 TEST_F(CliTest, CaptureWithCompareThenInspect) {
   const std::string d = out_dir("capture");
   const std::string out = d + "/out.h5";
-  CliResult r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers",
-                     "1", "--heads", "0,1", "-o", out});
+  CliResult r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers", "1",
+                     "--heads", "0,1", "-o", out});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("wrote " + out), HasSubstr("focal_t0.4 standard")));
   ASSERT_TRUE(exists(out));
@@ -359,9 +361,7 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_NEAR(rows[i].t, want_t[i], 1e-6);
     EXPECT_GT(rows[i].entropy, 0.0);
-    if (i) {
-      EXPECT_GT(rows[i].entropy, rows[i - 1].entropy) << "mean entropy must rise with t (row " << i << ")";
-    }
+    if (i) { EXPECT_GT(rows[i].entropy, rows[i - 1].entropy) << "mean entropy must rise with t (row " << i << ")"; }
   }
 
   r = run({"inspect", out});
@@ -442,7 +442,8 @@ TEST_F(CliTest, BadTemperaturesExitOne) {
                  d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--layer-temp", "5=0.5", "-o", o}, 1, {"--layer-temp"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--head-temp", "0:9=0.5", "-o", o}, 1, {"--head-temp"}, d);
-  expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1, {"--mode learned"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1,
+                 {"--mode: ", "mode = learned"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "learned", "-o", o}, 1, {"learned"}, d);
 }
 
@@ -485,8 +486,8 @@ TEST_F(CliTest, BadPromptsExitOne) {
 TEST_F(CliTest, BadPathsExitOne) {
   const std::string d = out_dir("path_errors");
   const std::string o = d + "/x.h5";
-  expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", "/nonexistent/dir/x.h5"}, 1,
-                 {"/nonexistent/dir/x.h5"}, "");
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", "/nonexistent/dir/x.h5"}, 1, {"/nonexistent/dir/x.h5"},
+                 "");
   EXPECT_FALSE(exists("/nonexistent/dir"));
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "1", "-o", "/nonexistent/dir/s.h5"}, 1,
                  {"/nonexistent/dir/s.h5"}, "");
@@ -505,7 +506,9 @@ TEST_F(CliTest, BadPathsExitOne) {
   // A model directory without tokenizer.model cannot take a text prompt.
   const std::string notok = *root_ + "/notok";
   ASSERT_EQ(run({"init", notok, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
-                 "--intermediate", "64"}).rc, 0);
+                 "--intermediate", "64"})
+                .rc,
+            0);
   expect_failure({"capture", notok, "--prompt", kPrompt, "-o", o}, 1, {"tokenizer.model"}, d);
 }
 
@@ -548,7 +551,8 @@ TEST_F(CliTest, DeviceOptionChoosesFallsBackAndFailsClearly) {
       EXPECT_EQ(r.err, "");
     }
     expect_failure({"info", *model_, "--device", "cuda"}, 1,
-                   {"--device cuda", cuda_built() ? "no usable CUDA device (cudaGetDeviceCount" : "FOCAL_CUDA=OFF"}, "");
+                   {"--device cuda", cuda_built() ? "no usable CUDA device (cudaGetDeviceCount" : "FOCAL_CUDA=OFF"},
+                   "");
     expect_failure({"generate", *model_, "--prompt", "the", "-n", "2", "--device", "cuda"}, 1, {"--device cuda"}, "");
   } else {
     EXPECT_THAT(note[0], HasSubstr("device: auto -> cuda ("));

@@ -38,6 +38,7 @@
 
 #include "backend.h"
 #include "focal/device.h"
+#include "focal/error.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal_kernels/ops.h"
@@ -91,12 +92,28 @@ bool tail_mass_close(double got, double ref, int n_visible, double tol) {
 
 bool cuda_device_present(std::string* why) { return resolve_device(Device::kAuto, why) == Device::kCuda; }
 
+// Every CUDA call is checked through FOCAL_CUDA_CHECK: a failure names the call, the CUDA error and the file:line of
+// the check. Device 99 exists nowhere (and without a device the first call fails too), so this runs everywhere.
+TEST(CudaCheck, FailureNamesTheCallTheErrorAndFileLine) {
+  try {
+    make_cuda_backend(99);
+    FAIL() << "opening CUDA device 99 should fail";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cudaSetDevice failed: "), std::string::npos) << msg;
+    const size_t at = msg.find(" at backend_cuda.cpp:");
+    ASSERT_NE(at, std::string::npos) << msg;
+    const std::string line = msg.substr(at + std::strlen(" at backend_cuda.cpp:"));
+    ASSERT_FALSE(line.empty()) << msg;
+    EXPECT_GT(std::stoi(line), 0) << msg;
+  }
+}
+
 class CudaParity : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string note;
-    if (!cuda_device_present(&note))
-      GTEST_SKIP() << "no CUDA device, CPU-vs-CUDA parity not run (" << note << ")";
+    if (!cuda_device_present(&note)) GTEST_SKIP() << "no CUDA device, CPU-vs-CUDA parity not run (" << note << ")";
     gpu_ = make_cuda_backend(0);
   }
   DeviceBuffer up(const std::vector<float>& h) {
@@ -165,8 +182,8 @@ TEST_F(CudaParity, RmsnormIncludingQkNormShapeAndAliasing) {
 
 TEST_F(CudaParity, MatmulThroughCublasMatchesOpenBlas) {
   std::mt19937 rng(3);
-  for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{{37, 101, 192}, {1, 4096, 192}, {64, 1, 192},
-                                                               {5, 192, 512}}) {
+  for (auto [m, n, k] :
+       std::vector<std::tuple<int, int, int>>{{37, 101, 192}, {1, 4096, 192}, {64, 1, 192}, {5, 192, 512}}) {
     SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k);
     const auto x = random_vec((size_t)m * k, rng), w = random_vec((size_t)n * k, rng);
     std::vector<float> ref((size_t)m * n);
@@ -194,7 +211,9 @@ TEST_F(CudaParity, SixteenBitWeightsWidenExactlyForEveryBitPattern) {
   for (int r = 0; r < kRows; ++r) ids[r] = (r * 37 + 11) % kRows;
   for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
     SCOPED_TRACE(type == WeightType::kF16 ? "fp16" : "bf16");
-    auto widen = [&](uint16_t b) { return type == WeightType::kF16 ? math::half_bits_to_float(b) : math::bf16_bits_to_float(b); };
+    auto widen = [&](uint16_t b) {
+      return type == WeightType::kF16 ? math::half_bits_to_float(b) : math::bf16_bits_to_float(b);
+    };
     auto same = [](float a, float b) {
       uint32_t ua, ub;
       std::memcpy(&ua, &a, 4);
@@ -241,7 +260,8 @@ void expect_matmul16_parity(Backend& gpu, const std::vector<std::tuple<int, int,
       const auto x = random_vec((size_t)m * k, rng);
       const auto w16 = random_16bit((size_t)n * k, type, rng);
       std::vector<float> w(w16.size());
-      for (size_t i = 0; i < w.size(); ++i) w[i] = type == WeightType::kF16 ? math::half_bits_to_float(w16[i]) : math::bf16_bits_to_float(w16[i]);
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = type == WeightType::kF16 ? math::half_bits_to_float(w16[i]) : math::bf16_bits_to_float(w16[i]);
       std::vector<float> ref((size_t)m * n);
       ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
       DeviceBuffer xd(gpu, x.size()), yd(gpu, ref.size());
@@ -272,8 +292,8 @@ TEST_F(CudaParity, MatmulWith16BitWeightsOverSeveralWidenBlocks) {
 
 TEST_F(CudaParity, RopeAndSwiglu) {
   std::mt19937 rng(4);
-  for (auto [d, theta, pos0] : std::vector<std::tuple<int, float, int>>{{32, 10000.0f, 0}, {64, 1e6f, 100},
-                                                                       {128, 500000.0f, 3}}) {
+  for (auto [d, theta, pos0] :
+       std::vector<std::tuple<int, float, int>>{{32, 10000.0f, 0}, {64, 1e6f, 100}, {128, 500000.0f, 3}}) {
     SCOPED_TRACE(testing::Message() << "d=" << d << " theta=" << theta << " pos0=" << pos0);
     const int T = 45, heads = 3;
     auto x = random_vec((size_t)T * heads * d, rng);
@@ -321,7 +341,7 @@ struct AttnCase {
   bool metrics;
   std::vector<int> wanted;  // heads whose rows are captured (cuBLAS + fused softmax path); the rest: flash path
   int topk;
-  bool fp16 = false;        // captured probabilities handed over rounded to fp16 (downloaded in 16 bits)
+  bool fp16 = false;  // captured probabilities handed over rounded to fp16 (downloaded in 16 bits)
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
@@ -366,7 +386,10 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
     a.row_fn = c.wanted.empty() ? nullptr : &collect_rows;
     a.row_ctx = sink;
     a.probs_fp16 = c.fp16;
-    if (be) be->attention(a); else ops::attention(a);
+    if (be)
+      be->attention(a);
+    else
+      ops::attention(a);
   };
   auto make_sink = [&] {
     RowSink s;
@@ -422,13 +445,13 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CudaAttention,
-    ::testing::Values(AttnCase{40, 0, 6, 2, 32, 64, true, {}, 5},            // every head on the flash path
-                      AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5},        // mixed: captured + fused, GQA
-                      AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true},  // captured in fp16
-                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64}, // all captured, MHA, k = 64 > n
-                      AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7},        // decode-like: long past, d > threads
-                      AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5},           // no metrics
-                      AttnCase{1, 0, 2, 1, 8, 1, true, {0}, 5}));            // a single key
+    ::testing::Values(AttnCase{40, 0, 6, 2, 32, 64, true, {}, 5},             // every head on the flash path
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5},         // mixed: captured + fused, GQA
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true},   // captured in fp16
+                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64},  // all captured, MHA, k = 64 > n
+                      AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7},         // decode-like: long past, d > threads
+                      AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5},            // no metrics
+                      AttnCase{1, 0, 2, 1, 8, 1, true, {0}, 5}));             // a single key
 
 TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
   std::mt19937 rng(6);
@@ -512,8 +535,7 @@ void expect_forward_parity(const Model& cpu, const Model& gpu, const std::vector
   // KV-cache decode: greedy tokens from the CPU logits, fed to both.
   for (int step = 0; step < decode_steps; ++step) {
     const int V = c.vocab_size;
-    const int32_t next =
-        (int32_t)(std::max_element(lc.end() - V, lc.end()) - (lc.end() - V));
+    const int32_t next = (int32_t)(std::max_element(lc.end() - V, lc.end()) - (lc.end() - V));
     ASSERT_TRUE(sc.forward(&next, 1, spec, opt, &oc, &lc));
     ASSERT_TRUE(sg.forward(&next, 1, spec, opt, &og, &lg));
     EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
@@ -536,9 +558,7 @@ void expect_forward_parity(const Model& cpu, const Model& gpu, const std::vector
     const double scale_m = m == kEffSupport ? std::max(1.0, (double)oc.metrics[i]) : 1.0;
     ASSERT_NEAR(og.metrics[i], oc.metrics[i], 10 * kFwdTol * scale_m) << "metric " << row_metric_name(m) << " at " << i;
   }
-  if (spec.mode == AttnMode::kLearned) {
-    EXPECT_LE(rel_max(og.tau, oc.tau), 1e-5) << "tau";
-  }
+  if (spec.mode == AttnMode::kLearned) { EXPECT_LE(rel_max(og.tau, oc.tau), 1e-5) << "tau"; }
 }
 
 std::vector<int32_t> random_ids(int n, int vocab, unsigned seed) {

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "focal/capture.h"
@@ -25,6 +27,7 @@
 #include "focal/eval.h"
 #include "focal/metrics.h"
 #include "focal/trainer.h"
+#include "app_state.h"
 #include "focal_figures/figures.h"
 #include "palette.h"
 #include "plot.h"
@@ -38,8 +41,19 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr int kLayers = 2, kHeads = 3;
-const std::vector<std::string> kPieces = {"<s>", " In", " the", " beginning", " God", " created", "\n", " &<x>\"",
-                                          " heaven", " and", " extraordinarilylongpiece", " earth", "."};
+const std::vector<std::string> kPieces = {"<s>",
+                                          " In",
+                                          " the",
+                                          " beginning",
+                                          " God",
+                                          " created",
+                                          "\n",
+                                          " &<x>\"",
+                                          " heaven",
+                                          " and",
+                                          " extraordinarilylongpiece",
+                                          " earth",
+                                          "."};
 
 // Scores with a sink on key 0 and a pattern that differs per layer and head.
 float raw_score(int l, int h, int i, int j) {
@@ -267,7 +281,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 std::vector<Case> cases() {
   std::vector<Case> v;
   FigureOptions o;
-  v.push_back({"distribution", "distribution", o, false,
+  v.push_back({"distribution",
+               "distribution",
+               o,
+               false,
                {"Key token", "Attention probability", "beginning", "&amp;&lt;x&gt;&quot;", "standard", "focal_t0.4",
                 "Layer 0, head 0, query 12"}});
   o = {};
@@ -276,7 +293,10 @@ std::vector<Case> cases() {
   o.query = 11;
   o.runs = {"focal_t0.4"};
   o.no_sink = true;
-  v.push_back({"distribution_one_run_no_sink", "distribution", o, false,
+  v.push_back({"distribution_one_run_no_sink",
+               "distribution",
+               o,
+               false,
                {"Probability (sink excluded)", "focal_t0.4: layer 1, head 2, query 11", "extraordi\xE2\x80\xA6"}});
   o = {};
   o.overlay = true;
@@ -289,7 +309,8 @@ std::vector<Case> cases() {
   o.runs = {"standard", "focal_t0.4"};
   o.log_scale = true;
   o.no_sink = true;
-  v.push_back({"heatmap_two_runs_log", "heatmap", o, false, {"Probability (sink excluded)", "focal_t0.4", "10\xE2\x81\xBB"}});
+  v.push_back(
+      {"heatmap_two_runs_log", "heatmap", o, false, {"Probability (sink excluded)", "focal_t0.4", "10\xE2\x81\xBB"}});
   o = {};
   v.push_back({"grid", "grid", o, false, {"L0", "L1", "H2", "standard: attention by layer and head"}});
   o = {};
@@ -317,28 +338,42 @@ std::vector<Case> cases() {
   o.title = "Loss & temperature";
   v.push_back({"sweep_loss", "sweep", o, true, {"Prompt loss (nats/token)", "Loss &amp; temperature"}});
   o = {};
-  v.push_back({"training", "training", o, false,
-               {"Validation loss", "Validation loss (nats)", "Training step", "standard", "focal_t0.4", "learned",
-                "300"},
-               "logs"});
+  v.push_back(
+      {"training",
+       "training",
+       o,
+       false,
+       {"Validation loss", "Validation loss (nats)", "Training step", "standard", "focal_t0.4", "learned", "300"},
+       "logs"});
   o = {};
   o.metric = "step_loss";
   o.x_axis = "tokens";
-  v.push_back({"training_steps_tokens", "training", o, false,
-               {"Training loss per step", "Training tokens (thousands)", "Training loss (nats)", "standard"}, "logs"});
+  v.push_back({"training_steps_tokens",
+               "training",
+               o,
+               false,
+               {"Training loss per step", "Training tokens (thousands)", "Training loss (nats)", "standard"},
+               "logs"});
   o = {};
   o.metric = "train_loss";
   o.labels = {"Standard", "Focal t = 0.4", "Learned \xCF\x84"};
-  v.push_back({"training_labels", "training", o, false, {"Training loss", "Focal t = 0.4", "Learned \xCF\x84"}, "logs"});
+  v.push_back(
+      {"training_labels", "training", o, false, {"Training loss", "Focal t = 0.4", "Learned \xCF\x84"}, "logs"});
   o = {};
   o.tau = true;
   o.clip = true;
-  v.push_back({"training_tau", "training", o, false,
+  v.push_back({"training_tau",
+               "training",
+               o,
+               false,
                {"learned: learned \xCF\x84 per layer", "Learned \xCF\x84", "layer 0", "layer 2", "Clipped (%)",
                 "\xCF\x84 max", "\xCF\x84 min"},
                "learned"});
   o = {};
-  v.push_back({"retrieval", "retrieval", o, false,
+  v.push_back({"retrieval",
+               "retrieval",
+               o,
+               false,
                {"Retrieval against context length", "Accuracy (%)", "Relevant mass", "Context length (tokens)", "kv",
                 "mqar", "needle", "128", "standard", "focal_t0.4", "learned"},
                "evals"});
@@ -347,13 +382,17 @@ std::vector<Case> cases() {
   o.metric = "relevant_mass";
   o.layer = 2;
   o.labels = {"A", "B", "C"};
-  v.push_back({"retrieval_kind_layer", "retrieval", o, false,
-               {"kv: relevant mass against context length, layer 2", "256", "1024", "2048"}, "evals"});
+  v.push_back({"retrieval_kind_layer",
+               "retrieval",
+               o,
+               false,
+               {"kv: relevant mass against context length, layer 2", "256", "1024", "2048"},
+               "evals"});
   o = {};
   o.metric = "accuracy";
   o.width_in = 7;
-  v.push_back({"retrieval_accuracy_wide", "retrieval", o, false, {"Retrieval accuracy against context length"},
-               "evals"});
+  v.push_back(
+      {"retrieval_accuracy_wide", "retrieval", o, false, {"Retrieval accuracy against context length"}, "evals"});
   o = {};
   o.metric = "entropy";
   o.task_kind = "needle";
@@ -443,7 +482,8 @@ TEST_P(EachKind, SvgIsWellFormedAndHoldsItsLabels) {
   const std::string svg = render(c, Format::kSvg);
   const std::string path = temp_dir() + "/" + c.name + ".svg";
   spit(path, svg);
-  if (std::system("xmllint --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "xmllint missing: apt-get install libxml2-utils";
+  if (std::system("xmllint --version >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xmllint missing: apt-get install libxml2-utils";
   EXPECT_EQ(std::system(("xmllint --noout '" + path + "'").c_str()), 0) << path;
   for (const std::string& label : c.labels) EXPECT_THAT(svg, HasSubstr(label)) << c.name;
   EXPECT_THAT(svg, HasSubstr("<title>"));
@@ -469,10 +509,29 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
                      Format f = Format::kPng) {
   try {
     render_figure_files(kind, paths, opt, f);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
+}
+
+// Figure errors name the FigureOptions field (for the app and the Python API) and never a CLI option; the CLI puts
+// its option in front (FigureCli tests below).
+TEST(FigureErrors, NameTheFieldNotACliOption) {
+  const Files& fx = files();
+  FigureOptions o;
+  o.layer = 7;
+  try {
+    render_figure_files("heatmap", {fx.capture}, o, Format::kPng);
+    ADD_FAILURE() << "layer 7 is not stored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "layer");
+    EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+  }
+  o = {};
+  o.tau = true;
+  o.metric = "val_loss";
+  for (const std::string& msg : {error_of("training", {fx.log_learned}, o), error_of("entropy", {fx.capture}, o),
+                                 error_of("heatmap", {fx.metrics_only}, FigureOptions{})})
+    EXPECT_EQ(msg.find("--"), std::string::npos) << msg;
 }
 
 TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
@@ -480,34 +539,36 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   FigureOptions o;
   o.layer = 0;
   EXPECT_THAT(error_of("distribution", {fx.layer1_only}, o),
-              AllOf(HasSubstr("--layer 0"), HasSubstr("stored layers: 1"), HasSubstr("standard")));
+              AllOf(HasSubstr("layer 0"), HasSubstr("stored layers: 1"), HasSubstr("standard")));
   o = {};
   o.layer = 7;
-  EXPECT_THAT(error_of("heatmap", {fx.capture}, o), AllOf(HasSubstr("--layer 7"), HasSubstr("stored layers: 0,1")));
+  EXPECT_THAT(error_of("heatmap", {fx.capture}, o), AllOf(HasSubstr("layer 7"), HasSubstr("stored layers: 0,1")));
   o = {};
   o.head = 5;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("--head 5"), HasSubstr("0-2")));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("head 5"), HasSubstr("0-2")));
   o = {};
   o.query = 40;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("--query 40"), HasSubstr("0-12")));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), AllOf(HasSubstr("query 40"), HasSubstr("0-12")));
   o = {};
   o.runs = {"nope"};
   EXPECT_THAT(error_of("entropy", {fx.capture}, o),
-              AllOf(HasSubstr("--runs"), HasSubstr("'nope'"), HasSubstr("standard, focal_t0.4")));
+              AllOf(HasSubstr("runs"), HasSubstr("'nope'"), HasSubstr("standard, focal_t0.4")));
   o.runs = {"standard", "standard"};
   EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("listed twice"));
   o.runs = {"standard", "focal_t0.4"};
-  EXPECT_THAT(error_of("grid", {fx.capture}, o), AllOf(HasSubstr("--runs"), HasSubstr("at most 1 run")));
+  EXPECT_THAT(error_of("grid", {fx.capture}, o), AllOf(HasSubstr("runs"), HasSubstr("at most 1 run")));
   o = {};
   o.metric = "entropy";
   EXPECT_THAT(error_of("entropy", {fx.capture}, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("'entropy'"), HasSubstr("entropy_nats"), HasSubstr("sink_mass")));
+              AllOf(HasSubstr("metric"), HasSubstr("'entropy'"), HasSubstr("entropy_nats"), HasSubstr("sink_mass")));
   o.metric = "relevant_mass";
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--relevant"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("relevant keys"));
   o = {};
-  EXPECT_THAT(error_of("bars", {fx.capture}, o), AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
+  EXPECT_THAT(error_of("bars", {fx.capture}, o),
+              AllOf(HasSubstr("unknown figure kind 'bars'"), HasSubstr("distribution")));
   EXPECT_THAT(error_of("distribution", {fx.empty}, o), HasSubstr("holds no runs"));
-  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o), AllOf(HasSubstr("stores no attention rows"), HasSubstr("--store")));
+  EXPECT_THAT(error_of("heatmap", {fx.metrics_only}, o),
+              AllOf(HasSubstr("stores no attention rows"), HasSubstr("storing probabilities")));
   EXPECT_THAT(error_of("sweep", {fx.capture}, o), HasSubstr("not a focalscope sweep"));
   EXPECT_THAT(error_of("entropy", {fx.sweep}, o), HasSubstr("not a focalscope capture"));
   EXPECT_THAT(error_of("entropy", {temp_dir() + "/missing.h5"}, o), HasSubstr("no such file"));
@@ -516,13 +577,13 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   EXPECT_THAT(error_of("entropy", {zero}, o), HasSubstr("not an HDF5 file"));
   o.per_layer = true;
   o.metric = "loss";
-  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("--per-layer"));
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("per_layer"));
   o = {};
   o.matrix = true;
-  EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("--matrix does not apply"));
+  EXPECT_THAT(error_of("distribution", {fx.capture}, o), HasSubstr("matrix does not apply"));
   o = {};
   o.width_in = 0.2;
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--width"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("width_in"));
   EXPECT_THROW(format_from_path("out.jpg"), Error);
   EXPECT_EQ(format_from_path("a/b.PDF"), Format::kPdf);
 }
@@ -540,27 +601,27 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
   // training
   o.tau = true;
   EXPECT_THAT(error_of("training", {fx.log_std}, o),
-              AllOf(HasSubstr("--tau"), HasSubstr(fx.log_std), HasSubstr("no learned temperature"),
+              AllOf(HasSubstr("tau"), HasSubstr(fx.log_std), HasSubstr("no learned temperature"),
                     HasSubstr("standard attention")));
-  EXPECT_THAT(error_of("training", {fx.log_learned, fx.log_std}, o), HasSubstr("--tau draws one training log"));
+  EXPECT_THAT(error_of("training", {fx.log_learned, fx.log_std}, o), HasSubstr("tau draws one training log"));
   o.metric = "val_loss";
-  EXPECT_THAT(error_of("training", {fx.log_learned}, o), HasSubstr("--metric does not apply with --tau"));
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), HasSubstr("metric does not apply with tau"));
   o = {};
   o.clip = true;
-  EXPECT_THAT(error_of("training", {fx.log_learned}, o), AllOf(HasSubstr("--clip"), HasSubstr("--tau")));
+  EXPECT_THAT(error_of("training", {fx.log_learned}, o), AllOf(HasSubstr("clip"), HasSubstr("tau")));
   o = {};
   o.metric = "loss";
   EXPECT_THAT(error_of("training", {fx.log_std}, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("'loss'"), HasSubstr("val_loss, train_loss, step_loss")));
+              AllOf(HasSubstr("metric"), HasSubstr("'loss'"), HasSubstr("val_loss, train_loss, step_loss")));
   o = {};
   o.x_axis = "epochs";
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--x"), HasSubstr("steps, tokens")));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("x_axis"), HasSubstr("steps, tokens")));
   o = {};
   o.labels = {"a", "b"};
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("--labels"), HasSubstr("2 labels for 1 file")));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), AllOf(HasSubstr("labels"), HasSubstr("2 labels for 1 file")));
   o = {};
   o.layer = 1;
-  EXPECT_THAT(error_of("training", {fx.log_std}, o), HasSubstr("--layer does not apply to the training figure"));
+  EXPECT_THAT(error_of("training", {fx.log_std}, o), HasSubstr("layer does not apply to the training figure"));
   o = {};
   EXPECT_THAT(error_of("training", {fx.log_std, fx.log_empty}, o),
               AllOf(HasSubstr(fx.log_empty), HasSubstr("no evaluations yet")));
@@ -573,46 +634,47 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
     write_train_log(no_batch, path);
     o = {};
     o.x_axis = "tokens";
-    EXPECT_THAT(error_of("training", {path}, o), AllOf(HasSubstr("--x tokens"), HasSubstr(path), HasSubstr("seq_len")));
+    EXPECT_THAT(error_of("training", {path}, o),
+                AllOf(HasSubstr("x_axis tokens"), HasSubstr(path), HasSubstr("seq_len")));
   }
   // retrieval
   const std::vector<std::string> evals = {fx.eval_std, fx.eval_focal};
   o = {};
   o.task_kind = "copy";
   EXPECT_THAT(error_of("retrieval", evals, o),
-              AllOf(HasSubstr("--kind"), HasSubstr("'copy'"), HasSubstr("kv, mqar, needle")));
+              AllOf(HasSubstr("task_kind"), HasSubstr("'copy'"), HasSubstr("kv, mqar, needle")));
   o = {};
   o.layer = 3;
-  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--layer 3"), HasSubstr(fx.eval_std), HasSubstr("0-2")));
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("layer 3"), HasSubstr(fx.eval_std), HasSubstr("0-2")));
   o.metric = "accuracy";
-  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--layer does not apply to --metric accuracy"));
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("layer does not apply to metric accuracy"));
   o = {};
   o.metric = "val_loss";
   EXPECT_THAT(error_of("retrieval", evals, o),
-              AllOf(HasSubstr("--metric"), HasSubstr("accuracy, relevant_mass, entropy")));
+              AllOf(HasSubstr("metric"), HasSubstr("accuracy, relevant_mass, entropy")));
   o = {};
   o.tau = true;
-  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("--tau does not apply to the retrieval figure"));
+  EXPECT_THAT(error_of("retrieval", evals, o), HasSubstr("tau does not apply to the retrieval figure"));
   o = {};
   o.runs = {"standard"};
-  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("--runs"), HasSubstr("--labels")));
+  EXPECT_THAT(error_of("retrieval", evals, o), AllOf(HasSubstr("runs"), HasSubstr("labels")));
   // The new options are refused by the other kinds.
   o = {};
   o.task_kind = "kv";
-  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("--kind does not apply to the entropy figure"));
+  EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("task_kind does not apply to the entropy figure"));
   o = {};
   o.labels = {"a"};
-  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("--labels does not apply to the sweep figure"));
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("labels does not apply to the sweep figure"));
   // In memory: a source of the wrong kind.
   const CaptureFile cap = make_capture(true, false);
-  EXPECT_THAT([&] {
-    try {
-      render_figure("training", {{&cap, nullptr, "cap"}}, {}, Format::kSvg);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  }(), AllOf(HasSubstr("'cap'"), HasSubstr("an attention capture")));
+  EXPECT_THAT(
+      [&] {
+        try {
+          render_figure("training", {{&cap, nullptr, "cap"}}, {}, Format::kSvg);
+        } catch (const Error& e) { return std::string(e.what()); }
+        return std::string("(no error)");
+      }(),
+      AllOf(HasSubstr("'cap'"), HasSubstr("an attention capture")));
 }
 
 TEST(FigureData, RetrievalLeavesOutNanPointsLikeMissingOnes) {
@@ -698,13 +760,19 @@ TEST(FigurePlot, TicksFollowTheOneTwoFiveRule) {
   t = nice_ticks(0.16, 1.24, 6, false);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0.2", "0.4", "0.6", "0.8", "1.0", "1.2"}));
   t = nice_ticks(-1.09, 1.09, 7, false);
-  EXPECT_EQ(t.labels, (std::vector<std::string>{"\xE2\x88\x92" "1.0", "\xE2\x88\x92" "0.5", "0.0", "0.5", "1.0"}));
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"\xE2\x88\x92"
+                                                "1.0",
+                                                "\xE2\x88\x92"
+                                                "0.5",
+                                                "0.0", "0.5", "1.0"}));
   t = nice_ticks(0, 37, 6, true);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0", "10", "20", "30", "40"}));
   t = log10_ticks(-4, 0, 6);
   EXPECT_EQ(t.labels.front(), "10\xE2\x81\xBB\xE2\x81\xB4");  // 10⁻⁴
   EXPECT_EQ(t.labels.back(), "10\xE2\x81\xB0");
-  EXPECT_EQ(format_sig(-0.4123, 2), "\xE2\x88\x92" "0.41");
+  EXPECT_EQ(format_sig(-0.4123, 2),
+            "\xE2\x88\x92"
+            "0.41");
 }
 
 TEST(FigurePlot, TokenLabelsAreTrimmedAbbreviatedAndVisible) {
@@ -751,6 +819,68 @@ std::vector<std::string> list_dir(const std::string& dir) {
   return names;
 }
 
+// The derived numbers have one definition (focal/capture.h): the app's metric table, the figures' head means and
+// `focal inspect`'s table and prompt loss agree on one capture, for every layer, head and metric the table prints.
+TEST(FigureCli, InspectTableAppAndFiguresAgreeOnOneCapture) {
+  using focalscope::AppState;
+  auto wait_idle = [](AppState& st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (st.busy()) {
+      st.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the app's jobs did not finish";
+    }
+    st.poll();
+  };
+  AppState st;
+  st.prompt = "The old man took the lamp and went down to the river.";
+  st.open_path(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model()) << st.message;
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/c.h5";
+  st.export_capture(path);
+  AppState cap;
+  cap.open_path(path);
+  wait_idle(cap);
+  ASSERT_TRUE(cap.capture_only()) << cap.message;
+  const focal::RunCapture& run = *cap.slots[0].run;
+  const int L = cap.file.n_layers, H = cap.file.n_heads;
+
+  const std::string out = dir + "/inspect.txt";
+  ASSERT_EQ(0, std::system(
+                   (std::string(FOCAL_CLI_PATH) + " inspect '" + path + "' --run " + run.name + " >'" + out + "' 2>&1")
+                       .c_str()));
+  std::ifstream in(out);
+  std::string line;
+  double cli_loss = NAN;
+  std::vector<std::vector<double>> rows;  // [layer * H + head] -> entropy, H/lnN, max_p, sink, tail
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "  prompt loss %lf", &cli_loss) == 1) continue;
+    std::istringstream ls(line);
+    int l = -1, h = -1;
+    std::vector<double> v(5);
+    if (ls >> l >> h >> v[0] >> v[1] >> v[2] >> v[3] >> v[4]) rows.push_back(v);
+  }
+  ASSERT_EQ(rows.size(), (size_t)L * H) << "inspect table of " << path;
+  ASSERT_FALSE(std::isnan(cli_loss));
+  EXPECT_NEAR(cli_loss, cap.prompt_loss(0), 5.1e-5);  // printed with 4 decimals
+  EXPECT_FLOAT_EQ(cap.prompt_loss(0), (float)focal::prompt_loss(run));
+
+  const RunRef ref{&cap.file, &run, run.name};
+  const int kCols[5] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kMaxProb, focal::kSinkMass, focal::kTailMass};
+  for (int c = 0; c < 5; ++c) {
+    const std::vector<double> fig = head_means(ref, kCols[c]);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        const float app = cap.head_metric(0, l, h, kCols[c]);
+        ASSERT_FALSE(std::isnan(app));
+        EXPECT_EQ((float)fig[(size_t)l * H + h], app) << "figures vs app, layer " << l << " head " << h;
+        EXPECT_NEAR(rows[(size_t)l * H + h][c], app, 5.1e-5) << "inspect vs app, layer " << l << " head " << h;
+      }
+  }
+}
+
 TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
   const CliResult help = run_cli("figure --help");
   EXPECT_EQ(help.rc, 0);
@@ -758,7 +888,8 @@ TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
                         "--dpi", "--matrix", "--tau", "--kind", "--labels", "--x"})
     EXPECT_THAT(help.out, HasSubstr(k));
   const std::string out = temp_dir() + "/cli_fig.svg";
-  const CliResult r = run_cli("figure distribution " + files().capture + " --runs standard --layer 1 --head 2 -o " + out);
+  const CliResult r =
+      run_cli("figure distribution " + files().capture + " --runs standard --layer 1 --head 2 -o " + out);
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(out));
   EXPECT_THAT(slurp(out), HasSubstr("<svg"));
@@ -770,8 +901,8 @@ TEST(FigureCli, WritesTheFigureAndListsKindsInHelp) {
   t = run_cli("figure training " + files().log_learned + " --tau --clip -o " + png);
   EXPECT_EQ(t.rc, 0) << t.err;
   const std::string pdf = temp_dir() + "/cli_retrieval.pdf";
-  t = run_cli("figure retrieval " + files().eval_std + " " + files().eval_learned + " --kind kv --labels std,learned -o " +
-              pdf);
+  t = run_cli("figure retrieval " + files().eval_std + " " + files().eval_learned +
+              " --kind kv --labels std,learned -o " + pdf);
   EXPECT_EQ(t.rc, 0) << t.err;
   EXPECT_EQ(slurp(pdf).compare(0, 5, "%PDF-"), 0);
 }

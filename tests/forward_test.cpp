@@ -15,9 +15,9 @@
 namespace focal {
 namespace {
 
-using test::Vec;
-using test::NaiveOut;
 using test::naive_forward;
+using test::NaiveOut;
+using test::Vec;
 
 ModelConfig small_config(AttnMode mode, TauMode tau_mode = TauMode::kPrefixMean, bool qk_norm = false) {
   ModelConfig c;

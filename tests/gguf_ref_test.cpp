@@ -94,8 +94,10 @@ TEST(ConvertedReference, LogitsMatchSafetensorsModel) {
     std::memcpy(hf.data(), hb.data(), hb.size());
     const double err_hf = test::rel_max_err(got.data(), hf.data(), hf.size());
     const double err = test::rel_max_err(got.data(), ref.data(), ref.size());
-    std::printf("[ info ] std-%s.gguf: max |logit diff| / max |logit| = %.3g vs transformers on the dequantised "
-                "weights, %.3g vs the safetensors model (tolerance %.3g)\n", type, err_hf, err, tol);
+    std::printf(
+        "[ info ] std-%s.gguf: max |logit diff| / max |logit| = %.3g vs transformers on the dequantised "
+        "weights, %.3g vs the safetensors model (tolerance %.3g)\n",
+        type, err_hf, err, tol);
     EXPECT_LT(err_hf, 1e-5) << type;
     EXPECT_LT(err, tol) << type;
   }
@@ -112,8 +114,8 @@ TEST(ConvertedReference, LlamaVocabularyTokenizesLikeTokenizerModel) {
   // Single-spaced text without newlines: GGUF stores no normaliser (the bundled model's nmt_nfkc turns "\n" into a
   // space and folds NFKC forms; llama.cpp does neither), so those are out of scope here.
   for (const char* s : {"In the beginning God created the heaven and the earth.", "Sherlock Holmes took his pipe",
-                        "Call me Ishmael. Some years ago", "numbers 1234 and 56",
-                        "caf\xC3\xA9 na\xC3\xAFve", "\xE2\x9D\xA4 emoji \xF0\x9F\x98\x80"}) {
+                        "Call me Ishmael. Some years ago", "numbers 1234 and 56", "caf\xC3\xA9 na\xC3\xAFve",
+                        "\xE2\x9D\xA4 emoji \xF0\x9F\x98\x80"}) {
     EXPECT_EQ(m->tokenizer()->encode(s, true), ref_model->tokenizer()->encode(s, true)) << s;
     EXPECT_EQ(m->tokenizer()->decode(m->tokenizer()->encode(s, false)), s);
   }

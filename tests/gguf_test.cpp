@@ -23,10 +23,10 @@
 namespace focal {
 namespace {
 
-using ::testing::HasSubstr;
 using test::GgufBuilder;
 using test::tiny_llama_gguf;
 using test::write_file;
+using ::testing::HasSubstr;
 
 void put_f16(std::vector<uint8_t>* b, uint16_t h) {
   b->push_back((uint8_t)(h & 0xFF));
@@ -65,8 +65,8 @@ TEST(GgufDequant, Q5_0AndQ5_1HighBits) {
   const uint32_t qh = 0xA5A50F0Fu;
   for (bool with_min : {false, true}) {
     std::vector<uint8_t> b;
-    put_f16(&b, 0x3C00);                 // d = 1
-    if (with_min) put_f16(&b, 0x4000);   // m = 2
+    put_f16(&b, 0x3C00);                // d = 1
+    if (with_min) put_f16(&b, 0x4000);  // m = 2
     for (int k = 0; k < 4; ++k) b.push_back((uint8_t)(qh >> (8 * k)));
     for (int j = 0; j < 16; ++j) b.push_back((uint8_t)((j & 0xF) | ((15 - j) << 4)));
     float y[32];
@@ -105,10 +105,14 @@ TEST(GgufDequant, Q4_KFirstSubBlocks) {
   // Sub-block 0: scale 2, min 1; sub-block 1: scale 3, min 0 (6-bit fields j < 4 in bytes j and j + 4).
   // d = 1, dmin = 0.5; quants: low nibbles 5 (sub-block 0), high nibbles 7 (sub-block 1).
   std::vector<uint8_t> b(144, 0);
-  b[0] = 0x00; b[1] = 0x3C;  // d = 1
-  b[2] = 0x00; b[3] = 0x38;  // dmin = 0.5
-  b[4 + 0] = 2; b[4 + 4] = 1;
-  b[4 + 1] = 3; b[4 + 5] = 0;
+  b[0] = 0x00;
+  b[1] = 0x3C;  // d = 1
+  b[2] = 0x00;
+  b[3] = 0x38;  // dmin = 0.5
+  b[4 + 0] = 2;
+  b[4 + 4] = 1;
+  b[4 + 1] = 3;
+  b[4 + 5] = 0;
   for (int l = 0; l < 32; ++l) b[16 + l] = 0x75;
   std::vector<float> y(256);
   ggml_dequantize(kGgmlQ4_K, b.data(), y.data(), 256);
@@ -123,8 +127,10 @@ TEST(GgufDequant, TypeTable) {
   EXPECT_EQ(ggml_type_name(3), "Q4_1 (type 3)");
   EXPECT_EQ(ggml_type_name(17), "IQ2_XS (type 17)");
   EXPECT_EQ(ggml_type_name(999), "unknown type 999");
-  for (uint32_t t : {0u, 1u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 30u}) EXPECT_TRUE(ggml_type_supported(t)) << t;
-  for (uint32_t t : {4u, 5u, 9u, 15u, 16u, 17u, 20u, 23u, 24u, 29u, 34u, 99u}) EXPECT_FALSE(ggml_type_supported(t)) << t;
+  for (uint32_t t : {0u, 1u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 30u})
+    EXPECT_TRUE(ggml_type_supported(t)) << t;
+  for (uint32_t t : {4u, 5u, 9u, 15u, 16u, 17u, 20u, 23u, 24u, 29u, 34u, 99u})
+    EXPECT_FALSE(ggml_type_supported(t)) << t;
 }
 
 TEST(GgufRope, UnpermuteRows) {
@@ -149,9 +155,7 @@ class GgufFileTest : public ::testing::Test {
   std::string load_error(const std::string& path) {
     try {
       Model::load(path);
-    } catch (const Error& e) {
-      return e.what();
-    }
+    } catch (const Error& e) { return e.what(); }
     return "(no error)";
   }
   std::string dir_;
@@ -205,9 +209,7 @@ TEST_F(GgufFileTest, CaptureTopkAndNllFromLogitBlocks) {
     const int top = (int)(std::max_element(r, r + V) - r);
     ASSERT_EQ(run.topk_ids[(size_t)i * K], top) << i;
     ASSERT_NEAR(run.topk_probs[(size_t)i * K], std::exp(r[top] - mx) / z, 1e-5) << i;
-    if (i + 1 < T) {
-      ASSERT_NEAR(run.token_nll[i], std::log(z) + mx - r[ids[i + 1]], 1e-4) << i;
-    }
+    if (i + 1 < T) { ASSERT_NEAR(run.token_nll[i], std::log(z) + mx - r[ids[i + 1]], 1e-4) << i; }
   }
   EXPECT_TRUE(std::isnan(run.token_nll[T - 1]));
 }
@@ -253,8 +255,9 @@ TEST_F(GgufFileTest, TruncatedAnywhere) {
     EXPECT_THAT(e, HasSubstr(p)) << cut;
   }
   const std::string p = write("cut.gguf", full.substr(0, 10));
-  EXPECT_EQ(load_error(p), "'" + p + "' is truncated: reading the tensor count at byte 8 needs 8 bytes but the file "
-                                     "has 10 (re-download or re-convert the file)");
+  EXPECT_EQ(load_error(p), "'" + p +
+                               "' is truncated: reading the tensor count at byte 8 needs 8 bytes but the file "
+                               "has 10 (re-download or re-convert the file)");
   const std::string last = write("last.gguf", full.substr(0, full.size() - 1));
   EXPECT_THAT(load_error(last), HasSubstr("lies past the end of the data area"));
 }
@@ -281,31 +284,35 @@ TEST_F(GgufFileTest, UnknownAndUnsupportedTypes) {
 TEST_F(GgufFileTest, InconsistentMetadata) {
   {  // a required key missing
     const std::string p = write("a.gguf", tiny_llama_gguf(test::TinyLlamaDims{}, "llama.block_count").bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': metadata key 'llama.block_count' is missing — the file is not a complete "
-                                       "llama GGUF");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': metadata key 'llama.block_count' is missing — the file is not a complete "
+                                 "llama GGUF");
   }
   {  // head count that does not divide the width
     test::TinyLlamaDims d;
     GgufBuilder b = tiny_llama_gguf(d, "llama.attention.head_count");
     b.u32("llama.attention.head_count", 3);
     const std::string p = write("b.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': llama.embedding_length (64) is not a multiple of "
-                                       "llama.attention.head_count (3) and llama.attention.key_length is missing");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': llama.embedding_length (64) is not a multiple of "
+                                 "llama.attention.head_count (3) and llama.attention.key_length is missing");
   }
   {  // vocab_size disagreeing with the embedding
     GgufBuilder b = tiny_llama_gguf();
     b.u32("llama.vocab_size", 512);
     const std::string p = write("c.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': llama.vocab_size (512) disagrees with token_embd.weight's 300 rows — "
-                                       "inconsistent metadata");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': llama.vocab_size (512) disagrees with token_embd.weight's 300 rows — "
+                                 "inconsistent metadata");
   }
   {  // a tensor whose shape disagrees with the metadata
     GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "", "blk.1.ffn_up.weight");
     b.tensor_f32("blk.1.ffn_up.weight", {64, 32}, std::vector<float>(64 * 32, 0.0f));
     const std::string p = write("d.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': tensor 'model.layers.1.mlp.up_proj.weight' has shape [32, 64], expected "
-                                       "[96, 64] = [llama.feed_forward_length, llama.embedding_length] from '" + p +
-                                       "' (GGUF metadata)");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': tensor 'model.layers.1.mlp.up_proj.weight' has shape [32, 64], expected "
+                                 "[96, 64] = [llama.feed_forward_length, llama.embedding_length] from '" +
+                                 p + "' (GGUF metadata)");
   }
   {  // a key twice
     GgufBuilder b = tiny_llama_gguf();
@@ -317,8 +324,9 @@ TEST_F(GgufFileTest, InconsistentMetadata) {
     GgufBuilder b;
     b.str("general.architecture", "gpt2");
     const std::string p = write("f.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': architecture 'gpt2' is not supported (focalscope loads llama-architecture "
-                                       "GGUF files)");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': architecture 'gpt2' is not supported (focalscope loads llama-architecture "
+                                 "GGUF files)");
   }
   {  // alignment that is no power of two
     GgufBuilder b = tiny_llama_gguf();
@@ -330,15 +338,17 @@ TEST_F(GgufFileTest, InconsistentMetadata) {
     GgufBuilder b = tiny_llama_gguf();
     b.u32("llama.rope.dimension_count", 16);
     const std::string p = write("i.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': llama.rope.dimension_count (16) differs from the head dimension 32 "
-                                       "(partial RoPE is not supported)");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': llama.rope.dimension_count (16) differs from the head dimension 32 "
+                                 "(partial RoPE is not supported)");
   }
   {  // a tokenizer model focalscope does not know
     GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "tokenizer.ggml.model");
     b.str("tokenizer.ggml.model", "bert");
     const std::string p = write("j.gguf", b.bytes());
-    EXPECT_EQ(load_error(p), "'" + p + "': tokenizer.ggml.model 'bert' is not supported (focalscope reads 'llama' "
-                                       "sentencepiece and 'gpt2' byte-level BPE vocabularies)");
+    EXPECT_EQ(load_error(p), "'" + p +
+                                 "': tokenizer.ggml.model 'bert' is not supported (focalscope reads 'llama' "
+                                 "sentencepiece and 'gpt2' byte-level BPE vocabularies)");
   }
 }
 
@@ -352,8 +362,9 @@ TEST_F(GgufFileTest, NoTokenizerStillLoads) {
     m->require_tokenizer();
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "model '" + p + "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass "
-                                     "token ids instead of text");
+    EXPECT_EQ(std::string(e.what()), "model '" + p +
+                                         "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass "
+                                         "token ids instead of text");
   }
 }
 
@@ -368,7 +379,8 @@ TEST(GgufParse, ArrayCountBeyondFile) {
     GgufFile f(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "mem.gguf");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_THAT(std::string(e.what()), HasSubstr("more than a " + std::to_string(bytes.size()) + "-byte file can hold"));
+    EXPECT_THAT(std::string(e.what()),
+                HasSubstr("more than a " + std::to_string(bytes.size()) + "-byte file can hold"));
   }
 }
 
@@ -398,11 +410,11 @@ TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
   const std::string text = "<|im_start|>a\n\xC3\xA9 \xF0\x9F\x98\x80";  // a, newline, é, space, emoji
   const std::vector<int32_t> ids = t->encode(text, false);
   ASSERT_FALSE(ids.empty());
-  EXPECT_EQ(ids[0], 259);                     // the control token, matched whole
-  EXPECT_EQ(t->decode(ids), text);            // byte-level round trip
-  EXPECT_EQ(t->display(ids[2]), "\\n");       // the newline piece "Ċ"
+  EXPECT_EQ(ids[0], 259);                // the control token, matched whole
+  EXPECT_EQ(t->decode(ids), text);       // byte-level round trip
+  EXPECT_EQ(t->display(ids[2]), "\\n");  // the newline piece "Ċ"
   EXPECT_EQ(t->piece(ids[2]), "\xC4\x8A");
-  EXPECT_EQ(t->display(ids[3]), "\\xC3");     // half of é alone is no text
+  EXPECT_EQ(t->display(ids[3]), "\\xC3");        // half of é alone is no text
   EXPECT_EQ(t->encode("x", true).front(), 259);  // add_bos puts the BOS id first
 }
 

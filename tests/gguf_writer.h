@@ -145,7 +145,8 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
     const bool printable = (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
     const int cp = printable ? c : next++;
     std::string s;
-    if (cp < 0x80) s = std::string(1, (char)cp);
+    if (cp < 0x80)
+      s = std::string(1, (char)cp);
     else {
       s += (char)(0xC0 | (cp >> 6));
       s += (char)(0x80 | (cp & 0x3F));

@@ -55,7 +55,9 @@ void expect_same_run(const RunCapture& a, const RunCapture& b) {
   EXPECT_EQ(a.layers, b.layers);
   ASSERT_EQ(a.metrics.size(), b.metrics.size());
   for (size_t i = 0; i < a.metrics.size(); ++i)
-    if (!(std::isnan(a.metrics[i]) && std::isnan(b.metrics[i]))) ASSERT_EQ(a.metrics[i], b.metrics[i]) << "metric " << i;
+    if (!(std::isnan(a.metrics[i]) && std::isnan(b.metrics[i]))) {
+      ASSERT_EQ(a.metrics[i], b.metrics[i]) << "metric " << i;
+    }
   EXPECT_EQ(a.row_scale, b.row_scale);
   EXPECT_EQ(a.tau, b.tau);
   EXPECT_EQ(a.probs, b.probs);
@@ -78,8 +80,8 @@ TEST(RerunFrom, EqualsAFullForwardWhenOnlyLaterLayersChanged) {
   ASSERT_TRUE(s.rerun_from(2, x.data(), 24, spec, {}, &rec, &lg1));
   Session fresh(*m, 24);
   ASSERT_TRUE(fresh.forward(x.data(), 24, spec, {}, nullptr, &ref));
-  EXPECT_EQ(lg1, ref);   // layers 2, 3 re-run on the kept input of layer 2: identical
-  EXPECT_NE(lg0, ref);   // and the change mattered
+  EXPECT_EQ(lg1, ref);  // layers 2, 3 re-run on the kept input of layer 2: identical
+  EXPECT_NE(lg0, ref);  // and the change mattered
   EXPECT_EQ(s.n_past(), 24);
   EXPECT_TRUE(std::isnan(rec.metrics[0]));  // layers before 2 are not reported
 }

@@ -205,8 +205,14 @@ TEST(Divergence, IdentityBoundsAndDisjointSupports) {
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<float> x(6), y(6);
     float sx = 0, sy = 0;
-    for (int j = 0; j < 6; ++j) { sx += x[j] = u(rng); sy += y[j] = u(rng); }
-    for (int j = 0; j < 6; ++j) { x[j] /= sx; y[j] /= sy; }
+    for (int j = 0; j < 6; ++j) {
+      sx += x[j] = u(rng);
+      sy += y[j] = u(rng);
+    }
+    for (int j = 0; j < 6; ++j) {
+      x[j] /= sx;
+      y[j] /= sy;
+    }
     const double j1 = js_divergence(x.data(), y.data(), 6), j2 = js_divergence(y.data(), x.data(), 6);
     EXPECT_NEAR(j1, j2, 1e-12);
     EXPECT_GE(j1, 0.0);

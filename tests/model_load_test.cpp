@@ -39,9 +39,7 @@ template <class Fn>
 std::string error_of(Fn&& fn) {
   try {
     fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
+  } catch (const Error& e) { return e.what(); } catch (const std::exception& e) {
     ADD_FAILURE() << "expected focal::Error, got std::exception: " << e.what();
     return "";
   }
@@ -188,8 +186,8 @@ TEST_F(ModelLoadTest, MalformedConfigJson) {
 }
 
 TEST_F(ModelLoadTest, MissingRequiredField) {
-  for (const char* field : {"num_hidden_layers", "vocab_size", "hidden_size", "num_attention_heads",
-                            "intermediate_size"}) {
+  for (const char* field :
+       {"num_hidden_layers", "vocab_size", "hidden_size", "num_attention_heads", "intermediate_size"}) {
     json j = base_config_json();
     j.erase(field);
     const std::string dir = model_with_config_text(std::string("missing_") + field, j.dump());
@@ -285,7 +283,8 @@ TEST_F(ModelLoadTest, ConfigFocalObjectRoundTrips) {
   EXPECT_EQ(r.focal.tau_max, 5.0f);
   EXPECT_EQ(r.focal.tau_mode, TauMode::kSequenceMean);
   j["focal"]["tau_mode"] = "sideways";
-  EXPECT_THAT(error_of([&] { parse_config(j.dump(), "hand.json"); }), AllOf(HasSubstr("tau_mode"), HasSubstr("sideways")));
+  EXPECT_THAT(error_of([&] { parse_config(j.dump(), "hand.json"); }),
+              AllOf(HasSubstr("tau_mode"), HasSubstr("sideways")));
 }
 
 // ---- tensors ----
@@ -329,9 +328,9 @@ TEST_F(ModelLoadTest, WrongShapeNamesTensorAndBothShapes) {
   // k_proj is [n_kv_heads*d_head, hidden] = [16, 32]; store it transposed.
   find_tensor(ts, "model.layers.1.self_attn.k_proj.weight")->shape = {32, 16};
   const std::string dir = make_model("shape", small_config(), ts);
-  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir + "/model.safetensors"),
-                                     HasSubstr("'model.layers.1.self_attn.k_proj.weight'"), HasSubstr("[32, 16]"),
-                                     HasSubstr("[16, 32]")));
+  EXPECT_THAT(load_error(dir),
+              AllOf(HasSubstr(dir + "/model.safetensors"), HasSubstr("'model.layers.1.self_attn.k_proj.weight'"),
+                    HasSubstr("[32, 16]"), HasSubstr("[16, 32]")));
 }
 
 TEST_F(ModelLoadTest, UnsupportedDtypeIsNamed) {
@@ -381,8 +380,8 @@ TEST_F(ModelLoadTest, TruncatedDataArea) {
   const std::string bytes = read_bytes(path);
   write_bytes(path, bytes.substr(0, bytes.size() - 4));
   // Data is laid out in the order random_model_tensors returns; lm_head.weight is last, so it sticks out.
-  EXPECT_THAT(load_error(dir), AllOf(HasSubstr(path), HasSubstr("'lm_head.weight'"), HasSubstr("data_offsets"),
-                                     HasSubstr("outside")));
+  EXPECT_THAT(load_error(dir),
+              AllOf(HasSubstr(path), HasSubstr("'lm_head.weight'"), HasSubstr("data_offsets"), HasSubstr("outside")));
 }
 
 TEST_F(ModelLoadTest, OverlappingDataRanges) {
@@ -409,8 +408,9 @@ TEST_F(ModelLoadTest, OtherHeaderDefects) {
               AllOf(HasSubstr("'a'"), HasSubstr("12 bytes expected")));
   EXPECT_THAT(open_error(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16), HasSubstr("'a'"));
   // A valid hand-written file with __metadata__ opens.
-  write_bytes(path, raw_safetensors(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
-                                    std::string(16, '\0')));
+  write_bytes(path, raw_safetensors(
+                        R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
+                        std::string(16, '\0')));
   SafetensorsFile f(path);
   ASSERT_EQ(f.tensors().size(), 1u);
   EXPECT_EQ(f.tensors().at("a").shape, (std::vector<int64_t>{2, 2}));
@@ -598,7 +598,8 @@ TEST_F(ModelLoadTest, TauWeightsWithoutLearnedMode) {
 TEST_F(ModelLoadTest, TauWeightsWithBiasWithoutLearnedMode) {
   // The realistic case (focal init --attn learned writes a tau bias): config.json lost its "focal" object. The
   // message should say what to add to config.json, not only that a bias tensor is unexpected.
-  const std::string dir = make_model("tau_bias_no_learned", small_config(), random_model_tensors(learned_config(true), 7));
+  const std::string dir =
+      make_model("tau_bias_no_learned", small_config(), random_model_tensors(learned_config(true), 7));
   EXPECT_THAT(load_error(dir), AllOf(HasSubstr(dir + "/config.json"), HasSubstr("tau_proj"), HasSubstr("learned")));
 }
 
@@ -608,9 +609,7 @@ TEST_F(ModelLoadTest, LearnedModelLoads) {
     auto m = Model::load(make_model(bias ? "learned_b" : "learned", c, random_model_tensors(c, 7)));
     EXPECT_EQ(m->config().focal.mode, AttnMode::kLearned);
     EXPECT_NE(m->weights().layers[1].tau_w, nullptr);
-    if (bias) {
-      EXPECT_FLOAT_EQ(*m->weights().layers[1].tau_b, 0.5f * (c.focal.tau_min + c.focal.tau_max));
-    }
+    if (bias) { EXPECT_FLOAT_EQ(*m->weights().layers[1].tau_b, 0.5f * (c.focal.tau_min + c.focal.tau_max)); }
     TempSpec s = TempSpec::native(m->config());
     EXPECT_EQ(s.mode, AttnMode::kLearned);
     EXPECT_NO_THROW(s.validate(m->config()));
@@ -661,8 +660,8 @@ std::string train_tokenizer(const std::string& dir) {
   }
   const std::string cmd = "spm_train --input='" + text + "' --model_prefix='" + dir +
                           "/tok' --vocab_size=384 --model_type=bpe --byte_fallback=true --character_coverage=1.0 "
-                          "--bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 > '" + dir +
-                          "/spm.log' 2>&1";
+                          "--bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 > '" +
+                          dir + "/spm.log' 2>&1";
   if (std::system(cmd.c_str()) != 0) return std::string();
   return dir + "/tok.model";
 }
@@ -697,17 +696,17 @@ TEST(TempSpecTest, ValidateRejectsBadTemperatures) {
   const ModelConfig c = small_config();
   for (float t : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     SCOPED_TRACE(t);
-    EXPECT_THAT(error_of([&] { TempSpec::focal(t).validate(c); }), HasSubstr("--temp"));
+    EXPECT_THAT(error_of([&] { TempSpec::focal(t).validate(c); }), HasSubstr("focal_temp = "));
     TempSpec s;
     s.layer_temp[1] = t;
-    EXPECT_THAT(error_of([&] { s.validate(c); }), HasSubstr("--layer-temp"));
+    EXPECT_THAT(error_of([&] { s.validate(c); }), HasSubstr("layer_temp[1] = "));
     TempSpec h;
     h.head_temp[{0, 3}] = t;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), HasSubstr("--head-temp"));
+    EXPECT_THAT(error_of([&] { h.validate(c); }), HasSubstr("head_temp[0:3] = "));
     TempSpec ss;
     ss.mode = AttnMode::kSsmax;
     ss.ssmax_s = t;
-    EXPECT_THAT(error_of([&] { ss.validate(c); }), HasSubstr("--ssmax-s"));
+    EXPECT_THAT(error_of([&] { ss.validate(c); }), HasSubstr("ssmax_s = "));
   }
   EXPECT_NO_THROW(TempSpec::focal(0.4f).validate(c));
   EXPECT_NO_THROW(TempSpec::standard().validate(c));
@@ -718,15 +717,18 @@ TEST(TempSpecTest, ValidateRejectsOutOfRangeLayersAndHeads) {
   for (int l : {-1, 2, 99}) {
     TempSpec s;
     s.layer_temp[l] = 0.5f;
-    EXPECT_THAT(error_of([&] { s.validate(c); }), AllOf(HasSubstr("--layer-temp"), HasSubstr(std::to_string(l))));
+    EXPECT_THAT(error_of([&] { s.validate(c); }), AllOf(HasSubstr("layer_temp[" + std::to_string(l) + "]"),
+                                                        HasSubstr("out of range"), Not(HasSubstr("--"))));
     TempSpec h;
     h.head_temp[{l, 0}] = 0.5f;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("--head-temp"), HasSubstr("layer")));
+    EXPECT_THAT(error_of([&] { h.validate(c); }),
+                AllOf(HasSubstr("head_temp[" + std::to_string(l) + ":0]"), HasSubstr("layer")));
   }
   for (int hd : {-1, 4}) {
     TempSpec h;
     h.head_temp[{1, hd}] = 0.5f;
-    EXPECT_THAT(error_of([&] { h.validate(c); }), AllOf(HasSubstr("--head-temp"), HasSubstr("head " + std::to_string(hd))));
+    EXPECT_THAT(error_of([&] { h.validate(c); }),
+                AllOf(HasSubstr("head_temp[1:" + std::to_string(hd) + "]"), HasSubstr("head " + std::to_string(hd))));
   }
   TempSpec ok;
   ok.layer_temp[1] = 0.5f;
@@ -737,10 +739,11 @@ TEST(TempSpecTest, ValidateRejectsOutOfRangeLayersAndHeads) {
 TEST(TempSpecTest, LearnedNeedsLearnedModel) {
   TempSpec s;
   s.mode = AttnMode::kLearned;
-  EXPECT_THAT(error_of([&] { s.validate(small_config()); }), AllOf(HasSubstr("--mode learned"), HasSubstr("learned")));
+  EXPECT_THAT(error_of([&] { s.validate(small_config()); }),
+              AllOf(HasSubstr("mode = learned"), HasSubstr("learned"), Not(HasSubstr("--"))));
   EXPECT_NO_THROW(s.validate(learned_config(false)));
   s.tau_scale = 0.0f;
-  EXPECT_THAT(error_of([&] { s.validate(learned_config(false)); }), HasSubstr("--tau-scale"));
+  EXPECT_THAT(error_of([&] { s.validate(learned_config(false)); }), HasSubstr("tau_scale = 0"));
 }
 
 TEST(TempSpecTest, JsonRoundTrip) {
@@ -818,25 +821,45 @@ TEST(CaptureRequestTest, Validation) {
     edit(q);
     return error_of([&] { validate_capture_request(c, 10, q, 1); });
   };
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {0, 2}; }), AllOf(HasSubstr("--layers"), HasSubstr("2")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {-1}; }), HasSubstr("--layers"));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {1, 1}; }), AllOf(HasSubstr("--layers"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {4}; }), AllOf(HasSubstr("--heads"), HasSubstr("0..3")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {3, 0, 3}; }), AllOf(HasSubstr("--heads"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {10}; }), AllOf(HasSubstr("--queries"), HasSubstr("0..9")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {5, 5}; }), AllOf(HasSubstr("--queries"), HasSubstr("twice")));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.run.relevant = {10}; }), HasSubstr("--relevant"));
-  EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("--topk"));
+  EXPECT_THAT(with([](CaptureRequest& q) {
+                q.layers = {0, 2};
+              }),
+              AllOf(HasSubstr("layers lists layer 2"), Not(HasSubstr("--"))));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {-1}; }), HasSubstr("layers lists layer -1"));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.layers = {1, 1}; }), AllOf(HasSubstr("layers"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.heads = {4}; }),
+              AllOf(HasSubstr("heads lists head 4"), HasSubstr("0..3")));
+  EXPECT_THAT(with([](CaptureRequest& q) {
+                q.heads = {3, 0, 3};
+              }),
+              AllOf(HasSubstr("heads lists head 3 twice"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {10}; }),
+              AllOf(HasSubstr("queries lists query position 10"), HasSubstr("0..9")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {5, 5}; }), AllOf(HasSubstr("queries"), HasSubstr("twice")));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.run.relevant = {10}; }), HasSubstr("relevant position 10 ≥ T = 10"));
+  EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("topk_tokens = 0"));
 
-  // Over budget: the message names --budget and what to narrow.
+  // Over budget: the message names budget_bytes and what to narrow, in the API's words.
   const std::string msg = with([](CaptureRequest& q) { q.budget_bytes = 1024; });
-  EXPECT_THAT(msg, AllOf(HasSubstr("--budget"), HasSubstr("--layers"), HasSubstr("--heads"), HasSubstr("--queries"),
-                         HasSubstr("--store metrics")));
+  EXPECT_THAT(msg, AllOf(HasSubstr("budget_bytes"), HasSubstr("layers, heads or queries"),
+                         HasSubstr("store metrics only"), Not(HasSubstr("--"))));
+  // Each error names its field, so a front end can point at its own control for it.
+  try {
+    validate_capture_request(
+        c, 10,
+        [] {
+          CaptureRequest q;
+          q.run.relevant = {99};
+          return q;
+        }(),
+        1);
+    ADD_FAILURE() << "relevant position 99 of 10 tokens should be refused";
+  } catch (const Error& e) { EXPECT_EQ(e.field(), "relevant"); }
   // The budget covers all runs: a request that fits once does not fit many times.
   CaptureRequest q;
   q.budget_bytes = estimate_capture_bytes(c, 10, q);
   EXPECT_NO_THROW(validate_capture_request(c, 10, q, 1));
-  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("--budget"));
+  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("budget_bytes"));
 }
 
 TEST(CaptureRequestTest, EstimateShrinksWithSelection) {

@@ -21,9 +21,9 @@ struct DoubleTensor {
 };
 
 struct NaiveOut {
-  Vec logits;                 // [T, V]
-  std::vector<Vec> attn;      // per layer [H, T, T]
-  std::vector<Vec> tau;       // per layer [T] (learned only)
+  Vec logits;             // [T, V]
+  std::vector<Vec> attn;  // per layer [H, T, T]
+  std::vector<Vec> tau;   // per layer [T] (learned only)
 };
 
 template <class W>
@@ -65,8 +65,7 @@ void rope_naive(Vec& x, int T, int nh, int d, double theta) {
 
 // Weights: a map from tensor name to anything with a `.data` vector (float NamedTensor or double DoubleTensor).
 template <class Map>
-NaiveOut naive_forward(const ModelConfig& c, Map& w, const std::vector<int32_t>& ids,
-                       const TempSpec& spec) {
+NaiveOut naive_forward(const ModelConfig& c, Map& w, const std::vector<int32_t>& ids, const TempSpec& spec) {
   const int T = (int)ids.size(), H = c.hidden, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
   NaiveOut out;
   Vec x((size_t)T * H);
@@ -145,11 +144,10 @@ NaiveOut naive_forward(const ModelConfig& c, Map& w, const std::vector<int32_t>&
     for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
   }
   Vec xn = rmsnorm_rows(x, w["model.norm.weight"].data, T, H, c.rms_eps);
-  out.logits = linear(xn, w[c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"].data, T,
-                      c.vocab_size, H);
+  out.logits =
+      linear(xn, w[c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"].data, T, c.vocab_size, H);
   return out;
 }
-
 
 // Sum over rows 0..T-2 of the next-token cross entropy of the naive logits, in double.
 inline double naive_loss(const Vec& logits, const std::vector<int32_t>& ids, int V) {

@@ -82,7 +82,10 @@ std::vector<double> ref_metrics(const std::vector<double>& p, int topk_k, const 
   double rel = 0.0;
   int seen = 0;
   for (int32_t j : relevant)
-    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
+    if (j >= 0 && j < n) {
+      rel += p[j];
+      ++seen;
+    }
   m[kRelevantMass] = seen ? rel : std::numeric_limits<double>::quiet_NaN();
   return m;
 }
@@ -138,8 +141,7 @@ TEST(OpsMatmulXwt, MatchesDoubleReferenceOnOddSizes) {
 // ---------------------------------------------------------------------------------------------------------------
 // rmsnorm
 
-std::vector<double> ref_rmsnorm(const std::vector<float>& x, const std::vector<float>& w, int rows, int n,
-                                double eps) {
+std::vector<double> ref_rmsnorm(const std::vector<float>& x, const std::vector<float>& w, int rows, int n, double eps) {
   std::vector<double> y(x.size());
   for (int r = 0; r < rows; ++r) {
     double ss = 0.0;
@@ -293,7 +295,11 @@ TEST(OpsSwiglu, MatchesDoubleReference) {
   auto gate = random_vec(1000, rng, -8.0f, 8.0f);
   auto up = random_vec(1000, rng, -3.0f, 3.0f);
   // Extremes: silu(-100) underflows towards -0, silu(+100) = 100, silu(0) = 0.
-  gate[0] = -100.0f; gate[1] = 100.0f; gate[2] = 0.0f; gate[3] = -80.0f; gate[4] = 30.0f;
+  gate[0] = -100.0f;
+  gate[1] = 100.0f;
+  gate[2] = 0.0f;
+  gate[3] = -80.0f;
+  gate[4] = 30.0f;
   std::vector<float> out(gate.size(), NAN);
   swiglu(gate.data(), up.data(), out.data(), gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
@@ -349,22 +355,22 @@ TEST(OpsTopk, MatchesStableSortReference) {
   // values; k up to 64 (insertion) and beyond (sort).
   for (int n : {1, 2, 9, 100, 4133, 49152}) {
     for (int ties : {1, 0}) {
-    std::vector<float> x(n);
-    for (auto& v : x) v = ties ? (float)small(rng) * 0.5f : normal(rng);
-    // Reference: stable sort of indices by value descending (stable keeps lower index first among ties).
-    std::vector<int32_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-    for (int k : {1, std::min(3, n), std::min(10, n), std::min(64, n), std::min(65, n), n}) {
-      SCOPED_TRACE(testing::Message() << "n=" << n << " k=" << k << " ties=" << ties);
-      std::vector<int32_t> idx(k, -7);
-      std::vector<float> val(k, NAN);
-      topk(x.data(), n, k, idx.data(), val.data());
-      for (int i = 0; i < k; ++i) {
-        ASSERT_EQ(idx[i], order[i]) << "rank " << i;
-        ASSERT_EQ(val[i], x[order[i]]) << "rank " << i;
+      std::vector<float> x(n);
+      for (auto& v : x) v = ties ? (float)small(rng) * 0.5f : normal(rng);
+      // Reference: stable sort of indices by value descending (stable keeps lower index first among ties).
+      std::vector<int32_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      for (int k : {1, std::min(3, n), std::min(10, n), std::min(64, n), std::min(65, n), n}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " k=" << k << " ties=" << ties);
+        std::vector<int32_t> idx(k, -7);
+        std::vector<float> val(k, NAN);
+        topk(x.data(), n, k, idx.data(), val.data());
+        for (int i = 0; i < k; ++i) {
+          ASSERT_EQ(idx[i], order[i]) << "rank " << i;
+          ASSERT_EQ(val[i], x[order[i]]) << "rank " << i;
+        }
       }
-    }
     }
   }
 }
@@ -582,8 +588,8 @@ struct RowCollector {
     std::lock_guard<std::mutex> lock(self->mu);
     // Contract: row r is absolute position row0 + r with row0 + r + 1 valid keys, so stride must hold them all.
     if (n_rows <= 0 || row0 < self->n_past || row0 + n_rows > self->n_ctx || stride < row0 + n_rows)
-      self->errors.push_back("bad block: head " + std::to_string(head) + " row0 " + std::to_string(row0) +
-                             " n_rows " + std::to_string(n_rows) + " stride " + std::to_string(stride));
+      self->errors.push_back("bad block: head " + std::to_string(head) + " row0 " + std::to_string(row0) + " n_rows " +
+                             std::to_string(n_rows) + " stride " + std::to_string(stride));
     for (int r = 0; r < n_rows; ++r) {
       const auto key = std::make_pair(head, row0 + r);
       if (self->rows.count(key)) self->duplicates.push_back(key);
@@ -1066,18 +1072,18 @@ TEST(HalfConversion, HandComputedValues) {
   EXPECT_EQ(float_to_half_bits(1.0f), 0x3c00);
   EXPECT_EQ(float_to_half_bits(-2.0f), 0xc000);
   EXPECT_EQ(float_to_half_bits(0.5f), 0x3800);
-  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7bff);                   // largest finite half
-  EXPECT_EQ(float_to_half_bits(65519.0f), 0x7bff);                   // below the halfway point to 2^16
-  EXPECT_EQ(float_to_half_bits(65520.0f), 0x7c00);                   // halfway: ties to even = inf
-  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);            // tie between 0x3c00 and 0x3c01: even
-  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);        // tie between 0x3c01 and 0x3c02: even
-  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); // above the tie
-  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);                   // smallest normal
-  EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);                   // smallest subnormal
-  EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);                   // tie with 0: even
+  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7bff);                    // largest finite half
+  EXPECT_EQ(float_to_half_bits(65519.0f), 0x7bff);                    // below the halfway point to 2^16
+  EXPECT_EQ(float_to_half_bits(65520.0f), 0x7c00);                    // halfway: ties to even = inf
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);             // tie between 0x3c00 and 0x3c01: even
+  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);         // tie between 0x3c01 and 0x3c02: even
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // above the tie
+  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);                    // smallest normal
+  EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);                    // smallest subnormal
+  EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);                    // tie with 0: even
   EXPECT_EQ(float_to_half_bits(0x1.8p-25f), 0x0001);
-  EXPECT_EQ(float_to_half_bits(3 * 0x1p-25f), 0x0002);               // 1.5 units: tie to even (2)
-  EXPECT_EQ(float_to_half_bits(0x1.ffcp-15f), 0x0400);               // rounds up into the smallest normal
+  EXPECT_EQ(float_to_half_bits(3 * 0x1p-25f), 0x0002);  // 1.5 units: tie to even (2)
+  EXPECT_EQ(float_to_half_bits(0x1.ffcp-15f), 0x0400);  // rounds up into the smallest normal
   EXPECT_EQ(float_to_half_bits(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(float_to_half_bits(1e30f), 0x7c00);
   const uint16_t nan = float_to_half_bits(std::numeric_limits<float>::quiet_NaN());
@@ -1126,12 +1132,12 @@ TEST(HalfConversion, MatchesF16cOnEveryHalfAndSampledFloats) {
 // F16C does; widening keeps every bit, so a quiet fp16 NaN survives fp16 -> fp32 -> fp16 unchanged.
 TEST(HalfConversion, NanPayloads) {
   using math::bits_to_float;
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc00000)), 0x7e00);              // the default quiet NaN
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float((int)0xffc00000u)), 0xfe00);        // sign kept
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc02000)), 0x7e01);              // payload's lowest kept bit
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc01fff)), 0x7e00);              // bits below it dropped
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f802000)), 0x7e01);              // signalling: made quiet
-  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f800001)), 0x7e00);              // ... never turned into inf
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc00000)), 0x7e00);        // the default quiet NaN
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float((int)0xffc00000u)), 0xfe00);  // sign kept
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc02000)), 0x7e01);        // payload's lowest kept bit
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fc01fff)), 0x7e00);        // bits below it dropped
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f802000)), 0x7e01);        // signalling: made quiet
+  EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7f800001)), 0x7e00);        // ... never turned into inf
   EXPECT_EQ(math::float_to_half_bits(bits_to_float(0x7fffe000)), 0x7fff);
   for (uint32_t h = 0x7e00; h <= 0x7fff; ++h) {  // every quiet fp16 NaN, both signs
     for (uint32_t sign : {0u, 0x8000u}) {

@@ -5,23 +5,52 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "focal/model.h"
 
 namespace focal::test {
 
+// Bounded wait for another thread: calls step() and checks done() every millisecond until done() holds. After
+// `limit` it records a test failure naming `what` and returns false, so a hang becomes a clear failure (under
+// ThreadSanitizer too) instead of a test that never ends.
+template <class Done, class Step>
+bool wait_until(Done done, Step step, const std::string& what, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - t0 > limit) {
+      ADD_FAILURE() << "timed out after " << limit.count() << " s waiting for " << what;
+      return false;
+    }
+    step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+template <class Done>
+bool wait_until(Done done, const std::string& what, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  return wait_until(
+      done, [] {}, what, limit);
+}
+
 // Records probabilities and raw scores of every (layer, head) into [L][H][T_total][T_total] arrays, plus metrics,
 // row scales and tau as reported by the forward.
 class RecordingObserver : public ForwardObserver {
  public:
   RecordingObserver(int n_layers, int n_heads, int t_total)
-      : L(n_layers), H(n_heads), T(t_total),
-        probs((size_t)L * H * T * T, 0.0f), raw((size_t)L * H * T * T, 0.0f),
-        metrics((size_t)L * H * T * kNumRowMetrics, NAN), scale((size_t)L * H * T, NAN), tau((size_t)L * T, NAN) {}
+      : L(n_layers),
+        H(n_heads),
+        T(t_total),
+        probs((size_t)L * H * T * T, 0.0f),
+        raw((size_t)L * H * T * T, 0.0f),
+        metrics((size_t)L * H * T * kNumRowMetrics, NAN),
+        scale((size_t)L * H * T, NAN),
+        tau((size_t)L * T, NAN) {}
   bool wants_metrics() const override { return true; }
   bool wants_rows(int, int) const override { return true; }
   void on_rows(int l, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
@@ -60,8 +89,8 @@ inline double rel_max_err(const float* a, const float* ref, size_t n) {
 }
 
 inline std::string make_temp_dir(const std::string& tag) {
-  std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
-                     "/focal_" + tag + "_XXXXXX";
+  std::string tmpl =
+      (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) + "/focal_" + tag + "_XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) return "";

@@ -30,8 +30,8 @@ std::string make_data_dir() {
   dir = test::make_temp_dir("data");
   {
     std::ofstream f(dir + "/corpus.txt");
-    const char* words[] = {"the", "cat", "sat", "on", "mat", "and", "dog", "ran", "far", "away", "with", "a",
-                           "red", "ball", "under", "tree", "every", "day", "sun", "rose", "over", "hill"};
+    const char* words[] = {"the", "cat", "sat",  "on",    "mat",  "and",   "dog", "ran", "far",  "away", "with",
+                           "a",   "red", "ball", "under", "tree", "every", "day", "sun", "rose", "over", "hill"};
     unsigned s = 7;
     for (int line = 0; line < 3000; ++line) {
       for (int w = 0; w < 12; ++w) {
@@ -125,11 +125,11 @@ TEST(Trainer, LearningRateSchedule) {
   tc.steps = 110;
   tc.warmup_steps = 10;
   tc.min_lr_frac = 0.1f;
-  EXPECT_NEAR(lr_at(tc, 0), 0.1, 1e-12);    // linear warm-up: (step + 1) / warmup
+  EXPECT_NEAR(lr_at(tc, 0), 0.1, 1e-12);  // linear warm-up: (step + 1) / warmup
   EXPECT_NEAR(lr_at(tc, 9), 1.0, 1e-12);
-  EXPECT_NEAR(lr_at(tc, 10), 1.0, 1e-12);   // cosine starts at the peak
-  EXPECT_NEAR(lr_at(tc, 60), 0.55, 1e-7);   // halfway: floor + (1 - floor) / 2 (min_lr_frac is a float: 1e-7)
-  EXPECT_NEAR(lr_at(tc, 110), 0.1, 1e-7);   // ends at 10 % of the peak
+  EXPECT_NEAR(lr_at(tc, 10), 1.0, 1e-12);  // cosine starts at the peak
+  EXPECT_NEAR(lr_at(tc, 60), 0.55, 1e-7);  // halfway: floor + (1 - floor) / 2 (min_lr_frac is a float: 1e-7)
+  EXPECT_NEAR(lr_at(tc, 110), 0.1, 1e-7);  // ends at 10 % of the peak
 }
 
 TEST(Trainer, LossFallsAndCheckpointLoads) {
@@ -187,8 +187,7 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
     train(c1, [](const TrainProgress& p) {
       if (p.step == 10) throw Stop{};
     });
-  } catch (const Stop&) {
-  }
+  } catch (const Stop&) {}
   c.resume = true;
   train(c);
   const std::vector<float> wa = all_weights(a.out_dir), wc = all_weights(c.out_dir);
@@ -225,9 +224,7 @@ TEST(Trainer, BadInputs) {
   try {
     train(tc);
     FAIL();
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("build_data.py"));
-  }
+  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("build_data.py")); }
   tc = tiny(base + "/m2", AttnMode::kStandard);
   tc.seq_len = 1000;
   EXPECT_THROW(train(tc), Error);  // longer than the context
@@ -237,7 +234,8 @@ TEST(Trainer, BadInputs) {
     train(tc);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("--resume"));
+    EXPECT_THAT(e.what(), HasSubstr("resume: "));
+    EXPECT_EQ(e.field(), "resume");  // the CLI shows it as --resume
   }
 }
 

@@ -1,4 +1,5 @@
 #include "app_state.h"
+#include "selection.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,8 @@
 #include <limits>
 
 #include "focal/error.h"
+#include "error_controls.h"
+#include "focal/log.h"
 #include "focal/metrics.h"
 
 namespace focalscope {
@@ -25,11 +28,6 @@ struct AppState::RunnerBox {
 namespace {
 
 struct Cancelled {};
-
-int index_of(const std::vector<int>& v, int x) {
-  auto it = std::find(v.begin(), v.end(), x);
-  return it == v.end() ? -1 : (int)(it - v.begin());
-}
 
 std::string basename_of(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -100,8 +98,8 @@ void AppState::open_path(const std::string& path_in) {
       // reader has checked every run's layers and heads against the file's shape; that shape must be the model's.
       if (cf->n_layers != cfg.n_layers || cf->n_heads != cfg.n_heads)
         throw focal::Error("capture '" + path + "': its runs have " + std::to_string(cf->n_layers) + " layers x " +
-                           std::to_string(cf->n_heads) + " heads, its model_config " +
-                           std::to_string(cfg.n_layers) + " x " + std::to_string(cfg.n_heads));
+                           std::to_string(cf->n_heads) + " heads, its model_config " + std::to_string(cfg.n_layers) +
+                           " x " + std::to_string(cfg.n_heads));
       std::vector<focal::TempSpec> specs;
       for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
         const focal::RunCapture& r = cf->runs[s];
@@ -139,7 +137,7 @@ void AppState::open_path(const std::string& path_in) {
         sel_layer = r0.layers.empty() ? 0 : r0.layers.back();
         sel_head = r0.heads.empty() ? 0 : r0.heads[0];
         sel_query = -1;
-        loaded = {path, true};
+        loaded = {path, true, std::string()};
         add_recent(path);
         notify("opened capture " + basename_of(path) + " (" + std::to_string(file.n_tokens()) +
                    " tokens, no model: temperature changes preview the stored raw scores)",
@@ -253,8 +251,8 @@ void AppState::set_prompt(const std::string& text) {
     pending_truncation = true;
     untruncated = ids;
     notify("the prompt has " + std::to_string(ids.size()) + " tokens but the model's context is " +
-               std::to_string(cfg_.max_positions) + ": truncate it to the first " +
-               std::to_string(cfg_.max_positions) + " tokens, or shorten it",
+               std::to_string(cfg_.max_positions) + ": truncate it to the first " + std::to_string(cfg_.max_positions) +
+               " tokens, or shorten it",
            true);
     return;
   }
@@ -278,8 +276,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   file.pieces.clear();
   file.relevant.clear();  // positions of the old tokens
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
-  for (int32_t id : file.token_ids)
-    file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
+  for (int32_t id : file.token_ids) file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
   for (auto& s : slots) {
     s.run.reset();
     s.version++;
@@ -346,7 +343,7 @@ void AppState::propagate(int side) {
   try {
     spec.validate(box->model->config());
   } catch (const focal::Error& e) {
-    notify(e.what(), true);
+    notify(with_control(e), true);
     return;
   }
   const std::vector<int32_t> tokens = file.token_ids;
@@ -410,186 +407,6 @@ int AppState::poll() {
   return jobs.poll([this](const std::string& e) { notify(e, true); });
 }
 
-// ---------------------------------------------------------------- derived views
-
-bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated) const {
-  Slot s_view = slots[side];  // shallow: shared_ptrs and specs
-  if (propagated) s_view.spec = s_view.run_spec;
-  const Slot& s = s_view;
-  if (!s.run || !has_cfg_) return false;
-  const focal::RunCapture& r = *s.run;
-  const int T = n_tokens();
-  const int li = index_of(r.layers, layer), hi = index_of(r.heads, head), qi = index_of(r.queries, q);
-  if (li < 0 || hi < 0 || qi < 0) return false;
-  const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
-  const int n = q + 1;
-  std::fill(p, p + T, 0.0f);
-  const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > layer;
-  const int k = r.topk_mass_k;
-  const int32_t* rel = file.relevant.empty() ? nullptr : file.relevant.data();
-  const int n_rel = (int)file.relevant.size();
-  if (!view.hide_sink && exact && !r.probs.empty()) {
-    std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
-    const size_t moff = (((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics;
-    if (r.metrics.size() >= moff + kNumRowMetrics) {
-      std::copy(r.metrics.begin() + moff, r.metrics.begin() + moff + kNumRowMetrics, metrics);
-    } else {
-      focal::row_metrics(p, n, k, rel, n_rel, metrics);
-    }
-    return true;
-  }
-  if (!r.scores.empty()) {
-    float mult;
-    if (exact) {
-      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];
-    } else if (s.spec.mode == focal::AttnMode::kLearned && s.run_spec.mode != focal::AttnMode::kLearned &&
-               s.spec.head_temp.count({layer, head}) == 0 && s.spec.layer_temp.count(layer) == 0) {
-      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];  // tau unknown until propagated
-    } else {
-      const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / s.run_spec.tau_scale;
-      mult = s.spec.row_multiplier(cfg_, layer, head, n, tau_clipped);
-    }
-    const float* raw = r.scores.data() + off;
-    if (view.hide_sink) {
-      if (n > 1) focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
-      else std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
-    } else {
-      focal::softmax_scaled(raw, n, mult, p, metrics, k, rel, n_rel);
-    }
-    return true;
-  }
-  if (!r.probs.empty()) {  // probabilities only: no re-tempering possible
-    std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
-    if (view.hide_sink) {
-      p[0] = 0.0f;
-      double z = 0.0;
-      for (int j = 1; j < n; ++j) z += p[j];
-      for (int j = 1; j < n; ++j) p[j] = z > 0 ? (float)(p[j] / z) : 0.0f;
-      if (n > 1) focal::row_metrics(p + 1, n - 1, k, nullptr, 0, metrics);
-    } else {
-      focal::row_metrics(p, n, k, rel, n_rel, metrics);
-    }
-    return true;
-  }
-  return false;
-}
-
-const HeadRows& AppState::head_rows() {
-  if (rows_version_ != state_version) refresh_head_rows();
-  return rows_;
-}
-
-void AppState::refresh_head_rows() {
-  rows_version_ = state_version;
-  HeadRows& h = rows_;
-  const int T = n_tokens();
-  h.layer = sel_layer;
-  h.head = sel_head;
-  h.T = T;
-  bool changed = false;
-  for (int side = 0; side < 2; ++side) {
-    const Slot& s = slots[side];
-    // Recompute a side only when what it shows changed (dragging A's slider leaves B alone).
-    const std::string key = std::to_string(T) + "|" + std::to_string(sel_layer) + "|" + std::to_string(sel_head) +
-                            "|" + std::to_string(s.version) + "|" + (s.run ? s.spec.to_json() : "") + "|" +
-                            std::to_string(view.hide_sink) + "|" + std::to_string(side == 1 && !compare) + "|" +
-                            std::to_string((uintptr_t)s.run.get());
-    if (key == rows_key_[side]) continue;
-    rows_key_[side] = key;
-    changed = true;
-    h.p[side].clear();
-    h.metrics[side].clear();
-    h.preview[side] = h.exact[side] = false;
-    if (side == 1 && !compare) continue;
-    if (!s.run || !has_cfg_ || T == 0) continue;
-    if (index_of(s.run->layers, sel_layer) < 0 || index_of(s.run->heads, sel_head) < 0) continue;
-    h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
-    h.preview[side] = !h.exact[side];
-    h.p[side].assign((size_t)T * T, 0.0f);
-    h.metrics[side].assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
-    std::vector<float>& P = h.p[side];
-    std::vector<float>& M = h.metrics[side];
-#pragma omp parallel for schedule(dynamic, 32)
-    for (int q = 0; q < T; ++q) compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
-  }
-  if (changed) h.version++;
-  const std::string raw_key = rows_key_[0];
-  if (raw_key == raw_key_) return;
-  raw_key_ = raw_key;
-  h.raw.clear();
-  if (slots[0].run && !slots[0].run->scores.empty()) {
-    const auto& r = *slots[0].run;
-    const int li = index_of(r.layers, sel_layer), hi = index_of(r.heads, sel_head);
-    if (li >= 0 && hi >= 0) {
-      h.raw.assign((size_t)T * T, 0.0f);
-      for (size_t qi = 0; qi < r.queries.size(); ++qi) {
-        const size_t off = (((size_t)li * r.heads.size() + hi) * r.queries.size() + qi) * T;
-        std::copy(r.scores.begin() + off, r.scores.begin() + off + T, h.raw.begin() + (size_t)r.queries[qi] * T);
-      }
-    }
-  }
-}
-
-const LayerDivergence& AppState::layer_divergence() {
-  const std::string key = std::to_string(slots[0].version) + "|" + std::to_string(slots[1].version) + "|" +
-                          std::to_string(sel_layer) + "|" + std::to_string(compare) + "|" +
-                          std::to_string(view.hide_sink) + "|" + std::to_string((uintptr_t)slots[0].run.get()) + "|" +
-                          std::to_string((uintptr_t)slots[1].run.get());
-  if (div_.key == key) return div_;
-  div_.key = key;
-  div_.layer = sel_layer;
-  div_.kl.clear();
-  div_.js.clear();
-  if (!has_cfg_ || !compare || !slots[0].run || !slots[1].run) return div_;
-  const int T = n_tokens(), H = cfg_.n_heads;
-  div_.kl.assign(H, std::numeric_limits<float>::quiet_NaN());
-  div_.js.assign(H, std::numeric_limits<float>::quiet_NaN());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int h = 0; h < H; ++h) {
-    std::vector<float> pa(T), pb(T), m(kNumRowMetrics);
-    double kl = 0.0, js = 0.0;
-    int n = 0;
-    for (int q = 1; q < T; ++q) {
-      if (!compute_row(0, sel_layer, h, q, pa.data(), m.data(), true) ||
-          !compute_row(1, sel_layer, h, q, pb.data(), m.data(), true))
-        continue;
-      kl += focal::kl_divergence(pa.data(), pb.data(), q + 1);
-      js += focal::js_divergence(pa.data(), pb.data(), q + 1);
-      ++n;
-    }
-    if (n) {
-      div_.kl[h] = (float)(kl / n);
-      div_.js[h] = (float)(js / n);
-    }
-  }
-  return div_;
-}
-
-float AppState::head_metric(int side, int layer, int head, int metric) const {
-  const Slot& s = slots[side];
-  const int T = n_tokens();
-  if (!s.run || !has_cfg_ || T == 0 || s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
-    return std::numeric_limits<float>::quiet_NaN();
-  double acc = 0.0;
-  int n = 0;
-  for (int q = (T > 1 ? 1 : 0); q < T; ++q) {
-    const float v = s.run->metrics[(((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics + metric];
-    if (!std::isnan(v)) {
-      acc += v;
-      ++n;
-    }
-  }
-  return n ? (float)(acc / n) : std::numeric_limits<float>::quiet_NaN();
-}
-
-float AppState::prompt_loss(int side) const {
-  const Slot& s = slots[side];
-  if (!s.run || s.run->token_nll.size() < 2) return std::numeric_limits<float>::quiet_NaN();
-  double acc = 0.0;
-  for (size_t i = 0; i + 1 < s.run->token_nll.size(); ++i) acc += s.run->token_nll[i];
-  return (float)(acc / (s.run->token_nll.size() - 1));
-}
-
 // ---------------------------------------------------------------- sweep and generation
 
 void AppState::run_sweep(float t_min, float t_max, int n) {
@@ -608,9 +425,7 @@ void AppState::run_sweep(float t_min, float t_max, int n) {
                     ctx.set_progress((float)(s + 1) / (float)temps.size());
                     if (ctx.cancelled()) throw Cancelled{};
                   });
-                } catch (const Cancelled&) {
-                  return {};
-                }
+                } catch (const Cancelled&) { return {}; }
                 auto res = std::make_shared<SweepResult>();
                 res->temps = sf.focal_temps;
                 res->head_metrics = sf.head_metrics;
@@ -704,7 +519,8 @@ focal::CaptureFile AppState::capture_file() const {
   if (f.runs.size() == 2 && !f.runs[0].probs.empty() && !f.runs[1].probs.empty()) {
     try {
       f.comparisons.push_back(focal::compare_runs(f, f.runs[0].name, f.runs[1].name));
-    } catch (const focal::Error&) {
+    } catch (const focal::Error& e) {
+      focal::log_warning("export: the runs are written without their comparison: " + std::string(e.what()));
     }
   }
   return f;

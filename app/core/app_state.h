@@ -21,11 +21,11 @@ namespace focalscope {
 enum class ViewRun { kA = 0, kB = 1, kDiff = 2 };
 
 struct ViewOptions {
-  bool log_color = false;     // colour by log10(p)
-  bool hide_sink = false;     // drop key 0 and renormalise each row over the rest
-  ViewRun show = ViewRun::kA; // heatmap: run A, run B or B - A
+  bool log_color = false;      // colour by log10(p)
+  bool hide_sink = false;      // drop key 0 and renormalise each row over the rest
+  ViewRun show = ViewRun::kA;  // heatmap: run A, run B or B - A
   int overview_metric = focal::kEntropyNats;
-  bool overview_diff = false; // overview: B - A instead of A
+  bool overview_diff = false;  // overview: B - A instead of A
 };
 
 // One side of the comparison.
@@ -34,19 +34,19 @@ struct Slot {
   focal::TempSpec spec;                          // what the controls say now
   std::shared_ptr<const focal::RunCapture> run;  // the last propagated (or loaded) run, computed under run_spec
   focal::TempSpec run_spec;
-  std::shared_ptr<focal::LiveRunner> runner;     // used by this side's jobs only, one at a time
-  int first_layer_run = 0;                       // where the last propagation started
-  double run_ms = 0.0;                           // its wall time
-  uint64_t version = 0;                          // bumps when run changes
+  std::shared_ptr<focal::LiveRunner> runner;  // used by this side's jobs only, one at a time
+  int first_layer_run = 0;                    // where the last propagation started
+  double run_ms = 0.0;                        // its wall time
+  uint64_t version = 0;                       // bumps when run changes
 };
 
 // The rows the heatmap, distribution and token strip show: one (layer, head), every query row, under the current
 // temperature of each side. Row i has i + 1 keys; entries beyond are 0.
 struct HeadRows {
   int layer = -1, head = -1, T = 0;
-  std::vector<float> p[2];        // [T, T] probabilities of A and B (B empty without comparison)
-  std::vector<float> raw;         // [T, T] raw scores q.k/sqrt(d_head) of A
-  std::vector<float> metrics[2];  // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation)
+  std::vector<float> p[2];           // [T, T] probabilities of A and B (B empty without comparison)
+  std::vector<float> raw;            // [T, T] raw scores q.k/sqrt(d_head) of A
+  std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation)
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
   bool exact[2] = {false, false};    // true: the side's spec equals its run's for this layer
   uint64_t version = 0;
@@ -71,15 +71,15 @@ struct SweepResult {
 struct GenStream {
   std::mutex mu;
   int layer = 0, n_heads = 0, prompt_len = 0;
-  std::vector<int32_t> ids;                       // generated ids
+  std::vector<int32_t> ids;  // generated ids
   std::vector<std::string> pieces;
-  std::vector<std::vector<float>> rows;           // per step: [n_heads, prompt_len + step + 1]
+  std::vector<std::vector<float>> rows;  // per step: [n_heads, prompt_len + step + 1]
   bool running = false;
   std::string text;
 };
 
 struct LoadedInfo {
-  std::string path;       // model dir, .gguf or capture .h5
+  std::string path;  // model dir, .gguf or capture .h5
   bool is_capture = false;
   std::string device_note;  // how the device was chosen, e.g. "device: auto -> cpu (no CUDA device: ...)"
 };
@@ -90,8 +90,8 @@ class AppState {
   ~AppState();
 
   // --- loading (the work runs on the worker; errors leave the previous session loaded) ---
-  void open_path(const std::string& path);        // a model directory / .gguf, or a capture .h5
-  void open_model_b(const std::string& path);     // compare two models: B runs this model on the same tokens
+  void open_path(const std::string& path);     // a model directory / .gguf, or a capture .h5
+  void open_model_b(const std::string& path);  // compare two models: B runs this model on the same tokens
   void close_model_b();
   bool has_model() const { return (bool)slots[0].model; }
   bool capture_only() const { return !slots[0].model && !file.token_ids.empty(); }
@@ -138,25 +138,25 @@ class AppState {
 
   // Everything the panels read.
   Slot slots[2];
-  bool compare = true;           // show B beside A
-  bool live_propagate = true;    // propagate on every change, besides the instant preview
-  focal::CaptureFile file;       // header + tokens + pieces (runs live in the slots)
+  bool compare = true;         // show B beside A
+  bool live_propagate = true;  // propagate on every change, besides the instant preview
+  focal::CaptureFile file;     // header + tokens + pieces (runs live in the slots)
   std::string prompt;
   LoadedInfo loaded;
   focal::Device device = focal::Device::kAuto;  // where the next model loads (open_path / open_model_b)
   std::string model_b_path;
   int sel_layer = 0, sel_head = 0, sel_query = -1;
   ViewOptions view;
-  std::string message;           // last error or notice, shown in the window
+  std::string message;  // last error or notice, shown in the window
   bool message_is_error = false;
   bool pending_truncation = false;
   std::vector<int32_t> untruncated;
-  int max_store_tokens = 1024;   // above this, runs keep raw scores only (probabilities are derived)
+  int max_store_tokens = 1024;  // above this, runs keep raw scores only (probabilities are derived)
   std::vector<std::string> recent;
   std::shared_ptr<SweepResult> sweep;
   std::shared_ptr<GenStream> gen;
   JobQueue jobs;
-  uint64_t state_version = 1;    // bumps on any change the derived views depend on
+  uint64_t state_version = 1;  // bumps on any change the derived views depend on
 
   void notify(const std::string& msg, bool error);
   void add_recent(const std::string& path);
@@ -174,9 +174,9 @@ class AppState {
   HeadRows rows_;
   uint64_t rows_version_ = 0;
   std::string rows_key_[2], raw_key_;  // what each side of rows_ was computed from: recomputed only when it changes
-  focal::ModelConfig cfg_;  // of model A, or parsed from an opened capture
+  focal::ModelConfig cfg_;             // of model A, or parsed from an opened capture
   bool has_cfg_ = false;
-  struct RunnerBox;         // a side's LiveRunner and its last result, used on the worker only
+  struct RunnerBox;  // a side's LiveRunner and its last result, used on the worker only
   std::shared_ptr<RunnerBox> box_[2];
   LayerDivergence div_;
 };

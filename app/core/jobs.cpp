@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <exception>
 
+#include "error_controls.h"
+#include "focal/error.h"
+
 namespace focalscope {
 
 JobQueue::JobQueue() : thread_([this] { worker(); }) {}
@@ -65,9 +68,9 @@ void JobQueue::worker() {
     std::string error;
     try {
       apply = job.fn(*job.ctx);
-    } catch (const std::exception& e) {
-      error = e.what();
-    } catch (...) {
+    } catch (const focal::Error& e) {
+      error = with_control(e);  // a field's error names the app's control for it
+    } catch (const std::exception& e) { error = e.what(); } catch (...) {
       error = "unknown error in job '" + job.label + "'";
     }
     std::lock_guard<std::mutex> lk(mu_);
@@ -97,9 +100,7 @@ int JobQueue::poll(const std::function<void(const std::string&)>& on_error) {
   for (auto& f : done) {
     try {
       f();
-    } catch (const std::exception& e) {
-      errors.push_back(e.what());
-    }
+    } catch (const std::exception& e) { errors.push_back(e.what()); }
   }
   for (auto& e : errors)
     if (on_error) on_error(e);

@@ -8,11 +8,11 @@
 namespace focalscope {
 
 struct Settings {
-  std::string model_path;             // last model (A)
+  std::string model_path;  // last model (A)
   std::string prompt;
   std::string spec_a_json, spec_b_json;  // TempSpec JSON of each side, applied when model_path is reopened
   std::vector<std::string> recent;
-  std::string device = "auto";        // auto | cpu | cuda
+  std::string device = "auto";  // auto | cpu | cuda
   bool compare = true, live_propagate = true, log_color = false, hide_sink = false;
   int window_w = 1600, window_h = 960;
 

@@ -183,17 +183,17 @@ bool Bench::after_frame(Ui& ui) {
       char buf[2048];
       std::snprintf(buf, sizeof buf,
                     "{\n  \"T\": %d,\n  \"idle_frame_ms_median\": %.3f,\n  \"preview_logic_ms_median\": %.3f,\n"
-                    "  \"heat_texture_ms_median\": %.3f,\n  \"preview_cpu_ms_median\": %.3f,\n  \"preview_ms_median\": %.3f,\n  \"preview_ms_p90\": %.3f,\n"
+                    "  \"heat_texture_ms_median\": %.3f,\n  \"preview_cpu_ms_median\": %.3f,\n  \"preview_ms_median\": "
+                    "%.3f,\n  \"preview_ms_p90\": %.3f,\n"
                     "  \"propagate_ms_median\": %.3f,\n  \"propagate_ms_p90\": %.3f,\n"
                     "  \"fps_while_job_runs\": %.1f,\n  \"frame_ms_while_job_runs_median\": %.3f,\n"
                     "  \"frames_while_job_runs\": %zu,\n  \"long_T\": %d,\n  \"long_propagate_ms\": %.1f,\n"
                     "  \"long_zoom_frame_ms_median\": %.3f,\n  \"long_zoom_frame_ms_p90\": %.3f\n}\n",
                     T_, pct(idle_frame_ms_, 0.5), pct(preview_logic_ms_, 0.5), pct(heat_build_ms_, 0.5),
-                    pct(preview_cpu_ms_, 0.5),
-                    pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5), pct(propagate_ms_, 0.9),
-                    job_frame_ms_.empty() ? NAN : 1000.0 / pct(job_frame_ms_, 0.5), pct(job_frame_ms_, 0.5),
-                    job_frame_ms_.size(), long_T_, long_propagate_ms_, pct(long_frame_ms_, 0.5),
-                    pct(long_frame_ms_, 0.9));
+                    pct(preview_cpu_ms_, 0.5), pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5),
+                    pct(propagate_ms_, 0.9), job_frame_ms_.empty() ? NAN : 1000.0 / pct(job_frame_ms_, 0.5),
+                    pct(job_frame_ms_, 0.5), job_frame_ms_.size(), long_T_, long_propagate_ms_,
+                    pct(long_frame_ms_, 0.5), pct(long_frame_ms_, 0.9));
       std::ofstream f(out_);
       f << buf;
       std::fputs(buf, stdout);

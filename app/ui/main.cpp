@@ -68,16 +68,25 @@ int parse_args(int argc, char** argv, Args& a) {
     if (s == "--help" || s == "-h") {
       std::fputs(kHelp, stdout);
       return 0;
-    } else if (s == "--prompt") a.prompt = need("--prompt");
-    else if (s == "--script") a.script = need("--script");
-    else if (s == "--settings") a.settings_path = need("--settings");
-    else if (s == "--no-settings") a.no_settings = true;
-    else if (s == "--bench") a.bench = need("--bench");
+    } else if (s == "--prompt")
+      a.prompt = need("--prompt");
+    else if (s == "--script")
+      a.script = need("--script");
+    else if (s == "--settings")
+      a.settings_path = need("--settings");
+    else if (s == "--no-settings")
+      a.no_settings = true;
+    else if (s == "--bench")
+      a.bench = need("--bench");
     else if (s == "--device") {
       a.device = need("--device");
-      focal::parse_device(a.device);  // throws naming --device and the accepted values
-    }
-    else if (s == "--bench-long-model") a.bench_long = need("--bench-long-model");
+      try {
+        focal::parse_device(a.device);
+      } catch (const focal::Error& e) {
+        throw focal::Error("--device: " + std::string(e.what()));  // the app's own command-line option
+      }
+    } else if (s == "--bench-long-model")
+      a.bench_long = need("--bench-long-model");
     else if (s == "--temp") {
       const std::string v = need("--temp");
       char* end = nullptr;
@@ -165,7 +174,8 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   draw_distribution(ui, ImVec4(left + heat_w, top + mid * 0.42f, right_w - heat_w, mid * 0.58f));
   draw_bottom(ui, ImVec4(left, top + mid, right_w, bottom));
   // Status bar: message, jobs, frame rate.
-  if (begin_panel("##status", ImVec4(0, h - status_h, w, status_h), ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {
+  if (begin_panel("##status", ImVec4(0, h - status_h, w, status_h),
+                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {
     ui.record_rect("status");
     if (!st.message.empty()) {
       ImGui::TextColored(st.message_is_error ? ImVec4(1.0f, 0.45f, 0.4f, 1.0f) : ImVec4(0.7f, 0.85f, 0.7f, 1.0f), "%s",
@@ -252,7 +262,8 @@ int main(int argc, char** argv) {
   Settings settings = args.no_settings ? Settings{} : Settings::load(settings_path, &warn);
   const int win_w = args.w ? args.w : settings.window_w, win_h = args.h ? args.h : settings.window_h;
 
-  glfwSetErrorCallback([](int code, const char* msg) { std::fprintf(stderr, "focalscope: GLFW error %d: %s\n", code, msg); });
+  glfwSetErrorCallback(
+      [](int code, const char* msg) { std::fprintf(stderr, "focalscope: GLFW error %d: %s\n", code, msg); });
   if (!glfwInit()) {
     std::fprintf(stderr, "focalscope: cannot open a window (no display? set DISPLAY, or run under xvfb-run)\n");
     return 1;
@@ -308,8 +319,10 @@ int main(int argc, char** argv) {
     bool was_loaded = false;
     std::string shown_path;
     while (!glfwWindowShouldClose(win)) {
-      if (headless_run || st.busy()) glfwPollEvents();
-      else glfwWaitEventsTimeout(0.1);
+      if (headless_run || st.busy())
+        glfwPollEvents();
+      else
+        glfwWaitEventsTimeout(0.1);
       st.poll();
       if (!was_loaded && st.has_model()) {  // first load done: apply the command line and remembered settings
         was_loaded = true;
@@ -319,7 +332,8 @@ int main(int argc, char** argv) {
             if (!settings.spec_b_json.empty())
               st.set_spec(1, focal::TempSpec::from_json(settings.spec_b_json, settings_path));
           }
-        } catch (const focal::Error&) {
+        } catch (const focal::Error& e) {
+          st.notify(settings_path + ": the saved temperature specs were not restored (" + e.what() + ")", true);
         }
         if (args.temp > 0.0f) {
           focal::TempSpec s = st.slots[0].spec;
@@ -402,9 +416,7 @@ int main(int argc, char** argv) {
       glfwGetWindowSize(win, &settings.window_w, &settings.window_h);
       try {
         settings.save(settings_path);
-      } catch (const focal::Error& e) {
-        std::fprintf(stderr, "focalscope: %s\n", e.what());
-      }
+      } catch (const focal::Error& e) { std::fprintf(stderr, "focalscope: %s\n", e.what()); }
     }
     g_ui = nullptr;
     ui.heat_tex.release();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "error_controls.h"
 #include "focal/error.h"
 #include "ui.h"
 
@@ -39,8 +40,9 @@ static void open_section(Ui& ui) {
       }
     ImGui::EndCombo();
   }
-  help_marker("auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
-              "reason when no GPU is usable. The model is reloaded on the chosen device.");
+  help_marker(
+      "auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
+      "reason when no GPU is usable. The model is reloaded on the chosen device.");
   if (st.has_model() && !st.loaded.device_note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", st.loaded.device_note.c_str());
@@ -110,7 +112,8 @@ static void update_section(Ui& ui) {
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview (not propagated)");
   }
   for (const JobStatus& j : st.jobs.status()) {
-    ImGui::ProgressBar(j.running ? j.progress : 0.0f, ImVec2(-1, 0), (j.label + (j.running ? "" : " (queued)")).c_str());
+    ImGui::ProgressBar(j.running ? j.progress : 0.0f, ImVec2(-1, 0),
+                       (j.label + (j.running ? "" : " (queued)")).c_str());
   }
 }
 
@@ -124,9 +127,7 @@ static void export_section(Ui& ui) {
     try {
       st.export_capture(ui.export_buf);
       st.notify(std::string("wrote capture ") + ui.export_buf, false);
-    } catch (const focal::Error& e) {
-      st.notify(e.what(), true);
-    }
+    } catch (const focal::Error& e) { st.notify(with_control(e), true); }
   }
   ImGui::SetNextItemWidth(-70);
   ImGui::InputText("##png", ui.png_buf, sizeof ui.png_buf);
@@ -143,9 +144,7 @@ static void export_section(Ui& ui) {
     try {
       write_app_figure(st, kFigureKinds[ui.figure_kind], ui.figure_buf);
       st.notify(std::string("wrote figure ") + ui.figure_buf, false);
-    } catch (const focal::Error& e) {
-      st.notify(e.what(), true);
-    }
+    } catch (const focal::Error& e) { st.notify(with_control(e), true); }
   }
   ImGui::TextDisabled("figures: PNG, SVG or PDF by extension");
 }

@@ -61,7 +61,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
         const float x0 = p0.x + W * c / cols, x1 = p0.x + W * (c + 1) / cols;
         const float y = p1.y - Hh * v / pmax;
         if (s == 0) {
-          dl->AddRectFilled(ImVec2(x0 + (cols < W / 3 ? 1.0f : 0.0f), y), ImVec2(std::max(x0 + 1, x1 - (cols < W / 3 ? 1.0f : 0.0f)), p1.y),
+          dl->AddRectFilled(ImVec2(x0 + (cols < W / 3 ? 1.0f : 0.0f), y),
+                            ImVec2(std::max(x0 + 1, x1 - (cols < W / 3 ? 1.0f : 0.0f)), p1.y),
                             (col_run(0) & 0x00FFFFFF) | 0xD0000000);
         } else {
           const ImVec2 a(x0, y), b(x1, y);
@@ -86,7 +87,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       ImGui::BeginTooltip();
       ImGui::Text("key %d '%s'", k, st.file.pieces[k].c_str());
       for (int s = 0; s < 2; ++s)
-        if (!rows.p[s].empty()) ImGui::TextColored(col_run_v4(s), "p %s = %.5f", side_name(s), rows.p[s][(size_t)q * T + k]);
+        if (!rows.p[s].empty())
+          ImGui::TextColored(col_run_v4(s), "p %s = %.5f", side_name(s), rows.p[s][(size_t)q * T + k]);
       ImGui::EndTooltip();
     }
   }

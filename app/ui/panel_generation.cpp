@@ -70,7 +70,8 @@ void draw_generation(Ui& ui) {
     ui.gen_rows_shown = (size_t)steps * 1000 + head;
   }
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  ImGui::TextDisabled("layer %d head %d: row = generated token, column = position (prompt: 0..%d); p / row max", layer, head, plen - 1);
+  ImGui::TextDisabled("layer %d head %d: row = generated token, column = position (prompt: 0..%d); p / row max", layer,
+                      head, plen - 1);
   const float h = std::max(20.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing());
   ImGui::Image((ImTextureID)(intptr_t)ui.gen_tex.id, ImVec2(avail.x, h));
   if (ImGui::IsItemHovered()) {

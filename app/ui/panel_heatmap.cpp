@@ -115,7 +115,8 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
                     IM_COL32(255, 255, 255, 110), 1.0f);
     } else {
       dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
-      const char* msg = st.busy() ? "running the model..." : (T == 0 ? "type a prompt and press Run" : "no rows stored for this head");
+      const char* msg = st.busy() ? "running the model..."
+                                  : (T == 0 ? "type a prompt and press Run" : "no rows stored for this head");
       const ImVec2 ts = ImGui::CalcTextSize(msg);
       dl->AddText(ImVec2(p0.x + (side_px - ts.x) / 2, p0.y + (side_px - ts.y) / 2), IM_COL32(200, 200, 200, 255), msg);
     }
@@ -150,9 +151,11 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
                         show == 2 ? col_diverging(2 * t - 1) : col_viridis(t));
     }
     ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 8, l0.y));
-    ImGui::TextDisabled("%s   keys %d..%d, queries %d..%d%s", show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
-                        (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
-                        tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
+    ImGui::TextDisabled(
+        "%s   keys %d..%d, queries %d..%d%s",
+        show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
+        (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
+        tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
   }
   ImGui::End();
 }

@@ -26,11 +26,14 @@ void draw_metrics(Ui& ui) {
     const char* name;
     int metric;
   };
-  static const Col kCols[] = {{"H", focal::kEntropyNats}, {"exp H", focal::kEffSupport}, {"tail", focal::kTailMass},
-                              {"sink", focal::kSinkMass}, {"max", focal::kMaxProb}, {"relevant", focal::kRelevantMass}};
+  static const Col kCols[] = {{"H", focal::kEntropyNats}, {"exp H", focal::kEffSupport},
+                              {"tail", focal::kTailMass}, {"sink", focal::kSinkMass},
+                              {"max", focal::kMaxProb},   {"relevant", focal::kRelevantMass}};
   const int n_metric = rel ? 6 : 5;
   const int n_cols = 1 + n_metric * (two ? 3 : 1) + (two ? 2 : 0);
-  if (ImGui::BeginTable("metrics", n_cols, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit,
+  if (ImGui::BeginTable("metrics", n_cols,
+                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                            ImGuiTableFlags_SizingFixedFit,
                         ImVec2(0, ImGui::GetContentRegionAvail().y))) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("layer.head");
@@ -76,11 +79,15 @@ void draw_metrics(Ui& ui) {
         if (two) {
           const bool have = l == dv.layer && h < (int)dv.kl.size();
           ImGui::TableSetColumnIndex(col++);
-          if (have) ImGui::Text("%.4f", dv.kl[h]);
-          else ImGui::TextDisabled("-");
+          if (have)
+            ImGui::Text("%.4f", dv.kl[h]);
+          else
+            ImGui::TextDisabled("-");
           ImGui::TableSetColumnIndex(col++);
-          if (have) ImGui::Text("%.4f", dv.js[h]);
-          else ImGui::TextDisabled("-");
+          if (have)
+            ImGui::Text("%.4f", dv.js[h]);
+          else
+            ImGui::TextDisabled("-");
         }
       }
     ImGui::EndTable();

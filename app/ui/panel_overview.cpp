@@ -13,7 +13,7 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     ui.record_rect("overview");
     const focal::ModelConfig* c = st.config();
     static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport, focal::kMaxProb,
-                                   focal::kTopkMass, focal::kTailMass, focal::kSinkMass, focal::kRelevantMass};
+                                   focal::kTopkMass,    focal::kTailMass,    focal::kSinkMass,   focal::kRelevantMass};
     const char* cur = focal::row_metric_name(st.view.overview_metric);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##metric", cur)) {
@@ -22,8 +22,10 @@ void draw_overview(Ui& ui, const ImVec4& r) {
       ImGui::EndCombo();
     }
     ImGui::SameLine();
-    if (st.compare) ImGui::Checkbox("B - A", &st.view.overview_diff);
-    else st.view.overview_diff = false;
+    if (st.compare)
+      ImGui::Checkbox("B - A", &st.view.overview_diff);
+    else
+      st.view.overview_diff = false;
     if (!c || !st.slots[0].run) {
       ImGui::TextDisabled("no run yet");
       ImGui::End();
@@ -57,18 +59,21 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     for (int h = 0; h < H; ++h)
       if (cell_w > 14 || h % 4 == 0)
-        dl->AddText(ImVec2(p0.x + label_w + h * cell_w + cell_w * 0.3f, p0.y), IM_COL32(160, 160, 170, 255), std::to_string(h).c_str());
+        dl->AddText(ImVec2(p0.x + label_w + h * cell_w + cell_w * 0.3f, p0.y), IM_COL32(160, 160, 170, 255),
+                    std::to_string(h).c_str());
     p0.y += label_h;
     for (int l = 0; l < L; ++l) {
       if (cell_h > 12 || l % 4 == 0)
-        dl->AddText(ImVec2(p0.x, p0.y + l * cell_h + cell_h * 0.5f - 7), IM_COL32(160, 160, 170, 255), ("L" + std::to_string(l)).c_str());
+        dl->AddText(ImVec2(p0.x, p0.y + l * cell_h + cell_h * 0.5f - 7), IM_COL32(160, 160, 170, 255),
+                    ("L" + std::to_string(l)).c_str());
       for (int h = 0; h < H; ++h) {
         const float v = val[(size_t)l * H + h];
         const ImVec2 a(p0.x + label_w + h * cell_w, p0.y + l * cell_h), b(a.x + cell_w - 1, a.y + cell_h - 1);
         ImU32 col = IM_COL32(40, 40, 46, 255);
         double t = 0.0;
         if (!std::isnan(v)) {
-          if (diff) col = col_diverging(amax > 0 ? v / amax : 0.0);
+          if (diff)
+            col = col_diverging(amax > 0 ? v / amax : 0.0);
           else {
             t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
             col = col_viridis(t);
@@ -89,7 +94,8 @@ void draw_overview(Ui& ui, const ImVec4& r) {
           ImGui::BeginTooltip();
           ImGui::Text("layer %d head %d", l, h);
           for (int s = 0; s < (st.slots[1].run && st.compare ? 2 : 1); ++s)
-            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), focal::row_metric_name(m), st.head_metric(s, l, h, m));
+            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), focal::row_metric_name(m),
+                               st.head_metric(s, l, h, m));
           ImGui::EndTooltip();
         }
         ImGui::PopID();

@@ -18,7 +18,8 @@ static void prompt_editor(Ui& ui) {
   ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
                             st.capture_only() ? ImGuiInputTextFlags_ReadOnly : 0);
   if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
-  const bool ctrl_enter = ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
+  const bool ctrl_enter =
+      ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
   ImGui::SameLine();
   ImGui::BeginGroup();
   if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
@@ -100,11 +101,13 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       dl->AddRectFilled(p0, p1, bg, 3.0f);
       if (relevant)  // a relevant key: an amber bar under the token
         dl->AddRectFilled(ImVec2(p0.x + 1, p1.y - 3.0f), ImVec2(p1.x - 1, p1.y), IM_COL32(255, 190, 40, 255), 1.0f);
-      if (k == q) dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0, 2.0f);
+      if (k == q)
+        dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0,
+                    2.0f);
       const ImVec4 bgv = ImGui::ColorConvertU32ToFloat4(bg);
       const bool dark_text = 0.2126f * bgv.x + 0.7152f * bgv.y + 0.0722f * bgv.z > 0.45f;
-      dl->AddText(ImVec2(p0.x + 3.0f, p0.y + 2.0f), dark_text ? IM_COL32(10, 10, 10, 255) : IM_COL32(235, 235, 235, 255),
-                  text.c_str());
+      dl->AddText(ImVec2(p0.x + 3.0f, p0.y + 2.0f),
+                  dark_text ? IM_COL32(10, 10, 10, 255) : IM_COL32(235, 235, 235, 255), text.c_str());
       if (hovered) {
         ImGui::BeginTooltip();
         ImGui::Text("key %d '%s'  <-  query %d '%s'", k, st.file.pieces[k].c_str(), q, st.file.pieces[q].c_str());

@@ -22,9 +22,7 @@ static void plot(const char* id, const std::vector<float>& xs, const std::vector
         lo = std::min(lo, v);
         hi = std::max(hi, v);
       }
-  if (!(hi > lo)) {
-    hi = lo + 1;
-  }
+  if (!(hi > lo)) { hi = lo + 1; }
   const float pad = (hi - lo) * 0.06f;
   lo -= pad;
   hi += pad;
@@ -42,7 +40,8 @@ static void plot(const char* id, const std::vector<float>& xs, const std::vector
   for (size_t s = 0; s < ys.size(); ++s)
     for (size_t i = 0; i + 1 < xs.size(); ++i)
       if (std::isfinite(ys[s][i]) && std::isfinite(ys[s][i + 1]))
-        dl->AddLine(ImVec2(X(xs[i]), Y(ys[s][i])), ImVec2(X(xs[i + 1]), Y(ys[s][i + 1])), cols[s], s == 0 ? 2.5f : 1.5f);
+        dl->AddLine(ImVec2(X(xs[i]), Y(ys[s][i])), ImVec2(X(xs[i + 1]), Y(ys[s][i + 1])), cols[s],
+                    s == 0 ? 2.5f : 1.5f);
   if (mark_x > 0 && mark_x >= xs.front() && mark_x <= xs.back())
     dl->AddLine(ImVec2(X(mark_x), p0.y), ImVec2(X(mark_x), p1.y), IM_COL32(255, 255, 255, 160), 1.5f);
 }
@@ -51,8 +50,8 @@ void draw_sweep(Ui& ui) {
   AppState& st = ui.st;
   if (ImGui::Button("Run sweep t = 0.1 .. 1.5")) st.run_sweep(0.1f, 1.5f, 15);
   ImGui::SameLine();
-  static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport, focal::kMaxProb,
-                                 focal::kTailMass, focal::kSinkMass};
+  static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport,
+                                 focal::kMaxProb,     focal::kTailMass,    focal::kSinkMass};
   ImGui::SetNextItemWidth(150);
   if (ImGui::BeginCombo("metric", focal::row_metric_name(ui.sweep_metric))) {
     for (int m : kMetrics)
@@ -74,7 +73,8 @@ void draw_sweep(Ui& ui) {
     layer_mean[s] = (float)(acc / H);
   }
   const focal::TempSpec& a = st.slots[0].spec;
-  const float mark = a.mode == focal::AttnMode::kFocal ? a.focal_temp : (a.mode == focal::AttnMode::kStandard ? 1.0f : -1.0f);
+  const float mark =
+      a.mode == focal::AttnMode::kFocal ? a.focal_temp : (a.mode == focal::AttnMode::kStandard ? 1.0f : -1.0f);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::BeginGroup();
   ImGui::TextColored(col_run_v4(0), "head %d.%d", st.sel_layer, st.sel_head);
@@ -82,7 +82,8 @@ void draw_sweep(Ui& ui) {
   ImGui::TextColored(col_run_v4(2), "layer %d mean", st.sel_layer);
   ImGui::SameLine();
   ImGui::TextDisabled("%s vs t (log axis); white line: A's t", focal::row_metric_name(ui.sweep_metric));
-  plot("sweep_plot", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark, ImVec2(avail.x * 0.6f, avail.y - 26));
+  plot("sweep_plot", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark,
+       ImVec2(avail.x * 0.6f, avail.y - 26));
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();

@@ -35,7 +35,8 @@ void draw_tau(Ui& ui) {
   const ImVec2 a0(o.x + 40, o.y + 4), a1(o.x + w1, o.y + hgt - 16);
   dl->AddRectFilled(a0, a1, IM_COL32(24, 26, 32, 255));
   auto Y = [&](float v) { return a1.y - (v - lo) / (hi - lo) * (a1.y - a0.y); };
-  for (float b : {c->focal.tau_min * st.slots[0].run_spec.tau_scale, c->focal.tau_max * st.slots[0].run_spec.tau_scale}) {
+  for (float b :
+       {c->focal.tau_min * st.slots[0].run_spec.tau_scale, c->focal.tau_max * st.slots[0].run_spec.tau_scale}) {
     dl->AddLine(ImVec2(a0.x, Y(b)), ImVec2(a1.x, Y(b)), IM_COL32(230, 160, 60, 200), 1.0f);
     dl->AddText(ImVec2(o.x, Y(b) - 7), IM_COL32(230, 160, 60, 255), fmt("%.2f", b).c_str());
   }
@@ -46,16 +47,20 @@ void draw_tau(Ui& ui) {
     const float m = (float)(acc / std::max(1, T));
     const ImU32 col = l == st.sel_layer ? col_run(0) : IM_COL32(110, 130, 160, 255);
     dl->AddRectFilled(ImVec2(a0.x + l * bw + 2, Y(m)), ImVec2(a0.x + (l + 1) * bw - 2, a1.y), col);
-    if (bw > 20) dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y + 1), IM_COL32(150, 150, 160, 255), ("L" + std::to_string(l)).c_str());
+    if (bw > 20)
+      dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y + 1), IM_COL32(150, 150, 160, 255), ("L" + std::to_string(l)).c_str());
   }
   // Per position of the selected layer.
   const ImVec2 b0(o.x + w1 + 30, o.y + 4), b1(o.x + avail.x - 8, o.y + hgt - 16);
   dl->AddRectFilled(b0, b1, IM_COL32(24, 26, 32, 255));
-  dl->AddText(ImVec2(b0.x + 4, b0.y + 2), IM_COL32(170, 170, 180, 255), ("layer " + std::to_string(st.sel_layer) + ": tau per position").c_str());
+  dl->AddText(ImVec2(b0.x + 4, b0.y + 2), IM_COL32(170, 170, 180, 255),
+              ("layer " + std::to_string(st.sel_layer) + ": tau per position").c_str());
   auto Y2 = [&](float v) { return b1.y - (v - lo) / (hi - lo) * (b1.y - b0.y); };
   for (int i = 0; i + 1 < T; ++i) {
-    const float x0 = b0.x + (b1.x - b0.x) * i / std::max(1, T - 1), x1 = b0.x + (b1.x - b0.x) * (i + 1) / std::max(1, T - 1);
-    dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])), ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
+    const float x0 = b0.x + (b1.x - b0.x) * i / std::max(1, T - 1),
+                x1 = b0.x + (b1.x - b0.x) * (i + 1) / std::max(1, T - 1);
+    dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])),
+                ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
   }
   ImGui::Dummy(avail);
 }

@@ -101,10 +101,14 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
                              std::to_string(st.n_tokens() - 1));
         st.toggle_relevant(pos);
       } else if (c.name == "view") {
-        if (c.args[0] == "a") st.view.show = ViewRun::kA;
-        else if (c.args[0] == "b") st.view.show = ViewRun::kB;
-        else if (c.args[0] == "diff") st.view.show = ViewRun::kDiff;
-        else throw focal::Error(where + ": view takes a, b or diff");
+        if (c.args[0] == "a")
+          st.view.show = ViewRun::kA;
+        else if (c.args[0] == "b")
+          st.view.show = ViewRun::kB;
+        else if (c.args[0] == "diff")
+          st.view.show = ViewRun::kDiff;
+        else
+          throw focal::Error(where + ": view takes a, b or diff");
         st.state_version++;
       } else if (c.name == "log") {
         st.view.log_color = on_off(c, where);

@@ -42,7 +42,7 @@ struct Ui {
   // Heatmap state.
   Texture heat_tex;
   HeatView heat_view;
-  uint64_t heat_key = 0;        // what the texture shows (rows version + view + options)
+  uint64_t heat_key = 0;  // what the texture shows (rows version + view + options)
   double heat_build_ms = 0.0;
   Texture gen_tex;
   size_t gen_rows_shown = 0;
@@ -60,17 +60,17 @@ struct Ui {
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
   float gen_sample_temp = 0.0f;
-  int force_tab = -1;  // select this tab of the details panel next frame
-  int b_kind = 0;  // compare two settings (0) or two models (1)
+  int force_tab = -1;                // select this tab of the details panel next frame
+  int b_kind = 0;                    // compare two settings (0) or two models (1)
   std::vector<std::string> dropped;  // paths dropped onto the window this frame
 };
 
 // Colours.
-ImU32 col_run(int side);                // A blue, B vermillion (Okabe-Ito, as the figures)
+ImU32 col_run(int side);  // A blue, B vermillion (Okabe-Ito, as the figures)
 ImU32 col_viridis(double t);
 ImU32 col_diverging(double t);
 ImVec4 col_run_v4(int side);
-const char* side_name(int side);        // "A", "B"
+const char* side_name(int side);                      // "A", "B"
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);
 void help_marker(const char* text);

@@ -170,8 +170,10 @@ bool temperature_controls(Ui& ui, int side) {
   char label[64];
   std::snprintf(label, sizeof label, "layer %d", L);
   if (ImGui::Checkbox(label, &has_l)) {
-    if (has_l) spec.layer_temp[L] = spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f;
-    else spec.layer_temp.erase(L);
+    if (has_l)
+      spec.layer_temp[L] = spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f;
+    else
+      spec.layer_temp.erase(L);
     changed = true;
   }
   if (has_l) {
@@ -184,8 +186,11 @@ bool temperature_controls(Ui& ui, int side) {
   bool has_h = ht != spec.head_temp.end();
   std::snprintf(label, sizeof label, "head %d.%d", L, H);
   if (ImGui::Checkbox(label, &has_h)) {
-    if (has_h) spec.head_temp[{L, H}] = has_l ? spec.layer_temp[L] : (spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f);
-    else spec.head_temp.erase({L, H});
+    if (has_h)
+      spec.head_temp[{L, H}] =
+          has_l ? spec.layer_temp[L] : (spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f);
+    else
+      spec.head_temp.erase({L, H});
     changed = true;
   }
   if (has_h) {
@@ -246,9 +251,11 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
 #pragma omp parallel for schedule(dynamic, 8)
   for (int y = 0; y < h; ++y) {
-    const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)), qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+    const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+              qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
     for (int x = 0; x < w; ++x) {
-      const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)), kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+      const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
+                kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
       float best = 0.0f;
       bool any = false;
       for (int q = qa; q < qb; ++q) {

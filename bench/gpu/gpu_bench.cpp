@@ -45,13 +45,18 @@ void cuda_ok(cudaError_t e, const char* what) {
 class BenchObserver : public ForwardObserver {
  public:
   BenchObserver(bool metrics, int layer, int n_sel, int T)
-      : metrics_(metrics), layer_(layer), n_sel_(n_sel), T_(T),
-        probs_((size_t)std::max(n_sel, 0) * T * T), raw_(probs_.size()) {}
+      : metrics_(metrics),
+        layer_(layer),
+        n_sel_(n_sel),
+        T_(T),
+        probs_((size_t)std::max(n_sel, 0) * T * T),
+        raw_(probs_.size()) {}
   bool wants_metrics() const override { return metrics_; }
   bool wants_rows(int l, int h) const override { return l == layer_ && h < n_sel_; }
   void on_rows(int, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
     for (int i = 0; i < n_rows; ++i) {
-      std::copy(p + (size_t)i * stride, p + (size_t)i * stride + row0 + i + 1, &probs_[((size_t)h * T_ + row0 + i) * T_]);
+      std::copy(p + (size_t)i * stride, p + (size_t)i * stride + row0 + i + 1,
+                &probs_[((size_t)h * T_ + row0 + i) * T_]);
       std::copy(r + (size_t)i * stride, r + (size_t)i * stride + row0 + i + 1, &raw_[((size_t)h * T_ + row0 + i) * T_]);
     }
   }
@@ -144,16 +149,15 @@ void kernels_and_gemm(int reps) {
 
   std::printf("\n== GEMM: Backend matmul_xwt (cublasGemmEx fp32) vs cublasSgemm, y[m,n] = x[m,k] w[n,k]^T ==\n");
   std::printf("%6s %6s %6s %12s %12s %8s\n", "m", "n", "k", "ours TF/s", "Sgemm TF/s", "ratio");
-  const int shapes[][3] = {{2048, 2048, 2048}, {2048, 5632, 2048}, {2048, 2048, 5632}, {512, 4096, 4096},
-                           {1, 4096, 4096}};
+  const int shapes[][3] = {
+      {2048, 2048, 2048}, {2048, 5632, 2048}, {2048, 2048, 5632}, {512, 4096, 4096}, {1, 4096, 4096}};
   for (const auto& s : shapes) {
     const int m = s[0], nn = s[1], k = s[2];
     const double flop = 2.0 * m * nn * k;
     const double ours = time_ms(st, reps, [&] { cuda_ops::matmul_xwt(ctx, x, y, z, m, nn, k); });
     const float one = 1.0f, zero = 0.0f;
-    const double ref = time_ms(st, reps, [&] {
-      cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, nn, m, k, &one, y, k, x, k, &zero, z, nn);
-    });
+    const double ref = time_ms(
+        st, reps, [&] { cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, nn, m, k, &one, y, k, x, k, &zero, z, nn); });
     std::printf("%6d %6d %6d %12.2f %12.2f %8.2f\n", m, nn, k, flop / (ours / 1e3) / 1e12, flop / (ref / 1e3) / 1e12,
                 ref / ours);
   }
@@ -168,9 +172,10 @@ void kernels_and_gemm(int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::printf("usage: gpu_bench MODEL_DIR [T,T,...] [reps]\n\nCUDA backend: prefill tokens/s (plain, all-head "
-                "metrics, capture of 4 heads) at each T with the CPU backend's plain rate at the first T; memory-bound "
-                "kernels against cudaMemcpy D2D bandwidth; the GEMM path against cublasSgemm. Needs a CUDA device.\n");
+    std::printf(
+        "usage: gpu_bench MODEL_DIR [T,T,...] [reps]\n\nCUDA backend: prefill tokens/s (plain, all-head "
+        "metrics, capture of 4 heads) at each T with the CPU backend's plain rate at the first T; memory-bound "
+        "kernels against cudaMemcpy D2D bandwidth; the GEMM path against cublasSgemm. Needs a CUDA device.\n");
     return argc < 2 ? 2 : 0;
   }
   const std::string dir = argv[1];

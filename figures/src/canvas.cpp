@@ -25,13 +25,26 @@ constexpr double kPi = 3.14159265358979323846;
 int utf8_seq(const std::string& s, size_t i, uint32_t* cp) {
   const auto b = [&](size_t k) { return (unsigned char)s[k]; };
   const unsigned char c = b(i);
-  if (c < 0x80) { *cp = c; return 1; }
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
   int n = 0;
   uint32_t v = 0, min = 0;
-  if ((c & 0xE0) == 0xC0) { n = 2; v = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; v = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; v = c & 0x07; min = 0x10000; }
-  else return 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    v = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    v = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    v = c & 0x07;
+    min = 0x10000;
+  } else
+    return 0;
   if (i + n > s.size()) return 0;
   for (int k = 1; k < n; ++k) {
     if ((b(i + k) & 0xC0) != 0x80) return 0;
@@ -52,11 +65,13 @@ std::string find_font_dir() {
   if (const char* env = std::getenv("FOCAL_FONT_DIR")) dirs.push_back(env);
   for (const char* d : kFontDirs) dirs.push_back(d);
   for (const std::string& d : dirs)
-    if (::access((d + "/DejaVuSans.ttf").c_str(), R_OK) == 0 && ::access((d + "/DejaVuSans-Bold.ttf").c_str(), R_OK) == 0)
+    if (::access((d + "/DejaVuSans.ttf").c_str(), R_OK) == 0 &&
+        ::access((d + "/DejaVuSans-Bold.ttf").c_str(), R_OK) == 0)
       return d;
-  throw Error("figures need the font DejaVu Sans (DejaVuSans.ttf and DejaVuSans-Bold.ttf), found in none of "
-              "/usr/share/fonts/truetype/dejavu and the usual places: apt-get install fonts-dejavu-core, or set "
-              "FOCAL_FONT_DIR to a directory holding them");
+  throw Error(
+      "figures need the font DejaVu Sans (DejaVuSans.ttf and DejaVuSans-Bold.ttf), found in none of "
+      "/usr/share/fonts/truetype/dejavu and the usual places: apt-get install fonts-dejavu-core, or set "
+      "FOCAL_FONT_DIR to a directory holding them");
 }
 
 struct Fonts {
@@ -192,11 +207,16 @@ std::string clean_utf8(const std::string& s) {
       ++i;
       continue;
     }
-    if (cp == '\n') o += "\xE2\x86\xB5";          // ↵
-    else if (cp == '\t') o += "\xE2\x87\xA5";     // ⇥
-    else if (cp == '\r') o += "\xE2\x86\xB5";
-    else if (cp < 0x20 || cp == 0x7F) o += "\xEF\xBF\xBD";
-    else o.append(s, i, n);
+    if (cp == '\n')
+      o += "\xE2\x86\xB5";  // ↵
+    else if (cp == '\t')
+      o += "\xE2\x87\xA5";  // ⇥
+    else if (cp == '\r')
+      o += "\xE2\x86\xB5";
+    else if (cp < 0x20 || cp == 0x7F)
+      o += "\xEF\xBF\xBD";
+    else
+      o.append(s, i, n);
     i += n;
   }
   return o;
@@ -345,8 +365,10 @@ void Canvas::polyline(const std::vector<double>& xs, const std::vector<double>& 
       pen = false;
       continue;
     }
-    if (pen) cairo_line_to(cr_, xs[i], ys[i]);
-    else cairo_move_to(cr_, xs[i], ys[i]);
+    if (pen)
+      cairo_line_to(cr_, xs[i], ys[i]);
+    else
+      cairo_move_to(cr_, xs[i], ys[i]);
     pen = true;
   }
   cairo_set_source_rgb(cr_, c.r, c.g, c.b);
@@ -393,8 +415,9 @@ std::string Canvas::finish() {
   const size_t svg_close = out.rfind("</svg>");
   if (svg_open_end == std::string::npos || svg_close == std::string::npos || svg_close < svg_open_end)
     throw Error("cairo wrote an SVG without an <svg> element");
-  std::string layer = "<g id=\"text\" style=\"fill:#000000;fill-opacity:0;stroke:none\" "
-                      "font-family=\"DejaVu Sans\" xml:space=\"preserve\">\n";
+  std::string layer =
+      "<g id=\"text\" style=\"fill:#000000;fill-opacity:0;stroke:none\" "
+      "font-family=\"DejaVu Sans\" xml:space=\"preserve\">\n";
   for (const TextItem& t : texts_) {
     layer += "<text transform=\"translate(" + num(t.x) + " " + num(t.y) + ")";
     if (t.angle_deg != 0.0) layer += " rotate(" + num(-t.angle_deg) + ")";

@@ -82,8 +82,8 @@ class Canvas {
   cairo_t* measure_cr_ = nullptr;
   cairo_surface_t* surface_ = nullptr;
   cairo_t* cr_ = nullptr;
-  std::string stream_;             // SVG / PDF bytes as cairo writes them
-  std::vector<TextItem> texts_;    // for the SVG text layer
+  std::string stream_;           // SVG / PDF bytes as cairo writes them
+  std::vector<TextItem> texts_;  // for the SVG text layer
 };
 
 }  // namespace focal::figures

@@ -12,11 +12,11 @@ namespace focal::figures {
 
 std::string render_distribution(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "distribution";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.log_scale, "--log", kind);
-  reject_option(!opt.metric.empty(), "--metric", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
   check_page_options(opt);
   const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 3, 3, kind);
   for (const RunRef& r : runs) require_rows(r, kind);
@@ -30,13 +30,13 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   std::vector<std::vector<double>> rows;
   for (const RunRef& r : runs) {
     if (r.file->token_ids != f0.token_ids)
-      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
-    const int a = stored_index(r.run->layers, layer, "--layer", "layer", r);
-    const int b = stored_index(r.run->heads, head, "--head", "head", r);
-    const int c = stored_index(r.run->queries, query, "--query", "query", r);
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
+    const int a = stored_index(r.run->layers, layer, "layer", "layer", r);
+    const int b = stored_index(r.run->heads, head, "head", "head", r);
+    const int c = stored_index(r.run->queries, query, "query", "query", r);
     std::vector<double> p = attention_row(r, a, b, c);
     if (opt.no_sink) {
-      if (query == 0) throw Error("--no-sink: query 0 sees only the first token; choose a later --query");
+      if (query == 0) throw Error("no_sink", "no_sink: query 0 sees only the first token; choose a later query");
       p = drop_sink(p);
     }
     rows.push_back(std::move(p));
@@ -78,11 +78,11 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const double H = page_height(opt, top + n_panels * (strip + natural_panel) + (n_panels - 1) * gap + bottom);
   const double panel_h = (H - top - bottom - (n_panels - 1) * gap) / n_panels - strip;
   if (panel_h < 20 || plot_w < 40)
-    throw Error("--width/--height: the figure is too small for " + std::to_string(n_keys) + " tokens in " +
-                std::to_string(n_panels) + " panel(s); make it larger");
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(n_keys) +
+                                " tokens in " + std::to_string(n_panels) + " panel(s); make it larger");
 
-  std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " +
-                           std::to_string(query);
+  std::string auto_title =
+      "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " + std::to_string(query);
   if (!f0.pieces.empty()) auto_title += " " + quoted(token_label(f0.pieces[query], 16));
   if (runs.size() == 1) auto_title = runs[0].label + ": l" + auto_title.substr(1);
   c.begin(W, H, title_text(opt, auto_title));

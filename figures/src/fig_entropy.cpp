@@ -17,7 +17,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   double lo = 0, hi = 0;
   for (const RunRef& r : runs) {
     if (r.file->n_layers != L)
-      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' come from models with different layer counts");
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label +
+                              "' come from models with different layer counts");
     vals.push_back(layer_means(r, metric));
     require_values(vals.back(), metric, "run '" + r.label + "'");
     for (double v : vals.back())
@@ -36,7 +37,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 105.0 + bottom);
   const Rect plot{left, top, plot_w, H - top - bottom};
-  if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
+  if (plot.h < 20 || plot.w < 40)
+    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
 
   const std::string auto_title = "Mean " + metric_noun(metric) + " per layer";
   c.begin(W, H, title_text(opt, auto_title));
@@ -91,8 +93,8 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   if (diff) {
     const RunRef& b = runs[1];
     if (b.file->n_layers != L || b.file->n_heads != Hn)
-      throw Error("--runs: runs '" + runs[0].label + "' and '" + b.label +
-                  "' come from models of different shapes; their matrices cannot be subtracted");
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + b.label +
+                              "' come from models of different shapes; their matrices cannot be subtracted");
     const std::vector<double> vb = head_means(b, metric);
     require_values(vb, metric, "run '" + b.label + "'");
     for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
@@ -116,8 +118,9 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   double cell = std::min((W - left - right) / Hn, 42.0);
   const double H = page_height(opt, top + cell * L + bottom);
   cell = std::min(cell, (H - top - bottom) / L);
-  if (cell < 1.0) throw Error("--width/--height: the figure is too small for " + std::to_string(L) + " x " +
-                              std::to_string(Hn) + " cells; make it larger");
+  if (cell < 1.0)
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
+                                std::to_string(Hn) + " cells; make it larger");
   left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
   const Rect plot{left, top, cell * Hn, cell * L};
 
@@ -174,19 +177,19 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
 
 std::string render_entropy(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "entropy";
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.no_sink, "--no-sink", kind);
-  reject_option(opt.log_scale, "--log", kind);
-  reject_option(opt.layer >= 0, "--layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.no_sink, "no_sink", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
   check_page_options(opt);
   const int metric = parse_metric(opt.metric.empty() ? "entropy_nats" : opt.metric, false);
   const std::vector<RunRef> all = capture_runs(src, kind);
   if (opt.matrix) {
-    reject_option(opt.lines, "--lines", "entropy --matrix");
-    return render_matrix(select_runs(all, opt.runs, 1, 2, "entropy --matrix"), metric, opt, fmt);
+    reject_option(opt.lines, "lines", "entropy matrix");
+    return render_matrix(select_runs(all, opt.runs, 1, 2, "entropy matrix"), metric, opt, fmt);
   }
   return render_layer_means(select_runs(all, opt.runs, kNumCategoryColors, kNumCategoryColors, kind), metric, opt, fmt);
 }

@@ -15,9 +15,9 @@ namespace {
 // first + i, column j = key first + j. NaN above the diagonal; rows of queries not stored are `missing`.
 struct HeadMatrix {
   int n = 0;
-  std::vector<double> v;        // [n, n]
-  std::vector<char> missing;    // [n]
-  double max = 0;               // over rows with two or more visible keys
+  std::vector<double> v;      // [n, n]
+  std::vector<char> missing;  // [n]
+  double max = 0;             // over rows with two or more visible keys
 };
 
 HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
@@ -55,23 +55,28 @@ ProbScale prob_scale(const FigureOptions& opt, double vmax) {
   s.log = opt.log_scale;
   s.floor = opt.log_floor;
   const std::string title = opt.no_sink ? "Probability (sink excluded)" : "Attention probability";
-  if (s.log) s.cs = log_scale(std::log10(opt.log_floor), 0.0, title);
-  else s.cs = linear_scale(0.0, vmax > 0 ? vmax : 1.0, title);
+  if (s.log)
+    s.cs = log_scale(std::log10(opt.log_floor), 0.0, title);
+  else
+    s.cs = linear_scale(0.0, vmax > 0 ? vmax : 1.0, title);
   return s;
 }
 
 void draw_head(Canvas& c, const Rect& area, const HeadMatrix& m, const ProbScale& s, bool force_image) {
-  draw_cells(c, area, m.n, m.n, [&](int i, int j, Rgb* out) {
-    if (j > i) return false;
-    if (m.missing[i]) {
-      *out = kMissing;
-      return true;
-    }
-    const double v = m.v[(size_t)i * m.n + j];
-    if (std::isnan(v)) return false;
-    *out = s(v);
-    return true;
-  }, force_image);
+  draw_cells(
+      c, area, m.n, m.n,
+      [&](int i, int j, Rgb* out) {
+        if (j > i) return false;
+        if (m.missing[i]) {
+          *out = kMissing;
+          return true;
+        }
+        const double v = m.v[(size_t)i * m.n + j];
+        if (std::isnan(v)) return false;
+        *out = s(v);
+        return true;
+      },
+      force_image);
 }
 
 std::vector<std::string> position_labels(const CaptureFile& f, int first) {
@@ -85,12 +90,12 @@ std::vector<std::string> position_labels(const CaptureFile& f, int first) {
 
 std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "heatmap";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(!opt.metric.empty(), "--metric", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
   check_page_options(opt);
   const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 1, 3, kind);
   for (const RunRef& r : runs) require_rows(r, kind);
@@ -98,14 +103,15 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const int layer = opt.layer >= 0 ? opt.layer : r0.layers.front();
   const int head = opt.head >= 0 ? opt.head : r0.heads.front();
   const CaptureFile& f0 = *runs[0].file;
-  if (opt.no_sink && f0.n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  if (opt.no_sink && f0.n_tokens() < 2)
+    throw Error("no_sink", "no_sink: the capture has one token; nothing is left without it");
   std::vector<HeadMatrix> mats;
   double vmax = 0;
   for (const RunRef& r : runs) {
     if (r.file->token_ids != f0.token_ids)
-      throw Error("--runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
-    mats.push_back(head_matrix(r, stored_index(r.run->layers, layer, "--layer", "layer", r),
-                               stored_index(r.run->heads, head, "--head", "head", r), opt.no_sink));
+      throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label + "' are over different tokens");
+    mats.push_back(head_matrix(r, stored_index(r.run->layers, layer, "layer", "layer", r),
+                               stored_index(r.run->heads, head, "head", "head", r), opt.no_sink));
     vmax = std::max(vmax, mats.back().max);
   }
   const ProbScale scale = prob_scale(opt, vmax);
@@ -135,8 +141,9 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const double bottom = xa.depth + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + side + bottom);
   side = std::min(side, H - top - bottom);
-  if (side < 30) throw Error("--width/--height: the figure is too small for " + std::to_string(n_panels) +
-                             " heatmap panel(s); make it larger");
+  if (side < 30)
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(n_panels) +
+                                " heatmap panel(s); make it larger");
   xa = layout_category_axis(c, labels, side / n, kTickSize, false);
 
   std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head);
@@ -165,8 +172,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
         c.line(area.x - kTickLen, y, area.x, y, kAxisWidth, kInk);
         c.text(labels[i], area.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
       }
-    if (n_panels > 1)
-      c.text(runs[p].label, area.x, area.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, kInk);
+    if (n_panels > 1) c.text(runs[p].label, area.x, area.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, kInk);
   }
   const Rect all{left, top, n_panels * side + (n_panels - 1) * gap, side};
   draw_colorbar(c, scale.cs, all.right(), top, side);
@@ -177,18 +183,19 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
 
 std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "grid";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.layer >= 0, "--layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(!opt.metric.empty(), "--metric", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
   check_page_options(opt);
   const RunRef run = select_runs(capture_runs(src, kind), opt.runs, 1, 1, kind)[0];
   require_rows(run, kind);
-  if (opt.no_sink && run.file->n_tokens() < 2) throw Error("--no-sink: the capture has one token; nothing is left without it");
+  if (opt.no_sink && run.file->n_tokens() < 2)
+    throw Error("no_sink", "no_sink: the capture has one token; nothing is left without it");
   const std::vector<int>& layers = run.run->layers;
   const std::vector<int>& heads = run.run->heads;
   const int Lc = (int)layers.size(), Hc = (int)heads.size();
@@ -220,8 +227,9 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   for (const char* short_title : {opt.no_sink ? "p (no sink)" : "p", "p", ""})
     if (colorbar_min_height(c, scale.cs) > Lc * side + (Lc - 1) * gap) scale.cs.title = short_title;
   const bool short_bar = scale.cs.title != full_bar_title;
-  if (side < 4) throw Error("--width/--height: the figure is too small for " + std::to_string(Lc) + " x " +
-                            std::to_string(Hc) + " thumbnails; make it larger");
+  if (side < 4)
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(Lc) + " x " +
+                                std::to_string(Hc) + " thumbnails; make it larger");
 
   const std::string auto_title =
       run.label +
@@ -236,8 +244,7 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   const int row_step = category_step(side + gap, 1.1 * kTickSize);
   for (int a = 0; a < Lc; ++a) {
     const double y = top + a * (side + gap);
-    if (a % row_step == 0)
-      c.text(row_labels[a], left - 3.0, y + side / 2, kTickSize, 1.0, 0.5, 0, false, kInk);
+    if (a % row_step == 0) c.text(row_labels[a], left - 3.0, y + side / 2, kTickSize, 1.0, 0.5, 0, false, kInk);
     for (int b = 0; b < Hc; ++b) {
       const double x = left + b * (side + gap);
       if (a == 0 && b % col_step == 0)

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/eval.h"
 #include "focal/temp_spec.h"
 #include "kinds.h"
@@ -62,21 +63,22 @@ std::string length_label(int len, bool short_form) {
 
 std::string render_retrieval(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "retrieval";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.no_sink, "--no-sink", kind);
-  reject_option(opt.log_scale, "--log", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(opt.tau, "--tau", kind);
-  reject_option(opt.clip, "--clip", kind);
-  reject_option(!opt.x_axis.empty(), "--x", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.no_sink, "no_sink", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(opt.tau, "tau", kind);
+  reject_option(opt.clip, "clip", kind);
+  reject_option(!opt.x_axis.empty(), "x_axis", kind);
   if (!opt.runs.empty())
-    throw Error("--runs does not apply to the retrieval figure: it draws one line per file given (--labels names them)");
+    throw Error("runs",
+                "runs does not apply to the retrieval figure: it draws one line per file given (labels names them)");
   check_page_options(opt);
-  if (src.empty()) throw Error("the retrieval figure needs an evaluation file (focal eval MODEL --data DIR -o EVAL.h5)");
+  if (src.empty()) throw Error("the retrieval figure needs an evaluation file (as focal eval writes them)");
 
   // Runs and their labels: the model directory's name, made unique with the evaluated setting or the file.
   std::vector<Run> runs;
@@ -84,8 +86,7 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   for (const Source& s : src) {
     const std::string file = s.path.empty() ? s.label : s.path;
     if (!s.eval)
-      throw Error("the retrieval figure reads evaluation files (focal eval MODEL --data DIR -o EVAL.h5), but '" + file +
-                  "' is " +
+      throw Error("the retrieval figure reads evaluation files (as focal eval writes them), but '" + file + "' is " +
                   (s.train_log ? "a training log (draw it with the training figure)"
                    : s.capture ? "an attention capture"
                    : s.sweep   ? "a temperature sweep"
@@ -102,7 +103,8 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     std::string spec;
     try {
       spec = TempSpec::from_json(e.temp_spec_json, file).label();
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      log_warning(std::string(e.what()) + "; the legend names the model without its temperature spec");
     }
     with_spec.push_back(models.back() + (spec.empty() ? "" : " (" + spec + ")"));
     fallback.push_back(s.label.empty() ? file : s.label);
@@ -123,7 +125,8 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     if (std::find(kinds.begin(), kinds.end(), opt.task_kind) == kinds.end()) {
       std::string list;
       for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
-      throw Error("--kind: no evaluation file holds task kind '" + opt.task_kind + "' (kinds: " + list + ")");
+      throw Error("task_kind",
+                  "task_kind: no evaluation file holds task kind '" + opt.task_kind + "' (kinds: " + list + ")");
     }
     kinds = {opt.task_kind};
   }
@@ -134,18 +137,20 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   if (opt.metric.empty() || opt.metric == "relevant_mass") rows.push_back(kRelevant);
   if (opt.metric == "entropy") rows.push_back(kEntropy);
   if (rows.empty())
-    throw Error("--metric: unknown metric '" + opt.metric +
-                "' for the retrieval figure (metrics: accuracy, relevant_mass, entropy; default accuracy and "
-                "relevant_mass)");
+    throw Error("metric",
+                "metric: unknown metric '" + opt.metric +
+                    "' for the retrieval figure (metrics: accuracy, relevant_mass, entropy; default accuracy and "
+                    "relevant_mass)");
   if (opt.layer >= 0) {
     if (rows.size() == 1 && rows[0] == kAccuracy)
-      throw Error("--layer does not apply to --metric accuracy (accuracy is per answer; the layer selects the "
+      throw Error("layer",
+                  "layer does not apply to metric accuracy (accuracy is per answer; the layer selects the "
                   "relevant_mass or entropy row)");
     for (const Run& r : runs)
       if (opt.layer >= r.e->n_layers)
-        throw Error("--layer " + std::to_string(opt.layer) + ": the evaluation file '" + r.name + "' has " +
-                    std::to_string(r.e->n_layers) + " layer" + (r.e->n_layers == 1 ? "" : "s") +
-                    (r.e->n_layers > 0 ? " (0-" + std::to_string(r.e->n_layers - 1) + ")" : ""));
+        throw Error("layer", "layer " + std::to_string(opt.layer) + ": the evaluation file '" + r.name + "' has " +
+                                 std::to_string(r.e->n_layers) + " layer" + (r.e->n_layers == 1 ? "" : "s") +
+                                 (r.e->n_layers > 0 ? " (0-" + std::to_string(r.e->n_layers - 1) + ")" : ""));
   }
 
   // Lengths (x ticks): every length any file evaluated.
@@ -178,10 +183,11 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
       }
   for (size_t ri = 0; ri < R; ++ri)
     if (!(hi[ri] >= lo[ri]))
-      throw Error((opt.metric.empty() ? "" : "--metric ") + std::string(kRowNames[rows[ri]]) +
-                  ": no evaluation file has a value of it for " +
-                  (C == 1 ? "task kind '" + kinds[0] + "'" : std::string("any task kind")) +
-                  " (no answers were evaluated)");
+      throw Error(opt.metric.empty() ? "" : "metric",
+                  (opt.metric.empty() ? "" : "metric ") + std::string(kRowNames[rows[ri]]) +
+                      ": no evaluation file has a value of it for " +
+                      (C == 1 ? "task kind '" + kinds[0] + "'" : std::string("any task kind")) +
+                      " (no answers were evaluated)");
 
   // Y axes: accuracy 0-100 %, relevant mass from 0, entropy over its range; padded so that points at the ends
   // do not sit on the axis lines.
@@ -265,14 +271,19 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   const double H = page_height(opt, top + R * natural_row + (R - 1) * row_gap + bottom);
   const double row_h = (H - top - bottom - (R - 1) * row_gap) / R;
   if (row_h < 25 || panel_w < 35)
-    throw Error("--width/--height: the figure is too small for " + std::to_string(C) + " x " + std::to_string(R) +
-                " panels; make it larger (--width 7) or pick one task kind with --kind");
+    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(C) + " x " +
+                                std::to_string(R) +
+                                " panels; make it larger (width_in 7) or pick one task kind with task_kind");
 
   std::string auto_title;
-  if (R == 2) auto_title = "Retrieval against context length";
-  else if (rows[0] == kAccuracy) auto_title = "Retrieval accuracy against context length";
-  else if (rows[0] == kRelevant) auto_title = "Relevant mass against context length";
-  else auto_title = "Query-row entropy against context length";
+  if (R == 2)
+    auto_title = "Retrieval against context length";
+  else if (rows[0] == kAccuracy)
+    auto_title = "Retrieval accuracy against context length";
+  else if (rows[0] == kRelevant)
+    auto_title = "Relevant mass against context length";
+  else
+    auto_title = "Query-row entropy against context length";
   if (C == 1) {
     auto_title[0] = (char)std::tolower((unsigned char)auto_title[0]);
     auto_title = kinds[0] + ": " + auto_title;
@@ -300,7 +311,8 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
             xs.push_back(x(std::log2((double)lengths[li])) + off);
             ys.push_back(std::isnan(v[li]) ? NAN : y(v[li]));
           }
-          if (pass == 0) c.polyline(xs, ys, 1.1, series_color(n, N));
+          if (pass == 0)
+            c.polyline(xs, ys, 1.1, series_color(n, N));
           else
             for (size_t li = 0; li < xs.size(); ++li)
               if (!std::isnan(ys[li])) draw_shape(c, xs[li], ys[li], 1.8, series_shape((int)n), series_color(n, N));

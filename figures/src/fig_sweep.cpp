@@ -14,23 +14,24 @@ namespace focal::figures {
 
 std::string render_sweep(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "sweep";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.no_sink, "--no-sink", kind);
-  reject_option(opt.log_scale, "--log", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(!opt.runs.empty(), "--runs", kind);
-  reject_option(opt.layer >= 0, "--layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.no_sink, "no_sink", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(!opt.runs.empty(), "runs", kind);
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
   check_page_options(opt);
   const int metric = parse_metric(opt.metric.empty() ? "entropy_nats" : opt.metric, true);
   const std::vector<const SweepFile*> sweeps = sweep_sources(src);
   if (opt.per_layer && sweeps.size() > 1)
-    throw Error("--per-layer draws one sweep file (one line per layer); " + std::to_string(sweeps.size()) +
-                " were given");
+    throw Error("per_layer", "per_layer draws one sweep file (one line per layer); " + std::to_string(sweeps.size()) +
+                                 " were given");
   if (opt.per_layer && metric < 0)
-    throw Error("--per-layer: the loss is one value per temperature, not per layer; drop --per-layer or pick a --metric");
+    throw Error("per_layer",
+                "per_layer: the loss is one value per temperature, not per layer; drop per_layer or pick a metric");
 
   struct Line {
     std::string label;
@@ -97,7 +98,8 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 110.0 + bottom);
   const Rect plot{left, top, plot_w, H - top - bottom};
-  if (plot.h < 20 || plot.w < 40) throw Error("--width/--height: the figure is too small; make it larger");
+  if (plot.h < 20 || plot.w < 40)
+    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
 
   std::string auto_title = metric_noun(metric) + " against focal temperature";
   auto_title[0] = (char)std::toupper((unsigned char)auto_title[0]);

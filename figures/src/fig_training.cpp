@@ -7,6 +7,7 @@
 
 #include "focal/config.h"
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/trainer.h"
 #include "kinds.h"
 #include "plot.h"
@@ -57,7 +58,9 @@ double tokens_per_step(const TrainLog& log) {
       const double b = j["batch"].get<double>(), s = j["seq_len"].get<double>();
       if (b > 0 && s > 0 && std::isfinite(b * s)) return b * s;
     }
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    log_warning("training log '" + log.run_name + "': train_config_json is malformed (" + e.what() +
+                "); the training figure counts steps instead of tokens");
   }
   return 0;
 }
@@ -129,7 +132,8 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
   for (const Panel& p : panels) natural += p.natural_h;
   const double H = page_height(opt, top + natural + gap * (panels.size() - 1) + bottom);
   const double avail = H - top - bottom - gap * (panels.size() - 1);
-  if (avail < 20.0 * panels.size() || plot_w < 40) throw Error("--width/--height: the figure is too small; make it larger");
+  if (avail < 20.0 * panels.size() || plot_w < 40)
+    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
 
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
@@ -144,8 +148,8 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
     draw_hgrid(c, plot, p.yt, y);
     for (const RefLine& r : p.refs) {
       c.line(plot.x, y(r.y), plot.right(), y(r.y), 0.6, gray(0.45), true);
-      c.text(r.label, plot.x + 3.0, y(r.y) + (r.label_below ? 2.0 : -2.0), kTickSize, 0.0,
-             r.label_below ? 1.0 : 0.0, 0, false, gray(0.35));
+      c.text(r.label, plot.x + 3.0, y(r.y) + (r.label_below ? 2.0 : -2.0), kTickSize, 0.0, r.label_below ? 1.0 : 0.0, 0,
+             false, gray(0.35));
     }
     auto page_x = [&](const Line& l, size_t i) { return x(l.steps[i] * l.per_step); };
     for (const Line& l : p.lines) {
@@ -189,19 +193,21 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
 
 std::string render_training(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "training";
-  reject_option(opt.matrix, "--matrix", kind);
-  reject_option(opt.overlay, "--overlay", kind);
-  reject_option(opt.no_sink, "--no-sink", kind);
-  reject_option(opt.log_scale, "--log", kind);
-  reject_option(opt.lines, "--lines", kind);
-  reject_option(opt.per_layer, "--per-layer", kind);
+  reject_option(opt.matrix, "matrix", kind);
+  reject_option(opt.overlay, "overlay", kind);
+  reject_option(opt.no_sink, "no_sink", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(opt.lines, "lines", kind);
+  reject_option(opt.per_layer, "per_layer", kind);
   if (!opt.runs.empty())
-    throw Error("--runs does not apply to the training figure: it draws one line per file given (--labels names them)");
-  reject_option(opt.layer >= 0, "--layer", kind);
-  reject_option(opt.head >= 0, "--head", kind);
-  reject_option(opt.query >= 0, "--query", kind);
-  reject_option(!opt.task_kind.empty(), "--kind", kind);
-  if (opt.clip && !opt.tau) throw Error("--clip adds the clipped-" + std::string(kTau) + " panel to --tau: add --tau");
+    throw Error("runs",
+                "runs does not apply to the training figure: it draws one line per file given (labels names them)");
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.task_kind.empty(), "task_kind", kind);
+  if (opt.clip && !opt.tau)
+    throw Error("clip", "clip adds the clipped-" + std::string(kTau) + " panel to tau: add tau");
   check_page_options(opt);
   if (src.empty()) throw Error("the training figure needs a training log (OUT/train_log.h5, written by focal train)");
 
@@ -212,10 +218,10 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
     if (!s.train_log)
       throw Error("the training figure reads training logs (OUT/train_log.h5, written by focal train), but '" + file +
                   "' is " +
-                  (s.capture  ? "an attention capture"
-                   : s.sweep  ? "a temperature sweep"
-                   : s.eval   ? "an evaluation file (draw it with the retrieval figure)"
-                              : "not loaded"));
+                  (s.capture ? "an attention capture"
+                   : s.sweep ? "a temperature sweep"
+                   : s.eval  ? "an evaluation file (draw it with the retrieval figure)"
+                             : "not loaded"));
     const TrainLog& t = *s.train_log;
     const size_t N = t.eval_step.size();
     for (const auto* v : {&t.train_loss, &t.val_loss, &t.tau_clip_frac})
@@ -234,15 +240,16 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
 
   // The x axis: steps, or tokens (batch x seq_len per step) in thousands / millions / billions.
   const std::string x_axis = opt.x_axis.empty() ? "steps" : opt.x_axis;
-  if (x_axis != "steps" && x_axis != "tokens") throw Error("--x: unknown axis '" + x_axis + "' (axes: steps, tokens)");
+  if (x_axis != "steps" && x_axis != "tokens")
+    throw Error("x_axis", "x_axis: unknown axis '" + x_axis + "' (axes: steps, tokens)");
   const bool tokens = x_axis == "tokens";
   std::vector<double> per_step(logs.size(), 1.0);
   if (tokens)
     for (size_t i = 0; i < logs.size(); ++i) {
       per_step[i] = tokens_per_step(*logs[i].log);
       if (per_step[i] <= 0)
-        throw Error("--x tokens: the training log '" + logs[i].name +
-                    "' does not record batch and seq_len in its train_config_json; use --x steps");
+        throw Error("x_axis", "x_axis tokens: the training log '" + logs[i].name +
+                                  "' does not record batch and seq_len in its train_config_json; use x_axis steps");
     }
 
   std::vector<Panel> panels;
@@ -256,8 +263,10 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
 
   if (opt.tau) {
     if (logs.size() != 1)
-      throw Error("--tau draws one training log (one line per layer); " + std::to_string(logs.size()) + " were given");
-    if (!opt.metric.empty()) throw Error("--metric does not apply with --tau (it draws " + std::string(kTau) + " per layer)");
+      throw Error("tau",
+                  "tau draws one training log (one line per layer); " + std::to_string(logs.size()) + " were given");
+    if (!opt.metric.empty())
+      throw Error("metric", "metric does not apply with tau (it draws " + std::string(kTau) + " per layer)");
     const TrainLog& log = *logs[0].log;
     const size_t N = log.eval_step.size(), L = (size_t)log.n_layers;
     std::string mode;
@@ -267,15 +276,18 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       mode = attn_mode_name(mc.focal.mode);
       if (mc.focal.mode == AttnMode::kLearned && mc.focal.tau_max > mc.focal.tau_min)
         tau_min = mc.focal.tau_min, tau_max = mc.focal.tau_max;
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      log_warning("training log '" + logs[0].name + "': model_config_json is unreadable (" + e.what() +
+                  "); the tau panel leaves out the attention mode and the clip range");
     }
     if (N == 0 || L == 0 || all_nan(log.tau_mean))
-      throw Error("--tau: the training log '" + logs[0].name + "' has no learned temperature " + kTau + " (" +
-                  (N == 0 ? std::string("it holds no evaluations yet")
-                          : "tau_mean is NaN at every evaluation" +
-                                (mode.empty() ? std::string("") : ": run '" + log.run_name + "' trained with " + mode +
-                                                                      " attention")) +
-                  "); --tau needs a model trained with --attn learned");
+      throw Error("tau", "tau: the training log '" + logs[0].name + "' has no learned temperature " + kTau + " (" +
+                             (N == 0 ? std::string("it holds no evaluations yet")
+                                     : "tau_mean is NaN at every evaluation" +
+                                           (mode.empty()
+                                                ? std::string("")
+                                                : ": run '" + log.run_name + "' trained with " + mode + " attention")) +
+                             "); tau needs a model trained with learned attention");
     Panel p;
     p.y_title = std::string("Learned ") + kTau;
     for (size_t l = 0; l < L; ++l) {
@@ -315,8 +327,9 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
   } else {
     const std::string metric = opt.metric.empty() ? "val_loss" : opt.metric;
     if (metric != "val_loss" && metric != "train_loss" && metric != "step_loss")
-      throw Error("--metric: unknown metric '" + metric + "' for the training figure (metrics: val_loss, "
-                  "train_loss, step_loss)");
+      throw Error("metric", "metric: unknown metric '" + metric +
+                                "' for the training figure (metrics: val_loss, "
+                                "train_loss, step_loss)");
     const bool steps = metric == "step_loss";
     Panel p;
     p.y_title = metric == "val_loss" ? "Validation loss (nats)" : "Training loss (nats)";
@@ -334,7 +347,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       line.shape = series_shape((int)k);
       if (steps) {
         if (log.step_loss.empty())
-          throw Error("--metric step_loss: the training log '" + logs[k].name + "' holds no steps yet");
+          throw Error("metric", "metric step_loss: the training log '" + logs[k].name + "' holds no steps yet");
         std::vector<double> raw(log.step_loss.begin(), log.step_loss.end());
         for (size_t i = 0; i < raw.size(); ++i) line.steps.push_back((double)i + 1);
         line.y = raw.size() >= 10 ? running_mean(raw, window) : raw;
@@ -344,9 +357,10 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
         const std::vector<float>& v = metric == "val_loss" ? log.val_loss : log.train_loss;
         if (log.eval_step.empty())
           throw Error("the training log '" + logs[k].name +
-                      "' holds no evaluations yet (the first comes after --eval-every steps); --metric step_loss "
+                      "' holds no evaluations yet (the first comes after eval_every steps); metric step_loss "
                       "draws every step's training loss");
-        if (all_nan(v)) throw Error("--metric " + metric + ": the training log '" + logs[k].name + "' has no values");
+        if (all_nan(v))
+          throw Error("metric", "metric " + metric + ": the training log '" + logs[k].name + "' has no values");
         for (size_t i = 0; i < log.eval_step.size(); ++i) {
           line.steps.push_back(log.eval_step[i]);
           line.y.push_back(v[i]);
@@ -357,7 +371,9 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       legend.push_back({logs[k].label, series_color(k, logs.size()), series_shape((int)k), !steps});
     }
     panels.push_back(std::move(p));
-    auto_title = metric == "val_loss" ? "Validation loss" : metric == "train_loss" ? "Training loss" : "Training loss per step";
+    auto_title = metric == "val_loss"     ? "Validation loss"
+                 : metric == "train_loss" ? "Training loss"
+                                          : "Training loss per step";
     if (logs.size() == 1) {
       auto_title = logs[0].label + ": " + auto_title;
       auto_title[logs[0].label.size() + 2] = (char)std::tolower((unsigned char)auto_title[logs[0].label.size() + 2]);

@@ -59,11 +59,11 @@ std::string dir_label(const std::string& path) {
 
 // The options only the training and retrieval figures read are refused by the other kinds.
 void reject_log_options(const FigureOptions& opt, const std::string& kind) {
-  reject_option(opt.tau, "--tau", kind);
-  reject_option(opt.clip, "--clip", kind);
-  reject_option(!opt.x_axis.empty(), "--x", kind);
-  reject_option(!opt.task_kind.empty(), "--kind", kind);
-  reject_option(!opt.labels.empty(), "--labels", kind);
+  reject_option(opt.tau, "tau", kind);
+  reject_option(opt.clip, "clip", kind);
+  reject_option(!opt.x_axis.empty(), "x_axis", kind);
+  reject_option(!opt.task_kind.empty(), "task_kind", kind);
+  reject_option(!opt.labels.empty(), "labels", kind);
 }
 
 // Reads a file of the kind `kind` draws; a file of another focalscope kind gets a hint at the right figure.
@@ -74,9 +74,9 @@ std::unique_ptr<T> read_input(const std::string& path, const std::string& kind, 
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.find("not a focalscope") == std::string::npos) throw;
-    const std::string hint =
-        kind == "training" ? "the training figure reads training logs: OUT/train_log.h5 from focal train"
-                           : "the retrieval figure reads evaluation files: focal eval MODEL --data DIR -o EVAL.h5";
+    const std::string hint = kind == "training"
+                                 ? "the training figure reads training logs: OUT/train_log.h5 from focal train"
+                                 : "the retrieval figure reads evaluation files, as focal eval writes them";
     throw Error(msg + " (" + hint + ")");
   }
 }
@@ -89,7 +89,7 @@ Format format_from_path(const std::string& path) {
   if (ext == "png") return Format::kPng;
   if (ext == "svg") return Format::kSvg;
   if (ext == "pdf") return Format::kPdf;
-  throw Error("-o " + path + ": the figure format comes from the extension: use .png, .svg or .pdf");
+  throw Error("output", "output " + path + ": the figure format comes from the extension: use .png, .svg or .pdf");
 }
 
 const char* format_name(Format f) {
@@ -103,7 +103,7 @@ const char* format_name(Format f) {
 
 const std::vector<std::string>& figure_kinds() {
   static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",     "entropy",
-                                                  "sweep",        "training", "retrieval"};
+                                                 "sweep",        "training", "retrieval"};
   return kinds;
 }
 
@@ -163,7 +163,7 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  if (path.empty()) throw Error("the output path is empty: give -o FILE.png|svg|pdf");
+  if (path.empty()) throw Error("output", "the output path is empty: give a FILE.png|svg|pdf");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f)
@@ -187,17 +187,18 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
 
 void check_page_options(const FigureOptions& opt) {
   if (!(opt.width_in >= 1.0 && opt.width_in <= 40.0))
-    throw Error("--width: " + format_sig(opt.width_in, 4) + " in is outside 1-40 inches (a column is about 3.4)");
+    throw Error("width_in",
+                "width_in: " + format_sig(opt.width_in, 4) + " in is outside 1-40 inches (a column is about 3.4)");
   if (opt.height_in != 0.0 && !(opt.height_in >= 0.8 && opt.height_in <= 40.0))
-    throw Error("--height: " + format_sig(opt.height_in, 4) + " in is outside 0.8-40 inches");
+    throw Error("height_in", "height_in: " + format_sig(opt.height_in, 4) + " in is outside 0.8-40 inches");
   if (!(opt.dpi >= 30.0 && opt.dpi <= 1200.0))
-    throw Error("--dpi: " + format_sig(opt.dpi, 4) + " is outside 30-1200");
+    throw Error("dpi", "dpi: " + format_sig(opt.dpi, 4) + " is outside 30-1200");
   if (!(opt.log_floor > 0.0f && opt.log_floor < 0.5f))
-    throw Error("--floor: " + format_sig(opt.log_floor, 4) + " must lie between 0 and 0.5 (e.g. 1e-4)");
+    throw Error("log_floor", "log_floor: " + format_sig(opt.log_floor, 4) + " must lie between 0 and 0.5 (e.g. 1e-4)");
 }
 
 void reject_option(bool set, const std::string& option, const std::string& kind) {
-  if (set) throw Error(option + " does not apply to the " + kind + " figure (see focal figure --help)");
+  if (set) throw Error(option, option + " does not apply to the " + kind + " figure");
 }
 
 double page_width(const FigureOptions& opt) { return opt.width_in * 72.0; }

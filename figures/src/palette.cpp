@@ -26,8 +26,7 @@ const uint32_t kOkabeIto[kNumCategoryColors] = {0x0072B2, 0xD55E00, 0x009E73, 0x
 
 // Viridis at t = 0, 1/8, ..., 1 (matplotlib's viridis sampled at 9 points, as R's viridis(9) lists them). Between
 // stops the map is close to linear in sRGB, so linear interpolation keeps its even lightness ramp.
-const uint32_t kViridis[9] = {0x440154, 0x472D7B, 0x3B528B, 0x2C728E, 0x21908C,
-                              0x27AD81, 0x5DC863, 0xAADC32, 0xFDE725};
+const uint32_t kViridis[9] = {0x440154, 0x472D7B, 0x3B528B, 0x2C728E, 0x21908C, 0x27AD81, 0x5DC863, 0xAADC32, 0xFDE725};
 
 // ColorBrewer RdBu, 11 classes, from blue (-1) through near-white (0) to red (+1).
 const uint32_t kRdBu[11] = {0x053061, 0x2166AC, 0x4393C3, 0x92C5DE, 0xD1E5F0, 0xF7F7F7,

@@ -20,7 +20,7 @@ std::string with_minus(std::string s) {
 }
 
 std::string superscript(int v) {
-  static const char* kDigits[10] = {"\xE2\x81\xB0", "\xC2\xB9", "\xC2\xB2", "\xC2\xB3", "\xE2\x81\xB4",
+  static const char* kDigits[10] = {"\xE2\x81\xB0", "\xC2\xB9",     "\xC2\xB2",     "\xC2\xB3",     "\xE2\x81\xB4",
                                     "\xE2\x81\xB5", "\xE2\x81\xB6", "\xE2\x81\xB7", "\xE2\x81\xB8", "\xE2\x81\xB9"};
   std::string s = v < 0 ? "\xE2\x81\xBB" : "";
   for (char d : std::to_string(std::abs(v))) s += kDigits[d - '0'];

@@ -12,16 +12,16 @@
 namespace focal::figures {
 
 // Print sizes in points (a figure placed at its --width prints at these sizes).
-constexpr double kTickSize = 7.0;      // tick labels, token labels
-constexpr double kLabelSize = 8.0;     // axis titles
-constexpr double kTitleSize = 8.5;     // figure title
-constexpr double kPanelSize = 7.5;     // panel titles
+constexpr double kTickSize = 7.0;   // tick labels, token labels
+constexpr double kLabelSize = 8.0;  // axis titles
+constexpr double kTitleSize = 8.5;  // figure title
+constexpr double kPanelSize = 7.5;  // panel titles
 constexpr double kLegendSize = 7.0;
 constexpr double kTickLen = 2.5;
 constexpr double kMinorTickGap = 2.0;  // closest spacing of minor ticks
 constexpr double kAxisWidth = 0.6;
-constexpr double kMargin = 4.0;        // page edge to the outermost ink
-const Rgb kInk{0.15, 0.15, 0.15};      // axes and text: near-black
+constexpr double kMargin = 4.0;    // page edge to the outermost ink
+const Rgb kInk{0.15, 0.15, 0.15};  // axes and text: near-black
 const Rgb kGrid{0.88, 0.88, 0.88};
 const Rgb kMissing{0.85, 0.85, 0.85};  // cells with no data (query rows not stored)
 
@@ -79,9 +79,9 @@ std::string token_label(const std::string& piece, size_t max_chars = 10);
 struct CategoryAxis {
   std::vector<std::string> labels;
   int step = 1;
-  double angle = 90;           // degrees
-  double depth = 0;            // extent below the axis line, ticks included
-  double left_overhang = 0;    // extent left of the first slot's centre (60-degree labels lean left)
+  double angle = 90;         // degrees
+  double depth = 0;          // extent below the axis line, ticks included
+  double left_overhang = 0;  // extent left of the first slot's centre (60-degree labels lean left)
 };
 CategoryAxis layout_category_axis(const Canvas& c, std::vector<std::string> labels, double slot, double size,
                                   bool allow_slant = true);

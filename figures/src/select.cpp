@@ -25,7 +25,7 @@ std::string run_names(const std::vector<RunRef>& all) {
 }  // namespace
 
 std::vector<RunRef> capture_runs(const std::vector<Source>& sources, const std::string& kind) {
-  if (sources.empty()) throw Error("the " + kind + " figure needs a capture file (focal capture -o FILE.h5)");
+  if (sources.empty()) throw Error("the " + kind + " figure needs a capture file (as focal capture writes them)");
   std::map<std::string, int> count;
   for (const Source& s : sources) {
     if (!s.capture)
@@ -55,9 +55,9 @@ std::vector<RunRef> select_runs(const std::vector<RunRef>& all, const std::vecto
     return out;
   }
   if (names.size() > max_count)
-    throw Error("--runs: the " + kind + " figure shows at most " + std::to_string(max_count) + " run" +
-                (max_count > 1 ? "s" : "") + ", " + std::to_string(names.size()) + " were given (runs: " +
-                run_names(all) + ")");
+    throw Error("runs", "runs: the " + kind + " figure shows at most " + std::to_string(max_count) + " run" +
+                            (max_count > 1 ? "s" : "") + ", " + std::to_string(names.size()) +
+                            " were given (runs: " + run_names(all) + ")");
   for (const std::string& n : names) {
     const RunRef* hit = nullptr;
     int bare = 0;
@@ -70,24 +70,26 @@ std::vector<RunRef> select_runs(const std::vector<RunRef>& all, const std::vecto
         if (r.run->name == n) hit = &r;
     if (!hit) {
       if (bare > 1)
-        throw Error("--runs: several files hold a run '" + n + "'; name it as FILE:RUN (runs: " + run_names(all) + ")");
-      throw Error("--runs: there is no run '" + n + "' (runs: " + run_names(all) + ")");
+        throw Error("runs",
+                    "runs: several files hold a run '" + n + "'; name it as FILE:RUN (runs: " + run_names(all) + ")");
+      throw Error("runs", "runs: there is no run '" + n + "' (runs: " + run_names(all) + ")");
     }
     for (const RunRef& r : out)
-      if (r.run == hit->run) throw Error("--runs: run '" + n + "' is listed twice");
+      if (r.run == hit->run) throw Error("runs", "runs: run '" + n + "' is listed twice");
     out.push_back(*hit);
   }
   return out;
 }
 
 std::vector<const SweepFile*> sweep_sources(const std::vector<Source>& sources) {
-  if (sources.empty()) throw Error("the sweep figure needs a sweep file (focal sweep -o FILE.h5)");
+  if (sources.empty()) throw Error("the sweep figure needs a sweep file (as focal sweep writes them)");
   std::vector<const SweepFile*> out;
   for (const Source& s : sources) {
     if (!s.sweep)
       throw Error("the sweep figure reads sweep files, but '" + s.label +
-                  "' is a capture (make one with focal sweep MODEL --temps 0.2:1:0.1 -o SWEEP.h5)");
-    if (s.sweep->focal_temps.empty()) throw Error("sweep file '" + s.label + "' holds no temperatures: nothing to draw");
+                  "' is a capture (make one with a temperature sweep, focal sweep)");
+    if (s.sweep->focal_temps.empty())
+      throw Error("sweep file '" + s.label + "' holds no temperatures: nothing to draw");
     out.push_back(s.sweep);
   }
   return out;
@@ -110,14 +112,17 @@ int stored_index(const std::vector<int>& list, int value, const std::string& opt
   for (size_t i = 0; i < list.size(); ++i)
     if (list[i] == value) return (int)i;
   const std::string plural = what == "query" ? "queries" : what + "s";
-  throw Error(option + " " + std::to_string(value) + ": " + what + " " + std::to_string(value) +
-              " is not stored in run '" + run.label + "' (stored " + plural + ": " + index_list_text(list) + ")");
+  throw Error(option, option + " " + std::to_string(value) + ": " + what + " " + std::to_string(value) +
+                          " is not stored in run '" + run.label + "' (stored " + plural + ": " + index_list_text(list) +
+                          ")");
 }
 
 void require_rows(const RunRef& r, const std::string& kind) {
   if (r.run->probs.empty() && r.run->scores.empty())
-    throw Error("run '" + r.label + "' stores no attention rows (captured with --store metrics), but the " + kind +
-                " figure draws them: capture again with --store probs or scores (the entropy figure works from metrics)");
+    throw Error("run '" + r.label +
+                "' stores no attention rows (captured with store_probs and store_scores off), but the " + kind +
+                " figure draws them: capture again storing probabilities or raw scores (the entropy figure works from "
+                "metrics)");
   if (r.run->layers.empty() || r.run->heads.empty() || r.run->queries.empty())
     throw Error("run '" + r.label + "' stores no attention rows (its layer, head or query selection is empty)");
 }
@@ -125,9 +130,9 @@ void require_rows(const RunRef& r, const std::string& kind) {
 std::vector<double> attention_row(const RunRef& r, int a, int b, int c) {
   require_rows(r, "attention");
   const RunCapture& run = *r.run;
-  const size_t T = (size_t)r.file->n_tokens(), Hc = run.heads.size(), Qc = run.queries.size();
+  const size_t T = (size_t)r.file->n_tokens();
   const int q = run.queries[c];
-  const size_t off = (((size_t)a * Hc + b) * Qc + c) * T;
+  const size_t off = stored_row_offset(run, (size_t)a, (size_t)b, (size_t)c, (int)T);
   std::vector<double> p((size_t)q + 1);
   if (!run.probs.empty()) {
     for (int j = 0; j <= q; ++j) p[j] = run.probs[off + j];
@@ -157,7 +162,7 @@ int parse_metric(const std::string& name, bool allow_loss) {
   std::string names;
   for (int m = 0; m < kNumRowMetrics; ++m) names += (m ? ", " : "") + std::string(row_metric_name(m));
   if (allow_loss) names += ", loss";
-  throw Error("--metric: unknown metric '" + name + "' (metrics: " + names + ")");
+  throw Error("metric", "metric: unknown metric '" + name + "' (metrics: " + names + ")");
 }
 
 std::string metric_title(int metric, int topk_k) {
@@ -192,15 +197,7 @@ std::vector<double> head_means(const RunRef& r, int metric) {
   const int L = r.file->n_layers, H = r.file->n_heads, T = r.file->n_tokens();
   std::vector<double> out((size_t)L * H, NAN);
   for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h) {
-      double s = 0;
-      int n = 0;
-      for (int i = T > 1 ? 1 : 0; i < T; ++i) {
-        const float v = r.run->metrics[(((size_t)l * H + h) * T + i) * kNumRowMetrics + metric];
-        if (!std::isnan(v)) s += v, ++n;
-      }
-      if (n) out[(size_t)l * H + h] = s / n;
-    }
+    for (int h = 0; h < H; ++h) out[(size_t)l * H + h] = head_metric_mean(*r.run, H, T, l, h, metric);
   return out;
 }
 
@@ -222,9 +219,9 @@ void require_values(const std::vector<double>& v, int metric, const std::string&
   for (double x : v)
     if (!std::isnan(x)) return;
   std::string hint;
-  if (metric == kRelevantMass) hint = " (relevant_mass needs relevant keys: capture with --relevant LIST)";
-  throw Error("--metric " + std::string(metric >= 0 ? row_metric_name(metric) : "loss") + ": " + where +
-              " has no values of this metric" + hint);
+  if (metric == kRelevantMass) hint = " (relevant_mass needs relevant keys: capture with relevant key positions)";
+  throw Error("metric", "metric " + std::string(metric >= 0 ? row_metric_name(metric) : "loss") + ": " + where +
+                            " has no values of this metric" + hint);
 }
 
 }  // namespace focal::figures

@@ -31,9 +31,7 @@ void draw_shape(Canvas& c, double x, double y, double r, Shape s, Rgb fill) {
   cairo_t* cr = c.cr();
   cairo_new_path(cr);
   switch (s) {
-    case Shape::kCircle:
-      cairo_arc(cr, x, y, r, 0, 2 * kPi);
-      break;
+    case Shape::kCircle: cairo_arc(cr, x, y, r, 0, 2 * kPi); break;
     case Shape::kSquare: {
       const double h = 0.886 * r;  // the circle's area
       cairo_rectangle(cr, x - h, y - h, 2 * h, 2 * h);
@@ -115,12 +113,12 @@ std::vector<std::string> given_or_automatic_labels(const std::vector<std::string
                                                    const std::vector<std::string>& automatic) {
   if (given.empty()) return automatic;
   if (given.size() != automatic.size())
-    throw Error("--labels: " + std::to_string(given.size()) + " label" + (given.size() == 1 ? "" : "s") + " for " +
-                std::to_string(automatic.size()) + " file" + (automatic.size() == 1 ? "" : "s") +
-                "; give one label per file, in file order");
+    throw Error("labels", "labels: " + std::to_string(given.size()) + " label" + (given.size() == 1 ? "" : "s") +
+                              " for " + std::to_string(automatic.size()) + " file" +
+                              (automatic.size() == 1 ? "" : "s") + "; give one label per file, in file order");
   for (size_t i = 0; i < given.size(); ++i)
     for (size_t j = i + 1; j < given.size(); ++j)
-      if (given[i] == given[j]) throw Error("--labels: '" + given[i] + "' is given twice");
+      if (given[i] == given[j]) throw Error("labels", "labels: '" + given[i] + "' is given twice");
   return given;
 }
 

@@ -14,9 +14,9 @@ namespace focal::cuda_ops {
 
 namespace {
 
-constexpr int kRowThreads = 256;   // block size of the per-row kernels
-constexpr int kFlashThreads = 128; // block size of the fused attention (one block per (row, head))
-constexpr int kMaxTopk = 64;       // top-k mass and top_k rows keep at most 64 values
+constexpr int kRowThreads = 256;    // block size of the per-row kernels
+constexpr int kFlashThreads = 128;  // block size of the fused attention (one block per (row, head))
+constexpr int kMaxTopk = 64;        // top-k mass and top_k rows keep at most 64 values
 
 int grid_for(size_t n, int threads) { return (int)((n + threads - 1) / threads); }
 
@@ -73,10 +73,16 @@ __device__ void block_best_pair(float& v, int& i, float* shv, int* shi) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, o);
     const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (pair_before(ov, oi, v, i)) { v = ov; i = oi; }
+    if (pair_before(ov, oi, v, i)) {
+      v = ov;
+      i = oi;
+    }
   }
   __syncthreads();
-  if (lane == 0) { shv[wid] = v; shi[wid] = i; }
+  if (lane == 0) {
+    shv[wid] = v;
+    shi[wid] = i;
+  }
   __syncthreads();
   if (wid == 0) {
     float rv = lane < nw ? shv[lane] : -INFINITY;
@@ -84,9 +90,15 @@ __device__ void block_best_pair(float& v, int& i, float* shv, int* shi) {
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, rv, o);
       const int oi = __shfl_xor_sync(0xffffffffu, ri, o);
-      if (pair_before(ov, oi, rv, ri)) { rv = ov; ri = oi; }
+      if (pair_before(ov, oi, rv, ri)) {
+        rv = ov;
+        ri = oi;
+      }
     }
-    if (lane == 0) { shv[0] = rv; shi[0] = ri; }
+    if (lane == 0) {
+      shv[0] = rv;
+      shi[0] = ri;
+    }
   }
   __syncthreads();
   v = shv[0];
@@ -135,8 +147,8 @@ __device__ void topk_merge(const ThreadTopk& t, int k, float* shv, int* shi, Emi
 }
 
 // A row's metrics from its entropy h (nats), normaliser Z and the probability sums (as the CPU path).
-__device__ void write_metrics(float* m, float h, float z, int n_vis, float tail, float sink, float topk_mass,
-                              float rel, float rel_seen) {
+__device__ void write_metrics(float* m, float h, float z, int n_vis, float tail, float sink, float topk_mass, float rel,
+                              float rel_seen) {
   math::entropy_metrics(h, n_vis, m[ops::kEntropyNats], m[ops::kEntropyNorm], m[ops::kEffSupport]);
   m[ops::kMaxProb] = 1.0f / z;
   m[ops::kTopkMass] = topk_mass;
@@ -287,13 +299,16 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   float rel = 0.0f, seen = 0.0f;
   for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
     const int j = a.relevant[r];
-    if (j >= 0 && j < n_vis) { rel += pr[j]; seen += 1.0f; }
+    if (j >= 0 && j < n_vis) {
+      rel += pr[j];
+      seen += 1.0f;
+    }
   }
   rel = block_sum(rel, sh);
   seen = block_sum(seen, sh);
   if (threadIdx.x == 0)
-    write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z,
-                  n_vis, tail, pr[0], topk_mass, rel, seen);
+    write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z, n_vis,
+                  tail, pr[0], topk_mass, rel, seen);
 }
 
 // q_sh[d] . k[d] / sqrt(d) * scale: the scaled score of one key, as the CPU path forms it (raw first, then scale).
@@ -311,9 +326,9 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
                                        int cache_stride, int n_heads, int n_kv_heads, int d, const uint8_t* skip,
                                        float* out) {
   extern __shared__ float smem[];
-  float* q_sh = smem;                // [d]
-  float* acc_sh = smem + d;          // [d]
-  float* p_tile = smem + 2 * d;      // [blockDim.x]
+  float* q_sh = smem;            // [d]
+  float* acc_sh = smem + d;      // [d]
+  float* p_tile = smem + 2 * d;  // [blockDim.x]
   __shared__ float sh[32];
   __shared__ float shv[32];
   __shared__ int shi[32];
@@ -349,7 +364,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   __syncthreads();
   if (threadIdx.x == 0) {
     math::OnlineSoftmax all = math::online_softmax_init();
-    for (int t = 0; t < (int)blockDim.x; ++t) math::online_softmax_merge(all, math::OnlineSoftmax{st_m[t], st_z[t], st_a[t]});
+    for (int t = 0; t < (int)blockDim.x; ++t)
+      math::online_softmax_merge(all, math::OnlineSoftmax{st_m[t], st_z[t], st_a[t]});
     st_m[0] = all.m;
     st_z[0] = all.z;
     st_a[0] = all.a;
@@ -382,8 +398,7 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
 
   tail = block_sum(tail, sh);
   float topk_mass = 0.0f;
-  if (want_topk)
-    topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
+  if (want_topk) topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
   float rel = 0.0f, seen = 0.0f;
   for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
     const int j = a.relevant[r];
@@ -456,8 +471,7 @@ cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataTy
   if (code != kW16F && code != kW16BF) return cudaErrorInvalidValue;
   if (m < 0 || m > kMatvecMaxRows) return cudaErrorInvalidValue;
   if (m > 0 && n > 0)
-    matvec_xwt16_kernel<<<grid_for((size_t)n, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, code, y, m, n,
-                                                                                                 k);
+    matvec_xwt16_kernel<<<grid_for((size_t)n, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, code, y, m, n, k);
   return cudaGetLastError();
 }
 
@@ -488,8 +502,8 @@ cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n
   return cudaGetLastError();
 }
 
-cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head,
-                     int stride, int pos0) {
+cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
+                     int pos0) {
   const size_t n = (size_t)n_tokens * n_kv_heads * d_head;
   if (n) kv_store_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0);
   return cudaGetLastError();
@@ -512,14 +526,13 @@ cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* 
 
 cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
                          float* probs, uint16_t* probs16) {
-  if (n_rows > 0)
-    softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs, probs16);
+  if (n_rows > 0) softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs, probs16);
   return cudaGetLastError();
 }
 
-cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache,
-                            const float* v_cache, int cache_stride, int n_heads, int n_kv_heads, int d_head,
-                            const uint8_t* skip, float* out) {
+cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                            int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip,
+                            float* out) {
   if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
   const size_t smem = (size_t)(2 * d_head + kFlashThreads) * sizeof(float);
   dim3 grid((unsigned)a.n_tokens, (unsigned)n_heads);

@@ -71,13 +71,13 @@ void swiglu_backward(const R* gate, const R* up, const R* dout, R* dgate, R* dup
 }
 
 template <class R>
-void attention_backward(const R* q, const R* k, const R* v, const R* probs, const R* raw, const R* scale,
-                        const R* datt, R* dq, R* dk, R* dv, R* dscale, int T, int n_heads, int n_kv_heads, int d) {
+void attention_backward(const R* q, const R* k, const R* v, const R* probs, const R* raw, const R* scale, const R* datt,
+                        R* dq, R* dk, R* dv, R* dscale, int T, int n_heads, int n_kv_heads, int d) {
   const int group = n_heads / n_kv_heads;
   const int qs = n_heads * d, ks = n_kv_heads * d;
   const R inv_sqrt_d = R(1) / std::sqrt(R(d));
   for (size_t i = 0; i < (size_t)T * ks; ++i) dk[i] = dv[i] = 0;
-  // One kv group per task: its heads accumulate into the same dk/dv columns.
+    // One kv group per task: its heads accumulate into the same dk/dv columns.
 #pragma omp parallel
   {
     std::vector<R> dp((size_t)T * T), ds((size_t)T * T);
@@ -102,7 +102,7 @@ void attention_backward(const R* q, const R* k, const R* v, const R* probs, cons
           for (int j = 0; j <= i; ++j) {
             const R dl = pr[j] * (dpr[j] - dot);  // dL/dlogit
             dsc += dl * S[(size_t)i * T + j];
-            dsr[j] = dl * sc * inv_sqrt_d;          // dL/d(q.k)
+            dsr[j] = dl * sc * inv_sqrt_d;  // dL/d(q.k)
           }
           for (int j = i + 1; j < T; ++j) dsr[j] = 0;
           dscale[(size_t)h * T + i] = dsc;
@@ -138,12 +138,12 @@ double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n
   return loss;
 }
 
-#define FOCAL_INSTANTIATE(R)                                                                                      \
-  template void rmsnorm_backward<R>(const R*, const R*, const R*, R*, R*, int, int, R);                        \
-  template void rope_backward<R>(R*, int, int, int, int, float);                                                \
-  template void swiglu_backward<R>(const R*, const R*, const R*, R*, R*, int64_t);                              \
-  template void attention_backward<R>(const R*, const R*, const R*, const R*, const R*, const R*, const R*, R*, \
-                                      R*, R*, R*, int, int, int, int);                                          \
+#define FOCAL_INSTANTIATE(R)                                                                                        \
+  template void rmsnorm_backward<R>(const R*, const R*, const R*, R*, R*, int, int, R);                             \
+  template void rope_backward<R>(R*, int, int, int, int, float);                                                    \
+  template void swiglu_backward<R>(const R*, const R*, const R*, R*, R*, int64_t);                                  \
+  template void attention_backward<R>(const R*, const R*, const R*, const R*, const R*, const R*, const R*, R*, R*, \
+                                      R*, R*, int, int, int, int);                                                  \
   template double cross_entropy<R>(const R*, const int32_t*, int, int, double, R*);
 FOCAL_INSTANTIATE(float)
 FOCAL_INSTANTIATE(double)

@@ -110,8 +110,7 @@ inline void topk_insert(float* best, int& cnt, int k, float v, int32_t* ids = nu
 // p[g], p[g + G], ...: one vertical-max pass, no horizontal reductions), the k-th largest group maximum as a
 // threshold (every top-k value lies in a group whose maximum reaches it: k other groups' maxima would exceed it
 // otherwise), then only the groups reaching the threshold are scanned. The k values are summed in descending order.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-float topk_sum(const float* p, int n, int k) {
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) float topk_sum(const float* p, int n, int k) {
   if (k <= 0) return 0.0f;
   k = std::min(k, 64);
   float best[64];
@@ -145,7 +144,10 @@ void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevan
   int seen = 0;
   for (int r = 0; r < n_relevant; ++r) {
     const int j = relevant[r];
-    if (j >= 0 && j < n) { rel += p[j]; ++seen; }
+    if (j >= 0 && j < n) {
+      rel += p[j];
+      ++seen;
+    }
   }
   m[kRelevantMass] = seen ? rel : std::numeric_limits<float>::quiet_NaN();
 }
@@ -177,9 +179,8 @@ namespace {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. Hot loop of the attention: written so
 // the compiler vectorises it (omp simd reductions, branch-free exp), cloned for AVX2 machines.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk, const int32_t* relevant,
-                        int n_relevant) {
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void softmax_scaled_row(
+    const float* raw, float scale, float* p, int n, float* metrics, int topk, const int32_t* relevant, int n_relevant) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = raw[j] > mx ? raw[j] : mx;
@@ -326,8 +327,7 @@ void topk(const float* x, int n, int k, int32_t* idx, float* val) {
   for (int j = nb * kB; j < n; ++j) insert(j);
 }
 
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-float log_sum_exp(const float* x, int n) {
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) float log_sum_exp(const float* x, int n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;

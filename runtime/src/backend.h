@@ -55,7 +55,7 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend(int device);  // backend_cuda.cpp; only in builds with FOCAL_CUDA on
 enum class Device;
-std::unique_ptr<Backend> make_backend(Device d);         // device.cpp: resolves kAuto; kCuda without one throws
+std::unique_ptr<Backend> make_backend(Device d);  // device.cpp: resolves kAuto; kCuda without one throws
 
 // Owns n values of backend memory (floats, or a weight handle of upload_weight).
 class DeviceBuffer {
@@ -64,15 +64,29 @@ class DeviceBuffer {
   DeviceBuffer(Backend& be, size_t n) : be_(&be), p_(be.alloc(n)), n_(n) {}
   // Takes ownership of p (from be.alloc or be.upload_weight), which holds n values.
   DeviceBuffer(Backend& be, float* p, size_t n) : be_(&be), p_(p), n_(n) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) { reset(); be_ = o.be_; p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }
+    if (this != &o) {
+      reset();
+      be_ = o.be_;
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
     return *this;
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { reset(); }
-  void reset() { if (p_) be_->free(p_); p_ = nullptr; n_ = 0; }
+  void reset() {
+    if (p_) be_->free(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
   float* data() const { return p_; }
   size_t size() const { return n_; }
 

@@ -31,17 +31,26 @@ namespace focal {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(std::string("CUDA backend: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
-                cudaGetErrorString(e) + ")");
+// Every CUDA runtime and cuBLAS call goes through FOCAL_CUDA_CHECK: a failure throws an Error naming the call, the
+// library's error name and text, and the file:line of the check (as ggml's CUDA_CHECK and llm.c's cudaCheck do).
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
 }
 
-void check(cublasStatus_t s, const char* what) {
+void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA backend: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
+                cudaGetErrorString(e) + ") at " + base_name(file) + ":" + std::to_string(line));
+}
+
+void cuda_check(cublasStatus_t s, const char* what, const char* file, int line) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw Error(std::string("CUDA backend: ") + what + " failed: " + cublasGetStatusName(s) + " (" +
-                cublasGetStatusString(s) + ")");
+                cublasGetStatusString(s) + ") at " + base_name(file) + ":" + std::to_string(line));
 }
+
+#define FOCAL_CUDA_CHECK(call, what) cuda_check((call), (what), __FILE__, __LINE__)
 
 // Pinned host memory that grows on demand.
 class PinnedBuffer {
@@ -49,14 +58,16 @@ class PinnedBuffer {
   PinnedBuffer() = default;
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { if (p_) cudaFreeHost(p_); }
+  ~PinnedBuffer() {
+    if (p_) cudaFreeHost(p_);
+  }
   float* get(size_t n_floats) {
     if (n_floats > n_) {
-      if (p_) check(cudaFreeHost(p_), "cudaFreeHost");
+      if (p_) FOCAL_CUDA_CHECK(cudaFreeHost(p_), "cudaFreeHost");
       p_ = nullptr;
       n_ = 0;
       void* p = nullptr;
-      check(cudaMallocHost(&p, n_floats * sizeof(float)), "cudaMallocHost (pinned staging buffer)");
+      FOCAL_CUDA_CHECK(cudaMallocHost(&p, n_floats * sizeof(float)), "cudaMallocHost (pinned staging buffer)");
       p_ = static_cast<float*>(p);
       n_ = n_floats;
     }
@@ -71,17 +82,17 @@ class PinnedBuffer {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) {
-    check(cudaSetDevice(device), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)");
+    FOCAL_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice");
+    FOCAL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    FOCAL_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)");
     for (int b = 0; b < 2; ++b) {
-      check(cudaEventCreateWithFlags(&computed_[b], cudaEventDisableTiming), "cudaEventCreate");
-      check(cudaEventCreateWithFlags(&copied_[b], cudaEventDisableTiming), "cudaEventCreate");
+      FOCAL_CUDA_CHECK(cudaEventCreateWithFlags(&computed_[b], cudaEventDisableTiming), "cudaEventCreate");
+      FOCAL_CUDA_CHECK(cudaEventCreateWithFlags(&copied_[b], cudaEventDisableTiming), "cudaEventCreate");
     }
-    check(cublasCreate(&blas_), "cublasCreate");
-    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    FOCAL_CUDA_CHECK(cublasCreate(&blas_), "cublasCreate");
+    FOCAL_CUDA_CHECK(cublasSetStream(blas_, stream_), "cublasSetStream");
     // fp32 GEMMs in full fp32 (no TF32), as the CPU path.
-    check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    FOCAL_CUDA_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     ctx_.stream = stream_;
     ctx_.blas = blas_;
   }
@@ -125,11 +136,12 @@ class CudaBackend final : public Backend {
   }
 
   float* upload_weight(const void* src, WeightType type, size_t n) override {
-    const cudaDataType dt =
-        type == WeightType::kBF16 ? CUDA_R_16BF : type == WeightType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+    const cudaDataType dt = type == WeightType::kBF16  ? CUDA_R_16BF
+                            : type == WeightType::kF16 ? CUDA_R_16F
+                                                       : CUDA_R_32F;
     const size_t value_bytes = dt == CUDA_R_32F ? sizeof(float) : sizeof(uint16_t);
     float* p = alloc_bytes((n ? n : 1) * value_bytes);
-    if (n) check(cudaMemcpyAsync(p, src, n * value_bytes, cudaMemcpyHostToDevice, stream_), "upload_weight");
+    if (n) FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, n * value_bytes, cudaMemcpyHostToDevice, stream_), "upload_weight");
     weights_[p] = dt;
     weight_bytes_ += live_[p];
     return p;
@@ -138,7 +150,7 @@ class CudaBackend final : public Backend {
   size_t weight_bytes() const override { return weight_bytes_; }
 
   void upload(float* dst, const float* src, size_t n) override {
-    if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+    if (n) FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
   }
 
   void download(float* dst, const float* src, size_t n) override {
@@ -146,36 +158,38 @@ class CudaBackend final : public Backend {
     const cudaDataType dt = type_of(src);
     if (dt != CUDA_R_32F) {  // a 16-bit weight: n values of 2 bytes, widened here exactly as on the device
       uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
-      check(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_), "download");
-      check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
-      for (size_t i = 0; i < n; ++i) dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
+      FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
+                       "download");
+      FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
+      for (size_t i = 0; i < n; ++i)
+        dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
       return;
     }
     float* stage = staging_.get(n);
-    check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
-    check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
+    FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
     std::memcpy(dst, stage, n * sizeof(float));
   }
 
-  void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void synchronize() override { FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
-    check(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
-          "embed (token ids upload)");
-    check(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+                     "embed (token ids upload)");
+    FOCAL_CUDA_CHECK(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
-    check(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
   }
   void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
     const cudaDataType dt = type_of(w);
     if (dt == CUDA_R_32F) {
-      check(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
+      FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
       return;
     }
     if (m <= cuda_ops::kMatvecMaxRows) {
-      check(cuda_ops::matvec_xwt16(ctx_, x, w, dt, y, m, n, k), "matmul (16-bit matrix-vector kernel)");
+      FOCAL_CUDA_CHECK(cuda_ops::matvec_xwt16(ctx_, x, w, dt, y, m, n, k), "matmul (16-bit matrix-vector kernel)");
       return;
     }
     // Blocks of w's rows [rows, k] widened to fp32, each giving y's columns j0..j0+rows-1 (row stride n).
@@ -186,25 +200,27 @@ class CudaBackend final : public Backend {
     const uint16_t* w16 = reinterpret_cast<const uint16_t*>(w);
     for (int j0 = 0; j0 < n; j0 += block_rows) {
       const int rows = std::min(block_rows, n - j0);
-      check(cuda_ops::widen(ctx_, w16 + (size_t)j0 * k, dt, widened_.data(), (size_t)rows * k), "widen kernel");
-      check(cuda_ops::matmul_xwt(ctx_, x, widened_.data(), y + j0, m, rows, k, n), "matmul (cublasGemmEx)");
+      FOCAL_CUDA_CHECK(cuda_ops::widen(ctx_, w16 + (size_t)j0 * k, dt, widened_.data(), (size_t)rows * k),
+                       "widen kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, widened_.data(), y + j0, m, rows, k, n), "matmul (cublasGemmEx)");
     }
   }
   void add_row_bias(float* y, const float* b, int rows, int n) override {
-    check(cuda_ops::add_row_bias(ctx_, y, b, rows, n), "add_row_bias kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::add_row_bias(ctx_, y, b, rows, n), "add_row_bias kernel");
   }
   void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) override {
-    check(cuda_ops::rope(ctx_, x, n_tokens, n_heads, d_head, pos0, theta), "rope kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::rope(ctx_, x, n_tokens, n_heads, d_head, pos0, theta), "rope kernel");
   }
   void swiglu(const float* gate, const float* up, float* out, size_t n) override {
-    check(cuda_ops::swiglu(ctx_, gate, up, out, n), "swiglu kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::swiglu(ctx_, gate, up, out, n), "swiglu kernel");
   }
   void add_inplace(float* y, const float* x, size_t n) override {
-    check(cuda_ops::add_inplace(ctx_, y, x, n), "add kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::add_inplace(ctx_, y, x, n), "add kernel");
   }
   void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                 int pos0) override {
-    check(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0), "kv_store kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::kv_store(ctx_, kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0),
+                     "kv_store kernel");
   }
 
   void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
@@ -213,13 +229,13 @@ class CudaBackend final : public Backend {
     const size_t nk = (size_t)rows * k;
     int32_t* d_idx = device_ints(topk_idx_, topk_idx_n_, (int)nk);
     if (topk_val_.size() < nk) topk_val_ = DeviceBuffer(*this, nk);
-    check(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
+    FOCAL_CUDA_CHECK(cuda_ops::topk_rows(ctx_, x, rows, n, k, d_idx, topk_val_.data()), "top-k kernel");
     float* stage = staging_.get(2 * nk);  // [values | indices]
-    check(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "top-k download");
-    check(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
-          "top-k download");
-    check(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage, topk_val_.data(), nk * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+                     "top-k download");
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage + nk, d_idx, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+                     "top-k download");
+    FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
     std::memcpy(val, stage, nk * sizeof(float));
     std::memcpy(idx, stage + nk, nk * sizeof(int32_t));
   }
@@ -238,9 +254,9 @@ class CudaBackend final : public Backend {
     ra.n_relevant = a.metrics ? a.n_relevant : 0;
     if (ra.n_relevant > 0) {
       int32_t* d_rel = device_ints(rel_, rel_n_, ra.n_relevant);
-      check(cudaMemcpyAsync(d_rel, a.relevant, (size_t)ra.n_relevant * sizeof(int32_t), cudaMemcpyHostToDevice,
-                            stream_),
-            "attention (relevant keys upload)");
+      FOCAL_CUDA_CHECK(
+          cudaMemcpyAsync(d_rel, a.relevant, (size_t)ra.n_relevant * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+          "attention (relevant keys upload)");
       ra.relevant = d_rel;
     }
 
@@ -256,20 +272,20 @@ class CudaBackend final : public Backend {
       const uint8_t* d_skip = nullptr;
       if (!captured.empty()) {
         if (skip_n_ < (size_t)a.n_heads) {
-          if (skip_) check(cudaFree(skip_), "cudaFree");
+          if (skip_) FOCAL_CUDA_CHECK(cudaFree(skip_), "cudaFree");
           skip_ = nullptr;
           void* p = nullptr;
-          check(cudaMalloc(&p, (size_t)a.n_heads), "cudaMalloc");
+          FOCAL_CUDA_CHECK(cudaMalloc(&p, (size_t)a.n_heads), "cudaMalloc");
           skip_ = static_cast<uint8_t*>(p);
           skip_n_ = (size_t)a.n_heads;
         }
-        check(cudaMemcpyAsync(skip_, skip.data(), (size_t)a.n_heads, cudaMemcpyHostToDevice, stream_),
-              "attention (head mask upload)");
+        FOCAL_CUDA_CHECK(cudaMemcpyAsync(skip_, skip.data(), (size_t)a.n_heads, cudaMemcpyHostToDevice, stream_),
+                         "attention (head mask upload)");
         d_skip = skip_;
       }
-      check(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads, a.n_kv_heads,
-                                      d, d_skip, a.out),
-            "fused attention kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
+                                                 a.n_kv_heads, d, d_skip, a.out),
+                       "fused attention kernel");
     }
     if (captured.empty()) return;
 
@@ -310,7 +326,7 @@ class CudaBackend final : public Backend {
     auto deliver = [&](size_t i) {
       const int b = (int)(i & 1);
       const Chunk& ch = chunks[i];
-      check(cudaEventSynchronize(copied_[b]), "attention (capture copy)");
+      FOCAL_CUDA_CHECK(cudaEventSynchronize(copied_[b]), "attention (capture copy)");
       if (fp16) {
         const size_t nf = (size_t)ch.n_rows * ch.n_keys;
         for (size_t j = 0; j < nf; ++j) host_probs[b][j] = math::half_bits_to_float(host_probs16[b][j]);
@@ -324,30 +340,32 @@ class CudaBackend final : public Backend {
       const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
       const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
       // Slot b's device buffers are free once the copy issued two chunks ago has finished.
-      if (i >= 2) check(cudaStreamWaitEvent(stream_, copied_[b], 0), "cudaStreamWaitEvent");
-      check(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
-                                  dev_raw[b], ch.n_rows, ch.n_keys, d),
-            "attention scores (cublasGemmEx)");
-      check(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b],
-                                   dev_probs16[b]),
-            "softmax kernel");
-      check(cuda_ops::attn_pv(ctx_, dev_probs[b], vh, a.out + (size_t)ch.r0 * q_stride + (size_t)ch.head * d,
-                              q_stride, ch.n_rows, ch.n_keys, d),
-            "attention PV (cublasGemmEx)");
-      check(cudaEventRecord(computed_[b], stream_), "cudaEventRecord");
+      if (i >= 2) FOCAL_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[b], 0), "cudaStreamWaitEvent");
+      FOCAL_CUDA_CHECK(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
+                                             dev_raw[b], ch.n_rows, ch.n_keys, d),
+                       "attention scores (cublasGemmEx)");
+      FOCAL_CUDA_CHECK(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b],
+                                              dev_probs16[b]),
+                       "softmax kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::attn_pv(ctx_, dev_probs[b], vh, a.out + (size_t)ch.r0 * q_stride + (size_t)ch.head * d,
+                                         q_stride, ch.n_rows, ch.n_keys, d),
+                       "attention PV (cublasGemmEx)");
+      FOCAL_CUDA_CHECK(cudaEventRecord(computed_[b], stream_), "cudaEventRecord");
       // The host has handed chunk i - 2 (same pinned slot) to the observer already: copy into it on the copy stream.
-      check(cudaStreamWaitEvent(copy_stream_, computed_[b], 0), "cudaStreamWaitEvent");
+      FOCAL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, computed_[b], 0), "cudaStreamWaitEvent");
       const size_t nf = (size_t)ch.n_rows * ch.n_keys;
       if (fp16)
-        check(cudaMemcpyAsync(host_probs16[b], dev_probs16[b], nf * sizeof(uint16_t), cudaMemcpyDeviceToHost,
-                              copy_stream_),
-              "attention (fp16 probabilities download)");
+        FOCAL_CUDA_CHECK(cudaMemcpyAsync(host_probs16[b], dev_probs16[b], nf * sizeof(uint16_t), cudaMemcpyDeviceToHost,
+                                         copy_stream_),
+                         "attention (fp16 probabilities download)");
       else
-        check(cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
-              "attention (probabilities download)");
-      check(cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
-            "attention (scores download)");
-      check(cudaEventRecord(copied_[b], copy_stream_), "cudaEventRecord");
+        FOCAL_CUDA_CHECK(
+            cudaMemcpyAsync(host_probs[b], dev_probs[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+            "attention (probabilities download)");
+      FOCAL_CUDA_CHECK(
+          cudaMemcpyAsync(host_raw[b], dev_raw[b], nf * sizeof(float), cudaMemcpyDeviceToHost, copy_stream_),
+          "attention (scores download)");
+      FOCAL_CUDA_CHECK(cudaEventRecord(copied_[b], copy_stream_), "cudaEventRecord");
       if (i >= 1) deliver(i - 1);  // overlaps with chunk i computing and copying
     }
     deliver(chunks.size() - 1);
@@ -366,7 +384,7 @@ class CudaBackend final : public Backend {
       cudaError_t e = cudaMalloc(&raw, bytes);
       if (e == cudaErrorMemoryAllocation && !pool_.empty()) {  // give the pooled buffers back and retry once
         cudaGetLastError();
-        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
         for (auto& kv : pool_) cudaFree(kv.second);
         pool_.clear();
         e = cudaMalloc(&raw, bytes);
@@ -374,10 +392,10 @@ class CudaBackend final : public Backend {
       if (e == cudaErrorMemoryAllocation)
         throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
                     " MiB (use a shorter context, fewer captured heads, or --device cpu)");
-      check(e, "cudaMalloc");
+      FOCAL_CUDA_CHECK(e, "cudaMalloc");
       p = static_cast<float*>(raw);
     }
-    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+    FOCAL_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
     live_[p] = bytes;
     return p;
   }
@@ -392,13 +410,13 @@ class CudaBackend final : public Backend {
   int32_t* device_ints(int32_t*& p, size_t& cap, int n) {
     if ((size_t)n > cap) {
       if (p) {
-        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-        check(cudaFree(p), "cudaFree");
+        FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        FOCAL_CUDA_CHECK(cudaFree(p), "cudaFree");
       }
       p = nullptr;
       cap = 0;
       void* raw = nullptr;
-      check(cudaMalloc(&raw, (size_t)n * sizeof(int32_t)), "cudaMalloc");
+      FOCAL_CUDA_CHECK(cudaMalloc(&raw, (size_t)n * sizeof(int32_t)), "cudaMalloc");
       p = static_cast<int32_t*>(raw);
       cap = (size_t)n;
     }
@@ -408,7 +426,7 @@ class CudaBackend final : public Backend {
   float* device_floats(int slot, int which, size_t n) {
     DeviceBuffer& buf = blocks_[slot][which];
     if (buf.size() < n) {
-      check(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize");
+      FOCAL_CUDA_CHECK(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize");
       buf = DeviceBuffer(*this, n);
     }
     return buf.data();
@@ -418,17 +436,17 @@ class CudaBackend final : public Backend {
   cudaEvent_t computed_[2] = {nullptr, nullptr}, copied_[2] = {nullptr, nullptr};
   cublasHandle_t blas_ = nullptr;
   cuda_ops::Ctx ctx_;
-  std::multimap<size_t, float*> pool_;  // freed device buffers by size in bytes
-  std::map<float*, size_t> live_;       // allocated device buffers and their size in bytes
+  std::multimap<size_t, float*> pool_;            // freed device buffers by size in bytes
+  std::map<float*, size_t> live_;                 // allocated device buffers and their size in bytes
   std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
-  size_t weight_bytes_ = 0;             // bytes of the live weight allocations
-  DeviceBuffer widened_;                // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer topk_val_;               // top-k values [rows, k] on the device
-  int32_t* topk_idx_ = nullptr;         // top-k indices [rows, k] on the device
+  size_t weight_bytes_ = 0;                       // bytes of the live weight allocations
+  DeviceBuffer widened_;                          // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer topk_val_;                         // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;                   // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
-  PinnedBuffer staging_;                // download staging
-  PinnedBuffer pinned_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks
-  DeviceBuffer blocks_[2][3];           // [slot][raw, probs, fp16 probs] capture blocks on the device
+  PinnedBuffer staging_;       // download staging
+  PinnedBuffer pinned_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks
+  DeviceBuffer blocks_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks on the device
   int32_t* ids_ = nullptr;
   size_t ids_n_ = 0;
   int32_t* rel_ = nullptr;

@@ -25,32 +25,41 @@ std::vector<int> all_upto(int n) {
 
 std::vector<int> resolve(const std::vector<int>& sel, int n) { return sel.empty() ? all_upto(n) : sel; }
 
-void check_range(const std::vector<int>& sel, int n, const char* option, const char* what, const char* fix) {
+// field: the CaptureRequest member ("layers", ...); what: one item of it ("layer"); fix: what the valid range is of.
+void check_range(const std::vector<int>& sel, int n, const char* field, const char* what, const char* fix) {
   std::vector<int> sorted = sel;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= n)
-      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is out of range (" + fix +
-                  " 0.." + std::to_string(n - 1) + ")");
+      throw Error(field, std::string(field) + " lists " + what + " " + std::to_string(sorted[i]) +
+                             ", which is out of range (" + fix + " 0.." + std::to_string(n - 1) + ")");
     if (i && sorted[i] == sorted[i - 1])
-      throw Error(std::string(option) + ": " + what + " " + std::to_string(sorted[i]) + " is listed twice");
+      throw Error(field, std::string(field) + " lists " + what + " " + std::to_string(sorted[i]) + " twice");
   }
+}
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string human_bytes(size_t b) {
   char buf[32];
-  if (b < (size_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else if (b < (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  if (b < (size_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (size_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
   return buf;
 }
 
 class CaptureObserver final : public ForwardObserver {
  public:
-  CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows, int pos_offset,
+  CaptureObserver(RunCapture& run, const ModelConfig& c, int T, bool store_rows,
                   const std::function<void(int, int)>& progress, const std::function<bool()>& cancelled = {})
-      : run_(run), c_(c), T_(T), store_rows_(store_rows), pos_offset_(pos_offset), progress_(progress),
-        cancelled_(cancelled) {
+      : run_(run), c_(c), T_(T), store_rows_(store_rows), progress_(progress), cancelled_(cancelled) {
     lmap_.assign(c.n_layers, -1);
     hmap_.assign(c.n_heads, -1);
     qmap_.assign(T, -1);
@@ -59,22 +68,20 @@ class CaptureObserver final : public ForwardObserver {
     for (size_t i = 0; i < run.queries.size(); ++i) qmap_[run.queries[i]] = (int)i;
   }
   bool wants_metrics() const override { return true; }
-  bool wants_rows(int layer, int head) const override {
-    return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0;
-  }
+  bool wants_rows(int layer, int head) const override { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
   bool wants_logits() const override { return (bool)logits_fn; }
   void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
   std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
-  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
-               const float* raw) override {
-    const size_t Hc = run_.heads.size(), Qc = run_.queries.size();
+  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
     for (int r = 0; r < n_rows; ++r) {
       const int qi = qmap_[row0 + r];
       if (qi < 0) continue;
-      const size_t off = (((size_t)lmap_[layer] * Hc + hmap_[head]) * Qc + qi) * T_;
+      const size_t off = stored_row_offset(run_, (size_t)lmap_[layer], (size_t)hmap_[head], (size_t)qi, T_);
       const int n_vis = row0 + r + 1;
-      if (!run_.probs.empty()) std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
-      if (!run_.scores.empty()) std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
+      if (!run_.probs.empty())
+        std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
+      if (!run_.scores.empty())
+        std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
     }
   }
   void on_layer(const LayerRecord& rec) override {
@@ -97,7 +104,6 @@ class CaptureObserver final : public ForwardObserver {
   const ModelConfig& c_;
   int T_;
   bool store_rows_;
-  int pos_offset_;
   std::function<void(int, int)> progress_;
   std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
@@ -145,6 +151,38 @@ std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, con
 
 }  // namespace
 
+double head_metric_mean(const RunCapture& run, int n_heads, int T, int layer, int head, int metric) {
+  double acc = 0.0;
+  int cnt = 0;
+  for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
+    const float v = run.metrics[(((size_t)layer * n_heads + head) * T + i) * kNumRowMetrics + metric];
+    if (!std::isnan(v)) {
+      acc += v;
+      ++cnt;
+    }
+  }
+  return cnt ? acc / cnt : std::numeric_limits<double>::quiet_NaN();
+}
+
+double prompt_loss(const RunCapture& run) {
+  const size_t T = run.token_nll.size();
+  if (T < 2) return std::numeric_limits<double>::quiet_NaN();
+  double nll = 0.0;
+  for (size_t i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
+  return nll / (double)(T - 1);
+}
+
+size_t stored_row_offset(const RunCapture& run, size_t li, size_t hi, size_t qi, int T) {
+  return ((li * run.heads.size() + hi) * run.queries.size() + qi) * (size_t)T;
+}
+
+std::ptrdiff_t find_stored_row(const RunCapture& run, int layer, int head, int query, int T) {
+  auto pos = [](const std::vector<int>& v, int x) { return (size_t)(std::find(v.begin(), v.end(), x) - v.begin()); };
+  const size_t li = pos(run.layers, layer), hi = pos(run.heads, head), qi = pos(run.queries, query);
+  if (li == run.layers.size() || hi == run.heads.size() || qi == run.queries.size()) return -1;
+  return (std::ptrdiff_t)stored_row_offset(run, li, hi, qi, T);
+}
+
 size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest& req) {
   const size_t Lc = req.layers.empty() ? c.n_layers : req.layers.size();
   const size_t Hc = req.heads.empty() ? c.n_heads : req.heads.size();
@@ -154,8 +192,8 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   if (req.store_probs) b += rows;
   if (req.store_scores) b += rows;
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
-  b += (size_t)c.n_layers * T * sizeof(float);                                    // tau
-  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);               // logits, a block of rows
+  b += (size_t)c.n_layers * T * sizeof(float);                                     // tau
+  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);                // logits, a block of rows
   // forward working memory: KV cache, activations, attention scratch per thread
   b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
   b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
@@ -165,24 +203,30 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
 }
 
 void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest& req, int n_runs) {
-  if (T <= 0) throw Error("the prompt is empty: give --prompt TEXT or --prompt-file FILE with some text");
+  if (T <= 0) throw Error("prompt", "the prompt is empty (0 tokens): give it some text");
   if (T > c.max_positions)
     throw Error("the prompt has " + std::to_string(T) + " tokens but the model's context is " +
                 std::to_string(c.max_positions) + " (max_position_embeddings): shorten the prompt");
-  check_range(req.layers, c.n_layers, "--layers", "layer", "the model has layers");
-  check_range(req.heads, c.n_heads, "--heads", "head", "the model has heads");
-  check_range(req.queries, T, "--queries", "query position", "the prompt has positions");
+  check_range(req.layers, c.n_layers, "layers", "layer", "the model has layers");
+  check_range(req.heads, c.n_heads, "heads", "head", "the model has heads");
+  check_range(req.queries, T, "queries", "query position", "the prompt has positions");
   if (req.topk_tokens < 1 || req.topk_tokens > c.vocab_size)
-    throw Error("--topk: must be in 1.." + std::to_string(c.vocab_size));
-  if (req.run.topk_mass_k < 1 || req.run.topk_mass_k > 64) throw Error("--topk-mass: k must be in 1..64");
-  for (int32_t r : req.run.relevant)
-    if (r < 0 || r >= T) throw Error("--relevant: key position " + std::to_string(r) + " is outside the prompt (0.." +
-                                     std::to_string(T - 1) + ")");
+    throw Error("topk_tokens", "topk_tokens = " + std::to_string(req.topk_tokens) + " must be in 1.." +
+                                   std::to_string(c.vocab_size) + " (the vocabulary size)");
+  if (req.run.topk_mass_k < 1 || req.run.topk_mass_k > 64)
+    throw Error("topk_mass_k", "topk_mass_k = " + std::to_string(req.run.topk_mass_k) + " must be in 1..64");
+  for (int32_t r : req.run.relevant) {
+    if (r >= T)
+      throw Error("relevant", "relevant position " + std::to_string(r) + " ≥ T = " + std::to_string(T) +
+                                  " (the prompt's positions are 0.." + std::to_string(T - 1) + ")");
+    if (r < 0) throw Error("relevant", "relevant position " + std::to_string(r) + " < 0");
+  }
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
-    throw Error("the capture needs about " + human_bytes(need) + " but the budget (--budget) is " + human_bytes(req.budget_bytes) +
-                ": narrow --layers, --heads or --queries, use --store metrics (no probabilities or scores), "
-                "or raise --budget");
+    throw Error("budget_bytes", "the capture needs about " + human_bytes(need) + " but budget_bytes is " +
+                                    human_bytes(req.budget_bytes) +
+                                    ": narrow the layers, heads or queries stored, store metrics only (no "
+                                    "probabilities or scores), or raise the budget");
 }
 
 RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
@@ -204,7 +248,7 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
   RunCapture run = empty_run(c, T, spec, req, name);
 
   // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
   RunOptions opt = req.run;
@@ -225,8 +269,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.n_heads = c.n_heads;
   f.d_head = c.d_head;
   f.token_ids = tokens;
-  for (int32_t id : tokens)
-    f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
+  for (int32_t id : tokens) f.pieces.push_back(model.tokenizer() ? model.tokenizer()->display(id) : std::to_string(id));
   return f;
 }
 
@@ -235,10 +278,11 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
                     const std::function<void(size_t)>& on_temp, const std::function<bool()>& cancelled) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
-  if (temps.empty()) throw Error("sweep: no temperatures given");
-  for (float t : temps)
-    if (!(t > 0.0f) || !std::isfinite(t))
-      throw Error("--temps: every temperature must be a finite number > 0 (got " + std::to_string(t) + ")");
+  if (temps.empty()) throw Error("temps", "sweep: no temperatures given (temps is empty)");
+  for (size_t i = 0; i < temps.size(); ++i)
+    if (!(temps[i] > 0.0f) || !std::isfinite(temps[i]))
+      throw Error("temps", "temps[" + std::to_string(i) + "] = " + short_number(temps[i]) +
+                               ": every temperature must be a finite number > 0");
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;
@@ -264,19 +308,12 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
     RunCapture run;
     if (!capture_run_cancellable(model, tokens, spec, req, spec.label(), &run, cancelled))
       throw Error("sweep: cancelled at t = " + std::to_string(temps[s]));
-    double nll = 0.0;
-    for (int i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
-    sf.mean_nll.push_back(T > 1 ? (float)(nll / (T - 1)) : NAN);
-    for (size_t lh = 0; lh < (size_t)c.n_layers * c.n_heads; ++lh)
-      for (int m = 0; m < kNumRowMetrics; ++m) {
-        double acc = 0.0;
-        int cnt = 0;
-        for (int i = (T > 1 ? 1 : 0); i < T; ++i) {
-          const float v = run.metrics[(lh * T + i) * kNumRowMetrics + m];
-          if (!std::isnan(v)) { acc += v; ++cnt; }
-        }
-        sf.head_metrics[s * per + lh * kNumRowMetrics + m] = cnt ? (float)(acc / cnt) : NAN;
-      }
+    sf.mean_nll.push_back((float)prompt_loss(run));
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int m = 0; m < kNumRowMetrics; ++m)
+          sf.head_metrics[s * per + ((size_t)l * c.n_heads + h) * kNumRowMetrics + m] =
+              (float)head_metric_mean(run, c.n_heads, T, l, h, m);
     if (on_temp) on_temp(s);
   }
   return sf;
@@ -304,11 +341,7 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
   if (cmp.layers.empty() || cmp.heads.empty() || cmp.queries.empty())
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
   const int T = file.n_tokens();
-  auto idx = [](const std::vector<int>& v, int x) { return (size_t)(std::find(v.begin(), v.end(), x) - v.begin()); };
-  auto row = [&](const RunCapture& r, int l, int h, int q) {
-    return r.probs.data() +
-           (((idx(r.layers, l) * r.heads.size()) + idx(r.heads, h)) * r.queries.size() + idx(r.queries, q)) * T;
-  };
+  auto row = [&](const RunCapture& r, int l, int h, int q) { return r.probs.data() + find_stored_row(r, l, h, q, T); };
   for (int l : cmp.layers)
     for (int h : cmp.heads)
       for (int q : cmp.queries) {
@@ -354,8 +387,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
                          req.queries == m.req.queries && req.store_probs == m.req.store_probs &&
                          req.store_scores == m.req.store_scores;
   if (m.valid && prev && tokens == m.tokens && req.run.topk_mass_k == m.req.run.topk_mass_k &&
-      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens &&
-      spec.mode == m.spec.mode) {
+      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens && spec.mode == m.spec.mode) {
     first = spec.first_changed_layer(m.spec, c);
     if (!same_rows) {
       for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);
@@ -385,7 +417,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
                     run.scores.begin() + li * per_stored);
       }
   }
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, 0, progress, cancelled);
+  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   bool done;
   if (first > 0) {

@@ -46,11 +46,10 @@ bool valid_link_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
-void check_values(const Where& where, const std::string& item, size_t n_values, const Dims& dims,
-                  const char* axes) {
+void check_values(const Where& where, const std::string& item, size_t n_values, const Dims& dims, const char* axes) {
   if (n_values != n_elements(dims))
-    where.fail(item + " has " + std::to_string(n_values) + " values, expected " + axes + " " + dims_text(dims) +
-               " = " + std::to_string(n_elements(dims)));
+    where.fail(item + " has " + std::to_string(n_values) + " values, expected " + axes + " " + dims_text(dims) + " = " +
+               std::to_string(n_elements(dims)));
 }
 
 void check_indices(const Where& where, const std::string& item, const std::vector<int>& v, int limit,
@@ -84,8 +83,7 @@ void check_run(const Where& where, const RunCapture& run, int n_layers, int n_he
   check_indices(where, r + "queries", run.queries, n_tokens, "n_tokens");
   const Dims rd = rows_dims(run.layers, run.heads, run.queries, n_tokens);
   if (!run.probs.empty()) check_values(where, r + "probs", run.probs.size(), rd, "[layers, heads, queries, tokens]");
-  if (!run.scores.empty())
-    check_values(where, r + "scores", run.scores.size(), rd, "[layers, heads, queries, tokens]");
+  if (!run.scores.empty()) check_values(where, r + "scores", run.scores.size(), rd, "[layers, heads, queries, tokens]");
   const hsize_t L = hsize_t(n_layers), H = hsize_t(n_heads), T = hsize_t(n_tokens);
   check_values(where, r + "metrics", run.metrics.size(), {L, H, T, hsize_t(kNumRowMetrics)},
                "[n_layers, n_heads, tokens, metrics]");
@@ -311,23 +309,19 @@ void write_capture(const CaptureFile& file, const std::string& path, bool probs_
 }
 
 CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "capture");
-  const Where where{"capture file '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where, read_budget_bytes);
-  check_format(r, root.get(), path, "capture", CaptureFile::kFormatName, CaptureFile::kFormatVersion,
-               SweepFile::kFormatName, "it is a temperature sweep; open it as a sweep");
-  check_metric_names(r, root.get());
+  FileReader in(path, "capture", "capture file '" + path + "'", CaptureFile::kFormatName, CaptureFile::kFormatVersion,
+                SweepFile::kFormatName, "it is a temperature sweep; open it as a sweep", read_budget_bytes);
+  Reader& r = in.reader();
+  check_metric_names(r, in.root());
 
   CaptureFile file;
-  static_cast<Provenance&>(file) = read_provenance(r, root.get(), true);
+  static_cast<Provenance&>(file) = read_provenance(r, in.root(), true);
   const int kMax = std::numeric_limits<int>::max();
-  file.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, kMax);
-  file.n_heads = r.attr_int_in(root.get(), "/", "n_heads", 0, kMax);
-  file.d_head = r.attr_int_in(root.get(), "/", "d_head", 0, kMax);
+  file.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, kMax);
+  file.n_heads = r.attr_int_in(in.root(), "/", "n_heads", 0, kMax);
+  file.d_head = r.attr_int_in(in.root(), "/", "d_head", 0, kMax);
 
-  GroupId tokens = r.group(root.get(), "tokens", "/tokens");
+  GroupId tokens = r.group(in.root(), "tokens", "/tokens");
   file.token_ids = r.read_i32(tokens.get(), "/tokens", "ids", 1).data;
   const hsize_t T = hsize_t(file.token_ids.size());
   const Dims pieces = r.shape_of(tokens.get(), "/tokens", "pieces");  // checked before its strings are read
@@ -338,11 +332,11 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
   const std::vector<int> relevant = r.read_index(tokens.get(), "/tokens", "relevant", T, "the token count");
   file.relevant.assign(relevant.begin(), relevant.end());
 
-  GroupId runs = r.group(root.get(), "runs", "/runs");
+  GroupId runs = r.group(in.root(), "runs", "/runs");
   for (const std::string& name : r.children(runs.get(), "/runs"))
     file.runs.push_back(read_run(r, runs.get(), name, file));
-  if (r.has(root.get(), "compare")) {
-    GroupId compare = r.group(root.get(), "compare", "/compare");
+  if (r.has(in.root(), "compare")) {
+    GroupId compare = r.group(in.root(), "compare", "/compare");
     for (const std::string& name : r.children(compare.get(), "/compare"))
       file.comparisons.push_back(read_comparison(r, compare.get(), name, file));
   }
@@ -362,38 +356,33 @@ void write_sweep(const SweepFile& file, const std::string& path) {
     w.dataset_i32(root, "", "token_ids", {hsize_t(file.token_ids.size())}, file.token_ids.data(), kShapePosition);
     w.dataset_f32(root, "", "focal_temps", {S}, file.focal_temps.data(), kShapeTemp);
     const Dims hd = {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)};
-    w.dataset_f32(root, "", "head_metrics", hd, file.head_metrics.data(), kShapeHeadMetrics,
-                  {1, hd[1], hd[2], hd[3]});
+    w.dataset_f32(root, "", "head_metrics", hd, file.head_metrics.data(), kShapeHeadMetrics, {1, hd[1], hd[2], hd[3]});
     w.dataset_f32(root, "", "mean_nll", {S}, file.mean_nll.data(), kShapeTemp);
   });
 }
 
 SweepFile read_sweep(const std::string& path, uint64_t read_budget_bytes) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "sweep");
-  const Where where{"sweep file '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where, read_budget_bytes);
-  check_format(r, root.get(), path, "sweep", SweepFile::kFormatName, SweepFile::kFormatVersion,
-               CaptureFile::kFormatName, "it is an attention capture; open it as a capture");
-  check_metric_names(r, root.get());
+  FileReader in(path, "sweep", "sweep file '" + path + "'", SweepFile::kFormatName, SweepFile::kFormatVersion,
+                CaptureFile::kFormatName, "it is an attention capture; open it as a capture", read_budget_bytes);
+  Reader& r = in.reader();
+  check_metric_names(r, in.root());
 
   SweepFile file;
-  static_cast<Provenance&>(file) = read_provenance(r, root.get(), true);
-  file.base_spec_json = r.attr_string(root.get(), "/", "base_spec_json");
+  static_cast<Provenance&>(file) = read_provenance(r, in.root(), true);
+  file.base_spec_json = r.attr_string(in.root(), "/", "base_spec_json");
   const int kMax = std::numeric_limits<int>::max();
-  file.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, kMax);
-  file.n_heads = r.attr_int_in(root.get(), "/", "n_heads", 0, kMax);
+  file.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, kMax);
+  file.n_heads = r.attr_int_in(in.root(), "/", "n_heads", 0, kMax);
 
-  file.token_ids = r.read_i32(root.get(), "", "token_ids", 1).data;
-  Array<float> temps = r.read_f32(root.get(), "", "focal_temps", 1);
+  file.token_ids = r.read_i32(in.root(), "", "token_ids", 1).data;
+  Array<float> temps = r.read_f32(in.root(), "", "focal_temps", 1);
   const hsize_t S = temps.dims[0];
   file.focal_temps = std::move(temps.data);
-  Array<float> hm = r.read_f32(root.get(), "", "head_metrics", 4);
+  Array<float> hm = r.read_f32(in.root(), "", "head_metrics", 4);
   r.expect_dims("/head_metrics", hm.dims, {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)},
                 "[temps, n_layers, n_heads, metrics]");
   file.head_metrics = std::move(hm.data);
-  Array<float> nll = r.read_f32(root.get(), "", "mean_nll", 1);
+  Array<float> nll = r.read_f32(in.root(), "", "mean_nll", 1);
   r.expect_dims("/mean_nll", nll.dims, {S}, "[temps]");
   file.mean_nll = std::move(nll.data);
   return file;

@@ -52,9 +52,13 @@ std::string describe(const json& v) {
     return std::string(v.is_array() ? "an array" : "an object") + " of " + std::to_string(v.size()) + " entries";
   std::string text = v.dump();
   if (text.size() > 40) text = text.substr(0, 37) + "...";
-  const char* kind = v.is_string() ? "a string" : v.is_boolean() ? "a boolean" : v.is_null() ? "null"
-                     : v.is_array() ? "an array" : v.is_object() ? "an object" : v.is_number_integer() ? "an integer"
-                     : "a number";
+  const char* kind = v.is_string()           ? "a string"
+                     : v.is_boolean()        ? "a boolean"
+                     : v.is_null()           ? "null"
+                     : v.is_array()          ? "an array"
+                     : v.is_object()         ? "an object"
+                     : v.is_number_integer() ? "an integer"
+                                             : "a number";
   return std::string(kind) + " (" + text + ")";
 }
 
@@ -102,7 +106,8 @@ class Fields {
     if (!v) return def;
     if (!v->is_number()) fail(key, "must be a number, found " + describe(*v));
     const double x = v->get<double>();
-    if (!std::isfinite(x) || std::fabs(x) > 3.0e38) fail(key, "= " + v->dump() + " must be finite (and within float range)");
+    if (!std::isfinite(x) || std::fabs(x) > 3.0e38)
+      fail(key, "= " + v->dump() + " must be finite (and within float range)");
     return float(x);
   }
   float positive(const char* key, float def) const {
@@ -206,14 +211,13 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
 
   if (c.n_heads % c.n_kv_heads != 0)
     throw Error(path + ": " + f.name("num_attention_heads") + " (" + std::to_string(c.n_heads) +
-                ") must be a multiple of " + f.name("num_key_value_heads") + " (" + std::to_string(c.n_kv_heads) +
-                ")");
+                ") must be a multiple of " + f.name("num_key_value_heads") + " (" + std::to_string(c.n_kv_heads) + ")");
   if (c.hidden % c.n_heads != 0 && !f.has("head_dim"))
     throw Error(path + ": hidden_size is not a multiple of num_attention_heads; give \"head_dim\" explicitly");
   c.d_head = int(f.integer("head_dim", c.hidden / c.n_heads, 1, 1 << 20));
   if (c.d_head % 2 != 0 || c.d_head < 2 || c.d_head > 1024) {
-    const std::string how = f.has("head_dim") ? f.name("head_dim")
-                                              : f.name("hidden_size") + " / " + f.name("num_attention_heads");
+    const std::string how =
+        f.has("head_dim") ? f.name("head_dim") : f.name("hidden_size") + " / " + f.name("num_attention_heads");
     throw Error(path + ": head_dim " + std::to_string(c.d_head) + " (" + how + ") must be even and in 2..1024");
   }
   // Special ids outside the vocabulary are ignored with a warning (some exporters write ids of a larger tokenizer).
@@ -236,8 +240,8 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
       fc.tau_min = ff.number("tau_min", 0.0f);
       fc.tau_max = ff.number("tau_max", 0.0f);
       if (!(fc.tau_min > 0.0f) || !(fc.tau_max >= fc.tau_min))
-        throw Error(path + ": \"focal\": learned mode needs 0 < tau_min <= tau_max (got " +
-                    std::to_string(fc.tau_min) + ", " + std::to_string(fc.tau_max) + ")");
+        throw Error(path + ": \"focal\": learned mode needs 0 < tau_min <= tau_max (got " + std::to_string(fc.tau_min) +
+                    ", " + std::to_string(fc.tau_max) + ")");
       fc.tau_mode = parse_tau_mode(ff.string("tau_mode", "prefix_mean"), path + ": field \"focal.tau_mode\"");
     }
   }

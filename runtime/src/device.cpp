@@ -15,7 +15,7 @@ Device parse_device(const std::string& s) {
   if (s == "auto") return Device::kAuto;
   if (s == "cpu") return Device::kCpu;
   if (s == "cuda") return Device::kCuda;
-  throw Error("--device: unknown device '" + s + "' (expected auto, cpu or cuda)");
+  throw Error("device", "unknown device '" + s + "' (expected auto, cpu or cuda)");
 }
 
 const char* device_name(Device d) {
@@ -48,13 +48,14 @@ Device resolve_device(Device d, std::string* note) {
     return Device::kCuda;
   }
   if (d == Device::kCuda)
-    throw Error("--device cuda: no usable CUDA device (" + why + "); run with --device cpu or --device auto");
+    throw Error("device", "device cuda: no usable CUDA device (" + why + "); choose device cpu or auto");
   if (note) *note = "device: auto -> cpu (no CUDA device: " + why + ")";
   return Device::kCpu;
 #else
   if (d == Device::kCuda)
-    throw Error("--device cuda: this focal was built with FOCAL_CUDA=OFF (no CUDA backend); rebuild with "
-                "-DFOCAL_CUDA=ON on a machine with the CUDA toolkit, or run with --device cpu");
+    throw Error("device",
+                "device cuda: this build has no CUDA backend (FOCAL_CUDA=OFF); rebuild with "
+                "-DFOCAL_CUDA=ON on a machine with the CUDA toolkit, or choose device cpu");
   if (note) *note = "device: auto -> cpu (built with FOCAL_CUDA=OFF)";
   return Device::kCpu;
 #endif

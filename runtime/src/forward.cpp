@@ -2,7 +2,6 @@
 // attention logit scale from a TempSpec. No I/O here: everything observable goes through ForwardObserver.
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
@@ -15,14 +14,14 @@ namespace focal {
 // max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
 // except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
 struct Workspace {
-  DeviceBuffer x, xn;          // [max, H] residual stream, normalised input
-  DeviceBuffer q, k, v, att;   // [max, QD], [max, KD], [max, KD], [max, QD]
-  DeviceBuffer proj;           // [max, H]
-  DeviceBuffer gate, up;       // [max, I]
-  DeviceBuffer scale;          // [n_heads, max] logit multiplier per (head, row)
-  DeviceBuffer metrics;        // [n_heads, max, kNumRowMetrics]
-  DeviceBuffer tau_dot;        // [max] X . w_tau (learned-temperature models)
-  DeviceBuffer logits_block;   // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
+  DeviceBuffer x, xn;         // [max, H] residual stream, normalised input
+  DeviceBuffer q, k, v, att;  // [max, QD], [max, KD], [max, KD], [max, QD]
+  DeviceBuffer proj;          // [max, H]
+  DeviceBuffer gate, up;      // [max, I]
+  DeviceBuffer scale;         // [n_heads, max] logit multiplier per (head, row)
+  DeviceBuffer metrics;       // [n_heads, max, kNumRowMetrics]
+  DeviceBuffer tau_dot;       // [max] X . w_tau (learned-temperature models)
+  DeviceBuffer logits_block;  // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
   static constexpr int kLogitsBlock = 256;
 
   Workspace(Backend& be, const ModelConfig& c, int max) {
@@ -51,9 +50,9 @@ struct Session::State {
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
-  int kept_valid = 0;                          // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
+  int kept_valid = 0;  // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
   std::vector<int32_t> kept_ids;
-  std::vector<std::vector<float>> layer_in;    // per layer [n, hidden]
+  std::vector<std::vector<float>> layer_in;  // per layer [n, hidden]
   std::vector<double> kept_tau_sum;
 };
 
@@ -109,46 +108,30 @@ void tape_trampoline(void* ctx, int head, int row0, int n_rows, int stride, cons
   if (c->obs && c->obs->wants_rows(c->layer, head)) c->obs->on_rows(c->layer, head, row0, n_rows, stride, probs, raw);
 }
 
-// Fills scale[n_heads, T] for one layer; tau / tau_raw [T] are filled in learned mode.
+// Fills scale[n_heads, T] for one layer; tau / tau_raw [T] are filled in learned mode. Every multiplier comes from
+// TempSpec::row_multiplier, the one place that ranks a head override over a layer override over the mode.
 void layer_row_scale(const ModelConfig& c, const TempSpec& spec, int layer, int pos0, int T, const float* tau_dot,
                      double tau_sum_prev, float tau_b, float* scale, float* tau, float* tau_raw) {
-  const float sqrt_d = std::sqrt((float)c.d_head);
-  std::vector<float> base(T, 1.0f);  // multiplier shared by all heads of the layer, per row
-  switch (spec.mode) {
-    case AttnMode::kStandard: break;
-    case AttnMode::kFocal: std::fill(base.begin(), base.end(), math::focal_scale(spec.focal_temp)); break;
-    case AttnMode::kSsmax:
-      for (int i = 0; i < T; ++i) base[i] = math::ssmax_scale(spec.ssmax_s, pos0 + i + 1);
-      break;
-    case AttnMode::kLearned: {
-      double run = tau_sum_prev, total = tau_sum_prev;
-      for (int i = 0; i < T; ++i) total += tau_dot[i];
-      for (int i = 0; i < T; ++i) {
-        run += tau_dot[i];
-        double pre = 0.0;
-        switch (c.focal.tau_mode) {
-          case TauMode::kPerToken: pre = tau_dot[i]; break;
-          case TauMode::kPrefixMean: pre = run / (pos0 + i + 1); break;
-          case TauMode::kSequenceMean: pre = total / (pos0 + T); break;
-        }
-        tau_raw[i] = (float)pre + tau_b;
-        tau[i] = math::clampf(tau_raw[i], c.focal.tau_min, c.focal.tau_max) * spec.tau_scale;
-        base[i] = math::learned_scale(tau[i], sqrt_d);
+  std::vector<float> tau_clipped(T, 0.0f);  // [T] learned tau after the clip, before tau_scale
+  if (spec.mode == AttnMode::kLearned) {
+    double run = tau_sum_prev, total = tau_sum_prev;
+    for (int i = 0; i < T; ++i) total += tau_dot[i];
+    for (int i = 0; i < T; ++i) {
+      run += tau_dot[i];
+      double pre = 0.0;
+      switch (c.focal.tau_mode) {
+        case TauMode::kPerToken: pre = tau_dot[i]; break;
+        case TauMode::kPrefixMean: pre = run / (pos0 + i + 1); break;
+        case TauMode::kSequenceMean: pre = total / (pos0 + T); break;
       }
-      break;
+      tau_raw[i] = (float)pre + tau_b;
+      tau_clipped[i] = math::clampf(tau_raw[i], c.focal.tau_min, c.focal.tau_max);
+      tau[i] = tau_clipped[i] * spec.tau_scale;
     }
   }
-  auto lt = spec.layer_temp.find(layer);
   for (int h = 0; h < c.n_heads; ++h) {
     float* s = scale + (size_t)h * T;
-    auto ht = spec.head_temp.find({layer, h});
-    if (ht != spec.head_temp.end()) {
-      std::fill(s, s + T, math::focal_scale(ht->second));
-    } else if (lt != spec.layer_temp.end()) {
-      std::fill(s, s + T, math::focal_scale(lt->second));
-    } else {
-      std::copy(base.begin(), base.end(), s);
-    }
+    for (int i = 0; i < T; ++i) s[i] = spec.row_multiplier(c, layer, h, pos0 + i + 1, tau_clipped[i]);
   }
 }
 
@@ -361,7 +344,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
     float* lg = ws.logits_block.data();  // [rows, vocab]
-    DeviceBuffer all_rows;                // when more rows than the workspace's block are asked for
+    DeviceBuffer all_rows;               // when more rows than the workspace's block are asked for
     if (rows > Workspace::kLogitsBlock) {
       all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
       lg = all_rows.data();
@@ -426,54 +409,6 @@ bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& sp
 bool forward_topk(Session& s, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                   ForwardObserver* obs, LogitsTopk* topk) {
   return forward_impl(s.model(), s.state(), s, ids, n, spec, opt, obs, nullptr, nullptr, 0, topk);
-}
-
-std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,
-                              const SampleOptions& so, const RunOptions& opt_in, ForwardObserver* obs,
-                              const std::function<void(int32_t)>& on_token) {
-  RunOptions opt = opt_in;
-  opt.all_logits = false;
-  std::vector<float> logits;
-  std::vector<int32_t> out;
-  std::mt19937_64 rng(so.seed);
-  // Greedy decoding takes the arg-max from the backend's top-1 (the first maximum, as std::max_element), so only
-  // one (id, logit) pair crosses to the host a step; sampling needs the whole row.
-  const bool greedy = so.sample_temp <= 0.0f;
-  LogitsTopk best;
-  auto step_forward = [&](const int32_t* ids, int n) {
-    return greedy ? forward_topk(s, ids, n, spec, opt, obs, &best) : s.forward(ids, n, spec, opt, obs, &logits);
-  };
-  if (!step_forward(prompt.data(), (int)prompt.size())) return out;
-  for (int step = 0; step < n_new; ++step) {
-    const int V = (int)logits.size();
-    int32_t next = 0;
-    if (greedy) {
-      next = best.idx[0];
-    } else {
-      std::vector<int32_t> idx(V);
-      for (int i = 0; i < V; ++i) idx[i] = i;
-      int kk = so.top_k > 0 ? std::min(so.top_k, V) : V;
-      std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(),
-                        [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-      std::vector<double> p(kk);
-      const double mx = logits[idx[0]];
-      double z = 0.0;
-      for (int i = 0; i < kk; ++i) z += (p[i] = std::exp((logits[idx[i]] - mx) / so.sample_temp));
-      std::uniform_real_distribution<double> u(0.0, z);
-      double r = u(rng);
-      int pick = kk - 1;
-      for (int i = 0; i < kk; ++i) {
-        if ((r -= p[i]) <= 0.0) { pick = i; break; }
-      }
-      next = idx[pick];
-    }
-    out.push_back(next);
-    if (on_token) on_token(next);
-    if (so.stop_at_eos && next == s.model().config().eos_id) break;
-    if (step + 1 == n_new || s.n_past() >= s.max_tokens()) break;
-    if (!step_forward(&next, 1)) break;
-  }
-  return out;
 }
 
 }  // namespace focal

@@ -50,6 +50,8 @@ struct Reader {
   }
 };
 
+// One line a type: the switches read as tables.
+// clang-format off
 size_t scalar_size(uint32_t t) {
   switch (t) {
     case kGgufU8: case kGgufI8: case kGgufBool: return 1;
@@ -76,6 +78,7 @@ double read_scalar(Reader& r, uint32_t t, int64_t* i64, const char* what) {
     default: return 0;
   }
 }
+// clang-format on
 
 }  // namespace
 
@@ -150,7 +153,8 @@ void GgufFile::parse() {
       v.count = r.get<uint64_t>("an array length");
       if (v.elem_type == kGgufString) {
         if (v.count > (size_ - r.pos) / 8)
-          throw Error(where + ": string array of " + std::to_string(v.count) + " entries runs past the end of the "
+          throw Error(where + ": string array of " + std::to_string(v.count) +
+                      " entries runs past the end of the "
                       "file — the file is truncated or corrupt");
         v.strs.reserve((size_t)v.count);
         for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(r.str("a metadata string array entry"));
@@ -158,7 +162,8 @@ void GgufFile::parse() {
         const size_t es = scalar_size(v.elem_type);
         if (!es) throw Error(where + ": array element type " + std::to_string(v.elem_type) + " is not supported");
         if (v.count > (size_ - r.pos) / es)
-          throw Error(where + ": array of " + std::to_string(v.count) + " entries runs past the end of the file — "
+          throw Error(where + ": array of " + std::to_string(v.count) +
+                      " entries runs past the end of the file — "
                       "the file is truncated or corrupt");
         v.nums.resize((size_t)v.count);
         int64_t dummy;

@@ -34,27 +34,38 @@ enum GgmlType : uint32_t {
 std::string ggml_type_name(uint32_t type);
 // True for the types focalscope dequantises: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
 bool ggml_type_supported(uint32_t type);
-const char* ggml_supported_types();  // the list above as text, for error messages
-int ggml_block_elems(uint32_t type);   // elements per block (1 for F32/F16/BF16); 0 if unsupported
-int ggml_block_bytes(uint32_t type);   // bytes per block; 0 if unsupported
+const char* ggml_supported_types();   // the list above as text, for error messages
+int ggml_block_elems(uint32_t type);  // elements per block (1 for F32/F16/BF16); 0 if unsupported
+int ggml_block_bytes(uint32_t type);  // bytes per block; 0 if unsupported
 // Dequantises n elements (a multiple of the type's block size) from src to dst. type must be supported.
 void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n);
 
 // GGUF metadata value types.
 enum GgufValueType : uint32_t {
-  kGgufU8 = 0, kGgufI8 = 1, kGgufU16 = 2, kGgufI16 = 3, kGgufU32 = 4, kGgufI32 = 5, kGgufF32 = 6, kGgufBool = 7,
-  kGgufString = 8, kGgufArray = 9, kGgufU64 = 10, kGgufI64 = 11, kGgufF64 = 12,
+  kGgufU8 = 0,
+  kGgufI8 = 1,
+  kGgufU16 = 2,
+  kGgufI16 = 3,
+  kGgufU32 = 4,
+  kGgufI32 = 5,
+  kGgufF32 = 6,
+  kGgufBool = 7,
+  kGgufString = 8,
+  kGgufArray = 9,
+  kGgufU64 = 10,
+  kGgufI64 = 11,
+  kGgufF64 = 12,
 };
 
 struct GgufValue {
   uint32_t type = 0;
-  uint32_t elem_type = 0;             // for arrays
-  double num = 0;                     // every scalar number and bool (exact for integers below 2^53)
-  int64_t i64 = 0;                    // integer scalars (u64 above INT64_MAX saturates)
-  std::string str;                    // kGgufString
-  std::vector<std::string> strs;      // array of strings
-  std::vector<double> nums;           // array of numbers / bools
-  uint64_t count = 0;                 // array length
+  uint32_t elem_type = 0;         // for arrays
+  double num = 0;                 // every scalar number and bool (exact for integers below 2^53)
+  int64_t i64 = 0;                // integer scalars (u64 above INT64_MAX saturates)
+  std::string str;                // kGgufString
+  std::vector<std::string> strs;  // array of strings
+  std::vector<double> nums;       // array of numbers / bools
+  uint64_t count = 0;             // array length
   bool is_int() const { return type <= kGgufI32 || type == kGgufU64 || type == kGgufI64; }
 };
 
@@ -62,7 +73,7 @@ struct GgufTensor {
   std::string name;
   std::vector<uint64_t> dims;  // ggml order: dims[0] is the contiguous (fastest) dimension
   uint32_t type = 0;
-  uint64_t offset = 0;         // relative to the data area
+  uint64_t offset = 0;  // relative to the data area
   const uint8_t* data = nullptr;
   size_t n_bytes = 0;
   uint64_t numel = 0;

@@ -13,23 +13,35 @@ namespace focal {
 // ---- ggml types ----
 
 std::string ggml_type_name(uint32_t t) {
-  static const char* kNames[] = {"F32",     "F16",   "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
-                                 "Q8_0",    "Q8_1",  "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
-                                 "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-                                 "I8",      "I16",   "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
-                                 "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8",
-                                 "IQ4_NL_8_8", "MXFP4", "NVFP4", "Q1_0"};
+  static const char* kNames[] = {"F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
+                                 "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
+                                 "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
+                                 "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
+                                 "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
+                                 "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",    "NVFP4",    "Q1_0"};
   if (t < sizeof(kNames) / sizeof(kNames[0])) return std::string(kNames[t]) + " (type " + std::to_string(t) + ")";
   return "unknown type " + std::to_string(t);
 }
 
-const char* ggml_supported_types() { return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"; }
+const char* ggml_supported_types() {
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+}
 
 int ggml_block_elems(uint32_t t) {
   switch (t) {
-    case kGgmlF32: case kGgmlF16: case kGgmlBF16: return 1;
-    case kGgmlQ4_0: case kGgmlQ4_1: case kGgmlQ5_0: case kGgmlQ5_1: case kGgmlQ8_0: return 32;
-    case kGgmlQ2_K: case kGgmlQ3_K: case kGgmlQ4_K: case kGgmlQ5_K: case kGgmlQ6_K: return 256;
+    case kGgmlF32:
+    case kGgmlF16:
+    case kGgmlBF16: return 1;
+    case kGgmlQ4_0:
+    case kGgmlQ4_1:
+    case kGgmlQ5_0:
+    case kGgmlQ5_1:
+    case kGgmlQ8_0: return 32;
+    case kGgmlQ2_K:
+    case kGgmlQ3_K:
+    case kGgmlQ4_K:
+    case kGgmlQ5_K:
+    case kGgmlQ6_K: return 256;
     default: return 0;
   }
 }
@@ -37,17 +49,18 @@ int ggml_block_elems(uint32_t t) {
 int ggml_block_bytes(uint32_t t) {
   switch (t) {
     case kGgmlF32: return 4;
-    case kGgmlF16: case kGgmlBF16: return 2;
-    case kGgmlQ4_0: return 2 + 16;          // d, qs[16]
-    case kGgmlQ4_1: return 2 + 2 + 16;      // d, m, qs[16]
-    case kGgmlQ5_0: return 2 + 4 + 16;      // d, qh[4], qs[16]
-    case kGgmlQ5_1: return 2 + 2 + 4 + 16;  // d, m, qh[4], qs[16]
-    case kGgmlQ8_0: return 2 + 32;          // d, qs[32]
-    case kGgmlQ2_K: return 16 + 64 + 2 + 2;       // scales[16], qs[64], d, dmin
-    case kGgmlQ3_K: return 32 + 64 + 12 + 2;      // hmask[32], qs[64], scales[12], d
-    case kGgmlQ4_K: return 2 + 2 + 12 + 128;      // d, dmin, scales[12], qs[128]
-    case kGgmlQ5_K: return 2 + 2 + 12 + 32 + 128; // d, dmin, scales[12], qh[32], qs[128]
-    case kGgmlQ6_K: return 128 + 64 + 16 + 2;     // ql[128], qh[64], scales[16] (int8), d
+    case kGgmlF16:
+    case kGgmlBF16: return 2;
+    case kGgmlQ4_0: return 2 + 16;                 // d, qs[16]
+    case kGgmlQ4_1: return 2 + 2 + 16;             // d, m, qs[16]
+    case kGgmlQ5_0: return 2 + 4 + 16;             // d, qh[4], qs[16]
+    case kGgmlQ5_1: return 2 + 2 + 4 + 16;         // d, m, qh[4], qs[16]
+    case kGgmlQ8_0: return 2 + 32;                 // d, qs[32]
+    case kGgmlQ2_K: return 16 + 64 + 2 + 2;        // scales[16], qs[64], d, dmin
+    case kGgmlQ3_K: return 32 + 64 + 12 + 2;       // hmask[32], qs[64], scales[12], d
+    case kGgmlQ4_K: return 2 + 2 + 12 + 128;       // d, dmin, scales[12], qs[128]
+    case kGgmlQ5_K: return 2 + 2 + 12 + 32 + 128;  // d, dmin, scales[12], qh[32], qs[128]
+    case kGgmlQ6_K: return 128 + 64 + 16 + 2;      // ql[128], qh[64], scales[16] (int8), d
     default: return 0;
   }
 }
@@ -91,7 +104,8 @@ static void dequant_block(uint32_t t, const uint8_t* b, float* y) {
       }
       break;
     }
-    case kGgmlQ5_0: case kGgmlQ5_1: {
+    case kGgmlQ5_0:
+    case kGgmlQ5_1: {
       const bool has_m = t == kGgmlQ5_1;
       const float d = f16_at(b), m = has_m ? f16_at(b + 2) : 0.0f;
       const uint8_t* p = b + (has_m ? 4 : 2);
@@ -165,7 +179,8 @@ static void dequant_block(uint32_t t, const uint8_t* b, float* y) {
       }
       break;
     }
-    case kGgmlQ4_K: case kGgmlQ5_K: {
+    case kGgmlQ4_K:
+    case kGgmlQ5_K: {
       const bool five = t == kGgmlQ5_K;
       const float d = f16_at(b), dmin = f16_at(b + 2);
       const uint8_t* scales = b + 4;
@@ -230,8 +245,9 @@ void ggml_dequantize(uint32_t t, const uint8_t* src, float* dst, int64_t n) {
     return;
   }
   const int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
-  if (!be) throw Error("GGUF tensor type " + ggml_type_name(t) + " is not supported (supported: " +
-                       ggml_supported_types() + ")");
+  if (!be)
+    throw Error("GGUF tensor type " + ggml_type_name(t) + " is not supported (supported: " + ggml_supported_types() +
+                ")");
   const int64_t nb = n / be;
 #pragma omp parallel for schedule(static) if (nb > 4096)
   for (int64_t i = 0; i < nb; ++i) dequant_block(t, src + i * bb, dst + i * be);

@@ -81,13 +81,13 @@ std::string hf_name(const std::string& g) {
     if (ch < '0' || ch > '9') return "";
   const std::string rest = g.substr(dot + 1);
   static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},   {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},     {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_v.weight", "self_attn.v_proj.weight"},     {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"},         {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},         {"attn_output.bias", "self_attn.o_proj.bias"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},      {"attn_rot_embd", "rotary_emb.inv_freq"}};
+      {"attn_norm.weight", "input_layernorm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},   {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},   {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_output.bias", "self_attn.o_proj.bias"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},    {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},    {"attn_rot_embd", "rotary_emb.inv_freq"}};
   for (auto& [a, b] : kMap)
     if (rest == a) return "model.layers." + layer + "." + b;
   return "";
@@ -140,7 +140,8 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
                pre == "minerva") {
       v.pre = BpePre::kDigitsGpt2;
     } else {
-      throw Error(m.where + ": tokenizer.ggml.pre '" + pre + "' is not supported (focalscope's byte-level BPE "
+      throw Error(m.where + ": tokenizer.ggml.pre '" + pre +
+                  "' is not supported (focalscope's byte-level BPE "
                   "knows gpt2, smollm, starcoder, refact, codeshell, exaone, minerva)");
     }
     return make_bpe_tokenizer(std::move(v), where);
@@ -162,7 +163,8 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     v.remove_extra_whitespaces = m.bool_opt("tokenizer.ggml.remove_extra_whitespaces", false);
     return make_spm_tokenizer(v, where);
   }
-  throw Error(m.where + ": tokenizer.ggml.model '" + model + "' is not supported (focalscope reads 'llama' "
+  throw Error(m.where + ": tokenizer.ggml.model '" + model +
+              "' is not supported (focalscope reads 'llama' "
               "sentencepiece and 'gpt2' byte-level BPE vocabularies)");
 }
 
@@ -177,7 +179,8 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     throw Error(m.where + ": metadata key 'general.architecture' is missing — not a model GGUF");
   const std::string arch = arch_v->str;
   if (arch != "llama")
-    throw Error(m.where + ": architecture '" + arch + "' is not supported (focalscope loads llama-architecture "
+    throw Error(m.where + ": architecture '" + arch +
+                "' is not supported (focalscope loads llama-architecture "
                 "GGUF files)");
   const std::string A = arch + ".";
   if (m.get(A + "expert_count") && m.int_opt(A + "expert_count", 0) > 0)
@@ -193,8 +196,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   const int64_t n_kv = m.int_opt(A + "attention.head_count_kv", n_heads);
   if (hidden % n_heads != 0 && !m.get(A + "attention.key_length"))
     throw Error(m.where + ": " + A + "embedding_length (" + std::to_string(hidden) + ") is not a multiple of " + A +
-                "attention.head_count (" + std::to_string(n_heads) + ") and " + A +
-                "attention.key_length is missing");
+                "attention.head_count (" + std::to_string(n_heads) + ") and " + A + "attention.key_length is missing");
   const int64_t d_head = m.int_opt(A + "attention.key_length", hidden / n_heads);
   if (m.int_opt(A + "attention.value_length", d_head) != d_head)
     throw Error(m.where + ": " + A + "attention.value_length differs from key_length (not a llama model)");
@@ -253,14 +255,19 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   c["gguf_file"] = path;
   if (const GgufValue* name = f.find("general.name"); name && name->type == kGgufString) c["gguf_name"] = name->str;
   // Errors about these fields name the metadata keys they came from.
-  const ConfigFieldNames keys = {
-      {"vocab_size", "token_embd.weight rows"},  {"hidden_size", A + "embedding_length"},
-      {"intermediate_size", A + "feed_forward_length"}, {"num_hidden_layers", A + "block_count"},
-      {"num_attention_heads", A + "attention.head_count"}, {"num_key_value_heads", A + "attention.head_count_kv"},
-      {"head_dim", A + "attention.key_length"},  {"max_position_embeddings", A + "context_length"},
-      {"rope_theta", A + "rope.freq_base"},      {"rms_norm_eps", A + "attention.layer_norm_rms_epsilon"},
-      {"bos_token_id", "tokenizer.ggml.bos_token_id"}, {"eos_token_id", "tokenizer.ggml.eos_token_id"},
-      {"add_bos_token", "tokenizer.ggml.add_bos_token"}};
+  const ConfigFieldNames keys = {{"vocab_size", "token_embd.weight rows"},
+                                 {"hidden_size", A + "embedding_length"},
+                                 {"intermediate_size", A + "feed_forward_length"},
+                                 {"num_hidden_layers", A + "block_count"},
+                                 {"num_attention_heads", A + "attention.head_count"},
+                                 {"num_key_value_heads", A + "attention.head_count_kv"},
+                                 {"head_dim", A + "attention.key_length"},
+                                 {"max_position_embeddings", A + "context_length"},
+                                 {"rope_theta", A + "rope.freq_base"},
+                                 {"rms_norm_eps", A + "attention.layer_norm_rms_epsilon"},
+                                 {"bos_token_id", "tokenizer.ggml.bos_token_id"},
+                                 {"eos_token_id", "tokenizer.ggml.eos_token_id"},
+                                 {"add_bos_token", "tokenizer.ggml.add_bos_token"}};
   g->cfg = parse_config(c.dump(2), m.where + " (GGUF metadata)", &keys);
 
   const int nh = (int)n_heads, nkv = (int)n_kv, dh = (int)d_head;

@@ -15,11 +15,11 @@
 namespace focal {
 
 struct GgufModel {
-  std::unique_ptr<GgufFile> file;          // owns the mapping the tensors point into
-  ModelConfig cfg;                         // source_json: an HF-style config.json synthesised from the metadata
-  std::map<std::string, StTensor> tensors; // HF name -> tensor (to_f32 set)
-  std::unique_ptr<Tokenizer> tok;          // null when the file stores no tokenizer
-  uint64_t checksum = 0;                   // FNV-1a 64 of the file's bytes
+  std::unique_ptr<GgufFile> file;           // owns the mapping the tensors point into
+  ModelConfig cfg;                          // source_json: an HF-style config.json synthesised from the metadata
+  std::map<std::string, StTensor> tensors;  // HF name -> tensor (to_f32 set)
+  std::unique_ptr<Tokenizer> tok;           // null when the file stores no tokenizer
+  uint64_t checksum = 0;                    // FNV-1a 64 of the file's bytes
 };
 
 // Throws Error naming the file and the key or tensor at fault.

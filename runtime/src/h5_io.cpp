@@ -163,12 +163,11 @@ void Writer::attr_i32(hid_t obj, const std::string& obj_path, const char* name, 
 void Writer::attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value) {
   SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, H5T_STD_U64LE, space.get());
-  check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value), where_,
-           "cannot write attribute " + obj_path + "@" + name);
+  check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value), where_, "cannot write attribute " + obj_path + "@" + name);
 }
 
 void Writer::dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
-             const Dims& dims, const void* data, const char* shape, Dims chunk) {
+                     const Dims& dims, const void* data, const char* shape, Dims chunk) {
   const std::string path = parent_path + "/" + name;
   DatasetId ds = create_dataset(parent, path, name, file_type, dims, std::move(chunk));
   if (n_elements(dims) > 0)
@@ -177,7 +176,7 @@ void Writer::dataset(hid_t parent, const std::string& parent_path, const char* n
 }
 
 void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                 const float* data, const char* shape, Dims chunk) {
+                         const float* data, const char* shape, Dims chunk) {
   const std::string path = parent_path + "/" + name;
   DatasetId ds = create_dataset(parent, path, name, half_type_.get(), dims, std::move(chunk));
   const size_t n = n_elements(dims);
@@ -193,8 +192,8 @@ void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const cha
       const float* src = data + size_t(i) * slab;
       for (size_t j = 0; j < slab; ++j) half[j] = math::float_to_half_bits(src[j]);
       start[0] = i;
-      check_h5(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-               where_, "cannot write " + path);
+      check_h5(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), where_,
+               "cannot write " + path);
       check_h5(H5Dwrite(ds.get(), half_type_.get(), mem.get(), file.get(), H5P_DEFAULT, half.data()), where_,
                "cannot write " + path);
     }
@@ -203,23 +202,23 @@ void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const cha
 }
 
 void Writer::dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                 const int32_t* data, const char* shape) {
+                         const int32_t* data, const char* shape) {
   dataset(parent, parent_path, name, H5T_STD_I32LE, H5T_NATIVE_INT32, dims, data, shape);
 }
 
 void Writer::dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const std::vector<int>& v,
-                 const char* shape) {
+                         const char* shape) {
   static_assert(sizeof(int) == sizeof(int32_t), "int must be 32-bit");
   dataset(parent, parent_path, name, H5T_STD_I32LE, H5T_NATIVE_INT32, {hsize_t(v.size())}, v.data(), shape);
 }
 
 void Writer::dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                 const float* data, const char* shape, Dims chunk) {
+                         const float* data, const char* shape, Dims chunk) {
   dataset(parent, parent_path, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, data, shape, std::move(chunk));
 }
 
 void Writer::dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
-                     const std::vector<std::string>& v, const char* shape) {
+                             const std::vector<std::string>& v, const char* shape) {
   std::vector<const char*> ptrs;
   for (const std::string& s : v) ptrs.push_back(s.c_str());
   dataset(parent, parent_path, name, str_type_.get(), str_type_.get(), {hsize_t(v.size())}, ptrs.data(), shape);
@@ -230,8 +229,8 @@ AttrId Writer::create_attr(hid_t obj, const std::string& obj_path, const char* n
                          "cannot create attribute " + obj_path + "@" + name);
 }
 
-DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
-                         Dims chunk) {
+DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type,
+                                 const Dims& dims, Dims chunk) {
   SpaceId space = checked<SpaceId>(H5Screate_simple(int(dims.size()), dims.data(), nullptr), where_,
                                    "cannot create the dataspace of " + path);
   PlistId dcpl = checked<PlistId>(H5Pcreate(H5P_DATASET_CREATE), where_, "cannot create dataset properties");
@@ -244,13 +243,11 @@ DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const ch
       check_h5(H5Pset_deflate(dcpl.get(), 4), where_, "cannot set the deflate filter on " + path);
     }
   }
-  return checked<DatasetId>(
-      H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT), where_,
-      "cannot create dataset " + path);
+  return checked<DatasetId>(H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT),
+                            where_, "cannot create dataset " + path);
 }
 
-void write_atomically(const std::string& path, const char* kind,
-                      const std::function<void(hid_t root, Writer&)>& body) {
+void write_atomically(const std::string& path, const char* kind, const std::function<void(hid_t root, Writer&)>& body) {
   const std::string tmp = path + ".tmp." + std::to_string(long(::getpid()));
   const Where create_where{std::string("cannot create ") + kind + " file '" + path + "'"};
   const Where write_where{std::string("cannot write ") + kind + " file '" + path + "'"};
@@ -332,8 +329,7 @@ std::string Reader::attr_string(hid_t obj, const std::string& obj_path, const ch
   return v.front();
 }
 
-std::vector<std::string> Reader::attr_strings(hid_t obj, const std::string& obj_path, const char* name,
-                                      bool scalar) {
+std::vector<std::string> Reader::attr_strings(hid_t obj, const std::string& obj_path, const char* name, bool scalar) {
   AttrId a = open_attr(obj, obj_path, name);
   const std::string item = "attribute " + obj_path + "@" + name;
   TypeId type = checked<TypeId>(H5Aget_type(a.get()), where_, "cannot read " + item);
@@ -342,8 +338,7 @@ std::vector<std::string> Reader::attr_strings(hid_t obj, const std::string& obj_
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) where_.fail_h5("cannot read " + item);
   if (scalar && n != 1) where_.fail(item + " should hold one string, not " + std::to_string(n));
-  return read_strings(type.get(), size_t(n), item,
-                      [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
+  return read_strings(type.get(), size_t(n), item, [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
 }
 
 int64_t Reader::attr_int(hid_t obj, const std::string& obj_path, const char* name) {
@@ -367,8 +362,8 @@ int64_t Reader::attr_int(hid_t obj, const std::string& obj_path, const char* nam
 int Reader::attr_int_in(hid_t obj, const std::string& obj_path, const char* name, int64_t lo, int64_t hi) {
   int64_t v = attr_int(obj, obj_path, name);
   if (v < lo || v > hi)
-    where_.fail("attribute " + obj_path + "@" + name + " = " + std::to_string(v) + " is outside " +
-                std::to_string(lo) + ".." + std::to_string(hi));
+    where_.fail("attribute " + obj_path + "@" + name + " = " + std::to_string(v) + " is outside " + std::to_string(lo) +
+                ".." + std::to_string(hi));
   return int(v);
 }
 
@@ -437,8 +432,8 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
   DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
   TypeId type = checked<TypeId>(H5Dget_type(ds.get()), where_, "cannot read " + path);
   if (H5Tget_class(type.get()) != cls)
-    where_.fail(path + " has the wrong element type (expected " +
-                (cls == H5T_FLOAT ? "floating point" : "integers") + ")");
+    where_.fail(path + " has the wrong element type (expected " + (cls == H5T_FLOAT ? "floating point" : "integers") +
+                ")");
   Array<T> out;
   out.dims = dataset_dims(ds.get(), path);
   if (out.dims.size() != rank)
@@ -458,14 +453,13 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
       Dims start(rank, 0), count = out.dims;
       count[0] = 1;
       const size_t slab = out.data.size() / size_t(out.dims[0]);
-      SpaceId mem_space = checked<SpaceId>(H5Screate_simple(int(rank), count.data(), nullptr), where_,
-                                           "cannot read " + path);
+      SpaceId mem_space =
+          checked<SpaceId>(H5Screate_simple(int(rank), count.data(), nullptr), where_, "cannot read " + path);
       SpaceId file_space = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot read " + path);
       std::vector<uint16_t> half(slab);
       for (hsize_t i = 0; i < out.dims[0]; ++i) {
         start[0] = i;
-        check_h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                                     nullptr),
+        check_h5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
                  where_, "cannot read " + path);
         check_h5(H5Dread(ds.get(), half_type_.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, half.data()),
                  where_, "cannot read " + path);
@@ -523,14 +517,12 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
 }
 
 void Reader::expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes) {
-  if (got != want)
-    where_.fail(path + " has shape " + dims_text(got) + ", expected " + axes + " " + dims_text(want));
+  if (got != want) where_.fail(path + " has shape " + dims_text(got) + ", expected " + axes + " " + dims_text(want));
 }
 
 AttrId Reader::open_attr(hid_t obj, const std::string& obj_path, const char* name) {
   if (!has_attr(obj, name)) where_.fail("missing attribute '" + std::string(name) + "' on " + obj_path);
-  return checked<AttrId>(H5Aopen(obj, name, H5P_DEFAULT), where_,
-                         "cannot open attribute " + obj_path + "@" + name);
+  return checked<AttrId>(H5Aopen(obj, name, H5P_DEFAULT), where_, "cannot open attribute " + obj_path + "@" + name);
 }
 
 Dims Reader::dataset_dims(hid_t ds, const std::string& path) {
@@ -587,8 +579,7 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     where.fail(errno_text(err, path));
   }
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
-  if (is_h5 <= 0)
-    where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
+  if (is_h5 <= 0) where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
   PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), where, "cannot create access properties");
   check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), where, "cannot set the close degree");
 #if H5_VERSION_GE(1, 10, 7)
@@ -599,8 +590,8 @@ FileId open_for_reading(const std::string& path, const char* kind) {
 }
 
 // Checks the root format name and version; `other` is the format name of the other file kind, for a hint.
-void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format,
-                  int version, const char* other_format, const char* other_hint) {
+void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format, int version,
+                  const char* other_format, const char* other_hint) {
   const std::string f = "'" + path + "'";
   if (!r.has_attr(root, "format"))
     throw Error(f + " is an HDF5 file but not a focalscope " + kind + " (it has no 'format' attribute)");
@@ -635,6 +626,14 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   p.model_config_json = r.attr_string(root, "/", "model_config_json");
   if (with_model) p.weights_checksum = r.attr_u64(root, "/", "weights_checksum");
   return p;
+}
+
+FileReader::FileReader(const std::string& path, const char* kind, const std::string& where, const char* format,
+                       int version, const char* other_format, const char* other_hint, uint64_t read_budget_bytes)
+    : file_(open_for_reading(path, kind)),
+      root_(open_root(file_, Where{where})),
+      reader_(Where{where}, read_budget_bytes) {
+  check_format(reader_, root_.get(), path, kind, format, version, other_format, other_hint);
 }
 
 GroupId open_root(const FileId& file, const Where& where) {

@@ -101,7 +101,7 @@ size_t n_elements(const Dims& dims);
 std::string dims_text(const Dims& dims);  // "[2, 3]"
 // A short lower-case reason for errno `err` on `path` ("permission denied", "directory 'x' does not exist").
 std::string errno_text(int err, const std::string& path);
-std::string now_utc();       // ISO 8601, seconds
+std::string now_utc();          // ISO 8601, seconds
 std::string hex16(uint64_t v);  // 16 lower-case hex digits
 
 TypeId make_utf8_string_type(const Where& where);
@@ -134,8 +134,8 @@ class Writer {
                const Dims& dims, const void* data, const char* shape, Dims chunk = {});
 
   // Writes float data as float16, converting one slab of the first axis at a time so the copy stays small.
-  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                   const float* data, const char* shape, Dims chunk = {});
+  void dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims, const float* data,
+                   const char* shape, Dims chunk = {});
 
   void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
                    const int32_t* data, const char* shape);
@@ -143,8 +143,8 @@ class Writer {
   void dataset_i32(hid_t parent, const std::string& parent_path, const char* name, const std::vector<int>& v,
                    const char* shape);
 
-  void dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
-                   const float* data, const char* shape, Dims chunk = {});
+  void dataset_f32(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims, const float* data,
+                   const char* shape, Dims chunk = {});
 
   void dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
                        const std::vector<std::string>& v, const char* shape);
@@ -194,8 +194,7 @@ class Reader {
   std::string attr_string(hid_t obj, const std::string& obj_path, const char* name);
 
   // scalar: the attribute must hold exactly one string.
-  std::vector<std::string> attr_strings(hid_t obj, const std::string& obj_path, const char* name,
-                                        bool scalar = false);
+  std::vector<std::string> attr_strings(hid_t obj, const std::string& obj_path, const char* name, bool scalar = false);
 
   int64_t attr_int(hid_t obj, const std::string& obj_path, const char* name);
 
@@ -253,13 +252,31 @@ FileId open_for_reading(const std::string& path, const char* kind);
 GroupId open_root(const FileId& file, const Where& where);
 
 // Checks the root format name and version; `other` is the format name of another file kind, for a hint.
-void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format,
-                  int version, const char* other_format, const char* other_hint);
+void check_format(Reader& r, hid_t root, const std::string& path, const char* kind, const char* format, int version,
+                  const char* other_format, const char* other_hint);
 
 // The root header every format shares: format name and version, then the provenance. with_model: the model_path
 // and weights_checksum attributes (training logs record only the tool and the model's config).
 void write_root_header(Writer& w, hid_t root, const char* format, int version, const Provenance& p, bool with_model);
 // Reads the provenance attributes write_root_header wrote (the format is checked by check_format).
 Provenance read_provenance(Reader& r, hid_t root, bool with_model);
+
+// The opening every reader shares: holds the HDF5 lock, opens `path` read-only and its root group, and checks the
+// root's format name and version (check_format). kind: "capture", "training log", ...; where: the error prefix,
+// e.g. "capture file 'a.h5'"; other_format / other_hint: the format a user may have confused this one with.
+class FileReader {
+ public:
+  // read_budget_bytes: what the Reader may allocate (0: default_read_budget()).
+  FileReader(const std::string& path, const char* kind, const std::string& where, const char* format, int version,
+             const char* other_format, const char* other_hint, uint64_t read_budget_bytes = 0);
+  Reader& reader() { return reader_; }
+  hid_t root() const { return root_.get(); }
+
+ private:
+  H5Call call_;  // first: the lock is held while the handles below are opened and closed
+  FileId file_;
+  GroupId root_;
+  Reader reader_;
+};
 
 }  // namespace focal::h5

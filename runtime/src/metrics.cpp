@@ -9,8 +9,19 @@
 
 namespace focal {
 
-static_assert((int)kNumRowMetrics == (int)ops::kNumRowMetrics, "runtime and kernel metric lists must agree");
-static_assert((int)kRelevantMass == (int)ops::kRelevantMass, "runtime and kernel metric lists must agree");
+// The public RowMetric (model.h, no kernel header) and the kernels' must agree value for value.
+#define FOCAL_SAME_METRIC(name) \
+  static_assert((int)name == (int)ops::name, "runtime and kernel metric lists must agree: " #name)
+FOCAL_SAME_METRIC(kEntropyNats);
+FOCAL_SAME_METRIC(kEntropyNorm);
+FOCAL_SAME_METRIC(kEffSupport);
+FOCAL_SAME_METRIC(kMaxProb);
+FOCAL_SAME_METRIC(kTopkMass);
+FOCAL_SAME_METRIC(kTailMass);
+FOCAL_SAME_METRIC(kSinkMass);
+FOCAL_SAME_METRIC(kRelevantMass);
+FOCAL_SAME_METRIC(kNumRowMetrics);
+#undef FOCAL_SAME_METRIC
 
 const char* row_metric_name(int m) {
   static const char* kNames[kNumRowMetrics] = {"entropy_nats", "entropy_norm", "eff_support", "max_prob",
@@ -22,8 +33,8 @@ void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int
   ops::row_metrics(p, n, topk_k, relevant, n_relevant, metrics);
 }
 
-void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics, int topk_k,
-                    const int32_t* relevant, int n_relevant) {
+void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics, int topk_k, const int32_t* relevant,
+                    int n_relevant) {
   std::vector<float> logits(n);
   for (int j = 0; j < n; ++j) logits[j] = raw[j] * scale;
   ops::softmax_row(logits.data(), p, n, metrics, topk_k, relevant, n_relevant);

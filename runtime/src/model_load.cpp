@@ -26,10 +26,12 @@ Model::~Model() = default;
 
 const Tokenizer& Model::require_tokenizer() const {
   if (!tok_ && is_gguf_path(path_))
-    throw Error("model '" + path_ + "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass token ids instead "
+    throw Error("model '" + path_ +
+                "' stores no tokenizer (no tokenizer.ggml.* metadata) — pass token ids instead "
                 "of text");
   if (!tok_)
-    throw Error("model '" + path_ + "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
+    throw Error("model '" + path_ +
+                "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
                 "directory, or pass token ids instead of text");
   return *tok_;
 }
@@ -54,12 +56,27 @@ static std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 static bool is_known_tensor_name(const std::string& n) {
-  static const char* kSuffixes[] = {"embed_tokens.weight", "model.norm.weight", "lm_head.weight",
-                                    "input_layernorm.weight", "post_attention_layernorm.weight", "q_proj.weight",
-                                    "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_proj.bias", "k_proj.bias",
-                                    "v_proj.bias", "o_proj.bias", "q_norm.weight", "k_norm.weight",
-                                    "tau_proj.weight", "tau_proj.bias", "gate_proj.weight", "up_proj.weight",
-                                    "down_proj.weight", "rotary_emb.inv_freq"};
+  static const char* kSuffixes[] = {"embed_tokens.weight",
+                                    "model.norm.weight",
+                                    "lm_head.weight",
+                                    "input_layernorm.weight",
+                                    "post_attention_layernorm.weight",
+                                    "q_proj.weight",
+                                    "k_proj.weight",
+                                    "v_proj.weight",
+                                    "o_proj.weight",
+                                    "q_proj.bias",
+                                    "k_proj.bias",
+                                    "v_proj.bias",
+                                    "o_proj.bias",
+                                    "q_norm.weight",
+                                    "k_norm.weight",
+                                    "tau_proj.weight",
+                                    "tau_proj.bias",
+                                    "gate_proj.weight",
+                                    "up_proj.weight",
+                                    "down_proj.weight",
+                                    "rotary_emb.inv_freq"};
   for (const char* s : kSuffixes) {
     const size_t k = std::char_traits<char>::length(s);
     if (n.size() >= k && n.compare(n.size() - k, k, s) == 0) return true;
@@ -77,10 +94,12 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
   auto& all = *all_out;
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0)
-    throw Error("model '" + dir + "' does not exist (give a Hugging Face model directory with config.json and "
+    throw Error("model '" + dir +
+                "' does not exist (give a Hugging Face model directory with config.json and "
                 "model.safetensors, or a .gguf file)");
   if (!S_ISDIR(st.st_mode))
-    throw Error("model '" + dir + "' is not a directory (give a Hugging Face model directory with config.json and "
+    throw Error("model '" + dir +
+                "' is not a directory (give a Hugging Face model directory with config.json and "
                 "model.safetensors, or a .gguf file)");
   const std::string cfg_path = dir + "/config.json";
   if (!file_exists(cfg_path)) throw Error("model '" + dir + "': config.json is missing");
@@ -105,7 +124,8 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
     for (auto& [k, v] : idx["weight_map"].items()) {
       if (!v.is_string()) throw Error(index_path + ": weight_map entry '" + k + "' is not a file name");
       const std::string s = v.get<std::string>();
-      if (s.find('/') != std::string::npos) throw Error(index_path + ": shard name '" + s + "' must be a plain file name");
+      if (s.find('/') != std::string::npos)
+        throw Error(index_path + ": shard name '" + s + "' must be a plain file name");
       shard_names.insert(s);
     }
     for (auto& s : shard_names) {
@@ -121,7 +141,8 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
     st_files.push_back(std::make_unique<SafetensorsFile>(f));
     h = st_files.back()->fnv1a(h);
     for (auto& [name, t] : st_files.back()->tensors()) {
-      if (all.count(name)) throw Error("tensor '" + name + "' appears in both '" + all[name].second + "' and '" + f + "'");
+      if (all.count(name))
+        throw Error("tensor '" + name + "' appears in both '" + all[name].second + "' and '" + f + "'");
       all[name] = {&t, f};
     }
   }
@@ -212,8 +233,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   // A config that promises more layers than the weights hold is refused before anything is sized by it.
   const int64_t stored_layers = layers_in_weights(all);
   if (c.n_layers > stored_layers)
-    throw Error(cfg_path + ": " + field("num_hidden_layers", "llama.block_count") + " = " +
-                std::to_string(c.n_layers) + " but the weights hold " +
+    throw Error(cfg_path + ": " + field("num_hidden_layers", "llama.block_count") + " = " + std::to_string(c.n_layers) +
+                " but the weights hold " +
                 (stored_layers ? "layers 0.." + std::to_string(stored_layers - 1) : std::string("no layers")) +
                 " — the config does not belong to these weights");
 
@@ -221,11 +242,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   c.qk_norm = all.count("model.layers.0.self_attn.q_norm.weight") > 0;
   const bool has_tau_w = all.count("model.layers.0.self_attn.tau_proj.weight") > 0;
   if (c.focal.has_tau && !has_tau_w)
-    throw Error(cfg_path + ": \"focal\".mode is \"learned\" but tensor 'model.layers.0.self_attn.tau_proj.weight' is "
+    throw Error(cfg_path +
+                ": \"focal\".mode is \"learned\" but tensor 'model.layers.0.self_attn.tau_proj.weight' is "
                 "missing from the weights");
   if (has_tau_w && !c.focal.has_tau) {
     // Weights carry tau_proj but config.json does not declare learned mode: refuse rather than guess the bounds.
-    throw Error(cfg_path + ": weights contain self_attn.tau_proj but \"focal\".mode is not \"learned\" — add "
+    throw Error(cfg_path +
+                ": weights contain self_attn.tau_proj but \"focal\".mode is not \"learned\" — add "
                 "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
   }
 
@@ -272,24 +295,26 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     }
     const StTensor& t = *it->second.first;
     if (t.shape != shape)
-      throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) +
-                  ", expected " + shape_str(shape) + " = [" + labels + "] from " + cfg_path);
+      throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " +
+                  shape_str(shape) + " = [" + labels + "] from " + cfg_path);
     auto check_finite = [&](const NonFinite& nf) {
       if (nf.nan + nf.inf == 0) return;
-      const std::string tensor =
-          t.source_name.empty() ? "'" + name + "'" : "'" + t.source_name + "' (" + name + ")";
-      const std::string what = "'" + it->second.second + "': tensor " + tensor + " holds " + std::to_string(nf.nan) + " NaN and " + std::to_string(nf.inf) +
-                               " infinite values (the first at element " + std::to_string(nf.first) + ")";
+      const std::string tensor = t.source_name.empty() ? "'" + name + "'" : "'" + t.source_name + "' (" + name + ")";
+      const std::string what = "'" + it->second.second + "': tensor " + tensor + " holds " + std::to_string(nf.nan) +
+                               " NaN and " + std::to_string(nf.inf) + " infinite values (the first at element " +
+                               std::to_string(nf.first) + ")";
       if (!options.allow_nonfinite_weights)
-        throw Error(what + " — the checkpoint is broken; load it anyway with the allow-non-finite-weights option "
+        throw Error(what +
+                    " — the checkpoint is broken; load it anyway with the allow-non-finite-weights option "
                     "to study it");
       c.warnings.push_back(what + "; loaded as they are");
     };
     const size_t n = t.numel();
     DeviceBuffer buf;
     if (matrix && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
-      const WeightType type =
-          t.dtype == "BF16" ? WeightType::kBF16 : t.dtype == "F16" ? WeightType::kF16 : WeightType::kF32;
+      const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
+                              : t.dtype == "F16" ? WeightType::kF16
+                                                 : WeightType::kF32;
       check_finite(type == WeightType::kF32 ? scan_nonfinite_32(t.data, n)
                                             : scan_nonfinite_16(t.data, n, type == WeightType::kBF16));
       buf = DeviceBuffer(be, be.upload_weight(t.data, type, n), n);  // straight from the mapped file
@@ -304,8 +329,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       }
     }
     float* p = buf.data();
-    const bool decay = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
-                       name.find("norm") == std::string::npos;
+    const bool decay =
+        name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && name.find("norm") == std::string::npos;
     w->params.push_back(ParamRef{name, shape, p, n, decay});
     w->storage.push_back(std::move(buf));
     used.insert(name);

@@ -99,7 +99,8 @@ void SafetensorsFile::parse() {
       if (!ds) throw Error(where + " has unknown dtype '" + t.dtype + "'");
       if (!v["shape"].is_array()) throw Error(where + ": shape is not an array");
       for (auto& d : v["shape"]) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 0) throw Error(where + ": shape has a negative or non-integer dimension");
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          throw Error(where + ": shape has a negative or non-integer dimension");
         t.shape.push_back(d.get<int64_t>());
       }
       uint64_t n_elems = 1;  // bounded so that numel() * dtype size cannot overflow

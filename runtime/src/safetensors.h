@@ -12,13 +12,13 @@ namespace focal {
 
 struct StTensor {
   std::string name;
-  std::string dtype;             // "F32", "F16", "BF16", ...
+  std::string dtype;  // "F32", "F16", "BF16", ...
   std::vector<int64_t> shape;
-  const uint8_t* data = nullptr; // into the mapping
+  const uint8_t* data = nullptr;  // into the mapping
   size_t n_bytes = 0;
   // Set for tensors that are not stored as safetensors (GGUF): produces the fp32 data in `shape` order.
   std::function<std::vector<float>()> to_f32;
-  std::string source_name;       // the name in its file when that differs (GGUF: "blk.0.attn_q.weight")
+  std::string source_name;  // the name in its file when that differs (GGUF: "blk.0.attn_q.weight")
   size_t numel() const;
 };
 
@@ -47,6 +47,5 @@ class SafetensorsFile {
 
 // Converts F32 / F16 / BF16 data to fp32. Throws Error naming the tensor and file for any other dtype.
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file);
-
 
 }  // namespace focal

@@ -21,36 +21,43 @@ TempSpec TempSpec::native(const ModelConfig& cfg) {
   return s;
 }
 
-static void check_temp(float t, const std::string& what) {
+static std::string fmt_g(float v);
+
+// field: the TempSpec member; item: how the message names it ("layer_temp[7]").
+static void check_temp(float t, const char* field, const std::string& item) {
   if (!std::isfinite(t) || !(t > 0.0f))
-    throw Error(what + " must be a finite number > 0 (got " + std::to_string(t) + "); 1 is standard attention, " +
-                "0.4 the paper's focal setting");
+    throw Error(field, item + " = " + fmt_g(t) + " must be a finite number > 0; 1 is standard attention, " +
+                           "0.4 the paper's focal setting");
 }
 
 void TempSpec::validate(const ModelConfig& cfg) const {
-  if (mode == AttnMode::kFocal) check_temp(focal_temp, "--temp (focal_temp)");
+  if (mode == AttnMode::kFocal) check_temp(focal_temp, "focal_temp", "focal_temp");
   for (const auto& [l, t] : layer_temp) {
+    const std::string item = "layer_temp[" + std::to_string(l) + "]";
     if (l < 0 || l >= cfg.n_layers)
-      throw Error("--layer-temp: layer " + std::to_string(l) + " is out of range (model has " +
-                  std::to_string(cfg.n_layers) + " layers, 0.." + std::to_string(cfg.n_layers - 1) + ")");
-    check_temp(t, "--layer-temp for layer " + std::to_string(l));
+      throw Error("layer_temp", item + ": layer " + std::to_string(l) + " is out of range (the model has " +
+                                    std::to_string(cfg.n_layers) + " layers, 0.." + std::to_string(cfg.n_layers - 1) +
+                                    ")");
+    check_temp(t, "layer_temp", item);
   }
   for (const auto& [lh, t] : head_temp) {
+    const std::string item = "head_temp[" + std::to_string(lh.first) + ":" + std::to_string(lh.second) + "]";
     if (lh.first < 0 || lh.first >= cfg.n_layers)
-      throw Error("--head-temp: layer " + std::to_string(lh.first) + " is out of range (model has " +
-                  std::to_string(cfg.n_layers) + " layers)");
+      throw Error("head_temp", item + ": layer " + std::to_string(lh.first) + " is out of range (the model has " +
+                                   std::to_string(cfg.n_layers) + " layers)");
     if (lh.second < 0 || lh.second >= cfg.n_heads)
-      throw Error("--head-temp: head " + std::to_string(lh.second) + " is out of range (model has " +
-                  std::to_string(cfg.n_heads) + " heads, 0.." + std::to_string(cfg.n_heads - 1) + ")");
-    check_temp(t, "--head-temp for layer " + std::to_string(lh.first) + " head " + std::to_string(lh.second));
+      throw Error("head_temp", item + ": head " + std::to_string(lh.second) + " is out of range (the model has " +
+                                   std::to_string(cfg.n_heads) + " heads, 0.." + std::to_string(cfg.n_heads - 1) + ")");
+    check_temp(t, "head_temp", item);
   }
   if (mode == AttnMode::kLearned) {
     if (!cfg.focal.has_tau)
-      throw Error("--mode learned: this model has no learned temperature (config.json \"focal\".mode is not "
-                  "\"learned\"); use --mode focal --temp T instead");
-    check_temp(tau_scale, "--tau-scale");
+      throw Error("mode",
+                  "mode = learned: this model has no learned temperature (config.json \"focal\".mode is "
+                  "not \"learned\"); use mode focal with a focal_temp instead");
+    check_temp(tau_scale, "tau_scale", "tau_scale");
   }
-  if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "--ssmax-s");
+  if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "ssmax_s", "ssmax_s");
 }
 
 std::string TempSpec::to_json() const {
@@ -63,7 +70,8 @@ std::string TempSpec::to_json() const {
   for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = short_decimal(t);
   j["layer_temp"] = lt;
   json ht = json::array();
-  for (const auto& [lh, t] : head_temp) ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
+  for (const auto& [lh, t] : head_temp)
+    ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
   j["head_temp"] = ht;
   return j.dump();
 }
@@ -81,9 +89,7 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
     if (j.contains("head_temp"))
       for (auto& e : j["head_temp"])
         s.head_temp[{e.at("layer").get<int>(), e.at("head").get<int>()}] = e.at("focal_temp").get<float>();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
+  } catch (const Error&) { throw; } catch (const std::exception& e) {
     throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
   }
   return s;
@@ -139,9 +145,15 @@ int TempSpec::first_changed_layer(const TempSpec& o, const ModelConfig& cfg) con
       if (mode != o.mode) return false;
       switch (mode) {
         case AttnMode::kStandard: break;
-        case AttnMode::kFocal: if (focal_temp != o.focal_temp) return false; break;
-        case AttnMode::kSsmax: if (ssmax_s != o.ssmax_s) return false; break;
-        case AttnMode::kLearned: if (tau_scale != o.tau_scale) return false; break;
+        case AttnMode::kFocal:
+          if (focal_temp != o.focal_temp) return false;
+          break;
+        case AttnMode::kSsmax:
+          if (ssmax_s != o.ssmax_s) return false;
+          break;
+        case AttnMode::kLearned:
+          if (tau_scale != o.tau_scale) return false;
+          break;
       }
     }
     return true;

@@ -67,9 +67,12 @@ bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
   size_t lo = 0, hi = N;
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (cp < r[mid][0]) hi = mid;
-    else if (cp > r[mid][1]) lo = mid + 1;
-    else return true;
+    if (cp < r[mid][0])
+      hi = mid;
+    else if (cp > r[mid][1])
+      lo = mid + 1;
+    else
+      return true;
   }
   return false;
 }
@@ -157,15 +160,15 @@ class BpeTokenizer final : public Tokenizer {
       const int t = v_.types.empty() ? kTokNormal : v_.types[i];
       if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[i].empty()) special_.push_back((int32_t)i);
     }
-    std::stable_sort(special_.begin(), special_.end(), [&](int32_t a, int32_t b) {
-      return v_.tokens[a].size() > v_.tokens[b].size();
-    });
+    std::stable_sort(special_.begin(), special_.end(),
+                     [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
     ranks_.reserve(v_.merges.size());
     for (size_t r = 0; r < v_.merges.size(); ++r) {
       const std::string& m = v_.merges[r];
       const size_t sp = m.find(' ');
       if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
-        throw Error(where + ": merge " + std::to_string(r) + " ('" + m + "') is not two pieces separated by one "
+        throw Error(where + ": merge " + std::to_string(r) + " ('" + m +
+                    "') is not two pieces separated by one "
                     "space");
       ranks_.emplace(m, (int)r);  // first occurrence wins
     }
@@ -214,9 +217,12 @@ class BpeTokenizer final : public Tokenizer {
     for (size_t i = 0; i < b.size();) {
       size_t len;
       const uint32_t cp = next_cp(b, i, &len);
-      if (cp == '\n') out += "\\n";
-      else if (cp == '\t') out += "\\t";
-      else if (cp == '\r') out += "\\r";
+      if (cp == '\n')
+        out += "\\n";
+      else if (cp == '\t')
+        out += "\\t";
+      else if (cp == '\r')
+        out += "\\r";
       else if (cp == 0xFFFFFFFFu || cp < 0x20 || cp == 0x7F) {
         char h[8];
         std::snprintf(h, sizeof h, "\\x%02X", (uint8_t)b[i]);
@@ -245,8 +251,10 @@ class BpeTokenizer final : public Tokenizer {
       size_t len;
       const uint32_t cp = next_cp(p, i, &len);
       const int b = bpe_codepoint_to_byte(cp);
-      if (b >= 0) out += (char)b;
-      else out.append(p, i, len);
+      if (b >= 0)
+        out += (char)b;
+      else
+        out.append(p, i, len);
       i += len;
     }
     return out;

@@ -10,13 +10,19 @@
 namespace focal {
 
 // GGUF token types (the same numbering as sentencepiece's piece types).
-enum TokenType : int { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5,
-                       kTokByte = 6 };
+enum TokenType : int {
+  kTokNormal = 1,
+  kTokUnknown = 2,
+  kTokControl = 3,
+  kTokUserDefined = 4,
+  kTokUnused = 5,
+  kTokByte = 6
+};
 
 // Pre-tokenizer of a byte-level BPE vocabulary (tokenizer.ggml.pre).
 enum class BpePre {
-  kGpt2,          // GPT-2's regex: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  kDigitsGpt2,    // every \p{N} character on its own, then GPT-2's regex on the rest (smollm, starcoder, refact)
+  kGpt2,        // GPT-2's regex: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  kDigitsGpt2,  // every \p{N} character on its own, then GPT-2's regex on the rest (smollm, starcoder, refact)
 };
 
 struct BpeVocab {
@@ -38,7 +44,7 @@ struct SpmVocab {
   int bos_id = -1, eos_id = -1, unk_id = 0, pad_id = -1;
   bool add_space_prefix = true;
   bool remove_extra_whitespaces = false;
-  bool byte_fallback = false;       // set when the vocabulary has byte pieces
+  bool byte_fallback = false;  // set when the vocabulary has byte pieces
 };
 
 // Sentencepiece BPE model (llama's tokenizer) built from the vocabulary: a ModelProto is written and loaded into

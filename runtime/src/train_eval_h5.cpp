@@ -28,7 +28,6 @@ Provenance log_provenance(const TrainLog& log) {
 }
 }  // namespace
 
-
 void write_train_log(const TrainLog& log, const std::string& path) {
   H5Call h5;
   const size_t N = log.eval_step.size();
@@ -55,25 +54,21 @@ void write_train_log(const TrainLog& log, const std::string& path) {
 }
 
 TrainLog read_train_log(const std::string& path) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "training log");
-  const Where where{"training log '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where);
-  check_format(r, root.get(), path, "training log", TrainLog::kFormatName, TrainLog::kFormatVersion,
-               CaptureFile::kFormatName, "it is an attention capture, not a training log");
+  FileReader in(path, "training log", "training log '" + path + "'", TrainLog::kFormatName, TrainLog::kFormatVersion,
+                CaptureFile::kFormatName, "it is an attention capture, not a training log");
+  Reader& r = in.reader();
   TrainLog log;
-  const Provenance p = read_provenance(r, root.get(), false);
+  const Provenance p = read_provenance(r, in.root(), false);
   log.tool_version = p.tool_version;
   log.created_utc = p.created_utc;
   log.model_config_json = p.model_config_json;
-  log.run_name = r.attr_string(root.get(), "/", "run_name");
-  log.train_config_json = r.attr_string(root.get(), "/", "train_config_json");
-  log.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, 1 << 20);
-  log.eval_step = r.read_i32(root.get(), "", "eval_step", 1).data;
+  log.run_name = r.attr_string(in.root(), "/", "run_name");
+  log.train_config_json = r.attr_string(in.root(), "/", "train_config_json");
+  log.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, 1 << 20);
+  log.eval_step = r.read_i32(in.root(), "", "eval_step", 1).data;
   const hsize_t N = log.eval_step.size();
   auto col = [&](const char* name) {
-    Array<float> a = r.read_f32(root.get(), "", name, 1);
+    Array<float> a = r.read_f32(in.root(), "", name, 1);
     r.expect_dims(std::string("/") + name, a.dims, {N}, "[evaluation]");
     return std::move(a.data);
   };
@@ -83,10 +78,10 @@ TrainLog read_train_log(const std::string& path) {
   log.grad_norm = col("grad_norm");
   log.tokens_per_s = col("tokens_per_s");
   log.tau_clip_frac = col("tau_clip_frac");
-  Array<float> tm = r.read_f32(root.get(), "", "tau_mean", 2);
+  Array<float> tm = r.read_f32(in.root(), "", "tau_mean", 2);
   r.expect_dims("/tau_mean", tm.dims, {N, hsize_t(log.n_layers)}, "[evaluation, layer]");
   log.tau_mean = std::move(tm.data);
-  log.step_loss = r.read_f32(root.get(), "", "step_loss", 1).data;
+  log.step_loss = r.read_f32(in.root(), "", "step_loss", 1).data;
   return log;
 }
 
@@ -117,35 +112,31 @@ void write_eval(const EvalFile& e, const std::string& path) {
 }
 
 EvalFile read_eval(const std::string& path) {
-  H5Call h5;
-  FileId f = open_for_reading(path, "evaluation");
-  const Where where{"evaluation file '" + path + "'"};
-  GroupId root = open_root(f, where);
-  Reader r(where);
-  check_format(r, root.get(), path, "evaluation", EvalFile::kFormatName, EvalFile::kFormatVersion,
-               CaptureFile::kFormatName, "it is an attention capture, not an evaluation");
+  FileReader in(path, "evaluation", "evaluation file '" + path + "'", EvalFile::kFormatName, EvalFile::kFormatVersion,
+                CaptureFile::kFormatName, "it is an attention capture, not an evaluation");
+  Reader& r = in.reader();
   EvalFile e;
-  static_cast<Provenance&>(e) = read_provenance(r, root.get(), true);
-  e.temp_spec_json = r.attr_string(root.get(), "/", "temp_spec_json");
-  e.n_layers = r.attr_int_in(root.get(), "/", "n_layers", 0, 1 << 20);
-  Array<float> sc = r.read_f32(root.get(), "", "val_loss_ppl", 1);
+  static_cast<Provenance&>(e) = read_provenance(r, in.root(), true);
+  e.temp_spec_json = r.attr_string(in.root(), "/", "temp_spec_json");
+  e.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, 1 << 20);
+  Array<float> sc = r.read_f32(in.root(), "", "val_loss_ppl", 1);
   r.expect_dims("/val_loss_ppl", sc.dims, {2}, "[2]");
   e.val_loss = sc.data[0];
   e.val_ppl = sc.data[1];
-  e.val_tokens = r.read_i32(root.get(), "", "val_tokens", 1).data.at(0);
-  e.task_kinds = r.read_string_dataset(root.get(), "", "task_kinds");
-  e.lengths = r.read_i32(root.get(), "", "lengths", 1).data;
+  e.val_tokens = r.read_i32(in.root(), "", "val_tokens", 1).data.at(0);
+  e.task_kinds = r.read_string_dataset(in.root(), "", "task_kinds");
+  e.lengths = r.read_i32(in.root(), "", "lengths", 1).data;
   const hsize_t K = e.task_kinds.size(), Ln = e.lengths.size(), L = hsize_t(e.n_layers);
-  Array<int32_t> na = r.read_i32(root.get(), "", "n_answers", 2);
+  Array<int32_t> na = r.read_i32(in.root(), "", "n_answers", 2);
   r.expect_dims("/n_answers", na.dims, {K, Ln}, "[kind, length]");
   e.n_answers = std::move(na.data);
-  Array<float> acc = r.read_f32(root.get(), "", "accuracy", 2);
+  Array<float> acc = r.read_f32(in.root(), "", "accuracy", 2);
   r.expect_dims("/accuracy", acc.dims, {K, Ln}, "[kind, length]");
   e.accuracy = std::move(acc.data);
-  Array<float> rm = r.read_f32(root.get(), "", "relevant_mass", 3);
+  Array<float> rm = r.read_f32(in.root(), "", "relevant_mass", 3);
   r.expect_dims("/relevant_mass", rm.dims, {K, Ln, L}, "[kind, length, layer]");
   e.relevant_mass = std::move(rm.data);
-  Array<float> en = r.read_f32(root.get(), "", "entropy", 3);
+  Array<float> en = r.read_f32(in.root(), "", "entropy", 3);
   r.expect_dims("/entropy", en.dims, {K, Ln, L}, "[kind, length, layer]");
   e.entropy = std::move(en.data);
   return e;

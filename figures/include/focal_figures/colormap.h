@@ -10,9 +10,9 @@ namespace focal::figures {
 struct Rgb8 {
   uint8_t r, g, b;
 };
-Rgb8 viridis8(double t);     // t in [0, 1], clamped; NaN -> 0
-Rgb8 diverging8(double t);   // t in [-1, 1], blue - white - red
-Rgb8 category8(int i);       // Okabe-Ito run colours, as in the figures
+Rgb8 viridis8(double t);    // t in [0, 1], clamped; NaN -> 0
+Rgb8 diverging8(double t);  // t in [-1, 1], blue - white - red
+Rgb8 category8(int i);      // Okabe-Ito run colours, as in the figures
 
 // Writes top-to-bottom RGBA rows (stride bytes apart) as a PNG, to a temporary name renamed into place. Throws
 // focal::Error naming the path.

@@ -26,33 +26,33 @@ const std::vector<std::string>& figure_kinds();
 // What to draw and how big. Selection fields left at -1 / empty take the kind's default (docs/figures.md).
 struct FigureOptions {
   // Selection.
-  int layer = -1;                  // distribution, heatmap: a stored layer (default: the first stored);
-                                   // retrieval: the layer of relevant_mass / entropy (default: mean over layers)
-  int head = -1;                   // distribution, heatmap: a stored head (default: the first stored)
-  int query = -1;                  // distribution: a stored query position (default: the last stored)
-  std::vector<std::string> runs;   // run names, in drawing order (default: every run, within the kind's limit)
-  std::string metric;              // entropy: a row metric name; sweep: a row metric name or "loss";
-                                   // training: val_loss, train_loss or step_loss; retrieval: accuracy,
-                                   // relevant_mass or entropy (default: accuracy and relevant_mass, two rows)
-  std::string task_kind;           // retrieval: one task kind (default: one panel per kind)
-  std::vector<std::string> labels; // training, retrieval: legend labels, one per file in file order
+  int layer = -1;                   // distribution, heatmap: a stored layer (default: the first stored);
+                                    // retrieval: the layer of relevant_mass / entropy (default: mean over layers)
+  int head = -1;                    // distribution, heatmap: a stored head (default: the first stored)
+  int query = -1;                   // distribution: a stored query position (default: the last stored)
+  std::vector<std::string> runs;    // run names, in drawing order (default: every run, within the kind's limit)
+  std::string metric;               // entropy: a row metric name; sweep: a row metric name or "loss";
+                                    // training: val_loss, train_loss or step_loss; retrieval: accuracy,
+                                    // relevant_mass or entropy (default: accuracy and relevant_mass, two rows)
+  std::string task_kind;            // retrieval: one task kind (default: one panel per kind)
+  std::vector<std::string> labels;  // training, retrieval: legend labels, one per file in file order
   // Variants.
-  bool no_sink = false;            // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
-  bool log_scale = false;          // heatmap, grid: colour by log10(p), p clamped below at log_floor
+  bool no_sink = false;    // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
+  bool log_scale = false;  // heatmap, grid: colour by log10(p), p clamped below at log_floor
   float log_floor = 1e-4f;
-  bool overlay = false;            // distribution: grouped bars in one panel instead of one panel per run
-  bool lines = false;              // entropy: lines with markers instead of grouped bars
-  bool matrix = false;             // entropy: layer x head matrix of one run, or of run b - run a with two runs
-  bool per_layer = false;          // sweep: one line per layer instead of the mean over layers
-  std::string x_axis;              // training: "steps" (default) or "tokens" (step x batch x seq_len)
-  bool tau = false;                // training: the learned tau per layer over steps instead of losses
-  bool clip = false;               // training --tau: a second panel with the fraction of clipped tau values
-  bool has_title = true;           // false: no title line (for figures captioned in the paper)
-  std::string title;               // replaces the automatic title when not empty
+  bool overlay = false;    // distribution: grouped bars in one panel instead of one panel per run
+  bool lines = false;      // entropy: lines with markers instead of grouped bars
+  bool matrix = false;     // entropy: layer x head matrix of one run, or of run b - run a with two runs
+  bool per_layer = false;  // sweep: one line per layer instead of the mean over layers
+  std::string x_axis;      // training: "steps" (default) or "tokens" (step x batch x seq_len)
+  bool tau = false;        // training: the learned tau per layer over steps instead of losses
+  bool clip = false;       // training --tau: a second panel with the fraction of clipped tau values
+  bool has_title = true;   // false: no title line (for figures captioned in the paper)
+  std::string title;       // replaces the automatic title when not empty
   // Page. Text sizes are in points at this size, so a figure placed at its width prints at 7-9 pt.
-  double width_in = 3.4;           // a paper's column width
-  double height_in = 0.0;          // 0: the kind's natural height for the width
-  double dpi = 200.0;              // PNG only
+  double width_in = 3.4;   // a paper's column width
+  double height_in = 0.0;  // 0: the kind's natural height for the width
+  double dpi = 200.0;      // PNG only
   // Input: memory the captures and sweeps read may take (0: half the machine's memory; read_capture).
   uint64_t read_budget_bytes = 0;
 };

@@ -29,9 +29,8 @@ void swiglu_backward(const R* gate, const R* up, const R* dout, R* dgate, R* dup
 // datt [T, n_heads*d]. Outputs (overwritten): dq [T, n_heads*d], dk, dv [T, n_kv*d], dscale [n_heads, T]
 // (dL/dscale = sum_j dlogit_ij * raw_ij).
 template <class R>
-void attention_backward(const R* q, const R* k, const R* v, const R* probs, const R* raw, const R* scale,
-                        const R* datt, R* dq, R* dk, R* dv, R* dscale, int T, int n_heads, int n_kv_heads,
-                        int d_head);
+void attention_backward(const R* q, const R* k, const R* v, const R* probs, const R* raw, const R* scale, const R* datt,
+                        R* dq, R* dk, R* dv, R* dscale, int T, int n_heads, int n_kv_heads, int d_head);
 
 // Mean next-token cross entropy over rows 0..T-2 (row i predicts ids[i+1]) of logits [T, V], scaled by
 // 1/n_total (the batch's predicted-token count). Returns the summed loss of this sequence (nats, unscaled);

@@ -9,14 +9,14 @@ namespace focal::ops {
 
 // Per-row attention metrics, in this order, in every metrics buffer [.., kNumRowMetrics].
 enum RowMetric : int {
-  kEntropyNats = 0,   // H = -sum p ln p
-  kEntropyNorm,       // H / ln(n_visible); 0 when n_visible == 1
-  kEffSupport,        // exp(H)
-  kMaxProb,           // max_j p
-  kTopkMass,          // sum of the k largest p
-  kTailMass,          // sum p [p < 1/n_visible]
-  kSinkMass,          // p(key 0)
-  kRelevantMass,      // sum of p over the given relevant keys visible to the row; NaN when none is visible
+  kEntropyNats = 0,  // H = -sum p ln p
+  kEntropyNorm,      // H / ln(n_visible); 0 when n_visible == 1
+  kEffSupport,       // exp(H)
+  kMaxProb,          // max_j p
+  kTopkMass,         // sum of the k largest p
+  kTailMass,         // sum p [p < 1/n_visible]
+  kSinkMass,         // p(key 0)
+  kRelevantMass,     // sum of p over the given relevant keys visible to the row; NaN when none is visible
   kNumRowMetrics
 };
 
@@ -58,20 +58,19 @@ void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n
 // Called for each block of query rows of a wanted head, from worker threads, each call on a disjoint block:
 // probs and raw are [n_rows, stride]; row r (absolute position row0 + r) has row0 + r + 1 valid keys, rest zero.
 // raw holds q.k / sqrt(d_head) before any temperature scaling.
-typedef void (*RowBlockFn)(void* ctx, int head, int row0, int n_rows, int stride, const float* probs,
-                           const float* raw);
+typedef void (*RowBlockFn)(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw);
 
 struct AttentionArgs {
-  int n_tokens = 0;         // T new query rows
-  int n_past = 0;           // cached positions before the first new row
+  int n_tokens = 0;  // T new query rows
+  int n_past = 0;    // cached positions before the first new row
   int n_heads = 0, n_kv_heads = 0, d_head = 0;
-  const float* q = nullptr;         // [T, n_heads * d_head], RoPE applied
-  const float* k_cache = nullptr;   // [n_kv_heads, cache_stride, d_head], positions [0, n_past + T) valid
-  const float* v_cache = nullptr;   // [n_kv_heads, cache_stride, d_head]
+  const float* q = nullptr;        // [T, n_heads * d_head], RoPE applied
+  const float* k_cache = nullptr;  // [n_kv_heads, cache_stride, d_head], positions [0, n_past + T) valid
+  const float* v_cache = nullptr;  // [n_kv_heads, cache_stride, d_head]
   int cache_stride = 0;
-  const float* row_scale = nullptr; // [n_heads, T] logit multiplier (>= 0) applied to raw scores
-  float* out = nullptr;             // [T, n_heads * d_head]
-  float* metrics = nullptr;         // [n_heads, T, kNumRowMetrics] or null (then no metrics are computed)
+  const float* row_scale = nullptr;  // [n_heads, T] logit multiplier (>= 0) applied to raw scores
+  float* out = nullptr;              // [T, n_heads * d_head]
+  float* metrics = nullptr;          // [n_heads, T, kNumRowMetrics] or null (then no metrics are computed)
   int topk = 5;
   const int32_t* relevant = nullptr;  // [n_relevant] key positions for the relevant-mass metric
   int n_relevant = 0;

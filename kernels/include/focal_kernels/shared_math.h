@@ -69,12 +69,12 @@ FOCAL_HD uint16_t float_to_half_bits(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN: quiet, payload's top
   if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);                         // inf
-  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (ax >= 0x38800000u) {                                   // normal half: rebias 127 -> 15, round 13 bits
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                         // >= 65520 rounds to inf
+  if (ax >= 0x38800000u) {  // normal half: rebias 127 -> 15, round 13 bits
     const uint32_t r = ax - 0x38000000u;
     return (uint16_t)(sign | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13));
   }
-  const int e = (int)(ax >> 23);  // subnormal half: units of 2^-24 = mantissa >> (126 - e)
+  const int e = (int)(ax >> 23);       // subnormal half: units of 2^-24 = mantissa >> (126 - e)
   if (e < 102) return (uint16_t)sign;  // below 2^-25: rounds to zero
   const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
   const int shift = 126 - e;  // 14..24

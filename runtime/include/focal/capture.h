@@ -17,32 +17,32 @@ namespace focal {
 
 // What to record. Empty selections mean "all".
 struct CaptureRequest {
-  std::vector<int> layers;          // layers whose probabilities / scores are stored
-  std::vector<int> heads;           // heads stored in each chosen layer
-  std::vector<int> queries;         // query positions stored
+  std::vector<int> layers;   // layers whose probabilities / scores are stored
+  std::vector<int> heads;    // heads stored in each chosen layer
+  std::vector<int> queries;  // query positions stored
   bool store_probs = true;
-  bool store_scores = true;         // raw q.k/sqrt(d_head), so any temperature can be re-applied later
-  bool probs_fp16 = false;          // probabilities stored as fp16: capture_run then hands them over rounded to
-                                    // fp16 already (a CUDA device downloads 16 bits); clear it for a run whose
-                                    // fp32 rows are needed in memory (compare_runs) and pass it to write_capture
-  int topk_tokens = 10;             // next-token top-k stored per position
-  RunOptions run;                   // top-k mass k, relevant keys
+  bool store_scores = true;               // raw q.k/sqrt(d_head), so any temperature can be re-applied later
+  bool probs_fp16 = false;                // probabilities stored as fp16: capture_run then hands them over rounded to
+                                          // fp16 already (a CUDA device downloads 16 bits); clear it for a run whose
+                                          // fp32 rows are needed in memory (compare_runs) and pass it to write_capture
+  int topk_tokens = 10;                   // next-token top-k stored per position
+  RunOptions run;                         // top-k mass k, relevant keys
   size_t budget_bytes = size_t(2) << 30;  // memory budget for the capture (all runs)
 };
 
 // One named run. Shapes use Lc = layers.size(), Hc = heads.size(), Qc = queries.size(), T = tokens.
 struct RunCapture {
-  std::string name;                 // e.g. "standard", "focal_t0.4"
-  std::string temp_spec_json;       // TempSpec::to_json()
+  std::string name;            // e.g. "standard", "focal_t0.4"
+  std::string temp_spec_json;  // TempSpec::to_json()
   std::vector<int> layers, heads, queries;
-  std::vector<float> probs;         // [Lc, Hc, Qc, T], keys beyond the query position are 0; empty if not stored
-  std::vector<float> scores;        // [Lc, Hc, Qc, T] raw q.k/sqrt(d_head); 0 beyond the query; empty if not stored
-  std::vector<float> metrics;       // [n_layers, n_heads, T, kNumRowMetrics] for every layer, head and row
-  std::vector<float> row_scale;     // [n_layers, n_heads, T] logit multiplier that was applied to raw scores
-  std::vector<float> tau;           // [n_layers, T] learned tau used per row; empty unless mode is learned
-  std::vector<int32_t> topk_ids;    // [T, k] most likely next tokens after each position
-  std::vector<float> topk_probs;    // [T, k]
-  std::vector<float> token_nll;     // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
+  std::vector<float> probs;       // [Lc, Hc, Qc, T], keys beyond the query position are 0; empty if not stored
+  std::vector<float> scores;      // [Lc, Hc, Qc, T] raw q.k/sqrt(d_head); 0 beyond the query; empty if not stored
+  std::vector<float> metrics;     // [n_layers, n_heads, T, kNumRowMetrics] for every layer, head and row
+  std::vector<float> row_scale;   // [n_layers, n_heads, T] logit multiplier that was applied to raw scores
+  std::vector<float> tau;         // [n_layers, T] learned tau used per row; empty unless mode is learned
+  std::vector<int32_t> topk_ids;  // [T, k] most likely next tokens after each position
+  std::vector<float> topk_probs;  // [T, k]
+  std::vector<float> token_nll;   // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
   int topk_mass_k = 5;
 };
 
@@ -50,8 +50,8 @@ struct RunCapture {
 struct Comparison {
   std::string run_a, run_b;
   std::vector<int> layers, heads, queries;  // the common selection
-  std::vector<float> kl;  // [Lc, Hc, Qc] KL(a || b) in nats
-  std::vector<float> js;  // [Lc, Hc, Qc] Jensen-Shannon divergence in nats
+  std::vector<float> kl;                    // [Lc, Hc, Qc] KL(a || b) in nats
+  std::vector<float> js;                    // [Lc, Hc, Qc] Jensen-Shannon divergence in nats
 };
 
 struct CaptureFile : Provenance {  // provenance: model_path, model_config_json, weights_checksum, tool_version, ...
@@ -68,6 +68,23 @@ struct CaptureFile : Provenance {  // provenance: model_path, model_config_json,
   int n_tokens() const { return (int)token_ids.size(); }
   const RunCapture* find_run(const std::string& name) const;  // null if absent
 };
+
+// ---- Numbers derived from a run: the one definition the inspect table, the app and the figures share ----
+
+// Mean of row metric `metric` of (layer, head) over query rows 1..T-1 (row 0 sees a single key; all rows when
+// T == 1), ignoring NaN rows; NaN when no row has a value. run.metrics is [n_layers, n_heads, n_tokens, metric].
+double head_metric_mean(const RunCapture& run, int n_heads, int n_tokens, int layer, int head, int metric);
+
+// Mean next-token loss of the prompt in nats: token_nll over positions 0..T-2; NaN when T < 2.
+double prompt_loss(const RunCapture& run);
+
+// Offset in run.probs / run.scores ([Lc, Hc, Qc, n_tokens]) of the stored row at positions (li, hi, qi) of the
+// run's layers, heads and queries lists.
+size_t stored_row_offset(const RunCapture& run, size_t li, size_t hi, size_t qi, int n_tokens);
+
+// Offset of the stored row of model layer `layer`, head `head` and query position `query`; -1 when the run does
+// not store that row.
+std::ptrdiff_t find_stored_row(const RunCapture& run, int layer, int head, int query, int n_tokens);
 
 // Bytes the capture will hold in memory for one run (probabilities, scores, metrics, tau, top-k) plus the forward's
 // working memory, so a capture over budget fails before running.
@@ -100,10 +117,9 @@ class LiveRunner {
   // Like capture_run, into *out. prev: this runner's previous result (the same object the last successful call
   // filled), or null to run every layer. Returns false, leaving *out untouched, when cancelled() turned true
   // between layers. *first_layer_run receives the first layer that was re-run.
-  bool run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
-           const std::string& name, const RunCapture* prev, RunCapture* out,
-           const std::function<bool()>& cancelled = {}, const std::function<void(int, int)>& progress = {},
-           int* first_layer_run = nullptr);
+  bool run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req, const std::string& name,
+           const RunCapture* prev, RunCapture* out, const std::function<bool()>& cancelled = {},
+           const std::function<void(int, int)>& progress = {}, int* first_layer_run = nullptr);
 
  private:
   struct Impl;
@@ -131,7 +147,7 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes = 0
 struct SweepFile : Provenance {
   static constexpr const char* kFormatName = "focalscope-sweep";
   static constexpr int kFormatVersion = 1;
-  std::string base_spec_json;       // the spec whose focal_temp was swept
+  std::string base_spec_json;  // the spec whose focal_temp was swept
   int n_layers = 0, n_heads = 0;
   std::vector<int32_t> token_ids;   // [T]
   std::vector<float> focal_temps;   // [S]

@@ -19,17 +19,17 @@ enum class TauMode {
   kPerToken,      // token i alone
 };
 
-const char* attn_mode_name(AttnMode m);   // "standard", "focal", "learned", "ssmax"
-const char* tau_mode_name(TauMode m);     // "sequence_mean", "prefix_mean", "per_token"
+const char* attn_mode_name(AttnMode m);  // "standard", "focal", "learned", "ssmax"
+const char* tau_mode_name(TauMode m);    // "sequence_mean", "prefix_mean", "per_token"
 AttnMode parse_attn_mode(const std::string& s, const std::string& where);  // throws Error naming `where`
 TauMode parse_tau_mode(const std::string& s, const std::string& where);
 
 struct FocalConfig {
-  AttnMode mode = AttnMode::kStandard;  // the attention the model was trained with
-  float focal_temp = 1.0f;              // kFocal: constant t
-  bool has_tau = false;                 // self_attn.tau_proj.weight [hidden] present in every layer
-  bool tau_bias = false;                // self_attn.tau_proj.bias [1] present
-  float tau_min = 0.0f, tau_max = 0.0f; // clip bounds of tau
+  AttnMode mode = AttnMode::kStandard;   // the attention the model was trained with
+  float focal_temp = 1.0f;               // kFocal: constant t
+  bool has_tau = false;                  // self_attn.tau_proj.weight [hidden] present in every layer
+  bool tau_bias = false;                 // self_attn.tau_proj.bias [1] present
+  float tau_min = 0.0f, tau_max = 0.0f;  // clip bounds of tau
   TauMode tau_mode = TauMode::kPrefixMean;
 };
 
@@ -40,8 +40,8 @@ struct ModelConfig {
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int d_head = 0;        // head_dim (default hidden / n_heads)
-  int max_positions = 0; // max_position_embeddings
+  int d_head = 0;         // head_dim (default hidden / n_heads)
+  int max_positions = 0;  // max_position_embeddings
   float rope_theta = 10000.0f;
   float rms_eps = 1e-6f;
   bool tied_embeddings = false;
@@ -49,9 +49,9 @@ struct ModelConfig {
   bool qk_norm = false;         // self_attn.q_norm / k_norm present (detected from the weights)
   int bos_id = -1;              // -1: none
   int eos_id = -1;
-  bool add_bos = true;          // prepend BOS when tokenizing prompts
+  bool add_bos = true;  // prepend BOS when tokenizing prompts
   FocalConfig focal;
-  std::string source_json;      // config.json text as read
+  std::string source_json;            // config.json text as read
   std::vector<std::string> warnings;  // what parsing or loading assumed (e.g. an ignored out-of-vocabulary id)
 };
 

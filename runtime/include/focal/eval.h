@@ -31,10 +31,10 @@ struct EvalFile : Provenance {
 };
 
 struct EvalOptions {
-  std::string data_dir;        // text_val.bin, tasks_eval.jsonl (scripts/data/build_data.py)
-  int val_seq_len = 256;       // validation windows
+  std::string data_dir;   // text_val.bin, tasks_eval.jsonl (scripts/data/build_data.py)
+  int val_seq_len = 256;  // validation windows
   int val_sequences = 32;
-  int max_tasks = 0;           // per (kind, length); 0 = all
+  int max_tasks = 0;  // per (kind, length); 0 = all
 };
 
 // Throws Error naming the file when the data is missing or malformed. progress(done, total) after each item.

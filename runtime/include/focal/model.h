@@ -32,13 +32,13 @@ const char* row_metric_name(int m);  // "entropy_nats", "entropy_norm", ...
 // What the forward reports after each layer. Pointers are valid only during the call.
 struct LayerRecord {
   int layer = 0;
-  int n_tokens = 0;              // T rows of this call
-  int pos0 = 0;                  // absolute position of row 0
+  int n_tokens = 0;  // T rows of this call
+  int pos0 = 0;      // absolute position of row 0
   int n_heads = 0;
-  const float* metrics = nullptr;   // [n_heads, T, kNumRowMetrics], null unless wants_metrics()
-  const float* row_scale = nullptr; // [n_heads, T] logit multiplier applied to raw scores
-  const float* tau = nullptr;       // [T] tau used per row (after clip and tau_scale), null unless kLearned
-  const float* tau_raw = nullptr;   // [T] mean(X.w_tau)+b before the clip, null unless kLearned
+  const float* metrics = nullptr;    // [n_heads, T, kNumRowMetrics], null unless wants_metrics()
+  const float* row_scale = nullptr;  // [n_heads, T] logit multiplier applied to raw scores
+  const float* tau = nullptr;        // [T] tau used per row (after clip and tau_scale), null unless kLearned
+  const float* tau_raw = nullptr;    // [T] mean(X.w_tau)+b before the clip, null unless kLearned
 };
 
 // Observer of a forward call. on_rows is called from worker threads, concurrently, each call on a disjoint
@@ -63,10 +63,10 @@ class ForwardObserver {
 };
 
 struct RunOptions {
-  int topk_mass_k = 5;                // k of the top-k mass metric
-  std::vector<int32_t> relevant;      // key positions for the relevant-mass metric (synthetic tasks)
-  bool all_logits = true;             // logits for every new row, or only for the last one
-  bool probs_fp16 = false;            // observed probability rows arrive rounded to fp16 (a capture storing fp16)
+  int topk_mass_k = 5;            // k of the top-k mass metric
+  std::vector<int32_t> relevant;  // key positions for the relevant-mass metric (synthetic tasks)
+  bool all_logits = true;         // logits for every new row, or only for the last one
+  bool probs_fp16 = false;        // observed probability rows arrive rounded to fp16 (a capture storing fp16)
 };
 
 class Backend;  // runtime-internal compute backend (CPU now, CUDA later)

@@ -12,11 +12,11 @@ namespace focal {
 
 struct TempSpec {
   AttnMode mode = AttnMode::kStandard;
-  float focal_temp = 1.0f;                        // kFocal: global t (logits / (t sqrt(d_head)))
-  std::map<int, float> layer_temp;                // layer -> t, any mode: replaces that layer's scale by 1/t
-  std::map<std::pair<int, int>, float> head_temp; // (layer, head) -> t, overrides layer_temp
-  float tau_scale = 1.0f;                         // kLearned: tau_used = tau * tau_scale
-  float ssmax_s = 1.0f;                           // kSsmax: logits * ssmax_s * ln(n_visible)
+  float focal_temp = 1.0f;                         // kFocal: global t (logits / (t sqrt(d_head)))
+  std::map<int, float> layer_temp;                 // layer -> t, any mode: replaces that layer's scale by 1/t
+  std::map<std::pair<int, int>, float> head_temp;  // (layer, head) -> t, overrides layer_temp
+  float tau_scale = 1.0f;                          // kLearned: tau_used = tau * tau_scale
+  float ssmax_s = 1.0f;                            // kSsmax: logits * ssmax_s * ln(n_visible)
 
   // The setting the model was trained with (its config.json "focal" object); standard if none.
   static TempSpec native(const ModelConfig& cfg);

@@ -13,34 +13,34 @@
 namespace focal {
 
 struct TrainConfig {
-  std::string data_dir;          // tokenizer.model, text_{train,val}.bin, tasks_train.jsonl
-  std::string out_dir;           // checkpoint directory (config.json, model.safetensors, tokenizer.model, ...)
-  bool resume = false;           // continue from the checkpoint in out_dir
-  ModelConfig model;             // architecture and attention (model.focal); vocab from the tokenizer
+  std::string data_dir;  // tokenizer.model, text_{train,val}.bin, tasks_train.jsonl
+  std::string out_dir;   // checkpoint directory (config.json, model.safetensors, tokenizer.model, ...)
+  bool resume = false;   // continue from the checkpoint in out_dir
+  ModelConfig model;     // architecture and attention (model.focal); vocab from the tokenizer
   uint64_t seed = 1;
   int steps = 1000;
-  int batch = 8;                 // sequences per step
-  int seq_len = 256;             // tokens per sequence
-  float task_frac = 0.25f;       // fraction of sequences that are synthetic retrieval tasks
-  float lr = 3e-3f;              // peak learning rate
-  int warmup_steps = 100;        // linear warm-up, then cosine decay to min_lr_frac * lr at `steps`
+  int batch = 8;            // sequences per step
+  int seq_len = 256;        // tokens per sequence
+  float task_frac = 0.25f;  // fraction of sequences that are synthetic retrieval tasks
+  float lr = 3e-3f;         // peak learning rate
+  int warmup_steps = 100;   // linear warm-up, then cosine decay to min_lr_frac * lr at `steps`
   float min_lr_frac = 0.1f;
   float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
-  float weight_decay = 0.05f;    // AdamW, on projection and embedding matrices (not norms or biases)
-  float grad_clip = 1.0f;        // global gradient-norm clip
-  int eval_every = 100;          // validation loss, log row and checkpoint every N steps (and at the end)
-  int eval_sequences = 16;       // validation sequences of seq_len
+  float weight_decay = 0.05f;      // AdamW, on projection and embedding matrices (not norms or biases)
+  float grad_clip = 1.0f;          // global gradient-norm clip
+  int eval_every = 100;            // validation loss, log row and checkpoint every N steps (and at the end)
+  int eval_sequences = 16;         // validation sequences of seq_len
   std::string save_dtype = "F32";  // checkpoint weights (F32 for exact resume)
 };
 
 struct TrainProgress {
   int step = 0, steps = 0;
-  double train_loss = 0.0;       // mean over the step's predicted tokens (nats)
-  double val_loss = -1.0;        // set at evaluation steps
+  double train_loss = 0.0;  // mean over the step's predicted tokens (nats)
+  double val_loss = -1.0;   // set at evaluation steps
   double lr = 0.0, grad_norm = 0.0;
   double tokens_per_s = 0.0, eta_s = 0.0;
-  std::vector<float> tau_mean;   // per layer mean tau at the last evaluation (learned models)
-  double tau_clip_frac = 0.0;    // fraction of clipped tau values at the last evaluation
+  std::vector<float> tau_mean;  // per layer mean tau at the last evaluation (learned models)
+  double tau_clip_frac = 0.0;   // fraction of clipped tau values at the last evaluation
 };
 
 // The training log (out_dir/train_log.h5, format "focalscope-trainlog", docs/capture-format.md): one row per
@@ -48,9 +48,9 @@ struct TrainProgress {
 struct TrainLog {
   static constexpr const char* kFormatName = "focalscope-trainlog";
   static constexpr int kFormatVersion = 1;
-  std::string run_name;              // e.g. "focal_t0.4" (the checkpoint directory's name)
-  std::string train_config_json;     // every TrainConfig field
-  std::string model_config_json;     // config.json of the checkpoint
+  std::string run_name;           // e.g. "focal_t0.4" (the checkpoint directory's name)
+  std::string train_config_json;  // every TrainConfig field
+  std::string model_config_json;  // config.json of the checkpoint
   std::string tool_version, created_utc;
   int n_layers = 0;
   std::vector<int32_t> eval_step;    // [N] step at each evaluation

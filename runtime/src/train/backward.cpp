@@ -89,8 +89,8 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < H; ++i) G(L.bo)[i] += dx[(size_t)t * H + i];
     ops::attention_backward<float>(lt.q.data(), lt.k.data(), lt.v.data(), lt.probs.data(), lt.raw.data(),
-                                   lt.scale.data(), datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T,
-                                   nh, nkv, d);
+                                   lt.scale.data(), datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T, nh,
+                                   nkv, d);
     std::fill(dxn.begin(), dxn.end(), 0.0f);
     if (spec.mode == AttnMode::kLearned) {
       // scale_i = sqrt(d) / tau_i, tau_i = clip(pre_i, tau_min, tau_max), pre_i = mean(s) + b
@@ -136,7 +136,8 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
       dqn.resize(dq.size());
       dkn.resize(dk.size());
       ops::rmsnorm_backward<float>(lt.q_lin.data(), L.q_norm, dq.data(), dqn.data(), G(L.q_norm), T * nh, d, c.rms_eps);
-      ops::rmsnorm_backward<float>(lt.k_lin.data(), L.k_norm, dk.data(), dkn.data(), G(L.k_norm), T * nkv, d, c.rms_eps);
+      ops::rmsnorm_backward<float>(lt.k_lin.data(), L.k_norm, dk.data(), dkn.data(), G(L.k_norm), T * nkv, d,
+                                   c.rms_eps);
       dq.swap(dqn);
       dk.swap(dkn);
     }

@@ -12,7 +12,7 @@
 namespace focal {
 
 namespace {
-const char* kMakeData = " (make it with: /usr/bin/python3 scripts/data/build_data.py --out DIR)";
+const char* kMakeData = " (make it with scripts/data/build_data.py)";
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -59,16 +59,15 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
         if (ans.answer_pos < 1 || ans.answer_len < 1 || ans.answer_pos + ans.answer_len > (int)t.ids.size())
           throw Error(where + ": answer span lies outside the sequence");
         for (int32_t r : ans.relevant)
-          if (r < 0 || r >= ans.answer_pos) throw Error(where + ": relevant position " + std::to_string(r) +
-                                                         " is not in the context before the answer");
+          if (r < 0 || r >= ans.answer_pos)
+            throw Error(where + ": relevant position " + std::to_string(r) +
+                        " is not in the context before the answer");
         t.answers.push_back(std::move(ans));
       }
       for (int32_t id : t.ids)
         if (id < 0 || id >= vocab_size) throw Error(where + ": token id " + std::to_string(id) + " out of vocabulary");
       tasks.push_back(std::move(t));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
+    } catch (const Error&) { throw; } catch (const std::exception& e) {
       throw Error(where + ": malformed task (" + e.what() + ")");
     }
   }
@@ -76,20 +75,21 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
 }
 
 TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks) {
-  if (!exists(dir)) throw Error("--data: '" + dir + "' does not exist" + kMakeData);
+  if (!exists(dir)) throw Error("data_dir", "data_dir '" + dir + "' does not exist" + kMakeData);
   TrainData d;
   auto tok = Tokenizer::load(dir + "/tokenizer.model");
   d.vocab_size = tok->vocab_size();
   d.text_train = read_tokens(dir + "/text_train.bin", d.vocab_size);
   d.text_val = read_tokens(dir + "/text_val.bin", d.vocab_size);
   if ((int)d.text_train.size() <= seq_len + 1 || (int)d.text_val.size() <= seq_len + 1)
-    throw Error("--data: '" + dir + "' holds fewer tokens than one sequence of --seq-len " + std::to_string(seq_len));
+    throw Error("data_dir",
+                "data_dir '" + dir + "' holds fewer tokens than one sequence of seq_len = " + std::to_string(seq_len));
   if (with_tasks) {
     for (Task& t : read_tasks(dir + "/tasks_train.jsonl", d.vocab_size))
       if ((int)t.ids.size() <= seq_len) d.tasks_train.push_back(std::move(t));
     if (d.tasks_train.empty())
-      throw Error("--data: no task in '" + dir + "/tasks_train.jsonl' fits --seq-len " + std::to_string(seq_len) +
-                  " (use --task-frac 0 to train on text only)");
+      throw Error("data_dir", "data_dir: no task in '" + dir + "/tasks_train.jsonl' fits seq_len = " +
+                                  std::to_string(seq_len) + " (set task_frac to 0 to train on text only)");
   }
   return d;
 }

@@ -8,15 +8,15 @@
 namespace focal {
 
 struct TaskAnswer {
-  int answer_pos = 0;            // index in ids of the first answer token
-  int answer_len = 0;            // answer tokens ids[answer_pos .. answer_pos + answer_len - 1]
-  std::vector<int32_t> relevant; // positions of the matching tokens in the context
+  int answer_pos = 0;             // index in ids of the first answer token
+  int answer_len = 0;             // answer tokens ids[answer_pos .. answer_pos + answer_len - 1]
+  std::vector<int32_t> relevant;  // positions of the matching tokens in the context
 };
 
 struct Task {
-  std::string kind;              // "kv", "mqar", "needle"
-  int length = 0;                // target length
-  std::vector<int32_t> ids;      // starts with BOS
+  std::string kind;          // "kv", "mqar", "needle"
+  int length = 0;            // target length
+  std::vector<int32_t> ids;  // starts with BOS
   std::vector<TaskAnswer> answers;
 };
 

@@ -66,7 +66,8 @@ EvalFile evaluate(const Model& model, const TempSpec& spec, const EvalOptions& o
 
   // kinds and lengths in first-seen / ascending order
   for (const Task& t : tasks) {
-    if (std::find(e.task_kinds.begin(), e.task_kinds.end(), t.kind) == e.task_kinds.end()) e.task_kinds.push_back(t.kind);
+    if (std::find(e.task_kinds.begin(), e.task_kinds.end(), t.kind) == e.task_kinds.end())
+      e.task_kinds.push_back(t.kind);
     if (std::find(e.lengths.begin(), e.lengths.end(), t.length) == e.lengths.end()) e.lengths.push_back(t.length);
   }
   std::sort(e.lengths.begin(), e.lengths.end());

@@ -22,8 +22,8 @@ TrainStepper::TrainStepper(const Model& model, int n_threads) : model_(model), n
   }
 }
 
-StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, const TempSpec& spec, int step,
-                              double lr, const AdamWParams& hp) {
+StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, const TempSpec& spec, int step, double lr,
+                              const AdamWParams& hp) {
   const auto& params = model_.weights().params;
   StepResult r;
   double n_total = 0.0;
@@ -34,8 +34,8 @@ StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, co
   for (Grads& g : tgrads_) g.zero();
 #pragma omp parallel for schedule(static) num_threads(n_threads_)
   for (int b = 0; b < (int)batch.size(); ++b)
-    seq_loss[b] = loss_and_grad(model_, batch[b].data(), (int)batch[b].size(), spec, n_total,
-                                tgrads_[omp_get_thread_num()]);
+    seq_loss[b] =
+        loss_and_grad(model_, batch[b].data(), (int)batch[b].size(), spec, n_total, tgrads_[omp_get_thread_num()]);
   for (double l : seq_loss) r.loss += l;
   r.loss /= n_total;
   if (!std::isfinite(r.loss)) return r;

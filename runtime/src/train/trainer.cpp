@@ -65,28 +65,36 @@ std::string train_config_json(const TrainConfig& c) {
 }
 
 void validate(const TrainConfig& c) {
-  auto need = [](bool ok, const std::string& msg) {
-    if (!ok) throw Error(msg);
+  // field: the TrainConfig member; msg names it with its value.
+  auto need = [](bool ok, const char* field, const std::string& msg) {
+    if (!ok) throw Error(field, msg);
   };
-  need(c.steps > 0, "--steps must be positive");
-  need(c.batch > 0, "--batch must be positive");
-  need(c.seq_len >= 8, "--seq-len must be at least 8");
-  need(c.seq_len <= c.model.max_positions, "--seq-len exceeds --context (max_position_embeddings)");
-  need(c.task_frac >= 0 && c.task_frac <= 1, "--task-frac must be in [0, 1]");
-  need(c.lr > 0 && std::isfinite(c.lr), "--lr must be a positive number");
-  need(c.warmup_steps >= 0, "--warmup must be >= 0");
-  need(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "min_lr_frac must be in [0, 1]");
-  need(c.grad_clip > 0, "grad_clip must be positive");
-  need(c.eval_every > 0, "--eval-every must be positive");
-  need(!c.out_dir.empty(), "--out: give the checkpoint directory");
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  need(c.steps > 0, "steps", "steps = " + num(c.steps) + " must be positive");
+  need(c.batch > 0, "batch", "batch = " + num(c.batch) + " must be positive");
+  need(c.seq_len >= 8, "seq_len", "seq_len = " + num(c.seq_len) + " must be at least 8");
+  need(c.seq_len <= c.model.max_positions, "seq_len",
+       "seq_len = " + num(c.seq_len) + " exceeds the model's context, max_positions = " + num(c.model.max_positions));
+  need(c.task_frac >= 0 && c.task_frac <= 1, "task_frac", "task_frac = " + num(c.task_frac) + " must be in [0, 1]");
+  need(c.lr > 0 && std::isfinite(c.lr), "lr", "lr = " + num(c.lr) + " must be a positive number");
+  need(c.warmup_steps >= 0, "warmup_steps", "warmup_steps = " + num(c.warmup_steps) + " must be >= 0");
+  need(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "min_lr_frac",
+       "min_lr_frac = " + num(c.min_lr_frac) + " must be in [0, 1]");
+  need(c.grad_clip > 0, "grad_clip", "grad_clip = " + num(c.grad_clip) + " must be positive");
+  need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
+  need(!c.out_dir.empty(), "out_dir", "out_dir is empty: give the checkpoint directory");
 }
 
 // Optimizer state: AdamW first and second moments per parameter (TrainStepper::m, v), saved beside the weights.
 using Moments = std::vector<std::vector<float>>;
 
 void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const Moments& adam_m,
-                     const Moments& adam_v,
-                     const TrainConfig& tc, int step, const TrainLog& log, const std::string& tokenizer_path) {
+                     const Moments& adam_v, const TrainConfig& tc, int step, const TrainLog& log,
+                     const std::string& tokenizer_path) {
   // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
   const std::string tmp = out_dir + ".tmp";
   const std::string old = out_dir + ".old";
@@ -212,14 +220,17 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   TrainLog log;
   if (tc.resume) {
     if (!exists(tc.out_dir + "/trainer_state.json"))
-      throw Error("--resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
+      throw Error("resume", "resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
     model = Model::load(tc.out_dir);
     if (model->config().vocab_size != data.vocab_size)
-      throw Error("--resume: the checkpoint's vocabulary differs from the tokenizer in --data");
+      throw Error("resume",
+                  "resume: the checkpoint's vocabulary differs from the tokenizer in data_dir '" + tc.data_dir + "'");
     std::ifstream f(tc.out_dir + "/trainer_state.json");
     step0 = json::parse(f).at("step").get<int>();
     log = read_train_log(tc.out_dir + "/train_log.h5");
-    if (step0 >= tc.steps) throw Error("--resume: the checkpoint is already at step " + std::to_string(step0));
+    if (step0 >= tc.steps)
+      throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
+                                " (steps = " + std::to_string(tc.steps) + ")");
   } else {
     ModelConfig mc = tc.model;
     mc.vocab_size = data.vocab_size;
@@ -227,7 +238,9 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     mc.eos_id = 2;
     mc.focal.has_tau = mc.focal.mode == AttnMode::kLearned;
     if (exists(tc.out_dir + "/trainer_state.json"))
-      throw Error("--out: '" + tc.out_dir + "' already holds a checkpoint; use --resume or another directory");
+      throw Error("out_dir", "out_dir '" + tc.out_dir +
+                                 "' already holds a checkpoint; resume it or choose another "
+                                 "directory");
     const std::string init = tc.out_dir + ".init";
     write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true), "F32", tok_path);
     model = Model::load(init);

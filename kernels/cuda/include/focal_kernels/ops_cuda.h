@@ -41,8 +41,8 @@ cudaError_t add_inplace(const Ctx& c, float* y, const float* x, size_t n);
 // y[rows, n] += b[n]
 cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n);
 // cache[n_kv, stride, d] at positions pos0.. <- kv[n_tokens, n_kv * d]
-cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head,
-                     int stride, int pos0);
+cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
+                     int pos0);
 
 // y[m, n] = x[m, k] . w[n, k]^T through cublasGemmEx, fp32 storage and fp32 accumulation (no TF32). y's rows are
 // ldy floats apart (0: n), so a caller can fill a block of y's columns from a block of w's rows.
@@ -57,12 +57,12 @@ cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* 
 
 // Per-row arguments shared by the softmax and the fused attention kernels.
 struct RowArgs {
-  int n_tokens = 0;                  // T rows of the call
-  int n_past = 0;                    // row r sees n_past + r + 1 keys
-  const float* row_scale = nullptr;  // [n_heads, T] device
-  float* metrics = nullptr;          // [n_heads, T, kNumRowMetrics] device, or null
-  int topk = 5;                      // k of the top-k mass (1..64; larger is capped at 64, <= 0 gives 0)
-  const int32_t* relevant = nullptr; // [n_relevant] device
+  int n_tokens = 0;                   // T rows of the call
+  int n_past = 0;                     // row r sees n_past + r + 1 keys
+  const float* row_scale = nullptr;   // [n_heads, T] device
+  float* metrics = nullptr;           // [n_heads, T, kNumRowMetrics] device, or null
+  int topk = 5;                       // k of the top-k mass (1..64; larger is capped at 64, <= 0 gives 0)
+  const int32_t* relevant = nullptr;  // [n_relevant] device
   int n_relevant = 0;
 };
 
@@ -77,9 +77,8 @@ cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n
 // Flash-style fused attention for the heads with skip[h] == 0 (skip: [n_heads] device bytes, or null for all):
 // online softmax over the keys (no T^2 memory), out[T, n_heads * d] and, when a.metrics is set, every row metric
 // (entropy from the online identity H = ln Z - sum e^(s-m)(s-m) / Z). One block per (row, head).
-cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache,
-                            const float* v_cache, int cache_stride, int n_heads, int n_kv_heads, int d_head,
-                            const uint8_t* skip, float* out);
+cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                            int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* out);
 
 // Per row of x[rows, n]: the k largest values, descending (ties: lower index first), into idx/val[rows, k].
 // k <= min(n, 64).
