@@ -363,11 +363,13 @@ int cmd_generate(int argc, char** argv) {
 int cmd_inspect(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"}, {"--run", "--budget"});
   if (a.has("--help")) {
-    std::printf("usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per layer "
-                "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
-                "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n"
-                "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
-                "memory);\n                  a file declaring more is refused before anything is allocated\n");
+    std::printf(
+        "usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per "
+        "layer "
+        "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
+        "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n"
+        "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
+        "memory);\n                  a file declaring more is refused before anything is allocated\n");
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one .h5 file"};
@@ -380,9 +382,7 @@ int cmd_inspect(int argc, char** argv) {
     SweepFile sw;
     try {
       sw = read_sweep(path, budget);
-    } catch (const Error&) {
-      throw e;
-    }
+    } catch (const Error&) { throw e; }
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
                 sw.n_layers, sw.n_heads, sw.token_ids.size());
     print_sweep_header();

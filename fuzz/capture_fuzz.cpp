@@ -115,8 +115,10 @@ void replace_dataset(hid_t file, const std::string& path, const std::string& typ
                      bool written) {
   if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
   hid_t t = -1;
-  if (type == "i32") t = H5Tcopy(H5T_NATIVE_INT32);
-  else if (type == "i8") t = H5Tcopy(H5T_NATIVE_INT8);
+  if (type == "i32")
+    t = H5Tcopy(H5T_NATIVE_INT32);
+  else if (type == "i8")
+    t = H5Tcopy(H5T_NATIVE_INT8);
   else if (type == "f16") {
     t = H5Tcopy(H5T_IEEE_F32LE);
     H5Tset_fields(t, 15, 10, 5, 0, 10);
@@ -126,7 +128,8 @@ void replace_dataset(hid_t file, const std::string& path, const std::string& typ
   } else if (type == "str") {
     t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
-  } else t = H5Tcopy(H5T_NATIVE_FLOAT);
+  } else
+    t = H5Tcopy(H5T_NATIVE_FLOAT);
   uint64_t n = 1;
   for (hsize_t d : dims) n = (d && n > (uint64_t(1) << 40) / d) ? (uint64_t(1) << 40) : n * d;
   written = written && n <= (1u << 16) && type != "str";
@@ -168,8 +171,10 @@ void apply_program(hid_t file, const std::string& program) {
     if (op == "attr" && exists > 0) {
       hid_t obj = H5Oopen(file, path.c_str(), H5P_DEFAULT);
       if (obj < 0) continue;
-      if (b == "i") set_int_attr(obj, a, std::strtoll(c.c_str(), nullptr, 10));
-      else set_str_attr(obj, a, {c.empty() ? c : c.substr(1)}, true);
+      if (b == "i")
+        set_int_attr(obj, a, std::strtoll(c.c_str(), nullptr, 10));
+      else
+        set_str_attr(obj, a, {c.empty() ? c : c.substr(1)}, true);
       H5Oclose(obj);
     } else if (op == "attrs" && exists > 0) {
       hid_t obj = H5Oopen(file, path.c_str(), H5P_DEFAULT);
@@ -180,7 +185,8 @@ void apply_program(hid_t file, const std::string& program) {
     } else if (op == "dset") {
       replace_dataset(file, path, a, parse_dims(b), c.find('w') != std::string::npos);
     } else if (op == "del" && exists > 0) {
-      if (a.empty()) H5Ldelete(file, path.c_str(), H5P_DEFAULT);
+      if (a.empty())
+        H5Ldelete(file, path.c_str(), H5P_DEFAULT);
       else if (H5Aexists_by_name(file, path.c_str(), a.c_str(), H5P_DEFAULT) > 0)
         H5Adelete_by_name(file, path.c_str(), a.c_str(), H5P_DEFAULT);
     }
@@ -218,8 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   H5Fclose(file);
   try {
     (void)focal::read_capture(path);
-  } catch (const focal::Error&) {
-  }
+  } catch (const focal::Error&) {}
   std::remove(path.c_str());
   return 0;
 }

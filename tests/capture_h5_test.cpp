@@ -607,11 +607,12 @@ TEST(CaptureH5, ReadBudgetIsCheckedBeforeAllocating) {
   const std::string path = dir.file("cap.h5");
   write_capture(f, path);
   // Bytes the reader allocates for numeric datasets (4 bytes an element) and strings (pointer + std::string each).
-  uint64_t need = 4 * (f.token_ids.size() + f.relevant.size()) + f.pieces.size() * (sizeof(char*) + sizeof(std::string));
+  uint64_t need =
+      4 * (f.token_ids.size() + f.relevant.size()) + f.pieces.size() * (sizeof(char*) + sizeof(std::string));
   for (const RunCapture& r : f.runs)
-    need += 4 * (r.layers.size() + r.heads.size() + r.queries.size() + r.probs.size() + r.scores.size() +
-                 r.metrics.size() + r.row_scale.size() + r.tau.size() + r.topk_ids.size() + r.topk_probs.size() +
-                 r.token_nll.size());
+    need +=
+        4 * (r.layers.size() + r.heads.size() + r.queries.size() + r.probs.size() + r.scores.size() + r.metrics.size() +
+             r.row_scale.size() + r.tau.size() + r.topk_ids.size() + r.topk_probs.size() + r.token_nll.size());
   for (const Comparison& c : f.comparisons)
     need += 4 * (c.layers.size() + c.heads.size() + c.queries.size() + c.kl.size() + c.js.size());
   expect_same_capture(f, read_capture(path, need), false);

@@ -93,7 +93,8 @@ void AppState::open_path(const std::string& path_in) {
     jobs.submit("load", "open " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
       auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));
       if (cf->runs.empty()) throw focal::Error("capture '" + path + "' holds no runs");
-      focal::ModelConfig cfg = focal::parse_config(cf->model_config_json, "capture '" + path + "': attribute model_config_json");
+      focal::ModelConfig cfg =
+          focal::parse_config(cf->model_config_json, "capture '" + path + "': attribute model_config_json");
       // Everything that can fail is checked here, on the worker, before the closure replaces the session. The
       // reader has checked every run's layers and heads against the file's shape; that shape must be the model's.
       if (cf->n_layers != cfg.n_layers || cf->n_heads != cfg.n_heads)
@@ -103,8 +104,8 @@ void AppState::open_path(const std::string& path_in) {
       std::vector<focal::TempSpec> specs;
       for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
         const focal::RunCapture& r = cf->runs[s];
-        specs.push_back(focal::TempSpec::from_json(r.temp_spec_json, "capture '" + path + "': run '" + r.name +
-                                                                         "' temp_spec_json"));
+        specs.push_back(focal::TempSpec::from_json(r.temp_spec_json,
+                                                   "capture '" + path + "': run '" + r.name + "' temp_spec_json"));
         try {
           specs.back().validate(cfg);
         } catch (const focal::Error& e) {

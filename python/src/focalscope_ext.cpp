@@ -121,13 +121,14 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
   if (h.is_none()) return out;
   auto check = [&](long long v) {
     if (v < 0 || v >= n)
-      raise(PyExc_IndexError, std::string(param) + ": " + what + " " + std::to_string(v) + " is out of range: " +
-                                  range_owner + " " + what + "s 0.." + std::to_string(n - 1));
+      raise(PyExc_IndexError, std::string(param) + ": " + what + " " + std::to_string(v) +
+                                  " is out of range: " + range_owner + " " + what + "s 0.." + std::to_string(n - 1));
     if (std::find(out.begin(), out.end(), (int)v) != out.end())
       raise(PyExc_ValueError, std::string(param) + ": " + what + " " + std::to_string(v) + " is listed twice");
     out.push_back((int)v);
   };
-  if (PyBool_Check(h.ptr())) raise(PyExc_TypeError, std::string(param) + ": expected None, an int or a sequence of ints, got bool");
+  if (PyBool_Check(h.ptr()))
+    raise(PyExc_TypeError, std::string(param) + ": expected None, an int or a sequence of ints, got bool");
   // An int (or a numpy integer); sequences, numpy arrays included, are iterated.
   if (PyLong_Check(h.ptr()) || (PyIndex_Check(h.ptr()) && !PySequence_Check(h.ptr()))) {
     check(nb::cast<long long>(nb::int_(h)));
@@ -147,7 +148,8 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
 
 float check_temp(double t, const std::string& what) {
   if (!std::isfinite(t) || !(t > 0.0))
-    raise(PyExc_ValueError, what + " must be a finite number > 0 (got " + nb::cast<std::string>(nb::repr(nb::float_(t))) +
+    raise(PyExc_ValueError, what + " must be a finite number > 0 (got " +
+                                nb::cast<std::string>(nb::repr(nb::float_(t))) +
                                 "); 1 is standard attention, 0.4 the paper's focal setting");
   return (float)t;
 }
@@ -157,9 +159,7 @@ double parse_number(const std::string& s, const std::string& what) {
   double v = 0;
   try {
     v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  } catch (const std::exception&) { used = 0; }
   if (used == 0 || used != s.size()) raise(PyExc_ValueError, what + ": '" + s + "' is not a number");
   return v;
 }
@@ -183,7 +183,8 @@ focal::TempSpec parse_temp(const std::string& text) {
     if (has_arg) s.ssmax_s = check_temp(parse_number(arg, "temp"), "temp: s of ssmax:S");
     return s;
   }
-  if (!has_arg && !text.empty() && (std::isdigit((unsigned char)text[0]) || text[0] == '.' || text[0] == '-' || text[0] == '+'))
+  if (!has_arg && !text.empty() &&
+      (std::isdigit((unsigned char)text[0]) || text[0] == '.' || text[0] == '-' || text[0] == '+'))
     return focal::TempSpec::focal(check_temp(parse_number(text, "temp"), "temp: t"));
   raise(PyExc_ValueError, "temp: '" + text +
                               "' is not a setting: use 'native', 'standard', 'focal:T' (e.g. 'focal:0.4'), "
@@ -203,8 +204,9 @@ focal::TempSpec to_spec(nb::handle temp, const focal::ModelConfig& cfg, const ch
   } else if (PyFloat_Check(temp.ptr()) || (PyLong_Check(temp.ptr()) && !PyBool_Check(temp.ptr()))) {
     s = focal::TempSpec::focal(check_temp(nb::cast<double>(temp), std::string(param) + ": t"));
   } else {
-    raise(PyExc_TypeError, std::string(param) + ": expected None, a str such as 'focal:0.4', a number t or a "
-                                                "TempSpec, got " +
+    raise(PyExc_TypeError, std::string(param) +
+                               ": expected None, a str such as 'focal:0.4', a number t or a "
+                               "TempSpec, got " +
                                nb::cast<std::string>(nb::str(temp.type().attr("__name__"))));
   }
   s.validate(cfg);  // focal::Error (FocalError) naming the override at fault
@@ -246,9 +248,7 @@ struct PyModel {
 
   const focal::Tokenizer& tok() const { return model->require_tokenizer(); }
 
-  std::vector<int32_t> tokenize(const std::string& text) const {
-    return tok().encode(text, cfg().add_bos);
-  }
+  std::vector<int32_t> tokenize(const std::string& text) const { return tok().encode(text, cfg().add_bos); }
 
   // prompt_or_ids: a str (tokenized as `focal capture --prompt` does), a list of ints, or a 1-D C-contiguous int32
   // numpy array (no copy is made of it until the run).
@@ -282,11 +282,14 @@ struct PyModel {
           raise(PyExc_TypeError, std::string(param) + ": token ids must be ints, got " +
                                      nb::cast<std::string>(nb::str(item.type().attr("__name__"))));
         const long long v = nb::cast<long long>(nb::int_(item));
-        if (v < INT32_MIN || v > INT32_MAX) raise(PyExc_ValueError, std::string(param) + ": token id " + std::to_string(v) + " is outside the vocabulary");
+        if (v < INT32_MIN || v > INT32_MAX)
+          raise(PyExc_ValueError,
+                std::string(param) + ": token id " + std::to_string(v) + " is outside the vocabulary");
         ids.push_back((int32_t)v);
       }
     } else {
-      raise(PyExc_TypeError, std::string(param) + ": expected a str, a list of token ids or an int32 numpy array, got " +
+      raise(PyExc_TypeError, std::string(param) +
+                                 ": expected a str, a list of token ids or an int32 numpy array, got " +
                                  nb::cast<std::string>(nb::str(p.type().attr("__name__"))));
     }
     if (ids.empty()) raise(PyExc_ValueError, std::string(param) + ": no tokens to run");
@@ -294,7 +297,8 @@ struct PyModel {
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= V)
         raise(PyExc_ValueError, std::string(param) + ": token id " + std::to_string(ids[i]) + " at position " +
-                                    std::to_string(i) + " is outside the vocabulary (0.." + std::to_string(V - 1) + ")");
+                                    std::to_string(i) + " is outside the vocabulary (0.." + std::to_string(V - 1) +
+                                    ")");
     if ((int)ids.size() > cfg().max_positions)
       raise(PyExc_ValueError, std::string(param) + ": the prompt has " + std::to_string(ids.size()) +
                                   " tokens but the model's context is " + std::to_string(cfg().max_positions) +
@@ -324,8 +328,8 @@ struct PyCapture {
       const long long i = nb::cast<long long>(nb::int_(run));
       const long long n = (long long)file.runs.size();
       if (i < -n || i >= n)
-        raise(PyExc_IndexError, "run index " + std::to_string(i) + " is out of range: the capture has " +
-                                    std::to_string(n) + " run(s)");
+        raise(PyExc_IndexError,
+              "run index " + std::to_string(i) + " is out of range: the capture has " + std::to_string(n) + " run(s)");
       return file.runs[(size_t)(i < 0 ? i + n : i)];
     }
     raise(PyExc_TypeError, "run: expected a run name (str), an index (int) or None (the first run)");
@@ -358,10 +362,18 @@ struct PyCapture {
     const float* base = data.data() + (li < 0 ? 0 : li) * sl + (hi < 0 ? 0 : hi) * sh;
     std::vector<size_t> shape;
     std::vector<int64_t> strides;
-    if (li < 0) { shape.push_back(Lc); strides.push_back(sl); }
-    if (hi < 0) { shape.push_back(Hc); strides.push_back(sh); }
-    shape.push_back(Qc); strides.push_back(sq);
-    shape.push_back(T); strides.push_back(sk);
+    if (li < 0) {
+      shape.push_back(Lc);
+      strides.push_back(sl);
+    }
+    if (hi < 0) {
+      shape.push_back(Hc);
+      strides.push_back(sh);
+    }
+    shape.push_back(Qc);
+    strides.push_back(sq);
+    shape.push_back(T);
+    strides.push_back(sk);
     return view(base, shape, self, strides);
   }
 };
@@ -435,14 +447,22 @@ std::string base64(const std::string& in) {
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
-    out += k[v >> 18]; out += k[(v >> 12) & 63]; out += k[(v >> 6) & 63]; out += k[v & 63];
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += k[v & 63];
   }
   if (i + 1 == in.size()) {
     const unsigned v = (unsigned char)in[i] << 16;
-    out += k[v >> 18]; out += k[(v >> 12) & 63]; out += "==";
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += "==";
   } else if (i + 2 == in.size()) {
     const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
-    out += k[v >> 18]; out += k[(v >> 12) & 63]; out += k[(v >> 6) & 63]; out += '=';
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += '=';
   }
   return out;
 }
@@ -456,7 +476,8 @@ std::string capture_html(const PyCapture& c) {
     << " layers &times; " << f.n_heads << " heads, model <code>" << html_escape(f.model_path) << "</code></p>";
   h << "<p style=\"font-family:monospace\">";
   for (int i = 0; i < f.n_tokens() && i < 48; ++i)
-    h << "<span style=\"border:1px solid #ccc;margin:1px;padding:0 2px\">" << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i]) << "</span>";
+    h << "<span style=\"border:1px solid #ccc;margin:1px;padding:0 2px\">"
+      << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i]) << "</span>";
   if (f.n_tokens() > 48) h << " &hellip;";
   h << "</p><table><tr><th>run</th><th>setting</th><th>stored rows (layers &times; heads &times; queries)</th>"
        "<th>arrays</th></tr>";
@@ -468,7 +489,10 @@ std::string capture_html(const PyCapture& c) {
   h << "</table>";
   for (const focal::Comparison& cmp : f.comparisons) {
     double kl = 0, js = 0;
-    for (size_t i = 0; i < cmp.kl.size(); ++i) { kl += cmp.kl[i]; js += cmp.js[i]; }
+    for (size_t i = 0; i < cmp.kl.size(); ++i) {
+      kl += cmp.kl[i];
+      js += cmp.js[i];
+    }
     if (!cmp.kl.empty())
       h << "<p>" << html_escape(cmp.run_a) << " vs " << html_escape(cmp.run_b) << ": mean KL " << kl / cmp.kl.size()
         << " nats, mean JS " << js / cmp.js.size() << " nats over " << cmp.kl.size() << " rows</p>";
@@ -482,9 +506,7 @@ std::string capture_html(const PyCapture& c) {
       const std::string png = focal::figures::render_figure("heatmap", {src}, opt, focal::figures::Format::kPng);
       h << "<img alt=\"attention heatmap\" style=\"max-width:480px\" src=\"data:image/png;base64," << base64(png)
         << "\"/>";
-    } catch (const focal::Error& e) {
-      h << "<p>(no heatmap: " << html_escape(e.what()) << ")</p>";
-    }
+    } catch (const focal::Error& e) { h << "<p>(no heatmap: " << html_escape(e.what()) << ")</p>"; }
   }
   h << "</div>";
   return h.str();
@@ -545,10 +567,9 @@ PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle l
       nb::gil_scoped_release rel;
       std::lock_guard<std::mutex> lock(m.mu);
       std::function<void(int, int)> prog;
-      if (has_progress)
-        prog = [&, rn = run_name](int d, int t) { pending.call([&] { progress(rn, d, t); }); };
-      done = focal::capture_run_cancellable(*m.model, ids, s, run_req, run_name, &rc,
-                                            [&] { return pending.poll(); }, prog);
+      if (has_progress) prog = [&, rn = run_name](int d, int t) { pending.call([&] { progress(rn, d, t); }); };
+      done = focal::capture_run_cancellable(
+          *m.model, ids, s, run_req, run_name, &rc, [&] { return pending.poll(); }, prog);
     }
     pending.rethrow();
     if (!done) raise(PyExc_KeyboardInterrupt, "run cancelled");
@@ -571,18 +592,20 @@ focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, std::vector<double> 
   for (double t : temps) ts.push_back(check_temp(t, "temps: every temperature"));
   focal::RunOptions run;
   run.topk_mass_k = topk_mass;
-  for (int p : index_list(relevant, (int)ids.size(), "relevant", "key position", "the prompt has")) run.relevant.push_back(p);
+  for (int p : index_list(relevant, (int)ids.size(), "relevant", "key position", "the prompt has"))
+    run.relevant.push_back(p);
   PendingError pending;
   focal::SweepFile sf;
   const bool has_progress = !progress.is_none();
   try {
     nb::gil_scoped_release rel;
     std::lock_guard<std::mutex> lock(m.mu);
-    sf = focal::run_sweep(*m.model, ids, base, ts, run,
-                          [&](size_t s) {
-                            if (has_progress) pending.call([&] { progress(ts[s], s + 1, ts.size()); });
-                          },
-                          [&] { return pending.poll(); });
+    sf = focal::run_sweep(
+        *m.model, ids, base, ts, run,
+        [&](size_t s) {
+          if (has_progress) pending.call([&] { progress(ts[s], s + 1, ts.size()); });
+        },
+        [&] { return pending.poll(); });
   } catch (const focal::Error&) {
     pending.rethrow();
     throw;
@@ -657,8 +680,7 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
           });
         if (stop || pending.pending()) throw StopGeneration{};
       });
-    } catch (const StopGeneration&) {
-    }
+    } catch (const StopGeneration&) {}
   }
   pending.rethrow();
   if (tok) {
@@ -675,7 +697,8 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     {
       nb::gil_scoped_release rel;
       std::lock_guard<std::mutex> lock(m.mu);
-      done = focal::capture_run_cancellable(*m.model, all, spec, req, spec.label(), &rc, [&] { return pending.poll(); });
+      done =
+          focal::capture_run_cancellable(*m.model, all, spec, req, spec.label(), &rc, [&] { return pending.poll(); });
     }
     pending.rethrow();
     if (!done) raise(PyExc_KeyboardInterrupt, "run cancelled");
@@ -689,13 +712,16 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
 
 NB_MODULE(_core, mod) {
   mod.doc() = "focalscope's C++ core: models, runs, captures and figures. Import the focalscope package instead.";
-  nb::exception<focal::Error>(mod, "FocalError", PyExc_RuntimeError)
-      .attr("__doc__") = "An error reported by the focalscope runtime (a bad model file, option or capture); the message names "
-               "the file, field or option at fault and what would fix it.";
+  nb::exception<focal::Error>(mod, "FocalError", PyExc_RuntimeError).attr("__doc__") =
+      "An error reported by the focalscope runtime (a bad model file, option or capture); the message names "
+      "the file, field or option at fault and what would fix it.";
 
-  mod.def("version", [] { return std::string(focal::version()); }, "The runtime's version string, e.g. '0.1.0'.");
+  mod.def(
+      "version", [] { return std::string(focal::version()); }, "The runtime's version string, e.g. '0.1.0'.");
   mod.def("cuda_built", &focal::cuda_built, "True when this build has the CUDA backend.");
-  mod.def("metric_names", [] {
+  mod.def(
+      "metric_names",
+      [] {
         std::vector<std::string> v;
         for (int i = 0; i < focal::kNumRowMetrics; ++i) v.push_back(focal::row_metric_name(i));
         return v;
@@ -704,70 +730,83 @@ NB_MODULE(_core, mod) {
       "topk_mass, tail_mass, sink_mass, relevant_mass (docs/metrics.md).");
 
   // TempSpec ------------------------------------------------------------------------------------------------------
-  nb::class_<focal::TempSpec>(mod, "TempSpec",
+  nb::class_<focal::TempSpec>(
+      mod, "TempSpec",
       "How a run scales attention logits: softmax(q.k / (t sqrt(d_head))) with t per model, layer or head.\n\n"
       "TempSpec(0.4) is focal attention with t = 0.4; TempSpec(mode='standard'); TempSpec(0.4, layer_temp={0: 1.0}, "
       "head_temp={(2, 1): 0.3}); TempSpec(mode='learned', tau_scale=0.8); TempSpec(mode='ssmax', ssmax_s=1.0). "
       "Anywhere a temp= is taken, a string works too: 'native', 'standard', 'focal:0.4', 'learned', 'learned:0.8', "
       "'ssmax:1'.")
-      .def("__init__",
-           [](focal::TempSpec* self, std::optional<double> t, std::optional<std::string> mode,
-              std::map<int, double> layer_temp, std::map<std::pair<int, int>, double> head_temp, double tau_scale,
-              double ssmax_s) {
-             focal::TempSpec s;
-             const std::string md = mode ? *mode : (t ? "focal" : "standard");
-             try {
-               s.mode = focal::parse_attn_mode(md, "mode");
-             } catch (const focal::Error& e) {
-               raise(PyExc_ValueError, e.what());
-             }
-             if (t && s.mode != focal::AttnMode::kFocal)
-               raise(PyExc_ValueError, "t: a global t is for mode='focal' (use layer_temp / head_temp to override "
-                                       "layers or heads of other modes)");
-             if (s.mode == focal::AttnMode::kFocal) {
-               if (!t) raise(PyExc_ValueError, "mode='focal' needs t, e.g. TempSpec(0.4)");
-               s.focal_temp = check_temp(*t, "t");
-             }
-             for (auto& [l, v] : layer_temp) s.layer_temp[l] = check_temp(v, "layer_temp[" + std::to_string(l) + "]");
-             for (auto& [lh, v] : head_temp)
-               s.head_temp[lh] = check_temp(v, "head_temp[(" + std::to_string(lh.first) + ", " +
-                                                   std::to_string(lh.second) + ")]");
-             s.tau_scale = check_temp(tau_scale, "tau_scale");
-             s.ssmax_s = check_temp(ssmax_s, "ssmax_s");
-             new (self) focal::TempSpec(s);
-           },
-           "t"_a = nb::none(), "mode"_a = nb::none(), "layer_temp"_a = std::map<int, double>{},
-           "head_temp"_a = std::map<std::pair<int, int>, double>{}, "tau_scale"_a = 1.0, "ssmax_s"_a = 1.0)
+      .def(
+          "__init__",
+          [](focal::TempSpec* self, std::optional<double> t, std::optional<std::string> mode,
+             std::map<int, double> layer_temp, std::map<std::pair<int, int>, double> head_temp, double tau_scale,
+             double ssmax_s) {
+            focal::TempSpec s;
+            const std::string md = mode ? *mode : (t ? "focal" : "standard");
+            try {
+              s.mode = focal::parse_attn_mode(md, "mode");
+            } catch (const focal::Error& e) { raise(PyExc_ValueError, e.what()); }
+            if (t && s.mode != focal::AttnMode::kFocal)
+              raise(PyExc_ValueError,
+                    "t: a global t is for mode='focal' (use layer_temp / head_temp to override "
+                    "layers or heads of other modes)");
+            if (s.mode == focal::AttnMode::kFocal) {
+              if (!t) raise(PyExc_ValueError, "mode='focal' needs t, e.g. TempSpec(0.4)");
+              s.focal_temp = check_temp(*t, "t");
+            }
+            for (auto& [l, v] : layer_temp) s.layer_temp[l] = check_temp(v, "layer_temp[" + std::to_string(l) + "]");
+            for (auto& [lh, v] : head_temp)
+              s.head_temp[lh] =
+                  check_temp(v, "head_temp[(" + std::to_string(lh.first) + ", " + std::to_string(lh.second) + ")]");
+            s.tau_scale = check_temp(tau_scale, "tau_scale");
+            s.ssmax_s = check_temp(ssmax_s, "ssmax_s");
+            new (self) focal::TempSpec(s);
+          },
+          "t"_a = nb::none(), "mode"_a = nb::none(), "layer_temp"_a = std::map<int, double>{},
+          "head_temp"_a = std::map<std::pair<int, int>, double>{}, "tau_scale"_a = 1.0, "ssmax_s"_a = 1.0)
       .def_static("parse", &parse_temp, "text"_a,
                   "Parses 'standard', 'focal:T', 'T', 'learned', 'learned:X' or 'ssmax:S' ('native' needs a model: "
                   "use Model.native_temp).")
-      .def_static("from_json", [](const std::string& j) { return focal::TempSpec::from_json(j, "TempSpec.from_json"); },
-                  "json"_a, "The spec a capture stores per run (its temp_spec_json).")
-      .def_prop_ro("mode", [](const focal::TempSpec& s) { return std::string(focal::attn_mode_name(s.mode)); },
-                   "'standard', 'focal', 'learned' or 'ssmax'.")
-      .def_prop_ro("t", [](const focal::TempSpec& s) { return s.focal_temp; }, "Global focal t (mode 'focal').")
-      .def_prop_ro("layer_temp", [](const focal::TempSpec& s) { return s.layer_temp; }, "{layer: t} overrides.")
-      .def_prop_ro("head_temp", [](const focal::TempSpec& s) { return s.head_temp; }, "{(layer, head): t} overrides.")
-      .def_prop_ro("tau_scale", [](const focal::TempSpec& s) { return s.tau_scale; }, "Multiplier on a learned tau.")
-      .def_prop_ro("ssmax_s", [](const focal::TempSpec& s) { return s.ssmax_s; }, "s of ssmax: logits * s * ln(n).")
+      .def_static(
+          "from_json", [](const std::string& j) { return focal::TempSpec::from_json(j, "TempSpec.from_json"); },
+          "json"_a, "The spec a capture stores per run (its temp_spec_json).")
+      .def_prop_ro(
+          "mode", [](const focal::TempSpec& s) { return std::string(focal::attn_mode_name(s.mode)); },
+          "'standard', 'focal', 'learned' or 'ssmax'.")
+      .def_prop_ro(
+          "t", [](const focal::TempSpec& s) { return s.focal_temp; }, "Global focal t (mode 'focal').")
+      .def_prop_ro(
+          "layer_temp", [](const focal::TempSpec& s) { return s.layer_temp; }, "{layer: t} overrides.")
+      .def_prop_ro(
+          "head_temp", [](const focal::TempSpec& s) { return s.head_temp; }, "{(layer, head): t} overrides.")
+      .def_prop_ro(
+          "tau_scale", [](const focal::TempSpec& s) { return s.tau_scale; }, "Multiplier on a learned tau.")
+      .def_prop_ro(
+          "ssmax_s", [](const focal::TempSpec& s) { return s.ssmax_s; }, "s of ssmax: logits * s * ln(n).")
       .def_prop_ro("label", &focal::TempSpec::label, "Run name this spec gets by default, e.g. 'focal_t0.4'.")
       .def("to_json", &focal::TempSpec::to_json, "JSON as stored in a capture's temp_spec_json.")
       .def("__eq__", [](const focal::TempSpec& a, const focal::TempSpec& b) { return a.to_json() == b.to_json(); })
       .def("__repr__", [](const focal::TempSpec& s) { return "TempSpec(" + s.to_json() + ")"; });
 
   // Figure --------------------------------------------------------------------------------------------------------
-  nb::class_<PyFigure>(mod, "Figure",
+  nb::class_<PyFigure>(
+      mod, "Figure",
       "A rendered figure (PNG, SVG or PDF bytes from the project's cairo figure module). Jupyter shows it inline.")
-      .def_prop_ro("data", [](const PyFigure& f) { return nb::bytes(f.data.data(), f.data.size()); },
-                   "The encoded file.")
-      .def_prop_ro("format", [](const PyFigure& f) { return f.format; }, "'png', 'svg' or 'pdf'.")
-      .def("save", [](const PyFigure& f, const fs::path& p) { focal::figures::write_file_atomic(path_str(p), f.data); },
-           "path"_a, "Writes the bytes to path.")
-      .def("_repr_png_", [](const PyFigure& f) -> nb::object {
+      .def_prop_ro(
+          "data", [](const PyFigure& f) { return nb::bytes(f.data.data(), f.data.size()); }, "The encoded file.")
+      .def_prop_ro(
+          "format", [](const PyFigure& f) { return f.format; }, "'png', 'svg' or 'pdf'.")
+      .def(
+          "save", [](const PyFigure& f, const fs::path& p) { focal::figures::write_file_atomic(path_str(p), f.data); },
+          "path"_a, "Writes the bytes to path.")
+      .def("_repr_png_",
+           [](const PyFigure& f) -> nb::object {
              if (f.format != "png") return nb::none();
              return nb::bytes(f.data.data(), f.data.size());
            })
-      .def("_repr_svg_", [](const PyFigure& f) -> nb::object {
+      .def("_repr_svg_",
+           [](const PyFigure& f) -> nb::object {
              if (f.format != "svg") return nb::none();
              return nb::str(f.data.data(), f.data.size());
            })
@@ -776,131 +815,180 @@ NB_MODULE(_core, mod) {
       });
 
   // Capture -------------------------------------------------------------------------------------------------------
-  nb::class_<PyCapture>(mod, "Capture",
+  nb::class_<PyCapture>(
+      mod, "Capture",
       "What attention did in one or more named runs over the same tokens: the in-memory form of a capture file "
       "(docs/capture-format.md). Made by Model.run / Model.generate or read by open_capture. Array accessors return "
       "read-only numpy views of the capture's memory (no copy); they keep the capture alive.")
-      .def_prop_ro("runs", [](const PyCapture& c) {
-        std::vector<std::string> v;
-        for (const auto& r : c.file.runs) v.push_back(r.name);
-        return v;
-      }, "Run names, in capture order.")
-      .def_prop_ro("n_tokens", [](const PyCapture& c) { return c.file.n_tokens(); }, "T.")
+      .def_prop_ro(
+          "runs",
+          [](const PyCapture& c) {
+            std::vector<std::string> v;
+            for (const auto& r : c.file.runs) v.push_back(r.name);
+            return v;
+          },
+          "Run names, in capture order.")
+      .def_prop_ro(
+          "n_tokens", [](const PyCapture& c) { return c.file.n_tokens(); }, "T.")
       .def_prop_ro("n_layers", [](const PyCapture& c) { return c.file.n_layers; })
       .def_prop_ro("n_heads", [](const PyCapture& c) { return c.file.n_heads; })
       .def_prop_ro("d_head", [](const PyCapture& c) { return c.file.d_head; })
-      .def_prop_ro("tokens", [](nb::handle self) {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        return view(c.file.token_ids.data(), {c.file.token_ids.size()}, self);
-      }, nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "Token ids [T] (int32).")
-      .def_prop_ro("pieces", [](const PyCapture& c) { return c.file.pieces; }, "Display text of each token [T].")
-      .def_prop_ro("relevant", [](const PyCapture& c) { return c.file.relevant; },
-                   "Key positions of the relevant_mass metric.")
+      .def_prop_ro(
+          "tokens",
+          [](nb::handle self) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            return view(c.file.token_ids.data(), {c.file.token_ids.size()}, self);
+          },
+          nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "Token ids [T] (int32).")
+      .def_prop_ro(
+          "pieces", [](const PyCapture& c) { return c.file.pieces; }, "Display text of each token [T].")
+      .def_prop_ro(
+          "relevant", [](const PyCapture& c) { return c.file.relevant; }, "Key positions of the relevant_mass metric.")
       .def_prop_ro("model_path", [](const PyCapture& c) { return c.file.model_path; })
       .def_prop_ro("weights_checksum", [](const PyCapture& c) { return c.file.weights_checksum; })
       .def_prop_ro("tool_version", [](const PyCapture& c) { return c.file.tool_version; })
-      .def_prop_ro("created_utc", [](const PyCapture& c) { return c.file.created_utc; },
-                   "ISO 8601 time the file was written ('' until saved).")
-      .def_prop_ro("metric_names", [](const PyCapture&) {
-        std::vector<std::string> v;
-        for (int i = 0; i < focal::kNumRowMetrics; ++i) v.push_back(focal::row_metric_name(i));
-        return v;
-      }, "Names of the last axis of metrics(), in order.")
-      .def("temp_spec", [](const PyCapture& c, nb::handle run) {
-        return focal::TempSpec::from_json(c.run_of(run).temp_spec_json, "temp_spec");
-      }, "run"_a = nb::none(), nb::sig("def temp_spec(self, run: str | int | None = None) -> TempSpec"),
-         "The temperature setting of a run.")
-      .def("layers", [](const PyCapture& c, nb::handle run) { return c.run_of(run).layers; }, "run"_a = nb::none(),
-           nb::sig("def layers(self, run: str | int | None = None) -> list[int]"), "Layers whose rows the run stores.")
-      .def("heads", [](const PyCapture& c, nb::handle run) { return c.run_of(run).heads; }, "run"_a = nb::none(),
-           nb::sig("def heads(self, run: str | int | None = None) -> list[int]"), "Heads stored.")
-      .def("queries", [](const PyCapture& c, nb::handle run) { return c.run_of(run).queries; }, "run"_a = nb::none(),
-           nb::sig("def queries(self, run: str | int | None = None) -> list[int]"), "Query positions stored.")
-      .def("probs", [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
-        return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, true);
-      }, "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
-         nb::sig("def probs(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
-                 "-> numpy.typing.NDArray[numpy.float32]"),
-         "Attention probabilities of stored rows, float32, a view (no copy).\n\n"
-         "layer and head are the model's indices and must be stored in the run. Shape [Qc, T] (query, key) for one "
-         "layer and head; [Hc, Qc, T] with head=None; [Lc, Qc, T] with layer=None; [Lc, Hc, Qc, T] with neither. "
-         "Row c is query position queries(run)[c]; keys beyond it are 0. fp16=True captures are saved as float16; in "
-         "memory they are float32, already rounded to float16 values unless compare= was given (KL / JS use the "
-         "fp32 rows, as in the CLI).")
-      .def("scores", [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
-        return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, false);
-      }, "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
-         nb::sig("def scores(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
-                 "-> numpy.typing.NDArray[numpy.float32]"),
-         "Raw scores q.k / sqrt(d_head) before any temperature, float32, a view; shapes as probs(). "
-         "probs = softmax(scores * row_scale) over the visible keys.")
-      .def("metrics", [](nb::handle self, nb::handle run) {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        const focal::RunCapture& r = c.run_of(run);
-        return view(r.metrics.data(), {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens(),
-                                       (size_t)focal::kNumRowMetrics}, self);
-      }, "run"_a = nb::none(),
-         nb::sig("def metrics(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
-         "Per-row metrics of every layer, head and row: float32 [n_layers, n_heads, T, 8] (layer, head, row, metric), "
-         "a view. The metric axis follows metric_names: entropy_nats, entropy_norm, eff_support, max_prob, "
-         "topk_mass, tail_mass, sink_mass, relevant_mass.")
-      .def("row_scale", [](nb::handle self, nb::handle run) {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        const focal::RunCapture& r = c.run_of(run);
-        return view(r.row_scale.data(), {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens()}, self);
-      }, "run"_a = nb::none(),
-         nb::sig("def row_scale(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
-         "Logit multiplier applied to the raw scores: float32 [n_layers, n_heads, T], a view.")
-      .def("tau", [](nb::handle self, nb::handle run) -> nb::object {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        const focal::RunCapture& r = c.run_of(run);
-        if (r.tau.empty()) return nb::none();
-        return nb::cast(view(r.tau.data(), {(size_t)c.file.n_layers, (size_t)c.file.n_tokens()}, self));
-      }, "run"_a = nb::none(),
-         nb::sig("def tau(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32] | None"),
-         "Learned tau used per row: float32 [n_layers, T], a view; None unless the run is learned.")
-      .def("topk", [](nb::handle self, nb::handle run) {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        const focal::RunCapture& r = c.run_of(run);
-        const size_t T = (size_t)c.file.n_tokens(), k = T ? r.topk_ids.size() / T : 0;
-        return nb::make_tuple(view(r.topk_ids.data(), {T, k}, self), view(r.topk_probs.data(), {T, k}, self));
-      }, "run"_a = nb::none(),
-         nb::sig("def topk(self, run: str | int | None = None) -> tuple[numpy.typing.NDArray[numpy.int32], "
-                 "numpy.typing.NDArray[numpy.float32]]"),
-         "(ids, probs): the k most likely next tokens after each position, int32 [T, k] and float32 [T, k], most "
-         "likely first; views.")
-      .def("token_nll", [](nb::handle self, nb::handle run) {
-        const PyCapture& c = nb::cast<const PyCapture&>(self);
-        const focal::RunCapture& r = c.run_of(run);
-        return view(r.token_nll.data(), {r.token_nll.size()}, self);
-      }, "run"_a = nb::none(),
-         nb::sig("def token_nll(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
-         "-ln p(token[i+1] | tokens[..i]) in nats, float32 [T]; NaN at the last position; a view.")
-      .def("kl_js", [](const PyCapture& c, nb::handle a, nb::handle b) {
-        const std::string an = c.run_of(a).name, bn = c.run_of(b).name;
-        focal::Comparison cmp = comparison(c, an, bn);
-        const std::vector<size_t> shape = {cmp.layers.size(), cmp.heads.size(), cmp.queries.size()};
-        return nb::make_tuple(owned(std::move(cmp.kl), shape), owned(std::move(cmp.js), shape));
-      }, "a"_a = 0, "b"_a = 1,
-         nb::sig("def kl_js(self, a: str | int = 0, b: str | int = 1) -> tuple[numpy.typing.NDArray[numpy.float32], "
-                 "numpy.typing.NDArray[numpy.float32]]"),
-         "(kl, js): KL(a || b) and the Jensen-Shannon divergence in nats per row, float32 [Lc, Hc, Qc] over the "
-         "rows both runs store with probabilities (layers, heads, queries common to both, in run a's order). The "
-         "comparison stored by run(compare=...) is returned as is.")
-      .def("save", [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {
-        const std::string saved = c.file.created_utc;
-        if (created) c.file.created_utc = *created;
-        try {
-          nb::gil_scoped_release rel;
-          focal::write_capture(c.file, path_str(p), fp16.value_or(c.probs_fp16));
-        } catch (...) {
-          c.file.created_utc = saved;
-          throw;
-        }
-        c.file.created_utc = saved;
-      }, "path"_a, "fp16"_a = nb::none(), "created_utc"_a = nb::none(),
-         "Writes the HDF5 capture file `focal capture` writes (docs/capture-format.md). fp16: store probabilities "
-         "as float16 (default: as the capture was made). created_utc: fix the timestamp (default: now).")
+      .def_prop_ro(
+          "created_utc", [](const PyCapture& c) { return c.file.created_utc; },
+          "ISO 8601 time the file was written ('' until saved).")
+      .def_prop_ro(
+          "metric_names",
+          [](const PyCapture&) {
+            std::vector<std::string> v;
+            for (int i = 0; i < focal::kNumRowMetrics; ++i) v.push_back(focal::row_metric_name(i));
+            return v;
+          },
+          "Names of the last axis of metrics(), in order.")
+      .def(
+          "temp_spec",
+          [](const PyCapture& c, nb::handle run) {
+            return focal::TempSpec::from_json(c.run_of(run).temp_spec_json, "temp_spec");
+          },
+          "run"_a = nb::none(), nb::sig("def temp_spec(self, run: str | int | None = None) -> TempSpec"),
+          "The temperature setting of a run.")
+      .def(
+          "layers", [](const PyCapture& c, nb::handle run) { return c.run_of(run).layers; }, "run"_a = nb::none(),
+          nb::sig("def layers(self, run: str | int | None = None) -> list[int]"), "Layers whose rows the run stores.")
+      .def(
+          "heads", [](const PyCapture& c, nb::handle run) { return c.run_of(run).heads; }, "run"_a = nb::none(),
+          nb::sig("def heads(self, run: str | int | None = None) -> list[int]"), "Heads stored.")
+      .def(
+          "queries", [](const PyCapture& c, nb::handle run) { return c.run_of(run).queries; }, "run"_a = nb::none(),
+          nb::sig("def queries(self, run: str | int | None = None) -> list[int]"), "Query positions stored.")
+      .def(
+          "probs",
+          [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
+            return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, true);
+          },
+          "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
+          nb::sig("def probs(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
+                  "-> numpy.typing.NDArray[numpy.float32]"),
+          "Attention probabilities of stored rows, float32, a view (no copy).\n\n"
+          "layer and head are the model's indices and must be stored in the run. Shape [Qc, T] (query, key) for one "
+          "layer and head; [Hc, Qc, T] with head=None; [Lc, Qc, T] with layer=None; [Lc, Hc, Qc, T] with neither. "
+          "Row c is query position queries(run)[c]; keys beyond it are 0. fp16=True captures are saved as float16; in "
+          "memory they are float32, already rounded to float16 values unless compare= was given (KL / JS use the "
+          "fp32 rows, as in the CLI).")
+      .def(
+          "scores",
+          [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
+            return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, false);
+          },
+          "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
+          nb::sig("def scores(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
+                  "-> numpy.typing.NDArray[numpy.float32]"),
+          "Raw scores q.k / sqrt(d_head) before any temperature, float32, a view; shapes as probs(). "
+          "probs = softmax(scores * row_scale) over the visible keys.")
+      .def(
+          "metrics",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.metrics.data(),
+                        {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens(),
+                         (size_t)focal::kNumRowMetrics},
+                        self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def metrics(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "Per-row metrics of every layer, head and row: float32 [n_layers, n_heads, T, 8] (layer, head, row, metric), "
+          "a view. The metric axis follows metric_names: entropy_nats, entropy_norm, eff_support, max_prob, "
+          "topk_mass, tail_mass, sink_mass, relevant_mass.")
+      .def(
+          "row_scale",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.row_scale.data(),
+                        {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens()}, self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def row_scale(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "Logit multiplier applied to the raw scores: float32 [n_layers, n_heads, T], a view.")
+      .def(
+          "tau",
+          [](nb::handle self, nb::handle run) -> nb::object {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            if (r.tau.empty()) return nb::none();
+            return nb::cast(view(r.tau.data(), {(size_t)c.file.n_layers, (size_t)c.file.n_tokens()}, self));
+          },
+          "run"_a = nb::none(),
+          nb::sig("def tau(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32] | None"),
+          "Learned tau used per row: float32 [n_layers, T], a view; None unless the run is learned.")
+      .def(
+          "topk",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            const size_t T = (size_t)c.file.n_tokens(), k = T ? r.topk_ids.size() / T : 0;
+            return nb::make_tuple(view(r.topk_ids.data(), {T, k}, self), view(r.topk_probs.data(), {T, k}, self));
+          },
+          "run"_a = nb::none(),
+          nb::sig("def topk(self, run: str | int | None = None) -> tuple[numpy.typing.NDArray[numpy.int32], "
+                  "numpy.typing.NDArray[numpy.float32]]"),
+          "(ids, probs): the k most likely next tokens after each position, int32 [T, k] and float32 [T, k], most "
+          "likely first; views.")
+      .def(
+          "token_nll",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.token_nll.data(), {r.token_nll.size()}, self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def token_nll(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "-ln p(token[i+1] | tokens[..i]) in nats, float32 [T]; NaN at the last position; a view.")
+      .def(
+          "kl_js",
+          [](const PyCapture& c, nb::handle a, nb::handle b) {
+            const std::string an = c.run_of(a).name, bn = c.run_of(b).name;
+            focal::Comparison cmp = comparison(c, an, bn);
+            const std::vector<size_t> shape = {cmp.layers.size(), cmp.heads.size(), cmp.queries.size()};
+            return nb::make_tuple(owned(std::move(cmp.kl), shape), owned(std::move(cmp.js), shape));
+          },
+          "a"_a = 0, "b"_a = 1,
+          nb::sig("def kl_js(self, a: str | int = 0, b: str | int = 1) -> tuple[numpy.typing.NDArray[numpy.float32], "
+                  "numpy.typing.NDArray[numpy.float32]]"),
+          "(kl, js): KL(a || b) and the Jensen-Shannon divergence in nats per row, float32 [Lc, Hc, Qc] over the "
+          "rows both runs store with probabilities (layers, heads, queries common to both, in run a's order). The "
+          "comparison stored by run(compare=...) is returned as is.")
+      .def(
+          "save",
+          [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {
+            const std::string saved = c.file.created_utc;
+            if (created) c.file.created_utc = *created;
+            try {
+              nb::gil_scoped_release rel;
+              focal::write_capture(c.file, path_str(p), fp16.value_or(c.probs_fp16));
+            } catch (...) {
+              c.file.created_utc = saved;
+              throw;
+            }
+            c.file.created_utc = saved;
+          },
+          "path"_a, "fp16"_a = nb::none(), "created_utc"_a = nb::none(),
+          "Writes the HDF5 capture file `focal capture` writes (docs/capture-format.md). fp16: store probabilities "
+          "as float16 (default: as the capture was made). created_utc: fix the timestamp (default: now).")
       .def("_repr_html_", &capture_html)
       .def("__repr__", [](const PyCapture& c) {
         std::string runs;
@@ -909,20 +997,23 @@ NB_MODULE(_core, mod) {
                std::to_string(c.file.n_layers) + "x" + std::to_string(c.file.n_heads) + ", runs: " + runs + ">";
       });
 
-  mod.def("open_capture", [](const fs::path& p) {
-    const std::string path = path_str(p);
-    if (!fs::exists(p)) raise(PyExc_FileNotFoundError, "open_capture: no such file: '" + path + "'");
-    PyCapture c;
-    {
-      nb::gil_scoped_release rel;
-      c.file = focal::read_capture(path);
-    }
-    return c;
-  }, "path"_a, "Reads a capture file (from focal capture, focal generate --capture, the app or Capture.save).");
+  mod.def(
+      "open_capture",
+      [](const fs::path& p) {
+        const std::string path = path_str(p);
+        if (!fs::exists(p)) raise(PyExc_FileNotFoundError, "open_capture: no such file: '" + path + "'");
+        PyCapture c;
+        {
+          nb::gil_scoped_release rel;
+          c.file = focal::read_capture(path);
+        }
+        return c;
+      },
+      "path"_a, "Reads a capture file (from focal capture, focal generate --capture, the app or Capture.save).");
 
   mod.def("show", &show, "capture"_a, "layer"_a = nb::none(), "head"_a = nb::none(), "kind"_a = "heatmap",
-          "run"_a = nb::none(), "query"_a = nb::none(), "format"_a = "png", "log_scale"_a = false,
-          "no_sink"_a = false, "width_in"_a = nb::none(), "dpi"_a = nb::none(),
+          "run"_a = nb::none(), "query"_a = nb::none(), "format"_a = "png", "log_scale"_a = false, "no_sink"_a = false,
+          "width_in"_a = nb::none(), "dpi"_a = nb::none(),
           nb::sig("def show(capture: Capture, layer: int | None = None, head: int | None = None, kind: str = "
                   "'heatmap', run: str | int | None = None, query: int | None = None, format: str = 'png', "
                   "log_scale: bool = False, no_sink: bool = False, width_in: float | None = None, "
@@ -934,100 +1025,143 @@ NB_MODULE(_core, mod) {
           "head and the last stored query; run to every run the kind draws.");
 
   // Sweep ---------------------------------------------------------------------------------------------------------
-  nb::class_<focal::SweepFile>(mod, "Sweep",
+  nb::class_<focal::SweepFile>(
+      mod, "Sweep",
       "Metrics against the focal temperature: one forward per t (Model.sweep, focal sweep; docs/capture-format.md).")
-      .def_prop_ro("focal_temps", [](nb::handle self) {
-        const auto& s = nb::cast<const focal::SweepFile&>(self);
-        return view(s.focal_temps.data(), {s.focal_temps.size()}, self);
-      }, nb::sig("def focal_temps(self) -> numpy.typing.NDArray[numpy.float32]"), "The swept t, float32 [S].")
-      .def_prop_ro("head_metrics", [](nb::handle self) {
-        const auto& s = nb::cast<const focal::SweepFile&>(self);
-        return view(s.head_metrics.data(), {s.focal_temps.size(), (size_t)s.n_layers, (size_t)s.n_heads,
-                                            (size_t)focal::kNumRowMetrics}, self);
-      }, nb::sig("def head_metrics(self) -> numpy.typing.NDArray[numpy.float32]"),
-         "Row metrics averaged over rows 1..T-1: float32 [S, n_layers, n_heads, 8] (temp, layer, head, metric).")
-      .def_prop_ro("mean_nll", [](nb::handle self) {
-        const auto& s = nb::cast<const focal::SweepFile&>(self);
-        return view(s.mean_nll.data(), {s.mean_nll.size()}, self);
-      }, nb::sig("def mean_nll(self) -> numpy.typing.NDArray[numpy.float32]"),
-         "Mean next-token loss of the prompt in nats per t, float32 [S].")
-      .def_prop_ro("tokens", [](nb::handle self) {
-        const auto& s = nb::cast<const focal::SweepFile&>(self);
-        return view(s.token_ids.data(), {s.token_ids.size()}, self);
-      }, nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "The prompt's token ids [T].")
+      .def_prop_ro(
+          "focal_temps",
+          [](nb::handle self) {
+            const auto& s = nb::cast<const focal::SweepFile&>(self);
+            return view(s.focal_temps.data(), {s.focal_temps.size()}, self);
+          },
+          nb::sig("def focal_temps(self) -> numpy.typing.NDArray[numpy.float32]"), "The swept t, float32 [S].")
+      .def_prop_ro(
+          "head_metrics",
+          [](nb::handle self) {
+            const auto& s = nb::cast<const focal::SweepFile&>(self);
+            return view(s.head_metrics.data(),
+                        {s.focal_temps.size(), (size_t)s.n_layers, (size_t)s.n_heads, (size_t)focal::kNumRowMetrics},
+                        self);
+          },
+          nb::sig("def head_metrics(self) -> numpy.typing.NDArray[numpy.float32]"),
+          "Row metrics averaged over rows 1..T-1: float32 [S, n_layers, n_heads, 8] (temp, layer, head, metric).")
+      .def_prop_ro(
+          "mean_nll",
+          [](nb::handle self) {
+            const auto& s = nb::cast<const focal::SweepFile&>(self);
+            return view(s.mean_nll.data(), {s.mean_nll.size()}, self);
+          },
+          nb::sig("def mean_nll(self) -> numpy.typing.NDArray[numpy.float32]"),
+          "Mean next-token loss of the prompt in nats per t, float32 [S].")
+      .def_prop_ro(
+          "tokens",
+          [](nb::handle self) {
+            const auto& s = nb::cast<const focal::SweepFile&>(self);
+            return view(s.token_ids.data(), {s.token_ids.size()}, self);
+          },
+          nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "The prompt's token ids [T].")
       .def_prop_ro("n_layers", [](const focal::SweepFile& s) { return s.n_layers; })
       .def_prop_ro("n_heads", [](const focal::SweepFile& s) { return s.n_heads; })
-      .def_prop_ro("base_spec", [](const focal::SweepFile& s) { return focal::TempSpec::from_json(s.base_spec_json, "sweep"); },
-                   "The setting whose t was swept.")
-      .def("save", [](const focal::SweepFile& s, const fs::path& p) {
-        nb::gil_scoped_release rel;
-        focal::write_sweep(s, path_str(p));
-      }, "path"_a, "Writes the sweep file `focal sweep -o` writes.")
+      .def_prop_ro(
+          "base_spec", [](const focal::SweepFile& s) { return focal::TempSpec::from_json(s.base_spec_json, "sweep"); },
+          "The setting whose t was swept.")
+      .def(
+          "save",
+          [](const focal::SweepFile& s, const fs::path& p) {
+            nb::gil_scoped_release rel;
+            focal::write_sweep(s, path_str(p));
+          },
+          "path"_a, "Writes the sweep file `focal sweep -o` writes.")
       .def("__repr__", [](const focal::SweepFile& s) {
         return "<focalscope.Sweep " + std::to_string(s.focal_temps.size()) + " temperatures, " +
                std::to_string(s.token_ids.size()) + " tokens>";
       });
-  mod.def("open_sweep", [](const fs::path& p) {
-    if (!fs::exists(p)) raise(PyExc_FileNotFoundError, "open_sweep: no such file: '" + path_str(p) + "'");
-    nb::gil_scoped_release rel;
-    return focal::read_sweep(path_str(p));
-  }, "path"_a, "Reads a sweep file.");
+  mod.def(
+      "open_sweep",
+      [](const fs::path& p) {
+        if (!fs::exists(p)) raise(PyExc_FileNotFoundError, "open_sweep: no such file: '" + path_str(p) + "'");
+        nb::gil_scoped_release rel;
+        return focal::read_sweep(path_str(p));
+      },
+      "path"_a, "Reads a sweep file.");
 
   // Generation ----------------------------------------------------------------------------------------------------
   nb::class_<PyGeneration>(mod, "Generation", "The result of Model.generate.")
-      .def_prop_ro("prompt_ids", [](const PyGeneration& g) { return g.prompt_ids; }, "The prompt's token ids.")
-      .def_prop_ro("ids", [](const PyGeneration& g) { return g.ids; }, "The generated token ids.")
-      .def_prop_ro("text", [](const PyGeneration& g) { return g.text; }, "The generated text (without the prompt).")
-      .def_prop_ro("capture", [](const PyGeneration& g) { return g.capture; },
-                   "The capture of prompt + generated tokens (generate(capture=True)), else None.")
-      .def("__repr__", [](const PyGeneration& g) { return "<focalscope.Generation " + std::to_string(g.ids.size()) + " tokens>"; });
+      .def_prop_ro(
+          "prompt_ids", [](const PyGeneration& g) { return g.prompt_ids; }, "The prompt's token ids.")
+      .def_prop_ro(
+          "ids", [](const PyGeneration& g) { return g.ids; }, "The generated token ids.")
+      .def_prop_ro(
+          "text", [](const PyGeneration& g) { return g.text; }, "The generated text (without the prompt).")
+      .def_prop_ro(
+          "capture", [](const PyGeneration& g) { return g.capture; },
+          "The capture of prompt + generated tokens (generate(capture=True)), else None.")
+      .def("__repr__",
+           [](const PyGeneration& g) { return "<focalscope.Generation " + std::to_string(g.ids.size()) + " tokens>"; });
 
   // Model ---------------------------------------------------------------------------------------------------------
-  nb::class_<PyModel>(mod, "Model",
+  nb::class_<PyModel>(
+      mod, "Model",
       "A loaded LLaMA-family model (a Hugging Face directory or a .gguf file) on the CPU or a CUDA device. "
       "Made by load(). Runs release the GIL; Ctrl-C cancels a run between layers (KeyboardInterrupt).")
-      .def("__repr__", [](const PyModel& m) {
-        return "<focalscope.Model " + m.model->path() + ": " + std::to_string(m.cfg().n_layers) + " layers x " +
-               std::to_string(m.cfg().n_heads) + " heads, " + focal::device_name(m.model->device()) + ">";
-      })
+      .def("__repr__",
+           [](const PyModel& m) {
+             return "<focalscope.Model " + m.model->path() + ": " + std::to_string(m.cfg().n_layers) + " layers x " +
+                    std::to_string(m.cfg().n_heads) + " heads, " + focal::device_name(m.model->device()) + ">";
+           })
       .def_prop_ro("path", [](const PyModel& m) { return m.model->path(); })
-      .def_prop_ro("device", [](const PyModel& m) { return std::string(focal::device_name(m.model->device())); },
-                   "'cpu' or 'cuda': where the weights live and the forward runs.")
+      .def_prop_ro(
+          "device", [](const PyModel& m) { return std::string(focal::device_name(m.model->device())); },
+          "'cpu' or 'cuda': where the weights live and the forward runs.")
       .def_prop_ro("n_layers", [](const PyModel& m) { return m.cfg().n_layers; })
-      .def_prop_ro("n_heads", [](const PyModel& m) { return m.cfg().n_heads; }, "Query heads.")
+      .def_prop_ro(
+          "n_heads", [](const PyModel& m) { return m.cfg().n_heads; }, "Query heads.")
       .def_prop_ro("n_kv_heads", [](const PyModel& m) { return m.cfg().n_kv_heads; })
       .def_prop_ro("d_head", [](const PyModel& m) { return m.cfg().d_head; })
       .def_prop_ro("hidden", [](const PyModel& m) { return m.cfg().hidden; })
       .def_prop_ro("vocab_size", [](const PyModel& m) { return m.cfg().vocab_size; })
-      .def_prop_ro("max_positions", [](const PyModel& m) { return m.cfg().max_positions; }, "The context length.")
+      .def_prop_ro(
+          "max_positions", [](const PyModel& m) { return m.cfg().max_positions; }, "The context length.")
       .def_prop_ro("n_params", [](const PyModel& m) { return m.model->n_params(); })
       .def_prop_ro("weights_checksum", [](const PyModel& m) { return m.model->weights_checksum(); })
-      .def_prop_ro("config_json", [](const PyModel& m) { return m.cfg().source_json; }, "config.json as read.")
-      .def_prop_ro("native_temp", [](const PyModel& m) { return focal::TempSpec::native(m.cfg()); },
-                   "The attention setting the model was trained with (config.json 'focal'); temp=None uses it.")
-      .def("tokenize", [](const PyModel& m, const std::string& text, std::optional<bool> add_bos) {
-        std::vector<int32_t> ids = m.tok().encode(text, add_bos.value_or(m.cfg().add_bos));
-        const size_t n = ids.size();
-        return owned(std::move(ids), {n});
-      }, "text"_a, "add_bos"_a = nb::none(),
-         nb::sig("def tokenize(self, text: str, add_bos: bool | None = None) -> numpy.typing.NDArray[numpy.int32]"),
-         "Token ids (int32 [n]) as `focal capture --prompt` makes them (with BOS when the model adds one).")
-      .def("detokenize", [](const PyModel& m, nb::handle ids) {
-        return m.tok().decode(m.ids_of(ids, "ids"));
-      }, "ids"_a, nb::sig("def detokenize(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> str"),
-         "The text of token ids.")
-      .def("pieces", [](const PyModel& m, nb::handle ids) {
-        std::vector<std::string> v;
-        for (int32_t id : m.ids_of(ids, "ids")) v.push_back(m.tok().display(id));
-        return v;
-      }, "ids"_a, nb::sig("def pieces(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> list[str]"),
-         "Each token as a person should read it (what captures store).")
+      .def_prop_ro(
+          "config_json", [](const PyModel& m) { return m.cfg().source_json; }, "config.json as read.")
+      .def_prop_ro(
+          "native_temp", [](const PyModel& m) { return focal::TempSpec::native(m.cfg()); },
+          "The attention setting the model was trained with (config.json 'focal'); temp=None uses it.")
+      .def(
+          "tokenize",
+          [](const PyModel& m, const std::string& text, std::optional<bool> add_bos) {
+            std::vector<int32_t> ids = m.tok().encode(text, add_bos.value_or(m.cfg().add_bos));
+            const size_t n = ids.size();
+            return owned(std::move(ids), {n});
+          },
+          "text"_a, "add_bos"_a = nb::none(),
+          nb::sig("def tokenize(self, text: str, add_bos: bool | None = None) -> numpy.typing.NDArray[numpy.int32]"),
+          "Token ids (int32 [n]) as `focal capture --prompt` makes them (with BOS when the model adds one).")
+      .def(
+          "detokenize", [](const PyModel& m, nb::handle ids) { return m.tok().decode(m.ids_of(ids, "ids")); }, "ids"_a,
+          nb::sig(
+              "def detokenize(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> str"),
+          "The text of token ids.")
+      .def(
+          "pieces",
+          [](const PyModel& m, nb::handle ids) {
+            std::vector<std::string> v;
+            for (int32_t id : m.ids_of(ids, "ids")) v.push_back(m.tok().display(id));
+            return v;
+          },
+          "ids"_a,
+          nb::sig(
+              "def pieces(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> list[str]"),
+          "Each token as a person should read it (what captures store).")
       .def("run", &model_run, "prompt"_a, "temp"_a = nb::none(), nb::kw_only(), "layers"_a = nb::none(),
            "heads"_a = nb::none(), "queries"_a = nb::none(), "compare"_a = nb::none(), "name"_a = nb::none(),
            "probs"_a = true, "scores"_a = true, "fp16"_a = false, "topk"_a = 10, "topk_mass"_a = 5,
            "relevant"_a = nb::none(), "budget"_a = nb::none(), "progress"_a = nb::none(),
            nb::sig("def run(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
-                   "temp: str | float | TempSpec | None = None, *, layers: int | collections.abc.Sequence[int] | None = None, "
+                   "temp: str | float | TempSpec | None = None, *, layers: int | collections.abc.Sequence[int] | None "
+                   "= None, "
                    "heads: int | collections.abc.Sequence[int] | None = None, "
                    "queries: int | collections.abc.Sequence[int] | None = None, "
                    "compare: str | float | TempSpec | None = None, name: str | None = None, probs: bool = True, "
@@ -1056,40 +1190,43 @@ NB_MODULE(_core, mod) {
            "`focal sweep`: one forward per focal t in temps (mode set to focal; temp's per-layer / per-head "
            "overrides kept), metrics per head averaged over rows 1..T-1. progress(t, done, total) after each t; "
            "Ctrl-C cancels between layers.")
-      .def("generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
-           "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
-           "capture"_a = false, "layers"_a = nb::none(), "heads"_a = nb::none(), "probs"_a = true,
-           "scores"_a = true, "fp16"_a = false,
-           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
-                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
-                   "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "
-                   "on_token: collections.abc.Callable[[int, str], object] | None = None, capture: bool = False, "
-                   "layers: int | collections.abc.Sequence[int] | None = None, "
-                   "heads: int | collections.abc.Sequence[int] | None = None, probs: bool = True, "
-                   "scores: bool = True, fp16: bool = False) -> Generation"),
-           "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
-           "sample_temp / top_k / seed). on_token(id, text) is called for each new token with its text; returning "
-           "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
-           "(as `focal generate --capture`) into Generation.capture.");
+      .def(
+          "generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
+          "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
+          "capture"_a = false, "layers"_a = nb::none(), "heads"_a = nb::none(), "probs"_a = true, "scores"_a = true,
+          "fp16"_a = false,
+          nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
+                  "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
+                  "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "
+                  "on_token: collections.abc.Callable[[int, str], object] | None = None, capture: bool = False, "
+                  "layers: int | collections.abc.Sequence[int] | None = None, "
+                  "heads: int | collections.abc.Sequence[int] | None = None, probs: bool = True, "
+                  "scores: bool = True, fp16: bool = False) -> Generation"),
+          "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
+          "sample_temp / top_k / seed). on_token(id, text) is called for each new token with its text; returning "
+          "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
+          "(as `focal generate --capture`) into Generation.capture.");
 
-  mod.def("load", [](const fs::path& p, const std::string& device) {
-    const std::string path = path_str(p);
-    if (!fs::exists(p))
-      raise(PyExc_FileNotFoundError, "load: no such model: '" + path +
-                                         "' (give a Hugging Face model directory with config.json, or a .gguf file)");
-    focal::Device d;
-    try {
-      d = focal::parse_device(device);
-    } catch (const focal::Error& e) {
-      raise(PyExc_ValueError, std::string("device: ") + e.what());
-    }
-    auto m = std::make_unique<PyModel>();
-    {
-      nb::gil_scoped_release rel;
-      m->model = focal::Model::load(path, focal::resolve_device(d));
-    }
-    return m;
-  }, "path"_a, "device"_a = "auto",
-     "Loads a model: a Hugging Face LLaMA-family directory (config.json, safetensors, tokenizer.model) or a "
-     "llama-architecture .gguf file. device: 'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'.");
+  mod.def(
+      "load",
+      [](const fs::path& p, const std::string& device) {
+        const std::string path = path_str(p);
+        if (!fs::exists(p))
+          raise(PyExc_FileNotFoundError,
+                "load: no such model: '" + path +
+                    "' (give a Hugging Face model directory with config.json, or a .gguf file)");
+        focal::Device d;
+        try {
+          d = focal::parse_device(device);
+        } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("device: ") + e.what()); }
+        auto m = std::make_unique<PyModel>();
+        {
+          nb::gil_scoped_release rel;
+          m->model = focal::Model::load(path, focal::resolve_device(d));
+        }
+        return m;
+      },
+      "path"_a, "device"_a = "auto",
+      "Loads a model: a Hugging Face LLaMA-family directory (config.json, safetensors, tokenizer.model) or a "
+      "llama-architecture .gguf file. device: 'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'.");
 }

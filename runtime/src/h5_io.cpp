@@ -381,17 +381,23 @@ uint64_t default_read_budget() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t budget = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
   struct rlimit lim;
-  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) budget = std::min<uint64_t>(budget, lim.rlim_cur / 2);
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    budget = std::min<uint64_t>(budget, lim.rlim_cur / 2);
   return budget;
 }
 
 std::string bytes_text(uint64_t n) {
   char b[32];
-  if (n < 10000) std::snprintf(b, sizeof b, "%llu bytes", (unsigned long long)n);
-  else if (n < 1000000) std::snprintf(b, sizeof b, "%.1f kB", n / 1e3);
-  else if (n < 1000000000) std::snprintf(b, sizeof b, "%.1f MB", n / 1e6);
-  else if (n < 1000000000000ULL) std::snprintf(b, sizeof b, "%.1f GB", n / 1e9);
-  else std::snprintf(b, sizeof b, "%.1f TB", n / 1e12);
+  if (n < 10000)
+    std::snprintf(b, sizeof b, "%llu bytes", (unsigned long long)n);
+  else if (n < 1000000)
+    std::snprintf(b, sizeof b, "%.1f kB", n / 1e3);
+  else if (n < 1000000000)
+    std::snprintf(b, sizeof b, "%.1f MB", n / 1e6);
+  else if (n < 1000000000000ULL)
+    std::snprintf(b, sizeof b, "%.1f GB", n / 1e9);
+  else
+    std::snprintf(b, sizeof b, "%.1f TB", n / 1e12);
   return b;
 }
 
@@ -401,8 +407,8 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
   for (hsize_t d : dims) n = (d != 0 && n > (uint64_t(1) << 62) / d) ? (uint64_t(1) << 62) : n * d;
   if (n == 0) return;
   const size_t file_elem = H5Tget_size(file_type);
-  const uint64_t declared = n > (uint64_t(1) << 62) / std::max<size_t>(file_elem, 1) ? (uint64_t(1) << 62)
-                                                                                    : n * file_elem;
+  const uint64_t declared =
+      n > (uint64_t(1) << 62) / std::max<size_t>(file_elem, 1) ? (uint64_t(1) << 62) : n * file_elem;
   PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds), where_, "cannot read the layout of " + path);
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout != H5D_COMPACT) {  // compact data lives in the object header, bounded by its 64 KiB
@@ -410,8 +416,8 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
     // Deflate expands at most 1032:1; shuffle does not compress. Unwritten chunks or contiguous space read as the
     // fill value, which no focalscope writer leaves.
     const bool chunked = layout == H5D_CHUNKED;
-    const uint64_t can_hold = chunked ? (stored > (uint64_t(1) << 52) ? (uint64_t(1) << 62) : stored * 1100 + 65536)
-                                      : stored;
+    const uint64_t can_hold =
+        chunked ? (stored > (uint64_t(1) << 52) ? (uint64_t(1) << 62) : stored * 1100 + 65536) : stored;
     if (declared > can_hold)
       where_.fail(path + " declares shape " + dims_text(dims) + " (" + bytes_text(declared) +
                   ") but the file stores only " + bytes_text(stored) + " of it" +
@@ -426,7 +432,7 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
 
 template <class T>
 Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
-              size_t rank, const Dims* want, const char* axes) {
+                      size_t rank, const Dims* want, const char* axes) {
   const std::string path = parent_path + "/" + name;
   if (!has(parent, name)) where_.fail("missing dataset " + path);
   DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), where_, "cannot open dataset " + path);
@@ -437,8 +443,7 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
   Array<T> out;
   out.dims = dataset_dims(ds.get(), path);
   if (out.dims.size() != rank)
-    where_.fail(path + " has " + std::to_string(out.dims.size()) + " dimensions, expected " +
-                std::to_string(rank));
+    where_.fail(path + " has " + std::to_string(out.dims.size()) + " dimensions, expected " + std::to_string(rank));
   if (want) {
     Dims w = *want;
     for (size_t i = 0; i < w.size() && i < out.dims.size(); ++i)
@@ -488,8 +493,8 @@ std::vector<int> Reader::read_index(hid_t parent, const std::string& parent_path
   if (max_len != kAnyDim) {
     const Dims d = shape_of(parent, parent_path, name);
     if (d.size() == 1 && d[0] > max_len)
-      where_.fail(parent_path + "/" + name + " lists " + std::to_string(d[0]) + " entries, more than " + limit +
-                  " = " + std::to_string(max_len));
+      where_.fail(parent_path + "/" + name + " lists " + std::to_string(d[0]) + " entries, more than " + limit + " = " +
+                  std::to_string(max_len));
   }
   Array<int32_t> a = read_i32(parent, parent_path, name, 1);
   return std::vector<int>(a.data.begin(), a.data.end());
@@ -511,9 +516,8 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
   Dims dims = dataset_dims(ds.get(), path);
   if (dims.size() != 1) where_.fail(path + " should be one-dimensional, has shape " + dims_text(dims));
   check_declared(ds.get(), type.get(), path, dims, sizeof(char*) + sizeof(std::string));
-  return read_strings(type.get(), size_t(dims[0]), path, [&](hid_t mem, void* buf) {
-    return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
-  });
+  return read_strings(type.get(), size_t(dims[0]), path,
+                      [&](hid_t mem, void* buf) { return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
 }
 
 void Reader::expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes) {

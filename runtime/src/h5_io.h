@@ -179,7 +179,8 @@ std::string bytes_text(uint64_t n);  // "1.5 GB"
 class Reader {
  public:
   explicit Reader(Where where, uint64_t budget_bytes = 0)
-      : where_(std::move(where)), half_type_(make_half_type(where_)),
+      : where_(std::move(where)),
+        half_type_(make_half_type(where_)),
         budget_bytes_(budget_bytes ? budget_bytes : default_read_budget()) {}
   const Where& where() const { return where_; }
 
@@ -206,8 +207,8 @@ class Reader {
   // Reads a numeric dataset of class `cls` (integer or float) into memory type `mem`, which matches T.
   template <class T>
   // `want` (optional): the expected shape, checked before anything is allocated; kAnyDim matches any size.
-  Array<T> read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls,
-                size_t rank, const Dims* want = nullptr, const char* axes = nullptr);
+  Array<T> read(hid_t parent, const std::string& parent_path, const char* name, hid_t mem, H5T_class_t cls, size_t rank,
+                const Dims* want = nullptr, const char* axes = nullptr);
 
   static constexpr hsize_t kAnyDim = ~hsize_t(0);
   Array<float> read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
@@ -215,8 +216,8 @@ class Reader {
   Array<int32_t> read_i32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
                           const Dims* want = nullptr, const char* axes = nullptr);
   // A 1-D index list of at most max_len entries (`limit` names the bound in the error), checked before reading.
-  std::vector<int> read_index(hid_t parent, const std::string& parent_path, const char* name,
-                              hsize_t max_len = kAnyDim, const std::string& limit = "");
+  std::vector<int> read_index(hid_t parent, const std::string& parent_path, const char* name, hsize_t max_len = kAnyDim,
+                              const std::string& limit = "");
   // The shape of a dataset, without reading it.
   Dims shape_of(hid_t parent, const std::string& parent_path, const char* name);
 

@@ -319,9 +319,9 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       for (const ParamRef& p : model->weights().params)
         for (size_t i = 0; i < p.size; ++i)
           if (!std::isfinite(p.data[i]))
-            throw Error("training diverged: weight '" + p.name + "' is not finite at step " +
-                        std::to_string(step + 1) + " (learning rate " + std::to_string(lr) +
-                        "); the last good checkpoint in '" + tc.out_dir + "' is kept — lower --lr or raise --warmup");
+            throw Error("training diverged: weight '" + p.name + "' is not finite at step " + std::to_string(step + 1) +
+                        " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
+                        "' is kept — lower --lr or raise --warmup");
       save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc, step + 1, log, tok_path);
       loss_since = tokens_since = 0.0;
       steps_since = 0;
