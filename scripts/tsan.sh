@@ -11,13 +11,21 @@ llvm=/usr/lib/llvm-14/lib
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-      -DFOCAL_TSAN=ON -DFOCAL_CUDA=OFF "${launcher[@]}" >/dev/null
+      -DFOCAL_TSAN=ON -DFOCAL_CUDA=OFF -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST "${launcher[@]}" >/dev/null
 cmake --build build-tsan -j"$(nproc)" --target forward_test live_runner_test app_core_test
 export OMP_TOOL_LIBRARIES="$llvm/libarcher.so"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"  # several threads even on a small machine, so races can show
 export TSAN_OPTIONS="halt_on_error=1 abort_on_error=0 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1 ${TSAN_OPTIONS:-}"
 export ARCHER_OPTIONS="${ARCHER_OPTIONS:-verbose=0}"
 export FOCAL_TEST_DATA="$PWD/build-tsan/tests"
+# Canary: the same toolchain must report a planted race (exit 66) and pass correctly synchronised code.
+clang++-14 -fsanitize=thread -fopenmp=libomp -g -O1 tests/tsan/canary.cpp -o build-tsan/tsan_canary
+if build-tsan/tsan_canary race >/dev/null 2>&1; then
+  echo "tsan: the canary's planted race was not reported: this tier would miss races" >&2
+  exit 1
+fi
+build-tsan/tsan_canary clean >/dev/null || { echo "tsan: false report on the canary's synchronised code" >&2; exit 1; }
+echo "-- tsan: canary ok (planted race reported, synchronised code clean)"
 status=0
 for t in forward_test live_runner_test app_core_test; do
   echo "-- tsan: $t"

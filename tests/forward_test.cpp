@@ -112,8 +112,9 @@ void expect_matches_naive(TestModel& tm, const TempSpec& spec, int T) {
     std::vector<float> mine(r.obs->probs.begin() + r.obs->at(l, 0, 0, 0),
                             r.obs->probs.begin() + r.obs->at(l + 1, 0, 0, 0));
     EXPECT_LE(rel_err(mine, ref.attn[l]), kFwdTol) << spec.label() << " layer " << l;
-    if (spec.mode == AttnMode::kLearned)
+    if (spec.mode == AttnMode::kLearned) {
       for (int i = 0; i < T; ++i) EXPECT_NEAR(r.obs->tau[(size_t)l * T + i], ref.tau[l][i], 1e-4) << "tau l" << l;
+    }
   }
 }
 
@@ -206,8 +207,12 @@ TEST(Forward, PerHeadOverrideChangesOnlyThatHeadInItsLayer) {
       bool same = true;
       for (int i = 0; i < T; ++i)
         for (int j = 0; j <= i; ++j) same &= a.obs->probs[a.obs->at(l, h, i, j)] == b.obs->probs[b.obs->at(l, h, i, j)];
-      if (l < 1 || (l == 1 && h != 3)) EXPECT_TRUE(same) << "layer " << l << " head " << h << " changed";
-      if (l == 1 && h == 3) EXPECT_FALSE(same) << "the overridden head did not change";
+      if (l < 1 || (l == 1 && h != 3)) {
+        EXPECT_TRUE(same) << "layer " << l << " head " << h << " changed";
+      }
+      if (l == 1 && h == 3) {
+        EXPECT_FALSE(same) << "the overridden head did not change";
+      }
     }
   // The overridden head is sharper: lower mean entropy.
   double ha = 0, hb = 0;

@@ -12,6 +12,21 @@
 
 #include "focal_kernels/shared_math.h"
 
+// Hot loops are compiled for AVX2 and x86-64-v4 besides the baseline and picked at load time (an ifunc resolver).
+// ThreadSanitizer builds leave them out: TSan instruments the resolver, which runs before TSan is initialised.
+#if defined(__SANITIZE_THREAD__)
+#define FOCAL_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FOCAL_UNDER_TSAN 1
+#endif
+#endif
+#ifdef FOCAL_UNDER_TSAN
+#define FOCAL_TARGET_CLONES
+#else
+#define FOCAL_TARGET_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+
 namespace focal::ops {
 
 namespace {
@@ -110,7 +125,7 @@ inline void topk_insert(float* best, int& cnt, int k, float v, int32_t* ids = nu
 // p[g], p[g + G], ...: one vertical-max pass, no horizontal reductions), the k-th largest group maximum as a
 // threshold (every top-k value lies in a group whose maximum reaches it: k other groups' maxima would exceed it
 // otherwise), then only the groups reaching the threshold are scanned. The k values are summed in descending order.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) float topk_sum(const float* p, int n, int k) {
+FOCAL_TARGET_CLONES float topk_sum(const float* p, int n, int k) {
   if (k <= 0) return 0.0f;
   k = std::min(k, 64);
   float best[64];
@@ -179,8 +194,8 @@ namespace {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. Hot loop of the attention: written so
 // the compiler vectorises it (omp simd reductions, branch-free exp), cloned for AVX2 machines.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void softmax_scaled_row(
-    const float* raw, float scale, float* p, int n, float* metrics, int topk, const int32_t* relevant, int n_relevant) {
+FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk,
+                                            const int32_t* relevant, int n_relevant) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = raw[j] > mx ? raw[j] : mx;
@@ -327,7 +342,7 @@ void topk(const float* x, int n, int k, int32_t* idx, float* val) {
   for (int j = nb * kB; j < n; ++j) insert(j);
 }
 
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) float log_sum_exp(const float* x, int n) {
+FOCAL_TARGET_CLONES float log_sum_exp(const float* x, int n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
