@@ -207,12 +207,8 @@ TEST(Forward, PerHeadOverrideChangesOnlyThatHeadInItsLayer) {
       bool same = true;
       for (int i = 0; i < T; ++i)
         for (int j = 0; j <= i; ++j) same &= a.obs->probs[a.obs->at(l, h, i, j)] == b.obs->probs[b.obs->at(l, h, i, j)];
-      if (l < 1 || (l == 1 && h != 3)) {
-        EXPECT_TRUE(same) << "layer " << l << " head " << h << " changed";
-      }
-      if (l == 1 && h == 3) {
-        EXPECT_FALSE(same) << "the overridden head did not change";
-      }
+      if (l < 1 || (l == 1 && h != 3)) { EXPECT_TRUE(same) << "layer " << l << " head " << h << " changed"; }
+      if (l == 1 && h == 3) { EXPECT_FALSE(same) << "the overridden head did not change"; }
     }
   // The overridden head is sharper: lower mean entropy.
   double ha = 0, hb = 0;
