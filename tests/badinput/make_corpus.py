@@ -7,6 +7,8 @@ fresh capture made by the focal binary. Nothing here is committed; ctest writes 
 
 DIR/manifest.json lists the cases: {"name", "kind": "model" | "capture", "path", "field", "file"}. A case must be
 refused (exit 1 or 2) by every entry point with a message that contains "file" (its path or name) and "field".
+Cases with "expect": "warning" must instead be accepted (exit 0) with a warning naming the field; "extra" holds
+options added to each command, "entry_points" limits the entry points run.
 Needs numpy and h5py (Debian python3-numpy, python3-h5py)."""
 import argparse
 import json
@@ -153,6 +155,12 @@ def model_cases(src_model, out):
         blob = bytearray(data)
         blob[off + 6:off + 8] = struct.pack("<H", bits)
         st_case("st-%s-weight" % kind, name_q, hb, bytes(blob))
+    # Accepted with a warning (expect "warning": exit 0, the warning names the field): the opt-out for studying a
+    # broken checkpoint, and special ids outside the vocabulary (ignored).
+    cases.append(dict(cases[-1], name="warn-inf-weight-allowed", expect="warning", extra=["--allow-nonfinite-weights"],
+                      entry_points=["info", "capture", "generate"]))
+    cfg_case("warn-bos-outside-vocab", "bos_token_id", setter("bos_token_id", 99999))
+    cases[-1].update(expect="warning", entry_points=["info", "capture", "app-open"])
     return cases
 
 
