@@ -62,7 +62,9 @@ std::string flag_for_field(const std::string& field) {
 }
 
 std::string with_flag(const Error& e) {
-  const std::string msg = e.what(), field = e.field(), flag = flag_for_field(field);
+  std::string msg = e.what();
+  const std::string& field = e.field();
+  const std::string flag = flag_for_field(field);
   if (flag.empty()) return msg;
   // A message that opens with the field as a word ("layer 7: ...", "runs: ...", "device cuda: ...") reads as the
   // option itself; one that opens otherwise ("layer_temp[7] = -1", "mode = learned", "the prompt ...") gets the

@@ -101,6 +101,7 @@ void set_str_attr(hid_t obj, const std::string& name, const std::vector<std::str
   const hsize_t n = v.size();
   hid_t sp = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr);
   std::vector<const char*> p;
+  p.reserve(v.size());
   for (const std::string& s : v) p.push_back(s.c_str());
   hid_t a = H5Acreate2(obj, name.c_str(), t, sp, H5P_DEFAULT, H5P_DEFAULT);
   if (a >= 0) {

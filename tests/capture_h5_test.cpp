@@ -585,6 +585,7 @@ TEST(CaptureH5, ConcurrentCallsAreSerialized) {
   TempDir dir;
   const CaptureFile f = fake_capture();
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::vector<int> ok(4, 0);
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {

@@ -161,7 +161,7 @@ class CliTest : public ::testing::Test {
 
   // A fresh empty directory for one test's outputs.
   static std::string out_dir(const std::string& tag) {
-    const std::string d = *root_ + "/" + tag;
+    std::string d = *root_ + "/" + tag;
     EXPECT_EQ(mkdir(d.c_str(), 0755), 0) << d;
     return d;
   }

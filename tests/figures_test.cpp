@@ -170,7 +170,7 @@ TrainLog make_train_log(const std::string& name, double floor, bool learned) {
 // An evaluation of three task kinds at lengths 128-2048 (3 layers). Lengths from `beyond` on have no answers
 // (beyond the model's context: NaN, as focal eval writes them).
 EvalFile make_eval(const std::string& model_path, double skill, int beyond = 5,
-                   std::vector<int32_t> lengths = {128, 256, 512, 1024, 2048}) {
+                   const std::vector<int32_t>& lengths = {128, 256, 512, 1024, 2048}) {
   EvalFile e;
   e.model_path = model_path;
   e.model_config_json = model_config(false);
@@ -760,11 +760,8 @@ TEST(FigurePlot, TicksFollowTheOneTwoFiveRule) {
   t = nice_ticks(0.16, 1.24, 6, false);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0.2", "0.4", "0.6", "0.8", "1.0", "1.2"}));
   t = nice_ticks(-1.09, 1.09, 7, false);
-  EXPECT_EQ(t.labels, (std::vector<std::string>{"\xE2\x88\x92"
-                                                "1.0",
-                                                "\xE2\x88\x92"
-                                                "0.5",
-                                                "0.0", "0.5", "1.0"}));
+  const std::string minus = "\xE2\x88\x92";  // U+2212
+  EXPECT_EQ(t.labels, (std::vector<std::string>{minus + "1.0", minus + "0.5", "0.0", "0.5", "1.0"}));
   t = nice_ticks(0, 37, 6, true);
   EXPECT_EQ(t.labels, (std::vector<std::string>{"0", "10", "20", "30", "40"}));
   t = log10_ticks(-4, 0, 6);

@@ -73,6 +73,7 @@ TEST(ConvertedReference, LogitsMatchSafetensorsModel) {
   const std::string src = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
   auto ref_model = Model::load(src);
   std::vector<int32_t> ids;
+  ids.reserve(48);
   for (int i = 0; i < 48; ++i) ids.push_back((int32_t)((i * 977 + 13) % ref_model->config().vocab_size));
   const std::vector<float> ref = logits_of(*ref_model, ids);
   // Against transformers on the same dequantised weights (gguf.quants): fp32 sums in another order only, 1e-5 of

@@ -148,7 +148,7 @@ class GgufFileTest : public ::testing::Test {
   void SetUp() override { dir_ = test::make_temp_dir("gguf"); }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
   std::string write(const std::string& name, const std::string& bytes) {
-    const std::string p = dir_ + "/" + name;
+    std::string p = dir_ + "/" + name;
     write_file(p, bytes);
     return p;
   }

@@ -180,7 +180,7 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
   };
   const uint64_t H = d.hidden, I = d.inter, V = d.vocab, dh = d.hidden / d.heads;
   const uint64_t QD = d.heads * dh, KD = d.kv_heads * dh;
-  auto t = [&](const std::string& n, std::vector<uint64_t> dims, float base = 0.0f) {
+  auto t = [&](const std::string& n, const std::vector<uint64_t>& dims, float base = 0.0f) {
     if (n == skip_tensor) return;
     size_t cnt = 1;
     for (auto x : dims) cnt *= x;

@@ -3,6 +3,7 @@
 // the F32 original. Also the config round trip, TempSpec validation and capture-request validation.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <immintrin.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -123,7 +124,7 @@ class ModelLoadTest : public ::testing::Test {
   // Writes config + tensors into root_/name and returns the directory.
   std::string make_model(const std::string& name, const ModelConfig& c, const std::vector<NamedTensor>& ts,
                          const std::string& dtype = "F32") {
-    const std::string dir = root_ + "/" + name;
+    std::string dir = root_ + "/" + name;
     write_model_dir(dir, c, ts, dtype, "");
     return dir;
   }
@@ -132,7 +133,7 @@ class ModelLoadTest : public ::testing::Test {
   }
   // Writes config.json text into a fresh directory that also holds valid weights.
   std::string model_with_config_text(const std::string& name, const std::string& text) {
-    const std::string dir = make_model(name);
+    std::string dir = make_model(name);
     write_bytes(dir + "/config.json", text);
     return dir;
   }
@@ -437,7 +438,7 @@ class ShardedTest : public ModelLoadTest {
  protected:
   // Writes `ts` split in two shards plus model.safetensors.index.json; returns the directory.
   std::string make_sharded(const std::string& name, const std::vector<NamedTensor>& ts) {
-    const std::string dir = root_ + "/" + name;
+    std::string dir = root_ + "/" + name;
     EXPECT_EQ(mkdir(dir.c_str(), 0755), 0);
     write_bytes(dir + "/config.json", config_to_json(small_config()));
     std::vector<NamedTensor> a(ts.begin(), ts.begin() + ts.size() / 2), b(ts.begin() + ts.size() / 2, ts.end());
@@ -496,7 +497,17 @@ TEST_F(ShardedTest, TensorInTwoShards) {
 
 // Independent reference roundings: the compiler's _Float16 conversion (IEEE round to nearest even) and, for bfloat16,
 // a choice between the two neighbouring bfloat16 values by exact distance.
+#ifdef __FLT16_MANT_DIG__
 float round_f16(float v) { return (float)(_Float16)v; }
+float widen_f16(uint16_t h) {
+  _Float16 x;
+  std::memcpy(&x, &h, 2);
+  return (float)x;
+}
+#else  // a compiler without _Float16 on this target (clang 14 on x86, as clang-tidy runs): the CPU's F16C instead
+__attribute__((target("f16c"))) float round_f16(float v) { return _cvtsh_ss(_cvtss_sh(v, 0)); }
+__attribute__((target("f16c"))) float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
+#endif
 float round_bf16(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);
@@ -572,9 +583,7 @@ TEST(HalfConversion, SpecialValues) {
   // Every fp16 bit pattern agrees with the compiler's conversion.
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const uint16_t h = (uint16_t)b;
-    _Float16 x;
-    std::memcpy(&x, &h, 2);
-    const float want = (float)x, got = math::half_bits_to_float(h);
+    const float want = widen_f16(h), got = math::half_bits_to_float(h);
     if (std::isnan(want)) {
       ASSERT_TRUE(std::isnan(got)) << std::hex << b;
     } else {

@@ -1,5 +1,6 @@
 // Tests of the CPU reference ops (kernels/src/ops_cpu.cpp) and the shared per-row math (shared_math.h): every op is
 // checked against a naive double-precision implementation written here, with the tolerance stated next to it.
+#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1099,11 +1100,17 @@ TEST(HalfConversion, HandComputedValues) {
 // Reference: the CPU's own F16C conversion instructions (round to nearest even), over every half value and a
 // dense sample of float bit patterns (every 97th pattern: all exponents, many mantissas) plus the neighbourhood
 // of every half boundary.
+// CPUID leaf 1, ECX bit 29 (GCC's __builtin_cpu_supports knows "f16c", clang 14's does not).
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 __attribute__((target("f16c"))) uint16_t f16c_round(float f) { return (uint16_t)_cvtss_sh(f, 0); }
 __attribute__((target("f16c"))) float f16c_widen(uint16_t h) { return _cvtsh_ss(h); }
 
 TEST(HalfConversion, MatchesF16cOnEveryHalfAndSampledFloats) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C instructions to compare against";
+  if (!cpu_has_f16c()) GTEST_SKIP() << "this CPU has no F16C instructions to compare against";
   for (uint32_t h = 0; h < 65536; ++h) {
     const float w = f16c_widen((uint16_t)h);
     const float got = math::half_bits_to_float((uint16_t)h);
@@ -1154,7 +1161,7 @@ TEST(HalfConversion, NanPayloads) {
   EXPECT_EQ(math::float_to_bf16_bits(bits_to_float((int)0xff8a0000u)), 0xffca);
   EXPECT_EQ(math::bf16_bits_to_float(0x7fc1) != math::bf16_bits_to_float(0x7fc1), true);
   EXPECT_EQ(math::float_bits(math::bf16_bits_to_float(0xffca)), 0xffca0000u);
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C instructions to compare NaN narrowing against";
+  if (!cpu_has_f16c()) GTEST_SKIP() << "no F16C instructions to compare NaN narrowing against";
   for (uint32_t m = 1; m < (1u << 23); m += 7)  // NaN mantissas, both signs
     for (uint32_t sign : {0u, 0x80000000u}) {
       const float f = bits_to_float((int)(sign | 0x7f800000u | m));

@@ -22,7 +22,7 @@ struct AppState::RunnerBox {
   std::shared_ptr<const focal::Model> model;
   focal::LiveRunner runner;
   std::shared_ptr<const focal::RunCapture> last;  // the runner's last completed result
-  explicit RunnerBox(std::shared_ptr<const focal::Model> m) : model(m), runner(*m) {}
+  explicit RunnerBox(std::shared_ptr<const focal::Model> m) : model(std::move(m)), runner(*model) {}
 };
 
 namespace {

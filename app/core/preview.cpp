@@ -42,11 +42,12 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   }
   if (!r.scores.empty()) {
     float mult;
-    if (exact) {
+    // The run's own multiplier when the spec is the run's, and when a learned tau is asked of a run that had none
+    // (tau is unknown until propagated).
+    const bool tau_unknown = s.spec.mode == focal::AttnMode::kLearned && s.run_spec.mode != focal::AttnMode::kLearned &&
+                             s.spec.head_temp.count({layer, head}) == 0 && s.spec.layer_temp.count(layer) == 0;
+    if (exact || tau_unknown) {
       mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];
-    } else if (s.spec.mode == focal::AttnMode::kLearned && s.run_spec.mode != focal::AttnMode::kLearned &&
-               s.spec.head_temp.count({layer, head}) == 0 && s.spec.layer_temp.count(layer) == 0) {
-      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];  // tau unknown until propagated
     } else {
       const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / s.run_spec.tau_scale;
       mult = s.spec.row_multiplier(cfg_, layer, head, n, tau_clipped);

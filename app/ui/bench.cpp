@@ -16,7 +16,7 @@ double now_ms() { return glfwGetTime() * 1000.0; }
 double pct(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, (size_t)(p * (v.size() - 1) + 0.5))];
+  return v[std::min(v.size() - 1, (size_t)std::lround(p * (v.size() - 1)))];
 }
 
 // Token ids of a long text, cut to n (the bundled tokenizer; repeated text is fine for timing).

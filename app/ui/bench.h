@@ -28,7 +28,6 @@ class Bench {
   double t0_ = 0.0, phase_start_ = 0.0;
   uint64_t seen_version_ = 0;
   bool armed_ = false;
-  int frames_ = 0;
   std::vector<double> idle_frame_ms_, preview_cpu_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_,
       job_frame_ms_, long_frame_ms_;
   double long_propagate_ms_ = 0.0, last_frame_ = 0.0;

@@ -231,7 +231,9 @@ void on_drop(GLFWwindow*, int n, const char** paths) {
 }  // namespace
 }  // namespace focalscope
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_app(int argc, char** argv) {
   using namespace focalscope;
   Args args;
   try {
@@ -428,4 +430,15 @@ int main(int argc, char** argv) {
   glfwDestroyWindow(win);
   glfwTerminate();
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_app(argc, argv);
+  } catch (const std::exception& e) {  // a failure no panel caught: say so instead of terminating silently
+    std::fprintf(stderr, "focalscope: internal error: %s\n", e.what());
+    return 3;
+  }
 }

@@ -73,7 +73,8 @@ void draw_generation(Ui& ui) {
   ImGui::TextDisabled("layer %d head %d: row = generated token, column = position (prompt: 0..%d); p / row max", layer,
                       head, plen - 1);
   const float h = std::max(20.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing());
-  ImGui::Image((ImTextureID)(intptr_t)ui.gen_tex.id, ImVec2(avail.x, h));
+  // ImGui carries an OpenGL texture name in its pointer-typed ImTextureID.
+  ImGui::Image((ImTextureID)(intptr_t)ui.gen_tex.id, ImVec2(avail.x, h));  // NOLINT(performance-no-int-to-ptr)
   if (ImGui::IsItemHovered()) {
     const ImVec2 mn = ImGui::GetItemRectMin();
     const int k = (int)((ImGui::GetIO().MousePos.x - mn.x) / avail.x * width);

@@ -106,7 +106,8 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 p1(p0.x + side_px, p0.y + side_px);
     if (T > 0 && ui.heat_tex.id && (!rows.p[0].empty() || !rows.p[1].empty())) {
-      dl->AddImage((ImTextureID)(intptr_t)ui.heat_tex.id, p0, p1);
+      // ImGui carries an OpenGL texture name in its pointer-typed ImTextureID.
+      dl->AddImage((ImTextureID)(intptr_t)ui.heat_tex.id, p0, p1);  // NOLINT(performance-no-int-to-ptr)
       // The selected query row.
       const int q = st.query();
       const double yq = (q + 0.5 - v.q0) / (v.q1 - v.q0);

@@ -228,7 +228,7 @@ struct ColorLut {
   // t in [0, 1] (NaN -> 0)
   const focal::figures::Rgb8& at(float t) const {
     t = t > 0.0f ? (t < 1.0f ? t : 1.0f) : 0.0f;
-    return c[(int)(t * kN + 0.5f)];
+    return c[(int)std::lround(t * kN)];
   }
 };
 

@@ -207,12 +207,10 @@ std::string clean_utf8(const std::string& s) {
       ++i;
       continue;
     }
-    if (cp == '\n')
+    if (cp == '\n' || cp == '\r')
       o += "\xE2\x86\xB5";  // ↵
     else if (cp == '\t')
       o += "\xE2\x87\xA5";  // ⇥
-    else if (cp == '\r')
-      o += "\xE2\x86\xB5";
     else if (cp < 0x20 || cp == 0x7F)
       o += "\xEF\xBF\xBD";
     else

@@ -218,7 +218,7 @@ std::string title_text(const FigureOptions& opt, const std::string& automatic) {
 }
 
 std::string fit_text(const Canvas& c, const std::string& s0, double size, double max_w, bool bold) {
-  const std::string s = clean_utf8(s0);
+  std::string s = clean_utf8(s0);
   if (c.text_width(s, size, bold) <= max_w) return s;
   size_t n = utf8_length(s);
   while (n > 1 && c.text_width(utf8_prefix(s, n) + "\xE2\x80\xA6", size, bold) > max_w) --n;

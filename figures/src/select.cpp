@@ -18,6 +18,7 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string run_names(const std::vector<RunRef>& all) {
   std::vector<std::string> n;
+  n.reserve(all.size());
   for (const auto& r : all) n.push_back(r.label);
   return join(n);
 }

@@ -138,6 +138,7 @@ double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n
   return loss;
 }
 
+// NOLINTBEGIN(bugprone-macro-parentheses): R is a type name
 #define FOCAL_INSTANTIATE(R)                                                                                        \
   template void rmsnorm_backward<R>(const R*, const R*, const R*, R*, R*, int, int, R);                             \
   template void rope_backward<R>(R*, int, int, int, int, float);                                                    \
@@ -145,6 +146,7 @@ double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n
   template void attention_backward<R>(const R*, const R*, const R*, const R*, const R*, const R*, const R*, R*, R*, \
                                       R*, R*, int, int, int, int);                                                  \
   template double cross_entropy<R>(const R*, const int32_t*, int, int, double, R*);
+// NOLINTEND(bugprone-macro-parentheses)
 FOCAL_INSTANTIATE(float)
 FOCAL_INSTANTIATE(double)
 

@@ -146,6 +146,7 @@ void check_sweep(const Where& where, const SweepFile& file) {
 
 std::vector<std::string> metric_names() {
   std::vector<std::string> names;
+  names.reserve(kNumRowMetrics);
   for (int m = 0; m < kNumRowMetrics; ++m) names.push_back(row_metric_name(m));
   return names;
 }

@@ -71,7 +71,7 @@ class Fields {
       : j_(j), path_(std::move(path)), prefix_(std::move(prefix)), aliases_(aliases) {}
 
   std::string name(const char* key) const {
-    const std::string full = prefix_ + key;
+    std::string full = prefix_ + key;
     if (aliases_) {
       auto it = aliases_->find(full);
       if (it != aliases_->end()) return it->second;

@@ -65,7 +65,7 @@ size_t scalar_size(uint32_t t) {
 double read_scalar(Reader& r, uint32_t t, int64_t* i64, const char* what) {
   switch (t) {
     case kGgufU8: { auto v = r.get<uint8_t>(what); *i64 = v; return v; }
-    case kGgufI8: { auto v = r.get<int8_t>(what); *i64 = v; return v; }
+    case kGgufI8: { auto v = r.get<int8_t>(what); *i64 = v; return v; }  // NOLINT(bugprone-signed-char-misuse): signed by the format
     case kGgufBool: { auto v = r.get<uint8_t>(what); *i64 = v != 0; return v != 0; }
     case kGgufU16: { auto v = r.get<uint16_t>(what); *i64 = v; return v; }
     case kGgufI16: { auto v = r.get<int16_t>(what); *i64 = v; return v; }

@@ -148,6 +148,7 @@ void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* na
   SpaceId space = checked<SpaceId>(H5Screate_simple(1, &n, nullptr), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, str_type_.get(), space.get());
   std::vector<const char*> ptrs;
+  ptrs.reserve(v.size());
   for (const std::string& s : v) ptrs.push_back(s.c_str());
   if (n > 0)
     check_h5(H5Awrite(a.get(), str_type_.get(), ptrs.data()), where_,
@@ -220,6 +221,7 @@ void Writer::dataset_f32(hid_t parent, const std::string& parent_path, const cha
 void Writer::dataset_strings(hid_t parent, const std::string& parent_path, const char* name,
                              const std::vector<std::string>& v, const char* shape) {
   std::vector<const char*> ptrs;
+  ptrs.reserve(v.size());
   for (const std::string& s : v) ptrs.push_back(s.c_str());
   dataset(parent, parent_path, name, str_type_.get(), str_type_.get(), {hsize_t(v.size())}, ptrs.data(), shape);
 }

@@ -10,6 +10,7 @@
 namespace focal {
 
 // The public RowMetric (model.h, no kernel header) and the kernels' must agree value for value.
+// NOLINTBEGIN(bugprone-macro-parentheses): `name` is an enumerator, pasted after ops::
 #define FOCAL_SAME_METRIC(name) \
   static_assert((int)name == (int)ops::name, "runtime and kernel metric lists must agree: " #name)
 FOCAL_SAME_METRIC(kEntropyNats);
@@ -22,6 +23,7 @@ FOCAL_SAME_METRIC(kSinkMass);
 FOCAL_SAME_METRIC(kRelevantMass);
 FOCAL_SAME_METRIC(kNumRowMetrics);
 #undef FOCAL_SAME_METRIC
+// NOLINTEND(bugprone-macro-parentheses)
 
 const char* row_metric_name(int m) {
   static const char* kNames[kNumRowMetrics] = {"entropy_nats", "entropy_norm", "eff_support", "max_prob",

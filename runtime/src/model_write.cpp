@@ -115,7 +115,7 @@ std::string config_to_json(const ModelConfig& c, const std::string& dtype) {
 std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed, bool training_init) {
   std::mt19937_64 rng(seed);
   std::vector<NamedTensor> out;
-  auto normal = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stdv) {
+  auto normal = [&](const std::string& name, const std::vector<int64_t>& shape, float mean, float stdv) {
     NamedTensor t{name, shape, {}};
     size_t n = 1;
     for (int64_t d : shape) n *= (size_t)d;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <vector>
+// NOLINTBEGIN(bugprone-reserved-identifier): this header stands in for CUDA, whose names are reserved ones
 #define __global__
 #define __device__
 #define __host__
@@ -79,3 +80,4 @@ template <class T> T shfl_xor(T v, int o) {
 #define gridDim emu::gridDim_
 #define __syncthreads() emu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) emu::shfl_xor(v, o)
+// NOLINTEND(bugprone-reserved-identifier)
