@@ -413,7 +413,9 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
       n > (uint64_t(1) << 62) / std::max<size_t>(file_elem, 1) ? (uint64_t(1) << 62) : n * file_elem;
   PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds), where_, "cannot read the layout of " + path);
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  if (layout != H5D_COMPACT) {  // compact data lives in the object header, bounded by its 64 KiB
+  // Compact data lives in the object header (at most 64 KiB); a virtual dataset maps other files' storage, so only
+  // the budget below bounds it.
+  if (layout != H5D_COMPACT && layout != H5D_VIRTUAL) {
     const uint64_t stored = H5Dget_storage_size(ds);
     // Deflate expands at most 1032:1; shuffle does not compress. Unwritten chunks or contiguous space read as the
     // fill value, which no focalscope writer leaves.
