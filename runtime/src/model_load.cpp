@@ -154,40 +154,19 @@ struct NonFinite {
   size_t nan = 0, inf = 0, first = 0;
 };
 
-static NonFinite scan_nonfinite(const float* v, size_t n) {
-  NonFinite r;
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) {
-      if (r.nan + r.inf == 0) r.first = i;
-      (std::isnan(v[i]) ? r.nan : r.inf)++;
-    }
-  return r;
-}
-
-// fp32 straight from the file (possibly unaligned): exponent all ones is Inf (mantissa 0) or NaN.
-static NonFinite scan_nonfinite_32(const uint8_t* data, size_t n) {
+// Non-finite values of n IEEE floats of `bytes` bytes each (4: fp32, 2: fp16 or bf16), read as bit patterns from
+// possibly unaligned memory: all exponent bits set is Inf (mantissa 0) or NaN.
+static NonFinite scan_nonfinite(const uint8_t* data, size_t n, WeightType type) {
+  const size_t bytes = type == WeightType::kF32 ? 4 : 2;
+  const uint32_t exp_mask = type == WeightType::kF32 ? 0x7F800000u : type == WeightType::kBF16 ? 0x7F80u : 0x7C00u;
+  const uint32_t mant_mask = type == WeightType::kF32 ? 0x007FFFFFu : type == WeightType::kBF16 ? 0x007Fu : 0x03FFu;
   NonFinite r;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, data + 4 * i, 4);
-    if ((b & 0x7F800000u) == 0x7F800000u) {
+    uint32_t b = 0;
+    std::memcpy(&b, data + bytes * i, bytes);  // little-endian host, as the loaders assume
+    if ((b & exp_mask) == exp_mask) {
       if (r.nan + r.inf == 0) r.first = i;
-      ((b & 0x007FFFFFu) ? r.nan : r.inf)++;
-    }
-  }
-  return r;
-}
-
-// 16-bit floats straight from the file: exponent all ones is Inf (mantissa 0) or NaN.
-static NonFinite scan_nonfinite_16(const uint8_t* data, size_t n, bool bf16) {
-  NonFinite r;
-  const uint16_t exp_mask = bf16 ? 0x7F80 : 0x7C00, mant_mask = bf16 ? 0x007F : 0x03FF;
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, data + 2 * i, 2);
-    if ((h & exp_mask) == exp_mask) {
-      if (r.nan + r.inf == 0) r.first = i;
-      ((h & mant_mask) ? r.nan : r.inf)++;
+      ((b & mant_mask) ? r.nan : r.inf)++;
     }
   }
   return r;
@@ -315,12 +294,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
                               : t.dtype == "F16" ? WeightType::kF16
                                                  : WeightType::kF32;
-      check_finite(type == WeightType::kF32 ? scan_nonfinite_32(t.data, n)
-                                            : scan_nonfinite_16(t.data, n, type == WeightType::kBF16));
+      check_finite(scan_nonfinite(t.data, n, type));
       buf = DeviceBuffer(be, be.upload_weight(t.data, type, n), n);  // straight from the mapped file
     } else {
       std::vector<float> f32 = tensor_to_f32(t, it->second.second);  // throws for unsupported dtypes
-      check_finite(scan_nonfinite(f32.data(), n));
+      check_finite(scan_nonfinite(reinterpret_cast<const uint8_t*>(f32.data()), n, WeightType::kF32));
       if (matrix) {
         buf = DeviceBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n), n);
       } else {
