@@ -232,8 +232,7 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     const Fields ff(*fj, path, "focal.", aliases);
     FocalConfig& fc = c.focal;
     fc.mode = parse_attn_mode(ff.string("mode", "standard"), path + ": field \"focal.mode\"");
-    fc.focal_temp = ff.number("focal_temp", 1.0f);
-    if (!(fc.focal_temp > 0.0f)) ff.fail("focal_temp", "= " + std::to_string(fc.focal_temp) + " must be > 0");
+    fc.focal_temp = ff.positive("focal_temp", 1.0f);
     if (fc.mode == AttnMode::kLearned) {
       fc.has_tau = true;
       fc.tau_bias = ff.boolean("tau_bias", false);

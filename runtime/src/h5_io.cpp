@@ -405,12 +405,15 @@ std::string bytes_text(uint64_t n) {
 
 void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, const Dims& dims,
                             size_t mem_elem_bytes) {
-  uint64_t n = 1;  // elements, saturating far beyond any real file
-  for (hsize_t d : dims) n = (d != 0 && n > (uint64_t(1) << 62) / d) ? (uint64_t(1) << 62) : n * d;
+  // Sizes saturate at 2^62, far beyond any real file, so a forged shape cannot overflow the comparisons below.
+  const auto mul = [](uint64_t a, uint64_t b) {
+    constexpr uint64_t kCap = uint64_t(1) << 62;
+    return (b != 0 && a > kCap / b) ? kCap : a * b;
+  };
+  uint64_t n = 1;  // elements
+  for (hsize_t d : dims) n = mul(n, d);
   if (n == 0) return;
-  const size_t file_elem = H5Tget_size(file_type);
-  const uint64_t declared =
-      n > (uint64_t(1) << 62) / std::max<size_t>(file_elem, 1) ? (uint64_t(1) << 62) : n * file_elem;
+  const uint64_t declared = mul(n, H5Tget_size(file_type));
   PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds), where_, "cannot read the layout of " + path);
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   // Compact data lives in the object header (at most 64 KiB); a virtual dataset maps other files' storage, so only
@@ -420,14 +423,13 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
     // Deflate expands at most 1032:1; shuffle does not compress. Unwritten chunks or contiguous space read as the
     // fill value, which no focalscope writer leaves.
     const bool chunked = layout == H5D_CHUNKED;
-    const uint64_t can_hold =
-        chunked ? (stored > (uint64_t(1) << 52) ? (uint64_t(1) << 62) : stored * 1100 + 65536) : stored;
+    const uint64_t can_hold = chunked ? mul(stored, 1100) + 65536 : stored;
     if (declared > can_hold)
       where_.fail(path + " declares shape " + dims_text(dims) + " (" + bytes_text(declared) +
                   ") but the file stores only " + bytes_text(stored) + " of it" +
                   (chunked ? ", more than compression can expand" : "") + " — the file is corrupt or forged");
   }
-  const uint64_t need = n > (uint64_t(1) << 62) / mem_elem_bytes ? (uint64_t(1) << 62) : n * mem_elem_bytes;
+  const uint64_t need = mul(n, mem_elem_bytes);
   if (need > budget_bytes_)
     where_.fail(path + " of shape " + dims_text(dims) + " needs " + bytes_text(need) + " of memory, over the " +
                 bytes_text(budget_bytes_) + " left of the read budget");
