@@ -284,8 +284,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
                                std::to_string(nf.first) + ")";
       if (!options.allow_nonfinite_weights)
         throw Error(what +
-                    " — the checkpoint is broken; load it anyway with the allow-non-finite-weights option "
-                    "to study it");
+                    " — the checkpoint is broken; to study it, load it with the load option "
+                    "allow_nonfinite_weights");
       c.warnings.push_back(what + "; loaded as they are");
     };
     const size_t n = t.numel();
