@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -312,6 +313,52 @@ TEST_F(CudaParity, RopeAndSwiglu) {
   for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << i;
 }
 
+// The ops of the other architectures (issue 13): rotary frequencies with a cos / sin factor (yarn, longrope),
+// LayerNorm with bias, the GELU activations (gated and plain), soft-capping and scaling. Same tolerances as above:
+// rope 5e-5 of max|x|; layernorm 2 (n+1) 2^-24 relative to the row's largest output plus its bias; elementwise
+// 2e-6 relative (libm ulp differences of tanhf / erff / expf).
+TEST_F(CudaParity, ArchOpsRopeFreqsLayernormActivationsSoftcap) {
+  std::mt19937 rng(21);
+  const int T = 37, heads = 3, d = 64, pos0 = 90;
+  std::vector<float> inv_freq(d / 2);
+  for (int i = 0; i < d / 2; ++i) inv_freq[i] = math::rope_inv_freq(10000.0f, i, d) / (1.0f + 0.1f * (float)i);
+  auto x = random_vec((size_t)T * heads * d, rng);
+  std::vector<float> ref = x;
+  ops::rope_freqs(ref.data(), T, heads, d, pos0, inv_freq.data(), 1.1386f);
+  DeviceBuffer xd = up(x);
+  gpu_->rope_freqs(xd.data(), T, heads, d, pos0, inv_freq.data(), 1.1386f);
+  EXPECT_LE(max_diff(down(xd), ref), 5e-5 * max_abs(ref)) << "rope_freqs";
+
+  const int rows = 19, n = 200;
+  const auto ln_x = random_vec((size_t)rows * n, rng, -3.0f, 5.0f), ln_w = random_vec(n, rng),
+             ln_b = random_vec(n, rng);
+  std::vector<float> ln_ref(ln_x.size());
+  ops::layernorm(ln_x.data(), ln_w.data(), ln_b.data(), ln_ref.data(), rows, n, 1e-5f);
+  DeviceBuffer lxd = up(ln_x), lwd = up(ln_w), lbd = up(ln_b), lyd(*gpu_, ln_x.size());
+  gpu_->layernorm(lxd.data(), lwd.data(), lbd.data(), lyd.data(), rows, n, 1e-5f);
+  EXPECT_LE(max_diff(down(lyd), ln_ref), 2.0 * (n + 1) * 0x1p-24 * (max_abs(ln_ref) + 1.0)) << "layernorm";
+
+  const auto g = random_vec(10007, rng, -8.0f, 8.0f), u = random_vec(10007, rng);
+  for (ops::Act act : {ops::Act::kSilu, ops::Act::kGeluTanh, ops::Act::kGelu})
+    for (bool gated : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "act " << (int)act << (gated ? " gated" : " plain"));
+      std::vector<float> aref(g.size());
+      ops::act_mul(g.data(), gated ? u.data() : nullptr, aref.data(), g.size(), act);
+      DeviceBuffer gd = up(g), ud = up(u), od(*gpu_, g.size());
+      gpu_->act_mul(gd.data(), gated ? ud.data() : nullptr, od.data(), g.size(), act);
+      const auto got = down(od);
+      for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(got[i], aref[i], 2e-6 * std::fabs(aref[i]) + 1e-7) << i;
+    }
+  std::vector<float> cref = g;
+  ops::softcap_inplace(cref.data(), cref.size(), 3.0f);
+  ops::scale_inplace(cref.data(), cref.size(), 1.7f);
+  DeviceBuffer cd = up(g);
+  gpu_->softcap(cd.data(), g.size(), 3.0f);
+  gpu_->scale(cd.data(), g.size(), 1.7f);
+  const auto cgot = down(cd);
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(cgot[i], cref[i], 2e-6 * std::fabs(cref[i]) + 1e-7) << i;
+}
+
 // Collects the rows a row callback hands out into dense [n_heads, T, n_ctx] arrays.
 struct RowSink {
   int T = 0, n_ctx = 0, n_past = 0;
@@ -341,12 +388,16 @@ struct AttnCase {
   bool metrics;
   std::vector<int> wanted;  // heads whose rows are captured (cuBLAS + fused softmax path); the rest: flash path
   int topk;
-  bool fp16 = false;  // captured probabilities handed over rounded to fp16 (downloaded in 16 bits)
+  bool fp16 = false;      // captured probabilities handed over rounded to fp16 (downloaded in 16 bits)
+  int window = 0;         // sliding window (0: none)
+  float softcap = 0;      // attention soft-cap (0: none)
+  float logit_scale = 0;  // raw = q.k * logit_scale (0: 1/sqrt(d))
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << "T=" << c.T << " past=" << c.n_past << " heads=" << c.n_heads << "/" << c.n_kv << " d=" << c.d
-      << " wanted=" << c.wanted.size() << " topk=" << c.topk << (c.fp16 ? " fp16" : "");
+      << " wanted=" << c.wanted.size() << " topk=" << c.topk << (c.fp16 ? " fp16" : "") << " window=" << c.window
+      << " softcap=" << c.softcap << " logit_scale=" << c.logit_scale;
 }
 
 class CudaAttention : public CudaParity, public ::testing::WithParamInterface<AttnCase> {};
@@ -386,6 +437,9 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
     a.row_fn = c.wanted.empty() ? nullptr : &collect_rows;
     a.row_ctx = sink;
     a.probs_fp16 = c.fp16;
+    a.window = c.window;
+    a.softcap = c.softcap;
+    a.logit_scale = c.logit_scale;
     if (be)
       be->attention(a);
     else
@@ -434,7 +488,8 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
         if (std::isnan(met_ref[at])) {
           EXPECT_TRUE(std::isnan(met[at])) << "head " << h << " row " << i << " " << row_metric_name(m);
         } else if (m == kTailMass) {
-          EXPECT_TRUE(tail_mass_close(met[at], met_ref[at], c.n_past + i + 1, tol))
+          const int n_vis = c.n_past + i + 1 - math::window_first_key(c.n_past + i + 1, c.window);
+          EXPECT_TRUE(tail_mass_close(met[at], met_ref[at], n_vis, tol))
               << "head " << h << " row " << i << " tail mass " << met[at] << " vs " << met_ref[at];
         } else {
           ASSERT_NEAR(met[at], met_ref[at], tol * (m == kEffSupport ? met_ref[at] : 1.0))
@@ -451,7 +506,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64},  // all captured, MHA, k = 64 > n
                       AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7},         // decode-like: long past, d > threads
                       AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5},            // no metrics
-                      AttnCase{1, 0, 2, 1, 8, 1, true, {0}, 5}));             // a single key
+                      AttnCase{1, 0, 2, 1, 8, 1, true, {0}, 5},               // a single key
+                      // sliding window, soft-cap and an architecture logit scale (Mistral, Gemma 2)
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5, false, 9},
+                      AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true, 0, 2.5f, 0.2f},
+                      AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7, false, 64, 4.0f},
+                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64, false, 7, 1.5f}));
 
 TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
   std::mt19937 rng(6);
@@ -550,7 +610,9 @@ void expect_forward_parity(const Model& cpu, const Model& gpu, const std::vector
       continue;
     }
     if (m == kTailMass) {
-      const int n_visible = (int)(i / kNumRowMetrics % total) + 1;
+      const int causal = (int)(i / kNumRowMetrics % total) + 1;
+      const int layer = (int)(i / ((size_t)kNumRowMetrics * total * c.n_heads));
+      const int n_visible = causal - math::window_first_key(causal, layer_window(c, layer));
       EXPECT_TRUE(tail_mass_close(og.metrics[i], oc.metrics[i], n_visible, 10 * kFwdTol))
           << "tail mass " << og.metrics[i] << " vs " << oc.metrics[i] << " at " << i;
       continue;
@@ -724,6 +786,30 @@ TEST_F(CudaParity, RandomGqaModelWithQkNormAndBias) {
   };
   expect_forward_parity<MetricsOnly>(*cpu, *gpu, ids, TempSpec::standard(), RunOptions{}, 2);
 }
+
+// One model of each architecture (the Hugging Face conformance fixtures, tests/hf): LLaMA with llama3 RoPE and
+// mlp_bias, yarn, Qwen2, Mistral with a window, Gemma 2 (soft-caps, 1 + w norms, alternate windows), Phi-3 with
+// longrope past its original context, OLMo 2 (whole-projection QK-norm, post-norms), GPT-2 (LayerNorm, learned
+// positions, GELU MLP). CPU vs CUDA, prefill and KV-cache decode, tolerances as the other forward cases.
+class CudaArchParity : public CudaParity, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CudaArchParity, ForwardAndDecodeMatchCpu) {
+  // FOCAL_HF_FIXTURES (the emulated build's ctest sets it), else the fixtures ctest writes beside the test data.
+  const char* fx = std::getenv("FOCAL_HF_FIXTURES");
+  const char* data = std::getenv("FOCAL_TEST_DATA");
+  ASSERT_TRUE(fx != nullptr || data != nullptr) << "FOCAL_HF_FIXTURES is not set (ctest generates the fixtures first)";
+  const std::string dir = (fx ? std::string(fx) : std::string(data) + "/hf_fixtures") + "/" + GetParam();
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto gpu = Model::load(dir, Device::kCuda);
+  const auto ids = random_ids(70, cpu->config().vocab_size, 31);
+  expect_forward_parity<test::RecordingObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 3);
+  expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::standard(), RunOptions{}, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
+                         ::testing::Values("llama3_rope_mlp_bias", "llama_rope_yarn", "qwen2", "mistral_window",
+                                           "gemma2", "phi3_longrope", "olmo2", "gpt2"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace focal

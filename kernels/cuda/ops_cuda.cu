@@ -222,6 +222,47 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int d_head, int
   math::rope_rotate_pair(xh[i], xh[i + half], cosf(ang), sinf(ang));
 }
 
+__global__ void rope_freqs_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                                  float cs_scale) {
+  const int half = d_head / 2;
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (size_t)n_tokens * n_heads * half) return;
+  const int i = (int)(idx % half);
+  const size_t th = idx / half;  // t * n_heads + h
+  const int t = (int)(th / n_heads);
+  const float ang = math::rope_angle(pos0 + t, inv_freq[i]);
+  float* xh = x + th * d_head;
+  math::rope_rotate_pair(xh[i], xh[i + half], cosf(ang) * cs_scale, sinf(ang) * cs_scale);
+}
+
+__global__ void layernorm_kernel(const float* x, const float* w, const float* b, float* y, int n, float eps) {
+  __shared__ float sh[32];
+  const float* xr = x + (size_t)blockIdx.x * n;
+  float* yr = y + (size_t)blockIdx.x * n;
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) sum += xr[i];
+  const float mean = block_sum(sum, sh) / (float)n;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += (xr[i] - mean) * (xr[i] - mean);
+  const float rstd = math::layernorm_rstd(block_sum(ss, sh) / (float)n, eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+}
+
+__global__ void act_mul_kernel(const float* gate, const float* up, float* out, size_t n, int act) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = math::activate(gate[i], act) * (up ? up[i] : 1.0f);
+}
+
+__global__ void softcap_kernel(float* x, size_t n, float cap) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] / cap);
+}
+
+__global__ void scale_kernel(float* x, size_t n, float s) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= s;
+}
+
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, size_t n) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = math::silu(gate[i]) * up[i];
@@ -260,13 +301,22 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   float* pr = probs + (size_t)blockIdx.x * n_keys;
   uint16_t* p16 = probs16 ? probs16 + (size_t)blockIdx.x * n_keys : nullptr;  // fp16 copy for the download
   const float s = a.row_scale[(size_t)head * a.n_tokens + row];
+  const int lo = math::window_first_key(n_vis, a.window);  // keys before lo are outside the sliding window
+  const float cap = a.softcap;
+  const bool plain = cap <= 0.0f && lo == 0;  // the LLaMA row: the CPU path's exact order of operations
 
   float mx = -INFINITY;
-  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) mx = rr[j] > mx ? rr[j] : mx;
-  mx = block_max(mx, sh) * s;  // s >= 0: max(raw * s) = s * max(raw)
+  for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) mx = rr[j] > mx ? rr[j] : mx;
+  // s >= 0 and the cap is increasing: the row's largest logit is that of its largest raw score
+  mx = plain ? block_max(mx, sh) * s : math::attn_logit(block_max(mx, sh), s, cap);
   float z = 0.0f, acc = 0.0f;
-  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
-    const float d = rr[j] * s - mx;
+  for (int j = threadIdx.x; j < lo; j += blockDim.x) {
+    pr[j] = 0.0f;
+    rr[j] = 0.0f;
+    if (p16) p16[j] = 0;
+  }
+  for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) {
+    const float d = (plain ? rr[j] * s : math::attn_logit(rr[j], s, cap)) - mx;
     const float e = math::exp_nonpos(d);
     pr[j] = e;
     z += e;
@@ -275,12 +325,12 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   z = block_sum(z, sh);
   acc = block_sum(acc, sh);
   const float inv_z = 1.0f / z;
-  const float inv_n = 1.0f / (float)n_vis;
+  const float inv_n = 1.0f / (float)(n_vis - lo);
   const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
   ThreadTopk tk;
   tk.cnt = 0;
   float tail = 0.0f;
-  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+  for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) {
     const float v = pr[j] * inv_z;
     pr[j] = v;
     if (p16) p16[j] = math::float_to_half_bits(v);
@@ -299,7 +349,7 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   float rel = 0.0f, seen = 0.0f;
   for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
     const int j = a.relevant[r];
-    if (j >= 0 && j < n_vis) {
+    if (j >= lo && j < n_vis) {
       rel += pr[j];
       seen += 1.0f;
     }
@@ -307,16 +357,17 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   rel = block_sum(rel, sh);
   seen = block_sum(seen, sh);
   if (threadIdx.x == 0)
-    write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z, n_vis,
-                  tail, pr[0], topk_mass, rel, seen);
+    write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z,
+                  n_vis - lo, tail, lo == 0 ? pr[0] : 0.0f, topk_mass, rel, seen);
 }
 
-// q_sh[d] . k[d] / sqrt(d) * scale: the scaled score of one key, as the CPU path forms it (raw first, then scale).
-__device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj, int d, float inv_sqrt_d,
-                                              float scale) {
+// The logit of one key as the CPU path forms it: raw = q_sh[d] . k[d] * logit_scale, then times the row scale and
+// through the soft-cap when there is one (math::attn_logit).
+__device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj, int d, float logit_scale, float scale,
+                                              float cap) {
   float dot = 0.0f;
   for (int c = 0; c < d; ++c) dot += q_sh[c] * kj[c];
-  return (dot * inv_sqrt_d) * scale;
+  return cap > 0.0f ? math::attn_logit(dot * logit_scale, scale, cap) : (dot * logit_scale) * scale;
 }
 
 // Flash-style attention, one block per (row, head): pass 1 keeps the online softmax state (running max m, Z, A) and
@@ -341,7 +392,9 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   const float* kh = k_cache + (size_t)kvh * cache_stride * d;
   const float* vh = v_cache + (size_t)kvh * cache_stride * d;
   const float s = a.row_scale[(size_t)h * a.n_tokens + row];
-  const float inv_sqrt_d = 1.0f / sqrtf((float)d);
+  const float inv_sqrt_d = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
+  const float cap = a.softcap;
+  const int lo = math::window_first_key(n_vis, a.window);
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     q_sh[c] = q[(size_t)row * q_stride + (size_t)h * d + c];
     acc_sh[c] = 0.0f;
@@ -353,8 +406,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   ThreadTopk tk;
   tk.cnt = 0;
   math::OnlineSoftmax st = math::online_softmax_init();
-  for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
-    const float x = scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s);
+  for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) {
+    const float x = scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap);
     math::online_softmax_push(st, x);
     if (want_topk) topk_push(tk, k, x, j);
   }
@@ -372,14 +425,14 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   }
   __syncthreads();
   const math::OnlineSoftmax sm{st_m[0], st_z[0], st_a[0]};  // the row's finished online state
-  const float inv_n = 1.0f / (float)n_vis;
+  const float inv_n = 1.0f / (float)(n_vis - lo);
 
   float tail = 0.0f, sink = 0.0f;
-  for (int j0 = 0; j0 < n_vis; j0 += blockDim.x) {
+  for (int j0 = lo; j0 < n_vis; j0 += blockDim.x) {
     const int j = j0 + threadIdx.x;
     float p = 0.0f;
     if (j < n_vis) {
-      p = math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
+      p = math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap));
       tail += p < inv_n ? p : 0.0f;
       if (j == 0) sink = p;
     }
@@ -402,8 +455,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   float rel = 0.0f, seen = 0.0f;
   for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
     const int j = a.relevant[r];
-    if (j >= 0 && j < n_vis) {
-      rel += math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s));
+    if (j >= lo && j < n_vis) {
+      rel += math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap));
       seen += 1.0f;
     }
   }
@@ -412,7 +465,7 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   if (threadIdx.x == 0) {
     // The online state gives H = ln Z - A / Z directly (A = sum e^(s-m)(s-m)).
     write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
-                  sm.z, n_vis, tail, sink, topk_mass, rel, seen);
+                  sm.z, n_vis - lo, tail, sink, topk_mass, rel, seen);
   }
 }
 
@@ -486,6 +539,30 @@ cudaError_t rope(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, 
   return cudaGetLastError();
 }
 
+cudaError_t rope_freqs(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                       float cs_scale) {
+  const size_t n = (size_t)n_tokens * n_heads * (d_head / 2);
+  if (n)
+    rope_freqs_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, n_tokens, n_heads, d_head, pos0, inv_freq, cs_scale);
+  return cudaGetLastError();
+}
+cudaError_t layernorm(const Ctx& c, const float* x, const float* w, const float* b, float* y, int rows, int n,
+                      float eps) {
+  if (rows > 0) layernorm_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, w, b, y, n, eps);
+  return cudaGetLastError();
+}
+cudaError_t act_mul(const Ctx& c, const float* gate, const float* up, float* out, size_t n, int act) {
+  if (n) act_mul_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(gate, up, out, n, act);
+  return cudaGetLastError();
+}
+cudaError_t softcap(const Ctx& c, float* x, size_t n, float cap) {
+  if (n) softcap_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, n, cap);
+  return cudaGetLastError();
+}
+cudaError_t scale(const Ctx& c, float* x, size_t n, float s) {
+  if (n) scale_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, n, s);
+  return cudaGetLastError();
+}
 cudaError_t swiglu(const Ctx& c, const float* gate, const float* up, float* out, size_t n) {
   if (n) swiglu_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(gate, up, out, n);
   return cudaGetLastError();
@@ -515,8 +592,9 @@ cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y
 }
 
 cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,
-                           int n_keys, int d) {
-  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, n_rows, d, 1.0f / sqrtf((float)d), k, d, q, q_stride, raw, n_keys);
+                           int n_keys, int d, float logit_scale) {
+  const float alpha = logit_scale > 0.0f ? logit_scale : 1.0f / sqrtf((float)d);
+  return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, n_keys, n_rows, d, alpha, k, d, q, q_stride, raw, n_keys);
 }
 
 cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* out, int out_stride, int n_rows,

@@ -68,13 +68,18 @@ void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_
   const int half = d_head / 2;
   std::vector<float> inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = math::rope_inv_freq(rope_theta, i, d_head);
+  rope_freqs(x, n_tokens, n_heads, d_head, pos0, inv_freq.data(), 1.0f);
+}
+
+void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq, float cs_scale) {
+  const int half = d_head / 2;
 #pragma omp parallel for schedule(static) if (n_tokens > 16)
   for (int t = 0; t < n_tokens; ++t) {
     float cs[512], sn[512];  // d_head/2 <= 512
     for (int i = 0; i < half; ++i) {
       const float ang = math::rope_angle(pos0 + t, inv_freq[i]);
-      cs[i] = cosf(ang);
-      sn[i] = sinf(ang);
+      cs[i] = cosf(ang) * cs_scale;  // HF: cos = emb.cos() * attention_scaling (exact for 1)
+      sn[i] = sinf(ang) * cs_scale;
     }
     float* xt = x + (size_t)t * n_heads * d_head;
     for (int h = 0; h < n_heads; ++h) {
@@ -84,9 +89,41 @@ void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_
   }
 }
 
+void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) {
+#pragma omp parallel for schedule(static) if (rows > 16)
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + (size_t)r * n;
+    float* yr = y + (size_t)r * n;
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += xr[i];
+    const float mean = sum / (float)n;
+    float ss = 0.0f;
+    for (int i = 0; i < n; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+    const float rstd = math::layernorm_rstd(ss / (float)n, eps);
+    for (int i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+  }
+}
+
 void swiglu(const float* gate, const float* up, float* out, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; ++i) out[i] = math::silu(gate[i]) * up[i];
+}
+
+void act_mul(const float* gate, const float* up, float* out, size_t n, Act act) {
+  if (act == Act::kSilu && up) return swiglu(gate, up, out, n);
+  const int code = (int)act;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) out[i] = math::activate(gate[i], code) * (up ? up[i] : 1.0f);
+}
+
+void softcap_inplace(float* x, size_t n, float cap) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
+}
+
+void scale_inplace(float* x, size_t n, float s) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void add_inplace(float* y, const float* x, size_t n) {
@@ -154,12 +191,13 @@ FOCAL_TARGET_CLONES float topk_sum(const float* p, int n, int k) {
   return s;
 }
 
-void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevant, float* m) {
+// Relevant mass over the keys lo..n-1 of p (the row's visible keys).
+void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevant, float* m, int lo = 0) {
   float rel = 0.0f;
   int seen = 0;
   for (int r = 0; r < n_relevant; ++r) {
     const int j = relevant[r];
-    if (j >= 0 && j < n) {
+    if (j >= lo && j < n) {
       rel += p[j];
       ++seen;
     }
@@ -234,6 +272,22 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
   fill_relevant(p, n, relevant, n_relevant, metrics);
 }
 
+// A row with a soft-cap or a sliding window: the visible keys lo..n_vis-1 take logits attn_logit(raw, scale, cap),
+// everything before lo gets probability 0 (and raw 0, as the causal tail does). Metrics count only visible keys.
+void softmax_capped_window_row(float* raw, float scale, float cap, int lo, float* p, int n_vis, float* metrics,
+                               int topk, const int32_t* relevant, int n_relevant, std::vector<float>& scratch) {
+  const int nv = n_vis - lo;
+  scratch.resize((size_t)nv);
+  for (int j = 0; j < nv; ++j) scratch[j] = math::attn_logit(raw[lo + j], scale, cap);
+  softmax_scaled_row(scratch.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
+  if (metrics) {
+    metrics[kSinkMass] = lo == 0 ? p[0] : 0.0f;
+    fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo);
+  }
+  std::fill(p, p + lo, 0.0f);
+  std::fill(raw, raw + lo, 0.0f);
+}
+
 }  // namespace
 
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
@@ -256,13 +310,15 @@ void attention(const AttentionArgs& a) {
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.d_head;
   const int q_stride = a.n_heads * d;
-  const float inv_sqrt_d = 1.0f / sqrtf((float)d);
+  const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
+  const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
   const int n_tasks = a.n_heads * n_blocks;
 
 #pragma omp parallel
   {
     std::vector<float> raw((size_t)kBlock * n_ctx);    // [kBlock, n_ctx] q.k/sqrt(d)
     std::vector<float> probs((size_t)kBlock * n_ctx);  // [kBlock, n_ctx]
+    std::vector<float> scratch;                        // [n_vis] capped logits of one row
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
       // Interleave so that late (long) blocks of different heads spread over threads.
@@ -275,8 +331,8 @@ void attention(const AttentionArgs& a) {
       const float* qb = a.q + (size_t)r0 * q_stride + (size_t)h * d;
       const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
       const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
-      // raw[nr, n_keys] = qb[nr, d] . kh[n_keys, d]^T / sqrt(d)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, n_keys, d, inv_sqrt_d, qb, q_stride, kh, d, 0.0f,
+      // raw[nr, n_keys] = qb[nr, d] . kh[n_keys, d]^T * logit_scale
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, n_keys, d, logit_scale, qb, q_stride, kh, d, 0.0f,
                   raw.data(), n_keys);
       for (int r = 0; r < nr; ++r) {
         const int row = r0 + r;
@@ -285,7 +341,11 @@ void attention(const AttentionArgs& a) {
         float* pr = probs.data() + (size_t)r * n_keys;
         const float s = a.row_scale[(size_t)h * T + row];
         float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
-        softmax_scaled_row(rr, s, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
+        if (plain_rows)
+          softmax_scaled_row(rr, s, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
+        else
+          softmax_capped_window_row(rr, s, a.softcap, math::window_first_key(n_vis, a.window), pr, n_vis, m, a.topk,
+                                    a.relevant, a.n_relevant, scratch);
         std::fill(pr + n_vis, pr + n_keys, 0.0f);
         std::fill(rr + n_vis, rr + n_keys, 0.0f);
       }

@@ -41,7 +41,15 @@ class Backend {
   virtual void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) = 0;
   virtual void add_row_bias(float* y, const float* b, int rows, int n) = 0;
   virtual void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) = 0;
+  // rope with frequencies inv_freq_host[d_head / 2] (a host array) and cos / sin multiplied by cs_scale.
+  virtual void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq_host,
+                          float cs_scale) = 0;
+  virtual void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, size_t n) = 0;
+  // out[n] = act(gate[n]) * up[n], or act(gate[n]) when up is null (ops::act_mul).
+  virtual void act_mul(const float* gate, const float* up, float* out, size_t n, ops::Act act) = 0;
+  virtual void softcap(float* x, size_t n, float cap) = 0;  // x = cap * tanh(x / cap)
+  virtual void scale(float* x, size_t n, float s) = 0;      // x *= s
   virtual void add_inplace(float* y, const float* x, size_t n) = 0;
   // Copies rows [T, n_kv*d] of new keys/values into the cache [n_kv, stride, d] at positions pos0..pos0+T-1.
   virtual void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,

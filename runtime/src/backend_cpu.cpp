@@ -77,7 +77,19 @@ class CpuBackend final : public Backend {
   void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) override {
     ops::rope(x, n_tokens, n_heads, d_head, pos0, theta);
   }
+  void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                  float cs_scale) override {
+    ops::rope_freqs(x, n_tokens, n_heads, d_head, pos0, inv_freq, cs_scale);
+  }
+  void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) override {
+    ops::layernorm(x, w, b, y, rows, n, eps);
+  }
   void swiglu(const float* gate, const float* up, float* out, size_t n) override { ops::swiglu(gate, up, out, n); }
+  void act_mul(const float* gate, const float* up, float* out, size_t n, ops::Act act) override {
+    ops::act_mul(gate, up, out, n, act);
+  }
+  void softcap(float* x, size_t n, float cap) override { ops::softcap_inplace(x, n, cap); }
+  void scale(float* x, size_t n, float s) override { ops::scale_inplace(x, n, s); }
   void add_inplace(float* y, const float* x, size_t n) override { ops::add_inplace(y, x, n); }
   void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                 int pos0) override {

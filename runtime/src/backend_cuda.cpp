@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     widened_.reset();
+    freq_.reset();
     topk_val_.reset();
     for (auto& slot : blocks_)
       for (DeviceBuffer& buf : slot) buf.reset();
@@ -211,6 +212,24 @@ class CudaBackend final : public Backend {
   void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) override {
     FOCAL_CUDA_CHECK(cuda_ops::rope(ctx_, x, n_tokens, n_heads, d_head, pos0, theta), "rope kernel");
   }
+  void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                  float cs_scale) override {
+    const size_t half = (size_t)d_head / 2;
+    if (freq_.size() < half) freq_ = DeviceBuffer(*this, half);
+    upload(freq_.data(), inv_freq, half);  // stream-ordered before the kernel that reads it
+    FOCAL_CUDA_CHECK(cuda_ops::rope_freqs(ctx_, x, n_tokens, n_heads, d_head, pos0, freq_.data(), cs_scale),
+                     "rope kernel");
+  }
+  void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) override {
+    FOCAL_CUDA_CHECK(cuda_ops::layernorm(ctx_, x, w, b, y, rows, n, eps), "layernorm kernel");
+  }
+  void act_mul(const float* gate, const float* up, float* out, size_t n, ops::Act act) override {
+    FOCAL_CUDA_CHECK(cuda_ops::act_mul(ctx_, gate, up, out, n, (int)act), "activation kernel");
+  }
+  void softcap(float* x, size_t n, float cap) override {
+    FOCAL_CUDA_CHECK(cuda_ops::softcap(ctx_, x, n, cap), "soft-cap kernel");
+  }
+  void scale(float* x, size_t n, float s) override { FOCAL_CUDA_CHECK(cuda_ops::scale(ctx_, x, n, s), "scale kernel"); }
   void swiglu(const float* gate, const float* up, float* out, size_t n) override {
     FOCAL_CUDA_CHECK(cuda_ops::swiglu(ctx_, gate, up, out, n), "swiglu kernel");
   }
@@ -251,6 +270,9 @@ class CudaBackend final : public Backend {
     ra.row_scale = a.row_scale;
     ra.metrics = a.metrics;
     ra.topk = a.topk;
+    ra.logit_scale = a.logit_scale;
+    ra.softcap = a.softcap;
+    ra.window = a.window;
     ra.n_relevant = a.metrics ? a.n_relevant : 0;
     if (ra.n_relevant > 0) {
       int32_t* d_rel = device_ints(rel_, rel_n_, ra.n_relevant);
@@ -342,7 +364,7 @@ class CudaBackend final : public Backend {
       // Slot b's device buffers are free once the copy issued two chunks ago has finished.
       if (i >= 2) FOCAL_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[b], 0), "cudaStreamWaitEvent");
       FOCAL_CUDA_CHECK(cuda_ops::attn_scores(ctx_, a.q + (size_t)ch.r0 * q_stride + (size_t)ch.head * d, q_stride, kh,
-                                             dev_raw[b], ch.n_rows, ch.n_keys, d),
+                                             dev_raw[b], ch.n_rows, ch.n_keys, d, a.logit_scale),
                        "attention scores (cublasGemmEx)");
       FOCAL_CUDA_CHECK(cuda_ops::softmax_rows(ctx_, ra, ch.head, ch.r0, ch.n_rows, ch.n_keys, dev_raw[b], dev_probs[b],
                                               dev_probs16[b]),
@@ -441,6 +463,7 @@ class CudaBackend final : public Backend {
   std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
   size_t weight_bytes_ = 0;                       // bytes of the live weight allocations
   DeviceBuffer widened_;                          // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer freq_;                             // [d_head / 2] rotary frequencies of the last rope_freqs
   DeviceBuffer topk_val_;                         // top-k values [rows, k] on the device
   int32_t* topk_idx_ = nullptr;                   // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "config_fields.h"
 #include "focal/error.h"
 
 namespace focal {
@@ -46,119 +47,13 @@ TauMode parse_tau_mode(const std::string& s, const std::string& where) {
 
 namespace {
 
-// How a JSON value looks in an error message: its type and (short) value.
-std::string describe(const json& v) {
-  if (v.is_array() || v.is_object())  // not dumped: a hostile file may nest them deeply
-    return std::string(v.is_array() ? "an array" : "an object") + " of " + std::to_string(v.size()) + " entries";
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  const char* kind = v.is_string()           ? "a string"
-                     : v.is_boolean()        ? "a boolean"
-                     : v.is_null()           ? "null"
-                     : v.is_array()          ? "an array"
-                     : v.is_object()         ? "an object"
-                     : v.is_number_integer() ? "an integer"
-                                             : "a number";
-  return std::string(kind) + " (" + text + ")";
-}
-
-// Every config.json field is read through this: a missing field takes its default; a present one must have the
-// expected type and range, or the error names the file, the field, what was expected and what was found. `prefix`
-// names a nested object ("focal."); `aliases` maps a field to the name its source used (GGUF metadata keys).
-class Fields {
- public:
-  Fields(const json& j, std::string path, std::string prefix, const ConfigFieldNames* aliases)
-      : j_(j), path_(std::move(path)), prefix_(std::move(prefix)), aliases_(aliases) {}
-
-  std::string name(const char* key) const {
-    std::string full = prefix_ + key;
-    if (aliases_) {
-      auto it = aliases_->find(full);
-      if (it != aliases_->end()) return it->second;
-    }
-    return full;
-  }
-  [[noreturn]] void fail(const char* key, const std::string& what) const {
-    throw Error(path_ + ": field \"" + name(key) + "\" " + what);
-  }
-  const json* find(const char* key) const {
-    auto it = j_.find(key);
-    return (it == j_.end() || it->is_null()) ? nullptr : &*it;
-  }
-  bool has(const char* key) const { return find(key) != nullptr; }
-
-  int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi, bool required = false) const {
-    const json* v = find(key);
-    if (!v) {
-      if (required) fail(key, "is required but missing");
-      return def;
-    }
-    if (!v->is_number_integer()) fail(key, "must be an integer, found " + describe(*v));
-    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
-      fail(key, "= " + v->dump() + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    const int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi)
-      fail(key, "= " + std::to_string(x) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    return x;
-  }
-  float number(const char* key, float def) const {
-    const json* v = find(key);
-    if (!v) return def;
-    if (!v->is_number()) fail(key, "must be a number, found " + describe(*v));
-    const double x = v->get<double>();
-    if (!std::isfinite(x) || std::fabs(x) > 3.0e38)
-      fail(key, "= " + v->dump() + " must be finite (and within float range)");
-    return float(x);
-  }
-  float positive(const char* key, float def) const {
-    const float x = number(key, def);
-    if (!(x > 0.0f)) fail(key, "= " + std::to_string(x) + " must be > 0");
-    return x;
-  }
-  bool boolean(const char* key, bool def) const {
-    const json* v = find(key);
-    if (!v) return def;
-    if (!v->is_boolean()) fail(key, "must be true or false, found " + describe(*v));
-    return v->get<bool>();
-  }
-  std::string string(const char* key, const std::string& def) const {
-    const json* v = find(key);
-    if (!v) return def;
-    if (!v->is_string()) fail(key, "must be a string, found " + describe(*v));
-    return v->get<std::string>();
-  }
-  // A token id, or a list of them (some configs list several eos ids; the first is used). -1: absent.
-  int token_id(const char* key) const {
-    const json* v = find(key);
-    if (!v) return -1;
-    const json* first = v;
-    if (v->is_array()) {
-      if (v->empty()) fail(key, "is an empty list (give a token id)");
-      first = &(*v)[0];
-    }
-    if (!first->is_number_integer()) fail(key, "must be an integer token id, found " + describe(*v));
-    if (first->get<int64_t>() < 0 || first->get<int64_t>() > (1LL << 30))
-      fail(key, "= " + first->dump() + " is not a valid token id");
-    return int(first->get<int64_t>());
-  }
-  const json* object(const char* key) const {
-    const json* v = find(key);
-    if (v && !v->is_object()) fail(key, "must be an object, found " + describe(*v));
-    return v;
-  }
-
- private:
-  const json& j_;
-  std::string path_, prefix_;
-  const ConfigFieldNames* aliases_;
-};
-
 // Largest sizes config.json may declare; real models are far below (the weights are checked against them at load).
 constexpr int64_t kMaxDim = 1LL << 24;
 
 }  // namespace
 
-ModelConfig parse_config(const std::string& text, const std::string& path, const ConfigFieldNames* aliases) {
+ModelConfig parse_config(const std::string& text, const std::string& path, const ConfigFieldNames* aliases_in) {
+  const ConfigFieldNames* aliases = aliases_in;
   json j;
   try {
     j = json::parse(text);
@@ -166,32 +61,52 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     throw Error(path + ": malformed JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw Error(path + ": expected a JSON object, found " + describe(j));
-  const Fields f(j, path, "", aliases);
-
-  // Architecture: LLaMA family (LLaMA, Mistral without sliding window, Qwen-style QK-norm models with the same
-  // tensor names). Anything else is refused rather than run wrongly.
+  // Architecture: the class name (or model_type) picks the layout; anything else is refused rather than run wrongly.
+  std::string arch_class;
+  if (auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
+    const json& a = *it;
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      throw Error(path +
+                  ": field \"architectures\" must be a list of class names such as [\"LlamaForCausalLM\"], found " +
+                  describe(a));
+    arch_class = a[0].get<std::string>();
+  }
+  std::string model_type;
+  if (auto it = j.find("model_type"); it != j.end() && it->is_string()) model_type = it->get<std::string>();
+  static const std::pair<const char*, const char*> kArchs[] = {
+      {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"}, {"Gemma2ForCausalLM", "gemma2"},   {"Phi3ForCausalLM", "phi3"},
+      {"Olmo2ForCausalLM", "olmo2"}, {"GPT2LMHeadModel", "gpt2"}};
   std::string arch;
-  if (const json* a = f.find("architectures")) {
-    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
-      f.fail("architectures", "must be a list of class names such as [\"LlamaForCausalLM\"], found " + describe(*a));
-    arch = (*a)[0].get<std::string>();
+  for (auto [cls, type] : kArchs)
+    if (arch_class == cls || (arch_class.empty() && model_type == type)) arch = type;
+  if (arch.empty())
+    throw Error(path + ": unsupported architecture '" + (arch_class.empty() ? model_type : arch_class) +
+                "' (focalscope runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                "Gemma2ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM and GPT2LMHeadModel)");
+  // GPT-2 names its sizes differently: read them under the LLaMA names, errors still naming GPT-2's keys.
+  ConfigFieldNames gpt2_names;
+  if (arch == "gpt2") {
+    static const std::pair<const char*, const char*> kGpt2Keys[] = {{"hidden_size", "n_embd"},
+                                                                    {"num_hidden_layers", "n_layer"},
+                                                                    {"num_attention_heads", "n_head"},
+                                                                    {"intermediate_size", "n_inner"},
+                                                                    {"max_position_embeddings", "n_positions"},
+                                                                    {"rms_norm_eps", "layer_norm_epsilon"}};
+    if (aliases) gpt2_names = *aliases;
+    for (auto [llama_key, gpt2_key] : kGpt2Keys) {
+      j.erase(llama_key);
+      if (auto it = j.find(gpt2_key); it != j.end()) j[llama_key] = *it;
+      if (!gpt2_names.count(llama_key)) gpt2_names[llama_key] = gpt2_key;
+    }
+    if (!j.contains("intermediate_size") || j["intermediate_size"].is_null())
+      if (auto it = j.find("n_embd"); it != j.end() && it->is_number_integer())
+        j["intermediate_size"] = 4 * it->get<int64_t>();
+    if (!j.contains("rms_norm_eps")) j["rms_norm_eps"] = 1e-5;
+    j["tie_word_embeddings"] = j.value("tie_word_embeddings", true);
+    aliases = &gpt2_names;
   }
-  const std::string model_type = f.string("model_type", "");
-  const bool ok_arch = arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen3ForCausalLM" ||
-                       (arch.empty() && (model_type == "llama" || model_type == "mistral" || model_type == "qwen3"));
-  if (!ok_arch)
-    throw Error(path + ": unsupported architecture '" + (arch.empty() ? model_type : arch) +
-                "' (focalscope runs LlamaForCausalLM-family models: llama, mistral, qwen3)");
-  if (f.has("rope_scaling"))
-    throw Error(path + ": \"rope_scaling\" is not supported yet (remove it or use a model without RoPE scaling)");
-  if (f.boolean("mlp_bias", false)) throw Error(path + ": \"mlp_bias\": true is not supported");
-  if (const json* sw = f.find("sliding_window")) {
-    if (!sw->is_number_integer()) f.fail("sliding_window", "must be an integer or null, found " + describe(*sw));
-    if (f.boolean("use_sliding_window", true) && model_type == "mistral")
-      throw Error(path + ": sliding-window attention is not supported (set \"sliding_window\": null)");
-  }
-  const std::string act = f.string("hidden_act", "silu");
-  if (act != "silu") f.fail("hidden_act", "= '" + act + "' is not supported (only silu)");
+  const Fields f(j, path, "", aliases);
 
   ModelConfig c;
   c.source_json = text;
@@ -204,7 +119,8 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
   c.max_positions = int(f.integer("max_position_embeddings", 2048, 1, 1LL << 30));
   c.rope_theta = f.positive("rope_theta", 10000.0f);
   c.rms_eps = f.positive("rms_norm_eps", 1e-6f);
-  c.tied_embeddings = f.boolean("tie_word_embeddings", false);
+  c.arch.name = arch;
+  c.tied_embeddings = f.boolean("tie_word_embeddings", arch == "gemma2");
   c.attention_bias = f.boolean("attention_bias", false);
   c.bos_id = f.token_id("bos_token_id");
   c.eos_id = f.token_id("eos_token_id");
@@ -245,6 +161,7 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     }
   }
   c.add_bos = c.bos_id >= 0 && f.boolean("add_bos_token", true);
+  parse_architecture(f, path, arch, c);
   return c;
 }
 

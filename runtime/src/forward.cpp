@@ -180,6 +180,25 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
   std::vector<uint8_t> wanted(c.n_heads, 0);
 
+  if (tape && !is_llama_layout(c))
+    throw Error("training: the backward pass covers the LLaMA layout only, not '" + c.arch.name + "' models");
+  if (c.arch.position == PositionKind::kLearned && pos0 + n > c.max_positions)
+    throw Error("forward: positions up to " + std::to_string(pos0 + n) +
+                " exceed the model's learned position table (" + std::to_string(c.max_positions) + " positions)");
+  // Normalisation (RMSNorm, or LayerNorm with bias), the MLP activation, the raw-logit scale and the rotary
+  // frequencies of this call (dynamic NTK and longrope depend on its last position), all read from the config.
+  auto norm = [&](const float* in, const float* wt, const float* bias, float* out, int rows) {
+    if (c.arch.norm == NormKind::kLayerNorm)
+      be.layernorm(in, wt, bias, out, rows, H, c.rms_eps);
+    else
+      be.rmsnorm(in, wt, out, rows, H, c.rms_eps);
+  };
+  const ops::Act act = (ops::Act)(int)c.arch.act;
+  const float logit_scale = c.arch.query_pre_attn_scalar > 0.0f ? attn_logit_scale(c) : 0.0f;  // 0: 1/sqrt(d_head)
+  const float final_cap = c.arch.final_softcap;  // final-logit soft-cap (Gemma 2), 0: none
+  float rope_cs_scale = 1.0f;
+  const std::vector<float> inv_freq =
+      c.arch.position == PositionKind::kRope ? rope_inv_freq(c, pos0 + n, &rope_cs_scale) : std::vector<float>();
   const bool keep = st.keep_inputs && pos0 == 0 && !tape;
   if (keep) {
     // Layers before first_layer are left as they are; from first_layer on, this run overwrites the kept inputs, so
@@ -193,17 +212,28 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     for (int l = 0; l < c.n_layers; ++l) st.tau_sum[l] = l < first_layer ? st.kept_tau_sum[l] : 0.0;
   } else {
     be.embed(w.embed, ids, x.data(), n, H);
+    if (c.arch.embed_scale != 1.0f) be.scale(x.data(), (size_t)n * H, c.arch.embed_scale);
+    if (w.pos_embed) {  // learned absolute positions pos0..pos0+n-1, added to the token embeddings
+      std::vector<int32_t> pos(n);
+      for (int i = 0; i < n; ++i) pos[i] = pos0 + i;
+      be.embed(w.pos_embed, pos.data(), proj.data(), n, H);
+      be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+    }
   }
   for (int l = first_layer; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
     if (keep) save(st.layer_in[l], x, (size_t)n * H);
     if (lt) save(lt->x_in, x, (size_t)n * H);
-    be.rmsnorm(x.data(), L.attn_norm, xn.data(), n, H, c.rms_eps);
+    const float* attn_in = x.data();  // OLMo 2 projects the block input itself
+    if (L.attn_norm) {
+      norm(x.data(), L.attn_norm, L.attn_norm_b, xn.data(), n);
+      attn_in = xn.data();
+    }
     if (lt) save(lt->xn1, xn, (size_t)n * H);
-    be.matmul_xwt(xn.data(), L.wq, q.data(), n, QD, H);
-    be.matmul_xwt(xn.data(), L.wk, k.data(), n, KD, H);
-    be.matmul_xwt(xn.data(), L.wv, v.data(), n, KD, H);
+    be.matmul_xwt(attn_in, L.wq, q.data(), n, QD, H);
+    be.matmul_xwt(attn_in, L.wk, k.data(), n, KD, H);
+    be.matmul_xwt(attn_in, L.wv, v.data(), n, KD, H);
     if (L.bq) {
       be.add_row_bias(q.data(), L.bq, n, QD);
       be.add_row_bias(k.data(), L.bk, n, KD);
@@ -213,12 +243,17 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       save(lt->q_lin, q, (size_t)n * QD);
       save(lt->k_lin, k, (size_t)n * KD);
     }
-    if (L.q_norm) {  // per-head RMSNorm before RoPE (Qwen3 QK-norm)
+    if (L.q_norm && c.arch.qk_norm == QkNormKind::kWhole) {  // RMSNorm over the whole projection (OLMo 2)
+      be.rmsnorm(q.data(), L.q_norm, q.data(), n, QD, c.rms_eps);
+      be.rmsnorm(k.data(), L.k_norm, k.data(), n, KD, c.rms_eps);
+    } else if (L.q_norm) {  // per-head RMSNorm before RoPE (Qwen3 QK-norm)
       be.rmsnorm(q.data(), L.q_norm, q.data(), n * c.n_heads, c.d_head, c.rms_eps);
       be.rmsnorm(k.data(), L.k_norm, k.data(), n * c.n_kv_heads, c.d_head, c.rms_eps);
     }
-    be.rope(q.data(), n, c.n_heads, c.d_head, pos0, c.rope_theta);
-    be.rope(k.data(), n, c.n_kv_heads, c.d_head, pos0, c.rope_theta);
+    if (c.arch.position == PositionKind::kRope) {
+      be.rope_freqs(q.data(), n, c.n_heads, c.d_head, pos0, inv_freq.data(), rope_cs_scale);
+      be.rope_freqs(k.data(), n, c.n_kv_heads, c.d_head, pos0, inv_freq.data(), rope_cs_scale);
+    }
     if (lt) {
       save(lt->q, q, (size_t)n * QD);
       save(lt->k, k, (size_t)n * KD);
@@ -263,6 +298,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     a.v_cache = st.v_cache[l].data();
     a.cache_stride = st.max_tokens;
     a.row_scale = scale_d.data();
+    a.logit_scale = logit_scale;
+    a.softcap = c.arch.attn_softcap;
+    a.window = layer_window(c, l);
     a.out = att.data();
     a.metrics = want_metrics ? metrics_d.data() : nullptr;
     a.topk = opt.topk_mass_k;
@@ -286,18 +324,32 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (lt) save(lt->att, att, (size_t)n * QD);
     be.matmul_xwt(att.data(), L.wo, proj.data(), n, H, QD);
     if (L.bo) be.add_row_bias(proj.data(), L.bo, n, H);
+    if (L.post_attn_norm) norm(proj.data(), L.post_attn_norm, nullptr, proj.data(), n);
     be.add_inplace(x.data(), proj.data(), (size_t)n * H);
     if (lt) save(lt->x_mid, x, (size_t)n * H);
-    be.rmsnorm(x.data(), L.mlp_norm, xn.data(), n, H, c.rms_eps);
-    be.matmul_xwt(xn.data(), L.w_gate, gate.data(), n, I, H);
-    be.matmul_xwt(xn.data(), L.w_up, up.data(), n, I, H);
+    const float* mlp_in = x.data();
+    if (L.mlp_norm) {
+      norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
+      mlp_in = xn.data();
+    }
+    if (L.w_gate) be.matmul_xwt(mlp_in, L.w_gate, gate.data(), n, I, H);
+    be.matmul_xwt(mlp_in, L.w_up, up.data(), n, I, H);
+    if (L.b_gate) be.add_row_bias(gate.data(), L.b_gate, n, I);
+    if (L.b_up) be.add_row_bias(up.data(), L.b_up, n, I);
     if (lt) {
       save(lt->xn2, xn, (size_t)n * H);
       save(lt->gate, gate, (size_t)n * I);
       save(lt->up, up, (size_t)n * I);
     }
-    be.swiglu(gate.data(), up.data(), gate.data(), (size_t)n * I);
+    if (!L.w_gate)  // act(up(x)) (GPT-2)
+      be.act_mul(up.data(), nullptr, gate.data(), (size_t)n * I, act);
+    else if (act == ops::Act::kSilu)
+      be.swiglu(gate.data(), up.data(), gate.data(), (size_t)n * I);
+    else
+      be.act_mul(gate.data(), up.data(), gate.data(), (size_t)n * I, act);
     be.matmul_xwt(gate.data(), L.w_down, proj.data(), n, H, I);
+    if (L.b_down) be.add_row_bias(proj.data(), L.b_down, n, H);
+    if (L.post_mlp_norm) norm(proj.data(), L.post_mlp_norm, nullptr, proj.data(), n);
     be.add_inplace(x.data(), proj.data(), (size_t)n * H);
 
     if (obs) {
@@ -328,12 +380,13 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
 
   if (obs && obs->wants_logits()) {  // every row's logits, a block of rows at a time
     const int block = std::min(n, Workspace::kLogitsBlock), V = c.vocab_size;
-    be.rmsnorm(x.data(), w.final_norm, xn.data(), n, H, c.rms_eps);
+    norm(x.data(), w.final_norm, w.final_norm_b, xn.data(), n);
     const DeviceBuffer& lg = ws.logits_block;  // [block, vocab]
     std::vector<float> lg_h((size_t)block * V);
     for (int r0 = 0; r0 < n; r0 += block) {
       const int m = std::min(block, n - r0);
       be.matmul_xwt(xn.data() + (size_t)r0 * H, w.lm_head, lg.data(), m, V, H);
+      if (final_cap > 0.0f) be.softcap(lg.data(), (size_t)m * V, final_cap);
       be.download(lg_h.data(), lg.data(), (size_t)m * V);
       obs->on_logits(r0, m, lg_h.data());
     }
@@ -341,7 +394,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
     if (tape) save(tape->x_final, x, (size_t)n * H);
-    be.rmsnorm(x.data() + (size_t)(n - rows) * H, w.final_norm, xn.data(), rows, H, c.rms_eps);
+    norm(x.data() + (size_t)(n - rows) * H, w.final_norm, w.final_norm_b, xn.data(), rows);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
     float* lg = ws.logits_block.data();  // [rows, vocab]
     DeviceBuffer all_rows;               // when more rows than the workspace's block are asked for
@@ -350,13 +403,15 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       lg = all_rows.data();
     }
     be.matmul_xwt(xn.data(), w.lm_head, lg, rows, c.vocab_size, H);
+    if (final_cap > 0.0f) be.softcap(lg, (size_t)rows * c.vocab_size, final_cap);
     logits->resize((size_t)rows * c.vocab_size);
     be.download(logits->data(), lg, logits->size());
   }
   if (topk) {  // the last row's k best logits, selected on the backend
-    be.rmsnorm(x.data() + (size_t)(n - 1) * H, w.final_norm, xn.data(), 1, H, c.rms_eps);
+    norm(x.data() + (size_t)(n - 1) * H, w.final_norm, w.final_norm_b, xn.data(), 1);
     const DeviceBuffer& lg = ws.logits_block;  // [1, vocab]
     be.matmul_xwt(xn.data(), w.lm_head, lg.data(), 1, c.vocab_size, H);
+    if (final_cap > 0.0f) be.softcap(lg.data(), (size_t)c.vocab_size, final_cap);
     topk->idx.resize(topk->k);
     topk->val.resize(topk->k);
     be.topk_rows(lg.data(), 1, c.vocab_size, topk->k, topk->idx.data(), topk->val.data());

@@ -10,23 +10,30 @@
 namespace focal {
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [hidden]
-  const float* wq = nullptr;         // [n_heads*d_head, hidden]
-  const float* wk = nullptr;         // [n_kv_heads*d_head, hidden]
-  const float* wv = nullptr;         // [n_kv_heads*d_head, hidden]
-  const float* wo = nullptr;         // [hidden, n_heads*d_head]
-  const float* bq = nullptr;         // [n_heads*d_head] or null (attention_bias)
-  const float* bk = nullptr;         // [n_kv_heads*d_head] or null
-  const float* bv = nullptr;         // [n_kv_heads*d_head] or null
-  const float* bo = nullptr;         // [hidden] or null
-  const float* q_norm = nullptr;     // [d_head] or null (QK-norm)
-  const float* k_norm = nullptr;     // [d_head] or null
-  const float* mlp_norm = nullptr;   // [hidden]
-  const float* w_gate = nullptr;     // [intermediate, hidden]
-  const float* w_up = nullptr;       // [intermediate, hidden]
-  const float* w_down = nullptr;     // [hidden, intermediate]
-  const float* tau_w = nullptr;      // [1, hidden] learned temperature projection, or null
-  const float* tau_b = nullptr;      // [1] its bias, or null
+  const float* attn_norm = nullptr;       // [hidden] pre-attention norm, or null (OLMo 2)
+  const float* attn_norm_b = nullptr;     // [hidden] its bias (LayerNorm), or null
+  const float* wq = nullptr;              // [n_heads*d_head, hidden]
+  const float* wk = nullptr;              // [n_kv_heads*d_head, hidden]
+  const float* wv = nullptr;              // [n_kv_heads*d_head, hidden]
+  const float* wo = nullptr;              // [hidden, n_heads*d_head]
+  const float* bq = nullptr;              // [n_heads*d_head] or null (attention_bias)
+  const float* bk = nullptr;              // [n_kv_heads*d_head] or null
+  const float* bv = nullptr;              // [n_kv_heads*d_head] or null
+  const float* bo = nullptr;              // [hidden] or null
+  const float* q_norm = nullptr;          // [d_head] (per head) or [n_heads*d_head] (whole projection), or null
+  const float* k_norm = nullptr;          // [d_head] or [n_kv_heads*d_head], or null
+  const float* post_attn_norm = nullptr;  // [hidden] norm of the attention output (Gemma 2, OLMo 2), or null
+  const float* mlp_norm = nullptr;        // [hidden] pre-MLP norm, or null (OLMo 2)
+  const float* mlp_norm_b = nullptr;      // [hidden] its bias (LayerNorm), or null
+  const float* post_mlp_norm = nullptr;   // [hidden] norm of the MLP output (Gemma 2, OLMo 2), or null
+  const float* b_gate = nullptr;          // [intermediate] or null (mlp_bias)
+  const float* b_up = nullptr;            // [intermediate] or null (mlp_bias; GPT-2 c_fc)
+  const float* b_down = nullptr;          // [hidden] or null (mlp_bias; GPT-2 mlp.c_proj)
+  const float* w_gate = nullptr;          // [intermediate, hidden], or null without a gate (GPT-2)
+  const float* w_up = nullptr;            // [intermediate, hidden]
+  const float* w_down = nullptr;          // [hidden, intermediate]
+  const float* tau_w = nullptr;           // [1, hidden] learned temperature projection, or null
+  const float* tau_b = nullptr;           // [1] its bias, or null
 };
 
 // One trainable tensor: its name in the safetensors file, shape, and backend memory.
@@ -39,12 +46,14 @@ struct ParamRef {
 };
 
 struct Model::Weights {
-  std::vector<DeviceBuffer> storage;  // owns everything below
-  const float* embed = nullptr;       // [vocab, hidden]
-  const float* final_norm = nullptr;  // [hidden]
-  const float* lm_head = nullptr;     // [vocab, hidden] (== embed when tied)
-  std::vector<LayerWeights> layers;   // [n_layers]
-  std::vector<ParamRef> params;       // every tensor, in file order of loading
+  std::vector<DeviceBuffer> storage;    // owns everything below
+  const float* embed = nullptr;         // [vocab, hidden]
+  const float* final_norm = nullptr;    // [hidden]
+  const float* final_norm_b = nullptr;  // [hidden] (LayerNorm) or null
+  const float* pos_embed = nullptr;     // [max_positions, hidden] learned absolute positions (GPT-2), or null
+  const float* lm_head = nullptr;       // [vocab, hidden] (== embed when tied)
+  std::vector<LayerWeights> layers;     // [n_layers]
+  std::vector<ParamRef> params;         // every tensor, in file order of loading
 };
 
 // The k best logits of the last row of a forward (k <= 64): computed on the backend, only k pairs reach the host.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -57,6 +58,27 @@ static std::string shape_str(const std::vector<int64_t>& s) {
 
 static bool is_known_tensor_name(const std::string& n) {
   static const char* kSuffixes[] = {"embed_tokens.weight",
+                                    "qkv_proj.weight",
+                                    "gate_up_proj.weight",
+                                    "pre_feedforward_layernorm.weight",
+                                    "post_feedforward_layernorm.weight",
+                                    "gate_proj.bias",
+                                    "up_proj.bias",
+                                    "down_proj.bias",
+                                    "wte.weight",
+                                    "wpe.weight",
+                                    "ln_f.weight",
+                                    "ln_f.bias",
+                                    "ln_1.weight",
+                                    "ln_1.bias",
+                                    "ln_2.weight",
+                                    "ln_2.bias",
+                                    "c_attn.weight",
+                                    "c_attn.bias",
+                                    "c_proj.weight",
+                                    "c_proj.bias",
+                                    "c_fc.weight",
+                                    "c_fc.bias",
                                     "model.norm.weight",
                                     "lm_head.weight",
                                     "input_layernorm.weight",
@@ -173,9 +195,8 @@ static NonFinite scan_nonfinite(const uint8_t* data, size_t n, WeightType type) 
 }
 
 // The layer indices the weights hold: 1 + the largest N of "model.layers.N." (0 without any).
-static int64_t layers_in_weights(const TensorMap& all) {
+static int64_t layers_in_weights(const TensorMap& all, const std::string& kPrefix) {
   int64_t n = 0;
-  static const std::string kPrefix = "model.layers.";
   for (auto& [name, _] : all) {
     if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
     int64_t l = 0;
@@ -210,7 +231,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   auto field = [&](const char* hf, const char* gg) { return std::string(from_gguf ? gg : hf); };
 
   // A config that promises more layers than the weights hold is refused before anything is sized by it.
-  const int64_t stored_layers = layers_in_weights(all);
+  const std::string layer_prefix = c.arch.name == "gpt2" ? "transformer.h." : "model.layers.";
+  const int64_t stored_layers = layers_in_weights(all, layer_prefix);
   if (c.n_layers > stored_layers)
     throw Error(cfg_path + ": " + field("num_hidden_layers", "llama.block_count") + " = " + std::to_string(c.n_layers) +
                 " but the weights hold " +
@@ -252,8 +274,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       QD{(int64_t)c.n_heads * c.d_head, field("num_attention_heads", "llama.attention.head_count") + hd},
       KD{(int64_t)c.n_kv_heads * c.d_head, field("num_key_value_heads", "llama.attention.head_count_kv") + hd},
       D{c.d_head, field("head_dim", "llama.attention.key_length")}, One{1, "1"};
-  auto take = [&](const std::string& name, const std::vector<Dim>& dims, bool required = true,
-                  bool matrix = false) -> const float* {
+  // The tensor `name`, checked against the shape dims (a misnamed or misshaped tensor is an error naming both);
+  // null when it is absent and not required.
+  auto lookup = [&](const std::string& name, const std::vector<Dim>& dims, bool required) -> const StTensor* {
     std::vector<int64_t> shape;
     std::string labels;
     for (const Dim& d : dims) {
@@ -263,7 +286,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     auto it = all.find(name);
     if (it == all.end()) {
       if (!required) return nullptr;
-      // A misnamed tensor shows up as one missing name plus one name that is no known LLaMA tensor.
+      // A misnamed tensor shows up as one missing name plus one name that is no known tensor of these architectures.
       std::string hint;
       for (auto& kv : all)
         if (!is_known_tensor_name(kv.first)) {
@@ -273,9 +296,24 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       throw Error("model '" + dir + "': tensor '" + name + "' is missing" + hint);
     }
     const StTensor& t = *it->second.first;
-    if (t.shape != shape)
+    if (t.shape != shape) {
+      std::string why;
+      if (t.shape.size() == 2 && shape.size() == 2 && t.shape[0] == shape[1] && t.shape[1] == shape[0])
+        why = c.arch.name == "gpt2" ? " — it looks transposed: GPT-2 stores Conv1D weights as [in, out]"
+                                    : " — it looks transposed";
       throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " +
-                  shape_str(shape) + " = [" + labels + "] from " + cfg_path);
+                  shape_str(shape) + " = [" + labels + "] from " + cfg_path + why);
+    }
+    return &t;
+  };
+  // `host_fn`, when given, edits the tensor's fp32 values on the host before the upload (Gemma's 1 + w norms).
+  auto take = [&](const std::string& name, const std::vector<Dim>& dims, bool required = true, bool matrix = false,
+                  const std::function<void(std::vector<float>&)>& host_fn = nullptr) -> const float* {
+    const StTensor* tp = lookup(name, dims, required);
+    if (!tp) return nullptr;
+    const StTensor& t = *tp;
+    auto it = all.find(name);
+    std::vector<int64_t> shape = t.shape;
     auto check_finite = [&](const NonFinite& nf) {
       if (nf.nan + nf.inf == 0) return;
       const std::string tensor = t.source_name.empty() ? "'" + name + "'" : "'" + t.source_name + "' (" + name + ")";
@@ -290,7 +328,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     };
     const size_t n = t.numel();
     DeviceBuffer buf;
-    if (matrix && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
+    if (matrix && !host_fn && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
       const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
                               : t.dtype == "F16" ? WeightType::kF16
                                                  : WeightType::kF32;
@@ -299,6 +337,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     } else {
       std::vector<float> f32 = tensor_to_f32(t, it->second.second);  // throws for unsupported dtypes
       check_finite(scan_nonfinite(reinterpret_cast<const uint8_t*>(f32.data()), n, WeightType::kF32));
+      if (host_fn) host_fn(f32);
       if (matrix) {
         buf = DeviceBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n), n);
       } else {
@@ -316,30 +355,121 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     return p;
   };
 
-  w->embed = take("model.embed_tokens.weight", {V, H}, true, true);
-  w->final_norm = take("model.norm.weight", {H});
+  // A fused or Conv1D tensor: its fp32 values (transposed from [in, out] when `conv1d`), cut into consecutive row
+  // blocks, each uploaded as its own matrix (or vector) under the name `<name>#<i>`.
+  auto take_parts = [&](const std::string& name, const std::vector<Dim>& dims, bool conv1d,
+                        const std::vector<int64_t>& rows, bool matrix) -> std::vector<const float*> {
+    const StTensor& t = *lookup(name, dims, true);
+    std::vector<float> f32 = tensor_to_f32(t, all.at(name).second);
+    const NonFinite nf = scan_nonfinite(reinterpret_cast<const uint8_t*>(f32.data()), f32.size(), WeightType::kF32);
+    if (nf.nan + nf.inf > 0) {
+      const std::string what = "'" + all.at(name).second + "': tensor '" + name + "' holds " + std::to_string(nf.nan) +
+                               " NaN and " + std::to_string(nf.inf) + " infinite values";
+      if (!options.allow_nonfinite_weights)
+        throw Error(what +
+                    " — the checkpoint is broken; to study it, load it with the load option "
+                    "allow_nonfinite_weights");
+      c.warnings.push_back(what + "; loaded as they are");
+    }
+    const int64_t cols = t.shape.size() == 2 ? (conv1d ? t.shape[0] : t.shape[1]) : 1;
+    if (conv1d) {  // [in, out] -> [out, in]
+      std::vector<float> tr(f32.size());
+      const int64_t in = t.shape[0], out = t.shape[1];
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) tr[(size_t)(o * in + i)] = f32[(size_t)(i * out + o)];
+      f32.swap(tr);
+    }
+    std::vector<const float*> out;
+    size_t off = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t cnt = (size_t)(rows[i] * cols);
+      DeviceBuffer buf;
+      if (matrix) {
+        buf = DeviceBuffer(be, be.upload_weight(f32.data() + off, WeightType::kF32, cnt), cnt);
+      } else {
+        buf = DeviceBuffer(be, cnt);
+        be.upload(buf.data(), f32.data() + off, cnt);
+      }
+      off += cnt;
+      std::vector<int64_t> shape =
+          t.shape.size() == 2 ? std::vector<int64_t>{rows[i], cols} : std::vector<int64_t>{rows[i]};
+      w->params.push_back(ParamRef{name + "#" + std::to_string(i), shape, buf.data(), cnt, false});
+      out.push_back(buf.data());
+      w->storage.push_back(std::move(buf));
+      m->n_params_ += cnt;
+    }
+    used.insert(name);
+    return out;
+  };
+  const ArchConfig& arch = c.arch;
+  // Gemma's RMSNorm scales by (1 + w): the 1 is added to the stored weights once, here (fp32, as transformers does).
+  const std::function<void(std::vector<float>&)> plus_one = [](std::vector<float>& v) {
+    for (float& x : v) x = 1.0f + x;
+  };
+  auto take_norm = [&](const std::string& name) {
+    return take(name, {H}, true, false, arch.norm_plus_one ? plus_one : nullptr);
+  };
+  const bool gpt2 = arch.name == "gpt2";
+  if (gpt2) {
+    const Dim P{c.max_positions, field("n_positions", "gpt2.context_length")};
+    w->embed = take("transformer.wte.weight", {V, H}, true, true);
+    w->pos_embed = take("transformer.wpe.weight", {P, H}, true, true);
+    w->final_norm = take("transformer.ln_f.weight", {H});
+    w->final_norm_b = take("transformer.ln_f.bias", {H});
+  } else {
+    w->embed = take("model.embed_tokens.weight", {V, H}, true, true);
+    w->final_norm = take_norm("model.norm.weight");
+  }
   if (c.tied_embeddings) {
     w->lm_head = w->embed;
     used.insert("lm_head.weight");  // some exporters store the tied copy too
   } else {
     w->lm_head = take("lm_head.weight", {V, H}, true, true);
   }
+  const Dim H3{3 * (int64_t)c.hidden, "3 * " + H.from}, I2{2 * (int64_t)c.intermediate, "2 * " + I.from},
+      QKV{QD.n + 2 * KD.n, "(" + QD.from + " + 2 * " + KD.from + ")"};
   w->layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string p = layer_prefix + std::to_string(l) + ".";
     LayerWeights& L = w->layers[l];
-    L.attn_norm = take(p + "input_layernorm.weight", {H});
-    L.wq = take(p + "self_attn.q_proj.weight", {QD, H}, true, true);
-    L.wk = take(p + "self_attn.k_proj.weight", {KD, H}, true, true);
-    L.wv = take(p + "self_attn.v_proj.weight", {KD, H}, true, true);
+    if (gpt2) {  // Conv1D weights stored [in, out]; c_attn holds q, k and v side by side
+      L.attn_norm = take(p + "ln_1.weight", {H});
+      L.attn_norm_b = take(p + "ln_1.bias", {H});
+      auto qkv = take_parts(p + "attn.c_attn.weight", {H, H3}, true, {QD.n, KD.n, KD.n}, true);
+      auto qkv_b = take_parts(p + "attn.c_attn.bias", {H3}, false, {QD.n, KD.n, KD.n}, false);
+      L.wq = qkv[0], L.wk = qkv[1], L.wv = qkv[2];
+      L.bq = qkv_b[0], L.bk = qkv_b[1], L.bv = qkv_b[2];
+      L.wo = take_parts(p + "attn.c_proj.weight", {H, H}, true, {H.n}, true)[0];
+      L.bo = take(p + "attn.c_proj.bias", {H});
+      L.mlp_norm = take(p + "ln_2.weight", {H});
+      L.mlp_norm_b = take(p + "ln_2.bias", {H});
+      L.w_up = take_parts(p + "mlp.c_fc.weight", {H, I}, true, {I.n}, true)[0];
+      L.b_up = take(p + "mlp.c_fc.bias", {I});
+      L.w_down = take_parts(p + "mlp.c_proj.weight", {I, H}, true, {H.n}, true)[0];
+      L.b_down = take(p + "mlp.c_proj.bias", {H});
+      for (const char* buf : {"attn.bias", "attn.masked_bias"}) used.insert(p + buf);  // old causal-mask buffers
+      continue;
+    }
+    if (arch.pre_attn_norm) L.attn_norm = take_norm(p + "input_layernorm.weight");
+    if (arch.name == "phi3") {
+      auto qkv = take_parts(p + "self_attn.qkv_proj.weight", {QKV, H}, false, {QD.n, KD.n, KD.n}, true);
+      L.wq = qkv[0], L.wk = qkv[1], L.wv = qkv[2];
+    } else {
+      L.wq = take(p + "self_attn.q_proj.weight", {QD, H}, true, true);
+      L.wk = take(p + "self_attn.k_proj.weight", {KD, H}, true, true);
+      L.wv = take(p + "self_attn.v_proj.weight", {KD, H}, true, true);
+    }
     L.wo = take(p + "self_attn.o_proj.weight", {H, QD}, true, true);
-    if (c.attention_bias) {
+    if (arch.qkv_bias) {
       L.bq = take(p + "self_attn.q_proj.bias", {QD});
       L.bk = take(p + "self_attn.k_proj.bias", {KD});
       L.bv = take(p + "self_attn.v_proj.bias", {KD});
-      L.bo = take(p + "self_attn.o_proj.bias", {H}, false);
     }
-    if (c.qk_norm) {
+    if (arch.o_bias) L.bo = take(p + "self_attn.o_proj.bias", {H}, false);
+    if (arch.qk_norm == QkNormKind::kWhole) {
+      L.q_norm = take(p + "self_attn.q_norm.weight", {QD});
+      L.k_norm = take(p + "self_attn.k_norm.weight", {KD});
+    } else if (c.qk_norm) {
       L.q_norm = take(p + "self_attn.q_norm.weight", {D});
       L.k_norm = take(p + "self_attn.k_norm.weight", {D});
     }
@@ -347,10 +477,25 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       L.tau_w = take(p + "self_attn.tau_proj.weight", {One, H});
       if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {One});
     }
-    L.mlp_norm = take(p + "post_attention_layernorm.weight", {H});
-    L.w_gate = take(p + "mlp.gate_proj.weight", {I, H}, true, true);
-    L.w_up = take(p + "mlp.up_proj.weight", {I, H}, true, true);
+    // Norm names: LLaMA's post_attention_layernorm is its pre-MLP norm; Gemma 2 / OLMo 2 use it after attention.
+    if (arch.post_attn_norm) L.post_attn_norm = take_norm(p + "post_attention_layernorm.weight");
+    if (arch.pre_mlp_norm)
+      L.mlp_norm =
+          take_norm(p + (arch.post_attn_norm ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    if (arch.post_mlp_norm) L.post_mlp_norm = take_norm(p + "post_feedforward_layernorm.weight");
+    if (arch.name == "phi3") {
+      auto gu = take_parts(p + "mlp.gate_up_proj.weight", {I2, H}, false, {I.n, I.n}, true);
+      L.w_gate = gu[0], L.w_up = gu[1];
+    } else {
+      L.w_gate = take(p + "mlp.gate_proj.weight", {I, H}, true, true);
+      L.w_up = take(p + "mlp.up_proj.weight", {I, H}, true, true);
+    }
     L.w_down = take(p + "mlp.down_proj.weight", {H, I}, true, true);
+    if (arch.mlp_bias) {
+      L.b_gate = take(p + "mlp.gate_proj.bias", {I});
+      L.b_up = take(p + "mlp.up_proj.bias", {I});
+      L.b_down = take(p + "mlp.down_proj.bias", {H});
+    }
   }
   for (auto& [name, _] : all) {
     if (used.count(name)) continue;
@@ -358,7 +503,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     if (name.size() >= kInvFreq.size() && name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) == 0)
       continue;
     throw Error("'" + all[name].second + "': unexpected tensor '" + name + "' (not part of a " +
-                std::to_string(c.n_layers) + "-layer LlamaForCausalLM as described by config.json)");
+                std::to_string(c.n_layers) + "-layer '" + c.arch.name + "' model as described by config.json)");
   }
   m->w_ = std::move(w);
 

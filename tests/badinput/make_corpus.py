@@ -109,6 +109,21 @@ def model_cases(src_model, out):
     cfg_case("cfg-head-dim-odd", "head_dim", setter("head_dim", 7))
     cfg_case("cfg-hidden-mismatch", "hidden_size", setter("hidden_size", 96))
     cfg_case("cfg-vocab-too-small-for-tokenizer", "vocab_size", setter("vocab_size", 100))
+    # Architecture fields (issue 13): windows, soft-caps, rope_scaling.
+    cfg_case("cfg-window-beyond-context", "sliding_window",
+             lambda c: c.update(architectures=["MistralForCausalLM"], model_type="mistral",
+                                max_position_embeddings=128, sliding_window=4096))
+    cfg_case("cfg-gemma2-attn-softcap-zero", "attn_logit_softcapping",
+             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", attn_logit_softcapping=0.0))
+    cfg_case("cfg-gemma2-final-softcap-negative", "final_logit_softcapping",
+             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", final_logit_softcapping=-30.0))
+    cfg_case("cfg-rope-type-unknown", "rope_type", setter("rope_scaling", {"rope_type": "ntk-parts", "factor": 2.0}))
+    cfg_case("cfg-rope-llama3-missing-original", "original_max_position_embeddings",
+             setter("rope_scaling", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}))
+    cfg_case("cfg-longrope-short-factor-length", "short_factor",
+             lambda c: c.update(architectures=["Phi3ForCausalLM"], model_type="phi3", original_max_position_embeddings=64,
+                                rope_scaling={"type": "longrope", "short_factor": [1.0, 1.0, 1.0],
+                                              "long_factor": [1.0, 1.0, 1.0]}))
     # Malformed files.
     for name, text in [("cfg-not-object", "[1, 2]"), ("cfg-empty", ""), ("cfg-truncated", '{"hidden_size": 6'),
                        ("cfg-binary", "\x00\x01\x02GGUF"), ("cfg-nan-literal", '{"rope_theta": NaN}'),

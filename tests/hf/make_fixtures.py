@@ -38,6 +38,9 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"make_fixtures.py: {e}\nRun tests/hf/setup_venv.sh and use .venv/bin/python.")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from arch_fixtures import ARCH_CONFIGS, build_arch_model, reinit_value, scale_queries, window_layers  # noqa: E402
+
 EXPECTED_TRANSFORMERS = "4.47.1"
 
 # Scale of the re-initialised q_proj/k_proj weights: std = QK_GAIN / sqrt(hidden). With unit-RMS
@@ -58,11 +61,19 @@ CONFIGS = [
     dict(name="long_1024", seed=1005, hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128,
          vocab=256, tied=True, rope_theta=10000.0, eps=1e-6, T=1024, t=0.4, long=True,
          attn_layers="last"),
-]
+] + ARCH_CONFIGS
 
 
 def build_model(c):
     torch.manual_seed(c["seed"])
+    if "arch" in c:  # the other architectures (arch_fixtures.py)
+        model = build_arch_model(c).float().eval()
+        assert model.config._attn_implementation == "eager"
+        g = torch.Generator().manual_seed(c["seed"] * 7 + 3)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(reinit_value(c, name, p, g))
+        return model
     cfg = LlamaConfig(
         vocab_size=c["vocab"],
         hidden_size=c["hidden"],
@@ -106,7 +117,7 @@ def build_model(c):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
-    if c["tied"]:
+    if c.get("tied"):
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     return model
 
@@ -118,6 +129,10 @@ def focal_copy(model, t):
     `scaling` attribute). RoPE is linear in q, so scaling q_proj's weight (and bias) by 1/t
     scales every logit q.k by 1/t exactly (up to float rounding)."""
     m = copy.deepcopy(model)
+    if "arch" in getattr(m, "_fixture", {}):
+        with torch.no_grad():
+            scale_queries(m._fixture, m, t)
+        return m.eval()
     with torch.no_grad():
         for layer in m.model.layers:
             layer.self_attn.q_proj.weight.mul_(1.0 / t)
@@ -145,11 +160,22 @@ def check_fixture(c, ids, logits, attns, logits_t, attns_t, t):
     assert logits.shape == (T, c["vocab"]) and logits_t.shape == logits.shape
     assert torch.isfinite(logits).all() and torch.isfinite(logits_t).all()
     causal = torch.ones(T, T).triu(1).bool()
-    for a in list(attns) + list(attns_t):
+    windows = window_layers(c) if "arch" in c else {}
+    for L, a in list(enumerate(attns)) + list(enumerate(attns_t)):
         assert a.shape == (H, T, T), a.shape
         rows = a.double().sum(-1)
         assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5), float((rows - 1).abs().max())
         assert float(a[:, causal].abs().max()) == 0.0, "non-zero probability above the diagonal"
+        if L in windows:  # keys j <= i - window are outside the window: exactly 0
+            outside = torch.ones(T, T).tril(-windows[L]).bool()
+            assert float(a[:, outside].abs().max()) == 0.0, f"layer {L}: probability outside the window"
+    if c.get("attn_cap"):  # soft-capped logits: attn_t is not a re-tempering of attn
+        ent = sum(mean_entropy(a) for a in attns) / len(attns)
+        ent_t = sum(mean_entropy(a) for a in attns_t) / len(attns_t)
+        rowmax = float(torch.stack([a.max(-1).values.mean() for a in attns]).mean())
+        rowmax_t = float(torch.stack([a.max(-1).values.mean() for a in attns_t]).mean())
+        return dict(mean_entropy=ent, mean_entropy_t=ent_t, mean_row_max=rowmax, mean_row_max_t=rowmax_t,
+                    layer0_focal_err=0.0, logits_std=float(logits.std()), logits_t_std=float(logits_t.std()))
     # Layer 0 sees identical inputs in both models, so attn_t.0 must equal a row softmax of
     # log(attn.0)/t over the causal positions: an independent check of the q_proj trick.
     a0 = attns[0].double()
@@ -172,6 +198,7 @@ def make_fixture(c, out_dir, all_attn):
     t0 = time.perf_counter()
     T, t = c["T"], c["t"]
     model = build_model(c)
+    model._fixture = c
     d = os.path.join(out_dir, c["name"])
     os.makedirs(d, exist_ok=True)
     model.save_pretrained(d, safe_serialization=True)

@@ -37,8 +37,26 @@ void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float ep
 // In-place HF rotate_half RoPE on x[n_tokens, n_heads * d_head]; token t sits at position pos0 + t.
 void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta);
 
+// In-place rotate_half RoPE with given frequencies: angle = (pos0 + t) * inv_freq[i] (fp32), and cos / sin both
+// multiplied by cs_scale (yarn / longrope attention factor; 1 leaves them exact). inv_freq: [d_head / 2].
+void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq, float cs_scale);
+
+// y[rows, n] = (x - mean) * rsqrt(var + eps) * w[n] + b[n] (biased variance), row by row. y may alias x.
+void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps);
+
 // out[n] = silu(gate[n]) * up[n]
 void swiglu(const float* gate, const float* up, float* out, size_t n);
+
+// MLP activations (math::activate): SiLU, GELU with the tanh approximation, exact (erf) GELU.
+enum class Act : int { kSilu = 0, kGeluTanh = 1, kGelu = 2 };
+// out[n] = act(gate[n]) * up[n], or act(gate[n]) when up is null. out may alias gate.
+void act_mul(const float* gate, const float* up, float* out, size_t n, Act act);
+
+// x[n] = cap * tanh(x[n] / cap)  (final-logit soft-capping; cap > 0)
+void softcap_inplace(float* x, size_t n, float cap);
+
+// x[n] *= s
+void scale_inplace(float* x, size_t n, float s);
 
 // y[n] += x[n]
 void add_inplace(float* y, const float* x, size_t n);
@@ -57,7 +75,8 @@ void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n
 
 // Called for each block of query rows of a wanted head, from worker threads, each call on a disjoint block:
 // probs and raw are [n_rows, stride]; row r (absolute position row0 + r) has row0 + r + 1 valid keys, rest zero.
-// raw holds q.k / sqrt(d_head) before any temperature scaling.
+// raw holds the architecture's logit q.k * logit_scale before any temperature scaling and before the soft-cap. With a
+// sliding window, keys before the window are 0 in probs and raw alike.
 typedef void (*RowBlockFn)(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw);
 
 struct AttentionArgs {
@@ -69,6 +88,9 @@ struct AttentionArgs {
   const float* v_cache = nullptr;  // [n_kv_heads, cache_stride, d_head]
   int cache_stride = 0;
   const float* row_scale = nullptr;  // [n_heads, T] logit multiplier (>= 0) applied to raw scores
+  float logit_scale = 0.0f;          // raw = q.k * logit_scale; 0: 1/sqrt(d_head)
+  float softcap = 0.0f;              // > 0: logits = softcap * tanh(raw * row_scale / softcap) (Gemma 2); 0: none
+  int window = 0;                    // > 0: row at position i sees keys i - window + 1 .. i only; 0: all before it
   float* out = nullptr;              // [T, n_heads * d_head]
   float* metrics = nullptr;          // [n_heads, T, kNumRowMetrics] or null (then no metrics are computed)
   int topk = 5;
@@ -82,7 +104,9 @@ struct AttentionArgs {
   bool probs_fp16 = false;
 };
 
-// Causal attention with per-(head, row) temperature scale. Query blocks run in parallel over heads.
+// Causal attention with per-(head, row) temperature scale, optional soft-cap and sliding window. Metrics count
+// only the visible keys (a window row of n_vis keys normalises its entropy by ln n_vis). Query blocks run in
+// parallel over heads.
 void attention(const AttentionArgs& a);
 
 // Indices and values of the k largest entries of x[n], descending, ties lower index first. k <= n.

@@ -128,6 +128,30 @@ FOCAL_HD float exp_nonpos(float x_in) {
 
 FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
 
+// GELU, tanh approximation (torch gelu(approximate="tanh"), transformers gelu_new / gelu_pytorch_tanh).
+FOCAL_HD float gelu_tanh(float x) {
+  const float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+  const float inner = kBeta * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+// GELU with erf (torch gelu(), transformers "gelu").
+FOCAL_HD float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+// act: 0 SiLU, 1 GELU-tanh, 2 GELU-erf (ops::Act).
+FOCAL_HD float activate(float x, int act) { return act == 0 ? silu(x) : act == 1 ? gelu_tanh(x) : gelu_erf(x); }
+
+// The attention logit a query row's softmax takes: the architecture's raw logit times the focal / learned multiplier,
+// then the soft-cap when there is one (Gemma 2: cap * tanh(x / cap)), so temperature acts before the cap.
+FOCAL_HD float attn_logit(float raw, float scale, float cap) {
+  const float x = raw * scale;
+  return cap > 0.0f ? cap * tanhf(x / cap) : x;
+}
+
+// First key visible to the row with n_vis causal keys under a sliding window (0: no window).
+FOCAL_HD int window_first_key(int n_vis, int window) { return window > 0 && n_vis > window ? n_vis - window : 0; }
+
+// LayerNorm of one row: y = (x - mean) * rstd * w + b; returns rstd from the biased variance.
+FOCAL_HD float layernorm_rstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+
 // Online softmax state over logits x_j: running max m, Z = sum e^(x_j - m), A = sum e^(x_j - m) * (x_j - m).
 // Entropy H = ln Z - A / Z (nats). Works in one pass; no T^2 storage. Inputs of -inf (masked) must be skipped.
 struct OnlineSoftmax {

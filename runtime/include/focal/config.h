@@ -33,6 +33,49 @@ struct FocalConfig {
   TauMode tau_mode = TauMode::kPrefixMean;
 };
 
+// How one architecture differs from LLaMA, as data the one forward pass reads (docs/model-format.md).
+enum class NormKind { kRms, kLayerNorm };           // RMSNorm(x) * w, or LayerNorm with weight and bias
+enum class QkNormKind { kNone, kPerHead, kWhole };  // RMSNorm of q / k per head (Qwen3) or over the projection (OLMo 2)
+enum class MlpActivation { kSilu, kGeluTanh, kGelu };  // values match ops::Act
+enum class PositionKind { kRope, kLearned };           // rotary, or a learned absolute table added to the embeddings
+enum class RopeType { kDefault, kLinear, kDynamic, kYarn, kLongrope, kLlama3 };
+
+const char* rope_type_name(RopeType t);  // "default", "linear", "dynamic", "yarn", "longrope", "llama3"
+
+// rope_scaling of config.json (transformers 4.47.1 semantics; the formulas are in rope_scaling.cpp).
+struct RopeScaling {
+  RopeType type = RopeType::kDefault;
+  float factor = 1.0f;             // linear / dynamic / yarn / llama3
+  float low_freq_factor = 1.0f;    // llama3
+  float high_freq_factor = 4.0f;   // llama3
+  int original_max_positions = 0;  // llama3: rope_scaling.original_max_position_embeddings; longrope: top-level
+  float attention_factor = 0.0f;   // yarn / longrope: multiplies cos and sin (0: the type's default)
+  float beta_fast = 32.0f, beta_slow = 1.0f;     // yarn
+  std::vector<float> short_factor, long_factor;  // longrope: [d_head / 2] each
+};
+
+struct ArchConfig {
+  std::string name = "llama";  // llama, mistral, qwen2, qwen3, gemma2, phi3, olmo2, gpt2
+  NormKind norm = NormKind::kRms;
+  bool norm_plus_one = false;   // RMSNorm scales by (1 + w) (Gemma): applied to the norm weights at load
+  bool pre_attn_norm = true;    // norm of the block input before attention (input_layernorm / ln_1)
+  bool post_attn_norm = false;  // norm of the attention output before the residual add (Gemma 2, OLMo 2)
+  bool pre_mlp_norm = true;     // norm before the MLP (LLaMA's post_attention_layernorm, Gemma 2's pre_feedforward)
+  bool post_mlp_norm = false;   // norm of the MLP output before the residual add (Gemma 2, OLMo 2)
+  QkNormKind qk_norm = QkNormKind::kNone;
+  MlpActivation act = MlpActivation::kSilu;
+  bool gated_mlp = true;  // down(act(gate(x)) * up(x)); false: down(act(up(x))) (GPT-2 c_fc / c_proj)
+  bool qkv_bias = false, o_bias = false, mlp_bias = false;
+  float query_pre_attn_scalar = 0.0f;  // > 0: logit = q.k / sqrt(query_pre_attn_scalar) (Gemma 2); 0: sqrt(d_head)
+  float attn_softcap = 0.0f;           // > 0: attention logits cap * tanh(x / cap) after the temperature
+  float final_softcap = 0.0f;          // > 0: final logits cap * tanh(x / cap)
+  float embed_scale = 1.0f;            // embeddings * this (Gemma 2: sqrt(hidden), in fp32)
+  int sliding_window = 0;              // > 0: layers with a window see the last `sliding_window` keys only
+  int window_period = 1;               // layer l has the window when l % window_period == 0 (Gemma 2: 2)
+  PositionKind position = PositionKind::kRope;
+  RopeScaling rope;
+};
+
 struct ModelConfig {
   int vocab_size = 0;
   int hidden = 0;        // hidden_size
@@ -47,6 +90,7 @@ struct ModelConfig {
   bool tied_embeddings = false;
   bool attention_bias = false;  // q/k/v/o_proj carry biases
   bool qk_norm = false;         // self_attn.q_norm / k_norm present (detected from the weights)
+  ArchConfig arch;              // what differs from LLaMA (norms, activation, masks, positions, scales)
   int bos_id = -1;              // -1: none
   int eos_id = -1;
   bool add_bos = true;  // prepend BOS when tokenizing prompts
@@ -58,6 +102,17 @@ struct ModelConfig {
 // Names of config fields in the file they came from, for error messages: config.json key -> source key (a GGUF
 // file's metadata keys, e.g. "num_hidden_layers" -> "llama.block_count").
 using ConfigFieldNames = std::map<std::string, std::string>;
+
+// The raw attention logit's multiplier: 1/sqrt(query_pre_attn_scalar) or 1/sqrt(d_head) (fp32).
+float attn_logit_scale(const ModelConfig& c);
+// The sliding window of layer l (0: none).
+int layer_window(const ModelConfig& c, int layer);
+// True for the plain LLaMA layout the trainer's backward is written for (RMSNorm pre-norms, SwiGLU, RoPE, no
+// soft-caps, windows or extra biases).
+bool is_llama_layout(const ModelConfig& c);
+// Rotary frequencies [d_head / 2] for a forward call whose last position is seq_len - 1, and the factor cos / sin are
+// multiplied by (yarn / longrope; 1 otherwise). transformers 4.47.1's formulas, in fp32 where it computes in fp32.
+std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_scale);
 
 // Parses config.json text. `path` is used in error messages. Throws Error on malformed JSON, missing or invalid
 // fields, or an unsupported architecture.

@@ -34,6 +34,18 @@ cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataTy
 cudaError_t rmsnorm(const Ctx& c, const float* x, const float* w, float* y, int rows, int n, float eps);
 // In-place rotate_half RoPE on x[n_tokens, n_heads * d_head], token t at position pos0 + t.
 cudaError_t rope(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta);
+// rope with given frequencies inv_freq[d_head / 2] (device) and cos / sin times cs_scale (ops::rope_freqs).
+cudaError_t rope_freqs(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                       float cs_scale);
+// y[rows, n] = LayerNorm(x) * w + b (ops::layernorm). One block per row.
+cudaError_t layernorm(const Ctx& c, const float* x, const float* w, const float* b, float* y, int rows, int n,
+                      float eps);
+// out[n] = act(gate[n]) * up[n] (up may be null), act an ops::Act code (ops::act_mul).
+cudaError_t act_mul(const Ctx& c, const float* gate, const float* up, float* out, size_t n, int act);
+// x[n] = cap * tanh(x[n] / cap)
+cudaError_t softcap(const Ctx& c, float* x, size_t n, float cap);
+// x[n] *= s
+cudaError_t scale(const Ctx& c, float* x, size_t n, float s);
 // out[n] = silu(gate[n]) * up[n]
 cudaError_t swiglu(const Ctx& c, const float* gate, const float* up, float* out, size_t n);
 // y[n] += x[n]
@@ -48,9 +60,9 @@ cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, 
 // ldy floats apart (0: n), so a caller can fill a block of y's columns from a block of w's rows.
 cublasStatus_t matmul_xwt(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k, int ldy = 0);
 
-// raw[n_rows, n_keys] = q[n_rows, d] (row stride q_stride) . k[n_keys, d]^T / sqrt(d)   (cuBLAS)
+// raw[n_rows, n_keys] = q[n_rows, d] (row stride q_stride) . k[n_keys, d]^T * logit_scale (0: 1/sqrt(d)) (cuBLAS)
 cublasStatus_t attn_scores(const Ctx& c, const float* q, int q_stride, const float* k, float* raw, int n_rows,
-                           int n_keys, int d);
+                           int n_keys, int d, float logit_scale = 0.0f);
 // out[n_rows, d] (row stride out_stride) = probs[n_rows, n_keys] . v[n_keys, d]   (cuBLAS)
 cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* out, int out_stride, int n_rows,
                        int n_keys, int d);
@@ -64,6 +76,9 @@ struct RowArgs {
   int topk = 5;                       // k of the top-k mass (1..64; larger is capped at 64, <= 0 gives 0)
   const int32_t* relevant = nullptr;  // [n_relevant] device
   int n_relevant = 0;
+  float logit_scale = 0.0f;  // raw = q.k * logit_scale (0: 1/sqrt(d)); the fused kernel forms raw itself
+  float softcap = 0.0f;      // > 0: logits cap * tanh(raw * scale / cap)
+  int window = 0;            // > 0: row i sees keys i - window + 1 .. i (the rest get probability 0)
 };
 
 // The fused softmax of one head's block of rows r0..r0+n_rows-1 (raw[n_rows, n_keys] from attn_scores): applies
