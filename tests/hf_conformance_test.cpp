@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "focal/capture.h"
+#include "focal/metrics.h"
 #include "focal/model.h"
 #include "safetensors.h"
 #include "test_util.h"
@@ -84,6 +86,60 @@ std::vector<std::string> fixture_names() {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfConformance, ::testing::ValuesIn(fixture_names()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HfConformance);
+
+// Preview (re-tempering a capture's stored raw logits, what the app shows before propagating) equals propagation for
+// the first changed layer of a Gemma 2 model: focal t divides the raw logit, then the soft-cap (50 -> here 5) applies,
+// and keys outside a sliding window stay at exactly 0. Both go through ops::attention_row; tolerance 1e-6 absolute
+// (the same fp32 function on the same inputs: the stored raw logits equal the propagated run's).
+TEST(HfArchitectures, Gemma2PreviewOfChangedLayerEqualsPropagation) {
+  const std::string dir = fixtures_dir() + "/gemma2";
+  auto model = Model::load(dir);
+  const ModelConfig& c = model->config();
+  ASSERT_GT(c.arch.attn_softcap, 0.0f);
+  ASSERT_GT(c.arch.sliding_window, 0);
+  std::vector<int32_t> ids(60);
+  for (int i = 0; i < (int)ids.size(); ++i) ids[i] = (i * 37 + 11) % c.vocab_size;
+  const int T = (int)ids.size();
+  for (int layer : {0, 1}) {  // layer 0 has the window, layer 1 not
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    CaptureRequest req;
+    req.layers = {layer};
+    const TempSpec base = TempSpec::standard();
+    TempSpec changed = base;
+    changed.layer_temp[layer] = 0.3f;  // the first changed layer: its inputs are those of the base run
+    const RunCapture a = capture_run(*model, ids, base, req, "a");
+    const RunCapture b = capture_run(*model, ids, changed, req, "b");
+    ASSERT_EQ(a.scores.size(), b.scores.size());
+    for (size_t i = 0; i < a.scores.size(); ++i) ASSERT_EQ(a.scores[i], b.scores[i]) << "raw logits differ at " << i;
+    double max_err = 0.0, moved = 0.0;
+    int outside = 0;
+    for (int h = 0; h < c.n_heads; ++h)
+      for (int q = 0; q < T; ++q) {
+        const std::ptrdiff_t off = find_stored_row(a, layer, h, q, T);
+        ASSERT_GE(off, 0);
+        std::vector<float> p(T, -1.0f), m(kNumRowMetrics);
+        const float mult = b.row_scale[((size_t)layer * c.n_heads + h) * T + q];
+        const int lo = window_first_key(c, layer, q + 1);
+        attention_row(&a.scores[off], q + 1, mult, c.arch.attn_softcap, lo, p.data(), m.data());
+        for (int j = 0; j <= q; ++j) {
+          max_err = std::max(max_err, (double)std::fabs(p[j] - b.probs[off + j]));
+          moved = std::max(moved, (double)std::fabs(a.probs[off + j] - b.probs[off + j]));
+          if (j < lo) {
+            ++outside;
+            EXPECT_EQ(b.probs[off + j], 0.0f);
+            EXPECT_EQ(p[j], 0.0f);
+          }
+        }
+        // Metrics count only the visible keys: entropy normalised by ln(visible count).
+        const float* mb = &b.metrics[(((size_t)layer * c.n_heads + h) * T + q) * kNumRowMetrics];
+        if (q + 1 - lo > 1) { EXPECT_NEAR(mb[kEntropyNorm], mb[kEntropyNats] / std::log((double)(q + 1 - lo)), 1e-5); }
+        EXPECT_NEAR(m[kEntropyNats], mb[kEntropyNats], 1e-5);
+      }
+    EXPECT_LE(max_err, 1e-6);
+    EXPECT_GT(moved, 1e-2) << "the temperature change must move the rows (else the test proves nothing)";
+    EXPECT_EQ(outside > 0, layer_window(c, layer) > 0);
+  }
+}
 
 TEST(HfConformanceSetup, FixturesPresent) {
   // The conformance tier must not pass silently: ctest generates the fixtures first; if they are missing this fails.

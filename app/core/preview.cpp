@@ -53,6 +53,21 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
       mult = s.spec.row_multiplier(cfg_, layer, head, n, tau_clipped);
     }
     const float* raw = r.scores.data() + off;
+    // Soft-capped or windowed architectures (Gemma 2, Mistral): the forward's own row function, so the cap comes after
+    // the temperature and keys outside the window stay at 0.
+    const int lo = focal::window_first_key(cfg_, layer, n);
+    const float cap = cfg_.arch.attn_softcap;
+    if (cap > 0.0f || lo > 0) {
+      const int first = view.hide_sink ? std::max(lo, 1) : lo;
+      if (first >= n) {
+        std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+      } else if (view.hide_sink) {
+        focal::attention_row(raw + first, n - first, mult, cap, 0, p + first, metrics, k);
+      } else {
+        focal::attention_row(raw, n, mult, cap, lo, p, metrics, k, rel, n_rel);
+      }
+      return true;
+    }
     if (view.hide_sink) {
       if (n > 1)
         focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);

@@ -272,27 +272,25 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
   fill_relevant(p, n, relevant, n_relevant, metrics);
 }
 
-// A row with a soft-cap or a sliding window: the visible keys lo..n_vis-1 take logits attn_logit(raw, scale, cap),
-// everything before lo gets probability 0 (and raw 0, as the causal tail does). Metrics count only visible keys.
-void softmax_capped_window_row(float* raw, float scale, float cap, int lo, float* p, int n_vis, float* metrics,
-                               int topk, const int32_t* relevant, int n_relevant, std::vector<float>& scratch) {
-  const int nv = n_vis - lo;
-  scratch.resize((size_t)nv);
-  for (int j = 0; j < nv; ++j) scratch[j] = math::attn_logit(raw[lo + j], scale, cap);
-  softmax_scaled_row(scratch.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
-  if (metrics) {
-    metrics[kSinkMass] = lo == 0 ? p[0] : 0.0f;
-    fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo);
-  }
-  std::fill(p, p + lo, 0.0f);
-  std::fill(raw, raw + lo, 0.0f);
-}
-
 }  // namespace
 
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                  int n_relevant) {
   softmax_scaled_row(logits, 1.0f, p, n, metrics, topk, relevant, n_relevant);
+}
+
+void attention_row(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis, float* metrics,
+                   int topk, const int32_t* relevant, int n_relevant) {
+  const int lo = first_key, nv = n_vis - lo;
+  thread_local std::vector<float> logits;  // [n_vis - first_key]
+  logits.resize((size_t)nv);
+  for (int j = 0; j < nv; ++j) logits[j] = math::attn_logit(raw[lo + j], scale, softcap);
+  softmax_scaled_row(logits.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
+  if (metrics) {
+    metrics[kSinkMass] = lo == 0 ? p[0] : 0.0f;
+    fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo);
+  }
+  std::fill(p, p + lo, 0.0f);
 }
 
 void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics) {
@@ -318,7 +316,6 @@ void attention(const AttentionArgs& a) {
   {
     std::vector<float> raw((size_t)kBlock * n_ctx);    // [kBlock, n_ctx] q.k/sqrt(d)
     std::vector<float> probs((size_t)kBlock * n_ctx);  // [kBlock, n_ctx]
-    std::vector<float> scratch;                        // [n_vis] capped logits of one row
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
       // Interleave so that late (long) blocks of different heads spread over threads.
@@ -343,9 +340,11 @@ void attention(const AttentionArgs& a) {
         float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
         if (plain_rows)
           softmax_scaled_row(rr, s, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
-        else
-          softmax_capped_window_row(rr, s, a.softcap, math::window_first_key(n_vis, a.window), pr, n_vis, m, a.topk,
-                                    a.relevant, a.n_relevant, scratch);
+        else {
+          const int lo = math::window_first_key(n_vis, a.window);
+          attention_row(rr, s, a.softcap, lo, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
+          std::fill(rr, rr + lo, 0.0f);  // keys outside the window: raw 0, as past the row's last key
+        }
         std::fill(pr + n_vis, pr + n_keys, 0.0f);
         std::fill(rr + n_vis, rr + n_keys, 0.0f);
       }

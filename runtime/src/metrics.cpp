@@ -2,6 +2,8 @@
 // the forward and the captures use one definition).
 #include "focal/metrics.h"
 
+#include "focal_kernels/shared_math.h"
+
 #include <cmath>
 #include <vector>
 
@@ -40,6 +42,15 @@ void softmax_scaled(const float* raw, int n, float scale, float* p, float* metri
   std::vector<float> logits(n);
   for (int j = 0; j < n; ++j) logits[j] = raw[j] * scale;
   ops::softmax_row(logits.data(), p, n, metrics, topk_k, relevant, n_relevant);
+}
+
+void attention_row(const float* raw, int n, float scale, float softcap, int first_key, float* p, float* metrics,
+                   int topk_k, const int32_t* relevant, int n_relevant) {
+  ops::attention_row(raw, scale, softcap, first_key, p, n, metrics, topk_k, relevant, n_relevant);
+}
+
+int window_first_key(const ModelConfig& c, int layer, int n) {
+  return math::window_first_key(n, layer_window(c, layer));
 }
 
 double kl_divergence(const float* p, const float* q, int n) {

@@ -70,6 +70,13 @@ void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                  int n_relevant);
 
+// One attention row of an architecture with a soft-cap and / or a sliding window, from its raw logits raw[n_vis]
+// (before temperature and cap): keys first_key..n_vis-1 get softmax(attn_logit(raw, scale, softcap)), keys before
+// first_key probability 0; metrics (when not null) count only the visible keys. The forward and the preview of stored
+// scores both use it, so a re-tempered stored row equals the propagated one.
+void attention_row(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis, float* metrics,
+                   int topk, const int32_t* relevant, int n_relevant);
+
 // Metrics of an already-normalised probability row p[n] (used on stored captures).
 void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics);
 

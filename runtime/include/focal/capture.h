@@ -21,7 +21,7 @@ struct CaptureRequest {
   std::vector<int> heads;    // heads stored in each chosen layer
   std::vector<int> queries;  // query positions stored
   bool store_probs = true;
-  bool store_scores = true;               // raw q.k/sqrt(d_head), so any temperature can be re-applied later
+  bool store_scores = true;               // raw logits q.k * scale (before focal t and soft-cap): re-temperable
   bool probs_fp16 = false;                // probabilities stored as fp16: capture_run then hands them over rounded to
                                           // fp16 already (a CUDA device downloads 16 bits); clear it for a run whose
                                           // fp32 rows are needed in memory (compare_runs) and pass it to write_capture
@@ -36,7 +36,8 @@ struct RunCapture {
   std::string temp_spec_json;  // TempSpec::to_json()
   std::vector<int> layers, heads, queries;
   std::vector<float> probs;       // [Lc, Hc, Qc, T], keys beyond the query position are 0; empty if not stored
-  std::vector<float> scores;      // [Lc, Hc, Qc, T] raw q.k/sqrt(d_head); 0 beyond the query; empty if not stored
+  std::vector<float> scores;      // [Lc, Hc, Qc, T] raw logits q.k * scale (1/sqrt(d_head) or the architecture's),
+                                  // before focal t and soft-cap; 0 beyond the query and outside a sliding window
   std::vector<float> metrics;     // [n_layers, n_heads, T, kNumRowMetrics] for every layer, head and row
   std::vector<float> row_scale;   // [n_layers, n_heads, T] logit multiplier that was applied to raw scores
   std::vector<float> tau;         // [n_layers, T] learned tau used per row; empty unless mode is learned

@@ -17,6 +17,15 @@ void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int
 void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics = nullptr, int topk_k = 5,
                     const int32_t* relevant = nullptr, int n_relevant = 0);
 
+// The model's attention row from stored raw logits raw[n] under multiplier `scale`, for architectures with an
+// attention soft-cap (cap * tanh(raw * scale / cap); 0: none) or a sliding window (keys before first_key get 0).
+// Same function as the forward's, so preview of a changed layer equals its propagation. Metrics over visible keys.
+void attention_row(const float* raw, int n, float scale, float softcap, int first_key, float* p,
+                   float* metrics = nullptr, int topk_k = 5, const int32_t* relevant = nullptr, int n_relevant = 0);
+
+// First key a row with n causal keys sees in layer `layer` of the model (its sliding window; 0 without one).
+int window_first_key(const ModelConfig& c, int layer, int n);
+
 // KL(p || q) and Jensen-Shannon divergence in nats over n entries. Terms with p_j = 0 contribute 0; q_j = 0 where
 // p_j > 0 gives +inf for KL (JS stays finite, <= ln 2).
 double kl_divergence(const float* p, const float* q, int n);
