@@ -202,13 +202,16 @@ int cmd_info(int argc, char** argv) {
   if (a.has("--help")) {
     std::printf(
         "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
-        "count, weights checksum, tokenizer, native attention setting and the device it was loaded on.\n%s",
+        "count, weights checksum, tokenizer, native attention setting and the device it was loaded on, and the\n"
+        "architecture with its attention features (norms, MLP, logit scale, soft-caps, sliding window, RoPE\n"
+        "scaling).\n%s",
         cli::kDeviceHelp);
     return 0;
   }
   auto m = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = m->config();
   std::printf("model        %s\n", m->path().c_str());
+  for (const auto& [label, text] : arch_summary(c)) std::printf("%-12s %s\n", label.c_str(), text.c_str());
   std::printf("parameters   %zu (%.2fM)\n", m->n_params(), m->n_params() / 1e6);
   std::printf("layers       %d\nhidden       %d\nintermediate %d\n", c.n_layers, c.hidden, c.intermediate);
   std::printf("heads        %d query, %d key/value (GQA group %d), head_dim %d\n", c.n_heads, c.n_kv_heads,

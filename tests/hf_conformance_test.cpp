@@ -2,6 +2,7 @@
 // random-initialised LlamaForCausalLM models, standard and with focal t, must match within 1e-5 relative (max abs
 // difference over the tensor divided by the tensor's max magnitude). Fixtures come from tests/hf/make_fixtures.py,
 // run by ctest before this test; FOCAL_HF_FIXTURES names their directory.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -139,6 +140,27 @@ TEST(HfArchitectures, Gemma2PreviewOfChangedLayerEqualsPropagation) {
     EXPECT_GT(moved, 1e-2) << "the temperature change must move the rows (else the test proves nothing)";
     EXPECT_EQ(outside > 0, layer_window(c, layer) > 0);
   }
+}
+
+// `focal info` / the app describe a model's architecture and attention features from the config (arch_summary).
+TEST(HfArchitectures, SummaryNamesArchitectureAndAttentionFeatures) {
+  auto line = [](const ModelConfig& c, const std::string& label) {
+    for (const auto& [l, t] : arch_summary(c))
+      if (l == label) return t;
+    return std::string("(missing)");
+  };
+  auto gemma = Model::load(fixtures_dir() + "/gemma2");
+  EXPECT_EQ(line(gemma->config(), "architecture"), "gemma2");
+  EXPECT_EQ(line(gemma->config(), "softcap"), "attention 5, final 3");
+  EXPECT_EQ(line(gemma->config(), "logit_scale"), "1/sqrt(24) (query_pre_attn_scalar)");
+  EXPECT_EQ(line(gemma->config(), "window"), "24 keys, on every 2 layers from layer 0 (0, 2, ...)");
+  auto mistral = Model::load(fixtures_dir() + "/mistral_window");
+  EXPECT_EQ(line(mistral->config(), "window"), "24 keys, every layer");
+  auto yarn = Model::load(fixtures_dir() + "/llama_rope_yarn");
+  EXPECT_THAT(line(yarn->config(), "positions"), ::testing::HasSubstr("scaling yarn factor 4"));
+  auto gpt2 = Model::load(fixtures_dir() + "/gpt2");
+  EXPECT_EQ(line(gpt2->config(), "positions"), "learned absolute (128)");
+  EXPECT_EQ(line(gpt2->config(), "norms"), "LayerNorm (with bias): pre-attention, pre-MLP");
 }
 
 TEST(HfConformanceSetup, FixturesPresent) {

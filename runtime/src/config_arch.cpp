@@ -2,6 +2,7 @@
 // data in ArchConfig (norms, activation, biases, logit scales, soft-caps, windows, positions, rope_scaling). The
 // forward pass reads these fields; nothing here is a copy of it. Semantics: transformers 4.47.1, docs/model-format.md.
 #include <cmath>
+#include <cstdio>
 
 #include "config_fields.h"
 
@@ -36,6 +37,71 @@ bool is_llama_layout(const ModelConfig& c) {
          a.query_pre_attn_scalar == 0.0f && a.attn_softcap == 0.0f && a.final_softcap == 0.0f &&
          a.embed_scale == 1.0f && a.sliding_window == 0 && a.position == PositionKind::kRope &&
          a.rope.type == RopeType::kDefault && !a.norm_plus_one;
+}
+
+namespace {
+
+std::string num(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> arch_summary(const ModelConfig& c) {
+  const ArchConfig& a = c.arch;
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("architecture", a.name);
+  std::string norm = a.norm == NormKind::kLayerNorm ? "LayerNorm (with bias)"
+                     : a.norm_plus_one              ? "RMSNorm (1 + w)"
+                                                    : "RMSNorm";
+  std::string where;
+  for (auto [on, what] : {std::pair<bool, const char*>{a.pre_attn_norm, "pre-attention"},
+                          {a.post_attn_norm, "post-attention"},
+                          {a.pre_mlp_norm, "pre-MLP"},
+                          {a.post_mlp_norm, "post-MLP"}})
+    if (on) where += (where.empty() ? "" : ", ") + std::string(what);
+  out.emplace_back("norms", norm + ": " + where);
+  if (a.qk_norm != QkNormKind::kNone || c.qk_norm)
+    out.emplace_back("qk_norm",
+                     a.qk_norm == QkNormKind::kWhole ? "RMSNorm over the whole q / k projection" : "RMSNorm per head");
+  const char* act = a.act == MlpActivation::kSilu ? "SiLU" : a.act == MlpActivation::kGeluTanh ? "GELU (tanh)" : "GELU";
+  out.emplace_back("mlp", std::string(a.gated_mlp ? "gated, " : "plain, ") + act);
+  std::string bias;
+  for (auto [on, what] : {std::pair<bool, const char*>{a.qkv_bias, "q/k/v"}, {a.o_bias, "o"}, {a.mlp_bias, "mlp"}})
+    if (on) bias += (bias.empty() ? "" : ", ") + std::string(what);
+  out.emplace_back("biases", bias.empty() ? "none" : bias);
+  out.emplace_back("logit_scale", a.query_pre_attn_scalar > 0.0f
+                                      ? "1/sqrt(" + num(a.query_pre_attn_scalar) + ") (query_pre_attn_scalar)"
+                                      : "1/sqrt(" + std::to_string(c.d_head) + ") (head_dim)");
+  out.emplace_back("softcap", a.attn_softcap > 0.0f || a.final_softcap > 0.0f
+                                  ? "attention " + (a.attn_softcap > 0.0f ? num(a.attn_softcap) : "none") + ", final " +
+                                        (a.final_softcap > 0.0f ? num(a.final_softcap) : "none")
+                                  : "none");
+  out.emplace_back("window", a.sliding_window <= 0 ? "none (full causal)"
+                             : a.window_period == 1
+                                 ? std::to_string(a.sliding_window) + " keys, every layer"
+                                 : std::to_string(a.sliding_window) + " keys, on every " +
+                                       std::to_string(a.window_period) + " layers from layer 0 (0, " +
+                                       std::to_string(a.window_period) + ", ...)");
+  if (a.position == PositionKind::kLearned) {
+    out.emplace_back("positions", "learned absolute (" + std::to_string(c.max_positions) + ")");
+  } else {
+    std::string r = "RoPE theta " + num(c.rope_theta);
+    const RopeScaling& rs = a.rope;
+    if (rs.type != RopeType::kDefault) {
+      r += ", scaling " + std::string(rope_type_name(rs.type));
+      if (rs.type != RopeType::kLongrope) r += " factor " + num(rs.factor);
+      if (rs.original_max_positions > 0) r += ", original context " + std::to_string(rs.original_max_positions);
+      float f = 1.0f;
+      (void)rope_inv_freq(c, c.max_positions, &f);
+      if (f != 1.0f) r += ", attention factor " + num(f) + " (logits x " + num((double)f * f) + ")";
+    }
+    out.emplace_back("positions", r);
+  }
+  if (a.embed_scale != 1.0f) out.emplace_back("embed_scale", num(a.embed_scale));
+  return out;
 }
 
 namespace {

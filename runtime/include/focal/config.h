@@ -110,6 +110,9 @@ int layer_window(const ModelConfig& c, int layer);
 // True for the plain LLaMA layout the trainer's backward is written for (RMSNorm pre-norms, SwiGLU, RoPE, no
 // soft-caps, windows or extra biases).
 bool is_llama_layout(const ModelConfig& c);
+// The architecture and its attention features as (label, text) lines for `focal info` and the app: architecture,
+// norms, MLP, logit scale, soft-caps, sliding window, positions / RoPE scaling.
+std::vector<std::pair<std::string, std::string>> arch_summary(const ModelConfig& c);
 // Rotary frequencies [d_head / 2] for a forward call whose last position is seq_len - 1, and the factor cos / sin are
 // multiplied by (yarn / longrope; 1 otherwise). transformers 4.47.1's formulas, in fp32 where it computes in fp32.
 std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_scale);
