@@ -320,13 +320,13 @@ TEST_F(GgufFileTest, InconsistentMetadata) {
     const std::string p = write("e.gguf", b.bytes());
     EXPECT_EQ(load_error(p), "'" + p + "': metadata key 'llama.block_count' appears twice");
   }
-  {  // an architecture that is not llama
+  {  // an architecture focalscope does not run
     GgufBuilder b;
-    b.str("general.architecture", "gpt2");
+    b.str("general.architecture", "bloom");
     const std::string p = write("f.gguf", b.bytes());
     EXPECT_EQ(load_error(p), "'" + p +
-                                 "': architecture 'gpt2' is not supported (focalscope loads llama-architecture "
-                                 "GGUF files)");
+                                 "': architecture 'bloom' is not supported (focalscope loads the GGUF architectures "
+                                 "llama, qwen2, gemma2, phi3, olmo2 and gpt2)");
   }
   {  // alignment that is no power of two
     GgufBuilder b = tiny_llama_gguf();

@@ -142,6 +142,28 @@ TEST(HfArchitectures, Gemma2PreviewOfChangedLayerEqualsPropagation) {
   }
 }
 
+// The same models converted by scripts/hf_to_gguf.py (llama.cpp's architecture and tensor names: qwen2, gemma2,
+// phi3, olmo2, gpt2) load and match transformers like the directories: logits and every attention row within 1e-5,
+// standard and focal t.
+class GgufConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufConformance, ConvertedModelMatchesTransformers) {
+  const std::string dir = fixtures_dir() + "/" + GetParam();
+  auto model = Model::load(dir + ".gguf");
+  SafetensorsFile ref(dir + "/reference.safetensors");
+  const std::vector<float> ids_f = tensor_to_f32(ref.tensors().at("input_ids"), ref.path());
+  std::vector<int32_t> ids(ids_f.begin(), ids_f.end());
+  const float t = tensor_to_f32(ref.tensors().at("focal_temp"), ref.path())[0];
+  std::vector<int> layers;
+  for (int l = 0; l < model->config().n_layers; ++l) layers.push_back(l);
+  check_run(*model, ref, ids, TempSpec::standard(), "logits", "attn.", layers);
+  check_run(*model, ref, ids, TempSpec::focal(t), "logits_t", "attn_t.", layers);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, GgufConformance,
+                         ::testing::Values("qwen2", "gemma2", "phi3_longrope", "olmo2", "gpt2"),
+                         [](const auto& info) { return info.param; });
+
 // `focal info` / the app describe a model's architecture and attention features from the config (arch_summary).
 TEST(HfArchitectures, SummaryNamesArchitectureAndAttentionFeatures) {
   auto line = [](const ModelConfig& c, const std::string& label) {

@@ -68,10 +68,13 @@ struct Meta {
   }
 };
 
-// GGUF tensor name -> HF name; "" if the name is no llama tensor.
-std::string hf_name(const std::string& g) {
-  if (g == "token_embd.weight") return "model.embed_tokens.weight";
-  if (g == "output_norm.weight") return "model.norm.weight";
+// GGUF tensor name (llama.cpp's names for `arch`) -> HF name; "" if the name is no tensor of that architecture.
+std::string hf_name(const std::string& g, const std::string& arch) {
+  const bool gpt2 = arch == "gpt2";
+  if (g == "token_embd.weight") return gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return gpt2 ? "transformer.ln_f.weight" : "model.norm.weight";
+  if (gpt2 && g == "output_norm.bias") return "transformer.ln_f.bias";
+  if (gpt2 && g == "position_embd.weight") return "transformer.wpe.weight";
   if (g == "output.weight") return "lm_head.weight";
   if (g.compare(0, 4, "blk.") != 0) return "";
   const size_t dot = g.find('.', 4);
@@ -80,14 +83,37 @@ std::string hf_name(const std::string& g) {
   for (char ch : layer)
     if (ch < '0' || ch > '9') return "";
   const std::string rest = g.substr(dot + 1);
+  if (gpt2) {
+    static const std::pair<const char*, const char*> kGpt2[] = {
+        {"attn_norm.weight", "ln_1.weight"},          {"attn_norm.bias", "ln_1.bias"},
+        {"attn_qkv.weight", "attn.c_attn.weight"},    {"attn_qkv.bias", "attn.c_attn.bias"},
+        {"attn_output.weight", "attn.c_proj.weight"}, {"attn_output.bias", "attn.c_proj.bias"},
+        {"ffn_norm.weight", "ln_2.weight"},           {"ffn_norm.bias", "ln_2.bias"},
+        {"ffn_up.weight", "mlp.c_fc.weight"},         {"ffn_up.bias", "mlp.c_fc.bias"},
+        {"ffn_down.weight", "mlp.c_proj.weight"},     {"ffn_down.bias", "mlp.c_proj.bias"}};
+    for (auto& [a, b] : kGpt2)
+      if (rest == a) return "transformer.h." + layer + "." + b;
+    return "";
+  }
+  // Norm names whose HF counterpart depends on the architecture: ffn_norm is LLaMA's post_attention_layernorm but
+  // Gemma 2's pre_feedforward_layernorm; post_attention_norm is Gemma 2's / OLMo 2's post_attention_layernorm.
+  const bool post_norms = arch == "gemma2" || arch == "olmo2";
+  if (rest == "ffn_norm.weight")
+    return "model.layers." + layer + "." +
+           (post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
+  if (rest == "post_attention_norm.weight" && post_norms)
+    return "model.layers." + layer + ".post_attention_layernorm.weight";
+  if (arch == "phi3" && rest == "attn_qkv.weight") return "model.layers." + layer + ".self_attn.qkv_proj.weight";
+  if (arch == "phi3" && rest == "ffn_up.weight") return "model.layers." + layer + ".mlp.gate_up_proj.weight";
   static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_norm.weight", "input_layernorm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},   {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_v.weight", "self_attn.v_proj.weight"},   {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_output.bias", "self_attn.o_proj.bias"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},    {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},    {"attn_rot_embd", "rotary_emb.inv_freq"}};
+      {"attn_norm.weight", "input_layernorm.weight"},    {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},          {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.bias", "self_attn.o_proj.bias"},     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},       {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},       {"attn_rot_embd", "rotary_emb.inv_freq"}};
   for (auto& [a, b] : kMap)
     if (rest == a) return "model.layers." + layer + "." + b;
   return "";
@@ -178,20 +204,27 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   if (!arch_v || arch_v->type != kGgufString)
     throw Error(m.where + ": metadata key 'general.architecture' is missing — not a model GGUF");
   const std::string arch = arch_v->str;
-  if (arch != "llama")
+  static const std::pair<const char*, const char*> kArchs[] = {
+      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"},
+      {"phi3", "Phi3ForCausalLM"},   {"olmo2", "Olmo2ForCausalLM"}, {"gpt2", "GPT2LMHeadModel"}};
+  std::string hf_class;
+  for (auto [g_arch, cls] : kArchs)
+    if (arch == g_arch) hf_class = cls;
+  if (hf_class.empty())
     throw Error(m.where + ": architecture '" + arch +
-                "' is not supported (focalscope loads llama-architecture "
-                "GGUF files)");
+                "' is not supported (focalscope loads the GGUF architectures llama, qwen2, gemma2, phi3, olmo2 "
+                "and gpt2)");
   const std::string A = arch + ".";
   if (m.get(A + "expert_count") && m.int_opt(A + "expert_count", 0) > 0)
     throw Error(m.where + ": mixture-of-experts models (" + A + "expert_count) are not supported");
   const std::string scaling = m.str_opt(A + "rope.scaling.type", "none");
-  if (scaling != "none")
+  if (scaling != "none" && !(arch == "phi3" && scaling == "longrope"))
     throw Error(m.where + ": RoPE scaling '" + scaling + "' (" + A + "rope.scaling.type) is not supported");
 
   const int64_t n_layers = m.int_req(A + "block_count");
   const int64_t hidden = m.int_req(A + "embedding_length");
-  const int64_t inter = m.int_req(A + "feed_forward_length");
+  const int64_t inter =
+      arch == "gpt2" ? m.int_opt(A + "feed_forward_length", 4 * hidden) : m.int_req(A + "feed_forward_length");
   const int64_t n_heads = m.int_req(A + "attention.head_count");
   const int64_t n_kv = m.int_opt(A + "attention.head_count_kv", n_heads);
   if (hidden % n_heads != 0 && !m.get(A + "attention.key_length"))
@@ -207,8 +240,11 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   // Vocabulary size: the embedding's row count, which the tokenizer and llama.vocab_size must agree with.
   const GgufTensor* embd = nullptr;
   bool has_output = false, has_bias = false;
+  const GgufTensor *rope_long = nullptr, *rope_short = nullptr;  // phi3 longrope factors
   for (const GgufTensor& t : f.tensors()) {
     if (t.name == "token_embd.weight") embd = &t;
+    if (t.name == "rope_factors_long.weight") rope_long = &t;
+    if (t.name == "rope_factors_short.weight") rope_short = &t;
     if (t.name == "output.weight") has_output = true;
     if (t.name == "blk.0.attn_q.bias") has_bias = true;
     if (t.name == "rope_freqs.weight")
@@ -229,8 +265,8 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
 
   const std::string model_kind = m.str_opt("tokenizer.ggml.model", "");
   json c;
-  c["architectures"] = {"LlamaForCausalLM"};
-  c["model_type"] = "llama";
+  c["architectures"] = {hf_class};
+  c["model_type"] = arch;
   c["vocab_size"] = vocab;
   c["hidden_size"] = hidden;
   c["intermediate_size"] = inter;
@@ -243,7 +279,53 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   c["rms_norm_eps"] = m.num_opt(A + "attention.layer_norm_rms_epsilon", 1e-5);
   c["tie_word_embeddings"] = !has_output;
   c["attention_bias"] = has_bias;
-  c["hidden_act"] = "silu";
+  if (arch != "gemma2" && arch != "gpt2") c["hidden_act"] = "silu";
+  if (arch == "gemma2") {
+    // Soft-caps and the window in llama.cpp's keys; query_pre_attn_scalar from <arch>.attention.scale when written
+    // (= query_pre_attn_scalar^-1/2), else head_dim (llama.cpp's Gemma 2 2B / 9B).
+    c["attn_logit_softcapping"] = m.num_opt(A + "attn_logit_softcapping", 50.0);
+    c["final_logit_softcapping"] = m.num_opt(A + "final_logit_softcapping", 30.0);
+    if (m.get(A + "attention.sliding_window")) c["sliding_window"] = m.int_req(A + "attention.sliding_window");
+    const double scale = m.num_opt(A + "attention.scale", 0.0);
+    c["query_pre_attn_scalar"] = scale > 0.0 ? 1.0 / (scale * scale) : (double)d_head;
+    c["tie_word_embeddings"] = !has_output;
+  }
+  if (arch == "qwen2" || arch == "phi3") {
+    if (m.get(A + "attention.sliding_window")) {
+      c["sliding_window"] = m.int_req(A + "attention.sliding_window");
+      c["use_sliding_window"] = true;
+    }
+  }
+  if (arch == "phi3" && (rope_long || rope_short)) {
+    if (!rope_long || !rope_short || rope_long->numel != (uint64_t)d_head / 2 ||
+        rope_short->numel != (uint64_t)d_head / 2)
+      throw Error(m.where +
+                  ": tensors rope_factors_long.weight / rope_factors_short.weight must both hold head_dim / 2 = " +
+                  std::to_string(d_head / 2) + " values");
+    auto factors = [](const GgufTensor* t) {
+      std::vector<float> v((size_t)t->numel);
+      ggml_dequantize(t->type, t->data, v.data(), (int64_t)t->numel);
+      return json(v);
+    };
+    c["rope_scaling"] = {
+        {"type", "longrope"}, {"long_factor", factors(rope_long)}, {"short_factor", factors(rope_short)}};
+    c["original_max_position_embeddings"] = m.int_req(A + "rope.scaling.original_context_length");
+  }
+  if (arch == "gpt2") {  // GPT-2's own config names (parse_config reads them for gpt2)
+    for (auto [llama_key, gpt2_key] : {std::pair<const char*, const char*>{"hidden_size", "n_embd"},
+                                       {"num_hidden_layers", "n_layer"},
+                                       {"num_attention_heads", "n_head"},
+                                       {"intermediate_size", "n_inner"},
+                                       {"max_position_embeddings", "n_positions"}}) {
+      c[gpt2_key] = c[llama_key];
+      c.erase(llama_key);
+    }
+    c.erase("num_key_value_heads");
+    c.erase("head_dim");
+    c["layer_norm_epsilon"] = m.num_opt(A + "attention.layer_norm_epsilon", 1e-5);
+    c.erase("rms_norm_eps");
+    c["tie_word_embeddings"] = !has_output;
+  }
   const int bos = m.token_id("tokenizer.ggml.bos_token_id"), eos = m.token_id("tokenizer.ggml.eos_token_id");
   for (int id : {bos, eos})
     if (id >= vocab)
@@ -272,23 +354,41 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
 
   const int nh = (int)n_heads, nkv = (int)n_kv, dh = (int)d_head;
   for (const GgufTensor& t : f.tensors()) {
-    const std::string name = hf_name(t.name);
+    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") continue;  // in rope_scaling
+    const std::string name = hf_name(t.name, arch);
     if (name.empty())
-      throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a llama model focalscope runs)");
+      throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a " + arch + " model focalscope runs)");
     StTensor s;
     s.name = name;
     s.source_name = t.name;
     s.dtype = "GGUF " + ggml_type_name(t.type);
     for (size_t d = t.dims.size(); d-- > 0;) s.shape.push_back((int64_t)t.dims[d]);
+    // GPT-2: llama.cpp stores the Conv1D matrices as [out, in]; handed to the loader in HF's [in, out].
+    const bool conv1d = arch == "gpt2" && s.shape.size() == 2 && t.name != "token_embd.weight" &&
+                        t.name != "position_embd.weight" && t.name != "output.weight";
+    if (conv1d) std::swap(s.shape[0], s.shape[1]);
+    // Gemma 2: llama.cpp stores the norms as 1 + w; the loader adds the 1 itself (exact: (1 + w) - 1 + 1).
+    const bool minus_one = arch == "gemma2" && t.name.find("norm.weight") != std::string::npos;
+    const bool permuted = arch == "llama";  // llama.cpp permutes q / k rows for llama only (NEOX RoPE elsewhere)
     s.data = t.data;
     s.n_bytes = t.n_bytes;
     const bool is_q = t.name.size() > 7 && t.name.find(".attn_q.") != std::string::npos;
     const bool is_k = t.name.size() > 7 && t.name.find(".attn_k.") != std::string::npos;
-    const int perm_heads = is_q ? nh : is_k ? nkv : 0;
+    const int perm_heads = !permuted ? 0 : is_q ? nh : is_k ? nkv : 0;
     const GgufTensor* tp = &t;
-    s.to_f32 = [tp, perm_heads, dh]() {
+    const std::vector<int64_t> shape = s.shape;
+    s.to_f32 = [tp, perm_heads, dh, conv1d, minus_one, shape]() {
       std::vector<float> out((size_t)tp->numel);
       ggml_dequantize(tp->type, tp->data, out.data(), (int64_t)tp->numel);
+      if (minus_one)
+        for (float& x : out) x -= 1.0f;
+      if (conv1d) {  // [out, in] -> [in, out]
+        const int64_t in = shape[0], o = shape[1];
+        std::vector<float> tr(out.size());
+        for (int64_t r = 0; r < o; ++r)
+          for (int64_t k = 0; k < in; ++k) tr[(size_t)(k * o + r)] = out[(size_t)(r * in + k)];
+        out.swap(tr);
+      }
       if (perm_heads > 0) {
         const int64_t cols = (int64_t)(tp->numel / ((uint64_t)perm_heads * dh));
         if ((uint64_t)cols * perm_heads * dh == tp->numel) unpermute_rope_rows(out.data(), perm_heads, dh, cols);

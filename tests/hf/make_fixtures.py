@@ -234,6 +234,11 @@ def make_fixture(c, out_dir, all_attn):
                   "transformers": transformers.__version__,
                   "torch": torch.__version__,
                   "attn_implementation": "eager"}, sort_keys=True)})
+    if c.get("gguf"):  # the same model through scripts/hf_to_gguf.py, beside the directory
+        import subprocess
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        subprocess.run([sys.executable, os.path.join(root, "scripts", "hf_to_gguf.py"), d, d + ".gguf"],
+                       check=True, stdout=subprocess.DEVNULL)
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
     stats["seconds"] = time.perf_counter() - t0
     stats["bytes"] = size
