@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "focal/metrics.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -131,8 +132,12 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         ImGui::BeginTooltip();
         ImGui::Text("query %d '%s'", q, st.file.pieces[q].c_str());
         ImGui::Text("key   %d '%s'", k, st.file.pieces[k].c_str());
+        const focal::ModelConfig* cfg = st.config();
+        const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
         if (k > q) {
           ImGui::TextDisabled("masked (the key comes after the query)");
+        } else if (k < lo) {
+          ImGui::TextDisabled("outside the sliding window (%d keys): probability 0", cfg->arch.sliding_window);
         } else {
           for (int s = 0; s < 2; ++s)
             if (!rows.p[s].empty())
@@ -157,6 +162,13 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
         (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
         tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
+    if (const focal::ModelConfig* cfg = st.config(); cfg && focal::layer_window(*cfg, st.sel_layer) > 0) {
+      ImGui::SameLine();
+      const ImVec2 sw = ImGui::GetCursorScreenPos();
+      dl->AddRectFilled(ImVec2(sw.x, sw.y + 3), ImVec2(sw.x + 12, sw.y + 13), IM_COL32(62, 48, 78, 255));
+      ImGui::SetCursorScreenPos(ImVec2(sw.x + 16, sw.y));
+      ImGui::TextDisabled("keys outside the sliding window (%d)", focal::layer_window(*cfg, st.sel_layer));
+    }
   }
   ImGui::End();
 }

@@ -8,6 +8,7 @@
 
 #include "focal_figures/colormap.h"
 #include "focal_figures/figures.h"
+#include "focal/metrics.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -129,6 +130,21 @@ bool temperature_controls(Ui& ui, int side) {
       changed = true;
     }
   }
+  {  // What the temperature acts on: the architecture's logit scale, then its soft-cap (after the temperature).
+    const focal::ArchConfig& a = cfg->arch;
+    char scale_txt[48];
+    if (a.query_pre_attn_scalar > 0.0f)
+      std::snprintf(scale_txt, sizeof scale_txt, "q.k / sqrt(%g)", a.query_pre_attn_scalar);
+    else
+      std::snprintf(scale_txt, sizeof scale_txt, "q.k / sqrt(%d)", cfg->d_head);
+    if (a.attn_softcap > 0.0f)
+      ImGui::TextDisabled("logit %s, then soft-cap %g tanh(x / %g)", scale_txt, a.attn_softcap, a.attn_softcap);
+    else
+      ImGui::TextDisabled("logit %s, no soft-cap", scale_txt);
+    help_marker(
+        "The temperature divides the model's own attention logit (q.k times its scale); a soft-capped model "
+        "(Gemma 2) applies the cap after the temperature, so t below 1 saturates toward the cap.");
+  }
   if (spec.mode == focal::AttnMode::kFocal || spec.mode == focal::AttnMode::kStandard) {
     float t = spec.mode == focal::AttnMode::kStandard ? 1.0f : spec.focal_temp;
     ImGui::SetNextItemWidth(-70);
@@ -247,7 +263,8 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
   if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
-  std::vector<uint8_t> masked((size_t)w * h, 1);
+  std::vector<uint8_t> masked((size_t)w * h, 1);  // 0 visible, 1 causal mask, 2 outside the sliding window
+  const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
 #pragma omp parallel for schedule(dynamic, 8)
   for (int y = 0; y < h; ++y) {
@@ -258,9 +275,15 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
                 kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
       float best = 0.0f;
       bool any = false;
+      bool windowed = false;  // causally visible keys of the texel that a sliding window hides
       for (int q = qa; q < qb; ++q) {
         const int kend = std::min(kb, q + 1);
         if (ka >= kend) continue;
+        const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
+        if (std::max(ka, lo) >= kend) {
+          windowed = true;
+          continue;
+        }
         any = true;
         if (diff) {
           const float* a = A->data() + (size_t)q * T;
@@ -275,7 +298,7 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
         }
       }
       val[(size_t)y * w + x] = best;
-      masked[(size_t)y * w + x] = any ? 0 : 1;
+      masked[(size_t)y * w + x] = any ? 0 : windowed ? 2 : 1;
     }
   }
   float vmax = 0.0f;
@@ -288,8 +311,15 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < val.size(); ++i) {
     uint8_t* px = &out[i * 4];
-    if (masked[i]) {  // keys after the query: causal mask
+    if (masked[i] == 1) {  // keys after the query: causal mask
       px[0] = px[1] = px[2] = 28;
+      px[3] = 255;
+      continue;
+    }
+    if (masked[i] == 2) {  // keys before the sliding window: a violet-grey, distinct from the causal mask
+      px[0] = 62;
+      px[1] = 48;
+      px[2] = 78;
       px[3] = 255;
       continue;
     }

@@ -255,7 +255,7 @@ __global__ void act_mul_kernel(const float* gate, const float* up, float* out, s
 
 __global__ void softcap_kernel(float* x, size_t n, float cap) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = cap * tanhf(x[i] / cap);
+  if (i < n) x[i] = cap * math::tanh_approx(x[i] / cap);
 }
 
 __global__ void scale_kernel(float* x, size_t n, float s) {

@@ -111,6 +111,16 @@ void swiglu(const float* gate, const float* up, float* out, size_t n) {
 
 void act_mul(const float* gate, const float* up, float* out, size_t n, Act act) {
   if (act == Act::kSilu && up) return swiglu(gate, up, out, n);
+  if (act == Act::kGeluTanh) {  // the branch-free GELU vectorises (Gemma 2, GPT-2)
+    if (up) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+      for (size_t i = 0; i < n; ++i) out[i] = math::gelu_tanh(gate[i]) * up[i];
+    } else {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+      for (size_t i = 0; i < n; ++i) out[i] = math::gelu_tanh(gate[i]);
+    }
+    return;
+  }
   const int code = (int)act;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; ++i) out[i] = math::activate(gate[i], code) * (up ? up[i] : 1.0f);
@@ -118,7 +128,7 @@ void act_mul(const float* gate, const float* up, float* out, size_t n, Act act) 
 
 void softcap_inplace(float* x, size_t n, float cap) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) x[i] = cap * tanhf(x[i] / cap);
+  for (size_t i = 0; i < n; ++i) x[i] = cap * math::tanh_approx(x[i] / cap);
 }
 
 void scale_inplace(float* x, size_t n, float s) {
@@ -284,7 +294,15 @@ void attention_row(const float* raw, float scale, float softcap, int first_key, 
   const int lo = first_key, nv = n_vis - lo;
   thread_local std::vector<float> logits;  // [n_vis - first_key]
   logits.resize((size_t)nv);
-  for (int j = 0; j < nv; ++j) logits[j] = math::attn_logit(raw[lo + j], scale, softcap);
+  float* lg = logits.data();
+  const float* rw = raw + lo;
+  if (softcap > 0.0f) {
+#pragma omp simd
+    for (int j = 0; j < nv; ++j) lg[j] = softcap * math::tanh_approx(rw[j] * scale / softcap);
+  } else {
+#pragma omp simd
+    for (int j = 0; j < nv; ++j) lg[j] = rw[j] * scale;
+  }
   softmax_scaled_row(logits.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
   if (metrics) {
     metrics[kSinkMass] = lo == 0 ? p[0] : 0.0f;

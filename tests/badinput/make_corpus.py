@@ -124,6 +124,37 @@ def model_cases(src_model, out):
              lambda c: c.update(architectures=["Phi3ForCausalLM"], model_type="phi3", original_max_position_embeddings=64,
                                 rope_scaling={"type": "longrope", "short_factor": [1.0, 1.0, 1.0],
                                               "long_factor": [1.0, 1.0, 1.0]}))
+    # GPT-2 weights (issue 13): a Conv1D weight stored transposed, a missing position-embedding table.
+    def gpt2_case(name, field, edit):
+        d = new_dir(name)
+        E, V, P, I = 8, 16, 16, 32
+        cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": E, "n_layer": 1, "n_head": 2,
+               "n_inner": I, "n_positions": P, "vocab_size": V, "activation_function": "gelu_new"}
+        shapes = {"transformer.wte.weight": [V, E], "transformer.wpe.weight": [P, E], "transformer.ln_f.weight": [E],
+                  "transformer.ln_f.bias": [E]}
+        for k, sh in [("ln_1.weight", [E]), ("ln_1.bias", [E]), ("attn.c_attn.weight", [E, 3 * E]),
+                      ("attn.c_attn.bias", [3 * E]), ("attn.c_proj.weight", [E, E]), ("attn.c_proj.bias", [E]),
+                      ("ln_2.weight", [E]), ("ln_2.bias", [E]), ("mlp.c_fc.weight", [E, I]), ("mlp.c_fc.bias", [I]),
+                      ("mlp.c_proj.weight", [I, E]), ("mlp.c_proj.bias", [E])]:
+            shapes["transformer.h.0." + k] = sh
+        edit(shapes)
+        hdr, off = {}, 0
+        for k, sh in shapes.items():
+            n = 4
+            for x in sh:
+                n *= x
+            hdr[k] = {"dtype": "F32", "shape": sh, "data_offsets": [off, off + n]}
+            off += n
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        write_safetensors_raw(os.path.join(d, "model.safetensors"), json.dumps(hdr).encode(), bytes(off))
+        cases.append({"name": name, "kind": "model", "path": d, "file": "model.safetensors", "field": field})
+
+    gpt2_case("st-gpt2-conv1d-transposed", "c_attn.weight",
+              lambda sh: sh.update({"transformer.h.0.attn.c_attn.weight": [24, 8]}))
+    gpt2_case("st-gpt2-missing-position-embeddings", "transformer.wpe.weight",
+              lambda sh: sh.pop("transformer.wpe.weight"))
+
     # Malformed files.
     for name, text in [("cfg-not-object", "[1, 2]"), ("cfg-empty", ""), ("cfg-truncated", '{"hidden_size": 6'),
                        ("cfg-binary", "\x00\x01\x02GGUF"), ("cfg-nan-literal", '{"rope_theta": NaN}'),
