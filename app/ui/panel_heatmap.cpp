@@ -50,6 +50,15 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     const int side = show == 1 ? 1 : 0;
     ImGui::TextDisabled("layer %d head %d, %s", st.sel_layer, st.sel_head,
                         show == 2 ? "B - A" : run_title(st, side).c_str());
+    if (const focal::ModelConfig* cfg = st.config(); cfg && focal::layer_window(*cfg, st.sel_layer) > 0) {
+      // A legend swatch for the keys a sliding window hides (shaded apart from the causal mask).
+      ImGui::SameLine();
+      const ImVec2 sw = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(sw.x, sw.y + 3), ImVec2(sw.x + 12, sw.y + 13),
+                                                IM_COL32(62, 48, 78, 255));
+      ImGui::SetCursorScreenPos(ImVec2(sw.x + 16, sw.y));
+      ImGui::TextDisabled("outside the sliding window (%d keys)", focal::layer_window(*cfg, st.sel_layer));
+    }
     if (rows.preview[side] || (show == 2 && (rows.preview[0] || rows.preview[1]))) {
       ImGui::SameLine();
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview: re-tempered stored scores");
@@ -162,13 +171,6 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
         (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
         tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
-    if (const focal::ModelConfig* cfg = st.config(); cfg && focal::layer_window(*cfg, st.sel_layer) > 0) {
-      ImGui::SameLine();
-      const ImVec2 sw = ImGui::GetCursorScreenPos();
-      dl->AddRectFilled(ImVec2(sw.x, sw.y + 3), ImVec2(sw.x + 12, sw.y + 13), IM_COL32(62, 48, 78, 255));
-      ImGui::SetCursorScreenPos(ImVec2(sw.x + 16, sw.y));
-      ImGui::TextDisabled("keys outside the sliding window (%d)", focal::layer_window(*cfg, st.sel_layer));
-    }
   }
   ImGui::End();
 }
