@@ -3,6 +3,8 @@
 // the F32 original. Also the config round trip, TempSpec validation and capture-request validation.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <immintrin.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -228,6 +230,53 @@ TEST_F(ModelLoadTest, UnsupportedArchitecture) {
   EXPECT_THAT(error_of([&] { parse_config(j.dump(), "c.json"); }), HasSubstr("bloom"));
   j["model_type"] = "mistral";
   EXPECT_NO_THROW(parse_config(j.dump(), "c.json"));
+}
+
+// Issue 13: inconsistent architecture fields are refused with an error naming the field.
+TEST_F(ModelLoadTest, ArchitectureFieldsAreCheckedByName) {
+  auto err = [&](const std::function<void(json&)>& edit) {
+    json j = base_config_json();
+    edit(j);
+    return error_of([&] { parse_config(j.dump(), "c.json"); });
+  };
+  EXPECT_THAT(err([](json& j) {
+                j["architectures"] = {"MistralForCausalLM"};
+                j["max_position_embeddings"] = 128;
+                j["sliding_window"] = 4096;
+              }),
+              AllOf(HasSubstr("c.json"), HasSubstr("\"sliding_window\""), HasSubstr("larger than the context")));
+  EXPECT_THAT(err([](json& j) {
+                j["architectures"] = {"Gemma2ForCausalLM"};
+                j["attn_logit_softcapping"] = 0.0;
+              }),
+              AllOf(HasSubstr("\"attn_logit_softcapping\""), HasSubstr("must be > 0")));
+  EXPECT_THAT(err([](json& j) {
+                j["architectures"] = {"Gemma2ForCausalLM"};
+                j["final_logit_softcapping"] = -3.0;
+              }),
+              HasSubstr("\"final_logit_softcapping\""));
+  EXPECT_THAT(err([](json& j) {
+                j["architectures"] = {"Phi3ForCausalLM"};
+                j["original_max_position_embeddings"] = 64;
+                j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {1.0, 1.0}}};
+              }),
+              AllOf(HasSubstr("\"rope_scaling.short_factor\""), HasSubstr("head_dim / 2")));
+  EXPECT_THAT(err([](json& j) {
+                j["rope_scaling"] = {{"rope_type", "ntk-parts"}, {"factor", 2.0}};
+              }),
+              AllOf(HasSubstr("\"rope_scaling.rope_type\""), HasSubstr("default, linear, dynamic, yarn, longrope"),
+                    HasSubstr("llama3")));
+  EXPECT_THAT(err([](json& j) {
+                j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+              }),
+              HasSubstr("\"rope_scaling.original_max_position_embeddings\""));
+  // A valid one parses: Mistral with a window inside the context applies it to every layer.
+  json ok = base_config_json();
+  ok["architectures"] = {"MistralForCausalLM"};
+  ok["sliding_window"] = 16;
+  const ModelConfig c = parse_config(ok.dump(), "c.json");
+  EXPECT_EQ(layer_window(c, 0), 16);
+  EXPECT_EQ(layer_window(c, 1), 16);
 }
 
 TEST_F(ModelLoadTest, HeadsNotDivisibleByKvHeads) {

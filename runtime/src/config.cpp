@@ -72,7 +72,10 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     arch_class = a[0].get<std::string>();
   }
   std::string model_type;
-  if (auto it = j.find("model_type"); it != j.end() && it->is_string()) model_type = it->get<std::string>();
+  if (auto it = j.find("model_type"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) throw Error(path + ": field \"model_type\" must be a string, found " + describe(*it));
+    model_type = it->get<std::string>();
+  }
   static const std::pair<const char*, const char*> kArchs[] = {
       {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"},
       {"Qwen3ForCausalLM", "qwen3"}, {"Gemma2ForCausalLM", "gemma2"},   {"Phi3ForCausalLM", "phi3"},

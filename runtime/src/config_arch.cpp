@@ -201,6 +201,7 @@ void parse_architecture(const Fields& f, const std::string& path, const std::str
   ArchConfig& a = c.arch;
   a.name = arch;
   a.qkv_bias = a.o_bias = c.attention_bias;
+  if (f.has("sliding_window")) (void)f.integer("sliding_window", 0, 0, 1LL << 30);  // typed even where unused
   if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" || arch == "olmo2") {
     require_act(f, "hidden_act", "silu", "silu");
     a.mlp_bias = f.boolean("mlp_bias", false);
@@ -222,15 +223,16 @@ void parse_architecture(const Fields& f, const std::string& path, const std::str
     a.qk_norm = QkNormKind::kWhole;
   }
   if (arch == "gemma2") {
-    const std::string act = f.string("hidden_activation", f.string("hidden_act", "gelu_pytorch_tanh"));
+    a.attn_softcap = softcap_field(f, "attn_logit_softcapping", 50.0f);
+    a.final_softcap = softcap_field(f, "final_logit_softcapping", 30.0f);
+    a.query_pre_attn_scalar = f.positive("query_pre_attn_scalar", 256.0f);
+    const char* act_key = f.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+    const std::string act = f.string(act_key, "gelu_pytorch_tanh");
     if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
-      f.fail("hidden_activation", "= '" + act + "' is not supported (Gemma 2 uses gelu_pytorch_tanh)");
+      f.fail(act_key, "= '" + act + "' is not supported (Gemma 2 uses gelu_pytorch_tanh)");
     a.act = MlpActivation::kGeluTanh;
     a.norm_plus_one = true;
     a.post_attn_norm = a.post_mlp_norm = true;
-    a.query_pre_attn_scalar = f.positive("query_pre_attn_scalar", 256.0f);
-    a.attn_softcap = softcap_field(f, "attn_logit_softcapping", 50.0f);
-    a.final_softcap = softcap_field(f, "final_logit_softcapping", 30.0f);
     a.embed_scale = (float)std::sqrt((double)c.hidden);  // torch.tensor(hidden ** 0.5, dtype=float32)
     set_window(f, c, "sliding_window", 2);
     parse_rope_scaling(f, path, c);

@@ -114,9 +114,11 @@ def model_cases(src_model, out):
              lambda c: c.update(architectures=["MistralForCausalLM"], model_type="mistral",
                                 max_position_embeddings=128, sliding_window=4096))
     cfg_case("cfg-gemma2-attn-softcap-zero", "attn_logit_softcapping",
-             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", attn_logit_softcapping=0.0))
+             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_act="gelu_pytorch_tanh",
+                                attn_logit_softcapping=0.0))
     cfg_case("cfg-gemma2-final-softcap-negative", "final_logit_softcapping",
-             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", final_logit_softcapping=-30.0))
+             lambda c: c.update(architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_act="gelu_pytorch_tanh",
+                                final_logit_softcapping=-30.0))
     cfg_case("cfg-rope-type-unknown", "rope_type", setter("rope_scaling", {"rope_type": "ntk-parts", "factor": 2.0}))
     cfg_case("cfg-rope-llama3-missing-original", "original_max_position_embeddings",
              setter("rope_scaling", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}))

@@ -31,13 +31,13 @@ ARCH_CONFIGS = [
     _c("llama3_rope_mlp_bias", 2004, "llama", max_pos=128, mlp_bias=True,
        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 32}),
-    _c("qwen2", 2005, gguf=True, "qwen2", max_pos=128),
+    _c("qwen2", 2005, "qwen2", gguf=True, max_pos=128),
     _c("mistral_window", 2006, "mistral", max_pos=128, window=24),
-    _c("gemma2", 2007, gguf=True, "gemma2", layers=3, head_dim=16, max_pos=128, window=24, attn_cap=5.0, final_cap=3.0,
+    _c("gemma2", 2007, "gemma2", gguf=True, layers=3, head_dim=16, max_pos=128, window=24, attn_cap=5.0, final_cap=3.0,
        qpas=24, T=80),
-    _c("phi3_longrope", 2008, gguf=True, "phi3", max_pos=128, orig_max=32, T=80),
-    _c("olmo2", 2009, gguf=True, "olmo2", max_pos=128, T=80),
-    _c("gpt2", 2010, gguf=True, "gpt2", kv_heads=4, intermediate=256, max_pos=128, T=100),
+    _c("phi3_longrope", 2008, "phi3", gguf=True, max_pos=128, orig_max=32, T=80),
+    _c("olmo2", 2009, "olmo2", gguf=True, max_pos=128, T=80),
+    _c("gpt2", 2010, "gpt2", gguf=True, kv_heads=4, intermediate=256, max_pos=128, T=100),
 ]
 
 
