@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "focal/config.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
 
@@ -142,7 +143,19 @@ std::vector<double> attention_row(const RunRef& r, int a, int b, int c) {
   const int layer = run.layers[a], head = run.heads[b];
   const float scale = run.row_scale[((size_t)layer * r.file->n_heads + head) * T + q];
   std::vector<float> pf((size_t)q + 1);
-  softmax_scaled(&run.scores[off], q + 1, scale, pf.data());
+  // A soft-capped or windowed model (its config travels in the capture): the forward's own row function.
+  ModelConfig cfg;
+  bool have_cfg = false;
+  try {
+    cfg = parse_config(r.file->model_config_json, "capture model config");
+    have_cfg = true;
+  } catch (const Error&) {  // no or foreign config: plain softmax of the scaled scores
+  }
+  const int lo = have_cfg ? window_first_key(cfg, layer, q + 1) : 0;
+  if (have_cfg && (cfg.arch.attn_softcap > 0.0f || lo > 0))
+    focal::attention_row(&run.scores[off], q + 1, scale, cfg.arch.attn_softcap, lo, pf.data());
+  else
+    softmax_scaled(&run.scores[off], q + 1, scale, pf.data());
   for (int j = 0; j <= q; ++j) p[j] = pf[j];
   return p;
 }
