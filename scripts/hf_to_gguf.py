@@ -76,6 +76,33 @@ def main():
         w.add_float32("gemma2.final_logit_softcapping", float(cfg["final_logit_softcapping"]))
         w.add_sliding_window(int(cfg["sliding_window"]))
         w.add_float32("gemma2.attention.scale", float(cfg["query_pre_attn_scalar"]) ** -0.5)
+    rs = cfg.get("rope_scaling") or {}
+    rtype = rs.get("rope_type", rs.get("type", "default"))
+    if arch == "llama" and rtype in ("linear", "yarn"):
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR if rtype == "linear" else gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(float(rs["factor"]))
+        if rtype == "yarn":
+            w.add_rope_scaling_orig_ctx_len(int(cfg.get("max_position_embeddings", 2048)))
+            if rs.get("attention_factor"):
+                w.add_rope_scaling_attn_factors(float(rs["attention_factor"]))
+    elif arch == "llama" and rtype == "llama3":
+        # llama.cpp's rope_freqs.weight: per-pair factors the default frequencies are divided by.
+        base, factor = float(cfg.get("rope_theta", 10000.0)), float(rs["factor"])
+        lo, hi, old = float(rs["low_freq_factor"]), float(rs["high_freq_factor"]), rs["original_max_position_embeddings"]
+        freqs = 1.0 / (base ** (np.arange(0, d_head, 2, dtype=np.float32) / d_head))
+        factors = []
+        for f in freqs:
+            wavelen = 2 * np.pi / f
+            if wavelen < old / hi:
+                factors.append(1.0)
+            elif wavelen > old / lo:
+                factors.append(factor)
+            else:
+                smooth = (old / wavelen - lo) / (hi - lo)
+                factors.append(1.0 / ((1 - smooth) / factor + smooth))
+        st["rope_freqs.weight"] = np.array(factors, dtype=np.float32)
+    elif arch == "llama" and rtype != "default":
+        sys.exit(f"hf_to_gguf.py: rope_scaling type '{rtype}' has no llama.cpp GGUF form (linear, yarn, llama3 do)")
     if arch == "qwen2" and cfg.get("use_sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
     if arch == "phi3" and cfg.get("rope_scaling"):
@@ -135,9 +162,11 @@ def main():
                      "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
                      "self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight",
                      "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-                     "mlp.down_proj.weight": "ffn_down.weight"}
+                     "mlp.down_proj.weight": "ffn_down.weight", "mlp.gate_proj.bias": "ffn_gate.bias",
+                     "mlp.up_proj.bias": "ffn_up.bias", "mlp.down_proj.bias": "ffn_down.bias"}
         prefix = "model.layers"
-    names.update({k: k for k in ("rope_factors_long.weight", "rope_factors_short.weight") if k in st})
+    names.update({k: k for k in ("rope_factors_long.weight", "rope_factors_short.weight", "rope_freqs.weight")
+                  if k in st})
     for l in range(cfg["num_hidden_layers"]):
         for k, v in per_layer.items():
             names[f"{prefix}.{l}.{k}"] = f"blk.{l}.{v}"
@@ -148,9 +177,9 @@ def main():
         if hf not in st:
             continue
         x = st[hf].astype(np.float32)
-        if arch == "llama" and hf.endswith("q_proj.weight"):
+        if arch == "llama" and hf.endswith(("q_proj.weight", "q_proj.bias")):
             x = permute_rope(x, n_head)
-        elif arch == "llama" and hf.endswith("k_proj.weight"):
+        elif arch == "llama" and hf.endswith(("k_proj.weight", "k_proj.bias")):
             x = permute_rope(x, n_kv)
         if arch == "gemma2" and hf.endswith("norm.weight"):
             x = x + 1.0

@@ -161,7 +161,8 @@ TEST_P(GgufConformance, ConvertedModelMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufConformance,
-                         ::testing::Values("qwen2", "gemma2", "phi3_longrope", "olmo2", "gpt2"),
+                         ::testing::Values("llama_rope_linear", "llama_rope_yarn", "llama3_rope_mlp_bias", "qwen2",
+                                           "gemma2", "phi3_longrope", "olmo2", "gpt2"),
                          [](const auto& info) { return info.param; });
 
 // `focal info` / the app describe a model's architecture and attention features from the config (arch_summary).

@@ -16,6 +16,7 @@ const char* rope_type_name(RopeType t) {
     case RopeType::kYarn: return "yarn";
     case RopeType::kLongrope: return "longrope";
     case RopeType::kLlama3: return "llama3";
+    case RopeType::kFreqFactors: return "rope_freqs";
   }
   return "?";
 }
@@ -92,7 +93,7 @@ std::vector<std::pair<std::string, std::string>> arch_summary(const ModelConfig&
     const RopeScaling& rs = a.rope;
     if (rs.type != RopeType::kDefault) {
       r += ", scaling " + std::string(rope_type_name(rs.type));
-      if (rs.type != RopeType::kLongrope) r += " factor " + num(rs.factor);
+      if (rs.type != RopeType::kLongrope && rs.type != RopeType::kFreqFactors) r += " factor " + num(rs.factor);
       if (rs.original_max_positions > 0) r += ", original context " + std::to_string(rs.original_max_positions);
       float f = 1.0f;
       (void)rope_inv_freq(c, c.max_positions, &f);

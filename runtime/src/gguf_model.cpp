@@ -106,14 +106,25 @@ std::string hf_name(const std::string& g, const std::string& arch) {
   if (arch == "phi3" && rest == "attn_qkv.weight") return "model.layers." + layer + ".self_attn.qkv_proj.weight";
   if (arch == "phi3" && rest == "ffn_up.weight") return "model.layers." + layer + ".mlp.gate_up_proj.weight";
   static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},    {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},      {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_output.weight", "self_attn.o_proj.weight"}, {"attn_q.bias", "self_attn.q_proj.bias"},
-      {"attn_k.bias", "self_attn.k_proj.bias"},          {"attn_v.bias", "self_attn.v_proj.bias"},
-      {"attn_output.bias", "self_attn.o_proj.bias"},     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-      {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},       {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},       {"attn_rot_embd", "rotary_emb.inv_freq"}};
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.bias", "self_attn.o_proj.bias"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+      {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},
+      {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"},
+      {"attn_rot_embd", "rotary_emb.inv_freq"},
+      {"ffn_gate.bias", "mlp.gate_proj.bias"},
+      {"ffn_up.bias", "mlp.up_proj.bias"},
+      {"ffn_down.bias", "mlp.down_proj.bias"}};
   for (auto& [a, b] : kMap)
     if (rest == a) return "model.layers." + layer + "." + b;
   return "";
@@ -218,7 +229,8 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   if (m.get(A + "expert_count") && m.int_opt(A + "expert_count", 0) > 0)
     throw Error(m.where + ": mixture-of-experts models (" + A + "expert_count) are not supported");
   const std::string scaling = m.str_opt(A + "rope.scaling.type", "none");
-  if (scaling != "none" && !(arch == "phi3" && scaling == "longrope"))
+  const bool llama_scaling = arch == "llama" && (scaling == "linear" || scaling == "yarn");
+  if (scaling != "none" && !(arch == "phi3" && scaling == "longrope") && !llama_scaling)
     throw Error(m.where + ": RoPE scaling '" + scaling + "' (" + A + "rope.scaling.type) is not supported");
 
   const int64_t n_layers = m.int_req(A + "block_count");
@@ -239,16 +251,17 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
 
   // Vocabulary size: the embedding's row count, which the tokenizer and llama.vocab_size must agree with.
   const GgufTensor* embd = nullptr;
-  bool has_output = false, has_bias = false;
+  bool has_output = false, has_bias = false, has_mlp_bias = false;
   const GgufTensor *rope_long = nullptr, *rope_short = nullptr;  // phi3 longrope factors
+  const GgufTensor* rope_freqs = nullptr;                        // llama 3.x frequency factors
   for (const GgufTensor& t : f.tensors()) {
     if (t.name == "token_embd.weight") embd = &t;
     if (t.name == "rope_factors_long.weight") rope_long = &t;
     if (t.name == "rope_factors_short.weight") rope_short = &t;
     if (t.name == "output.weight") has_output = true;
     if (t.name == "blk.0.attn_q.bias") has_bias = true;
-    if (t.name == "rope_freqs.weight")
-      throw Error(m.where + ": tensor 'rope_freqs.weight' (llama 3.1-style RoPE frequency factors) is not supported");
+    if (t.name == "blk.0.ffn_gate.bias") has_mlp_bias = true;
+    if (t.name == "rope_freqs.weight") rope_freqs = &t;
   }
   if (!embd) throw Error(m.where + ": tensor 'token_embd.weight' is missing");
   if (embd->dims.size() != 2)
@@ -278,7 +291,8 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   c["rope_theta"] = m.num_opt(A + "rope.freq_base", 10000.0);
   c["rms_norm_eps"] = m.num_opt(A + "attention.layer_norm_rms_epsilon", 1e-5);
   c["tie_word_embeddings"] = !has_output;
-  c["attention_bias"] = has_bias;
+  c["attention_bias"] = has_bias && arch != "qwen2";  // qwen2 always has q/k/v biases and no o bias
+  if (has_mlp_bias) c["mlp_bias"] = true;
   if (arch != "gemma2" && arch != "gpt2") c["hidden_act"] = "silu";
   if (arch == "gemma2") {
     // Soft-caps and the window in llama.cpp's keys; query_pre_attn_scalar from <arch>.attention.scale when written
@@ -310,6 +324,11 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     c["rope_scaling"] = {
         {"type", "longrope"}, {"long_factor", factors(rope_long)}, {"short_factor", factors(rope_short)}};
     c["original_max_position_embeddings"] = m.int_req(A + "rope.scaling.original_context_length");
+  }
+  if (llama_scaling) {  // llama.cpp's linear / yarn keys onto rope_scaling (transformers' semantics)
+    c["rope_scaling"] = {{"rope_type", scaling}, {"factor", m.num_opt(A + "rope.scaling.factor", 1.0)}};
+    if (m.get(A + "rope.scaling.attn_factor"))
+      c["rope_scaling"]["attention_factor"] = m.num_opt(A + "rope.scaling.attn_factor", 1.0);
   }
   if (arch == "gpt2") {  // GPT-2's own config names (parse_config reads them for gpt2)
     for (auto [llama_key, gpt2_key] : {std::pair<const char*, const char*>{"hidden_size", "n_embd"},
@@ -351,10 +370,26 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
                                  {"eos_token_id", "tokenizer.ggml.eos_token_id"},
                                  {"add_bos_token", "tokenizer.ggml.add_bos_token"}};
   g->cfg = parse_config(c.dump(2), m.where + " (GGUF metadata)", &keys);
+  if (rope_freqs) {  // llama 3.x: per-pair frequency factors (llama.cpp divides the default frequencies by them)
+    if (arch != "llama" || rope_freqs->numel != (uint64_t)d_head / 2)
+      throw Error(m.where + ": tensor 'rope_freqs.weight' must hold head_dim / 2 = " + std::to_string(d_head / 2) +
+                  " factors of a llama model");
+    if (g->cfg.arch.rope.type != RopeType::kDefault)
+      throw Error(m.where + ": tensor 'rope_freqs.weight' and " + A + "rope.scaling.type '" + scaling +
+                  "' both scale RoPE; give one");
+    std::vector<float> v((size_t)rope_freqs->numel);
+    ggml_dequantize(rope_freqs->type, rope_freqs->data, v.data(), (int64_t)rope_freqs->numel);
+    for (float x : v)
+      if (!std::isfinite(x) || !(x > 0.0f))
+        throw Error(m.where + ": tensor 'rope_freqs.weight' holds " + std::to_string(x) + " (factors must be > 0)");
+    g->cfg.arch.rope.type = RopeType::kFreqFactors;
+    g->cfg.arch.rope.freq_factors = std::move(v);
+  }
 
   const int nh = (int)n_heads, nkv = (int)n_kv, dh = (int)d_head;
   for (const GgufTensor& t : f.tensors()) {
-    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") continue;  // in rope_scaling
+    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight" || t.name == "rope_freqs.weight")
+      continue;  // in the config's RoPE scaling
     const std::string name = hf_name(t.name, arch);
     if (name.empty())
       throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a " + arch + " model focalscope runs)");

@@ -79,6 +79,11 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_sc
                                             : (float)std::sqrt(1.0 + std::log(scale) / log_base);
       return f;
     }
+    case RopeType::kFreqFactors: {  // llama.cpp's rope_freqs: the default frequencies divided by per-pair factors
+      std::vector<float> f = default_inv_freq(theta, dim);
+      for (int i = 0; i < half; ++i) f[i] /= r.freq_factors[i];
+      return f;
+    }
     case RopeType::kLlama3: {
       std::vector<float> f = default_inv_freq(theta, dim);
       const float factor = r.factor, lo = r.low_freq_factor, hi = r.high_freq_factor;

@@ -25,10 +25,10 @@ def _c(name, seed, arch, **kw):
 
 
 ARCH_CONFIGS = [
-    _c("llama_rope_linear", 2001, "llama", max_pos=64, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    _c("llama_rope_linear", 2001, "llama", gguf=True, max_pos=64, rope_scaling={"rope_type": "linear", "factor": 2.0}),
     _c("llama_rope_dynamic", 2002, "llama", max_pos=64, rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
-    _c("llama_rope_yarn", 2003, "llama", max_pos=64, rope_scaling={"rope_type": "yarn", "factor": 4.0}),
-    _c("llama3_rope_mlp_bias", 2004, "llama", max_pos=128, mlp_bias=True,
+    _c("llama_rope_yarn", 2003, "llama", gguf=True, max_pos=64, rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+    _c("llama3_rope_mlp_bias", 2004, "llama", gguf=True, max_pos=128, mlp_bias=True,
        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 32}),
     _c("qwen2", 2005, "qwen2", gguf=True, max_pos=128),

@@ -38,7 +38,7 @@ enum class NormKind { kRms, kLayerNorm };           // RMSNorm(x) * w, or LayerN
 enum class QkNormKind { kNone, kPerHead, kWhole };  // RMSNorm of q / k per head (Qwen3) or over the projection (OLMo 2)
 enum class MlpActivation { kSilu, kGeluTanh, kGelu };  // values match ops::Act
 enum class PositionKind { kRope, kLearned };           // rotary, or a learned absolute table added to the embeddings
-enum class RopeType { kDefault, kLinear, kDynamic, kYarn, kLongrope, kLlama3 };
+enum class RopeType { kDefault, kLinear, kDynamic, kYarn, kLongrope, kLlama3, kFreqFactors };
 
 const char* rope_type_name(RopeType t);  // "default", "linear", "dynamic", "yarn", "longrope", "llama3"
 
@@ -52,6 +52,8 @@ struct RopeScaling {
   float attention_factor = 0.0f;   // yarn / longrope: multiplies cos and sin (0: the type's default)
   float beta_fast = 32.0f, beta_slow = 1.0f;     // yarn
   std::vector<float> short_factor, long_factor;  // longrope: [d_head / 2] each
+  std::vector<float>
+      freq_factors;  // kFreqFactors (a GGUF's rope_freqs.weight, llama 3.x): inv_freq / factor, [d_head / 2]
 };
 
 struct ArchConfig {
