@@ -62,6 +62,25 @@ TEST_P(HfTokenizer, EncodeDecodeMatchTokenizers) {
   EXPECT_GE(n, 30);
 }
 
+// NFC (Qwen2's normalizer) equals tokenizers' NFC on every code point with a canonical decomposition (Python's
+// unicodedata, whose Unicode 14 tables we use, where the two libraries' Unicode versions differ: at most a few).
+TEST(HfTokenizerNfc, MatchesTokenizersNormalizer) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const json exp = read_json(fixtures_dir() + "/nfc.json");
+  int bad = 0, n = 0, differ = 0;
+  for (const json& c : exp["cases"]) {
+    differ += c["versions_differ"].get<bool>();
+    const std::string got = nfc(c["text"].get<std::string>()), want = c["nfc"];
+    if (got != want && bad++ < 10) ADD_FAILURE() << "NFC of '" << c["text"].get<std::string>() << "'";
+    ++n;
+  }
+  EXPECT_EQ(bad, 0) << "of " << n;
+  EXPECT_GT(n, 2000);
+  EXPECT_LE(differ, 4);
+  EXPECT_EQ(nfc("plain ascii"), "plain ascii");
+  EXPECT_EQ(nfc("bad \xff utf-8 e\xcc\x81"), "bad \xff utf-8 e\xcc\x81");  // invalid UTF-8: unchanged
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, HfTokenizer,
                          ::testing::Values("gpt2", "llama3", "llama3_cls", "qwen2", "olmo2", "smollm", "roberta"));
 

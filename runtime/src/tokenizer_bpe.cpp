@@ -376,7 +376,8 @@ class BpeTokenizer final : public Tokenizer {
 
   void encode_plain(const std::string& text, std::vector<int32_t>* out) const {
     if (text.empty()) return;
-    const std::string& s = v_.add_prefix_space && text[0] != ' ' ? " " + text : text;
+    std::string s = v_.nfc ? nfc(text) : text;
+    if (v_.add_prefix_space && s[0] != ' ') s.insert(0, 1, ' ');
     std::vector<Cp> cps;
     for (size_t i = 0; i < s.size();) {
       size_t len;

@@ -153,11 +153,9 @@ int id_field(const json& j, const char* key) {
   return v->is_number_integer() ? v->get<int>() : -1;
 }
 
-}  // namespace
-
-HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
+// The tokenizer of `dir` from its parsed tokenizer.json `tj`.
+HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
   const std::string file = "'" + dir + "/tokenizer.json'";
-  const json tj = read_json_file(dir + "/tokenizer.json");
   if (!tj.is_object()) throw Error(file + " must hold a JSON object");
   const json& model = tj.contains("model") ? tj["model"] : json();
   const std::string mtype = type_of(model, file + ": field \"model\"");
@@ -255,8 +253,9 @@ HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
     v.unk_id = it->second;
   }
 
-  // normalizer: none, or NFC (a no-op on text already in NFC; see docs/model-format.md).
+  // normalizer: none, or NFC.
   const std::string norm = type_of(tj.value("normalizer", json()), file + ": field \"normalizer\"");
+  v.nfc = norm == "NFC";
   if (!norm.empty() && norm != "NFC")
     throw Error(file + ": field \"normalizer\": type '" + norm +
                 "' is not supported (byte-level BPE tokenizers have none or NFC)");
@@ -334,22 +333,29 @@ HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
   return out;
 }
 
+}  // namespace
+
+HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
+  return from_parsed(dir, read_json_file(dir + "/tokenizer.json"));
+}
+
 std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelConfig* cfg) {
   const std::string spm_path = dir + "/tokenizer.model", json_path = dir + "/tokenizer.json";
   std::unique_ptr<Tokenizer> tok;
   std::string path;
   bool use_json = false;
+  json tj;
   if (is_file(json_path)) {
     // Byte-level BPE tokenizer.json first; a sentencepiece directory that also ships tokenizer.json (Llama 2:
     // model.type BPE with a Metaspace pre-tokenizer) keeps its tokenizer.model.
-    const json tj = read_json_file(json_path);
+    tj = read_json_file(json_path);
     const bool byte_level = tj.is_object() && tj.contains("model") && tj["model"].is_object() &&
                             tj["model"].value("type", std::string()) == "BPE" &&
                             tj.value("pre_tokenizer", json()).dump().find("\"ByteLevel\"") != std::string::npos;
     use_json = byte_level || !is_file(spm_path);
   }
   if (use_json) {
-    HfJsonTokenizer h = load_hf_json_tokenizer(dir);
+    HfJsonTokenizer h = from_parsed(dir, tj);
     tok = std::move(h.tok);
     path = json_path;
     cfg->add_bos = h.add_bos;

@@ -46,7 +46,11 @@ struct BpeVocab {
   bool ignore_merges = false;        // a pre-tokenized word that is itself in the vocabulary is one token (Llama 3)
   bool add_prefix_space = false;     // a space is put before text that does not start with one (ByteLevel option)
   std::vector<uint8_t> added_flags;  // [vocab] AddedFlag bits of control / user-defined tokens (empty: none)
+  bool nfc = false;                  // text between added tokens is put in Unicode NFC first (Qwen2's normalizer)
 };
+
+// Unicode NFC of UTF-8 text (unicode_nfc.cpp); text that is not valid UTF-8 is returned unchanged.
+std::string nfc(const std::string& s);
 
 // GPT-2 byte-level BPE. Control and user-defined tokens in the text are matched whole (longest first), as
 // Hugging Face tokenizers does for added special tokens. `where` names the source in error messages.

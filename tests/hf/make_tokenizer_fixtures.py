@@ -16,7 +16,9 @@ Each DIR/<name>/ holds tokenizer.json, tokenizer_config.json (and config.json / 
 case needs them) and expected.json: {"add_bos": bool, "bos_id", "eos_id", "vocab_size", "cases": [{"text",
 "ids" (tokenizers' encode, add_special_tokens=False), "hf_ids" (transformers AutoTokenizer, special tokens added),
 "decoded" (tokenizers' decode of ids, special tokens kept)}]}. DIR/llama3_model/ is a tiny LlamaForCausalLM with the
-llama3 tokenizer files, for Model::load.
+llama3 tokenizer files, for Model::load. DIR/nfc.json: {"cases": [{"text", "nfc", "versions_differ"}]}, the NFC of
+every code point that has a canonical decomposition (decomposed, composed, followed by a combining accent) by
+tokenizers' NFC normalizer, or by unicodedata where their Unicode versions differ.
 
 usage: make_tokenizer_fixtures.py --out DIR
 """
@@ -27,6 +29,7 @@ import json
 import os
 import shutil
 import sys
+import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -67,6 +70,9 @@ EXTRA_CASES = [
     "word<sep>word <sep> word",
     "Ünïcödé ÅNGSTRÖM ß ẞ ǅ ﬁ",
     "\u0000\u0001 control \u007f bytes",
+    # Not in NFC (the qwen2 case normalises): decomposed Vietnamese and Hangul jamo, singletons, marks out of order.
+    unicodedata.normalize("NFD", "Tiếng Việt có dấu, 한국어 텍스트, Ångström"),
+    "\u212b \uf900 e\u0302\u0323 a\u0301\u0301 \u1100\u1161\u11a8 \u0958",
 ]
 
 VARIANTS = {
@@ -198,6 +204,25 @@ def llama3_model(out, tok_dir, vocab):
         shutil.copy(os.path.join(tok_dir, f), os.path.join(d, f))
 
 
+def nfc_cases(out):
+    """Every code point with a canonical decomposition, decomposed and as it is, with tokenizers' NFC of each."""
+    nfc = normalizers.NFC()
+    texts = []
+    for cp in range(0x110000):
+        c = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(c) == "Cn":
+            continue
+        if unicodedata.decomposition(c) and not unicodedata.decomposition(c).startswith("<"):
+            texts.append("x" + unicodedata.normalize("NFD", c) + c + "\u0301")
+    # Where the Unicode versions of tokenizers and of Python's unicodedata (which made runtime/src/
+    # unicode_nfc_tables.h) disagree (U+11938 of Dives Akuru), unicodedata is the reference and the case is marked.
+    cases = [{"text": t, "nfc": unicodedata.normalize("NFC", t),
+              "versions_differ": nfc.normalize_str(t) != unicodedata.normalize("NFC", t)} for t in texts]
+    with open(os.path.join(out, "nfc.json"), "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    return len(cases), sum(c["versions_differ"] for c in cases)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory to write the fixtures into")
@@ -213,6 +238,7 @@ def main():
         print("%-7s vocab %d, add_bos %s" % (name, exp["vocab_size"], exp["add_bos"]))
         if name == "llama3":
             llama3_model(tmp, d, exp["vocab_size"])
+    print("nfc     %d strings, %d where tokenizers' Unicode version differs" % nfc_cases(tmp))
     shutil.rmtree(a.out, ignore_errors=True)
     os.rename(tmp, a.out)
 
