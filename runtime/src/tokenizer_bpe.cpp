@@ -99,7 +99,8 @@ CharClass classify(uint32_t cp) {
 struct Cp {
   size_t off, len;
   CharClass cls;
-  char ascii;  // the byte for ASCII code points, 0 otherwise
+  char ascii;      // the byte for ASCII code points, 0 otherwise
+  bool is_long_s;  // U+017F
 };
 
 // GPT-2's pattern on cps[b, e): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
@@ -148,7 +149,8 @@ void split_gpt2(const std::vector<Cp>& c, size_t b, size_t e, std::vector<std::p
 // \s*[\r\n]+|\s+(?!\S)|\s+
 void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digits,
                   std::vector<std::pair<size_t, size_t>>* out) {
-  const auto lower = [&](size_t k) { return k < e ? (char)(c[k].ascii | 0x20) : (char)0; };
+  // ASCII case folding, plus U+017F (long s), which folds to 's' in the regex engine of tokenizers.
+  const auto lower = [&](size_t k) { return k >= e ? (char)0 : c[k].is_long_s ? 's' : (char)(c[k].ascii | 0x20); };
   const auto newline = [&](size_t k) { return c[k].ascii == '\r' || c[k].ascii == '\n'; };
   size_t i = b;
   while (i < e) {
@@ -158,7 +160,7 @@ void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digit
       size_t n = 0;
       if (a == 's' || a == 't' || a == 'm' || a == 'd') n = 2;
       if ((a == 'r' && a2 == 'e') || (a == 'v' && a2 == 'e') || (a == 'l' && a2 == 'l')) n = 3;
-      if (n && c[i + 1].ascii && (n == 2 || c[i + 2].ascii)) {
+      if (n) {
         out->push_back({i, i + n});
         i += n;
         continue;
@@ -382,7 +384,7 @@ class BpeTokenizer final : public Tokenizer {
     for (size_t i = 0; i < s.size();) {
       size_t len;
       const uint32_t cp = next_cp(s, i, &len);
-      cps.push_back({i, len, classify(cp), cp < 0x80 ? (char)cp : (char)0});
+      cps.push_back({i, len, classify(cp), cp < 0x80 ? (char)cp : (char)0, cp == 0x17F});
       i += len;
     }
     std::vector<std::pair<size_t, size_t>> words;

@@ -59,7 +59,7 @@ def gguf_test_strings():
 # More strings for what these pre-tokenizers do differently: case-insensitive contractions, digit groups, runs of
 # whitespace and newlines before words and punctuation, punctuation glued to words, the added tokens of each case.
 EXTRA_CASES = [
-    "DON'T WE'LL THEY'VE SHE'D IT'S YOU'RE I'M 'S 'x",
+    "DON'T WE'LL THEY'VE SHE'D IT'S YOU'RE I'M 'S 'x it'\u017f 'Ll 'rE",
     "1234567890 12 3 x1y22z333 2024-11-25 ١٢٣٤٥",
     "  \n\n  x\r\n\r\n  y \t\n z\n\n",
     "!hello ...world (x) ?? \u00a0word \u3000全角",
