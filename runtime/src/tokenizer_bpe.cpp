@@ -211,8 +211,12 @@ void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digit
   }
 }
 
-// Unicode alphanumeric (Rust's char::is_alphanumeric: letters and numbers), for added tokens' single_word.
-bool word_char(CharClass k) { return k == kLetter || k == kNumber; }
+// A word character as \\w of the regex engine behind tokenizers' single_word test (Alphabetic, marks, Nd, Pc,
+// Join_Control).
+bool word_char(uint32_t cp) {
+  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  return cp != 0xFFFFFFFFu && in_ranges(kUnicodeWordRanges, cp);
+}
 
 class BpeTokenizer final : public Tokenizer {
  public:
@@ -270,7 +274,8 @@ class BpeTokenizer final : public Tokenizer {
         continue;
       }
       const uint8_t fl = v_.added_flags.empty() ? 0 : v_.added_flags[hit];
-      size_t start = i, stop = i + v_.tokens[hit].size();
+      const size_t match_end = i + v_.tokens[hit].size();
+      size_t start = i, stop = match_end;
       if ((fl & kAddedSingleWord) && (touches_word_before(text, start) || touches_word_after(text, stop))) {
         i = stop;
         continue;
@@ -279,11 +284,14 @@ class BpeTokenizer final : public Tokenizer {
       while (more && start > seg) more = is_space_before(text, start, &start);
       more = (fl & kAddedRstrip) != 0;
       while (more && stop < text.size()) more = is_space_at(text, stop, &stop);
-      encode_plain(text.substr(seg, start - seg), &out);
+      if (start > seg) encode_plain(text.substr(seg, start - seg), &out);
       out.push_back(hit);
-      i = seg = stop;
+      // The search goes on from the match's own end (an added token may start in the whitespace rstrip took), the
+      // plain text from after the stripped whitespace, as in tokenizers.
+      i = match_end;
+      seg = std::max(seg, stop);
     }
-    encode_plain(text.substr(seg), &out);
+    if (seg < text.size()) encode_plain(text.substr(seg), &out);
     return out;
   }
 
@@ -353,12 +361,12 @@ class BpeTokenizer final : public Tokenizer {
     size_t b = at - 1, len = 0;
     while (b > 0 && ((uint8_t)t[b] >> 6) == 2 && at - b < 4) --b;
     const uint32_t cp = next_cp(t, b, &len);
-    return b + len == at && word_char(classify(cp));
+    return b + len == at && word_char(cp);
   }
   static bool touches_word_after(const std::string& t, size_t at) {
     if (at >= t.size()) return false;
     size_t len = 0;
-    return word_char(classify(next_cp(t, at, &len)));
+    return word_char(next_cp(t, at, &len));
   }
   // If the code point ending at byte `at` (starting at `at`) is whitespace, moves *to past it and returns true.
   static bool is_space_before(const std::string& t, size_t at, size_t* to) {

@@ -2,7 +2,9 @@
 """Byte-level BPE tokenizer.json fixtures for tests/hf_tokenizer_test.cpp, built with the `tokenizers` library and
 checked with transformers 4.47.1 (the venv of tests/hf/setup_venv.sh). Nothing is downloaded: small BPE vocabularies
 are trained here on the project's own text (README.md, docs/*.md) and the tokenizer test strings, under the
-pre-tokenizers of the models whose HF directories ship tokenizer.json:
+pre-tokenizers of the models whose HF directories ship tokenizer.json. The test strings are tests/gguf's, more
+for what these pre-tokenizers do differently, and 400 random strings of pieces that meet at their decision points.
+
 
   gpt2/     ByteLevel(use_regex) as GPT-2; merges written as "a b" strings; <|endoftext|>; add_bos_token false
   llama3/   Split(Llama 3 regex) + ByteLevel; ignore_merges; <|begin_of_text|> put first by a TemplateProcessing
@@ -27,6 +29,7 @@ import ast
 import glob
 import json
 import os
+import random
 import shutil
 import sys
 import unicodedata
@@ -113,6 +116,18 @@ VARIANTS = {
                     special=["<s>", "<pad>", "</s>"], added=[], template_bos="<s>",
                     config={"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}),
 }
+
+
+def random_strings(n, seed):
+    """Strings drawn from pieces that meet at the pre-tokenizers' decision points: apostrophes before letters,
+    digits, whitespace of every kind before words / punctuation / newlines, letters of several scripts, marks,
+    emoji, added tokens."""
+    rng = random.Random(seed)
+    atoms = ["a", "Z", "é", "ß", "ж", "Ω", "中", "ア", "한", "ع", "ि", "\u0301", "0", "7", "٣", "½", "Ⅻ", " ", "  ",
+             "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\u200b", "'", "'s", "'T", "'re", "'LL",
+             "!", ".", "...", ",", "-", "_", "(", "\"", "#", "$", "😀", "🇫🇷", "\x00", "\x7f", "word", "The",
+             "<|endoftext|>", "<|im_start|>", "<|eot_id|>", "<mask>", "<sep>", "<s>", "\u017f"]
+    return ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 24))) for _ in range(n)]
 
 
 def corpus(strings):
@@ -229,7 +244,7 @@ def main():
     a = ap.parse_args()
     if transformers.__version__ != "4.47.1":
         sys.exit("make_tokenizer_fixtures.py: transformers 4.47.1 is the oracle, found " + transformers.__version__)
-    texts = gguf_test_strings() + EXTRA_CASES
+    texts = gguf_test_strings() + EXTRA_CASES + random_strings(400, seed=13)
     tmp = a.out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
