@@ -169,6 +169,10 @@ TEST(HfTokenizerBadInput, RefusedNamingFileAndField) {
          j["normalizer"] = {{"type", "Lowercase"}};
        }),
        "normalizer"},
+      {"template token not an object", edit([](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", json::array({{{"SpecialToken", 5}}})}};
+       }),
+       "unexpected JSON type"},
   };
   for (const Case& c : cases) {
     write_text(dir + "/tokenizer.json", c.doc.dump());

@@ -150,7 +150,7 @@ int id_field(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return -1;
   const json* v = &j[key];
   if (v->is_array() && !v->empty()) v = &(*v)[0];
-  return v->is_number_integer() ? v->get<int>() : -1;
+  return v->is_number_integer() && v->get<int64_t>() >= 0 && v->get<int64_t>() < kMaxTokenId ? v->get<int>() : -1;
 }
 
 // The tokenizer of `dir` from its parsed tokenizer.json `tj`.
@@ -333,10 +333,20 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
   return out;
 }
 
+// from_parsed, with a JSON value of an unexpected type anywhere reported against the directory's tokenizer files.
+HfJsonTokenizer from_parsed_checked(const std::string& dir, const json& tj) {
+  try {
+    return from_parsed(dir, tj);
+  } catch (const json::exception& e) {
+    throw Error("'" + dir +
+                "/tokenizer.json' (or tokenizer_config.json): a field has an unexpected JSON type: " + e.what());
+  }
+}
+
 }  // namespace
 
 HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
-  return from_parsed(dir, read_json_file(dir + "/tokenizer.json"));
+  return from_parsed_checked(dir, read_json_file(dir + "/tokenizer.json"));
 }
 
 std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelConfig* cfg) {
@@ -355,7 +365,7 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
     use_json = byte_level || !is_file(spm_path);
   }
   if (use_json) {
-    HfJsonTokenizer h = from_parsed(dir, tj);
+    HfJsonTokenizer h = from_parsed_checked(dir, tj);
     tok = std::move(h.tok);
     path = json_path;
     cfg->add_bos = h.add_bos;
