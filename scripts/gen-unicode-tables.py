@@ -1,15 +1,28 @@
 #!/usr/bin/python3
 """Writes runtime/src/unicode_tables.h: code point ranges of the Unicode general categories L (letters) and
-N (numbers), from Python's unicodedata, for the GPT-2 byte-level BPE pre-tokenizer (tokenizer_bpe.cpp).
+N (numbers), and of the word characters of added tokens' single_word test, from Python's unicodedata, for the
+byte-level BPE tokenizer (tokenizer_bpe.cpp).
 Usage: /usr/bin/python3 scripts/gen-unicode-tables.py > runtime/src/unicode_tables.h"""
 import sys
 import unicodedata
 
 
+# Other_Alphabetic code points outside the categories M and Nl (PropList.txt): circled and squared Latin letters.
+OTHER_ALPHABETIC_SO = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189)]
+
+
+def is_word(cp):
+    """The \\w of Rust's regex crate (tokenizers' single_word test): Alphabetic, M, Nd, Pc, Join_Control."""
+    cat = unicodedata.category(chr(cp))
+    return (cat[0] in "LM" or cat in ("Nd", "Nl", "Pc") or cp in (0x200C, 0x200D)
+            or any(a <= cp <= b for a, b in OTHER_ALPHABETIC_SO))
+
+
 def ranges(prefix):
+    test = prefix if callable(prefix) else (lambda cp: unicodedata.category(chr(cp)).startswith(prefix))
     out, start, prev = [], None, None
     for cp in range(0x110000):
-        if unicodedata.category(chr(cp)).startswith(prefix):
+        if test(cp):
             if start is None:
                 start = cp
             elif cp != prev + 1:
@@ -40,3 +53,5 @@ print("#pragma once\n#include <cstdint>\n")
 emit("kUnicodeLetterRanges", ranges("L"))
 print()
 emit("kUnicodeNumberRanges", ranges("N"))
+print()
+emit("kUnicodeWordRanges", ranges(is_word))

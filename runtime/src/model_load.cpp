@@ -16,6 +16,7 @@
 #include "model_internal.h"
 #include "gguf_model.h"
 #include "safetensors.h"
+#include "tokenizer_internal.h"
 
 namespace focal {
 
@@ -32,7 +33,7 @@ const Tokenizer& Model::require_tokenizer() const {
                 "of text");
   if (!tok_)
     throw Error("model '" + path_ +
-                "' has no tokenizer.model — add a sentencepiece tokenizer.model to the "
+                "' has no tokenizer.json or tokenizer.model — add the model's tokenizer files to the "
                 "directory, or pass token ids instead of text");
   return *tok_;
 }
@@ -507,15 +508,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   }
   m->w_ = std::move(w);
 
-  const std::string tok_path = dir + "/tokenizer.model";
-  if (gguf) {
-    m->tok_ = std::move(gguf->tok);
-  } else if (file_exists(tok_path)) {
-    m->tok_ = Tokenizer::load(tok_path);
-    if (m->tok_->vocab_size() > c.vocab_size)
-      throw Error("'" + tok_path + "' has " + std::to_string(m->tok_->vocab_size()) +
-                  " pieces but config.json vocab_size is " + std::to_string(c.vocab_size));
-  }
+  m->tok_ = gguf ? std::move(gguf->tok) : load_hf_dir_tokenizer(dir, &c);  // tokenizer.json or tokenizer.model
   return m;
 }
 

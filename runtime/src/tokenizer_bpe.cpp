@@ -99,7 +99,8 @@ CharClass classify(uint32_t cp) {
 struct Cp {
   size_t off, len;
   CharClass cls;
-  char ascii;  // the byte for ASCII code points, 0 otherwise
+  char ascii;      // the byte for ASCII code points, 0 otherwise
+  bool is_long_s;  // U+017F
 };
 
 // GPT-2's pattern on cps[b, e): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
@@ -143,6 +144,80 @@ void split_gpt2(const std::vector<Cp>& c, size_t b, size_t e, std::vector<std::p
   }
 }
 
+// The regex of Llama 3 / cl100k (max_digits 3) or Qwen2 (max_digits 1) on cps[b, e), leftmost-first like
+// split_gpt2: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+
+void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digits,
+                  std::vector<std::pair<size_t, size_t>>* out) {
+  // ASCII case folding, plus U+017F (long s), which folds to 's' in the regex engine of tokenizers.
+  const auto lower = [&](size_t k) { return k >= e ? (char)0 : c[k].is_long_s ? 's' : (char)(c[k].ascii | 0x20); };
+  const auto newline = [&](size_t k) { return c[k].ascii == '\r' || c[k].ascii == '\n'; };
+  size_t i = b;
+  while (i < e) {
+    // Contractions, case-insensitive.
+    if (c[i].ascii == '\'') {
+      const char a = lower(i + 1), a2 = lower(i + 2);
+      size_t n = 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') n = 2;
+      if ((a == 'r' && a2 == 'e') || (a == 'v' && a2 == 'e') || (a == 'l' && a2 == 'l')) n = 3;
+      if (n) {
+        out->push_back({i, i + n});
+        i += n;
+        continue;
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    const bool lead = c[i].cls != kLetter && c[i].cls != kNumber && !newline(i);
+    if (c[i].cls == kLetter || (lead && i + 1 < e && c[i + 1].cls == kLetter)) {
+      size_t j = i + 1;
+      while (j < e && c[j].cls == kLetter) ++j;
+      out->push_back({i, j});
+      i = j;
+      continue;
+    }
+    // \p{N}{1,max_digits}
+    if (c[i].cls == kNumber) {
+      size_t j = i + 1;
+      while (j < e && j - i < max_digits && c[j].cls == kNumber) ++j;
+      out->push_back({i, j});
+      i = j;
+      continue;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    const size_t j0 = (c[i].ascii == ' ' && i + 1 < e && c[i + 1].cls == kOther) ? i + 1 : i;
+    if (c[j0].cls == kOther) {
+      size_t j = j0 + 1;
+      while (j < e && c[j].cls == kOther) ++j;
+      while (j < e && newline(j)) ++j;
+      out->push_back({i, j});
+      i = j;
+      continue;
+    }
+    // c[i] is whitespace. \s*[\r\n]+ : through the last newline of the run.
+    size_t k = i + 1;
+    while (k < e && c[k].cls == kSpace) ++k;
+    size_t nl_end = i;  // one past the run's last newline, i if none
+    for (size_t q = k; q > i && nl_end == i; --q)
+      if (newline(q - 1)) nl_end = q;
+    if (nl_end > i) {
+      out->push_back({i, nl_end});
+      i = nl_end;
+      continue;
+    }
+    // \s+(?!\S) leaves the last whitespace for the next word when one follows; else \s+.
+    if (k < e && k - i >= 2) --k;
+    out->push_back({i, k});
+    i = k;
+  }
+}
+
+// A word character as \\w of the regex engine behind tokenizers' single_word test (Alphabetic, marks, Nd, Pc,
+// Join_Control).
+bool word_char(uint32_t cp) {
+  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  return cp != 0xFFFFFFFFu && in_ranges(kUnicodeWordRanges, cp);
+}
+
 class BpeTokenizer final : public Tokenizer {
  public:
   BpeTokenizer(BpeVocab v, const std::string& where) : v_(std::move(v)) {
@@ -160,6 +235,10 @@ class BpeTokenizer final : public Tokenizer {
       const int t = v_.types.empty() ? kTokNormal : v_.types[i];
       if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[i].empty()) special_.push_back((int32_t)i);
     }
+    if (!v_.added_flags.empty() && v_.added_flags.size() != v_.tokens.size())
+      throw Error(where + ": " + std::to_string(v_.added_flags.size()) + " added-token flags for " +
+                  std::to_string(v_.tokens.size()) + " tokens");
+    for (int32_t id : special_) first_byte_[(uint8_t)v_.tokens[id][0]] = true;
     std::stable_sort(special_.begin(), special_.end(),
                      [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
     ranks_.reserve(v_.merges.size());
@@ -177,26 +256,42 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override {
     std::vector<int32_t> out;
     if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
+    // Added tokens, leftmost-longest like the Aho-Corasick matcher of tokenizers; a single_word token touching a
+    // word is skipped together with the text it matched.
     size_t seg = 0, i = 0;
     while (i < text.size()) {
       int32_t hit = -1;
-      for (int32_t id : special_) {
-        const std::string& s = v_.tokens[id];
-        if (text.compare(i, s.size(), s) == 0) {
-          hit = id;
-          break;
+      if (first_byte_[(uint8_t)text[i]])
+        for (int32_t id : special_) {
+          const std::string& s = v_.tokens[id];
+          if (text.compare(i, s.size(), s) == 0) {
+            hit = id;
+            break;
+          }
         }
-      }
       if (hit < 0) {
         ++i;
         continue;
       }
-      encode_plain(text.substr(seg, i - seg), &out);
+      const uint8_t fl = v_.added_flags.empty() ? 0 : v_.added_flags[hit];
+      const size_t match_end = i + v_.tokens[hit].size();
+      size_t start = i, stop = match_end;
+      if ((fl & kAddedSingleWord) && (touches_word_before(text, start) || touches_word_after(text, stop))) {
+        i = stop;
+        continue;
+      }
+      bool more = (fl & kAddedLstrip) != 0;
+      while (more && start > seg) more = is_space_before(text, start, &start);
+      more = (fl & kAddedRstrip) != 0;
+      while (more && stop < text.size()) more = is_space_at(text, stop, &stop);
+      if (start > seg) encode_plain(text.substr(seg, start - seg), &out);
       out.push_back(hit);
-      i += v_.tokens[hit].size();
-      seg = i;
+      // The search goes on from the match's own end (an added token may start in the whitespace rstrip took), the
+      // plain text from after the stripped whitespace, as in tokenizers.
+      i = match_end;
+      seg = std::max(seg, stop);
     }
-    encode_plain(text.substr(seg), &out);
+    if (seg < text.size()) encode_plain(text.substr(seg), &out);
     return out;
   }
 
@@ -260,18 +355,51 @@ class BpeTokenizer final : public Tokenizer {
     return out;
   }
 
-  void encode_plain(const std::string& s, std::vector<int32_t>* out) const {
-    if (s.empty()) return;
+  // Whether the code point ending at / starting at byte `at` is a word character.
+  static bool touches_word_before(const std::string& t, size_t at) {
+    if (at == 0) return false;
+    size_t b = at - 1, len = 0;
+    while (b > 0 && ((uint8_t)t[b] >> 6) == 2 && at - b < 4) --b;
+    const uint32_t cp = next_cp(t, b, &len);
+    return b + len == at && word_char(cp);
+  }
+  static bool touches_word_after(const std::string& t, size_t at) {
+    if (at >= t.size()) return false;
+    size_t len = 0;
+    return word_char(next_cp(t, at, &len));
+  }
+  // If the code point ending at byte `at` (starting at `at`) is whitespace, moves *to past it and returns true.
+  static bool is_space_before(const std::string& t, size_t at, size_t* to) {
+    size_t b = at - 1, len = 0;
+    while (b > 0 && ((uint8_t)t[b] >> 6) == 2 && at - b < 4) --b;
+    const uint32_t cp = next_cp(t, b, &len);
+    if (b + len != at || classify(cp) != kSpace) return false;
+    *to = b;
+    return true;
+  }
+  static bool is_space_at(const std::string& t, size_t at, size_t* to) {
+    size_t len = 0;
+    if (classify(next_cp(t, at, &len)) != kSpace) return false;
+    *to = at + len;
+    return true;
+  }
+
+  void encode_plain(const std::string& text, std::vector<int32_t>* out) const {
+    if (text.empty()) return;
+    std::string s = v_.nfc ? nfc(text) : text;
+    if (v_.add_prefix_space && s[0] != ' ') s.insert(0, 1, ' ');
     std::vector<Cp> cps;
     for (size_t i = 0; i < s.size();) {
       size_t len;
       const uint32_t cp = next_cp(s, i, &len);
-      cps.push_back({i, len, classify(cp), cp < 0x80 ? (char)cp : (char)0});
+      cps.push_back({i, len, classify(cp), cp < 0x80 ? (char)cp : (char)0, cp == 0x17F});
       i += len;
     }
     std::vector<std::pair<size_t, size_t>> words;
     if (v_.pre == BpePre::kGpt2) {
       split_gpt2(cps, 0, cps.size(), &words);
+    } else if (v_.pre == BpePre::kLlama3 || v_.pre == BpePre::kQwen2) {
+      split_cl100k(cps, 0, cps.size(), v_.pre == BpePre::kLlama3 ? 3 : 1, &words);
     } else {  // every number character alone, GPT-2's pattern between them
       size_t run = 0;
       for (size_t i = 0; i <= cps.size(); ++i) {
@@ -295,6 +423,15 @@ class BpeTokenizer final : public Tokenizer {
     std::vector<std::string> sym;
     sym.reserve(o1 - o0);
     for (size_t i = o0; i < o1; ++i) sym.push_back(bm.to_utf8[(uint8_t)s[i]]);
+    if (v_.ignore_merges && sym.size() > 1) {
+      std::string whole;
+      for (const std::string& p : sym) whole += p;
+      auto it = ids_.find(whole);
+      if (it != ids_.end()) {
+        out->push_back(it->second);
+        return;
+      }
+    }
     std::string key;
     while (sym.size() > 1) {
       int best = INT_MAX;
@@ -334,6 +471,7 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int32_t> ids_;
   std::unordered_map<std::string, int> ranks_;
   std::vector<int32_t> special_;  // control / user-defined ids, longest text first
+  bool first_byte_[256] = {};     // whether some special_ token starts with this byte
 };
 
 }  // namespace

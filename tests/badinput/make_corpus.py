@@ -157,6 +157,27 @@ def model_cases(src_model, out):
     gpt2_case("st-gpt2-missing-position-embeddings", "transformer.wpe.weight",
               lambda sh: sh.pop("transformer.wpe.weight"))
 
+    # tokenizer.json (byte-level BPE, preferred over the directory's tokenizer.model): malformed model and
+    # pre-tokenizer fields.
+    def tok_case(name, field, doc):
+        d = new_dir(name)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(base_cfg, f)
+        os.symlink(os.path.abspath(os.path.join(src_model, "model.safetensors")), os.path.join(d, "model.safetensors"))
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            f.write(doc if isinstance(doc, str) else json.dumps(doc))
+        cases.append({"name": name, "kind": "model", "path": d, "file": "tokenizer.json", "field": field})
+
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
+    tok_case("tokjson-no-vocab", "model.vocab", {"model": {"type": "BPE", "merges": []}, "pre_tokenizer": byte_level})
+    tok_case("tokjson-merge-unknown-piece", "model.merges[0]",
+             {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a zz"]}, "pre_tokenizer": byte_level})
+    tok_case("tokjson-unknown-regex", "pre_tokenizer.pretokenizers[0].pattern.Regex",
+             {"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+              "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                  {"type": "Split", "pattern": {"Regex": "\\w+|\\s+"}, "behavior": "Isolated", "invert": False},
+                  {"type": "ByteLevel", "use_regex": False}]}})
+    tok_case("tokjson-truncated", "tokenizer.json", '{"model": {"type": "BPE", "vocab": {"a": 0')
     # Malformed files.
     for name, text in [("cfg-not-object", "[1, 2]"), ("cfg-empty", ""), ("cfg-truncated", '{"hidden_size": 6'),
                        ("cfg-binary", "\x00\x01\x02GGUF"), ("cfg-nan-literal", '{"rope_theta": NaN}'),

@@ -80,7 +80,7 @@ struct LoadOptions {
 class Model {
  public:
   // Loads a Hugging Face model directory (config.json, model.safetensors or model.safetensors.index.json shards,
-  // optional tokenizer.model). Throws Error naming the file and field at fault. `device` picks the backend the
+  // optional tokenizer.json or tokenizer.model). Throws Error naming the file and field at fault. `device` picks the backend the
   // weights are uploaded to (focal/device.h; kCuda without a usable device throws). Training needs kCpu.
   // A config.json (or GGUF metadata) that does not fit the weights — more layers than the files hold, a size no
   // tensor has — is refused before anything is allocated. What loading assumed is in config().warnings.
@@ -90,7 +90,7 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   const std::string& path() const { return path_; }
-  // Null when the directory has no tokenizer.model; require_tokenizer() throws a clear Error instead.
+  // Null when the directory has no tokenizer; require_tokenizer() throws a clear Error instead.
   const Tokenizer* tokenizer() const { return tok_.get(); }
   const Tokenizer& require_tokenizer() const;
   uint64_t weights_checksum() const { return checksum_; }  // FNV-1a 64 over the safetensors files' bytes

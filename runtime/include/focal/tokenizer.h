@@ -1,5 +1,5 @@
 // Tokenizer interface: sentencepiece (a tokenizer.model, or a llama vocabulary from GGUF) and GPT-2 byte-level BPE
-// (from GGUF). The implementations are private; no sentencepiece header leaks.
+// (from GGUF or an HF tokenizer.json). The implementations are private; no sentencepiece header leaks.
 #pragma once
 
 #include <cstdint>

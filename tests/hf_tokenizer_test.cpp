@@ -1,0 +1,202 @@
+// Byte-level BPE tokenizer.json of HF model directories (GPT-2, Llama 3, Qwen2, OLMo 2, SmolLM2 shapes): our encode
+// must equal the `tokenizers` library's on every test string (exact ids), encode with the directory's BOS rule must
+// equal transformers 4.47.1's AutoTokenizer, and decode must equal tokenizers' decode. Fixtures come from
+// tests/hf/make_tokenizer_fixtures.py, run by ctest before this test; FOCAL_HF_TOKENIZER_FIXTURES names their
+// directory. Malformed tokenizer.json files are refused with an error naming the file and field.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "focal/config.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "test_util.h"
+#include "tokenizer_internal.h"
+
+namespace focal {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fixtures_dir() {
+  const char* d = std::getenv("FOCAL_HF_TOKENIZER_FIXTURES");
+  return d ? d : "";
+}
+
+json read_json(const std::string& p) {
+  std::ifstream f(p);
+  EXPECT_TRUE(f.good()) << p;
+  return f ? json::parse(f) : json();
+}
+
+void write_text(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+class HfTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTokenizer, EncodeDecodeMatchTokenizers) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const std::string dir = fixtures_dir() + "/" + GetParam();
+  const json exp = read_json(dir + "/expected.json");
+  const HfJsonTokenizer h = load_hf_json_tokenizer(dir);
+  ASSERT_NE(h.tok, nullptr);
+  EXPECT_EQ(h.tok->vocab_size(), exp["vocab_size"].get<int>());
+  EXPECT_EQ(h.add_bos, exp["add_bos"].get<bool>());
+  EXPECT_EQ(h.tok->eos_id(), exp["eos_id"].get<int>());
+  EXPECT_EQ(h.tok->bos_id(), exp["bos_id"].get<int>());
+  if (h.add_bos) { EXPECT_EQ(h.tok->bos_id(), exp["cases"][0]["hf_ids"][0].get<int>()); }
+  int n = 0;
+  for (const json& c : exp["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(h.tok->encode(text, false), c["ids"].get<std::vector<int32_t>>()) << GetParam() << " text: " << text;
+    EXPECT_EQ(h.tok->encode(text, h.add_bos), c["hf_ids"].get<std::vector<int32_t>>())
+        << GetParam() << " (with special tokens) text: " << text;
+    EXPECT_EQ(h.tok->decode(c["ids"].get<std::vector<int32_t>>()), c["decoded"].get<std::string>())
+        << GetParam() << " text: " << text;
+    ++n;
+  }
+  EXPECT_GE(n, 30);
+}
+
+// NFC (Qwen2's normalizer) equals tokenizers' NFC on every code point with a canonical decomposition (Python's
+// unicodedata, whose Unicode 14 tables we use, where the two libraries' Unicode versions differ: at most a few).
+TEST(HfTokenizerNfc, MatchesTokenizersNormalizer) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const json exp = read_json(fixtures_dir() + "/nfc.json");
+  int bad = 0, n = 0, differ = 0;
+  for (const json& c : exp["cases"]) {
+    differ += c["versions_differ"].get<bool>();
+    const std::string got = nfc(c["text"].get<std::string>()), want = c["nfc"];
+    if (got != want && bad++ < 10) ADD_FAILURE() << "NFC of '" << c["text"].get<std::string>() << "'";
+    ++n;
+  }
+  EXPECT_EQ(bad, 0) << "of " << n;
+  EXPECT_GT(n, 2000);
+  EXPECT_LE(differ, 4);
+  EXPECT_EQ(nfc("plain ascii"), "plain ascii");
+  EXPECT_EQ(nfc("bad \xff utf-8 e\xcc\x81"), "bad \xff utf-8 e\xcc\x81");  // invalid UTF-8: unchanged
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HfTokenizer,
+                         ::testing::Values("gpt2", "llama3", "llama3_cls", "qwen2", "olmo2", "smollm", "roberta"));
+
+// The HF directory loader picks tokenizer.json and takes the BOS rule from it.
+TEST(HfTokenizerModel, LoadedWithTheModel) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const std::string dir = fixtures_dir() + "/llama3_model";
+  const json exp = read_json(dir + "/expected.json");
+  const auto m = Model::load(dir);
+  ASSERT_NE(m->tokenizer(), nullptr);
+  EXPECT_TRUE(m->config().add_bos);
+  for (const json& c : exp["cases"])
+    EXPECT_EQ(m->tokenizer()->encode(c["text"], m->config().add_bos), c["hf_ids"].get<std::vector<int32_t>>())
+        << c["text"];
+}
+
+// A directory with a sentencepiece tokenizer.model keeps it when its tokenizer.json is not byte-level BPE.
+TEST(HfTokenizerModel, SentencepieceDirectoryKeepsTokenizerModel) {
+  const std::string src = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard/tokenizer.model";
+  const std::string dir = test::make_temp_dir("hftok_spm");
+  ASSERT_FALSE(dir.empty());
+  std::ifstream in(src, std::ios::binary);
+  std::ofstream(dir + "/tokenizer.model", std::ios::binary) << in.rdbuf();
+  write_text(dir + "/tokenizer.json",
+             R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Metaspace"}})");
+  ModelConfig cfg;
+  cfg.vocab_size = 1 << 20;
+  const auto tok = load_hf_dir_tokenizer(dir, &cfg);
+  ASSERT_NE(tok, nullptr);
+  const auto ref = Tokenizer::load(src);
+  EXPECT_EQ(tok->vocab_size(), ref->vocab_size());
+  EXPECT_EQ(tok->encode("Hello world", true), ref->encode("Hello world", true));
+}
+
+// Malformed tokenizer.json: one error naming tokenizer.json and the field.
+TEST(HfTokenizerBadInput, RefusedNamingFileAndField) {
+  const std::string dir = test::make_temp_dir("hftok_bad");
+  ASSERT_FALSE(dir.empty());
+  const json good = {
+      {"model",
+       {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"<s>", 3}}}, {"merges", json::array({"a b"})}}},
+      {"added_tokens", json::array({{{"id", 3}, {"content", "<s>"}, {"special", true}}})},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}};
+  write_text(dir + "/tokenizer.json", good.dump());
+  EXPECT_EQ(load_hf_json_tokenizer(dir).tok->encode("abab<s>", false), (std::vector<int32_t>{2, 2, 3}));
+
+  struct Case {
+    const char* what;
+    json doc;
+    const char* field;
+  };
+  auto edit = [&](auto f) {
+    json j = good;
+    f(j);
+    return j;
+  };
+  const Case cases[] = {
+      {"no vocab", edit([](json& j) { j["model"].erase("vocab"); }), "model.vocab"},
+      {"merge of unknown piece", edit([](json& j) { j["model"]["merges"].push_back("a zz"); }), "model.merges[1]"},
+      {"merge result unknown", edit([](json& j) {
+         j["model"]["merges"].push_back(json::array({"b", "a"}));
+       }),
+       "model.merges[1]"},
+      {"merge not a pair", edit([](json& j) { j["model"]["merges"] = json::array({"a b c"}); }), "model.merges[0]"},
+      {"unknown regex", edit([](json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", json::array({{{"type", "Split"},
+                                                               {"pattern", {{"Regex", "\\w+|\\s+"}}},
+                                                               {"behavior", "Isolated"},
+                                                               {"invert", false}},
+                                                              {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+       }),
+       "pre_tokenizer.pretokenizers[0].pattern.Regex"},
+      {"not byte-level", edit([](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       }),
+       "pre_tokenizer"},
+      {"unigram", edit([](json& j) { j["model"]["type"] = "Unigram"; }), "model.type"},
+      {"duplicate id", edit([](json& j) { j["model"]["vocab"]["c"] = 1; }), "model.vocab"},
+      {"huge id", edit([](json& j) { j["model"]["vocab"]["c"] = 1LL << 40; }), "model.vocab"},
+      {"added id clash", edit([](json& j) {
+         j["added_tokens"].push_back({{"id", 0}, {"content", "<x>"}, {"special", true}});
+       }),
+       "added_tokens[1]"},
+      {"normalizer", edit([](json& j) {
+         j["normalizer"] = {{"type", "Lowercase"}};
+       }),
+       "normalizer"},
+      {"template token not an object", edit([](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", json::array({{{"SpecialToken", 5}}})}};
+       }),
+       "unexpected JSON type"},
+  };
+  for (const Case& c : cases) {
+    write_text(dir + "/tokenizer.json", c.doc.dump());
+    try {
+      (void)load_hf_json_tokenizer(dir);
+      ADD_FAILURE() << c.what << ": accepted";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("tokenizer.json"), std::string::npos) << c.what << ": " << msg;
+      EXPECT_NE(msg.find(c.field), std::string::npos) << c.what << ": " << msg;
+    }
+  }
+  write_text(dir + "/tokenizer.json", "{\"model\": ");
+  EXPECT_THROW((void)load_hf_json_tokenizer(dir), Error);
+  write_text(dir + "/tokenizer.json", good.dump());
+  write_text(dir + "/tokenizer_config.json", R"({"bos_token": "<nope>"})");
+  try {
+    (void)load_hf_json_tokenizer(dir);
+    ADD_FAILURE() << "unknown bos_token accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bos_token"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace focal
