@@ -156,18 +156,24 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
 
 TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   const std::string dir = focal::test::make_temp_dir("app_screens2");
-  int rc = run_app(dir, "wait\nopen /nonexistent/model\nwait\nscreenshot " + dir +
-                            "/bad.png\n"
-                            "export " +
-                            dir +
-                            "/cap.h5\n"
-                            "resize 240 180\nwait\nscreenshot " +
-                            dir + "/tiny.png\nquit\n");
+  // A load that fails stops the script at its line with exit 1 (the next command never runs).
+  int rc = run_app(dir, "wait\nopen /nonexistent/model\nscreenshot " + dir + "/bad.png\nquit\n");
+  EXPECT_EQ(rc, 1);
+  std::stringstream bad_log;
+  bad_log << std::ifstream(dir + "/log.txt").rdbuf();
+  EXPECT_NE(bad_log.str().find("script.txt:2: open /nonexistent/model: "), std::string::npos) << bad_log.str();
+  EXPECT_NE(bad_log.str().find("/nonexistent/model"), std::string::npos) << bad_log.str();
+  EXPECT_FALSE(std::ifstream(dir + "/bad.png").good());
+  // `open X` directly followed by `open-b Y`: both are applied, in order (the second load used to replace the first).
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  rc = run_app(dir, "open " + model + "\nopen-b " + model_b + "\nwait\nscreenshot " + dir + "/ab.png\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
-  const auto jb = read_json(dir + "/bad.png.json");
-  EXPECT_TRUE(jb["message_is_error"]);
-  EXPECT_NE(std::string(jb["message"]).find("/nonexistent/model"), std::string::npos) << jb["message"];
-  EXPECT_GT((int)jb["n_tokens"], 10);  // the previous session stays loaded
+  const auto jab = read_json(dir + "/ab.png.json");
+  EXPECT_NE(std::string(jab["model_path"]).find("focal-t0.4"), std::string::npos) << jab;
+  EXPECT_NE(std::string(jab["model_b_path"]).find("standard"), std::string::npos) << jab;
+  rc = run_app(dir, "wait\nexport " + dir + "/cap.h5\nresize 240 180\nwait\nscreenshot " + dir + "/tiny.png\nquit\n");
+  ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image tiny = read_png(dir + "/tiny.png");
   EXPECT_EQ(tiny.w, 240);
   EXPECT_EQ(tiny.h, 180);
@@ -176,9 +182,14 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   rc = run_app(dir,
                "wait\nscreenshot " + dir + "/cap1.png\ntemp 0.1\nwait\nscreenshot " + dir +
                    "/cap2.png\n"
-                   "prompt other words\nquit\n",
+                   "quit\n",
                dir + "/cap.h5");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
+  // A command the state refuses (a capture without its model has fixed tokens) fails the script at its line.
+  EXPECT_EQ(run_app(dir, "wait\nprompt other words\nquit\n", dir + "/cap.h5"), 1);
+  std::stringstream refused;
+  refused << std::ifstream(dir + "/log.txt").rdbuf();
+  EXPECT_NE(refused.str().find("script.txt:2: "), std::string::npos) << refused.str();
   const auto j1 = read_json(dir + "/cap1.png.json");
   EXPECT_TRUE(j1["capture_only"]);
   const Image c1 = read_png(dir + "/cap1.png"), c2 = read_png(dir + "/cap2.png");

@@ -68,6 +68,7 @@ const focal::ModelConfig* AppState::config() const { return has_cfg_ ? &cfg_ : n
 void AppState::notify(const std::string& msg, bool error) {
   message = msg;
   message_is_error = error;
+  if (error) ++error_count;
 }
 
 void AppState::add_recent(const std::string& path) {

@@ -149,6 +149,7 @@ class AppState {
   ViewOptions view;
   std::string message;  // last error or notice, shown in the window
   bool message_is_error = false;
+  uint64_t error_count = 0;  // bumps on every error notice (scripts check it after a command's jobs finish)
   bool pending_truncation = false;
   std::vector<int32_t> untruncated;
   int max_store_tokens = 1024;  // above this, runs keep raw scores only (probabilities are derived)

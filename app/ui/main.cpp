@@ -214,6 +214,8 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["message_is_error"] = ui.st.message_is_error;
   js["spec_a"] = ui.st.slots[0].spec.label();
   js["capture_only"] = ui.st.capture_only();
+  js["model_path"] = ui.st.loaded.path;
+  js["model_b_path"] = ui.st.model_b_path;
   const std::string tmp = path + ".json.tmp";
   {
     std::ofstream f(tmp);

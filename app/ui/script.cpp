@@ -38,9 +38,28 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
     --wait_frames_;
     return true;
   }
+  if (awaiting_) {  // the previous command's jobs (a load replaces a queued load: never start the next one early)
+    const std::string where = path_ + ":" + std::to_string(awaiting_->line);
+    if (wait_started_ < 0) wait_started_ = glfwGetTime();
+    if (st.busy()) {
+      if (glfwGetTime() - wait_started_ > 120.0) {
+        error_ = where + ": '" + awaiting_->name + "' still busy after 120 s";
+        return false;
+      }
+      return true;
+    }
+    wait_started_ = -1.0;
+    const ScriptCommand* c = awaiting_;
+    awaiting_ = nullptr;
+    if (st.error_count != errors_before_) {
+      error_ = where + ": " + c->name + " " + c->rest + ": " + st.message;
+      return false;
+    }
+  }
   while (pc_ < cmds_.size()) {
     const ScriptCommand& c = cmds_[pc_];
     const std::string where = path_ + ":" + std::to_string(c.line);
+    const uint64_t errors_before = st.error_count;  // a command that reports an error fails the script
     try {
       if (c.name == "wait") {
         if (wait_started_ < 0) wait_started_ = glfwGetTime();
@@ -146,6 +165,15 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "quit") {
         pc_ = cmds_.size();
         return false;
+      }
+      // A prompt over the context is an offer to truncate (the next command may be `truncate`), not a failure.
+      const bool offer = c.name == "prompt" && st.pending_truncation;
+      if (st.error_count != errors_before && !offer) throw focal::Error(st.message);  // refused at once
+      if (c.name == "open" || c.name == "open-b" || c.name == "prompt" || c.name == "truncate") {
+        awaiting_ = &c;
+        errors_before_ = st.error_count;
+        ++pc_;
+        return true;
       }
     } catch (const std::exception& e) {
       error_ = std::string(e.what()).find(path_) == 0 ? e.what() : where + ": " + e.what();
