@@ -101,6 +101,26 @@ TEST_F(AppStateTest, OpensWithTheModelsOwnSettingAgainstStandard) {
   for (int k = 0; k <= q; ++k) EXPECT_EQ(r.p[0][(size_t)q * T + k], run.probs[off + k]);
 }
 
+// "hide sink" renormalises the other keys, but the sink mass the header shows stays the first key's mass in the
+// whole row (it used to read the renormalised row's key 0, i.e. "sink 0.00"). Oracle: the run's stored
+// probabilities, tolerance 1e-5 (fp32 softmax of the stored scores against the forward's own).
+TEST_F(AppStateTest, HiddenSinkKeepsTheTrueSinkMassInTheRowMetrics) {
+  st.view.hide_sink = true;
+  st.state_version++;
+  const HeadRows& r = st.head_rows();
+  const auto& run = *st.slots[0].run;
+  const int T = st.n_tokens();
+  for (int q : {1, T / 2, T - 1}) {
+    const size_t off = (((size_t)0 * run.heads.size() + st.sel_head) * run.queries.size() + q) * T;
+    EXPECT_EQ(r.p[0][(size_t)q * T], 0.0f);  // hidden in the view
+    EXPECT_NEAR(r.metrics[0][(size_t)q * focal::kNumRowMetrics + focal::kSinkMass], run.probs[off], 1e-5) << q;
+    EXPECT_GT(run.probs[off], 0.01f);  // a real sink mass, so that 0 would have failed
+    double rest = 0.0;
+    for (int k = 1; k <= q; ++k) rest += r.p[0][(size_t)q * T + k];
+    EXPECT_NEAR(rest, 1.0, 1e-5);
+  }
+}
+
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {
   st.live_propagate = false;
   st.select(2, 3, -1);

@@ -46,7 +46,8 @@ struct HeadRows {
   int layer = -1, head = -1, T = 0;
   std::vector<float> p[2];           // [T, T] probabilities of A and B (B empty without comparison)
   std::vector<float> raw;            // [T, T] raw scores q.k/sqrt(d_head) of A
-  std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation)
+  std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation),
+                                     // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
   bool exact[2] = {false, false};    // true: the side's spec equals its run's for this layer
   uint64_t version = 0;

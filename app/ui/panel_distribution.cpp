@@ -23,8 +23,10 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       if (rows.p[s].empty()) continue;
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];
       ImGui::SameLine();
-      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f", side_name(s), m[focal::kEntropyNats],
-                         m[focal::kMaxProb], m[focal::kSinkMass]);
+      // With the sink hidden, H and max are of the renormalised keys 1..q; the sink mass is the whole row's.
+      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f%s", side_name(s),
+                         m[focal::kEntropyNats], m[focal::kMaxProb], m[focal::kSinkMass],
+                         st.view.hide_sink ? " (hidden)" : "");
     }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float axis_w = 38.0f, axis_h = 18.0f;
