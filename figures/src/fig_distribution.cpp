@@ -68,9 +68,12 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
     if (first_centre - xa.left_overhang >= kMargin) break;
     left += kMargin - (first_centre - xa.left_overhang);
   }
+  std::vector<std::string> run_names;
+  for (const RunRef& r : runs) run_names.push_back(r.run->name);
+  const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
   std::vector<LegendItem> legend;
   if (overlay)
-    for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i)});
+    for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, colors[i]});
   const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 3.0);
   const double bottom = xa.depth + 3.0 + title_height() + kMargin;
   const double gap = 5.0;
@@ -106,13 +109,13 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
         const double v = rows[run][j];
         if (!(v > 0)) continue;
         const double x0 = xs[j] - group / 2 + k * bar;
-        c.fill_rect(x0, y(v), std::max(bar, 0.3), plot.bottom() - y(v), category_color(run));
+        c.fill_rect(x0, y(v), std::max(bar, 0.3), plot.bottom() - y(v), colors[run]);
       }
     }
     draw_left_axis(c, plot, yt, y);
     c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);
     if (!overlay && runs.size() > 1)
-      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, category_color(p));
+      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, colors[p]);
     if (p + 1 < n_panels)
       for (int j = 0; j < n_keys; j += xa.step) c.line(xs[j], plot.bottom(), xs[j], plot.bottom() + 1.2, 0.4, kInk);
   }

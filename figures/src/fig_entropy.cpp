@@ -31,8 +31,11 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
   const double plot_w = W - left - right;
+  std::vector<std::string> run_names;
+  for (const RunRef& r : runs) run_names.push_back(r.run->name);
+  const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
   std::vector<LegendItem> legend;
-  for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i), opt.lines});
+  for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, colors[i], opt.lines});
   const double top = title_space(opt) + legend_height(c, legend, plot_w) + 4.0;
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 105.0 + bottom);
@@ -55,9 +58,9 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
     for (int k = 0; k < n; ++k) {
       std::vector<double> ys(L);
       for (int l = 0; l < L; ++l) ys[l] = std::isnan(vals[k][l]) ? NAN : y(vals[k][l]);
-      c.polyline(xs, ys, 1.2, category_color(k));
+      c.polyline(xs, ys, 1.2, colors[k]);
       for (int l = 0; l < L; ++l)
-        if (!std::isnan(ys[l])) c.marker(xs[l], ys[l], L > 40 ? 1.0 : 1.8, category_color(k));
+        if (!std::isnan(ys[l])) c.marker(xs[l], ys[l], L > 40 ? 1.0 : 1.8, colors[k]);
     }
   } else {
     const double group = std::min(0.8 * slot, slot - 0.3), bar = group / n;
@@ -68,7 +71,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
         if (std::isnan(v)) continue;
         const double x0 = xs[l] - group / 2 + k * bar, yv = y(v);
         c.fill_rect(x0, std::min(yv, base), std::max(bar - (n > 1 && bar > 2 ? 0.4 : 0.0), 0.3), std::fabs(base - yv),
-                    category_color(k));
+                    colors[k]);
       }
   }
   draw_left_axis(c, plot, yt, y);
@@ -133,26 +136,25 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
     *out = std::isnan(x) ? kMissing : cs(x);
     return true;
   });
-  // Values in the cells when they fit at the tick size.
-  double amax_shown = std::max(std::fabs(lo), std::fabs(hi));
-  int decimals = amax_shown > 0 ? std::clamp(2 - (int)std::floor(std::log10(amax_shown)), 0, 3) : 2;
-  auto cell_text = [&](double x) { return format_number(x, std::pow(10.0, -decimals)); };
-  double widest = 0;
-  for (double x : v)
-    if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
-  while (decimals > 0 && widest > cell - 3.0) {
-    --decimals;
-    widest = 0;
+  // Values in the cells when they fit at the tick size: 3 significant digits, else 2, else 1 (never rounded to
+  // a bare integer, so a small difference never reads "−0").
+  int digits = 3;
+  auto widest_at = [&](int d) {
+    double w = 0;
     for (double x : v)
-      if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
-  }
+      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
+    return w;
+  };
+  double widest = widest_at(digits);
+  while (digits > 1 && widest > cell - 3.0) widest = widest_at(--digits);
   if (widest <= cell - 3.0 && cell >= 1.6 * kTickSize)
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < Hn; ++h) {
         const double x = v[(size_t)l * Hn + h];
         if (std::isnan(x)) continue;
         const Rgb ink = luminance(cs(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
-        c.text(cell_text(x), plot.x + (h + 0.5) * cell, plot.y + (l + 0.5) * cell, kTickSize, 0.5, 0.5, 0, false, ink);
+        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell, plot.y + (l + 0.5) * cell, kTickSize, 0.5, 0.5, 0,
+               false, ink);
       }
   const int xstep = category_step(cell, c.text_width(col_labels.back(), kTickSize) + 3.0);
   const int ystep = category_step(cell, 1.1 * kTickSize);

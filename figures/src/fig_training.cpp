@@ -339,11 +339,14 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
     size_t longest = 0;
     for (const Log& l : logs) longest = std::max(longest, l.log->step_loss.size());
     const int window = std::max(3, (int)std::lround(0.02 * longest) | 1);
+    std::vector<std::string> labels;
+    for (const Log& l : logs) labels.push_back(l.label);
+    const std::vector<Rgb> colors = series_colors(labels);  // by attention kind, as in the capture figures
     for (size_t k = 0; k < logs.size(); ++k) {
       const TrainLog& log = *logs[k].log;
       Line line;
       line.per_step = per_step[k];
-      line.color = series_color(k, logs.size());
+      line.color = colors[k];
       line.shape = series_shape((int)k);
       if (steps) {
         if (log.step_loss.empty())
@@ -368,7 +371,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
         }
       }
       p.lines.push_back(std::move(line));
-      legend.push_back({logs[k].label, series_color(k, logs.size()), series_shape((int)k), !steps});
+      legend.push_back({logs[k].label, colors[k], series_shape((int)k), !steps});
     }
     panels.push_back(std::move(p));
     auto_title = metric == "val_loss"     ? "Validation loss"

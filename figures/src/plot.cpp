@@ -40,7 +40,9 @@ std::string format_number(double v, double step) {
   if (std::fabs(v) < step * 1e-6) v = 0.0;
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  return with_minus(b);
+  std::string s = b;
+  if (s[0] == '-' && s.find_first_not_of("0.", 1) == std::string::npos) s = s.substr(1);  // "-0.0" rounds to 0
+  return with_minus(s);
 }
 
 std::string format_sig(double v, int digits) {
