@@ -11,15 +11,38 @@
 namespace focal::figures {
 namespace {
 
+// --layers / --heads: the listed indices (each checked against n), or 0..n-1.
+std::vector<int> pick(const std::vector<int>& want, int n, const std::string& what) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(i);
+  if (want.empty()) return v;
+  for (int i : want)
+    if (i < 0 || i >= n)
+      throw Error(what + "s", what + "s: the model has no " + what + " " + std::to_string(i) + " (" + what + "s: 0-" +
+                                  std::to_string(n - 1) + ")");
+  return want;
+}
+
 std::string render_layer_means(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
-  const int L = runs[0].file->n_layers;
+  const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
+  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const int L = (int)layers.size();
   std::vector<std::vector<double>> vals;
   double lo = 0, hi = 0;
   for (const RunRef& r : runs) {
-    if (r.file->n_layers != L)
+    if (r.file->n_layers != L_all || r.file->n_heads != H_all)
       throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label +
-                              "' come from models with different layer counts");
-    vals.push_back(layer_means(r, metric));
+                              "' come from models with different layer or head counts");
+    const std::vector<double> hm = head_means(r, metric);
+    std::vector<double> means;  // over the selected heads of each selected layer, NaN heads skipped
+    for (int l : layers) {
+      double acc = 0;
+      int n = 0;
+      for (int h : heads)
+        if (!std::isnan(hm[(size_t)l * H_all + h])) acc += hm[(size_t)l * H_all + h], ++n;
+      means.push_back(n ? acc / n : NAN);
+    }
+    vals.push_back(std::move(means));
     require_values(vals.back(), metric, "run '" + r.label + "'");
     for (double v : vals.back())
       if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -50,7 +73,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
   draw_hgrid(c, plot, yt, y);
   const double slot = plot.w / L;
-  const int step = category_step(slot, c.text_width(std::to_string(L - 1), kTickSize) + 4.0);
+  const int step = category_step(slot, c.text_width(std::to_string(layers.back()), kTickSize) + 4.0);
   std::vector<double> xs(L);
   for (int l = 0; l < L; ++l) xs[l] = plot.x + (l + 0.5) * slot;
   const int n = (int)runs.size();
@@ -79,7 +102,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   for (int l = 0; l < L; ++l) {
     const bool label = l % step == 0;
     c.line(xs[l], plot.bottom(), xs[l], plot.bottom() + (label ? kTickLen : kTickLen / 2), kAxisWidth, kInk);
-    if (label) c.text(std::to_string(l), xs[l], plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+    if (label)
+      c.text(std::to_string(layers[l]), xs[l], plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
   }
   draw_y_title(c, kMargin, plot, metric_title(metric, topk));
   draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Layer");
@@ -87,18 +111,26 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
 }
 
 std::string render_matrix(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
-  const int L = runs[0].file->n_layers, Hn = runs[0].file->n_heads;
-  std::vector<double> v = head_means(runs[0], metric);
+  const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
+  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const int L = (int)layers.size(), Hn = (int)heads.size();
+  auto select = [&](const std::vector<double>& all) {  // [L_all, H_all] -> [L, Hn]
+    std::vector<double> out;
+    for (int l : layers)
+      for (int h : heads) out.push_back(all[(size_t)l * H_all + h]);
+    return out;
+  };
+  std::vector<double> v = select(head_means(runs[0], metric));
   require_values(v, metric, "run '" + runs[0].label + "'");
   const bool diff = runs.size() == 2;
   const int topk = runs[0].run->topk_mass_k;
   std::string what = metric_title(metric, topk);
   if (diff) {
     const RunRef& b = runs[1];
-    if (b.file->n_layers != L || b.file->n_heads != Hn)
+    if (b.file->n_layers != L_all || b.file->n_heads != H_all)
       throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + b.label +
                               "' come from models of different shapes; their matrices cannot be subtracted");
-    const std::vector<double> vb = head_means(b, metric);
+    const std::vector<double> vb = select(head_means(b, metric));
     require_values(vb, metric, "run '" + b.label + "'");
     for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
   }
@@ -111,21 +143,26 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   std::vector<std::string> row_labels, col_labels;
-  for (int l = 0; l < L; ++l) row_labels.push_back(std::to_string(l));
-  for (int h = 0; h < Hn; ++h) col_labels.push_back(std::to_string(h));
+  for (int l : layers) row_labels.push_back(std::to_string(l));
+  for (int h : heads) col_labels.push_back(std::to_string(h));
   const double ylab = max_label_width(c, row_labels, kTickSize);
   double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab;
   const double right = kMargin + colorbar_width(c, cs);
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double top = title_space(opt) + 2.0;
-  double cell = std::min((W - left - right) / Hn, 42.0);
-  const double H = page_height(opt, top + cell * L + bottom);
-  cell = std::min(cell, (H - top - bottom) / L);
+  // Square cells up to 42 pt; a tall matrix (30 layers in a column) is kept within 1.3 x the width by flatter cells.
+  double cell_w = std::min((W - left - right) / Hn, 42.0);
+  const double limit = opt.height_in > 0 ? opt.height_in * 72.0 : std::max(1.3 * W, 216.0);
+  double cell_h = std::min(cell_w, (limit - top - bottom) / L);
+  const double H = page_height(opt, top + cell_h * L + bottom);
+  cell_h = std::min(cell_h, (H - top - bottom) / L);
+  if (opt.height_in <= 0) cell_w = std::min(cell_w, std::max(cell_h, 2.5 * cell_h));
+  const double cell = std::min(cell_w, cell_h);
   if (cell < 1.0)
     throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
                                 std::to_string(Hn) + " cells; make it larger");
-  left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
-  const Rect plot{left, top, cell * Hn, cell * L};
+  left += (W - left - right - cell_w * Hn) / 2;  // centre the block when cells are capped
+  const Rect plot{left, top, cell_w * Hn, cell_h * L};
 
   const std::string auto_title =
       (diff ? runs[1].label + " \xE2\x88\x92 " + runs[0].label : runs[0].label) + ": " + metric_noun(metric);
@@ -146,25 +183,25 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
     return w;
   };
   double widest = widest_at(digits);
-  while (digits > 1 && widest > cell - 3.0) widest = widest_at(--digits);
-  if (widest <= cell - 3.0 && cell >= 1.6 * kTickSize)
+  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
+  if (widest <= cell_w - 3.0 && cell_h >= 1.6 * kTickSize)
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < Hn; ++h) {
         const double x = v[(size_t)l * Hn + h];
         if (std::isnan(x)) continue;
         const Rgb ink = luminance(cs(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
-        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell, plot.y + (l + 0.5) * cell, kTickSize, 0.5, 0.5, 0,
+        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell_w, plot.y + (l + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
                false, ink);
       }
-  const int xstep = category_step(cell, c.text_width(col_labels.back(), kTickSize) + 3.0);
-  const int ystep = category_step(cell, 1.1 * kTickSize);
+  const int xstep = category_step(cell_w, c.text_width(col_labels.back(), kTickSize) + 3.0);
+  const int ystep = category_step(cell_h, 1.1 * kTickSize);
   for (int h = 0; h < Hn; h += xstep) {
-    const double x = plot.x + (h + 0.5) * cell;
+    const double x = plot.x + (h + 0.5) * cell_w;
     c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
     c.text(col_labels[h], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
   }
   for (int l = 0; l < L; l += ystep) {
-    const double y = plot.y + (l + 0.5) * cell;
+    const double y = plot.y + (l + 0.5) * cell_h;
     c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
     c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
   }

@@ -68,6 +68,7 @@ struct CategoryAxis {
   double angle = 90;         // degrees
   double depth = 0;          // extent below the axis line, ticks included
   double left_overhang = 0;  // extent left of the first slot's centre (60-degree labels lean left)
+  int offset = 0;            // label i is shown when (i + offset) % step == 0 (numbered keys: round positions)
 };
 CategoryAxis layout_category_axis(const Canvas& c, std::vector<std::string> labels, double slot, double size,
                                   bool allow_slant = true);
@@ -92,6 +93,7 @@ struct ColorScale {
   double lo = 0, hi = 1;
   Ticks ticks;
   std::string title;
+  double span = 1.0;  // viridis runs over [0, span] (0.9 for lines on white: the last yellow is too faint)
   Rgb operator()(double v) const;
 };
 ColorScale linear_scale(double lo, double hi, const std::string& title);
