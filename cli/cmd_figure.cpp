@@ -68,7 +68,7 @@ variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run
   --log              heatmap, grid: log10 colour scale; --floor P sets its lower end (default 1e-4). The grid
-                     uses it by default when fewer than 5 % of its cells reach a tenth of the largest p
+                     uses it by default when its median cell is below 5 % of the largest p
   --linear           grid: linear colour even when the mass is concentrated
   --matrix           entropy: layer x head matrix; with --runs A,B the difference B - A (diverging colours)
   --lines            entropy: lines with markers instead of grouped bars

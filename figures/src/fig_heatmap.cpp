@@ -20,6 +20,8 @@ struct HeadMatrix {
   double max = 0;             // over rows with two or more visible keys
 };
 
+constexpr int kThumbMaxCells = 192;  // a thumbnail's cells at most (max-pooled beyond)
+
 // max_n > 0: at most max_n x max_n cells, each the maximum over its block of queries x keys (a thumbnail cannot
 // show more, and a long prompt's full matrices would not fit in memory for hundreds of heads).
 HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink, int max_n = 0) {
@@ -46,21 +48,17 @@ HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink, int max_n = 
   return m;
 }
 
-// Whether a linear colour scale would leave nearly every cell dark: fewer than 5 % of the visible cells (rows with
-// two or more keys) reach a tenth of the largest probability. Then the grid defaults to log colour.
-constexpr int kThumbMaxCells = 192;  // a thumbnail's cells at most (max-pooled beyond)
-
+// Whether a linear colour scale would leave most cells dark: the median visible cell (rows with two or more keys)
+// is below 5 % of the largest probability. Then the grid defaults to log colour.
 bool mass_concentrated(const std::vector<HeadMatrix>& mats, double vmax) {
-  size_t n = 0, bright = 0;
+  std::vector<double> v;
   for (const HeadMatrix& m : mats)
     for (int i = 1; i < m.n; ++i)
-      for (int j = 0; j <= i; ++j) {
-        const double v = m.v[(size_t)i * m.n + j];
-        if (std::isnan(v)) continue;
-        ++n;
-        bright += v >= 0.1 * vmax;
-      }
-  return n > 0 && bright < 0.05 * n;
+      for (int j = 0; j <= i; ++j)
+        if (!std::isnan(m.v[(size_t)i * m.n + j])) v.push_back(m.v[(size_t)i * m.n + j]);
+  if (v.empty() || !(vmax > 0)) return false;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2] < 0.05 * vmax;
 }
 
 // Colour of p on the figure's scale.

@@ -44,7 +44,7 @@ struct FigureOptions {
   // Variants.
   bool no_sink = false;       // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
   bool log_scale = false;     // heatmap, grid: colour by log10(p), p clamped below at log_floor (grid: the default
-                              // when fewer than 5 % of the cells reach a tenth of the largest p)
+                              // when the median cell is below 5 % of the largest p)
   bool linear_scale = false;  // grid: linear colour even when the mass is concentrated
   float log_floor = 1e-4f;
   bool overlay = false;    // distribution: grouped bars in one panel instead of one panel per run
