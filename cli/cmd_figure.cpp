@@ -16,6 +16,7 @@
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal/progress.h"
 #include "focal_figures/figures.h"
 
 using namespace focal;
@@ -266,10 +267,9 @@ int cmd_demo(int argc, char** argv) {
 
   std::vector<float> temps;
   for (int i = 2; i <= 12; ++i) temps.push_back(i / 10.0f);
-  const SweepFile sweep = run_sweep(*model, ids, TempSpec::focal(1.0f), temps, RunOptions{}, [&](size_t s) {
-    std::fprintf(stderr, "\rsweep: temperature %zu/%zu", s + 1, temps.size());
-    if (s + 1 == temps.size()) std::fprintf(stderr, "\n");
-  });
+  ProgressReporter prog("sweep: temperature");
+  const SweepFile sweep = run_sweep(*model, ids, TempSpec::focal(1.0f), temps, RunOptions{},
+                                    [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
   const std::string sweep_path = dir + "sweep.h5";
   write_sweep(sweep, sweep_path);
 

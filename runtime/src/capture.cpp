@@ -319,7 +319,8 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   return sf;
 }
 
-Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name) {
+Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name,
+                        const std::function<void(int, int)>& progress) {
   const RunCapture* a = file.find_run(a_name);
   const RunCapture* b = file.find_run(b_name);
   if (!a) throw Error("compare: run '" + a_name + "' is not in the capture");
@@ -342,7 +343,8 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
   const int T = file.n_tokens();
   auto row = [&](const RunCapture& r, int l, int h, int q) { return r.probs.data() + find_stored_row(r, l, h, q, T); };
-  for (int l : cmp.layers)
+  int done = 0;
+  for (int l : cmp.layers) {
     for (int h : cmp.heads)
       for (int q : cmp.queries) {
         const float* pa = row(*a, l, h, q);
@@ -350,6 +352,8 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
         cmp.kl.push_back((float)kl_divergence(pa, pb, q + 1));
         cmp.js.push_back((float)js_divergence(pa, pb, q + 1));
       }
+    if (progress) progress(++done, (int)cmp.layers.size());
+  }
   return cmp;
 }
 

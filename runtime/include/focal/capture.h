@@ -130,12 +130,15 @@ class LiveRunner {
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens);
 
 // KL and JS between two runs of `file` on the captured rows both hold. Throws Error if a run is missing or they
-// share no stored rows.
-Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b);
+// share no stored rows. progress(done, total), when set, is called after each compared layer.
+Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b,
+                        const std::function<void(int, int)>& progress = {});
 
 // Writes the HDF5 file under a temporary name in the same directory and renames it into place; on any failure the
 // temporary is removed and Error names the path. Probabilities are stored as fp16 when probs_fp16 is set.
-void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false);
+// progress(done, total), when set, is called after each run and each comparison written.
+void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false,
+                   const std::function<void(int, int)>& progress = {});
 
 // Reads a capture file; throws Error naming the file and the missing or malformed item. Every declared size is
 // checked before it is allocated: against the file's own header, what the file stores, and a memory budget
