@@ -121,6 +121,35 @@ TEST_F(AppStateTest, HiddenSinkKeepsTheTrueSinkMassInTheRowMetrics) {
   }
 }
 
+// The app ranks heads by the induction score: every layer's (computed in the run), and for the stored layer equal
+// to a naive double sum over the run's stored probabilities of the keys after earlier occurrences of each row's
+// token (tolerance 1e-6).
+TEST_F(AppStateTest, InductionScoreOfEveryHeadMatchesANaiveSumOnTheStoredLayer) {
+  st.set_prompt("the cat sat on the mat and the cat sat on the mat again");
+  wait_idle(st);
+  const auto& run = *st.slots[0].run;
+  const auto& x = st.file.token_ids;
+  const int T = st.n_tokens(), H = st.config()->n_heads;
+  for (int l = 0; l < st.config()->n_layers; ++l)
+    for (int h = 0; h < H; ++h) EXPECT_FALSE(std::isnan(st.head_metric(0, l, h, kInductionScore))) << l << "." << h;
+  const int l = st.sel_layer;
+  for (int h = 0; h < H; ++h) {
+    double acc = 0.0;
+    int n = 0;
+    for (int i = 0; i < T; ++i) {
+      const float* p = &run.probs[(((size_t)0 * run.heads.size() + h) * run.queries.size() + i) * T];
+      double mass = 0.0;
+      bool any = false;
+      for (int j = 0; j + 1 < i; ++j)
+        if (x[j] == x[i]) mass += p[j + 1], any = true;
+      if (any) acc += mass, ++n;
+    }
+    ASSERT_GT(n, 3);
+    EXPECT_NEAR(st.head_metric(0, l, h, kInductionScore), acc / n, 1e-6) << h;
+  }
+  EXPECT_STREQ(head_metric_name(kInductionScore), "induction");
+}
+
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {
   st.live_propagate = false;
   st.select(2, 3, -1);

@@ -298,6 +298,8 @@ focal::CaptureRequest AppState::request_for(int) const {
   req.layers = {sel_layer};
   req.store_scores = true;
   req.store_probs = n_tokens() <= max_store_tokens;
+  // The induction score observes every head's rows: cheap on the CPU, a copy per head from a CUDA device.
+  req.induction = !slots[0].model || slots[0].model->device() == focal::Device::kCpu;
   req.budget_bytes = size_t(8) << 30;
   req.run.relevant = file.relevant;
   return req;

@@ -20,6 +20,11 @@ namespace focalscope {
 
 enum class ViewRun { kA = 0, kB = 1, kDiff = 2 };
 
+// Per-head metrics the app ranks heads by: the row metrics (focal::RowMetric, means over rows 1..T-1) and, after
+// them, the induction score (focal::head_induction_score; docs/metrics.md).
+constexpr int kInductionScore = focal::kNumRowMetrics;
+const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
+
 struct ViewOptions {
   bool log_color = false;      // colour by log10(p)
   bool hide_sink = false;      // drop key 0 and renormalise each row over the rest
@@ -128,7 +133,8 @@ class AppState {
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
   const LayerDivergence& layer_divergence();
-  // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run (NaN if absent).
+  // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run, or with kInductionScore its
+  // induction score (NaN if absent).
   float head_metric(int side, int layer, int head, int metric) const;
   // Mean next-token loss of the prompt in nats (NaN if not run).
   float prompt_loss(int side) const;

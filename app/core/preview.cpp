@@ -185,9 +185,14 @@ const LayerDivergence& AppState::layer_divergence() {
   return div_;
 }
 
+const char* head_metric_name(int m) { return m == kInductionScore ? "induction" : focal::row_metric_name(m); }
+
 float AppState::head_metric(int side, int layer, int head, int metric) const {
   const Slot& s = slots[side];
   const int T = n_tokens();
+  if (metric == kInductionScore)
+    return s.run && has_cfg_ ? (float)focal::head_induction_score(*s.run, cfg_.n_heads, T, layer, head)
+                             : std::numeric_limits<float>::quiet_NaN();
   if (!s.run || !has_cfg_ || T == 0 ||
       s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
     return std::numeric_limits<float>::quiet_NaN();

@@ -12,13 +12,14 @@ void draw_overview(Ui& ui, const ImVec4& r) {
   if (begin_panel("Layers x heads", r)) {
     ui.record_rect("overview");
     const focal::ModelConfig* c = st.config();
-    static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport, focal::kMaxProb,
-                                   focal::kTopkMass,    focal::kTailMass,    focal::kSinkMass,   focal::kRelevantMass};
-    const char* cur = focal::row_metric_name(st.view.overview_metric);
+    static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm,  focal::kEffSupport,
+                                   focal::kMaxProb,     focal::kTopkMass,     focal::kTailMass,
+                                   focal::kSinkMass,    focal::kRelevantMass, kInductionScore};
+    const char* cur = head_metric_name(st.view.overview_metric);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##metric", cur)) {
       for (int m : kMetrics)
-        if (ImGui::Selectable(focal::row_metric_name(m), m == st.view.overview_metric)) st.view.overview_metric = m;
+        if (ImGui::Selectable(head_metric_name(m), m == st.view.overview_metric)) st.view.overview_metric = m;
       ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -94,7 +95,7 @@ void draw_overview(Ui& ui, const ImVec4& r) {
           ImGui::BeginTooltip();
           ImGui::Text("layer %d head %d", l, h);
           for (int s = 0; s < (st.slots[1].run && st.compare ? 2 : 1); ++s)
-            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), focal::row_metric_name(m),
+            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), head_metric_name(m),
                                st.head_metric(s, l, h, m));
           ImGui::EndTooltip();
         }

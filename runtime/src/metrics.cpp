@@ -3,6 +3,7 @@
 #include "focal/metrics.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "focal_kernels/ops.h"
@@ -40,6 +41,22 @@ void softmax_scaled(const float* raw, int n, float scale, float* p, float* metri
   std::vector<float> logits(n);
   for (int j = 0; j < n; ++j) logits[j] = raw[j] * scale;
   ops::softmax_row(logits.data(), p, n, metrics, topk_k, relevant, n_relevant);
+}
+
+std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids) {
+  const int T = (int)ids.size();
+  std::vector<std::vector<int>> out(T);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j + 2 <= i; ++j)
+      if (ids[j] == ids[i]) out[i].push_back(j + 1);
+  return out;
+}
+
+float induction_mass(const float* p, const std::vector<int>& targets) {
+  if (targets.empty()) return std::numeric_limits<float>::quiet_NaN();
+  double s = 0.0;
+  for (int k : targets) s += p[k];
+  return (float)s;
 }
 
 double kl_divergence(const float* p, const float* q, int n) {

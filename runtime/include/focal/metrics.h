@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "focal/model.h"
 
@@ -16,6 +17,13 @@ void row_metrics(const float* p, int n, int topk_k, const int32_t* relevant, int
 // This is how a stored raw-score row is re-tempered without the model.
 void softmax_scaled(const float* raw, int n, float scale, float* p, float* metrics = nullptr, int topk_k = 5,
                     const int32_t* relevant = nullptr, int n_relevant = 0);
+
+// Induction score (docs/metrics.md): row i's attention mass on the keys right after the earlier occurrences of its
+// own token, i.e. on { j + 1 : 0 <= j <= i - 2, ids[j] == ids[i] }. induction_targets lists those keys for every
+// row of ids[T] (ascending; empty when the token has not occurred before position i - 1).
+std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids);
+// Sum of p over the targets of one row (NaN when there are none).
+float induction_mass(const float* p, const std::vector<int>& targets);
 
 // KL(p || q) and Jensen-Shannon divergence in nats over n entries. Terms with p_j = 0 contribute 0; q_j = 0 where
 // p_j > 0 gives +inf for KL (JS stays finite, <= ln 2).
