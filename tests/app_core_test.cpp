@@ -150,6 +150,32 @@ TEST_F(AppStateTest, InductionScoreOfEveryHeadMatchesANaiveSumOnTheStoredLayer) 
   EXPECT_STREQ(head_metric_name(kInductionScore), "induction");
 }
 
+// A standard-trained model opens against focal t = 0.4 (it used to be compared with itself: A = B, every delta 0),
+// and the banner reports the loss the post-hoc t costs: the two runs' own prompt losses (exact text).
+TEST(AppStateDefaults, StandardTrainedModelOpensAgainstFocalAndTheBannerShowsTheLossDelta) {
+  AppState st;
+  st.prompt = "The old man took the lamp and went down to the river.";
+  st.open_path(kStandard);
+  wait_idle(st);
+  ASSERT_TRUE(st.slots[0].run && st.slots[1].run) << st.message;
+  EXPECT_EQ(st.slots[0].spec.label(), "standard");
+  EXPECT_EQ(st.slots[1].spec.label(), "focal_t0.4");
+  const float a = st.prompt_loss(0), b = st.prompt_loss(1);
+  ASSERT_TRUE(std::isfinite(a) && std::isfinite(b));
+  EXPECT_NE(a, b);
+  char expect[128];
+  std::snprintf(expect, sizeof expect, "Prompt loss %.3f -> %.3f nats/token (%+.3f)", a, b, b - a);
+  EXPECT_NE(st.posthoc_banner().find(expect), std::string::npos) << st.posthoc_banner();
+  EXPECT_NE(st.posthoc_banner().find("focal_t0.4 is post hoc: this model was trained with standard"),
+            std::string::npos);
+  // The focal-trained model keeps standard as B; its banner names standard as the post-hoc side.
+  st.open_path(kBundled);
+  wait_idle(st);
+  EXPECT_EQ(st.slots[1].spec.label(), "standard");
+  EXPECT_NE(st.posthoc_banner().find("standard is post hoc: this model was trained with focal_t0.4"), std::string::npos)
+      << st.posthoc_banner();
+}
+
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {
   st.live_propagate = false;
   st.select(2, 3, -1);

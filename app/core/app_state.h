@@ -138,6 +138,9 @@ class AppState {
   float head_metric(int side, int layer, int head, int metric) const;
   // Mean next-token loss of the prompt in nats (NaN if not run).
   float prompt_loss(int side) const;
+  // When one side runs the model's trained setting and the other a post-hoc temperature (two settings of one
+  // model): a line naming both and the loss and perplexity each gives; else empty.
+  std::string posthoc_banner() const;
 
   // --- export ---
   focal::CaptureFile capture_file() const;  // the current state: tokens and both propagated runs
@@ -188,6 +191,9 @@ class AppState {
   std::shared_ptr<RunnerBox> box_[2];
   LayerDivergence div_;
 };
+
+// B's setting when comparing two settings of one model: focal t = 0.4 for a standard-trained model, else standard.
+focal::TempSpec default_b_spec(const focal::ModelConfig& c);
 
 // Whether a path names a capture file (HDF5 signature) rather than a model.
 bool is_capture_path(const std::string& path);

@@ -215,6 +215,7 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["spec_a"] = ui.st.slots[0].spec.label();
   js["capture_only"] = ui.st.capture_only();
   js["model_path"] = ui.st.loaded.path;
+  for (const auto& [name, l] : ui.labels) js["labels"][name] = l;
   js["model_b_path"] = ui.st.model_b_path;
   const std::string tmp = path + ".json.tmp";
   {
@@ -369,6 +370,7 @@ int run_app(int argc, char** argv) {
       ImGui::NewFrame();
       int fb_w, fb_h;
       glfwGetFramebufferSize(win, &fb_w, &fb_h);
+      ui.labels.clear();  // each panel records the axis labels it draws this frame
       layout_and_draw(ui, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y, fps);
       ImGui::Render();
       if (!args.bench.empty()) bench.after_render();

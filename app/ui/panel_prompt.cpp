@@ -41,6 +41,11 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
   if (begin_panel("Prompt and tokens", r)) {
     ui.record_rect("prompt");
     prompt_editor(ui);
+    const std::string banner = st.posthoc_banner();  // a post-hoc t changes the loss of a model trained without it
+    if (!banner.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.78f, 0.35f, 1.0f), "%s", banner.c_str());
+      ui.labels["banner"] = {banner};
+    }
     const HeadRows& rows = st.head_rows();
     const int T = st.n_tokens();
     const int q = st.query();

@@ -2,6 +2,7 @@
 
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "focal/error.h"
@@ -135,6 +136,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "sink") {
         st.view.hide_sink = !on_off(c, where);
         st.state_version++;
+      } else if (c.name == "keys") {  // the distribution panel's key window: the last N keys (0: all)
+        ui.dist_window = std::max(0, (int)number(c.args[0], where));
       } else if (c.name == "propagate") {
         st.live_propagate = on_off(c, where);
       } else if (c.name == "screenshot") {

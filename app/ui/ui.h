@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app_state.h"
+#include "focal_figures/ticks.h"
 
 namespace focalscope {
 
@@ -37,12 +38,15 @@ struct Ui {
 
   // Layout: panel rectangles of this frame by name (x, y, w, h in window pixels).
   std::map<std::string, ImVec4> rects;
+  // Axis and colour-bar labels drawn this frame by name (e.g. "heatmap.colorbar"), for the screenshot sidecar.
+  std::map<std::string, std::vector<std::string>> labels;
   void record_rect(const std::string& name);  // the current window's content region
 
   // Heatmap state.
   Texture heat_tex;
   HeatView heat_view;
-  uint64_t heat_key = 0;  // what the texture shows (rows version + view + options)
+  uint64_t heat_key = 0;   // what the texture shows (rows version + view + options)
+  float heat_vmax = 1.0f;  // the texture's colour scale: p (or |B - A|) at the top of the scale
   double heat_build_ms = 0.0;
   Texture gen_tex;
   size_t gen_rows_shown = 0;
@@ -59,6 +63,7 @@ struct Ui {
   std::string screenshot_request;  // main.cpp saves the next frame here
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
+  int dist_window = 0;  // distribution panel: the last N keys up to the query (0: all)
   float gen_sample_temp = 0.0f;
   int force_tab = -1;                // select this tab of the details panel next frame
   int b_kind = 0;                    // compare two settings (0) or two models (1)
@@ -100,7 +105,17 @@ void draw_tau(Ui& ui);
 bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra = 0);
 
 // Builds the RGBA pixels of the heatmap view into out (w x h texels, max-pooled so single peaks stay visible).
-void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                       std::vector<uint8_t>& out);
+// Returns the value at the top of the linear scale (the largest p, or |B - A|, in view).
+float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                        std::vector<uint8_t>& out);
+
+// Round (1-2-5) ticks over [lo, hi], at most about max_ticks (axes.cpp); their labels are recorded under name.
+focal::figures::Ticks round_ticks(Ui& ui, const std::string& name, double lo, double hi, int max_ticks);
+enum class ScaleKind { kLinear, kLog10, kDiverging };
+// A horizontal colour bar at pos (w x h px) with numbered round ticks under it: viridis over [lo, hi], log10 over
+// exponents [lo, hi] (labels 1e-4 .. 1), or diverging over [-hi, hi]. Records the labels shown under name; returns
+// the height used.
+float draw_colorbar_h(Ui& ui, const std::string& name, ImDrawList* dl, ImVec2 pos, float w, float h, double lo,
+                      double hi, ScaleKind kind);
 
 }  // namespace focalscope

@@ -234,8 +234,8 @@ struct ColorLut {
 
 }  // namespace
 
-void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                       std::vector<uint8_t>& out) {
+float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                        std::vector<uint8_t>& out) {
   static const ColorLut viridis(false), diverging(true);
   out.assign((size_t)w * h * 4, 0);
   const int T = rows.T;
@@ -244,7 +244,7 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
   const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1];
   const std::vector<float>* P = show == ViewRun::kB ? B : A;
   const bool diff = show == ViewRun::kDiff;
-  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return;
+  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return 1.0f;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
   std::vector<uint8_t> masked((size_t)w * h, 1);
@@ -307,6 +307,7 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
     px[2] = c.b;
     px[3] = 255;
   }
+  return vmax;
 }
 
 void draw_bottom(Ui& ui, const ImVec4& r) {
