@@ -238,7 +238,7 @@ std::string AppState::posthoc_banner() const {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "%s is post hoc: this model was trained with %s. Prompt loss %.3f -> %.3f nats/token (%+.3f), "
-                "perplexity %.1f -> %.1f",
+                "perplexity %.3g -> %.3g",
                 slots[other].run_spec.label().c_str(), native.label().c_str(), a, b, b - a, std::exp(a), std::exp(b));
   return buf;
 }

@@ -38,7 +38,7 @@ float draw_colorbar_h(Ui& ui, const std::string& name, ImDrawList* dl, ImVec2 po
     const float x = pos.x + (float)((t.values[i] - a) / (hi - a)) * w;
     if (x < pos.x - 0.5f || x > pos.x + w + 0.5f) continue;
     const ImVec2 ts = ImGui::CalcTextSize(t.labels[i].c_str());
-    const float lx = std::clamp(x - ts.x / 2, pos.x - ts.x / 2, pos.x + w - ts.x / 2);
+    const float lx = std::clamp(x - ts.x / 2, pos.x, pos.x + w - ts.x);  // the end labels stay within the bar
     dl->AddLine(ImVec2(x, pos.y + h), ImVec2(x, pos.y + h + 3), IM_COL32(170, 170, 180, 255));
     if (lx < last_right + 6) continue;  // never overlap
     dl->AddText(ImVec2(lx, pos.y + h + 3), IM_COL32(185, 185, 195, 255), t.labels[i].c_str());

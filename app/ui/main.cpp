@@ -161,18 +161,39 @@ void setup_style_and_fonts(Ui& ui) {
 void layout_and_draw(Ui& ui, float w, float h, float fps) {
   AppState& st = ui.st;
   const float status_h = 26.0f;
-  const float left = std::clamp(w * 0.22f, 250.0f, 380.0f);
-  const float top = std::clamp(h * 0.19f, 110.0f, 190.0f);
-  const float bottom = std::clamp(h * 0.28f, 120.0f, 300.0f);
+  // At 1280 x 720 the left column, the token strip and the details table each give up a little so that the heatmap
+  // and the overview stay usable.
+  const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
+  const float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
+  const float bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
   const float right_w = std::max(80.0f, w - left);
-  const float heat_w = std::max(60.0f, std::min(mid + 40.0f, right_w * 0.55f));
+  const float heat_w = std::max(60.0f, std::min(mid + 30.0f, right_w * 0.48f));
+  // The overview's share of the column: more for many layers; drag the splitter under it to change it.
+  const focal::ModelConfig* cfg = st.config();
+  if (ui.overview_frac <= 0.0f) ui.overview_frac = cfg && cfg->n_layers > 12 ? 0.5f : 0.42f;
+  ui.overview_frac = std::clamp(ui.overview_frac, 0.15f, 0.85f);
+  const float ov_h = mid * ui.overview_frac;
   draw_controls(ui, ImVec4(0, 0, left, h - status_h));
   draw_prompt(ui, ImVec4(left, 0, right_w, top));
   draw_heatmap(ui, ImVec4(left, top, heat_w, mid));
-  draw_overview(ui, ImVec4(left + heat_w, top, right_w - heat_w, mid * 0.42f));
-  draw_distribution(ui, ImVec4(left + heat_w, top + mid * 0.42f, right_w - heat_w, mid * 0.58f));
+  draw_overview(ui, ImVec4(left + heat_w, top, right_w - heat_w, ov_h));
+  draw_distribution(ui, ImVec4(left + heat_w, top + ov_h, right_w - heat_w, mid - ov_h));
   draw_bottom(ui, ImVec4(left, top + mid, right_w, bottom));
+  // Splitter between the overview and the distribution: drag to resize.
+  ImGui::SetNextWindowPos(ImVec2(left + heat_w + 20, top + ov_h - 3));
+  ImGui::SetNextWindowSize(ImVec2(std::max(20.0f, right_w - heat_w - 40), 6));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowMinSize, ImVec2(1, 1));
+  if (ImGui::Begin("##split", nullptr,
+                   ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_NoSavedSettings |
+                       ImGuiWindowFlags_NoMove)) {
+    ImGui::InvisibleButton("split", ImVec2(std::max(20.0f, right_w - heat_w - 40), 6));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+    if (ImGui::IsItemActive()) ui.overview_frac += ImGui::GetIO().MouseDelta.y / mid;
+  }
+  ImGui::End();
+  ImGui::PopStyleVar(2);
   // Status bar: message, jobs, frame rate.
   if (begin_panel("##status", ImVec4(0, h - status_h, w, status_h),
                   ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {

@@ -63,7 +63,16 @@ struct Ui {
   std::string screenshot_request;  // main.cpp saves the next frame here
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
-  int dist_window = 0;  // distribution panel: the last N keys up to the query (0: all)
+  int dist_window = 0;                // distribution panel: the last N keys up to the query (0: all)
+  float overview_frac = 0.0f;         // share of the right column's height for the overview (0: by the layer count)
+  int strip_scrolled_to = -1;         // token strip: the query it last scrolled to
+  float strip_width = 0.0f;           // token strip: its width when it last laid out the tokens
+  float strip_height = 0.0f;          // token strip: its height then (a banner above it can shrink it)
+  int strip_tokens = 0;               // token strip: the token count it last laid out
+  int strip_target = -1;              // token strip: the token it scrolls to (the query, or a newly marked key)
+  int strip_scroll_frames = 0;        // frames left to apply that scroll
+  std::vector<int32_t> strip_marked;  // token strip: the marked keys it last saw (scrolls to a newly marked one)
+  bool prompt_editing = false;        // the prompt shows wrapped until clicked, then edits
   float gen_sample_temp = 0.0f;
   int force_tab = -1;                // select this tab of the details panel next frame
   int b_kind = 0;                    // compare two settings (0) or two models (1)
