@@ -160,7 +160,7 @@ void setup_style_and_fonts(Ui& ui) {
 // Panel rectangles for a window of w x h pixels.
 void layout_and_draw(Ui& ui, float w, float h, float fps) {
   AppState& st = ui.st;
-  const float status_h = 26.0f;
+  const float status_h = 32.0f;  // the smallest window ImGui draws here: the status bar ends at the window edge
   // At 1280 x 720 the left column, the token strip and the details table each give up a little so that the heatmap
   // and the overview stay usable.
   const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
@@ -234,6 +234,7 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["message"] = ui.st.message;
   js["message_is_error"] = ui.st.message_is_error;
   js["spec_a"] = ui.st.slots[0].spec.label();
+  js["spec_b"] = ui.st.slots[1].spec.label();
   js["capture_only"] = ui.st.capture_only();
   js["model_path"] = ui.st.loaded.path;
   for (const auto& [name, l] : ui.labels) js["labels"][name] = l;

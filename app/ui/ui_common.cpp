@@ -247,6 +247,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return 1.0f;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
+  std::vector<float> scale_val((size_t)w * h, 0.0f);  // the same without row 0 (one visible key: always 1)
   std::vector<uint8_t> masked((size_t)w * h, 1);
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
 #pragma omp parallel for schedule(dynamic, 8)
@@ -256,31 +257,35 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
     for (int x = 0; x < w; ++x) {
       const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
                 kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
-      float best = 0.0f;
+      float best = 0.0f, best_rest = 0.0f;
       bool any = false;
       for (int q = qa; q < qb; ++q) {
         const int kend = std::min(kb, q + 1);
         if (ka >= kend) continue;
         any = true;
+        float row_best = 0.0f;
         if (diff) {
           const float* a = A->data() + (size_t)q * T;
           const float* b = B->data() + (size_t)q * T;
           for (int k = ka; k < kend; ++k) {
             const float d = b[k] - a[k];
-            if (std::fabs(d) > std::fabs(best)) best = d;
+            if (std::fabs(d) > std::fabs(row_best)) row_best = d;
           }
         } else {
           const float* p = P->data() + (size_t)q * T;
-          for (int k = ka; k < kend; ++k) best = std::max(best, p[k]);
+          for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
         }
+        if (std::fabs(row_best) > std::fabs(best)) best = row_best;
+        if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
       }
       val[(size_t)y * w + x] = best;
+      scale_val[(size_t)y * w + x] = best_rest;
       masked[(size_t)y * w + x] = any ? 0 : 1;
     }
   }
   float vmax = 0.0f;
-  for (size_t i = 0; i < val.size(); ++i)
-    if (!masked[i]) vmax = std::max(vmax, std::fabs(val[i]));
+  for (size_t i = 0; i < val.size(); ++i)  // as the figures: row 0 (p = 1 on its one key) takes the top colour
+    if (!masked[i]) vmax = std::max(vmax, std::fabs(scale_val[i]));
   if (vmax <= 0.0f) vmax = 1.0f;
   const float floor_log = -4.0f;  // log colour: 1e-4 .. 1
   const bool log_color = st.view.log_color;
