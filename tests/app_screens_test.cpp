@@ -348,10 +348,15 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
                             dir + "/log.txt 2>&1";
     return std::system(cmd.c_str());
   };
-  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nwait\nquit\n"), 0);
-  ASSERT_EQ(run("wait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
+  const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nselect 2 3 5\nopen-b " + model_b + "\nwait\nquit\n"), 0);
+  ASSERT_EQ(run("wait\nwait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
   const auto j = read_json(dir + "/again.png.json");
   EXPECT_EQ(j["spec_a"], "focal_t0.3");
+  // The selection and model B come back too.
+  EXPECT_EQ(j["layer"], 2);
+  EXPECT_EQ(j["head"], 3);
+  EXPECT_NE(std::string(j["model_b_path"]).find("standard"), std::string::npos) << j;
   std::ifstream f(dir + "/settings.json");
   const auto s = nlohmann::json::parse(f);
   EXPECT_TRUE(s["log_color"]);

@@ -33,6 +33,10 @@ Settings Settings::load(const std::string& path, std::string* warning) {
   try {
     json j = json::parse(f);
     s.model_path = j.value("model_path", s.model_path);
+    s.model_b_path = j.value("model_b_path", s.model_b_path);
+    s.layer = j.value("layer", s.layer);
+    s.head = j.value("head", s.head);
+    s.query = j.value("query", s.query);
     s.prompt = j.value("prompt", s.prompt);
     s.spec_a_json = j.value("spec_a", s.spec_a_json);
     s.spec_b_json = j.value("spec_b", s.spec_b_json);
@@ -60,6 +64,10 @@ void Settings::save(const std::string& path) const {
   }
   json j;
   j["model_path"] = model_path;
+  j["model_b_path"] = model_b_path;
+  j["layer"] = layer;
+  j["head"] = head;
+  j["query"] = query;
   j["prompt"] = prompt;
   j["spec_a"] = spec_a_json;
   j["spec_b"] = spec_b_json;

@@ -358,6 +358,15 @@ int run_app(int argc, char** argv) {
             st.set_spec(0, focal::TempSpec::from_json(settings.spec_a_json, settings_path));
             if (!settings.spec_b_json.empty())
               st.set_spec(1, focal::TempSpec::from_json(settings.spec_b_json, settings_path));
+            // The selection (clamped to the model) and model B of the last session.
+            const focal::ModelConfig* c = st.config();
+            if (c && settings.layer >= 0 && settings.layer < c->n_layers && settings.head >= 0 &&
+                settings.head < c->n_heads)
+              st.select(settings.layer, settings.head, settings.query);
+            if (!settings.model_b_path.empty() && exists(settings.model_b_path)) {
+              st.open_model_b(settings.model_b_path);
+              ui.b_kind = 1;
+            }
           }
         } catch (const focal::Error& e) {
           st.notify(settings_path + ": the saved temperature specs were not restored (" + e.what() + ")", true);
@@ -433,6 +442,10 @@ int run_app(int argc, char** argv) {
     if (!args.no_settings && args.bench.empty() && (script.empty() || !args.settings_path.empty())) {
       settings.recent = st.recent;
       if (st.has_model()) settings.model_path = st.loaded.path;
+      settings.model_b_path = st.slots[1].model ? st.model_b_path : "";
+      settings.layer = st.sel_layer;
+      settings.head = st.sel_head;
+      settings.query = st.sel_query;
       settings.prompt = st.prompt;
       settings.spec_a_json = st.slots[0].spec.to_json();
       settings.spec_b_json = st.slots[1].spec.to_json();
