@@ -16,6 +16,7 @@
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "jobs.h"
+#include "overrides.h"
 #include "settings.h"
 #include "test_util.h"
 
@@ -174,6 +175,40 @@ TEST(AppStateDefaults, StandardTrainedModelOpensAgainstFocalAndTheBannerShowsThe
   EXPECT_EQ(st.slots[1].spec.label(), "standard");
   EXPECT_NE(st.posthoc_banner().find("standard is post hoc: this model was trained with focal_t0.4"), std::string::npos)
       << st.posthoc_banner();
+}
+
+// Overrides for a set of layers or heads: the parser by hand, and the behaviour: overriding every layer with t is the
+// global focal t (the forward's probabilities equal exactly), and a set of heads only touches those heads.
+TEST_F(AppStateTest, OverridesForASetOfLayersOrHeads) {
+  EXPECT_EQ(parse_index_set("0-2,5, 3", 8, "layers"), (std::vector<int>{0, 1, 2, 3, 5}));
+  EXPECT_EQ(parse_index_set("*", 3, "heads"), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(parse_index_set("", 3, "heads").empty());
+  EXPECT_THROW(parse_index_set("1-9", 4, "layers"), focal::Error);
+  EXPECT_THROW(parse_index_set("3-1", 4, "layers"), focal::Error);
+  try {
+    parse_index_set("x", 4, "layers");
+  } catch (const focal::Error& e) { EXPECT_NE(std::string(e.what()).find("layers: 'x'"), std::string::npos); }
+  const focal::TempSpec base = focal::TempSpec::focal(0.4f);
+  const focal::TempSpec heads = with_overrides(base, {1, 3}, {0, 2}, 0.3f);
+  EXPECT_EQ(heads.head_temp.size(), 4u);
+  EXPECT_EQ(heads.head_temp.at({3, 2}), 0.3f);
+  EXPECT_TRUE(heads.layer_temp.empty());
+  EXPECT_TRUE(with_overrides(heads, {1, 3}, {0, 2}, 0.0f).head_temp.empty());  // t <= 0 clears them
+  const int L = st.config()->n_layers;
+  std::vector<int> all;
+  for (int l = 0; l < L; ++l) all.push_back(l);
+  const focal::TempSpec every = with_overrides(base, all, {}, 0.25f);
+  EXPECT_EQ((int)every.layer_temp.size(), L);
+  const auto& model = *st.slots[0].model;
+  const focal::RunCapture a = focal::capture_run(model, st.file.token_ids, every, focal::CaptureRequest{}, "a");
+  const focal::RunCapture b =
+      focal::capture_run(model, st.file.token_ids, focal::TempSpec::focal(0.25f), focal::CaptureRequest{}, "b");
+  EXPECT_EQ(a.probs, b.probs);
+  // In the app: applying the set to side A re-runs it with those overrides.
+  st.set_spec(0, with_overrides(st.slots[0].spec, {0, 2}, {1}, 0.2f));
+  wait_idle(st);
+  EXPECT_EQ(st.slots[0].run_spec.head_temp.size(), 2u);
+  EXPECT_EQ(st.slots[0].run_spec.head_temp.at({2, 1}), 0.2f);
 }
 
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {

@@ -8,8 +8,8 @@
 namespace focalscope {
 
 struct Settings {
-  std::string model_path;    // last model (A)
-  std::string model_b_path;  // model B when two models were compared (empty: two settings of model A)
+  std::string model_path;               // last model (A)
+  std::string model_b_path;             // model B when two models were compared (empty: two settings of model A)
   int layer = 0, head = 0, query = -1;  // the selection, restored when model_path is reopened (query -1: last)
   std::string prompt;
   std::string spec_a_json, spec_b_json;  // TempSpec JSON of each side, applied when model_path is reopened

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "focal/error.h"
+#include "overrides.h"
 
 namespace focalscope {
 
@@ -105,6 +106,14 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         focal::TempSpec s = st.slots[0].spec;
         s.head_temp[{(int)number(c.args[0], where), (int)number(c.args[1], where)}] = number(c.args[2], where);
         st.set_spec(0, s);
+      } else if (c.name == "set-temp") {  // set-temp LAYERS HEADS T [a|b]: e.g. set-temp 0-5 * 0.3; HEADS - for layers
+        const int side = side_arg(c, 3, where);
+        const focal::ModelConfig* cfg = st.config();
+        if (!cfg) throw focal::Error(where + ": set-temp needs a loaded model");
+        const std::vector<int> ls = parse_index_set(c.args[0], cfg->n_layers, "layers");
+        const std::vector<int> hs =
+            c.args[1] == "-" ? std::vector<int>{} : parse_index_set(c.args[1], cfg->n_heads, "heads");
+        st.set_spec(side, with_overrides(st.slots[side].spec, ls, hs, number(c.args[2], where)));
       } else if (c.name == "tau-scale") {
         focal::TempSpec s = st.slots[0].spec;
         s.tau_scale = number(c.args[0], where);

@@ -63,7 +63,10 @@ struct Ui {
   std::string screenshot_request;  // main.cpp saves the next frame here
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
-  int dist_window = 0;                // distribution panel: the last N keys up to the query (0: all)
+  int dist_window = 0;              // distribution panel: the last N keys up to the query (0: all)
+  char set_layers_buf[2][64] = {};  // temperature overrides for a set: layers, heads and t of each side
+  char set_heads_buf[2][64] = {};
+  float set_t[2] = {0.4f, 0.4f};
   float overview_frac = 0.0f;         // share of the right column's height for the overview (0: by the layer count)
   int strip_scrolled_to = -1;         // token strip: the query it last scrolled to
   float strip_width = 0.0f;           // token strip: its width when it last laid out the tokens

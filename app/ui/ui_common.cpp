@@ -8,6 +8,8 @@
 
 #include "focal_figures/colormap.h"
 #include "focal_figures/figures.h"
+#include "focal/error.h"
+#include "overrides.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -198,6 +200,30 @@ bool temperature_controls(Ui& ui, int side) {
     ImGui::SetNextItemWidth(-70);
     if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
       changed = true;
+  }
+  // Overrides for a set of layers (or of heads in them) at once: e.g. layers 0-5,9 (heads empty), or layers * and
+  // heads 2,4.
+  if (ImGui::TreeNode("overrides for a set")) {
+    ImGui::SetNextItemWidth(90);
+    ImGui::InputTextWithHint("##set_l", "layers 0-5,9", ui.set_layers_buf[side], sizeof ui.set_layers_buf[side]);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80);
+    ImGui::InputTextWithHint("##set_h", "heads (all)", ui.set_heads_buf[side], sizeof ui.set_heads_buf[side]);
+    ImGui::SetNextItemWidth(90);
+    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic);
+    ImGui::SameLine();
+    const bool apply = ImGui::SmallButton("apply");
+    ImGui::SameLine();
+    const bool clear = ImGui::SmallButton("clear");
+    if (apply || clear) {
+      try {
+        const std::vector<int> ls = parse_index_set(ui.set_layers_buf[side], cfg->n_layers, "layers");
+        const std::vector<int> hs = parse_index_set(ui.set_heads_buf[side], cfg->n_heads, "heads");
+        spec = with_overrides(spec, ls, hs, clear ? 0.0f : ui.set_t[side]);
+        changed = true;
+      } catch (const focal::Error& e) { st.notify(e.what(), true); }
+    }
+    ImGui::TreePop();
   }
   const size_t n_over = spec.layer_temp.size() + spec.head_temp.size();
   if (n_over) {
