@@ -287,12 +287,13 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
     words += std::string(i ? " " : "") + kWords[(r >> 16) % 22];
   }
   const std::string shots = dir + "/";
-  const int rc = run_app(
-      dir,
-      "open " + model + "\nprompt " + words + "\ntruncate\nwait\nselect 20 4\nwait\nscreenshot " + shots +
-          "a1600.png\nview diff\nwait\nscreenshot " + shots + "diff.png\nview a\nsink off\nkeys 64\nwait\nscreenshot " +
-          shots + "window.png\nsink on\nkeys 0\nresize 1280 720\nwait\nscreenshot " + shots + "a1280.png\nquit\n",
-      "", "1600x960");
+  const int rc =
+      run_app(dir,
+              "open " + model + "\nprompt " + words + "\ntruncate\nwait\nselect 20 4\nwait\nscreenshot " + shots +
+                  "a1600.png\nscreenshot overview " + shots + "overview.png\nview diff\nwait\nscreenshot " + shots +
+                  "diff.png\nview a\nsink off\nkeys 64\nwait\nscreenshot " + shots +
+                  "window.png\nsink on\nkeys 0\nresize 1280 720\nwait\nscreenshot " + shots + "a1280.png\nquit\n",
+              "", "1600x960");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const auto ja = read_json(shots + "a1600.png.json"), jd = read_json(shots + "diff.png.json"),
              jw = read_json(shots + "window.png.json"), js = read_json(shots + "a1280.png.json");
@@ -309,6 +310,10 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
   EXPECT_GE((double)ov[3], 150);
   EXPECT_TRUE(round_numbers(labels_of(ja, "overview.colorbar"))) << ja["labels"];
   EXPECT_GE((double)js["rects"]["overview"][2], 400);
+  // PNG export of a single panel: the overview alone, at its rectangle's size.
+  const Image ovp = read_png(shots + "overview.png");
+  EXPECT_EQ(ovp.w, (int)std::lround((double)ov[2]));
+  EXPECT_EQ(ovp.h, (int)std::lround((double)ov[3]));
   // Round numbered colour bars; B - A has numbers on both sides of 0.
   EXPECT_TRUE(round_numbers(labels_of(ja, "heatmap.colorbar"))) << ja["labels"];
   const auto dl = labels_of(jd, "heatmap.colorbar");

@@ -222,6 +222,21 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   std::vector<uint8_t> flipped(px.size());
   for (int y = 0; y < fb_h; ++y)
     std::memcpy(&flipped[(size_t)y * fb_w * 4], &px[(size_t)(fb_h - 1 - y) * fb_w * 4], (size_t)fb_w * 4);
+  if (!ui.screenshot_panel.empty() && ui.screenshot_panel != "window") {  // one panel: crop to its rectangle
+    auto it = ui.rects.find(ui.screenshot_panel);
+    if (it == ui.rects.end()) throw focal::Error("screenshot: there is no panel '" + ui.screenshot_panel + "'");
+    const float sx = (float)fb_w / std::max(1.0f, ImGui::GetIO().DisplaySize.x);
+    const float sy = (float)fb_h / std::max(1.0f, ImGui::GetIO().DisplaySize.y);
+    const int x0 = std::clamp((int)std::lround(it->second.x * sx), 0, fb_w - 1);
+    const int y0 = std::clamp((int)std::lround(it->second.y * sy), 0, fb_h - 1);
+    const int w = std::clamp((int)std::lround(it->second.z * sx), 1, fb_w - x0);
+    const int h = std::clamp((int)std::lround(it->second.w * sy), 1, fb_h - y0);
+    std::vector<uint8_t> crop((size_t)w * h * 4);
+    for (int y = 0; y < h; ++y)
+      std::memcpy(&crop[(size_t)y * w * 4], &flipped[((size_t)(y0 + y) * fb_w + x0) * 4], (size_t)w * 4);
+    focal::figures::write_png_rgba(path, crop.data(), w, h, w * 4);
+    return;
+  }
   focal::figures::write_png_rgba(path, flipped.data(), fb_w, fb_h, fb_w * 4);
   // Sidecar: where each panel is and what the state was, for the screenshot checks.
   nlohmann::json js;
@@ -422,6 +437,7 @@ int run_app(int argc, char** argv) {
           }
         }
         ui.screenshot_request.clear();
+        ui.screenshot_panel.clear();
       }
       if (!args.bench.empty()) {
         glFinish();

@@ -149,8 +149,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         ui.dist_window = std::max(0, (int)number(c.args[0], where));
       } else if (c.name == "propagate") {
         st.live_propagate = on_off(c, where);
-      } else if (c.name == "screenshot") {
-        ui.screenshot_request = c.rest;
+      } else if (c.name == "screenshot") {  // screenshot PATH.png, or screenshot PANEL PATH.png for one panel
+        const bool panel = c.args.size() == 2 && std::find(std::begin(kPanelNames), std::end(kPanelNames), c.args[0]) !=
+                                                     std::end(kPanelNames);
+        ui.screenshot_request = panel ? c.args[1] : c.rest;
+        ui.screenshot_panel = panel ? c.args[0] : "";
         ++pc_;
         return true;  // taken after this frame renders
       } else if (c.name == "export") {

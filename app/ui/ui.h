@@ -61,6 +61,8 @@ struct Ui {
   bool prompt_dirty = false;
   int figure_kind = 0;
   std::string screenshot_request;  // main.cpp saves the next frame here
+  std::string screenshot_panel;    // ... cropped to this panel's rectangle (rects), or the whole window if empty
+  int png_panel = 0;               // the export section's choice: window or one panel
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
   int dist_window = 0;              // distribution panel: the last N keys up to the query (0: all)
@@ -91,6 +93,9 @@ const char* side_name(int side);                      // "A", "B"
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);
 void help_marker(const char* text);
+// What the PNG export can save: "window", or a panel rectangle of Ui::rects (heatmap, overview, distribution,
+// tokens, details, controls).
+extern const char* const kPanelNames[7];
 // The figure presets of the export section and the script's `figure` command.
 extern const char* const kFigureKinds[4];  // distribution, heatmap, grid, entropy
 // Renders figure `kind` of the current state (selected layer, head and query, sink and log settings where the kind

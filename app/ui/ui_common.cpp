@@ -66,6 +66,8 @@ ImU32 col_viridis(double t) { return to_u32(focal::figures::viridis8(t)); }
 ImU32 col_diverging(double t) { return to_u32(focal::figures::diverging8(t)); }
 const char* side_name(int side) { return side == 0 ? "A" : "B"; }
 
+const char* const kPanelNames[7] = {"window", "heatmap", "overview", "distribution", "tokens", "details", "controls"};
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
