@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -186,8 +187,8 @@ TEST(FigureScale, LayerAndHeadSelectionForEveryKind) {
 }
 
 TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsConcentrated) {
-  std::vector<int> all;
-  for (int l = 0; l < 30; ++l) all.push_back(l);
+  std::vector<int> all(30);
+  std::iota(all.begin(), all.end(), 0);
   const CaptureFile f = make_capture(30, 9, 24, all);
   FigureOptions o;
   o.runs = {"focal_t0.4"};

@@ -3,6 +3,7 @@
 // header to rank the heads by it; click a row to select the head.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "ui.h"
@@ -54,8 +55,8 @@ void draw_metrics(Ui& ui) {
     }
     ImGui::TableHeadersRow();
     // Row order: layer.head, or ranked by the sorted column (NaN last either way).
-    std::vector<int> order;
-    for (int i = 0; i < c->n_layers * c->n_heads; ++i) order.push_back(i);
+    std::vector<int> order((size_t)c->n_layers * c->n_heads);
+    std::iota(order.begin(), order.end(), 0);
     const ImGuiTableSortSpecs* sort = ImGui::TableGetSortSpecs();
     if (sort && sort->SpecsCount > 0 && sort->Specs[0].ColumnIndex > 0) {
       const int ci = sort->Specs[0].ColumnIndex - 1;

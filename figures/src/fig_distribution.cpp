@@ -103,6 +103,7 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
     left += kMargin - (first_centre - xa.left_overhang);
   }
   std::vector<std::string> run_names;
+  run_names.reserve(runs.size());
   for (const RunRef& r : runs) run_names.push_back(r.run->name);
   const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
   const int top_keys = opt.top_keys >= 0 ? opt.top_keys : (xa.angle == 0 ? 3 : 0);

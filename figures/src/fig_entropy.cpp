@@ -2,6 +2,7 @@
 // with --matrix, the layer x head matrix of the metric for one run or of its difference between two runs.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "focal/error.h"
 #include "kinds.h"
@@ -13,8 +14,8 @@ namespace {
 
 // --layers / --heads: the listed indices (each checked against n), or 0..n-1.
 std::vector<int> pick(const std::vector<int>& want, int n, const std::string& what) {
-  std::vector<int> v;
-  for (int i = 0; i < n; ++i) v.push_back(i);
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
   if (want.empty()) return v;
   for (int i : want)
     if (i < 0 || i >= n)
@@ -55,6 +56,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double right = kMargin + 2.0;
   const double plot_w = W - left - right;
   std::vector<std::string> run_names;
+  run_names.reserve(runs.size());
   for (const RunRef& r : runs) run_names.push_back(r.run->name);
   const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
   std::vector<LegendItem> legend;

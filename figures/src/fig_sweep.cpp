@@ -40,8 +40,8 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
       if (!opt.layers.empty() || !opt.heads.empty() || opt.per_layer)
         throw Error("layers", "layers/heads: the sweep files come from models of different shapes");
   auto pick = [](const std::vector<int>& want, int n, const std::string& what) {
-    std::vector<int> v;
-    for (int i = 0; i < n; ++i) v.push_back(i);
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
     if (want.empty()) return v;
     for (int i : want)
       if (i < 0 || i >= n)
