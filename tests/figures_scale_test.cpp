@@ -15,6 +15,7 @@
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
+#include "focal/trainer.h"
 #include "focal_figures/figures.h"
 #include "focal_figures/ticks.h"
 #include "palette.h"
@@ -241,6 +242,46 @@ TEST(FigureScale, PerLayerSweepPastEightLayersTradesTheLegendForAColourBar) {
   const std::string sel = render_figure("sweep", {{nullptr, &many, "s"}}, o, Format::kSvg);
   EXPECT_TRUE(has_label(sel, "layer 12"));
   EXPECT_FALSE(has_label(sel, "layer 4"));
+}
+
+// A learned-tau log of a 12-layer model: the tau figure colours its 12 lines by layer with a colour bar, no legend.
+TEST(FigureScale, TauPerLayerPastEightLayersTradesTheLegendForAColourBar) {
+  auto make_log = [](int L) {
+    TrainLog log;
+    log.run_name = "learned";
+    log.train_config_json = R"({"batch": 4, "seq_len": 64, "steps": 100, "eval_every": 50})";
+    log.model_config_json = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": )" +
+                            std::to_string(L) +
+                            R"(, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+      "max_position_embeddings": 512, "focal": {"mode": "learned", "tau_bias": true, "tau_min": 1.77,
+      "tau_max": 3.54}})";
+    log.tool_version = version();
+    log.created_utc = "2025-01-01T00:00:00Z";
+    log.n_layers = L;
+    for (int s = 50; s <= 100; s += 50) {
+      log.eval_step.push_back(s);
+      log.val_loss.push_back(3.0f);
+      log.train_loss.push_back(3.0f);
+      log.lr.push_back(1e-3f);
+      log.grad_norm.push_back(0.5f);
+      log.tokens_per_s.push_back(1000.0f);
+      for (int l = 0; l < L; ++l) log.tau_mean.push_back(2.0f + 0.1f * l + 0.001f * s);
+      log.tau_clip_frac.push_back(0.0f);
+    }
+    return log;
+  };
+  const TrainLog many = make_log(12), few = make_log(3);
+  FigureOptions o;
+  o.tau = true;
+  Source src;
+  src.train_log = &many;
+  src.label = "learned";
+  const std::string s12 = render_figure("training", {src}, o, Format::kSvg);
+  EXPECT_FALSE(has_label(s12, "layer 7"));
+  EXPECT_TRUE(has_label(s12, "Layer"));
+  src.train_log = &few;
+  EXPECT_TRUE(has_label(render_figure("training", {src}, o, Format::kSvg), "layer 2"));
 }
 
 TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {
