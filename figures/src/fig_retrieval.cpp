@@ -261,6 +261,7 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   }
 
   std::vector<std::string> run_labels;
+  run_labels.reserve(runs.size());
   for (const Run& r : runs) run_labels.push_back(r.label);
   const std::vector<Rgb> colors = series_colors(run_labels);  // by attention kind, as in the capture figures
   std::vector<SeriesItem> legend;

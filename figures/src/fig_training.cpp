@@ -351,6 +351,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
     for (const Log& l : logs) longest = std::max(longest, l.log->step_loss.size());
     const int window = std::max(3, (int)std::lround(0.02 * longest) | 1);
     std::vector<std::string> labels;
+    labels.reserve(logs.size());
     for (const Log& l : logs) labels.push_back(l.label);
     const std::vector<Rgb> colors = series_colors(labels);  // by attention kind, as in the capture figures
     for (size_t k = 0; k < logs.size(); ++k) {
