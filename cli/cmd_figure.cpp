@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -15,6 +16,7 @@
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal/progress.h"
 #include "focal_figures/figures.h"
 
 using namespace focal;
@@ -49,6 +51,11 @@ selection:
                      entropy of layer L (default: mean over layers)
   --head H           distribution, heatmap: stored head (default: first stored)
   --query Q          distribution: stored query position (default: last stored)
+  --keys A:B         distribution: only keys A..B (inclusive); --keys last:N the N keys ending at the query
+  --top-keys K       distribution: label the K most attended keys with token and position (default 3 when the
+                     axis is too dense to name every key, which then shows key positions; 0: none)
+  --layers LIST      grid, entropy, sweep: only these layers (e.g. 0,2,10-14); distribution, heatmap: one layer
+  --heads LIST       grid, entropy, sweep: only these heads; distribution, heatmap: one head
   --runs A,B         runs to draw, in order (default: distribution all, at most 3; heatmap, grid and
                      --matrix the first; entropy all). With several files name a run FILE:RUN if needed.
   --metric M         entropy: entropy_nats (default), entropy_norm, eff_support, max_prob, topk_mass,
@@ -61,7 +68,9 @@ selection:
 variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run
-  --log              heatmap, grid: log10 colour scale; --floor P sets its lower end (default 1e-4)
+  --log              heatmap, grid: log10 colour scale; --floor P sets its lower end (default 1e-4). The grid
+                     uses it by default when its median cell is below 5 % of the largest p
+  --linear           grid: linear colour even when the mass is concentrated
   --matrix           entropy: layer x head matrix; with --runs A,B the difference B - A (diverging colours)
   --lines            entropy: lines with markers instead of grouped bars
   --per-layer        sweep: one line per layer instead of the mean over layers
@@ -116,9 +125,9 @@ namespace focal::cli {
 int cmd_figure(int argc, char** argv) {
   Args a(argc, argv, 2,
          {"--help", "--no-sink", "--overlay", "--log", "--matrix", "--lines", "--per-layer", "--no-title", "--tau",
-          "--clip"},
-         {"--layer", "--head", "--query", "--runs", "--metric", "--floor", "--width", "--height", "--dpi", "--title",
-          "--output", "--x", "--kind", "--labels", "--budget"});
+          "--clip", "--linear"},
+         {"--layer", "--head", "--query", "--keys", "--top-keys", "--layers", "--heads", "--runs", "--metric",
+          "--floor", "--width", "--height", "--dpi", "--title", "--output", "--x", "--kind", "--labels", "--budget"});
   if (a.has("--help")) {
     std::printf("%s", kFigureHelp);
     return 0;
@@ -135,6 +144,28 @@ int cmd_figure(int argc, char** argv) {
   opt.layer = non_negative(a, "--layer");
   opt.head = non_negative(a, "--head");
   opt.query = non_negative(a, "--query");
+  if (a.has("--keys")) {
+    const std::string k = a.get("--keys");
+    const size_t colon = k.find(':');
+    auto num = [&](const std::string& v) {
+      char* end = nullptr;
+      const long x = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || x < 0) throw UsageError{"--keys: '" + k + "' is not A:B (key positions) or last:N"};
+      return (int)x;
+    };
+    if (colon == std::string::npos) throw UsageError{"--keys: '" + k + "' is not A:B (key positions) or last:N"};
+    if (k.substr(0, colon) == "last") {
+      opt.key_window = num(k.substr(colon + 1));
+      if (opt.key_window == 0) throw UsageError{"--keys last:N needs N >= 1"};
+    } else {
+      opt.key_first = num(k.substr(0, colon));
+      opt.key_last = num(k.substr(colon + 1));
+    }
+  }
+  opt.top_keys = non_negative(a, "--top-keys");
+  opt.layers = parse_index_list(a.get("--layers"), "--layers");
+  opt.heads = parse_index_list(a.get("--heads"), "--heads");
+  opt.linear_scale = a.has("--linear");
   opt.runs = split_names(a.get("--runs"));
   if (a.has("--runs") && opt.runs.empty()) throw UsageError{"--runs needs run names, e.g. --runs standard,focal_t0.4"};
   opt.metric = a.get("--metric");
@@ -236,10 +267,9 @@ int cmd_demo(int argc, char** argv) {
 
   std::vector<float> temps;
   for (int i = 2; i <= 12; ++i) temps.push_back(i / 10.0f);
-  const SweepFile sweep = run_sweep(*model, ids, TempSpec::focal(1.0f), temps, RunOptions{}, [&](size_t s) {
-    std::fprintf(stderr, "\rsweep: temperature %zu/%zu", s + 1, temps.size());
-    if (s + 1 == temps.size()) std::fprintf(stderr, "\n");
-  });
+  ProgressReporter prog("sweep: temperature");
+  const SweepFile sweep = run_sweep(*model, ids, TempSpec::focal(1.0f), temps, RunOptions{},
+                                    [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
   const std::string sweep_path = dir + "sweep.h5";
   write_sweep(sweep, sweep_path);
 

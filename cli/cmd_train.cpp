@@ -1,12 +1,15 @@
 // `focal train` and `focal eval`: training the small standard / focal / learned-temperature models and evaluating
 // them (loss, perplexity, retrieval accuracy and relevant-token attention mass by context length).
 #include <cmath>
+#include <chrono>
+#include <unistd.h>
 #include <cstdio>
 
 #include "args.h"
 #include "device_option.h"
 #include "model_options.h"
 #include "focal/error.h"
+#include "focal/progress.h"
 #include "focal/eval.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
@@ -86,9 +89,15 @@ int cmd_train(int argc, char** argv) {
   tc.eval_every = (int)a.get_int("--eval-every", 100);
   tc.eval_sequences = (int)a.get_int("--eval-sequences", 16);
 
+  // On a terminal the step line is rewritten in place; in a log (not a terminal) it is a whole line at most every
+  // 5 s, besides every evaluation line.
+  const bool tty = ::isatty(::fileno(stderr)) == 1;
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
   train(tc, [&](const TrainProgress& p) {
+    const char* cr = tty ? "\r" : "";
+    const auto now = std::chrono::steady_clock::now();
     if (p.val_loss >= 0) {
-      std::fprintf(stderr, "\rstep %6d/%d  loss %.4f  val %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", p.step,
+      std::fprintf(stderr, "%sstep %6d/%d  loss %.4f  val %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr, p.step,
                    p.steps, p.train_loss, p.val_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
       if (!p.tau_mean.empty() && !std::isnan(p.tau_mean[0])) {
         std::fprintf(stderr, "  tau");
@@ -96,9 +105,14 @@ int cmd_train(int argc, char** argv) {
         std::fprintf(stderr, " (clipped %.0f%%)", 100.0 * p.tau_clip_frac);
       }
       std::fprintf(stderr, "\n");
-    } else {
+      last_line = now;
+    } else if (tty) {
       std::fprintf(stderr, "\rstep %6d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs   ", p.step, p.steps,
                    p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+    } else if (now - last_line >= std::chrono::seconds(5) || p.step == p.steps) {
+      std::fprintf(stderr, "step %6d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs\n", p.step, p.steps,
+                   p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+      last_line = now;
     }
     std::fflush(stderr);
   });
@@ -122,10 +136,8 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   opt.val_seq_len = (int)a.get_int("--val-seq-len", 256);
   opt.val_sequences = (int)a.get_int("--val-sequences", 32);
   opt.max_tasks = (int)a.get_int("--max-tasks", 0);
-  EvalFile e = evaluate(*model, spec, opt, [](int d, int t) {
-    std::fprintf(stderr, "\reval %d/%d   ", d, t);
-    if (d == t) std::fprintf(stderr, "\n");
-  });
+  ProgressReporter prog("eval:");
+  EvalFile e = evaluate(*model, spec, opt, [&](int d, int t) { prog.update(d, t); });
   std::printf("model %s (%s)\nvalidation loss %.4f nats/token, perplexity %.2f over %lld tokens\n",
               e.model_path.c_str(), spec.label().c_str(), e.val_loss, e.val_ppl, (long long)e.val_tokens);
   std::printf("\n%-8s %7s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task", "length", "n",

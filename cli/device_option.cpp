@@ -8,6 +8,7 @@
 
 namespace focal::cli {
 
+bool g_verbose = false;
 const char* const kDeviceOption = "--device";
 const char* const kLoadFlag = "--allow-nonfinite-weights";
 const char* const kDeviceHelp =
@@ -24,10 +25,13 @@ Device device_arg(const Args& a) {
   }
   std::string note;
   const Device r = resolve_device(d, &note);
-  // auto says what it chose in one line: always when asked for explicitly, and when a build with the CUDA
-  // backend falls back to the CPU (a CPU-only build running on the CPU is the expected case and stays quiet).
-  if (d == Device::kAuto && (a.has(kDeviceOption) || (cuda_built() && r == Device::kCpu)))
+  // auto says what it chose in one line, once, when the device was asked for (--device) or with -v; a default
+  // run stays quiet (the fallback note used to print on every command).
+  static bool noted = false;
+  if (d == Device::kAuto && !noted && (a.has(kDeviceOption) || g_verbose)) {
     std::fprintf(stderr, "%s\n", note.c_str());
+    noted = true;
+  }
   return r;
 }
 

@@ -14,8 +14,12 @@ extern const char* const kDeviceOption;  // "--device"
 extern const char* const kDeviceHelp;    // the help line(s) of --device and --allow-nonfinite-weights
 extern const char* const kLoadFlag;      // "--allow-nonfinite-weights": add to the flags of commands that load
 
+// -v / --verbose anywhere after the command (main strips it): informational notes such as the device auto chose.
+extern bool g_verbose;
+
 // The device of --device (default auto), resolved: a malformed value is a UsageError naming --device; cuda without
-// a usable device is an Error saying why. An explicit --device auto prints its one-line choice to stderr.
+// a usable device is an Error saying why. Where auto ended up (and why, e.g. the CPU fallback of a CUDA build
+// without a device) is one line on stderr, printed once per process and only with --device given or -v.
 Device device_arg(const Args& a);
 
 // Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights; prints the load's warnings.

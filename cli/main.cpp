@@ -18,6 +18,7 @@
 #include "focal/error.h"
 #include "focal/metrics.h"
 #include "focal/model.h"
+#include "focal/progress.h"
 #include "focal/model_writer.h"
 
 using namespace focal;
@@ -59,6 +60,7 @@ commands:
 
 MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model) or a
 llama-architecture .gguf file; when it is left out, the bundled focal model assets/models/focal-t0.4 is used.
+-v, --verbose with any command: informational notes on stderr (e.g. the device auto chose and why).
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
 
@@ -99,21 +101,13 @@ void check_output(const std::string& path) {
   std::remove(probe.c_str());
 }
 
-class Progress {
- public:
-  explicit Progress(std::string what) : what_(std::move(what)), t0_(std::chrono::steady_clock::now()) {}
-  void update(int done, int total) {
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const double eta = done > 0 ? el / done * (total - done) : 0.0;
-    std::fprintf(stderr, "\r%s %d/%d  %.1fs elapsed, ETA %.1fs   ", what_.c_str(), done, total, el, eta);
-    if (done == total) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
+using Progress = focal::ProgressReporter;
 
- private:
-  std::string what_;
-  std::chrono::steady_clock::time_point t0_;
-};
+// Writes a capture with progress per run and comparison, and says how large the file came out.
+void write_capture_reporting(const CaptureFile& file, const std::string& path, bool fp16) {
+  Progress prog("write " + path + ": part");
+  write_capture(file, path, fp16, [&](int d, int t) { prog.update(d, t); });
+}
 
 CaptureRequest request_from(const Args& a, const ModelConfig& cfg) {
   CaptureRequest r;
@@ -189,8 +183,12 @@ int cmd_capture(int argc, char** argv) {
     Progress prog("capture " + name + ": layer");
     file.runs.push_back(capture_run(*model, ids, s, run_req, name, [&](int d, int t) { prog.update(d, t); }));
   }
-  if (runs.size() == 2 && req.store_probs) file.comparisons.push_back(compare_runs(file, runs[0].first, runs[1].first));
-  write_capture(file, out, req.probs_fp16);
+  if (runs.size() == 2 && req.store_probs) {
+    Progress prog("compare " + runs[0].first + " vs " + runs[1].first + ": layer");
+    file.comparisons.push_back(
+        compare_runs(file, runs[0].first, runs[1].first, [&](int d, int t) { prog.update(d, t); }));
+  }
+  write_capture_reporting(file, out, req.probs_fp16);
   std::printf("wrote %s: %d tokens, runs:", out.c_str(), (int)ids.size());
   for (auto& r : file.runs) std::printf(" %s", r.name.c_str());
   std::printf("\n");
@@ -357,7 +355,7 @@ int cmd_generate(int argc, char** argv) {
     CaptureFile file = make_capture_file(*model, all);
     Progress prog("capture: layer");
     file.runs.push_back(capture_run(*model, all, spec, req, spec.label(), [&](int d, int t) { prog.update(d, t); }));
-    write_capture(file, a.get("--capture"), req.probs_fp16);
+    write_capture_reporting(file, a.get("--capture"), req.probs_fp16);
     std::printf("wrote %s: %zu prompt + %zu generated tokens\n", a.get("--capture").c_str(), prompt.size(), gen.size());
   }
   return 0;
@@ -489,6 +487,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string cmd = argv[1];
+  // -v / --verbose applies to every command: strip it before the command parses its options.
+  int kept = 2;
+  for (int i = 2; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "-v" || s == "--verbose")
+      focal::cli::g_verbose = true;
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  argv[argc] = nullptr;
   try {
     if (cmd == "info") return cmd_info(argc, argv);
     if (cmd == "capture") return cmd_capture(argc, argv);

@@ -16,6 +16,7 @@
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "jobs.h"
+#include "overrides.h"
 #include "settings.h"
 #include "test_util.h"
 
@@ -99,6 +100,115 @@ TEST_F(AppStateTest, OpensWithTheModelsOwnSettingAgainstStandard) {
   const int T = st.n_tokens(), q = T - 1;
   const size_t off = (((size_t)0 * run.heads.size() + st.sel_head) * run.queries.size() + q) * T;
   for (int k = 0; k <= q; ++k) EXPECT_EQ(r.p[0][(size_t)q * T + k], run.probs[off + k]);
+}
+
+// "hide sink" renormalises the other keys, but the sink mass the header shows stays the first key's mass in the
+// whole row (it used to read the renormalised row's key 0, i.e. "sink 0.00"). Oracle: the run's stored
+// probabilities, tolerance 1e-5 (fp32 softmax of the stored scores against the forward's own).
+TEST_F(AppStateTest, HiddenSinkKeepsTheTrueSinkMassInTheRowMetrics) {
+  st.view.hide_sink = true;
+  st.state_version++;
+  const HeadRows& r = st.head_rows();
+  const auto& run = *st.slots[0].run;
+  const int T = st.n_tokens();
+  for (int q : {1, T / 2, T - 1}) {
+    const size_t off = (((size_t)0 * run.heads.size() + st.sel_head) * run.queries.size() + q) * T;
+    EXPECT_EQ(r.p[0][(size_t)q * T], 0.0f);  // hidden in the view
+    EXPECT_NEAR(r.metrics[0][(size_t)q * focal::kNumRowMetrics + focal::kSinkMass], run.probs[off], 1e-5) << q;
+    EXPECT_GT(run.probs[off], 0.01f);  // a real sink mass, so that 0 would have failed
+    double rest = 0.0;
+    for (int k = 1; k <= q; ++k) rest += r.p[0][(size_t)q * T + k];
+    EXPECT_NEAR(rest, 1.0, 1e-5);
+  }
+}
+
+// The app ranks heads by the induction score: every layer's (computed in the run), and for the stored layer equal
+// to a naive double sum over the run's stored probabilities of the keys after earlier occurrences of each row's
+// token (tolerance 1e-6).
+TEST_F(AppStateTest, InductionScoreOfEveryHeadMatchesANaiveSumOnTheStoredLayer) {
+  st.set_prompt("the cat sat on the mat and the cat sat on the mat again");
+  wait_idle(st);
+  const auto& run = *st.slots[0].run;
+  const auto& x = st.file.token_ids;
+  const int T = st.n_tokens(), H = st.config()->n_heads;
+  for (int l = 0; l < st.config()->n_layers; ++l)
+    for (int h = 0; h < H; ++h) EXPECT_FALSE(std::isnan(st.head_metric(0, l, h, kInductionScore))) << l << "." << h;
+  const int l = st.sel_layer;
+  for (int h = 0; h < H; ++h) {
+    double acc = 0.0;
+    int n = 0;
+    for (int i = 0; i < T; ++i) {
+      const float* p = &run.probs[(((size_t)0 * run.heads.size() + h) * run.queries.size() + i) * T];
+      double mass = 0.0;
+      bool any = false;
+      for (int j = 0; j + 1 < i; ++j)
+        if (x[j] == x[i]) mass += p[j + 1], any = true;
+      if (any) acc += mass, ++n;
+    }
+    ASSERT_GT(n, 3);
+    EXPECT_NEAR(st.head_metric(0, l, h, kInductionScore), acc / n, 1e-6) << h;
+  }
+  EXPECT_STREQ(head_metric_name(kInductionScore), "induction");
+}
+
+// A standard-trained model opens against focal t = 0.4 (it used to be compared with itself: A = B, every delta 0),
+// and the banner reports the loss the post-hoc t costs: the two runs' own prompt losses (exact text).
+TEST(AppStateDefaults, StandardTrainedModelOpensAgainstFocalAndTheBannerShowsTheLossDelta) {
+  AppState st;
+  st.prompt = "The old man took the lamp and went down to the river.";
+  st.open_path(kStandard);
+  wait_idle(st);
+  ASSERT_TRUE(st.slots[0].run && st.slots[1].run) << st.message;
+  EXPECT_EQ(st.slots[0].spec.label(), "standard");
+  EXPECT_EQ(st.slots[1].spec.label(), "focal_t0.4");
+  const float a = st.prompt_loss(0), b = st.prompt_loss(1);
+  ASSERT_TRUE(std::isfinite(a) && std::isfinite(b));
+  EXPECT_NE(a, b);
+  char expect[128];
+  std::snprintf(expect, sizeof expect, "Prompt loss %.3f -> %.3f nats/token (%+.3f)", a, b, b - a);
+  EXPECT_NE(st.posthoc_banner().find(expect), std::string::npos) << st.posthoc_banner();
+  EXPECT_NE(st.posthoc_banner().find("focal_t0.4 is post hoc: this model was trained with standard"),
+            std::string::npos);
+  // The focal-trained model keeps standard as B; its banner names standard as the post-hoc side.
+  st.open_path(kBundled);
+  wait_idle(st);
+  EXPECT_EQ(st.slots[1].spec.label(), "standard");
+  EXPECT_NE(st.posthoc_banner().find("standard is post hoc: this model was trained with focal_t0.4"), std::string::npos)
+      << st.posthoc_banner();
+}
+
+// Overrides for a set of layers or heads: the parser by hand, and the behaviour: overriding every layer with t is the
+// global focal t (the forward's probabilities equal exactly), and a set of heads only touches those heads.
+TEST_F(AppStateTest, OverridesForASetOfLayersOrHeads) {
+  EXPECT_EQ(parse_index_set("0-2,5, 3", 8, "layers"), (std::vector<int>{0, 1, 2, 3, 5}));
+  EXPECT_EQ(parse_index_set("*", 3, "heads"), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(parse_index_set("", 3, "heads").empty());
+  EXPECT_THROW(parse_index_set("1-9", 4, "layers"), focal::Error);
+  EXPECT_THROW(parse_index_set("3-1", 4, "layers"), focal::Error);
+  try {
+    parse_index_set("x", 4, "layers");
+  } catch (const focal::Error& e) { EXPECT_NE(std::string(e.what()).find("layers: 'x'"), std::string::npos); }
+  const focal::TempSpec base = focal::TempSpec::focal(0.4f);
+  const focal::TempSpec heads = with_overrides(base, {1, 3}, {0, 2}, 0.3f);
+  EXPECT_EQ(heads.head_temp.size(), 4u);
+  EXPECT_EQ(heads.head_temp.at({3, 2}), 0.3f);
+  EXPECT_TRUE(heads.layer_temp.empty());
+  EXPECT_TRUE(with_overrides(heads, {1, 3}, {0, 2}, 0.0f).head_temp.empty());  // t <= 0 clears them
+  const int L = st.config()->n_layers;
+  std::vector<int> all;
+  for (int l = 0; l < L; ++l) all.push_back(l);
+  const focal::TempSpec every = with_overrides(base, all, {}, 0.25f);
+  EXPECT_EQ((int)every.layer_temp.size(), L);
+  const auto& model = *st.slots[0].model;
+  const focal::RunCapture a = focal::capture_run(model, st.file.token_ids, every, focal::CaptureRequest{}, "a");
+  const focal::RunCapture b =
+      focal::capture_run(model, st.file.token_ids, focal::TempSpec::focal(0.25f), focal::CaptureRequest{}, "b");
+  EXPECT_EQ(a.probs, b.probs);
+  // In the app: applying the set to side A re-runs it with those overrides.
+  st.set_spec(0, with_overrides(st.slots[0].spec, {0, 2}, {1}, 0.2f));
+  wait_idle(st);
+  EXPECT_EQ(st.slots[0].run_spec.head_temp.size(), 2u);
+  EXPECT_EQ(st.slots[0].run_spec.head_temp.at({2, 1}), 0.2f);
 }
 
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {

@@ -5,6 +5,7 @@
 #include <cairo.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "focal/model_writer.h"
+#include "focal/tokenizer.h"
 #include "test_util.h"
 
 namespace {
@@ -52,10 +55,11 @@ nlohmann::json read_json(const std::string& path) {
 double lum(uint32_t c) { return 0.2126 * (c >> 16 & 255) + 0.7152 * (c >> 8 & 255) + 0.0722 * (c & 255); }
 
 // Runs the app with a script; returns its exit code.
-int run_app(const std::string& dir, const std::string& script, const std::string& extra = "") {
+int run_app(const std::string& dir, const std::string& script, const std::string& extra = "",
+            const std::string& size = "1400x860") {
   const std::string sp = dir + "/script.txt";
   std::ofstream(sp) << script;
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' " + kApp + " --no-settings --size 1400x860 " +
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' " + kApp + " --no-settings --size " + size + " " +
                           extra + " --script " + sp + " > " + dir + "/log.txt 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -76,6 +80,56 @@ int text_transitions(const Image& im, const nlohmann::json& r) {
     for (int x = (int)r[0] + 1; x < (int)r[0] + (int)r[2] && x < im.w; ++x)
       t += lum(im.at(x - 1, y)) < 80 && lum(im.at(x, y)) > 150;
   return t;
+}
+
+// Whether labels are numbers on a round (1-2-5 x 10^k) step: 0.24 / 0.49 / 0.73 would fail.
+bool round_numbers(const std::vector<std::string>& labels) {
+  if (labels.size() < 2) return false;
+  std::vector<double> v;
+  for (const std::string& s : labels) {
+    char* end = nullptr;
+    v.push_back(std::strtod(s.c_str(), &end));
+    if (end == s.c_str() || *end) return false;
+  }
+  const double step = v[1] - v[0];
+  if (!(step > 0)) return false;
+  const double mant = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  if (std::fabs(mant - 1) > 1e-6 && std::fabs(mant - 2) > 1e-6 && std::fabs(mant - 5) > 1e-6) return false;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (std::fabs(v[i] - v[i - 1] - step) > 1e-6 * std::max(1.0, step)) return false;
+  for (double x : v)
+    if (std::fabs(x / step - std::round(x / step)) > 1e-6) return false;
+  return true;
+}
+
+std::vector<std::string> labels_of(const nlohmann::json& j, const std::string& name) {
+  std::vector<std::string> out;
+  if (j.contains("labels") && j["labels"].contains(name))
+    for (const auto& s : j["labels"][name]) out.push_back(s);
+  return out;
+}
+
+// Panel rectangles lie in the window and the main panels do not overlap.
+void expect_layout(const nlohmann::json& j, int w, int h) {
+  const char* main[] = {"controls", "prompt", "heatmap", "overview", "distribution", "details", "status"};
+  for (const char* p : main) {
+    ASSERT_TRUE(j["rects"].contains(p)) << p;
+    const auto& r = j["rects"][p];
+    EXPECT_GE((double)r[0], 0) << p;
+    EXPECT_GE((double)r[1], 0) << p;
+    EXPECT_LE((double)r[0] + (double)r[2], w + 0.5) << p;
+    EXPECT_LE((double)r[1] + (double)r[3], h + 0.5) << p;
+  }
+  for (const char* a : {"controls", "prompt", "overview", "distribution", "details"})
+    for (const char* b : {"controls", "prompt", "overview", "distribution", "details"}) {
+      if (std::string(a) >= b) continue;
+      const auto &ra = j["rects"][a], &rb = j["rects"][b];
+      const double ox = std::min((double)ra[0] + (double)ra[2], (double)rb[0] + (double)rb[2]) -
+                        std::max((double)ra[0], (double)rb[0]);
+      const double oy = std::min((double)ra[1] + (double)ra[3], (double)rb[1] + (double)rb[3]) -
+                        std::max((double)ra[1], (double)rb[1]);
+      EXPECT_FALSE(ox > 1.5 && oy > 1.5) << a << " overlaps " << b;
+    }
 }
 
 TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
@@ -101,7 +155,7 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
                                   dir + "/fig.png\nfigure entropy " + dir +
                                   "/ent.svg\n"
                                   "log on\nfigure heatmap " +
-                                  dir + "/log.pdf\nquit\n");
+                                  dir + "/log.pdf\nsweep\nwait\nscreenshot " + dir + "/sweep.png\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image a = read_png(dir + "/t04.png"), b = read_png(dir + "/t015.png"), d = read_png(dir + "/diff.png");
   ASSERT_EQ(a.w, 1400);
@@ -152,22 +206,33 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
   EXPECT_NE(head("ent.svg", 200).find("<svg"), std::string::npos);
   EXPECT_EQ(head("log.pdf", 5), "%PDF-");
   EXPECT_GT(read_png(dir + "/fig.png").w, 200);
+  // The sweep tab: round y ticks, a labelled t = 1, t labels that do not collide (0.4 overlapped 0.5).
+  const auto sw = read_json(dir + "/sweep.png.json");
+  EXPECT_TRUE(round_numbers(labels_of(sw, "sweep.metric.y"))) << sw["labels"];
+  const auto tl = labels_of(sw, "sweep.metric.t");
+  EXPECT_NE(std::find(tl.begin(), tl.end(), "1"), tl.end()) << sw["labels"];
 }
 
 TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   const std::string dir = focal::test::make_temp_dir("app_screens2");
-  int rc = run_app(dir, "wait\nopen /nonexistent/model\nwait\nscreenshot " + dir +
-                            "/bad.png\n"
-                            "export " +
-                            dir +
-                            "/cap.h5\n"
-                            "resize 240 180\nwait\nscreenshot " +
-                            dir + "/tiny.png\nquit\n");
+  // A load that fails stops the script at its line with exit 1 (the next command never runs).
+  int rc = run_app(dir, "wait\nopen /nonexistent/model\nscreenshot " + dir + "/bad.png\nquit\n");
+  EXPECT_EQ(rc, 1);
+  std::stringstream bad_log;
+  bad_log << std::ifstream(dir + "/log.txt").rdbuf();
+  EXPECT_NE(bad_log.str().find("script.txt:2: open /nonexistent/model: "), std::string::npos) << bad_log.str();
+  EXPECT_NE(bad_log.str().find("/nonexistent/model"), std::string::npos) << bad_log.str();
+  EXPECT_FALSE(std::ifstream(dir + "/bad.png").good());
+  // `open X` directly followed by `open-b Y`: both are applied, in order (the second load used to replace the first).
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  rc = run_app(dir, "open " + model + "\nopen-b " + model_b + "\nwait\nscreenshot " + dir + "/ab.png\nquit\n");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
-  const auto jb = read_json(dir + "/bad.png.json");
-  EXPECT_TRUE(jb["message_is_error"]);
-  EXPECT_NE(std::string(jb["message"]).find("/nonexistent/model"), std::string::npos) << jb["message"];
-  EXPECT_GT((int)jb["n_tokens"], 10);  // the previous session stays loaded
+  const auto jab = read_json(dir + "/ab.png.json");
+  EXPECT_NE(std::string(jab["model_path"]).find("focal-t0.4"), std::string::npos) << jab;
+  EXPECT_NE(std::string(jab["model_b_path"]).find("standard"), std::string::npos) << jab;
+  rc = run_app(dir, "wait\nexport " + dir + "/cap.h5\nresize 240 180\nwait\nscreenshot " + dir + "/tiny.png\nquit\n");
+  ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image tiny = read_png(dir + "/tiny.png");
   EXPECT_EQ(tiny.w, 240);
   EXPECT_EQ(tiny.h, 180);
@@ -176,13 +241,106 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   rc = run_app(dir,
                "wait\nscreenshot " + dir + "/cap1.png\ntemp 0.1\nwait\nscreenshot " + dir +
                    "/cap2.png\n"
-                   "prompt other words\nquit\n",
+                   "quit\n",
                dir + "/cap.h5");
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
+  // A command the state refuses (a capture without its model has fixed tokens) fails the script at its line.
+  EXPECT_EQ(run_app(dir, "wait\nprompt other words\nquit\n", dir + "/cap.h5"), 1);
+  std::stringstream refused;
+  refused << std::ifstream(dir + "/log.txt").rdbuf();
+  EXPECT_NE(refused.str().find("script.txt:2: "), std::string::npos) << refused.str();
   const auto j1 = read_json(dir + "/cap1.png.json");
   EXPECT_TRUE(j1["capture_only"]);
   const Image c1 = read_png(dir + "/cap1.png"), c2 = read_png(dir + "/cap2.png");
   EXPECT_GT(changed_fraction(c1, c2, j1["rects"]["heatmap"]), 0.01);
+}
+
+// A random model of SmolLM2-135M's attention shape (30 layers x 9 query heads, 3 KV heads; narrower layers so that
+// CI runs it in seconds) at T = 1024, at 1600 x 960 and 1280 x 720. Checks the readouts that misled: round numbered
+// colour bars (B - A too), the overview's size and colour bar, the token strip showing the query, the key window,
+// a standard-trained model opening against focal t = 0.4 with the loss banner. The screenshots are kept in
+// docs/img/ (app-30x9-*.png) after being looked at.
+TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
+  const std::string dir = focal::test::make_temp_dir("app_screens_309");
+  const std::string tok_path = std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model";
+  focal::ModelConfig c;
+  c.vocab_size = focal::Tokenizer::load(tok_path)->vocab_size();
+  c.hidden = 144;
+  c.intermediate = 384;
+  c.n_layers = 30;
+  c.n_heads = 9;
+  c.n_kv_heads = 3;
+  c.d_head = 16;
+  c.max_positions = 1024;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  const std::string model = dir + "/m309";
+  focal::write_model_dir(model, c, focal::random_model_tensors(c, 3), "F32", tok_path);
+  // 1400 words: more than 1024 tokens, truncated to exactly the context.
+  std::string words;
+  const char* kWords[] = {"the",   "old",      "man",   "took",  "lamp", "and",   "went",  "down",
+                          "to",    "river",    "where", "boats", "lay",  "quiet", "under", "moon",
+                          "while", "children", "sang",  "about", "sea",  "stars"};
+  uint32_t r = 1;
+  for (int i = 0; i < 1400; ++i) {
+    r = r * 1103515245u + 12345u;
+    words += std::string(i ? " " : "") + kWords[(r >> 16) % 22];
+  }
+  const std::string shots = dir + "/";
+  const int rc =
+      run_app(dir,
+              "open " + model + "\nprompt " + words + "\ntruncate\nwait\nselect 20 4\nwait\nscreenshot " + shots +
+                  "a1600.png\nscreenshot overview " + shots + "overview.png\nview diff\nwait\nscreenshot " + shots +
+                  "diff.png\nview a\nsink off\nkeys 64\nwait\nscreenshot " + shots +
+                  "window.png\nsink on\nkeys 0\nresize 1280 720\nwait\nscreenshot " + shots + "a1280.png\nquit\n",
+              "", "1600x960");
+  ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
+  const auto ja = read_json(shots + "a1600.png.json"), jd = read_json(shots + "diff.png.json"),
+             jw = read_json(shots + "window.png.json"), js = read_json(shots + "a1280.png.json");
+  EXPECT_EQ((int)ja["n_tokens"], 1024);
+  EXPECT_EQ(ja["spec_a"], "standard");
+  EXPECT_EQ(ja["spec_b"], "focal_t0.4") << "a standard-trained model opens against focal t = 0.4";
+  ASSERT_EQ(labels_of(ja, "banner").size(), 1u);
+  EXPECT_NE(labels_of(ja, "banner")[0].find("Prompt loss"), std::string::npos);
+  expect_layout(ja, 1600, 960);
+  expect_layout(js, 1280, 720);
+  // The overview: large enough for 270 cells, with a numbered colour bar (it was 100 x 80 px without one).
+  const auto& ov = ja["rects"]["overview"];
+  EXPECT_GE((double)ov[2], 500);
+  EXPECT_GE((double)ov[3], 150);
+  EXPECT_TRUE(round_numbers(labels_of(ja, "overview.colorbar"))) << ja["labels"];
+  EXPECT_GE((double)js["rects"]["overview"][2], 400);
+  // PNG export of a single panel: the overview alone, at its rectangle's size.
+  const Image ovp = read_png(shots + "overview.png");
+  EXPECT_EQ(ovp.w, (int)std::lround((double)ov[2]));
+  EXPECT_EQ(ovp.h, (int)std::lround((double)ov[3]));
+  // Round numbered colour bars; B - A has numbers on both sides of 0.
+  EXPECT_TRUE(round_numbers(labels_of(ja, "heatmap.colorbar"))) << ja["labels"];
+  const auto dl = labels_of(jd, "heatmap.colorbar");
+  EXPECT_TRUE(round_numbers(dl)) << jd["labels"];
+  ASSERT_GE(dl.size(), 3u);
+  EXPECT_LT(std::stod(dl.front()), 0.0);
+  EXPECT_GT(std::stod(dl.back()), 0.0);
+  EXPECT_TRUE(round_numbers(labels_of(ja, "distribution.y"))) << ja["labels"];
+  EXPECT_TRUE(round_numbers(labels_of(ja, "distribution.x"))) << ja["labels"];  // key positions, not thinned tokens
+  EXPECT_FALSE(labels_of(ja, "distribution.top").empty());
+  // The token strip shows the selected query (the last token) after a 1024-token prompt.
+  const auto shown = labels_of(ja, "tokens.shown");
+  ASSERT_EQ(shown.size(), 2u);
+  EXPECT_LE(std::stoi(shown[0]), 1023);
+  EXPECT_GE(std::stoi(shown[1]), 1023);
+  const auto shown_small = labels_of(js, "tokens.shown");
+  ASSERT_EQ(shown_small.size(), 2u);
+  EXPECT_GE(std::stoi(shown_small[1]), 1023);
+  // The key window: the last 64 keys, positions 960..1023; the hidden sink keeps the header's true sink mass.
+  for (const std::string& s : labels_of(jw, "distribution.x")) {
+    EXPECT_GE(std::stoi(s), 960) << s;
+    EXPECT_LE(std::stoi(s), 1023) << s;
+  }
+  EXPECT_EQ(labels_of(jw, "distribution.header"), labels_of(ja, "distribution.header"));
+  // At 1280 x 720 the heatmap and the token strip stay usable.
+  EXPECT_GE((double)js["rects"]["heatmap"][2], 200);
+  EXPECT_GE((double)js["rects"]["tokens"][3], 40);
 }
 
 TEST(AppScreens, SettingsPersistBetweenLaunches) {
@@ -195,10 +353,15 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
                             dir + "/log.txt 2>&1";
     return std::system(cmd.c_str());
   };
-  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nwait\nquit\n"), 0);
-  ASSERT_EQ(run("wait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
+  const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nselect 2 3 5\nopen-b " + model_b + "\nwait\nquit\n"), 0);
+  ASSERT_EQ(run("wait\nwait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
   const auto j = read_json(dir + "/again.png.json");
   EXPECT_EQ(j["spec_a"], "focal_t0.3");
+  // The selection and model B come back too.
+  EXPECT_EQ(j["layer"], 2);
+  EXPECT_EQ(j["head"], 3);
+  EXPECT_NE(std::string(j["model_b_path"]).find("standard"), std::string::npos) << j;
   std::ifstream f(dir + "/settings.json");
   const auto s = nlohmann::json::parse(f);
   EXPECT_TRUE(s["log_color"]);

@@ -162,6 +162,61 @@ TEST_P(LiveRunnerModes, EveryIncrementalRunEqualsCaptureRun) {
 INSTANTIATE_TEST_SUITE_P(Modes, LiveRunnerModes,
                          ::testing::Values(AttnMode::kFocal, AttnMode::kLearned, AttnMode::kSsmax));
 
+// Induction score: every row of every head against a naive double-precision sum over the stored probabilities of
+// the keys right after earlier occurrences of the row's token (found here by a direct scan of the ids). Tolerance
+// 1e-6 (float sum of at most a few probabilities). The incremental LiveRunner keeps it for re-run layers too.
+TEST(Induction, CaptureRunAndLiveRunnerMatchANaiveSumOverStoredRows) {
+  auto m = make(AttnMode::kFocal);
+  std::vector<int32_t> x = ids(12);
+  const std::vector<int32_t> half(x.begin() + 1, x.end());
+  x.insert(x.end(), half.begin(), half.end());  // a repeated sequence: every second-half token occurred before
+  const int T = (int)x.size(), L = m->config().n_layers, H = m->config().n_heads;
+  CaptureRequest req;
+  req.induction = true;
+  const TempSpec spec = TempSpec::focal(0.5f);
+  const RunCapture run = capture_run(*m, x, spec, req, "r");
+  ASSERT_EQ(run.induction.size(), (size_t)L * H * T);
+  int with_targets = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      double acc = 0.0;
+      int n = 0;
+      for (int i = 0; i < T; ++i) {
+        const float* p = &run.probs[stored_row_offset(run, l, h, i, T)];
+        double ref = 0.0;
+        bool any = false;
+        for (int j = 0; j + 1 < i; ++j)
+          if (x[j] == x[i]) ref += p[j + 1], any = true;
+        const float got = run.induction[((size_t)l * H + h) * T + i];
+        if (!any) {
+          EXPECT_TRUE(std::isnan(got)) << l << " " << h << " " << i;
+          continue;
+        }
+        ++with_targets;
+        EXPECT_NEAR(got, ref, 1e-6) << l << " " << h << " " << i;
+        acc += ref, ++n;
+      }
+      EXPECT_NEAR(head_induction_score(run, H, T, l, h), acc / n, 1e-6);
+    }
+  EXPECT_GE(with_targets, L * H * 11);
+  // Without the request nothing is computed.
+  EXPECT_TRUE(capture_run(*m, x, spec, CaptureRequest{}, "r").induction.empty());
+  EXPECT_TRUE(std::isnan(head_induction_score(capture_run(*m, x, spec, CaptureRequest{}, "r"), H, T, 0, 0)));
+  // The live runner, re-running only layer 3, equals a full capture.
+  LiveRunner runner(*m);
+  RunCapture prev, out;
+  ASSERT_TRUE(runner.run(x, spec, req, "r", nullptr, &prev, {}, {}, nullptr));
+  TempSpec s2 = spec;
+  s2.layer_temp[3] = 0.3f;
+  int first = -1;
+  ASSERT_TRUE(runner.run(x, s2, req, "r", &prev, &out, {}, {}, &first));
+  EXPECT_EQ(first, 3);
+  const RunCapture full = capture_run(*m, x, s2, req, "r");
+  ASSERT_EQ(out.induction.size(), full.induction.size());
+  for (size_t i = 0; i < full.induction.size(); ++i)
+    if (!std::isnan(full.induction[i])) { ASSERT_EQ(out.induction[i], full.induction[i]) << i; }
+}
+
 TEST(LiveRunner, CancelledRunLeavesOutputAndStartsOverNextTime) {
   auto m = make(AttnMode::kStandard);
   const auto x = ids(16);

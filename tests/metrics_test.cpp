@@ -234,4 +234,23 @@ TEST(RowMetricName, EveryIndexAndOutOfRange) {
 }
 
 }  // namespace
+
+// Induction targets by hand: ids 5 7 9 5 7 9 5. Row 3 (5) -> key 1 (after the 5 at 0); row 4 (7) -> key 2; row 5
+// (9) -> key 3; row 6 (5) -> keys 1 and 4; rows 0-2 have none. Row 1 of 5 5 has none (key 1 would be the row
+// itself). The mass is the sum over those keys, NaN without any.
+TEST(Induction, TargetsAndMassByHand) {
+  const auto t = induction_targets({5, 7, 9, 5, 7, 9, 5});
+  ASSERT_EQ(t.size(), 7u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(t[i].empty()) << i;
+  EXPECT_EQ(t[3], std::vector<int>{1});
+  EXPECT_EQ(t[4], std::vector<int>{2});
+  EXPECT_EQ(t[5], std::vector<int>{3});
+  EXPECT_EQ(t[6], (std::vector<int>{1, 4}));
+  EXPECT_TRUE(induction_targets({5, 5})[1].empty());
+  EXPECT_EQ(induction_targets({5, 6, 5})[2], std::vector<int>{1});
+  const float p[7] = {0.1f, 0.2f, 0.05f, 0.05f, 0.4f, 0.1f, 0.1f};
+  EXPECT_FLOAT_EQ(induction_mass(p, t[6]), 0.6f);
+  EXPECT_TRUE(std::isnan(induction_mass(p, t[0])));
+}
+
 }  // namespace focal

@@ -68,6 +68,7 @@ const focal::ModelConfig* AppState::config() const { return has_cfg_ ? &cfg_ : n
 void AppState::notify(const std::string& msg, bool error) {
   message = msg;
   message_is_error = error;
+  if (error) ++error_count;
 }
 
 void AppState::add_recent(const std::string& path) {
@@ -165,6 +166,9 @@ void AppState::open_path(const std::string& path_in) {
       slots[0] = Slot{};
       slots[0].model = m;
       slots[0].spec = focal::TempSpec::native(m->config());
+      // Comparing two settings of one model: B is the other attention, so the first view shows a difference (a
+      // standard-trained model against itself gave A = B and every delta 0).
+      if (!slots[1].model) slots[1].spec = default_b_spec(m->config());
       box_[0] = std::make_shared<RunnerBox>(m);
       slots[1].run.reset();
       if (!slots[1].model) box_[1] = std::make_shared<RunnerBox>(m);
@@ -216,11 +220,34 @@ void AppState::open_model_b(const std::string& path) {
   });
 }
 
+focal::TempSpec default_b_spec(const focal::ModelConfig& c) {
+  return c.focal.mode == focal::AttnMode::kStandard ? focal::TempSpec::focal(0.4f) : focal::TempSpec::standard();
+}
+
+std::string AppState::posthoc_banner() const {
+  if (!has_cfg_ || capture_only() || slots[1].model || !compare) return "";
+  const focal::TempSpec native = focal::TempSpec::native(cfg_);
+  int nat = -1, other = -1;
+  for (int s = 0; s < 2; ++s) {
+    if (!slots[s].run) return "";
+    (slots[s].run_spec.label() == native.label() ? nat : other) = s;
+  }
+  if (nat < 0 || other < 0) return "";
+  const float a = prompt_loss(nat), b = prompt_loss(other);
+  if (!std::isfinite(a) || !std::isfinite(b)) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "%s is post hoc: this model was trained with %s. Prompt loss %.3f -> %.3f nats/token (%+.3f), "
+                "perplexity %.3g -> %.3g",
+                slots[other].run_spec.label().c_str(), native.label().c_str(), a, b, b - a, std::exp(a), std::exp(b));
+  return buf;
+}
+
 void AppState::close_model_b() {
   if (!slots[1].model) return;
   jobs.cancel("run_b");
   slots[1] = Slot{};
-  slots[1].spec = focal::TempSpec::standard();
+  slots[1].spec = has_cfg_ ? default_b_spec(cfg_) : focal::TempSpec::standard();
   model_b_path.clear();
   if (slots[0].model) box_[1] = std::make_shared<RunnerBox>(slots[0].model);
   state_version++;
@@ -297,6 +324,8 @@ focal::CaptureRequest AppState::request_for(int) const {
   req.layers = {sel_layer};
   req.store_scores = true;
   req.store_probs = n_tokens() <= max_store_tokens;
+  // The induction score observes every head's rows: cheap on the CPU, a copy per head from a CUDA device.
+  req.induction = !slots[0].model || slots[0].model->device() == focal::Device::kCpu;
   req.budget_bytes = size_t(8) << 30;
   req.run.relevant = file.relevant;
   return req;

@@ -20,6 +20,11 @@ namespace focalscope {
 
 enum class ViewRun { kA = 0, kB = 1, kDiff = 2 };
 
+// Per-head metrics the app ranks heads by: the row metrics (focal::RowMetric, means over rows 1..T-1) and, after
+// them, the induction score (focal::head_induction_score; docs/metrics.md).
+constexpr int kInductionScore = focal::kNumRowMetrics;
+const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
+
 struct ViewOptions {
   bool log_color = false;      // colour by log10(p)
   bool hide_sink = false;      // drop key 0 and renormalise each row over the rest
@@ -46,7 +51,8 @@ struct HeadRows {
   int layer = -1, head = -1, T = 0;
   std::vector<float> p[2];           // [T, T] probabilities of A and B (B empty without comparison)
   std::vector<float> raw;            // [T, T] raw scores q.k/sqrt(d_head) of A
-  std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation)
+  std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation),
+                                     // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
   bool exact[2] = {false, false};    // true: the side's spec equals its run's for this layer
   uint64_t version = 0;
@@ -127,10 +133,14 @@ class AppState {
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
   const LayerDivergence& layer_divergence();
-  // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run (NaN if absent).
+  // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run, or with kInductionScore its
+  // induction score (NaN if absent).
   float head_metric(int side, int layer, int head, int metric) const;
   // Mean next-token loss of the prompt in nats (NaN if not run).
   float prompt_loss(int side) const;
+  // When one side runs the model's trained setting and the other a post-hoc temperature (two settings of one
+  // model): a line naming both and the loss and perplexity each gives; else empty.
+  std::string posthoc_banner() const;
 
   // --- export ---
   focal::CaptureFile capture_file() const;  // the current state: tokens and both propagated runs
@@ -149,6 +159,7 @@ class AppState {
   ViewOptions view;
   std::string message;  // last error or notice, shown in the window
   bool message_is_error = false;
+  uint64_t error_count = 0;  // bumps on every error notice (scripts check it after a command's jobs finish)
   bool pending_truncation = false;
   std::vector<int32_t> untruncated;
   int max_store_tokens = 1024;  // above this, runs keep raw scores only (probabilities are derived)
@@ -180,6 +191,9 @@ class AppState {
   std::shared_ptr<RunnerBox> box_[2];
   LayerDivergence div_;
 };
+
+// B's setting when comparing two settings of one model: focal t = 0.4 for a standard-trained model, else standard.
+focal::TempSpec default_b_spec(const focal::ModelConfig& c);
 
 // Whether a path names a capture file (HDF5 signature) rather than a model.
 bool is_capture_path(const std::string& path);

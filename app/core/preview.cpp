@@ -14,6 +14,17 @@ namespace focalscope {
 
 using focal::kNumRowMetrics;
 
+namespace {
+// Mass of key 0 in softmax(raw[n] * mult) (max-subtracted, double): the sink mass of the whole row, which the
+// header still reports when the view hides the sink and renormalises the other keys.
+float full_row_sink(const float* raw, int n, float mult) {
+  double mx = -INFINITY, z = 0.0;
+  for (int j = 0; j < n; ++j) mx = std::max(mx, (double)raw[j] * mult);
+  for (int j = 0; j < n; ++j) z += std::exp((double)raw[j] * mult - mx);
+  return (float)(std::exp((double)raw[0] * mult - mx) / z);
+}
+}  // namespace
+
 bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated) const {
   Slot s_view = slots[side];  // shallow: shared_ptrs and specs
   if (propagated) s_view.spec = s_view.run_spec;
@@ -73,6 +84,7 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
         focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
       else
         std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+      metrics[focal::kSinkMass] = full_row_sink(raw, n, mult);  // what was hidden, not the renormalised key 1
     } else {
       focal::softmax_scaled(raw, n, mult, p, metrics, k, rel, n_rel);
     }
@@ -81,11 +93,13 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   if (!r.probs.empty()) {  // probabilities only: no re-tempering possible
     std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
     if (view.hide_sink) {
+      const float sink = p[0];
       p[0] = 0.0f;
       double z = 0.0;
       for (int j = 1; j < n; ++j) z += p[j];
       for (int j = 1; j < n; ++j) p[j] = z > 0 ? (float)(p[j] / z) : 0.0f;
       if (n > 1) focal::row_metrics(p + 1, n - 1, k, nullptr, 0, metrics);
+      metrics[focal::kSinkMass] = sink;
     } else {
       focal::row_metrics(p, n, k, rel, n_rel, metrics);
     }
@@ -186,9 +200,14 @@ const LayerDivergence& AppState::layer_divergence() {
   return div_;
 }
 
+const char* head_metric_name(int m) { return m == kInductionScore ? "induction" : focal::row_metric_name(m); }
+
 float AppState::head_metric(int side, int layer, int head, int metric) const {
   const Slot& s = slots[side];
   const int T = n_tokens();
+  if (metric == kInductionScore)
+    return s.run && has_cfg_ ? (float)focal::head_induction_score(*s.run, cfg_.n_heads, T, layer, head)
+                             : std::numeric_limits<float>::quiet_NaN();
   if (!s.run || !has_cfg_ || T == 0 ||
       s.run->metrics.size() < (size_t)cfg_.n_layers * cfg_.n_heads * T * kNumRowMetrics)
     return std::numeric_limits<float>::quiet_NaN();

@@ -33,6 +33,10 @@ Settings Settings::load(const std::string& path, std::string* warning) {
   try {
     json j = json::parse(f);
     s.model_path = j.value("model_path", s.model_path);
+    s.model_b_path = j.value("model_b_path", s.model_b_path);
+    s.layer = j.value("layer", s.layer);
+    s.head = j.value("head", s.head);
+    s.query = j.value("query", s.query);
     s.prompt = j.value("prompt", s.prompt);
     s.spec_a_json = j.value("spec_a", s.spec_a_json);
     s.spec_b_json = j.value("spec_b", s.spec_b_json);
@@ -60,6 +64,10 @@ void Settings::save(const std::string& path) const {
   }
   json j;
   j["model_path"] = model_path;
+  j["model_b_path"] = model_b_path;
+  j["layer"] = layer;
+  j["head"] = head;
+  j["query"] = query;
   j["prompt"] = prompt;
   j["spec_a"] = spec_a_json;
   j["spec_b"] = spec_b_json;
@@ -92,9 +100,9 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
       {"open", {-1, -1}},     {"open-b", {-1, -1}},   {"prompt", {-1, -1}},  {"temp", {1, 2}},      {"mode", {1, 2}},
       {"layer-temp", {2, 2}}, {"head-temp", {3, 3}},  {"tau-scale", {1, 1}}, {"compare", {1, 1}},   {"select", {2, 3}},
       {"view", {1, 1}},       {"log", {1, 1}},        {"sink", {1, 1}},      {"propagate", {1, 1}}, {"wait", {0, 0}},
-      {"frames", {1, 1}},     {"screenshot", {1, 1}}, {"export", {1, 1}},    {"figure", {2, 2}},    {"sweep", {0, 0}},
+      {"frames", {1, 1}},     {"screenshot", {1, 2}}, {"export", {1, 1}},    {"figure", {2, 2}},    {"sweep", {0, 0}},
       {"generate", {1, 1}},   {"resize", {2, 2}},     {"quit", {0, 0}},      {"truncate", {0, 0}},  {"tab", {1, 1}},
-      {"relevant", {1, 1}}};
+      {"relevant", {1, 1}},   {"keys", {1, 1}},       {"set-temp", {3, 4}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;

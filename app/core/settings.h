@@ -8,7 +8,9 @@
 namespace focalscope {
 
 struct Settings {
-  std::string model_path;  // last model (A)
+  std::string model_path;               // last model (A)
+  std::string model_b_path;             // model B when two models were compared (empty: two settings of model A)
+  int layer = 0, head = 0, query = -1;  // the selection, restored when model_path is reopened (query -1: last)
   std::string prompt;
   std::string spec_a_json, spec_b_json;  // TempSpec JSON of each side, applied when model_path is reopened
   std::vector<std::string> recent;
@@ -32,9 +34,10 @@ struct ScriptCommand {
 };
 
 // Commands: open PATH | open-b PATH | prompt TEXT | temp T [a|b] | mode MODE [a|b] | layer-temp L T | head-temp L H T
-// | tau-scale X | compare on|off | select LAYER HEAD [QUERY] | view a|b|diff | log on|off | sink on|off
-// | propagate on|off | wait | frames N | screenshot PATH.png | export PATH.h5 | figure KIND PATH | sweep | generate N
-// | resize W H | tab metrics|output|sweep|generation|tau | truncate | quit. Blank lines and lines starting with # are skipped. Throws focal::Error naming the file and
+// | set-temp LAYERS HEADS T [a|b] | tau-scale X | compare on|off | select LAYER HEAD [QUERY] | view a|b|diff
+// | log on|off | sink on|off | keys N | relevant POS | propagate on|off | wait | frames N | screenshot [PANEL] PATH.png
+// | export PATH.h5 | figure KIND PATH | sweep | generate N | resize W H | tab metrics|output|sweep|generation|tau
+// | truncate | quit. Blank lines and lines starting with # are skipped. Throws focal::Error naming the file and
 // line of an unknown command or a wrong argument count.
 std::vector<ScriptCommand> parse_script(const std::string& text, const std::string& path);
 

@@ -160,19 +160,40 @@ void setup_style_and_fonts(Ui& ui) {
 // Panel rectangles for a window of w x h pixels.
 void layout_and_draw(Ui& ui, float w, float h, float fps) {
   AppState& st = ui.st;
-  const float status_h = 26.0f;
-  const float left = std::clamp(w * 0.22f, 250.0f, 380.0f);
-  const float top = std::clamp(h * 0.19f, 110.0f, 190.0f);
-  const float bottom = std::clamp(h * 0.28f, 120.0f, 300.0f);
+  const float status_h = 32.0f;  // the smallest window ImGui draws here: the status bar ends at the window edge
+  // At 1280 x 720 the left column, the token strip and the details table each give up a little so that the heatmap
+  // and the overview stay usable.
+  const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
+  const float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
+  const float bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
   const float right_w = std::max(80.0f, w - left);
-  const float heat_w = std::max(60.0f, std::min(mid + 40.0f, right_w * 0.55f));
+  const float heat_w = std::max(60.0f, std::min(mid + 30.0f, right_w * 0.48f));
+  // The overview's share of the column: more for many layers; drag the splitter under it to change it.
+  const focal::ModelConfig* cfg = st.config();
+  if (ui.overview_frac <= 0.0f) ui.overview_frac = cfg && cfg->n_layers > 12 ? 0.5f : 0.42f;
+  ui.overview_frac = std::clamp(ui.overview_frac, 0.15f, 0.85f);
+  const float ov_h = mid * ui.overview_frac;
   draw_controls(ui, ImVec4(0, 0, left, h - status_h));
   draw_prompt(ui, ImVec4(left, 0, right_w, top));
   draw_heatmap(ui, ImVec4(left, top, heat_w, mid));
-  draw_overview(ui, ImVec4(left + heat_w, top, right_w - heat_w, mid * 0.42f));
-  draw_distribution(ui, ImVec4(left + heat_w, top + mid * 0.42f, right_w - heat_w, mid * 0.58f));
+  draw_overview(ui, ImVec4(left + heat_w, top, right_w - heat_w, ov_h));
+  draw_distribution(ui, ImVec4(left + heat_w, top + ov_h, right_w - heat_w, mid - ov_h));
   draw_bottom(ui, ImVec4(left, top + mid, right_w, bottom));
+  // Splitter between the overview and the distribution: drag to resize.
+  ImGui::SetNextWindowPos(ImVec2(left + heat_w + 20, top + ov_h - 3));
+  ImGui::SetNextWindowSize(ImVec2(std::max(20.0f, right_w - heat_w - 40), 6));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowMinSize, ImVec2(1, 1));
+  if (ImGui::Begin("##split", nullptr,
+                   ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_NoSavedSettings |
+                       ImGuiWindowFlags_NoMove)) {
+    ImGui::InvisibleButton("split", ImVec2(std::max(20.0f, right_w - heat_w - 40), 6));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+    if (ImGui::IsItemActive()) ui.overview_frac += ImGui::GetIO().MouseDelta.y / mid;
+  }
+  ImGui::End();
+  ImGui::PopStyleVar(2);
   // Status bar: message, jobs, frame rate.
   if (begin_panel("##status", ImVec4(0, h - status_h, w, status_h),
                   ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {
@@ -201,6 +222,21 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   std::vector<uint8_t> flipped(px.size());
   for (int y = 0; y < fb_h; ++y)
     std::memcpy(&flipped[(size_t)y * fb_w * 4], &px[(size_t)(fb_h - 1 - y) * fb_w * 4], (size_t)fb_w * 4);
+  if (!ui.screenshot_panel.empty() && ui.screenshot_panel != "window") {  // one panel: crop to its rectangle
+    auto it = ui.rects.find(ui.screenshot_panel);
+    if (it == ui.rects.end()) throw focal::Error("screenshot: there is no panel '" + ui.screenshot_panel + "'");
+    const float sx = (float)fb_w / std::max(1.0f, ImGui::GetIO().DisplaySize.x);
+    const float sy = (float)fb_h / std::max(1.0f, ImGui::GetIO().DisplaySize.y);
+    const int x0 = std::clamp((int)std::lround(it->second.x * sx), 0, fb_w - 1);
+    const int y0 = std::clamp((int)std::lround(it->second.y * sy), 0, fb_h - 1);
+    const int w = std::clamp((int)std::lround(it->second.z * sx), 1, fb_w - x0);
+    const int h = std::clamp((int)std::lround(it->second.w * sy), 1, fb_h - y0);
+    std::vector<uint8_t> crop((size_t)w * h * 4);
+    for (int y = 0; y < h; ++y)
+      std::memcpy(&crop[(size_t)y * w * 4], &flipped[((size_t)(y0 + y) * fb_w + x0) * 4], (size_t)w * 4);
+    focal::figures::write_png_rgba(path, crop.data(), w, h, w * 4);
+    return;
+  }
   focal::figures::write_png_rgba(path, flipped.data(), fb_w, fb_h, fb_w * 4);
   // Sidecar: where each panel is and what the state was, for the screenshot checks.
   nlohmann::json js;
@@ -213,7 +249,11 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["message"] = ui.st.message;
   js["message_is_error"] = ui.st.message_is_error;
   js["spec_a"] = ui.st.slots[0].spec.label();
+  js["spec_b"] = ui.st.slots[1].spec.label();
   js["capture_only"] = ui.st.capture_only();
+  js["model_path"] = ui.st.loaded.path;
+  for (const auto& [name, l] : ui.labels) js["labels"][name] = l;
+  js["model_b_path"] = ui.st.model_b_path;
   const std::string tmp = path + ".json.tmp";
   {
     std::ofstream f(tmp);
@@ -333,6 +373,15 @@ int run_app(int argc, char** argv) {
             st.set_spec(0, focal::TempSpec::from_json(settings.spec_a_json, settings_path));
             if (!settings.spec_b_json.empty())
               st.set_spec(1, focal::TempSpec::from_json(settings.spec_b_json, settings_path));
+            // The selection (clamped to the model) and model B of the last session.
+            const focal::ModelConfig* c = st.config();
+            if (c && settings.layer >= 0 && settings.layer < c->n_layers && settings.head >= 0 &&
+                settings.head < c->n_heads)
+              st.select(settings.layer, settings.head, settings.query);
+            if (!settings.model_b_path.empty() && exists(settings.model_b_path)) {
+              st.open_model_b(settings.model_b_path);
+              ui.b_kind = 1;
+            }
           }
         } catch (const focal::Error& e) {
           st.notify(settings_path + ": the saved temperature specs were not restored (" + e.what() + ")", true);
@@ -367,6 +416,7 @@ int run_app(int argc, char** argv) {
       ImGui::NewFrame();
       int fb_w, fb_h;
       glfwGetFramebufferSize(win, &fb_w, &fb_h);
+      ui.labels.clear();  // each panel records the axis labels it draws this frame
       layout_and_draw(ui, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y, fps);
       ImGui::Render();
       if (!args.bench.empty()) bench.after_render();
@@ -387,6 +437,7 @@ int run_app(int argc, char** argv) {
           }
         }
         ui.screenshot_request.clear();
+        ui.screenshot_panel.clear();
       }
       if (!args.bench.empty()) {
         glFinish();
@@ -407,6 +458,10 @@ int run_app(int argc, char** argv) {
     if (!args.no_settings && args.bench.empty() && (script.empty() || !args.settings_path.empty())) {
       settings.recent = st.recent;
       if (st.has_model()) settings.model_path = st.loaded.path;
+      settings.model_b_path = st.slots[1].model ? st.model_b_path : "";
+      settings.layer = st.sel_layer;
+      settings.head = st.sel_head;
+      settings.query = st.sel_query;
       settings.prompt = st.prompt;
       settings.spec_a_json = st.slots[0].spec.to_json();
       settings.spec_b_json = st.slots[1].spec.to_json();

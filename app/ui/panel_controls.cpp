@@ -132,8 +132,15 @@ static void export_section(Ui& ui) {
   ImGui::SetNextItemWidth(-70);
   ImGui::InputText("##png", ui.png_buf, sizeof ui.png_buf);
   ImGui::SameLine();
-  if (ImGui::Button("PNG")) ui.screenshot_request = ui.png_buf;
-  help_marker("Saves the window as it is now (the next frame) as a PNG.");
+  if (ImGui::Button("PNG")) {
+    ui.screenshot_request = ui.png_buf;
+    ui.screenshot_panel = ui.png_panel == 0 ? "" : kPanelNames[ui.png_panel];
+  }
+  help_marker("Saves the window, or one panel, as it is now (the next frame) as a PNG.");
+  ImGui::SetNextItemWidth(110);
+  ImGui::Combo("##pngpanel", &ui.png_panel, kPanelNames, 7);
+  ImGui::SameLine();
+  ImGui::TextDisabled("PNG of");
   ImGui::SetNextItemWidth(110);
   ImGui::Combo("##kind", &ui.figure_kind, kFigureKinds, 4);
   ImGui::SameLine();

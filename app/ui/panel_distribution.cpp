@@ -1,11 +1,26 @@
-// The paper's Fig. 1, live: the selected query's attention over its context, run A and run B overlaid (A filled,
-// B as a line), with their entropies.
+// The paper's Fig. 1, live: the selected query's attention over its context, runs A and B side by side (split bars
+// when the keys are wide enough, else B's bars behind A's, both translucent), with their entropies. A key window
+// (the last N keys up to the query) for long prompts; round ticks; the top keys named at their bars.
 #include <algorithm>
 #include <cmath>
 
 #include "ui.h"
 
 namespace focalscope {
+
+namespace {
+
+// Token text for a label: newlines as spaces, at most 12 characters.
+std::string short_piece(const std::string& piece) {
+  std::string s = piece;
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  const size_t b = s.find_first_not_of(' ');
+  s = b == std::string::npos ? "_" : s.substr(b);
+  return s.size() > 12 ? s.substr(0, 11) + "~" : s;
+}
+
+}  // namespace
 
 void draw_distribution(Ui& ui, const ImVec4& r) {
   AppState& st = ui.st;
@@ -18,72 +33,130 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       ImGui::End();
       return;
     }
-    ImGui::Text("query %d '%s'", q, st.file.pieces[q].c_str());
+    ImGui::Text("query %d '%s'", q, short_piece(st.file.pieces[q]).c_str());
     for (int s = 0; s < 2; ++s) {
       if (rows.p[s].empty()) continue;
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];
       ImGui::SameLine();
-      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f", side_name(s), m[focal::kEntropyNats],
-                         m[focal::kMaxProb], m[focal::kSinkMass]);
+      // With the sink hidden, H and max are of the renormalised keys 1..q; the sink mass is the whole row's.
+      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f%s", side_name(s),
+                         m[focal::kEntropyNats], m[focal::kMaxProb], m[focal::kSinkMass],
+                         st.view.hide_sink ? " (hidden)" : "");
     }
+    ui.labels["distribution.header"] = {
+        fmt("sink %.2f",
+            rows.metrics[0].empty() ? NAN : rows.metrics[0][(size_t)q * focal::kNumRowMetrics + focal::kSinkMass])};
+    // Key window: the last N keys up to the query (0: all).
+    ImGui::SetNextItemWidth(120);
+    ImGui::InputInt("last keys (0: all)", &ui.dist_window, 16, 128);
+    ui.dist_window = std::max(0, ui.dist_window);
+    const int k1 = q, k0 = ui.dist_window > 0 ? std::max(0, q - ui.dist_window + 1) : 0;
+    const int n = k1 - k0 + 1;
+
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float axis_w = 38.0f, axis_h = 18.0f;
+    const float axis_w = 40.0f, axis_h = 18.0f;
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    const ImVec2 p0(o.x + axis_w, o.y + 4), p1(o.x + avail.x - 4, o.y + avail.y - axis_h);
+    const ImVec2 p0(o.x + axis_w, o.y + 6), p1(o.x + avail.x - 6, o.y + avail.y - axis_h);
     if (p1.x - p0.x < 20 || p1.y - p0.y < 20) {
       ImGui::End();
       return;
     }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddRectFilled(p0, p1, IM_COL32(24, 26, 32, 255));
-    const int n = q + 1;
     float pmax = 0.0f;
     for (int s = 0; s < 2; ++s)
       if (!rows.p[s].empty())
-        for (int k = 0; k < n; ++k) pmax = std::max(pmax, rows.p[s][(size_t)q * T + k]);
-    pmax = pmax > 0 ? std::min(1.0f, pmax * 1.08f) : 1.0f;
+        for (int k = k0; k <= k1; ++k) pmax = std::max(pmax, rows.p[s][(size_t)q * T + k]);
+    // Round ticks; the top of the axis is the first tick at or above the largest p (room for the labels).
+    const focal::figures::Ticks yt =
+        round_ticks(ui, "distribution.y", 0.0, pmax > 0 ? std::min(1.0, pmax * 1.15) : 1.0, 5);
+    const float ytop = (float)std::max(yt.values.empty() ? 1.0 : yt.values.back(), pmax * 1.15);
     const float W = p1.x - p0.x, Hh = p1.y - p0.y;
-    for (int g = 0; g <= 4; ++g) {  // grid and y labels
-      const float y = p1.y - Hh * g / 4.0f;
+    auto Y = [&](float v) { return p1.y - Hh * v / ytop; };
+    for (size_t g = 0; g < yt.values.size(); ++g) {
+      const float y = Y((float)yt.values[g]);
       dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), IM_COL32(60, 62, 70, 255));
-      dl->AddText(ImVec2(o.x, y - 7), IM_COL32(150, 150, 160, 255), fmt("%.2f", pmax * g / 4.0).c_str());
+      const ImVec2 ts = ImGui::CalcTextSize(yt.labels[g].c_str());
+      dl->AddText(ImVec2(p0.x - ts.x - 4, y - ts.y / 2), IM_COL32(150, 150, 160, 255), yt.labels[g].c_str());
     }
-    // Bars, aggregated by max when there are more keys than pixels.
+    // Bars, aggregated by max when there are more keys than pixels. Wide keys: A left, B right. Narrow keys: B
+    // behind A, both translucent, so that neither hides the other.
     const int cols = std::max(1, std::min(n, (int)W));
-    for (int s = 0; s < 2; ++s) {
+    const float per_col = W / cols;
+    const bool split = per_col >= 4.0f && !rows.p[0].empty() && !rows.p[1].empty();
+    for (int s = 1; s >= 0; --s) {
       if (rows.p[s].empty()) continue;
       const float* p = &rows.p[s][(size_t)q * T];
-      ImVec2 prev;
       for (int c = 0; c < cols; ++c) {
-        const int ka = (int)((long)c * n / cols), kb = std::max(ka + 1, (int)((long)(c + 1) * n / cols));
+        const int ka = k0 + (int)((long)c * n / cols), kb = std::max(ka + 1, k0 + (int)((long)(c + 1) * n / cols));
         float v = 0.0f;
         for (int k = ka; k < kb; ++k) v = std::max(v, p[k]);
-        const float x0 = p0.x + W * c / cols, x1 = p0.x + W * (c + 1) / cols;
-        const float y = p1.y - Hh * v / pmax;
-        if (s == 0) {
-          dl->AddRectFilled(ImVec2(x0 + (cols < W / 3 ? 1.0f : 0.0f), y),
-                            ImVec2(std::max(x0 + 1, x1 - (cols < W / 3 ? 1.0f : 0.0f)), p1.y),
-                            (col_run(0) & 0x00FFFFFF) | 0xD0000000);
-        } else {
-          const ImVec2 a(x0, y), b(x1, y);
-          if (c > 0) dl->AddLine(prev, a, col_run(1), 2.0f);
-          dl->AddLine(a, b, col_run(1), 2.0f);
-          prev = b;
-        }
+        if (!(v > 0)) continue;
+        float x0 = p0.x + W * c / cols, x1 = p0.x + W * (c + 1) / cols;
+        if (per_col >= 3.0f) x0 += 0.5f, x1 -= 0.5f;
+        if (split) (s == 0 ? x1 : x0) = 0.5f * (x0 + x1);
+        x1 = std::max(x1, x0 + 1.0f);
+        const ImU32 alpha = split ? 0xE0000000 : (s == 0 ? 0xB0000000 : 0xA0000000);
+        dl->AddRectFilled(ImVec2(x0, Y(v)), ImVec2(x1, p1.y), (col_run(s) & 0x00FFFFFF) | alpha);
       }
     }
-    // x labels: positions, or the tokens when they fit.
-    const float per = W / n;
-    for (int k = 0; k < n; ++k) {
-      const bool fits = per > 34.0f;
-      if (!fits && k % std::max(1, (int)std::ceil(60.0f / per)) != 0) continue;
-      const std::string s = fits ? st.file.pieces[k].substr(0, 6) : std::to_string(k);
-      dl->AddText(ImVec2(p0.x + per * k + 1, p1.y + 2), IM_COL32(150, 150, 160, 255), s.c_str());
+    // The top keys (by the larger of A and B) named above their bars, without overlapping.
+    std::vector<std::pair<float, int>> top;
+    for (int k = k0; k <= k1; ++k) {
+      float v = 0.0f;
+      for (int s = 0; s < 2; ++s)
+        if (!rows.p[s].empty()) v = std::max(v, rows.p[s][(size_t)q * T + k]);
+      top.push_back({-v, k});
     }
+    std::partial_sort(top.begin(), top.begin() + std::min<size_t>(5, top.size()), top.end());
+    std::vector<std::pair<float, float>> placed;
+    std::vector<std::string> top_labels;
+    for (size_t t = 0; t < top.size() && t < 5 && top_labels.size() < 3; ++t) {
+      const int k = top[t].second;
+      const float v = -top[t].first;
+      if (!(v > 0.05f * pmax)) break;
+      const std::string s = short_piece(st.file.pieces[k]) + " (" + std::to_string(k) + ")";
+      const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+      const float xc = p0.x + W * ((k - k0) + 0.5f) / n;
+      const float x = std::clamp(xc - ts.x / 2, p0.x, p1.x - ts.x);
+      bool clash = false;
+      for (auto [a, b] : placed) clash |= x < b + 4 && x + ts.x > a - 4;
+      if (clash) continue;
+      placed.push_back({x, x + ts.x});
+      dl->AddText(ImVec2(x, std::max(p0.y, Y(v) - ts.y - 1)), IM_COL32(230, 230, 235, 255), s.c_str());
+      top_labels.push_back(s);
+    }
+    ui.labels["distribution.top"] = top_labels;
+    // x labels: every token when they fit, else key positions at round steps.
+    const float per = W / n;
+    std::vector<std::string> xl;
+    float widest = 0;
+    for (int k = k0; k <= k1; ++k)
+      widest = std::max(widest, ImGui::CalcTextSize(short_piece(st.file.pieces[k]).c_str()).x);
+    if (per >= widest + 4) {
+      for (int k = k0; k <= k1; ++k) {
+        const std::string s = short_piece(st.file.pieces[k]);
+        const float tw = ImGui::CalcTextSize(s.c_str()).x;
+        dl->AddText(ImVec2(p0.x + per * (k - k0 + 0.5f) - tw / 2, p1.y + 2),
+                    k == q ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255), s.c_str());
+        xl.push_back(s);
+      }
+    } else {
+      const int max_ticks = std::max(2, (int)(W / (ImGui::CalcTextSize("00000").x + 12)));
+      const focal::figures::Ticks xt = focal::figures::nice_ticks(k0, k1, max_ticks, false);
+      for (size_t i = 0; i < xt.values.size(); ++i) {
+        const float x = p0.x + per * ((float)xt.values[i] - k0 + 0.5f);
+        const float tw = ImGui::CalcTextSize(xt.labels[i].c_str()).x;
+        dl->AddLine(ImVec2(x, p1.y), ImVec2(x, p1.y + 3), IM_COL32(150, 150, 160, 255));
+        dl->AddText(ImVec2(x - tw / 2, p1.y + 3), IM_COL32(150, 150, 160, 255), xt.labels[i].c_str());
+        xl.push_back(xt.labels[i]);
+      }
+    }
+    ui.labels["distribution.x"] = xl;
     ImGui::SetCursorScreenPos(p0);
     ImGui::InvisibleButton("dist", ImVec2(W, Hh));
     if (ImGui::IsItemHovered()) {
-      const int k = std::clamp((int)((ImGui::GetIO().MousePos.x - p0.x) / W * n), 0, n - 1);
+      const int k = k0 + std::clamp((int)((ImGui::GetIO().MousePos.x - p0.x) / W * n), 0, n - 1);
       ImGui::BeginTooltip();
       ImGui::Text("key %d '%s'", k, st.file.pieces[k].c_str());
       for (int s = 0; s < 2; ++s)

@@ -66,7 +66,7 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
 
     // The image area: square, as large as fits, with room for axis labels.
     ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float legend_h = ImGui::GetTextLineHeightWithSpacing() + 6.0f;
+    const float legend_h = 2 * ImGui::GetTextLineHeightWithSpacing() + 8.0f;  // the colour bar and its numbers
     const float side_px = std::max(16.0f, std::min(avail.x, avail.y - legend_h));
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     ui.rects["heatmap"] = ImVec4(p0.x, p0.y, side_px, side_px);
@@ -108,7 +108,7 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     if (key != ui.heat_key && T > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<uint8_t> px;
-      build_heat_pixels(st, rows, v, tex_px, tex_px, px);
+      ui.heat_vmax = build_heat_pixels(st, rows, v, tex_px, tex_px, px);
       ui.heat_tex.upload(px, tex_px, tex_px);
       ui.heat_key = key;
       ui.heat_build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -156,21 +156,21 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         ImGui::EndTooltip();
       }
     }
-    // Legend.
+    // Colour bar with numbered round ticks: p on [0, max in view], log10 p on [1e-4, 1], or B - A on
+    // [-max |B - A|, +max |B - A|] (the B - A bar had no numbers).
     ImGui::SetCursorScreenPos(ImVec2(p0.x, p1.y + 4.0f));
-    const float lw = std::min(side_px * 0.5f, 220.0f);
+    const float lw = std::min(side_px * 0.55f, 260.0f);
     const ImVec2 l0 = ImGui::GetCursorScreenPos();
-    for (int i = 0; i < (int)lw; ++i) {
-      const double t = i / (lw - 1.0);
-      dl->AddRectFilled(ImVec2(l0.x + i, l0.y + 3), ImVec2(l0.x + i + 1, l0.y + 13),
-                        show == 2 ? col_diverging(2 * t - 1) : col_viridis(t));
-    }
-    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 8, l0.y));
-    ImGui::TextDisabled(
-        "%s   keys %d..%d, queries %d..%d%s",
-        show == 2 ? "B - A (blue < 0 < red)" : (st.view.log_color ? "log10 p, 1e-4 .. 1" : "p / max in view"),
-        (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0, (int)std::ceil(v.q1) - 1,
-        tex_px < (int)(v.k1 - v.k0) ? "  (max-pooled)" : "");
+    const ScaleKind kind =
+        show == 2 ? ScaleKind::kDiverging : (st.view.log_color ? ScaleKind::kLog10 : ScaleKind::kLinear);
+    const double lo = kind == ScaleKind::kLog10 ? -4.0 : 0.0, hi = kind == ScaleKind::kLog10 ? 0.0 : ui.heat_vmax;
+    const float used = draw_colorbar_h(ui, "heatmap.colorbar", dl, ImVec2(l0.x, l0.y + 2), lw, 9, lo, hi, kind);
+    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y));
+    ImGui::TextDisabled("%s", show == 2 ? "B - A (blue: B lower)" : (st.view.log_color ? "p (log)" : "p"));
+    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y + ImGui::GetTextLineHeight()));
+    ImGui::TextDisabled("keys %d..%d, queries %d..%d%s", (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0,
+                        (int)std::ceil(v.q1) - 1, tex_px < (int)(v.k1 - v.k0) ? " (max-pooled)" : "");
+    ImGui::SetCursorScreenPos(ImVec2(l0.x, l0.y + std::max(used + 2, 2 * ImGui::GetTextLineHeight())));
   }
   ImGui::End();
 }

@@ -1,6 +1,10 @@
-// Per-head metrics for every layer and head: entropy, effective support, tail, sink and relevant mass of A and B
-// and their difference, with KL / JS between A and B on the visible layer. Click a row to select the head.
+// Per-head metrics for every layer and head: entropy, effective support, tail, sink, max, induction score and
+// relevant mass of A and B and their difference, with KL / JS between A and B on the visible layer. Click a column
+// header to rank the heads by it; click a row to select the head.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "ui.h"
 
@@ -26,14 +30,15 @@ void draw_metrics(Ui& ui) {
     const char* name;
     int metric;
   };
-  static const Col kCols[] = {{"H", focal::kEntropyNats}, {"exp H", focal::kEffSupport},
-                              {"tail", focal::kTailMass}, {"sink", focal::kSinkMass},
-                              {"max", focal::kMaxProb},   {"relevant", focal::kRelevantMass}};
-  const int n_metric = rel ? 6 : 5;
+  static const Col kCols[] = {{"H", focal::kEntropyNats},        {"exp H", focal::kEffSupport},
+                              {"tail", focal::kTailMass},        {"sink", focal::kSinkMass},
+                              {"max", focal::kMaxProb},          {"induction", kInductionScore},
+                              {"relevant", focal::kRelevantMass}};
+  const int n_metric = rel ? 7 : 6;
   const int n_cols = 1 + n_metric * (two ? 3 : 1) + (two ? 2 : 0);
   if (ImGui::BeginTable("metrics", n_cols,
                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                            ImGuiTableFlags_SizingFixedFit,
+                            ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Sortable | ImGuiTableFlags_SortTristate,
                         ImVec2(0, ImGui::GetContentRegionAvail().y))) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("layer.head");
@@ -49,47 +54,73 @@ void draw_metrics(Ui& ui) {
       ImGui::TableSetupColumn("JS");
     }
     ImGui::TableHeadersRow();
-    for (int l = 0; l < c->n_layers; ++l)
-      for (int h = 0; h < c->n_heads; ++h) {
-        ImGui::TableNextRow();
-        ImGui::TableSetColumnIndex(0);
-        char label[32];
-        std::snprintf(label, sizeof label, "%d.%d", l, h);
-        const bool sel = l == st.sel_layer && h == st.sel_head;
-        if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns)) st.select(l, h, st.sel_query);
-        static int scrolled_to = -1;  // keep the selected head in view when it is chosen elsewhere
-        if (sel && scrolled_to != l * 100000 + h) {
-          ImGui::SetScrollHereY(0.5f);
-          scrolled_to = l * 100000 + h;
+    // Row order: layer.head, or ranked by the sorted column (NaN last either way).
+    std::vector<int> order((size_t)c->n_layers * c->n_heads);
+    std::iota(order.begin(), order.end(), 0);
+    const ImGuiTableSortSpecs* sort = ImGui::TableGetSortSpecs();
+    if (sort && sort->SpecsCount > 0 && sort->Specs[0].ColumnIndex > 0) {
+      const int ci = sort->Specs[0].ColumnIndex - 1;
+      const bool desc = sort->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+      auto value = [&](int i) -> float {
+        const int l = i / c->n_heads, h = i % c->n_heads;
+        if (ci >= n_metric * (two ? 3 : 1)) {  // KL or JS of the visible layer
+          if (l != dv.layer || h >= (int)dv.kl.size()) return NAN;
+          return ci == n_metric * 3 ? dv.kl[h] : dv.js[h];
         }
-        int col = 1;
-        for (int m = 0; m < n_metric; ++m) {
-          const float a = st.head_metric(0, l, h, kCols[m].metric);
-          ImGui::TableSetColumnIndex(col++);
-          ImGui::TextColored(col_run_v4(0), "%.3f", a);
-          if (two) {
-            const float b = st.head_metric(1, l, h, kCols[m].metric);
-            ImGui::TableSetColumnIndex(col++);
-            ImGui::TextColored(col_run_v4(1), "%.3f", b);
-            ImGui::TableSetColumnIndex(col++);
-            const float d = b - a;
-            ImGui::TextColored(d < 0 ? ImVec4(0.55f, 0.75f, 1.0f, 1.0f) : ImVec4(1.0f, 0.6f, 0.5f, 1.0f), "%+.3f", d);
-          }
-        }
+        const int m = ci / (two ? 3 : 1), part = ci % (two ? 3 : 1);
+        const float a = st.head_metric(0, l, h, kCols[m].metric);
+        if (part == 0) return a;
+        const float b = st.head_metric(1, l, h, kCols[m].metric);
+        return part == 1 ? b : b - a;
+      };
+      std::vector<float> v(order.size());
+      for (int i : order) v[i] = value(i);
+      std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        if (std::isnan(v[x]) || std::isnan(v[y])) return !std::isnan(v[x]) && std::isnan(v[y]);
+        return desc ? v[x] > v[y] : v[x] < v[y];
+      });
+    }
+    for (int i : order) {
+      const int l = i / c->n_heads, h = i % c->n_heads;
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      char label[32];
+      std::snprintf(label, sizeof label, "%d.%d", l, h);
+      const bool sel = l == st.sel_layer && h == st.sel_head;
+      if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns)) st.select(l, h, st.sel_query);
+      static int scrolled_to = -1;  // keep the selected head in view when it is chosen elsewhere
+      if (sel && scrolled_to != l * 100000 + h) {
+        ImGui::SetScrollHereY(0.5f);
+        scrolled_to = l * 100000 + h;
+      }
+      int col = 1;
+      for (int m = 0; m < n_metric; ++m) {
+        const float a = st.head_metric(0, l, h, kCols[m].metric);
+        ImGui::TableSetColumnIndex(col++);
+        ImGui::TextColored(col_run_v4(0), "%.3f", a);
         if (two) {
-          const bool have = l == dv.layer && h < (int)dv.kl.size();
+          const float b = st.head_metric(1, l, h, kCols[m].metric);
           ImGui::TableSetColumnIndex(col++);
-          if (have)
-            ImGui::Text("%.4f", dv.kl[h]);
-          else
-            ImGui::TextDisabled("-");
+          ImGui::TextColored(col_run_v4(1), "%.3f", b);
           ImGui::TableSetColumnIndex(col++);
-          if (have)
-            ImGui::Text("%.4f", dv.js[h]);
-          else
-            ImGui::TextDisabled("-");
+          const float d = b - a;
+          ImGui::TextColored(d < 0 ? ImVec4(0.55f, 0.75f, 1.0f, 1.0f) : ImVec4(1.0f, 0.6f, 0.5f, 1.0f), "%+.3f", d);
         }
       }
+      if (two) {
+        const bool have = l == dv.layer && h < (int)dv.kl.size();
+        ImGui::TableSetColumnIndex(col++);
+        if (have)
+          ImGui::Text("%.4f", dv.kl[h]);
+        else
+          ImGui::TextDisabled("-");
+        ImGui::TableSetColumnIndex(col++);
+        if (have)
+          ImGui::Text("%.4f", dv.js[h]);
+        else
+          ImGui::TextDisabled("-");
+      }
+    }
     ImGui::EndTable();
   }
 }

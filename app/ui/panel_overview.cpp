@@ -1,5 +1,6 @@
-// Layer x head overview: one cell per head coloured by a per-head metric (mean over query rows 1..T-1) of run A,
-// or the difference B - A; click a cell to drill down into that head.
+// Layer x head overview: one cell per head coloured by a per-head metric (mean over query rows 1..T-1, or the
+// induction score) of run A, or the difference B - A, with a numbered colour bar; hover shows the values, click a
+// cell to drill down into that head. Many layers (30 x 9) are laid out across when that gives larger cells.
 #include <algorithm>
 #include <cmath>
 
@@ -9,16 +10,17 @@ namespace focalscope {
 
 void draw_overview(Ui& ui, const ImVec4& r) {
   AppState& st = ui.st;
-  if (begin_panel("Layers x heads", r)) {
+  if (begin_panel("Layers x heads", r, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
     ui.record_rect("overview");
     const focal::ModelConfig* c = st.config();
-    static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport, focal::kMaxProb,
-                                   focal::kTopkMass,    focal::kTailMass,    focal::kSinkMass,   focal::kRelevantMass};
-    const char* cur = focal::row_metric_name(st.view.overview_metric);
+    static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm,  focal::kEffSupport,
+                                   focal::kMaxProb,     focal::kTopkMass,     focal::kTailMass,
+                                   focal::kSinkMass,    focal::kRelevantMass, kInductionScore};
+    const char* cur = head_metric_name(st.view.overview_metric);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##metric", cur)) {
       for (int m : kMetrics)
-        if (ImGui::Selectable(focal::row_metric_name(m), m == st.view.overview_metric)) st.view.overview_metric = m;
+        if (ImGui::Selectable(head_metric_name(m), m == st.view.overview_metric)) st.view.overview_metric = m;
       ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -47,34 +49,44 @@ void draw_overview(Ui& ui, const ImVec4& r) {
       }
     const float amax = std::max(std::fabs(lo), std::fabs(hi));
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float label_w = 34.0f, label_h = ImGui::GetTextLineHeight() + 2.0f;
-    const float caption_h = ImGui::GetTextLineHeightWithSpacing() + 14.0f;
-    // Cells fill the panel: square when both fit, else as tall as the rows allow and up to 4x as wide (a
-    // 30-layer model in a short panel keeps readable columns).
-    const float fit_w = (avail.x - label_w) / H, fit_h = (avail.y - label_h - caption_h) / L;
+    const float lh = ImGui::GetTextLineHeight();
+    const float label_w = ImGui::CalcTextSize("L00").x + 6.0f, label_h = lh + 2.0f;
+    const float bar_h = 9.0f + 3.0f + lh + 4.0f;  // the colour bar and its numbers
+    // Layers down and heads across, or (when it gives larger cells, e.g. 30 x 9 in a wide panel) layers across.
+    const float room_w = avail.x - label_w - 4.0f, room_h = avail.y - label_h - bar_h;
+    auto cell_of = [&](int rows, int cols) { return std::min(room_w / cols, room_h / rows); };
+    const bool across = L > H && cell_of(H, L) > cell_of(L, H);
+    const int rows = across ? H : L, cols = across ? L : H;
+    // Cells fill the panel: square when both fit, else up to 3x as wide as tall.
+    const float fit_w = room_w / cols, fit_h = room_h / rows;
     const float cell_h = std::max(3.0f, std::min(fit_w, fit_h));
-    const float cell_w = std::max(cell_h, std::min(fit_w, 4.0f * cell_h));
-    const float cell = std::min(cell_w, cell_h);  // for the label and value thresholds
+    const float cell_w = std::max(cell_h, std::min(fit_w, 3.0f * cell_h));
+    const float cell = std::min(cell_w, cell_h);
     ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    for (int h = 0; h < H; ++h)
-      if (cell_w > 14 || h % 4 == 0)
-        dl->AddText(ImVec2(p0.x + label_w + h * cell_w + cell_w * 0.3f, p0.y), IM_COL32(160, 160, 170, 255),
-                    std::to_string(h).c_str());
+    const ImU32 label_col = IM_COL32(160, 160, 170, 255);
+    const char* col_prefix = across ? "L" : "";
+    const char* row_prefix = across ? "H" : "L";
+    const float col_label_w = ImGui::CalcTextSize(across ? "L00" : "0").x + 6.0f;
+    const int col_step = std::max(1, (int)std::ceil(col_label_w / cell_w));
+    for (int k = 0; k < cols; k += col_step)
+      dl->AddText(ImVec2(p0.x + label_w + k * cell_w + 1, p0.y), label_col, (col_prefix + std::to_string(k)).c_str());
     p0.y += label_h;
-    for (int l = 0; l < L; ++l) {
-      if (cell_h > 12 || l % 4 == 0)
-        dl->AddText(ImVec2(p0.x, p0.y + l * cell_h + cell_h * 0.5f - 7), IM_COL32(160, 160, 170, 255),
-                    ("L" + std::to_string(l)).c_str());
-      for (int h = 0; h < H; ++h) {
+    const int row_step = std::max(1, (int)std::ceil(lh / cell_h));
+    for (int k = 0; k < rows; k += row_step)
+      dl->AddText(ImVec2(p0.x, p0.y + k * cell_h + cell_h * 0.5f - lh * 0.5f), label_col,
+                  (row_prefix + std::to_string(k)).c_str());
+    for (int rr = 0; rr < rows; ++rr)
+      for (int cc = 0; cc < cols; ++cc) {
+        const int l = across ? cc : rr, h = across ? rr : cc;
         const float v = val[(size_t)l * H + h];
-        const ImVec2 a(p0.x + label_w + h * cell_w, p0.y + l * cell_h), b(a.x + cell_w - 1, a.y + cell_h - 1);
+        const ImVec2 a(p0.x + label_w + cc * cell_w, p0.y + rr * cell_h), b(a.x + cell_w - 1, a.y + cell_h - 1);
         ImU32 col = IM_COL32(40, 40, 46, 255);
         double t = 0.0;
         if (!std::isnan(v)) {
-          if (diff)
+          if (diff) {
             col = col_diverging(amax > 0 ? v / amax : 0.0);
-          else {
+          } else {
             t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
             col = col_viridis(t);
           }
@@ -94,16 +106,21 @@ void draw_overview(Ui& ui, const ImVec4& r) {
           ImGui::BeginTooltip();
           ImGui::Text("layer %d head %d", l, h);
           for (int s = 0; s < (st.slots[1].run && st.compare ? 2 : 1); ++s)
-            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), focal::row_metric_name(m),
+            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), head_metric_name(m),
                                st.head_metric(s, l, h, m));
+          if (diff) ImGui::Text("B - A = %+.4f", v);
           ImGui::EndTooltip();
         }
         ImGui::PopID();
       }
+    // Numbered colour bar under the cells.
+    if (!std::isnan(lo) && std::isfinite(lo)) {
+      const ImVec2 b0(p0.x + label_w, p0.y + rows * cell_h + 4);
+      const float bw = std::min(cols * cell_w, 320.0f);
+      draw_colorbar_h(ui, "overview.colorbar", dl, b0, bw, 9, diff ? 0.0 : lo, diff ? amax : hi,
+                      diff ? ScaleKind::kDiverging : ScaleKind::kLinear);
+      dl->AddText(ImVec2(b0.x + bw + 10, b0.y - 2), label_col, diff ? "B - A" : head_metric_name(m));
     }
-    ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + L * cell_h + 4));
-    if (!std::isnan(lo))
-      ImGui::TextDisabled(diff ? "B - A, |max| %.3g" : "%.3g .. %.3g (propagated runs)", diff ? amax : lo, hi);
   }
   ImGui::End();
 }

@@ -14,17 +14,32 @@ static void prompt_editor(Ui& ui) {
   if (!ui.prompt_dirty && std::strncmp(ui.prompt_buf, st.prompt.c_str(), sizeof ui.prompt_buf) != 0 &&
       !ImGui::IsAnyItemActive())
     std::snprintf(ui.prompt_buf, sizeof ui.prompt_buf, "%s", st.prompt.c_str());
-  const float h = ImGui::GetTextLineHeight() * 3.2f;
-  ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
-                            st.capture_only() ? ImGuiInputTextFlags_ReadOnly : 0);
-  if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
-  const bool ctrl_enter =
-      ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
+  const float h = ImGui::GetTextLineHeight() * 2.6f;
+  bool ctrl_enter = false;
+  if (!ui.prompt_editing) {
+    // Shown wrapped (ImGui's multiline input does not wrap); a click edits it.
+    ImGui::BeginChild("prompt_view", ImVec2(-110, h), true);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(ui.prompt_buf);
+    ImGui::PopTextWrapPos();
+    ImGui::EndChild();
+    if (ImGui::IsItemClicked() && !st.capture_only()) ui.prompt_editing = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("click to edit; Ctrl+Enter or Run runs it");
+  } else {
+    if (ImGui::IsWindowAppearing() || !ImGui::IsAnyItemActive()) ImGui::SetKeyboardFocusHere();
+    ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
+                              st.capture_only() ? ImGuiInputTextFlags_ReadOnly : 0);
+    if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
+    ctrl_enter =
+        ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
+    if (ImGui::IsItemDeactivated()) ui.prompt_editing = false;
+  }
   ImGui::SameLine();
   ImGui::BeginGroup();
   if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
     st.set_prompt(ui.prompt_buf);
     ui.prompt_dirty = false;
+    ui.prompt_editing = false;
   }
   ImGui::TextDisabled("%d tokens", st.n_tokens());
   if (ui.prompt_dirty) ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "edited");
@@ -41,6 +56,11 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
   if (begin_panel("Prompt and tokens", r)) {
     ui.record_rect("prompt");
     prompt_editor(ui);
+    const std::string banner = st.posthoc_banner();  // a post-hoc t changes the loss of a model trained without it
+    if (!banner.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.78f, 0.35f, 1.0f), "%s", banner.c_str());
+      ui.labels["banner"] = {banner};
+    }
     const HeadRows& rows = st.head_rows();
     const int T = st.n_tokens();
     const int q = st.query();
@@ -66,6 +86,25 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     const float lh = ImGui::GetTextLineHeight() + 4.0f, gap_y = 3.0f, gap_x = 2.0f;
     const float view_top = ImGui::GetScrollY(), view_h = ImGui::GetWindowHeight();
     float x = 0.0f, y = 0.0f;
+    // Scroll to the selected query when it changes, and to a key when it is newly marked relevant.
+    // The scroll is applied for a few frames: the first tries can be clamped by the previous frame's content height.
+    if (avail != ui.strip_width || view_h != ui.strip_height || q != ui.strip_scrolled_to || T != ui.strip_tokens) {
+      ui.strip_target = q;
+      ui.strip_scroll_frames = 4;
+    }
+    for (int32_t k : st.file.relevant)
+      if (!std::binary_search(ui.strip_marked.begin(), ui.strip_marked.end(), k)) {
+        ui.strip_target = k;
+        ui.strip_scroll_frames = 4;
+      }
+    ui.strip_marked = st.file.relevant;
+    ui.strip_width = avail;
+    ui.strip_height = view_h;
+    ui.strip_scrolled_to = q;
+    ui.strip_tokens = T;
+    const int scroll_to = ui.strip_scroll_frames > 0 ? ui.strip_target : -1;
+    float scroll_y = -1.0f;
+    int first_shown = -1, last_shown = -1;
     for (int k = 0; k < T; ++k) {
       std::string text = st.file.pieces[k];
       for (char& c : text)
@@ -79,7 +118,12 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       }
       const float tx = x;
       x += w + gap_x;
-      if (y + lh < view_top || y > view_top + view_h) continue;
+      if (k == scroll_to) scroll_y = y;
+      if (y + lh < view_top || y > view_top + view_h) continue;               // widgets only for the rows in view
+      if (y + 0.5f * lh >= view_top && y + 0.5f * lh <= view_top + view_h) {  // at least half visible
+        if (first_shown < 0) first_shown = k;
+        last_shown = k;
+      }
       ImGui::SetCursorPos(ImVec2(tx, y));
       const ImVec2 p0 = ImGui::GetCursorScreenPos();
       ImGui::PushID(k);
@@ -122,6 +166,9 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     }
     ImGui::SetCursorPos(ImVec2(0, y + lh));
     ImGui::Dummy(ImVec2(1, gap_y));
+    if (scroll_y >= 0.0f) ImGui::SetScrollY(std::max(0.0f, scroll_y - 0.5f * (view_h - lh)));
+    if (ui.strip_scroll_frames > 0) --ui.strip_scroll_frames;
+    ui.labels["tokens.shown"] = {std::to_string(first_shown), std::to_string(last_shown)};
     ImGui::EndChild();
   }
   ImGui::End();

@@ -7,13 +7,16 @@
 
 namespace focalscope {
 
-static void plot(const char* id, const std::vector<float>& xs, const std::vector<std::vector<float>>& ys,
+// One plot: lines against t on a log axis, round y ticks, t labels that never overlap, a dashed marker at t = 1
+// (standard attention) and a solid one at A's t. name: where the labels drawn are recorded.
+static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std::vector<std::vector<float>>& ys,
                  const std::vector<ImU32>& cols, float mark_x, ImVec2 size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, size);
   const float axis_w = 44, axis_h = 18;
   const ImVec2 p0(o.x + axis_w, o.y + 4), p1(o.x + size.x - 8, o.y + size.y - axis_h);
+  if (p1.x - p0.x < 20 || p1.y - p0.y < 20) return;
   dl->AddRectFilled(p0, p1, IM_COL32(24, 26, 32, 255));
   float lo = INFINITY, hi = -INFINITY;
   for (auto& y : ys)
@@ -22,21 +25,47 @@ static void plot(const char* id, const std::vector<float>& xs, const std::vector
         lo = std::min(lo, v);
         hi = std::max(hi, v);
       }
-  if (!(hi > lo)) { hi = lo + 1; }
+  if (!(hi > lo)) hi = lo + 1;
   const float pad = (hi - lo) * 0.06f;
+  const focal::figures::Ticks yt =
+      round_ticks(ui, std::string("sweep.") + id + ".y", lo - pad, hi + pad, std::max(2, (int)((p1.y - p0.y) / 28)));
   lo -= pad;
   hi += pad;
   const float lx0 = std::log(xs.front()), lx1 = std::log(xs.back());
   auto X = [&](float x) { return p0.x + (std::log(x) - lx0) / (lx1 - lx0) * (p1.x - p0.x); };
   auto Y = [&](float y) { return p1.y - (y - lo) / (hi - lo) * (p1.y - p0.y); };
-  for (int g = 0; g <= 4; ++g) {
-    const float v = lo + (hi - lo) * g / 4;
-    dl->AddLine(ImVec2(p0.x, Y(v)), ImVec2(p1.x, Y(v)), IM_COL32(60, 62, 70, 255));
-    dl->AddText(ImVec2(o.x, Y(v) - 7), IM_COL32(150, 150, 160, 255), fmt("%.2f", v).c_str());
+  const ImU32 label_col = IM_COL32(150, 150, 160, 255);
+  for (size_t g = 0; g < yt.values.size(); ++g) {
+    const float y = Y((float)yt.values[g]);
+    dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), IM_COL32(60, 62, 70, 255));
+    const ImVec2 ts = ImGui::CalcTextSize(yt.labels[g].c_str());
+    dl->AddText(ImVec2(p0.x - ts.x - 4, y - ts.y / 2), label_col, yt.labels[g].c_str());
   }
-  for (float t : {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.7f, 1.0f, 1.5f, 2.0f})
-    if (t >= xs.front() * 0.999f && t <= xs.back() * 1.001f)
-      dl->AddText(ImVec2(X(t) - 8, p1.y + 2), IM_COL32(150, 150, 160, 255), fmt("%g", t).c_str());
+  // t labels: 1 first (always), then the others in order of preference, skipping any that would touch a label
+  // already placed (0.4 used to overlap 0.5).
+  std::vector<std::pair<float, float>> placed;
+  std::vector<std::string> shown;
+  for (float t : {1.0f, 0.1f, 0.2f, 0.5f, 2.0f, 0.3f, 0.4f, 0.7f, 1.5f}) {
+    if (t < xs.front() * 0.999f || t > xs.back() * 1.001f) continue;
+    const std::string s = fmt("%g", t);
+    const float w = ImGui::CalcTextSize(s.c_str()).x, x = X(t) - w / 2;
+    bool clash = false;
+    for (auto [a, b] : placed) clash |= x < b + 6 && x + w > a - 6;
+    if (clash) continue;
+    placed.push_back({x, x + w});
+    dl->AddLine(ImVec2(X(t), p1.y), ImVec2(X(t), p1.y + 3), label_col);
+    dl->AddText(ImVec2(x, p1.y + 3), label_col, s.c_str());
+    shown.push_back(s);
+  }
+  std::sort(shown.begin(), shown.end(),
+            [](const std::string& a, const std::string& b) { return std::stof(a) < std::stof(b); });
+  ui.labels[std::string("sweep.") + id + ".t"] = shown;
+  // t = 1: standard attention, dashed.
+  if (1.0f >= xs.front() && 1.0f <= xs.back()) {
+    for (float y = p0.y; y < p1.y; y += 8)
+      dl->AddLine(ImVec2(X(1.0f), y), ImVec2(X(1.0f), std::min(p1.y, y + 4)), IM_COL32(200, 200, 210, 200), 1.0f);
+    dl->AddText(ImVec2(X(1.0f) + 3, p0.y + 2), IM_COL32(200, 200, 210, 220), "standard");
+  }
   for (size_t s = 0; s < ys.size(); ++s)
     for (size_t i = 0; i + 1 < xs.size(); ++i)
       if (std::isfinite(ys[s][i]) && std::isfinite(ys[s][i + 1]))
@@ -81,14 +110,14 @@ void draw_sweep(Ui& ui) {
   ImGui::SameLine();
   ImGui::TextColored(col_run_v4(2), "layer %d mean", st.sel_layer);
   ImGui::SameLine();
-  ImGui::TextDisabled("%s vs t (log axis); white line: A's t", focal::row_metric_name(ui.sweep_metric));
-  plot("sweep_plot", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark,
+  ImGui::TextDisabled("%s vs t (log axis); white line: A's t, dashed: t = 1", focal::row_metric_name(ui.sweep_metric));
+  plot(ui, "metric", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark,
        ImVec2(avail.x * 0.6f, avail.y - 26));
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
   ImGui::TextDisabled("prompt loss (nats/token) vs t");
-  plot("loss_plot", sw->temps, {loss}, {col_run(1)}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
+  plot(ui, "loss", sw->temps, {loss}, {col_run(1)}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
   ImGui::EndGroup();
 }
 

@@ -2,9 +2,11 @@
 
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "focal/error.h"
+#include "overrides.h"
 
 namespace focalscope {
 
@@ -38,9 +40,28 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
     --wait_frames_;
     return true;
   }
+  if (awaiting_) {  // the previous command's jobs (a load replaces a queued load: never start the next one early)
+    const std::string where = path_ + ":" + std::to_string(awaiting_->line);
+    if (wait_started_ < 0) wait_started_ = glfwGetTime();
+    if (st.busy()) {
+      if (glfwGetTime() - wait_started_ > 120.0) {
+        error_ = where + ": '" + awaiting_->name + "' still busy after 120 s";
+        return false;
+      }
+      return true;
+    }
+    wait_started_ = -1.0;
+    const ScriptCommand* c = awaiting_;
+    awaiting_ = nullptr;
+    if (st.error_count != errors_before_) {
+      error_ = where + ": " + c->name + " " + c->rest + ": " + st.message;
+      return false;
+    }
+  }
   while (pc_ < cmds_.size()) {
     const ScriptCommand& c = cmds_[pc_];
     const std::string where = path_ + ":" + std::to_string(c.line);
+    const uint64_t errors_before = st.error_count;  // a command that reports an error fails the script
     try {
       if (c.name == "wait") {
         if (wait_started_ < 0) wait_started_ = glfwGetTime();
@@ -85,6 +106,14 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         focal::TempSpec s = st.slots[0].spec;
         s.head_temp[{(int)number(c.args[0], where), (int)number(c.args[1], where)}] = number(c.args[2], where);
         st.set_spec(0, s);
+      } else if (c.name == "set-temp") {  // set-temp LAYERS HEADS T [a|b]: e.g. set-temp 0-5 * 0.3; HEADS - for layers
+        const int side = side_arg(c, 3, where);
+        const focal::ModelConfig* cfg = st.config();
+        if (!cfg) throw focal::Error(where + ": set-temp needs a loaded model");
+        const std::vector<int> ls = parse_index_set(c.args[0], cfg->n_layers, "layers");
+        const std::vector<int> hs =
+            c.args[1] == "-" ? std::vector<int>{} : parse_index_set(c.args[1], cfg->n_heads, "heads");
+        st.set_spec(side, with_overrides(st.slots[side].spec, ls, hs, number(c.args[2], where)));
       } else if (c.name == "tau-scale") {
         focal::TempSpec s = st.slots[0].spec;
         s.tau_scale = number(c.args[0], where);
@@ -116,10 +145,15 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "sink") {
         st.view.hide_sink = !on_off(c, where);
         st.state_version++;
+      } else if (c.name == "keys") {  // the distribution panel's key window: the last N keys (0: all)
+        ui.dist_window = std::max(0, (int)number(c.args[0], where));
       } else if (c.name == "propagate") {
         st.live_propagate = on_off(c, where);
-      } else if (c.name == "screenshot") {
-        ui.screenshot_request = c.rest;
+      } else if (c.name == "screenshot") {  // screenshot PATH.png, or screenshot PANEL PATH.png for one panel
+        const bool panel = c.args.size() == 2 && std::find(std::begin(kPanelNames), std::end(kPanelNames), c.args[0]) !=
+                                                     std::end(kPanelNames);
+        ui.screenshot_request = panel ? c.args[1] : c.rest;
+        ui.screenshot_panel = panel ? c.args[0] : "";
         ++pc_;
         return true;  // taken after this frame renders
       } else if (c.name == "export") {
@@ -146,6 +180,15 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "quit") {
         pc_ = cmds_.size();
         return false;
+      }
+      // A prompt over the context is an offer to truncate (the next command may be `truncate`), not a failure.
+      const bool offer = c.name == "prompt" && st.pending_truncation;
+      if (st.error_count != errors_before && !offer) throw focal::Error(st.message);  // refused at once
+      if (c.name == "open" || c.name == "open-b" || c.name == "prompt" || c.name == "truncate") {
+        awaiting_ = &c;
+        errors_before_ = st.error_count;
+        ++pc_;
+        return true;
       }
     } catch (const std::exception& e) {
       error_ = std::string(e.what()).find(path_) == 0 ? e.what() : where + ": " + e.what();

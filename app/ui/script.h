@@ -1,5 +1,6 @@
 // Scripted runs of the real app (tests, screenshots, benchmarks): executes a command file (app/core/settings.h
-// lists the commands) one command per frame, waiting where the script says so.
+// lists the commands) one command per frame, in order: a command that loads or runs a model is finished before the
+// next one starts, and a command that fails stops the script with its line number.
 #pragma once
 
 #include <string>
@@ -27,6 +28,10 @@ class ScriptRunner {
   int wait_frames_ = 0;
   int idle_frames_ = 0;
   double wait_started_ = -1.0;
+  // A command whose work runs on the worker (open, open-b, prompt, truncate): the next command waits until every
+  // job has finished, and the script fails at this command's line if one of them reported an error.
+  const ScriptCommand* awaiting_ = nullptr;
+  uint64_t errors_before_ = 0;
   std::string error_;
 };
 

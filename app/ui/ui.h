@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app_state.h"
+#include "focal_figures/ticks.h"
 
 namespace focalscope {
 
@@ -37,12 +38,15 @@ struct Ui {
 
   // Layout: panel rectangles of this frame by name (x, y, w, h in window pixels).
   std::map<std::string, ImVec4> rects;
+  // Axis and colour-bar labels drawn this frame by name (e.g. "heatmap.colorbar"), for the screenshot sidecar.
+  std::map<std::string, std::vector<std::string>> labels;
   void record_rect(const std::string& name);  // the current window's content region
 
   // Heatmap state.
   Texture heat_tex;
   HeatView heat_view;
-  uint64_t heat_key = 0;  // what the texture shows (rows version + view + options)
+  uint64_t heat_key = 0;   // what the texture shows (rows version + view + options)
+  float heat_vmax = 1.0f;  // the texture's colour scale: p (or |B - A|) at the top of the scale
   double heat_build_ms = 0.0;
   Texture gen_tex;
   size_t gen_rows_shown = 0;
@@ -57,8 +61,23 @@ struct Ui {
   bool prompt_dirty = false;
   int figure_kind = 0;
   std::string screenshot_request;  // main.cpp saves the next frame here
+  std::string screenshot_panel;    // ... cropped to this panel's rectangle (rects), or the whole window if empty
+  int png_panel = 0;               // the export section's choice: window or one panel
   int sweep_metric = focal::kEntropyNats;
   int gen_n = 24;
+  int dist_window = 0;              // distribution panel: the last N keys up to the query (0: all)
+  char set_layers_buf[2][64] = {};  // temperature overrides for a set: layers, heads and t of each side
+  char set_heads_buf[2][64] = {};
+  float set_t[2] = {0.4f, 0.4f};
+  float overview_frac = 0.0f;         // share of the right column's height for the overview (0: by the layer count)
+  int strip_scrolled_to = -1;         // token strip: the query it last scrolled to
+  float strip_width = 0.0f;           // token strip: its width when it last laid out the tokens
+  float strip_height = 0.0f;          // token strip: its height then (a banner above it can shrink it)
+  int strip_tokens = 0;               // token strip: the token count it last laid out
+  int strip_target = -1;              // token strip: the token it scrolls to (the query, or a newly marked key)
+  int strip_scroll_frames = 0;        // frames left to apply that scroll
+  std::vector<int32_t> strip_marked;  // token strip: the marked keys it last saw (scrolls to a newly marked one)
+  bool prompt_editing = false;        // the prompt shows wrapped until clicked, then edits
   float gen_sample_temp = 0.0f;
   int force_tab = -1;                // select this tab of the details panel next frame
   int b_kind = 0;                    // compare two settings (0) or two models (1)
@@ -74,6 +93,9 @@ const char* side_name(int side);                      // "A", "B"
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);
 void help_marker(const char* text);
+// What the PNG export can save: "window", or a panel rectangle of Ui::rects (heatmap, overview, distribution,
+// tokens, details, controls).
+extern const char* const kPanelNames[7];
 // The figure presets of the export section and the script's `figure` command.
 extern const char* const kFigureKinds[4];  // distribution, heatmap, grid, entropy
 // Renders figure `kind` of the current state (selected layer, head and query, sink and log settings where the kind
@@ -100,7 +122,17 @@ void draw_tau(Ui& ui);
 bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra = 0);
 
 // Builds the RGBA pixels of the heatmap view into out (w x h texels, max-pooled so single peaks stay visible).
-void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                       std::vector<uint8_t>& out);
+// Returns the value at the top of the linear scale (the largest p, or |B - A|, in view).
+float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                        std::vector<uint8_t>& out);
+
+// Round (1-2-5) ticks over [lo, hi], at most about max_ticks (axes.cpp); their labels are recorded under name.
+focal::figures::Ticks round_ticks(Ui& ui, const std::string& name, double lo, double hi, int max_ticks);
+enum class ScaleKind { kLinear, kLog10, kDiverging };
+// A horizontal colour bar at pos (w x h px) with numbered round ticks under it: viridis over [lo, hi], log10 over
+// exponents [lo, hi] (labels 1e-4 .. 1), or diverging over [-hi, hi]. Records the labels shown under name; returns
+// the height used.
+float draw_colorbar_h(Ui& ui, const std::string& name, ImDrawList* dl, ImVec2 pos, float w, float h, double lo,
+                      double hi, ScaleKind kind);
 
 }  // namespace focalscope

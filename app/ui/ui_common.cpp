@@ -9,6 +9,8 @@
 #include "focal_figures/colormap.h"
 #include "focal_figures/figures.h"
 #include "focal/metrics.h"
+#include "focal/error.h"
+#include "overrides.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -64,6 +66,8 @@ ImVec4 col_run_v4(int side) { return ImGui::ColorConvertU32ToFloat4(col_run(side
 ImU32 col_viridis(double t) { return to_u32(focal::figures::viridis8(t)); }
 ImU32 col_diverging(double t) { return to_u32(focal::figures::diverging8(t)); }
 const char* side_name(int side) { return side == 0 ? "A" : "B"; }
+
+const char* const kPanelNames[7] = {"window", "heatmap", "overview", "distribution", "tokens", "details", "controls"};
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -215,6 +219,30 @@ bool temperature_controls(Ui& ui, int side) {
     if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
       changed = true;
   }
+  // Overrides for a set of layers (or of heads in them) at once: e.g. layers 0-5,9 (heads empty), or layers * and
+  // heads 2,4.
+  if (ImGui::TreeNode("overrides for a set")) {
+    ImGui::SetNextItemWidth(90);
+    ImGui::InputTextWithHint("##set_l", "layers 0-5,9", ui.set_layers_buf[side], sizeof ui.set_layers_buf[side]);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80);
+    ImGui::InputTextWithHint("##set_h", "heads (all)", ui.set_heads_buf[side], sizeof ui.set_heads_buf[side]);
+    ImGui::SetNextItemWidth(90);
+    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic);
+    ImGui::SameLine();
+    const bool apply = ImGui::SmallButton("apply");
+    ImGui::SameLine();
+    const bool clear = ImGui::SmallButton("clear");
+    if (apply || clear) {
+      try {
+        const std::vector<int> ls = parse_index_set(ui.set_layers_buf[side], cfg->n_layers, "layers");
+        const std::vector<int> hs = parse_index_set(ui.set_heads_buf[side], cfg->n_heads, "heads");
+        spec = with_overrides(spec, ls, hs, clear ? 0.0f : ui.set_t[side]);
+        changed = true;
+      } catch (const focal::Error& e) { st.notify(e.what(), true); }
+    }
+    ImGui::TreePop();
+  }
   const size_t n_over = spec.layer_temp.size() + spec.head_temp.size();
   if (n_over) {
     if (ImGui::SmallButton("reset overrides")) {
@@ -250,8 +278,8 @@ struct ColorLut {
 
 }  // namespace
 
-void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                       std::vector<uint8_t>& out) {
+float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                        std::vector<uint8_t>& out) {
   static const ColorLut viridis(false), diverging(true);
   out.assign((size_t)w * h * 4, 0);
   const int T = rows.T;
@@ -260,9 +288,10 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
   const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1];
   const std::vector<float>* P = show == ViewRun::kB ? B : A;
   const bool diff = show == ViewRun::kDiff;
-  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return;
+  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return 1.0f;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
+  std::vector<float> scale_val((size_t)w * h, 0.0f);  // the same without row 0 (one visible key: always 1)
   std::vector<uint8_t> masked((size_t)w * h, 1);  // 0 visible, 1 causal mask, 2 outside the sliding window
   const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
@@ -273,7 +302,7 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
     for (int x = 0; x < w; ++x) {
       const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
                 kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
-      float best = 0.0f;
+      float best = 0.0f, best_rest = 0.0f;
       bool any = false;
       bool windowed = false;  // causally visible keys of the texel that a sliding window hides
       for (int q = qa; q < qb; ++q) {
@@ -285,25 +314,29 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
           continue;
         }
         any = true;
+        float row_best = 0.0f;
         if (diff) {
           const float* a = A->data() + (size_t)q * T;
           const float* b = B->data() + (size_t)q * T;
           for (int k = ka; k < kend; ++k) {
             const float d = b[k] - a[k];
-            if (std::fabs(d) > std::fabs(best)) best = d;
+            if (std::fabs(d) > std::fabs(row_best)) row_best = d;
           }
         } else {
           const float* p = P->data() + (size_t)q * T;
-          for (int k = ka; k < kend; ++k) best = std::max(best, p[k]);
+          for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
         }
+        if (std::fabs(row_best) > std::fabs(best)) best = row_best;
+        if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
       }
       val[(size_t)y * w + x] = best;
+      scale_val[(size_t)y * w + x] = best_rest;
       masked[(size_t)y * w + x] = any ? 0 : windowed ? 2 : 1;
     }
   }
   float vmax = 0.0f;
-  for (size_t i = 0; i < val.size(); ++i)
-    if (!masked[i]) vmax = std::max(vmax, std::fabs(val[i]));
+  for (size_t i = 0; i < val.size(); ++i)  // as the figures: row 0 (p = 1 on its one key) takes the top colour
+    if (!masked[i]) vmax = std::max(vmax, std::fabs(scale_val[i]));
   if (vmax <= 0.0f) vmax = 1.0f;
   const float floor_log = -4.0f;  // log colour: 1e-4 .. 1
   const bool log_color = st.view.log_color;
@@ -337,6 +370,7 @@ void build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView&
     px[2] = c.b;
     px[3] = 255;
   }
+  return vmax;
 }
 
 void draw_bottom(Ui& ui, const ImVec4& r) {

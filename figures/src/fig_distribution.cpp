@@ -10,6 +10,14 @@
 
 namespace focal::figures {
 
+namespace {
+constexpr double kMinBar = 0.8;      // pt: the narrowest bar drawn
+constexpr double kTopKeySize = 6.0;  // pt: labels of the top keys
+// Narrow slots get 2 pt of room inside each end of the axis, so that the first bar is not hidden by the spine.
+double key_pad(double plot_w, int n_keys) { return plot_w / n_keys < 4.0 ? 2.0 : 0.0; }
+double key_slot(double plot_w, int n_keys) { return (plot_w - 2 * key_pad(plot_w, n_keys)) / n_keys; }
+}  // namespace
+
 std::string render_distribution(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
   const std::string kind = "distribution";
   reject_option(opt.matrix, "matrix", kind);
@@ -41,11 +49,23 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
     }
     rows.push_back(std::move(p));
   }
+  // The key window: keys k0..k1 of the row (first_key..query by default).
   const int first_key = opt.no_sink ? 1 : 0;
+  int k0 = first_key, k1 = query;
+  if (opt.key_window > 0) k0 = std::max(first_key, query - opt.key_window + 1);
+  if (opt.key_first >= 0) k0 = opt.key_first;
+  if (opt.key_last >= 0) k1 = opt.key_last;
+  if (k0 < first_key || k1 > query || k0 > k1)
+    throw Error("keys", "keys: keys " + std::to_string(k0) + ":" + std::to_string(k1) + " are not within the keys " +
+                            std::to_string(first_key) + ":" + std::to_string(query) + " that query " +
+                            std::to_string(query) + " sees" + (opt.no_sink ? " (the sink excluded)" : ""));
+  for (auto& p : rows) p = std::vector<double>(p.begin() + (k0 - first_key), p.begin() + (k1 - first_key + 1));
   const int n_keys = (int)rows[0].size();
-  std::vector<std::string> labels;
-  for (int j = first_key; j <= query; ++j)
+  std::vector<std::string> labels, numbers;
+  for (int j = k0; j <= k1; ++j) {
     labels.push_back(f0.pieces.empty() ? std::to_string(j) : token_label(f0.pieces[j]));
+    numbers.push_back(std::to_string(j));
+  }
   double ymax = 0;
   for (const auto& p : rows)
     for (double v : p) ymax = std::max(ymax, v);
@@ -55,7 +75,8 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const double W = page_width(opt);
   const bool overlay = opt.overlay && runs.size() > 1;
   const int n_panels = overlay ? 1 : (int)runs.size();
-  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax : 1, n_panels > 1 ? 4 : 6, true);
+  // Room above the highest bar for its label when keys are labelled.
+  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax * (1.0 + 0.12 * (opt.top_keys != 0)) : 1, n_panels > 1 ? 4 : 6, true);
   const double strip = overlay || runs.size() == 1 ? 0.0 : 1.35 * kPanelSize;  // run name over each panel
   double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
@@ -63,14 +84,32 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   double plot_w = 0;
   for (int pass = 0; pass < 2; ++pass) {  // the labels' lean can widen the left margin once
     plot_w = W - left - right;
-    xa = layout_category_axis(c, labels, plot_w / n_keys, kTickSize);
-    const double first_centre = left + plot_w / n_keys / 2;
+    const double sw = key_slot(plot_w, n_keys);
+    // Every token when each slot can take its label; otherwise key positions at round steps (a thinned token axis
+    // would put a neighbour's token under a peak) and the top keys labelled at their bars.
+    xa = layout_category_axis(c, labels, sw, kTickSize);
+    if (xa.step > 1) {
+      xa = layout_category_axis(c, numbers, sw, kTickSize, false);
+      int widest = 1;
+      for (const auto& s : numbers) widest = std::max(widest, (int)s.size());
+      xa.step = category_step(sw, c.text_width(std::string((size_t)widest, '0'), kTickSize) + 4.0);
+      xa.angle = 0;
+      xa.depth = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize;
+      xa.left_overhang = 0;
+      xa.offset = k0;
+    }
+    const double first_centre = left + key_pad(plot_w, n_keys) + sw / 2;
     if (first_centre - xa.left_overhang >= kMargin) break;
     left += kMargin - (first_centre - xa.left_overhang);
   }
+  std::vector<std::string> run_names;
+  run_names.reserve(runs.size());
+  for (const RunRef& r : runs) run_names.push_back(r.run->name);
+  const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
+  const int top_keys = opt.top_keys >= 0 ? opt.top_keys : (xa.angle == 0 ? 3 : 0);
   std::vector<LegendItem> legend;
   if (overlay)
-    for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i)});
+    for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, colors[i]});
   const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 3.0);
   const double bottom = xa.depth + 3.0 + title_height() + kMargin;
   const double gap = 5.0;
@@ -89,9 +128,9 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   draw_title(c, opt, auto_title);
   if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);
 
-  const double slot = plot_w / n_keys;
+  const double slot = key_slot(plot_w, n_keys), pad = key_pad(plot_w, n_keys);
   std::vector<double> xs(n_keys);
-  for (int j = 0; j < n_keys; ++j) xs[j] = left + (j + 0.5) * slot;
+  for (int j = 0; j < n_keys; ++j) xs[j] = left + pad + (j + 0.5) * slot;
   Rect all{left, top, plot_w, 0};
   for (int p = 0; p < n_panels; ++p) {
     const Rect plot{left, top + p * (strip + panel_h + gap) + strip, plot_w, panel_h};
@@ -99,26 +138,49 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
     const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
     draw_hgrid(c, plot, yt, y);
     const int n_bars = overlay ? (int)runs.size() : 1;
-    const double group = std::min(0.8 * slot, slot - 0.3), bar = group / n_bars;
+    // Bars at least kMinBar wide so that a peak among hundreds of keys stays visible (neighbours may touch).
+    const double group = std::min(0.8 * slot, slot - 0.3), bar = std::max(group / n_bars, kMinBar / n_bars);
     for (int k = 0; k < n_bars; ++k) {
       const int run = overlay ? k : p;
       for (int j = 0; j < n_keys; ++j) {
         const double v = rows[run][j];
         if (!(v > 0)) continue;
-        const double x0 = xs[j] - group / 2 + k * bar;
-        c.fill_rect(x0, y(v), std::max(bar, 0.3), plot.bottom() - y(v), category_color(run));
+        const double x0 = xs[j] - bar * n_bars / 2 + k * bar;
+        c.fill_rect(x0, y(v), bar, plot.bottom() - y(v), colors[run]);
       }
+    }
+    // The top keys of this panel (of any run with --overlay), labelled at their bars: token and position.
+    std::vector<std::pair<double, int>> order;
+    for (int j = 0; j < n_keys; ++j) {
+      double v = 0;
+      for (int k = 0; k < n_bars; ++k) v = std::max(v, rows[overlay ? k : p][j]);
+      order.push_back({-v, j});
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<std::pair<double, double>> placed;  // x extents of labels drawn
+    for (int t = 0; t < top_keys && t < (int)order.size(); ++t) {
+      const int j = order[t].second;
+      const double v = -order[t].first;
+      if (!(v > 0)) break;
+      const std::string s = labels[j] + " (" + numbers[j] + ")";
+      const double w = c.text_width(s, kTopKeySize), x = std::clamp(xs[j], plot.x + w / 2, plot.right() - w / 2);
+      bool clash = false;
+      for (auto [a, b] : placed) clash |= x - w / 2 < b + 2.0 && x + w / 2 > a - 2.0;
+      if (clash) continue;
+      placed.push_back({x - w / 2, x + w / 2});
+      const double ty = std::max(y(v) - 1.0, plot.y + kTopKeySize);
+      c.text(s, x, ty, kTopKeySize, 0.5, 0.0, 0, false, kInk);
     }
     draw_left_axis(c, plot, yt, y);
     c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);
     if (!overlay && runs.size() > 1)
-      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, category_color(p));
+      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, colors[p]);
     if (p + 1 < n_panels)
       for (int j = 0; j < n_keys; j += xa.step) c.line(xs[j], plot.bottom(), xs[j], plot.bottom() + 1.2, 0.4, kInk);
   }
-  draw_category_axis(c, xa, xs, all.bottom(), query - first_key);
+  draw_category_axis(c, xa, xs, all.bottom(), query <= k1 ? query - k0 : -1);
   draw_y_title(c, kMargin, all, opt.no_sink ? "Probability (sink excluded)" : "Attention probability");
-  draw_x_title(c, all, all.bottom() + xa.depth + 3.0, "Key token");
+  draw_x_title(c, all, all.bottom() + xa.depth + 3.0, xa.angle == 0 ? "Key position" : "Key token");
   return c.finish();
 }
 

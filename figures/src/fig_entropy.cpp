@@ -2,6 +2,7 @@
 // with --matrix, the layer x head matrix of the metric for one run or of its difference between two runs.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "focal/error.h"
 #include "kinds.h"
@@ -11,15 +12,38 @@
 namespace focal::figures {
 namespace {
 
+// --layers / --heads: the listed indices (each checked against n), or 0..n-1.
+std::vector<int> pick(const std::vector<int>& want, int n, const std::string& what) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  if (want.empty()) return v;
+  for (int i : want)
+    if (i < 0 || i >= n)
+      throw Error(what + "s", what + "s: the model has no " + what + " " + std::to_string(i) + " (" + what + "s: 0-" +
+                                  std::to_string(n - 1) + ")");
+  return want;
+}
+
 std::string render_layer_means(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
-  const int L = runs[0].file->n_layers;
+  const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
+  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const int L = (int)layers.size();
   std::vector<std::vector<double>> vals;
   double lo = 0, hi = 0;
   for (const RunRef& r : runs) {
-    if (r.file->n_layers != L)
+    if (r.file->n_layers != L_all || r.file->n_heads != H_all)
       throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + r.label +
-                              "' come from models with different layer counts");
-    vals.push_back(layer_means(r, metric));
+                              "' come from models with different layer or head counts");
+    const std::vector<double> hm = head_means(r, metric);
+    std::vector<double> means;  // over the selected heads of each selected layer, NaN heads skipped
+    for (int l : layers) {
+      double acc = 0;
+      int n = 0;
+      for (int h : heads)
+        if (!std::isnan(hm[(size_t)l * H_all + h])) acc += hm[(size_t)l * H_all + h], ++n;
+      means.push_back(n ? acc / n : NAN);
+    }
+    vals.push_back(std::move(means));
     require_values(vals.back(), metric, "run '" + r.label + "'");
     for (double v : vals.back())
       if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -31,8 +55,12 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
   const double plot_w = W - left - right;
+  std::vector<std::string> run_names;
+  run_names.reserve(runs.size());
+  for (const RunRef& r : runs) run_names.push_back(r.run->name);
+  const std::vector<Rgb> colors = run_colors(run_names);  // by attention kind, the same in every figure
   std::vector<LegendItem> legend;
-  for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, category_color((int)i), opt.lines});
+  for (size_t i = 0; i < runs.size(); ++i) legend.push_back({runs[i].label, colors[i], opt.lines});
   const double top = title_space(opt) + legend_height(c, legend, plot_w) + 4.0;
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 105.0 + bottom);
@@ -47,7 +75,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
   draw_hgrid(c, plot, yt, y);
   const double slot = plot.w / L;
-  const int step = category_step(slot, c.text_width(std::to_string(L - 1), kTickSize) + 4.0);
+  const int step = category_step(slot, c.text_width(std::to_string(layers.back()), kTickSize) + 4.0);
   std::vector<double> xs(L);
   for (int l = 0; l < L; ++l) xs[l] = plot.x + (l + 0.5) * slot;
   const int n = (int)runs.size();
@@ -55,9 +83,9 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
     for (int k = 0; k < n; ++k) {
       std::vector<double> ys(L);
       for (int l = 0; l < L; ++l) ys[l] = std::isnan(vals[k][l]) ? NAN : y(vals[k][l]);
-      c.polyline(xs, ys, 1.2, category_color(k));
+      c.polyline(xs, ys, 1.2, colors[k]);
       for (int l = 0; l < L; ++l)
-        if (!std::isnan(ys[l])) c.marker(xs[l], ys[l], L > 40 ? 1.0 : 1.8, category_color(k));
+        if (!std::isnan(ys[l])) c.marker(xs[l], ys[l], L > 40 ? 1.0 : 1.8, colors[k]);
     }
   } else {
     const double group = std::min(0.8 * slot, slot - 0.3), bar = group / n;
@@ -68,7 +96,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
         if (std::isnan(v)) continue;
         const double x0 = xs[l] - group / 2 + k * bar, yv = y(v);
         c.fill_rect(x0, std::min(yv, base), std::max(bar - (n > 1 && bar > 2 ? 0.4 : 0.0), 0.3), std::fabs(base - yv),
-                    category_color(k));
+                    colors[k]);
       }
   }
   draw_left_axis(c, plot, yt, y);
@@ -76,7 +104,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   for (int l = 0; l < L; ++l) {
     const bool label = l % step == 0;
     c.line(xs[l], plot.bottom(), xs[l], plot.bottom() + (label ? kTickLen : kTickLen / 2), kAxisWidth, kInk);
-    if (label) c.text(std::to_string(l), xs[l], plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+    if (label)
+      c.text(std::to_string(layers[l]), xs[l], plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
   }
   draw_y_title(c, kMargin, plot, metric_title(metric, topk));
   draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Layer");
@@ -84,18 +113,26 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
 }
 
 std::string render_matrix(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
-  const int L = runs[0].file->n_layers, Hn = runs[0].file->n_heads;
-  std::vector<double> v = head_means(runs[0], metric);
+  const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
+  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const int L = (int)layers.size(), Hn = (int)heads.size();
+  auto select = [&](const std::vector<double>& all) {  // [L_all, H_all] -> [L, Hn]
+    std::vector<double> out;
+    for (int l : layers)
+      for (int h : heads) out.push_back(all[(size_t)l * H_all + h]);
+    return out;
+  };
+  std::vector<double> v = select(head_means(runs[0], metric));
   require_values(v, metric, "run '" + runs[0].label + "'");
   const bool diff = runs.size() == 2;
   const int topk = runs[0].run->topk_mass_k;
   std::string what = metric_title(metric, topk);
   if (diff) {
     const RunRef& b = runs[1];
-    if (b.file->n_layers != L || b.file->n_heads != Hn)
+    if (b.file->n_layers != L_all || b.file->n_heads != H_all)
       throw Error("runs", "runs: runs '" + runs[0].label + "' and '" + b.label +
                               "' come from models of different shapes; their matrices cannot be subtracted");
-    const std::vector<double> vb = head_means(b, metric);
+    const std::vector<double> vb = select(head_means(b, metric));
     require_values(vb, metric, "run '" + b.label + "'");
     for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
   }
@@ -108,21 +145,26 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   std::vector<std::string> row_labels, col_labels;
-  for (int l = 0; l < L; ++l) row_labels.push_back(std::to_string(l));
-  for (int h = 0; h < Hn; ++h) col_labels.push_back(std::to_string(h));
+  for (int l : layers) row_labels.push_back(std::to_string(l));
+  for (int h : heads) col_labels.push_back(std::to_string(h));
   const double ylab = max_label_width(c, row_labels, kTickSize);
   double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab;
   const double right = kMargin + colorbar_width(c, cs);
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double top = title_space(opt) + 2.0;
-  double cell = std::min((W - left - right) / Hn, 42.0);
-  const double H = page_height(opt, top + cell * L + bottom);
-  cell = std::min(cell, (H - top - bottom) / L);
+  // Square cells up to 42 pt; a tall matrix (30 layers in a column) is kept within 1.3 x the width by flatter cells.
+  double cell_w = std::min((W - left - right) / Hn, 42.0);
+  const double limit = opt.height_in > 0 ? opt.height_in * 72.0 : std::max(1.3 * W, 216.0);
+  double cell_h = std::min(cell_w, (limit - top - bottom) / L);
+  const double H = page_height(opt, top + cell_h * L + bottom);
+  cell_h = std::min(cell_h, (H - top - bottom) / L);
+  if (opt.height_in <= 0) cell_w = std::min(cell_w, std::max(cell_h, 2.5 * cell_h));
+  const double cell = std::min(cell_w, cell_h);
   if (cell < 1.0)
     throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
                                 std::to_string(Hn) + " cells; make it larger");
-  left += (W - left - right - cell * Hn) / 2;  // centre the block when cells are capped
-  const Rect plot{left, top, cell * Hn, cell * L};
+  left += (W - left - right - cell_w * Hn) / 2;  // centre the block when cells are capped
+  const Rect plot{left, top, cell_w * Hn, cell_h * L};
 
   const std::string auto_title =
       (diff ? runs[1].label + " \xE2\x88\x92 " + runs[0].label : runs[0].label) + ": " + metric_noun(metric);
@@ -133,36 +175,35 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
     *out = std::isnan(x) ? kMissing : cs(x);
     return true;
   });
-  // Values in the cells when they fit at the tick size.
-  double amax_shown = std::max(std::fabs(lo), std::fabs(hi));
-  int decimals = amax_shown > 0 ? std::clamp(2 - (int)std::floor(std::log10(amax_shown)), 0, 3) : 2;
-  auto cell_text = [&](double x) { return format_number(x, std::pow(10.0, -decimals)); };
-  double widest = 0;
-  for (double x : v)
-    if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
-  while (decimals > 0 && widest > cell - 3.0) {
-    --decimals;
-    widest = 0;
+  // Values in the cells when they fit at the tick size: 3 significant digits, else 2, else 1 (never rounded to
+  // a bare integer, so a small difference never reads "−0").
+  int digits = 3;
+  auto widest_at = [&](int d) {
+    double w = 0;
     for (double x : v)
-      if (!std::isnan(x)) widest = std::max(widest, c.text_width(cell_text(x), kTickSize));
-  }
-  if (widest <= cell - 3.0 && cell >= 1.6 * kTickSize)
+      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
+    return w;
+  };
+  double widest = widest_at(digits);
+  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
+  if (widest <= cell_w - 3.0 && cell_h >= 1.6 * kTickSize)
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < Hn; ++h) {
         const double x = v[(size_t)l * Hn + h];
         if (std::isnan(x)) continue;
         const Rgb ink = luminance(cs(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
-        c.text(cell_text(x), plot.x + (h + 0.5) * cell, plot.y + (l + 0.5) * cell, kTickSize, 0.5, 0.5, 0, false, ink);
+        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell_w, plot.y + (l + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
+               false, ink);
       }
-  const int xstep = category_step(cell, c.text_width(col_labels.back(), kTickSize) + 3.0);
-  const int ystep = category_step(cell, 1.1 * kTickSize);
+  const int xstep = category_step(cell_w, c.text_width(col_labels.back(), kTickSize) + 3.0);
+  const int ystep = category_step(cell_h, 1.1 * kTickSize);
   for (int h = 0; h < Hn; h += xstep) {
-    const double x = plot.x + (h + 0.5) * cell;
+    const double x = plot.x + (h + 0.5) * cell_w;
     c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
     c.text(col_labels[h], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
   }
   for (int l = 0; l < L; l += ystep) {
-    const double y = plot.y + (l + 0.5) * cell;
+    const double y = plot.y + (l + 0.5) * cell_h;
     c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
     c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
   }

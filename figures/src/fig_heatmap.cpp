@@ -20,10 +20,15 @@ struct HeadMatrix {
   double max = 0;             // over rows with two or more visible keys
 };
 
-HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
-  const int T = r.file->n_tokens(), first = no_sink ? 1 : 0;
+constexpr int kThumbMaxCells = 192;  // a thumbnail's cells at most (max-pooled beyond)
+
+// max_n > 0: at most max_n x max_n cells, each the maximum over its block of queries x keys (a thumbnail cannot
+// show more, and a long prompt's full matrices would not fit in memory for hundreds of heads).
+HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink, int max_n = 0) {
+  const int T = r.file->n_tokens(), first = no_sink ? 1 : 0, full = T - first;
+  const int pool = max_n > 0 && full > max_n ? (full + max_n - 1) / max_n : 1;
   HeadMatrix m;
-  m.n = T - first;
+  m.n = (full + pool - 1) / pool;
   m.v.assign((size_t)m.n * m.n, NAN);
   m.missing.assign(m.n, 1);
   for (size_t c = 0; c < r.run->queries.size(); ++c) {
@@ -31,15 +36,29 @@ HeadMatrix head_matrix(const RunRef& r, int a, int b, bool no_sink) {
     if (q < first) continue;
     std::vector<double> p = attention_row(r, a, b, (int)c);
     if (no_sink) p = drop_sink(p);
-    const int i = q - first;
+    const int i = (q - first) / pool;
     m.missing[i] = 0;
     for (size_t j = 0; j < p.size(); ++j) {
-      m.v[(size_t)i * m.n + j] = p[j];
+      double& cell = m.v[(size_t)i * m.n + j / pool];
+      cell = std::isnan(cell) ? p[j] : std::max(cell, p[j]);
       // A row with one visible key is always 1; leaving it out of the maximum keeps the colour range for the rest.
       if (p.size() > 1) m.max = std::max(m.max, p[j]);
     }
   }
   return m;
+}
+
+// Whether a linear colour scale would leave most cells dark: the median visible cell (rows with two or more keys)
+// is below 5 % of the largest probability. Then the grid defaults to log colour.
+bool mass_concentrated(const std::vector<HeadMatrix>& mats, double vmax) {
+  std::vector<double> v;
+  for (const HeadMatrix& m : mats)
+    for (int i = 1; i < m.n; ++i)
+      for (int j = 0; j <= i; ++j)
+        if (!std::isnan(m.v[(size_t)i * m.n + j])) v.push_back(m.v[(size_t)i * m.n + j]);
+  if (v.empty() || !(vmax > 0)) return false;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2] < 0.05 * vmax;
 }
 
 // Colour of p on the figure's scale.
@@ -50,9 +69,9 @@ struct ProbScale {
   Rgb operator()(double p) const { return cs(log ? std::log10(std::max(p, floor)) : p); }
 };
 
-ProbScale prob_scale(const FigureOptions& opt, double vmax) {
+ProbScale prob_scale(const FigureOptions& opt, double vmax, bool log = false) {
   ProbScale s;
-  s.log = opt.log_scale;
+  s.log = opt.log_scale || log;
   s.floor = opt.log_floor;
   const std::string title = opt.no_sink ? "Probability (sink excluded)" : "Attention probability";
   if (s.log)
@@ -191,69 +210,106 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   reject_option(opt.head >= 0, "head", kind);
   reject_option(opt.query >= 0, "query", kind);
   reject_option(!opt.metric.empty(), "metric", kind);
+  reject_option(opt.linear_scale && opt.log_scale, "linear_scale", "grid with log_scale");
   check_page_options(opt);
   const RunRef run = select_runs(capture_runs(src, kind), opt.runs, 1, 1, kind)[0];
   require_rows(run, kind);
   if (opt.no_sink && run.file->n_tokens() < 2)
     throw Error("no_sink", "no_sink: the capture has one token; nothing is left without it");
-  const std::vector<int>& layers = run.run->layers;
-  const std::vector<int>& heads = run.run->heads;
-  const int Lc = (int)layers.size(), Hc = (int)heads.size();
+  // Selection: stored layers / heads, all by default.
+  std::vector<int> li, hi;  // indices into the run's stored layers / heads
+  for (int l : opt.layers.empty() ? run.run->layers : opt.layers)
+    li.push_back(stored_index(run.run->layers, l, "layers", "layer", run));
+  for (int h : opt.heads.empty() ? run.run->heads : opt.heads)
+    hi.push_back(stored_index(run.run->heads, h, "heads", "head", run));
+  const int Lc = (int)li.size(), Hc = (int)hi.size();
   std::vector<HeadMatrix> mats;
   double vmax = 0;
-  for (int a = 0; a < Lc; ++a)
-    for (int b = 0; b < Hc; ++b) {
-      mats.push_back(head_matrix(run, a, b, opt.no_sink));
+  for (int a : li)
+    for (int b : hi) {
+      mats.push_back(head_matrix(run, a, b, opt.no_sink, kThumbMaxCells));
       vmax = std::max(vmax, mats.back().max);
     }
-  ProbScale scale = prob_scale(opt, vmax);
+  const bool auto_log = !opt.log_scale && !opt.linear_scale && mass_concentrated(mats, vmax);
+  ProbScale scale = prob_scale(opt, vmax, auto_log);
 
+  // Layout: layers down and heads across when that fits the page height; else (e.g. 30 x 9 in a column) layers
+  // across and heads down, whichever gives the larger thumbnails. --height is filled (thumbnails up to 2:1).
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
-  const double gap = Hc > 8 || Lc > 8 ? 1.5 : 3.0;
-  std::vector<std::string> row_labels, col_labels;
-  for (int l : layers) row_labels.push_back("L" + std::to_string(l));
-  for (int h : heads) col_labels.push_back("H" + std::to_string(h));
-  const double left = kMargin + max_label_width(c, row_labels, kTickSize) + 3.0;
-  const double right = kMargin + colorbar_width(c, scale.cs);
   const double header = 1.4 * kTickSize;
   const double top = title_space(opt) + header;
-  double side = (W - left - right - (Hc - 1) * gap) / Hc;
-  const double H = page_height(opt, top + Lc * side + (Lc - 1) * gap + kMargin + 2.0);
-  side = std::min(side, (H - top - kMargin - 2.0 - (Lc - 1) * gap) / Lc);
+  const double right = kMargin + colorbar_width(c, scale.cs);
+  const double limit = std::max(1.3 * W, 216.0);
+  struct Arrangement {
+    bool across = false;  // layers across (columns), heads down
+    int rows = 0, cols = 0;
+    double gap = 3, left = 0, sw = 0, sh = 0, H = 0;
+    std::vector<std::string> row_labels, col_labels;
+  };
+  auto arrange = [&](bool across) {
+    Arrangement g;
+    g.across = across;
+    g.rows = across ? Hc : Lc;
+    g.cols = across ? Lc : Hc;
+    g.gap = g.rows > 8 || g.cols > 8 ? 1.5 : 3.0;
+    for (int a : li) (across ? g.col_labels : g.row_labels).push_back("L" + std::to_string(run.run->layers[a]));
+    for (int b : hi) (across ? g.row_labels : g.col_labels).push_back("H" + std::to_string(run.run->heads[b]));
+    g.left = kMargin + max_label_width(c, g.row_labels, kTickSize) + 3.0;
+    g.sw = (W - g.left - right - (g.cols - 1) * g.gap) / g.cols;
+    const double fixed = top + (g.rows - 1) * g.gap + kMargin + 2.0;
+    if (opt.height_in > 0) {
+      g.H = page_height(opt, 0);
+      g.sh = (g.H - fixed) / g.rows;
+      g.sw = std::min(g.sw, 2.0 * g.sh);
+      g.sh = std::min(g.sh, 2.0 * g.sw);
+    } else {
+      g.sh = g.sw = std::min(g.sw, (limit - fixed) / g.rows);
+      g.H = page_height(opt, fixed + g.rows * g.sh);
+    }
+    g.left += (W - g.left - right - g.cols * g.sw - (g.cols - 1) * g.gap) / 2;  // centre a narrower block
+    return g;
+  };
+  Arrangement g = arrange(false);
+  if (opt.height_in <= 0 && top + Lc * g.sw + (Lc - 1) * g.gap + kMargin + 2.0 > limit + 0.01) {
+    const Arrangement t = arrange(true);
+    if (t.sw > g.sw) g = t;
+  }
+  const double H = g.H, block_h = g.rows * g.sh + (g.rows - 1) * g.gap;
   // A grid of one or two rows can be shorter than the colour bar's rotated title: then the bar takes the short
   // title "p" (the figure's title says what p is), or none.
   const std::string full_bar_title = scale.cs.title;
   for (const char* short_title : {opt.no_sink ? "p (no sink)" : "p", "p", ""})
-    if (colorbar_min_height(c, scale.cs) > Lc * side + (Lc - 1) * gap) scale.cs.title = short_title;
+    if (colorbar_min_height(c, scale.cs) > block_h) scale.cs.title = short_title;
   const bool short_bar = scale.cs.title != full_bar_title;
-  if (side < 4)
+  if (std::min(g.sw, g.sh) < 3)
     throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(Lc) + " x " +
-                                std::to_string(Hc) + " thumbnails; make it larger");
+                                std::to_string(Hc) + " thumbnails; make it larger or select --layers / --heads");
 
   const std::string auto_title =
       run.label +
       (!short_bar ? ": attention by layer and head"
                   : (opt.no_sink ? ": p (sink excluded) by layer and head" : ": attention p by layer and head")) +
-      (opt.log_scale ? " (log)" : "");
+      (scale.log ? " (log)" : "");
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   size_t cells = 0;
   for (const auto& m : mats) cells += (size_t)m.n * (m.n + 1) / 2;
-  const int col_step = category_step(side + gap, max_label_width(c, col_labels, kTickSize) + 2.0);
-  const int row_step = category_step(side + gap, 1.1 * kTickSize);
-  for (int a = 0; a < Lc; ++a) {
-    const double y = top + a * (side + gap);
-    if (a % row_step == 0) c.text(row_labels[a], left - 3.0, y + side / 2, kTickSize, 1.0, 0.5, 0, false, kInk);
-    for (int b = 0; b < Hc; ++b) {
-      const double x = left + b * (side + gap);
-      if (a == 0 && b % col_step == 0)
-        c.text(col_labels[b], x + side / 2, top - 0.45 * header, kTickSize, 0.5, 0.0, 0, false, kInk);
-      draw_head(c, {x, y, side, side}, mats[(size_t)a * Hc + b], scale, cells > kMaxVectorCells);
-      c.stroke_rect(x, y, side, side, 0.3, gray(0.6));
+  const int col_step = category_step(g.sw + g.gap, max_label_width(c, g.col_labels, kTickSize) + 2.0);
+  const int row_step = category_step(g.sh + g.gap, 1.1 * kTickSize);
+  for (int r = 0; r < g.rows; ++r) {
+    const double y = top + r * (g.sh + g.gap);
+    if (r % row_step == 0) c.text(g.row_labels[r], g.left - 3.0, y + g.sh / 2, kTickSize, 1.0, 0.5, 0, false, kInk);
+    for (int k = 0; k < g.cols; ++k) {
+      const double x = g.left + k * (g.sw + g.gap);
+      if (r == 0 && k % col_step == 0)
+        c.text(g.col_labels[k], x + g.sw / 2, top - 0.45 * header, kTickSize, 0.5, 0.0, 0, false, kInk);
+      const int a = g.across ? k : r, b = g.across ? r : k;
+      draw_head(c, {x, y, g.sw, g.sh}, mats[(size_t)a * Hc + b], scale, cells > kMaxVectorCells);
+      c.stroke_rect(x, y, g.sw, g.sh, 0.3, gray(0.6));
     }
   }
-  draw_colorbar(c, scale.cs, left + Hc * side + (Hc - 1) * gap, top, Lc * side + (Lc - 1) * gap);
+  draw_colorbar(c, scale.cs, g.left + g.cols * g.sw + (g.cols - 1) * g.gap, top, block_h);
   return c.finish();
 }
 

@@ -260,8 +260,12 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     if (fits || xstep >= (int)lengths.size()) break;
   }
 
+  std::vector<std::string> run_labels;
+  run_labels.reserve(runs.size());
+  for (const Run& r : runs) run_labels.push_back(r.label);
+  const std::vector<Rgb> colors = series_colors(run_labels);  // by attention kind, as in the capture figures
   std::vector<SeriesItem> legend;
-  for (size_t n = 0; n < N; ++n) legend.push_back({runs[n].label, series_color(n, N), series_shape((int)n), true});
+  for (size_t n = 0; n < N; ++n) legend.push_back({runs[n].label, colors[n], series_shape((int)n), true});
   const double legend_w = W - left - right;
   const double strip = C > 1 ? 1.45 * kPanelSize : 0.0;
   const double top = title_space(opt) + series_legend_height(c, legend, legend_w) + 4.0 + strip;
@@ -312,10 +316,10 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
             ys.push_back(std::isnan(v[li]) ? NAN : y(v[li]));
           }
           if (pass == 0)
-            c.polyline(xs, ys, 1.1, series_color(n, N));
+            c.polyline(xs, ys, 1.1, colors[n]);
           else
             for (size_t li = 0; li < xs.size(); ++li)
-              if (!std::isnan(ys[li])) draw_shape(c, xs[li], ys[li], 1.8, series_shape((int)n), series_color(n, N));
+              if (!std::isnan(ys[li])) draw_shape(c, xs[li], ys[li], 1.8, series_shape((int)n), colors[n]);
         }
       // Axes: labels on the first column and the bottom row; tick marks everywhere.
       if (ci == 0) {

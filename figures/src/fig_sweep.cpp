@@ -33,7 +33,28 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     throw Error("per_layer",
                 "per_layer: the loss is one value per temperature, not per layer; drop per_layer or pick a metric");
 
+  // Layers and heads averaged (or drawn, per layer): all, or --layers / --heads.
+  const int L0 = sweeps[0]->n_layers, H0 = sweeps[0]->n_heads;
+  for (const SweepFile* sw : sweeps)
+    if (sw->n_layers != L0 || sw->n_heads != H0)
+      if (!opt.layers.empty() || !opt.heads.empty() || opt.per_layer)
+        throw Error("layers", "layers/heads: the sweep files come from models of different shapes");
+  auto pick = [](const std::vector<int>& want, int n, const std::string& what) {
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    if (want.empty()) return v;
+    for (int i : want)
+      if (i < 0 || i >= n)
+        throw Error(what + "s", what + "s: " + what + " " + std::to_string(i) + " is not in the sweep (" + what +
+                                    "s: 0-" + std::to_string(n - 1) + ")");
+    return want;
+  };
+  const std::vector<int> sel_layers = pick(opt.layers, L0, "layer"), sel_heads = pick(opt.heads, H0, "head");
+  if (metric < 0 && (!opt.layers.empty() || !opt.heads.empty()))
+    throw Error("layers", "layers/heads: the loss is one value per temperature, not per head; drop them");
+
   struct Line {
+    int layer = -1;
     std::string label;
     std::vector<double> t, v;  // sorted by t
   };
@@ -44,10 +65,11 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     std::vector<int> order(S);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.focal_temps[a] < s.focal_temps[b]; });
-    const int n_lines = opt.per_layer ? L : 1;
+    const int n_lines = opt.per_layer ? (int)sel_layers.size() : 1;
     for (int li = 0; li < n_lines; ++li) {
       Line line;
-      line.label = opt.per_layer ? "layer " + std::to_string(li) : src[k].label;
+      if (opt.per_layer) line.layer = sel_layers[li];
+      line.label = opt.per_layer ? "layer " + std::to_string(line.layer) : src[k].label;
       for (int i : order) {
         double acc = 0;
         int n = 0;
@@ -55,11 +77,13 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
           acc = s.mean_nll[i];
           n = std::isnan(acc) ? 0 : 1;
         } else {
-          for (int l = opt.per_layer ? li : 0; l < (opt.per_layer ? li + 1 : L); ++l)
-            for (int h = 0; h < Hn; ++h) {
+          for (int l : sel_layers) {
+            if (opt.per_layer && l != line.layer) continue;
+            for (int h : sel_heads) {
               const float x = s.head_metrics[(((size_t)i * L + l) * Hn + h) * kNumRowMetrics + metric];
               if (!std::isnan(x)) acc += x, ++n;
             }
+          }
         }
         line.t.push_back(s.focal_temps[i]);
         line.v.push_back(n ? acc / n : NAN);
@@ -85,14 +109,26 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   const double pad = tmax > tmin ? 0.04 * (tmax - tmin) : 0.05;
   const Ticks xt = nice_ticks(tmin - pad, tmax + pad, 6, false);
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
-  const double right = kMargin + 0.5 * c.text_width(xt.labels.empty() ? "0" : xt.labels.back(), kTickSize);
+  // More than 8 layers: colours along viridis by layer and a colour bar instead of a legend (a legend of 30 entries
+  // would cover the plot).
+  const bool layer_bar = opt.per_layer && lines.size() > (size_t)kNumCategoryColors;
+  ColorScale by_layer;
+  if (layer_bar) {
+    by_layer = linear_scale(lines.front().layer, lines.back().layer, "Layer");
+    by_layer.span = 0.9;
+    by_layer.ticks = nice_ticks(lines.front().layer, lines.back().layer, 6, false);
+    for (auto& l : by_layer.ticks.labels) l = format_number(std::stod(l), 1.0);
+  }
+  const double right = layer_bar ? kMargin + colorbar_width(c, by_layer)
+                                 : kMargin + 0.5 * c.text_width(xt.labels.empty() ? "0" : xt.labels.back(), kTickSize);
   const double plot_w = W - left - right;
   std::vector<LegendItem> legend;
   auto color = [&](size_t i) {
+    if (layer_bar) return by_layer(lines[i].layer);
     return lines.size() <= (size_t)kNumCategoryColors ? category_color((int)i)
                                                       : viridis(0.9 * (double)i / (lines.size() - 1));
   };
-  if (lines.size() > 1)
+  if (lines.size() > 1 && !layer_bar)
     for (size_t i = 0; i < lines.size(); ++i) legend.push_back({lines[i].label, color(i), true});
   const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 4.0);
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
@@ -126,6 +162,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   }
   draw_left_axis(c, plot, yt, y);
   draw_bottom_axis(c, plot, xt, x);
+  if (layer_bar) draw_colorbar(c, by_layer, plot.right(), plot.y, plot.h);
   draw_y_title(c, kMargin, plot, metric_title(metric, 0));
   draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
                "Focal temperature t");

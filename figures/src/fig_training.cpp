@@ -89,9 +89,10 @@ bool all_nan(const std::vector<float>& v) {
   return true;
 }
 
+// layer_bar, when set, replaces the legend: a colour bar by layer right of the panels (more than 8 lines).
 std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem>& legend, double x_max,
-                        const std::string& x_title, const std::string& auto_title, const FigureOptions& opt,
-                        Format fmt) {
+                        const std::string& x_title, const std::string& auto_title, const FigureOptions& opt, Format fmt,
+                        const ColorScale* layer_bar = nullptr) {
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   double axis_w = 0;
@@ -121,6 +122,7 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
   for (int max_ticks = 7; max_ticks >= 2; --max_ticks) {
     xt = nice_ticks(0, x_max > 0 ? x_max : 1, max_ticks, false);
     right = kMargin + 0.5 * c.text_width(xt.labels.empty() ? "0" : xt.labels.back(), kTickSize);
+    if (layer_bar) right = std::max(right, kMargin + colorbar_width(c, *layer_bar));
     plot_w = W - left - right;
     const double spacing = xt.values.size() > 1 ? plot_w * (xt.values[1] - xt.values[0]) / (xt.hi - xt.lo) : 1e9;
     if (spacing >= max_label_width(c, xt.labels, kTickSize) + 6.0) break;
@@ -186,6 +188,7 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
       draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, x_title);
     }
   }
+  if (layer_bar) draw_colorbar(c, *layer_bar, left + plot_w, top, y0 - gap - top);
   return c.finish();
 }
 
@@ -254,6 +257,8 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
 
   std::vector<Panel> panels;
   std::vector<SeriesItem> legend;
+  ColorScale by_layer;  // --tau with more than 8 layers: colours by layer and a colour bar instead of a legend
+  bool layer_bar = false;
   std::string auto_title;
   double max_step = 0, max_x = 0;  // max_x in tokens before the unit
   auto note_step = [&](size_t li, double step) {
@@ -290,10 +295,16 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
                              "); tau needs a model trained with learned attention");
     Panel p;
     p.y_title = std::string("Learned ") + kTau;
+    layer_bar = L > (size_t)kNumCategoryColors;
+    if (layer_bar) {
+      by_layer = linear_scale(0.0, (double)L - 1.0, "Layer");
+      by_layer.span = 0.9;
+      for (auto& s : by_layer.ticks.labels) s = format_number(std::stod(s), 1.0);
+    }
     for (size_t l = 0; l < L; ++l) {
       Line line;
       line.per_step = per_step[0];
-      line.color = series_color(l, L);
+      line.color = layer_bar ? by_layer((double)l) : series_color(l, L);
       line.shape = series_shape((int)l);
       for (size_t i = 0; i < N; ++i) {
         line.steps.push_back(log.eval_step[i]);
@@ -301,7 +312,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
         note_step(0, log.eval_step[i]);
       }
       p.lines.push_back(std::move(line));
-      legend.push_back({"layer " + std::to_string(l), series_color(l, L), series_shape((int)l), true});
+      if (!layer_bar) legend.push_back({"layer " + std::to_string(l), series_color(l, L), series_shape((int)l), true});
     }
     if (!std::isnan(tau_max)) {
       p.refs.push_back({tau_max, kTau + std::string(" max"), true});
@@ -339,11 +350,15 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
     size_t longest = 0;
     for (const Log& l : logs) longest = std::max(longest, l.log->step_loss.size());
     const int window = std::max(3, (int)std::lround(0.02 * longest) | 1);
+    std::vector<std::string> labels;
+    labels.reserve(logs.size());
+    for (const Log& l : logs) labels.push_back(l.label);
+    const std::vector<Rgb> colors = series_colors(labels);  // by attention kind, as in the capture figures
     for (size_t k = 0; k < logs.size(); ++k) {
       const TrainLog& log = *logs[k].log;
       Line line;
       line.per_step = per_step[k];
-      line.color = series_color(k, logs.size());
+      line.color = colors[k];
       line.shape = series_shape((int)k);
       if (steps) {
         if (log.step_loss.empty())
@@ -368,7 +383,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
         }
       }
       p.lines.push_back(std::move(line));
-      legend.push_back({logs[k].label, series_color(k, logs.size()), series_shape((int)k), !steps});
+      legend.push_back({logs[k].label, colors[k], series_shape((int)k), !steps});
     }
     panels.push_back(std::move(p));
     auto_title = metric == "val_loss"     ? "Validation loss"
@@ -395,7 +410,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
   } else {
     max_x = max_step;
   }
-  return draw_panels(panels, legend, max_x, x_title, auto_title, opt, fmt);
+  return draw_panels(panels, legend, max_x, x_title, auto_title, opt, fmt, layer_bar ? &by_layer : nullptr);
 }
 
 }  // namespace focal::figures

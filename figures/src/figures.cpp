@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -107,8 +108,29 @@ const std::vector<std::string>& figure_kinds() {
   return kinds;
 }
 
-std::string render_figure(const std::string& kind, const std::vector<Source>& sources, const FigureOptions& opt,
+std::string render_figure(const std::string& kind, const std::vector<Source>& sources, const FigureOptions& opt_in,
                           Format format) {
+  FigureOptions opt = opt_in;
+  if (kind != "distribution") {
+    reject_option(opt.key_first >= 0 || opt.key_last >= 0 || opt.key_window > 0, "keys", kind);
+    reject_option(opt.top_keys >= 0, "top_keys", kind);
+  }
+  if (kind != "grid") reject_option(opt.linear_scale, "linear_scale", kind);
+  if (kind == "training" || kind == "retrieval") {
+    reject_option(!opt.layers.empty(), "layers", kind);
+    reject_option(!opt.heads.empty(), "heads", kind);
+  }
+  if (kind == "distribution" || kind == "heatmap") {  // one head: --layers L / --heads H name it as --layer / --head do
+    for (auto [list, one, name] : {std::tuple<std::vector<int>*, int*, std::string>{&opt.layers, &opt.layer, "layer"},
+                                   {&opt.heads, &opt.head, "head"}}) {
+      if (list->empty()) continue;
+      if (list->size() > 1 || (*one >= 0 && *one != list->front()))
+        throw Error(name + "s", name + "s: the " + kind + " figure draws one head: give one " + name + " (" + name +
+                                    " " + std::to_string(list->front()) + "), or draw several with the grid figure");
+      *one = list->front();
+      list->clear();
+    }
+  }
   if (kind == "training") return render_training(sources, opt, format);
   if (kind == "retrieval") return render_retrieval(sources, opt, format);
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) != figure_kinds().end())

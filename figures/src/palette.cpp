@@ -1,6 +1,8 @@
 // The colour tables behind palette.h, interpolated linearly in sRGB between their stops.
 #include "palette.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +38,40 @@ const uint32_t kRdBu[11] = {0x053061, 0x2166AC, 0x4393C3, 0x92C5DE, 0xD1E5F0, 0x
 
 Rgb category_color(int i) {
   return hex(kOkabeIto[((i % kNumCategoryColors) + kNumCategoryColors) % kNumCategoryColors]);
+}
+
+int run_kind(const std::string& name_in) {
+  std::string n = name_in.substr(name_in.rfind(':') == std::string::npos ? 0 : name_in.rfind(':') + 1);
+  for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
+  static const char* kKinds[] = {"standard", "focal", "learned", "ssmax"};
+  size_t best = std::string::npos;
+  int kind = -1;
+  for (int k = 0; k < 4; ++k) {  // the kind named first wins ("focal_learned" is focal)
+    const size_t at = n.find(kKinds[k]);
+    if (at < best) best = at, kind = k;
+  }
+  return kind;
+}
+
+std::vector<Rgb> run_colors(const std::vector<std::string>& names) {
+  static const int kKindColor[4] = {0, 1, 2, 4};  // Okabe-Ito blue, vermillion, bluish green, reddish purple
+  std::vector<int> idx(names.size(), -1);
+  std::vector<bool> used(kNumCategoryColors, false);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int k = run_kind(names[i]);
+    if (k >= 0 && !used[kKindColor[k]]) used[kKindColor[k]] = true, idx[i] = kKindColor[k];
+  }
+  int next = 0;
+  std::vector<Rgb> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (idx[i] < 0) {
+      while (next < kNumCategoryColors && used[next]) ++next;
+      idx[i] = next < kNumCategoryColors ? next : (int)(i % kNumCategoryColors);
+      if (next < kNumCategoryColors) used[next] = true;
+    }
+    out.push_back(category_color(idx[i]));
+  }
+  return out;
 }
 
 Rgb viridis(double t) { return lerp_table(kViridis, 9, t); }

@@ -2,6 +2,9 @@
 // diverging scale for differences centred at 0. Sources and choices: docs/figures.md.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "canvas.h"
 
 namespace focal::figures {
@@ -11,6 +14,14 @@ namespace focal::figures {
 Rgb category_color(int i);
 // Number of distinct category colours before they repeat.
 constexpr int kNumCategoryColors = 8;
+
+// One colour per run, stable across figures by the kind of attention its name says: the first standard run blue,
+// the first focal run vermillion, the first learned run bluish green, the first ssmax run reddish purple; further
+// runs of a kind, and runs of no known kind, take the unused Okabe-Ito colours in order. A name is matched on its
+// run part (after FILE:) and case-insensitively ("standard", "focal_t0.4", "learned", "ssmax_s0.3").
+std::vector<Rgb> run_colors(const std::vector<std::string>& names);
+// The kind a run name says: 0 standard, 1 focal, 2 learned, 3 ssmax, -1 none.
+int run_kind(const std::string& name);
 
 // Viridis (matplotlib's perceptually uniform map, van der Walt & Smith), t in [0, 1] clamped.
 Rgb viridis(double t);

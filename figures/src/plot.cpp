@@ -40,7 +40,9 @@ std::string format_number(double v, double step) {
   if (std::fabs(v) < step * 1e-6) v = 0.0;
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", decimals, v);
-  return with_minus(b);
+  std::string s = b;
+  if (s[0] == '-' && s.find_first_not_of("0.", 1) == std::string::npos) s = s.substr(1);  // "-0.0" rounds to 0
+  return with_minus(s);
 }
 
 std::string format_sig(double v, int digits) {
@@ -191,12 +193,15 @@ void draw_category_axis(Canvas& c, const CategoryAxis& a, const std::vector<doub
   // Unlabelled slots get a minor tick while the ticks stay apart; denser ones would merge into a bar.
   const bool minor = xs.size() > 1 && std::fabs(xs[1] - xs[0]) >= kMinorTickGap;
   for (size_t i = 0; i < a.labels.size() && i < xs.size(); ++i) {
-    if (i % a.step != 0) {
+    if ((i + a.offset) % a.step != 0) {
       if (minor) c.line(xs[i], y, xs[i], y + kTickLen * 0.5, kAxisWidth * 0.7, kInk);
       continue;
     }
     c.line(xs[i], y, xs[i], y + kTickLen, kAxisWidth, kInk);
-    c.text(a.labels[i], xs[i], y + kTickLen + 1.5, kTickSize, 1.0, 0.5, a.angle, (int)i == bold, kInk);
+    if (a.angle == 0)  // horizontal (numbers): centred under the tick
+      c.text(a.labels[i], xs[i], y + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, (int)i == bold, kInk);
+    else
+      c.text(a.labels[i], xs[i], y + kTickLen + 1.5, kTickSize, 1.0, 0.5, a.angle, (int)i == bold, kInk);
   }
 }
 
@@ -246,7 +251,7 @@ void draw_legend(Canvas& c, const std::vector<LegendItem>& items, double x0, dou
 
 Rgb ColorScale::operator()(double v) const {
   if (divergent) return diverging(hi > 0 ? v / hi : 0.0);
-  return viridis(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+  return viridis(span * (hi > lo ? (v - lo) / (hi - lo) : 0.5));
 }
 
 ColorScale linear_scale(double lo, double hi, const std::string& title) {

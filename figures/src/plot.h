@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "canvas.h"
+#include "focal_figures/ticks.h"
 #include "palette.h"
 
 namespace focal::figures {
@@ -36,21 +37,6 @@ struct LinearMap {
   double d0 = 0, d1 = 1, p0 = 0, p1 = 1;
   double operator()(double v) const { return p0 + (v - d0) / (d1 - d0) * (p1 - p0); }
 };
-
-struct Ticks {
-  std::vector<double> values;
-  std::vector<std::string> labels;
-  double lo = 0, hi = 1;  // axis limits (the outer ticks when expanded)
-};
-
-// Ticks at multiples of 1, 2 or 5 x 10^k covering [lo, hi], about max_ticks of them at most. With expand the limits
-// grow outwards to the nearest ticks. Labels use as many decimals as the step needs and a true minus sign.
-Ticks nice_ticks(double lo, double hi, int max_ticks, bool expand);
-// Ticks at integer powers of ten between lo_exp and hi_exp (exponents), labelled 10⁻³ etc.
-Ticks log10_ticks(double lo_exp, double hi_exp, int max_ticks);
-std::string format_number(double v, double step);
-// v with `digits` significant digits and no trailing zeros, e.g. for cell annotations.
-std::string format_sig(double v, int digits);
 
 // Widest tick label.
 double max_label_width(const Canvas& c, const std::vector<std::string>& labels, double size);
@@ -82,6 +68,7 @@ struct CategoryAxis {
   double angle = 90;         // degrees
   double depth = 0;          // extent below the axis line, ticks included
   double left_overhang = 0;  // extent left of the first slot's centre (60-degree labels lean left)
+  int offset = 0;            // label i is shown when (i + offset) % step == 0 (numbered keys: round positions)
 };
 CategoryAxis layout_category_axis(const Canvas& c, std::vector<std::string> labels, double slot, double size,
                                   bool allow_slant = true);
@@ -106,6 +93,7 @@ struct ColorScale {
   double lo = 0, hi = 1;
   Ticks ticks;
   std::string title;
+  double span = 1.0;  // viridis runs over [0, span] (0.9 for lines on white: the last yellow is too faint)
   Rgb operator()(double v) const;
 };
 ColorScale linear_scale(double lo, double hi, const std::string& title);

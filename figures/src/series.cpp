@@ -69,6 +69,13 @@ Rgb series_color(size_t i, size_t n) {
   return viridis(0.9 * (double)i / (double)(n - 1));
 }
 
+std::vector<Rgb> series_colors(const std::vector<std::string>& labels) {
+  if (labels.size() <= (size_t)kNumCategoryColors) return run_colors(labels);
+  std::vector<Rgb> out;
+  for (size_t i = 0; i < labels.size(); ++i) out.push_back(series_color(i, labels.size()));
+  return out;
+}
+
 Rgb lighten(Rgb c, double f) { return {c.r + (1 - c.r) * f, c.g + (1 - c.g) * f, c.b + (1 - c.b) * f}; }
 
 double series_legend_height(const Canvas& c, const std::vector<SeriesItem>& items, double width) {

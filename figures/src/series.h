@@ -19,6 +19,8 @@ void draw_shape(Canvas& c, double x, double y, double r, Shape s, Rgb fill);
 
 // The colour of series i of n: Okabe-Ito while n fits the palette, viridis along the series beyond.
 Rgb series_color(size_t i, size_t n);
+// Colours of runs labelled `labels`: by attention kind (run_colors) for up to 8, else along viridis.
+std::vector<Rgb> series_colors(const std::vector<std::string>& labels);
 // c mixed with white: f = 0 gives c, 1 white.
 Rgb lighten(Rgb c, double f);
 

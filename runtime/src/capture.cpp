@@ -68,11 +68,19 @@ class CaptureObserver final : public ForwardObserver {
     for (size_t i = 0; i < run.queries.size(); ++i) qmap_[run.queries[i]] = (int)i;
   }
   bool wants_metrics() const override { return true; }
-  bool wants_rows(int layer, int head) const override { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
+  bool stores(int layer, int head) const { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
+  bool wants_rows(int layer, int head) const override { return !targets_.empty() || stores(layer, head); }
+  // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
+  void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
   bool wants_logits() const override { return (bool)logits_fn; }
   void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
   std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
+    if (!targets_.empty())  // disjoint (head, row block)s per call: each writes its own entries
+      for (int r = 0; r < n_rows; ++r)
+        run_.induction[((size_t)layer * c_.n_heads + head) * T_ + row0 + r] =
+            induction_mass(probs + (size_t)r * stride, targets_[row0 + r]);
+    if (!stores(layer, head)) return;
     for (int r = 0; r < n_rows; ++r) {
       const int qi = qmap_[row0 + r];
       if (qi < 0) continue;
@@ -107,6 +115,7 @@ class CaptureObserver final : public ForwardObserver {
   std::function<void(int, int)> progress_;
   std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
+  std::vector<std::vector<int>> targets_;  // [T] induction targets per row; empty: not wanted
 };
 
 // A run with its arrays sized for T tokens and zeroed.
@@ -125,6 +134,7 @@ RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const Ca
   run.metrics.assign((size_t)c.n_layers * c.n_heads * T * kNumRowMetrics, 0.0f);
   run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
   if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
+  if (req.induction) run.induction.assign((size_t)c.n_layers * c.n_heads * T, std::numeric_limits<float>::quiet_NaN());
   return run;
 }
 
@@ -160,6 +170,17 @@ double head_metric_mean(const RunCapture& run, int n_heads, int T, int layer, in
       acc += v;
       ++cnt;
     }
+  }
+  return cnt ? acc / cnt : std::numeric_limits<double>::quiet_NaN();
+}
+
+double head_induction_score(const RunCapture& run, int n_heads, int T, int layer, int head) {
+  if (run.induction.size() < (size_t)(layer + 1) * n_heads * T) return std::numeric_limits<double>::quiet_NaN();
+  double acc = 0.0;
+  int cnt = 0;
+  for (int i = 0; i < T; ++i) {
+    const float v = run.induction[((size_t)layer * n_heads + head) * T + i];
+    if (!std::isnan(v)) acc += v, ++cnt;
   }
   return cnt ? acc / cnt : std::numeric_limits<double>::quiet_NaN();
 }
@@ -249,6 +270,7 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
 
   // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
+  if (req.induction) obs.want_induction(tokens);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
   RunOptions opt = req.run;
@@ -319,7 +341,8 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   return sf;
 }
 
-Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name) {
+Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name,
+                        const std::function<void(int, int)>& progress) {
   const RunCapture* a = file.find_run(a_name);
   const RunCapture* b = file.find_run(b_name);
   if (!a) throw Error("compare: run '" + a_name + "' is not in the capture");
@@ -342,7 +365,8 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
   const int T = file.n_tokens();
   auto row = [&](const RunCapture& r, int l, int h, int q) { return r.probs.data() + find_stored_row(r, l, h, q, T); };
-  for (int l : cmp.layers)
+  int done = 0;
+  for (int l : cmp.layers) {
     for (int h : cmp.heads)
       for (int q : cmp.queries) {
         const float* pa = row(*a, l, h, q);
@@ -350,6 +374,8 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
         cmp.kl.push_back((float)kl_divergence(pa, pb, q + 1));
         cmp.js.push_back((float)js_divergence(pa, pb, q + 1));
       }
+    if (progress) progress(++done, (int)cmp.layers.size());
+  }
   return cmp;
 }
 
@@ -387,7 +413,8 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
                          req.queries == m.req.queries && req.store_probs == m.req.store_probs &&
                          req.store_scores == m.req.store_scores;
   if (m.valid && prev && tokens == m.tokens && req.run.topk_mass_k == m.req.run.topk_mass_k &&
-      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens && spec.mode == m.spec.mode) {
+      req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens && spec.mode == m.spec.mode &&
+      req.induction == m.req.induction) {
     first = spec.first_changed_layer(m.spec, c);
     if (!same_rows) {
       for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);
@@ -406,6 +433,8 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
     std::copy(prev->row_scale.begin(), prev->row_scale.begin() + upto * per_layer, run.row_scale.begin());
     if (!run.tau.empty() && !prev->tau.empty())
       std::copy(prev->tau.begin(), prev->tau.begin() + (size_t)upto * T, run.tau.begin());
+    if (!run.induction.empty() && prev->induction.size() == run.induction.size())
+      std::copy(prev->induction.begin(), prev->induction.begin() + upto * per_layer, run.induction.begin());
     const size_t per_stored = run.heads.size() * run.queries.size() * (size_t)T;
     for (size_t li = 0; li < run.layers.size(); ++li)
       if (run.layers[li] < first) {
@@ -418,6 +447,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
       }
   }
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
+  if (req.induction) obs.want_induction(tokens);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   bool done;
   if (first > 0) {

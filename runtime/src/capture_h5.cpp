@@ -286,7 +286,8 @@ Comparison read_comparison(Reader& r, hid_t compare, const std::string& name, co
 
 }  // namespace
 
-void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16) {
+void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16,
+                   const std::function<void(int, int)>& progress) {
   check_capture(Where{"cannot write capture file '" + path + "'"}, file);
   H5Call h5;
   write_atomically(path, "capture", [&](hid_t root, Writer& w) {
@@ -302,10 +303,18 @@ void write_capture(const CaptureFile& file, const std::string& path, bool probs_
     w.dataset_i32(tokens.get(), "/tokens", "relevant", {hsize_t(file.relevant.size())}, file.relevant.data(),
                   kShapeRelevant);
 
+    const int total = (int)(file.runs.size() + file.comparisons.size());
+    int done = 0;
     GroupId runs = w.group(root, "runs", "/runs", true);
-    for (const RunCapture& run : file.runs) write_run(w, runs.get(), file, run, probs_fp16);
+    for (const RunCapture& run : file.runs) {
+      write_run(w, runs.get(), file, run, probs_fp16);
+      if (progress) progress(++done, total);
+    }
     GroupId compare = w.group(root, "compare", "/compare", true);
-    for (const Comparison& c : file.comparisons) write_comparison(w, compare.get(), c);
+    for (const Comparison& c : file.comparisons) {
+      write_comparison(w, compare.get(), c);
+      if (progress) progress(++done, total);
+    }
   });
 }
 

@@ -5,6 +5,7 @@
 #include "focal_kernels/shared_math.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "focal_kernels/ops.h"
@@ -51,6 +52,22 @@ void attention_row(const float* raw, int n, float scale, float softcap, int firs
 
 int window_first_key(const ModelConfig& c, int layer, int n) {
   return math::window_first_key(n, layer_window(c, layer));
+}
+
+std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids) {
+  const int T = (int)ids.size();
+  std::vector<std::vector<int>> out(T);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j + 2 <= i; ++j)
+      if (ids[j] == ids[i]) out[i].push_back(j + 1);
+  return out;
+}
+
+float induction_mass(const float* p, const std::vector<int>& targets) {
+  if (targets.empty()) return std::numeric_limits<float>::quiet_NaN();
+  double s = 0.0;
+  for (int k : targets) s += p[k];
+  return (float)s;
 }
 
 double kl_divergence(const float* p, const float* q, int n) {

@@ -26,19 +26,26 @@ const std::vector<std::string>& figure_kinds();
 // What to draw and how big. Selection fields left at -1 / empty take the kind's default (docs/figures.md).
 struct FigureOptions {
   // Selection.
-  int layer = -1;                   // distribution, heatmap: a stored layer (default: the first stored);
-                                    // retrieval: the layer of relevant_mass / entropy (default: mean over layers)
-  int head = -1;                    // distribution, heatmap: a stored head (default: the first stored)
-  int query = -1;                   // distribution: a stored query position (default: the last stored)
-  std::vector<std::string> runs;    // run names, in drawing order (default: every run, within the kind's limit)
-  std::string metric;               // entropy: a row metric name; sweep: a row metric name or "loss";
-                                    // training: val_loss, train_loss or step_loss; retrieval: accuracy,
-                                    // relevant_mass or entropy (default: accuracy and relevant_mass, two rows)
-  std::string task_kind;            // retrieval: one task kind (default: one panel per kind)
-  std::vector<std::string> labels;  // training, retrieval: legend labels, one per file in file order
+  int layer = -1;                     // distribution, heatmap: a stored layer (default: the first stored);
+                                      // retrieval: the layer of relevant_mass / entropy (default: mean over layers)
+  int head = -1;                      // distribution, heatmap: a stored head (default: the first stored)
+  int query = -1;                     // distribution: a stored query position (default: the last stored)
+  int key_first = -1, key_last = -1;  // distribution: draw keys key_first..key_last only (inclusive; -1: 0 / query)
+  int key_window = 0;                 // distribution: draw the key_window keys ending at the query (0: all)
+  int top_keys = -1;                  // distribution: label the top_keys most attended keys with their token and
+                                      // position (-1: 3 when the axis cannot label every key, else 0)
+  std::vector<int> layers, heads;     // grid, entropy, sweep --per-layer: only these layers / heads (empty: all)
+  std::vector<std::string> runs;      // run names, in drawing order (default: every run, within the kind's limit)
+  std::string metric;                 // entropy: a row metric name; sweep: a row metric name or "loss";
+                                      // training: val_loss, train_loss or step_loss; retrieval: accuracy,
+                                      // relevant_mass or entropy (default: accuracy and relevant_mass, two rows)
+  std::string task_kind;              // retrieval: one task kind (default: one panel per kind)
+  std::vector<std::string> labels;    // training, retrieval: legend labels, one per file in file order
   // Variants.
-  bool no_sink = false;    // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
-  bool log_scale = false;  // heatmap, grid: colour by log10(p), p clamped below at log_floor
+  bool no_sink = false;       // distribution, heatmap, grid: drop key 0 and renormalise each row over the rest
+  bool log_scale = false;     // heatmap, grid: colour by log10(p), p clamped below at log_floor (grid: the default
+                              // when the median cell is below 5 % of the largest p)
+  bool linear_scale = false;  // grid: linear colour even when the mass is concentrated
   float log_floor = 1e-4f;
   bool overlay = false;    // distribution: grouped bars in one panel instead of one panel per run
   bool lines = false;      // entropy: lines with markers instead of grouped bars

@@ -26,6 +26,8 @@ struct CaptureRequest {
                                           // fp16 already (a CUDA device downloads 16 bits); clear it for a run whose
                                           // fp32 rows are needed in memory (compare_runs) and pass it to write_capture
   int topk_tokens = 10;                   // next-token top-k stored per position
+  bool induction = false;                 // RunCapture::induction of every layer, head and row (observes every
+                                          // head's rows: cheap on the CPU, a copy per head on a CUDA device)
   RunOptions run;                         // top-k mass k, relevant keys
   size_t budget_bytes = size_t(2) << 30;  // memory budget for the capture (all runs)
 };
@@ -44,6 +46,8 @@ struct RunCapture {
   std::vector<int32_t> topk_ids;  // [T, k] most likely next tokens after each position
   std::vector<float> topk_probs;  // [T, k]
   std::vector<float> token_nll;   // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
+  std::vector<float> induction;   // [n_layers, n_heads, T] row induction mass (metrics.h); NaN for rows whose token
+                                  // did not occur before; empty unless CaptureRequest::induction (not in files yet)
   int topk_mass_k = 5;
 };
 
@@ -75,6 +79,9 @@ struct CaptureFile : Provenance {  // provenance: model_path, model_config_json,
 // Mean of row metric `metric` of (layer, head) over query rows 1..T-1 (row 0 sees a single key; all rows when
 // T == 1), ignoring NaN rows; NaN when no row has a value. run.metrics is [n_layers, n_heads, n_tokens, metric].
 double head_metric_mean(const RunCapture& run, int n_heads, int n_tokens, int layer, int head, int metric);
+// Induction score of (layer, head): the mean of the run's row induction masses over the rows that have targets
+// (NaN when no row has, or the run did not compute them).
+double head_induction_score(const RunCapture& run, int n_heads, int n_tokens, int layer, int head);
 
 // Mean next-token loss of the prompt in nats: token_nll over positions 0..T-2; NaN when T < 2.
 double prompt_loss(const RunCapture& run);
@@ -131,12 +138,15 @@ class LiveRunner {
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens);
 
 // KL and JS between two runs of `file` on the captured rows both hold. Throws Error if a run is missing or they
-// share no stored rows.
-Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b);
+// share no stored rows. progress(done, total), when set, is called after each compared layer.
+Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b,
+                        const std::function<void(int, int)>& progress = {});
 
 // Writes the HDF5 file under a temporary name in the same directory and renames it into place; on any failure the
 // temporary is removed and Error names the path. Probabilities are stored as fp16 when probs_fp16 is set.
-void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false);
+// progress(done, total), when set, is called after each run and each comparison written.
+void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16 = false,
+                   const std::function<void(int, int)>& progress = {});
 
 // Reads a capture file; throws Error naming the file and the missing or malformed item. Every declared size is
 // checked before it is allocated: against the file's own header, what the file stores, and a memory budget

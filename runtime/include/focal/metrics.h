@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "focal/model.h"
 
@@ -25,6 +26,12 @@ void attention_row(const float* raw, int n, float scale, float softcap, int firs
 
 // First key a row with n causal keys sees in layer `layer` of the model (its sliding window; 0 without one).
 int window_first_key(const ModelConfig& c, int layer, int n);
+// Induction score (docs/metrics.md): row i's attention mass on the keys right after the earlier occurrences of its
+// own token, i.e. on { j + 1 : 0 <= j <= i - 2, ids[j] == ids[i] }. induction_targets lists those keys for every
+// row of ids[T] (ascending; empty when the token has not occurred before position i - 1).
+std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids);
+// Sum of p over the targets of one row (NaN when there are none).
+float induction_mass(const float* p, const std::vector<int>& targets);
 
 // KL(p || q) and Jensen-Shannon divergence in nats over n entries. Terms with p_j = 0 contribute 0; q_j = 0 where
 // p_j > 0 gives +inf for KL (JS stays finite, <= ln 2).

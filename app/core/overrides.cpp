@@ -1,0 +1,67 @@
+// Overrides for a set of layers or heads (overrides.h).
+#include "overrides.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "focal/error.h"
+
+namespace focalscope {
+
+std::vector<int> parse_index_set(const std::string& text, int n, const std::string& what) {
+  std::vector<int> out;
+  const size_t b = text.find_first_not_of(' ');
+  if (b == std::string::npos) return out;
+  if (text.substr(b, 1) == "*") {
+    for (int i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::stringstream ss(text);
+  std::string item;
+  auto number = [&](const std::string& s) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end || v < 0 || v >= n)
+      throw focal::Error(what + ": '" + item + "' is not an index or range in 0-" + std::to_string(n - 1) +
+                         " (e.g. 0-5,9 or *)");
+    return (int)v;
+  };
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) continue;
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(number(item));
+    } else {
+      const int a = number(item.substr(0, dash)), z = number(item.substr(dash + 1));
+      if (z < a) throw focal::Error(what + ": the range '" + item + "' runs backwards");
+      for (int i = a; i <= z; ++i) out.push_back(i);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& layers, const std::vector<int>& heads,
+                               float t) {
+  for (int l : layers) {
+    if (heads.empty()) {
+      if (t > 0)
+        spec.layer_temp[l] = t;
+      else
+        spec.layer_temp.erase(l);
+    }
+    for (int h : heads) {
+      if (t > 0)
+        spec.head_temp[{l, h}] = t;
+      else
+        spec.head_temp.erase({l, h});
+    }
+  }
+  return spec;
+}
+
+}  // namespace focalscope

@@ -1,0 +1,21 @@
+// Temperature overrides for a set of layers or heads at once (the app's "overrides" row and the script's
+// set-temp), not only the selected layer or head.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "focal/temp_spec.h"
+
+namespace focalscope {
+
+// "0-5,9", "*" (all of 0..n-1) or "" (none) -> sorted unique indices, each checked against n. Throws focal::Error
+// naming `what` (e.g. "layers") and the bad item.
+std::vector<int> parse_index_set(const std::string& text, int n, const std::string& what);
+
+// spec with t set for every listed layer (heads empty: layer overrides) or for every (layer, head) pair of the
+// lists (head overrides). t <= 0 removes those overrides instead.
+focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& layers, const std::vector<int>& heads,
+                               float t);
+
+}  // namespace focalscope
