@@ -229,7 +229,7 @@ void remove_tree(const std::string& dir) {
 }
 
 // Test hook (docs/batch.md): FOCAL_BATCH_DIE_AFTER=N kills this process with SIGKILL after its N-th document has been
-// appended to the row file and before it is checkpointed; FOCAL_BATCH_DIE_RANK=R limits that to rank R.
+// appended to the row file and before it is checkpointed (N = 0: before the first document); FOCAL_BATCH_DIE_RANK=R limits that to rank R.
 void maybe_die(int rank, int64_t docs_done) {
   const char* after = std::getenv("FOCAL_BATCH_DIE_AFTER");
   if (!after) return;
@@ -395,6 +395,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   };
 
   const int L = cfg.n_layers, H = cfg.n_heads;
+  maybe_die(comm.rank(), 0);
   for (;;) {
     comm.serve();
     int64_t want = mpi ? comm.next_index() : start_index + done;
