@@ -20,6 +20,7 @@
 #include "focal_batch/corpus.h"
 #include "focal_batch/stats.h"
 #include "focal_batch/stats_file.h"
+#include "focal_figures/corpus.h"
 #include "test_util.h"
 
 using namespace focal;
@@ -462,4 +463,22 @@ TEST_F(BatchCli, ADyingRankFailsTheJobAndKeepsTheEarlierFile) {
 }
 #endif
 
+}  // namespace
+
+namespace {
+TEST_F(BatchCli, CorpusFigureRendersAndRefusesBadSelections) {
+  ASSERT_EQ(sh(cmd(dir_ + "/f.h5"), dir_).rc, 0);
+  Result ok = sh(quote(kFocal) + " figure corpus " + quote(dir_ + "/f.h5") + " -o " + quote(dir_ + "/f.png"), dir_);
+  ASSERT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_EQ(slurp(dir_ + "/f.png").substr(1, 3), "PNG");
+  StatsFile f = read_stats(dir_ + "/f.h5", false);
+  figures::FigureOptions opt;
+  const std::string svg = figures::render_corpus(f, opt, figures::Format::kSvg);
+  EXPECT_NE(svg.find("focal_t0.4 \xE2\x88\x92 standard"), std::string::npos);  // the matrix is b - a
+  opt.runs = {"focal_t9"};
+  EXPECT_THROW(figures::render_corpus(f, opt, figures::Format::kPng), Error);
+  opt.runs = {};
+  opt.metric = "relevant_mass";  // no document gave relevant positions
+  EXPECT_THROW(figures::render_corpus(f, opt, figures::Format::kPng), Error);
+}
 }  // namespace
