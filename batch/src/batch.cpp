@@ -44,8 +44,8 @@ bool by_priority(const KeptRow& a, const KeptRow& b) { return a.priority < b.pri
 // Observes one forward (one run, one window): streams the metrics into the statistics and copies the sampled rows.
 class BatchObserver : public ForwardObserver {
  public:
-  BatchObserver(Accumulator& acc, CorpusStats& st, CommImpl& comm, int run, int max_tokens, std::vector<KeptRow*> rows,
-                int n_layers, int n_heads)
+  BatchObserver(Accumulator& acc, CorpusStats& st, CommImpl& comm, int run, int max_tokens,
+                const std::vector<KeptRow*>& rows, int n_layers, int n_heads)
       : acc_(acc),
         st_(st),
         comm_(comm),

@@ -28,6 +28,7 @@ int StatsShape::n_buckets() const { return max_tokens <= 1 ? 1 : position_bucket
 
 std::vector<int32_t> position_bucket_edges(const StatsShape& s) {
   std::vector<int32_t> e;
+  e.reserve((size_t)s.n_buckets() + 1);
   for (int b = 0; b < s.n_buckets(); ++b) e.push_back(int32_t(1) << b);
   e.push_back(std::max(s.max_tokens, 2));
   return e;

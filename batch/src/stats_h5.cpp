@@ -96,6 +96,7 @@ TypeId id_type(const Where& w) {
 void write_header(hid_t root, Writer& w, const StatsHeader& h, const StatsShape& s) {
   write_root_header(w, root, kStatsFormat, kStatsVersion, h.provenance, true);
   std::vector<std::string> names;
+  names.reserve((size_t)s.n_metrics);
   for (int m = 0; m < s.n_metrics; ++m) names.push_back(row_metric_name(m));
   w.attr_strings(root, "/", "metric_names", names);
   w.attr_string(root, "/", "data_path", h.data_path);

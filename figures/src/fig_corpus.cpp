@@ -153,6 +153,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
   const Ticks pt = nice_ticks(plo, phi > plo ? phi : plo + 1, 4, true);
   std::vector<std::string> head_labels;
+  head_labels.reserve((size_t)Hn);
   for (int h = 0; h < Hn; ++h) head_labels.push_back(std::to_string(h));
   const double axis_w = std::max(
       {left_axis_width(c, yt), left_axis_width(c, pt), kTickLen + 1.5 + max_label_width(c, head_labels, kTickSize)});
@@ -160,6 +161,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const double right_plain = kMargin + 2.0;
   const double right_bar = kMargin + colorbar_width(c, cs);
   std::vector<LegendItem> legend;
+  legend.reserve((size_t)n_runs);
   for (int k = 0; k < n_runs; ++k) legend.push_back({f.run_names[(size_t)runs[(size_t)k]], category_color(k), false});
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double panel_title_h = kPanelSize * (kCapHeight + kDescent) + 4.0;
