@@ -21,9 +21,7 @@ namespace {
 struct MetricsOnly : ForwardObserver {
   bool wants_metrics() const override { return true; }
 };
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -52,7 +50,8 @@ int main(int argc, char** argv) {
       tokens += ids.size();
       docs.push_back(std::move(ids));
     }
-    const std::vector<batch::BatchRun> runs = {{"standard", TempSpec::standard()}, {"focal_t0.4", TempSpec::focal(0.4f)}};
+    const std::vector<batch::BatchRun> runs = {{"standard", TempSpec::standard()},
+                                               {"focal_t0.4", TempSpec::focal(0.4f)}};
     const double total_tokens = double(tokens) * runs.size();
     Session s(*model, max_tokens);
     RunOptions ro;

@@ -96,7 +96,8 @@ void AppState::open_path(const std::string& path_in) {
         corpus = cv;
         add_recent(path);
         notify("opened corpus statistics " + path + " (" + std::to_string(cv->stats.n_docs()) +
-                   " documents): see the Corpus tab", false);
+                   " documents): see the Corpus tab",
+               false);
       };
     });
     return;
