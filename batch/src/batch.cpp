@@ -291,6 +291,16 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     header.run_specs_json.push_back(r.spec.to_json());
   }
 
+  int64_t total = 0;
+  if (comm.rank() == 0) {
+    total = count_documents(opt.data_path, OnError::kSkip);
+    if (opt.limit > 0) total = std::min(total, opt.limit);
+    if (total == 0)
+      throw Error("--data '" + opt.data_path + "' holds no documents" +
+                  (opt.on_error == OnError::kSkip ? " (after skipping malformed lines)" : "") +
+                  ": nothing to compute, nothing written");
+  }
+
   // Where this rank's rows go: beside the output (single process, with the checkpoint), or in the job's shard
   // directory <out>.d/<token>/ (MPI).
   const bool mpi = comm.size() > 1;
@@ -337,10 +347,16 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       c.get(&rows_bytes, sizeof rows_bytes);
       deserialize_stats(c, stats, kept);
       // Rows appended after the checkpoint belong to documents that will run again: drop them.
+      struct stat rs {};
+      if (::stat(rows_path.c_str(), &rs) != 0 || (uint64_t)rs.st_size < rows_bytes)
+        throw Error("the row file '" + rows_path +
+                    "' is missing or shorter than the checkpoint says; start again "
+                    "without --resume");
       if (::truncate(rows_path.c_str(), (off_t)rows_bytes) != 0)
         throw Error("cannot truncate the row file '" + rows_path + "': " + std::strerror(errno));
     } catch (const Error& e) { throw Error("--resume: checkpoint '" + ckpt_path + "': " + e.what()); }
   }
+  if (!opt.resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
   std::FILE* rows = std::fopen(rows_path.c_str(), opt.resume ? "ab" : "wb");
   if (!rows) throw Error("-o: cannot write '" + rows_path + "': " + std::strerror(errno));
   struct Closer {
@@ -349,16 +365,6 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       if (f) std::fclose(f);
     }
   } closer{rows};
-
-  int64_t total = 0;
-  if (comm.rank() == 0) {
-    total = count_documents(opt.data_path, OnError::kSkip);
-    if (opt.limit > 0) total = std::min(total, opt.limit);
-    if (total == 0)
-      throw Error("--data '" + opt.data_path + "' holds no documents" +
-                  (opt.on_error == OnError::kSkip ? " (after skipping malformed lines)" : "") +
-                  ": nothing to compute, nothing written");
-  }
 
   CorpusReader reader(opt.data_path, opt.on_error);
   Session session(model, opt.max_tokens);
