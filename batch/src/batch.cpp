@@ -88,7 +88,9 @@ struct Ckpt {
   uint64_t rows_bytes = 0;
 };
 
-void put(std::string& b, const void* p, size_t n) { b.append(static_cast<const char*>(p), n); }
+void put(std::string& b, const void* p, size_t n) {
+  if (n > 0) b.append(static_cast<const char*>(p), n);  // an empty vector's data() may be null
+}
 template <class T>
 void put_v(std::string& b, const std::vector<T>& v) {
   const uint64_t n = v.size();
@@ -100,7 +102,7 @@ struct Cursor {
   size_t at = 0;
   void get(void* p, size_t n) {
     if (at + n > b.size()) throw Error("truncated");
-    std::memcpy(p, b.data() + at, n);
+    if (n > 0) std::memcpy(p, b.data() + at, n);
     at += n;
   }
   template <class T>
