@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct MetricsOnly : ForwardObserver {
   bool wants_metrics() const override { return true; }
 };
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// CPU seconds of this process, all threads: on a shared machine less sensitive to other jobs than wall time.
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+}
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -57,13 +64,13 @@ int main(int argc, char** argv) {
     RunOptions ro;
     ro.all_logits = false;
     auto forward_all = [&](ForwardObserver* obs) {
-      const double t0 = now_s();
+      const double t0 = now_s(), c0 = cpu_s();
       for (const batch::BatchRun& run : runs)
         for (const auto& ids : docs) {
           s.reset();
           s.forward(ids.data(), (int)ids.size(), run.spec, ro, obs, nullptr);
         }
-      return now_s() - t0;
+      return std::make_pair(now_s() - t0, cpu_s() - c0);
     };
     const std::string out = "/tmp/batch_bench." + std::to_string((long)::getpid()) + ".h5";
     auto batch_all = [&]() {
@@ -77,26 +84,32 @@ int main(int argc, char** argv) {
       int ac = 0;
       char** av = nullptr;
       auto comm = batch::make_comm(&ac, &av);
-      const double t0 = now_s();
+      const double t0 = now_s(), c0 = cpu_s();
       batch::run_batch(*model, o, *comm, {});
-      return now_s() - t0;
+      return std::make_pair(now_s() - t0, cpu_s() - c0);
     };
     forward_all(nullptr);  // warm-up
-    std::vector<double> plain, metrics, full;
+    std::vector<double> plain, metrics, full, plain_c, metrics_c, full_c;
     MetricsOnly mo;
     for (int i = 0; i < reps; ++i) {
-      plain.push_back(forward_all(nullptr));
-      metrics.push_back(forward_all(&mo));
-      full.push_back(batch_all());
+      auto a = forward_all(nullptr), b = forward_all(&mo), c = batch_all();
+      plain.push_back(a.first), plain_c.push_back(a.second);
+      metrics.push_back(b.first), metrics_c.push_back(b.second);
+      full.push_back(c.first), full_c.push_back(c.second);
     }
     std::remove(out.c_str());
     const double p = median(plain), m = median(metrics), b = median(full);
     std::printf("model %s: %zu documents x %zu runs, %zu tokens per run (max %d), threads %s, %d reps (median)\n",
                 model_path.c_str(), docs.size(), runs.size(), tokens, max_tokens,
                 std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "default", reps);
-    std::printf("plain forward      %8.1f tok/s  (%.2f s)\n", total_tokens / p, p);
-    std::printf("forward + metrics  %8.1f tok/s  (%.2f s)  %.1f %% of plain\n", total_tokens / m, m, 100.0 * p / m);
-    std::printf("focal batch        %8.1f tok/s  (%.2f s)  %.1f %% of plain\n", total_tokens / b, b, 100.0 * p / b);
+    const double pc = median(plain_c), mc = median(metrics_c), bc = median(full_c);
+    std::printf("                   wall tok/s  wall %% of plain | CPU s   CPU tok/s  CPU %% of plain\n");
+    std::printf("plain forward      %8.1f    %6.1f %%        | %6.2f  %8.1f   %6.1f %%\n", total_tokens / p, 100.0, pc,
+                total_tokens / pc, 100.0);
+    std::printf("forward + metrics  %8.1f    %6.1f %%        | %6.2f  %8.1f   %6.1f %%\n", total_tokens / m,
+                100.0 * p / m, mc, total_tokens / mc, 100.0 * pc / mc);
+    std::printf("focal batch        %8.1f    %6.1f %%        | %6.2f  %8.1f   %6.1f %%\n", total_tokens / b,
+                100.0 * p / b, bc, total_tokens / bc, 100.0 * pc / bc);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "batch_bench: %s\n", e.what());
