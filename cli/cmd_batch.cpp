@@ -1,5 +1,7 @@
 // `focal batch`: attention statistics over a corpus, standard against focal, in one process or as one rank of an
 // MPI job (mpirun / srun). A thin front end over focal_batch (batch/).
+#include <unistd.h>
+
 #include <cstdio>
 #include <set>
 #include <string>
@@ -103,6 +105,13 @@ int cmd_batch(int argc, char** argv) {
     o.checkpoint_s = a.get_double("--checkpoint-every", 60);
     if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
     o.resume = a.has("--resume");
+    {  // a bad -o fails now, not after the model is loaded and the corpus scanned
+      const std::string probe = o.out_path + ".probe." + std::to_string((long)::getpid());
+      std::FILE* f = std::fopen(probe.c_str(), "wb");
+      if (!f) throw Error("-o: cannot write '" + o.out_path + "': its directory does not exist or is not writable");
+      std::fclose(f);
+      std::remove(probe.c_str());
+    }
     auto model = load_model(a, model_arg(a, argv[1]));
     o.runs = parse_runs(a.get("--runs", "standard,focal:0.4"), model->config());
     const bool quiet = a.has("--quiet");

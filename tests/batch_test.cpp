@@ -402,6 +402,10 @@ TEST_F(BatchCli, EmptyCorpusAndLongDocuments) {
   EXPECT_EQ(e.rc, 1);
   EXPECT_NE(e.err.find("holds no documents"), std::string::npos) << e.err;
   EXPECT_FALSE(exists(dir_ + "/e.h5"));
+  // An output directory that does not exist: refused before the model is loaded, naming -o.
+  Result o = sh(cmd(dir_ + "/no/such/dir/s.h5"), dir_);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("-o: cannot write"), std::string::npos) << o.err;
   // Longer than the model's context (2048): refused, naming the option.
   Result c = sh(cmd(dir_ + "/c.h5", "--max-tokens 4096"), dir_);
   EXPECT_EQ(c.rc, 1);
