@@ -41,6 +41,8 @@ kinds:
                 --tau: the learned tau per layer over the steps of one log
   retrieval     accuracy and relevant-token attention mass against context length, one line per evaluation
                 file, one panel per task kind (paper Fig. 9)
+  corpus        from a stats file of focal batch: per-layer distributions of a metric (boxes, two runs), the
+                metric by context position, and the layer x head matrix of the mean difference (docs/batch.md)
 
 input:
   --budget SIZE      memory the input files may take when read (default: half the machine's memory); a file

@@ -36,6 +36,7 @@ int cmd_export(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
 int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
 int cmd_demo(int argc, char** argv);
+int cmd_batch(int argc, char** argv);  // cmd_batch.cpp
 }  // namespace focal::cli
 
 namespace {
@@ -55,6 +56,7 @@ commands:
   figure KIND FILE..  publication figure (PNG, SVG, PDF) from capture or sweep files
   demo                capture standard vs focal on the demo model and write a gallery of figures
   train               train a small standard / focal / learned-temperature model on the CPU
+  batch MODEL         attention statistics over a corpus (many documents), standard vs focal; MPI-ready
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
@@ -509,6 +511,7 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return focal::cli::cmd_demo(argc, argv);
     if (cmd == "train") return focal::cli::cmd_train(argc, argv);
     if (cmd == "export") return focal::cli::cmd_export(argc, argv);
+    if (cmd == "batch") return focal::cli::cmd_batch(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
     std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
     return 2;

@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsen
       bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core
       libimgui-dev libglfw3-dev libgl-dev xvfb xauth libgl1-mesa-dri
       clang-14 libclang-rt-14-dev
+      libopenmpi-dev openmpi-bin  # focal batch over MPI (FOCAL_MPI=AUTO builds it when found)
       clang-format-14 clang-tidy-14 libomp-14-dev ccache)  # format / tidy tiers; the TSan tier (libomp + archer)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

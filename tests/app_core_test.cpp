@@ -15,6 +15,7 @@
 #include "error_controls.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
+#include "focal_batch/batch.h"
 #include "jobs.h"
 #include "overrides.h"
 #include "settings.h"
@@ -544,5 +545,41 @@ TEST(Script, ParsesCommandsAndNamesTheLineOfAnError) {
   EXPECT_THROW(parse_script("select 1\n", "s.txt"), focal::Error);
 }
 
+}  // namespace
+}  // namespace focalscope
+
+// ---- the Corpus tab's data (corpus_view.h) ----
+namespace focalscope {
+namespace {
+TEST(CorpusView, MatrixIsTheDifferenceOfCorpusMeansAndDocumentsRankByTheirHeadMean) {
+  char t[] = "/tmp/focal_corpus_view.XXXXXX";
+  const std::string dir = mkdtemp(t);
+  std::ofstream(dir + "/c.txt") << "the river ran past the town\n\nand every night the lamps burned low over the "
+                                   "quiet water\n\nkings\n";
+  auto model = focal::Model::load(kBundled);
+  focal::batch::BatchOptions o;
+  o.data_path = dir + "/c.txt";
+  o.out_path = dir + "/s.h5";
+  o.runs = {{"standard", focal::TempSpec::standard()}, {"focal_t0.4", focal::TempSpec::focal(0.4f)}};
+  o.max_tokens = 16;
+  int argc = 0;
+  char** argv = nullptr;
+  auto comm = focal::batch::make_comm(&argc, &argv);
+  focal::batch::run_batch(*model, o, *comm, {});
+  EXPECT_TRUE(is_corpus_path(o.out_path));
+  EXPECT_FALSE(is_corpus_path(dir + "/c.txt"));
+  CorpusView cv = CorpusView::load(o.out_path);
+  ASSERT_EQ(cv.run_b, 1);
+  const std::vector<float> m = cv.matrix();
+  const auto& st = cv.stats.stats;
+  const size_t c0 = st.cell(0, 2, 1, focal::kEntropyNats), c1 = st.cell(1, 2, 1, focal::kEntropyNats);
+  EXPECT_NEAR(m[(size_t)2 * st.shape.n_heads + 1], st.moments[c1].mean - st.moments[c0].mean, 1e-6);
+  const std::vector<size_t> r = cv.ranked_docs(1, 2, 1);
+  ASSERT_EQ(r.size(), 3u);
+  for (size_t i = 1; i < r.size(); ++i)
+    EXPECT_GE(cv.stats.doc_head_mean(r[i - 1], 1, 2, 1, focal::kEntropyNats),
+              cv.stats.doc_head_mean(r[i], 1, 2, 1, focal::kEntropyNats));
+  EXPECT_EQ(cv.document_text(2), "kings");
+}
 }  // namespace
 }  // namespace focalscope

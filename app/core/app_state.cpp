@@ -90,6 +90,19 @@ void AppState::open_path(const std::string& path_in) {
     notify("open: give a model directory, a .gguf file or a capture .h5", true);
     return;
   }
+  if (is_capture_path(path) && is_corpus_path(path)) {  // a focal batch stats file: the Corpus tab, model untouched
+    jobs.submit("load", "open " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
+      auto cv = std::make_shared<CorpusView>(CorpusView::load(path));
+      return [this, cv, path] {
+        corpus = cv;
+        add_recent(path);
+        notify("opened corpus statistics " + path + " (" + std::to_string(cv->stats.n_docs()) +
+                   " documents): see the Corpus tab",
+               false);
+      };
+    });
+    return;
+  }
   if (is_capture_path(path)) {
     jobs.submit("load", "open " + basename_of(path), [this, path](JobContext&) -> std::function<void()> {
       auto cf = std::make_shared<focal::CaptureFile>(focal::read_capture(path));

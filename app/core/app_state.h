@@ -14,6 +14,7 @@
 #include "focal/capture.h"
 #include "focal/device.h"
 #include "focal/model.h"
+#include "corpus_view.h"
 #include "jobs.h"
 
 namespace focalscope {
@@ -166,6 +167,7 @@ class AppState {
   std::vector<std::string> recent;
   std::shared_ptr<SweepResult> sweep;
   std::shared_ptr<GenStream> gen;
+  std::shared_ptr<CorpusView> corpus;  // a focal batch stats file opened with open_path (the Corpus tab)
   JobQueue jobs;
   uint64_t state_version = 1;  // bumps on any change the derived views depend on
 

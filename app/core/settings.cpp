@@ -102,7 +102,7 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
       {"view", {1, 1}},       {"log", {1, 1}},        {"sink", {1, 1}},      {"propagate", {1, 1}}, {"wait", {0, 0}},
       {"frames", {1, 1}},     {"screenshot", {1, 2}}, {"export", {1, 1}},    {"figure", {2, 2}},    {"sweep", {0, 0}},
       {"generate", {1, 1}},   {"resize", {2, 2}},     {"quit", {0, 0}},      {"truncate", {0, 0}},  {"tab", {1, 1}},
-      {"relevant", {1, 1}},   {"keys", {1, 1}},       {"set-temp", {3, 4}}};
+      {"relevant", {1, 1}},   {"keys", {1, 1}},       {"set-temp", {3, 4}},  {"corpus-doc", {1, 1}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;

@@ -79,6 +79,9 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         return true;
       } else if (c.name == "open") {
         st.open_path(c.rest);
+      } else if (c.name == "corpus-doc") {
+        open_corpus_document(ui, (size_t)number(c.args[0], where));
+        ui.force_tab = 5;
       } else if (c.name == "open-b") {
         st.open_model_b(c.rest);
         ui.b_kind = 1;
@@ -171,11 +174,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         wait_frames_ = 2;
         return true;
       } else if (c.name == "tab") {
-        static const char* kTabs[] = {"metrics", "output", "sweep", "generation", "tau"};
+        static const char* kTabs[] = {"metrics", "output", "sweep", "generation", "tau", "corpus"};
         int t = -1;
-        for (int i = 0; i < 5; ++i)
+        for (int i = 0; i < 6; ++i)
           if (c.args[0] == kTabs[i]) t = i;
-        if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation or tau");
+        if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation, tau or corpus");
         ui.force_tab = t;
       } else if (c.name == "quit") {
         pc_ = cmds_.size();

@@ -117,6 +117,10 @@ void draw_sweep(Ui& ui);
 void draw_output(Ui& ui);
 void draw_generation(Ui& ui);
 void draw_tau(Ui& ui);
+void draw_corpus(Ui& ui);  // panel_corpus.cpp: a focal batch stats file
+// Opens row `row` of the corpus's documents as the prompt, under its runs' settings (loading the batch's model first
+// when another is loaded). Throws focal::Error when no corpus is open or the row does not exist.
+void open_corpus_document(Ui& ui, size_t row);
 
 // Begins a fixed panel window at r (x, y, w, h).
 bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra = 0);

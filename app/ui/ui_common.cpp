@@ -397,6 +397,10 @@ void draw_bottom(Ui& ui, const ImVec4& r) {
         draw_tau(ui);
         ImGui::EndTabItem();
       }
+      if (ImGui::BeginTabItem("Corpus", nullptr, ui.force_tab == 5 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        draw_corpus(ui);
+        ImGui::EndTabItem();
+      }
       ImGui::EndTabBar();
     }
     ui.force_tab = -1;

@@ -17,6 +17,7 @@
 #include "focal/error.h"
 #include "focal/eval.h"
 #include "focal/trainer.h"
+#include "focal_figures/corpus.h"
 #include "kinds.h"
 #include "plot.h"
 
@@ -103,8 +104,8 @@ const char* format_name(Format f) {
 }
 
 const std::vector<std::string>& figure_kinds() {
-  static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",     "entropy",
-                                                 "sweep",        "training", "retrieval"};
+  static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",      "entropy",
+                                                 "sweep",        "training", "retrieval", "corpus"};
   return kinds;
 }
 
@@ -133,6 +134,8 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
   }
   if (kind == "training") return render_training(sources, opt, format);
   if (kind == "retrieval") return render_retrieval(sources, opt, format);
+  if (kind == "corpus")
+    throw Error("the corpus figure reads a stats file of focal batch: use render_figure_files or render_corpus");
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) != figure_kinds().end())
     reject_log_options(opt, kind);
   if (kind == "distribution") return render_distribution(sources, opt, format);
@@ -148,6 +151,10 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) == figure_kinds().end())
     render_figure(kind, {}, opt, format);  // throws the unknown-kind message before any file is read
   if (paths.empty()) throw Error("the " + kind + " figure needs at least one input file");
+  if (kind == "corpus") {
+    if (paths.size() != 1) throw Error("the corpus figure draws one stats file of focal batch");
+    return render_corpus(batch::read_stats(paths[0], false), opt, format);
+  }
   std::vector<std::unique_ptr<CaptureFile>> captures;
   std::vector<std::unique_ptr<SweepFile>> sweeps;
   std::vector<std::unique_ptr<TrainLog>> logs;

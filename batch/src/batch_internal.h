@@ -1,0 +1,51 @@
+// Internals of focal_batch shared by the driver, the HDF5 writer and the MPI layer: the per-document record of the
+// append-only row file, and the writers of stats.h5 and rank shards.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "focal_batch/stats_file.h"
+
+namespace focal::batch {
+
+// One document's summary as it sits in the row file: a fixed-size header followed by head_means [R, L, H, M].
+struct DocRecord {
+  int64_t index = 0;
+  int32_t n_tokens = 0, n_tokens_total = 0, n_windows = 0;
+  std::string id;
+  std::vector<float> head_means;  // [R, L, H, M]
+};
+size_t doc_record_bytes(const StatsShape& s);
+void write_doc_record(std::FILE* f, const StatsShape& s, const DocRecord& r, const std::string& path);
+// Reads records [first, first + n) of a row file.
+std::vector<DocRecord> read_doc_records(std::FILE* f, const StatsShape& s, size_t first, size_t n,
+                                        const std::string& path);
+
+// What the root of stats.h5 and of every shard records.
+struct StatsHeader {
+  Provenance provenance;
+  std::string data_path;
+  bool window = false;
+  int n_ranks = 1;
+  std::vector<std::string> run_names, run_specs_json;
+};
+
+// A shard's per-document datasets, for the virtual datasets of the merged file.
+struct ShardInfo {
+  std::string file;              // relative to the directory of the stats file
+  std::vector<int64_t> indices;  // document index of each shard row, in row order
+};
+
+// Writes the whole stats file atomically. docs: either a row file (single process: real datasets) or shards (MPI:
+// virtual datasets over them, mapped by document index).
+void write_stats_file(const std::string& path, const StatsHeader& h, const CorpusStats& st,
+                      const std::vector<KeptRow>& kept, const std::string& row_file,
+                      const std::vector<ShardInfo>* shards);
+// Writes one rank's shard: the per-document datasets of its row file. Returns the document indices in row order.
+std::vector<int64_t> write_shard(const std::string& path, const StatsHeader& h, const StatsShape& s,
+                                 const std::string& row_file);
+
+}  // namespace focal::batch

@@ -1,0 +1,150 @@
+// `focal batch`: attention statistics over a corpus, standard against focal, in one process or as one rank of an
+// MPI job (mpirun / srun). A thin front end over focal_batch (batch/).
+#include <unistd.h>
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "args.h"
+#include "device_option.h"
+#include "error_flags.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal_batch/batch.h"
+#include "temp_options.h"
+
+namespace focal::cli {
+
+namespace {
+
+const char* kBatchHelp = R"(usage: focal batch MODEL --data PATH --runs standard,focal:0.4[,...] -o STATS.h5 [options]
+
+Runs every document of a corpus once per temperature setting and keeps, per setting x layer x head x metric, the
+count, mean and variance (Welford within a document, Chan between documents and ranks), min and max, a fixed-bin
+histogram and the mean by log-spaced position bucket; a summary row per document; and optionally sampled attention
+rows. Memory does not grow with the corpus. Format: docs/batch.md.
+
+  --data PATH           a .jsonl file ({"text": ..., optional "id", optional "relevant": [key positions]}),
+                        a text file (one document per blank-line-separated block) or a directory of .txt files
+  --runs LIST           settings, comma-separated: standard, native, focal:T, learned (default standard,focal:0.4)
+  -o, --output FILE     the stats file (written under a temporary name and renamed)
+  --max-tokens N        tokens per forward (default 512, at most the model's context)
+  --long cut|window     a longer document: keep its first N tokens (cut, default) or run it in windows of N
+  --keep-rows N         keep N attention rows sampled uniformly over the corpus (default 0)
+  --seed S              the row sample's seed (default 1)
+  --bins N              histogram bins per metric (default 64)
+  --topk-mass K         k of the topk_mass metric (default 5)
+  --limit N             only the first N documents
+  --on-error fail|skip  a malformed JSONL line: stop with its line number (default) or report it and skip it
+  --checkpoint-every S  checkpoint every S seconds (default 60; 0: after every document)
+  --resume              continue a killed batch from its checkpoint (STATS.h5.ckpt and STATS.h5.rows)
+  --quiet               no progress line
+
+MPI: built with FOCAL_MPI, `mpirun -np N focal batch ...` (or srun) shares documents among N ranks through a
+dynamic queue on rank 0; each rank writes a shard in STATS.h5.d/, rank 0 merges the statistics with MPI reductions
+and writes STATS.h5, whose /docs datasets are virtual datasets over the shards (keep STATS.h5.d beside it).
+Threads per rank: OMP_NUM_THREADS.
+)";
+
+std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConfig& cfg) {
+  std::vector<batch::BatchRun> runs;
+  std::set<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw UsageError{"--runs: empty item in '" + list + "' (use e.g. standard,focal:0.4)"};
+    batch::BatchRun r;
+    try {
+      r.spec = compare_spec(item, cfg);
+    } catch (const UsageError&) {
+      throw UsageError{"--runs: '" + item + "' is not a setting (use standard, native, focal:T or learned)"};
+    }
+    r.name = r.spec.label();
+    if (!names.insert(r.name).second) throw UsageError{"--runs: '" + item + "' is given twice"};
+    runs.push_back(std::move(r));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return runs;
+}
+
+}  // namespace
+
+int cmd_batch(int argc, char** argv) {
+  const std::set<std::string> flags = {"--help", "--resume", "--quiet", kLoadFlag};
+  const std::set<std::string> opts = {
+      "--data", "--runs",      "-o",      "--output",   "--max-tokens",       "--long",     "--keep-rows", "--seed",
+      "--bins", "--topk-mass", "--limit", "--on-error", "--checkpoint-every", kDeviceOption};
+  Args a(argc, argv, 2, flags, opts);
+  if (a.has("--help")) {
+    std::printf("%s%s\n", kBatchHelp, kDeviceHelp);
+    return 0;
+  }
+  std::unique_ptr<batch::Comm> comm = batch::make_comm(&argc, &argv);
+  try {
+    batch::BatchOptions o;
+    o.data_path = a.get("--data");
+    if (o.data_path.empty()) throw UsageError{"give the corpus with --data PATH"};
+    o.out_path = a.has("-o") ? a.get("-o") : a.get("--output");
+    if (o.out_path.empty()) throw UsageError{"give the output file with -o STATS.h5"};
+    o.max_tokens = (int)a.get_int("--max-tokens", 512);
+    const std::string lng = a.get("--long", "cut");
+    if (lng != "cut" && lng != "window") throw UsageError{"--long: '" + lng + "' is not cut or window"};
+    o.window = lng == "window";
+    o.keep_rows = (int)a.get_int("--keep-rows", 0);
+    o.seed = (uint64_t)a.get_int("--seed", 1);
+    o.n_bins = (int)a.get_int("--bins", 64);
+    o.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+    o.limit = a.get_int("--limit", 0);
+    if (o.limit < 0) throw UsageError{"--limit must be >= 0"};
+    const std::string oe = a.get("--on-error", "fail");
+    if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
+    o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;
+    o.checkpoint_s = a.get_double("--checkpoint-every", 60);
+    if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
+    o.resume = a.has("--resume");
+    {  // a bad -o fails now, not after the model is loaded and the corpus scanned
+      const std::string probe = o.out_path + ".probe." + std::to_string((long)::getpid());
+      std::FILE* f = std::fopen(probe.c_str(), "wb");
+      if (!f) throw Error("-o: cannot write '" + o.out_path + "': its directory does not exist or is not writable");
+      std::fclose(f);
+      std::remove(probe.c_str());
+    }
+    auto model = load_model(a, model_arg(a, argv[1]));
+    o.runs = parse_runs(a.get("--runs", "standard,focal:0.4"), model->config());
+    const bool quiet = a.has("--quiet");
+    if (comm->rank() == 0 && !quiet)
+      std::fprintf(stderr, "focal batch: %s, %d rank%s; runs", comm->kind(), comm->size(), comm->size() > 1 ? "s" : "");
+    for (const auto& r : o.runs)
+      if (comm->rank() == 0 && !quiet) std::fprintf(stderr, " %s", r.name.c_str());
+    if (comm->rank() == 0 && !quiet) std::fprintf(stderr, "\n");
+    batch::run_batch(*model, o, *comm, [&](const batch::BatchProgress& p) {
+      if (quiet) return;
+      const double rate = p.elapsed_s > 0 ? p.docs / p.elapsed_s : 0;
+      const double eta = rate > 0 ? (p.total_docs - p.docs) / rate : 0;
+      std::fprintf(stderr, "\rdocuments %lld/%lld  tokens %llu (rank 0)  %.0f tok/s  %.0fs elapsed, ETA %.0fs   ",
+                   (long long)p.docs, (long long)p.total_docs, (unsigned long long)p.tokens,
+                   p.elapsed_s > 0 ? p.tokens / p.elapsed_s : 0.0, p.elapsed_s, eta);
+      if (p.docs >= p.total_docs) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    });
+    if (comm->rank() == 0) std::printf("wrote %s\n", o.out_path.c_str());
+    return 0;
+  } catch (const UsageError& e) {
+    if (comm->size() > 1) {
+      std::fprintf(stderr, "focal batch [rank %d]: %s (see focal batch --help)\n", comm->rank(), e.msg.c_str());
+      batch::abort_job(*comm, 2);
+    }
+    throw;
+  } catch (const Error& e) {
+    if (comm->size() > 1) {
+      std::fprintf(stderr, "focal batch [rank %d]: error: %s\n", comm->rank(), with_flag(e).c_str());
+      batch::abort_job(*comm, 1);
+    }
+    throw;
+  }
+}
+
+}  // namespace focal::cli
