@@ -292,7 +292,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
   std::vector<float> scale_val((size_t)w * h, 0.0f);  // the same without row 0 (one visible key: always 1)
-  std::vector<uint8_t> masked((size_t)w * h, 1);  // 0 visible, 1 causal mask, 2 outside the sliding window
+  std::vector<uint8_t> masked((size_t)w * h, 1);      // 0 visible, 1 causal mask, 2 outside the sliding window
   const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
 #pragma omp parallel for schedule(dynamic, 8)
