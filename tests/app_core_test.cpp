@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <thread>
 
 #include "app_state.h"
@@ -196,8 +197,8 @@ TEST_F(AppStateTest, OverridesForASetOfLayersOrHeads) {
   EXPECT_TRUE(heads.layer_temp.empty());
   EXPECT_TRUE(with_overrides(heads, {1, 3}, {0, 2}, 0.0f).head_temp.empty());  // t <= 0 clears them
   const int L = st.config()->n_layers;
-  std::vector<int> all;
-  for (int l = 0; l < L; ++l) all.push_back(l);
+  std::vector<int> all((size_t)L);
+  std::iota(all.begin(), all.end(), 0);
   const focal::TempSpec every = with_overrides(base, all, {}, 0.25f);
   EXPECT_EQ((int)every.layer_temp.size(), L);
   const auto& model = *st.slots[0].model;

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 
 #include "focal/capture.h"
@@ -154,8 +155,8 @@ TEST_P(GgufConformance, ConvertedModelMatchesTransformers) {
   const std::vector<float> ids_f = tensor_to_f32(ref.tensors().at("input_ids"), ref.path());
   std::vector<int32_t> ids(ids_f.begin(), ids_f.end());
   const float t = tensor_to_f32(ref.tensors().at("focal_temp"), ref.path())[0];
-  std::vector<int> layers;
-  for (int l = 0; l < model->config().n_layers; ++l) layers.push_back(l);
+  std::vector<int> layers((size_t)model->config().n_layers);
+  std::iota(layers.begin(), layers.end(), 0);
   check_run(*model, ref, ids, TempSpec::standard(), "logits", "attn.", layers);
   check_run(*model, ref, ids, TempSpec::focal(t), "logits_t", "attn_t.", layers);
 }
