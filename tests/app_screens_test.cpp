@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,13 +57,20 @@ double lum(uint32_t c) { return 0.2126 * (c >> 16 & 255) + 0.7152 * (c >> 8 & 25
 
 // Runs the app with a script; returns its exit code.
 int run_app(const std::string& dir, const std::string& script, const std::string& extra = "",
-            const std::string& size = "1400x860") {
+            const std::string& size = "1400x860", const std::string& settings = "--no-settings") {
   const std::string sp = dir + "/script.txt";
   std::ofstream(sp) << script;
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' " + kApp + " --no-settings --size " + size + " " +
-                          extra + " --script " + sp + " > " + dir + "/log.txt 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  // The app's own exit status goes to a file: xvfb-run's exit status can be its own (5 when removing its temporary
+  // directory races with the X server's exit), which would read as the app's.
+  const std::string rc_path = dir + "/app_rc.txt";
+  std::remove(rc_path.c_str());
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1920x1200x24' sh -c \"" + kApp + " " + settings + " --size " +
+                          size + " " + extra + " --script " + sp + " > " + dir + "/log.txt 2>&1; echo \\$? > " +
+                          rc_path + "\"";
+  (void)std::system(cmd.c_str());
+  int rc = -1;
+  std::ifstream(rc_path) >> rc;
+  return rc;
 }
 
 // Pixels in rect r = [x, y, w, h] that differ between two images.
@@ -346,13 +354,7 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
 TEST(AppScreens, SettingsPersistBetweenLaunches) {
   const std::string dir = focal::test::make_temp_dir("app_screens4");
   const std::string settings = "--settings " + dir + "/settings.json";
-  // run_app passes --no-settings; settings runs need their own command line.
-  auto run = [&](const std::string& script) {
-    std::ofstream(dir + "/s.txt") << script;
-    const std::string cmd = "xvfb-run -a " + kApp + " " + settings + " --size 900x600 --script " + dir + "/s.txt > " +
-                            dir + "/log.txt 2>&1";
-    return std::system(cmd.c_str());
-  };
+  auto run = [&](const std::string& script) { return run_app(dir, script, "", "900x600", settings); };
   const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
   ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nselect 2 3 5\nopen-b " + model_b + "\nwait\nquit\n"), 0);
   ASSERT_EQ(run("wait\nwait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
