@@ -120,14 +120,25 @@ int cmd_batch(int argc, char** argv) {
     for (const auto& r : o.runs)
       if (comm->rank() == 0 && !quiet) std::fprintf(stderr, " %s", r.name.c_str());
     if (comm->rank() == 0 && !quiet) std::fprintf(stderr, "\n");
+    // A terminal gets one line redrawn with \r; a log gets a whole line about every 5 s and the last one.
+    const bool tty = ::isatty(::fileno(stderr)) == 1;
+    double last_line_s = -1e9;
     batch::run_batch(*model, o, *comm, [&](const batch::BatchProgress& p) {
       if (quiet) return;
-      const double rate = p.elapsed_s > 0 ? p.docs / p.elapsed_s : 0;
-      const double eta = rate > 0 ? (p.total_docs - p.docs) / rate : 0;
-      std::fprintf(stderr, "\rdocuments %lld/%lld  tokens %llu (rank 0)  %.0f tok/s  %.0fs elapsed, ETA %.0fs   ",
-                   (long long)p.docs, (long long)p.total_docs, (unsigned long long)p.tokens,
-                   p.elapsed_s > 0 ? p.tokens / p.elapsed_s : 0.0, p.elapsed_s, eta);
-      if (p.docs >= p.total_docs) std::fprintf(stderr, "\n");
+      const bool last = p.docs >= p.total_docs;
+      if (!tty && !last && p.elapsed_s - last_line_s < 5.0) return;
+      last_line_s = p.elapsed_s;
+      // The rate counts this process's documents only: after --resume the earlier ones took no time here.
+      const int64_t here = p.docs - p.docs_at_start;
+      const double rate = p.elapsed_s > 0 ? here / p.elapsed_s : 0;
+      char eta[48];
+      if (here > 0 && rate > 0)
+        std::snprintf(eta, sizeof eta, "ETA %.0fs", (p.total_docs - p.docs) / rate);
+      else
+        std::snprintf(eta, sizeof eta, "ETA after the first document");
+      std::fprintf(stderr, "%sdocuments %lld/%lld  tokens %llu (rank 0)  %.0f tok/s  %.0fs elapsed, %s%s",
+                   tty ? "\r" : "", (long long)p.docs, (long long)p.total_docs, (unsigned long long)p.tokens,
+                   p.elapsed_s > 0 ? p.tokens / p.elapsed_s : 0.0, p.elapsed_s, eta, tty && !last ? "   " : "\n");
       std::fflush(stderr);
     });
     if (comm->rank() == 0) std::printf("wrote %s\n", o.out_path.c_str());

@@ -3,6 +3,7 @@
 // References: softmax of the stored raw scores recomputed here in double precision (preview), and capture_run on
 // the same model (propagate).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "focal_batch/batch.h"
 #include "jobs.h"
 #include "overrides.h"
+#include "prompt_wrap.h"
 #include "settings.h"
 #include "test_util.h"
 
@@ -41,6 +43,33 @@ std::vector<double> softmax_ref(const float* raw, int n, double mult) {
   for (int j = 0; j < n; ++j) z += (p[j] = std::exp(raw[j] * mult - mx));
   for (double& v : p) v /= z;
   return p;
+}
+
+// The prompt editor's soft wrap, with a monospace measure (one unit a byte): breaks by hand.
+TEST(PromptWrap, WrapsAtTheLastSpaceKeepsTypedNewlinesAndGivesBackThePrompt) {
+  const auto mono = [](const char* b, const char* e) { return (float)(e - b); };
+  SoftWrap w;
+  std::string buf = "the cat sat on the mat\nby the door";
+  w.reset(buf);
+  EXPECT_TRUE(w.reflow(buf.data(), buf.size(), 10.0f, mono));
+  // "the cat sat" is 11 > 10: break before "sat"; "sat on the" fits (10); "mat" follows; the typed newline stays.
+  EXPECT_EQ(buf, "the cat\nsat on the\nmat\nby the\ndoor");
+  EXPECT_EQ(w.text(buf.data(), buf.size()), "the cat sat on the mat\nby the door");
+  // The user types "x" after "the cat": the inserted byte is theirs, the text reflows around it.
+  std::string typed = buf.substr(0, 7) + "x" + buf.substr(7);
+  w.reflow(typed.data(), typed.size(), 10.0f, mono);
+  EXPECT_EQ(w.text(typed.data(), typed.size()), "the catx sat on the mat\nby the door");
+  EXPECT_EQ(typed, "the catx\nsat on the\nmat\nby the\ndoor");
+  // A typed newline is hard: wider text keeps it and unwraps the soft ones.
+  std::string wide = typed.substr(0, 3) + "\n" + typed.substr(3);
+  w.reflow(wide.data(), wide.size(), 100.0f, mono);
+  EXPECT_EQ(wide, "the\n catx sat on the mat\nby the door");
+  // A word longer than the width stays whole on its own line.
+  std::string lng = "a verylongword b";
+  w.reset(lng);
+  w.reflow(lng.data(), lng.size(), 5.0f, mono);
+  EXPECT_EQ(lng, "a\nverylongword\nb");
+  EXPECT_EQ(w.text(lng.data(), lng.size()), "a verylongword b");
 }
 
 TEST(JobQueue, NewJobUnderAKeyCancelsTheRunningOneAndDropsItsResult) {
@@ -249,10 +278,15 @@ TEST_F(AppStateTest, PreviewOfTheFirstChangedLayerEqualsThePropagatedRun) {
   EXPECT_EQ(st.slots[0].first_layer_run, 1);
   ASSERT_EQ(preview.size(), r.p[0].size());
   for (size_t i = 0; i < preview.size(); ++i) EXPECT_NEAR(preview[i], r.p[0][i], 1e-6) << i;
-  // And the propagated run is what a fresh capture gives.
+  // And the propagated run is what a fresh capture gives, at the worker's thread count (OpenBLAS's sgemm can round
+  // differently at another: on this 2-core machine 1 thread against 2 changed the 6th digit).
   focal::CaptureRequest req;
   req.layers = {1};
-  const auto ref = focal::capture_run(*st.slots[0].model, st.file.token_ids, s, req, "ref");
+  focal::RunCapture ref;
+  std::thread([&] {
+    omp_set_num_threads(job_worker_threads());
+    ref = focal::capture_run(*st.slots[0].model, st.file.token_ids, s, req, "ref");
+  }).join();
   EXPECT_EQ(st.slots[0].run->probs, ref.probs);
   EXPECT_EQ(st.slots[0].run->metrics.size(), ref.metrics.size());
 }

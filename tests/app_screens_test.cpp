@@ -81,6 +81,19 @@ double changed_fraction(const Image& a, const Image& b, const nlohmann::json& r)
   return n ? (double)diff / n : 0.0;
 }
 
+// Pixels of run A's colour (blue: B channel well above R) and run B's (vermillion / orange: R well above B) in a
+// rectangle, leaving out its top `skip_top` px (a panel's header text is coloured by run too).
+std::pair<size_t, size_t> run_colour_pixels(const Image& im, const nlohmann::json& r, int skip_top) {
+  size_t a = 0, b = 0;
+  for (int y = (int)r[1] + skip_top; y < (int)r[1] + (int)r[3] && y < im.h; ++y)
+    for (int x = (int)r[0]; x < (int)r[0] + (int)r[2] && x < im.w; ++x) {
+      const int R = (int)(im.at(x, y) >> 16) & 255, B = (int)im.at(x, y) & 255;
+      a += B > R + 60;
+      b += R > 150 && R > B + 100;
+    }
+  return {a, b};
+}
+
 // Text looks like many short bright runs on a dark background: count dark->bright transitions along rows.
 int text_transitions(const Image& im, const nlohmann::json& r) {
   int t = 0;
@@ -219,6 +232,15 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
   EXPECT_TRUE(round_numbers(labels_of(sw, "sweep.metric.y"))) << sw["labels"];
   const auto tl = labels_of(sw, "sweep.metric.t");
   EXPECT_NE(std::find(tl.begin(), tl.end(), "1"), tl.end()) << sw["labels"];
+  EXPECT_NE(std::find(tl.begin(), tl.end(), "0.5"), tl.end()) << sw["labels"];
+  EXPECT_EQ(labels_of(sw, "sweep.metric.standard_marker").size(), 1u) << "the dashed t = 1 marker";
+  // No two t labels share a pixel (with 6 px between them).
+  std::vector<std::pair<double, double>> ext;
+  for (const std::string& e : labels_of(sw, "sweep.metric.t.extent"))
+    ext.push_back({std::stod(e.substr(0, e.find(':'))), std::stod(e.substr(e.find(':') + 1))});
+  ASSERT_EQ(ext.size(), tl.size());
+  std::sort(ext.begin(), ext.end());
+  for (size_t i = 1; i < ext.size(); ++i) EXPECT_GE(ext[i].first, ext[i - 1].second + 6.0) << sw["labels"];
 }
 
 TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
@@ -282,7 +304,7 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
   c.max_positions = 1024;
   c.bos_id = 1;
   c.eos_id = 2;
-  const std::string model = dir + "/m309";
+  const std::string model = dir + "/random-smollm2-shape";
   focal::write_model_dir(model, c, focal::random_model_tensors(c, 3), "F32", tok_path);
   // 1400 words: more than 1024 tokens, truncated to exactly the context.
   std::string words;
@@ -346,9 +368,23 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
     EXPECT_LE(std::stoi(s), 1023) << s;
   }
   EXPECT_EQ(labels_of(jw, "distribution.header"), labels_of(ja, "distribution.header"));
+  // A and B both visible in the distribution's bars (B's outline used to hide A's): each run's colour covers pixels
+  // below the header, in the 64-key window and over all 1024 keys.
+  for (const auto& [shot, j] : {std::pair<std::string, const nlohmann::json*>{"window.png", &jw}, {"a1600.png", &ja}}) {
+    const auto [pa, pb] = run_colour_pixels(read_png(shots + shot), (*j)["rects"]["distribution"], 70);
+    EXPECT_GE(pa, 50u) << shot << ": run A's bars";
+    EXPECT_GE(pb, 50u) << shot << ": run B's bars";
+  }
   // At 1280 x 720 the heatmap and the token strip stay usable.
   EXPECT_GE((double)js["rects"]["heatmap"][2], 200);
   EXPECT_GE((double)js["rects"]["tokens"][3], 40);
+  // FOCAL_KEEP_SCREENSHOTS=DIR keeps the two window shots (docs/img/app-30x9-*.png come from here).
+  if (const char* keep = std::getenv("FOCAL_KEEP_SCREENSHOTS")) {
+    std::ofstream(std::string(keep) + "/app-30x9-1600x960.png", std::ios::binary)
+        << std::ifstream(shots + "a1600.png", std::ios::binary).rdbuf();
+    std::ofstream(std::string(keep) + "/app-30x9-1280x720.png", std::ios::binary)
+        << std::ifstream(shots + "a1280.png", std::ios::binary).rdbuf();
+  }
 }
 
 TEST(AppScreens, SettingsPersistBetweenLaunches) {

@@ -49,15 +49,16 @@ std::string quote(const std::string& s) {
 }
 struct Result {
   int rc = -1;
-  std::string err;
+  std::string err, out;
 };
-// Runs a shell command line with stderr captured; rc is the exit status, or 128 + signal.
+// Runs a shell command line with stderr and stdout captured; rc is the exit status, or 128 + signal.
 Result sh(const std::string& cmd, const std::string& dir) {
-  const std::string err = dir + "/stderr.txt";
-  const int st = std::system(("OMP_NUM_THREADS=1 " + cmd + " 2>" + quote(err) + " >/dev/null").c_str());
+  const std::string err = dir + "/stderr.txt", out = dir + "/stdout.txt";
+  const int st = std::system(("OMP_NUM_THREADS=1 " + cmd + " 2>" + quote(err) + " >" + quote(out)).c_str());
   Result r;
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   r.err = slurp(err);
+  r.out = slurp(out);
   return r;
 }
 const std::string kModel = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
@@ -376,6 +377,30 @@ TEST_F(BatchCli, ResumeAfterKillEqualsAnUninterruptedRun) {
   Result bad = sh(cmd(dir_ + "/x.h5", "--resume --seed 9"), dir_);
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.err.find("other options"), std::string::npos) << bad.err;
+  // Killed before its first checkpoint (one per hour here): --resume starts over and still gives the same file.
+  ASSERT_EQ(sh("FOCAL_BATCH_DIE_AFTER=2 " + cmd(dir_ + "/e.h5", "--checkpoint-every 3600"), dir_).rc, 128 + SIGKILL);
+  EXPECT_FALSE(exists(dir_ + "/e.h5.ckpt"));
+  Result e = sh(cmd(dir_ + "/e.h5", "--checkpoint-every 3600 --resume"), dir_);
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.err.find("stopped before its first checkpoint; starting from the first document"), std::string::npos)
+      << e.err;
+  StatsFile c = read_stats(dir_ + "/e.h5");
+  expect_close_stats(a.stats, c.stats, 0.0);
+  expect_same_docs(a, c);
+  // Nothing started with this -o: refused.
+  Result none = sh(cmd(dir_ + "/never.h5", "--resume"), dir_);
+  EXPECT_EQ(none.rc, 1);
+  EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
+}
+
+TEST_F(BatchCli, ProgressOffATerminalIsWholeLinesWithDocumentsTokensAndTheEnd) {
+  std::string c = cmd(dir_ + "/p.h5");
+  c.replace(c.find(" --quiet"), 8, "");
+  Result r = sh(c, dir_);  // stderr is a file here, not a terminal
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("documents 9/9  tokens "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" elapsed, ETA "), std::string::npos) << r.err;
 }
 
 TEST_F(BatchCli, MalformedJsonlLineFailsOrIsSkipped) {
@@ -385,10 +410,12 @@ TEST_F(BatchCli, MalformedJsonlLineFailsOrIsSkipped) {
   Result f = sh(base, dir_);
   EXPECT_EQ(f.rc, 1);
   EXPECT_NE(f.err.find("m.jsonl' line 2: malformed JSON"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("skipped"), std::string::npos) << f.err;  // one error, no "skipped" warning before it
   EXPECT_FALSE(exists(dir_ + "/m.h5"));
   Result s = sh(base + " --on-error skip", dir_);
   ASSERT_EQ(s.rc, 0) << s.err;
   EXPECT_NE(s.err.find("line 2"), std::string::npos) << s.err;
+  EXPECT_EQ(s.err.find("line 2"), s.err.rfind("line 2")) << s.err;  // warned once
   StatsFile m = read_stats(dir_ + "/m.h5");
   EXPECT_EQ(m.n_docs(), 2u);
   EXPECT_EQ(m.stats.n_skipped, 1u);
@@ -454,6 +481,43 @@ TEST_F(BatchCli, MpiRanksEqualTheSingleProcess) {
   }
 }
 
+TEST_F(BatchCli, MpiDocsAreVirtualDatasetsH5pyReadsAndAMissingShardIsNamed) {
+  // A malformed line under --on-error skip: reported once (by rank 0's counting pass) and counted once, not per rank.
+  write(dir_ + "/m.jsonl",
+        "{\"text\": \"a river ran past the town\"}\n{\"text\": oops}\n"
+        "{\"text\": \"the quiet town slept\"}\n{\"text\": \"a road ran past the mill\"}\n");
+  const std::string out = dir_ + "/v.h5";
+  Result r = sh(mpirun(2) + quote(kFocal) + " batch " + quote(kModel) + " --data " + quote(dir_ + "/m.jsonl") +
+                    " --max-tokens 16 --on-error skip --quiet -o " + quote(out),
+                dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  size_t warned = 0;
+  for (size_t at = 0; (at = r.err.find("m.jsonl' line 2", at)) != std::string::npos; ++at) ++warned;
+  EXPECT_EQ(warned, 1u) << r.err;
+  StatsFile m = read_stats(out);
+  EXPECT_EQ(m.n_docs(), 3u);
+  EXPECT_EQ(m.stats.n_skipped, 1u);
+  // h5py (the oracle a notebook user has) sees /docs as virtual datasets and reads them as one array.
+  Result py =
+      sh("/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); d=f['docs/index']; "
+         "print(d.is_virtual, list(d[:]), f['docs/head_means'].shape[0])\" " +
+             quote(out),
+         dir_);
+  ASSERT_EQ(py.rc, 0) << py.err;
+  EXPECT_EQ(py.out, "True [0, 1, 2] 3\n");
+  // Without its shard folder the file's statistics still read, its documents are refused naming the shard.
+  const std::string shards = out + ".d";
+  ASSERT_EQ(std::rename(shards.c_str(), (shards + ".moved").c_str()), 0);
+  EXPECT_EQ(read_stats(out, false).stats.n_docs, 3u);
+  try {
+    read_stats(out);
+    ADD_FAILURE() << "documents read without their shards";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("v.h5.d/"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is missing"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(BatchCli, ADyingRankFailsTheJobAndKeepsTheEarlierFile) {
   const std::string out = dir_ + "/s.h5";
   ASSERT_EQ(sh(mpirun(2) + cmd(out), dir_).rc, 0);
@@ -488,5 +552,20 @@ TEST_F(BatchCli, CorpusFigureRendersAndRefusesBadSelections) {
   opt.runs = {};
   opt.metric = "relevant_mass";  // no document gave relevant positions
   EXPECT_THROW(figures::render_corpus(f, opt, figures::Format::kPng), Error);
+  // --layers / --heads: the selection is drawn and named (it was accepted and ignored before), out of range refused.
+  opt.metric = "";
+  opt.layers = {1, 3};
+  opt.heads = {0, 2};
+  opt.width_in = 7;  // a page wide enough for the whole panel titles
+  const std::string sel = figures::render_corpus(f, opt, figures::Format::kSvg);
+  EXPECT_NE(sel.find("rows \xE2\x89\xA5 1, heads 0,2"), std::string::npos);
+  EXPECT_NE(sel.find("mean over layers 1,3 and heads 0,2"), std::string::npos);
+  opt.layers = {f.stats.shape.n_layers};
+  try {
+    figures::render_corpus(f, opt, figures::Format::kSvg);
+    ADD_FAILURE() << "layer " << f.stats.shape.n_layers << " accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not in the stats file"), std::string::npos) << e.what();
+  }
 }
 }  // namespace

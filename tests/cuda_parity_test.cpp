@@ -807,8 +807,9 @@ TEST_P(CudaArchParity, ForwardAndDecodeMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
-                         ::testing::Values("llama3_rope_mlp_bias", "llama_rope_yarn", "qwen2", "mistral_window",
-                                           "gemma2", "phi3_longrope", "olmo2", "gpt2"),
+                         ::testing::Values("llama3_rope_mlp_bias", "llama_rope_yarn", "llama_rope_linear",
+                                           "llama_rope_dynamic", "qwen2", "qwen2_window", "mistral_window", "gemma2",
+                                           "phi3_longrope", "phi3_su_short", "olmo2", "gpt2"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -184,7 +184,8 @@ TEST(FigureScale, LayerAndHeadSelectionForEveryKind) {
   o = {};
   o.layers = {30};
   EXPECT_THAT(error_of([&] { svg("grid", f, o); }), HasSubstr("layer 30"));
-  EXPECT_THAT(error_of([&] { svg("entropy", f, o); }), HasSubstr("layers: the model has no layer 30 (layers: 0-29)"));
+  EXPECT_THAT(error_of([&] { svg("entropy", f, o); }),
+              HasSubstr("layers: layer 30 is not in the model (layers: 0-29)"));
 }
 
 TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsConcentrated) {

@@ -245,6 +245,18 @@ TEST_F(ModelLoadTest, ArchitectureFieldsAreCheckedByName) {
                 j["sliding_window"] = 4096;
               }),
               AllOf(HasSubstr("c.json"), HasSubstr("\"sliding_window\""), HasSubstr("larger than the context")));
+  {
+    // Phi-3-mini-128k / Phi-3.5-mini ship sliding_window 262144 over a 131072 context: a window that masks
+    // nothing, loaded as none (their real configs must open).
+    json j = base_config_json();
+    j["architectures"] = {"Phi3ForCausalLM"};
+    j["max_position_embeddings"] = 128;
+    j["sliding_window"] = 256;
+    const ModelConfig c = parse_config(j.dump(), "c.json");
+    EXPECT_EQ(c.arch.sliding_window, 0);
+    j["sliding_window"] = 64;  // inside the context: applied
+    EXPECT_EQ(parse_config(j.dump(), "c.json").arch.sliding_window, 64);
+  }
   EXPECT_THAT(err([](json& j) {
                 j["architectures"] = {"Gemma2ForCausalLM"};
                 j["attn_logit_softcapping"] = 0.0;

@@ -15,9 +15,10 @@ TEST(Progress, EtaLeavesOutTheFirstStepWhichCarriesTheSetup) {
   // A 30-layer run whose first layer took 2 s (setup) and the next ones 0.1 s: 27 layers left at 0.1 s = 2.7 s.
   // The mean over all three steps (0.733 s) would say 19.8 s: the "10x off" first estimate.
   EXPECT_NEAR(ProgressReporter::eta_seconds({2.0, 0.1, 0.1}, 30), 2.7, 1e-12);
-  EXPECT_NEAR(ProgressReporter::eta_seconds({0.5}, 4), 1.5, 1e-12);  // one step: that step
-  EXPECT_EQ(ProgressReporter::eta_seconds({0.5, 0.5}, 2), 0.0);      // done
-  EXPECT_EQ(ProgressReporter::eta_seconds({}, 5), 0.0);
+  // After the first step alone the ETA is unknown (-1): that step x 29 would be the 10x-off first estimate.
+  EXPECT_EQ(ProgressReporter::eta_seconds({2.0}, 30), -1.0);
+  EXPECT_EQ(ProgressReporter::eta_seconds({0.5, 0.5}, 2), 0.0);  // done
+  EXPECT_EQ(ProgressReporter::eta_seconds({}, 5), -1.0);
 }
 
 std::string run_steps(int terminal, double interval_s, int n) {
@@ -41,6 +42,7 @@ TEST(Progress, ALogGetsWholeLinesAtMostOnePerIntervalATerminalGetsCarriageReturn
   for (char ch : log) lines += ch == '\n';
   EXPECT_EQ(lines, 2u) << log;
   EXPECT_EQ(log.rfind("capture standard: layer 1/30  ", 0), 0u) << log;
+  EXPECT_NE(log.find("layer 1/30  0.0s elapsed, ETA after step 2\n"), std::string::npos) << log;
   EXPECT_NE(log.find("capture standard: layer 30/30  done in "), std::string::npos) << log;
   // Interval 0: every step is a line.
   const std::string every = run_steps(0, 0.0, 5);

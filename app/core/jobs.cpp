@@ -49,9 +49,11 @@ void JobQueue::cancel_locked(const std::string& key) {
   if (running_ctx_ && running_key_ == key) running_ctx_->cancel_ = true;
 }
 
+int job_worker_threads() { return std::max(1, omp_get_num_procs() - 1); }
+
 void JobQueue::worker() {
   // Model work leaves one core to the UI thread (and the GL driver), so frames keep coming while a job runs.
-  omp_set_num_threads(std::max(1, omp_get_num_procs() - 1));
+  omp_set_num_threads(job_worker_threads());
   for (;;) {
     Job job;
     {

@@ -37,6 +37,10 @@ struct JobStatus {
   bool running = false;  // false: queued
 };
 
+// OpenMP threads of the job worker: all cores but one (left to the UI thread and the GL driver). OpenBLAS's sgemm
+// does not give the same bits at every thread count, so a run is reproduced exactly only at this count.
+int job_worker_threads();
+
 class JobQueue {
  public:
   JobQueue();

@@ -7,6 +7,7 @@
 #include <imgui_impl_opengl3.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -413,6 +414,9 @@ int run_app(int argc, char** argv) {
 
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
+      // A script has no user at the mouse: Xvfb's pointer sits wherever it was, and its hover tooltips would land
+      // in the screenshots. Park it outside the window.
+      if (!script.empty()) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
       ImGui::NewFrame();
       int fb_w, fb_h;
       glfwGetFramebufferSize(win, &fb_w, &fb_h);

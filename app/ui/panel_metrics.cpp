@@ -37,8 +37,10 @@ void draw_metrics(Ui& ui) {
   const int n_metric = rel ? 7 : 6;
   const int n_cols = 1 + n_metric * (two ? 3 : 1) + (two ? 2 : 0);
   if (ImGui::BeginTable("metrics", n_cols,
-                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
-                            ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Sortable | ImGuiTableFlags_SortTristate,
+                        // ScrollX: at 1280 px the columns keep their widths and scroll instead of collapsing
+                        ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg |
+                            ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Sortable |
+                            ImGuiTableFlags_SortTristate,
                         ImVec2(0, ImGui::GetContentRegionAvail().y))) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("layer.head");

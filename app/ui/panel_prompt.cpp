@@ -9,6 +9,27 @@
 
 namespace focalscope {
 
+namespace {
+struct WrapCall {
+  SoftWrap* wrap;
+  float width;
+};
+// Runs every frame while the editor is active: reflows the buffer to the editor's width (prompt_wrap.h).
+int wrap_callback(ImGuiInputTextCallbackData* d) {
+  const WrapCall* w = static_cast<const WrapCall*>(d->UserData);
+  const auto measure = [](const char* b, const char* e) { return ImGui::CalcTextSize(b, e).x; };
+  if (w->wrap->reflow(d->Buf, (size_t)d->BufTextLen, w->width, measure)) d->BufDirty = true;
+  return 0;
+}
+// The prompt in the edit buffer, soft breaks as spaces, written back into the buffer (same length).
+std::string unwrapped(Ui& ui) {
+  std::string t = ui.prompt_wrap.text(ui.prompt_buf, std::strlen(ui.prompt_buf));
+  std::memcpy(ui.prompt_buf, t.data(), t.size());
+  ui.prompt_wrap.reset(t);
+  return t;
+}
+}  // namespace
+
 static void prompt_editor(Ui& ui) {
   AppState& st = ui.st;
   if (!ui.prompt_dirty && std::strncmp(ui.prompt_buf, st.prompt.c_str(), sizeof ui.prompt_buf) != 0 &&
@@ -23,21 +44,32 @@ static void prompt_editor(Ui& ui) {
     ImGui::TextUnformatted(ui.prompt_buf);
     ImGui::PopTextWrapPos();
     ImGui::EndChild();
-    if (ImGui::IsItemClicked() && !st.capture_only()) ui.prompt_editing = true;
+    if (ImGui::IsItemClicked() && !st.capture_only()) {
+      ui.prompt_editing = true;
+      ui.prompt_wrap.reset(ui.prompt_buf);
+    }
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("click to edit; Ctrl+Enter or Run runs it");
   } else {
     if (ImGui::IsWindowAppearing() || !ImGui::IsAnyItemActive()) ImGui::SetKeyboardFocusHere();
+    // Wrapped at the text area's width: the box less its padding and a vertical scroll bar.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    WrapCall call{&ui.prompt_wrap,
+                  ImGui::GetContentRegionAvail().x - 110 - 2 * style.FramePadding.x - style.ScrollbarSize - 2};
     ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
-                              st.capture_only() ? ImGuiInputTextFlags_ReadOnly : 0);
+                              st.capture_only() ? ImGuiInputTextFlags_ReadOnly : ImGuiInputTextFlags_CallbackAlways,
+                              wrap_callback, &call);
     if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
     ctrl_enter =
         ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
-    if (ImGui::IsItemDeactivated()) ui.prompt_editing = false;
+    if (ImGui::IsItemDeactivated()) {
+      ui.prompt_editing = false;
+      unwrapped(ui);
+    }
   }
   ImGui::SameLine();
   ImGui::BeginGroup();
   if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
-    st.set_prompt(ui.prompt_buf);
+    st.set_prompt(ui.prompt_editing ? unwrapped(ui) : std::string(ui.prompt_buf));
     ui.prompt_dirty = false;
     ui.prompt_editing = false;
   }

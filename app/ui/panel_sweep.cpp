@@ -44,7 +44,7 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
   // t labels: 1 first (always), then the others in order of preference, skipping any that would touch a label
   // already placed (0.4 used to overlap 0.5).
   std::vector<std::pair<float, float>> placed;
-  std::vector<std::string> shown;
+  std::vector<std::string> shown, extents;  // extents: "x0:x1" in pixels, for the screenshot tests' overlap check
   for (float t : {1.0f, 0.1f, 0.2f, 0.5f, 2.0f, 0.3f, 0.4f, 0.7f, 1.5f}) {
     if (t < xs.front() * 0.999f || t > xs.back() * 1.001f) continue;
     const std::string s = fmt("%g", t);
@@ -53,6 +53,7 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
     for (auto [a, b] : placed) clash |= x < b + 6 && x + w > a - 6;
     if (clash) continue;
     placed.push_back({x, x + w});
+    extents.push_back(fmt("%.1f:%.1f", x, x + w));
     dl->AddLine(ImVec2(X(t), p1.y), ImVec2(X(t), p1.y + 3), label_col);
     dl->AddText(ImVec2(x, p1.y + 3), label_col, s.c_str());
     shown.push_back(s);
@@ -60,8 +61,10 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
   std::sort(shown.begin(), shown.end(),
             [](const std::string& a, const std::string& b) { return std::stof(a) < std::stof(b); });
   ui.labels[std::string("sweep.") + id + ".t"] = shown;
+  ui.labels[std::string("sweep.") + id + ".t.extent"] = extents;
   // t = 1: standard attention, dashed.
   if (1.0f >= xs.front() && 1.0f <= xs.back()) {
+    ui.labels[std::string("sweep.") + id + ".standard_marker"] = {fmt("%.1f", X(1.0f))};
     for (float y = p0.y; y < p1.y; y += 8)
       dl->AddLine(ImVec2(X(1.0f), y), ImVec2(X(1.0f), std::min(p1.y, y + 4)), IM_COL32(200, 200, 210, 200), 1.0f);
     dl->AddText(ImVec2(X(1.0f) + 3, p0.y + 2), IM_COL32(200, 200, 210, 220), "standard");

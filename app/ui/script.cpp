@@ -187,7 +187,10 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       // A prompt over the context is an offer to truncate (the next command may be `truncate`), not a failure.
       const bool offer = c.name == "prompt" && st.pending_truncation;
       if (st.error_count != errors_before && !offer) throw focal::Error(st.message);  // refused at once
-      if (c.name == "open" || c.name == "open-b" || c.name == "prompt" || c.name == "truncate") {
+      // Every command that may have started a job (a load, a run, a propagate, a sweep, a generation, an export)
+      // finishes before the next one is applied, and a job that fails later on the worker fails the script at this
+      // command's line. A command that started nothing costs one frame.
+      if (c.name != "wait") {
         awaiting_ = &c;
         errors_before_ = st.error_count;
         ++pc_;

@@ -11,6 +11,7 @@
 
 #include "app_state.h"
 #include "focal_figures/ticks.h"
+#include "prompt_wrap.h"
 
 namespace focalscope {
 
@@ -77,7 +78,8 @@ struct Ui {
   int strip_target = -1;              // token strip: the token it scrolls to (the query, or a newly marked key)
   int strip_scroll_frames = 0;        // frames left to apply that scroll
   std::vector<int32_t> strip_marked;  // token strip: the marked keys it last saw (scrolls to a newly marked one)
-  bool prompt_editing = false;        // the prompt shows wrapped until clicked, then edits
+  bool prompt_editing = false;        // the prompt shows wrapped until clicked, then edits (wrapped too)
+  SoftWrap prompt_wrap;               // the editor's soft line breaks
   float gen_sample_temp = 0.0f;
   int force_tab = -1;                // select this tab of the details panel next frame
   int b_kind = 0;                    // compare two settings (0) or two models (1)

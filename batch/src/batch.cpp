@@ -242,12 +242,14 @@ void maybe_die(int rank, int64_t docs_done) {
 
 }  // namespace
 
-int64_t count_documents(const std::string& path, OnError on_error) {
-  CorpusReader r(path, on_error == OnError::kFail ? OnError::kFail : OnError::kSkip);
+int64_t count_documents(const std::string& path, OnError on_error, int64_t limit, uint64_t* skipped) {
+  // The one pass that reports malformed lines: under kFail the first one is the batch's error, under kSkip each is
+  // logged once here (the batch's own readers are quiet) and counted up to the --limit'th document.
+  CorpusReader r(path, on_error);
   Document d;
   int64_t n = 0;
-  // Skipped lines are reported again by the batch itself; keep this pass quiet by counting only.
-  while (r.next(d)) ++n;
+  while ((limit <= 0 || n < limit) && r.next(d)) ++n;
+  if (skipped) *skipped = r.skipped();
   return n;
 }
 
@@ -294,9 +296,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   }
 
   int64_t total = 0;
+  uint64_t n_skipped = 0;  // malformed lines before the last document read (rank 0's counting pass)
   if (comm.rank() == 0) {
-    total = count_documents(opt.data_path, OnError::kSkip);
-    if (opt.limit > 0) total = std::min(total, opt.limit);
+    total = count_documents(opt.data_path, opt.on_error, opt.limit, &n_skipped);
     if (total == 0)
       throw Error("--data '" + opt.data_path + "' holds no documents" +
                   (opt.on_error == OnError::kSkip ? " (after skipping malformed lines)" : "") +
@@ -329,7 +331,18 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
 
   const std::string key = options_key(model, opt);
   int64_t start_index = 0;
-  if (opt.resume) {
+  bool resume = opt.resume;
+  if (resume && !mpi && read_file(ckpt_path).empty()) {
+    // Killed before its first checkpoint (one comes every --checkpoint-every seconds): its row file is there but
+    // nothing to resume from, so the batch starts from the first document.
+    struct stat rs {};
+    if (::stat(rows_path.c_str(), &rs) != 0)
+      throw Error("--resume: no checkpoint '" + ckpt_path + "' (the batch finished, or never started with this -o)");
+    log_warning("--resume: the batch writing '" + opt.out_path +
+                "' was stopped before its first checkpoint; starting from the first document");
+    resume = false;
+  }
+  if (resume) {
     const std::string bytes = read_file(ckpt_path);
     if (bytes.empty())
       throw Error("--resume: no checkpoint '" + ckpt_path + "' (the batch finished, or never started with this -o)");
@@ -358,8 +371,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
         throw Error("cannot truncate the row file '" + rows_path + "': " + std::strerror(errno));
     } catch (const Error& e) { throw Error("--resume: checkpoint '" + ckpt_path + "': " + e.what()); }
   }
-  if (!opt.resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
-  std::FILE* rows = std::fopen(rows_path.c_str(), opt.resume ? "ab" : "wb");
+  if (!resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
+  std::FILE* rows = std::fopen(rows_path.c_str(), resume ? "ab" : "wb");
   if (!rows) throw Error("-o: cannot write '" + rows_path + "': " + std::strerror(errno));
   struct Closer {
     std::FILE*& f;
@@ -368,7 +381,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     }
   } closer{rows};
 
-  CorpusReader reader(opt.data_path, opt.on_error);
+  CorpusReader reader(opt.data_path, OnError::kSkip, /*quiet=*/true);  // the counting pass reported and counted
   Session session(model, opt.max_tokens);
   const auto t0 = std::chrono::steady_clock::now();
   auto last_ckpt = t0, last_progress = t0;
@@ -384,6 +397,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     BatchProgress p;
     p.docs = mpi ? std::min(comm.handed_out(), total) : start_index + done;
     p.total_docs = total;
+    p.docs_at_start = mpi ? 0 : start_index;
     p.tokens = my_tokens;
     p.elapsed_s = std::chrono::duration<double>(now - t0).count();
     progress(p);
@@ -503,7 +517,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     report(false);
   }
   comm.finish_queue();
-  stats.n_skipped = reader.skipped();
+  stats.n_skipped = n_skipped;  // rank 0's count stays through reduce_stats (only totals and statistics are summed)
   report(true);
   if (std::fclose(rows) != 0) {
     rows = nullptr;

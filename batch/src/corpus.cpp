@@ -20,7 +20,8 @@ bool ends_with(const std::string& s, const std::string& suf) {
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 }  // namespace
 
-CorpusReader::CorpusReader(const std::string& path, OnError on_error) : path_(path), on_error_(on_error) {
+CorpusReader::CorpusReader(const std::string& path, OnError on_error, bool quiet)
+    : path_(path), on_error_(on_error), quiet_(quiet) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw Error("--data '" + path + "' does not exist: give a .jsonl file, a text file or a directory of .txt files");
@@ -87,7 +88,7 @@ bool CorpusReader::parse_jsonl(const std::string& line, Document& doc) {
   if (why.empty()) return true;
   const std::string msg = "--data '" + path_ + "' line " + std::to_string(line_no_) + ": " + why;
   if (on_error_ == OnError::kFail) throw Error(msg + " (use --on-error skip to skip such lines)");
-  log_warning(msg + "; skipped (--on-error skip)");
+  if (!quiet_) log_warning(msg + "; skipped (--on-error skip)");
   ++skipped_;
   return false;
 }

@@ -2,6 +2,8 @@
 // docs/batch.md. Uses the runtime's HDF5 layer (lock, RAII handles, atomic write, the shared root header).
 #include <hdf5.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -360,6 +362,30 @@ float StatsFile::doc_mean(size_t d, int run, int metric) const {
 }
 
 namespace {
+// After an MPI run /docs/* are virtual datasets over the rank shards (file names relative to the stats file's
+// folder). HDF5 reads a missing source as fill values without an error: refuse it here, naming the shard.
+void check_shards_present(hid_t docs, const std::string& path, const Where& where) {
+  DatasetId ds = checked<DatasetId>(H5Dopen2(docs, "index", H5P_DEFAULT), where, "cannot open /docs/index");
+  PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds.get()), where, "dataset properties of /docs/index");
+  if (H5Pget_layout(dcpl.get()) != H5D_VIRTUAL) return;
+  size_t n = 0;
+  check_h5(H5Pget_virtual_count(dcpl.get(), &n), where, "cannot read the mappings of /docs/index");
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const ssize_t len = H5Pget_virtual_filename(dcpl.get(), i, nullptr, 0);
+    if (len < 0) where.fail("cannot read shard name " + std::to_string(i) + " of /docs/index");
+    std::string name((size_t)len + 1, '\0');
+    H5Pget_virtual_filename(dcpl.get(), i, name.data(), name.size());
+    name.resize((size_t)len);
+    const std::string full = !name.empty() && name[0] == '/' ? name : dir + name;
+    if (::access(full.c_str(), R_OK) != 0)
+      where.fail("/docs are virtual datasets over the MPI run's shard files, and shard '" + full +
+                 "' is missing or unreadable: keep the folder " + name.substr(0, name.rfind('/')) +
+                 " beside the stats file");
+  }
+}
+
 template <class T>
 std::vector<T> read_all(Reader& r, hid_t parent, const std::string& ppath, const char* name, hid_t mem,
                         const Dims& want) {
@@ -430,6 +456,7 @@ StatsFile read_stats(const std::string& path, bool with_docs) {
   GroupId docs = r.group(root.get(), "docs", "/docs");
   const Dims dd = r.shape_of(docs.get(), "/docs", "index");
   if (dd.size() != 1) where.fail("/docs/index is not 1-dimensional");
+  check_shards_present(docs.get(), path, where);
   const hsize_t D = dd[0];
   f.doc_index = read_all<int64_t>(r, docs.get(), "/docs", "index", H5T_NATIVE_INT64, {D});
   f.doc_n_tokens = read_all<int32_t>(r, docs.get(), "/docs", "n_tokens", H5T_NATIVE_INT32, {D});

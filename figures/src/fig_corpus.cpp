@@ -36,11 +36,12 @@ struct Box {
   double p5 = NAN, p25 = NAN, p50 = NAN, p75 = NAN, p95 = NAN, mean = NAN;
 };
 
-Box layer_box(const batch::StatsFile& f, int run, int layer, int metric) {
+// Pooled over the selected heads.
+Box layer_box(const batch::StatsFile& f, int run, int layer, const std::vector<int>& heads, int metric) {
   const batch::StatsShape& s = f.stats.shape;
   std::vector<double> counts((size_t)s.n_bins, 0.0);
   double sum = 0, n = 0;
-  for (int h = 0; h < s.n_heads; ++h) {
+  for (int h : heads) {
     const size_t c = f.stats.cell(run, layer, h, metric);
     for (int b = 0; b < s.n_bins; ++b) counts[(size_t)b] += (double)f.stats.hist[c * s.n_bins + b];
     sum += f.stats.moments[c].mean * f.stats.moments[c].n;
@@ -57,15 +58,16 @@ Box layer_box(const batch::StatsFile& f, int run, int layer, int metric) {
   return bx;
 }
 
-// Mean over layers and heads per position bucket.
-std::vector<double> position_means(const batch::StatsFile& f, int run, int metric) {
+// Mean over the selected layers and heads per position bucket.
+std::vector<double> position_means(const batch::StatsFile& f, int run, const std::vector<int>& layers,
+                                   const std::vector<int>& heads, int metric) {
   const batch::StatsShape& s = f.stats.shape;
   const int P = s.n_buckets();
   std::vector<double> out((size_t)P, NAN);
   for (int b = 0; b < P; ++b) {
     double sum = 0, n = 0;
-    for (int l = 0; l < s.n_layers; ++l)
-      for (int h = 0; h < s.n_heads; ++h) {
+    for (int l : layers)
+      for (int h : heads) {
         const size_t c = f.stats.cell(run, l, h, metric) * P + b;
         sum += f.stats.pos_sum[c];
         n += (double)f.stats.pos_count[c];
@@ -107,7 +109,11 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
     for (const std::string& r : opt.runs) runs.push_back(find_run(f, r));
   }
   const batch::StatsShape& s = f.stats.shape;
-  const int L = s.n_layers, Hn = s.n_heads, P = s.n_buckets();
+  // --layers / --heads: the layers drawn (boxes, matrix columns) and the heads pooled and drawn (matrix rows).
+  const std::vector<int> layers = pick_indices(opt.layers, s.n_layers, "layer", "the stats file"),
+                         heads = pick_indices(opt.heads, s.n_heads, "head", "the stats file");
+  const bool all_layers = (int)layers.size() == s.n_layers, all_heads = (int)heads.size() == s.n_heads;
+  const int L = (int)layers.size(), Hn = (int)heads.size(), P = s.n_buckets();
   const int n_runs = (int)runs.size();
   const bool diff = n_runs == 2;
 
@@ -116,12 +122,12 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   std::vector<std::vector<double>> pos((size_t)n_runs);
   double lo = INFINITY, hi = -INFINITY, plo = INFINITY, phi = -INFINITY;
   for (int k = 0; k < n_runs; ++k) {
-    for (int l = 0; l < L; ++l) {
-      boxes[(size_t)k].push_back(layer_box(f, runs[(size_t)k], l, metric));
+    for (int l : layers) {
+      boxes[(size_t)k].push_back(layer_box(f, runs[(size_t)k], l, heads, metric));
       const Box& b = boxes[(size_t)k].back();
       if (!std::isnan(b.p5)) lo = std::min(lo, b.p5), hi = std::max(hi, b.p95);
     }
-    pos[(size_t)k] = position_means(f, runs[(size_t)k], metric);
+    pos[(size_t)k] = position_means(f, runs[(size_t)k], layers, heads, metric);
     for (double v : pos[(size_t)k])
       if (!std::isnan(v)) plo = std::min(plo, v), phi = std::max(phi, v);
   }
@@ -130,15 +136,16 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
                               " (relevant_mass needs documents with \"relevant\" positions)");
   std::vector<double> mat((size_t)L * Hn, NAN);  // [L, H]: b - a, or a
   double amax = 0, mlo = INFINITY, mhi = -INFINITY;
-  for (int l = 0; l < L; ++l)
-    for (int h = 0; h < Hn; ++h) {
+  for (int li = 0; li < L; ++li)
+    for (int hi_ = 0; hi_ < Hn; ++hi_) {
+      const int l = layers[(size_t)li], h = heads[(size_t)hi_];
       const batch::Moments& a = f.stats.moments[f.stats.cell(runs[0], l, h, metric)];
       double v = a.n > 0 ? a.mean : NAN;
       if (diff) {
         const batch::Moments& b = f.stats.moments[f.stats.cell(runs[1], l, h, metric)];
         v = b.n > 0 && a.n > 0 ? b.mean - a.mean : NAN;
       }
-      mat[(size_t)l * Hn + h] = v;
+      mat[(size_t)li * Hn + hi_] = v;
       if (!std::isnan(v)) amax = std::max(amax, std::fabs(v)), mlo = std::min(mlo, v), mhi = std::max(mhi, v);
     }
   const std::string what = metric_title(metric);
@@ -154,7 +161,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const Ticks pt = nice_ticks(plo, phi > plo ? phi : plo + 1, 4, true);
   std::vector<std::string> head_labels;
   head_labels.reserve((size_t)Hn);
-  for (int h = 0; h < Hn; ++h) head_labels.push_back(std::to_string(h));
+  for (int h : heads) head_labels.push_back(std::to_string(h));
   const double axis_w = std::max(
       {left_axis_width(c, yt), left_axis_width(c, pt), kTickLen + 1.5 + max_label_width(c, head_labels, kTickSize)});
   const double left = kMargin + title_height() + 3.0 + axis_w;
@@ -189,13 +196,14 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
     c.text(fit_text(c, t, kPanelSize, W - left), r.x, r.y - 3.0, kPanelSize, 0.0, 0.0, 0, true, kInk);
   };
   auto layer_axis = [&](const Rect& r, double slot) {
-    const int step = category_step(slot, c.text_width(std::to_string(L - 1), kTickSize) + 4.0);
+    const int step = category_step(slot, c.text_width(std::to_string(layers.back()), kTickSize) + 4.0);
     c.line(r.x, r.bottom(), r.right(), r.bottom(), kAxisWidth, kInk);
-    for (int l = 0; l < L; ++l) {
-      const double x = r.x + (l + 0.5) * slot;
-      const bool lab = l % step == 0;
+    for (int li = 0; li < L; ++li) {
+      const double x = r.x + (li + 0.5) * slot;
+      const bool lab = li % step == 0;
       c.line(x, r.bottom(), x, r.bottom() + (lab ? kTickLen : kTickLen / 2), kAxisWidth, kInk);
-      if (lab) c.text(std::to_string(l), x, r.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+      if (lab)
+        c.text(std::to_string(layers[(size_t)li]), x, r.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
     }
     draw_x_title(c, r, r.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Layer");
   };
@@ -203,7 +211,9 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   // (a) per-layer boxes.
   {
     const Rect r{left, y0 + panel_title_h, W - left - right_plain, box_h * scale};
-    panel_title("(a) per layer: 5/25/50/75/95 % and mean (dot), rows \xE2\x89\xA5 1", r);
+    panel_title(std::string("(a) per layer: 5/25/50/75/95 % and mean (dot), rows \xE2\x89\xA5 1") +
+                    (all_heads ? "" : ", heads " + index_list_text(heads)),
+                r);
     const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
     draw_hgrid(c, r, yt, y);
     const double slot = r.w / L, group = std::min(0.8 * slot, slot - 0.5), bw = group / n_runs;
@@ -229,7 +239,10 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   // (b) by position.
   {
     const Rect r{left, y0 + panel_title_h, W - left - right_plain, pos_h * scale};
-    panel_title("(b) by context position (log-spaced buckets), mean over layers and heads", r);
+    panel_title("(b) by context position (log-spaced buckets), mean over " +
+                    (all_layers ? std::string("layers") : "layers " + index_list_text(layers)) + " and " +
+                    (all_heads ? std::string("heads") : "heads " + index_list_text(heads)),
+                r);
     const LinearMap y{pt.lo, pt.hi, r.bottom(), r.y};
     const LinearMap x{0.0, (double)P, r.x, r.right()};  // bucket b spans [b, b + 1) in log2 units
     draw_hgrid(c, r, pt, y);

@@ -12,21 +12,10 @@
 namespace focal::figures {
 namespace {
 
-// --layers / --heads: the listed indices (each checked against n), or 0..n-1.
-std::vector<int> pick(const std::vector<int>& want, int n, const std::string& what) {
-  std::vector<int> v(n);
-  std::iota(v.begin(), v.end(), 0);
-  if (want.empty()) return v;
-  for (int i : want)
-    if (i < 0 || i >= n)
-      throw Error(what + "s", what + "s: the model has no " + what + " " + std::to_string(i) + " (" + what + "s: 0-" +
-                                  std::to_string(n - 1) + ")");
-  return want;
-}
-
 std::string render_layer_means(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
   const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
-  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const std::vector<int> layers = pick_indices(opt.layers, L_all, "layer", "the model"),
+                         heads = pick_indices(opt.heads, H_all, "head", "the model");
   const int L = (int)layers.size();
   std::vector<std::vector<double>> vals;
   double lo = 0, hi = 0;
@@ -114,7 +103,8 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
 
 std::string render_matrix(const std::vector<RunRef>& runs, int metric, const FigureOptions& opt, Format fmt) {
   const int L_all = runs[0].file->n_layers, H_all = runs[0].file->n_heads;
-  const std::vector<int> layers = pick(opt.layers, L_all, "layer"), heads = pick(opt.heads, H_all, "head");
+  const std::vector<int> layers = pick_indices(opt.layers, L_all, "layer", "the model"),
+                         heads = pick_indices(opt.heads, H_all, "head", "the model");
   const int L = (int)layers.size(), Hn = (int)heads.size();
   auto select = [&](const std::vector<double>& all) {  // [L_all, H_all] -> [L, Hn]
     std::vector<double> out;

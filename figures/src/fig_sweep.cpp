@@ -39,17 +39,8 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     if (sw->n_layers != L0 || sw->n_heads != H0)
       if (!opt.layers.empty() || !opt.heads.empty() || opt.per_layer)
         throw Error("layers", "layers/heads: the sweep files come from models of different shapes");
-  auto pick = [](const std::vector<int>& want, int n, const std::string& what) {
-    std::vector<int> v(n);
-    std::iota(v.begin(), v.end(), 0);
-    if (want.empty()) return v;
-    for (int i : want)
-      if (i < 0 || i >= n)
-        throw Error(what + "s", what + "s: " + what + " " + std::to_string(i) + " is not in the sweep (" + what +
-                                    "s: 0-" + std::to_string(n - 1) + ")");
-    return want;
-  };
-  const std::vector<int> sel_layers = pick(opt.layers, L0, "layer"), sel_heads = pick(opt.heads, H0, "head");
+  const std::vector<int> sel_layers = pick_indices(opt.layers, L0, "layer", "the sweep"),
+                         sel_heads = pick_indices(opt.heads, H0, "head", "the sweep");
   if (metric < 0 && (!opt.layers.empty() || !opt.heads.empty()))
     throw Error("layers", "layers/heads: the loss is one value per temperature, not per head; drop them");
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "focal/config.h"
 #include "focal/error.h"
@@ -236,6 +237,17 @@ void require_values(const std::vector<double>& v, int metric, const std::string&
   if (metric == kRelevantMass) hint = " (relevant_mass needs relevant keys: capture with relevant key positions)";
   throw Error("metric", "metric " + std::string(metric >= 0 ? row_metric_name(metric) : "loss") + ": " + where +
                             " has no values of this metric" + hint);
+}
+
+std::vector<int> pick_indices(const std::vector<int>& want, int n, const std::string& what, const std::string& source) {
+  std::vector<int> v((size_t)n);
+  std::iota(v.begin(), v.end(), 0);
+  if (want.empty()) return v;
+  for (int i : want)
+    if (i < 0 || i >= n)
+      throw Error(what + "s", what + "s: " + what + " " + std::to_string(i) + " is not in " + source + " (" + what +
+                                  "s: 0-" + std::to_string(n - 1) + ")");
+  return want;
 }
 
 }  // namespace focal::figures

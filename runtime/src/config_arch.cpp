@@ -139,6 +139,8 @@ void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c
   if (type.empty()) type = rf.string("type", "");
   if (type.empty()) rf.fail("rope_type", "is missing (give one of default, linear, dynamic, yarn, longrope, llama3)");
   if (type == "default") return;
+  // Phi-3's older configs name longrope "su" or "yarn"; Phi3Config reads both as longrope, and so does this.
+  if (c.arch.name == "phi3" && (type == "su" || type == "yarn")) type = "longrope";
   if (type == "linear")
     r.type = RopeType::kLinear;
   else if (type == "dynamic")
@@ -180,13 +182,18 @@ void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c
   }
 }
 
-// A sliding window of `key` applied to every window_period-th layer; larger than the context is refused.
-void set_window(const Fields& f, ModelConfig& c, const char* key, int period) {
+// A sliding window of `key` applied to every window_period-th layer; larger than the context is refused, except
+// where `beyond_context_ok`: Phi-3's 128k checkpoints (Phi-3-mini-128k, Phi-3.5-mini) ship sliding_window 262144
+// with a 131072 context, a window that never masks a key (transformers applies it the same way), so it loads as
+// no window.
+void set_window(const Fields& f, ModelConfig& c, const char* key, int period, bool beyond_context_ok = false) {
   if (!f.has(key)) return;
   const int w = (int)f.integer(key, 0, 1, 1LL << 30);
-  if (w > c.max_positions)
+  if (w > c.max_positions) {
+    if (beyond_context_ok) return;
     f.fail(key, "= " + std::to_string(w) + " is larger than the context (" + f.name("max_position_embeddings") + " = " +
                     std::to_string(c.max_positions) + ")");
+  }
   c.arch.sliding_window = w;
   c.arch.window_period = period;
 }
@@ -208,7 +215,8 @@ void parse_architecture(const Fields& f, const std::string& path, const std::str
     a.mlp_bias = f.boolean("mlp_bias", false);
     parse_rope_scaling(f, path, c);
   }
-  if (arch == "mistral" || arch == "phi3") set_window(f, c, "sliding_window", 1);
+  if (arch == "mistral") set_window(f, c, "sliding_window", 1);
+  if (arch == "phi3") set_window(f, c, "sliding_window", 1, /*beyond_context_ok=*/true);
   if (arch == "qwen2") {
     a.qkv_bias = true;  // Qwen2: q/k/v biases, none on o_proj
     a.o_bias = false;

@@ -296,12 +296,15 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   if (arch != "gemma2" && arch != "gpt2") c["hidden_act"] = "silu";
   if (arch == "gemma2") {
     // Soft-caps and the window in llama.cpp's keys; query_pre_attn_scalar from <arch>.attention.scale when written
-    // (= query_pre_attn_scalar^-1/2), else head_dim (llama.cpp's Gemma 2 2B / 9B).
+    // (= query_pre_attn_scalar^-1/2), else as llama.cpp decides without it: hidden / heads for the 46-layer 27B
+    // (query_pre_attn_scalar 144, head_dim 128), head_dim for the 2B and 9B.
     c["attn_logit_softcapping"] = m.num_opt(A + "attn_logit_softcapping", 50.0);
     c["final_logit_softcapping"] = m.num_opt(A + "final_logit_softcapping", 30.0);
     if (m.get(A + "attention.sliding_window")) c["sliding_window"] = m.int_req(A + "attention.sliding_window");
     const double scale = m.num_opt(A + "attention.scale", 0.0);
-    c["query_pre_attn_scalar"] = scale > 0.0 ? 1.0 / (scale * scale) : (double)d_head;
+    c["query_pre_attn_scalar"] = scale > 0.0      ? 1.0 / (scale * scale)
+                                 : n_layers == 46 ? (double)(hidden / n_heads)
+                                                  : (double)d_head;
     c["tie_word_embeddings"] = !has_output;
   }
   if (arch == "qwen2" || arch == "phi3") {

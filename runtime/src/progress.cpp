@@ -15,11 +15,11 @@ ProgressReporter::ProgressReporter(std::string what, std::FILE* out, double inte
 
 double ProgressReporter::eta_seconds(const std::vector<double>& step_seconds, int total) {
   const size_t n = step_seconds.size();
-  if (n == 0 || (int)n >= total) return 0.0;
+  if ((int)n >= total) return 0.0;
+  if (n < 2) return -1.0;  // only the setup-laden first step (or nothing) measured
   double sum = 0.0;
-  for (size_t i = n > 1 ? 1 : 0; i < n; ++i) sum += step_seconds[i];
-  const double mean = sum / (double)(n > 1 ? n - 1 : 1);
-  return mean * (double)(total - (int)n);
+  for (size_t i = 1; i < n; ++i) sum += step_seconds[i];
+  return sum / (double)(n - 1) * (double)(total - (int)n);
 }
 
 void ProgressReporter::update(int done, int total) {
@@ -29,15 +29,20 @@ void ProgressReporter::update(int done, int total) {
   const double el = std::chrono::duration<double>(now - t0_).count();
   const double eta = eta_seconds(steps_, total);
   const bool last = done >= total;
+  char eta_text[48];
+  if (eta < 0)
+    std::snprintf(eta_text, sizeof eta_text, "ETA after step 2");
+  else
+    std::snprintf(eta_text, sizeof eta_text, "ETA %.1fs", eta);
   if (terminal_) {
-    std::fprintf(out_, "\r%s %d/%d  %.1fs elapsed, ETA %.1fs   ", what_.c_str(), done, total, el, eta);
+    std::fprintf(out_, "\r%s %d/%d  %.1fs elapsed, %s   ", what_.c_str(), done, total, el, eta_text);
     if (last) std::fprintf(out_, "\n");
   } else {
     if (printed_ && !last && std::chrono::duration<double>(now - last_print_).count() < interval_s_) return;
     if (last)
       std::fprintf(out_, "%s %d/%d  done in %.1fs\n", what_.c_str(), done, total, el);
     else
-      std::fprintf(out_, "%s %d/%d  %.1fs elapsed, ETA %.1fs\n", what_.c_str(), done, total, el, eta);
+      std::fprintf(out_, "%s %d/%d  %.1fs elapsed, %s\n", what_.c_str(), done, total, el, eta_text);
     printed_ = true;
     last_print_ = now;
   }

@@ -2,9 +2,10 @@
 
 Each entry of ARCH_CONFIGS is built with transformers 4.47.1's own classes (eager attention):
 LlamaForCausalLM under every rope_scaling type with T past the original context (one with mlp_bias),
-Qwen2ForCausalLM, MistralForCausalLM with a window shorter than T, Gemma2ForCausalLM (soft-caps,
-query_pre_attn_scalar, a window on alternate layers), Phi3ForCausalLM with longrope past the
-original context, Olmo2ForCausalLM and GPT2LMHeadModel.
+Qwen2ForCausalLM (also with use_sliding_window), MistralForCausalLM with a window shorter than T,
+Gemma2ForCausalLM (soft-caps, query_pre_attn_scalar, a window on alternate layers), Phi3ForCausalLM with longrope
+past the original context (long factors) and, as "su", within it (short factors), Olmo2ForCausalLM and
+GPT2LMHeadModel.
 """
 
 import math
@@ -32,10 +33,13 @@ ARCH_CONFIGS = [
        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 32}),
     _c("qwen2", 2005, "qwen2", gguf=True, max_pos=128),
+    _c("qwen2_window", 2011, "qwen2", max_pos=128, window=24),
     _c("mistral_window", 2006, "mistral", max_pos=128, window=24),
     _c("gemma2", 2007, "gemma2", gguf=True, layers=3, head_dim=16, max_pos=128, window=24, attn_cap=5.0, final_cap=3.0,
        qpas=24, T=80),
     _c("phi3_longrope", 2008, "phi3", gguf=True, max_pos=128, orig_max=32, T=80),
+    # Within the original context: the short factors; the type under its older name "su".
+    _c("phi3_su_short", 2012, "phi3", max_pos=128, orig_max=32, T=30, rope_type="su"),
     _c("olmo2", 2009, "olmo2", gguf=True, max_pos=128, T=80),
     _c("gpt2", 2010, "gpt2", gguf=True, kv_heads=4, intermediate=256, max_pos=128, T=100),
 ]
@@ -57,7 +61,9 @@ def build_arch_model(c):
                           attention_bias=c.get("mlp_bias", False))
         return LlamaForCausalLM(cfg)
     if a == "qwen2":
-        return Qwen2ForCausalLM(Qwen2Config(**_common(c), use_sliding_window=False))
+        w = c.get("window")
+        return Qwen2ForCausalLM(Qwen2Config(**_common(c), use_sliding_window=w is not None,
+                                            sliding_window=w if w is not None else 4096))
     if a == "mistral":
         return MistralForCausalLM(MistralConfig(**_common(c), sliding_window=c["window"]))
     if a == "gemma2":
@@ -73,7 +79,8 @@ def build_arch_model(c):
         short = [round(1.0 + 0.5 * float(x), 4) for x in torch.rand(half, generator=g)]
         long = [round(1.0 + 6.0 * i / (half - 1) + float(x), 4) for i, x in enumerate(torch.rand(half, generator=g))]
         cfg = Phi3Config(**_common(c), original_max_position_embeddings=c["orig_max"],
-                         rope_scaling={"type": "longrope", "short_factor": short, "long_factor": long})
+                         rope_scaling={"type": c.get("rope_type", "longrope"), "short_factor": short,
+                                       "long_factor": long})
         return Phi3ForCausalLM(cfg)
     if a == "olmo2":
         return Olmo2ForCausalLM(Olmo2Config(**_common(c)))

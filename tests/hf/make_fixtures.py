@@ -202,6 +202,12 @@ def make_fixture(c, out_dir, all_attn):
     d = os.path.join(out_dir, c["name"])
     os.makedirs(d, exist_ok=True)
     model.save_pretrained(d, safe_serialization=True)
+    if c.get("rope_type"):  # the type name a checkpoint of that era carries (Phi3Config saves it as "longrope")
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["rope_scaling"]["type"] = c["rope_type"]
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
 
     g = torch.Generator().manual_seed(c["seed"] + 500)
     ids = torch.randint(0, c["vocab"], (T,), generator=g, dtype=torch.long)

@@ -38,9 +38,10 @@ struct BatchOptions {
 };
 
 struct BatchProgress {
-  int64_t docs = 0;        // documents finished (MPI: handed out by the queue)
-  int64_t total_docs = 0;  // documents in the corpus (after --limit)
-  uint64_t tokens = 0;     // tokens run through the model by this rank, over all settings
+  int64_t docs = 0;           // documents finished (MPI: handed out by the queue)
+  int64_t total_docs = 0;     // documents in the corpus (after --limit)
+  int64_t docs_at_start = 0;  // finished before this process started (--resume): not part of its rate
+  uint64_t tokens = 0;        // tokens run through the model by this rank, over all settings
   double elapsed_s = 0;
 };
 
@@ -68,7 +69,8 @@ void abort_job(Comm& comm, int code);
 void run_batch(const Model& model, const BatchOptions& opt, Comm& comm,
                const std::function<void(const BatchProgress&)>& progress);
 
-// Counts the documents of a corpus (the ETA's denominator); honours on_error like the batch.
-int64_t count_documents(const std::string& path, OnError on_error);
+// Counts the documents of a corpus (the ETA's denominator), at most `limit` when limit > 0; honours on_error like the
+// batch, logging each skipped line once, and stores the number of skipped lines read in *skipped when given.
+int64_t count_documents(const std::string& path, OnError on_error, int64_t limit = 0, uint64_t* skipped = nullptr);
 
 }  // namespace focal::batch

@@ -23,7 +23,8 @@ enum class OnError { kFail, kSkip };
 class CorpusReader {
  public:
   // Throws Error naming the path when it does not exist or cannot be read. A directory lists its *.txt files.
-  CorpusReader(const std::string& path, OnError on_error);
+  // quiet: skipped lines are counted but not logged (the batch's readers; its counting pass reports them once).
+  CorpusReader(const std::string& path, OnError on_error, bool quiet = false);
   ~CorpusReader();
   // The next valid document, false at the end. A malformed JSONL line is an Error naming the file and line under
   // kFail; under kSkip it is reported through log_warning (same message) and counted in skipped().
@@ -44,6 +45,7 @@ class CorpusReader {
   int64_t line_no_ = 0;
   int64_t next_index_ = 0;
   uint64_t skipped_ = 0;
+  bool quiet_ = false;
 };
 
 // Reads document `index` of `path` again (the app opens a document of a stats file); throws Error when the corpus

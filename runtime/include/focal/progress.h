@@ -19,7 +19,8 @@ class ProgressReporter {
   // done of total steps finished (call with done = 1 .. total, in order).
   void update(int done, int total);
   // Seconds left for `total` steps after step_seconds.size() finished, from their measured durations: the mean of
-  // the steps after the first (the first alone when it is the only one), times the steps left.
+  // the steps after the first, times the steps left. The first step carries the run's setup (a capture's first
+  // layer can take 10x the others), so after it alone the ETA is unknown: -1 (printed as "ETA after step 2").
   static double eta_seconds(const std::vector<double>& step_seconds, int total);
 
  private:
