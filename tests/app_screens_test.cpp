@@ -81,7 +81,7 @@ double changed_fraction(const Image& a, const Image& b, const nlohmann::json& r)
   return n ? (double)diff / n : 0.0;
 }
 
-// Pixels of run A's colour (blue: B channel well above R) and run B's (vermillion / orange: R well above B) in a
+// Pixels of run A's colour (blue: B channel well above R) and run B's (vermillion: R well above B) in a
 // rectangle, leaving out its top `skip_top` px (a panel's header text is coloured by run too).
 std::pair<size_t, size_t> run_colour_pixels(const Image& im, const nlohmann::json& r, int skip_top) {
   size_t a = 0, b = 0;
@@ -89,7 +89,7 @@ std::pair<size_t, size_t> run_colour_pixels(const Image& im, const nlohmann::jso
     for (int x = (int)r[0]; x < (int)r[0] + (int)r[2] && x < im.w; ++x) {
       const int R = (int)(im.at(x, y) >> 16) & 255, B = (int)im.at(x, y) & 255;
       a += B > R + 60;
-      b += R > 150 && R > B + 100;
+      b += R > 100 && R > B + 60;  // translucent 1-px bars over the dark background still qualify
     }
   return {a, b};
 }

@@ -53,7 +53,7 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
     for (auto [a, b] : placed) clash |= x < b + 6 && x + w > a - 6;
     if (clash) continue;
     placed.push_back({x, x + w});
-    extents.push_back(fmt("%.1f:%.1f", x, x + w));
+    extents.push_back(fmt("%.1f", x) + ":" + fmt("%.1f", x + w));
     dl->AddLine(ImVec2(X(t), p1.y), ImVec2(X(t), p1.y + 3), label_col);
     dl->AddText(ImVec2(x, p1.y + 3), label_col, s.c_str());
     shown.push_back(s);
