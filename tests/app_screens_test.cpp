@@ -387,6 +387,22 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
   }
 }
 
+// The prompt editor wraps (ImGui's multiline input does not): soft breaks, and the prompt is not "edited" by them.
+TEST(AppScreens, PromptEditorWrapsLongLines) {
+  const std::string dir = focal::test::make_temp_dir("app_screens_wrap");
+  const std::string p =
+      "The old man took the lamp and went down to the river where the boats lay quiet under the moon while the "
+      "children sang about the sea and the stars, and nobody in the village knew that he had kept the key.";
+  ASSERT_EQ(run_app(dir, "wait\nprompt " + p + "\nwait\nedit-prompt\nframes 3\nscreenshot " + dir + "/edit.png\nquit\n",
+                    "", "900x600"),
+            0);
+  const auto j = read_json(dir + "/edit.png.json");
+  const auto breaks = labels_of(j, "prompt.soft_breaks");
+  ASSERT_EQ(breaks.size(), 1u) << j["labels"];
+  EXPECT_GE(std::stoi(breaks[0]), 2) << "about 190 characters in a ~700 px editor";
+  EXPECT_EQ(labels_of(j, "prompt.edited"), std::vector<std::string>{"no"});
+}
+
 TEST(AppScreens, SettingsPersistBetweenLaunches) {
   const std::string dir = focal::test::make_temp_dir("app_screens4");
   const std::string settings = "--settings " + dir + "/settings.json";

@@ -58,7 +58,12 @@ static void prompt_editor(Ui& ui) {
     ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
                               st.capture_only() ? ImGuiInputTextFlags_ReadOnly : ImGuiInputTextFlags_CallbackAlways,
                               wrap_callback, &call);
-    if (ImGui::IsItemEdited()) ui.prompt_dirty = true;
+    // A reflow alone edits the buffer too: "edited" means the prompt itself differs.
+    if (ImGui::IsItemEdited())
+      ui.prompt_dirty = ui.prompt_wrap.text(ui.prompt_buf, std::strlen(ui.prompt_buf)) != st.prompt;
+    ui.labels["prompt.soft_breaks"] = {
+        std::to_string(std::count(ui.prompt_wrap.soft.begin(), ui.prompt_wrap.soft.end(), true))};
+    ui.labels["prompt.edited"] = {ui.prompt_dirty ? "yes" : "no"};
     ctrl_enter =
         ImGui::IsItemFocused() && ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter));
     if (ImGui::IsItemDeactivated()) {

@@ -303,7 +303,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     if (m.get(A + "attention.sliding_window")) c["sliding_window"] = m.int_req(A + "attention.sliding_window");
     const double scale = m.num_opt(A + "attention.scale", 0.0);
     c["query_pre_attn_scalar"] = scale > 0.0      ? 1.0 / (scale * scale)
-                                 : n_layers == 46 ? (double)(hidden / n_heads)
+                                 : n_layers == 46 ? (double)hidden / (double)n_heads
                                                   : (double)d_head;
     c["tie_word_embeddings"] = !has_output;
   }
