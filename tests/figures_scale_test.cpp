@@ -188,6 +188,40 @@ TEST(FigureScale, LayerAndHeadSelectionForEveryKind) {
               HasSubstr("layers: layer 30 is not in the model (layers: 0-29)"));
 }
 
+// The share of a PNG's height below its last row that holds a non-white pixel (white space left at the bottom).
+double bottom_white_fraction(const std::string& png) {
+  struct R {
+    const std::string* s;
+    size_t pos;
+  } rd{&png, 0};
+  cairo_surface_t* img = cairo_image_surface_create_from_png_stream(
+      [](void* c, unsigned char* d, unsigned int n) {
+        auto* r = static_cast<R*>(c);
+        if (r->pos + n > r->s->size()) return CAIRO_STATUS_READ_ERROR;
+        std::copy(r->s->data() + r->pos, r->s->data() + r->pos + n, d);
+        r->pos += n;
+        return CAIRO_STATUS_SUCCESS;
+      },
+      &rd);
+  if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
+    cairo_surface_destroy(img);
+    ADD_FAILURE() << "not a PNG";
+    return 1.0;
+  }
+  cairo_surface_flush(img);
+  const int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
+  const int stride = cairo_image_surface_get_stride(img);
+  const unsigned char* data = cairo_image_surface_get_data(img);
+  int last = -1;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      const uint32_t px = *reinterpret_cast<const uint32_t*>(data + (size_t)y * stride + (size_t)x * 4);
+      if ((px & 0xFF) < 240 || ((px >> 8) & 0xFF) < 240 || ((px >> 16) & 0xFF) < 240) last = y;
+    }
+  cairo_surface_destroy(img);
+  return (double)(h - 1 - last) / h;
+}
+
 TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsConcentrated) {
   std::vector<int> all(30);
   std::iota(all.begin(), all.end(), 0);
@@ -227,6 +261,11 @@ TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsCon
   o.dpi = 72;
   const std::string sized = render_figure("grid", {{&f, nullptr, "cap"}}, o, Format::kSvg);
   EXPECT_THAT(sized, HasSubstr("height=\"216"));
+  // ... and its thumbnails fill it (about 60 % of a --height page was left white): at most 20 % white below them,
+  // for all 30 layers and for 4 of them.
+  EXPECT_LE(bottom_white_fraction(render_figure("grid", {{&f, nullptr, "cap"}}, o, Format::kPng)), 0.2);
+  o.layers = {0, 1, 2, 3};
+  EXPECT_LE(bottom_white_fraction(render_figure("grid", {{&f, nullptr, "cap"}}, o, Format::kPng)), 0.2);
 }
 
 TEST(FigureScale, PerLayerSweepPastEightLayersTradesTheLegendForAColourBar) {
@@ -281,8 +320,22 @@ TEST(FigureScale, TauPerLayerPastEightLayersTradesTheLegendForAColourBar) {
   const std::string s12 = render_figure("training", {src}, o, Format::kSvg);
   EXPECT_FALSE(has_label(s12, "layer 7"));
   EXPECT_TRUE(has_label(s12, "Layer"));
+  // --layers picks the tau lines: 3 of the 12 get a legend again, named by their own layer numbers.
+  o.layers = {0, 5, 11};
+  const std::string sel = render_figure("training", {src}, o, Format::kSvg);
+  EXPECT_TRUE(has_label(sel, "layer 11"));
+  EXPECT_TRUE(has_label(sel, "layer 5"));
+  EXPECT_FALSE(has_label(sel, "layer 1"));
+  o.layers = {12};
+  EXPECT_THAT(error_of([&] { render_figure("training", {src}, o, Format::kSvg); }),
+              HasSubstr("layers: layer 12 is not in the training log (layers: 0-11)"));
+  o.layers = {};
   src.train_log = &few;
   EXPECT_TRUE(has_label(render_figure("training", {src}, o, Format::kSvg), "layer 2"));
+  // Without --tau the training figure has no layers to pick.
+  o.tau = false;
+  o.layers = {0};
+  EXPECT_THAT(error_of([&] { render_figure("training", {src}, o, Format::kSvg); }), HasSubstr("layers"));
 }
 
 TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {

@@ -11,6 +11,7 @@
 #include "focal/trainer.h"
 #include "kinds.h"
 #include "plot.h"
+#include "select.h"
 #include "series.h"
 
 namespace focal::figures {
@@ -295,13 +296,15 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
                              "); tau needs a model trained with learned attention");
     Panel p;
     p.y_title = std::string("Learned ") + kTau;
-    layer_bar = L > (size_t)kNumCategoryColors;
+    const std::vector<int> layers = pick_indices(opt.layers, (int)L, "layer", "the training log");
+    layer_bar = layers.size() > (size_t)kNumCategoryColors;
     if (layer_bar) {
       by_layer = linear_scale(0.0, (double)L - 1.0, "Layer");
       by_layer.span = 0.9;
       for (auto& s : by_layer.ticks.labels) s = format_number(std::stod(s), 1.0);
     }
-    for (size_t l = 0; l < L; ++l) {
+    for (const int li : layers) {
+      const size_t l = (size_t)li;
       Line line;
       line.per_step = per_step[0];
       line.color = layer_bar ? by_layer((double)l) : series_color(l, L);
@@ -334,7 +337,8 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       q.lines.push_back(std::move(line));
       panels.push_back(std::move(q));
     }
-    auto_title = logs[0].label + ": learned " + kTau + " per layer";
+    auto_title = logs[0].label + ": learned " + kTau + " per layer" +
+                 (layers.size() == L ? std::string() : " (layers " + index_list_text(layers) + ")");
   } else {
     const std::string metric = opt.metric.empty() ? "val_loss" : opt.metric;
     if (metric != "val_loss" && metric != "train_loss" && metric != "step_loss")

@@ -118,7 +118,8 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
   }
   if (kind != "grid") reject_option(opt.linear_scale, "linear_scale", kind);
   if (kind == "training" || kind == "retrieval") {
-    reject_option(!opt.layers.empty(), "layers", kind);
+    // training --tau draws a line per layer: --layers picks them; nothing else here has layers or heads to pick.
+    if (kind == "retrieval" || !opt.tau) reject_option(!opt.layers.empty(), "layers", kind);
     reject_option(!opt.heads.empty(), "heads", kind);
   }
   if (kind == "distribution" || kind == "heatmap") {  // one head: --layers L / --heads H name it as --layer / --head do
