@@ -125,7 +125,7 @@ int cmd_batch(int argc, char** argv) {
     double last_line_s = -1e9;
     batch::run_batch(*model, o, *comm, [&](const batch::BatchProgress& p) {
       if (quiet) return;
-      const bool last = p.docs >= p.total_docs;
+      const bool last = p.final;  // under MPI every document is handed out before the work ends
       if (!tty && !last && p.elapsed_s - last_line_s < 5.0) return;
       last_line_s = p.elapsed_s;
       // The rate counts this process's documents only: after --resume the earlier ones took no time here.

@@ -13,13 +13,30 @@ namespace {
 struct WrapCall {
   SoftWrap* wrap;
   float width;
+  int* selection;  // [2]: the selection after the last reflow, bytes
 };
 // Runs every frame while the editor is active: reflows the buffer to the editor's width (prompt_wrap.h).
 int wrap_callback(ImGuiInputTextCallbackData* d) {
   const WrapCall* w = static_cast<const WrapCall*>(d->UserData);
   const auto measure = [](const char* b, const char* e) { return ImGui::CalcTextSize(b, e).x; };
   if (w->wrap->reflow(d->Buf, (size_t)d->BufTextLen, w->width, measure)) d->BufDirty = true;
+  w->selection[0] = std::min(d->SelectionStart, d->SelectionEnd);
+  w->selection[1] = std::max(d->SelectionStart, d->SelectionEnd);
   return 0;
+}
+// Ctrl+C / Ctrl+X copy ImGui's buffer, soft breaks as newlines: put the selection on the clipboard as the prompt
+// has it (soft breaks as spaces), from the buffer as it was before this frame's edit.
+void fix_clipboard(const SoftWrap& before, const int* sel) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (!io.KeyCtrl ||
+      !(ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_C)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_X))))
+    return;
+  const size_t lo = (size_t)std::max(0, sel[0]), hi = (size_t)std::max(0, sel[1]);
+  if (hi <= lo || hi > before.shadow.size() || before.soft.size() != before.shadow.size()) return;
+  std::string s = before.shadow.substr(lo, hi - lo);
+  for (size_t i = 0; i < s.size(); ++i)
+    if (before.soft[lo + i]) s[i] = ' ';
+  ImGui::SetClipboardText(s.c_str());
 }
 // The prompt in the edit buffer, soft breaks as spaces, written back into the buffer (same length).
 std::string unwrapped(Ui& ui) {
@@ -54,10 +71,14 @@ static void prompt_editor(Ui& ui) {
     // Wrapped at the text area's width: the box less its padding and a vertical scroll bar.
     const ImGuiStyle& style = ImGui::GetStyle();
     WrapCall call{&ui.prompt_wrap,
-                  ImGui::GetContentRegionAvail().x - 110 - 2 * style.FramePadding.x - style.ScrollbarSize - 2};
+                  ImGui::GetContentRegionAvail().x - 110 - 2 * style.FramePadding.x - style.ScrollbarSize - 2,
+                  ui.prompt_selection};
+    const SoftWrap before = ui.prompt_wrap;
+    const int sel_before[2] = {ui.prompt_selection[0], ui.prompt_selection[1]};
     ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
                               st.capture_only() ? ImGuiInputTextFlags_ReadOnly : ImGuiInputTextFlags_CallbackAlways,
                               wrap_callback, &call);
+    if (ImGui::IsItemActive()) fix_clipboard(before, sel_before);
     // A reflow alone edits the buffer too: "edited" means the prompt itself differs.
     if (ImGui::IsItemEdited())
       ui.prompt_dirty = ui.prompt_wrap.text(ui.prompt_buf, std::strlen(ui.prompt_buf)) != st.prompt;

@@ -80,6 +80,7 @@ struct Ui {
   std::vector<int32_t> strip_marked;  // token strip: the marked keys it last saw (scrolls to a newly marked one)
   bool prompt_editing = false;        // the prompt shows wrapped until clicked, then edits (wrapped too)
   SoftWrap prompt_wrap;               // the editor's soft line breaks
+  int prompt_selection[2] = {0, 0};   // the editor's selection after its last reflow (bytes)
   float gen_sample_temp = 0.0f;
   int force_tab = -1;                // select this tab of the details panel next frame
   int b_kind = 0;                    // compare two settings (0) or two models (1)

@@ -332,7 +332,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   const std::string key = options_key(model, opt);
   int64_t start_index = 0;
   bool resume = opt.resume;
-  if (resume && !mpi && read_file(ckpt_path).empty()) {
+  struct stat cs {};
+  if (resume && !mpi && (::stat(ckpt_path.c_str(), &cs) != 0 || cs.st_size == 0)) {
     // Killed before its first checkpoint (one comes every --checkpoint-every seconds): its row file is there but
     // nothing to resume from, so the batch starts from the first document.
     struct stat rs {};
@@ -398,6 +399,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     p.docs = mpi ? std::min(comm.handed_out(), total) : start_index + done;
     p.total_docs = total;
     p.docs_at_start = mpi ? 0 : start_index;
+    p.final = force;
     p.tokens = my_tokens;
     p.elapsed_s = std::chrono::duration<double>(now - t0).count();
     progress(p);

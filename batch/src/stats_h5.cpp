@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "batch_internal.h"
 #include "focal/error.h"
@@ -372,12 +373,16 @@ void check_shards_present(hid_t docs, const std::string& path, const Where& wher
   check_h5(H5Pget_virtual_count(dcpl.get(), &n), where, "cannot read the mappings of /docs/index");
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  std::set<std::string> names;  // a mapping per run of documents: a shard's name recurs
   for (size_t i = 0; i < n; ++i) {
     const ssize_t len = H5Pget_virtual_filename(dcpl.get(), i, nullptr, 0);
     if (len < 0) where.fail("cannot read shard name " + std::to_string(i) + " of /docs/index");
     std::string name((size_t)len + 1, '\0');
     H5Pget_virtual_filename(dcpl.get(), i, name.data(), name.size());
     name.resize((size_t)len);
+    names.insert(name);
+  }
+  for (const std::string& name : names) {
     const std::string full = !name.empty() && name[0] == '/' ? name : dir + name;
     if (::access(full.c_str(), R_OK) != 0)
       where.fail("/docs are virtual datasets over the MPI run's shard files, and shard '" + full +

@@ -1,6 +1,7 @@
 // Selection of runs, rows and metric means for the figures (select.h).
 #include "select.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -247,7 +248,10 @@ std::vector<int> pick_indices(const std::vector<int>& want, int n, const std::st
     if (i < 0 || i >= n)
       throw Error(what + "s", what + "s: " + what + " " + std::to_string(i) + " is not in " + source + " (" + what +
                                   "s: 0-" + std::to_string(n - 1) + ")");
-  return want;
+  std::vector<int> out = want;  // in order, each once ("0,0,1" pools head 0 once)
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace focal::figures

@@ -32,7 +32,7 @@ std::vector<const SweepFile*> sweep_sources(const std::vector<Source>& sources);
 int stored_index(const std::vector<int>& list, int value, const std::string& option, const std::string& what,
                  const RunRef& run);
 // --layers / --heads: the listed indices, each checked against n (an Error naming `what`s and the valid range,
-// "in <source>" where source is e.g. "the model" or "the sweep"), or 0..n-1 when want is empty.
+// "in <source>" where source is e.g. "the model" or "the sweep"), sorted and each once; 0..n-1 when want is empty.
 std::vector<int> pick_indices(const std::vector<int>& want, int n, const std::string& what, const std::string& source);
 // "0-3,5,7" for error messages.
 std::string index_list_text(const std::vector<int>& v);

@@ -35,7 +35,8 @@ void ProgressReporter::update(int done, int total) {
   else
     std::snprintf(eta_text, sizeof eta_text, "ETA %.1fs", eta);
   if (terminal_) {
-    std::fprintf(out_, "\r%s %d/%d  %.1fs elapsed, %s   ", what_.c_str(), done, total, el, eta_text);
+    // Padded: "ETA after step 2" is longer than "ETA 2.7s", whose redraw must not leave its tail behind.
+    std::fprintf(out_, "\r%s %d/%d  %.1fs elapsed, %-18s", what_.c_str(), done, total, el, eta_text);
     if (last) std::fprintf(out_, "\n");
   } else {
     if (printed_ && !last && std::chrono::duration<double>(now - last_print_).count() < interval_s_) return;
