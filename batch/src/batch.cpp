@@ -539,7 +539,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   const std::string shard_name = "rank" + std::to_string(comm.rank()) + ".h5";
   std::vector<int64_t> mine = write_shard(shard_dir + "/" + shard_name, header, shape, rows_path);
   ::unlink(rows_path.c_str());
-  std::string idx_bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(int64_t));
+  std::string idx_bytes(mine.size() * sizeof(int64_t), '\0');
+  if (!mine.empty()) std::memcpy(idx_bytes.data(), mine.data(), idx_bytes.size());
   std::vector<std::string> all_idx = comm.gather_bytes(idx_bytes);
   std::vector<std::string> all_kept = comm.gather_bytes(serialize_stats(CorpusStats(), kept));
   comm.reduce_stats(stats);
@@ -549,7 +550,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       ShardInfo s;
       s.file = shard_rel + "/rank" + std::to_string(r) + ".h5";
       s.indices.resize(all_idx[(size_t)r].size() / sizeof(int64_t));
-      std::memcpy(s.indices.data(), all_idx[(size_t)r].data(), all_idx[(size_t)r].size());
+      if (!s.indices.empty())  // a rank that got no document: no memcpy from / to a null pointer
+        std::memcpy(s.indices.data(), all_idx[(size_t)r].data(), s.indices.size() * sizeof(int64_t));
       shards.push_back(std::move(s));
     }
     std::vector<KeptRow> merged;
