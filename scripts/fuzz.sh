@@ -24,7 +24,7 @@ FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
 declare -A SRCS=(
   [gguf]="runtime/src/gguf.cpp runtime/src/gguf_dequant.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/file_map.cpp runtime/src/config.cpp runtime/src/config_arch.cpp runtime/src/rope_scaling.cpp runtime/src/unicode_nfc.cpp"
   [safetensors]="runtime/src/safetensors.cpp runtime/src/file_map.cpp"
-  [capture]="runtime/src/capture_h5.cpp runtime/src/h5_io.cpp runtime/src/metrics.cpp kernels/src/ops_cpu.cpp"
+  [capture]="runtime/src/capture_h5.cpp runtime/src/h5_io.cpp runtime/src/metrics.cpp kernels/src/ops_cpu.cpp runtime/src/config_arch.cpp runtime/src/rope_scaling.cpp"
 )
 LIBS_gguf="-lsentencepiece"
 LIBS_safetensors=""
