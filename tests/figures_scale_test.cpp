@@ -188,13 +188,13 @@ TEST(FigureScale, LayerAndHeadSelectionForEveryKind) {
               HasSubstr("layers: layer 30 is not in the model (layers: 0-29)"));
 }
 
-// The share of a PNG's height below its last row that holds a non-white pixel (white space left at the bottom).
-double bottom_white_fraction(const std::string& png) {
+// A PNG in memory as a cairo image surface (the caller destroys it; check its status).
+cairo_surface_t* png_surface(const std::string& png) {
   struct R {
     const std::string* s;
     size_t pos;
   } rd{&png, 0};
-  cairo_surface_t* img = cairo_image_surface_create_from_png_stream(
+  return cairo_image_surface_create_from_png_stream(
       [](void* c, unsigned char* d, unsigned int n) {
         auto* r = static_cast<R*>(c);
         if (r->pos + n > r->s->size()) return CAIRO_STATUS_READ_ERROR;
@@ -203,6 +203,11 @@ double bottom_white_fraction(const std::string& png) {
         return CAIRO_STATUS_SUCCESS;
       },
       &rd);
+}
+
+// The share of a PNG's height below its last row that holds a non-white pixel (white space left at the bottom).
+double bottom_white_fraction(const std::string& png) {
+  cairo_surface_t* img = png_surface(png);
   if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
     cairo_surface_destroy(img);
     ADD_FAILURE() << "not a PNG";
@@ -230,22 +235,7 @@ TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsCon
   o.runs = {"focal_t0.4"};
   o.dpi = 72;
   const std::string png = render_figure("grid", {{&f, nullptr, "cap"}}, o, Format::kPng);
-  cairo_surface_t* img = nullptr;
-  {
-    struct R {
-      const std::string* s;
-      size_t pos;
-    } rd{&png, 0};
-    img = cairo_image_surface_create_from_png_stream(
-        [](void* c, unsigned char* d, unsigned int n) {
-          auto* r = static_cast<R*>(c);
-          if (r->pos + n > r->s->size()) return CAIRO_STATUS_READ_ERROR;
-          std::copy(r->s->data() + r->pos, r->s->data() + r->pos + n, d);
-          r->pos += n;
-          return CAIRO_STATUS_SUCCESS;
-        },
-        &rd);
-  }
+  cairo_surface_t* img = png_surface(png);
   ASSERT_EQ(cairo_surface_status(img), CAIRO_STATUS_SUCCESS);
   const int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
   cairo_surface_destroy(img);
@@ -354,19 +344,7 @@ TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {
   o.runs = {"focal_t0.4"};
   o.dpi = 72;
   const std::string png = render_figure("entropy", {{&f, nullptr, "cap"}}, o, Format::kPng);
-  struct R {
-    const std::string* s;
-    size_t pos;
-  } rd{&png, 0};
-  cairo_surface_t* img = cairo_image_surface_create_from_png_stream(
-      [](void* c, unsigned char* d, unsigned int n) {
-        auto* r = static_cast<R*>(c);
-        if (r->pos + n > r->s->size()) return CAIRO_STATUS_READ_ERROR;
-        std::copy(r->s->data() + r->pos, r->s->data() + r->pos + n, d);
-        r->pos += n;
-        return CAIRO_STATUS_SUCCESS;
-      },
-      &rd);
+  cairo_surface_t* img = png_surface(png);
   ASSERT_EQ(cairo_surface_status(img), CAIRO_STATUS_SUCCESS);
   size_t vermillion = 0, blue = 0;
   const int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
