@@ -24,13 +24,14 @@ int wrap_callback(ImGuiInputTextCallbackData* d) {
   w->selection[1] = std::max(d->SelectionStart, d->SelectionEnd);
   return 0;
 }
-// Ctrl+C / Ctrl+X copy ImGui's buffer, soft breaks as newlines: put the selection on the clipboard as the prompt
-// has it (soft breaks as spaces), from the buffer as it was before this frame's edit.
+// Ctrl+C / Ctrl+X this frame: ImGui copies its buffer, soft breaks as newlines.
+bool copy_keys_pressed() {
+  return ImGui::GetIO().KeyCtrl &&
+         (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_C)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_X)));
+}
+// Puts the selection on the clipboard as the prompt has it (soft breaks as spaces), from the buffer as it was
+// before this frame's edit.
 void fix_clipboard(const SoftWrap& before, const int* sel) {
-  const ImGuiIO& io = ImGui::GetIO();
-  if (!io.KeyCtrl ||
-      !(ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_C)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_X))))
-    return;
   const size_t lo = (size_t)std::max(0, sel[0]), hi = (size_t)std::max(0, sel[1]);
   if (hi <= lo || hi > before.shadow.size() || before.soft.size() != before.shadow.size()) return;
   std::string s = before.shadow.substr(lo, hi - lo);
@@ -47,6 +48,12 @@ std::string unwrapped(Ui& ui) {
 }
 }  // namespace
 
+void open_prompt_editor(Ui& ui) {
+  if (ui.st.capture_only()) return;
+  ui.prompt_editing = true;
+  ui.prompt_wrap.reset(ui.prompt_buf);
+}
+
 static void prompt_editor(Ui& ui) {
   AppState& st = ui.st;
   if (!ui.prompt_dirty && std::strncmp(ui.prompt_buf, st.prompt.c_str(), sizeof ui.prompt_buf) != 0 &&
@@ -61,10 +68,7 @@ static void prompt_editor(Ui& ui) {
     ImGui::TextUnformatted(ui.prompt_buf);
     ImGui::PopTextWrapPos();
     ImGui::EndChild();
-    if (ImGui::IsItemClicked() && !st.capture_only()) {
-      ui.prompt_editing = true;
-      ui.prompt_wrap.reset(ui.prompt_buf);
-    }
+    if (ImGui::IsItemClicked()) open_prompt_editor(ui);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("click to edit; Ctrl+Enter or Run runs it");
   } else {
     if (ImGui::IsWindowAppearing() || !ImGui::IsAnyItemActive()) ImGui::SetKeyboardFocusHere();
@@ -73,12 +77,14 @@ static void prompt_editor(Ui& ui) {
     WrapCall call{&ui.prompt_wrap,
                   ImGui::GetContentRegionAvail().x - 110 - 2 * style.FramePadding.x - style.ScrollbarSize - 2,
                   ui.prompt_selection};
-    const SoftWrap before = ui.prompt_wrap;
+    // The state before this frame's edit, kept only in a frame that copies or cuts.
+    const bool copying = copy_keys_pressed();
+    const SoftWrap before = copying ? ui.prompt_wrap : SoftWrap{};
     const int sel_before[2] = {ui.prompt_selection[0], ui.prompt_selection[1]};
     ImGui::InputTextMultiline("##prompt", ui.prompt_buf, sizeof ui.prompt_buf, ImVec2(-110, h),
                               st.capture_only() ? ImGuiInputTextFlags_ReadOnly : ImGuiInputTextFlags_CallbackAlways,
                               wrap_callback, &call);
-    if (ImGui::IsItemActive()) fix_clipboard(before, sel_before);
+    if (copying && ImGui::IsItemActive()) fix_clipboard(before, sel_before);
     // A reflow alone edits the buffer too: "edited" means the prompt itself differs.
     if (ImGui::IsItemEdited())
       ui.prompt_dirty = ui.prompt_wrap.text(ui.prompt_buf, std::strlen(ui.prompt_buf)) != st.prompt;

@@ -88,11 +88,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "prompt") {
         st.set_prompt(c.rest);
         ui.prompt_dirty = false;
-      } else if (c.name == "edit-prompt") {  // the prompt's editor, as a click on the prompt opens it
-        if (!st.capture_only()) {
-          ui.prompt_editing = true;
-          ui.prompt_wrap.reset(ui.prompt_buf);
-        }
+      } else if (c.name == "edit-prompt") {
+        open_prompt_editor(ui);
       } else if (c.name == "truncate") {
         st.truncate_prompt();
       } else if (c.name == "temp") {

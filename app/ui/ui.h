@@ -111,6 +111,8 @@ bool temperature_controls(Ui& ui, int side);
 
 void draw_controls(Ui& ui, const ImVec4& r);
 void draw_prompt(Ui& ui, const ImVec4& r);
+// Opens the prompt's wrapping editor (a click on the prompt, or the script's edit-prompt); not for a capture.
+void open_prompt_editor(Ui& ui);
 void draw_overview(Ui& ui, const ImVec4& r);
 void draw_heatmap(Ui& ui, const ImVec4& r);
 void draw_distribution(Ui& ui, const ImVec4& r);
