@@ -11,10 +11,14 @@ namespace focal::cli {
 bool g_verbose = false;
 const char* const kDeviceOption = "--device";
 const char* const kLoadFlag = "--allow-nonfinite-weights";
+const char* const kWeightsOption = "--weights";
 const char* const kDeviceHelp =
     "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n"
     "  --allow-nonfinite-weights   load a checkpoint whose weights hold NaN or Inf (refused by default, naming the\n"
-    "                    tensor) to study it; each such tensor is reported on stderr\n";
+    "                    tensor) to study it; each such tensor is reported on stderr\n"
+    "  --weights W       native | fp32 (default native: quantized GGUF and fp16 / bf16 weights stay as stored,\n"
+    "                    memory-mapped; fp32 widens them at load, 4 bytes per parameter, and matches transformers\n"
+    "                    to 1e-5)\n";
 
 Device device_arg(const Args& a) {
   Device d = Device::kAuto;
@@ -38,6 +42,11 @@ Device device_arg(const Args& a) {
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
   LoadOptions opt;
   opt.allow_nonfinite_weights = a.has(kLoadFlag);
+  if (a.has(kWeightsOption)) {
+    try {
+      opt.weights = parse_weights_mode(a.get(kWeightsOption));
+    } catch (const Error& e) { throw UsageError{with_flag(e)}; }
+  }
   std::unique_ptr<Model> m = Model::load(dir, device_arg(a), opt);
   for (const std::string& w : m->config().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return m;

@@ -13,6 +13,7 @@ namespace focal::cli {
 extern const char* const kDeviceOption;  // "--device"
 extern const char* const kDeviceHelp;    // the help line(s) of --device and --allow-nonfinite-weights
 extern const char* const kLoadFlag;      // "--allow-nonfinite-weights": add to the flags of commands that load
+extern const char* const kWeightsOption;  // "--weights native|fp32": add to the options of commands that load
 
 // -v / --verbose anywhere after the command (main strips it): informational notes such as the device auto chose.
 extern bool g_verbose;
@@ -22,7 +23,8 @@ extern bool g_verbose;
 // without a device) is one line on stderr, printed once per process and only with --device given or -v.
 Device device_arg(const Args& a);
 
-// Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights; prints the load's warnings.
+// Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights and --weights; prints the load's
+// warnings.
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
 
 }  // namespace focal::cli

@@ -155,7 +155,7 @@ int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
   const std::set<std::string> opts =
       with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
-                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption});
+                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption, cli::kWeightsOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
@@ -198,7 +198,7 @@ int cmd_capture(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption});
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption, cli::kWeightsOption});
   if (a.has("--help")) {
     std::printf(
         "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
@@ -229,6 +229,8 @@ int cmd_info(int argc, char** argv) {
               m->tokenizer() ? (std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str() : "none",
               (unsigned long long)m->weights_checksum());
   std::printf("device       %s\n", device_name(m->device()));
+  std::printf("weights      %s, %.1f MB held (%.2f bytes per parameter)\n", weights_mode_name(m->weights_mode()),
+              m->weight_bytes() / 1e6, m->n_params() ? (double)m->weight_bytes() / (double)m->n_params() : 0.0);
   return 0;
 }
 
@@ -263,7 +265,7 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
          with(kTempOpts,
-              {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass", cli::kDeviceOption}));
+              {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass", cli::kDeviceOption, cli::kWeightsOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
@@ -307,7 +309,7 @@ int cmd_generate(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
                           "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
-                          "--relevant", cli::kDeviceOption}));
+                          "--relevant", cli::kDeviceOption, cli::kWeightsOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, kTempHelp);
     return 0;

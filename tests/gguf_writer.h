@@ -119,7 +119,52 @@ class GgufBuilder {
 
 struct TinyLlamaDims {
   int layers = 2, hidden = 64, heads = 2, kv_heads = 1, inter = 96, vocab = 300;
+  uint32_t matrix_type = 0;  // ggml type of the 2-D tensors (0: F32 normal values; else random_blocks)
+  int matrix_block_elems = 1, matrix_block_bytes = 4;  // that type's block size (gguf.h's ggml_block_*)
 };
+
+// Random blocks of a ggml type whose values are of order 0.05: every byte random except the fp16 scale fields,
+// which are set so that scale x quant stays small (block layouts: docs/model-format.md).
+inline std::vector<uint8_t> random_blocks(uint32_t type, size_t n_blocks, int block_bytes, std::mt19937& rng) {
+  std::vector<uint8_t> b(n_blocks * (size_t)block_bytes);
+  for (auto& x : b) x = (uint8_t)(rng() & 0xFF);
+  auto put = [&](size_t blk, int off, uint16_t h) {
+    b[blk * block_bytes + off] = (uint8_t)(h & 0xFF);
+    b[blk * block_bytes + off + 1] = (uint8_t)(h >> 8);
+  };
+  // fp16 bits of scales: 0x2148 ~ 0.0102, 0x1D1F ~ 0.0050, 0x10EA ~ 0.0006, 0x0A8E ~ 0.0001, 0x068E ~ 0.00004,
+  // 0x0150 ~ 0.00002, 0xAD1F ~ -0.08 (min of the _1 types), 0x1A25 ~ 0.003
+  for (size_t i = 0; i < n_blocks; ++i) {
+    switch (type) {
+      case 1:  // F16 value ~ +-0.01 .. 0.08
+      case 30: break;
+      case 2: put(i, 0, 0x2148); break;
+      case 3: put(i, 0, 0x2148), put(i, 2, 0xAD1F); break;
+      case 6: put(i, 0, 0x1D1F); break;
+      case 7: put(i, 0, 0x1D1F), put(i, 2, 0xAD1F); break;
+      case 8: put(i, 0, 0x10EA); break;
+      case 10: put(i, 80, 0x1A25), put(i, 82, 0x1A25); break;
+      case 11: put(i, 108, 0x10EA); break;
+      case 12: put(i, 0, 0x0A8E), put(i, 2, 0x0A8E); break;
+      case 13: put(i, 0, 0x068E), put(i, 2, 0x068E); break;
+      case 14: put(i, 208, 0x0150); break;
+      default: break;
+    }
+    if (type == 1 || type == 30) {  // one random small value: sign, exponent near 2^-5 .. 2^-7
+      const float v = ((int)(rng() % 2001) - 1000) * 8e-5f;
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      if (type == 30) {
+        put(i, 0, (uint16_t)(u >> 16));
+      } else {
+        const uint32_t sign = (u >> 16) & 0x8000u;
+        const int e = (int)((u >> 23) & 0xFF) - 127 + 15;
+        put(i, 0, (uint16_t)(e <= 0 ? sign : sign | (uint32_t)(e << 10) | ((u >> 13) & 0x3FFu)));
+      }
+    }
+  }
+  return b;
+}
 
 // A complete tiny llama GGUF with F32 random weights and a byte-level BPE vocabulary (the 256 byte pieces, two
 // merges, and "<|im_start|>" as a control token). `skip_key` / `skip_tensor` leave one out.
@@ -184,7 +229,11 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
     if (n == skip_tensor) return;
     size_t cnt = 1;
     for (auto x : dims) cnt *= x;
-    b.tensor_f32(n, dims, rnd(cnt, base));
+    if (d.matrix_type != 0 && dims.size() == 2)
+      b.tensor(n, dims, d.matrix_type,
+               random_blocks(d.matrix_type, cnt / d.matrix_block_elems, d.matrix_block_bytes, rng));
+    else
+      b.tensor_f32(n, dims, rnd(cnt, base));
   };
   t("token_embd.weight", {H, V});
   t("output_norm.weight", {H}, 1.0f);

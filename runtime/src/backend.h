@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "focal_kernels/ops.h"
 
@@ -12,6 +13,17 @@ namespace focal {
 
 // How a weight matrix's values arrive from the model file (host memory, row-major).
 enum class WeightType { kF32, kF16, kBF16 };
+
+// A weight matrix [rows, cols] in its stored format (Model::load's native weights): ggml blocks, fp16 or bf16
+// (type: ops::QType), row r at data + row_map[r] * row_bytes (row_map empty: row r). data points into a mapped model
+// file that the Model keeps open for as long as the weight lives.
+struct StoredWeight {
+  int type = 0;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  std::vector<int32_t> row_map;  // [rows] or empty
+};
 
 class Backend {
  public:
@@ -32,7 +44,12 @@ class Backend {
   // pointer is a handle typed float*: accepted as `w` of matmul_xwt, `table` of embed, `src` of download (which
   // returns the whole allocation as fp32) and by free; no other op takes it, and no offset into it is valid.
   virtual float* upload_weight(const void* host_src, WeightType type, size_t n) = 0;
-  // Bytes of backend memory held by live upload_weight allocations (CPU: 4 per value; CUDA: 2 or 4).
+  // A weight kept in its stored format; the same kind of handle as upload_weight's. The CPU backend keeps the
+  // pointer into the mapped file and computes from the stored blocks (focal_kernels/quant.h); this default, which
+  // the CUDA backend uses, uploads fp16 / bf16 as they are and block formats dequantised and rounded to fp16 (2
+  // bytes per value instead of 4).
+  virtual float* upload_weight_stored(const StoredWeight& w);
+  // Bytes held by live weights (CPU: 4 per fp32 value, a stored weight's bytes in its file; CUDA: 2 or 4).
   virtual size_t weight_bytes() const = 0;
 
   // Ops (see focal_kernels/ops.h for shapes). ids is a host array.

@@ -1,13 +1,18 @@
 // CPU backend: host memory and the kernels' CPU ops. Everything runs synchronously on the calling thread (ops
 // parallelise internally with OpenMP / OpenBLAS).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <unordered_map>
 
 #include "backend.h"
 #include "focal/error.h"
+#include "focal_kernels/quant.h"
 #include "focal_kernels/shared_math.h"
 #include "safetensors.h"
 
@@ -25,7 +30,12 @@ class CpuBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override {
-    std::lock_guard<std::mutex> lock(mu_);  // sessions may free buffers from several threads
+    std::unique_lock<std::shared_mutex> lock(mu_);  // sessions may free buffers from several threads
+    if (auto st = stored_.find(p); st != stored_.end()) {  // a stored weight: its handle is its entry, not memory
+      weight_bytes_ -= (size_t)st->second->q.rows * st->second->q.row_bytes;
+      stored_.erase(st);
+      return;
+    }
     auto it = weights_.find(p);
     if (it != weights_.end()) {
       weight_bytes_ -= it->second;
@@ -34,7 +44,13 @@ class CpuBackend final : public Backend {
     std::free(p);
   }
   void upload(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
-  void download(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void download(float* dst, const float* src, size_t n) override {
+    if (const ops::QMatrix* q = stored(src)) {
+      ops::dequant_rows(*q, 0, std::min<int64_t>(q->rows, (int64_t)(n / (size_t)q->cols)), dst);
+      return;
+    }
+    std::memcpy(dst, src, n * sizeof(float));
+  }
   void synchronize() override {}
   float* upload_weight(const void* src, WeightType type, size_t n) override {
     float* p = alloc(n);
@@ -48,27 +64,64 @@ class CpuBackend final : public Backend {
         p[i] = type == WeightType::kBF16 ? math::bf16_bits_to_float(v) : math::half_bits_to_float(v);
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::shared_mutex> lock(mu_);
     weight_bytes_ += n * sizeof(float);
     weights_[p] = n * sizeof(float);
     return p;
   }
+  // Stored weights stay where the file's mapping has them; the handle is the address of their entry.
+  float* upload_weight_stored(const StoredWeight& w) override {
+    auto e = std::make_unique<Stored>();
+    e->row_map = w.row_map;
+    e->q.type = w.type;
+    e->q.data = w.data;
+    e->q.rows = w.rows;
+    e->q.cols = w.cols;
+    e->q.row_bytes = w.row_bytes;
+    e->q.row_map = e->row_map.empty() ? nullptr : e->row_map.data();
+    float* handle = reinterpret_cast<float*>(e.get());
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    weight_bytes_ += (size_t)w.rows * w.row_bytes;
+    stored_[handle] = std::move(e);
+    return handle;
+  }
   size_t weight_bytes() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     return weight_bytes_;
   }
 
  private:
+  struct Stored {
+    ops::QMatrix q;
+    std::vector<int32_t> row_map;  // q.row_map points here
+  };
   std::map<float*, size_t> weights_;  // upload_weight allocations and their bytes
+  std::unordered_map<const float*, std::unique_ptr<Stored>> stored_;  // upload_weight_stored handles
   size_t weight_bytes_ = 0;
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;
+  const ops::QMatrix* stored(const float* p) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = stored_.find(p);
+    return it == stored_.end() ? nullptr : &it->second->q;
+  }
   void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+    if (const ops::QMatrix* q = stored(table)) {
+      for (int t = 0; t < n_tokens; ++t) ops::dequant_rows(*q, ids[t], 1, out + (size_t)t * hidden);
+      return;
+    }
     ops::embed(table, ids, out, n_tokens, hidden);
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
     ops::rmsnorm(x, w, y, rows, n, eps);
   }
   void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
+    if (const ops::QMatrix* q = stored(w)) {
+      if (q->rows != n || q->cols != k)
+        throw Error("internal: matmul_xwt of a [" + std::to_string(q->rows) + ", " + std::to_string(q->cols) +
+                    "] stored weight as [" + std::to_string(n) + ", " + std::to_string(k) + "]");
+      ops::matmul_xwt_q(x, *q, y, m);
+      return;
+    }
     ops::matmul_xwt(x, w, y, m, n, k);
   }
   void add_row_bias(float* y, const float* b, int rows, int n) override {

@@ -415,6 +415,10 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     const int perm_heads = !permuted ? 0 : is_q ? nh : is_k ? nkv : 0;
     const GgufTensor* tp = &t;
     const std::vector<int64_t> shape = s.shape;
+    if (!minus_one) s.stored_type = (int)t.type;
+    s.perm_heads = perm_heads;
+    s.perm_d_head = dh;
+    s.stored_transposed = conv1d;
     s.to_f32 = [tp, perm_heads, dh, conv1d, minus_one, shape]() {
       std::vector<float> out((size_t)tp->numel);
       ggml_dequantize(tp->type, tp->data, out.data(), (int64_t)tp->numel);
@@ -435,7 +439,6 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     };
     g->tensors[name] = std::move(s);
   }
-  g->checksum = f.fnv1a(0xcbf29ce484222325ULL);
   g->tok = gguf_tokenizer(f);
   return g;
 }

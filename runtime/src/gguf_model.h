@@ -19,7 +19,6 @@ struct GgufModel {
   ModelConfig cfg;                          // source_json: an HF-style config.json synthesised from the metadata
   std::map<std::string, StTensor> tensors;  // HF name -> tensor (to_f32 set)
   std::unique_ptr<Tokenizer> tok;           // null when the file stores no tokenizer
-  uint64_t checksum = 0;                    // FNV-1a 64 of the file's bytes
 };
 
 // Throws Error naming the file and the key or tensor at fault.

@@ -1,6 +1,7 @@
 // Model weights as the forward pass sees them: backend pointers with their shapes (runtime-internal).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,8 @@ struct ParamRef {
 };
 
 struct Model::Weights {
-  std::vector<DeviceBuffer> storage;    // owns everything below
+  std::vector<std::shared_ptr<void>> files;  // the mapped model files that stored (native) weights point into
+  std::vector<DeviceBuffer> storage;         // owns everything below
   const float* embed = nullptr;         // [vocab, hidden]
   const float* final_norm = nullptr;    // [hidden]
   const float* final_norm_b = nullptr;  // [hidden] (LayerNorm) or null

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "focal/error.h"
+#include "focal_kernels/quant.h"
 #include "model_internal.h"
 #include "gguf_model.h"
 #include "safetensors.h"
@@ -111,8 +112,7 @@ using TensorMap = std::map<std::string, std::pair<const StTensor*, std::string>>
 
 // A Hugging Face directory: config.json and the safetensors files (kept open in st_files).
 static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* cfg_path_out,
-                        std::vector<std::unique_ptr<SafetensorsFile>>* st_files_out, TensorMap* all_out,
-                        uint64_t* checksum) {
+                        std::vector<std::shared_ptr<SafetensorsFile>>* st_files_out, TensorMap* all_out) {
   auto& st_files = *st_files_out;
   auto& all = *all_out;
   struct stat st {};
@@ -159,17 +159,14 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
     throw Error("model '" + dir + "': neither model.safetensors nor model.safetensors.index.json is present");
   }
 
-  uint64_t h = 0xcbf29ce484222325ULL;
   for (auto& f : files) {
-    st_files.push_back(std::make_unique<SafetensorsFile>(f));
-    h = st_files.back()->fnv1a(h);
+    st_files.push_back(std::make_shared<SafetensorsFile>(f));
     for (auto& [name, t] : st_files.back()->tensors()) {
       if (all.count(name))
         throw Error("tensor '" + name + "' appears in both '" + all[name].second + "' and '" + f + "'");
       all[name] = {&t, f};
     }
   }
-  *checksum = h;
 }
 
 // Non-finite values of a tensor in its file's dtype: count of NaN and of ±Inf, and the first such element.
@@ -213,18 +210,17 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::unique_ptr<Model> m(new Model());
   m->path_ = dir;
-  std::vector<std::unique_ptr<SafetensorsFile>> st_files;
+  std::vector<std::shared_ptr<SafetensorsFile>> st_files;
   TensorMap all;
   std::string cfg_path;
-  std::unique_ptr<GgufModel> gguf;  // a .gguf file in place of a directory (gguf_model.h)
+  std::shared_ptr<GgufModel> gguf;  // a .gguf file in place of a directory (gguf_model.h)
   if (is_gguf_path(dir)) {
     gguf = open_gguf_model(dir);
     m->cfg_ = gguf->cfg;
-    m->checksum_ = gguf->checksum;
     cfg_path = "'" + dir + "' (GGUF metadata)";
     for (auto& [name, t] : gguf->tensors) all[name] = {&t, dir};
   } else {
-    open_hf_dir(dir, &m->cfg_, &cfg_path, &st_files, &all, &m->checksum_);
+    open_hf_dir(dir, &m->cfg_, &cfg_path, &st_files, &all);
   }
   ModelConfig& c = m->cfg_;
   // Field names of the config's source, for errors: config.json keys, or the GGUF metadata keys they came from.
@@ -307,6 +303,51 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     }
     return &t;
   };
+  // Native weights: a 2-D tensor whose stored rows can be used as they are (GGUF blocks, fp16, bf16; not fp32,
+  // which loads the same either way) becomes a StoredWeight over rows row0 .. row0 + n_rows - 1 of the stored
+  // matrix, [n_rows, cols]; `transposed_ok`: the caller wants the transpose of `shape` (GGUF GPT-2 Conv1D).
+  bool any_stored = false;
+  auto stored_type = [&](const StTensor& t, bool want_transposed) -> int {
+    if (options.weights != WeightsMode::kNative || t.shape.size() != 2) return -1;
+    int type = t.stored_type;
+    if (!t.to_f32) type = t.dtype == "BF16" ? ops::kQBF16 : t.dtype == "F16" ? ops::kQF16 : -1;
+    if (type < 0 || type == ops::kQF32 || t.stored_transposed != want_transposed) return -1;
+    const int64_t cols = want_transposed ? t.shape[0] : t.shape[1];
+    const int be = ops::qtype_block_elems(type);
+    return be > 0 && cols % be == 0 ? type : -1;
+  };
+  auto stored_weight = [&](const StTensor& t, int type, const std::string& file, int64_t row0, int64_t n_rows,
+                           int64_t cols) {
+    StoredWeight sw;
+    sw.type = type;
+    sw.cols = cols;
+    sw.rows = n_rows;
+    sw.row_bytes = (size_t)(cols / ops::qtype_block_elems(type)) * (size_t)ops::qtype_block_bytes(type);
+    sw.data = t.data + (size_t)row0 * sw.row_bytes;
+    if (t.perm_heads > 0 && n_rows == (int64_t)t.perm_heads * t.perm_d_head) {  // HF row (h, s, i) <- (h, i, s)
+      const int dh = t.perm_d_head, half = dh / 2;
+      sw.row_map.resize((size_t)n_rows);
+      for (int h = 0; h < t.perm_heads; ++h)
+        for (int s = 0; s < 2; ++s)
+          for (int i = 0; i < half; ++i) sw.row_map[(size_t)h * dh + s * half + i] = h * dh + 2 * i + s;
+    }
+    const int64_t n_blocks = (int64_t)(n_rows * sw.row_bytes / ops::qtype_block_bytes(type));
+    const ops::NonFiniteScan nf = ops::scan_nonfinite_stored(type, sw.data, n_blocks);
+    if (nf.count > 0) {
+      const std::string tensor =
+          t.source_name.empty() ? "'" + t.name + "'" : "'" + t.source_name + "' (" + t.name + ")";
+      const std::string what = "'" + file + "': tensor " + tensor + " holds " + std::to_string(nf.count) +
+                               " blocks with a non-finite value or scale (the first at element " +
+                               std::to_string(nf.first_block * ops::qtype_block_elems(type)) + ")";
+      if (!options.allow_nonfinite_weights)
+        throw Error(what +
+                    " — the checkpoint is broken; to study it, load it with the load option "
+                    "allow_nonfinite_weights");
+      c.warnings.push_back(what + "; loaded as they are");
+    }
+    any_stored = true;
+    return sw;
+  };
   // `host_fn`, when given, edits the tensor's fp32 values on the host before the upload (Gemma's 1 + w norms).
   auto take = [&](const std::string& name, const std::vector<Dim>& dims, bool required = true, bool matrix = false,
                   const std::function<void(std::vector<float>&)>& host_fn = nullptr) -> const float* {
@@ -329,7 +370,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     };
     const size_t n = t.numel();
     DeviceBuffer buf;
-    if (matrix && !host_fn && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
+    const int st_type = matrix && !host_fn ? stored_type(t, false) : -1;
+    if (st_type >= 0) {
+      const StoredWeight sw = stored_weight(t, st_type, it->second.second, 0, t.shape[0], t.shape[1]);
+      buf = DeviceBuffer(be, be.upload_weight_stored(sw), n);  // rows where the mapped file has them
+    } else if (matrix && !host_fn && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
       const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
                               : t.dtype == "F16" ? WeightType::kF16
                                                  : WeightType::kF32;
@@ -361,6 +406,23 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   auto take_parts = [&](const std::string& name, const std::vector<Dim>& dims, bool conv1d,
                         const std::vector<int64_t>& rows, bool matrix) -> std::vector<const float*> {
     const StTensor& t = *lookup(name, dims, true);
+    if (const int st_type = matrix ? stored_type(t, conv1d) : -1; st_type >= 0) {  // row blocks of the stored rows
+      const int64_t cols = conv1d ? t.shape[0] : t.shape[1];
+      std::vector<const float*> out;
+      int64_t row0 = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const StoredWeight sw = stored_weight(t, st_type, all.at(name).second, row0, rows[i], cols);
+        const size_t cnt = (size_t)(rows[i] * cols);
+        DeviceBuffer buf(be, be.upload_weight_stored(sw), cnt);
+        w->params.push_back(ParamRef{name + "#" + std::to_string(i), {rows[i], cols}, buf.data(), cnt, false});
+        out.push_back(buf.data());
+        w->storage.push_back(std::move(buf));
+        m->n_params_ += cnt;
+        row0 += rows[i];
+      }
+      used.insert(name);
+      return out;
+    }
     std::vector<float> f32 = tensor_to_f32(t, all.at(name).second);
     const NonFinite nf = scan_nonfinite(reinterpret_cast<const uint8_t*>(f32.data()), f32.size(), WeightType::kF32);
     if (nf.nan + nf.inf > 0) {
@@ -506,10 +568,33 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     throw Error("'" + all[name].second + "': unexpected tensor '" + name + "' (not part of a " +
                 std::to_string(c.n_layers) + "-layer '" + c.arch.name + "' model as described by config.json)");
   }
-  m->w_ = std::move(w);
-
   m->tok_ = gguf ? std::move(gguf->tok) : load_hf_dir_tokenizer(dir, &c);  // tokenizer.json or tokenizer.model
+  // The files' checksum: at once when every weight was copied out of them (the mappings then close), on the first
+  // weights_checksum() call when stored weights keep them open (hashing an 8B file takes seconds).
+  auto hash_files = [gguf, st_files]() {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    if (gguf) return gguf->file->fnv1a(h);
+    for (const auto& f : st_files) h = f->fnv1a(h);
+    return h;
+  };
+  if (any_stored) {
+    m->weights_mode_ = WeightsMode::kNative;
+    m->checksum_fn_ = hash_files;
+    if (gguf) w->files.push_back(gguf);
+    for (const auto& f : st_files) w->files.push_back(f);
+  } else {
+    m->checksum_ = hash_files();
+    std::call_once(m->checksum_once_, [] {});
+  }
+  m->w_ = std::move(w);
   return m;
 }
+
+uint64_t Model::weights_checksum() const {
+  std::call_once(checksum_once_, [this] { checksum_ = checksum_fn_ ? checksum_fn_() : 0; });
+  return checksum_;
+}
+
+size_t Model::weight_bytes() const { return backend_->weight_bytes(); }
 
 }  // namespace focal

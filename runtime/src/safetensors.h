@@ -19,6 +19,13 @@ struct StTensor {
   // Set for tensors that are not stored as safetensors (GGUF): produces the fp32 data in `shape` order.
   std::function<std::vector<float>()> to_f32;
   std::string source_name;  // the name in its file when that differs (GGUF: "blk.0.attn_q.weight")
+  // GGUF tensors whose stored bytes can serve as weight rows (Model::load's native weights): their ggml type
+  // (ops::QType), -1 otherwise. perm_heads > 0: llama q / k rows stored in GGUF's interleaved RoPE order (heads of
+  // perm_d_head rows; unpermute_rope_rows maps them). stored_transposed: the bytes hold the transpose of `shape`
+  // (GGUF GPT-2 Conv1D matrices are stored [out, in], HF's shape is [in, out]).
+  int stored_type = -1;
+  int perm_heads = 0, perm_d_head = 0;
+  bool stored_transposed = false;
   size_t numel() const;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -71,10 +72,19 @@ struct RunOptions {
 
 class Backend;  // runtime-internal compute backend (CPU now, CUDA later)
 
+// How weight matrices are held (Model::load). kNative keeps quantized GGUF blocks and fp16 / bf16 values as the
+// file stores them, memory-mapped (about 0.6 bytes per parameter for Q4 files, 2 for 16-bit ones) and computes from
+// them; logits agree with kFp32 to about 1e-5 relative. kFp32 widens every matrix to fp32 at load (4 bytes per
+// parameter), the mode that matches Hugging Face transformers to 1e-5. Files of fp32 weights load the same either way.
+enum class WeightsMode { kNative, kFp32 };
+const char* weights_mode_name(WeightsMode m);          // "native", "fp32"
+WeightsMode parse_weights_mode(const std::string& s);  // throws Error listing the choices
+
 struct LoadOptions {
   // NaN or infinite weights are refused at load, naming the tensor; true loads them anyway (for studying broken
   // checkpoints) and notes each such tensor in config().warnings.
   bool allow_nonfinite_weights = false;
+  WeightsMode weights = WeightsMode::kNative;
 };
 
 class Model {
@@ -93,7 +103,11 @@ class Model {
   // Null when the directory has no tokenizer; require_tokenizer() throws a clear Error instead.
   const Tokenizer* tokenizer() const { return tok_.get(); }
   const Tokenizer& require_tokenizer() const;
-  uint64_t weights_checksum() const { return checksum_; }  // FNV-1a 64 over the safetensors files' bytes
+  // FNV-1a 64 over the weight files' bytes. Native-weight models compute it on the first call (several seconds for
+  // an 8B file), so that opening stays quick; thread-safe.
+  uint64_t weights_checksum() const;
+  WeightsMode weights_mode() const { return weights_mode_; }  // kFp32 when no matrix is held in a stored format
+  size_t weight_bytes() const;  // bytes of the weight matrices as held (mapped file bytes for stored weights)
   size_t n_params() const { return n_params_; }
   Device device() const { return device_; }  // kCpu or kCuda: where the weights live and the forward runs
 
@@ -108,7 +122,10 @@ class Model {
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Weights> w_;
-  uint64_t checksum_ = 0;
+  mutable std::once_flag checksum_once_;
+  mutable uint64_t checksum_ = 0;
+  std::function<uint64_t()> checksum_fn_;  // set when the checksum is computed lazily
+  WeightsMode weights_mode_ = WeightsMode::kFp32;
   size_t n_params_ = 0;
   Device device_ = Device::kCpu;
 };

@@ -1,0 +1,71 @@
+// Weight matrices kept as stored: ggml block formats (Q4_0 .. Q6_K), fp16 and bf16. Dequantisation to fp32 and the
+// products the forward needs, computed from the stored bytes. The math of every format is the one dequant_blocks
+// defines; the fused kernels below compute sum_j w_j x_j in fp32 from exactly those w_j (only the summation order
+// differs from an fp32 sgemm over the dequantised matrix). Format facts: docs/model-format.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace focal::ops {
+
+// Stored types, numbered as ggml numbers them in GGUF tensor infos.
+enum QType : int {
+  kQF32 = 0,
+  kQF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQBF16 = 30,
+};
+
+int qtype_block_elems(int type);  // values per block: 1 (F32, F16, BF16), 32, or 256 (K formats); 0 if unknown
+int qtype_block_bytes(int type);  // bytes per block; 0 if unknown
+
+// Dequantises n values (a multiple of the block size) of `type` from src (any alignment) into dst[n].
+void dequant_blocks(int type, const uint8_t* src, float* dst, int64_t n);
+
+// Blocks whose values include NaN or Inf: a block format's block with a non-finite fp16 scale or min (its integer
+// quants are finite by construction), or an fp16 / bf16 value that is NaN or Inf (a block of one). Reads only the
+// scale fields, in parallel.
+struct NonFiniteScan {
+  int64_t count = 0;
+  int64_t first_block = 0;  // the lowest such block when count > 0
+};
+NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_blocks);
+
+// A weight matrix in its stored format, row-major [rows, cols] in the Hugging Face [out, in] layout: row r is
+// stored at data + row_map[r] * row_bytes (row_map null: row r itself). cols is a multiple of the block size.
+struct QMatrix {
+  int type = kQF32;
+  const uint8_t* data = nullptr;  // [stored rows, row_bytes]
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  const int32_t* row_map = nullptr;  // [rows] stored row of each row, or null
+  const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
+};
+
+// dst[nr, cols] = rows r0 .. r0 + nr - 1 of w, dequantised.
+void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
+
+// y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
+// L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
+// w's rows are dequantised into an fp32 tile (at most 32 MiB, one per calling thread) and multiplied with sgemm,
+// so prefill stays GEMM-bound. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+constexpr int kFusedMaxRows = 8;
+void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
+
+// Which fused kernel the CPU runs for `type`: "avx2" (hand-written AVX2 + FMA + F16C), or "generic" (block
+// dequantisation compiled for the baseline, AVX2 and x86-64-v4 ISAs, picked at load time). For benchmarks and logs.
+const char* qtype_kernel(int type);
+// Off: every format runs its generic kernel (tests compare the two; benchmarks measure both). On by default.
+void set_quant_simd(bool on);
+
+}  // namespace focal::ops

@@ -1,0 +1,621 @@
+// Stored-format weights on the CPU (quant.h): block dequantisation (ggml's layouts), fused dequantise-and-dot kernels
+// for decode (AVX2 + FMA + F16C by hand for the common formats, picked at run time; every format also has a generic
+// kernel compiled for the baseline, AVX2 and x86-64-v4 ISAs), and dequantised panels through sgemm for prefill.
+#include "focal_kernels/quant.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "focal_kernels/shared_math.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define FOCAL_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FOCAL_UNDER_TSAN 1
+#endif
+#endif
+#ifdef FOCAL_UNDER_TSAN
+#define FOCAL_TARGET_CLONES
+#else
+#define FOCAL_TARGET_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+#define FOCAL_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace focal::ops {
+
+int qtype_block_elems(int t) {
+  switch (t) {
+    case kQF32:
+    case kQF16:
+    case kQBF16: return 1;
+    case kQ4_0:
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kQ8_0: return 32;
+    case kQ2_K:
+    case kQ3_K:
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K: return 256;
+    default: return 0;
+  }
+}
+
+int qtype_block_bytes(int t) {
+  switch (t) {
+    case kQF32: return 4;
+    case kQF16:
+    case kQBF16: return 2;
+    case kQ4_0: return 2 + 16;                 // d, qs[16]
+    case kQ4_1: return 2 + 2 + 16;             // d, m, qs[16]
+    case kQ5_0: return 2 + 4 + 16;             // d, qh[4], qs[16]
+    case kQ5_1: return 2 + 2 + 4 + 16;         // d, m, qh[4], qs[16]
+    case kQ8_0: return 2 + 32;                 // d, qs[32]
+    case kQ2_K: return 16 + 64 + 2 + 2;        // scales[16], qs[64], d, dmin
+    case kQ3_K: return 32 + 64 + 12 + 2;       // hmask[32], qs[64], scales[12], d
+    case kQ4_K: return 2 + 2 + 12 + 128;       // d, dmin, scales[12], qs[128]
+    case kQ5_K: return 2 + 2 + 12 + 32 + 128;  // d, dmin, scales[12], qh[32], qs[128]
+    case kQ6_K: return 128 + 64 + 16 + 2;      // ql[128], qh[64], scales[16] (int8), d
+    default: return 0;
+  }
+}
+
+namespace {
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return math::half_bits_to_float(v);
+}
+
+// Q4_K / Q5_K: eight 6-bit (scale, min) pairs packed into 12 bytes.
+inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One block of type t (qtype_block_elems(t) values) from b into y.
+inline void dequant_block(int t, const uint8_t* b, float* y) {
+  switch (t) {
+    case kQF32: std::memcpy(y, b, 4); break;
+    case kQF16: y[0] = f16_at(b); break;
+    case kQBF16: {
+      uint16_t v;
+      std::memcpy(&v, b, 2);
+      y[0] = math::bf16_bits_to_float(v);
+      break;
+    }
+    case kQ4_0: {
+      const float d = f16_at(b);
+      const uint8_t* qs = b + 2;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = ((qs[j] & 0xF) - 8) * d;
+        y[j + 16] = ((qs[j] >> 4) - 8) * d;
+      }
+      break;
+    }
+    case kQ4_1: {
+      const float d = f16_at(b), m = f16_at(b + 2);
+      const uint8_t* qs = b + 4;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = (qs[j] & 0xF) * d + m;
+        y[j + 16] = (qs[j] >> 4) * d + m;
+      }
+      break;
+    }
+    case kQ5_0:
+    case kQ5_1: {
+      const bool has_m = t == kQ5_1;
+      const float d = f16_at(b), m = has_m ? f16_at(b + 2) : 0.0f;
+      const uint8_t* p = b + (has_m ? 4 : 2);
+      uint32_t qh;
+      std::memcpy(&qh, p, 4);
+      const uint8_t* qs = p + 4;
+      for (int j = 0; j < 16; ++j) {
+        const int hi0 = (qh >> j) & 1, hi1 = (qh >> (j + 16)) & 1;
+        const int q0 = (qs[j] & 0xF) | (hi0 << 4), q1 = (qs[j] >> 4) | (hi1 << 4);
+        if (has_m) {
+          y[j] = q0 * d + m;
+          y[j + 16] = q1 * d + m;
+        } else {
+          y[j] = (q0 - 16) * d;
+          y[j + 16] = (q1 - 16) * d;
+        }
+      }
+      break;
+    }
+    case kQ8_0: {
+      const float d = f16_at(b);
+      const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
+      for (int j = 0; j < 32; ++j) y[j] = qs[j] * d;
+      break;
+    }
+    case kQ2_K: {
+      const uint8_t* scales = b;
+      const uint8_t* q = b + 16;
+      const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+      int is = 0;
+      for (int n = 0; n < 256; n += 128) {
+        int shift = 0;
+        for (int j = 0; j < 4; ++j) {
+          for (int half = 0; half < 2; ++half) {
+            const uint8_t sc = scales[is++];
+            const float dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+            for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l + 16 * half] >> shift) & 3) - ml;
+          }
+          shift += 2;
+        }
+        q += 32;
+      }
+      break;
+    }
+    case kQ3_K: {
+      const uint8_t* hm = b;
+      const uint8_t* q = b + 32;
+      const uint8_t* sraw = b + 96;
+      const float d_all = f16_at(b + 108);
+      // 16 6-bit scales: low 4 bits in bytes 0..7 (two per byte), high 2 bits in bytes 8..11.
+      int scales[16];
+      for (int i = 0; i < 16; ++i) {
+        const int lo = i < 8 ? (sraw[i] & 0xF) : (sraw[i - 8] >> 4);
+        const int hi = (sraw[8 + (i % 4)] >> (2 * (i / 4))) & 3;
+        scales[i] = (lo | (hi << 4)) - 32;
+      }
+      int is = 0;
+      uint8_t m = 1;
+      for (int n = 0; n < 256; n += 128) {
+        int shift = 0;
+        for (int j = 0; j < 4; ++j) {
+          for (int half = 0; half < 2; ++half) {
+            const float dl = d_all * scales[is++];
+            for (int l = 16 * half; l < 16 * half + 16; ++l)
+              *y++ = dl * ((int)((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+          }
+          shift += 2;
+          m <<= 1;
+        }
+        q += 32;
+      }
+      break;
+    }
+    case kQ4_K:
+    case kQ5_K: {
+      const bool five = t == kQ5_K;
+      const float d = f16_at(b), dmin = f16_at(b + 2);
+      const uint8_t* scales = b + 4;
+      const uint8_t* qh = b + 16;
+      const uint8_t* ql = b + (five ? 48 : 16);
+      int is = 0;
+      uint8_t u1 = 1, u2 = 2;
+      for (int j = 0; j < 256; j += 64) {
+        int sc, mn;
+        scale_min_k4(is, scales, &sc, &mn);
+        const float d1 = d * sc, m1 = dmin * mn;
+        scale_min_k4(is + 1, scales, &sc, &mn);
+        const float d2 = d * sc, m2 = dmin * mn;
+        for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - m2;
+        ql += 32;
+        is += 2;
+        u1 <<= 2;
+        u2 <<= 2;
+      }
+      break;
+    }
+    case kQ6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = f16_at(b + 208);
+      for (int n = 0; n < 256; n += 128) {
+        for (int l = 0; l < 32; ++l) {
+          const int is = l / 16;
+          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          y[l] = d * sc[is] * q1;
+          y[l + 32] = d * sc[is + 2] * q2;
+          y[l + 64] = d * sc[is + 4] * q3;
+          y[l + 96] = d * sc[is + 6] * q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+FOCAL_TARGET_CLONES void dequant_span(int t, const uint8_t* src, float* dst, int64_t n) {
+  if (t == kQF32) {
+    std::memcpy(dst, src, (size_t)n * 4);
+    return;
+  }
+  if (t == kQF16 || t == kQBF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      dst[i] = t == kQBF16 ? math::bf16_bits_to_float(v) : math::half_bits_to_float(v);
+    }
+    return;
+  }
+  const int be = qtype_block_elems(t), bb = qtype_block_bytes(t);
+  for (int64_t i = 0; i < n / be; ++i) dequant_block(t, src + i * bb, dst + i * be);
+}
+
+// ---- generic fused kernel: a block dequantised into a stack tile, dotted with every row of x ----
+
+// Rows r0..r1 of y[m, rows] (stride ldy) from the blocks of w. Eight partial sums per dot keep the loop
+// vectorisable without reassociation.
+FOCAL_TARGET_CLONES void fused_rows_generic(const float* x, const QMatrix& w, float* y, int m, int64_t r0,
+                                             int64_t r1) {
+  const int t = w.type;
+  const int64_t cols = w.cols;
+  const int be = std::max(qtype_block_elems(t), 32), bb = qtype_block_bytes(t) * (be / qtype_block_elems(t));
+  alignas(64) float tile[256];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    float acc[kFusedMaxRows][8] = {};
+    for (int64_t c0 = 0; c0 < cols; c0 += be) {
+      // be values (one K block, one 32-block, or 32 scalars); a row of scalars may end in a shorter piece
+      const int nv = (int)std::min<int64_t>(be, cols - c0);
+      dequant_span(t, row + (c0 / be) * bb, tile, nv);
+      const int n8 = nv / 8 * 8;
+      for (int i = 0; i < m; ++i) {
+        const float* xi = x + (size_t)i * cols + c0;
+        for (int j = 0; j < n8; j += 8)
+          for (int l = 0; l < 8; ++l) acc[i][l] += tile[j + l] * xi[j + l];
+        for (int j = n8; j < nv; ++j) acc[i][0] += tile[j] * xi[j];
+      }
+    }
+    for (int i = 0; i < m; ++i) {
+      float s = 0.0f;
+      for (int l = 0; l < 8; ++l) s += acc[i][l];
+      y[(size_t)i * w.rows + r] = s;
+    }
+  }
+}
+
+// ---- AVX2 fused kernels ----
+// Each 32-value unit of a block is decoded to 32 int8 lanes q (signed), two scales s_lo / s_hi (for values 0..15
+// and 16..31) and two offsets o_lo / o_hi, so that value_j = s * q_j + o. The dot with x is then
+// s_lo * sum_{j<16} q_j x_j + s_hi * sum_{j>=16} q_j x_j + o_lo * X_lo + o_hi * X_hi, with X the sums of x over each
+// 16-value half (computed once per call).
+struct Unit {
+  __m256i q;  // 32 int8
+  float s_lo, s_hi, o_lo, o_hi;
+};
+
+FOCAL_AVX2 inline __m256i nibbles32(const uint8_t* qs16) {  // 16 bytes -> low nibbles, then high nibbles
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs16));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// Unit u of the block at b (units per block: 1 for the 32-formats, 8 for K formats).
+template <int T>
+FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
+  Unit r;
+  if constexpr (T == kQ4_0) {
+    const float d = f16_at(b);
+    r.q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
+    r.s_lo = r.s_hi = d;
+    r.o_lo = r.o_hi = 0.0f;
+  } else if constexpr (T == kQ4_1) {
+    const float d = f16_at(b), m = f16_at(b + 2);
+    r.q = nibbles32(b + 4);
+    r.s_lo = r.s_hi = d;
+    r.o_lo = r.o_hi = m;
+  } else if constexpr (T == kQ8_0) {
+    r.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    r.s_lo = r.s_hi = f16_at(b);
+    r.o_lo = r.o_hi = 0.0f;
+  } else if constexpr (T == kQ4_K) {
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    int sc, mn;
+    scale_min_k4(u, b + 4, &sc, &mn);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * (u / 2)));
+    r.q = _mm256_and_si256(u & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+    r.s_lo = r.s_hi = d * sc;
+    r.o_lo = r.o_hi = -(dmin * mn);
+  } else if constexpr (T == kQ6_K) {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* ql = b + 64 * h + (k & 1) * 32;
+    const uint8_t* qh = b + 128 + 32 * h;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * h + 2 * k;
+    const float d = f16_at(b + 208);
+    const __m256i lo4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    const __m256i lo = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(lo4, 4) : lo4, m4);
+    const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * k), m2);
+    r.q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(h2, 4)), _mm256_set1_epi8(32));
+    r.s_lo = d * sc[0];
+    r.s_hi = d * sc[1];
+    r.o_lo = r.o_hi = 0.0f;
+  }
+  return r;
+}
+
+FOCAL_AVX2 inline __m256 i8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+FOCAL_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Rows r0..r1 of y[M, rows]; xsum16[M, cols / 16] are the half-unit sums of x.
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
+                                int64_t r1) {
+  constexpr int kUnits = T == kQ4_K || T == kQ6_K ? 8 : 1;
+  const int bb = qtype_block_bytes(T);
+  const int64_t cols = w.cols, n16 = cols / 16;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[M];
+    float off[M];
+    for (int i = 0; i < M; ++i) {
+      acc[i] = _mm256_setzero_ps();
+      off[i] = 0.0f;
+    }
+    for (int64_t blk = 0; blk < cols / (32 * kUnits); ++blk) {
+      const uint8_t* b = row + blk * bb;
+      for (int u = 0; u < kUnits; ++u) {
+        const Unit un = decode_unit<T>(b, u);
+        const __m128i q01 = _mm256_castsi256_si128(un.q), q23 = _mm256_extracti128_si256(un.q, 1);
+        const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
+        const __m256 w2 = i8x8_to_ps(q23), w3 = i8x8_to_ps(_mm_srli_si128(q23, 8));
+        const __m256 slo = _mm256_set1_ps(un.s_lo), shi = _mm256_set1_ps(un.s_hi);
+        const int64_t c = (blk * kUnits + u) * 32;
+        for (int i = 0; i < M; ++i) {
+          const float* xi = x + (size_t)i * cols + c;
+          const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
+          const __m256 bq = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
+          acc[i] = _mm256_fmadd_ps(slo, a, acc[i]);
+          acc[i] = _mm256_fmadd_ps(shi, bq, acc[i]);
+          if (T == kQ4_1 || T == kQ4_K) {
+            const float* xs = xsum16 + (size_t)i * n16 + c / 16;
+            off[i] += un.o_lo * xs[0] + un.o_hi * xs[1];
+          }
+        }
+      }
+    }
+    for (int i = 0; i < M; ++i) y[(size_t)i * w.rows + r] = hsum(acc[i]) + off[i];
+  }
+}
+
+// fp16 / bf16 rows: 8 values per step, widened in registers.
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  const int64_t cols = w.cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+      const __m256 wv = T == kQF16 ? _mm256_cvtph_ps(h)
+                                   : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)i * cols + c), acc[i]);
+    }
+    for (int i = 0; i < M; ++i) {
+      float s = hsum(acc[i]);
+      for (int64_t cc = c; cc < cols; ++cc) {
+        float wv;
+        dequant_block(T, row + 2 * cc, &wv);
+        s += wv * x[(size_t)i * cols + cc];
+      }
+      y[(size_t)i * w.rows + r] = s;
+    }
+  }
+}
+
+bool has_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+std::atomic<bool> g_simd{true};
+
+bool avx2_kernel(int t) {
+  if (!has_avx2() || !g_simd.load(std::memory_order_relaxed)) return false;
+  switch (t) {
+    case kQ4_0:
+    case kQ4_1:
+    case kQ8_0:
+    case kQ4_K:
+    case kQ6_K:
+    case kQF16:
+    case kQBF16: return true;
+    default: return false;
+  }
+}
+
+using RowsFn = void (*)(const float*, const float*, const QMatrix&, float*, int64_t, int64_t);
+
+template <int T>
+RowsFn pick_m(int m) {
+  switch (m) {
+    case 1: return &fused_rows_avx2<T, 1>;
+    case 2: return &fused_rows_avx2<T, 2>;
+    case 3: return &fused_rows_avx2<T, 3>;
+    case 4: return &fused_rows_avx2<T, 4>;
+    case 5: return &fused_rows_avx2<T, 5>;
+    case 6: return &fused_rows_avx2<T, 6>;
+    case 7: return &fused_rows_avx2<T, 7>;
+    default: return &fused_rows_avx2<T, 8>;
+  }
+}
+
+template <int T, int M>
+void rows16(const float* x, const float*, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  fused_rows_avx2_16<T, M>(x, w, y, r0, r1);
+}
+
+template <int T>
+RowsFn pick_m16(int m) {
+  switch (m) {
+    case 1: return &rows16<T, 1>;
+    case 2: return &rows16<T, 2>;
+    case 3: return &rows16<T, 3>;
+    case 4: return &rows16<T, 4>;
+    case 5: return &rows16<T, 5>;
+    case 6: return &rows16<T, 6>;
+    case 7: return &rows16<T, 7>;
+    default: return &rows16<T, 8>;
+  }
+}
+
+RowsFn avx2_rows(int t, int m) {
+  switch (t) {
+    case kQ4_0: return pick_m<kQ4_0>(m);
+    case kQ4_1: return pick_m<kQ4_1>(m);
+    case kQ8_0: return pick_m<kQ8_0>(m);
+    case kQ4_K: return pick_m<kQ4_K>(m);
+    case kQ6_K: return pick_m<kQ6_K>(m);
+    case kQF16: return pick_m16<kQF16>(m);
+    case kQBF16: return pick_m16<kQBF16>(m);
+    default: return nullptr;
+  }
+}
+
+void fused(const float* x, const QMatrix& w, float* y, int m) {
+  const int64_t rows = w.rows;
+  RowsFn fn = avx2_kernel(w.type) ? avx2_rows(w.type, m) : nullptr;
+  std::vector<float> xsum16;
+  if (fn && (w.type == kQ4_1 || w.type == kQ4_K)) {
+    const int64_t n16 = w.cols / 16;
+    xsum16.resize((size_t)m * n16);
+    for (int i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n16; ++j) {
+        float s = 0.0f;
+        for (int l = 0; l < 16; ++l) s += x[(size_t)i * w.cols + j * 16 + l];
+        xsum16[(size_t)i * n16 + j] = s;
+      }
+  }
+  constexpr int64_t kChunk = 16;  // rows per scheduling unit
+  const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
+  const bool par = rows * w.cols >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t ch = 0; ch < n_chunks; ++ch) {
+    const int64_t r0 = ch * kChunk, r1 = std::min(rows, r0 + kChunk);
+    if (fn)
+      fn(x, xsum16.data(), w, y, r0, r1);
+    else
+      fused_rows_generic(x, w, y, m, r0, r1);
+  }
+}
+
+}  // namespace
+
+void dequant_blocks(int type, const uint8_t* src, float* dst, int64_t n) {
+  const int be = qtype_block_elems(type), bb = qtype_block_bytes(type);
+  if (!be) return;
+  const int64_t nb = n / be;
+  constexpr int64_t kSpan = 4096;  // blocks per parallel unit
+  if (nb <= kSpan) {
+    dequant_span(type, src, dst, n);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t s = 0; s < (nb + kSpan - 1) / kSpan; ++s) {
+    const int64_t b0 = s * kSpan, b1 = std::min(nb, b0 + kSpan);
+    dequant_span(type, src + b0 * bb, dst + b0 * be, (b1 - b0) * be);
+  }
+}
+
+void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
+  const bool par = nr * w.cols >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < nr; ++r) dequant_span(w.type, w.row(r0 + r), dst + (size_t)r * w.cols, w.cols);
+}
+
+void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
+  if (m <= 0 || w.rows <= 0) return;
+  if (m <= kFusedMaxRows) {
+    fused(x, w, y, m);
+    return;
+  }
+  // Prefill: panels of w's rows dequantised into a per-thread fp32 tile, each multiplied with sgemm into its
+  // column block of y (ldc = rows).
+  constexpr size_t kTileFloats = (size_t)8 << 20;  // 32 MiB
+  thread_local std::vector<float> tile;
+  const int64_t k = w.cols;
+  const int64_t panel = std::max<int64_t>(16, std::min<int64_t>(w.rows, (int64_t)(kTileFloats / (size_t)k)));
+  if (tile.size() < (size_t)(panel * k)) tile.resize((size_t)(panel * k));
+  for (int64_t p0 = 0; p0 < w.rows; p0 += panel) {
+    const int64_t np = std::min(panel, w.rows - p0);
+    dequant_rows(w, p0, np, tile.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)np, (int)k, 1.0f, x, (int)k, tile.data(), (int)k,
+                0.0f, y + p0, (int)w.rows);
+  }
+}
+
+NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_blocks) {
+  int offs[2] = {-1, -1};  // byte offsets of the fp16 scale fields in a block
+  switch (type) {
+    case kQ4_1:
+    case kQ5_1:
+    case kQ4_K:
+    case kQ5_K: offs[0] = 0, offs[1] = 2; break;
+    case kQ2_K: offs[0] = 80, offs[1] = 82; break;
+    case kQ3_K: offs[0] = 108; break;
+    case kQ6_K: offs[0] = 208; break;
+    case kQF16:
+    case kQ4_0:
+    case kQ5_0:
+    case kQ8_0: offs[0] = 0; break;
+    default: break;
+  }
+  const int bb = qtype_block_bytes(type);
+  const uint16_t exp_mask = type == kQBF16 ? 0x7F80u : 0x7C00u;
+  if (type == kQBF16) offs[0] = 0;
+  if (offs[0] < 0 || bb <= 0) return {};
+  int64_t count = 0, first = n_blocks;
+#pragma omp parallel for schedule(static) reduction(+ : count) reduction(min : first) if (n_blocks > 65536)
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    bool bad = false;
+    for (int f = 0; f < 2; ++f) {
+      if (offs[f] < 0) continue;
+      uint16_t v;
+      std::memcpy(&v, src + i * bb + offs[f], 2);
+      bad |= (v & exp_mask) == exp_mask;
+    }
+    if (bad) {
+      ++count;
+      first = std::min(first, i);
+    }
+  }
+  NonFiniteScan r;
+  r.count = count;
+  r.first_block = count ? first : 0;
+  return r;
+}
+
+const char* qtype_kernel(int type) { return avx2_kernel(type) ? "avx2" : "generic"; }
+
+void set_quant_simd(bool on) { g_simd.store(on); }
+
+}  // namespace focal::ops

@@ -1,0 +1,48 @@
+// Weights in their stored format: the Backend's default for them (backends that compute only in fp16 / bf16 / fp32
+// take them widened or rounded), and the names of the weights modes.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal_kernels/quant.h"
+#include "focal_kernels/shared_math.h"
+
+namespace focal {
+
+float* Backend::upload_weight_stored(const StoredWeight& w) {
+  const size_t n = (size_t)w.rows * (size_t)w.cols;
+  const bool bf16 = w.type == ops::kQBF16;
+  if ((w.type == ops::kQF16 || bf16) && w.row_map.empty() && w.row_bytes == (size_t)w.cols * 2)
+    return upload_weight(w.data, bf16 ? WeightType::kBF16 : WeightType::kF16, n);  // 16-bit as stored
+  ops::QMatrix q;
+  q.type = w.type;
+  q.data = w.data;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  q.row_bytes = w.row_bytes;
+  q.row_map = w.row_map.empty() ? nullptr : w.row_map.data();
+  std::vector<uint16_t> h(n);  // [rows, cols] in 16 bits
+  constexpr int64_t kRows = 256;
+  std::vector<float> f((size_t)kRows * w.cols);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kRows) {
+    const int64_t nr = std::min(kRows, w.rows - r0);
+    ops::dequant_rows(q, r0, nr, f.data());
+    uint16_t* dst = h.data() + (size_t)r0 * w.cols;
+    for (size_t i = 0; i < (size_t)(nr * w.cols); ++i)
+      dst[i] = bf16 ? math::float_to_bf16_bits(f[i]) : math::float_to_half_bits(f[i]);
+  }
+  return upload_weight(h.data(), bf16 ? WeightType::kBF16 : WeightType::kF16, n);
+}
+
+const char* weights_mode_name(WeightsMode m) { return m == WeightsMode::kFp32 ? "fp32" : "native"; }
+
+WeightsMode parse_weights_mode(const std::string& s) {
+  if (s == "native") return WeightsMode::kNative;
+  if (s == "fp32") return WeightsMode::kFp32;
+  throw Error("weights mode '" + s + "' is not one of native, fp32");
+}
+
+}  // namespace focal

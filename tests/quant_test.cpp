@@ -1,0 +1,206 @@
+// Native (stored-format) weights. Kernels: every block format's fused decode product (AVX2 and generic) and the
+// dequantised-panel sgemm against a double-precision product of the dequantised matrix. Models: a tiny llama GGUF
+// of each type, written by tests/gguf_writer.h with random blocks, loaded native and fp32 (the fp32-dequantised
+// reference of the same file): logits within 1e-4 relative, attention rows within 1e-5 absolute, the same
+// checksum, and about the stored bytes held instead of 4 per parameter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal_kernels/quant.h"
+#include "gguf.h"
+#include "gguf_writer.h"
+#include "test_util.h"
+
+namespace focal {
+namespace {
+
+const uint32_t kTypes[] = {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ5_0, kGgmlQ5_1, kGgmlQ8_0, kGgmlQ2_K,
+                           kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K, kGgmlF16,  kGgmlBF16};
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // [rows, cols] dequantised
+  ops::QMatrix q;
+};
+
+Matrix random_matrix(uint32_t type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Matrix m;
+  const int be = ggml_block_elems(type), bb = ggml_block_bytes(type);
+  m.bytes = test::random_blocks(type, (size_t)(rows * cols / be), bb, rng);
+  m.deq.resize((size_t)(rows * cols));
+  ggml_dequantize(type, m.bytes.data(), m.deq.data(), rows * cols);
+  m.q.type = (int)type;
+  m.q.data = m.bytes.data();
+  m.q.rows = rows;
+  m.q.cols = cols;
+  m.q.row_bytes = (size_t)(cols / be * bb);
+  return m;
+}
+
+// Every row count of the fused kernel (1..8) and of the panel path, generic and AVX2, rows in a shuffled order
+// (row_map): each y is within 1e-5 of sum |w x| of the double-precision product. fp32 sums of 512 terms in another
+// order stay ~1e-6 of that sum; a wrong nibble, scale or row gives errors of order 1.
+TEST(QuantKernels, ProductsMatchDoublePrecision) {
+  std::mt19937 rng(11);
+  const int64_t rows = 37, cols = 512;
+  std::vector<int32_t> perm(rows);
+  for (int64_t r = 0; r < rows; ++r) perm[r] = (int32_t)((r * 7) % rows);
+  for (uint32_t type : kTypes) {
+    SCOPED_TRACE(ggml_type_name(type));
+    Matrix w = random_matrix(type, rows, cols, rng);
+    w.q.row_map = perm.data();
+    for (bool simd : {false, true}) {
+      ops::set_quant_simd(simd);
+      for (int m : {1, 2, 3, 5, 8, 9, 20}) {
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
+        for (float& v : x) v = nd(rng);
+        ops::matmul_xwt_q(x.data(), w.q, y.data(), m);
+        for (int i = 0; i < m; ++i)
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t c = 0; c < cols; ++c) {
+              const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
+              ref += p;
+              mag += std::fabs(p);
+            }
+            ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30)
+                << (simd ? ops::qtype_kernel((int)type) : "generic") << " m=" << m << " row " << r;
+          }
+      }
+    }
+    ops::set_quant_simd(true);
+    // dequant_rows follows the row map
+    std::vector<float> two((size_t)(2 * cols));
+    ops::dequant_rows(w.q, 5, 2, two.data());
+    for (int64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(two[(size_t)c], w.deq[(size_t)(perm[5] * cols + c)]);
+      ASSERT_EQ(two[(size_t)(cols + c)], w.deq[(size_t)(perm[6] * cols + c)]);
+    }
+  }
+}
+
+TEST(QuantKernels, ScaleScanFindsNonFiniteBlocks) {
+  std::mt19937 rng(3);
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_K, kGgmlQ6_K, kGgmlQ2_K, kGgmlBF16}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const int bb = ggml_block_bytes(type);
+    std::vector<uint8_t> b = test::random_blocks(type, 10, bb, rng);
+    EXPECT_EQ(ops::scan_nonfinite_stored((int)type, b.data(), 10).count, 0);
+    const int off = type == kGgmlQ6_K ? 208 : type == kGgmlQ2_K ? 82 : 0;  // a scale (or min) field
+    b[(size_t)(6 * bb + off)] = 0x00;
+    b[(size_t)(6 * bb + off + 1)] = type == kGgmlBF16 ? 0x7F : 0x7C;  // fp16 / bf16 +Inf
+    b[(size_t)(6 * bb + off)] = type == kGgmlBF16 ? 0x80 : 0x00;
+    const ops::NonFiniteScan nf = ops::scan_nonfinite_stored((int)type, b.data(), 10);
+    EXPECT_EQ(nf.count, 1);
+    EXPECT_EQ(nf.first_block, 6);
+  }
+}
+
+// Attention rows of every head, and the logits, of one forward.
+struct Rows : ForwardObserver {
+  int n_layers, n_heads, T;
+  std::vector<float> probs;  // [L, H, T, T]
+  Rows(int l, int h, int t) : n_layers(l), n_heads(h), T(t), probs((size_t)l * h * t * t, 0.0f) {}
+  bool wants_rows(int, int) const override { return true; }
+  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* p, const float*) override {
+    for (int r = 0; r < n_rows; ++r)
+      for (int j = 0; j <= row0 + r; ++j)
+        probs[(((size_t)layer * n_heads + head) * T + row0 + r) * T + j] = p[(size_t)r * stride + j];
+  }
+};
+
+class NativeWeightsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir("native"); }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string dir_;
+};
+
+TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
+  for (uint32_t type : kTypes) {
+    SCOPED_TRACE(ggml_type_name(type));
+    test::TinyLlamaDims d;
+    d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512, d.layers = 2;  // K blocks need rows of 256
+    d.matrix_type = type;
+    d.matrix_block_elems = ggml_block_elems(type);
+    d.matrix_block_bytes = ggml_block_bytes(type);
+    const std::string path = dir_ + "/tiny-" + std::to_string(type) + ".gguf";
+    test::write_file(path, test::tiny_llama_gguf(d).bytes());
+    LoadOptions fp32_opt, native_opt;
+    fp32_opt.weights = WeightsMode::kFp32;
+    auto ref = Model::load(path, Device::kCpu, fp32_opt);
+    auto nat = Model::load(path, Device::kCpu, native_opt);
+    EXPECT_EQ(ref->weights_mode(), WeightsMode::kFp32);
+    EXPECT_EQ(nat->weights_mode(), WeightsMode::kNative);
+    EXPECT_EQ(nat->weights_checksum(), ref->weights_checksum());
+    // Stored bytes instead of 4 per value: at most what the type takes per value plus the fp32 norms.
+    const double per_value = (double)ggml_block_bytes(type) / ggml_block_elems(type);
+    EXPECT_LT((double)nat->weight_bytes(), per_value * (double)nat->n_params() + 4.0 * 4096);
+    EXPECT_GT((double)ref->weight_bytes(), 0.99 * 4.0 * (double)ref->n_params());  // all but the norms, fp32
+
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % d.vocab);
+    const int T = (int)ids.size();
+    for (int n_rows : {T, 1}) {  // prefill (panel sgemm), then one decode step (fused kernel)
+      SCOPED_TRACE(n_rows == 1 ? "decode" : "prefill");
+      std::vector<std::vector<float>> logits(2);
+      std::vector<Rows> rows(2, Rows(d.layers, d.heads, T));
+      for (int k = 0; k < 2; ++k) {
+        Session s(k ? *nat : *ref, T);
+        RunOptions opt;
+        if (n_rows == 1) {
+          ASSERT_TRUE(s.forward(ids.data(), T - 1, TempSpec(), opt, nullptr, nullptr));
+          ASSERT_TRUE(s.forward(ids.data() + T - 1, 1, TempSpec(), opt, &rows[k], &logits[k]));
+        } else {
+          ASSERT_TRUE(s.forward(ids.data(), T, TempSpec(), opt, &rows[k], &logits[k]));
+        }
+      }
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      EXPECT_LT(test::rel_max_err(logits[1].data(), logits[0].data(), logits[0].size()), 1e-4);
+      double worst = 0.0;
+      for (size_t i = 0; i < rows[0].probs.size(); ++i)
+        worst = std::max(worst, (double)std::fabs(rows[1].probs[i] - rows[0].probs[i]));
+      EXPECT_LT(worst, 1e-5) << "attention rows";
+    }
+  }
+}
+
+TEST_F(NativeWeightsTest, NonFiniteScaleNamesTheTensor) {
+  test::TinyLlamaDims d;
+  d.matrix_type = kGgmlQ8_0;
+  d.matrix_block_elems = 32;
+  d.matrix_block_bytes = 34;
+  test::GgufBuilder b = test::tiny_llama_gguf(d);
+  std::string bytes = b.bytes();
+  // The first tensor is token_embd.weight (Q8_0): its first block's fp16 scale becomes NaN.
+  std::mt19937 rng(5);  // tiny_llama_gguf's seed: its first tensor's bytes are these
+  std::vector<uint8_t> first = test::random_blocks(kGgmlQ8_0, (size_t)(d.hidden * d.vocab / 32), 34, rng);
+  const size_t at = bytes.find(std::string(reinterpret_cast<const char*>(first.data()), 64));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 0x00;
+  bytes[at + 1] = 0x7E;  // fp16 NaN
+  const std::string path = dir_ + "/nan.gguf";
+  test::write_file(path, bytes);
+  try {
+    Model::load(path);
+    FAIL() << "a NaN scale must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token_embd.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allow_nonfinite_weights"), std::string::npos) << e.what();
+  }
+  LoadOptions allow;
+  allow.allow_nonfinite_weights = true;
+  auto m = Model::load(path, Device::kCpu, allow);
+  ASSERT_EQ(m->config().warnings.size(), 1u);
+}
+
+}  // namespace
+}  // namespace focal
