@@ -45,6 +45,8 @@
 #include "focal_kernels/ops.h"
 #include "focal_kernels/shared_math.h"
 #include "focal_kernels/ops_cuda.h"
+#include "gguf.h"
+#include "gguf_writer.h"
 #include "model_internal.h"
 #include "safetensors.h"
 #include "test_util.h"
@@ -656,8 +658,9 @@ size_t matrix_params(const Model& m) {
   return n;
 }
 
-// The bundled focal-t0.4 is stored in bf16: its matrices stay 16-bit on the device (2 bytes a parameter), fp32 on
-// the CPU (4), and a downloaded matrix equals the CPU's widened one exactly.
+// The bundled focal-t0.4 is stored in bf16: its matrices stay 16-bit on the device (2 bytes a parameter) and on the
+// CPU in native mode (mapped), 4 bytes with --weights fp32, and a downloaded matrix equals the CPU's widened one
+// exactly.
 TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
   const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
   auto cpu = Model::load(dir, Device::kCpu);
@@ -665,7 +668,10 @@ TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
   const size_t n = matrix_params(*gpu);
   EXPECT_GT(n, gpu->n_params() * 9 / 10) << "the matrices are most of the model";
   EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
-  EXPECT_EQ(cpu->backend().weight_bytes(), 4 * n);
+  EXPECT_EQ(cpu->backend().weight_bytes(), 2 * n);
+  LoadOptions fp32;
+  fp32.weights = WeightsMode::kFp32;
+  EXPECT_EQ(Model::load(dir, Device::kCpu, fp32)->backend().weight_bytes(), 4 * n);
   const ParamRef& pg = gpu->weights().params.front();
   const ParamRef& pc = cpu->weights().params.front();
   ASSERT_EQ(pg.name, "model.embed_tokens.weight");
@@ -699,7 +705,7 @@ TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
     auto gpu = Model::load(dir, Device::kCuda);
     const size_t n = matrix_params(*gpu);
     EXPECT_EQ(gpu->backend().weight_bytes(), (std::string(dtype) == "F16" ? 2 : 4) * n);
-    EXPECT_EQ(cpu->backend().weight_bytes(), 4 * n);
+    EXPECT_EQ(cpu->backend().weight_bytes(), (std::string(dtype) == "F16" ? 2 : 4) * n);  // native: as stored
     const auto ids = random_ids(kPromptFocal, c.vocab_size, 32);
     expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 9);
   }
@@ -811,6 +817,39 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
                                            "llama_rope_dynamic", "qwen2", "qwen2_window", "mistral_window", "gemma2",
                                            "phi3_longrope", "phi3_su_short", "olmo2", "gpt2"),
                          [](const auto& info) { return info.param; });
+
+// A Q4_K GGUF (random blocks, tests/gguf_writer.h): the device holds its matrices as fp16 (2 bytes a parameter, not
+// 4), the CPU as the stored blocks. The device's weights are the CPU's dequantised values rounded to fp16 (relative
+// 2^-11), so the last row's logits agree to the F16-vs-F32 bound of the model-load tests (5e-3 of max |logit|), and
+// the greedy next token is the same.
+TEST_F(CudaParity, QuantizedGgufUploadsAs16Bit) {
+  test::TinyLlamaDims d;
+  d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512;
+  d.matrix_type = kGgmlQ4_K;
+  d.matrix_block_elems = ggml_block_elems(kGgmlQ4_K);
+  d.matrix_block_bytes = ggml_block_bytes(kGgmlQ4_K);
+  const std::string dir = test::make_temp_dir("cuda_q4k");
+  ASSERT_FALSE(dir.empty());
+  const std::string path = dir + "/tiny-q4k.gguf";
+  test::write_file(path, test::tiny_llama_gguf(d).bytes());
+  auto cpu = Model::load(path, Device::kCpu);
+  auto gpu = Model::load(path, Device::kCuda);
+  const size_t n = matrix_params(*gpu);
+  EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
+  EXPECT_EQ(cpu->backend().weight_bytes(), n / 256 * 144);  // 144 bytes per 256-value Q4_K block
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 24; ++i) ids.push_back((i * 31 + 7) % d.vocab);
+  std::vector<float> lc, lg;
+  Session sc(*cpu, 32), sg(*gpu, 32);
+  RunOptions opt;
+  opt.all_logits = false;
+  ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lc));
+  ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lg));
+  ASSERT_EQ(lc.size(), lg.size());
+  EXPECT_LT(test::rel_max_err(lg.data(), lc.data(), lc.size()), 5e-3);
+  EXPECT_EQ(std::max_element(lg.begin(), lg.end()) - lg.begin(), std::max_element(lc.begin(), lc.end()) - lc.begin());
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
 
 }  // namespace
 }  // namespace focal

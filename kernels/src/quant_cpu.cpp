@@ -303,6 +303,12 @@ struct Unit {
   float s_lo, s_hi, o_lo, o_hi;
 };
 
+FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {  // the fp16 at p, widened by F16C (same value as f16_at)
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
 FOCAL_AVX2 inline __m256i nibbles32(const uint8_t* qs16) {  // 16 bytes -> low nibbles, then high nibbles
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs16));
   const __m128i m = _mm_set1_epi8(0x0F);
@@ -314,21 +320,21 @@ template <int T>
 FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
   Unit r;
   if constexpr (T == kQ4_0) {
-    const float d = f16_at(b);
+    const float d = f16c_at(b);
     r.q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
     r.s_lo = r.s_hi = d;
     r.o_lo = r.o_hi = 0.0f;
   } else if constexpr (T == kQ4_1) {
-    const float d = f16_at(b), m = f16_at(b + 2);
+    const float d = f16c_at(b), m = f16c_at(b + 2);
     r.q = nibbles32(b + 4);
     r.s_lo = r.s_hi = d;
     r.o_lo = r.o_hi = m;
   } else if constexpr (T == kQ8_0) {
     r.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    r.s_lo = r.s_hi = f16_at(b);
+    r.s_lo = r.s_hi = f16c_at(b);
     r.o_lo = r.o_hi = 0.0f;
   } else if constexpr (T == kQ4_K) {
-    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const float d = f16c_at(b), dmin = f16c_at(b + 2);
     int sc, mn;
     scale_min_k4(u, b + 4, &sc, &mn);
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * (u / 2)));
@@ -340,7 +346,7 @@ FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
     const uint8_t* ql = b + 64 * h + (k & 1) * 32;
     const uint8_t* qh = b + 128 + 32 * h;
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * h + 2 * k;
-    const float d = f16_at(b + 208);
+    const float d = f16c_at(b + 208);
     const __m256i lo4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
@@ -363,44 +369,59 @@ FOCAL_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Rows r0..r1 of y[M, rows]; xsum16[M, cols / 16] are the half-unit sums of x.
+// One 32-value unit (number un of the row) dotted with M rows of x into acc[i][0] (values 0..15) and acc[i][1]
+// (16..31); its offsets go to ob[2 un], ob[2 un + 1].
+template <int T, int M>
+FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* row, int64_t un, const float* x,
+                                                                 int64_t cols, __m256 (&acc)[M][2], float* ob) {
+  constexpr int kUnits = T == kQ4_K || T == kQ6_K ? 8 : 1;
+  const Unit u = decode_unit<T>(row + (un / kUnits) * qtype_block_bytes(T), (int)(un % kUnits));
+  const __m128i q01 = _mm256_castsi256_si128(u.q), q23 = _mm256_extracti128_si256(u.q, 1);
+  const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
+  const __m256 w2 = i8x8_to_ps(q23), w3 = i8x8_to_ps(_mm_srli_si128(q23, 8));
+  const __m256 slo = _mm256_set1_ps(u.s_lo), shi = _mm256_set1_ps(u.s_hi);
+  for (int i = 0; i < M; ++i) {
+    const float* xi = x + (size_t)i * cols + un * 32;
+    const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
+    const __m256 b = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
+    acc[i][0] = _mm256_fmadd_ps(slo, a, acc[i][0]);
+    acc[i][1] = _mm256_fmadd_ps(shi, b, acc[i][1]);
+  }
+  ob[2 * un] = u.o_lo;
+  ob[2 * un + 1] = u.o_hi;
+}
+
+// Rows r0..r1 of y[M, rows]; xsum16[M, cols / 16] are the sums of x over each 16 values (the offsets' weights).
+// Units alternate between two sets of accumulators, so four FMA chains run side by side.
 template <int T, int M>
 FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
                                 int64_t r1) {
-  constexpr int kUnits = T == kQ4_K || T == kQ6_K ? 8 : 1;
-  const int bb = qtype_block_bytes(T);
-  const int64_t cols = w.cols, n16 = cols / 16;
+  constexpr bool kOffsets = T == kQ4_1 || T == kQ4_K;
+  const int64_t cols = w.cols, n_units = cols / 32, n16 = cols / 16;
+  std::vector<float> ob((size_t)n16);  // [n16] offsets of the current row
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
-    __m256 acc[M];
-    float off[M];
+    __m256 acc_a[M][2], acc_b[M][2];
+    for (int i = 0; i < M; ++i)
+      for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
+    int64_t un = 0;
+    for (; un + 2 <= n_units; un += 2) {
+      unit_step<T, M>(row, un, x, cols, acc_a, ob.data());
+      unit_step<T, M>(row, un + 1, x, cols, acc_b, ob.data());
+    }
+    if (un < n_units) unit_step<T, M>(row, un, x, cols, acc_a, ob.data());
     for (int i = 0; i < M; ++i) {
-      acc[i] = _mm256_setzero_ps();
-      off[i] = 0.0f;
-    }
-    for (int64_t blk = 0; blk < cols / (32 * kUnits); ++blk) {
-      const uint8_t* b = row + blk * bb;
-      for (int u = 0; u < kUnits; ++u) {
-        const Unit un = decode_unit<T>(b, u);
-        const __m128i q01 = _mm256_castsi256_si128(un.q), q23 = _mm256_extracti128_si256(un.q, 1);
-        const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
-        const __m256 w2 = i8x8_to_ps(q23), w3 = i8x8_to_ps(_mm_srli_si128(q23, 8));
-        const __m256 slo = _mm256_set1_ps(un.s_lo), shi = _mm256_set1_ps(un.s_hi);
-        const int64_t c = (blk * kUnits + u) * 32;
-        for (int i = 0; i < M; ++i) {
-          const float* xi = x + (size_t)i * cols + c;
-          const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
-          const __m256 bq = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
-          acc[i] = _mm256_fmadd_ps(slo, a, acc[i]);
-          acc[i] = _mm256_fmadd_ps(shi, bq, acc[i]);
-          if (T == kQ4_1 || T == kQ4_K) {
-            const float* xs = xsum16 + (size_t)i * n16 + c / 16;
-            off[i] += un.o_lo * xs[0] + un.o_hi * xs[1];
-          }
-        }
+      float s = hsum(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1])));
+      if (kOffsets) {
+        const float* xs = xsum16 + (size_t)i * n16;
+        __m256 o = _mm256_setzero_ps();
+        int64_t j = 0;
+        for (; j + 8 <= n16; j += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(&ob[(size_t)j]), _mm256_loadu_ps(xs + j), o);
+        s += hsum(o);
+        for (; j < n16; ++j) s += ob[(size_t)j] * xs[j];
       }
+      y[(size_t)i * w.rows + r] = s;
     }
-    for (int i = 0; i < M; ++i) y[(size_t)i * w.rows + r] = hsum(acc[i]) + off[i];
   }
 }
 
@@ -560,7 +581,7 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
   }
   // Prefill: panels of w's rows dequantised into a per-thread fp32 tile, each multiplied with sgemm into its
   // column block of y (ldc = rows).
-  constexpr size_t kTileFloats = (size_t)8 << 20;  // 32 MiB
+  constexpr size_t kTileFloats = (size_t)2 << 20;  // 8 MiB
   thread_local std::vector<float> tile;
   const int64_t k = w.cols;
   const int64_t panel = std::max<int64_t>(16, std::min<int64_t>(w.rows, (int64_t)(kTileFloats / (size_t)k)));

@@ -29,6 +29,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // Backend memory is host memory (the CPU backend): a caller may read it directly instead of downloading a copy.
+  virtual bool host_memory() const { return false; }
 
   // Memory. alloc returns zeroed backend memory for n floats; upload/download copy between host and backend and
   // are ordered with the ops on the backend's stream; synchronize waits for everything issued so far.

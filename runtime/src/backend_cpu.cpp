@@ -23,6 +23,7 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
   float* alloc(size_t n) override {
     void* p = nullptr;
     if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) throw std::bad_alloc();

@@ -382,13 +382,13 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     const int block = std::min(n, Workspace::kLogitsBlock), V = c.vocab_size;
     norm(x.data(), w.final_norm, w.final_norm_b, xn.data(), n);
     const DeviceBuffer& lg = ws.logits_block;  // [block, vocab]
-    std::vector<float> lg_h((size_t)block * V);
+    std::vector<float> lg_h(be.host_memory() ? 0 : (size_t)block * V);  // a device backend's block, downloaded
     for (int r0 = 0; r0 < n; r0 += block) {
       const int m = std::min(block, n - r0);
       be.matmul_xwt(xn.data() + (size_t)r0 * H, w.lm_head, lg.data(), m, V, H);
       if (final_cap > 0.0f) be.softcap(lg.data(), (size_t)m * V, final_cap);
-      be.download(lg_h.data(), lg.data(), (size_t)m * V);
-      obs->on_logits(r0, m, lg_h.data());
+      if (!be.host_memory()) be.download(lg_h.data(), lg.data(), (size_t)m * V);
+      obs->on_logits(r0, m, be.host_memory() ? lg.data() : lg_h.data());
     }
   }
   if (logits) {

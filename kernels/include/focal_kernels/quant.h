@@ -57,7 +57,7 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
-// w's rows are dequantised into an fp32 tile (at most 32 MiB, one per calling thread) and multiplied with sgemm,
+// w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
 // so prefill stays GEMM-bound. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);

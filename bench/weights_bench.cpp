@@ -1,0 +1,110 @@
+// Load time, held weight bytes, prefill and decode tokens/s of one model in one weights mode (native or fp32), the
+// way llama-bench measures them: prefill = one forward of T tokens from an empty cache (last row's logits); decode =
+// N forwards of one token each from an empty cache, each producing its logits. Median of --reps runs. One line of
+// `key=value` results per measurement on stdout (bench/llamacpp/compare.sh reads them). Results: docs/performance.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "focal/error.h"
+#include "focal/model.h"
+
+using namespace focal;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::atoi(p));
+    const char* c = std::strchr(p, ',');
+    if (!c) break;
+    p = c + 1;
+  }
+  return v;
+}
+
+const char* kUsage =
+    "usage: weights_bench MODEL [--weights native|fp32] [--prefill T1,T2,..] [--decode N] [--reps R]\n"
+    "Load seconds, weight bytes held, prefill tokens/s at each T (default 512,2048) and decode tokens/s over N\n"
+    "(default 64) one-token steps, each the median of R runs (default 3). Threads: OMP_NUM_THREADS.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help")) {
+    std::printf("%s", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  LoadOptions lo;
+  std::vector<int> prefill = {512, 2048};
+  int decode = 64, reps = 3;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--weights") {
+      lo.weights = parse_weights_mode(argv[i + 1]);
+    } else if (k == "--prefill") {
+      prefill = parse_list(argv[i + 1]);
+    } else if (k == "--decode") {
+      decode = std::atoi(argv[i + 1]);
+    } else if (k == "--reps") {
+      reps = std::max(1, std::atoi(argv[i + 1]));
+    } else {
+      std::fprintf(stderr, "weights_bench: unknown option '%s'\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+  }
+  try {
+    const double t0 = now();
+    auto model = Model::load(argv[1], Device::kCpu, lo);
+    const double load_s = now() - t0;
+    const ModelConfig& c = model->config();
+    std::printf("load_s=%.3f weights=%s weight_bytes=%zu params=%zu\n", load_s, weights_mode_name(model->weights_mode()),
+                model->weight_bytes(), model->n_params());
+    std::fflush(stdout);
+    int max_t = decode;
+    for (int T : prefill) max_t = std::max(max_t, T);
+    Session s(*model, max_t);
+    RunOptions opt;
+    opt.all_logits = false;
+    std::vector<float> logits;
+    std::vector<int32_t> ids((size_t)max_t);
+    for (int i = 0; i < max_t; ++i) ids[(size_t)i] = (int32_t)((i * 7919 + 13) % c.vocab_size);
+    for (int T : prefill) {
+      std::vector<double> runs;
+      for (int r = 0; r < reps; ++r) {
+        s.reset();
+        const double a = now();
+        s.forward(ids.data(), T, TempSpec(), opt, nullptr, &logits);
+        runs.push_back(now() - a);
+      }
+      std::printf("prefill T=%d tokens_per_s=%.2f\n", T, T / median(runs));
+      std::fflush(stdout);
+    }
+    if (decode > 0) {
+      std::vector<double> runs;
+      for (int r = 0; r < reps; ++r) {
+        s.reset();
+        const double a = now();
+        for (int i = 0; i < decode; ++i) s.forward(ids.data() + i, 1, TempSpec(), opt, nullptr, &logits);
+        runs.push_back(now() - a);
+      }
+      std::printf("decode N=%d tokens_per_s=%.2f\n", decode, decode / median(runs));
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "weights_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
