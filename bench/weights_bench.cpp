@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> ids((size_t)max_t);
     for (int i = 0; i < max_t; ++i) ids[(size_t)i] = (int32_t)((i * 7919 + 13) % c.vocab_size);
     for (int T : prefill) {
+      if (T <= 0) continue;
       std::vector<double> runs;
       for (int r = 0; r < reps; ++r) {
         s.reset();

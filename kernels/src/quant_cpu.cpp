@@ -425,6 +425,74 @@ FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatr
   }
 }
 
+// Q4_K rows: each 256-value block's scales and mins are unpacked once; each 32-byte load feeds two sub-blocks (low
+// and high nibbles) with their own accumulators.
+template <int M>
+FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  const int64_t cols = w.cols, n_blocks = cols / 256, n16 = cols / 16;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[M][4];
+    float off[M];
+    for (int i = 0; i < M; ++i) {
+      off[i] = 0.0f;
+      for (int k = 0; k < 4; ++k) acc[i][k] = _mm256_setzero_ps();
+    }
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      const uint8_t* b = row + blk * 144;
+      const float d = f16c_at(b), dmin = f16c_at(b + 2);
+      alignas(32) float sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        int a, c;
+        scale_min_k4(j, b + 4, &a, &c);
+        sc[j] = d * (float)a;
+        mn[j] = dmin * (float)c;
+      }
+      for (int i = 0; i < M; ++i) {  // the mins: sum_j mn_j * (x sum over sub-block j)
+        const float* xs = xsum16 + (size_t)i * n16 + blk * 16;
+        __m256 xs32 = _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // pairs, lane order 0 1 4 5 2 3 6 7
+        xs32 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs32), 0xD8));  // -> 0..7
+        off[i] -= hsum(_mm256_mul_ps(_mm256_load_ps(mn), xs32));
+      }
+      for (int p = 0; p < 4; ++p) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        const __m128i l0 = _mm256_castsi256_si128(lo), l1 = _mm256_extracti128_si256(lo, 1);
+        const __m128i h0 = _mm256_castsi256_si128(hi), h1 = _mm256_extracti128_si256(hi, 1);
+        const __m256 a0 = i8x8_to_ps(l0), a1 = i8x8_to_ps(_mm_srli_si128(l0, 8));
+        const __m256 a2 = i8x8_to_ps(l1), a3 = i8x8_to_ps(_mm_srli_si128(l1, 8));
+        const __m256 b0 = i8x8_to_ps(h0), b1 = i8x8_to_ps(_mm_srli_si128(h0, 8));
+        const __m256 b2 = i8x8_to_ps(h1), b3 = i8x8_to_ps(_mm_srli_si128(h1, 8));
+        const __m256 s_lo = _mm256_set1_ps(sc[2 * p]), s_hi = _mm256_set1_ps(sc[2 * p + 1]);
+        for (int i = 0; i < M; ++i) {
+          const float* xl = x + (size_t)i * cols + blk * 256 + 64 * p;  // sub-block 2p, then 2p + 1
+          const __m256 sl = _mm256_fmadd_ps(a0, _mm256_loadu_ps(xl), _mm256_mul_ps(a1, _mm256_loadu_ps(xl + 8)));
+          const __m256 sl2 =
+              _mm256_fmadd_ps(a2, _mm256_loadu_ps(xl + 16), _mm256_mul_ps(a3, _mm256_loadu_ps(xl + 24)));
+          const __m256 sh =
+              _mm256_fmadd_ps(b0, _mm256_loadu_ps(xl + 32), _mm256_mul_ps(b1, _mm256_loadu_ps(xl + 40)));
+          const __m256 sh2 =
+              _mm256_fmadd_ps(b2, _mm256_loadu_ps(xl + 48), _mm256_mul_ps(b3, _mm256_loadu_ps(xl + 56)));
+          acc[i][0] = _mm256_fmadd_ps(s_lo, sl, acc[i][0]);
+          acc[i][1] = _mm256_fmadd_ps(s_lo, sl2, acc[i][1]);
+          acc[i][2] = _mm256_fmadd_ps(s_hi, sh, acc[i][2]);
+          acc[i][3] = _mm256_fmadd_ps(s_hi, sh2, acc[i][3]);
+        }
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3]))) + off[i];
+  }
+}
+
+template <int M>
+void rows_q4k(const float* x, const float* xs, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  fused_rows_q4k<M>(x, xs, w, y, r0, r1);
+}
+
 // fp16 / bf16 rows: 8 values per step, widened in registers.
 template <int T, int M>
 FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
@@ -514,7 +582,11 @@ RowsFn avx2_rows(int t, int m) {
     case kQ4_0: return pick_m<kQ4_0>(m);
     case kQ4_1: return pick_m<kQ4_1>(m);
     case kQ8_0: return pick_m<kQ8_0>(m);
-    case kQ4_K: return pick_m<kQ4_K>(m);
+    case kQ4_K: {
+      static const RowsFn kFns[] = {&rows_q4k<1>, &rows_q4k<2>, &rows_q4k<3>, &rows_q4k<4>,
+                                    &rows_q4k<5>, &rows_q4k<6>, &rows_q4k<7>, &rows_q4k<8>};
+      return kFns[std::min(m, 8) - 1];
+    }
     case kQ6_K: return pick_m<kQ6_K>(m);
     case kQF16: return pick_m16<kQF16>(m);
     case kQBF16: return pick_m16<kQBF16>(m);

@@ -1,0 +1,339 @@
+// Writes a random-weight model of a big model's exact shape (default Llama-3-8B: 32 layers, hidden 4096, 32 / 8
+// heads, intermediate 14336, vocab 128256) for the memory and speed benchmarks (bench/run_big.sh), never committed:
+//   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
+//                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces)
+//   --bf16 DIR         Hugging Face directory: config.json, model.safetensors in bf16 (values ~ +-0.02), and
+//                      tokenizer.model copied from --tokenizer FILE
+// Streams the tensors to a temporary name and renames it, printing progress with an ETA.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Shape {
+  int64_t layers = 32, hidden = 4096, heads = 32, kv_heads = 8, inter = 14336, vocab = 128256, context = 8192;
+};
+
+struct Rng {  // xorshift64*
+  uint64_t s = 0x9E3779B97F4A7C15ULL;
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 2685821657736338717ULL;
+  }
+};
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> dims;  // HF order [rows, cols] (GGUF writes them reversed)
+  bool matrix;
+};
+
+std::vector<Tensor> tensors_of(const Shape& s, bool hf) {
+  const int64_t dh = s.hidden / s.heads, QD = s.heads * dh, KD = s.kv_heads * dh;
+  std::vector<Tensor> t;
+  auto add = [&](const std::string& g, const std::string& h, std::vector<int64_t> d, bool m) {
+    t.push_back({hf ? h : g, std::move(d), m});
+  };
+  add("token_embd.weight", "model.embed_tokens.weight", {s.vocab, s.hidden}, true);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+    add(g + "attn_norm.weight", h + "input_layernorm.weight", {s.hidden}, false);
+    add(g + "attn_q.weight", h + "self_attn.q_proj.weight", {QD, s.hidden}, true);
+    add(g + "attn_k.weight", h + "self_attn.k_proj.weight", {KD, s.hidden}, true);
+    add(g + "attn_v.weight", h + "self_attn.v_proj.weight", {KD, s.hidden}, true);
+    add(g + "attn_output.weight", h + "self_attn.o_proj.weight", {s.hidden, QD}, true);
+    add(g + "ffn_norm.weight", h + "post_attention_layernorm.weight", {s.hidden}, false);
+    add(g + "ffn_gate.weight", h + "mlp.gate_proj.weight", {s.inter, s.hidden}, true);
+    add(g + "ffn_up.weight", h + "mlp.up_proj.weight", {s.inter, s.hidden}, true);
+    add(g + "ffn_down.weight", h + "mlp.down_proj.weight", {s.hidden, s.inter}, true);
+  }
+  add("output_norm.weight", "model.norm.weight", {s.hidden}, false);
+  add("output.weight", "lm_head.weight", {s.vocab, s.hidden}, true);
+  return t;
+}
+
+int64_t numel(const Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.dims) n *= d;
+  return n;
+}
+
+constexpr int kQ4KBytes = 144;  // d, dmin (fp16), scales[12], qs[128] per 256 values
+
+// Tensor bytes: Q4_K random blocks (d = 1e-4, dmin = 7.5e-4 so values average about 0), or F32 ones for norms;
+// bf16 ~ +-0.02 for the safetensors file.
+void fill(const Tensor& t, bool bf16, Rng& rng, std::vector<uint8_t>* out) {
+  const int64_t n = numel(t);
+  if (!t.matrix) {
+    out->resize((size_t)n * (bf16 ? 2 : 4));
+    for (int64_t i = 0; i < n; ++i) {
+      if (bf16) {
+        const uint16_t one = 0x3F80;
+        std::memcpy(out->data() + 2 * i, &one, 2);
+      } else {
+        const float one = 1.0f;
+        std::memcpy(out->data() + 4 * i, &one, 4);
+      }
+    }
+    return;
+  }
+  if (bf16) {
+    out->resize((size_t)n * 2);
+    uint16_t* p = reinterpret_cast<uint16_t*>(out->data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = (float)((int64_t)(rng.next() >> 40) % 2001 - 1000) * 2e-5f;
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      p[i] = (uint16_t)(u >> 16);
+    }
+    return;
+  }
+  const int64_t nb = n / 256;
+  out->resize((size_t)nb * kQ4KBytes);
+  uint8_t* b = out->data();
+  for (int64_t i = 0; i < (int64_t)out->size(); i += 8) {
+    const uint64_t r = rng.next();
+    std::memcpy(b + i, &r, std::min<int64_t>(8, (int64_t)out->size() - i));
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint16_t d = 0x068E, dmin = 0x1225;  // fp16 1.0e-4 and 7.5e-4
+    std::memcpy(b + i * kQ4KBytes, &d, 2);
+    std::memcpy(b + i * kQ4KBytes + 2, &dmin, 2);
+  }
+}
+
+struct Out {
+  FILE* f = nullptr;
+  void bytes(const void* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f) != n) {
+      std::perror("make_big_model: write");
+      std::exit(1);
+    }
+  }
+  template <typename V>
+  void put(V v) {
+    bytes(&v, sizeof v);
+  }
+  void str(const std::string& s) {
+    put<uint64_t>(s.size());
+    bytes(s.data(), s.size());
+  }
+};
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Streams every tensor's bytes, with progress and an ETA on stderr.
+void write_data(Out& o, const std::vector<Tensor>& ts, bool bf16, size_t align) {
+  Rng rng;
+  std::vector<uint8_t> buf;
+  int64_t total = 0, done = 0;
+  for (const Tensor& t : ts) total += numel(t);
+  const double t0 = now();
+  double last = t0;
+  for (const Tensor& t : ts) {
+    fill(t, bf16, rng, &buf);
+    o.bytes(buf.data(), buf.size());
+    if (align) {
+      const size_t pad = (align - buf.size() % align) % align;
+      std::vector<uint8_t> z(pad, 0);
+      o.bytes(z.data(), pad);
+    }
+    done += numel(t);
+    if (now() - last > 2.0 || done == total) {
+      last = now();
+      const double el = last - t0, eta = done ? el * (double)(total - done) / (double)done : 0.0;
+      std::fprintf(stderr, "\rmake_big_model: %5.1f%% of %.2fB values, %.0f s elapsed, ETA %.0f s   ",
+                   100.0 * done / total, total / 1e9, el, eta);
+    }
+  }
+  std::fprintf(stderr, "\n");
+}
+
+void write_gguf(const std::string& path, const Shape& s) {
+  const std::vector<Tensor> ts = tensors_of(s, false);
+  const std::string tmp = path + ".tmp";
+  Out o{std::fopen(tmp.c_str(), "wb")};
+  if (!o.f) {
+    std::perror(("make_big_model: " + tmp).c_str());
+    std::exit(1);
+  }
+  std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    toks.push_back(hex);
+  }
+  while ((int64_t)toks.size() < s.vocab) toks.push_back("\xE2\x96\x81w" + std::to_string(toks.size()));
+  int n_kv = 0;
+  std::string kv;
+  auto key = [&](const std::string& name, uint32_t type) {
+    uint64_t len = name.size();
+    kv.append(reinterpret_cast<const char*>(&len), 8);
+    kv += name;
+    kv.append(reinterpret_cast<const char*>(&type), 4);
+    ++n_kv;
+  };
+  auto u32 = [&](const std::string& name, uint32_t v) {
+    key(name, 4);
+    kv.append(reinterpret_cast<const char*>(&v), 4);
+  };
+  auto f32 = [&](const std::string& name, float v) {
+    key(name, 6);
+    kv.append(reinterpret_cast<const char*>(&v), 4);
+  };
+  auto str = [&](const std::string& name, const std::string& v) {
+    key(name, 8);
+    uint64_t len = v.size();
+    kv.append(reinterpret_cast<const char*>(&len), 8);
+    kv += v;
+  };
+  str("general.architecture", "llama");
+  str("general.name", "random Llama-3-8B shape (focalscope bench)");
+  u32("general.alignment", 32);
+  u32("llama.block_count", (uint32_t)s.layers);
+  u32("llama.context_length", (uint32_t)s.context);
+  u32("llama.embedding_length", (uint32_t)s.hidden);
+  u32("llama.feed_forward_length", (uint32_t)s.inter);
+  u32("llama.attention.head_count", (uint32_t)s.heads);
+  u32("llama.attention.head_count_kv", (uint32_t)s.kv_heads);
+  u32("llama.rope.dimension_count", (uint32_t)(s.hidden / s.heads));
+  u32("llama.vocab_size", (uint32_t)s.vocab);
+  f32("llama.rope.freq_base", 500000.0f);
+  f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  str("tokenizer.ggml.model", "llama");
+  {
+    key("tokenizer.ggml.tokens", 9);
+    uint32_t et = 8;
+    uint64_t n = toks.size();
+    kv.append(reinterpret_cast<const char*>(&et), 4);
+    kv.append(reinterpret_cast<const char*>(&n), 8);
+    for (const std::string& t : toks) {
+      uint64_t len = t.size();
+      kv.append(reinterpret_cast<const char*>(&len), 8);
+      kv += t;
+    }
+    key("tokenizer.ggml.scores", 9);
+    et = 6;
+    kv.append(reinterpret_cast<const char*>(&et), 4);
+    kv.append(reinterpret_cast<const char*>(&n), 8);
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const float sc = -(float)i;
+      kv.append(reinterpret_cast<const char*>(&sc), 4);
+    }
+    key("tokenizer.ggml.token_type", 9);
+    et = 5;
+    kv.append(reinterpret_cast<const char*>(&et), 4);
+    kv.append(reinterpret_cast<const char*>(&n), 8);
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const int32_t ty = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+      kv.append(reinterpret_cast<const char*>(&ty), 4);
+    }
+  }
+  u32("tokenizer.ggml.bos_token_id", 1);
+  u32("tokenizer.ggml.eos_token_id", 2);
+  u32("tokenizer.ggml.unknown_token_id", 0);
+
+  o.bytes("GGUF", 4);
+  o.put<uint32_t>(3);
+  o.put<uint64_t>(ts.size());
+  o.put<uint64_t>((uint64_t)n_kv);
+  o.bytes(kv.data(), kv.size());
+  uint64_t off = 0;
+  size_t header = 4 + 4 + 8 + 8 + kv.size();
+  for (const Tensor& t : ts) {
+    o.str(t.name);
+    o.put<uint32_t>((uint32_t)t.dims.size());
+    for (size_t d = t.dims.size(); d-- > 0;) o.put<uint64_t>((uint64_t)t.dims[d]);
+    o.put<uint32_t>(t.matrix ? 12u : 0u);  // Q4_K or F32
+    o.put<uint64_t>(off);
+    const uint64_t bytes = t.matrix ? (uint64_t)numel(t) / 256 * kQ4KBytes : (uint64_t)numel(t) * 4;
+    off += (bytes + 31) / 32 * 32;
+    header += 8 + t.name.size() + 4 + 8 * t.dims.size() + 4 + 8;
+  }
+  std::vector<uint8_t> pad((32 - header % 32) % 32, 0);
+  o.bytes(pad.data(), pad.size());
+  write_data(o, ts, false, 32);
+  if (std::fclose(o.f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::perror(("make_big_model: " + path).c_str());
+    std::exit(1);
+  }
+}
+
+void write_bf16_dir(const std::string& dir, const Shape& s, const std::string& tokenizer) {
+  const std::vector<Tensor> ts = tensors_of(s, true);
+  if (std::system(("mkdir -p '" + dir + "'").c_str()) != 0) std::exit(1);
+  std::string h = "{";
+  uint64_t off = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const uint64_t bytes = (uint64_t)numel(ts[i]) * 2;
+    h += (i ? "," : "") + std::string("\"") + ts[i].name + "\":{\"dtype\":\"BF16\",\"shape\":[";
+    for (size_t d = 0; d < ts[i].dims.size(); ++d) h += (d ? "," : "") + std::to_string(ts[i].dims[d]);
+    h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
+    off += bytes;
+  }
+  h += "}";
+  while (h.size() % 8) h += ' ';
+  const std::string path = dir + "/model.safetensors", tmp = path + ".tmp";
+  Out o{std::fopen(tmp.c_str(), "wb")};
+  if (!o.f) std::exit(1);
+  o.put<uint64_t>(h.size());
+  o.bytes(h.data(), h.size());
+  write_data(o, ts, true, 0);
+  if (std::fclose(o.f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) std::exit(1);
+  FILE* c = std::fopen((dir + "/config.json").c_str(), "w");
+  std::fprintf(c,
+               "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"vocab_size\": %lld, "
+               "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
+               "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, \"max_position_embeddings\": %lld, "
+               "\"rope_theta\": 500000.0, \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false, "
+               "\"bos_token_id\": 1, \"eos_token_id\": 2, \"hidden_act\": \"silu\", \"torch_dtype\": \"bfloat16\"}\n",
+               (long long)s.vocab, (long long)s.hidden, (long long)s.inter, (long long)s.layers, (long long)s.heads,
+               (long long)s.kv_heads, (long long)s.context);
+  std::fclose(c);
+  if (!tokenizer.empty() && std::system(("cp '" + tokenizer + "' '" + dir + "/tokenizer.model'").c_str()) != 0)
+    std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shape s;
+  std::string gguf, bf16, tokenizer;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--help") {
+      std::printf(
+          "usage: make_big_model (--gguf FILE | --bf16 DIR --tokenizer tokenizer.model) [--layers N]\n"
+          "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
+          "intermediate 14336, vocab 128256): a Q4_K GGUF (~4.6 GB) or a bf16 safetensors directory (~16 GB).\n");
+      return 0;
+    } else if (a == "--gguf") {
+      gguf = val();
+    } else if (a == "--bf16") {
+      bf16 = val();
+    } else if (a == "--tokenizer") {
+      tokenizer = val();
+    } else if (a == "--layers") {
+      s.layers = std::atoll(val().c_str());
+    } else {
+      std::fprintf(stderr, "make_big_model: unknown option '%s' (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (gguf.empty() == bf16.empty()) {
+    std::fprintf(stderr, "make_big_model: give one of --gguf FILE or --bf16 DIR (see --help)\n");
+    return 2;
+  }
+  if (!gguf.empty()) write_gguf(gguf, s);
+  if (!bf16.empty()) write_bf16_dir(bf16, s, tokenizer);
+  return 0;
+}
