@@ -1,6 +1,8 @@
 // --device for the commands that load a model.
 #include "device_option.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "error_flags.h"
@@ -46,6 +48,14 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
     try {
       opt.weights = parse_weights_mode(a.get(kWeightsOption));
     } catch (const Error& e) { throw UsageError{with_flag(e)}; }
+  }
+  // The weights must fit --budget when the command has one, else the machine's memory: refused before allocating.
+  if (a.has("--budget")) {
+    opt.budget_bytes = parse_bytes(a.get("--budget"), "--budget");
+  } else {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) opt.budget_bytes = (size_t)pages * (size_t)page;
+    opt.budget_is_machine = true;
   }
   std::unique_ptr<Model> m = Model::load(dir, device_arg(a), opt);
   for (const std::string& w : m->config().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());

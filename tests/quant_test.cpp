@@ -202,5 +202,31 @@ TEST_F(NativeWeightsTest, NonFiniteScaleNamesTheTensor) {
   ASSERT_EQ(m->config().warnings.size(), 1u);
 }
 
+// A model whose weights, as they would be held, exceed the budget is refused before anything is allocated, with
+// the estimate: stored bytes in native mode, 4 a value in fp32.
+TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
+  test::TinyLlamaDims d;
+  d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512;
+  d.matrix_type = kGgmlQ4_0;
+  d.matrix_block_elems = 32;
+  d.matrix_block_bytes = 18;
+  const std::string path = dir_ + "/budget.gguf";
+  test::write_file(path, test::tiny_llama_gguf(d).bytes());
+  LoadOptions o;
+  o.budget_bytes = 1 << 20;  // 1 MB: the Q4_0 matrices (~0.9 MB) and fp32 norms fit, fp32 matrices (~6.6 MB) do not
+  auto m = Model::load(path, Device::kCpu, o);
+  EXPECT_LE(m->weight_bytes(), o.budget_bytes);
+  o.weights = WeightsMode::kFp32;
+  try {
+    Model::load(path, Device::kCpu, o);
+    FAIL() << "fp32 weights over the budget must be refused";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.field(), "budget");
+    EXPECT_NE(what.find("needs about 0.01 GB"), std::string::npos) << what;
+    EXPECT_NE(what.find("--weights native"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace focal

@@ -250,6 +250,35 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
                 "\"focal\": {\"mode\": \"learned\", \"tau_min\": .., \"tau_max\": ..}");
   }
 
+  // The weights' memory as they will be held, checked against the budget before anything is allocated: stored
+  // bytes for the matrices native mode keeps as they are, 4 bytes a value for everything widened to fp32.
+  if (options.budget_bytes > 0) {
+    size_t held = 0, fp32 = 0;
+    for (const auto& [name, tf] : all) {
+      const StTensor& t = *tf.first;
+      const bool stored = options.weights == WeightsMode::kNative && t.shape.size() == 2 &&
+                          (t.to_f32 ? t.stored_type > 0 : (t.dtype == "F16" || t.dtype == "BF16"));
+      held += stored ? t.n_bytes : 4 * t.numel();
+      fp32 += 4 * t.numel();
+    }
+    if (held > options.budget_bytes) {
+      auto gb = [](size_t b) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+        return std::string(buf);
+      };
+      const std::string msg = "model '" + dir + "' needs about " + gb(held) + " for its weights (--weights " +
+                                weights_mode_name(options.weights) + "; fp32 would take " + gb(fp32) +
+                                "), over " + (options.budget_is_machine ? "this machine's memory of " : "the memory budget of ") +
+                                gb(options.budget_bytes) + " — " +
+                                (options.budget_is_machine ? "" : "raise --budget, or ") +
+                                (options.weights == WeightsMode::kFp32 ? "load with --weights native, or " : "") +
+                                "use a smaller or more quantized file";
+      if (options.budget_is_machine) throw Error(msg);
+      throw Error("budget", msg);
+    }
+  }
+
   m->device_ = resolve_device(device);
   m->backend_ = make_backend(m->device_);
   Backend& be = *m->backend_;

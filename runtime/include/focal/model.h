@@ -85,6 +85,10 @@ struct LoadOptions {
   // checkpoints) and notes each such tensor in config().warnings.
   bool allow_nonfinite_weights = false;
   WeightsMode weights = WeightsMode::kNative;
+  // > 0: a model whose weights, as they would be held in this mode, take more bytes than this is refused before
+  // anything is allocated (Error field "budget", with the estimate); 0: no check.
+  size_t budget_bytes = 0;
+  bool budget_is_machine = false;  // the budget is the machine's memory (the message then says so)
 };
 
 class Model {
