@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Native weights against llama.cpp (issue 14), every number of one run on the same machine and thread count:
+#  1. SmolLM2-135M Q4_1 (scripts/fetch-smollm2.sh): prefill tokens/s at T = 512 and 2048 and decode tokens/s of
+#     build/bench/weights_bench against llama-bench on the same GGUF; peak RSS of `focal capture` at T = 512
+#     (--store metrics);
+#  2. a random-weight model of Llama-3-8B's exact shape written as Q4_K by build/bench/make_big_model: open time,
+#     decode tokens/s against llama-bench, peak RSS of `focal capture` at T = 2048 with metrics for every head and
+#     the rows (probabilities and scores) of every head of layer 16;
+#  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture.
+# llama-bench comes from bench/llamacpp/build.sh (llama.cpp vendored in PyPI's llama-cpp-python sdist, built into
+# the cache). The big models (4.5 GB and 16 GB) are written into ${FOCAL_CACHE:-/root/.cache/focalscope}/big, never
+# into the repository. Takes about 20 minutes on 2 cores.
+# usage: bench/run_big.sh [THREADS] [--skip-bf16]
+set -euo pipefail
+if [ "${1:-}" = "--help" ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+threads=${1:-2}
+skip_bf16=${2:-}
+cache="${FOCAL_CACHE:-/root/.cache/focalscope}"
+lb="$(bench/llamacpp/build.sh | tail -1)"
+smol="$(scripts/fetch-smollm2.sh)"
+mkdir -p "$cache/big" out/bench
+big="$cache/big/llama3-8b-shape-q4_k.gguf"
+bf16="$cache/big/llama3-8b-shape-bf16"
+[ -f "$big" ] || build/bench/make_big_model --gguf "$big"
+export OMP_NUM_THREADS=$threads
+rss() {  # peak RSS in MiB and wall seconds of a command
+  /usr/bin/time -f "%M %e" -o out/bench/time.txt "$@" >/dev/null 2>out/bench/err.txt || { cat out/bench/err.txt; return 1; }
+  awk '{printf "peak RSS %.0f MiB (%.2f GiB), %.1f s\n", $1/1024, $1/1048576, $2}' out/bench/time.txt
+}
+echo "== $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads threads, load: $(uptime | sed 's/.*average: //')"
+echo "== SmolLM2-135M Q4_1 ($smol)"
+echo "-- focalscope native --"; build/bench/weights_bench "$smol" --prefill 512,2048 --decode 64 --reps 3
+echo "-- focalscope fp32 --"; build/bench/weights_bench "$smol" --weights fp32 --prefill 512,2048 --decode 64 --reps 3
+echo "-- llama-bench --"; "$lb" -m "$smol" -t "$threads" -p 512,2048 -n 64 -r 3 -o md 2>/dev/null | grep -E "^\|"
+/usr/bin/python3 -c "print(' The cat sat on the mat.' * 72)" > out/bench/prompt-512.txt
+echo -n "-- focal capture T=505 --store metrics: "; rss build/cli/focal capture "$smol" --prompt-file out/bench/prompt-512.txt --store metrics -o out/bench/smol-512.h5
+echo "== Llama-3-8B shape, Q4_K ($big, $(du -h "$big" | cut -f1))"
+echo "-- focalscope native (open, decode) --"; build/bench/weights_bench "$big" --prefill 0 --decode 16 --reps 1
+echo "-- llama-bench --"; "$lb" -m "$big" -t "$threads" -p 0 -n 16 -r 1 -o md 2>/dev/null | grep -E "^\|"
+/usr/bin/python3 -c "print('x' * 2046)" > out/bench/prompt-2048.txt
+echo -n "-- focal capture T=2048, metrics all heads + rows of layer 16: "
+rss build/cli/focal capture "$big" --prompt-file out/bench/prompt-2048.txt --layers 16 --budget 7G -o out/bench/big-q4k.h5
+build/cli/focal inspect out/bench/big-q4k.h5 | head -3
+if [ -z "$skip_bf16" ]; then
+  [ -f "$bf16/model.safetensors" ] || build/bench/make_big_model --bf16 "$bf16" --tokenizer assets/models/tokenizer.model
+  echo "== Llama-3-8B shape, bf16 safetensors ($bf16, $(du -sh "$bf16" | cut -f1))"
+  echo "-- focalscope native (open) --"; build/bench/weights_bench "$bf16" --prefill 0 --decode 0 --reps 1
+  /usr/bin/python3 -c "print(' The cat sat on the mat.' * 290)" > out/bench/prompt-bf16.txt
+  echo -n "-- focal capture ~2048 tokens, metrics all heads + rows of layer 16: "
+  rss build/cli/focal capture "$bf16" --prompt-file out/bench/prompt-bf16.txt --layers 16 --budget 18G -o out/bench/big-bf16.h5
+  build/cli/focal inspect out/bench/big-bf16.h5 | head -3
+fi
+echo "load after: $(uptime | sed 's/.*average: //')"
