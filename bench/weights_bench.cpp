@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
     auto model = Model::load(argv[1], Device::kCpu, lo);
     const double load_s = now() - t0;
     const ModelConfig& c = model->config();
-    std::printf("load_s=%.3f weights=%s weight_bytes=%zu params=%zu\n", load_s, weights_mode_name(model->weights_mode()),
-                model->weight_bytes(), model->n_params());
+    std::printf("load_s=%.3f weights=%s weight_bytes=%zu params=%zu\n", load_s,
+                weights_mode_name(model->weights_mode()), model->weight_bytes(), model->n_params());
     std::fflush(stdout);
     int max_t = decode;
     for (int T : prefill) max_t = std::max(max_t, T);

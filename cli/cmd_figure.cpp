@@ -234,7 +234,8 @@ const char* kDemoPrompt =
 namespace focal::cli {
 
 int cmd_demo(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", kLoadFlag}, {"--model", "--out", "--prompt", "--temp", kDeviceOption, kWeightsOption});
+  Args a(argc, argv, 2, {"--help", kLoadFlag},
+         {"--model", "--out", "--prompt", "--temp", kDeviceOption, kWeightsOption});
   if (a.has("--help")) {
     std::printf("%s%s", kDemoHelp, kDeviceHelp);
     return 0;

@@ -10,9 +10,9 @@
 
 namespace focal::cli {
 
-extern const char* const kDeviceOption;  // "--device"
-extern const char* const kDeviceHelp;    // the help line(s) of --device and --allow-nonfinite-weights
-extern const char* const kLoadFlag;      // "--allow-nonfinite-weights": add to the flags of commands that load
+extern const char* const kDeviceOption;   // "--device"
+extern const char* const kDeviceHelp;     // the help line(s) of --device and --allow-nonfinite-weights
+extern const char* const kLoadFlag;       // "--allow-nonfinite-weights": add to the flags of commands that load
 extern const char* const kWeightsOption;  // "--weights native|fp32": add to the options of commands that load
 
 // -v / --verbose anywhere after the command (main strips it): informational notes such as the device auto chose.

@@ -154,8 +154,9 @@ selection:
 int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
   const std::set<std::string> opts =
-      with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
-                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption, cli::kWeightsOption});
+      with(kTempOpts,
+           {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
+            "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption, cli::kWeightsOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
@@ -264,8 +265,8 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
-         with(kTempOpts,
-              {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass", cli::kDeviceOption, cli::kWeightsOption}));
+         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
+                          cli::kDeviceOption, cli::kWeightsOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;

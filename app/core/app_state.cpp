@@ -162,46 +162,51 @@ void AppState::open_path(const std::string& path_in) {
     });
     return;
   }
-  jobs.submit("load", "load " + basename_of(path), [this, path, dev = device](JobContext&) -> std::function<void()> {
-    std::string note;
-    const focal::Device resolved = focal::resolve_device(dev, &note);
-    std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved));
-    m->require_tokenizer();
-    return [this, path, m, note] {
-      jobs.cancel("run_a");
-      jobs.cancel("run_b");
-      const bool had_b_model = (bool)slots[1].model;
-      if (had_b_model && slots[1].model->config().vocab_size != m->config().vocab_size) {
-        slots[1].model.reset();
-        box_[1].reset();
-        model_b_path.clear();
-      }
-      slots[0] = Slot{};
-      slots[0].model = m;
-      slots[0].spec = focal::TempSpec::native(m->config());
-      // Comparing two settings of one model: B is the other attention, so the first view shows a difference (a
-      // standard-trained model against itself gave A = B and every delta 0).
-      if (!slots[1].model) slots[1].spec = default_b_spec(m->config());
-      box_[0] = std::make_shared<RunnerBox>(m);
-      slots[1].run.reset();
-      if (!slots[1].model) box_[1] = std::make_shared<RunnerBox>(m);
-      cfg_ = m->config();
-      has_cfg_ = true;
-      file = focal::make_capture_file(*m, {});
-      loaded = {path, false, note};
-      add_recent(path);
-      sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
-      sel_head = std::min(sel_head, cfg_.n_heads - 1);
-      std::string warnings;  // what loading assumed (focal::ModelConfig::warnings), shown with the load
-      for (const std::string& w : m->config().warnings) warnings += "\nwarning: " + w;
-      notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
-                 std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
-                 focal::device_name(m->device()) + warnings,
-             false);
-      state_version++;
-      set_prompt(prompt);
-    };
-  });
+  jobs.submit(
+      "load", "load " + basename_of(path),
+      [this, path, dev = device, wm = weights](JobContext&) -> std::function<void()> {
+        std::string note;
+        const focal::Device resolved = focal::resolve_device(dev, &note);
+        focal::LoadOptions lo;
+        lo.weights = wm;
+        std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved, lo));
+        m->require_tokenizer();
+        m->weights_checksum();  // hashed here, on the worker: a native 8B file takes seconds, the UI thread none
+        return [this, path, m, note] {
+          jobs.cancel("run_a");
+          jobs.cancel("run_b");
+          const bool had_b_model = (bool)slots[1].model;
+          if (had_b_model && slots[1].model->config().vocab_size != m->config().vocab_size) {
+            slots[1].model.reset();
+            box_[1].reset();
+            model_b_path.clear();
+          }
+          slots[0] = Slot{};
+          slots[0].model = m;
+          slots[0].spec = focal::TempSpec::native(m->config());
+          // Comparing two settings of one model: B is the other attention, so the first view shows a difference (a
+          // standard-trained model against itself gave A = B and every delta 0).
+          if (!slots[1].model) slots[1].spec = default_b_spec(m->config());
+          box_[0] = std::make_shared<RunnerBox>(m);
+          slots[1].run.reset();
+          if (!slots[1].model) box_[1] = std::make_shared<RunnerBox>(m);
+          cfg_ = m->config();
+          has_cfg_ = true;
+          file = focal::make_capture_file(*m, {});
+          loaded = {path, false, note};
+          add_recent(path);
+          sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
+          sel_head = std::min(sel_head, cfg_.n_heads - 1);
+          std::string warnings;  // what loading assumed (focal::ModelConfig::warnings), shown with the load
+          for (const std::string& w : m->config().warnings) warnings += "\nwarning: " + w;
+          notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
+                     std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
+                     focal::device_name(m->device()) + warnings,
+                 false);
+          state_version++;
+          set_prompt(prompt);
+        };
+      });
 }
 
 void AppState::open_model_b(const std::string& path) {
@@ -209,28 +214,33 @@ void AppState::open_model_b(const std::string& path) {
     notify("compare models: load model A first", true);
     return;
   }
-  jobs.submit("load", "load B " + basename_of(path), [this, path, dev = device](JobContext&) -> std::function<void()> {
-    std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev)));
-    return [this, path, m] {
-      if (!slots[0].model) return;
-      if (m->config().vocab_size != cfg_.vocab_size)
-        return notify("model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
-                          " but model A has " + std::to_string(cfg_.vocab_size) +
-                          ": two models are compared on the same token ids, so they need the same tokenizer",
-                      true);
-      jobs.cancel("run_b");
-      slots[1] = Slot{};
-      slots[1].model = m;
-      slots[1].spec = focal::TempSpec::native(m->config());
-      box_[1] = std::make_shared<RunnerBox>(m);
-      model_b_path = path;
-      compare = true;
-      add_recent(path);
-      notify("comparing with model B " + basename_of(path), false);
-      state_version++;
-      if (!file.token_ids.empty()) propagate(1);
-    };
-  });
+  jobs.submit("load", "load B " + basename_of(path),
+              [this, path, dev = device, wm = weights](JobContext&) -> std::function<void()> {
+                focal::LoadOptions lo;
+                lo.weights = wm;
+                std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
+                m->weights_checksum();  // on the worker, not the UI thread
+                return [this, path, m] {
+                  if (!slots[0].model) return;
+                  if (m->config().vocab_size != cfg_.vocab_size)
+                    return notify(
+                        "model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
+                            " but model A has " + std::to_string(cfg_.vocab_size) +
+                            ": two models are compared on the same token ids, so they need the same tokenizer",
+                        true);
+                  jobs.cancel("run_b");
+                  slots[1] = Slot{};
+                  slots[1].model = m;
+                  slots[1].spec = focal::TempSpec::native(m->config());
+                  box_[1] = std::make_shared<RunnerBox>(m);
+                  model_b_path = path;
+                  compare = true;
+                  add_recent(path);
+                  notify("comparing with model B " + basename_of(path), false);
+                  state_version++;
+                  if (!file.token_ids.empty()) propagate(1);
+                };
+              });
 }
 
 focal::TempSpec default_b_spec(const focal::ModelConfig& c) {

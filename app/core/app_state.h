@@ -154,7 +154,8 @@ class AppState {
   focal::CaptureFile file;     // header + tokens + pieces (runs live in the slots)
   std::string prompt;
   LoadedInfo loaded;
-  focal::Device device = focal::Device::kAuto;  // where the next model loads (open_path / open_model_b)
+  focal::Device device = focal::Device::kAuto;               // where the next model loads (open_path / open_model_b)
+  focal::WeightsMode weights = focal::WeightsMode::kNative;  // how its weight matrices are held (focal/model.h)
   std::string model_b_path;
   int sel_layer = 0, sel_head = 0, sel_query = -1;
   ViewOptions view;

@@ -43,6 +43,7 @@ Settings Settings::load(const std::string& path, std::string* warning) {
     if (j.contains("recent")) s.recent = j["recent"].get<std::vector<std::string>>();
     s.compare = j.value("compare", s.compare);
     s.device = j.value("device", s.device);
+    s.weights = j.value("weights", s.weights);
     s.live_propagate = j.value("live_propagate", s.live_propagate);
     s.log_color = j.value("log_color", s.log_color);
     s.hide_sink = j.value("hide_sink", s.hide_sink);
@@ -74,6 +75,7 @@ void Settings::save(const std::string& path) const {
   j["recent"] = recent;
   j["compare"] = compare;
   j["device"] = device;
+  j["weights"] = weights;
   j["live_propagate"] = live_propagate;
   j["log_color"] = log_color;
   j["hide_sink"] = hide_sink;

@@ -14,7 +14,8 @@ struct Settings {
   std::string prompt;
   std::string spec_a_json, spec_b_json;  // TempSpec JSON of each side, applied when model_path is reopened
   std::vector<std::string> recent;
-  std::string device = "auto";  // auto | cpu | cuda
+  std::string device = "auto";     // auto | cpu | cuda
+  std::string weights = "native";  // native | fp32 (focal::WeightsMode)
   bool compare = true, live_propagate = true, log_color = false, hide_sink = false;
   int window_w = 1600, window_h = 960;
 

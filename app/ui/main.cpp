@@ -40,6 +40,8 @@ const char* kHelp =
     "  --prompt TEXT         prompt to run (default: the last one, else a short story)\n"
     "  --temp T              focal temperature of run A (default: the model's own setting)\n"
     "  --device D            auto | cpu | cuda: where models run (default: the last choice, else auto)\n"
+    "  --weights W           native | fp32: quantized / 16-bit weights kept as stored, or widened to fp32\n"
+    "                        (default: the last choice, else native)\n"
     "  --size WxH            window size in pixels (default 1600x960, or the last size)\n"
     "  --script FILE         run a command file, one command per frame (open, prompt, temp, select, view, wait,\n"
     "                        screenshot PATH.png, export PATH.h5, quit, ...: docs/app.md); a script that cannot be\n"
@@ -53,7 +55,7 @@ const char* kHelp =
     "Exit codes: 0 ok, 1 runtime or script error, 2 bad command line.\n";
 
 struct Args {
-  std::string source, prompt, script, settings_path, bench, bench_long, device;
+  std::string source, prompt, script, settings_path, bench, bench_long, device, weights;
   float temp = -1.0f;
   int w = 0, h = 0;
   bool no_settings = false;
@@ -86,6 +88,11 @@ int parse_args(int argc, char** argv, Args& a) {
       } catch (const focal::Error& e) {
         throw focal::Error("--device: " + std::string(e.what()));  // the app's own command-line option
       }
+    } else if (s == "--weights") {
+      a.weights = need("--weights");
+      try {
+        focal::parse_weights_mode(a.weights);
+      } catch (const focal::Error& e) { throw focal::Error("--weights: " + std::string(e.what())); }
     } else if (s == "--bench-long-model")
       a.bench_long = need("--bench-long-model");
     else if (s == "--temp") {
@@ -343,6 +350,11 @@ int run_app(int argc, char** argv) {
     } catch (const focal::Error&) {
       st.notify(settings_path + ": device '" + settings.device + "' is not auto, cpu or cuda; using auto", true);
     }
+    try {
+      st.weights = focal::parse_weights_mode(!args.weights.empty() ? args.weights : settings.weights);
+    } catch (const focal::Error&) {
+      st.notify(settings_path + ": weights '" + settings.weights + "' is not native or fp32; using native", true);
+    }
     st.live_propagate = settings.live_propagate;
     st.view.log_color = settings.log_color;
     st.view.hide_sink = settings.hide_sink;
@@ -471,6 +483,7 @@ int run_app(int argc, char** argv) {
       settings.spec_b_json = st.slots[1].spec.to_json();
       settings.compare = st.compare;
       settings.device = focal::device_name(st.device);
+      settings.weights = focal::weights_mode_name(st.weights);
       settings.live_propagate = st.live_propagate;
       settings.log_color = st.view.log_color;
       settings.hide_sink = st.view.hide_sink;

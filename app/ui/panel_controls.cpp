@@ -43,6 +43,21 @@ static void open_section(Ui& ui) {
   help_marker(
       "auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
       "reason when no GPU is usable. The model is reloaded on the chosen device.");
+  // How weight matrices are held; changing it reloads the open model.
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  if (ImGui::BeginCombo("weights", focal::weights_mode_name(st.weights))) {
+    for (focal::WeightsMode w : {focal::WeightsMode::kNative, focal::WeightsMode::kFp32})
+      if (ImGui::Selectable(focal::weights_mode_name(w), w == st.weights) && w != st.weights) {
+        st.weights = w;
+        if (st.has_model()) st.open_path(st.loaded.path);
+      }
+    ImGui::EndCombo();
+  }
+  help_marker(
+      "native: quantized GGUF blocks and fp16 / bf16 weights stay as the file stores them (memory-mapped, about "
+      "0.6 bytes a parameter for Q4); fp32: widened at load (4 bytes a parameter), the mode that matches "
+      "transformers to 1e-5. The model is reloaded.");
   if (st.has_model() && !st.loaded.device_note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", st.loaded.device_note.c_str());

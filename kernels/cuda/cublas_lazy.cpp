@@ -57,15 +57,15 @@ cublasStatus_t CUBLASWINAPI cublasGetMathMode(cublasHandle_t handle, cublasMath_
 
 cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
-                                         int lda, const void* B, cudaDataType Btype, int ldb, const void* beta,
-                                         void* C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                                         int lda, const void* B, cudaDataType Btype, int ldb, const void* beta, void* C,
+                                         cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                                          cublasGemmAlgo_t algo) {
   using Fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                                 const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                                 cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
   static const auto fn = sym<Fn>("cublasGemmEx");
-  return fn ? fn(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-                 computeType, algo)
+  return fn ? fn(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType,
+                 algo)
             : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 

@@ -264,8 +264,7 @@ FOCAL_TARGET_CLONES void dequant_span(int t, const uint8_t* src, float* dst, int
 
 // Rows r0..r1 of y[m, rows] (stride ldy) from the blocks of w. Eight partial sums per dot keep the loop
 // vectorisable without reassociation.
-FOCAL_TARGET_CLONES void fused_rows_generic(const float* x, const QMatrix& w, float* y, int m, int64_t r0,
-                                             int64_t r1) {
+FOCAL_TARGET_CLONES void fused_rows_generic(const float* x, const QMatrix& w, float* y, int m, int64_t r0, int64_t r1) {
   const int t = w.type;
   const int64_t cols = w.cols;
   const int be = std::max(qtype_block_elems(t), 32), bb = qtype_block_bytes(t) * (be / qtype_block_elems(t));
@@ -294,8 +293,8 @@ FOCAL_TARGET_CLONES void fused_rows_generic(const float* x, const QMatrix& w, fl
 }
 
 // ---- AVX2 fused kernels ----
-// Each 32-value unit of a block is decoded to 32 int8 lanes q (signed), two scales s_lo / s_hi (for values 0..15
-// and 16..31) and two offsets o_lo / o_hi, so that value_j = s * q_j + o. The dot with x is then
+// Each 32-value unit of a block (Q6_K: 8 per block) is decoded to 32 int8 lanes q (signed), two scales s_lo / s_hi
+// (for values 0..15 and 16..31) and two offsets o_lo / o_hi, so that value_j = s * q_j + o. The dot with x is then
 // s_lo * sum_{j<16} q_j x_j + s_hi * sum_{j>=16} q_j x_j + o_lo * X_lo + o_hi * X_hi, with X the sums of x over each
 // 16-value half (computed once per call).
 struct Unit {
@@ -309,39 +308,11 @@ FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {  // the fp16 at p, widened b
   return _cvtsh_ss(v);
 }
 
-FOCAL_AVX2 inline __m256i nibbles32(const uint8_t* qs16) {  // 16 bytes -> low nibbles, then high nibbles
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs16));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-}
-
 // Unit u of the block at b (units per block: 1 for the 32-formats, 8 for K formats).
 template <int T>
 FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
   Unit r;
-  if constexpr (T == kQ4_0) {
-    const float d = f16c_at(b);
-    r.q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
-    r.s_lo = r.s_hi = d;
-    r.o_lo = r.o_hi = 0.0f;
-  } else if constexpr (T == kQ4_1) {
-    const float d = f16c_at(b), m = f16c_at(b + 2);
-    r.q = nibbles32(b + 4);
-    r.s_lo = r.s_hi = d;
-    r.o_lo = r.o_hi = m;
-  } else if constexpr (T == kQ8_0) {
-    r.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    r.s_lo = r.s_hi = f16c_at(b);
-    r.o_lo = r.o_hi = 0.0f;
-  } else if constexpr (T == kQ4_K) {
-    const float d = f16c_at(b), dmin = f16c_at(b + 2);
-    int sc, mn;
-    scale_min_k4(u, b + 4, &sc, &mn);
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * (u / 2)));
-    r.q = _mm256_and_si256(u & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
-    r.s_lo = r.s_hi = d * sc;
-    r.o_lo = r.o_hi = -(dmin * mn);
-  } else if constexpr (T == kQ6_K) {
+  if constexpr (T == kQ6_K) {
     const int h = u / 4, k = u % 4;
     const uint8_t* ql = b + 64 * h + (k & 1) * 32;
     const uint8_t* qh = b + 128 + 32 * h;
@@ -373,8 +344,8 @@ FOCAL_AVX2 inline float hsum(__m256 v) {
 // (16..31); its offsets go to ob[2 un], ob[2 un + 1].
 template <int T, int M>
 FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* row, int64_t un, const float* x,
-                                                                 int64_t cols, __m256 (&acc)[M][2], float* ob) {
-  constexpr int kUnits = T == kQ4_K || T == kQ6_K ? 8 : 1;
+                                                                int64_t cols, __m256 (&acc)[M][2], float* ob) {
+  constexpr int kUnits = 8;
   const Unit u = decode_unit<T>(row + (un / kUnits) * qtype_block_bytes(T), (int)(un % kUnits));
   const __m128i q01 = _mm256_castsi256_si128(u.q), q23 = _mm256_extracti128_si256(u.q, 1);
   const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
@@ -396,7 +367,7 @@ FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* r
 template <int T, int M>
 FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
                                 int64_t r1) {
-  constexpr bool kOffsets = T == kQ4_1 || T == kQ4_K;
+  constexpr bool kOffsets = false;  // Q6_K's offsets are folded into its signed quants
   const int64_t cols = w.cols, n_units = cols / 32, n16 = cols / 16;
   std::vector<float> ob((size_t)n16);  // [n16] offsets of the current row
   for (int64_t r = r0; r < r1; ++r) {
@@ -452,7 +423,8 @@ FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatri
       }
       for (int i = 0; i < M; ++i) {  // the mins: sum_j mn_j * (x sum over sub-block j)
         const float* xs = xsum16 + (size_t)i * n16 + blk * 16;
-        __m256 xs32 = _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // pairs, lane order 0 1 4 5 2 3 6 7
+        __m256 xs32 =
+            _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // pairs, lane order 0 1 4 5 2 3 6 7
         xs32 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs32), 0xD8));  // -> 0..7
         off[i] -= hsum(_mm256_mul_ps(_mm256_load_ps(mn), xs32));
       }
@@ -469,12 +441,9 @@ FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatri
         for (int i = 0; i < M; ++i) {
           const float* xl = x + (size_t)i * cols + blk * 256 + 64 * p;  // sub-block 2p, then 2p + 1
           const __m256 sl = _mm256_fmadd_ps(a0, _mm256_loadu_ps(xl), _mm256_mul_ps(a1, _mm256_loadu_ps(xl + 8)));
-          const __m256 sl2 =
-              _mm256_fmadd_ps(a2, _mm256_loadu_ps(xl + 16), _mm256_mul_ps(a3, _mm256_loadu_ps(xl + 24)));
-          const __m256 sh =
-              _mm256_fmadd_ps(b0, _mm256_loadu_ps(xl + 32), _mm256_mul_ps(b1, _mm256_loadu_ps(xl + 40)));
-          const __m256 sh2 =
-              _mm256_fmadd_ps(b2, _mm256_loadu_ps(xl + 48), _mm256_mul_ps(b3, _mm256_loadu_ps(xl + 56)));
+          const __m256 sl2 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(xl + 16), _mm256_mul_ps(a3, _mm256_loadu_ps(xl + 24)));
+          const __m256 sh = _mm256_fmadd_ps(b0, _mm256_loadu_ps(xl + 32), _mm256_mul_ps(b1, _mm256_loadu_ps(xl + 40)));
+          const __m256 sh2 = _mm256_fmadd_ps(b2, _mm256_loadu_ps(xl + 48), _mm256_mul_ps(b3, _mm256_loadu_ps(xl + 56)));
           acc[i][0] = _mm256_fmadd_ps(s_lo, sl, acc[i][0]);
           acc[i][1] = _mm256_fmadd_ps(s_lo, sl2, acc[i][1]);
           acc[i][2] = _mm256_fmadd_ps(s_hi, sh, acc[i][2]);
@@ -504,8 +473,8 @@ FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, i
     int64_t c = 0;
     for (; c + 8 <= cols; c += 8) {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
-      const __m256 wv = T == kQF16 ? _mm256_cvtph_ps(h)
-                                   : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      const __m256 wv =
+          T == kQF16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
       for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)i * cols + c), acc[i]);
     }
     for (int i = 0; i < M; ++i) {
@@ -521,8 +490,8 @@ FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, i
 }
 
 bool has_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return ok;
 }
 
@@ -577,11 +546,93 @@ RowsFn pick_m16(int m) {
   }
 }
 
+// The 32-value formats Q4_0, Q4_1, Q8_0: each block's quants are widened straight from memory (nibbles split in
+// one 16-byte register), two blocks per step with their own accumulators.
+template <int T, int M>
+FOCAL_AVX2 inline __attribute__((always_inline)) void block32_step(const uint8_t* b, const float* x, int64_t cols,
+                                                                   int64_t c, __m256 (&acc)[M][2], float* off,
+                                                                   const float* xsum16, int64_t n16) {
+  __m256 w0, w1, w2, w3;
+  float d, m = 0.0f;
+  if constexpr (T == kQ8_0) {
+    d = f16c_at(b);
+    const uint8_t* q = b + 2;
+    w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+    w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8))));
+    w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16))));
+    w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 24))));
+  } else {
+    d = f16c_at(b);
+    if constexpr (T == kQ4_1) m = f16c_at(b + 2);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (T == kQ4_1 ? 4 : 2)));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+    if constexpr (T == kQ4_0) {
+      lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+      hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+    }
+    w0 = i8x8_to_ps(lo);
+    w1 = i8x8_to_ps(_mm_srli_si128(lo, 8));
+    w2 = i8x8_to_ps(hi);
+    w3 = i8x8_to_ps(_mm_srli_si128(hi, 8));
+  }
+  const __m256 dv = _mm256_set1_ps(d);
+  for (int i = 0; i < M; ++i) {
+    const float* xi = x + (size_t)i * cols + c;
+    const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
+    const __m256 bq = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
+    acc[i][0] = _mm256_fmadd_ps(dv, a, acc[i][0]);
+    acc[i][1] = _mm256_fmadd_ps(dv, bq, acc[i][1]);
+    if constexpr (T == kQ4_1) {
+      const float* xs = xsum16 + (size_t)i * n16 + c / 16;
+      off[i] += m * (xs[0] + xs[1]);
+    }
+  }
+}
+
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  constexpr int kBytes = T == kQ8_0 ? 34 : T == kQ4_1 ? 20 : 18;
+  const int64_t cols = w.cols, nb = cols / 32, n16 = cols / 16;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc_a[M][2], acc_b[M][2];
+    float off_a[M], off_b[M];
+    for (int i = 0; i < M; ++i) {
+      off_a[i] = off_b[i] = 0.0f;
+      for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
+    }
+    int64_t blk = 0;
+    for (; blk + 2 <= nb; blk += 2) {
+      block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
+      block32_step<T, M>(row + (blk + 1) * kBytes, x, cols, (blk + 1) * 32, acc_b, off_b, xsum16, n16);
+    }
+    if (blk < nb) block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1]))) +
+          (off_a[i] + off_b[i]);
+  }
+}
+
+template <int T, int M>
+void rows_b32(const float* x, const float* xs, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  fused_rows_b32<T, M>(x, xs, w, y, r0, r1);
+}
+
+template <int T>
+RowsFn pick_b32(int m) {
+  static const RowsFn kFns[] = {&rows_b32<T, 1>, &rows_b32<T, 2>, &rows_b32<T, 3>, &rows_b32<T, 4>,
+                                &rows_b32<T, 5>, &rows_b32<T, 6>, &rows_b32<T, 7>, &rows_b32<T, 8>};
+  return kFns[std::min(m, 8) - 1];
+}
+
 RowsFn avx2_rows(int t, int m) {
   switch (t) {
-    case kQ4_0: return pick_m<kQ4_0>(m);
-    case kQ4_1: return pick_m<kQ4_1>(m);
-    case kQ8_0: return pick_m<kQ8_0>(m);
+    case kQ4_0: return pick_b32<kQ4_0>(m);
+    case kQ4_1: return pick_b32<kQ4_1>(m);
+    case kQ8_0: return pick_b32<kQ8_0>(m);
     case kQ4_K: {
       static const RowsFn kFns[] = {&rows_q4k<1>, &rows_q4k<2>, &rows_q4k<3>, &rows_q4k<4>,
                                     &rows_q4k<5>, &rows_q4k<6>, &rows_q4k<7>, &rows_q4k<8>};
@@ -661,8 +712,8 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
   for (int64_t p0 = 0; p0 < w.rows; p0 += panel) {
     const int64_t np = std::min(panel, w.rows - p0);
     dequant_rows(w, p0, np, tile.data());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)np, (int)k, 1.0f, x, (int)k, tile.data(), (int)k,
-                0.0f, y + p0, (int)w.rows);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)np, (int)k, 1.0f, x, (int)k, tile.data(), (int)k, 0.0f,
+                y + p0, (int)w.rows);
   }
 }
 

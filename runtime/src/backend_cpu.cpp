@@ -31,7 +31,7 @@ class CpuBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override {
-    std::unique_lock<std::shared_mutex> lock(mu_);  // sessions may free buffers from several threads
+    std::unique_lock<std::shared_mutex> lock(mu_);         // sessions may free buffers from several threads
     if (auto st = stored_.find(p); st != stored_.end()) {  // a stored weight: its handle is its entry, not memory
       weight_bytes_ -= (size_t)st->second->q.rows * st->second->q.row_bytes;
       stored_.erase(st);
@@ -96,7 +96,7 @@ class CpuBackend final : public Backend {
     ops::QMatrix q;
     std::vector<int32_t> row_map;  // q.row_map points here
   };
-  std::map<float*, size_t> weights_;  // upload_weight allocations and their bytes
+  std::map<float*, size_t> weights_;                                  // upload_weight allocations and their bytes
   std::unordered_map<const float*, std::unique_ptr<Stored>> stored_;  // upload_weight_stored handles
   size_t weight_bytes_ = 0;
   mutable std::shared_mutex mu_;

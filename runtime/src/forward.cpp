@@ -381,7 +381,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (obs && obs->wants_logits()) {  // every row's logits, a block of rows at a time
     const int block = std::min(n, Workspace::kLogitsBlock), V = c.vocab_size;
     norm(x.data(), w.final_norm, w.final_norm_b, xn.data(), n);
-    const DeviceBuffer& lg = ws.logits_block;  // [block, vocab]
+    const DeviceBuffer& lg = ws.logits_block;                           // [block, vocab]
     std::vector<float> lg_h(be.host_memory() ? 0 : (size_t)block * V);  // a device backend's block, downloaded
     for (int r0 = 0; r0 < n; r0 += block) {
       const int m = std::min(block, n - r0);

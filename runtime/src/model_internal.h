@@ -49,13 +49,13 @@ struct ParamRef {
 struct Model::Weights {
   std::vector<std::shared_ptr<void>> files;  // the mapped model files that stored (native) weights point into
   std::vector<DeviceBuffer> storage;         // owns everything below
-  const float* embed = nullptr;         // [vocab, hidden]
-  const float* final_norm = nullptr;    // [hidden]
-  const float* final_norm_b = nullptr;  // [hidden] (LayerNorm) or null
-  const float* pos_embed = nullptr;     // [max_positions, hidden] learned absolute positions (GPT-2), or null
-  const float* lm_head = nullptr;       // [vocab, hidden] (== embed when tied)
-  std::vector<LayerWeights> layers;     // [n_layers]
-  std::vector<ParamRef> params;         // every tensor, in file order of loading
+  const float* embed = nullptr;              // [vocab, hidden]
+  const float* final_norm = nullptr;         // [hidden]
+  const float* final_norm_b = nullptr;       // [hidden] (LayerNorm) or null
+  const float* pos_embed = nullptr;          // [max_positions, hidden] learned absolute positions (GPT-2), or null
+  const float* lm_head = nullptr;            // [vocab, hidden] (== embed when tied)
+  std::vector<LayerWeights> layers;          // [n_layers]
+  std::vector<ParamRef> params;              // every tensor, in file order of loading
 };
 
 // The k best logits of the last row of a forward (k <= 64): computed on the backend, only k pairs reach the host.

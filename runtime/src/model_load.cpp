@@ -268,12 +268,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
         return std::string(buf);
       };
       const std::string msg = "model '" + dir + "' needs about " + gb(held) + " for its weights (--weights " +
-                                weights_mode_name(options.weights) + "; fp32 would take " + gb(fp32) +
-                                "), over " + (options.budget_is_machine ? "this machine's memory of " : "the memory budget of ") +
-                                gb(options.budget_bytes) + " — " +
-                                (options.budget_is_machine ? "" : "raise --budget, or ") +
-                                (options.weights == WeightsMode::kFp32 ? "load with --weights native, or " : "") +
-                                "use a smaller or more quantized file";
+                              weights_mode_name(options.weights) + "; fp32 would take " + gb(fp32) + "), over " +
+                              (options.budget_is_machine ? "this machine's memory of " : "the memory budget of ") +
+                              gb(options.budget_bytes) + " — " +
+                              (options.budget_is_machine ? "" : "raise --budget, or ") +
+                              (options.weights == WeightsMode::kFp32 ? "load with --weights native, or " : "") +
+                              "use a smaller or more quantized file";
       if (options.budget_is_machine) throw Error(msg);
       throw Error("budget", msg);
     }
