@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -645,8 +646,99 @@ RowsFn avx2_rows(int t, int m) {
   }
 }
 
+// ---- Q4_K decode (one row of x) with x in three int8 digits ----
+// x is split per 256-value block into x = s (d2 65536 + d1 256 + d0) with int8 digits (|x / s| <= 127 * 65536, so
+// x is represented to 2^-24 of the block's largest |x|, i.e. to fp32 precision), and each sub-block's dot with the
+// 4-bit quants is three exact integer products (vpmaddubsw), weighted by the integer sub-block scale (vpmaddwd) and
+// summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per lane). Only the block's three sums
+// become floats. The mins use exact fp32 sums of x over each sub-block.
+struct XDigits {
+  std::vector<int8_t> d[3];   // [cols] digits d0, d1, d2
+  std::vector<float> scale;   // [cols / 256] s per block
+  std::vector<float> sum32;   // [cols / 32] fp32 sums of x
+};
+
+void split_digits(const float* x, int64_t cols, XDigits* xd) {
+  for (auto& d : xd->d) d.resize((size_t)cols);
+  xd->scale.resize((size_t)(cols / 256));
+  xd->sum32.resize((size_t)(cols / 32));
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    float mx = 0.0f;
+    for (int j = 0; j < 256; ++j) mx = std::max(mx, std::fabs(x[b * 256 + j]));
+    const float s = mx > 0.0f ? mx / (127.0f * 65536.0f) : 1.0f;
+    xd->scale[(size_t)b] = s;
+    const float inv = 1.0f / s;
+    for (int j = 0; j < 256; ++j) {
+      const int64_t c = b * 256 + j;
+      int32_t v = (int32_t)std::lrintf(x[c] * inv);
+      v = std::max(-127 * 65536, std::min(127 * 65536, v));
+      const int8_t d0 = (int8_t)(v & 0xFF);
+      const int32_t v1 = (v - d0) / 256;
+      const int8_t d1 = (int8_t)(v1 & 0xFF);
+      xd->d[0][(size_t)c] = d0;
+      xd->d[1][(size_t)c] = d1;
+      xd->d[2][(size_t)c] = (int8_t)((v1 - d1) / 256);
+    }
+  }
+  for (int64_t j = 0; j < cols / 32; ++j) {
+    float t = 0.0f;
+    for (int l = 0; l < 32; ++l) t += x[j * 32 + l];
+    xd->sum32[(size_t)j] = t;
+  }
+}
+
+FOCAL_AVX2 void q4k_rows_digits(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  const int64_t n_blocks = w.cols / 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc = _mm256_setzero_ps();
+    float off = 0.0f;
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      const uint8_t* b = row + blk * 144;
+      int sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
+      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
+        const __m256i q[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = blk * 256 + 64 * p + 32 * h;
+          const __m256i scv = _mm256_set1_epi16((short)sc[2 * p + h]);
+          const __m256i t0 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
+          const __m256i t1 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
+          const __m256i t2 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
+          a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
+        }
+      }
+      const float d = f16c_at(b), dmin = f16c_at(b + 2);
+      const __m256 f = _mm256_fmadd_ps(
+          _mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
+      const float* xs = xd.sum32.data() + blk * 8;
+      float m = 0.0f;
+      for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
+      off -= dmin * m;
+    }
+    y[r] = hsum(acc) + off;
+  }
+}
+
 void fused(const float* x, const QMatrix& w, float* y, int m) {
   const int64_t rows = w.rows;
+  if (m == 1 && w.type == kQ4_K && avx2_kernel(w.type)) {  // decode: integer digits (see q4k_rows_digits)
+    XDigits xd;
+    split_digits(x, w.cols, &xd);
+    constexpr int64_t kChunk = 16;
+    const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (rows * w.cols >= (1 << 16))
+    for (int64_t ch = 0; ch < n_chunks; ++ch) q4k_rows_digits(xd, w, y, ch * kChunk, std::min(rows, ch * kChunk + kChunk));
+    return;
+  }
   RowsFn fn = avx2_kernel(w.type) ? avx2_rows(w.type, m) : nullptr;
   std::vector<float> xsum16;
   if (fn && (w.type == kQ4_1 || w.type == kQ4_K)) {
