@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     int max_t = decode;
     for (int T : prefill) max_t = std::max(max_t, T);
+    if (max_t <= 0) return 0;  // open only
     Session s(*model, max_t);
     RunOptions opt;
     opt.all_logits = false;

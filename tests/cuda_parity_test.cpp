@@ -837,8 +837,8 @@ TEST_F(CudaParity, QuantizedGgufUploadsAs16Bit) {
   const size_t n = matrix_params(*gpu);
   EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
   EXPECT_EQ(cpu->backend().weight_bytes(), n / 256 * 144);  // 144 bytes per 256-value Q4_K block
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 24; ++i) ids.push_back((i * 31 + 7) % d.vocab);
+  std::vector<int32_t> ids(24);
+  for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
   std::vector<float> lc, lg;
   Session sc(*cpu, 32), sg(*gpu, 32);
   RunOptions opt;

@@ -95,9 +95,9 @@ TEST(QuantKernels, ScaleScanFindsNonFiniteBlocks) {
     std::vector<uint8_t> b = test::random_blocks(type, 10, bb, rng);
     EXPECT_EQ(ops::scan_nonfinite_stored((int)type, b.data(), 10).count, 0);
     const int off = type == kGgmlQ6_K ? 208 : type == kGgmlQ2_K ? 82 : 0;  // a scale (or min) field
-    b[(size_t)(6 * bb + off)] = 0x00;
-    b[(size_t)(6 * bb + off + 1)] = type == kGgmlBF16 ? 0x7F : 0x7C;  // fp16 / bf16 +Inf
-    b[(size_t)(6 * bb + off)] = type == kGgmlBF16 ? 0x80 : 0x00;
+    const size_t at = (size_t)6 * (size_t)bb + (size_t)off;  // block 6's field
+    b[at + 1] = type == kGgmlBF16 ? 0x7F : 0x7C;            // fp16 / bf16 +Inf
+    b[at] = type == kGgmlBF16 ? 0x80 : 0x00;
     const ops::NonFiniteScan nf = ops::scan_nonfinite_stored((int)type, b.data(), 10);
     EXPECT_EQ(nf.count, 1);
     EXPECT_EQ(nf.first_block, 6);
@@ -146,8 +146,8 @@ TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
     EXPECT_LT((double)nat->weight_bytes(), per_value * (double)nat->n_params() + 4.0 * 4096);
     EXPECT_GT((double)ref->weight_bytes(), 0.99 * 4.0 * (double)ref->n_params());  // all but the norms, fp32
 
-    std::vector<int32_t> ids;
-    for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % d.vocab);
+    std::vector<int32_t> ids(40);
+    for (int i = 0; i < 40; ++i) ids[(size_t)i] = (i * 37 + 11) % d.vocab;
     const int T = (int)ids.size();
     for (int n_rows : {T, 1}) {  // prefill (panel sgemm), then one decode step (fused kernel)
       SCOPED_TRACE(n_rows == 1 ? "decode" : "prefill");

@@ -57,17 +57,21 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     auto cell_of = [&](int rows, int cols) { return std::min(room_w / cols, room_h / rows); };
     const bool across = L > H && cell_of(H, L) > cell_of(L, H);
     const int rows = across ? H : L, cols = across ? L : H;
-    // Cells fill the panel: square when both fit, else up to 3x as wide as tall.
+    // Cells fill the panel: square when both fit, else up to 3x as wide as tall (at least 16 px wide when the width
+    // allows, so that 32 x 32 heads in a short panel stay columns one can aim at).
     const float fit_w = room_w / cols, fit_h = room_h / rows;
     const float cell_h = std::max(3.0f, std::min(fit_w, fit_h));
-    const float cell_w = std::max(cell_h, std::min(fit_w, 3.0f * cell_h));
+    const float cell_w = std::max(cell_h, std::min(fit_w, std::max(3.0f * cell_h, 16.0f)));
+    // A 1 px gap separates cells of 6 px or more; smaller ones touch, so the grid reads as one heatmap.
+    const float gap_w = cell_w >= 6.0f ? 1.0f : 0.0f, gap_h = cell_h >= 6.0f ? 1.0f : 0.0f;
     const float cell = std::min(cell_w, cell_h);
     ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImU32 label_col = IM_COL32(160, 160, 170, 255);
     const char* col_prefix = across ? "L" : "";
     const char* row_prefix = across ? "H" : "L";
-    const float col_label_w = ImGui::CalcTextSize(across ? "L00" : "0").x + 6.0f;
+    const float col_label_w =  // the widest column label, so that "10" .. "31" do not run together
+        ImGui::CalcTextSize((std::string(col_prefix) + std::to_string(std::max(cols - 1, 0))).c_str()).x + 6.0f;
     const int col_step = std::max(1, (int)std::ceil(col_label_w / cell_w));
     for (int k = 0; k < cols; k += col_step)
       dl->AddText(ImVec2(p0.x + label_w + k * cell_w + 1, p0.y), label_col, (col_prefix + std::to_string(k)).c_str());
@@ -80,7 +84,8 @@ void draw_overview(Ui& ui, const ImVec4& r) {
       for (int cc = 0; cc < cols; ++cc) {
         const int l = across ? cc : rr, h = across ? rr : cc;
         const float v = val[(size_t)l * H + h];
-        const ImVec2 a(p0.x + label_w + cc * cell_w, p0.y + rr * cell_h), b(a.x + cell_w - 1, a.y + cell_h - 1);
+        const ImVec2 a(p0.x + label_w + cc * cell_w, p0.y + rr * cell_h),
+            b(a.x + cell_w - gap_w, a.y + cell_h - gap_h);
         ImU32 col = IM_COL32(40, 40, 46, 255);
         double t = 0.0;
         if (!std::isnan(v)) {

@@ -4,6 +4,7 @@
 #include "focal_kernels/quant.h"
 
 #include <cblas.h>
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -490,9 +491,13 @@ FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, i
   }
 }
 
+bool has_f16c() {  // CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c")
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+
 bool has_avx2() {
-  static const bool ok =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   return ok;
 }
 
