@@ -37,6 +37,14 @@ double lr_at(const TrainConfig& cfg, int step) {
 
 namespace {
 
+// Training updates the parameters in place: every matrix is held as writable fp32, whatever the file stores.
+LoadOptions fp32_weights() {
+  LoadOptions o;
+  o.weights = WeightsMode::kFp32;
+  return o;
+}
+
+
 bool exists(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0;
@@ -221,7 +229,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   if (tc.resume) {
     if (!exists(tc.out_dir + "/trainer_state.json"))
       throw Error("resume", "resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
-    model = Model::load(tc.out_dir);
+    model = Model::load(tc.out_dir, Device::kCpu, fp32_weights());
     if (model->config().vocab_size != data.vocab_size)
       throw Error("resume",
                   "resume: the checkpoint's vocabulary differs from the tokenizer in data_dir '" + tc.data_dir + "'");
@@ -243,7 +251,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
                                  "directory");
     const std::string init = tc.out_dir + ".init";
     write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true), "F32", tok_path);
-    model = Model::load(init);
+    model = Model::load(init, Device::kCpu, fp32_weights());
     std::string rm = "rm -rf '" + init + "'";
     if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
     log.n_layers = mc.n_layers;
