@@ -95,8 +95,8 @@ TEST(QuantKernels, ScaleScanFindsNonFiniteBlocks) {
     std::vector<uint8_t> b = test::random_blocks(type, 10, bb, rng);
     EXPECT_EQ(ops::scan_nonfinite_stored((int)type, b.data(), 10).count, 0);
     const int off = type == kGgmlQ6_K ? 208 : type == kGgmlQ2_K ? 82 : 0;  // a scale (or min) field
-    const size_t at = (size_t)6 * (size_t)bb + (size_t)off;  // block 6's field
-    b[at + 1] = type == kGgmlBF16 ? 0x7F : 0x7C;            // fp16 / bf16 +Inf
+    const size_t at = (size_t)6 * (size_t)bb + (size_t)off;                // block 6's field
+    b[at + 1] = type == kGgmlBF16 ? 0x7F : 0x7C;                           // fp16 / bf16 +Inf
     b[at] = type == kGgmlBF16 ? 0x80 : 0x00;
     const ops::NonFiniteScan nf = ops::scan_nonfinite_stored((int)type, b.data(), 10);
     EXPECT_EQ(nf.count, 1);

@@ -84,8 +84,7 @@ void draw_overview(Ui& ui, const ImVec4& r) {
       for (int cc = 0; cc < cols; ++cc) {
         const int l = across ? cc : rr, h = across ? rr : cc;
         const float v = val[(size_t)l * H + h];
-        const ImVec2 a(p0.x + label_w + cc * cell_w, p0.y + rr * cell_h),
-            b(a.x + cell_w - gap_w, a.y + cell_h - gap_h);
+        const ImVec2 a(p0.x + label_w + cc * cell_w, p0.y + rr * cell_h), b(a.x + cell_w - gap_w, a.y + cell_h - gap_h);
         ImU32 col = IM_COL32(40, 40, 46, 255);
         double t = 0.0;
         if (!std::isnan(v)) {

@@ -658,9 +658,9 @@ RowsFn avx2_rows(int t, int m) {
 // summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per lane). Only the block's three sums
 // become floats. The mins use exact fp32 sums of x over each sub-block.
 struct XDigits {
-  std::vector<int8_t> d[3];   // [cols] digits d0, d1, d2
-  std::vector<float> scale;   // [cols / 256] s per block
-  std::vector<float> sum32;   // [cols / 32] fp32 sums of x
+  std::vector<int8_t> d[3];  // [cols] digits d0, d1, d2
+  std::vector<float> scale;  // [cols / 256] s per block
+  std::vector<float> sum32;  // [cols / 32] fp32 sums of x
 };
 
 void split_digits(const float* x, int64_t cols, XDigits* xd) {
@@ -720,9 +720,9 @@ FOCAL_AVX2 void q4k_rows_digits(const XDigits& xd, const QMatrix& w, float* y, i
         }
       }
       const float d = f16c_at(b), dmin = f16c_at(b + 2);
-      const __m256 f = _mm256_fmadd_ps(
-          _mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
+      const __m256 f =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
+                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
       acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
       const float* xs = xd.sum32.data() + blk * 8;
       float m = 0.0f;
@@ -741,7 +741,8 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
     constexpr int64_t kChunk = 16;
     const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (rows * w.cols >= (1 << 16))
-    for (int64_t ch = 0; ch < n_chunks; ++ch) q4k_rows_digits(xd, w, y, ch * kChunk, std::min(rows, ch * kChunk + kChunk));
+    for (int64_t ch = 0; ch < n_chunks; ++ch)
+      q4k_rows_digits(xd, w, y, ch * kChunk, std::min(rows, ch * kChunk + kChunk));
     return;
   }
   RowsFn fn = avx2_kernel(w.type) ? avx2_rows(w.type, m) : nullptr;

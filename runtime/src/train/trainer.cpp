@@ -44,7 +44,6 @@ LoadOptions fp32_weights() {
   return o;
 }
 
-
 bool exists(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0;
