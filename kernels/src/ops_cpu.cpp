@@ -11,21 +11,7 @@
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
-
-// Hot loops are compiled for AVX2 and x86-64-v4 besides the baseline and picked at load time (an ifunc resolver).
-// ThreadSanitizer builds leave them out: TSan instruments the resolver, which runs before TSan is initialised.
-#if defined(__SANITIZE_THREAD__)
-#define FOCAL_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FOCAL_UNDER_TSAN 1
-#endif
-#endif
-#ifdef FOCAL_UNDER_TSAN
-#define FOCAL_TARGET_CLONES
-#else
-#define FOCAL_TARGET_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#endif
+#include "target_isa.h"
 
 namespace focal::ops {
 

@@ -9,26 +9,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define FOCAL_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FOCAL_UNDER_TSAN 1
-#endif
-#endif
-#ifdef FOCAL_UNDER_TSAN
-#define FOCAL_TARGET_CLONES
-#else
-#define FOCAL_TARGET_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#endif
-#define FOCAL_AVX2 __attribute__((target("avx2,fma,f16c")))
+#include "target_isa.h"
 
 namespace focal::ops {
 
@@ -295,13 +282,12 @@ FOCAL_TARGET_CLONES void fused_rows_generic(const float* x, const QMatrix& w, fl
 }
 
 // ---- AVX2 fused kernels ----
-// Each 32-value unit of a block (Q6_K: 8 per block) is decoded to 32 int8 lanes q (signed), two scales s_lo / s_hi
-// (for values 0..15 and 16..31) and two offsets o_lo / o_hi, so that value_j = s * q_j + o. The dot with x is then
-// s_lo * sum_{j<16} q_j x_j + s_hi * sum_{j>=16} q_j x_j + o_lo * X_lo + o_hi * X_hi, with X the sums of x over each
-// 16-value half (computed once per call).
+// Q6_K: each of a block's eight 32-value units is decoded to 32 int8 lanes q (6-bit quant - 32) and two scales s_lo /
+// s_hi (values 0..15 and 16..31, each 16 with its own int8 scale), so that value_j = s * q_j and the dot with x is
+// s_lo * sum_{j<16} q_j x_j + s_hi * sum_{j>=16} q_j x_j.
 struct Unit {
   __m256i q;  // 32 int8
-  float s_lo, s_hi, o_lo, o_hi;
+  float s_lo, s_hi;
 };
 
 FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {  // the fp16 at p, widened by F16C (same value as f16_at)
@@ -310,11 +296,10 @@ FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {  // the fp16 at p, widened b
   return _cvtsh_ss(v);
 }
 
-// Unit u of the block at b (units per block: 1 for the 32-formats, 8 for K formats).
-template <int T>
-FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
+// Unit u (0..7) of the Q6_K block at b.
+FOCAL_AVX2 inline Unit decode_q6k_unit(const uint8_t* b, int u) {
   Unit r;
-  if constexpr (T == kQ6_K) {
+  {
     const int h = u / 4, k = u % 4;
     const uint8_t* ql = b + 64 * h + (k & 1) * 32;
     const uint8_t* qh = b + 128 + 32 * h;
@@ -328,7 +313,6 @@ FOCAL_AVX2 inline Unit decode_unit(const uint8_t* b, int u) {
     r.q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(h2, 4)), _mm256_set1_epi8(32));
     r.s_lo = d * sc[0];
     r.s_hi = d * sc[1];
-    r.o_lo = r.o_hi = 0.0f;
   }
   return r;
 }
@@ -343,12 +327,11 @@ FOCAL_AVX2 inline float hsum(__m256 v) {
 }
 
 // One 32-value unit (number un of the row) dotted with M rows of x into acc[i][0] (values 0..15) and acc[i][1]
-// (16..31); its offsets go to ob[2 un], ob[2 un + 1].
-template <int T, int M>
+// (16..31).
+template <int M>
 FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* row, int64_t un, const float* x,
-                                                                int64_t cols, __m256 (&acc)[M][2], float* ob) {
-  constexpr int kUnits = 8;
-  const Unit u = decode_unit<T>(row + (un / kUnits) * qtype_block_bytes(T), (int)(un % kUnits));
+                                                                int64_t cols, __m256 (&acc)[M][2]) {
+  const Unit u = decode_q6k_unit(row + (un / 8) * qtype_block_bytes(kQ6_K), (int)(un % 8));
   const __m128i q01 = _mm256_castsi256_si128(u.q), q23 = _mm256_extracti128_si256(u.q, 1);
   const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
   const __m256 w2 = i8x8_to_ps(q23), w3 = i8x8_to_ps(_mm_srli_si128(q23, 8));
@@ -360,18 +343,14 @@ FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* r
     acc[i][0] = _mm256_fmadd_ps(slo, a, acc[i][0]);
     acc[i][1] = _mm256_fmadd_ps(shi, b, acc[i][1]);
   }
-  ob[2 * un] = u.o_lo;
-  ob[2 * un + 1] = u.o_hi;
 }
 
-// Rows r0..r1 of y[M, rows]; xsum16[M, cols / 16] are the sums of x over each 16 values (the offsets' weights).
-// Units alternate between two sets of accumulators, so four FMA chains run side by side.
+// Q6_K rows r0..r1 of y[M, rows] (xsum16 unused: the row kernels share one signature). Units alternate between two
+// sets of accumulators, so four FMA chains run side by side.
 template <int T, int M>
-FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
-                                int64_t r1) {
-  constexpr bool kOffsets = false;  // Q6_K's offsets are folded into its signed quants
-  const int64_t cols = w.cols, n_units = cols / 32, n16 = cols / 16;
-  std::vector<float> ob((size_t)n16);  // [n16] offsets of the current row
+FOCAL_AVX2 void fused_rows_q6k(const float* x, const float* /*xsum16*/, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  const int64_t cols = w.cols, n_units = cols / 32;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     __m256 acc_a[M][2], acc_b[M][2];
@@ -379,28 +358,19 @@ FOCAL_AVX2 void fused_rows_avx2(const float* x, const float* xsum16, const QMatr
       for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
     int64_t un = 0;
     for (; un + 2 <= n_units; un += 2) {
-      unit_step<T, M>(row, un, x, cols, acc_a, ob.data());
-      unit_step<T, M>(row, un + 1, x, cols, acc_b, ob.data());
+      unit_step<M>(row, un, x, cols, acc_a);
+      unit_step<M>(row, un + 1, x, cols, acc_b);
     }
-    if (un < n_units) unit_step<T, M>(row, un, x, cols, acc_a, ob.data());
-    for (int i = 0; i < M; ++i) {
-      float s = hsum(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1])));
-      if (kOffsets) {
-        const float* xs = xsum16 + (size_t)i * n16;
-        __m256 o = _mm256_setzero_ps();
-        int64_t j = 0;
-        for (; j + 8 <= n16; j += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(&ob[(size_t)j]), _mm256_loadu_ps(xs + j), o);
-        s += hsum(o);
-        for (; j < n16; ++j) s += ob[(size_t)j] * xs[j];
-      }
-      y[(size_t)i * w.rows + r] = s;
-    }
+    if (un < n_units) unit_step<M>(row, un, x, cols, acc_a);
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1])));
   }
 }
 
 // Q4_K rows: each 256-value block's scales and mins are unpacked once; each 32-byte load feeds two sub-blocks (low
 // and high nibbles) with their own accumulators.
-template <int M>
+template <int T, int M>
 FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
                                int64_t r1) {
   const int64_t cols = w.cols, n_blocks = cols / 256, n16 = cols / 16;
@@ -459,14 +429,10 @@ FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatri
   }
 }
 
-template <int M>
-void rows_q4k(const float* x, const float* xs, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  fused_rows_q4k<M>(x, xs, w, y, r0, r1);
-}
-
 // fp16 / bf16 rows: 8 values per step, widened in registers.
 template <int T, int M>
-FOCAL_AVX2 void fused_rows_avx2_16(const float* x, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+FOCAL_AVX2 void fused_rows_16(const float* x, const float* /*xsum16*/, const QMatrix& w, float* y, int64_t r0,
+                              int64_t r1) {
   const int64_t cols = w.cols;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
@@ -518,39 +484,6 @@ bool avx2_kernel(int t) {
 }
 
 using RowsFn = void (*)(const float*, const float*, const QMatrix&, float*, int64_t, int64_t);
-
-template <int T>
-RowsFn pick_m(int m) {
-  switch (m) {
-    case 1: return &fused_rows_avx2<T, 1>;
-    case 2: return &fused_rows_avx2<T, 2>;
-    case 3: return &fused_rows_avx2<T, 3>;
-    case 4: return &fused_rows_avx2<T, 4>;
-    case 5: return &fused_rows_avx2<T, 5>;
-    case 6: return &fused_rows_avx2<T, 6>;
-    case 7: return &fused_rows_avx2<T, 7>;
-    default: return &fused_rows_avx2<T, 8>;
-  }
-}
-
-template <int T, int M>
-void rows16(const float* x, const float*, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  fused_rows_avx2_16<T, M>(x, w, y, r0, r1);
-}
-
-template <int T>
-RowsFn pick_m16(int m) {
-  switch (m) {
-    case 1: return &rows16<T, 1>;
-    case 2: return &rows16<T, 2>;
-    case 3: return &rows16<T, 3>;
-    case 4: return &rows16<T, 4>;
-    case 5: return &rows16<T, 5>;
-    case 6: return &rows16<T, 6>;
-    case 7: return &rows16<T, 7>;
-    default: return &rows16<T, 8>;
-  }
-}
 
 // The 32-value formats Q4_0, Q4_1, Q8_0: each block's quants are widened straight from memory (nibbles split in
 // one 16-byte register), two blocks per step with their own accumulators.
@@ -622,31 +555,41 @@ FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatri
   }
 }
 
+// Each kernel family by (type, rows of x) as a class template, so that one table builder takes them all.
 template <int T, int M>
-void rows_b32(const float* x, const float* xs, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  fused_rows_b32<T, M>(x, xs, w, y, r0, r1);
-}
+struct B32 {
+  static constexpr RowsFn fn = &fused_rows_b32<T, M>;
+};
+template <int T, int M>
+struct Q4K {
+  static constexpr RowsFn fn = &fused_rows_q4k<T, M>;
+};
+template <int T, int M>
+struct Q6K {
+  static constexpr RowsFn fn = &fused_rows_q6k<T, M>;
+};
+template <int T, int M>
+struct Half {
+  static constexpr RowsFn fn = &fused_rows_16<T, M>;
+};
 
-template <int T>
-RowsFn pick_b32(int m) {
-  static const RowsFn kFns[] = {&rows_b32<T, 1>, &rows_b32<T, 2>, &rows_b32<T, 3>, &rows_b32<T, 4>,
-                                &rows_b32<T, 5>, &rows_b32<T, 6>, &rows_b32<T, 7>, &rows_b32<T, 8>};
-  return kFns[std::min(m, 8) - 1];
+// The kernel of family K for type T and m rows of x (1..8).
+template <template <int, int> class K, int T>
+RowsFn rows_for(int m) {
+  static const RowsFn kFns[8] = {K<T, 1>::fn, K<T, 2>::fn, K<T, 3>::fn, K<T, 4>::fn,
+                                 K<T, 5>::fn, K<T, 6>::fn, K<T, 7>::fn, K<T, 8>::fn};
+  return kFns[std::min(std::max(m, 1), 8) - 1];
 }
 
 RowsFn avx2_rows(int t, int m) {
   switch (t) {
-    case kQ4_0: return pick_b32<kQ4_0>(m);
-    case kQ4_1: return pick_b32<kQ4_1>(m);
-    case kQ8_0: return pick_b32<kQ8_0>(m);
-    case kQ4_K: {
-      static const RowsFn kFns[] = {&rows_q4k<1>, &rows_q4k<2>, &rows_q4k<3>, &rows_q4k<4>,
-                                    &rows_q4k<5>, &rows_q4k<6>, &rows_q4k<7>, &rows_q4k<8>};
-      return kFns[std::min(m, 8) - 1];
-    }
-    case kQ6_K: return pick_m<kQ6_K>(m);
-    case kQF16: return pick_m16<kQF16>(m);
-    case kQBF16: return pick_m16<kQBF16>(m);
+    case kQ4_0: return rows_for<B32, kQ4_0>(m);
+    case kQ4_1: return rows_for<B32, kQ4_1>(m);
+    case kQ8_0: return rows_for<B32, kQ8_0>(m);
+    case kQ4_K: return rows_for<Q4K, kQ4_K>(m);
+    case kQ6_K: return rows_for<Q6K, kQ6_K>(m);
+    case kQF16: return rows_for<Half, kQF16>(m);
+    case kQBF16: return rows_for<Half, kQBF16>(m);
     default: return nullptr;
   }
 }
@@ -735,18 +678,12 @@ FOCAL_AVX2 void q4k_rows_digits(const XDigits& xd, const QMatrix& w, float* y, i
 
 void fused(const float* x, const QMatrix& w, float* y, int m) {
   const int64_t rows = w.rows;
-  if (m == 1 && w.type == kQ4_K && avx2_kernel(w.type)) {  // decode: integer digits (see q4k_rows_digits)
-    XDigits xd;
-    split_digits(x, w.cols, &xd);
-    constexpr int64_t kChunk = 16;
-    const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (rows * w.cols >= (1 << 16))
-    for (int64_t ch = 0; ch < n_chunks; ++ch)
-      q4k_rows_digits(xd, w, y, ch * kChunk, std::min(rows, ch * kChunk + kChunk));
-    return;
-  }
-  RowsFn fn = avx2_kernel(w.type) ? avx2_rows(w.type, m) : nullptr;
-  std::vector<float> xsum16;
+  const bool simd = avx2_kernel(w.type);
+  const bool digits = simd && m == 1 && w.type == kQ4_K;  // decode: integer digits (see q4k_rows_digits)
+  XDigits xd;
+  if (digits) split_digits(x, w.cols, &xd);
+  const RowsFn fn = simd && !digits ? avx2_rows(w.type, m) : nullptr;
+  std::vector<float> xsum16;  // [m, cols / 16] sums of x, for the mins of Q4_1 / Q4_K
   if (fn && (w.type == kQ4_1 || w.type == kQ4_K)) {
     const int64_t n16 = w.cols / 16;
     xsum16.resize((size_t)m * n16);
@@ -763,7 +700,9 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const int64_t r0 = ch * kChunk, r1 = std::min(rows, r0 + kChunk);
-    if (fn)
+    if (digits)
+      q4k_rows_digits(xd, w, y, r0, r1);
+    else if (fn)
       fn(x, xsum16.data(), w, y, r0, r1);
     else
       fused_rows_generic(x, w, y, m, r0, r1);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "focal_kernels/ops.h"
+#include "focal_kernels/quant.h"
 
 namespace focal {
 
@@ -23,6 +24,17 @@ struct StoredWeight {
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   std::vector<int32_t> row_map;  // [rows] or empty
+  // The kernels' view of it; valid while this StoredWeight (its row_map) lives.
+  ops::QMatrix view() const {
+    ops::QMatrix q;
+    q.type = type;
+    q.data = data;
+    q.rows = rows;
+    q.cols = cols;
+    q.row_bytes = row_bytes;
+    q.row_map = row_map.empty() ? nullptr : row_map.data();
+    return q;
+  }
 };
 
 class Backend {

@@ -74,12 +74,8 @@ class CpuBackend final : public Backend {
   float* upload_weight_stored(const StoredWeight& w) override {
     auto e = std::make_unique<Stored>();
     e->row_map = w.row_map;
-    e->q.type = w.type;
-    e->q.data = w.data;
-    e->q.rows = w.rows;
-    e->q.cols = w.cols;
-    e->q.row_bytes = w.row_bytes;
-    e->q.row_map = e->row_map.empty() ? nullptr : e->row_map.data();
+    e->q = w.view();
+    e->q.row_map = e->row_map.empty() ? nullptr : e->row_map.data();  // the entry's own copy
     float* handle = reinterpret_cast<float*>(e.get());
     std::unique_lock<std::shared_mutex> lock(mu_);
     weight_bytes_ += (size_t)w.rows * w.row_bytes;

@@ -17,13 +17,7 @@ float* Backend::upload_weight_stored(const StoredWeight& w) {
   const bool bf16 = w.type == ops::kQBF16;
   if ((w.type == ops::kQF16 || bf16) && w.row_map.empty() && w.row_bytes == (size_t)w.cols * 2)
     return upload_weight(w.data, bf16 ? WeightType::kBF16 : WeightType::kF16, n);  // 16-bit as stored
-  ops::QMatrix q;
-  q.type = w.type;
-  q.data = w.data;
-  q.rows = w.rows;
-  q.cols = w.cols;
-  q.row_bytes = w.row_bytes;
-  q.row_map = w.row_map.empty() ? nullptr : w.row_map.data();
+  const ops::QMatrix q = w.view();
   std::vector<uint16_t> h(n);  // [rows, cols] in 16 bits
   constexpr int64_t kRows = 256;
   std::vector<float> f((size_t)kRows * w.cols);
