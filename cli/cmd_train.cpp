@@ -33,12 +33,15 @@ attention:
   --temp T              focal temperature for --attn focal (default 0.4)
   --tau-mode M          prefix_mean (default) | per_token | sequence_mean (non-causal) for --attn learned
   --tau-min X --tau-max Y   learned tau bounds (default 5 and 10 scaled by sqrt(d_head/128))
+  --tau-lr-mult X       learning rate of tau_proj = X * --lr (default 1)
 architecture:
   --hidden N --layers N --heads N --kv-heads N --intermediate N --context N  (defaults 192 4 6 2 512 2048)
   --qk-norm
 optimisation:
   --steps N (1000) --batch N (8) --seq-len N (256) --lr X (3e-3) --warmup N (100) --weight-decay X (0.05)
   --grad-clip X (1.0) --task-frac X (0.25) --seed S (1) --eval-every N (100) --eval-sequences N (16)
+  --task-kinds K,...    train on these task kinds only: kv, mqar, needle (default all)
+  --task-loss all|answers   the loss of a task sequence: every token (default) or its answer tokens only
   --resume              continue the checkpoint in --out from its step
 )";
 
@@ -50,6 +53,8 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
   --val-seq-len N      validation window (default 256)
   --val-sequences N    validation windows (default 32)
   --max-tasks N        tasks per (kind, length) (default all)
+  --tasks eval|distract  eval (default): DIR/tasks_eval.jsonl by context length; distract: DIR/tasks_distract.jsonl
+                       (kv and mqar at 256 tokens) by the number of distractor pairs
   temperature options as for capture (--mode, --temp, --tau-scale, ...): evaluate under another setting
 )";
 
@@ -57,9 +62,10 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
 
 int cmd_train(int argc, char** argv) {
   std::set<std::string> flags = {"--help", "--resume"},
-                        opts = {"--data",      "--output", "--out",        "--steps",         "--batch",
-                                "--seq-len",   "--lr",     "--warmup",     "--weight-decay",  "--grad-clip",
-                                "--task-frac", "--seed",   "--eval-every", "--eval-sequences"};
+                        opts = {"--data",        "--output",   "--out",        "--steps",          "--batch",
+                                "--seq-len",     "--lr",       "--warmup",     "--weight-decay",   "--grad-clip",
+                                "--task-frac",   "--seed",     "--eval-every", "--eval-sequences", "--task-kinds",
+                                "--tau-lr-mult", "--task-loss"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);
@@ -85,6 +91,23 @@ int cmd_train(int argc, char** argv) {
   tc.weight_decay = (float)a.get_double("--weight-decay", 0.05);
   tc.grad_clip = (float)a.get_double("--grad-clip", 1.0);
   tc.task_frac = (float)a.get_double("--task-frac", 0.25);
+  if (a.has("--task-kinds")) {
+    const std::string kinds = a.get("--task-kinds");
+    for (size_t b = 0, e; b <= kinds.size(); b = e + 1) {
+      e = kinds.find(',', b);
+      if (e == std::string::npos) e = kinds.size();
+      const std::string k = kinds.substr(b, e - b);
+      if (k != "kv" && k != "mqar" && k != "needle")
+        throw UsageError{"--task-kinds: '" + k +
+                         "' is not a task kind; give a comma-separated list of kv, mqar, needle"};
+      tc.task_kinds.push_back(k);
+    }
+  }
+  tc.tau_lr_mult = (float)a.get_double("--tau-lr-mult", 1.0);
+  const std::string task_loss = a.get("--task-loss", "all");
+  if (task_loss != "all" && task_loss != "answers")
+    throw UsageError{"--task-loss: use all (every token of a task sequence) or answers (its answer tokens only)"};
+  tc.task_loss_answers = task_loss == "answers";
   tc.seed = (uint64_t)a.get_int("--seed", 1);
   tc.eval_every = (int)a.get_int("--eval-every", 100);
   tc.eval_sequences = (int)a.get_int("--eval-sequences", 16);
@@ -122,8 +145,8 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&)) {
   Args a(argc, argv, 2, {"--help", kLoadFlag},
-         {"--data", "--output", "--val-seq-len", "--val-sequences", "--max-tasks", "--mode", "--temp", "--layer-temp",
-          "--head-temp", "--tau-scale", "--ssmax-s", kDeviceOption});
+         {"--data", "--output", "--val-seq-len", "--val-sequences", "--max-tasks", "--tasks", "--mode", "--temp",
+          "--layer-temp", "--head-temp", "--tau-scale", "--ssmax-s", kDeviceOption});
   if (a.has("--help")) {
     std::printf("%s%s", kEvalHelp, kDeviceHelp);
     return 0;
@@ -136,16 +159,19 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   opt.val_seq_len = (int)a.get_int("--val-seq-len", 256);
   opt.val_sequences = (int)a.get_int("--val-sequences", 32);
   opt.max_tasks = (int)a.get_int("--max-tasks", 0);
+  opt.task_set = a.get("--tasks", "eval");
+  if (opt.task_set != "eval" && opt.task_set != "distract")
+    throw UsageError{"--tasks: use eval (tasks by context length) or distract (by number of distractor pairs)"};
   ProgressReporter prog("eval:");
   EvalFile e = evaluate(*model, spec, opt, [&](int d, int t) { prog.update(d, t); });
   std::printf("model %s (%s)\nvalidation loss %.4f nats/token, perplexity %.2f over %lld tokens\n",
               e.model_path.c_str(), spec.label().c_str(), e.val_loss, e.val_ppl, (long long)e.val_tokens);
-  std::printf("\n%-8s %7s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task", "length", "n",
-              "accuracy");
+  std::printf("\n%-8s %11s %6s %9s   relevant mass R by layer at the query row (noise = 1 - R)\n", "task",
+              e.x_axis.c_str(), "n", "accuracy");
   const size_t Ln = e.lengths.size(), L = e.n_layers;
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
     for (size_t li = 0; li < Ln; ++li) {
-      std::printf("%-8s %7d %6d %9.3f  ", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li],
+      std::printf("%-8s %11d %6d %9.3f  ", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li],
                   e.accuracy[k * Ln + li]);
       for (size_t l = 0; l < L; ++l) std::printf(" %.3f", e.relevant_mass[(k * Ln + li) * L + l]);
       std::printf("\n");

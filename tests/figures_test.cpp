@@ -39,6 +39,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kLayers = 2, kHeads = 3;
 const std::vector<std::string> kPieces = {"<s>",
@@ -696,6 +697,69 @@ TEST(FigureData, RetrievalLeavesOutNanPointsLikeMissingOnes) {
   };
   EXPECT_TRUE(svg(nan_end) == svg(missing));
   EXPECT_FALSE(svg(nan_end) == svg(zero_end));
+}
+
+TEST(FigureData, RetrievalAveragesFilesWithTheSameLabel) {
+  // Seeds of one model share a label and are drawn as one series. Two identical files give the single file's
+  // figure (no min-max bar where they agree), except for the legend that says how many were averaged; two
+  // different files add a bar at every point.
+  const EvalFile a = make_eval("m/a", 0.8), b = make_eval("m/b", 0.5), other = make_eval("m/o", 0.9);
+  auto svg = [&](std::vector<const EvalFile*> files, std::vector<std::string> labels) {
+    std::vector<Source> src;
+    for (const EvalFile* e : files) {
+      Source s;
+      s.eval = e;
+      src.push_back(s);
+    }
+    FigureOptions o;
+    o.labels = labels;
+    return render_figure("retrieval", src, o, Format::kSvg);
+  };
+  // Drawn paths: those after the glyph definitions (cairo's SVG keeps text glyphs in <defs>).
+  auto drawn_paths = [](const std::string& s) {
+    std::vector<std::string> out;
+    const size_t defs = s.rfind("</defs>");
+    for (size_t p = s.find("<path", defs == std::string::npos ? 0 : defs); p != std::string::npos;
+         p = s.find("<path", p + 1))
+      out.push_back(s.substr(p, s.find('>', p) - p));
+    return out;
+  };
+  const std::string one = svg({&a, &other}, {"seeds", "other"});
+  const std::string two = svg({&a, &a, &other}, {"seeds", "seeds", "other"});
+  EXPECT_THAT(two, HasSubstr(">seeds (mean of 2, min-max)<"));
+  // the same panels; only the legend's second entry moves right (2 paths per entry: swatch and marker)
+  const std::vector<std::string> p1 = drawn_paths(one), p2 = drawn_paths(two);
+  ASSERT_EQ(p2.size(), p1.size());
+  EXPECT_TRUE(std::equal(p1.begin() + 4, p1.end(), p2.begin() + 4));
+  const std::string spread = svg({&a, &b, &other}, {"seeds", "seeds", "other"});
+  // one bar (3 strokes) per point where a and b differ: 3 kinds x 4 lengths with answers, 2 metric rows
+  EXPECT_GE(drawn_paths(spread).size(), drawn_paths(one).size() + 3 * 12);
+  EXPECT_THAT(error_of("retrieval", {files().eval_std},
+                       [] {
+                         FigureOptions o;
+                         o.labels = {"x", "y"};
+                         return o;
+                       }()),
+              HasSubstr("files with the same label are averaged"));
+}
+
+TEST(FigureData, RetrievalAgainstDistractorsNamesItsAxis) {
+  EvalFile d = make_eval("m/d", 0.8, 5, {1, 2, 4, 8, 12});
+  d.x_axis = "distractors";
+  const EvalFile len = make_eval("m/l", 0.8);
+  Source s;
+  s.eval = &d;
+  s.label = "d";
+  const std::string svg = render_figure("retrieval", {s}, FigureOptions{}, Format::kSvg);
+  EXPECT_THAT(svg, AllOf(HasSubstr("Retrieval against distractor pairs"), HasSubstr(">Distractor pairs")));
+  EXPECT_THAT(svg, Not(HasSubstr("Context length")));
+  Source t;
+  t.eval = &len;
+  t.label = "l";
+  try {
+    render_figure("retrieval", {s, t}, FigureOptions{}, Format::kSvg);
+    ADD_FAILURE() << "mixed x axes accepted";
+  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("different x axes")); }
 }
 
 TEST(FigureData, SeriesLabelsFallBackToDirectoriesWhenRunNamesRepeat) {

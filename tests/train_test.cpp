@@ -306,6 +306,64 @@ TEST_P(ModelGrad, MatchesDoublePrecisionFiniteDifferences) {
   EXPECT_GT(checked, 20);
 }
 
+TEST(ModelGrad, RowMaskCountsOnlyTheMaskedRows) {
+  // The trainer's answer-only loss: with a row mask, the loss and its gradient are those of the kept rows' next-token
+  // cross entropy alone. Oracle: the naive double-precision forward, loss summed over the kept rows, central
+  // differences (h = 1e-5) on the 3 largest-gradient entries of every tensor; tolerance 1e-5 + 1e-3 relative.
+  const ModelConfig c = tiny_config(AttnMode::kLearned, TauMode::kPrefixMean, false, true);
+  const std::string dir = test::make_temp_dir("gradmask");
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, 5);
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto model = Model::load(dir);
+  const TempSpec spec = TempSpec::native(c);
+  const std::vector<int32_t> ids = {1, 5, 9, 2, 17, 5, 9, 11, 3, 22, 5, 9};
+  const int T = (int)ids.size(), V = c.vocab_size;
+  std::vector<uint8_t> mask(T, 0);
+  for (int t : {3, 7, 8}) mask[t] = 1;
+  Grads g = make_grads(*model);
+  const double loss = loss_and_grad(*model, ids.data(), T, spec, 1.0, g, mask.data());
+  std::map<std::string, test::DoubleTensor> w64;
+  for (const NamedTensor& t : tensors) w64[t.name].data.assign(t.data.begin(), t.data.end());
+  auto loss64 = [&] {
+    const test::Vec z = test::naive_forward(c, w64, ids, spec).logits;
+    double l = 0.0;
+    for (int t = 0; t + 1 < T; ++t) {
+      if (!mask[t]) continue;
+      const double* r = z.data() + (size_t)t * V;
+      const double m = *std::max_element(r, r + V);
+      double sum = 0.0;
+      for (int v = 0; v < V; ++v) sum += std::exp(r[v] - m);
+      l += m + std::log(sum) - r[ids[t + 1]];
+    }
+    return l;
+  };
+  EXPECT_NEAR(loss, loss64(), 1e-5 * loss64());
+  const auto& params = model->weights().params;
+  int checked = 0;
+  for (size_t p = 0; p < params.size(); ++p) {
+    for (size_t i : largest_entries(g.g[p], 3)) {
+      double& w = w64.at(params[p].name).data[i];
+      const double w0 = w, h = 1e-5;
+      w = w0 + h;
+      const double lp = loss64();
+      w = w0 - h;
+      const double lm = loss64();
+      w = w0;
+      const double fd = (lp - lm) / (2 * h);
+      EXPECT_NEAR(g.g[p][i], fd, 1e-5 + 1e-3 * std::fabs(fd)) << params[p].name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+  // Every row kept: the same loss as without a mask (float cross entropy against the double re-sum: 1e-5).
+  std::fill(mask.begin(), mask.end(), 1);
+  Grads g_all = make_grads(*model), g_none = make_grads(*model);
+  const double l_all = loss_and_grad(*model, ids.data(), T, spec, 1.0, g_all, mask.data());
+  const double l_none = loss_and_grad(*model, ids.data(), T, spec, 1.0, g_none);
+  EXPECT_NEAR(l_all, l_none, 1e-5 * l_none);
+  EXPECT_EQ(g_all.g, g_none.g);
+}
+
 TEST(ModelGrad, ClippedTauGetsNoGradient) {
   // tau_min = tau_max: tau is clipped everywhere, so w_tau and its bias receive exactly zero gradient.
   ModelConfig c = tiny_config(AttnMode::kLearned, TauMode::kPerToken, false, true);

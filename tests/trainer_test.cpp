@@ -58,8 +58,10 @@ std::string make_data_dir() {
   std::ofstream(dir + "/text_train.bin", std::ios::binary).write((const char*)train.data(), train.size() * 4);
   std::ofstream(dir + "/text_val.bin", std::ios::binary).write((const char*)val.data(), val.size() * 4);
   // Copy tasks: "... X ... = X": the answer token repeats an earlier token at a recorded position.
-  for (const char* name : {"tasks_train.jsonl", "tasks_eval.jsonl"}) {
+  // tasks_distract.jsonl: the same copy tasks with a distractor count (1 or 2) in place of the length axis.
+  for (const char* name : {"tasks_train.jsonl", "tasks_eval.jsonl", "tasks_distract.jsonl"}) {
     std::ofstream f(dir + "/" + name);
+    const bool distract = name[6] == 'd';
     unsigned s = name[6] == 't' ? 11 : 13;
     for (int len : {32, 64}) {
       for (int k = 0; k < 20; ++k) {
@@ -71,7 +73,9 @@ std::string make_data_dir() {
         const int rel = 1 + (int)((s >> 8) % (len - 4));
         ids.push_back(3);  // separator
         ids.push_back(ids[rel]);
-        f << "{\"kind\": \"copy\", \"length\": " << len << ", \"ids\": [";
+        f << "{\"kind\": \"copy\", \"length\": " << len << ", ";
+        if (distract) f << "\"distractors\": " << len / 32 << ", ";
+        f << "\"ids\": [";
         for (size_t i = 0; i < ids.size(); ++i) f << (i ? ", " : "") << ids[i];
         f << "], \"answers\": [{\"answer_pos\": " << ids.size() - 1 << ", \"answer_len\": 1, \"relevant\": [" << rel
           << "]}]}\n";
@@ -163,6 +167,68 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   EXPECT_EQ(e.task_kinds, (std::vector<std::string>{"copy"}));
   EXPECT_EQ(e.lengths, (std::vector<int32_t>{32, 64}));
   for (float r : e.relevant_mass) EXPECT_TRUE(r >= 0.0f && r <= 1.0f);
+  EXPECT_EQ(e.x_axis, "length");
+
+  // The distractor sweep: the same tasks grouped by their distractor count (32 -> 1, 64 -> 2), so every table
+  // equals the length-grouped one; the x axis survives the HDF5 round trip.
+  eo.task_set = "distract";
+  EvalFile d = evaluate(*model, TempSpec::native(model->config()), eo);
+  EXPECT_EQ(d.x_axis, "distractors");
+  EXPECT_EQ(d.lengths, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(d.n_answers, e.n_answers);
+  EXPECT_EQ(d.accuracy, e.accuracy);
+  EXPECT_EQ(d.relevant_mass, e.relevant_mass);
+  const std::string path = test::make_temp_dir("ev") + "/d.h5";
+  write_eval(d, path);
+  EXPECT_EQ(read_eval(path).x_axis, "distractors");
+  eo.task_set = "bogus";
+  EXPECT_THROW(evaluate(*model, TempSpec::native(model->config()), eo), Error);
+}
+
+TEST(Trainer, TauLearningRateMultiplierZeroFreezesTauProj) {
+  // tau_lr_mult = 0: the learned-temperature projection keeps its initial values while every other parameter
+  // trains; two runs of different length therefore agree exactly on tau_proj and differ elsewhere.
+  const std::string base = test::make_temp_dir("taulr");
+  TrainConfig a = tiny(base + "/a", AttnMode::kLearned);
+  a.tau_lr_mult = 0.0f;
+  a.steps = 10;
+  TrainConfig b = a;
+  b.out_dir = base + "/b";
+  b.steps = 20;
+  TrainConfig c = b;
+  c.out_dir = base + "/c";
+  c.tau_lr_mult = 1.0f;
+  train(a);
+  train(b);
+  train(c);
+  auto ma = Model::load(a.out_dir), mb = Model::load(b.out_dir), mc = Model::load(c.out_dir);
+  int tau_params = 0;
+  for (size_t p = 0; p < ma->weights().params.size(); ++p) {
+    const ParamRef &pa = ma->weights().params[p], &pb = mb->weights().params[p], &pc = mc->weights().params[p];
+    const std::vector<float> va(pa.data, pa.data + pa.size), vb(pb.data, pb.data + pb.size),
+        vc(pc.data, pc.data + pc.size);
+    if (pa.name.find(".tau_proj.") != std::string::npos) {
+      ++tau_params;
+      EXPECT_EQ(va, vb) << pa.name << " moved with tau_lr_mult = 0";
+      EXPECT_NE(vb, vc) << pa.name << " did not move with tau_lr_mult = 1";
+    } else if (pa.name.find("norm") == std::string::npos) {
+      EXPECT_NE(va, vb) << pa.name << " did not train";
+    }
+  }
+  EXPECT_EQ(tau_params, 2 * a.model.n_layers);  // weight and bias of every layer
+}
+
+TEST(Trainer, TaskKindsSelectTheTrainingTasks) {
+  const std::string base = test::make_temp_dir("kinds");
+  TrainConfig tc = tiny(base + "/k", AttnMode::kStandard);
+  tc.steps = 2;
+  tc.task_kinds = {"kv"};  // the test data holds only "copy" tasks
+  try {
+    train(tc);
+    FAIL() << "expected an error";
+  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("of the chosen task kinds")); }
+  tc.task_kinds = {"copy"};
+  EXPECT_NO_THROW(train(tc));
 }
 
 TEST(Trainer, DeterministicAndResumeIsExact) {

@@ -20,6 +20,12 @@ namespace {
 enum Row { kAccuracy, kRelevant, kEntropy };
 const char* kRowNames[] = {"accuracy", "relevant_mass", "entropy"};
 
+// Files drawn as one line (one file, or the seeds of one model): their mean, with a min-max bar.
+struct Series {
+  std::string label;
+  std::vector<size_t> members;  // indices into the runs
+};
+
 struct Run {
   const EvalFile* e = nullptr;
   std::string label;  // legend
@@ -109,12 +115,34 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     with_spec.push_back(models.back() + (spec.empty() ? "" : " (" + spec + ")"));
     fallback.push_back(s.label.empty() ? file : s.label);
   }
-  if (runs.size() > (size_t)kNumCategoryColors)
-    throw Error("the retrieval figure draws at most " + std::to_string(kNumCategoryColors) +
-                " evaluation files (one colour each); " + std::to_string(runs.size()) + " were given");
+  // Labels: given ones may repeat, and files with the same label (seeds of one model) are drawn as one series: the
+  // mean, with a bar from the lowest to the highest file.
+  if (!opt.labels.empty() && opt.labels.size() != runs.size())
+    throw Error("labels", "labels: " + std::to_string(opt.labels.size()) + " label" +
+                              (opt.labels.size() == 1 ? "" : "s") + " for " + std::to_string(runs.size()) + " file" +
+                              (runs.size() == 1 ? "" : "s") +
+                              "; give one label per file, in file order (files with the same label are averaged)");
   const std::vector<std::string> labels =
-      given_or_automatic_labels(opt.labels, series_labels(models, series_labels(with_spec, fallback)));
+      opt.labels.empty() ? series_labels(models, series_labels(with_spec, fallback)) : opt.labels;
   for (size_t i = 0; i < runs.size(); ++i) runs[i].label = labels[i];
+  std::vector<Series> series;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto it = std::find_if(series.begin(), series.end(), [&](const Series& g) { return g.label == labels[i]; });
+    if (it == series.end()) series.push_back({labels[i], {}}), it = series.end() - 1;
+    it->members.push_back(i);
+  }
+  if (series.size() > (size_t)kNumCategoryColors)
+    throw Error("the retrieval figure draws at most " + std::to_string(kNumCategoryColors) +
+                " series (one colour each); " + std::to_string(series.size()) + " were given");
+
+  // The x axis: context length (tasks_eval) or distractor pairs (tasks_distract); one kind per figure.
+  const std::string x_axis = runs[0].e->x_axis;
+  for (const Run& r : runs)
+    if (r.e->x_axis != x_axis)
+      throw Error("the evaluation files '" + runs[0].name + "' (by " + x_axis + ") and '" + r.name + "' (by " +
+                  r.e->x_axis + ") have different x axes; draw them in separate figures");
+  const bool by_distract = x_axis == "distractors";
+  const std::string against = by_distract ? " against distractor pairs" : " against context length";
 
   // Task kinds (panels), in order of first appearance.
   std::vector<std::string> kinds;
@@ -158,28 +186,45 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   for (const Run& r : runs)
     for (int32_t len : r.e->lengths)
       if (len > 0) length_set.insert(len);
-  if (length_set.empty()) throw Error("the evaluation files hold no positive context lengths: nothing to draw");
+  if (length_set.empty())
+    throw Error(std::string("the evaluation files hold no positive ") +
+                (by_distract ? "distractor counts" : "context lengths") + ": nothing to draw");
   const std::vector<int> lengths(length_set.begin(), length_set.end());
 
-  // Values: [row][kind][run] -> one per length of `lengths` (NaN where the run has none).
-  const size_t R = rows.size(), C = kinds.size(), N = runs.size();
-  std::vector<std::vector<std::vector<std::vector<double>>>> vals(
-      R, std::vector<std::vector<std::vector<double>>>(C, std::vector<std::vector<double>>(N)));
+  // Values: [row][kind][series] -> one per length of `lengths` (NaN where no file of the series has one): the mean
+  // over the series' files, and their lowest and highest value.
+  const size_t R = rows.size(), C = kinds.size(), N = series.size();
+  using Table = std::vector<std::vector<std::vector<std::vector<double>>>>;
+  Table vals(R, std::vector<std::vector<std::vector<double>>>(C, std::vector<std::vector<double>>(N)));
+  Table vmin = vals, vmax = vals;
   std::vector<double> lo(R, INFINITY), hi(R, -INFINITY);
   for (size_t ri = 0; ri < R; ++ri)
     for (size_t ci = 0; ci < C; ++ci)
       for (size_t n = 0; n < N; ++n) {
-        const EvalFile& e = *runs[n].e;
-        const int k = kind_index(e, kinds[ci]);
         std::vector<double>& v = vals[ri][ci][n];
+        std::vector<double>& vlo = vmin[ri][ci][n];
+        std::vector<double>& vhi = vmax[ri][ci][n];
         v.assign(lengths.size(), NAN);
-        if (k < 0) continue;
-        for (size_t li = 0; li < e.lengths.size(); ++li) {
-          const size_t at = std::lower_bound(lengths.begin(), lengths.end(), e.lengths[li]) - lengths.begin();
-          if (at >= lengths.size() || lengths[at] != e.lengths[li]) continue;
-          v[at] = value(e, k, (int)li, rows[ri], opt.layer);
-          if (!std::isnan(v[at])) lo[ri] = std::min(lo[ri], v[at]), hi[ri] = std::max(hi[ri], v[at]);
+        vlo.assign(lengths.size(), INFINITY);
+        vhi.assign(lengths.size(), -INFINITY);
+        std::vector<int> count(lengths.size(), 0);
+        for (size_t m : series[n].members) {
+          const EvalFile& e = *runs[m].e;
+          const int k = kind_index(e, kinds[ci]);
+          if (k < 0) continue;
+          for (size_t li = 0; li < e.lengths.size(); ++li) {
+            const size_t at = std::lower_bound(lengths.begin(), lengths.end(), e.lengths[li]) - lengths.begin();
+            if (at >= lengths.size() || lengths[at] != e.lengths[li]) continue;
+            const double x = value(e, k, (int)li, rows[ri], opt.layer);
+            if (std::isnan(x)) continue;
+            v[at] = count[at]++ ? v[at] + x : x;
+            vlo[at] = std::min(vlo[at], x);
+            vhi[at] = std::max(vhi[at], x);
+            lo[ri] = std::min(lo[ri], x), hi[ri] = std::max(hi[ri], x);
+          }
         }
+        for (size_t at = 0; at < lengths.size(); ++at)
+          if (count[at]) v[at] /= count[at];
       }
   for (size_t ri = 0; ri < R; ++ri)
     if (!(hi[ri] >= lo[ri]))
@@ -260,12 +305,16 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
     if (fits || xstep >= (int)lengths.size()) break;
   }
 
-  std::vector<std::string> run_labels;
-  run_labels.reserve(runs.size());
-  for (const Run& r : runs) run_labels.push_back(r.label);
-  const std::vector<Rgb> colors = series_colors(run_labels);  // by attention kind, as in the capture figures
+  std::vector<std::string> series_names;
+  series_names.reserve(N);
+  for (const Series& g : series) series_names.push_back(g.label);
+  const std::vector<Rgb> colors = series_colors(series_names);  // by attention kind, as in the capture figures
   std::vector<SeriesItem> legend;
-  for (size_t n = 0; n < N; ++n) legend.push_back({runs[n].label, colors[n], series_shape((int)n), true});
+  for (size_t n = 0; n < N; ++n) {
+    const size_t seeds = series[n].members.size();
+    legend.push_back({series[n].label + (seeds > 1 ? " (mean of " + std::to_string(seeds) + ", min-max)" : ""),
+                      colors[n], series_shape((int)n), true});
+  }
   const double legend_w = W - left - right;
   const double strip = C > 1 ? 1.45 * kPanelSize : 0.0;
   const double top = title_space(opt) + series_legend_height(c, legend, legend_w) + 4.0 + strip;
@@ -281,13 +330,13 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
 
   std::string auto_title;
   if (R == 2)
-    auto_title = "Retrieval against context length";
+    auto_title = "Retrieval" + against;
   else if (rows[0] == kAccuracy)
-    auto_title = "Retrieval accuracy against context length";
+    auto_title = "Retrieval accuracy" + against;
   else if (rows[0] == kRelevant)
-    auto_title = "Relevant mass against context length";
+    auto_title = "Relevant mass" + against;
   else
-    auto_title = "Query-row entropy against context length";
+    auto_title = "Query-row entropy" + against;
   if (C == 1) {
     auto_title[0] = (char)std::tolower((unsigned char)auto_title[0]);
     auto_title = kinds[0] + ": " + auto_title;
@@ -315,9 +364,17 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
             xs.push_back(x(std::log2((double)lengths[li])) + off);
             ys.push_back(std::isnan(v[li]) ? NAN : y(v[li]));
           }
-          if (pass == 0)
+          if (pass == 0) {
             c.polyline(xs, ys, 1.1, colors[n]);
-          else
+            if (series[n].members.size() > 1)  // min-max over the series' files
+              for (size_t li = 0; li < xs.size(); ++li) {
+                if (std::isnan(ys[li]) || !(vmax[ri][ci][n][li] > vmin[ri][ci][n][li])) continue;
+                const double y0 = y(vmin[ri][ci][n][li]), y1 = y(vmax[ri][ci][n][li]);
+                c.line(xs[li], y0, xs[li], y1, 0.8, colors[n]);
+                c.line(xs[li] - 1.2, y0, xs[li] + 1.2, y0, 0.8, colors[n]);
+                c.line(xs[li] - 1.2, y1, xs[li] + 1.2, y1, 0.8, colors[n]);
+              }
+          } else
             for (size_t li = 0; li < xs.size(); ++li)
               if (!std::isnan(ys[li])) draw_shape(c, xs[li], ys[li], 1.8, series_shape((int)n), colors[n]);
         }
@@ -349,7 +406,7 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   }
   const Rect all{left, top, C * panel_w + (C - 1) * col_gap, R * row_h + (R - 1) * row_gap};
   draw_x_title(c, all, all.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
-               "Context length (tokens)");
+               by_distract ? "Distractor pairs (context length fixed)" : "Context length (tokens)");
   return c.finish();
 }
 

@@ -96,6 +96,7 @@ void write_eval(const EvalFile& e, const std::string& path) {
     write_root_header(w, root, EvalFile::kFormatName, EvalFile::kFormatVersion, e, true);
     w.attr_string(root, "/", "temp_spec_json", e.temp_spec_json);
     w.attr_i32(root, "/", "n_layers", e.n_layers);
+    w.attr_string(root, "/", "x_axis", e.x_axis);
     const float scalars[2] = {e.val_loss, e.val_ppl};
     w.dataset_f32(root, "", "val_loss_ppl", {2}, scalars, "[val_loss_nats, val_ppl]");
     const int32_t vt = int32_t(std::min<int64_t>(e.val_tokens, std::numeric_limits<int32_t>::max()));
@@ -119,6 +120,10 @@ EvalFile read_eval(const std::string& path) {
   static_cast<Provenance&>(e) = read_provenance(r, in.root(), true);
   e.temp_spec_json = r.attr_string(in.root(), "/", "temp_spec_json");
   e.n_layers = r.attr_int_in(in.root(), "/", "n_layers", 0, 1 << 20);
+  // Files from before the distractor sweep hold context lengths.
+  e.x_axis = r.has_attr(in.root(), "x_axis") ? r.attr_string(in.root(), "/", "x_axis") : "length";
+  if (e.x_axis != "length" && e.x_axis != "distractors")
+    r.where().fail("attribute x_axis = '" + e.x_axis + "' is neither 'length' nor 'distractors'");
   Array<float> sc = r.read_f32(in.root(), "", "val_loss_ppl", 1);
   r.expect_dims("/val_loss_ppl", sc.dims, {2}, "[2]");
   e.val_loss = sc.data[0];

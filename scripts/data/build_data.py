@@ -30,6 +30,11 @@ EOS_ID = 2
 UNK_ID = 0
 TASK_KINDS = ("kv", "mqar", "needle")
 EVAL_LENGTHS = (128, 256, 512, 1024, 2048)
+DISTRACT_KINDS = ("kv", "mqar")  # distractor sweep (tasks_distract.jsonl): a fixed length, a growing number of
+DISTRACT_COUNTS = (1, 2, 4, 8, 12)  # distractor pairs, prose before the pairs filling the rest
+DISTRACT_LENGTH = 256
+MQAR_VALUES = 256                   # mqar values: up to this many one-token words (mqar_value_words)
+MQAR_MIN_VALUES = 16
 TRAIN_LENGTH_RANGE = (64, 512)   # training tasks: target length drawn uniformly, ids never longer than the target
 LENGTH_TOLERANCE = 0.10          # evaluation tasks: len(ids) within ±10 % of the target length
 DOC_WORDS = 300                  # a document is a group of consecutive paragraphs of about this many words
@@ -388,9 +393,11 @@ _SENTENCE_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?]\"))(?<!\bMr\.)(?<!\bMrs\.
 
 
 class TaskMaker:
-    def __init__(self, sp, rng, filler_docs, key_words, label):
+    def __init__(self, sp, rng, filler_docs, key_words, value_words, label, train_queries=(2, 8)):
         self.sp, self.rng, self.label = sp, rng, label
+        self.train_queries = train_queries   # mqar queries of a training task: uniform in [lo, hi]
         self.key_words = key_words
+        self.value_words = value_words
         self.space_id = sp.piece_to_id("\u2581")
         # Needle filler: prose sentences (not WordNet glosses), without digits, 4..64 tokens, in corpus order.
         sents = []
@@ -430,7 +437,19 @@ class TaskMaker:
         return items if used >= lo else None
 
     # -- key-value lookup --------------------------------------------------------------------------------------
-    def kv(self, lo, hi):
+    def prose(self, budget, lo):
+        """Consecutive filler sentences from a random start, filling at least lo and at most budget tokens (the
+        text before the pairs of a distractor-sweep task), or None."""
+        if lo <= 0 and budget >= 0:
+            lo = 0
+        start = self.rng.randrange(len(self.fill_text))
+        n = len(self.fill_text)
+        items = self.fill_items(budget, lo, ((self.fill_text[(start + j) % n], self.fill_count[(start + j) % n])
+                                             for j in range(n)))
+        return None if items is None else "".join(t for t, _ in items)
+
+    def kv(self, lo, hi, n_distract=None):
+        """n_distract None: distractor pairs fill [lo, hi]; else exactly n_distract of them, after prose."""
         rng = self.rng
         numbers = rng.sample(range(1000, 10000), 2 + 2 * (hi // 6))
         key, value = numbers[0], numbers[1]
@@ -445,23 +464,32 @@ class TaskMaker:
                 t = f" key {pool[j]} is value {pool[j + 1]}."
                 yield t, self.count([t])[0]
 
-        items = self.fill_items(hi - fixed, lo - fixed, distractors())
+        prefix = ""
+        if n_distract is None:
+            items = self.fill_items(hi - fixed, lo - fixed, distractors())
+        else:
+            items = [it for it, _ in zip(distractors(), range(n_distract))]
+            used = fixed + sum(c for _, c in items)
+            prefix = self.prose(hi - used, lo - used)
+            if prefix is None or used > hi:
+                return None
         if items is None:
             return None
         pos = rng.randint(0, len(items))
-        texts = [t for t, _ in items]
-        texts.insert(pos, target_item)
-        value_start = sum(len(t) for t in texts[:pos]) + len(f" key {key} is value")
+        texts = [prefix] + [t for t, _ in items]
+        texts.insert(pos + 1, target_item)
+        value_start = sum(len(t) for t in texts[:pos + 1]) + len(f" key {key} is value")
         context = "".join(texts)
         text = context + query + answer
         return [(len(context) + len(query), len(answer), value_start, len(answer))], text
 
     # -- multi-query associative recall ------------------------------------------------------------------------
-    def mqar(self, lo, hi, n_queries):
+    def mqar(self, lo, hi, n_queries, n_distract=None):
+        """n_distract None: distractor pairs fill [lo, hi]; else exactly n_distract of them, after prose."""
         rng = self.rng
         max_pairs = min(len(self.key_words), 900)
         keys = rng.sample(self.key_words, max_pairs)
-        values = rng.sample(range(100, 1000), max_pairs)
+        values = [rng.choice(self.value_words) for _ in range(max_pairs)]   # one token each, repeats allowed
         head, mid = " Remember these pairs:", " Now recall:"
         # keys and values are random draws, so the first n_queries pairs are the queried ones and the rest are
         # distractors; all pairs are then shuffled into the context and the queries asked in another random order.
@@ -473,14 +501,22 @@ class TaskMaker:
             for t in pair_text[n_queries:]:
                 yield t, self.count([t])[0]
 
-        items = self.fill_items(hi - fixed, lo - fixed, distractors())
+        if n_distract is None:
+            items = self.fill_items(hi - fixed, lo - fixed, distractors())
+            ctx = head
+        else:
+            items = [it for it, _ in zip(distractors(), range(n_distract))]
+            used = fixed + sum(c for _, c in items)
+            prefix = self.prose(hi - used, lo - used)
+            if prefix is None or used > hi:
+                return None
+            ctx = prefix + head
         if items is None:
             return None
         context_pairs = list(range(n_queries)) + [n_queries + j for j in range(len(items))]
         rng.shuffle(context_pairs)
         query_order = list(range(n_queries))
         rng.shuffle(query_order)
-        ctx = head
         value_start = {}
         for j, p in enumerate(context_pairs):
             item = pair_text[p] if j + 1 < len(context_pairs) else pair_text[p][:-1] + "."
@@ -523,17 +559,19 @@ class TaskMaker:
         return [(len(context) + len(query), len(answer), needle_value, len(answer))], text
 
     # ----------------------------------------------------------------------------------------------------------
-    def build_task(self, kind, target, lo, hi):
-        """One task dict, or raises if the generator cannot hit [lo, hi] after several tries."""
+    def build_task(self, kind, target, lo, hi, n_distract=None):
+        """One task dict, or raises if the generator cannot hit [lo, hi] after several tries. n_distract: a
+        distractor-sweep task (kv or mqar) with exactly that many distractor pairs after prose."""
         # mqar: 8 queries in evaluation, 2..8 in training; a query costs its pair twice (context and recall), so
         # when the pairs do not fit the target (short targets, small vocabularies) each retry asks one fewer.
-        n_queries = 8 if self.label == "eval" else self.rng.randint(2, 8)
+        n_queries = 8 if self.label == "eval" else self.rng.randint(*self.train_queries)
         for _ in range(20):
             if kind == "kv":
-                made = self.kv(lo, hi)
+                made = self.kv(lo, hi, n_distract)
             elif kind == "mqar":
-                made = self.mqar(lo, hi, n_queries)
-                n_queries = max(1, n_queries - 1)
+                made = self.mqar(lo, hi, n_queries, n_distract)
+                if n_distract is None:
+                    n_queries = max(1, n_queries - 1)
             else:
                 made = self.needle(lo, hi)
             if made is None:
@@ -542,6 +580,8 @@ class TaskMaker:
             text = text[1:]                    # items start with a space; the tokenizer adds the leading one
             task = self.locate(kind, target, spans, text)
             if lo <= len(task["ids"]) <= hi:
+                if n_distract is not None:
+                    task["distractors"] = n_distract
                 return task
         raise RuntimeError(f"could not make a {kind} task of {lo}..{hi} tokens")
 
@@ -578,16 +618,34 @@ class TaskMaker:
         return {"kind": kind, "length": target, "ids": ids, "answers": answers}
 
 
-def mqar_key_words(train_docs):
-    """Common lowercase words of the training text (3..7 letters), skipping the 100 most frequent function words."""
+def ranked_words(train_docs):
+    """Lowercase words of the training prose (3..7 letters, not WordNet), most frequent first."""
     counts = Counter()
     for d in train_docs:
         if d["source"] == "wordnet":
             continue
         for p in d["paragraphs"]:
             counts.update(w for w in re.findall(r"(?<![A-Za-z'])[a-z]{3,7}(?![A-Za-z'])", p))
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return sorted(w for w, _ in ranked[100:1100])
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def mqar_key_words(ranked):
+    """Common lowercase words of the training text (3..7 letters), skipping the 100 most frequent function words."""
+    return sorted(ranked[100:1100])
+
+
+def mqar_value_words(sp, ranked):
+    """The mqar values: words of the training prose that are one token (" word" -> "\u2581word") and not keys, by
+    frequency after the keys' ranks (then the 100 most frequent, for small vocabularies), at most MQAR_VALUES. One
+    token each, so recalling a value is one induction step: find the key's earlier occurrence and copy the next
+    token."""
+    words = []
+    for w in ranked[1100:] + ranked[:100]:
+        if len(words) == MQAR_VALUES:
+            break
+        if len(sp.encode(" " + w)) == 1:
+            words.append(w)
+    return sorted(words)
 
 
 def write_tasks(path, tasks):
@@ -597,24 +655,30 @@ def write_tasks(path, tasks):
 
 
 def make_tasks(sp, args, train_docs, val_docs):
-    key_words = mqar_key_words(train_docs)
+    ranked = ranked_words(train_docs)
+    key_words = mqar_key_words(ranked)
     if len(key_words) < 900:
         raise DataError(f"only {len(key_words)} distinct key words for the mqar task; drop --quick")
+    value_words = mqar_value_words(sp, ranked)
+    if len(value_words) < MQAR_MIN_VALUES:
+        raise DataError(f"the tokenizer has only {len(value_words)} one-token words besides the mqar keys "
+                        f"(at least {MQAR_MIN_VALUES} are needed as mqar values); raise --vocab")
 
-    # Training tasks: kinds in equal thirds, target lengths uniform in TRAIN_LENGTH_RANGE, ids never longer.
-    maker = TaskMaker(sp, Random(f"{args.seed}/tasks/train"), train_docs, key_words, "train")
+    # Training tasks: kinds in equal thirds, target lengths uniform in --train-lengths, ids never longer.
+    maker = TaskMaker(sp, Random(f"{args.seed}/tasks/train"), train_docs, key_words, value_words, "train",
+                      args.train_queries)
     prog = Progress("training tasks", args.train_tasks)
     train = []
     for i in range(args.train_tasks):
         kind = TASK_KINDS[i % len(TASK_KINDS)]
-        target = maker.rng.randint(*TRAIN_LENGTH_RANGE)
+        target = maker.rng.randint(*args.train_lengths)
         train.append(maker.build_task(kind, target, int(target * 0.75), target))
         prog.update(i + 1)
     prog.update(args.train_tasks, force=True)
     maker.rng.shuffle(train)
 
     # Evaluation tasks: needle filler from validation text, lengths within ±10 % of each target.
-    maker = TaskMaker(sp, Random(f"{args.seed}/tasks/eval"), val_docs, key_words, "eval")
+    maker = TaskMaker(sp, Random(f"{args.seed}/tasks/eval"), val_docs, key_words, value_words, "eval")
     total = len(TASK_KINDS) * len(EVAL_LENGTHS) * args.eval_tasks
     prog = Progress("evaluation tasks", total)
     evals = []
@@ -628,7 +692,20 @@ def make_tasks(sp, args, train_docs, val_docs):
                 evals.append(task)
                 prog.update(len(evals))
     prog.update(total, force=True)
-    return train, evals
+
+    # Distractor sweep: kv and mqar at one length with 1..12 distractor pairs, prose before the pairs for the rest.
+    maker = TaskMaker(sp, Random(f"{args.seed}/tasks/distract"), val_docs, key_words, value_words, "eval")
+    total = len(DISTRACT_KINDS) * len(DISTRACT_COUNTS) * args.eval_tasks
+    prog = Progress("distractor-sweep tasks", total)
+    distract = []
+    lo = math.ceil(DISTRACT_LENGTH * (1 - LENGTH_TOLERANCE))
+    for kind in DISTRACT_KINDS:
+        for n in DISTRACT_COUNTS:
+            for _ in range(args.eval_tasks):
+                distract.append(maker.build_task(kind, DISTRACT_LENGTH, lo, DISTRACT_LENGTH, n_distract=n))
+                prog.update(len(distract))
+    prog.update(total, force=True)
+    return train, evals, distract
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -649,7 +726,26 @@ def parse_args(argv):
                    help="number of training tasks (default 20000, --quick 2000)")
     p.add_argument("--eval-tasks", type=int, default=None,
                    help="evaluation tasks per (kind, length) (default 50, --quick 10)")
+    p.add_argument("--train-lengths", default=f"{TRAIN_LENGTH_RANGE[0]}:{TRAIN_LENGTH_RANGE[1]}", metavar="LO:HI",
+                   help="target lengths of the training tasks, drawn uniformly (default "
+                        f"{TRAIN_LENGTH_RANGE[0]}:{TRAIN_LENGTH_RANGE[1]})")
+    p.add_argument("--train-queries", default="2:8", metavar="LO:HI",
+                   help="queries of a training mqar task, drawn uniformly (default 2:8; fewer when they do not fit)")
     args = p.parse_args(argv)
+    try:
+        qlo, qhi = (int(x) for x in args.train_queries.split(":"))
+    except ValueError:
+        p.error(f"--train-queries {args.train_queries!r}: give LO:HI, two integers")
+    if not 1 <= qlo <= qhi:
+        p.error(f"--train-queries {args.train_queries}: need 1 <= LO <= HI")
+    args.train_queries = (qlo, qhi)
+    try:
+        lo, hi = (int(x) for x in args.train_lengths.split(":"))
+    except ValueError:
+        p.error(f"--train-lengths {args.train_lengths!r}: give LO:HI, two integers")
+    if not 48 <= lo <= hi:
+        p.error(f"--train-lengths {args.train_lengths}: need 48 <= LO <= HI (a task needs room for its pairs)")
+    args.train_lengths = (lo, hi)
     if args.train_tasks is None:
         args.train_tasks = 2000 if args.quick else 20000
     if args.eval_tasks is None:
@@ -678,7 +774,7 @@ def main(argv=None):
         train_docs, val_docs, sources = build_corpus(args)
         paths = {name: os.path.join(args.out, name) for name in (
             "corpus_train.txt", "corpus_val.txt", "tokenizer.model", "text_train.bin", "text_val.bin",
-            "tasks_train.jsonl", "tasks_eval.jsonl")}
+            "tasks_train.jsonl", "tasks_eval.jsonl", "tasks_distract.jsonl")}
         write_corpus(paths["corpus_train.txt"], train_docs)
         write_corpus(paths["corpus_val.txt"], val_docs)
         log(f"  corpus_train.txt: {len(train_docs)} documents, {os.path.getsize(paths['corpus_train.txt'])} bytes")
@@ -696,9 +792,10 @@ def main(argv=None):
         log(f"  text_train.bin: {n_train} tokens; text_val.bin: {n_val} tokens")
 
         log("build_data: generating synthetic retrieval tasks")
-        train_tasks, eval_tasks = make_tasks(sp, args, train_docs, val_docs)
+        train_tasks, eval_tasks, distract_tasks = make_tasks(sp, args, train_docs, val_docs)
         write_tasks(paths["tasks_train.jsonl"], train_tasks)
         write_tasks(paths["tasks_eval.jsonl"], eval_tasks)
+        write_tasks(paths["tasks_distract.jsonl"], distract_tasks)
 
         def task_counts(tasks):
             c = Counter(t["kind"] for t in tasks)
@@ -721,11 +818,15 @@ def main(argv=None):
             "tokens": {"train": n_train, "val": n_val},
             "tasks": {
                 "train": {"count": len(train_tasks), "by_kind": task_counts(train_tasks),
-                          "length_range": list(TRAIN_LENGTH_RANGE),
+                          "length_range": list(args.train_lengths),
+                          "mqar_queries": list(args.train_queries),
                           "tokens": sum(len(t["ids"]) for t in train_tasks)},
                 "eval": {"count": len(eval_tasks), "by_kind": task_counts(eval_tasks),
                          "lengths": list(EVAL_LENGTHS), "per_kind_and_length": args.eval_tasks,
                          "length_tolerance": LENGTH_TOLERANCE},
+                "distract": {"count": len(distract_tasks), "by_kind": task_counts(distract_tasks),
+                             "length": DISTRACT_LENGTH, "distractors": list(DISTRACT_COUNTS),
+                             "per_kind_and_count": args.eval_tasks},
             },
             "files": {name: {"bytes": os.path.getsize(path), "sha256": sha256_file(path)}
                       for name, path in sorted(paths.items())},

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Prints synthetic retrieval tasks from build_data.py decoded back to text, with the relevant tokens marked [[...]]
 # and the answer tokens marked <<...>>, so the recorded positions can be checked by eye.
-"""Decode tasks_{train,eval}.jsonl with the answer and relevant positions marked."""
+"""Decode tasks_{train,eval,distract}.jsonl with the answer and relevant positions marked."""
 
 import argparse
 import json
@@ -44,7 +44,7 @@ def render(sp, task, max_chars):
 def main():
     p = argparse.ArgumentParser(description="Decode synthetic tasks with [[relevant]] and <<answer>> tokens marked.")
     p.add_argument("dir", help="output directory of build_data.py")
-    p.add_argument("--split", choices=("train", "eval"), default="eval")
+    p.add_argument("--split", choices=("train", "eval", "distract"), default="eval")
     p.add_argument("--kind", choices=("kv", "mqar", "needle"), default=None, help="only this kind")
     p.add_argument("--length", type=int, default=None, help="only this target length")
     p.add_argument("-n", type=int, default=1, help="tasks per kind to print (default 1)")

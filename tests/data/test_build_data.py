@@ -84,7 +84,7 @@ class BuildDataTest(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertEqual(sorted(a["files"]), sorted([
             "corpus_train.txt", "corpus_val.txt", "tokenizer.model", "text_train.bin", "text_val.bin",
-            "tasks_train.jsonl", "tasks_eval.jsonl"]))
+            "tasks_train.jsonl", "tasks_eval.jsonl", "tasks_distract.jsonl"]))
         for name in a["files"]:
             with open(os.path.join(self.dirs["a"], name), "rb") as fa, \
                  open(os.path.join(self.dirs["b"], name), "rb") as fb:
@@ -154,10 +154,17 @@ class BuildDataTest(unittest.TestCase):
             self.assertEqual(rel, list(range(rel[0], rel[0] + n)))    # one contiguous span
             self.assertLess(rel[-1], pos - 1)                           # before the query row
             self.assertEqual([ids[k] for k in rel], ids[pos:pos + n])
-            # The answer is the digits of a number, one piece a digit (split_digits); the query row holds the
-            # bare space piece before them, so it is the row that has to retrieve the first digit.
+            self.assertEqual(n, {"kv": 4, "mqar": 1, "needle": 5}[t["kind"]])
+            if t["kind"] == "mqar":
+                # The answer is the value: one token, a whole word; the query row holds the key, and the key's
+                # earlier occurrence stands just before the relevant token.
+                piece = self.sp.id_to_piece(ids[pos])
+                self.assertTrue(piece.startswith("\u2581") and piece[1:].isalpha(), piece)
+                self.assertEqual(ids[rel[0] - 1], ids[pos - 1])
+                continue
+            # kv, needle: the digits of a number, one piece a digit (split_digits); the query row holds the bare
+            # space piece before them, so it is the row that has to retrieve the first digit.
             self.assertTrue(all(self.sp.id_to_piece(x).isdigit() for x in ids[pos:pos + n]))
-            self.assertEqual(n, {"kv": 4, "mqar": 3, "needle": 5}[t["kind"]])
             self.assertEqual(self.sp.id_to_piece(ids[pos - 1]), "\u2581")
             self.assertEqual(self.sp.id_to_piece(ids[rel[0] - 1]), "\u2581")
         if t["kind"] in ("kv", "needle"):
@@ -185,6 +192,30 @@ class BuildDataTest(unittest.TestCase):
             self.assertLessEqual(abs(len(t["ids"]) - t["length"]), 0.1 * t["length"], (t["kind"], t["length"]))
             counts[(t["kind"], t["length"])] = counts.get((t["kind"], t["length"]), 0) + 1
         self.assertEqual(counts, {(k, n): EVAL_PER for k in ("kv", "mqar", "needle") for n in EVAL_LENGTHS})
+
+    def test_distractor_sweep_tasks(self):
+        # tasks_distract.jsonl: kv and mqar at 256 tokens (within 10 % below) with exactly D distractor pairs, the
+        # rest prose before the pairs. Counted in the decoded text: kv has D + 1 "key N is value M." items, mqar
+        # 8 queried pairs plus D in the context.
+        tasks = read_jsonl(os.path.join(self.dirs["a"], "tasks_distract.jsonl"))
+        counts = {}
+        for t in tasks:
+            self.check_task(t)
+            self.assertEqual(t["length"], 256)
+            self.assertTrue(231 <= len(t["ids"]) <= 256, len(t["ids"]))
+            d = t["distractors"]
+            text = self.sp.decode(t["ids"][1:])
+            if t["kind"] == "kv":
+                self.assertEqual(len(re.findall(r"key \d+ is value \d+", text)), d + 1, text)
+                self.assertEqual(len(t["answers"]), 1)
+            else:
+                context = text[text.index("Remember these pairs:"):text.index("Now recall:")]
+                self.assertEqual(len(re.findall(r"[a-z]+ [a-z]+[,.]", context)), d + 8, text)
+                self.assertEqual(len(t["answers"]), 8)
+            if d <= 4:  # prose first (with 12 kv distractors the pairs alone may fill the 256 tokens)
+                self.assertFalse(text.startswith("key") or text.startswith("Remember"), text[:80])
+            counts[(t["kind"], d)] = counts.get((t["kind"], d), 0) + 1
+        self.assertEqual(counts, {(k, n): EVAL_PER for k in ("kv", "mqar") for n in (1, 2, 4, 8, 12)})
 
     def test_needle_filler_is_validation_text(self):
         # Evaluation needles are hidden in validation prose: the first filler sentence occurs in corpus_val.txt.

@@ -23,7 +23,8 @@ struct EvalFile : Provenance {
   float val_ppl = 0.0f;                 // exp(val_loss)
   int64_t val_tokens = 0;               // predicted tokens behind val_loss
   std::vector<std::string> task_kinds;  // [K] e.g. "kv", "mqar", "needle"
-  std::vector<int32_t> lengths;         // [Ln] target context lengths
+  std::string x_axis = "length";        // what `lengths` holds: "length" (tokens) or "distractors" (pairs)
+  std::vector<int32_t> lengths;         // [Ln] target context lengths, or distractor counts (x_axis)
   std::vector<int32_t> n_answers;       // [K, Ln] answers evaluated
   std::vector<float> accuracy;          // [K, Ln] all answer tokens greedy-correct (teacher forced); NaN if none
   std::vector<float> relevant_mass;     // [K, Ln, n_layers] mean over heads and answers of R at the query row
@@ -31,10 +32,12 @@ struct EvalFile : Provenance {
 };
 
 struct EvalOptions {
-  std::string data_dir;   // text_val.bin, tasks_eval.jsonl (scripts/data/build_data.py)
+  std::string data_dir;  // text_val.bin, tasks_eval.jsonl (scripts/data/build_data.py)
+  // "eval": tasks_eval.jsonl by context length; "distract": tasks_distract.jsonl by number of distractor pairs
+  std::string task_set = "eval";
   int val_seq_len = 256;  // validation windows
   int val_sequences = 32;
-  int max_tasks = 0;  // per (kind, length); 0 = all
+  int max_tasks = 0;  // per (kind, length or distractor count); 0 = all
 };
 
 // Throws Error naming the file when the data is missing or malformed. progress(done, total) after each item.

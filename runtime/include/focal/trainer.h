@@ -19,14 +19,17 @@ struct TrainConfig {
   ModelConfig model;     // architecture and attention (model.focal); vocab from the tokenizer
   uint64_t seed = 1;
   int steps = 1000;
-  int batch = 8;            // sequences per step
-  int seq_len = 256;        // tokens per sequence
-  float task_frac = 0.25f;  // fraction of sequences that are synthetic retrieval tasks
-  float lr = 3e-3f;         // peak learning rate
-  int warmup_steps = 100;   // linear warm-up, then cosine decay to min_lr_frac * lr at `steps`
+  int batch = 8;                        // sequences per step
+  int seq_len = 256;                    // tokens per sequence
+  float task_frac = 0.25f;              // fraction of sequences that are synthetic retrieval tasks
+  std::vector<std::string> task_kinds;  // kinds of tasks_train.jsonl to train on ("kv", "mqar", "needle"); empty: all
+  bool task_loss_answers = false;       // task sequences: loss on the answer tokens only (text windows: every token)
+  float lr = 3e-3f;                     // peak learning rate
+  int warmup_steps = 100;               // linear warm-up, then cosine decay to min_lr_frac * lr at `steps`
   float min_lr_frac = 0.1f;
   float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
   float weight_decay = 0.05f;      // AdamW, on projection and embedding matrices (not norms or biases)
+  float tau_lr_mult = 1.0f;        // learning rate of the learned-temperature projection (tau_proj) = lr * this
   float grad_clip = 1.0f;          // global gradient-norm clip
   int eval_every = 100;            // validation loss, log row and checkpoint every N steps (and at the end)
   int eval_sequences = 16;         // validation sequences of seq_len

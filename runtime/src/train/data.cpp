@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,7 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
       Task t;
       t.kind = j.at("kind").get<std::string>();
       t.length = j.value("length", 0);
+      t.distractors = j.value("distractors", -1);
       t.ids = j.at("ids").get<std::vector<int32_t>>();
       for (auto& a : j.at("answers")) {
         TaskAnswer ans;
@@ -74,7 +76,7 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
   return tasks;
 }
 
-TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks) {
+TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, const std::vector<std::string>& kinds) {
   if (!exists(dir)) throw Error("data_dir", "data_dir '" + dir + "' does not exist" + kMakeData);
   TrainData d;
   auto tok = Tokenizer::load(dir + "/tokenizer.model");
@@ -86,10 +88,13 @@ TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks) 
                 "data_dir '" + dir + "' holds fewer tokens than one sequence of seq_len = " + std::to_string(seq_len));
   if (with_tasks) {
     for (Task& t : read_tasks(dir + "/tasks_train.jsonl", d.vocab_size))
-      if ((int)t.ids.size() <= seq_len) d.tasks_train.push_back(std::move(t));
+      if ((int)t.ids.size() <= seq_len &&
+          (kinds.empty() || std::find(kinds.begin(), kinds.end(), t.kind) != kinds.end()))
+        d.tasks_train.push_back(std::move(t));
     if (d.tasks_train.empty())
       throw Error("data_dir", "data_dir: no task in '" + dir + "/tasks_train.jsonl' fits seq_len = " +
-                                  std::to_string(seq_len) + " (set task_frac to 0 to train on text only)");
+                                  std::to_string(seq_len) + (kinds.empty() ? "" : " of the chosen task kinds") +
+                                  " (set task_frac to 0 to train on text only)");
   }
   return d;
 }

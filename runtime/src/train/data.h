@@ -16,6 +16,7 @@ struct TaskAnswer {
 struct Task {
   std::string kind;          // "kv", "mqar", "needle"
   int length = 0;            // target length
+  int distractors = -1;      // distractor pairs of a distractor-sweep task (tasks_distract.jsonl); -1 elsewhere
   std::vector<int32_t> ids;  // starts with BOS
   std::vector<TaskAnswer> answers;
 };
@@ -33,6 +34,8 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size);
 
 // Loads data_dir (tokenizer.model for the vocabulary, text_*.bin, tasks_train.jsonl when with_tasks), keeping tasks
 // no longer than seq_len. Throws Error with the command that makes the data when something is missing.
-TrainData load_train_data(const std::string& data_dir, int seq_len, bool with_tasks);
+// kinds: the task kinds to keep (empty: all).
+TrainData load_train_data(const std::string& data_dir, int seq_len, bool with_tasks,
+                          const std::vector<std::string>& kinds = {});
 
 }  // namespace focal

@@ -62,7 +62,23 @@ EvalFile evaluate(const Model& model, const TempSpec& spec, const EvalOptions& o
   const std::vector<int32_t> val = read_tokens(opt.data_dir + "/text_val.bin", c.vocab_size);
   const int T = std::min(opt.val_seq_len, c.max_positions);
   if ((int)val.size() <= T + 1) throw Error("'" + opt.data_dir + "/text_val.bin' is shorter than one window");
-  std::vector<Task> tasks = read_tasks(opt.data_dir + "/tasks_eval.jsonl", c.vocab_size);
+  if (opt.task_set != "eval" && opt.task_set != "distract")
+    throw Error("task_set", "task set '" + opt.task_set +
+                                "' is unknown: use eval (by context length) or distract "
+                                "(by number of distractor pairs)");
+  const bool by_distract = opt.task_set == "distract";
+  e.x_axis = by_distract ? "distractors" : "length";
+  const std::string task_path = opt.data_dir + "/tasks_" + opt.task_set + ".jsonl";
+  std::vector<Task> tasks = read_tasks(task_path, c.vocab_size);
+  if (by_distract) {
+    for (Task& t : tasks) {
+      if (t.distractors < 0)
+        throw Error("'" + task_path +
+                    "' holds a task without a distractor count (rebuild the data with "
+                    "scripts/data/build_data.py)");
+      t.length = t.distractors;  // the x axis of this task set
+    }
+  }
 
   // kinds and lengths in first-seen / ascending order
   for (const Task& t : tasks) {

@@ -23,19 +23,27 @@ TrainStepper::TrainStepper(const Model& model, int n_threads) : model_(model), n
 }
 
 StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, const TempSpec& spec, int step, double lr,
-                              const AdamWParams& hp) {
+                              const AdamWParams& hp, const std::vector<std::vector<uint8_t>>* masks) {
   const auto& params = model_.weights().params;
   StepResult r;
   double n_total = 0.0;
-  for (const auto& s : batch) n_total += (double)s.size() - 1;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    if (!masks) {
+      n_total += (double)batch[b].size() - 1;
+      continue;
+    }
+    if ((*masks)[b].size() != batch[b].size()) throw Error("training: a row mask does not match its sequence");
+    for (size_t t = 0; t + 1 < batch[b].size(); ++t) n_total += (*masks)[b][t] ? 1.0 : 0.0;
+  }
+  if (n_total <= 0) throw Error("training: the batch has no row whose loss counts");
   // Sequences in parallel, one private gradient buffer per thread; the static schedule and the ordered reductions
   // below keep a run bitwise deterministic for a given thread count.
   std::vector<double> seq_loss(batch.size(), 0.0);
   for (Grads& g : tgrads_) g.zero();
 #pragma omp parallel for schedule(static) num_threads(n_threads_)
   for (int b = 0; b < (int)batch.size(); ++b)
-    seq_loss[b] =
-        loss_and_grad(model_, batch[b].data(), (int)batch[b].size(), spec, n_total, tgrads_[omp_get_thread_num()]);
+    seq_loss[b] = loss_and_grad(model_, batch[b].data(), (int)batch[b].size(), spec, n_total,
+                                tgrads_[omp_get_thread_num()], masks ? (*masks)[b].data() : nullptr);
   for (double l : seq_loss) r.loss += l;
   r.loss /= n_total;
   if (!std::isfinite(r.loss)) return r;
@@ -71,6 +79,7 @@ StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, co
     float* vp = v[p].data();
     const float* g = grads_.g[p].data();
     const float wd = params[p].decay ? hp.weight_decay : 0.0f;
+    const double lr_p = params[p].name.find(".tau_proj.") != std::string::npos ? lr * hp.tau_lr_mult : lr;
     const int64_t n = (int64_t)params[p].size;
 #pragma omp parallel for schedule(static) num_threads(n_threads_)
     for (int64_t i = 0; i < n; ++i) {
@@ -78,7 +87,7 @@ StepResult TrainStepper::step(const std::vector<std::vector<int32_t>>& batch, co
       mp[i] = hp.beta1 * mp[i] + (1.0f - hp.beta1) * gi;
       vp[i] = hp.beta2 * vp[i] + (1.0f - hp.beta2) * gi * gi;
       const double upd = (mp[i] / bc1) / (std::sqrt(vp[i] / bc2) + hp.eps);
-      w[i] = (float)(w[i] - lr * (upd + wd * w[i]));
+      w[i] = (float)(w[i] - lr_p * (upd + wd * w[i]));
     }
   }
   r.updated = true;

@@ -57,6 +57,8 @@ std::string train_config_json(const TrainConfig& c) {
   j["batch"] = c.batch;
   j["seq_len"] = c.seq_len;
   j["task_frac"] = c.task_frac;
+  j["task_kinds"] = c.task_kinds;
+  j["task_loss"] = c.task_loss_answers ? "answers" : "all";
   j["lr"] = c.lr;
   j["warmup_steps"] = c.warmup_steps;
   j["min_lr_frac"] = c.min_lr_frac;
@@ -65,6 +67,7 @@ std::string train_config_json(const TrainConfig& c) {
   j["adam_eps"] = c.adam_eps;
   j["weight_decay"] = c.weight_decay;
   j["grad_clip"] = c.grad_clip;
+  j["tau_lr_mult"] = c.tau_lr_mult;
   j["eval_every"] = c.eval_every;
   j["eval_sequences"] = c.eval_sequences;
   j["threads"] = omp_get_max_threads();
@@ -91,6 +94,8 @@ void validate(const TrainConfig& c) {
   need(c.warmup_steps >= 0, "warmup_steps", "warmup_steps = " + num(c.warmup_steps) + " must be >= 0");
   need(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "min_lr_frac",
        "min_lr_frac = " + num(c.min_lr_frac) + " must be in [0, 1]");
+  need(c.tau_lr_mult >= 0 && std::isfinite(c.tau_lr_mult), "tau_lr_mult",
+       "tau_lr_mult = " + num(c.tau_lr_mult) + " must be a number >= 0");
   need(c.grad_clip > 0, "grad_clip", "grad_clip = " + num(c.grad_clip) + " must be positive");
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
   need(!c.out_dir.empty(), "out_dir", "out_dir is empty: give the checkpoint directory");
@@ -153,18 +158,30 @@ class TauObserver : public ForwardObserver {
 namespace {
 
 // The sequences of step `step`: a pure function of (seed, step), so a resumed run sees the same batches.
-std::vector<std::vector<int32_t>> sample_batch(const TrainConfig& tc, const TrainData& d, int step) {
+// masks (with task_loss_answers): per sequence, the rows whose loss counts; the rows that predict an answer token
+// in a task, every row of a text window.
+std::vector<std::vector<int32_t>> sample_batch(const TrainConfig& tc, const TrainData& d, int step,
+                                               std::vector<std::vector<uint8_t>>* masks) {
   std::mt19937_64 rng(tc.seed * 0x9E3779B97F4A7C15ULL + (uint64_t)step * 0xBF58476D1CE4E5B9ULL + 1);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   std::vector<std::vector<int32_t>> batch(tc.batch);
-  for (auto& seq : batch) {
+  if (masks) masks->assign(tc.batch, {});
+  for (size_t b = 0; b < batch.size(); ++b) {
+    std::vector<int32_t>& seq = batch[b];
     if (!d.tasks_train.empty() && u01(rng) < tc.task_frac) {
       std::uniform_int_distribution<size_t> pick(0, d.tasks_train.size() - 1);
-      seq = d.tasks_train[pick(rng)].ids;
+      const Task& t = d.tasks_train[pick(rng)];
+      seq = t.ids;
+      if (masks) {
+        (*masks)[b].assign(seq.size(), 0);
+        for (const TaskAnswer& a : t.answers)
+          for (int i = 0; i < a.answer_len; ++i) (*masks)[b][a.answer_pos - 1 + i] = 1;
+      }
     } else {
       std::uniform_int_distribution<size_t> off(0, d.text_train.size() - tc.seq_len - 1);
       const size_t o = off(rng);
       seq.assign(d.text_train.begin() + o, d.text_train.begin() + o + tc.seq_len);
+      if (masks) (*masks)[b].assign(seq.size(), 1);
     }
   }
   return batch;
@@ -219,7 +236,7 @@ void load_moments(const std::string& dir, const Model& model, TrainStepper& a) {
 void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgress&)>& progress) {
   TrainConfig tc = cfg_in;
   validate(tc);
-  const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0);
+  const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0, tc.task_kinds);
   const std::string tok_path = tc.data_dir + "/tokenizer.model";
 
   std::unique_ptr<Model> model;
@@ -276,6 +293,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   hp.eps = tc.adam_eps;
   hp.weight_decay = tc.weight_decay;
   hp.grad_clip = tc.grad_clip;
+  hp.tau_lr_mult = tc.tau_lr_mult;
 
   auto t_start = std::chrono::steady_clock::now();
   auto t_last_eval = t_start;
@@ -284,11 +302,12 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   TrainProgress pr;
   pr.steps = tc.steps;
   for (int step = step0; step < tc.steps; ++step) {
-    const auto batch = sample_batch(tc, data, step);
+    std::vector<std::vector<uint8_t>> masks;
+    const auto batch = sample_batch(tc, data, step, tc.task_loss_answers ? &masks : nullptr);
     double n_total = 0.0;
     for (const auto& s : batch) n_total += (double)s.size() - 1;
     const double lr = lr_at(tc, step);
-    const StepResult sr = stepper.step(batch, spec, step, lr, hp);
+    const StepResult sr = stepper.step(batch, spec, step, lr, hp, tc.task_loss_answers ? &masks : nullptr);
     const double loss = sr.loss, gnorm = sr.grad_norm;
     if (!sr.updated)
       throw Error("training diverged: the loss is " + std::to_string(loss) + " at step " + std::to_string(step) +

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Rebuilds every number and figure of the retrieval comparison in docs/results.md from its seeds: the training data,
+# 12 trainings (standard, focal t = 0.4 and learned tau with seeds 1-3; focal t = 0.3, 0.5 and 0.7 with seed 1),
+# their evaluations by context length and by number of distractor pairs, the tables, the figures and the training
+# logs in docs/results/, and the bundled models (BUNDLE=1). Each stage skips what is done, and a killed training
+# resumes from its last checkpoint, so the script can simply be run again.
+#
+# usage: scripts/showcase.sh [DATA_DIR] [OUT_DIR]        (defaults out/data and out/showcase)
+#   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to replace
+#                                    assets/models with the seed-1 models)
+#   RUNS="standard-s1 ..."           a subset of the runs (default all 12, in the order below)
+#   OMP_NUM_THREADS                  threads per training (default: all cores); the numbers in docs/results.md
+#                                    were made with 2
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+data=${1:-out/data}
+out=${2:-out/showcase}
+focal=${FOCAL:-build/cli/focal}
+stages=${STAGES:-data train eval report}
+[ "${BUNDLE:-0}" = 1 ] && stages="$stages bundle"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+[ -x "$focal" ] || { echo "showcase: $focal is missing; build first (scripts/build.sh)" >&2; exit 1; }
+
+# The regime (docs/results.md, "Retrieval regime"): 2 layers of width 128 trained on 256-token sequences, 90 % of
+# them synthetic retrieval tasks whose loss counts only the answer tokens; the rest plain text.
+steps=2000
+common=(--data "$data" --hidden 128 --layers 2 --heads 4 --kv-heads 4 --intermediate 384 --context 1024
+        --seq-len 256 --batch 16 --steps $steps --lr 3e-3 --warmup 100 --eval-every 100 --task-frac 0.9
+        --task-loss answers)
+learned=(--attn learned --tau-mode prefix_mean --tau-min 1.7 --tau-max 5.66 --tau-lr-mult 0.1)
+attn_of() {  # run name (without the seed) -> attention flags
+  case $1 in
+    standard) echo "--attn standard" ;;
+    focal-t*) echo "--attn focal --temp ${1#focal-t}" ;;
+    focal-learned) echo "${learned[*]}" ;;
+    *) echo "showcase: unknown run '$1'" >&2; exit 1 ;;
+  esac
+}
+all_runs="standard-s1 focal-t0.4-s1 focal-learned-s1 standard-s2 focal-t0.4-s2 focal-learned-s2
+          standard-s3 focal-t0.4-s3 focal-learned-s3 focal-t0.3-s1 focal-t0.5-s1 focal-t0.7-s1"
+runs=${RUNS:-$all_runs}
+n_runs=$(echo $runs | wc -w)
+has() { [[ " $stages " == *" $1 "* ]]; }
+done_training() { [ -f "$1/trainer_state.json" ] && grep -q "\"step\": $steps\b" "$1/trainer_state.json"; }
+
+if has data; then
+  if [ ! -f "$data/manifest.json" ] || [ ! -f "$data/tasks_distract.jsonl" ]; then
+    echo "== data: scripts/data/build_data.py --out $data (about a minute)"
+    /usr/bin/python3 scripts/data/build_data.py --out "$data"
+  fi
+fi
+
+mkdir -p "$out"
+if has train; then
+  i=0
+  t0=$(date +%s)
+  for run in $runs; do
+    i=$((i + 1))
+    dir="$out/$run"
+    if done_training "$dir"; then continue; fi
+    resume=()
+    [ -f "$dir/trainer_state.json" ] && resume=(--resume)
+    el=$(( $(date +%s) - t0 ))
+    echo "== train $run ($i/$n_runs, ${el}s elapsed)"
+    # shellcheck disable=SC2046
+    "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" "${resume[@]}"
+  done
+fi
+
+if has eval; then
+  for run in $runs; do
+    dir="$out/$run"
+    done_training "$dir" || { echo "showcase: $dir is not trained to step $steps; run the train stage" >&2; exit 1; }
+    if [ ! -f "$dir/eval.h5" ]; then
+      echo "== eval $run (by context length)"
+      "$focal" eval "$dir" --data "$data" --val-seq-len 256 --val-sequences 64 --max-tasks 20 -o "$dir/eval.h5" \
+        > "$dir/eval.txt"
+    fi
+    if [ ! -f "$dir/distract.h5" ]; then
+      echo "== eval $run (by distractor pairs)"
+      "$focal" eval "$dir" --data "$data" --tasks distract --val-sequences 1 --max-tasks 20 -o "$dir/distract.h5" \
+        > "$dir/distract.txt"
+    fi
+  done
+fi
+
+if has report; then
+  res=docs/results
+  img=docs/img
+  echo "== report: tables, training logs and figures"
+  /usr/bin/python3 scripts/results_tables.py "$out" -o "$res/showcase-tables.md"
+  for run in $all_runs; do
+    [ -f "$out/$run/train_log.h5" ] && cp "$out/$run/train_log.h5" "$res/train_log-$run.h5"
+  done
+  three=(standard focal-t0.4 focal-learned)
+  labels="standard,focal t=0.4,learned tau"
+  evals() {  # file name -> the 9 files of the three models x 3 seeds, and their labels
+    files=()
+    lab=""
+    for m in "${three[@]}"; do
+      for s in 1 2 3; do
+        files+=("$out/$m-s$s/$1")
+        case $m in standard) l="standard" ;; focal-t0.4) l="focal t=0.4" ;; *) l="learned tau" ;; esac
+        lab="$lab${lab:+,}$l"
+      done
+    done
+  }
+  evals eval.h5
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" -o "$img/showcase-retrieval-length.png"
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" --metric entropy -o "$img/showcase-entropy-length.png"
+  evals distract.h5
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" -o "$img/showcase-retrieval-distractors.png"
+  "$focal" figure training "$res"/train_log-{standard,focal-t0.4,focal-learned}-s1.h5 --labels "$labels" \
+    -o "$img/showcase-val-loss.png"
+  "$focal" figure training "$res"/train_log-{focal-t0.3,focal-t0.4,focal-t0.5,focal-t0.7,standard}-s1.h5 \
+    --labels "t=0.3,t=0.4,t=0.5,t=0.7,t=1 (standard)" -o "$img/showcase-sweep-val-loss.png"
+  "$focal" figure training "$res"/train_log-focal-learned-s{1,2,3}.h5 --labels "seed 1,seed 2,seed 3" --tau --clip \
+    -o "$img/showcase-tau.png"
+fi
+
+if has bundle; then
+  for m in standard focal-t0.4 focal-learned; do
+    echo "== bundle $m (seed 1, bf16)"
+    rm -rf "assets/models/$m.new"
+    "$focal" export "$out/$m-s1" "assets/models/$m.new" --dtype BF16
+    rm -f "assets/models/$m.new/tokenizer.model"
+    ln -s ../tokenizer.model "assets/models/$m.new/tokenizer.model"
+    "$focal" eval "assets/models/$m.new" --data "$data" --val-seq-len 256 --val-sequences 64 --max-tasks 20 \
+      -o "assets/models/$m.new/eval.h5" > "assets/models/$m.new/eval.txt"
+    rm -rf "assets/models/$m.old"
+    [ -d "assets/models/$m" ] && mv "assets/models/$m" "assets/models/$m.old"
+    mv "assets/models/$m.new" "assets/models/$m"
+    rm -rf "assets/models/$m.old"
+  done
+  cp "$data/tokenizer.model" assets/models/tokenizer.model
+fi
+echo "showcase: done ($stages)"
