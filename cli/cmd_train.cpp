@@ -42,6 +42,7 @@ optimisation:
   --grad-clip X (1.0) --task-frac X (0.25) --seed S (1) --eval-every N (100) --eval-sequences N (16)
   --task-kinds K,...    train on these task kinds only: kv, mqar, needle (default all)
   --task-loss all|answers   the loss of a task sequence: every token (default) or its answer tokens only
+  --init-std X          standard deviation of the initial weights (default 0.02; residual outputs / sqrt(2 layers))
   --resume              continue the checkpoint in --out from its step
 )";
 
@@ -62,10 +63,10 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
 
 int cmd_train(int argc, char** argv) {
   std::set<std::string> flags = {"--help", "--resume"},
-                        opts = {"--data",        "--output",   "--out",        "--steps",          "--batch",
-                                "--seq-len",     "--lr",       "--warmup",     "--weight-decay",   "--grad-clip",
-                                "--task-frac",   "--seed",     "--eval-every", "--eval-sequences", "--task-kinds",
-                                "--tau-lr-mult", "--task-loss"};
+                        opts = {"--data",      "--output",      "--out",        "--steps",          "--batch",
+                                "--seq-len",   "--lr",          "--warmup",     "--weight-decay",   "--grad-clip",
+                                "--task-frac", "--seed",        "--eval-every", "--eval-sequences", "--task-kinds",
+                                "--init-std",  "--tau-lr-mult", "--task-loss"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);
@@ -104,6 +105,7 @@ int cmd_train(int argc, char** argv) {
     }
   }
   tc.tau_lr_mult = (float)a.get_double("--tau-lr-mult", 1.0);
+  tc.init_std = (float)a.get_double("--init-std", 0.02);
   const std::string task_loss = a.get("--task-loss", "all");
   if (task_loss != "all" && task_loss != "answers")
     throw UsageError{"--task-loss: use all (every token of a task sequence) or answers (its answer tokens only)"};

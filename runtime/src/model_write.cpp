@@ -112,7 +112,7 @@ std::string config_to_json(const ModelConfig& c, const std::string& dtype) {
   return j.dump(2) + "\n";
 }
 
-std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed, bool training_init) {
+std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t seed, bool training_init, float init_std) {
   std::mt19937_64 rng(seed);
   std::vector<NamedTensor> out;
   auto normal = [&](const std::string& name, const std::vector<int64_t>& shape, float mean, float stdv) {
@@ -127,12 +127,13 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t see
   const int64_t H = c.hidden, QD = (int64_t)c.n_heads * c.d_head, KD = (int64_t)c.n_kv_heads * c.d_head;
   const float sh = 1.0f / std::sqrt((float)H);
   // standard deviations: embedding, q/k, v, o, mlp in, mlp out, norm noise
-  const float s_emb = training_init ? 0.02f : 0.5f;
-  const float s_qk = training_init ? 0.02f : 1.3f * sh;
-  const float s_v = training_init ? 0.02f : sh;
-  const float s_o = training_init ? 0.02f / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)QD);
-  const float s_in = training_init ? 0.02f : sh;
-  const float s_out = training_init ? 0.02f / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)c.intermediate);
+  const float si = init_std;  // training: HF's initializer_range, residual outputs scaled by 1/sqrt(2 n_layers)
+  const float s_emb = training_init ? si : 0.5f;
+  const float s_qk = training_init ? si : 1.3f * sh;
+  const float s_v = training_init ? si : sh;
+  const float s_o = training_init ? si / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)QD);
+  const float s_in = training_init ? si : sh;
+  const float s_out = training_init ? si / std::sqrt(2.0f * c.n_layers) : 1.0f / std::sqrt((float)c.intermediate);
   const float s_norm = training_init ? 0.0f : 0.1f;
   normal("model.embed_tokens.weight", {c.vocab_size, H}, 0.0f, s_emb);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -159,7 +160,7 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t see
     normal(p + "mlp.down_proj.weight", {H, c.intermediate}, 0.0f, s_out);
   }
   normal("model.norm.weight", {H}, 1.0f, s_norm);
-  if (!c.tied_embeddings) normal("lm_head.weight", {c.vocab_size, H}, 0.0f, training_init ? 0.02f : sh);
+  if (!c.tied_embeddings) normal("lm_head.weight", {c.vocab_size, H}, 0.0f, training_init ? si : sh);
   return out;
 }
 

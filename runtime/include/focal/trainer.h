@@ -30,6 +30,7 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
   float weight_decay = 0.05f;      // AdamW, on projection and embedding matrices (not norms or biases)
   float tau_lr_mult = 1.0f;        // learning rate of the learned-temperature projection (tau_proj) = lr * this
+  float init_std = 0.02f;          // normal init of the matrices (residual outputs / sqrt(2 n_layers)); tau_proj 0.02
   float grad_clip = 1.0f;          // global gradient-norm clip
   int eval_every = 100;            // validation loss, log row and checkpoint every N steps (and at the end)
   int eval_sequences = 16;         // validation sequences of seq_len

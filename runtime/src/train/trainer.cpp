@@ -68,6 +68,7 @@ std::string train_config_json(const TrainConfig& c) {
   j["weight_decay"] = c.weight_decay;
   j["grad_clip"] = c.grad_clip;
   j["tau_lr_mult"] = c.tau_lr_mult;
+  j["init_std"] = c.init_std;
   j["eval_every"] = c.eval_every;
   j["eval_sequences"] = c.eval_sequences;
   j["threads"] = omp_get_max_threads();
@@ -94,6 +95,8 @@ void validate(const TrainConfig& c) {
   need(c.warmup_steps >= 0, "warmup_steps", "warmup_steps = " + num(c.warmup_steps) + " must be >= 0");
   need(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "min_lr_frac",
        "min_lr_frac = " + num(c.min_lr_frac) + " must be in [0, 1]");
+  need(c.init_std > 0 && std::isfinite(c.init_std), "init_std",
+       "init_std = " + num(c.init_std) + " must be a positive number");
   need(c.tau_lr_mult >= 0 && std::isfinite(c.tau_lr_mult), "tau_lr_mult",
        "tau_lr_mult = " + num(c.tau_lr_mult) + " must be a number >= 0");
   need(c.grad_clip > 0, "grad_clip", "grad_clip = " + num(c.grad_clip) + " must be positive");
@@ -266,7 +269,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
                                  "' already holds a checkpoint; resume it or choose another "
                                  "directory");
     const std::string init = tc.out_dir + ".init";
-    write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true), "F32", tok_path);
+    write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true, tc.init_std), "F32", tok_path);
     model = Model::load(init, Device::kCpu, fp32_weights());
     std::string rm = "rm -rf '" + init + "'";
     if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
