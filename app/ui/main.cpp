@@ -27,12 +27,9 @@
 namespace focalscope {
 namespace {
 
-// A retrieval example in the format of the bundled models' mqar task (docs/data.md): each recalled key's row
-// attends back to the value after the key's first occurrence, the head that retrieves shows it as an
-// off-diagonal stripe, and focal attention sharpens it.
 const char* kDefaultPrompt =
-    "Remember these pairs: river bell, garden salt, mother glass, silver star, ship road, horse steel, door "
-    "flower, king storm. Now recall: ship road, king storm, river bell, silver star, garden salt, door flower.";
+    "The old man took the lamp and went down to the river. When the boy saw the lamp on the water, he called to "
+    "the old man, and the old man answered him from the river.";
 
 const char* kHelp =
     "focalscope - inspect LLaMA-style models under focal attention: drag the temperature, watch every head.\n"
@@ -40,7 +37,7 @@ const char* kHelp =
     "usage: focalscope [MODEL_OR_CAPTURE] [options]\n"
     "  MODEL_OR_CAPTURE      a Hugging Face model directory, a .gguf file or a capture .h5\n"
     "                        (default: the last one opened, else the bundled assets/models/focal-t0.4)\n"
-    "  --prompt TEXT         prompt to run (default: the last one, else a retrieval example)\n"
+    "  --prompt TEXT         prompt to run (default: the last one, else a short story)\n"
     "  --temp T              focal temperature of run A (default: the model's own setting)\n"
     "  --device D            auto | cpu | cuda: where models run (default: the last choice, else auto)\n"
     "  --weights W           native | fp32: quantized / 16-bit weights kept as stored, or widened to fp32\n"
