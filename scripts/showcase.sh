@@ -124,8 +124,10 @@ if has report; then
     -o "$img/showcase-val-loss.png"
   "$focal" figure training "$res"/train_log-{focal-t0.3,focal-t0.4,focal-t0.5,focal-t0.7,standard}-s1.h5 \
     --labels "t=0.3,t=0.4,t=0.5,t=0.7,t=1 (standard)" -o "$img/showcase-sweep-val-loss.png"
-  "$focal" figure training "$res"/train_log-focal-learned-s{1,2,3}.h5 --labels "seed 1,seed 2,seed 3" --tau --clip \
-    -o "$img/showcase-tau.png"
+  for s in 1 2 3; do  # --tau draws one log: a figure per seed
+    [ -f "$res/train_log-focal-learned-s$s.h5" ] || continue
+    "$focal" figure training "$res/train_log-focal-learned-s$s.h5" --tau --clip -o "$img/showcase-tau-s$s.png"
+  done
 fi
 
 if has bundle; then
