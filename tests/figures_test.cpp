@@ -704,7 +704,7 @@ TEST(FigureData, RetrievalAveragesFilesWithTheSameLabel) {
   // figure (no min-max bar where they agree), except for the legend that says how many were averaged; two
   // different files add a bar at every point.
   const EvalFile a = make_eval("m/a", 0.8), b = make_eval("m/b", 0.5), other = make_eval("m/o", 0.9);
-  auto svg = [&](std::vector<const EvalFile*> files, std::vector<std::string> labels) {
+  auto svg = [&](const std::vector<const EvalFile*>& files, const std::vector<std::string>& labels) {
     std::vector<Source> src;
     for (const EvalFile* e : files) {
       Source s;
