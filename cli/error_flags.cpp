@@ -60,6 +60,9 @@ std::string flag_for_field(const std::string& field) {
       {"resume", "--resume"},
       {"data_dir", "--data"},
       {"grad_clip", "--grad-clip"},
+      {"init_std", "--init-std"},
+      {"tau_lr_mult", "--tau-lr-mult"},
+      {"task_set", "--tasks"},
   };
   const auto it = kFlags.find(field);
   return it == kFlags.end() ? std::string() : it->second;
