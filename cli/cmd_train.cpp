@@ -37,6 +37,7 @@ attention:
 architecture:
   --hidden N --layers N --heads N --kv-heads N --intermediate N --context N  (defaults 192 4 6 2 512 2048)
   --qk-norm
+  --attn-bias           biases on q/k/v/o_proj (config attention_bias), zero at the start
 optimisation:
   --steps N (1000) --batch N (8) --seq-len N (256) --lr X (3e-3) --warmup N (100) --weight-decay X (0.05)
   --grad-clip X (1.0) --task-frac X (0.25) --seed S (1) --eval-every N (100) --eval-sequences N (16)
@@ -62,7 +63,7 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  std::set<std::string> flags = {"--help", "--resume"},
+  std::set<std::string> flags = {"--help", "--resume", "--attn-bias"},
                         opts = {"--data",      "--output",      "--out",        "--steps",          "--batch",
                                 "--seq-len",   "--lr",          "--warmup",     "--weight-decay",   "--grad-clip",
                                 "--task-frac", "--seed",        "--eval-every", "--eval-sequences", "--task-kinds",
@@ -82,6 +83,7 @@ int cmd_train(int argc, char** argv) {
   if (tc.out_dir.empty()) throw UsageError{"give the checkpoint directory with --out DIR"};
   tc.resume = a.has("--resume");
   tc.model = model_config_from(a, ArchDefaults{192, 4, 6, 2, 512, 2048});
+  tc.model.attention_bias = a.has("--attn-bias");
   tc.model.rope_theta = 10000.0f;
   tc.model.rms_eps = 1e-5f;
   tc.steps = (int)a.get_int("--steps", 1000);

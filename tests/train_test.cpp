@@ -306,6 +306,51 @@ TEST_P(ModelGrad, MatchesDoublePrecisionFiniteDifferences) {
   EXPECT_GT(checked, 20);
 }
 
+TEST(ModelGrad, AttentionBiasesMatchFiniteDifferences) {
+  // q/k/v/o biases (attention_bias, the trainer's --attn-bias): the training init adds them (zero); here they are
+  // set to random values, and every tensor's 3 largest-gradient entries are checked against central differences
+  // of the fp32 loss (the tolerance of MatchesFiniteDifferences: 2e-3 + 3 %).
+  ModelConfig c = tiny_config(AttnMode::kFocal, TauMode::kPrefixMean, false, true);
+  c.attention_bias = true;
+  std::vector<NamedTensor> tensors = random_model_tensors(c, 3, /*training_init=*/true, 0.3f);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.3f);
+  int biases = 0;
+  for (NamedTensor& t : tensors)
+    if (t.name.find("_proj.bias") != std::string::npos && t.name.find("tau_proj") == std::string::npos) {
+      for (float& x : t.data) x = nd(rng);
+      ++biases;
+    }
+  ASSERT_EQ(biases, 4 * c.n_layers);
+  const std::string dir = test::make_temp_dir("gradbias");
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto model = Model::load(dir);
+  const TempSpec spec = TempSpec::native(model->config());
+  const std::vector<int32_t> ids = {1, 5, 9, 2, 17, 5, 9, 11, 3, 22, 5, 9};
+  const int T = (int)ids.size();
+  Grads g = make_grads(*model);
+  const double n_total = T - 1;
+  loss_and_grad(*model, ids.data(), T, spec, n_total, g);
+  const auto& params = model->weights().params;
+  int checked_bias = 0;
+  for (size_t p = 0; p < params.size(); ++p) {
+    for (size_t i : largest_entries(g.g[p], 3)) {
+      float* w = params[p].data + i;
+      const float w0 = *w;
+      const float h = 1e-2f * std::max(0.1f, std::fabs(w0));
+      *w = w0 + h;
+      const double lp = loss_only(*model, ids.data(), T, spec) / n_total;
+      *w = w0 - h;
+      const double lm = loss_only(*model, ids.data(), T, spec) / n_total;
+      *w = w0;
+      const double fd = (lp - lm) / (2.0 * h);
+      EXPECT_NEAR(g.g[p][i], fd, 2e-3 + 0.03 * std::fabs(fd)) << params[p].name << "[" << i << "]";
+      if (params[p].name.find("_proj.bias") != std::string::npos) ++checked_bias;
+    }
+  }
+  EXPECT_GE(checked_bias, 3 * 4 * c.n_layers - 4);  // o_proj.bias [hidden] and the others: 3 entries each
+}
+
 TEST(ModelGrad, RowMaskCountsOnlyTheMaskedRows) {
   // The trainer's answer-only loss: with a row mask, the loss and its gradient are those of the kept rows' next-token
   // cross entropy alone. Oracle: the naive double-precision forward, loss summed over the kept rows, central

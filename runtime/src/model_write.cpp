@@ -143,6 +143,12 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t see
     normal(p + "self_attn.k_proj.weight", {KD, H}, 0.0f, s_qk);
     normal(p + "self_attn.v_proj.weight", {KD, H}, 0.0f, s_v);
     normal(p + "self_attn.o_proj.weight", {H, QD}, 0.0f, s_o);
+    if (training_init && c.attention_bias) {  // q/k/v/o biases (llama attention_bias), zero at the start
+      out.push_back({p + "self_attn.q_proj.bias", {QD}, std::vector<float>((size_t)QD, 0.0f)});
+      out.push_back({p + "self_attn.k_proj.bias", {KD}, std::vector<float>((size_t)KD, 0.0f)});
+      out.push_back({p + "self_attn.v_proj.bias", {KD}, std::vector<float>((size_t)KD, 0.0f)});
+      out.push_back({p + "self_attn.o_proj.bias", {H}, std::vector<float>((size_t)H, 0.0f)});
+    }
     if (c.qk_norm) {
       normal(p + "self_attn.q_norm.weight", {c.d_head}, 1.0f, s_norm);
       normal(p + "self_attn.k_norm.weight", {c.d_head}, 1.0f, s_norm);
