@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace focal::cli {
 
@@ -113,6 +114,15 @@ std::vector<float> parse_float_range(const std::string& s, const std::string& op
       pos = comma + 1;
     }
   }
+  return out;
+}
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
   return out;
 }
 

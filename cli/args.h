@@ -33,6 +33,8 @@ class Args {
 std::vector<int> parse_index_list(const std::string& s, const std::string& option);
 // "0.3:1.0:0.1" (inclusive) or "0.3,0.4,1" -> values.
 std::vector<float> parse_float_range(const std::string& s, const std::string& option);
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_names(const std::string& s);
 // "512M", "2G", "1000000" -> bytes.
 size_t parse_bytes(const std::string& s, const std::string& option);
 double parse_double(const std::string& s, const std::string& option);

@@ -88,15 +88,6 @@ page:
   -o FILE            output .png, .svg or .pdf (written to a temporary name, then renamed)
 )";
 
-std::vector<std::string> split_names(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 int non_negative(const Args& a, const std::string& name) {
   const long long v = a.get_int(name, -1);
   if (a.has(name) && v < 0) throw UsageError{name + " must be 0 or more"};

@@ -94,17 +94,10 @@ int cmd_train(int argc, char** argv) {
   tc.weight_decay = (float)a.get_double("--weight-decay", 0.05);
   tc.grad_clip = (float)a.get_double("--grad-clip", 1.0);
   tc.task_frac = (float)a.get_double("--task-frac", 0.25);
-  if (a.has("--task-kinds")) {
-    const std::string kinds = a.get("--task-kinds");
-    for (size_t b = 0, e; b <= kinds.size(); b = e + 1) {
-      e = kinds.find(',', b);
-      if (e == std::string::npos) e = kinds.size();
-      const std::string k = kinds.substr(b, e - b);
-      if (k != "kv" && k != "mqar" && k != "needle")
-        throw UsageError{"--task-kinds: '" + k +
-                         "' is not a task kind; give a comma-separated list of kv, mqar, needle"};
-      tc.task_kinds.push_back(k);
-    }
+  for (const std::string& k : split_names(a.get("--task-kinds"))) {
+    if (k != "kv" && k != "mqar" && k != "needle")
+      throw UsageError{"--task-kinds: '" + k + "' is not a task kind; give a comma-separated list of kv, mqar, needle"};
+    tc.task_kinds.push_back(k);
   }
   tc.tau_lr_mult = (float)a.get_double("--tau-lr-mult", 1.0);
   tc.init_std = (float)a.get_double("--init-std", 0.02);

@@ -122,33 +122,23 @@ def main():
           f"{fmt([e.val_loss for e in ev[m]], 4)} |")
     w("")
 
-    lengths = [x for x in ev["standard"][0].xs if any(e.n[:, e.xs.index(x)].sum() > 0 for e in ev["standard"])]
-    for what, getter, digits, pct, title in (
-            ("accuracy", Eval.acc_at, 1, True, "Retrieval accuracy (%) against context length"),
-            ("relevant", Eval.rel_at, 3, False, "Relevant mass (mean over layers and heads) against context length")):
-        for kind in ev["standard"][0].kinds:
-            w(f"### {title}: {kind}\n")
-            w(f"Training length {train_len}.\n")
-            w("| model | " + " | ".join(str(x) for x in lengths) + " |")
-            w("|---|" + "---|" * len(lengths))
-            for m in order:
-                w(f"| {LABELS.get(m, m)} | " +
-                  " | ".join(fmt([getter(e, kind, x) for e in ev[m]], digits, pct) for x in lengths) + " |")
-            w("")
+    def tables(evals, xs, against, note):
+        """Accuracy and relevant mass of every model, one table per task kind, against the x values xs."""
+        for getter, digits, pct, title in ((Eval.acc_at, 1, True, "Retrieval accuracy (%)"),
+                                           (Eval.rel_at, 3, False, "Relevant mass (mean over layers and heads)")):
+            for kind in evals["standard"][0].kinds:
+                w(f"### {title} against {against}: {kind}\n")
+                w(f"{note}\n")
+                w("| model | " + " | ".join(str(x) for x in xs) + " |")
+                w("|---|" + "---|" * len(xs))
+                for m in order:
+                    w(f"| {LABELS.get(m, m)} | " +
+                      " | ".join(fmt([getter(e, kind, x) for e in evals[m]], digits, pct) for x in xs) + " |")
+                w("")
 
-    counts = dv["standard"][0].xs
-    for what, getter, digits, pct, title in (
-            ("accuracy", Eval.acc_at, 1, True, "Retrieval accuracy (%) against distractor pairs"),
-            ("relevant", Eval.rel_at, 3, False, "Relevant mass against distractor pairs")):
-        for kind in dv["standard"][0].kinds:
-            w(f"### {title}: {kind}\n")
-            w("Context of 256 tokens: prose, then the pairs.\n")
-            w("| model | " + " | ".join(str(x) for x in counts) + " |")
-            w("|---|" + "---|" * len(counts))
-            for m in order:
-                w(f"| {LABELS.get(m, m)} | " +
-                  " | ".join(fmt([getter(e, kind, x) for e in dv[m]], digits, pct) for x in counts) + " |")
-            w("")
+    lengths = [x for x in ev["standard"][0].xs if any(e.n[:, e.xs.index(x)].sum() > 0 for e in ev["standard"])]
+    tables(ev, lengths, "context length", f"Training length {train_len}.")
+    tables(dv, dv["standard"][0].xs, "distractor pairs", "Context of 256 tokens: prose, then the pairs.")
 
     n_layers = len(ev["standard"][0].ent[0, 0])
     x_ent = train_len if train_len in lengths else lengths[0]

@@ -732,20 +732,19 @@ def parse_args(argv):
     p.add_argument("--train-queries", default="2:8", metavar="LO:HI",
                    help="queries of a training mqar task, drawn uniformly (default 2:8; fewer when they do not fit)")
     args = p.parse_args(argv)
-    try:
-        qlo, qhi = (int(x) for x in args.train_queries.split(":"))
-    except ValueError:
-        p.error(f"--train-queries {args.train_queries!r}: give LO:HI, two integers")
-    if not 1 <= qlo <= qhi:
-        p.error(f"--train-queries {args.train_queries}: need 1 <= LO <= HI")
-    args.train_queries = (qlo, qhi)
-    try:
-        lo, hi = (int(x) for x in args.train_lengths.split(":"))
-    except ValueError:
-        p.error(f"--train-lengths {args.train_lengths!r}: give LO:HI, two integers")
-    if not 48 <= lo <= hi:
-        p.error(f"--train-lengths {args.train_lengths}: need 48 <= LO <= HI (a task needs room for its pairs)")
-    args.train_lengths = (lo, hi)
+
+    def int_range(option, text, least, why=""):
+        """'LO:HI' -> (LO, HI) with least <= LO <= HI, else a usage error naming the option."""
+        try:
+            lo, hi = (int(x) for x in text.split(":"))
+        except ValueError:
+            p.error(f"{option} {text!r}: give LO:HI, two integers")
+        if not least <= lo <= hi:
+            p.error(f"{option} {text}: need {least} <= LO <= HI{why}")
+        return lo, hi
+
+    args.train_queries = int_range("--train-queries", args.train_queries, 1)
+    args.train_lengths = int_range("--train-lengths", args.train_lengths, 48, " (a task needs room for its pairs)")
     if args.train_tasks is None:
         args.train_tasks = 2000 if args.quick else 20000
     if args.eval_tasks is None:

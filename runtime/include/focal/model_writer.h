@@ -26,8 +26,9 @@ std::string config_to_json(const ModelConfig& cfg, const std::string& dtype = "F
 // The tensors of a LlamaForCausalLM with `cfg`, randomly initialised from `seed` (deterministic).
 // Inspection init (default): q/k projections get a larger spread than usual so that attention is visibly
 // structured, norms are 1 + small noise. Training init: normal(0, init_std) matrices, output projections scaled by
-// 1/sqrt(2 n_layers), norms exactly 1, q/k/v/o biases zero (cfg.attention_bias; the random init has none). Both: learned-tau projections (cfg.focal.has_tau) start with tau in the
-// middle of [tau_min, tau_max] through the bias, so the clip is not saturated and w_tau gets gradients.
+// 1/sqrt(2 n_layers), norms exactly 1, q/k/v/o biases zero (cfg.attention_bias; the inspection init has none).
+// Both: learned-tau projections (cfg.focal.has_tau) start with tau in the middle of [tau_min, tau_max] through the
+// bias, so the clip is not saturated and w_tau gets gradients.
 std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t seed, bool training_init = false,
                                               float init_std = 0.02f);
 

@@ -53,23 +53,7 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
   const int H = c.hidden, V = c.vocab_size, I = c.intermediate, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
   const int QD = nh * d, KD = nkv * d;
   std::vector<float> dlogits((size_t)T * V);
-  double loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data());
-  if (row_mask) {
-    // Masked rows: no gradient, and the loss sums only the kept rows' -log p(next token), in double.
-    loss = 0.0;
-    for (int t = 0; t + 1 < T; ++t) {
-      float* dl = dlogits.data() + (size_t)t * V;
-      if (!row_mask[t]) {
-        std::fill(dl, dl + V, 0.0f);
-        continue;
-      }
-      const float* z = logits.data() + (size_t)t * V;
-      const double zmax = *std::max_element(z, z + V);
-      double sum = 0.0;
-      for (int v = 0; v < V; ++v) sum += std::exp((double)z[v] - zmax);
-      loss += zmax + std::log(sum) - z[ids[t + 1]];
-    }
-  }
+  const double loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data(), row_mask);
 
   using ops::gemm;
   std::vector<float> dxn((size_t)T * H), dx((size_t)T * H), tmp((size_t)T * H);
