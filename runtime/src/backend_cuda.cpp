@@ -39,9 +39,14 @@ const char* base_name(const char* path) {
 }
 
 void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    // A failed runtime call also leaves its (non-sticky) error in the thread's last-error slot, which the next kernel
+    // launch's check reads: clear it so that an error that was caught and handled (a device that cannot be opened)
+    // does not resurface as a later, unrelated kernel's failure.
+    (void)cudaGetLastError();
     throw Error(std::string("CUDA backend: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
                 cudaGetErrorString(e) + ") at " + base_name(file) + ":" + std::to_string(line));
+  }
 }
 
 void cuda_check(cublasStatus_t s, const char* what, const char* file, int line) {
