@@ -115,13 +115,12 @@ void attention_backward(const R* q, const R* k, const R* v, const R* probs, cons
 }
 
 template <class R>
-double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n_total, R* dlogits,
-                     const uint8_t* row_mask) {
+double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n_total, R* dlogits) {
   double loss = 0.0;
 #pragma omp parallel for reduction(+ : loss) schedule(static)
   for (int i = 0; i < T; ++i) {
     R* dr = dlogits + (size_t)i * V;
-    if (i == T - 1 || (row_mask && !row_mask[i])) {
+    if (i == T - 1) {
       for (int j = 0; j < V; ++j) dr[j] = 0;
       continue;
     }
@@ -146,7 +145,7 @@ double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n
   template void swiglu_backward<R>(const R*, const R*, const R*, R*, R*, int64_t);                                  \
   template void attention_backward<R>(const R*, const R*, const R*, const R*, const R*, const R*, const R*, R*, R*, \
                                       R*, R*, int, int, int, int);                                                  \
-  template double cross_entropy<R>(const R*, const int32_t*, int, int, double, R*, const uint8_t*);
+  template double cross_entropy<R>(const R*, const int32_t*, int, int, double, R*);
 // NOLINTEND(bugprone-macro-parentheses)
 FOCAL_INSTANTIATE(float)
 FOCAL_INSTANTIATE(double)

@@ -391,6 +391,11 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       obs->on_logits(r0, m, be.host_memory() ? lg.data() : lg_h.data());
     }
   }
+  if (tape && !logits) {  // the trainer applies the head itself, to the rows its loss counts (loss_and_grad)
+    save(tape->x_final, x, (size_t)n * H);
+    norm(x.data(), w.final_norm, w.final_norm_b, xn.data(), n);
+    save(tape->xn_final, xn, (size_t)n * H);
+  }
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
     if (tape) save(tape->x_final, x, (size_t)n * H);

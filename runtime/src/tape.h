@@ -36,7 +36,8 @@ struct Tape {
   std::vector<float> xn_final;  // [T, hidden] model.norm output
 };
 
-// Session::forward with the activations recorded into `tape` (which is resized as needed). All logits are returned.
+// Session::forward with the activations recorded into `tape` (which is resized as needed). All logits are returned;
+// with logits == nullptr the head is not applied (the tape still holds x_final and xn_final for every row).
 bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& spec, Tape* tape,
                        std::vector<float>* logits);
 

@@ -629,21 +629,26 @@ def ranked_words(train_docs):
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def mqar_key_words(ranked):
-    """Common lowercase words of the training text (3..7 letters), skipping the 100 most frequent function words."""
-    return sorted(ranked[100:1100])
+def mqar_key_words(ranked, sp=None):
+    """Common lowercase words of the training text (3..7 letters), skipping the 100 most frequent function words.
+    With sp (--mqar-keys one-token): only those that are one token, so that a key is matched by one token and
+    recalling its value is the plain associative recall of the MQAR benchmark (one previous-token step, one
+    induction step); many-token keys can share their last token."""
+    if sp is None:
+        return sorted(ranked[100:1100])
+    return sorted([w for w in ranked[100:] if len(sp.encode(" " + w)) == 1][:900])
 
 
-def mqar_value_words(sp, ranked):
+def mqar_value_words(sp, ranked, key_words=()):
     """The mqar values: words of the training prose that are one token (" word" -> "\u2581word") and not keys, by
     frequency after the keys' ranks (then the 100 most frequent, for small vocabularies), at most MQAR_VALUES. One
     token each, so recalling a value is one induction step: find the key's earlier occurrence and copy the next
     token."""
-    words = []
+    words, keys = [], set(key_words)
     for w in ranked[1100:] + ranked[:100]:
         if len(words) == MQAR_VALUES:
             break
-        if len(sp.encode(" " + w)) == 1:
+        if len(sp.encode(" " + w)) == 1 and w not in keys:
             words.append(w)
     return sorted(words)
 
@@ -656,10 +661,12 @@ def write_tasks(path, tasks):
 
 def make_tasks(sp, args, train_docs, val_docs):
     ranked = ranked_words(train_docs)
-    key_words = mqar_key_words(ranked)
+    key_words = mqar_key_words(ranked, sp if args.mqar_keys == "one-token" else None)
     if len(key_words) < 900:
-        raise DataError(f"only {len(key_words)} distinct key words for the mqar task; drop --quick")
-    value_words = mqar_value_words(sp, ranked)
+        raise DataError(f"only {len(key_words)} distinct key words for the mqar task (--mqar-keys "
+                        f"{args.mqar_keys}); drop --quick" + (", or use --mqar-keys words" if
+                                                               args.mqar_keys == "one-token" else ""))
+    value_words = mqar_value_words(sp, ranked, key_words)
     if len(value_words) < MQAR_MIN_VALUES:
         raise DataError(f"the tokenizer has only {len(value_words)} one-token words besides the mqar keys "
                         f"(at least {MQAR_MIN_VALUES} are needed as mqar values); raise --vocab")
@@ -731,6 +738,9 @@ def parse_args(argv):
                         f"{TRAIN_LENGTH_RANGE[0]}:{TRAIN_LENGTH_RANGE[1]})")
     p.add_argument("--train-queries", default="2:8", metavar="LO:HI",
                    help="queries of a training mqar task, drawn uniformly (default 2:8; fewer when they do not fit)")
+    p.add_argument("--mqar-keys", choices=("words", "one-token"), default="words",
+                   help="mqar keys: common words of 3-7 letters (default; some are several tokens), or only those "
+                        "that are one token")
     args = p.parse_args(argv)
 
     def int_range(option, text, least, why=""):
@@ -816,6 +826,7 @@ def main(argv=None):
             "tokenizer": dict(SPM_SETTINGS, vocab_size=args.vocab, sentencepiece_version=spm.__version__),
             "tokens": {"train": n_train, "val": n_val},
             "tasks": {
+                "mqar_keys": args.mqar_keys,
                 "train": {"count": len(train_tasks), "by_kind": task_counts(train_tasks),
                           "length_range": list(args.train_lengths),
                           "mqar_queries": list(args.train_queries),

@@ -43,6 +43,11 @@ def read_bin(path):
     return ids
 
 
+def spm_of(out_dir):
+    import sentencepiece as spm
+    return spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "tokenizer.model"))
+
+
 def read_jsonl(path):
     with open(path, encoding="ascii") as f:
         return [json.loads(line) for line in f]
@@ -52,16 +57,18 @@ class BuildDataTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="focal_data_test_")
-        cls.dirs = {name: os.path.join(cls.tmp, name) for name in ("a", "b", "c", "big")}
+        cls.dirs = {name: os.path.join(cls.tmp, name) for name in ("a", "b", "c", "big", "keys1")}
         # The builds are independent processes: run them side by side.
         procs = {
             "a": start(cls.dirs["a"], "--seed", "1"),
             "b": start(cls.dirs["b"], "--seed", "1"),
             "c": start(cls.dirs["c"], "--seed", "2"),
             "big": start(cls.dirs["big"], "--vocab", "1000000"),   # the last --vocab wins
+            # one-token keys need a vocabulary with 900 one-token words besides the values
+            "keys1": start(cls.dirs["keys1"], "--vocab", "4096", "--mqar-keys", "one-token"),
         }
         cls.results = {name: finish(p) for name, p in procs.items()}
-        for name in ("a", "b", "c"):
+        for name in ("a", "b", "c", "keys1"):
             rc, out, err = cls.results[name]
             if rc != 0:
                 raise RuntimeError(f"build {name} failed (rc {rc}):\n{out}\n{err}")
@@ -182,6 +189,36 @@ class BuildDataTest(unittest.TestCase):
             self.assertTrue(64 <= t["length"] <= 512)
         kinds = {k: sum(t["kind"] == k for t in tasks) for k in ("kv", "mqar", "needle")}
         self.assertTrue(all(abs(c - TRAIN_TASKS / 3) <= 1 for c in kinds.values()), kinds)
+
+    def test_one_token_mqar_keys(self):
+        # --mqar-keys one-token: in every mqar item " key value," the key is one token, so the token before it is
+        # the "," or ":" that ends the previous item, in the context and in the query; keys are never values.
+        self.assertEqual(self.manifest_of("keys1")["tasks"]["mqar_keys"], "one-token")
+        self.assertEqual(self.manifest["tasks"]["mqar_keys"], "words")
+        sp = spm_of(self.dirs["keys1"])
+        keys, values, n = set(), set(), 0
+        for name in ("tasks_train.jsonl", "tasks_eval.jsonl"):
+            for t in read_jsonl(os.path.join(self.dirs["keys1"], name)):
+                if t["kind"] != "mqar":
+                    continue
+                ids = t["ids"]
+                for a in t["answers"]:
+                    pos, rel = a["answer_pos"], a["relevant"][0]
+                    for key_at in (pos - 1, rel - 1):
+                        self.assertIn(sp.id_to_piece(ids[key_at - 1]), (",", ":"), sp.decode(ids[key_at - 3:pos + 1]))
+                        self.assertTrue(sp.id_to_piece(ids[key_at]).startswith("\u2581"))
+                    keys.add(ids[pos - 1])
+                    values.add(ids[pos])
+                    n += 1
+        self.assertGreater(n, 1000)
+        self.assertFalse(keys & values)
+        # the default keeps words of several tokens: some key there is not preceded by the item separator
+        multi = 0
+        for t in read_jsonl(os.path.join(self.dirs["a"], "tasks_train.jsonl")):
+            if t["kind"] == "mqar":
+                multi += sum(self.sp.id_to_piece(t["ids"][a["answer_pos"] - 2]) not in (",", ":")
+                             for a in t["answers"])
+        self.assertGreater(multi, 0)
 
     def test_eval_tasks_and_lengths(self):
         tasks = read_jsonl(os.path.join(self.dirs["a"], "tasks_eval.jsonl"))

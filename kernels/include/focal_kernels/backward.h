@@ -34,10 +34,8 @@ void attention_backward(const R* q, const R* k, const R* v, const R* probs, cons
 
 // Mean next-token cross entropy over rows 0..T-2 (row i predicts ids[i+1]) of logits [T, V], scaled by
 // 1/n_total (the batch's predicted-token count). Returns the summed loss of this sequence (nats, unscaled);
-// dlogits [T, V] = (softmax - onehot) / n_total, last row 0. row_mask [T] (optional): rows with 0 add no loss and
-// get a zero gradient row.
+// dlogits [T, V] = (softmax - onehot) / n_total, last row 0.
 template <class R>
-double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n_total, R* dlogits,
-                     const uint8_t* row_mask = nullptr);
+double cross_entropy(const R* logits, const int32_t* ids, int T, int V, double n_total, R* dlogits);
 
 }  // namespace focal::ops

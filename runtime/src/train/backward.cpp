@@ -48,18 +48,42 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
   Session s(model, T);
   Tape tape;
   std::vector<float> logits;
-  forward_with_tape(s, ids, T, spec, &tape, &logits);
+  forward_with_tape(s, ids, T, spec, &tape, row_mask ? nullptr : &logits);
 
   const int H = c.hidden, V = c.vocab_size, I = c.intermediate, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
   const int QD = nh * d, KD = nkv * d;
-  std::vector<float> dlogits((size_t)T * V);
-  const double loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data(), row_mask);
-
   using ops::gemm;
   std::vector<float> dxn((size_t)T * H), dx((size_t)T * H), tmp((size_t)T * H);
-  // head: logits = xn_final . W^T
-  gemm<float>(false, false, T, H, V, 1.0f, dlogits.data(), V, w.lm_head, H, 0.0f, dxn.data(), H);
-  gemm<float>(true, false, V, H, T, 1.0f, dlogits.data(), V, tape.xn_final.data(), H, 1.0f, G(w.lm_head), H);
+  double loss = 0.0;
+  if (!row_mask) {
+    // head: logits = xn_final . W^T
+    std::vector<float> dlogits((size_t)T * V);
+    loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data());
+    gemm<float>(false, false, T, H, V, 1.0f, dlogits.data(), V, w.lm_head, H, 0.0f, dxn.data(), H);
+    gemm<float>(true, false, V, H, T, 1.0f, dlogits.data(), V, tape.xn_final.data(), H, 1.0f, G(w.lm_head), H);
+  } else {
+    // Only the masked rows count (answer tokens: about a tenth of a task's rows), so the head runs on those rows
+    // alone, packed: xs [P, H] -> logits [P + 1, V] with targets tgt [P + 1] (row j predicts tgt[j + 1]; the last
+    // row is cross_entropy's unused one). The other rows' dxn stays 0, as their dlogits would be.
+    if (c.arch.final_softcap > 0.0f) throw Error("training: a final-logit soft-cap is not supported");
+    std::vector<int> rows;
+    for (int i = 0; i + 1 < T; ++i)
+      if (row_mask[i]) rows.push_back(i);
+    const int P = (int)rows.size();
+    std::vector<float> xs((size_t)P * H), lg((size_t)(P + 1) * V, 0.0f), dlg((size_t)(P + 1) * V), dxs((size_t)P * H);
+    std::vector<int32_t> tgt(P + 1, 0);
+    for (int j = 0; j < P; ++j) {
+      std::copy_n(tape.xn_final.data() + (size_t)rows[j] * H, H, xs.data() + (size_t)j * H);
+      tgt[j + 1] = ids[rows[j] + 1];
+    }
+    if (P > 0) {
+      gemm<float>(false, true, P, V, H, 1.0f, xs.data(), H, w.lm_head, H, 0.0f, lg.data(), V);
+      loss = ops::cross_entropy<float>(lg.data(), tgt.data(), P + 1, V, n_total, dlg.data());
+      gemm<float>(false, false, P, H, V, 1.0f, dlg.data(), V, w.lm_head, H, 0.0f, dxs.data(), H);
+      gemm<float>(true, false, V, H, P, 1.0f, dlg.data(), V, xs.data(), H, 1.0f, G(w.lm_head), H);
+      for (int j = 0; j < P; ++j) std::copy_n(dxs.data() + (size_t)j * H, H, dxn.data() + (size_t)rows[j] * H);
+    }
+  }
   ops::rmsnorm_backward<float>(tape.x_final.data(), w.final_norm, dxn.data(), dx.data(), G(w.final_norm), T, H,
                                c.rms_eps);
 
