@@ -41,9 +41,11 @@ architecture:
 optimisation:
   --steps N (1000) --batch N (8) --seq-len N (256) --lr X (3e-3) --warmup N (100) --weight-decay X (0.05)
   --grad-clip X (1.0) --task-frac X (0.25) --seed S (1) --eval-every N (100) --eval-sequences N (16)
-  --task-kinds K,...    train on these task kinds only: kv, mqar, needle (default all)
+  --task-kinds K,...    train on these task kinds only: kv, mqar, needle, prev (default all)
   --task-loss all|answers   the loss of a task sequence: every token (default) or its answer tokens only
   --init-std X          standard deviation of the initial weights (default 0.02; residual outputs / sqrt(2 layers))
+  --init-from DIR       start from this model's weights (a curriculum stage, e.g. a 1-layer model trained on the
+                        prev drill): tensors of the same name are copied, the others initialised as usual
   --resume              continue the checkpoint in --out from its step
 )";
 
@@ -67,7 +69,7 @@ int cmd_train(int argc, char** argv) {
                         opts = {"--data",      "--output",      "--out",        "--steps",          "--batch",
                                 "--seq-len",   "--lr",          "--warmup",     "--weight-decay",   "--grad-clip",
                                 "--task-frac", "--seed",        "--eval-every", "--eval-sequences", "--task-kinds",
-                                "--init-std",  "--tau-lr-mult", "--task-loss"};
+                                "--init-std",  "--tau-lr-mult", "--task-loss",  "--init-from"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);
@@ -95,12 +97,16 @@ int cmd_train(int argc, char** argv) {
   tc.grad_clip = (float)a.get_double("--grad-clip", 1.0);
   tc.task_frac = (float)a.get_double("--task-frac", 0.25);
   for (const std::string& k : split_names(a.get("--task-kinds"))) {
-    if (k != "kv" && k != "mqar" && k != "needle")
-      throw UsageError{"--task-kinds: '" + k + "' is not a task kind; give a comma-separated list of kv, mqar, needle"};
+    if (k != "kv" && k != "mqar" && k != "needle" && k != "prev")
+      throw UsageError{"--task-kinds: '" + k +
+                       "' is not a task kind; give a comma-separated list of kv, mqar, needle, prev"};
     tc.task_kinds.push_back(k);
   }
   tc.tau_lr_mult = (float)a.get_double("--tau-lr-mult", 1.0);
   tc.init_std = (float)a.get_double("--init-std", 0.02);
+  tc.init_from = a.get("--init-from");
+  if (tc.resume && !tc.init_from.empty())
+    throw UsageError{"--init-from starts a new run; --resume continues one: give only one of them"};
   const std::string task_loss = a.get("--task-loss", "all");
   if (task_loss != "all" && task_loss != "answers")
     throw UsageError{"--task-loss: use all (every token of a task sequence) or answers (its answer tokens only)"};

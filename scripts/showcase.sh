@@ -4,15 +4,15 @@
 # length and by number of distractor pairs, the tables, the figures and the training logs in docs/results/, and
 # the bundled models (BUNDLE=1). Each stage skips what is done, and a killed training resumes from its last
 # checkpoint, so the script can simply be run again.
-# STATUS: the regime below is the current candidate; it does not yet teach retrieval (docs/results.md, "Searching
-# for a regime where retrieval is learned"), so do not bundle its models.
+# Each run has two stages (docs/results.md, "A regime where retrieval is learned"): a one-layer model drilled on
+# the previous-token task, whose weights then start the two-layer model trained on associative recall.
 #
 # usage: scripts/showcase.sh [DATA_DIR] [OUT_DIR]        (defaults out/showcase-data and out/showcase)
 #   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to replace
 #                                    assets/models with the seed-1 models)
 #   RUNS="standard-s1 ..."           a subset of the runs (default all 12, in the order below)
 #   OMP_NUM_THREADS                  threads per training (default: all cores)
-#   STEPS, RESULTS_DIR, IMG_DIR      a smoke test: STEPS=20 RESULTS_DIR=/tmp/r IMG_DIR=/tmp/r scripts/showcase.sh
+#   STEPS, DRILL_STEPS, RESULTS_DIR, IMG_DIR   a smoke test: STEPS=20 DRILL_STEPS=10 RESULTS_DIR=/tmp/r IMG_DIR=/tmp/r
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -28,12 +28,15 @@ stages=${STAGES:-data train eval report}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 [ -x "$focal" ] || { echo "showcase: $focal is missing; build first (scripts/build.sh)" >&2; exit 1; }
 
-# The candidate regime (run K of docs/results.md): 2 layers of width 128, init 0.08, 160-token sequences, half of
-# them mqar tasks of 64-160 tokens with 8-24 queries whose loss counts only the answers, half plain text.
+# The regime (docs/results.md): one-token mqar keys, tasks of 96-128 tokens with 8-24 queries, plus previous-token
+# drills; the loss counts only the answers. Stage 1 (drill): one layer, 400 steps. Stage 2: two layers of width 128
+# started from stage 1 (--init-from), 2000 steps. About 12 minutes per run on one thread of the 2-core machine.
 steps=${STEPS:-2000}  # STEPS: fewer, for a smoke test of the harness
-common=(--data "$data" --hidden 128 --layers 2 --heads 4 --kv-heads 4 --intermediate 384 --context 1024
-        --seq-len 160 --batch 32 --steps $steps --lr 3e-3 --warmup 100 --eval-every 100 --init-std 0.08
-        --task-frac 0.5 --task-kinds mqar --task-loss answers)
+drill_steps=${DRILL_STEPS:-400}
+shape=(--data "$data" --hidden 128 --heads 4 --kv-heads 4 --intermediate 384 --context 1024 --seq-len 128
+       --batch 32 --lr 3e-3 --init-std 0.04 --task-frac 1 --task-kinds mqar,prev --task-loss answers)
+common=("${shape[@]}" --layers 2 --steps $steps --warmup 100 --eval-every 100)
+drill=("${shape[@]}" --layers 1 --steps $drill_steps --warmup 50 --eval-every $drill_steps)
 learned=(--attn learned --tau-mode prefix_mean --tau-min 1.7 --tau-max 5.66 --tau-lr-mult 0.1)
 attn_of() {  # run name (without the seed) -> attention flags
   case $1 in
@@ -53,8 +56,8 @@ done_training() { [ -f "$1/trainer_state.json" ] && grep -q "\"step\": $steps\b"
 if has data; then
   if [ ! -f "$data/manifest.json" ] || [ ! -f "$data/tasks_distract.jsonl" ]; then
     echo "== data: scripts/data/build_data.py --out $data (about a minute)"
-    /usr/bin/python3 scripts/data/build_data.py --out "$data" --train-lengths 64:160 --train-queries 8:24 \
-      --train-tasks 30000
+    /usr/bin/python3 scripts/data/build_data.py --out "$data" --mqar-keys one-token --train-lengths 96:128 \
+      --train-queries 8:24 --train-tasks 30000 --prev-tasks 6000
   fi
 fi
 
@@ -66,12 +69,19 @@ if has train; then
     i=$((i + 1))
     dir="$out/$run"
     if done_training "$dir"; then continue; fi
-    resume=()
-    [ -f "$dir/trainer_state.json" ] && resume=(--resume)
     el=$(( $(date +%s) - t0 ))
-    echo "== train $run ($i/$n_runs, ${el}s elapsed)"
+    if ! grep -qs "\"step\": $drill_steps\b" "$dir-drill/trainer_state.json"; then
+      resume=()
+      [ -f "$dir-drill/trainer_state.json" ] && resume=(--resume)
+      echo "== drill $run ($i/$n_runs, ${el}s elapsed): one layer, previous-token drill"
+      # shellcheck disable=SC2046
+      "$focal" train "${drill[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir-drill" "${resume[@]}"
+    fi
+    start=(--init-from "$dir-drill")
+    [ -f "$dir/trainer_state.json" ] && start=(--resume)
+    echo "== train $run ($i/$n_runs): two layers from the drill"
     # shellcheck disable=SC2046
-    "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" "${resume[@]}"
+    "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" "${start[@]}"
   done
 fi
 

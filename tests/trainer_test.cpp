@@ -16,6 +16,7 @@
 #include "focal/trainer.h"
 #include "focal/tokenizer.h"
 #include "model_internal.h"
+#include "safetensors.h"
 #include "test_util.h"
 #include "train/backward.h"
 
@@ -260,6 +261,71 @@ TEST(Trainer, TaskKindsSelectTheTrainingTasks) {
   } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("of the chosen task kinds")); }
   tc.task_kinds = {"copy"};
   EXPECT_NO_THROW(train(tc));
+}
+
+TEST(Trainer, InitFromCopiesTheTensorsItHolds) {
+  // --init-from (a curriculum stage): a 1-layer model's tensors start a 2-layer run. The embedding, the final norm
+  // and layer 0 must equal the 1-layer model's; layer 1 must equal a plain run's random init (same seed). One step
+  // at lr 1e-9 moves a weight by at most about 1e-9, so both are compared to 1e-6.
+  const std::string base = test::make_temp_dir("initfrom");
+  TrainConfig one = tiny(base + "/one", AttnMode::kStandard);
+  one.model.n_layers = 1;
+  one.steps = 3;
+  one.seed = 5;
+  train(one);
+  auto tensors = [](const std::string& dir) {
+    SafetensorsFile f(dir + "/model.safetensors");
+    std::map<std::string, std::vector<float>> m;
+    for (const auto& [name, t] : f.tensors()) m[name] = tensor_to_f32(t, f.path());
+    return m;
+  };
+  auto near = [](const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > 1e-6f) return false;
+    return true;
+  };
+  TrainConfig two = tiny(base + "/two", AttnMode::kStandard);
+  two.steps = 1;
+  two.lr = 1e-9f;
+  two.init_from = base + "/one";
+  train(two);
+  TrainConfig plain = two;
+  plain.out_dir = base + "/plain";
+  plain.init_from.clear();
+  train(plain);
+  const auto a = tensors(base + "/one"), b = tensors(base + "/two"), c = tensors(base + "/plain");
+  int from_one = 0, from_init = 0;
+  for (const auto& [name, w] : b) {
+    if (a.count(name)) {
+      EXPECT_TRUE(near(w, a.at(name))) << name << " differs from the --init-from model";
+      EXPECT_FALSE(near(w, c.at(name))) << name << " was not replaced";
+      ++from_one;
+    } else {
+      EXPECT_TRUE(near(w, c.at(name))) << name << " differs from the random init";
+      EXPECT_EQ(name.rfind("model.layers.1.", 0), 0u) << name;
+      ++from_init;
+    }
+  }
+  EXPECT_GT(from_one, 5);
+  EXPECT_GT(from_init, 5);
+
+  two.out_dir = base + "/missing";
+  two.init_from = base + "/nope";
+  try {
+    train(two);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("nope/model.safetensors' does not exist"));
+    EXPECT_EQ(e.field(), "init_from");
+  }
+  TrainConfig wide = tiny(base + "/wide", AttnMode::kStandard);
+  wide.model.hidden = 48;
+  wide.init_from = base + "/one";
+  try {
+    train(wide);
+    FAIL() << "expected an error";
+  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("model.embed_tokens.weight' is 300x32")); }
 }
 
 TEST(Trainer, DeterministicAndResumeIsExact) {

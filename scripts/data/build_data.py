@@ -29,6 +29,8 @@ BOS_ID = 1
 EOS_ID = 2
 UNK_ID = 0
 TASK_KINDS = ("kv", "mqar", "needle")
+PREV_KIND = "prev"                  # training only: the previous-token drill (--prev-tasks)
+PREV_REPEAT = 0.3                   # drill: share of tokens that repeat the token two back (the answers)
 EVAL_LENGTHS = (128, 256, 512, 1024, 2048)
 DISTRACT_KINDS = ("kv", "mqar")  # distractor sweep (tasks_distract.jsonl): a fixed length, a growing number of
 DISTRACT_COUNTS = (1, 2, 4, 8, 12)  # distractor pairs, prose before the pairs filling the rest
@@ -392,6 +394,43 @@ def encode_docs(sp, docs, path, label):
 _SENTENCE_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?]\"))(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)\s+(?=[\"'A-Z(])")
 
 
+class PrevDrill:
+    """Previous-token drills (kind "prev", --prev-tasks): the mqar header, then a random stream of the mqar key and
+    value tokens and the item separator, with "Now recall:" somewhere inside. About PREV_REPEAT of the stream
+    tokens repeat the token two back; each is an answer, predicted at the row after its original, whose previous
+    token it is. The stream has no period and no marker, so an answer can only be found by attending one position
+    back: the model learns a previous-token head, the first half of the associative-recall circuit. The tokens and
+    the header are those of the mqar tasks, so the head carries over to them (docs/results.md)."""
+
+    def __init__(self, sp, rng, key_words, value_words):
+        self.rng = rng
+        space_id = sp.piece_to_id("\u2581")
+        words = sorted(set(key_words) | set(value_words))
+        pool = sorted({i for ids in sp.encode([" " + w for w in words]) for i in ids if i != space_id})
+        sep = sp.encode(",")[-1]
+        self.pool = pool + [sep] * max(1, len(pool) // 16)
+        self.head, self.mid = sp.encode("Remember these pairs:"), sp.encode("Now recall:")
+
+    def make(self, length):
+        rng = self.rng
+        ids = [BOS_ID] + self.head
+        mid_at = rng.randint(len(ids) + 8, max(len(ids) + 8, length - len(self.mid) - 8))
+        stream = set()                    # positions of stream tokens: only these may be repeated
+        answers = []
+        while len(ids) < length:
+            n = len(ids)
+            if n == mid_at:
+                ids += self.mid[: length - n]
+                continue
+            if n - 1 in stream and n - 2 in stream and ids[-1] != ids[-2] and rng.random() < PREV_REPEAT:
+                answers.append({"answer_pos": n, "answer_len": 1, "relevant": [n - 2]})
+                ids.append(ids[-2])
+            else:
+                ids.append(rng.choice(self.pool))
+            stream.add(n)
+        return {"kind": PREV_KIND, "length": length, "ids": ids, "answers": answers}
+
+
 class TaskMaker:
     def __init__(self, sp, rng, filler_docs, key_words, value_words, label, train_queries=(2, 8)):
         self.sp, self.rng, self.label = sp, rng, label
@@ -517,10 +556,11 @@ class TaskMaker:
         rng.shuffle(context_pairs)
         query_order = list(range(n_queries))
         rng.shuffle(query_order)
-        value_start = {}
+        value_start, pair_span = {}, {}
         for j, p in enumerate(context_pairs):
             item = pair_text[p] if j + 1 < len(context_pairs) else pair_text[p][:-1] + "."
             value_start[p] = len(ctx) + len(f" {keys[p]}")
+            pair_span[p] = (len(ctx), len(item))
             ctx += item
         text = ctx + mid
         spans = []
@@ -528,7 +568,9 @@ class TaskMaker:
             a_start = len(text) + len(f" {keys[q]}")
             text += pair_text[q] if j + 1 < n_queries else pair_text[q][:-1] + "."
             n = len(f" {values[q]}")
-            spans.append((a_start, n, value_start[q], n))
+            # The relevant tokens are the whole pair " key value," in the context: a model that retrieves reads the
+            # key and the value there, and a two-layer one often reads them at the separator after the value.
+            spans.append((a_start, n, value_start[q], n) + pair_span[q])
         return spans, text
 
     # -- needle in a haystack ----------------------------------------------------------------------------------
@@ -586,8 +628,9 @@ class TaskMaker:
         raise RuntimeError(f"could not make a {kind} task of {lo}..{hi} tokens")
 
     def locate(self, kind, target, spans, text):
-        """Encodes text and turns character spans (answer_start, answer_len, relevant_start, relevant_len; offsets
-        in the text before its leading space was removed) into token positions in [BOS] + ids."""
+        """Encodes text and turns character spans (answer_start, answer_len, relevant_start, relevant_len, and for
+        mqar pair_start, pair_len; offsets in the text before its leading space was removed) into token positions in
+        [BOS] + ids. The relevant tokens are the earlier copy of the answer, or for mqar the pair that holds it."""
         proto = self.sp.encode(text, out_type="immutable_proto")
         ids = [BOS_ID] + [p.id for p in proto.pieces]
         begins = [p.begin for p in proto.pieces]
@@ -604,7 +647,7 @@ class TaskMaker:
             return list(range(i + 1, j + 2))  # +1 for BOS
 
         answers = []
-        for a_start, a_len, r_start, r_len in spans:
+        for a_start, a_len, r_start, r_len, *pair in spans:
             a = tokens_of(a_start, a_len)
             r = tokens_of(r_start, r_len)
             check([ids[k] for k in r] == [ids[k] for k in a],
@@ -613,6 +656,10 @@ class TaskMaker:
             # answer, so the query row answer_pos - 1 is the row that must retrieve the first digit.
             if len(a) > 1 and ids[a[0]] == self.space_id:
                 a, r = a[1:], r[1:]
+            if pair:  # mqar: the copy of the answer, checked above, lies inside the pair that becomes the relevant span
+                p = tokens_of(*pair)
+                check(p[0] < r[0] and r[-1] < p[-1], f"{kind}: value {r} is not inside its pair {p}")
+                r = p
             check(r[-1] < a[0] - 1, f"{kind}: relevant tokens {r} do not precede the answer at {a[0]}")
             answers.append({"answer_pos": a[0], "answer_len": len(a), "relevant": r})
         return {"kind": kind, "length": target, "ids": ids, "answers": answers}
@@ -683,6 +730,11 @@ def make_tasks(sp, args, train_docs, val_docs):
         prog.update(i + 1)
     prog.update(args.train_tasks, force=True)
     maker.rng.shuffle(train)
+    if args.prev_tasks:
+        # The drill has its own generator, so that --prev-tasks 0 leaves every other task as it was.
+        drill = PrevDrill(sp, Random(f"{args.seed}/tasks/prev"), key_words, value_words)
+        for _ in range(args.prev_tasks):
+            train.append(drill.make(drill.rng.randint(*args.train_lengths)))
 
     # Evaluation tasks: needle filler from validation text, lengths within ±10 % of each target.
     maker = TaskMaker(sp, Random(f"{args.seed}/tasks/eval"), val_docs, key_words, value_words, "eval")
@@ -738,6 +790,9 @@ def parse_args(argv):
                         f"{TRAIN_LENGTH_RANGE[0]}:{TRAIN_LENGTH_RANGE[1]})")
     p.add_argument("--train-queries", default="2:8", metavar="LO:HI",
                    help="queries of a training mqar task, drawn uniformly (default 2:8; fewer when they do not fit)")
+    p.add_argument("--prev-tasks", type=int, default=0, metavar="N",
+                   help="add N previous-token drills (kind 'prev') to the training tasks (default 0); with "
+                        "--mqar-keys one-token they let a two-layer model learn associative recall (docs/results.md)")
     p.add_argument("--mqar-keys", choices=("words", "one-token"), default="words",
                    help="mqar keys: common words of 3-7 letters (default; some are several tokens), or only those "
                         "that are one token")
@@ -763,8 +818,8 @@ def parse_args(argv):
         p.error(f"--vocab {args.vocab} is too small: byte fallback alone takes 259 pieces; use at least 300")
     if not 0.0 < args.val_frac < 0.5:
         p.error(f"--val-frac {args.val_frac} must be in (0, 0.5)")
-    if args.train_tasks < 0 or args.eval_tasks < 0:
-        p.error("--train-tasks and --eval-tasks must be >= 0")
+    if args.train_tasks < 0 or args.eval_tasks < 0 or args.prev_tasks < 0:
+        p.error("--train-tasks, --eval-tasks and --prev-tasks must be >= 0")
     return args
 
 
@@ -808,7 +863,7 @@ def main(argv=None):
 
         def task_counts(tasks):
             c = Counter(t["kind"] for t in tasks)
-            return {k: c[k] for k in TASK_KINDS}
+            return {k: c[k] for k in TASK_KINDS + ((PREV_KIND,) if c[PREV_KIND] else ())}
 
         manifest = {
             "seed": args.seed,
@@ -827,6 +882,7 @@ def main(argv=None):
             "tokens": {"train": n_train, "val": n_val},
             "tasks": {
                 "mqar_keys": args.mqar_keys,
+                "prev_tasks": args.prev_tasks,
                 "train": {"count": len(train_tasks), "by_kind": task_counts(train_tasks),
                           "length_range": list(args.train_lengths),
                           "mqar_queries": list(args.train_queries),

@@ -65,7 +65,8 @@ class BuildDataTest(unittest.TestCase):
             "c": start(cls.dirs["c"], "--seed", "2"),
             "big": start(cls.dirs["big"], "--vocab", "1000000"),   # the last --vocab wins
             # one-token keys need a vocabulary with 900 one-token words besides the values
-            "keys1": start(cls.dirs["keys1"], "--vocab", "4096", "--mqar-keys", "one-token"),
+            # (and the previous-token drill)
+            "keys1": start(cls.dirs["keys1"], "--vocab", "4096", "--mqar-keys", "one-token", "--prev-tasks", "300"),
         }
         cls.results = {name: finish(p) for name, p in procs.items()}
         for name in ("a", "b", "c", "keys1"):
@@ -157,18 +158,22 @@ class BuildDataTest(unittest.TestCase):
             pos, n, rel = a["answer_pos"], a["answer_len"], a["relevant"]
             self.assertGreaterEqual(n, 1)
             self.assertLessEqual(pos + n, len(ids))
-            self.assertEqual(len(rel), n)
-            self.assertEqual(rel, list(range(rel[0], rel[0] + n)))    # one contiguous span
+            self.assertEqual(rel, list(range(rel[0], rel[0] + len(rel))))    # one contiguous span
             self.assertLess(rel[-1], pos - 1)                           # before the query row
-            self.assertEqual([ids[k] for k in rel], ids[pos:pos + n])
             self.assertEqual(n, {"kv": 4, "mqar": 1, "needle": 5}[t["kind"]])
             if t["kind"] == "mqar":
-                # The answer is the value: one token, a whole word; the query row holds the key, and the key's
-                # earlier occurrence stands just before the relevant token.
+                # The answer is the value: one token, a whole word; the query row holds the key. The relevant span
+                # is the context's pair " key value," (or " key value." last): the key's tokens, the value, and the
+                # separator after it.
                 piece = self.sp.id_to_piece(ids[pos])
                 self.assertTrue(piece.startswith("\u2581") and piece[1:].isalpha(), piece)
-                self.assertEqual(ids[rel[0] - 1], ids[pos - 1])
+                self.assertIn(self.sp.id_to_piece(ids[rel[-1]]), (",", "."))
+                self.assertEqual(ids[rel[-2]], ids[pos])
+                self.assertEqual(ids[rel[-3]], ids[pos - 1])
+                key = self.sp.decode(ids[rel[0]:rel[-2]])
+                self.assertTrue(self.sp.decode(ids[1:pos]).endswith(key), (key, self.sp.decode(ids[pos - 4:pos])))
                 continue
+            self.assertEqual([ids[k] for k in rel], ids[pos:pos + n])
             # kv, needle: the digits of a number, one piece a digit (split_digits); the query row holds the bare
             # space piece before them, so it is the row that has to retrieve the first digit.
             self.assertTrue(all(self.sp.id_to_piece(x).isdigit() for x in ids[pos:pos + n]))
@@ -203,7 +208,7 @@ class BuildDataTest(unittest.TestCase):
                     continue
                 ids = t["ids"]
                 for a in t["answers"]:
-                    pos, rel = a["answer_pos"], a["relevant"][0]
+                    pos, rel = a["answer_pos"], a["relevant"][1]     # relevant: key, value, separator
                     for key_at in (pos - 1, rel - 1):
                         self.assertIn(sp.id_to_piece(ids[key_at - 1]), (",", ":"), sp.decode(ids[key_at - 3:pos + 1]))
                         self.assertTrue(sp.id_to_piece(ids[key_at]).startswith("\u2581"))
@@ -219,6 +224,43 @@ class BuildDataTest(unittest.TestCase):
                 multi += sum(self.sp.id_to_piece(t["ids"][a["answer_pos"] - 2]) not in (",", ":")
                              for a in t["answers"])
         self.assertGreater(multi, 0)
+
+    def test_prev_drill(self):
+        # --prev-tasks N: N drills of kind "prev". Each starts like an mqar task ([BOS] + "Remember these pairs:"),
+        # holds "Now recall:" once, and is otherwise a stream of mqar key / value tokens and the item separator.
+        # Every answer repeats the token two back, which differs from the token before it, so only a previous-token
+        # head predicts it. None without the option.
+        m = self.manifest_of("keys1")["tasks"]
+        self.assertEqual((m["prev_tasks"], m["train"]["by_kind"]["prev"]), (300, 300))
+        self.assertEqual(self.manifest["tasks"]["prev_tasks"], 0)
+        self.assertNotIn("prev", self.manifest["tasks"]["train"]["by_kind"])
+        sp = spm_of(self.dirs["keys1"])
+        tasks = read_jsonl(os.path.join(self.dirs["keys1"], "tasks_train.jsonl"))
+        mqar = [t for t in tasks if t["kind"] == "mqar"]
+        head = mqar[0]["ids"][:1 + len(sp.encode("Remember these pairs:"))]
+        allowed = set()                    # the tokens of the mqar pairs: every mqar token after the header
+        for t in mqar:
+            allowed.update(t["ids"][len(head):])
+        mid = sp.encode(" Now recall:")
+        drills = [t for t in tasks if t["kind"] == "prev"]
+        self.assertEqual(len(drills), 300)
+        n_answers = n_tokens = 0
+        for t in drills:
+            ids = t["ids"]
+            self.assertEqual(ids[:len(head)], head)
+            self.assertTrue(64 <= len(ids) == t["length"] <= 512)
+            at = [i for i in range(len(ids)) if ids[i:i + len(mid)] == mid]
+            self.assertEqual(len(at), 1, sp.decode(ids))
+            stream = ids[len(head):at[0]] + ids[at[0] + len(mid):]
+            self.assertTrue(set(stream) <= allowed, set(stream) - allowed)
+            for a in t["answers"]:
+                p = a["answer_pos"]
+                self.assertEqual((a["answer_len"], a["relevant"]), (1, [p - 2]))
+                self.assertEqual(ids[p], ids[p - 2])
+                self.assertNotEqual(ids[p - 1], ids[p - 2])
+            n_answers += len(t["answers"])
+            n_tokens += len(stream)
+        self.assertTrue(0.15 < n_answers / n_tokens < 0.35, n_answers / n_tokens)
 
     def test_eval_tasks_and_lengths(self):
         tasks = read_jsonl(os.path.join(self.dirs["a"], "tasks_eval.jsonl"))

@@ -28,9 +28,12 @@ struct TrainConfig {
   int warmup_steps = 100;               // linear warm-up, then cosine decay to min_lr_frac * lr at `steps`
   float min_lr_frac = 0.1f;
   float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
-  float weight_decay = 0.05f;      // AdamW, on projection and embedding matrices (not norms or biases)
-  float tau_lr_mult = 1.0f;        // learning rate of the learned-temperature projection (tau_proj) = lr * this
-  float init_std = 0.02f;          // normal init of the matrices (residual outputs / sqrt(2 n_layers)); tau_proj 0.02
+  float weight_decay = 0.05f;  // AdamW, on projection and embedding matrices (not norms or biases)
+  float tau_lr_mult = 1.0f;    // learning rate of the learned-temperature projection (tau_proj) = lr * this
+  float init_std = 0.02f;      // normal init of the matrices (residual outputs / sqrt(2 n_layers)); tau_proj 0.02
+  // A model directory whose weights start the run (a curriculum stage): every tensor of the new model that it holds
+  // under the same name is copied (shapes must match), the others keep the random init. Empty: random init only.
+  std::string init_from;
   float grad_clip = 1.0f;          // global gradient-norm clip
   int eval_every = 100;            // validation loss, log row and checkpoint every N steps (and at the end)
   int eval_sequences = 16;         // validation sequences of seq_len

@@ -69,10 +69,40 @@ std::string train_config_json(const TrainConfig& c) {
   j["grad_clip"] = c.grad_clip;
   j["tau_lr_mult"] = c.tau_lr_mult;
   j["init_std"] = c.init_std;
+  j["init_from"] = c.init_from;
   j["eval_every"] = c.eval_every;
   j["eval_sequences"] = c.eval_sequences;
   j["threads"] = omp_get_max_threads();
   return j.dump();
+}
+
+// --init-from: overwrites each tensor of `tensors` that `dir`/model.safetensors holds under the same name with
+// its (fp32) values. A same-named tensor of another shape, or no shared tensor at all, is an error naming both.
+void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors) {
+  const std::string path = dir + "/model.safetensors";
+  if (!exists(path))
+    throw Error("init_from", "init_from: '" + path + "' does not exist; give a model directory written by focal train");
+  SafetensorsFile src(path);
+  int copied = 0;
+  for (NamedTensor& t : tensors) {
+    auto it = src.tensors().find(t.name);
+    if (it == src.tensors().end()) continue;
+    if (it->second.shape != t.shape) {
+      auto dims = [](const std::vector<int64_t>& s) {
+        std::string r;
+        for (int64_t d : s) r += (r.empty() ? "" : "x") + std::to_string(d);
+        return r;
+      };
+      throw Error("init_from", "init_from: '" + t.name + "' is " + dims(it->second.shape) + " in '" + path + "' but " +
+                                   dims(t.shape) + " in the model to train; match --hidden, --heads, " +
+                                   "--kv-heads, --intermediate and the data's vocabulary");
+    }
+    t.data = tensor_to_f32(it->second, path);
+    ++copied;
+  }
+  if (copied == 0)
+    throw Error("init_from", "init_from: '" + path + "' holds none of the tensors of the model to train");
+  std::printf("init: %d of %zu tensors from %s, the rest random\n", copied, tensors.size(), path.c_str());
 }
 
 void validate(const TrainConfig& c) {
@@ -269,7 +299,9 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
                                  "' already holds a checkpoint; resume it or choose another "
                                  "directory");
     const std::string init = tc.out_dir + ".init";
-    write_model_dir(init, mc, random_model_tensors(mc, tc.seed, /*training_init=*/true, tc.init_std), "F32", tok_path);
+    std::vector<NamedTensor> tensors = random_model_tensors(mc, tc.seed, /*training_init=*/true, tc.init_std);
+    if (!tc.init_from.empty()) copy_init_tensors(tc.init_from, tensors);
+    write_model_dir(init, mc, tensors, "F32", tok_path);
     model = Model::load(init, Device::kCpu, fp32_weights());
     std::string rm = "rm -rf '" + init + "'";
     if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
