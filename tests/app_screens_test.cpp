@@ -290,6 +290,27 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   EXPECT_GT(changed_fraction(c1, c2, j1["rects"]["heatmap"]), 0.01);
 }
 
+// A model directory's prompt.txt is the prompt when the model is named on the command line without --prompt (the
+// bundled recall models carry a retrieval task); --prompt wins over it, and without either the app's short story.
+TEST(AppScreens, ModelPromptFile) {
+  const std::string dir = focal::test::make_temp_dir("app_prompt");
+  const std::string src = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  const std::string model = dir + "/model";
+  ASSERT_EQ(std::system(("mkdir -p " + model + " && cp -L " + src + "/config.json " + src + "/model.safetensors " +
+                         src + "/tokenizer.model " + model + "/")
+                            .c_str()),
+            0);
+  std::ofstream(model + "/prompt.txt") << "Remember these pairs: cat red, dog blue. Now recall: dog\n\n";
+  auto prompt_of = [&](const std::string& extra) {
+    EXPECT_EQ(run_app(dir, "wait\nscreenshot " + dir + "/p.png\nquit\n", extra), 0)
+        << std::ifstream(dir + "/log.txt").rdbuf();
+    return std::string(read_json(dir + "/p.png.json")["prompt"]);
+  };
+  EXPECT_EQ(prompt_of(model), "Remember these pairs: cat red, dog blue. Now recall: dog");
+  EXPECT_EQ(prompt_of(model + " --prompt 'other words'"), "other words");
+  EXPECT_EQ(prompt_of("").rfind("The old man took the lamp", 0), 0u);
+}
+
 // A random model of SmolLM2-135M's attention shape (30 layers x 9 query heads, 3 KV heads; narrower layers so that
 // CI runs it in seconds) at T = 1024, at 1600 x 960 and 1280 x 720. Checks the readouts that misled: round numbered
 // colour bars (B - A too), the overview's size and colour bar, the token strip showing the query, the key window,

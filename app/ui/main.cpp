@@ -37,7 +37,8 @@ const char* kHelp =
     "usage: focalscope [MODEL_OR_CAPTURE] [options]\n"
     "  MODEL_OR_CAPTURE      a Hugging Face model directory, a .gguf file or a capture .h5\n"
     "                        (default: the last one opened, else the bundled assets/models/focal-t0.4)\n"
-    "  --prompt TEXT         prompt to run (default: the last one, else a short story)\n"
+    "  --prompt TEXT         prompt to run (default: the model's prompt.txt if the model is named here, else the\n"
+    "                        last one, else the model's prompt.txt, else a short story)\n"
     "  --temp T              focal temperature of run A (default: the model's own setting)\n"
     "  --device D            auto | cpu | cuda: where models run (default: the last choice, else auto)\n"
     "  --weights W           native | fp32: quantized / 16-bit weights kept as stored, or widened to fp32\n"
@@ -118,6 +119,18 @@ int parse_args(int argc, char** argv, Args& a) {
 bool exists(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0;
+}
+
+// A model directory's own example prompt: DIR/prompt.txt (the bundled recall models carry a retrieval task), its
+// trailing newlines dropped. Empty when there is none.
+std::string model_prompt(const std::string& source) {
+  std::ifstream f(source + "/prompt.txt");
+  if (!f) return "";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string p = ss.str();
+  while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
+  return p;
 }
 
 void setup_style_and_fonts(Ui& ui) {
@@ -252,6 +265,7 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["height"] = fb_h;
   for (const auto& [name, r] : ui.rects) js["rects"][name] = {r.x, r.y, r.z, r.w};
   js["n_tokens"] = ui.st.n_tokens();
+  js["prompt"] = ui.st.prompt;
   js["layer"] = ui.st.sel_layer;
   js["head"] = ui.st.sel_head;
   js["message"] = ui.st.message;
@@ -362,7 +376,17 @@ int run_app(int argc, char** argv) {
     std::string source = args.source;
     if (source.empty() && !settings.model_path.empty() && exists(settings.model_path)) source = settings.model_path;
     if (source.empty()) source = std::string(FOCAL_ASSETS_DIR) + "/models/focal-t0.4";
-    st.prompt = !args.prompt.empty() ? args.prompt : (!settings.prompt.empty() ? settings.prompt : kDefaultPrompt);
+    // The prompt: --prompt; else the prompt.txt of a model named on the command line; else the last one; else the
+    // model's prompt.txt; else a short story.
+    const std::string own = model_prompt(source);
+    if (!args.prompt.empty())
+      st.prompt = args.prompt;
+    else if (!args.source.empty() && !own.empty())
+      st.prompt = own;
+    else if (!settings.prompt.empty())
+      st.prompt = settings.prompt;
+    else
+      st.prompt = own.empty() ? kDefaultPrompt : own;
     std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", source.c_str());
     st.open_path(source);
     bool restore_specs = args.source.empty() && source == settings.model_path && !settings.spec_a_json.empty();
