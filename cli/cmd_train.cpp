@@ -37,6 +37,7 @@ attention:
 architecture:
   --hidden N --layers N --heads N --kv-heads N --intermediate N --context N  (defaults 192 4 6 2 512 2048)
   --qk-norm
+  --rope-theta X        RoPE base (default 10000); larger bases rotate the slow dimensions less over a context
   --attn-bias           biases on q/k/v/o_proj (config attention_bias), zero at the start
 optimisation:
   --steps N (1000) --batch N (8) --seq-len N (256) --lr X (3e-3) --warmup N (100) --weight-decay X (0.05)
@@ -69,7 +70,7 @@ int cmd_train(int argc, char** argv) {
                         opts = {"--data",      "--output",      "--out",        "--steps",          "--batch",
                                 "--seq-len",   "--lr",          "--warmup",     "--weight-decay",   "--grad-clip",
                                 "--task-frac", "--seed",        "--eval-every", "--eval-sequences", "--task-kinds",
-                                "--init-std",  "--tau-lr-mult", "--task-loss",  "--init-from"};
+                                "--init-std",  "--tau-lr-mult", "--task-loss",  "--init-from",     "--rope-theta"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);
@@ -86,7 +87,9 @@ int cmd_train(int argc, char** argv) {
   tc.resume = a.has("--resume");
   tc.model = model_config_from(a, ArchDefaults{192, 4, 6, 2, 512, 2048});
   tc.model.attention_bias = a.has("--attn-bias");
-  tc.model.rope_theta = 10000.0f;
+  tc.model.rope_theta = (float)a.get_double("--rope-theta", 10000.0);
+  if (!(tc.model.rope_theta > 1.0f) || !std::isfinite(tc.model.rope_theta))
+    throw UsageError{"--rope-theta: give a RoPE base above 1 (default 10000)"};
   tc.model.rms_eps = 1e-5f;
   tc.steps = (int)a.get_int("--steps", 1000);
   tc.batch = (int)a.get_int("--batch", 8);

@@ -8,8 +8,8 @@
 # the previous-token task, whose weights then start the two-layer model trained on associative recall.
 #
 # usage: scripts/showcase.sh [DATA_DIR] [OUT_DIR]        (defaults out/showcase-data and out/showcase)
-#   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to replace
-#                                    assets/models with the seed-1 models)
+#   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to write
+#                                    the seed-1 models to assets/models/recall-*)
 #   RUNS="standard-s1 ..."           a subset of the runs (default all 12, in the order below)
 #   OMP_NUM_THREADS                  threads per training (default: all cores)
 #   STEPS, DRILL_STEPS, RESULTS_DIR, IMG_DIR   a smoke test: STEPS=20 DRILL_STEPS=10 RESULTS_DIR=/tmp/r IMG_DIR=/tmp/r
@@ -28,15 +28,16 @@ stages=${STAGES:-data train eval report}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 [ -x "$focal" ] || { echo "showcase: $focal is missing; build first (scripts/build.sh)" >&2; exit 1; }
 
-# The regime (docs/results.md): one-token mqar keys, tasks of 96-128 tokens with 8-24 queries, plus previous-token
-# drills; the loss counts only the answers. Stage 1 (drill): one layer, 400 steps. Stage 2: two layers of width 128
-# started from stage 1 (--init-from), 2000 steps. About 12 minutes per run on one thread of the 2-core machine.
-steps=${STEPS:-2000}  # STEPS: fewer, for a smoke test of the harness
-drill_steps=${DRILL_STEPS:-400}
-shape=(--data "$data" --hidden 128 --heads 4 --kv-heads 4 --intermediate 384 --context 1024 --seq-len 128
-       --batch 32 --lr 3e-3 --init-std 0.04 --task-frac 1 --task-kinds mqar,prev --task-loss answers)
-common=("${shape[@]}" --layers 2 --steps $steps --warmup 100 --eval-every 100)
-drill=("${shape[@]}" --layers 1 --steps $drill_steps --warmup 50 --eval-every $drill_steps)
+# The regime (docs/results.md): one-token mqar keys, tasks of 96-128 tokens, previous-token drills mixed in, the loss
+# on the answers only. Stage 1 (drill): one layer, 500 steps on mqar tasks with only 2-4 queries among about 30
+# pairs (DATA_DIR-drill) and the drills. Stage 2: two layers of width 128 started from stage 1 (--init-from), 1500
+# steps on mqar tasks with 8-24 queries (DATA_DIR) and the drills. About 8 minutes per run on one thread.
+steps=${STEPS:-1500}  # STEPS: fewer, for a smoke test of the harness
+drill_steps=${DRILL_STEPS:-500}
+shape=(--hidden 128 --heads 4 --kv-heads 4 --intermediate 384 --context 1024 --seq-len 128 --batch 32 --lr 3e-3
+       --init-std 0.04 --task-frac 1 --task-kinds mqar,prev --task-loss answers)
+common=(--data "$data" "${shape[@]}" --layers 2 --steps $steps --warmup 100 --eval-every 100)
+drill=(--data "$data-drill" "${shape[@]}" --layers 1 --steps $drill_steps --warmup 50 --eval-every $drill_steps)
 learned=(--attn learned --tau-mode prefix_mean --tau-min 1.7 --tau-max 5.66 --tau-lr-mult 0.1)
 attn_of() {  # run name (without the seed) -> attention flags
   case $1 in
@@ -54,10 +55,15 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 done_training() { [ -f "$1/trainer_state.json" ] && grep -q "\"step\": $steps\b" "$1/trainer_state.json"; }
 
 if has data; then
-  if [ ! -f "$data/manifest.json" ] || [ ! -f "$data/tasks_distract.jsonl" ]; then
-    echo "== data: scripts/data/build_data.py --out $data (about a minute)"
+  if [ ! -f "$data/manifest.json" ]; then
+    echo "== data: scripts/data/build_data.py --out $data (about two minutes)"
     /usr/bin/python3 scripts/data/build_data.py --out "$data" --mqar-keys one-token --train-lengths 96:128 \
       --train-queries 8:24 --train-tasks 30000 --prev-tasks 6000
+  fi
+  if [ ! -f "$data-drill/manifest.json" ]; then
+    echo "== data: scripts/data/build_data.py --out $data-drill (the drill stage's tasks, about two minutes)"
+    /usr/bin/python3 scripts/data/build_data.py --out "$data-drill" --mqar-keys one-token --train-lengths 96:128 \
+      --train-queries 2:4 --train-tasks 40000 --prev-tasks 6000
   fi
 fi
 
@@ -141,19 +147,35 @@ if has report; then
 fi
 
 if has bundle; then
+  # The seed-1 models join the bundle as recall-*: they retrieve, but they were trained on tasks only and cannot
+  # continue text, so the text-trained trio (standard, focal-t0.4, focal-learned) stays for everything else.
   for m in standard focal-t0.4 focal-learned; do
-    echo "== bundle $m (seed 1, bf16)"
-    rm -rf "assets/models/$m.new"
-    "$focal" export "$out/$m-s1" "assets/models/$m.new" --dtype BF16
-    rm -f "assets/models/$m.new/tokenizer.model"
-    ln -s ../tokenizer.model "assets/models/$m.new/tokenizer.model"
-    "$focal" eval "assets/models/$m.new" --data "$data" --val-seq-len 256 --val-sequences 64 --max-tasks 20 \
-      -o "assets/models/$m.new/eval.h5" > "assets/models/$m.new/eval.txt"
-    rm -rf "assets/models/$m.old"
-    [ -d "assets/models/$m" ] && mv "assets/models/$m" "assets/models/$m.old"
-    mv "assets/models/$m.new" "assets/models/$m"
-    rm -rf "assets/models/$m.old"
+    dst="assets/models/recall-$m"
+    echo "== bundle $dst (seed 1, bf16)"
+    rm -rf "$dst.new"
+    "$focal" export "$out/$m-s1" "$dst.new" --dtype BF16
+    cmp -s "$data/tokenizer.model" assets/models/tokenizer.model ||
+      { echo "showcase: $data/tokenizer.model differs from assets/models/tokenizer.model" >&2; exit 1; }
+    rm -f "$dst.new/tokenizer.model"
+    ln -s ../tokenizer.model "$dst.new/tokenizer.model"
+    # The app's default prompt for this model (prompt.txt): the first 128-token mqar evaluation task, cut after the
+    # key of its third query, so that the last token is a query whose value the model has to recall.
+    /usr/bin/python3 - "$data" "$dst.new/prompt.txt" <<'PY'
+import json, sys
+import sentencepiece as spm
+data, out = sys.argv[1], sys.argv[2]
+sp = spm.SentencePieceProcessor(model_file=f"{data}/tokenizer.model")
+with open(f"{data}/tasks_eval.jsonl") as f:
+    task = next(t for t in map(json.loads, f) if t["kind"] == "mqar" and t["length"] == 128)
+with open(out, "w") as f:
+    f.write(sp.decode(task["ids"][1:task["answers"][2]["answer_pos"]]) + "\n")
+PY
+    "$focal" eval "$dst.new" --data "$data" --val-sequences 1 --max-tasks 20 -o "$dst.new/eval.h5" \
+      > "$dst.new/eval.txt"
+    rm -rf "$dst.old"
+    [ -d "$dst" ] && mv "$dst" "$dst.old"
+    mv "$dst.new" "$dst"
+    rm -rf "$dst.old"
   done
-  cp "$data/tokenizer.model" assets/models/tokenizer.model
 fi
 echo "showcase: done ($stages)"
