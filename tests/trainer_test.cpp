@@ -325,7 +325,7 @@ TEST(Trainer, InitFromCopiesTheTensorsItHolds) {
   try {
     train(wide);
     FAIL() << "expected an error";
-  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("model.embed_tokens.weight' is 300x32")); }
+  } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("model.embed_tokens.weight' is [300, 32]")); }
 }
 
 TEST(Trainer, DeterministicAndResumeIsExact) {

@@ -69,4 +69,7 @@ struct LogitsTopk {
 bool forward_topk(Session& s, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                   ForwardObserver* obs, LogitsTopk* topk);
 
+// "[300, 32]": a tensor shape in error messages (model_load.cpp).
+std::string shape_str(const std::vector<int64_t>& s);
+
 }  // namespace focal

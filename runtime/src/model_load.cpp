@@ -52,7 +52,7 @@ static std::string read_text(const std::string& p) {
   return ss.str();
 }
 
-static std::string shape_str(const std::vector<int64_t>& s) {
+std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";

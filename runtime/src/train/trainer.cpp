@@ -87,16 +87,10 @@ void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors
   for (NamedTensor& t : tensors) {
     auto it = src.tensors().find(t.name);
     if (it == src.tensors().end()) continue;
-    if (it->second.shape != t.shape) {
-      auto dims = [](const std::vector<int64_t>& s) {
-        std::string r;
-        for (int64_t d : s) r += (r.empty() ? "" : "x") + std::to_string(d);
-        return r;
-      };
-      throw Error("init_from", "init_from: '" + t.name + "' is " + dims(it->second.shape) + " in '" + path + "' but " +
-                                   dims(t.shape) + " in the model to train; match --hidden, --heads, " +
-                                   "--kv-heads, --intermediate and the data's vocabulary");
-    }
+    if (it->second.shape != t.shape)
+      throw Error("init_from", "init_from: '" + t.name + "' is " + shape_str(it->second.shape) + " in '" + path +
+                                   "' but " + shape_str(t.shape) + " in the model to train; match --hidden, " +
+                                   "--heads, --kv-heads, --intermediate and the data's vocabulary");
     t.data = tensor_to_f32(it->second, path);
     ++copied;
   }
