@@ -38,7 +38,8 @@ std::vector<int> parse_list(const char* s) {
 const char* kUsage =
     "usage: weights_bench MODEL [--weights native|fp32] [--prefill T1,T2,..] [--decode N] [--reps R]\n"
     "Load seconds, weight bytes held, prefill tokens/s at each T (default 512,2048) and decode tokens/s over N\n"
-    "(default 64) one-token steps, each the median of R runs (default 3). Threads: OMP_NUM_THREADS.\n";
+    "(default 64) one-token steps, each the median of R runs (default 3). Threads: OMP_NUM_THREADS.\n"
+    "FOCAL_QUANT_ISA=generic|avx2|avx512 caps the native kernels' instruction set (default: all the CPU has).\n";
 
 }  // namespace
 
@@ -46,6 +47,12 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help")) {
     std::printf("%s", kUsage);
     return argc < 2 ? 2 : 0;
+  }
+  if (const char* isa = std::getenv("FOCAL_QUANT_ISA")) {
+    if (std::strcmp(isa, "generic") && std::strcmp(isa, "avx2") && std::strcmp(isa, "avx512")) {
+      std::fprintf(stderr, "weights_bench: FOCAL_QUANT_ISA='%s' is not one of generic, avx2, avx512\n", isa);
+      return 2;
+    }
   }
   LoadOptions lo;
   std::vector<int> prefill = {512, 2048};

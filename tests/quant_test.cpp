@@ -44,47 +44,64 @@ Matrix random_matrix(uint32_t type, int64_t rows, int64_t cols, std::mt19937& rn
   return m;
 }
 
-// Every row count of the fused kernel (1..8) and of the panel path, generic and AVX2, rows in a shuffled order
-// (row_map): each y is within 1e-5 of sum |w x| of the double-precision product. fp32 sums of 512 terms in another
-// order stay ~1e-6 of that sum; a wrong nibble, scale or row gives errors of order 1.
+// Every row count of the fused kernel (1..8) and of the panel path, at every kernel level the CPU has (generic,
+// AVX2, AVX-512 VNNI for one row), rows in a shuffled order (row_map): each y is within 1e-5 of sum |w x| of the
+// double-precision product. fp32 sums of 512 terms in another order stay ~1e-6 of that sum; a wrong nibble, scale,
+// digit or row gives errors of order 1. The 32-value formats also run 544 columns (17 blocks: the VNNI kernels'
+// lone last block).
 TEST(QuantKernels, ProductsMatchDoublePrecision) {
   std::mt19937 rng(11);
-  const int64_t rows = 37, cols = 512;
+  const int64_t rows = 37;
   std::vector<int32_t> perm(rows);
   for (int64_t r = 0; r < rows; ++r) perm[r] = (int32_t)((r * 7) % rows);
   for (uint32_t type : kTypes) {
-    SCOPED_TRACE(ggml_type_name(type));
-    Matrix w = random_matrix(type, rows, cols, rng);
-    w.q.row_map = perm.data();
-    for (bool simd : {false, true}) {
-      ops::set_quant_simd(simd);
-      for (int m : {1, 2, 3, 5, 8, 9, 20}) {
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
-        for (float& v : x) v = nd(rng);
-        ops::matmul_xwt_q(x.data(), w.q, y.data(), m);
-        for (int i = 0; i < m; ++i)
-          for (int64_t r = 0; r < rows; ++r) {
-            double ref = 0.0, mag = 0.0;
-            for (int64_t c = 0; c < cols; ++c) {
-              const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
-              ref += p;
-              mag += std::fabs(p);
+    for (int64_t cols : {512, 544}) {
+      if (cols % ggml_block_elems(type) != 0) continue;
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));
+      Matrix w = random_matrix(type, rows, cols, rng);
+      w.q.row_map = perm.data();
+      for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512}) {
+        ops::set_quant_isa(isa);
+        for (int m : {1, 2, 3, 5, 8, 9, 20}) {
+          std::normal_distribution<float> nd(0.0f, 1.0f);
+          std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
+          for (float& v : x) v = nd(rng);
+          if (m == 1) x[(size_t)(rng() % cols)] = 40.0f;  // an outlier: the digits' scale follows the group's largest
+          ops::matmul_xwt_q(x.data(), w.q, y.data(), m);
+          for (int i = 0; i < m; ++i)
+            for (int64_t r = 0; r < rows; ++r) {
+              double ref = 0.0, mag = 0.0;
+              for (int64_t c = 0; c < cols; ++c) {
+                const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
+                ref += p;
+                mag += std::fabs(p);
+              }
+              ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30)
+                  << ops::qtype_kernel((int)type, m) << " (level " << (int)isa << ") m=" << m << " row " << r;
             }
-            ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30)
-                << (simd ? ops::qtype_kernel((int)type) : "generic") << " m=" << m << " row " << r;
-          }
+        }
+      }
+      ops::set_quant_isa(ops::QuantIsa::kAvx512);
+      // dequant_rows follows the row map
+      std::vector<float> two((size_t)(2 * cols));
+      ops::dequant_rows(w.q, 5, 2, two.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(two[(size_t)c], w.deq[(size_t)(perm[5] * cols + c)]);
+        ASSERT_EQ(two[(size_t)(cols + c)], w.deq[(size_t)(perm[6] * cols + c)]);
       }
     }
-    ops::set_quant_simd(true);
-    // dequant_rows follows the row map
-    std::vector<float> two((size_t)(2 * cols));
-    ops::dequant_rows(w.q, 5, 2, two.data());
-    for (int64_t c = 0; c < cols; ++c) {
-      ASSERT_EQ(two[(size_t)c], w.deq[(size_t)(perm[5] * cols + c)]);
-      ASSERT_EQ(two[(size_t)(cols + c)], w.deq[(size_t)(perm[6] * cols + c)]);
-    }
   }
+}
+
+// On a CPU with AVX-512 VNNI, decode (one row of x) of the formats that have a VNNI kernel runs it (so the test above
+// covered it); more rows stay on AVX2.
+TEST(QuantKernels, DecodeRunsVnniWhereTheCpuHasIt) {
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+    EXPECT_STREQ(ops::qtype_kernel((int)type, 1), "avx512-vnni") << ggml_type_name(type);
+    EXPECT_STREQ(ops::qtype_kernel((int)type, 2), "avx2") << ggml_type_name(type);
+  }
+  EXPECT_STREQ(ops::qtype_kernel((int)kGgmlQ6_K, 1), "avx2");
 }
 
 TEST(QuantKernels, ScaleScanFindsNonFiniteBlocks) {

@@ -1,6 +1,7 @@
 // Stored-format weights on the CPU (quant.h): block dequantisation (ggml's layouts), fused dequantise-and-dot kernels
-// for decode (AVX2 + FMA + F16C by hand for the common formats, picked at run time; every format also has a generic
-// kernel compiled for the baseline, AVX2 and x86-64-v4 ISAs), and dequantised panels through sgemm for prefill.
+// for decode (AVX2 + FMA + F16C by hand for the common formats, and integer-digit kernels for one row of x in
+// quant_digits.cpp (AVX-512 VNNI, AVX2), picked at run time; every format also has a generic kernel compiled for the
+// baseline, AVX2 and x86-64-v4 ISAs), and dequantised panels through sgemm for prefill.
 #include "focal_kernels/quant.h"
 
 #include <cblas.h>
@@ -11,10 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
+#include "quant_digits.h"
 #include "target_isa.h"
 
 namespace focal::ops {
@@ -467,10 +470,18 @@ bool has_avx2() {
   return ok;
 }
 
-std::atomic<bool> g_simd{true};
+// FOCAL_QUANT_ISA=generic|avx2|avx512 caps the level from the start (benchmarks); anything else: all the CPU has.
+QuantIsa isa_from_env() {
+  const char* e = std::getenv("FOCAL_QUANT_ISA");
+  if (e && !std::strcmp(e, "generic")) return QuantIsa::kGeneric;
+  if (e && !std::strcmp(e, "avx2")) return QuantIsa::kAvx2;
+  return QuantIsa::kAvx512;
+}
+
+std::atomic<QuantIsa> g_isa{isa_from_env()};
 
 bool avx2_kernel(int t) {
-  if (!has_avx2() || !g_simd.load(std::memory_order_relaxed)) return false;
+  if (!has_avx2() || g_isa.load(std::memory_order_relaxed) < QuantIsa::kAvx2) return false;
   switch (t) {
     case kQ4_0:
     case kQ4_1:
@@ -594,95 +605,17 @@ RowsFn avx2_rows(int t, int m) {
   }
 }
 
-// ---- Q4_K decode (one row of x) with x in three int8 digits ----
-// x is split per 256-value block into x = s (d2 65536 + d1 256 + d0) with int8 digits (|x / s| <= 127 * 65536, so
-// x is represented to 2^-24 of the block's largest |x|, i.e. to fp32 precision), and each sub-block's dot with the
-// 4-bit quants is three exact integer products (vpmaddubsw), weighted by the integer sub-block scale (vpmaddwd) and
-// summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per lane). Only the block's three sums
-// become floats. The mins use exact fp32 sums of x over each sub-block.
-struct XDigits {
-  std::vector<int8_t> d[3];  // [cols] digits d0, d1, d2
-  std::vector<float> scale;  // [cols / 256] s per block
-  std::vector<float> sum32;  // [cols / 32] fp32 sums of x
-};
-
-void split_digits(const float* x, int64_t cols, XDigits* xd) {
-  for (auto& d : xd->d) d.resize((size_t)cols);
-  xd->scale.resize((size_t)(cols / 256));
-  xd->sum32.resize((size_t)(cols / 32));
-  for (int64_t b = 0; b < cols / 256; ++b) {
-    float mx = 0.0f;
-    for (int j = 0; j < 256; ++j) mx = std::max(mx, std::fabs(x[b * 256 + j]));
-    const float s = mx > 0.0f ? mx / (127.0f * 65536.0f) : 1.0f;
-    xd->scale[(size_t)b] = s;
-    const float inv = 1.0f / s;
-    for (int j = 0; j < 256; ++j) {
-      const int64_t c = b * 256 + j;
-      int32_t v = (int32_t)std::lrintf(x[c] * inv);
-      v = std::max(-127 * 65536, std::min(127 * 65536, v));
-      const int8_t d0 = (int8_t)(v & 0xFF);
-      const int32_t v1 = (v - d0) / 256;
-      const int8_t d1 = (int8_t)(v1 & 0xFF);
-      xd->d[0][(size_t)c] = d0;
-      xd->d[1][(size_t)c] = d1;
-      xd->d[2][(size_t)c] = (int8_t)((v1 - d1) / 256);
-    }
-  }
-  for (int64_t j = 0; j < cols / 32; ++j) {
-    float t = 0.0f;
-    for (int l = 0; l < 32; ++l) t += x[j * 32 + l];
-    xd->sum32[(size_t)j] = t;
-  }
-}
-
-FOCAL_AVX2 void q4k_rows_digits(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  const int64_t n_blocks = w.cols / 256;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.row(r);
-    __m256 acc = _mm256_setzero_ps();
-    float off = 0.0f;
-    for (int64_t blk = 0; blk < n_blocks; ++blk) {
-      const uint8_t* b = row + blk * 144;
-      int sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
-      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
-        const __m256i q[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = blk * 256 + 64 * p + 32 * h;
-          const __m256i scv = _mm256_set1_epi16((short)sc[2 * p + h]);
-          const __m256i t0 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
-          const __m256i t1 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
-          const __m256i t2 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
-          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
-          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
-          a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
-        }
-      }
-      const float d = f16c_at(b), dmin = f16c_at(b + 2);
-      const __m256 f =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
-                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
-      const float* xs = xd.sum32.data() + blk * 8;
-      float m = 0.0f;
-      for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
-      off -= dmin * m;
-    }
-    y[r] = hsum(acc) + off;
-  }
-}
-
 void fused(const float* x, const QMatrix& w, float* y, int m) {
   const int64_t rows = w.rows;
+  const QuantIsa isa = g_isa.load(std::memory_order_relaxed);
+  // decode (one row of x): integer digits of x (quant_digits.h); VNNI where the CPU has it, else AVX2 for Q4_K
+  const bool vnni = m == 1 && isa >= QuantIsa::kAvx512 && digits::has_avx512_vnni() && digits::vnni_kernel(w.type);
   const bool simd = avx2_kernel(w.type);
-  const bool digits = simd && m == 1 && w.type == kQ4_K;  // decode: integer digits (see q4k_rows_digits)
-  XDigits xd;
-  if (digits) split_digits(x, w.cols, &xd);
-  const RowsFn fn = simd && !digits ? avx2_rows(w.type, m) : nullptr;
+  const bool q4k_avx2 = !vnni && simd && m == 1 && w.type == kQ4_K;
+  thread_local digits::XDigits xd;
+  if (vnni) digits::split(x, w.cols, digits::vnni_group(w.type), digits::vnni_order(w.type), true, &xd);
+  if (q4k_avx2) digits::split(x, w.cols, 256, digits::Order::kNatural, isa >= QuantIsa::kAvx512, &xd);
+  const RowsFn fn = simd && !vnni && !q4k_avx2 ? avx2_rows(w.type, m) : nullptr;
   std::vector<float> xsum16;  // [m, cols / 16] sums of x, for the mins of Q4_1 / Q4_K
   if (fn && (w.type == kQ4_1 || w.type == kQ4_K)) {
     const int64_t n16 = w.cols / 16;
@@ -697,11 +630,14 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
   constexpr int64_t kChunk = 16;  // rows per scheduling unit
   const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
   const bool par = rows * w.cols >= (1 << 16);
+  const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const int64_t r0 = ch * kChunk, r1 = std::min(rows, r0 + kChunk);
-    if (digits)
-      q4k_rows_digits(xd, w, y, r0, r1);
+    if (vnni)
+      digits::vnni_rows(w.type, *xdp, w, y, r0, r1);
+    else if (q4k_avx2)
+      digits::q4k_rows_avx2(*xdp, w, y, r0, r1);
     else if (fn)
       fn(x, xsum16.data(), w, y, r0, r1);
     else
@@ -795,8 +731,12 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
   return r;
 }
 
-const char* qtype_kernel(int type) { return avx2_kernel(type) ? "avx2" : "generic"; }
+const char* qtype_kernel(int type, int m) {
+  if (m == 1 && g_isa.load() >= QuantIsa::kAvx512 && digits::has_avx512_vnni() && digits::vnni_kernel(type))
+    return "avx512-vnni";
+  return avx2_kernel(type) ? "avx2" : "generic";
+}
 
-void set_quant_simd(bool on) { g_simd.store(on); }
+void set_quant_isa(QuantIsa most) { g_isa.store(most); }
 
 }  // namespace focal::ops

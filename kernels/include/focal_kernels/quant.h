@@ -62,10 +62,13 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 
-// Which fused kernel the CPU runs for `type`: "avx2" (hand-written AVX2 + FMA + F16C), or "generic" (block
-// dequantisation compiled for the baseline, AVX2 and x86-64-v4 ISAs, picked at load time). For benchmarks and logs.
-const char* qtype_kernel(int type);
-// Off: every format runs its generic kernel (tests compare the two; benchmarks measure both). On by default.
-void set_quant_simd(bool on);
+// Which fused kernel the CPU runs for `type` and m rows of x: "avx512-vnni" (decode, m = 1: Q4_0, Q4_1, Q8_0, Q4_K
+// with x in integer digits), "avx2" (hand-written AVX2 + FMA + F16C), or "generic" (block dequantisation compiled for
+// the baseline, AVX2 and x86-64-v4 ISAs, picked at load time). For benchmarks and logs.
+const char* qtype_kernel(int type, int m = 1);
+// The most a fused kernel may use, below what the CPU has: tests compare the levels, benchmarks measure each.
+// kAvx512 (all the CPU has) by default.
+enum class QuantIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+void set_quant_isa(QuantIsa most);
 
 }  // namespace focal::ops
