@@ -29,16 +29,28 @@ rss() {  # peak RSS in MiB and wall seconds of a command
   /usr/bin/time -f "%M %e" -o out/bench/time.txt "$@" >/dev/null 2>out/bench/err.txt || { cat out/bench/err.txt; return 1; }
   awk '{printf "peak RSS %.0f MiB (%.2f GiB), %.1f s\n", $1/1024, $1/1048576, $2}' out/bench/time.txt
 }
-echo "== $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads threads, load: $(uptime | sed 's/.*average: //')"
+isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
+echo "== $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
 echo "== SmolLM2-135M Q4_1 ($smol)"
 echo "-- focalscope native --"; build/bench/weights_bench "$smol" --prefill 512,2048 --decode 64 --reps 3
 echo "-- focalscope fp32 --"; build/bench/weights_bench "$smol" --weights fp32 --prefill 512,2048 --decode 64 --reps 3
 echo "-- llama-bench --"; "$lb" -m "$smol" -t "$threads" -p 512,2048 -n 64 -r 3 -o md 2>/dev/null | grep -E "^\|"
+# Decode again, the two tools alternating, because a shared machine's memory bandwidth drifts by tens of percent
+# within minutes: only ratios of neighbouring runs mean something.
+for round in 1 2 3; do
+  echo "-- decode round $round: focalscope native, then llama-bench --"
+  build/bench/weights_bench "$smol" --prefill 0 --decode 64 --reps 5 | grep decode
+  "$lb" -m "$smol" -t "$threads" -p 0 -n 64 -r 5 -o md 2>/dev/null | grep -E "tg64"
+done
 /usr/bin/python3 -c "print(' The cat sat on the mat.' * 72)" > out/bench/prompt-512.txt
 echo -n "-- focal capture T=505 --store metrics: "; rss build/cli/focal capture "$smol" --prompt-file out/bench/prompt-512.txt --store metrics -o out/bench/smol-512.h5
 echo "== Llama-3-8B shape, Q4_K ($big, $(du -h "$big" | cut -f1))"
-echo "-- focalscope native (open, decode) --"; build/bench/weights_bench "$big" --prefill 0 --decode 16 --reps 1
-echo "-- llama-bench --"; "$lb" -m "$big" -t "$threads" -p 0 -n 16 -r 1 -o md 2>/dev/null | grep -E "^\|"
+echo "-- focalscope native (open) --"; build/bench/weights_bench "$big" --prefill 0 --decode 0 --reps 1
+for round in 1 2 3; do  # the first focalscope repetition also maps the file's pages: the median skips it
+  echo "-- decode round $round: focalscope native, then llama-bench --"
+  build/bench/weights_bench "$big" --prefill 0 --decode 16 --reps 3 | grep decode
+  "$lb" -m "$big" -t "$threads" -p 0 -n 16 -r 3 -o md 2>/dev/null | grep -E "tg16"
+done
 /usr/bin/python3 -c "print('x' * 2046)" > out/bench/prompt-2048.txt
 echo -n "-- focal capture T=2048, metrics all heads + rows of layer 16: "
 rss build/cli/focal capture "$big" --prompt-file out/bench/prompt-2048.txt --layers 16 --budget 7G -o out/bench/big-q4k.h5
