@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (const char* isa = std::getenv("FOCAL_QUANT_ISA")) {
-    if (std::strcmp(isa, "generic") && std::strcmp(isa, "avx2") && std::strcmp(isa, "avx512")) {
+    if (std::strcmp(isa, "generic") != 0 && std::strcmp(isa, "avx2") != 0 && std::strcmp(isa, "avx512") != 0) {
       std::fprintf(stderr, "weights_bench: FOCAL_QUANT_ISA='%s' is not one of generic, avx2, avx512\n", isa);
       return 2;
     }
