@@ -44,6 +44,9 @@ optimisation:
   --grad-clip X (1.0) --task-frac X (0.25) --seed S (1) --eval-every N (100) --eval-sequences N (16)
   --task-kinds K,...    train on these task kinds only: kv, mqar, needle, prev (default all)
   --task-loss all|answers   the loss of a task sequence: every token (default) or its answer tokens only
+  (the validation loss is on --eval-sequences windows of DIR/text_val.bin; with --task-frac 1 the model sees no
+   text, so it is on that many held-out tasks of DIR/tasks_eval.jsonl that fit --seq-len, over the rows that
+   --task-loss counts, and learned tau is measured on them too)
   --init-std X          standard deviation of the initial weights (default 0.02; residual outputs / sqrt(2 layers))
   --init-from DIR       start from this model's weights (a curriculum stage, e.g. a 1-layer model trained on the
                         prev drill): tensors of the same name are copied, the others initialised as usual
@@ -70,7 +73,7 @@ int cmd_train(int argc, char** argv) {
                         opts = {"--data",      "--output",      "--out",        "--steps",          "--batch",
                                 "--seq-len",   "--lr",          "--warmup",     "--weight-decay",   "--grad-clip",
                                 "--task-frac", "--seed",        "--eval-every", "--eval-sequences", "--task-kinds",
-                                "--init-std",  "--tau-lr-mult", "--task-loss",  "--init-from",     "--rope-theta"};
+                                "--init-std",  "--tau-lr-mult", "--task-loss",  "--init-from",      "--rope-theta"};
   flags.insert(kModelFlags.begin(), kModelFlags.end());
   opts.insert(kModelOptions.begin(), kModelOptions.end());
   Args a(argc, argv, 2, flags, opts);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build, and open focalscope on the bundled focal model (t = 0.4) with its
-# default prompt, standard attention beside it. Extra arguments go to focalscope (see build/app/focalscope --help).
+# default prompt, standard attention beside it: the retrieval model recall-focal-t0.4 on an associative-recall
+# prompt and the head that retrieves when it is bundled, else the text model focal-t0.4 on a short story. Extra arguments go to focalscope (see build/app/focalscope --help).
 # Without a display ($DISPLAY unset) it runs the app under Xvfb instead, drives it through a short script (select a
 # head, drag t to 0.2, show B - A) and saves the screenshots to out/app/ — look at them to see what the window shows.
 set -euo pipefail
@@ -12,9 +13,12 @@ if [ -n "${DISPLAY:-}" ]; then
   exec build/app/focalscope "$@"
 fi
 mkdir -p out/app
+# The bundled recall model opens on its retrieval head (its view.txt); the text model on layer 3, head 1.
+select="select 3 1"
+[ -f assets/models/recall-focal-t0.4/view.txt ] && [ $# -eq 0 ] && select="wait"
 cat > out/app/tour.txt <<EOS
 wait
-select 3 1
+$select
 wait
 screenshot out/app/1-focal-t0.4.png
 temp 0.2

@@ -5,7 +5,7 @@ Reads, for every run directory OUT/NAME-sSEED: train_log.h5 (the trainer's log),
 context length) and distract.h5 (`focal eval --tasks distract`, tasks by number of distractor pairs). Values over
 seeds are written "mean (min-max)" when a model has more than one seed. Formats: docs/capture-format.md.
 
-usage: scripts/results_tables.py OUT_DIR [-o FILE]
+usage: scripts/results_tables.py OUT_DIR [--kinds K,...] [--layer L] [-o FILE]
 """
 
 import argparse
@@ -69,14 +69,18 @@ class Eval:
         k, i = self.kinds.index(kind), self.xs.index(x)
         return float(self.acc[k, i]) if self.n[k, i] > 0 else math.nan
 
-    def rel_at(self, kind, x):
+    def rel_at(self, kind, x, layer=None):
+        """Relevant mass at layer (None: mean over layers)."""
         k, i = self.kinds.index(kind), self.xs.index(x)
-        return float(self.rel[k, i].mean()) if self.n[k, i] > 0 else math.nan
+        if self.n[k, i] == 0:
+            return math.nan
+        return float(self.rel[k, i].mean() if layer is None else self.rel[k, i, layer])
 
-    def ent_layer(self, x, layer):
-        """Query-row entropy at layer, mean over the task kinds evaluated at x."""
+    def ent_layer(self, x, layer, kinds):
+        """Query-row entropy at layer, mean over the task kinds (of kinds) evaluated at x."""
         i = self.xs.index(x)
-        vals = [float(self.ent[k, i, layer]) for k in range(len(self.kinds)) if self.n[k, i] > 0]
+        vals = [float(self.ent[k, i, layer]) for k in range(len(self.kinds))
+                if self.n[k, i] > 0 and self.kinds[k] in kinds]
         return sum(vals) / len(vals) if vals else math.nan
 
 
@@ -96,6 +100,8 @@ class Log:
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="the runs directory of scripts/showcase.sh")
+    p.add_argument("--kinds", help="only these task kinds, comma-separated (default: every kind evaluated)")
+    p.add_argument("--layer", type=int, help="relevant mass of this layer (default: the mean over layers)")
     p.add_argument("-o", "--output", help="write the tables here (temporary name, then renamed) instead of stdout")
     args = p.parse_args()
     if not os.path.isdir(args.out):
@@ -109,24 +115,46 @@ def main():
     logs = {m: [Log(os.path.join(d, "train_log.h5")) for d in ds] for m, ds in runs.items()}
     order = [m for m in MODELS + SWEEP if m in runs]
     train_len = logs["standard"][0].config["seq_len"]
+    kinds = ev["standard"][0].kinds
+    if args.kinds:
+        kinds = args.kinds.split(",")
+        unknown = [k for k in kinds if k not in ev["standard"][0].kinds]
+        if unknown:
+            fail(f"--kinds: {', '.join(unknown)} not evaluated (the evaluations hold {', '.join(ev['standard'][0].kinds)})")
+    n_layers = len(ev["standard"][0].ent[0, 0])
+    if args.layer is not None and not 0 <= args.layer < n_layers:
+        fail(f"--layer {args.layer}: the models have layers 0-{n_layers - 1}")
+    tasks_only = all(l.config.get("task_frac", 0) >= 1 for ls in logs.values() for l in ls)
     out = []
     w = out.append
 
     w("### Validation loss\n")
-    w("Final validation loss of the trainer (its last evaluation) and of `focal eval` (64 windows of 256 tokens of "
-      "validation text), nats per token.\n")
-    w("| model | seeds | trainer val loss | eval val loss |")
-    w("|---|---|---|---|")
-    for m in order:
-        w(f"| {LABELS.get(m, m)} | {len(runs[m])} | {fmt([l.val[-1] for l in logs[m]], 4)} | "
-          f"{fmt([e.val_loss for e in ev[m]], 4)} |")
+    if tasks_only:
+        # The models never saw text: `focal eval`'s loss on validation text says nothing about them.
+        w("Final validation loss of the trainer (its last evaluation): the models train on tasks only, so it is the "
+          "loss on the answer rows of held-out evaluation tasks that fit the training length, nats per token.\n")
+        w("| model | seeds | val loss |")
+        w("|---|---|---|")
+        for m in order:
+            w(f"| {LABELS.get(m, m)} | {len(runs[m])} | {fmt([l.val[-1] for l in logs[m]], 4)} |")
+    else:
+        w("Final validation loss of the trainer (its last evaluation) and of `focal eval` (64 windows of 256 tokens "
+          "of validation text), nats per token.\n")
+        w("| model | seeds | trainer val loss | eval val loss |")
+        w("|---|---|---|---|")
+        for m in order:
+            w(f"| {LABELS.get(m, m)} | {len(runs[m])} | {fmt([l.val[-1] for l in logs[m]], 4)} | "
+              f"{fmt([e.val_loss for e in ev[m]], 4)} |")
     w("")
+    rel_title = ("Relevant mass (mean over layers and heads)" if args.layer is None
+                 else f"Relevant mass of layer {args.layer} (mean over heads)")
 
     def tables(evals, xs, against, note):
         """Accuracy and relevant mass of every model, one table per task kind, against the x values xs."""
+        rel = lambda e, kind, x: e.rel_at(kind, x, args.layer)  # noqa: E731
         for getter, digits, pct, title in ((Eval.acc_at, 1, True, "Retrieval accuracy (%)"),
-                                           (Eval.rel_at, 3, False, "Relevant mass (mean over layers and heads)")):
-            for kind in evals["standard"][0].kinds:
+                                           (rel, 3, False, rel_title)):
+            for kind in kinds:
                 w(f"### {title} against {against}: {kind}\n")
                 w(f"{note}\n")
                 w("| model | " + " | ".join(str(x) for x in xs) + " |")
@@ -140,19 +168,20 @@ def main():
     tables(ev, lengths, "context length", f"Training length {train_len}.")
     tables(dv, dv["standard"][0].xs, "distractor pairs", "Context of 256 tokens: prose, then the pairs.")
 
-    n_layers = len(ev["standard"][0].ent[0, 0])
     x_ent = train_len if train_len in lengths else lengths[0]
     w(f"### Query-row attention entropy per layer (nats), tasks at {x_ent} tokens\n")
-    w("Mean over heads, answers and the task kinds.\n")
+    w(f"Mean over heads, answers and the task kinds ({', '.join(kinds)}).\n")
     w("| model | " + " | ".join(f"layer {l}" for l in range(n_layers)) + " |")
     w("|---|" + "---|" * n_layers)
     for m in order:
         w(f"| {LABELS.get(m, m)} | " +
-          " | ".join(fmt([e.ent_layer(x_ent, l) for e in ev[m]], 3) for l in range(n_layers)) + " |")
+          " | ".join(fmt([e.ent_layer(x_ent, l, kinds) for e in ev[m]], 3) for l in range(n_layers)) + " |")
     w("")
 
     if "focal-learned" in logs:
         w("### Learned τ over training: fraction of clipped τ values, and τ per layer at the end\n")
+        w("Measured by the trainer at its evaluations, on the " +
+          ("held-out tasks of its validation loss" if tasks_only else "validation text") + ".\n")
         steps = logs["focal-learned"][0].step
         pick = sorted({steps[min(len(steps) - 1, round(i * (len(steps) - 1) / 5))] for i in range(6)})
         w("| seed | " + " | ".join(f"step {s}" for s in pick) + " | final τ per layer |")

@@ -4,10 +4,9 @@
 # length and by number of distractor pairs, the tables, the figures and the training logs in docs/results/, and
 # the bundled models (BUNDLE=1). Each stage skips what is done, and a killed training resumes from its last
 # checkpoint, so the script can simply be run again.
-# Each run has two stages (docs/results.md, "Third round"): a one-layer model drilled on the previous-token task,
-# whose weights then start the two-layer model trained on associative recall.
-# STATUS: from one drilled layer (S1 there) every recall run learned; from the drills this script makes, none has
-# yet within its steps, so the comparison below is not yet the one to report, and its models are not to bundle.
+# Each run has two stages (docs/results.md, "Third round"): one one-layer model drilled on the previous-token task
+# (standard attention, seed 1, two threads: bit for bit the drilled layer S1 of docs/results.md), whose weights
+# then start every run's two-layer model trained on associative recall with the run's own attention and seed.
 #
 # usage: scripts/showcase.sh [DATA_DIR] [OUT_DIR]        (defaults out/showcase-data and out/showcase)
 #   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to write
@@ -19,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 data=${1:-out/showcase-data}
@@ -31,15 +30,17 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 [ -x "$focal" ] || { echo "showcase: $focal is missing; build first (scripts/build.sh)" >&2; exit 1; }
 
 # The regime (docs/results.md): one-token mqar keys, tasks of 96-128 tokens, previous-token drills mixed in, the loss
-# on the answers only. Stage 1 (drill): one layer, 500 steps on mqar tasks with only 2-4 queries among about 30
-# pairs (DATA_DIR-drill) and the drills. Stage 2: two layers of width 128 started from stage 1 (--init-from), 1500
-# steps on mqar tasks with 8-24 queries (DATA_DIR) and the drills. About 8 minutes per run on one thread.
+# on the answers only. Stage 1 (drill, shared): one layer, 500 steps on mqar tasks with only 2-4 queries among about
+# 30 pairs (DATA_DIR-drill) and the drills, standard attention, seed 1, two threads (the trainer is deterministic for
+# a given thread count). Stage 2: two layers of width 128 started from the drill (--init-from), 1500 steps on mqar
+# tasks with 8-24 queries (DATA_DIR) and the drills. About 8 minutes per run on one thread.
 steps=${STEPS:-1500}  # STEPS: fewer, for a smoke test of the harness
 drill_steps=${DRILL_STEPS:-500}
 shape=(--hidden 128 --heads 4 --kv-heads 4 --intermediate 384 --context 1024 --seq-len 128 --batch 32 --lr 3e-3
        --init-std 0.04 --task-frac 1 --task-kinds mqar,prev --task-loss answers)
-common=(--data "$data" "${shape[@]}" --layers 2 --steps $steps --warmup 100 --eval-every 100)
-drill=(--data "$data-drill" "${shape[@]}" --layers 1 --steps $drill_steps --warmup 50 --eval-every $drill_steps)
+common=(--data "$data" "${shape[@]}" --layers 2 --steps $steps --warmup 100 --eval-every 100 --eval-sequences 64)
+drill=(--data "$data-drill" "${shape[@]}" --layers 1 --steps $drill_steps --warmup 50 --eval-every 250
+       --attn standard --seed 1)
 learned=(--attn learned --tau-mode prefix_mean --tau-min 1.7 --tau-max 5.66 --tau-lr-mult 0.1)
 attn_of() {  # run name (without the seed) -> attention flags
   case $1 in
@@ -71,6 +72,12 @@ fi
 
 mkdir -p "$out"
 if has train; then
+  if ! grep -qs "\"step\": $drill_steps\b" "$out/drill/trainer_state.json"; then
+    resume=()
+    [ -f "$out/drill/trainer_state.json" ] && resume=(--resume)
+    echo "== drill: one layer, previous-token drill (shared by every run)"
+    OMP_NUM_THREADS=2 "$focal" train "${drill[@]}" --out "$out/drill" "${resume[@]}"
+  fi
   i=0
   t0=$(date +%s)
   for run in $runs; do
@@ -78,16 +85,9 @@ if has train; then
     dir="$out/$run"
     if done_training "$dir"; then continue; fi
     el=$(( $(date +%s) - t0 ))
-    if ! grep -qs "\"step\": $drill_steps\b" "$dir-drill/trainer_state.json"; then
-      resume=()
-      [ -f "$dir-drill/trainer_state.json" ] && resume=(--resume)
-      echo "== drill $run ($i/$n_runs, ${el}s elapsed): one layer, previous-token drill"
-      # shellcheck disable=SC2046
-      "$focal" train "${drill[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir-drill" "${resume[@]}"
-    fi
-    start=(--init-from "$dir-drill")
+    start=(--init-from "$out/drill")
     [ -f "$dir/trainer_state.json" ] && start=(--resume)
-    echo "== train $run ($i/$n_runs): two layers from the drill"
+    echo "== train $run ($i/$n_runs, ${el}s elapsed): two layers from the drill"
     # shellcheck disable=SC2046
     "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" "${start[@]}"
   done
@@ -115,7 +115,7 @@ if has report; then
   img=${IMG_DIR:-docs/img}
   mkdir -p "$res" "$img"
   echo "== report: tables, training logs and figures"
-  /usr/bin/python3 scripts/results_tables.py "$out" -o "$res/showcase-tables.md"
+  /usr/bin/python3 scripts/results_tables.py "$out" --kinds mqar --layer 1 -o "$res/showcase-tables.md"
   for run in $all_runs; do
     [ -f "$out/$run/train_log.h5" ] && cp "$out/$run/train_log.h5" "$res/train_log-$run.h5"
   done
@@ -134,10 +134,11 @@ if has report; then
     done
   }
   evals eval.h5
-  "$focal" figure retrieval "${files[@]}" --labels "$lab" -o "$img/showcase-retrieval-length.png"
-  "$focal" figure retrieval "${files[@]}" --labels "$lab" --metric entropy -o "$img/showcase-entropy-length.png"
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 -o "$img/showcase-retrieval-length.png"
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 --metric entropy \
+    -o "$img/showcase-entropy-length.png"
   evals distract.h5
-  "$focal" figure retrieval "${files[@]}" --labels "$lab" -o "$img/showcase-retrieval-distractors.png"
+  "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 -o "$img/showcase-retrieval-distractors.png"
   "$focal" figure training "$res"/train_log-{standard,focal-t0.4,focal-learned}-s1.h5 --labels "$labels" \
     -o "$img/showcase-val-loss.png"
   "$focal" figure training "$res"/train_log-{focal-t0.3,focal-t0.4,focal-t0.5,focal-t0.7,standard}-s1.h5 \
@@ -161,17 +162,33 @@ if has bundle; then
     rm -f "$dst.new/tokenizer.model"
     ln -s ../tokenizer.model "$dst.new/tokenizer.model"
     # The app's default prompt for this model (prompt.txt): the first 128-token mqar evaluation task, cut after the
-    # key of its third query, so that the last token is a query whose value the model has to recall.
-    /usr/bin/python3 - "$data" "$dst.new/prompt.txt" <<'PY'
-import json, sys
+    # key of its third query, so that the last token is a query whose value the model has to recall; and its first
+    # view (view.txt, "LAYER HEAD"): the last layer's head with the most attention on the queried pair at that row,
+    # from a capture of the prompt with the pair's positions marked relevant.
+    /usr/bin/python3 - "$data" "$dst.new" "$focal" <<'PY'
+import json, subprocess, sys
+import h5py
 import sentencepiece as spm
-data, out = sys.argv[1], sys.argv[2]
+data, model, focal = sys.argv[1], sys.argv[2], sys.argv[3]
 sp = spm.SentencePieceProcessor(model_file=f"{data}/tokenizer.model")
 with open(f"{data}/tasks_eval.jsonl") as f:
     task = next(t for t in map(json.loads, f) if t["kind"] == "mqar" and t["length"] == 128)
-with open(out, "w") as f:
-    f.write(sp.decode(task["ids"][1:task["answers"][2]["answer_pos"]]) + "\n")
+answer = task["answers"][2]
+with open(f"{model}/prompt.txt", "w") as f:
+    f.write(sp.decode(task["ids"][1:answer["answer_pos"]]) + "\n")
+cap = f"{model}/view.h5"
+subprocess.run([focal, "capture", model, "--prompt-file", f"{model}/prompt.txt", "--store", "metrics",
+                "--relevant", ",".join(map(str, answer["relevant"])), "-o", cap], check=True, capture_output=True)
+with h5py.File(cap) as h:
+    metrics = h["runs"][next(iter(h["runs"]))]["metrics"]  # [layers, heads, T, M]
+    layer = metrics.shape[0] - 1
+    mass = metrics[layer, :, -1, 7]                         # every head of the last layer, last row: relevant mass
+with open(f"{model}/view.txt", "w") as f:
+    f.write(f"{layer} {int(mass.argmax())}\n")
+print(f"  view.txt: layer {layer}, head {int(mass.argmax())} (relevant mass " +
+      " ".join(f"{m:.2f}" for m in mass) + ")")
 PY
+    rm -f "$dst.new/view.h5"
     "$focal" eval "$dst.new" --data "$data" --val-sequences 1 --max-tasks 20 -o "$dst.new/eval.h5" \
       > "$dst.new/eval.txt"
     rm -rf "$dst.old"

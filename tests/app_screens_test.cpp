@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -301,14 +302,33 @@ TEST(AppScreens, ModelPromptFile) {
                             .c_str()),
             0);
   std::ofstream(model + "/prompt.txt") << "Remember these pairs: cat red, dog blue. Now recall: dog\n\n";
+  std::ofstream(model + "/view.txt") << "1 2\n";  // the head shown first
+  nlohmann::json side;
   auto prompt_of = [&](const std::string& extra) {
     EXPECT_EQ(run_app(dir, "wait\nscreenshot " + dir + "/p.png\nquit\n", extra), 0)
         << std::ifstream(dir + "/log.txt").rdbuf();
-    return std::string(read_json(dir + "/p.png.json")["prompt"]);
+    side = read_json(dir + "/p.png.json");
+    return std::string(side["prompt"]);
   };
   EXPECT_EQ(prompt_of(model), "Remember these pairs: cat red, dog blue. Now recall: dog");
+  EXPECT_EQ((int)side["layer"], 1);
+  EXPECT_EQ((int)side["head"], 2);
   EXPECT_EQ(prompt_of(model + " --prompt 'other words'"), "other words");
-  EXPECT_EQ(prompt_of("").rfind("The old man took the lamp", 0), 0u);
+  // No model named: the bundled recall model with its own prompt and head when it is bundled, else focal-t0.4
+  // with the story.
+  const std::string recall = std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-focal-t0.4";
+  std::ifstream own(recall + "/prompt.txt");
+  if (own) {
+    std::string want((std::istreambuf_iterator<char>(own)), std::istreambuf_iterator<char>());
+    while (!want.empty() && want.back() == '\n') want.pop_back();
+    EXPECT_EQ(prompt_of(""), want);
+    int layer = -1, head = -1;
+    std::ifstream(recall + "/view.txt") >> layer >> head;
+    EXPECT_EQ((int)side["layer"], layer);
+    EXPECT_EQ((int)side["head"], head);
+  } else {
+    EXPECT_EQ(prompt_of("").rfind("The old man took the lamp", 0), 0u);
+  }
 }
 
 // A random model of SmolLM2-135M's attention shape (30 layers x 9 query heads, 3 KV heads; narrower layers so that

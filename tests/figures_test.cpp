@@ -699,6 +699,29 @@ TEST(FigureData, RetrievalLeavesOutNanPointsLikeMissingOnes) {
   EXPECT_FALSE(svg(nan_end) == svg(zero_end));
 }
 
+TEST(FigureData, RetrievalAxisEndsAtTheLastAnsweredLength) {
+  // Alone, a file whose 2048 tasks were all skipped (beyond the model's context) draws exactly like one that never
+  // evaluated 2048: the axis ends at 1024 instead of leaving an empty 2048 tick. With a file that answered at 2048
+  // beside it, the tick is back.
+  const EvalFile nan_end = make_eval("m/standard", 0.8, 4);
+  const EvalFile missing = make_eval("m/standard", 0.8, 5, {128, 256, 512, 1024});
+  const EvalFile full = make_eval("m/focal", 0.9);
+  auto svg = [&](const std::vector<const EvalFile*>& files) {
+    std::vector<Source> src;
+    for (const EvalFile* e : files) {
+      src.emplace_back();
+      src.back().eval = e;
+      src.back().label = e->model_path;
+    }
+    FigureOptions o;
+    o.task_kind = "kv";
+    return render_figure("retrieval", src, o, Format::kSvg);
+  };
+  EXPECT_TRUE(svg({&nan_end}) == svg({&missing}));
+  EXPECT_THAT(svg({&nan_end}), Not(HasSubstr(">2048<")));
+  EXPECT_THAT(svg({&nan_end, &full}), HasSubstr(">2048<"));
+}
+
 TEST(FigureData, RetrievalAveragesFilesWithTheSameLabel) {
   // Seeds of one model share a label and are drawn as one series. Two identical files give the single file's
   // figure (no min-max bar where they agree), except for the legend that says how many were averaged; two

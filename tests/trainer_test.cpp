@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "focal/error.h"
 #include "focal/eval.h"
@@ -261,6 +262,70 @@ TEST(Trainer, TaskKindsSelectTheTrainingTasks) {
   } catch (const Error& e) { EXPECT_THAT(e.what(), HasSubstr("of the chosen task kinds")); }
   tc.task_kinds = {"copy"};
   EXPECT_NO_THROW(train(tc));
+}
+
+TEST(Trainer, TasksOnlyTrainingValidatesOnHeldOutTasks) {
+  // task_frac 1: the model never sees text, so the trainer validates on tasks_eval.jsonl's tasks that fit seq_len
+  // (here the 20 of length 32), eval_sequences of them evenly spaced, over the rows training counts (the answer
+  // rows), and measures tau on them. Oracle: the test's own double-precision log-softmax of the checkpoint's
+  // logits at the answer rows of tasks 0, 5, 10 and 15, and its own mean of tau over those tasks; 1e-5 relative.
+  const std::string out = test::make_temp_dir("tasksval") + "/m";
+  TrainConfig tc = tiny(out, AttnMode::kLearned);
+  tc.task_frac = 1.0f;
+  tc.task_loss_answers = true;
+  tc.steps = 10;
+  train(tc);
+  const TrainLog log = read_train_log(out + "/train_log.h5");
+  ASSERT_EQ(log.val_loss.size(), 1u);
+
+  std::vector<std::vector<int32_t>> tasks;
+  std::vector<int> answer_pos;
+  {
+    std::ifstream f(tc.data_dir + "/tasks_eval.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.find("\"length\": 32,") == std::string::npos) continue;
+      const size_t a = line.find('[') + 1, b = line.find(']');
+      std::vector<int32_t> ids;
+      std::stringstream ss(line.substr(a, b - a));
+      for (std::string tok; std::getline(ss, tok, ',');) ids.push_back(std::stoi(tok));
+      tasks.push_back(ids);
+      answer_pos.push_back(std::stoi(line.substr(line.find("\"answer_pos\": ") + 14)));
+    }
+  }
+  ASSERT_EQ(tasks.size(), 20u);
+  auto model = Model::load(out);
+  const ModelConfig& c = model->config();
+  struct TauSum : ForwardObserver {
+    std::vector<double> sum;
+    std::vector<long> n;
+    void on_layer(const LayerRecord& r) override {
+      for (int i = 0; i < r.n_tokens; ++i) sum[r.layer] += r.tau[i], ++n[r.layer];
+    }
+  } tau;
+  tau.sum.assign(c.n_layers, 0.0);
+  tau.n.assign(c.n_layers, 0);
+  double loss = 0.0;
+  for (int i : {0, 5, 10, 15}) {
+    const std::vector<int32_t>& ids = tasks[i];
+    Session s(*model, (int)ids.size());
+    std::vector<float> logits;
+    s.forward(ids.data(), (int)ids.size(), TempSpec::native(c), RunOptions{}, &tau, &logits);
+    const int row = answer_pos[i] - 1, V = c.vocab_size;
+    double z = 0.0;
+    for (int v = 0; v < V; ++v) z += std::exp((double)logits[(size_t)row * V + v]);
+    loss += std::log(z) - logits[(size_t)row * V + ids[row + 1]];
+  }
+  EXPECT_NEAR(log.val_loss[0], loss / 4, 1e-5 * loss / 4);
+  for (int l = 0; l < c.n_layers; ++l)
+    EXPECT_NEAR(log.tau_mean[l], tau.sum[l] / tau.n[l], 1e-5 * tau.sum[l] / tau.n[l]);
+
+  // It is not the loss on the validation text (which LossFallsAndCheckpointLoads checks for task_frac < 1).
+  EvalOptions eo;
+  eo.data_dir = tc.data_dir;
+  eo.val_seq_len = tc.seq_len;
+  eo.val_sequences = tc.eval_sequences;
+  EXPECT_GT(std::fabs(evaluate(*model, TempSpec::native(c), eo).val_loss - log.val_loss[0]), 1e-3);
 }
 
 TEST(Trainer, InitFromCopiesTheTensorsItHolds) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <sys/stat.h>
 
@@ -36,7 +37,8 @@ const char* kHelp =
     "\n"
     "usage: focalscope [MODEL_OR_CAPTURE] [options]\n"
     "  MODEL_OR_CAPTURE      a Hugging Face model directory, a .gguf file or a capture .h5\n"
-    "                        (default: the last one opened, else the bundled assets/models/focal-t0.4)\n"
+    "                        (default: the last one opened, else the bundled assets/models/recall-focal-t0.4, else\n"
+    "                        focal-t0.4; a model directory's view.txt, \"LAYER HEAD\", is the head shown first)\n"
     "  --prompt TEXT         prompt to run (default: the model's prompt.txt if the model is named here, else the\n"
     "                        last one, else the model's prompt.txt, else a short story)\n"
     "  --temp T              focal temperature of run A (default: the model's own setting)\n"
@@ -119,6 +121,16 @@ int parse_args(int argc, char** argv, Args& a) {
 bool exists(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0;
+}
+
+// A model directory's own first view: DIR/view.txt holds "LAYER HEAD", the head selected when the model opens
+// without a remembered selection (the bundled recall models name the head that retrieves). {-1, -1} when there is
+// none or it does not parse.
+std::pair<int, int> model_view(const std::string& source) {
+  std::ifstream f(source + "/view.txt");
+  int layer = -1, head = -1;
+  if (!(f >> layer >> head) || layer < 0 || head < 0) return {-1, -1};
+  return {layer, head};
 }
 
 // A model directory's own example prompt: DIR/prompt.txt (the bundled recall models carry a retrieval task), its
@@ -375,7 +387,11 @@ int run_app(int argc, char** argv) {
     if (!warn.empty()) st.notify(warn, true);
     std::string source = args.source;
     if (source.empty() && !settings.model_path.empty() && exists(settings.model_path)) source = settings.model_path;
-    if (source.empty()) source = std::string(FOCAL_ASSETS_DIR) + "/models/focal-t0.4";
+    if (source.empty()) {  // the bundled retrieval model (its prompt and head) when it is there
+      source = std::string(FOCAL_ASSETS_DIR) + "/models/recall-focal-t0.4";
+      if (!exists(source + "/config.json")) source = std::string(FOCAL_ASSETS_DIR) + "/models/focal-t0.4";
+    }
+    const std::pair<int, int> own_view = model_view(source);
     // The prompt: --prompt; else the prompt.txt of a model named on the command line; else the last one; else the
     // model's prompt.txt; else a short story.
     const std::string own = model_prompt(source);
@@ -423,6 +439,7 @@ int run_app(int argc, char** argv) {
         } catch (const focal::Error& e) {
           st.notify(settings_path + ": the saved temperature specs were not restored (" + e.what() + ")", true);
         }
+        if (!restore_specs && own_view.first >= 0) st.select(own_view.first, own_view.second, -1);
         if (args.temp > 0.0f) {
           focal::TempSpec s = st.slots[0].spec;
           s.mode = focal::AttnMode::kFocal;

@@ -181,14 +181,20 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
                                  (r.e->n_layers > 0 ? " (0-" + std::to_string(r.e->n_layers - 1) + ")" : ""));
   }
 
-  // Lengths (x ticks): every length any file evaluated.
+  // Lengths (x ticks): every length at which any file answered a task (a length whose tasks were all skipped, e.g.
+  // longer than the model's context, would only stretch the axis).
   std::set<int> length_set;
-  for (const Run& r : runs)
-    for (int32_t len : r.e->lengths)
-      if (len > 0) length_set.insert(len);
+  for (const Run& r : runs) {
+    const size_t Ln = r.e->lengths.size();
+    for (size_t li = 0; li < Ln; ++li) {
+      bool answered = false;
+      for (size_t k = 0; k < r.e->task_kinds.size(); ++k) answered |= r.e->n_answers[k * Ln + li] > 0;
+      if (r.e->lengths[li] > 0 && answered) length_set.insert(r.e->lengths[li]);
+    }
+  }
   if (length_set.empty())
-    throw Error(std::string("the evaluation files hold no positive ") +
-                (by_distract ? "distractor counts" : "context lengths") + ": nothing to draw");
+    throw Error(std::string("the evaluation files hold no answered task at a positive ") +
+                (by_distract ? "distractor count" : "context length") + ": nothing to draw");
   const std::vector<int> lengths(length_set.begin(), length_set.end());
 
   // Values: [row][kind][series] -> one per length of `lengths` (NaN where no file of the series has one): the mean

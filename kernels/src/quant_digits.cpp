@@ -232,9 +232,9 @@ FOCAL_AVX512 void b32_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQ)), 1);
         q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
       } else {
-        const __m256i v = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + kQ))),
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQ)), 1);
+        const __m256i v =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + kQ))),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQ)), 1);
         q = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_and_si256(v, m4)),
                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), 1);
       }
@@ -265,8 +265,8 @@ FOCAL_AVX512 void b32_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
       const __m512 dv = _mm512_permutexvar_ps(lane_scale, _mm512_zextps128_ps512(dm));
       acc = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(scale[pr])), f, acc);
       const float sa = sum32[2 * pr], sb = sum32[2 * pr + 1];
-      off = _mm_fmadd_ps(dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(kOffset * sa, kOffset * sb, 0, 0),
-                         off);
+      off = _mm_fmadd_ps(
+          dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(kOffset * sa, kOffset * sb, 0, 0), off);
     }
     const __m128 o2 = _mm_add_ps(off, _mm_movehl_ps(off, off));
     y[r] = _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(_mm_add_ss(o2, _mm_movehdup_ps(o2)));
@@ -299,8 +299,8 @@ FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
       std::memcpy(&w0, b + 4, 4);
       std::memcpy(&w1, b + 8, 4);
       std::memcpy(&w2, b + 12, 4);
-      const uint64_t sc8 = (uint64_t)(w0 & 0x3F3F3F3Fu) |
-                           ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
+      const uint64_t sc8 =
+          (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
       const uint64_t mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) |
                            ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
       const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b) | ((uint32_t)u16_at(b + 2) << 16))));
@@ -309,8 +309,8 @@ FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
       const __m512 scz = _mm512_zextps256_ps512(scf);
       for (int p = 0; p < 4; ++p) {
         const __m512i q = _mm512_and_si512(
-            _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p))),
-                              shift4),
+            _mm512_srlv_epi16(
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p))), shift4),
             m4z);
         const int64_t c = blk * 256 + 64 * p;
         __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(x2 + c));
@@ -322,8 +322,8 @@ FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
       off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
                             _mm256_loadu_ps(xd.sum32.data() + blk * 8), off);
     }
-    y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) +
-           hsum8(off);
+    y[r] =
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + hsum8(off);
   }
 }
 

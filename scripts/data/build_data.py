@@ -30,7 +30,8 @@ EOS_ID = 2
 UNK_ID = 0
 TASK_KINDS = ("kv", "mqar", "needle")
 PREV_KIND = "prev"                  # training only: the previous-token drill (--prev-tasks)
-PREV_REPEAT = 0.3                   # drill: share of tokens that repeat the token two back (the answers)
+PREV_REPEAT = 0.3                   # drill: chance that a token repeats the token two back (an answer)
+PREV_SEP_COPIES = 50                # drill: weight of the item separator in the stream's token pool
 EVAL_LENGTHS = (128, 256, 512, 1024, 2048)
 DISTRACT_KINDS = ("kv", "mqar")  # distractor sweep (tasks_distract.jsonl): a fixed length, a growing number of
 DISTRACT_COUNTS = (1, 2, 4, 8, 12)  # distractor pairs, prose before the pairs filling the rest
@@ -395,40 +396,44 @@ _SENTENCE_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?]\"))(?<!\bMr\.)(?<!\bMrs\.
 
 
 class PrevDrill:
-    """Previous-token drills (kind "prev", --prev-tasks): the mqar header, then a random stream of the mqar key and
-    value tokens and the item separator, with "Now recall:" somewhere inside. About PREV_REPEAT of the stream
-    tokens repeat the token two back; each is an answer, predicted at the row after its original, whose previous
-    token it is. The stream has no period and no marker, so an answer can only be found by attending one position
-    back: the model learns a previous-token head, the first half of the associative-recall circuit. The tokens and
-    the header are those of the mqar tasks, so the head carries over to them (docs/results.md)."""
+    """Previous-token drills (kind "prev", --prev-tasks): the mqar header, then a random stream drawn from the key and
+    value tokens of the training mqar tasks' pairs and the item separator (weighted PREV_SEP_COPIES times), with
+    "Now recall:" inserted once at a position uniform in [40, 100] (where the stream reaches it). Each stream token
+    repeats the token two back with probability PREV_REPEAT when the two before it differ; each repeat is an answer,
+    predicted at the row after its original, whose previous token it is. The stream has no period and no marker, so
+    an answer can only be found by attending one position back: the model learns previous-token heads, the first
+    half of the associative-recall circuit (docs/results.md). The drill has its own generator (--prev-seed): its
+    default, 11, is the draw whose one-layer drill (S1 in docs/results.md) let every later recall run learn."""
 
-    def __init__(self, sp, rng, key_words, value_words):
+    def __init__(self, sp, rng, mqar_tasks):
         self.rng = rng
-        space_id = sp.piece_to_id("\u2581")
-        words = sorted(set(key_words) | set(value_words))
-        pool = sorted({i for ids in sp.encode([" " + w for w in words]) for i in ids if i != space_id})
-        sep = sp.encode(",")[-1]
-        self.pool = pool + [sep] * max(1, len(pool) // 16)
-        self.head, self.mid = sp.encode("Remember these pairs:"), sp.encode("Now recall:")
+        keys, values, sep = set(), set(), None
+        for t in mqar_tasks:
+            for a in t["answers"]:
+                v = a["relevant"][1]                  # relevant: the pair " key value," -> [key, value, separator]
+                keys.add(t["ids"][v - 1])
+                values.add(t["ids"][v])
+                sep = t["ids"][v + 1]
+        if sep is None:
+            raise DataError("--prev-tasks needs mqar training tasks to draw its tokens from (raise --train-tasks)")
+        self.pool = sorted(keys | values) + [sep] * PREV_SEP_COPIES
+        self.head, self.mid = sp.encode(" Remember these pairs:"), sp.encode(" Now recall:")
 
     def make(self, length):
         rng = self.rng
         ids = [BOS_ID] + self.head
-        mid_at = rng.randint(len(ids) + 8, max(len(ids) + 8, length - len(self.mid) - 8))
-        stream = set()                    # positions of stream tokens: only these may be repeated
         answers = []
+        mid_at = rng.randint(40, 100)
         while len(ids) < length:
+            if len(ids) == mid_at:
+                ids += self.mid
             n = len(ids)
-            if n == mid_at:
-                ids += self.mid[: length - n]
-                continue
-            if n - 1 in stream and n - 2 in stream and ids[-1] != ids[-2] and rng.random() < PREV_REPEAT:
+            if n >= 3 and rng.random() < PREV_REPEAT and ids[-1] != ids[-2]:
                 answers.append({"answer_pos": n, "answer_len": 1, "relevant": [n - 2]})
                 ids.append(ids[-2])
             else:
                 ids.append(rng.choice(self.pool))
-            stream.add(n)
-        return {"kind": PREV_KIND, "length": length, "ids": ids, "answers": answers}
+        return {"kind": PREV_KIND, "length": len(ids), "ids": ids, "answers": answers}
 
 
 class TaskMaker:
@@ -732,7 +737,7 @@ def make_tasks(sp, args, train_docs, val_docs):
     maker.rng.shuffle(train)
     if args.prev_tasks:
         # The drill has its own generator, so that --prev-tasks 0 leaves every other task as it was.
-        drill = PrevDrill(sp, Random(f"{args.seed}/tasks/prev"), key_words, value_words)
+        drill = PrevDrill(sp, Random(args.prev_seed), [t for t in train if t["kind"] == "mqar"])
         for _ in range(args.prev_tasks):
             train.append(drill.make(drill.rng.randint(*args.train_lengths)))
 
@@ -793,6 +798,9 @@ def parse_args(argv):
     p.add_argument("--prev-tasks", type=int, default=0, metavar="N",
                    help="add N previous-token drills (kind 'prev') to the training tasks (default 0); with "
                         "--mqar-keys one-token they let a two-layer model learn associative recall (docs/results.md)")
+    p.add_argument("--prev-seed", type=int, default=11, metavar="S",
+                   help="the drills' own random seed (default 11: the draw that made the drilled layer of "
+                        "docs/results.md's third round)")
     p.add_argument("--mqar-keys", choices=("words", "one-token"), default="words",
                    help="mqar keys: common words of 3-7 letters (default; some are several tokens), or only those "
                         "that are one token")
@@ -883,6 +891,7 @@ def main(argv=None):
             "tasks": {
                 "mqar_keys": args.mqar_keys,
                 "prev_tasks": args.prev_tasks,
+                "prev_seed": args.prev_seed,
                 "train": {"count": len(train_tasks), "by_kind": task_counts(train_tasks),
                           "length_range": list(args.train_lengths),
                           "mqar_queries": list(args.train_queries),

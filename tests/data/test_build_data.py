@@ -227,32 +227,41 @@ class BuildDataTest(unittest.TestCase):
 
     def test_prev_drill(self):
         # --prev-tasks N: N drills of kind "prev". Each starts like an mqar task ([BOS] + "Remember these pairs:"),
-        # holds "Now recall:" once, and is otherwise a stream of mqar key / value tokens and the item separator.
-        # Every answer repeats the token two back, which differs from the token before it, so only a previous-token
-        # head predicts it. None without the option.
+        # holds "Now recall:" at most once (always when longer than 100 tokens), and is otherwise a stream of the
+        # training mqar pairs' key and value tokens and the item separator; an answer repeats the token two back,
+        # which differs from the token before it, so only a previous-token head predicts it. The drills follow
+        # --prev-seed alone. None without the option.
         m = self.manifest_of("keys1")["tasks"]
-        self.assertEqual((m["prev_tasks"], m["train"]["by_kind"]["prev"]), (300, 300))
+        self.assertEqual((m["prev_tasks"], m["prev_seed"], m["train"]["by_kind"]["prev"]), (300, 11, 300))
         self.assertEqual(self.manifest["tasks"]["prev_tasks"], 0)
         self.assertNotIn("prev", self.manifest["tasks"]["train"]["by_kind"])
         sp = spm_of(self.dirs["keys1"])
         tasks = read_jsonl(os.path.join(self.dirs["keys1"], "tasks_train.jsonl"))
         mqar = [t for t in tasks if t["kind"] == "mqar"]
         head = mqar[0]["ids"][:1 + len(sp.encode("Remember these pairs:"))]
-        allowed = set()                    # the tokens of the mqar pairs: every mqar token after the header
+        pool = set()                       # the mqar pairs' tokens: key, value, separator
         for t in mqar:
-            allowed.update(t["ids"][len(head):])
+            for a in t["answers"]:
+                v = a["relevant"][1]
+                pool.update(t["ids"][v - 1:v + 2])
         mid = sp.encode(" Now recall:")
         drills = [t for t in tasks if t["kind"] == "prev"]
         self.assertEqual(len(drills), 300)
-        n_answers = n_tokens = 0
+        self.assertEqual(tasks[-300:], drills)                     # appended after the shuffled tasks
+        n_answers = n_tokens = n_mid = 0
         for t in drills:
             ids = t["ids"]
             self.assertEqual(ids[:len(head)], head)
-            self.assertTrue(64 <= len(ids) == t["length"] <= 512)
+            self.assertTrue(64 <= len(ids) == t["length"] <= 512 + len(mid))
             at = [i for i in range(len(ids)) if ids[i:i + len(mid)] == mid]
-            self.assertEqual(len(at), 1, sp.decode(ids))
-            stream = ids[len(head):at[0]] + ids[at[0] + len(mid):]
-            self.assertTrue(set(stream) <= allowed, set(stream) - allowed)
+            self.assertLessEqual(len(at), 1, sp.decode(ids))
+            if len(ids) > 100:
+                self.assertEqual(len(at), 1, sp.decode(ids))
+            n_mid += len(at)
+            answers = {a["answer_pos"] for a in t["answers"]}
+            skip = set(range(at[0], at[0] + len(mid))) if at else set()
+            stream = [i for i in range(len(head), len(ids)) if i not in skip]
+            self.assertTrue({ids[i] for i in stream if i not in answers} <= pool)
             for a in t["answers"]:
                 p = a["answer_pos"]
                 self.assertEqual((a["answer_len"], a["relevant"]), (1, [p - 2]))
@@ -260,6 +269,7 @@ class BuildDataTest(unittest.TestCase):
                 self.assertNotEqual(ids[p - 1], ids[p - 2])
             n_answers += len(t["answers"])
             n_tokens += len(stream)
+        self.assertGreater(n_mid, 0)
         self.assertTrue(0.15 < n_answers / n_tokens < 0.35, n_answers / n_tokens)
 
     def test_eval_tasks_and_lengths(self):

@@ -36,7 +36,7 @@ struct TrainConfig {
   std::string init_from;
   float grad_clip = 1.0f;          // global gradient-norm clip
   int eval_every = 100;            // validation loss, log row and checkpoint every N steps (and at the end)
-  int eval_sequences = 16;         // validation sequences of seq_len
+  int eval_sequences = 16;         // validation windows of seq_len of text; with task_frac 1 held-out tasks instead
   std::string save_dtype = "F32";  // checkpoint weights (F32 for exact resume)
 };
 
@@ -62,11 +62,11 @@ struct TrainLog {
   int n_layers = 0;
   std::vector<int32_t> eval_step;    // [N] step at each evaluation
   std::vector<float> train_loss;     // [N] mean training loss since the previous evaluation (nats)
-  std::vector<float> val_loss;       // [N] validation loss (nats)
+  std::vector<float> val_loss;       // [N] validation loss (nats; task_frac 1: on held-out tasks' counted rows)
   std::vector<float> lr;             // [N]
   std::vector<float> grad_norm;      // [N] before clipping, at the evaluation step
   std::vector<float> tokens_per_s;   // [N] mean since the previous evaluation
-  std::vector<float> tau_mean;       // [N, n_layers] mean learned tau per layer on validation text (NaN if none)
+  std::vector<float> tau_mean;       // [N, n_layers] mean learned tau per layer on the validation data (NaN if none)
   std::vector<float> tau_clip_frac;  // [N] fraction of tau values at a clip bound (NaN if none)
   std::vector<float> step_loss;      // [steps done] training loss of every step
 };

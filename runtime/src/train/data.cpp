@@ -87,10 +87,15 @@ TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, 
     throw Error("data_dir",
                 "data_dir '" + dir + "' holds fewer tokens than one sequence of seq_len = " + std::to_string(seq_len));
   if (with_tasks) {
+    auto keep = [&](const Task& t) {
+      return (int)t.ids.size() <= seq_len &&
+             (kinds.empty() || std::find(kinds.begin(), kinds.end(), t.kind) != kinds.end());
+    };
     for (Task& t : read_tasks(dir + "/tasks_train.jsonl", d.vocab_size))
-      if ((int)t.ids.size() <= seq_len &&
-          (kinds.empty() || std::find(kinds.begin(), kinds.end(), t.kind) != kinds.end()))
-        d.tasks_train.push_back(std::move(t));
+      if (keep(t)) d.tasks_train.push_back(std::move(t));
+    if (exists(dir + "/tasks_eval.jsonl"))
+      for (Task& t : read_tasks(dir + "/tasks_eval.jsonl", d.vocab_size))
+        if (keep(t)) d.tasks_val.push_back(std::move(t));
     if (d.tasks_train.empty())
       throw Error("data_dir", "data_dir: no task in '" + dir + "/tasks_train.jsonl' fits seq_len = " +
                                   std::to_string(seq_len) + (kinds.empty() ? "" : " of the chosen task kinds") +

@@ -25,6 +25,7 @@ struct TrainData {
   int vocab_size = 0;
   std::vector<int32_t> text_train, text_val;  // token streams
   std::vector<Task> tasks_train;              // only tasks that fit seq_len
+  std::vector<Task> tasks_val;                // tasks_eval.jsonl's tasks that fit seq_len (held out; may be empty)
 };
 
 // Reads int32 little-endian tokens; throws Error naming the file.
@@ -32,8 +33,8 @@ std::vector<int32_t> read_tokens(const std::string& path, int vocab_size);
 // Reads a tasks .jsonl; throws Error naming the file and line.
 std::vector<Task> read_tasks(const std::string& path, int vocab_size);
 
-// Loads data_dir (tokenizer.model for the vocabulary, text_*.bin, tasks_train.jsonl when with_tasks), keeping tasks
-// no longer than seq_len. Throws Error with the command that makes the data when something is missing.
+// Loads data_dir (tokenizer.model for the vocabulary, text_*.bin, tasks_train.jsonl and, where it exists,
+// tasks_eval.jsonl when with_tasks), keeping tasks no longer than seq_len. Throws Error with the command that makes the data when something is missing.
 // kinds: the task kinds to keep (empty: all).
 TrainData load_train_data(const std::string& data_dir, int seq_len, bool with_tasks,
                           const std::vector<std::string>& kinds = {});

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -184,6 +185,14 @@ class TauObserver : public ForwardObserver {
 
 namespace {
 
+// The rows of task t that predict an answer token ([ids.size()], 1 where the row counts).
+std::vector<uint8_t> answer_rows(const Task& t) {
+  std::vector<uint8_t> rows(t.ids.size(), 0);
+  for (const TaskAnswer& a : t.answers)
+    for (int i = 0; i < a.answer_len; ++i) rows[a.answer_pos - 1 + i] = 1;
+  return rows;
+}
+
 // The sequences of step `step`: a pure function of (seed, step), so a resumed run sees the same batches.
 // masks (with task_loss_answers): per sequence, the rows whose loss counts; the rows that predict an answer token
 // in a task, every row of a text window.
@@ -199,11 +208,7 @@ std::vector<std::vector<int32_t>> sample_batch(const TrainConfig& tc, const Trai
       std::uniform_int_distribution<size_t> pick(0, d.tasks_train.size() - 1);
       const Task& t = d.tasks_train[pick(rng)];
       seq = t.ids;
-      if (masks) {
-        (*masks)[b].assign(seq.size(), 0);
-        for (const TaskAnswer& a : t.answers)
-          for (int i = 0; i < a.answer_len; ++i) (*masks)[b][a.answer_pos - 1 + i] = 1;
-      }
+      if (masks) (*masks)[b] = answer_rows(t);
     } else {
       std::uniform_int_distribution<size_t> off(0, d.text_train.size() - tc.seq_len - 1);
       const size_t o = off(rng);
@@ -220,7 +225,45 @@ struct EvalResult {
   double clip_frac = NAN;
 };
 
+// Validation of a model that trains on tasks only (task_frac 1): the loss over the rows that training counts (the
+// answer rows with task_loss_answers, else every row) of eval_sequences held-out tasks, evenly spaced through
+// tasks_eval.jsonl, and tau on those tasks; the validation text is nothing such a model has learned to predict.
+EvalResult run_eval_tasks(const Model& model, const TrainConfig& tc, const TrainData& d, const TempSpec& spec) {
+  const ModelConfig& c = model.config();
+  EvalResult r;
+  const size_t n = std::min(d.tasks_val.size(), (size_t)std::max(1, tc.eval_sequences));
+  const bool learned = spec.mode == AttnMode::kLearned;
+  TauObserver obs(c.n_layers, c.focal.tau_min, c.focal.tau_max);
+  double loss = 0.0;
+  int64_t rows = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Task& t = d.tasks_val[d.tasks_val.size() * i / n];
+    const int T = (int)t.ids.size(), V = c.vocab_size;
+    const std::vector<uint8_t> counts = tc.task_loss_answers ? answer_rows(t) : std::vector<uint8_t>(T, 1);
+    Session s(model, T);
+    std::vector<float> logits;  // [T, V]
+    s.forward(t.ids.data(), T, spec, RunOptions{}, learned ? &obs : nullptr, &logits);
+    for (int row = 0; row + 1 < T; ++row) {
+      if (!counts[row]) continue;
+      const float* lg = logits.data() + (size_t)row * V;
+      const double mx = *std::max_element(lg, lg + V);
+      double z = 0.0;
+      for (int v = 0; v < V; ++v) z += std::exp((double)lg[v] - mx);
+      loss += mx + std::log(z) - lg[t.ids[row + 1]];
+      ++rows;
+    }
+  }
+  r.val_loss = loss / (double)std::max<int64_t>(1, rows);
+  r.tau_mean.assign(c.n_layers, NAN);
+  if (learned) {
+    for (int l = 0; l < c.n_layers; ++l) r.tau_mean[l] = obs.n_[l] ? (float)(obs.sum_[l] / obs.n_[l]) : NAN;
+    r.clip_frac = obs.total_ ? (double)obs.clipped_ / obs.total_ : NAN;
+  }
+  return r;
+}
+
 EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& d, const TempSpec& spec) {
+  if (tc.task_frac >= 1.0 && !d.tasks_val.empty()) return run_eval_tasks(model, tc, d, spec);
   const ModelConfig& c = model.config();
   EvalResult r;
   // Fixed, evenly spaced validation windows.
