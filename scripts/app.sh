@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build, and open focalscope on the bundled focal model (t = 0.4) with its
 # default prompt, standard attention beside it: the retrieval model recall-focal-t0.4 on an associative-recall
-# prompt and the head that retrieves when it is bundled, else the text model focal-t0.4 on a short story. Extra arguments go to focalscope (see build/app/focalscope --help).
+# prompt and the head that retrieves when it is bundled, else the text model focal-t0.4 on a short story. Extra
+# arguments go to focalscope (see build/app/focalscope --help).
 # Without a display ($DISPLAY unset) it runs the app under Xvfb instead, drives it through a short script (select a
 # head, drag t to 0.2, show B - A) and saves the screenshots to out/app/ — look at them to see what the window shows.
 set -euo pipefail

@@ -12,13 +12,15 @@
 #   STAGES="data train eval report"  the stages to run (default all four; add "bundle" or set BUNDLE=1 to write
 #                                    the seed-1 models to assets/models/recall-*)
 #   RUNS="standard-s1 ..."           a subset of the runs (default all 12, in the order below)
-#   OMP_NUM_THREADS                  threads per training (default: all cores)
+#   JOBS                             trainings at once (default: the number of cores), each on one thread, its
+#                                    output in OUT_DIR/RUN.log (the trainer is deterministic for a thread count:
+#                                    one thread per run gives the weights of docs/results.md however many run at once)
 #   STEPS, DRILL_STEPS, RESULTS_DIR, IMG_DIR   a smoke test: STEPS=20 DRILL_STEPS=10 RESULTS_DIR=/tmp/r IMG_DIR=/tmp/r
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 data=${1:-out/showcase-data}
@@ -26,14 +28,15 @@ out=${2:-out/showcase}
 focal=${FOCAL:-build/cli/focal}
 stages=${STAGES:-data train eval report}
 [ "${BUNDLE:-0}" = 1 ] && stages="$stages bundle"
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+jobs_max=${JOBS:-$(nproc)}
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "showcase: JOBS='$jobs_max' is not a positive number" >&2; exit 2; }
 [ -x "$focal" ] || { echo "showcase: $focal is missing; build first (scripts/build.sh)" >&2; exit 1; }
 
 # The regime (docs/results.md): one-token mqar keys, tasks of 96-128 tokens, previous-token drills mixed in, the loss
 # on the answers only. Stage 1 (drill, shared): one layer, 500 steps on mqar tasks with only 2-4 queries among about
 # 30 pairs (DATA_DIR-drill) and the drills, standard attention, seed 1, two threads (the trainer is deterministic for
 # a given thread count). Stage 2: two layers of width 128 started from the drill (--init-from), 1500 steps on mqar
-# tasks with 8-24 queries (DATA_DIR) and the drills. About 8 minutes per run on one thread.
+# tasks with 8-24 queries (DATA_DIR) and the drills. About 7 minutes per run on one thread.
 steps=${STEPS:-1500}  # STEPS: fewer, for a smoke test of the harness
 drill_steps=${DRILL_STEPS:-500}
 shape=(--hidden 128 --heads 4 --kv-heads 4 --intermediate 384 --context 1024 --seq-len 128 --batch 32 --lr 3e-3
@@ -78,19 +81,35 @@ if has train; then
     echo "== drill: one layer, previous-token drill (shared by every run)"
     OMP_NUM_THREADS=2 "$focal" train "${drill[@]}" --out "$out/drill" "${resume[@]}"
   fi
+  # Up to JOBS trainings at once, one thread each; the ETA counts the runs still to start.
   i=0
+  todo=0
+  for run in $runs; do done_training "$out/$run" || todo=$((todo + 1)); done
   t0=$(date +%s)
+  started=0
   for run in $runs; do
     i=$((i + 1))
     dir="$out/$run"
     if done_training "$dir"; then continue; fi
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+      wait -n || { echo "showcase: a training failed (its log is in $out/RUN.log)" >&2; exit 1; }
+    done
     el=$(( $(date +%s) - t0 ))
+    finished=$(( started - $(jobs -rp | wc -l) ))
+    eta=""
+    [ $finished -gt 0 ] && eta=", ETA $(( el * (todo - finished) / finished ))s"
     start=(--init-from "$out/drill")
     [ -f "$dir/trainer_state.json" ] && start=(--resume)
-    echo "== train $run ($i/$n_runs, ${el}s elapsed): two layers from the drill"
+    echo "== train $run ($i/$n_runs, ${el}s elapsed$eta): two layers from the drill, log $dir.log"
     # shellcheck disable=SC2046
-    "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" "${start[@]}"
+    OMP_NUM_THREADS=1 "$focal" train "${common[@]}" $(attn_of "${run%-s*}") --seed "${run##*-s}" --out "$dir" \
+      "${start[@]}" > "$dir.log" 2>&1 &
+    started=$((started + 1))
   done
+  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do
+    wait -n || { echo "showcase: a training failed (its log is in $out/RUN.log)" >&2; exit 1; }
+  done
+  echo "== trained $todo run(s) in $(( $(date +%s) - t0 ))s"
 fi
 
 if has eval; then
@@ -136,7 +155,7 @@ if has report; then
   evals eval.h5
   "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 -o "$img/showcase-retrieval-length.png"
   "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 --metric entropy \
-    -o "$img/showcase-entropy-length.png"
+    --title "mqar: query-row entropy, layer 1" -o "$img/showcase-entropy-length.png"
   evals distract.h5
   "$focal" figure retrieval "${files[@]}" --labels "$lab" --kind mqar --layer 1 -o "$img/showcase-retrieval-distractors.png"
   "$focal" figure training "$res"/train_log-{standard,focal-t0.4,focal-learned}-s1.h5 --labels "$labels" \

@@ -182,7 +182,8 @@ TEST(AppScreens, LoadSetTemperatureSelectHeadScreenshot) {
                              dir + "/fig.png\nfigure entropy " + dir +
                              "/ent.svg\n"
                              "log on\nfigure heatmap " +
-                             dir + "/log.pdf\nsweep\nwait\nscreenshot " + dir + "/sweep.png\nquit\n");
+                             dir + "/log.pdf\nsweep\nwait\nscreenshot " + dir + "/sweep.png\nquit\n",
+                         std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");  // the 4-layer text model
   ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
   const Image a = read_png(dir + "/t04.png"), b = read_png(dir + "/t015.png"), d = read_png(dir + "/diff.png");
   ASSERT_EQ(a.w, 1400);
@@ -454,7 +455,9 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
   const std::string settings = "--settings " + dir + "/settings.json";
   auto run = [&](const std::string& script) { return run_app(dir, script, "", "900x600", settings); };
   const std::string model_b = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
-  ASSERT_EQ(run("wait\ntemp 0.3\nlog on\nselect 2 3 5\nopen-b " + model_b + "\nwait\nquit\n"), 0);
+  const std::string model_a = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  ASSERT_EQ(
+      run("wait\nopen " + model_a + "\nwait\ntemp 0.3\nlog on\nselect 2 3 5\nopen-b " + model_b + "\nwait\nquit\n"), 0);
   ASSERT_EQ(run("wait\nwait\nscreenshot " + dir + "/again.png\nquit\n"), 0);
   const auto j = read_json(dir + "/again.png.json");
   EXPECT_EQ(j["spec_a"], "focal_t0.3");
@@ -465,7 +468,7 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
   std::ifstream f(dir + "/settings.json");
   const auto s = nlohmann::json::parse(f);
   EXPECT_TRUE(s["log_color"]);
-  EXPECT_NE(std::string(s["model_path"]).find("focal-t0.4"), std::string::npos);
+  EXPECT_NE(std::string(s["model_path"]).find("/focal-t0.4"), std::string::npos) << s["model_path"];
 }
 
 TEST(AppScreens, ScriptErrorsAndBadFlagsExitNonZero) {
