@@ -46,7 +46,7 @@ optimisation:
   --task-loss all|answers   the loss of a task sequence: every token (default) or its answer tokens only
   (the validation loss is on --eval-sequences windows of DIR/text_val.bin; with --task-frac 1 the model sees no
    text, so it is on that many held-out tasks of DIR/tasks_eval.jsonl that fit --seq-len, over the rows that
-   --task-loss counts, and learned tau is measured on them too)
+   --task-loss counts, and learned tau is measured on them too; the progress line then says val(tasks))
   --init-std X          standard deviation of the initial weights (default 0.02; residual outputs / sqrt(2 layers))
   --init-from DIR       start from this model's weights (a curriculum stage, e.g. a 1-layer model trained on the
                         prev drill): tensors of the same name are copied, the others initialised as usual
@@ -129,8 +129,9 @@ int cmd_train(int argc, char** argv) {
     const char* cr = tty ? "\r" : "";
     const auto now = std::chrono::steady_clock::now();
     if (p.val_loss >= 0) {
-      std::fprintf(stderr, "%sstep %6d/%d  loss %.4f  val %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr, p.step,
-                   p.steps, p.train_loss, p.val_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+      std::fprintf(stderr, "%sstep %6d/%d  loss %.4f  %s %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr, p.step,
+                   p.steps, p.train_loss, p.val_on_tasks ? "val(tasks)" : "val", p.val_loss, p.lr, p.grad_norm,
+                   p.tokens_per_s, p.eta_s);
       if (!p.tau_mean.empty() && !std::isnan(p.tau_mean[0])) {
         std::fprintf(stderr, "  tau");
         for (float t : p.tau_mean) std::fprintf(stderr, " %.2f", t);

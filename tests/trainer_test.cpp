@@ -144,8 +144,13 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   const std::string out = test::make_temp_dir("tr") + "/focal";
   TrainConfig tc = tiny(out, AttnMode::kFocal);
   std::vector<double> losses;
-  train(tc, [&](const TrainProgress& p) { losses.push_back(p.train_loss); });
+  int text_vals = 0;  // evaluations on the validation text (task_frac < 1)
+  train(tc, [&](const TrainProgress& p) {
+    losses.push_back(p.train_loss);
+    text_vals += p.val_loss >= 0 && !p.val_on_tasks;
+  });
   ASSERT_EQ(losses.size(), 40u);
+  EXPECT_EQ(text_vals, 4);
   double first = 0, last = 0;
   for (int i = 0; i < 5; ++i) {
     first += losses[i];
@@ -274,7 +279,9 @@ TEST(Trainer, TasksOnlyTrainingValidatesOnHeldOutTasks) {
   tc.task_frac = 1.0f;
   tc.task_loss_answers = true;
   tc.steps = 10;
-  train(tc);
+  int task_vals = 0;  // evaluations reported as task validation (the CLI prints "val(tasks)")
+  train(tc, [&](const TrainProgress& p) { task_vals += p.val_loss >= 0 && p.val_on_tasks; });
+  EXPECT_EQ(task_vals, 1);
   const TrainLog log = read_train_log(out + "/train_log.h5");
   ASSERT_EQ(log.val_loss.size(), 1u);
 

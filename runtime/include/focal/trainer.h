@@ -42,8 +42,9 @@ struct TrainConfig {
 
 struct TrainProgress {
   int step = 0, steps = 0;
-  double train_loss = 0.0;  // mean over the step's predicted tokens (nats)
-  double val_loss = -1.0;   // set at evaluation steps
+  double train_loss = 0.0;    // mean over the step's predicted tokens (nats)
+  double val_loss = -1.0;     // set at evaluation steps
+  bool val_on_tasks = false;  // val_loss is over held-out tasks (task-only runs), not text
   double lr = 0.0, grad_norm = 0.0;
   double tokens_per_s = 0.0, eta_s = 0.0;
   std::vector<float> tau_mean;  // per layer mean tau at the last evaluation (learned models)

@@ -225,6 +225,11 @@ struct EvalResult {
   double clip_frac = NAN;
 };
 
+// Whether validation runs on held-out tasks (run_eval_tasks) rather than on text.
+bool validates_on_tasks(const TrainConfig& tc, const TrainData& d) {
+  return tc.task_frac >= 1.0 && !d.tasks_val.empty();
+}
+
 // Validation of a model that trains on tasks only (task_frac 1): the loss over the rows that training counts (the
 // answer rows with task_loss_answers, else every row) of eval_sequences held-out tasks, evenly spaced through
 // tasks_eval.jsonl, and tau on those tasks; the validation text is nothing such a model has learned to predict.
@@ -263,7 +268,7 @@ EvalResult run_eval_tasks(const Model& model, const TrainConfig& tc, const Train
 }
 
 EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& d, const TempSpec& spec) {
-  if (tc.task_frac >= 1.0 && !d.tasks_val.empty()) return run_eval_tasks(model, tc, d, spec);
+  if (validates_on_tasks(tc, d)) return run_eval_tasks(model, tc, d, spec);
   const ModelConfig& c = model.config();
   EvalResult r;
   // Fixed, evenly spaced validation windows.
@@ -402,6 +407,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     if ((step + 1) % tc.eval_every == 0 || step + 1 == tc.steps) {
       const EvalResult ev = run_eval(*model, tc, data, spec);
       pr.val_loss = ev.val_loss;
+      pr.val_on_tasks = validates_on_tasks(tc, data);
       pr.tau_mean = ev.tau_mean;
       pr.tau_clip_frac = ev.clip_frac;
       log.eval_step.push_back(step + 1);
