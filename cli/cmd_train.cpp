@@ -50,7 +50,8 @@ optimisation:
   --init-std X          standard deviation of the initial weights (default 0.02; residual outputs / sqrt(2 layers))
   --init-from DIR       start from this model's weights (a curriculum stage, e.g. a 1-layer model trained on the
                         prev drill): tensors of the same name are copied, the others initialised as usual
-  --resume              continue the checkpoint in --out from its step
+  --resume              continue the checkpoint in --out from its step: give the command that started it plus
+                        --resume (options that differ from the run's are refused, each named)
 )";
 
 const char* kEvalHelp = R"(usage: focal eval MODEL --data DIR [-o EVAL.h5] [options]

@@ -25,6 +25,7 @@ namespace focal {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A data directory in the format of scripts/data/build_data.py: tokenizer.model, text_{train,val}.bin,
 // tasks_{train,eval}.jsonl.
@@ -423,6 +424,22 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
       if (p.step == 10) throw Stop{};
     });
   } catch (const Stop&) {}
+  // Resuming under other options would not continue the same run: refused, naming each difference, before
+  // anything is written (the resume below is still exact).
+  TrainConfig other = c;
+  other.resume = true;
+  other.lr *= 2.0f;
+  other.model.focal.mode = AttnMode::kFocal;
+  other.model.focal.focal_temp = 0.4f;
+  try {
+    train(other);
+    FAIL() << "expected the differing options to be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "resume");
+    EXPECT_THAT(e.what(), HasSubstr("lr 0.0"));
+    EXPECT_THAT(e.what(), HasSubstr("attn learned (run) vs focal (now)"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("seed")));
+  }
   c.resume = true;
   train(c);
   const std::vector<float> wa = all_weights(a.out_dir), wc = all_weights(c.out_dir);

@@ -172,6 +172,10 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& c, uint64_t see
 
 void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::vector<NamedTensor>& tensors,
                      const std::string& dtype, const std::string& tokenizer_model) {
+  for (size_t at = dir.find('/', 1); at != std::string::npos; at = dir.find('/', at + 1))  // parents first
+    if (mkdir(dir.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error("cannot create directory '" + dir.substr(0, at) + "' (for the model directory '" + dir +
+                  "'): " + std::strerror(errno));
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error("cannot create model directory '" + dir + "': " + std::strerror(errno));
   write_safetensors(dir + "/model.safetensors", tensors, dtype);

@@ -77,6 +77,53 @@ std::string train_config_json(const TrainConfig& c) {
   return j.dump();
 }
 
+// --resume continues a run exactly only under the options it started with: the ones that shape the trajectory
+// (train_config, as trainer_state.json saved it) and the model (its config.json). Returns "name run-value (run) vs
+// given-value (now)" for each that differs, comma-separated; empty when they agree.
+std::string resume_differences(const json& saved, const TrainConfig& tc, const ModelConfig& run) {
+  std::vector<std::string> diffs;
+  const json now = json::parse(train_config_json(tc));
+  for (const char* k : {"seed", "steps", "batch", "seq_len", "task_frac", "task_kinds", "task_loss", "lr",
+                        "warmup_steps", "min_lr_frac", "beta1", "beta2", "adam_eps", "weight_decay", "grad_clip",
+                        "tau_lr_mult", "eval_every", "eval_sequences"})
+    if (saved.contains(k) && saved.at(k) != now.at(k))
+      diffs.push_back(std::string(k) + " " + saved.at(k).dump() + " (run) vs " + now.at(k).dump() + " (now)");
+  const ModelConfig& m = tc.model;
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  auto cmp = [&](const char* name, double was, double is) {
+    if (std::fabs(was - is) > 1e-6 * std::max(std::fabs(was), std::fabs(is)))
+      diffs.push_back(std::string(name) + " " + num(was) + " (run) vs " + num(is) + " (now)");
+  };
+  cmp("hidden", run.hidden, m.hidden);
+  cmp("layers", run.n_layers, m.n_layers);
+  cmp("heads", run.n_heads, m.n_heads);
+  cmp("kv_heads", run.n_kv_heads, m.n_kv_heads);
+  cmp("intermediate", run.intermediate, m.intermediate);
+  cmp("context", run.max_positions, m.max_positions);
+  cmp("rope_theta", run.rope_theta, m.rope_theta);
+  cmp("attention_bias", run.attention_bias, m.attention_bias);
+  cmp("qk_norm", run.qk_norm, m.qk_norm);
+  if (run.focal.mode != m.focal.mode) {
+    diffs.push_back(std::string("attn ") + attn_mode_name(run.focal.mode) + " (run) vs " +
+                    attn_mode_name(m.focal.mode) + " (now)");
+  } else if (m.focal.mode == AttnMode::kFocal) {
+    cmp("temp", run.focal.focal_temp, m.focal.focal_temp);
+  } else if (m.focal.mode == AttnMode::kLearned) {
+    cmp("tau_min", run.focal.tau_min, m.focal.tau_min);
+    cmp("tau_max", run.focal.tau_max, m.focal.tau_max);
+    if (run.focal.tau_mode != m.focal.tau_mode)
+      diffs.push_back(std::string("tau_mode ") + tau_mode_name(run.focal.tau_mode) + " (run) vs " +
+                      tau_mode_name(m.focal.tau_mode) + " (now)");
+  }
+  std::string out;
+  for (const std::string& d : diffs) out += (out.empty() ? "" : ", ") + d;
+  return out;
+}
+
 // --init-from: overwrites each tensor of `tensors` that `dir`/model.safetensors holds under the same name with
 // its (fp32) values. A same-named tensor of another shape, or no shared tensor at all, is an error naming both.
 void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors) {
@@ -325,7 +372,14 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       throw Error("resume",
                   "resume: the checkpoint's vocabulary differs from the tokenizer in data_dir '" + tc.data_dir + "'");
     std::ifstream f(tc.out_dir + "/trainer_state.json");
-    step0 = json::parse(f).at("step").get<int>();
+    const json state = json::parse(f);
+    step0 = state.at("step").get<int>();
+    const std::string diffs = resume_differences(
+        state.contains("train_config") ? state.at("train_config") : json::object(), tc, model->config());
+    if (!diffs.empty())
+      throw Error("resume", "resume: the options differ from the run in '" + tc.out_dir + "': " + diffs +
+                                "; resume with the command that started it (its options are in '" + tc.out_dir +
+                                "/trainer_state.json' and config.json), or train into another directory");
     log = read_train_log(tc.out_dir + "/train_log.h5");
     if (step0 >= tc.steps)
       throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
