@@ -76,7 +76,8 @@ std::vector<Task> read_tasks(const std::string& path, int vocab_size) {
   return tasks;
 }
 
-TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, const std::vector<std::string>& kinds) {
+TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, const std::vector<std::string>& kinds,
+                          bool with_val_tasks) {
   if (!exists(dir)) throw Error("data_dir", "data_dir '" + dir + "' does not exist" + kMakeData);
   TrainData d;
   auto tok = Tokenizer::load(dir + "/tokenizer.model");
@@ -93,7 +94,7 @@ TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, 
     };
     for (Task& t : read_tasks(dir + "/tasks_train.jsonl", d.vocab_size))
       if (keep(t)) d.tasks_train.push_back(std::move(t));
-    if (exists(dir + "/tasks_eval.jsonl"))
+    if (with_val_tasks && exists(dir + "/tasks_eval.jsonl"))
       for (Task& t : read_tasks(dir + "/tasks_eval.jsonl", d.vocab_size))
         if (keep(t)) d.tasks_val.push_back(std::move(t));
     if (d.tasks_train.empty())

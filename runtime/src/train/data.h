@@ -33,10 +33,10 @@ std::vector<int32_t> read_tokens(const std::string& path, int vocab_size);
 // Reads a tasks .jsonl; throws Error naming the file and line.
 std::vector<Task> read_tasks(const std::string& path, int vocab_size);
 
-// Loads data_dir (tokenizer.model for the vocabulary, text_*.bin, tasks_train.jsonl and, where it exists,
-// tasks_eval.jsonl when with_tasks), keeping tasks no longer than seq_len. Throws Error with the command that makes the data when something is missing.
-// kinds: the task kinds to keep (empty: all).
+// Loads data_dir (tokenizer.model for the vocabulary, text_*.bin, tasks_train.jsonl when with_tasks, and
+// tasks_eval.jsonl into tasks_val where it exists and with_val_tasks), keeping tasks no longer than seq_len. Throws
+// Error with the command that makes the data when something is missing. kinds: the task kinds to keep (empty: all).
 TrainData load_train_data(const std::string& data_dir, int seq_len, bool with_tasks,
-                          const std::vector<std::string>& kinds = {});
+                          const std::vector<std::string>& kinds = {}, bool with_val_tasks = false);
 
 }  // namespace focal

@@ -209,7 +209,14 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
   if (std::system(cmd_old.c_str()) != 0) throw Error("cannot remove '" + old + "'");
 }
 
-// Tau statistics on one validation sequence: per-layer mean tau and the fraction at a clip bound.
+// One validation: its loss, and for learned tau the per-layer mean tau and the fraction at a clip bound.
+struct EvalResult {
+  double val_loss = 0.0;
+  std::vector<float> tau_mean;  // [n_layers]
+  double clip_frac = NAN;
+};
+
+// Tau statistics over the validation sequences it observes.
 class TauObserver : public ForwardObserver {
  public:
   TauObserver(int n_layers, float lo, float hi) : sum_(n_layers, 0.0), n_(n_layers, 0), lo_(lo), hi_(hi) {}
@@ -221,6 +228,11 @@ class TauObserver : public ForwardObserver {
       clipped_ += (r.tau_raw[i] <= lo_ || r.tau_raw[i] >= hi_) ? 1 : 0;
       ++total_;
     }
+  }
+  // Into r: the mean tau per layer (NaN for a layer without any) and the clipped fraction.
+  void summarise(EvalResult* r) const {
+    for (size_t l = 0; l < sum_.size(); ++l) r->tau_mean[l] = n_[l] ? (float)(sum_[l] / n_[l]) : NAN;
+    r->clip_frac = total_ ? (double)clipped_ / total_ : NAN;
   }
   std::vector<double> sum_;
   std::vector<long> n_;
@@ -266,12 +278,6 @@ std::vector<std::vector<int32_t>> sample_batch(const TrainConfig& tc, const Trai
   return batch;
 }
 
-struct EvalResult {
-  double val_loss = 0.0;
-  std::vector<float> tau_mean;
-  double clip_frac = NAN;
-};
-
 // Whether validation runs on held-out tasks (run_eval_tasks) rather than on text.
 bool validates_on_tasks(const TrainConfig& tc, const TrainData& d) {
   return tc.task_frac >= 1.0 && !d.tasks_val.empty();
@@ -307,10 +313,7 @@ EvalResult run_eval_tasks(const Model& model, const TrainConfig& tc, const Train
   }
   r.val_loss = loss / (double)std::max<int64_t>(1, rows);
   r.tau_mean.assign(c.n_layers, NAN);
-  if (learned) {
-    for (int l = 0; l < c.n_layers; ++l) r.tau_mean[l] = obs.n_[l] ? (float)(obs.sum_[l] / obs.n_[l]) : NAN;
-    r.clip_frac = obs.total_ ? (double)obs.clipped_ / obs.total_ : NAN;
-  }
+  if (learned) obs.summarise(&r);
   return r;
 }
 
@@ -332,8 +335,7 @@ EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& 
     TauObserver obs(c.n_layers, c.focal.tau_min, c.focal.tau_max);
     Session s(model, tc.seq_len);
     s.forward(d.text_val.data(), tc.seq_len, spec, RunOptions{}, &obs, nullptr);
-    for (int l = 0; l < c.n_layers; ++l) r.tau_mean[l] = obs.n_[l] ? (float)(obs.sum_[l] / obs.n_[l]) : NAN;
-    r.clip_frac = obs.total_ ? (double)obs.clipped_ / obs.total_ : NAN;
+    obs.summarise(&r);
   }
   return r;
 }
@@ -358,7 +360,8 @@ void load_moments(const std::string& dir, const Model& model, TrainStepper& a) {
 void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgress&)>& progress) {
   TrainConfig tc = cfg_in;
   validate(tc);
-  const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0, tc.task_kinds);
+  const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0, tc.task_kinds,
+                                         /*with_val_tasks=*/tc.task_frac >= 1.0f);
   const std::string tok_path = tc.data_dir + "/tokenizer.model";
 
   std::unique_ptr<Model> model;
