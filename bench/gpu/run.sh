@@ -4,7 +4,9 @@
 # cublasSgemm. Needs an NVIDIA GPU and a build with FOCAL_CUDA on (the default where nvcc is found).
 # usage: bench/gpu/run.sh [SIZE] [T,T,..] [REPS]     SIZE: 1b (default, ~0.9B parameters) | 100m
 #        results on stdout; paste them with the command and the GPU name into docs/performance.md ("GPU").
+#        On a lent machine without the Debian build dependencies use bench/gpu/pack.sh + bench/gpu/device-check.sh.
 set -euo pipefail
+if [ "${1:-}" = "--help" ]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 size=${1:-1b}
