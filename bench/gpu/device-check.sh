@@ -7,7 +7,7 @@
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list of parity, small, big, 1b
 #        (default all four)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
