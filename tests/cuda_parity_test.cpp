@@ -283,9 +283,11 @@ void expect_matmul16_parity(Backend& gpu, const std::vector<std::tuple<int, int,
     }
 }
 
-// The matrix-vector kernel (m <= 8) and the widen + cuBLAS path (m > 8).
+// The matrix-vector kernel (m <= 8; k % 8 == 0 reads 8 weights per lane and step: k = 192 leaves lanes without a
+// step, 512 two steps, 768 three; k = 37 one weight per lane and step) and the widen + cuBLAS path (m > 8).
 TEST_F(CudaParity, MatmulWith16BitWeightsMatchesOpenBlas) {
-  expect_matmul16_parity(*gpu_, {{1, 4096, 192}, {3, 101, 37}, {8, 300, 512}, {9, 101, 192}, {37, 513, 96}}, 21);
+  expect_matmul16_parity(*gpu_,
+                         {{1, 4096, 192}, {3, 101, 37}, {8, 300, 512}, {2, 77, 768}, {9, 101, 192}, {37, 513, 96}}, 21);
 }
 
 // The widen + cuBLAS path over more than one block of widened rows (n * k > 2^24 floats of scratch).

@@ -3,7 +3,7 @@
 //      flash-style kernel for every head), and capture (metrics + probabilities / scores of 4 heads of the middle
 //      layer through cuBLAS + the fused softmax + pinned copies), with the CPU backend's plain rate at the smallest T
 //      as the named peer;
-//   2. memory-bound kernels (add, swiglu, rmsnorm) in GB/s against cudaMemcpy device-to-device in the same run;
+//   2. memory-bound kernels (add, swiglu, rmsnorm, decode's fp16 matrix-vector product) in GB/s against cudaMemcpy device-to-device in the same run;
 //   3. the forward's GEMM call (Backend::matmul_xwt -> cublasGemmEx, fp32) against cublasSgemm called directly on
 //      the same shapes, in TFLOP/s.
 // Times are CUDA events around the stream (kernels) or wall clock around a synchronised forward (prefill);
@@ -146,6 +146,15 @@ void kernels_and_gemm(int reps) {
   const int hidden = 4096;
   row("rmsnorm hidden 4096 (r1 w1)",
       time_ms(st, reps, [&] { cuda_ops::rmsnorm(ctx, x, y, z, (int)(n / hidden), hidden, 1e-6f); }), 2 * gb);
+  // decode's matrix-vector product over fp16 weights (y's bytes as a [rows, cols] fp16 matrix), counted as the weight
+  // bytes read: Llama-3-8B's gate / up, down and a 32000-row vocabulary head, one row of x and four
+  const int mv[][3] = {{1, 14336, 4096}, {1, 4096, 14336}, {1, 32000, 4096}, {4, 14336, 4096}};
+  for (const auto& s : mv) {
+    char name[64];
+    std::snprintf(name, sizeof name, "matvec fp16 w %dx%d, m=%d", s[1], s[2], s[0]);
+    row(name, time_ms(st, reps, [&] { cuda_ops::matvec_xwt16(ctx, x, y, CUDA_R_16F, z, s[0], s[1], s[2]); }),
+        2.0 * s[1] * s[2] / 1e9);
+  }
 
   std::printf("\n== GEMM: Backend matmul_xwt (cublasGemmEx fp32) vs cublasSgemm, y[m,n] = x[m,k] w[n,k]^T ==\n");
   std::printf("%6s %6s %6s %12s %12s %8s\n", "m", "n", "k", "ours TF/s", "Sgemm TF/s", "ratio");

@@ -179,24 +179,63 @@ __global__ void widen_kernel(const void* w, int code, float* out, size_t n) {
   if (i < n) out[i] = weight_at(w, code, i);
 }
 
-// One warp per row j of w[n, k] (kMatvecWarps per block): lanes stride over k, each keeps m partial dot products
-// (m <= kMatvecMaxRows), then a warp sum per row of x. Rows of w past n leave their warp idle (no barrier follows).
+// One warp per row j of w[n, k] (kMatvecWarps per block), each lane keeping m partial dot products in registers (the
+// loops over rows of x run to kMatvecMaxRows, guarded by m), then a warp sum per row of x. Where k is a multiple of 8,
+// each lane reads 8 consecutive weights (16 bytes) per step, a warp 512 contiguous bytes, so that more bytes are in
+// flight (on an H200, Llama-3-8B's shape decoded 27 tokens/s with one 2-byte weight per lane and step, 60-64 with 8;
+// the kernel alone streams 1.6-1.8 TB/s, and two 16-byte loads per lane and step measured the same); else one weight
+// per lane per step. Rows past n leave their warp idle (no barrier).
 constexpr int kMatvecWarps = 8;
+template <class H>
+struct alignas(16) Pack8 {
+  H v[8];
+};
+__device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+
+template <class H>
+__device__ __forceinline__ void matvec16_row(const float* x, const H* wr, float* y, int m, int n, int k, int j,
+                                             int lane) {
+  float acc[kMatvecMaxRows];
+  for (int i = 0; i < kMatvecMaxRows; ++i) acc[i] = 0.0f;
+  if (k % 8 == 0) {
+    for (int c = lane * 8; c < k; c += 32 * 8) {
+      const Pack8<H> p = *reinterpret_cast<const Pack8<H>*>(wr + c);  // 16-byte aligned: k % 8 == 0
+      float wv[8];
+      for (int e = 0; e < 8; ++e) wv[e] = to_float(p.v[e]);
+      for (int i = 0; i < kMatvecMaxRows; ++i) {
+        if (i >= m) break;
+        const float* xr = x + (size_t)i * k + c;
+        float a = acc[i];
+        for (int e = 0; e < 8; ++e) a += xr[e] * wv[e];
+        acc[i] = a;
+      }
+    }
+  } else {
+    for (int c = lane; c < k; c += 32) {
+      const float wv = to_float(wr[c]);
+      for (int i = 0; i < kMatvecMaxRows; ++i) {
+        if (i >= m) break;
+        acc[i] += x[(size_t)i * k + c] * wv;
+      }
+    }
+  }
+  for (int i = 0; i < kMatvecMaxRows; ++i) {
+    if (i >= m) break;
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) y[(size_t)i * n + j] = s;
+  }
+}
+
 __global__ void matvec_xwt16_kernel(const float* x, const void* w, int code, float* y, int m, int n, int k) {
   const int lane = threadIdx.x & 31;
   const int j = blockIdx.x * kMatvecWarps + (threadIdx.x >> 5);
   if (j >= n) return;
-  float acc[kMatvecMaxRows];
-  for (int i = 0; i < kMatvecMaxRows; ++i) acc[i] = 0.0f;
   const size_t row = (size_t)j * k;
-  for (int c = lane; c < k; c += 32) {
-    const float wv = weight_at(w, code, row + c);
-    for (int i = 0; i < m; ++i) acc[i] += x[(size_t)i * k + c] * wv;
-  }
-  for (int i = 0; i < m; ++i) {
-    const float s = warp_sum(acc[i]);
-    if (lane == 0) y[(size_t)i * n + j] = s;
-  }
+  if (code == kW16BF)
+    matvec16_row(x, static_cast<const __nv_bfloat16*>(w) + row, y, m, n, k, j, lane);
+  else
+    matvec16_row(x, static_cast<const __half*>(w) + row, y, m, n, k, j, lane);
 }
 
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
