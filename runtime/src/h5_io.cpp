@@ -23,6 +23,7 @@ namespace focal::h5 {
 
 namespace {
 std::mutex g_hdf5_mutex;
+constexpr int kDeflateLevel = 4;  // zlib level of chunked datasets
 
 herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* out) {
   if (err && err->desc && err->desc[0]) *static_cast<std::string*>(out) = err->desc;
@@ -170,18 +171,38 @@ void Writer::attr_u64(hid_t obj, const std::string& obj_path, const char* name, 
 void Writer::dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
                      const Dims& dims, const void* data, const char* shape, Dims chunk) {
   const std::string path = parent_path + "/" + name;
-  DatasetId ds = create_dataset(parent, path, name, file_type, dims, std::move(chunk));
-  if (n_elements(dims) > 0)
+  DatasetId ds = create_dataset(parent, path, name, file_type, dims, chunk);
+  const size_t elem_bytes = H5Tget_size(file_type);
+  if (!chunk.empty() && compress_ && H5Tequal(file_type, mem_type) > 0) {  // the memory's bytes are the file's
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    write_chunks_deflated(
+        ds.get(), path, where_, dims, chunk, elem_bytes,
+        [&](size_t first, size_t n, unsigned char* dst) {
+          std::memcpy(dst, bytes + first * elem_bytes, n * elem_bytes);
+        },
+        kDeflateLevel);
+  } else if (n_elements(dims) > 0) {
     check_h5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_, "cannot write " + path);
+  }
   attr_string(ds.get(), path, "shape", shape);
 }
 
 void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const char* name, const Dims& dims,
                          const float* data, const char* shape, Dims chunk) {
   const std::string path = parent_path + "/" + name;
-  DatasetId ds = create_dataset(parent, path, name, half_type_.get(), dims, std::move(chunk));
+  DatasetId ds = create_dataset(parent, path, name, half_type_.get(), dims, chunk);
   const size_t n = n_elements(dims);
-  if (n > 0) {
+  if (!chunk.empty() && compress_) {
+    write_chunks_deflated(
+        ds.get(), path, where_, dims, chunk, sizeof(uint16_t),
+        [&](size_t first, size_t count, unsigned char* dst) {
+          for (size_t j = 0; j < count; ++j) {
+            const uint16_t h = math::float_to_half_bits(data[first + j]);
+            std::memcpy(dst + j * sizeof h, &h, sizeof h);  // little-endian, as the file type
+          }
+        },
+        kDeflateLevel);
+  } else if (n > 0) {
     Dims start(dims.size(), 0), count = dims;
     count[0] = 1;
     const size_t slab = n / size_t(dims[0]);
@@ -232,7 +253,7 @@ AttrId Writer::create_attr(hid_t obj, const std::string& obj_path, const char* n
 }
 
 DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type,
-                                 const Dims& dims, Dims chunk) {
+                                 const Dims& dims, Dims& chunk) {
   SpaceId space = checked<SpaceId>(H5Screate_simple(int(dims.size()), dims.data(), nullptr), where_,
                                    "cannot create the dataspace of " + path);
   PlistId dcpl = checked<PlistId>(H5Pcreate(H5P_DATASET_CREATE), where_, "cannot create dataset properties");
@@ -242,8 +263,10 @@ DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const ch
     check_h5(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), where_, "cannot chunk " + path);
     if (compress_) {
       check_h5(H5Pset_shuffle(dcpl.get()), where_, "cannot set the shuffle filter on " + path);
-      check_h5(H5Pset_deflate(dcpl.get(), 4), where_, "cannot set the deflate filter on " + path);
+      check_h5(H5Pset_deflate(dcpl.get(), kDeflateLevel), where_, "cannot set the deflate filter on " + path);
     }
+  } else {
+    chunk.clear();
   }
   return checked<DatasetId>(H5Dcreate2(parent, name, file_type, space.get(), lcpl_.get(), dcpl.get(), H5P_DEFAULT),
                             where_, "cannot create dataset " + path);

@@ -111,6 +111,16 @@ TypeId make_utf8_string_type(const Where& where);
 // value rounds up to a power of two (0.00195302 became 0.00097656), and its soft conversion is slow.
 TypeId make_half_type(const Where& where);
 
+// Converts n consecutive elements of a dataset's source array, starting at element `first` (row-major over the
+// dataset's dims), to the file's bytes at dst. Called from several threads at once: it must only read.
+using ChunkSource = std::function<void(size_t first, size_t n, unsigned char* dst)>;
+
+// Writes every chunk of the chunked dataset `ds` (dims, chunk as created, filters shuffle then deflate at
+// deflate_level) with H5Dwrite_chunk, shuffling and deflating batches of chunks in parallel (h5_chunks.cpp): the
+// same stored bytes as H5Dwrite through the filter pipeline, which compresses on one thread.
+void write_chunks_deflated(hid_t ds, const std::string& path, const Where& where, const Dims& dims, const Dims& chunk,
+                           size_t elem_bytes, const ChunkSource& source, int deflate_level);
+
 class Writer {
  public:
   explicit Writer(Where where);
@@ -152,8 +162,9 @@ class Writer {
  private:
   AttrId create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space);
 
+  // Creates the dataset; `chunk` comes back clamped to the dims, or empty where the storage is contiguous.
   DatasetId create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
-                           Dims chunk);
+                           Dims& chunk);
 
   Where where_;
   TypeId str_type_, half_type_;
