@@ -34,11 +34,13 @@ void write_chunks_deflated(hid_t ds, const std::string& path, const Where& where
   std::vector<size_t> dim_stride(rank, 1);  // element strides of the dataset, row-major
   for (size_t k = rank - 1; k > 0; --k) dim_stride[k - 1] = dim_stride[k] * size_t(dims[k]);
 
-  // A batch of chunks in flight: its shuffled bytes and its deflated bytes, ~2 chunk sizes a slot.
+  // A batch of chunks in flight: its shuffled bytes and its deflated bytes, ~2 chunk sizes a slot (allocated here:
+  // nothing inside the parallel loop allocates or throws).
   const size_t slots = std::min<size_t>(total, size_t(std::min(16, 2 * omp_get_max_threads())));
   const uLong bound = compressBound(uLong(chunk_bytes));
   std::vector<std::vector<unsigned char>> shuffled(slots, std::vector<unsigned char>(chunk_bytes));
   std::vector<std::vector<unsigned char>> packed(slots, std::vector<unsigned char>(bound));
+  std::vector<std::vector<unsigned char>> rows(slots, std::vector<unsigned char>(size_t(inner) * elem_bytes));
   std::vector<uLongf> packed_bytes(slots);
   std::vector<int> status(slots);
   std::vector<Dims> origin(slots, Dims(rank));
@@ -57,7 +59,7 @@ void write_chunks_deflated(hid_t ds, const std::string& path, const Where& where
       const Dims& o = origin[s];
       unsigned char* plane = shuffled[s].data();
       std::memset(plane, 0, chunk_bytes);
-      std::vector<unsigned char> row(size_t(inner) * elem_bytes);  // one chunk row in the file's bytes
+      unsigned char* row = rows[s].data();  // one chunk row in the file's bytes
       const hsize_t count = std::min(inner, dims[rank - 1] - o[rank - 1]);
       for (size_t r = 0; r < chunk_rows; ++r) {
         size_t rem = r, src = size_t(o[rank - 1]);
@@ -69,7 +71,7 @@ void write_chunks_deflated(hid_t ds, const std::string& path, const Where& where
           src += size_t(g) * dim_stride[k];
         }
         if (!inside) continue;  // padding of an edge chunk: zeros
-        source(src, size_t(count), row.data());
+        source(src, size_t(count), row);
         const size_t at = r * size_t(inner);  // element index of the row's start within the chunk
         for (size_t e = 0; e < size_t(count); ++e)
           for (size_t b = 0; b < elem_bytes; ++b) plane[b * chunk_elems + at + e] = row[e * elem_bytes + b];
