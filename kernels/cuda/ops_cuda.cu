@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <climits>
+#include <cstdint>
 #include <cmath>
 
 #include "focal_kernels/ops.h"
@@ -180,11 +181,11 @@ __global__ void widen_kernel(const void* w, int code, float* out, size_t n) {
 }
 
 // One warp per row j of w[n, k] (kMatvecWarps per block), each lane keeping m partial dot products in registers (the
-// loops over rows of x run to kMatvecMaxRows, guarded by m), then a warp sum per row of x. Where k is a multiple of 8,
-// each lane reads 8 consecutive weights (16 bytes) per step, a warp 512 contiguous bytes, so that more bytes are in
-// flight (on an H200, Llama-3-8B's shape decoded 27 tokens/s with one 2-byte weight per lane and step, 60-64 with 8;
-// the kernel alone streams 1.6-1.8 TB/s, and two 16-byte loads per lane and step measured the same); else one weight
-// per lane per step. Rows past n leave their warp idle (no barrier).
+// loops over rows of x run to kMatvecMaxRows, guarded by m), then a warp sum per row of x. Where k is a multiple of 8
+// and w 16-byte aligned, each lane reads 8 consecutive weights (16 bytes) per step, a warp 512 contiguous bytes, so
+// that more bytes are in flight (on an H200, Llama-3-8B's shape decoded 27 tokens/s with one 2-byte weight per lane
+// and step, 60-64 with 8; the kernel alone streams 1.6-1.8 TB/s, and two 16-byte loads per lane and step measured
+// the same); else one weight per lane per step. Rows past n leave their warp idle (no barrier).
 constexpr int kMatvecWarps = 8;
 template <class H>
 struct alignas(16) Pack8 {
@@ -195,12 +196,12 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162f
 
 template <class H>
 __device__ __forceinline__ void matvec16_row(const float* x, const H* wr, float* y, int m, int n, int k, int j,
-                                             int lane) {
+                                             int lane, bool wide) {
   float acc[kMatvecMaxRows];
   for (int i = 0; i < kMatvecMaxRows; ++i) acc[i] = 0.0f;
-  if (k % 8 == 0) {
+  if (wide) {
     for (int c = lane * 8; c < k; c += 32 * 8) {
-      const Pack8<H> p = *reinterpret_cast<const Pack8<H>*>(wr + c);  // 16-byte aligned: k % 8 == 0
+      const Pack8<H> p = *reinterpret_cast<const Pack8<H>*>(wr + c);  // 16-byte aligned: w is, and k % 8 == 0
       float wv[8];
       for (int e = 0; e < 8; ++e) wv[e] = to_float(p.v[e]);
       for (int i = 0; i < kMatvecMaxRows; ++i) {
@@ -227,15 +228,16 @@ __device__ __forceinline__ void matvec16_row(const float* x, const H* wr, float*
   }
 }
 
-__global__ void matvec_xwt16_kernel(const float* x, const void* w, int code, float* y, int m, int n, int k) {
+// wide: k % 8 == 0 and w 16-byte aligned (every row then is), checked by the host.
+__global__ void matvec_xwt16_kernel(const float* x, const void* w, int code, float* y, int m, int n, int k, bool wide) {
   const int lane = threadIdx.x & 31;
   const int j = blockIdx.x * kMatvecWarps + (threadIdx.x >> 5);
   if (j >= n) return;
   const size_t row = (size_t)j * k;
   if (code == kW16BF)
-    matvec16_row(x, static_cast<const __nv_bfloat16*>(w) + row, y, m, n, k, j, lane);
+    matvec16_row(x, static_cast<const __nv_bfloat16*>(w) + row, y, m, n, k, j, lane, wide);
   else
-    matvec16_row(x, static_cast<const __half*>(w) + row, y, m, n, k, j, lane);
+    matvec16_row(x, static_cast<const __half*>(w) + row, y, m, n, k, j, lane, wide);
 }
 
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
@@ -562,8 +564,10 @@ cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataTy
   const int code = weight_code(w_type);
   if (code != kW16F && code != kW16BF) return cudaErrorInvalidValue;
   if (m < 0 || m > kMatvecMaxRows) return cudaErrorInvalidValue;
+  const bool wide = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (m > 0 && n > 0)
-    matvec_xwt16_kernel<<<grid_for((size_t)n, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, code, y, m, n, k);
+    matvec_xwt16_kernel<<<grid_for((size_t)n, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, code, y, m, n, k,
+                                                                                               wide);
   return cudaGetLastError();
 }
 

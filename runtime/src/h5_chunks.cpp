@@ -21,7 +21,9 @@ namespace focal::h5 {
 void write_chunks_deflated(hid_t ds, const std::string& path, const Where& where, const Dims& dims, const Dims& chunk,
                            size_t elem_bytes, const ChunkSource& source, int deflate_level) {
   const size_t rank = dims.size();
-  if (rank == 0 || chunk.size() != rank || n_elements(dims) == 0) return;
+  if (rank == 0 || n_elements(dims) == 0) return;
+  if (chunk.size() != rank || n_elements(chunk) == 0)
+    where.fail("cannot write " + path + ": its chunk shape does not match its " + std::to_string(rank) + " axes");
   Dims n_chunks(rank);  // chunks along each axis
   size_t total = 1;
   for (size_t k = 0; k < rank; ++k) {

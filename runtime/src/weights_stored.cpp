@@ -1,5 +1,7 @@
 // Weights in their stored format: the Backend's default for them (backends that compute only in fp16 / bf16 / fp32
 // take them widened or rounded), and the names of the weights modes.
+#include <omp.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -23,19 +25,19 @@ float* Backend::upload_weight_stored(const StoredWeight& w) {
   // ~50 s on a 16-core host).
   const ops::QMatrix q = w.view();
   std::unique_ptr<uint16_t[]> h(new uint16_t[n]);  // [rows, cols] in 16 bits; left uninitialised, filled in parallel
-  constexpr int64_t kRows = 256;
+  constexpr int64_t kRows = 32;
   const int64_t n_blocks = (w.rows + kRows - 1) / kRows;
-#pragma omp parallel
-  {
-    std::vector<float> f((size_t)kRows * w.cols);  // [kRows, cols] fp32, this thread's
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t r0 = b * kRows, nr = std::min(kRows, w.rows - r0);
-      ops::dequant_rows(q, r0, nr, f.data());
-      uint16_t* dst = h.get() + (size_t)r0 * w.cols;
-      for (size_t i = 0; i < (size_t)(nr * w.cols); ++i)
-        dst[i] = bf16 ? math::float_to_bf16_bits(f[i]) : math::float_to_half_bits(f[i]);
-    }
+  // [threads][kRows * cols] fp32, allocated before the parallel loop (nothing inside it allocates or throws)
+  std::vector<std::vector<float>> f(size_t(omp_get_max_threads()), std::vector<float>((size_t)kRows * w.cols));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    float* fb = f[size_t(omp_get_thread_num())].data();
+    const int64_t r0 = b * kRows, nr = std::min(kRows, w.rows - r0);
+    for (int64_t r = 0; r < nr; ++r)  // row by row: dequant_rows's own parallel loop stays off for one row
+      ops::dequant_rows(q, r0 + r, 1, fb + (size_t)r * w.cols);
+    uint16_t* dst = h.get() + (size_t)r0 * w.cols;
+    for (size_t i = 0; i < (size_t)(nr * w.cols); ++i)
+      dst[i] = bf16 ? math::float_to_bf16_bits(fb[i]) : math::float_to_half_bits(fb[i]);
   }
   return upload_weight(h.get(), bf16 ? WeightType::kBF16 : WeightType::kF16, n);
 }

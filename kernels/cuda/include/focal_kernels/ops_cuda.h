@@ -27,7 +27,8 @@ cudaError_t widen(const Ctx& c, const void* w, cudaDataType w_type, float* out, 
 // Rows of x the 16-bit matrix-vector kernel takes (decode, short prompts); more go through widen + cuBLAS.
 constexpr int kMatvecMaxRows = 8;
 // y[m, n] = x[m, k] . fp32(w[n, k])^T for w stored as w_type (CUDA_R_16F or CUDA_R_16BF), m <= kMatvecMaxRows:
-// one warp per row of w (read once, in 16 bits), fp32 products and sums.
+// one warp per row of w (read once, in 16 bits; 16 bytes per lane and step where k % 8 == 0 and w is 16-byte
+// aligned, else 2), fp32 products and sums.
 cudaError_t matvec_xwt16(const Ctx& c, const float* x, const void* w, cudaDataType w_type, float* y, int m, int n,
                          int k);
 // y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps); y may alias x. One block per row.
