@@ -4,7 +4,8 @@
 #     build/bench/weights_bench against llama-bench on the same GGUF; peak RSS of `focal capture` at T = 512
 #     (--store metrics);
 #  2. a random-weight model of Llama-3-8B's exact shape written as Q4_K by build/bench/make_big_model: open time,
-#     decode tokens/s against llama-bench, peak RSS of `focal capture` at T = 2048 with metrics for every head and
+#     decode tokens/s against llama-bench (focalscope's default, the file read into memory, and --mmap), peak RSS
+#     of `focal capture` at T = 2048 with metrics for every head and
 #     the rows (probabilities and scores) of every head of layer 16;
 #  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture.
 # llama-bench comes from bench/llamacpp/build.sh (llama.cpp vendored in PyPI's llama-cpp-python sdist, built into
@@ -34,21 +35,31 @@ echo "== $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xa
 echo "== SmolLM2-135M Q4_1 ($smol)"
 echo "-- focalscope native --"; build/bench/weights_bench "$smol" --prefill 512,2048 --decode 64 --reps 3
 echo "-- focalscope fp32 --"; build/bench/weights_bench "$smol" --weights fp32 --prefill 512,2048 --decode 64 --reps 3
-echo "-- llama-bench --"; "$lb" -m "$smol" -t "$threads" -p 512,2048 -n 64 -r 3 -o md 2>/dev/null | grep -E "^\|"
+echo "-- llama-bench --"
+# llama.cpp 0.3.36's prompt processing through its repacked (AMX) buffers crashes on Intel CPUs with AMX (a
+# segmentation fault at pp512, seen 2026-11-27): the prefill rows then come from --repack 0, and the log says so.
+if ! "$lb" -m "$smol" -t "$threads" -p 512,2048 -n 64 -r 3 -o md 2>/dev/null | grep -E "^\|"; then
+  echo "(llama-bench failed with its defaults; again with --repack 0)"
+  "$lb" -m "$smol" -t "$threads" -p 512,2048 -n 64 -r 3 --repack 0 -o md 2>/dev/null | grep -E "^\|"
+fi
 # Decode again, the two tools alternating, because a shared machine's memory bandwidth drifts by tens of percent
 # within minutes: only ratios of neighbouring runs mean something.
 for round in 1 2 3; do
-  echo "-- decode round $round: focalscope native, then llama-bench --"
+  echo "-- decode round $round: focalscope native (held in memory), native --mmap, then llama-bench --"
   build/bench/weights_bench "$smol" --prefill 0 --decode 64 --reps 5 | grep decode
+  build/bench/weights_bench "$smol" --mmap --prefill 0 --decode 64 --reps 5 | grep decode
   "$lb" -m "$smol" -t "$threads" -p 0 -n 64 -r 5 -o md 2>/dev/null | grep -E "tg64"
 done
 /usr/bin/python3 -c "print(' The cat sat on the mat.' * 72)" > out/bench/prompt-512.txt
 echo -n "-- focal capture T=505 --store metrics: "; rss build/cli/focal capture "$smol" --prompt-file out/bench/prompt-512.txt --store metrics -o out/bench/smol-512.h5
 echo "== Llama-3-8B shape, Q4_K ($big, $(du -h "$big" | cut -f1))"
-echo "-- focalscope native (open) --"; build/bench/weights_bench "$big" --prefill 0 --decode 0 --reps 1
+echo "-- focalscope native (open: read into memory, then --mmap) --"
+build/bench/weights_bench "$big" --prefill 0 --decode 0 --reps 1
+build/bench/weights_bench "$big" --mmap --prefill 0 --decode 0 --reps 1
 for round in 1 2 3; do  # the first focalscope repetition also maps the file's pages: the median skips it
-  echo "-- decode round $round: focalscope native, then llama-bench --"
+  echo "-- decode round $round: focalscope native (held in memory), native --mmap, then llama-bench --"
   build/bench/weights_bench "$big" --prefill 0 --decode 16 --reps 3 | grep decode
+  build/bench/weights_bench "$big" --mmap --prefill 0 --decode 16 --reps 3 | grep decode
   "$lb" -m "$big" -t "$threads" -p 0 -n 16 -r 3 -o md 2>/dev/null | grep -E "tg16"
 done
 /usr/bin/python3 -c "print('x' * 2046)" > out/bench/prompt-2048.txt

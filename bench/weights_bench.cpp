@@ -36,9 +36,10 @@ std::vector<int> parse_list(const char* s) {
 }
 
 const char* kUsage =
-    "usage: weights_bench MODEL [--weights native|fp32] [--prefill T1,T2,..] [--decode N] [--reps R]\n"
+    "usage: weights_bench MODEL [--weights native|fp32] [--mmap] [--prefill T1,T2,..] [--decode N] [--reps R]\n"
     "Load seconds, weight bytes held, prefill tokens/s at each T (default 512,2048) and decode tokens/s over N\n"
-    "(default 64) one-token steps, each the median of R runs (default 3). Threads: OMP_NUM_THREADS.\n"
+    "(default 64) one-token steps, each the median of R runs (default 3). --mmap maps a GGUF file instead of\n"
+    "reading it into memory (Model::load's default). Threads: OMP_NUM_THREADS.\n"
     "FOCAL_QUANT_ISA=generic|avx2|avx512 caps the native kernels' instruction set (default: all the CPU has).\n";
 
 }  // namespace
@@ -57,9 +58,15 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   std::vector<int> prefill = {512, 2048};
   int decode = 64, reps = 3;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--weights") {
+    if (k == "--mmap") {  // a flag: no value
+      lo.map_weights = true;
+      --i;
+    } else if (i + 1 == argc) {
+      std::fprintf(stderr, "weights_bench: option '%s' needs a value\n%s", k.c_str(), kUsage);
+      return 2;
+    } else if (k == "--weights") {
       lo.weights = parse_weights_mode(argv[i + 1]);
     } else if (k == "--prefill") {
       prefill = parse_list(argv[i + 1]);

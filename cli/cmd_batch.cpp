@@ -73,7 +73,7 @@ std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConf
 }  // namespace
 
 int cmd_batch(int argc, char** argv) {
-  const std::set<std::string> flags = {"--help", "--resume", "--quiet", kLoadFlag};
+  const std::set<std::string> flags = {"--help", "--resume", "--quiet", kLoadFlag, kMmapFlag};
   const std::set<std::string> opts = {
       "--data", "--runs",      "-o",      "--output",   "--max-tokens",       "--long",      "--keep-rows", "--seed",
       "--bins", "--topk-mass", "--limit", "--on-error", "--checkpoint-every", kDeviceOption, kWeightsOption};

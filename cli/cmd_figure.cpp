@@ -225,7 +225,7 @@ const char* kDemoPrompt =
 namespace focal::cli {
 
 int cmd_demo(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", kLoadFlag},
+  Args a(argc, argv, 2, {"--help", kLoadFlag, kMmapFlag},
          {"--model", "--out", "--prompt", "--temp", kDeviceOption, kWeightsOption});
   if (a.has("--help")) {
     std::printf("%s%s", kDemoHelp, kDeviceHelp);

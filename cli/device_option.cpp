@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "error_flags.h"
@@ -10,17 +11,24 @@
 
 namespace focal::cli {
 
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
 bool g_verbose = false;
 const char* const kDeviceOption = "--device";
 const char* const kLoadFlag = "--allow-nonfinite-weights";
 const char* const kWeightsOption = "--weights";
+const char* const kMmapFlag = "--mmap";
 const char* const kDeviceHelp =
     "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n"
     "  --allow-nonfinite-weights   load a checkpoint whose weights hold NaN or Inf (refused by default, naming the\n"
     "                    tensor) to study it; each such tensor is reported on stderr\n"
-    "  --weights W       native | fp32 (default native: quantized GGUF and fp16 / bf16 weights stay as stored,\n"
-    "                    memory-mapped; fp32 widens them at load, 4 bytes per parameter, and matches transformers\n"
-    "                    to 1e-5)\n";
+    "  --weights W       native | fp32 (default native: quantized GGUF and fp16 / bf16 weights stay as stored;\n"
+    "                    fp32 widens them at load, 4 bytes per parameter, and matches transformers to 1e-5)\n"
+    "  --mmap            map a GGUF file instead of reading it into memory at load (native weights on the CPU):\n"
+    "                    opens at once and shares its pages with other processes, but decodes slower on some\n"
+    "                    machines (safetensors files are always mapped)\n";
 
 Device device_arg(const Args& a) {
   Device d = Device::kAuto;
@@ -57,6 +65,22 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
     if (pages > 0 && page > 0) opt.budget_bytes = (size_t)pages * (size_t)page;
     opt.budget_is_machine = true;
   }
+  opt.map_weights = a.has(kMmapFlag);
+  // Reading a big file into memory takes seconds: a progress line with an ETA, on a terminal, once past a second.
+  const double t0 = now_s();
+  double last = 0.0;
+  bool shown = false;
+  if (isatty(STDERR_FILENO))
+    opt.on_read = [&](size_t done, size_t total) {
+      const double el = now_s() - t0;
+      if (done < total && (el < 1.0 || el - last < 0.5)) return;
+      if (done == total && !shown) return;
+      last = el;
+      shown = true;
+      const double eta = done ? el * (double)(total - done) / (double)done : 0.0;
+      std::fprintf(stderr, "\rreading %s into memory: %5.1f%% of %.2f GB, %.0f s elapsed, ETA %.0f s   %s", dir.c_str(),
+                   100.0 * (double)done / (double)total, (double)total / 1e9, el, eta, done == total ? "\n" : "");
+    };
   std::unique_ptr<Model> m = Model::load(dir, device_arg(a), opt);
   for (const std::string& w : m->config().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return m;

@@ -152,7 +152,7 @@ selection:
 )";
 
 int cmd_capture(int argc, char** argv) {
-  const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag};
+  const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag};
   const std::set<std::string> opts =
       with(kTempOpts,
            {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
@@ -199,7 +199,7 @@ int cmd_capture(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", cli::kLoadFlag}, {cli::kDeviceOption, cli::kWeightsOption});
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag}, {cli::kDeviceOption, cli::kWeightsOption});
   if (a.has("--help")) {
     std::printf(
         "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
@@ -264,7 +264,7 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 }
 
 int cmd_sweep(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", cli::kLoadFlag},
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
                           cli::kDeviceOption, cli::kWeightsOption}));
   if (a.has("--help")) {
@@ -307,7 +307,7 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
 )";
 
 int cmd_generate(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag},
+  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
                           "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
                           "--relevant", cli::kDeviceOption, cli::kWeightsOption}));

@@ -28,7 +28,7 @@ declare -A SRCS=(
 )
 LIBS_gguf="-lsentencepiece -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
   -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
-LIBS_safetensors=""
+LIBS_safetensors="-fopenmp"  # file_map.cpp copies files into memory on every thread
 LIBS_capture="-I/usr/include/hdf5/serial -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
   -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lz -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -243,6 +244,59 @@ TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
     EXPECT_NE(what.find("needs about 0.01 GB"), std::string::npos) << what;
     EXPECT_NE(what.find("--weights native"), std::string::npos) << what;
   }
+}
+
+// Native GGUF weights on the CPU are read into process memory at load (LoadOptions::map_weights false, the default):
+// the same logits, bit for bit, as the mapped file, and they stay what was loaded when the file is rewritten
+// afterwards — which the mapped model, reading through the page cache, does not (the check that the two differ).
+TEST_F(NativeWeightsTest, HeldInMemoryMatchesTheMapAndOutlivesTheFile) {
+  test::TinyLlamaDims d;
+  d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512, d.layers = 2;
+  d.matrix_type = kGgmlQ4_K;
+  d.matrix_block_elems = 256;
+  d.matrix_block_bytes = 144;
+  const std::string path = dir_ + "/held.gguf";
+  const std::string bytes = test::tiny_llama_gguf(d).bytes();
+  test::write_file(path, bytes);
+  size_t last_done = 0, last_total = 0, calls = 0;
+  LoadOptions held_opt, map_opt;
+  held_opt.on_read = [&](size_t done, size_t total) {
+    EXPECT_GE(done, last_done);  // progress only grows
+    last_done = done, last_total = total;
+    ++calls;
+  };
+  map_opt.map_weights = true;
+  map_opt.on_read = [&](size_t, size_t) { ADD_FAILURE() << "a mapped file is not read into memory"; };
+  auto held = Model::load(path, Device::kCpu, held_opt);
+  auto mapped = Model::load(path, Device::kCpu, map_opt);
+  EXPECT_GE(calls, 1u);
+  EXPECT_EQ(last_total, bytes.size());
+  EXPECT_EQ(last_done, bytes.size());
+  EXPECT_EQ(held->weights_checksum(), mapped->weights_checksum());
+
+  std::vector<int32_t> ids(24);
+  for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 29 + 5) % d.vocab;
+  auto logits_of = [&](const Model& m) {  // a prefill of 23 tokens, then one decode step: its logits
+    Session s(m, 24);
+    std::vector<float> lg;
+    RunOptions opt;
+    EXPECT_TRUE(s.forward(ids.data(), 23, TempSpec(), opt, nullptr, nullptr));
+    EXPECT_TRUE(s.forward(ids.data() + 23, 1, TempSpec(), opt, nullptr, &lg));
+    return lg;
+  };
+  const std::vector<float> before_held = logits_of(*held), before_mapped = logits_of(*mapped);
+  ASSERT_EQ(before_held.size(), before_mapped.size());
+  EXPECT_EQ(std::memcmp(before_held.data(), before_mapped.data(), before_held.size() * sizeof(float)), 0);
+
+  // The file's last quarter (tensor data: the last layers' matrices) rewritten in place, same size.
+  std::string changed = bytes;
+  for (size_t i = changed.size() * 3 / 4; i < changed.size(); ++i) changed[i] = (char)(changed[i] ^ 0x11);
+  test::write_file(path, changed);
+  const std::vector<float> after_held = logits_of(*held), after_mapped = logits_of(*mapped);
+  EXPECT_EQ(std::memcmp(after_held.data(), before_held.data(), before_held.size() * sizeof(float)), 0)
+      << "the held weights changed with the file";
+  EXPECT_NE(std::memcmp(after_mapped.data(), before_mapped.data(), before_mapped.size() * sizeof(float)), 0)
+      << "the mapped model should read the rewritten file (else this test shows nothing)";
 }
 
 }  // namespace

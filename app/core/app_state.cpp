@@ -164,11 +164,12 @@ void AppState::open_path(const std::string& path_in) {
   }
   jobs.submit(
       "load", "load " + basename_of(path),
-      [this, path, dev = device, wm = weights](JobContext&) -> std::function<void()> {
+      [this, path, dev = device, wm = weights](JobContext& ctx) -> std::function<void()> {
         std::string note;
         const focal::Device resolved = focal::resolve_device(dev, &note);
         focal::LoadOptions lo;
         lo.weights = wm;
+        lo.on_read = [&ctx](size_t done, size_t total) { ctx.set_progress((float)((double)done / (double)total)); };
         std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved, lo));
         m->require_tokenizer();
         m->weights_checksum();  // hashed here, on the worker: a native 8B file takes seconds, the UI thread none
@@ -214,33 +215,34 @@ void AppState::open_model_b(const std::string& path) {
     notify("compare models: load model A first", true);
     return;
   }
-  jobs.submit("load", "load B " + basename_of(path),
-              [this, path, dev = device, wm = weights](JobContext&) -> std::function<void()> {
-                focal::LoadOptions lo;
-                lo.weights = wm;
-                std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
-                m->weights_checksum();  // on the worker, not the UI thread
-                return [this, path, m] {
-                  if (!slots[0].model) return;
-                  if (m->config().vocab_size != cfg_.vocab_size)
-                    return notify(
-                        "model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
-                            " but model A has " + std::to_string(cfg_.vocab_size) +
-                            ": two models are compared on the same token ids, so they need the same tokenizer",
-                        true);
-                  jobs.cancel("run_b");
-                  slots[1] = Slot{};
-                  slots[1].model = m;
-                  slots[1].spec = focal::TempSpec::native(m->config());
-                  box_[1] = std::make_shared<RunnerBox>(m);
-                  model_b_path = path;
-                  compare = true;
-                  add_recent(path);
-                  notify("comparing with model B " + basename_of(path), false);
-                  state_version++;
-                  if (!file.token_ids.empty()) propagate(1);
-                };
-              });
+  jobs.submit(
+      "load", "load B " + basename_of(path),
+      [this, path, dev = device, wm = weights](JobContext& ctx) -> std::function<void()> {
+        focal::LoadOptions lo;
+        lo.weights = wm;
+        lo.on_read = [&ctx](size_t done, size_t total) { ctx.set_progress((float)((double)done / (double)total)); };
+        std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
+        m->weights_checksum();  // on the worker, not the UI thread
+        return [this, path, m] {
+          if (!slots[0].model) return;
+          if (m->config().vocab_size != cfg_.vocab_size)
+            return notify("model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
+                              " but model A has " + std::to_string(cfg_.vocab_size) +
+                              ": two models are compared on the same token ids, so they need the same tokenizer",
+                          true);
+          jobs.cancel("run_b");
+          slots[1] = Slot{};
+          slots[1].model = m;
+          slots[1].spec = focal::TempSpec::native(m->config());
+          box_[1] = std::make_shared<RunnerBox>(m);
+          model_b_path = path;
+          compare = true;
+          add_recent(path);
+          notify("comparing with model B " + basename_of(path), false);
+          state_version++;
+          if (!file.token_ids.empty()) propagate(1);
+        };
+      });
 }
 
 focal::TempSpec default_b_spec(const focal::ModelConfig& c) {

@@ -109,6 +109,18 @@ const GgufValue* GgufFile::find(const std::string& key) const {
   return it == kv_.end() ? nullptr : &it->second;
 }
 
+std::ptrdiff_t GgufFile::read_into_memory(const std::function<void(size_t done, size_t total)>& progress) {
+  if (!mapped_ || in_memory_) return 0;
+  const FileMap held = copy_into_memory(FileMap{data_, size_}, path_, progress);
+  const std::ptrdiff_t delta = held.data - data_;
+  unmap_file(FileMap{data_, size_});
+  data_ = held.data;
+  in_memory_ = true;
+  for (GgufTensor& t : tensors_)
+    if (t.data) t.data += delta;
+  return delta;
+}
+
 uint64_t GgufFile::fnv1a(uint64_t h) const {
   for (size_t i = 0; i < size_; ++i) {
     h ^= data_[i];

@@ -3,7 +3,9 @@
 // and inside the data area. Dequantisation of the supported tensor types to fp32. Format facts: docs/model-format.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,6 +97,10 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufValue* find(const std::string& key) const;
   uint64_t fnv1a(uint64_t h) const;  // FNV-1a 64 of the whole file folded into h
+  // Replaces the map of a file opened by path with a copy of its bytes in process memory (file_map.h's
+  // copy_into_memory) and moves every tensor's data pointer along; returns how far the bytes moved (new - old
+  // address), 0 when nothing was done (a caller's buffer, or already held). progress must not throw.
+  std::ptrdiff_t read_into_memory(const std::function<void(size_t done, size_t total)>& progress);
 
  private:
   void parse();
@@ -102,6 +108,7 @@ class GgufFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
+  bool in_memory_ = false;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::map<std::string, GgufValue> kv_;

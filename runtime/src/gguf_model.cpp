@@ -205,6 +205,13 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
               "sentencepiece and 'gpt2' byte-level BPE vocabularies)");
 }
 
+void GgufModel::read_into_memory(const std::function<void(size_t done, size_t total)>& progress) {
+  const std::ptrdiff_t delta = file->read_into_memory(progress);
+  if (delta == 0) return;
+  for (auto& [name, t] : tensors)
+    if (t.data) t.data += delta;
+}
+
 std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   auto g = std::make_unique<GgufModel>();
   g->file = std::make_unique<GgufFile>(path);

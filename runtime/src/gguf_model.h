@@ -3,6 +3,7 @@
 // tokenizer it stores. Model::load uses this for .gguf paths.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,8 @@ struct GgufModel {
   ModelConfig cfg;                          // source_json: an HF-style config.json synthesised from the metadata
   std::map<std::string, StTensor> tensors;  // HF name -> tensor (to_f32 set)
   std::unique_ptr<Tokenizer> tok;           // null when the file stores no tokenizer
+  // The file's bytes read into process memory in place of the map (GgufFile::read_into_memory), tensors moved along.
+  void read_into_memory(const std::function<void(size_t done, size_t total)>& progress);
 };
 
 // Throws Error naming the file and the key or tensor at fault.

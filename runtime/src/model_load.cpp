@@ -280,6 +280,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   }
 
   m->device_ = resolve_device(device);
+  // Native GGUF weights on the CPU are read from the file at every decode step: held in process memory unless the
+  // caller asks for the map (LoadOptions::map_weights). fp32 mode and the GPU copy the weights out at load anyway.
+  if (gguf && !options.map_weights && options.weights == WeightsMode::kNative && m->device_ == Device::kCpu)
+    gguf->read_into_memory(options.on_read);
   m->backend_ = make_backend(m->device_);
   Backend& be = *m->backend_;
   auto w = std::make_unique<Weights>();

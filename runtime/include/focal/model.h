@@ -89,6 +89,13 @@ struct LoadOptions {
   // anything is allocated (Error field "budget", with the estimate); 0: no check.
   size_t budget_bytes = 0;
   bool budget_is_machine = false;  // the budget is the machine's memory (the message then says so)
+  // A GGUF file whose weights stay as stored (native mode, CPU): false copies the file into process memory at load
+  // (on every thread, after the budget check), which decode streams faster than the page cache's map on the
+  // machines measured (docs/performance.md, issue 14); true maps the file instead (open without reading it, pages
+  // shared with other processes that map it, e.g. several MPI ranks on one node). Other files are always mapped.
+  bool map_weights = false;
+  // Progress of that copy (bytes done, total), called on the loading thread; may be empty; must not throw.
+  std::function<void(size_t done, size_t total)> on_read;
 };
 
 class Model {

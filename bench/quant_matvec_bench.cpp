@@ -1,0 +1,177 @@
+// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random Q4_K weights of Llama-3-8B's
+// layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
+// rest of a forward. The weights of --layers layers (122.6 MB each) are streamed in a decode's order (q, k, v, o,
+// gate, up, down per layer), so nothing is served from cache once the set is larger than the last-level cache.
+// Threads: OMP_NUM_THREADS. FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel as in weights_bench.
+// Results: docs/performance.md (issue 14).
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "focal_kernels/quant.h"
+
+using namespace focal;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+const char* kUsage =
+    "usage: quant_matvec_bench [--layers N] [--reps R] [--mmap FILE]\n"
+    "Times the Q4_K decode product (one row of x) over N layers of Llama-3-8B's matrices (default 8: 0.98 GB) and a\n"
+    "plain read of the same bytes, best of R passes (default 5). Prints GB/s of weights for both and their ratio,\n"
+    "and the tokens/s those rates would give for the 32-layer model's matrices (4.5 GB with the output matrix).\n"
+    "--mmap FILE: the weights are written to FILE and read through a read-only memory map of it, as a GGUF is.\n"
+    "Threads: OMP_NUM_THREADS; FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel.\n";
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr Shape kLayer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},   {"v", 1024, 4096},    {"o", 4096, 4096},
+                            {"gate", 14336, 4096}, {"up", 14336, 4096}, {"down", 4096, 14336}};
+constexpr int kQ4KBytes = 144;  // one block of 256 values: d, dmin (fp16), 12 bytes of 6-bit scales, 128 of nibbles
+
+// Random Q4_K blocks with d and dmin of moderate size (fp16 0.01 and 0.005), so every product stays finite.
+void fill_q4k(uint8_t* p, int64_t n_blocks, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* blk = p + b * kQ4KBytes;
+    for (int i = 0; i < kQ4KBytes; i += 4) {
+      const uint32_t v = rng();
+      std::memcpy(blk + i, &v, 4);
+    }
+    const uint16_t d = 0x211F, dmin = 0x1D1F;
+    std::memcpy(blk, &d, 2);
+    std::memcpy(blk + 2, &dmin, 2);
+  }
+}
+
+// Sum of every 64-bit word of [p, p + n): a read the compiler cannot drop, vectorised, on every thread.
+uint64_t read_all(const uint8_t* p, size_t n) {
+  const auto* w = reinterpret_cast<const uint64_t*>(p);
+  const int64_t words = (int64_t)(n / 8);
+  uint64_t s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s)
+  for (int64_t i = 0; i < words; ++i) s += w[i];
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int layers = 8, reps = 5;
+  std::string map_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if ((a == "--layers" || a == "--reps") && i + 1 < argc) {
+      const int v = std::atoi(argv[++i]);
+      if (v < 1) {
+        std::fprintf(stderr, "quant_matvec_bench: %s needs a positive number, not '%s'\n", a.c_str(), argv[i]);
+        return 2;
+      }
+      (a == "--layers" ? layers : reps) = v;
+    } else if (a == "--mmap" && i + 1 < argc) {
+      map_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "quant_matvec_bench: unknown argument '%s'\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (const char* isa = std::getenv("FOCAL_QUANT_ISA")) {
+    const std::string s = isa;
+    if (s == "generic")
+      ops::set_quant_isa(ops::QuantIsa::kGeneric);
+    else if (s == "avx2")
+      ops::set_quant_isa(ops::QuantIsa::kAvx2);
+    else if (s != "avx512") {
+      std::fprintf(stderr, "quant_matvec_bench: FOCAL_QUANT_ISA='%s' is not one of generic, avx2, avx512\n", isa);
+      return 2;
+    }
+  }
+  // one buffer for all the weights, matrices back to back in decode order
+  std::vector<ops::QMatrix> mats;
+  size_t total = 0;
+  for (int l = 0; l < layers; ++l)
+    for (const Shape& s : kLayer) total += (size_t)(s.rows * (s.cols / 256) * kQ4KBytes);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
+  if (!buf) {
+    std::fprintf(stderr, "quant_matvec_bench: cannot allocate %.2f GB of weights\n", total / 1e9);
+    return 1;
+  }
+  size_t at = 0;
+  for (int l = 0; l < layers; ++l)
+    for (const Shape& s : kLayer) {
+      ops::QMatrix m;
+      m.type = ops::kQ4_K;
+      m.rows = s.rows;
+      m.cols = s.cols;
+      m.row_bytes = (size_t)(s.cols / 256) * kQ4KBytes;
+      m.data = buf + at;
+      fill_q4k(buf + at, s.rows * (s.cols / 256), (uint32_t)(1000 * l + m.rows + m.cols));
+      at += (size_t)s.rows * m.row_bytes;
+      mats.push_back(m);
+    }
+  if (!map_path.empty()) {  // the same bytes, through a file's page-cache mapping
+    const int fd = open(map_path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    size_t done = 0;
+    while (fd >= 0 && done < total) {  // write() moves at most ~2 GB per call
+      const ssize_t n = write(fd, buf + done, total - done);
+      if (n <= 0) break;
+      done += (size_t)n;
+    }
+    if (fd < 0 || done != total) {
+      std::fprintf(stderr, "quant_matvec_bench: cannot write %s\n", map_path.c_str());
+      return 1;
+    }
+    auto* mapped = static_cast<uint8_t*>(mmap(nullptr, total, PROT_READ, MAP_PRIVATE, fd, 0));
+    close(fd);
+    if (mapped == MAP_FAILED) {
+      std::fprintf(stderr, "quant_matvec_bench: cannot map %s\n", map_path.c_str());
+      return 1;
+    }
+    for (ops::QMatrix& m : mats) m.data = mapped + (m.data - buf);
+    std::free(buf);
+    buf = mapped;
+  }
+  std::vector<float> x(14336), y(14336);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as Q4_K, %.3f GB, %d threads, kernel %s\n",
+              layers, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(ops::kQ4_K, 1));
+  double best_k = 1e30, best_r = 1e30;
+  uint64_t sink = 0;
+  for (int r = 0; r < reps; ++r) {  // the two alternate, so drift on a shared machine hits both alike
+    double t0 = now();
+    for (const ops::QMatrix& m : mats) ops::matmul_xwt_q(x.data(), m, y.data(), 1);
+    best_k = std::min(best_k, now() - t0);
+    t0 = now();
+    sink += read_all(buf, total);
+    best_r = std::min(best_r, now() - t0);
+  }
+  const double model_bytes = 32.0 * total / layers + 128256.0 * 16 * kQ4KBytes;  // + the output matrix
+  std::printf("kernel   %7.3f s  %6.2f GB/s  -> %5.2f tokens/s for the 8B model's matrices\n", best_k,
+              total / best_k / 1e9, total / best_k / model_bytes);
+  std::printf("read     %7.3f s  %6.2f GB/s  -> %5.2f tokens/s\n", best_r, total / best_r / 1e9,
+              total / best_r / model_bytes);
+  std::printf("kernel / read: %.2f   (checksums %llu %g)\n", best_r / best_k, (unsigned long long)(sink & 0xFF),
+              (double)y[0]);
+  if (map_path.empty()) std::free(buf);
+  return 0;
+}
