@@ -665,13 +665,55 @@ void dequant_blocks(int type, const uint8_t* src, float* dst, int64_t n) {
 
 void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
   const bool par = nr * w.cols >= (1 << 16);
+  if (w.panels) {  // each row back in its stored block format first (a thread's buffer), then as stored
+#pragma omp parallel if (par)
+    {
+      std::vector<uint8_t> row(w.row_bytes);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < nr; ++r) {
+        unpack_panel_row(w, r0 + r, row.data());
+        dequant_span(w.type, row.data(), dst + (size_t)r * w.cols, w.cols);
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < nr; ++r) dequant_span(w.type, w.row(r0 + r), dst + (size_t)r * w.cols, w.cols);
 }
 
+namespace {
+
+bool panel_kernel_runs(const QMatrix& w, int m) {
+  return w.panels && m == 1 && g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx512 && digits::has_avx512_vnni();
+}
+
+// ys[i] = ws[i] x for n panel matrices of the same cols: x split once, the panels of all of them in one parallel
+// region (one fork and join for Q, K and V).
+void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, int n) {
+  thread_local digits::XDigits xd;
+  digits::split(x, ws[0]->cols, 32, digits::Order::kNatural, true, &xd);
+  const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
+  int64_t first[4] = {0, 0, 0, 0};   // first global panel of each matrix (n <= 3)
+  for (int i = 0; i < n; ++i) first[i + 1] = first[i] + ws[i]->rows / kPanelRows;
+  const int64_t total = first[n];
+#pragma omp parallel for schedule(static) if (total * kPanelRows * ws[0]->cols >= (1 << 16))
+  for (int64_t g = 0; g < total; ++g) {
+    int i = 0;
+    while (g >= first[i + 1]) ++i;
+    digits::panel_rows(ws[i]->type, *xdp, *ws[i], ys[i], g - first[i], g - first[i] + 1);
+  }
+}
+
+}  // namespace
+
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
   if (m <= 0 || w.rows <= 0) return;
-  if (m <= kFusedMaxRows) {
+  if (panel_kernel_runs(w, m)) {
+    const QMatrix* ws[1] = {&w};
+    panel_matvecs(x, ws, &y, 1);
+    return;
+  }
+  if (m <= kFusedMaxRows && !w.panels) {  // panels with more rows (or a lower ISA level): the sgemm path below
     fused(x, w, y, m);
     return;
   }
@@ -688,6 +730,16 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, (int)np, (int)k, 1.0f, x, (int)k, tile.data(), (int)k, 0.0f,
                 y + p0, (int)w.rows);
   }
+}
+
+void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const* ys, int n, int m) {
+  bool together = n >= 1 && n <= 3;
+  for (int i = 0; i < n && together; ++i) together = panel_kernel_runs(*ws[i], m) && ws[i]->cols == ws[0]->cols;
+  if (together) {
+    panel_matvecs(x, ws, ys, n);
+    return;
+  }
+  for (int i = 0; i < n; ++i) matmul_xwt_q(x, *ws[i], ys[i], m);
 }
 
 NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_blocks) {
@@ -731,7 +783,7 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
   return r;
 }
 
-const char* qtype_kernel(int type, int m) {
+const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: avx512-vnni for m = 1, else sgemm)
   if (m == 1 && g_isa.load() >= QuantIsa::kAvx512 && digits::has_avx512_vnni() && digits::vnni_kernel(type))
     return "avx512-vnni";
   return avx2_kernel(type) ? "avx2" : "generic";

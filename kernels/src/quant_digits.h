@@ -43,5 +43,8 @@ bool vnni_kernel(int t);
 int vnni_group(int t);
 Order vnni_order(int t);
 void vnni_rows(int t, const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+// y[16 p0 .. 16 p1) for a panel matrix (quant.h: pack_panels) of Q4_0, Q4_1 or Q8_0 and one row of x split with
+// group 32, natural order (quant_panels.cpp). AVX-512 VNNI.
+void panel_rows(int t, const XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 
 }  // namespace focal::ops::digits

@@ -24,6 +24,7 @@ struct StoredWeight {
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   std::vector<int32_t> row_map;  // [rows] or empty
+  bool panels = false;           // re-laid out in the kernels' panel layout (ops::pack_panels; row_map then empty)
   // The kernels' view of it; valid while this StoredWeight (its row_map) lives.
   ops::QMatrix view() const {
     ops::QMatrix q;
@@ -33,6 +34,7 @@ struct StoredWeight {
     q.cols = cols;
     q.row_bytes = row_bytes;
     q.row_map = row_map.empty() ? nullptr : row_map.data();
+    q.panels = panels;
     return q;
   }
 };
@@ -70,6 +72,16 @@ class Backend {
   virtual void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
   virtual void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) = 0;
   virtual void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) = 0;
+  // y_i[m, n_i] = x[m, k] . w_i^T for up to three weights sharing x (Q, K, V; gate, up), in one call so a backend
+  // may run them together (the CPU's panel kernel does); by default one matmul_xwt each.
+  struct XwtOut {
+    const float* w;
+    float* y;
+    int n;
+  };
+  virtual void matmul_xwt_shared(const float* x, const XwtOut* outs, int n_outs, int m, int k) {
+    for (int i = 0; i < n_outs; ++i) matmul_xwt(x, outs[i].w, outs[i].y, m, outs[i].n, k);
+  }
   virtual void add_row_bias(float* y, const float* b, int rows, int n) = 0;
   virtual void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) = 0;
   // rope with frequencies inv_freq_host[d_head / 2] (a host array) and cos / sin multiplied by cs_scale.

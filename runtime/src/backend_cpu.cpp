@@ -121,6 +121,21 @@ class CpuBackend final : public Backend {
     }
     ops::matmul_xwt(x, w, y, m, n, k);
   }
+  void matmul_xwt_shared(const float* x, const XwtOut* outs, int n_outs, int m, int k) override {
+    const ops::QMatrix* qs[3];
+    float* ys[3];
+    bool stored_all = n_outs >= 1 && n_outs <= 3;
+    for (int i = 0; i < n_outs && stored_all; ++i) {
+      qs[i] = stored(outs[i].w);
+      ys[i] = outs[i].y;
+      stored_all = qs[i] && qs[i]->rows == outs[i].n && qs[i]->cols == k;
+    }
+    if (!stored_all) {
+      Backend::matmul_xwt_shared(x, outs, n_outs, m, k);
+      return;
+    }
+    ops::matmul_xwt_q_shared(x, qs, ys, n_outs, m);
+  }
   void add_row_bias(float* y, const float* b, int rows, int n) override {
     for (int r = 0; r < rows; ++r) ops::add_inplace(y + (size_t)r * n, b, (size_t)n);
   }

@@ -231,9 +231,8 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       attn_in = xn.data();
     }
     if (lt) save(lt->xn1, xn, (size_t)n * H);
-    be.matmul_xwt(attn_in, L.wq, q.data(), n, QD, H);
-    be.matmul_xwt(attn_in, L.wk, k.data(), n, KD, H);
-    be.matmul_xwt(attn_in, L.wv, v.data(), n, KD, H);
+    const Backend::XwtOut qkv[3] = {{L.wq, q.data(), QD}, {L.wk, k.data(), KD}, {L.wv, v.data(), KD}};
+    be.matmul_xwt_shared(attn_in, qkv, 3, n, H);
     if (L.bq) {
       be.add_row_bias(q.data(), L.bq, n, QD);
       be.add_row_bias(k.data(), L.bk, n, KD);
@@ -332,8 +331,8 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
       mlp_in = xn.data();
     }
-    if (L.w_gate) be.matmul_xwt(mlp_in, L.w_gate, gate.data(), n, I, H);
-    be.matmul_xwt(mlp_in, L.w_up, up.data(), n, I, H);
+    const Backend::XwtOut gate_up[2] = {{L.w_up, up.data(), I}, {L.w_gate, gate.data(), I}};
+    be.matmul_xwt_shared(mlp_in, gate_up, L.w_gate ? 2 : 1, n, H);
     if (L.b_gate) be.add_row_bias(gate.data(), L.b_gate, n, I);
     if (L.b_up) be.add_row_bias(up.data(), L.b_up, n, I);
     if (lt) {

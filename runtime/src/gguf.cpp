@@ -4,10 +4,13 @@
 #include "gguf.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <set>
 
@@ -121,11 +124,50 @@ std::ptrdiff_t GgufFile::read_into_memory(const std::function<void(size_t done, 
   return delta;
 }
 
+void GgufFile::relayout(const uint8_t* at, int64_t rows, size_t row_bytes,
+                        const std::function<void(const uint8_t* original, uint8_t* dst)>& pack,
+                        std::function<void(int64_t r, uint8_t* out)> original_row) {
+  const size_t n = (size_t)rows * row_bytes;
+  if (!in_memory_ || at < data_ || n > size_ || (size_t)(at - data_) > size_ - n)
+    throw Error("internal: '" + path_ + "': relayout of bytes outside the file held in memory");
+  const std::vector<uint8_t> original(at, at + n);
+  auto* dst = const_cast<uint8_t*>(at);  // the held copy is ours (copy_into_memory maps it read-only)
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  auto* p0 = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(dst) / page * page);
+  const size_t len = (size_t)(dst + n - p0);
+  if (mprotect(p0, len, PROT_READ | PROT_WRITE) != 0)
+    throw Error("'" + path_ + "': cannot write to the weights held in memory: " + std::strerror(errno));
+  pack(original.data(), dst);
+  mprotect(p0, len, PROT_READ);
+  Relaid r;
+  r.offset = (size_t)(at - data_);
+  r.rows = rows;
+  r.row_bytes = row_bytes;
+  r.original_row = std::move(original_row);
+  relaid_.insert(std::upper_bound(relaid_.begin(), relaid_.end(), r.offset,
+                                  [](size_t off, const Relaid& e) { return off < e.offset; }),
+                 std::move(r));
+}
+
 uint64_t GgufFile::fnv1a(uint64_t h) const {
-  for (size_t i = 0; i < size_; ++i) {
-    h ^= data_[i];
-    h *= 0x100000001b3ULL;
+  auto fold = [&h](const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 0x100000001b3ULL;
+    }
+  };
+  size_t at = 0;
+  std::vector<uint8_t> row;
+  for (const Relaid& r : relaid_) {  // the file's own bytes of re-laid-out ranges, row by row
+    fold(data_ + at, r.offset - at);
+    row.resize(r.row_bytes);
+    for (int64_t i = 0; i < r.rows; ++i) {
+      r.original_row(i, row.data());
+      fold(row.data(), row.size());
+    }
+    at = r.offset + (size_t)r.rows * r.row_bytes;
   }
+  fold(data_ + at, size_ - at);
   return h;
 }
 

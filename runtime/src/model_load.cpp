@@ -282,8 +282,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   m->device_ = resolve_device(device);
   // Native GGUF weights on the CPU are read from the file at every decode step: held in process memory unless the
   // caller asks for the map (LoadOptions::map_weights). fp32 mode and the GPU copy the weights out at load anyway.
-  if (gguf && !options.map_weights && options.weights == WeightsMode::kNative && m->device_ == Device::kCpu)
-    gguf->read_into_memory(options.on_read);
+  const bool held =
+      gguf && !options.map_weights && options.weights == WeightsMode::kNative && m->device_ == Device::kCpu;
+  if (held) gguf->read_into_memory(options.on_read);
+  std::set<const uint8_t*> relaid;  // held rows re-laid out for decode (a tied matrix arrives once per use)
   m->backend_ = make_backend(m->device_);
   Backend& be = *m->backend_;
   auto w = std::make_unique<Weights>();
@@ -377,6 +379,31 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
                     " — the checkpoint is broken; to study it, load it with the load option "
                     "allow_nonfinite_weights");
       c.warnings.push_back(what + "; loaded as they are");
+    }
+    // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 rows re-laid out in panels of 16 for
+    // decode (ops::pack_panels; row_map applied), in place; the file's checksum still hashes its own bytes.
+    if (held && ops::panels_pay_off(type, n_rows)) {
+      if (relaid.insert(sw.data).second) {
+        ops::QMatrix src = sw.view(), packed = sw.view();
+        packed.row_map = nullptr;
+        packed.panels = true;
+        std::vector<int32_t> stored_to_row;  // inverse of row_map: where stored row s went
+        if (!sw.row_map.empty()) {
+          stored_to_row.resize(sw.row_map.size());
+          for (size_t r = 0; r < sw.row_map.size(); ++r) stored_to_row[(size_t)sw.row_map[r]] = (int32_t)r;
+        }
+        gguf->file->relayout(
+            sw.data, n_rows, sw.row_bytes,
+            [&src](const uint8_t* original, uint8_t* dst) {
+              src.data = original;
+              ops::pack_panels(src, dst);
+            },
+            [packed, stored_to_row](int64_t s, uint8_t* out) {
+              ops::unpack_panel_row(packed, stored_to_row.empty() ? s : stored_to_row[(size_t)s], out);
+            });
+      }
+      sw.row_map.clear();
+      sw.panels = true;
     }
     any_stored = true;
     return sw;
@@ -619,6 +646,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     m->checksum_ = hash_files();
     std::call_once(m->checksum_once_, [] {});
   }
+  m->decode_panels_ = (int)relaid.size();
   m->w_ = std::move(w);
   return m;
 }

@@ -43,14 +43,30 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
 
 // A weight matrix in its stored format, row-major [rows, cols] in the Hugging Face [out, in] layout: row r is
 // stored at data + row_map[r] * row_bytes (row_map null: row r itself). cols is a multiple of the block size.
+// panels: the same bytes re-laid out by pack_panels (below) instead; row() then does not apply and row_map is null.
 struct QMatrix {
   int type = kQF32;
-  const uint8_t* data = nullptr;  // [stored rows, row_bytes]
+  const uint8_t* data = nullptr;  // [stored rows, row_bytes], or [rows / kPanelRows, cols / 32, panel block]
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   const int32_t* row_map = nullptr;  // [rows] stored row of each row, or null
+  bool panels = false;
   const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
 };
+
+// The decode layout of Q4_0, Q4_1 and Q8_0 (weights held in process memory on a CPU with AVX-512 VNNI): rows in
+// panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by side — their fp16 scales
+// (and Q4_1's mins), then the quants with 4 values of one row per 32-bit lane, 16 rows per 64 bytes (4-bit: low
+// nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c; Q8_0: values 4c..4c+3 of chunk c, stored + 128).
+// One vpdpbusd then multiplies 16 rows at once with 4 broadcast values of x, with no horizontal sums (the layout
+// llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout, not a copy.
+constexpr int kPanelRows = 16;
+// Whether pack_panels applies to `type` with `rows` and this CPU has the kernel that reads it.
+bool panels_pay_off(int type, int64_t rows);
+// dst[rows * row_bytes] = w (row-major, row_map followed) in the panel layout. dst must not overlap w.data.
+void pack_panels(const QMatrix& w, uint8_t* dst);
+// out[row_bytes] = row r of a panel matrix in the stored block format (the bytes pack_panels read).
+void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out);
 
 // dst[nr, cols] = rows r0 .. r0 + nr - 1 of w, dequantised.
 void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
@@ -58,9 +74,14 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
 // w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
-// so prefill stays GEMM-bound. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+// so prefill stays GEMM-bound. Panel matrices: the panel kernel for one row of x (AVX-512 VNNI), else the sgemm path.
+// Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
+// ys[i][m, ws[i]->rows] = x[m, cols] . ws[i]^T for n matrices of the same cols sharing x (Q, K, V; gate, up). One
+// row of x and panel matrices: x is split into digits once and every panel of them runs in one parallel region;
+// otherwise one matmul_xwt_q each.
+void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const* ys, int n, int m);
 
 // Which fused kernel the CPU runs for `type` and m rows of x: "avx512-vnni" (decode, m = 1: Q4_0, Q4_1, Q8_0, Q4_K
 // with x in integer digits), "avx2" (hand-written AVX2 + FMA + F16C), or "generic" (block dequantisation compiled for

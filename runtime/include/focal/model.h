@@ -120,6 +120,9 @@ class Model {
   WeightsMode weights_mode() const { return weights_mode_; }  // kFp32 when no matrix is held in a stored format
   size_t weight_bytes() const;  // bytes of the weight matrices as held (mapped file bytes for stored weights)
   size_t n_params() const { return n_params_; }
+  // Weight matrices re-laid out at load in the CPU decode kernel's panels of 16 rows (GGUF Q4_0 / Q4_1 / Q8_0 held
+  // in memory on a CPU with AVX-512 VNNI; ops::pack_panels); 0 otherwise.
+  int decode_panels() const { return decode_panels_; }
   Device device() const { return device_; }  // kCpu or kCuda: where the weights live and the forward runs
 
   struct Weights;
@@ -138,6 +141,7 @@ class Model {
   std::function<uint64_t()> checksum_fn_;  // set when the checksum is computed lazily
   WeightsMode weights_mode_ = WeightsMode::kFp32;
   size_t n_params_ = 0;
+  int decode_panels_ = 0;
   Device device_ = Device::kCpu;
 };
 
