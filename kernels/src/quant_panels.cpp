@@ -30,11 +30,13 @@ size_t panel_block_bytes(int t) { return (size_t)kPanelRows * (size_t)qtype_bloc
 inline size_t quant_byte(int t, int l, int k, bool* high) {
   if (t == kQ8_0) {
     *high = false;
-    return (size_t)(quant_off(t) + 64 * (k / 4) + 4 * l + k % 4);
+    const int at = quant_off(t) + 64 * (k / 4) + 4 * l + k % 4;
+    return (size_t)at;
   }
   const int c = k / 8, w = k % 8;
   *high = w >= 4;
-  return (size_t)(quant_off(t) + 64 * c + 4 * l + w % 4);
+  const int at = quant_off(t) + 64 * c + 4 * l + w % 4;
+  return (size_t)at;
 }
 
 // Value k (0..31) of a stored 4-bit block's quants q[16]: ggml keeps values 0..15 in the low nibbles, 16..31 high.

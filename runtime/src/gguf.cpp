@@ -133,7 +133,7 @@ void GgufFile::relayout(const uint8_t* at, int64_t rows, size_t row_bytes,
   const std::vector<uint8_t> original(at, at + n);
   auto* dst = const_cast<uint8_t*>(at);  // the held copy is ours (copy_into_memory maps it read-only)
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  auto* p0 = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(dst) / page * page);
+  uint8_t* p0 = dst - reinterpret_cast<uintptr_t>(dst) % page;  // mprotect works on whole pages
   const size_t len = (size_t)(dst + n - p0);
   if (mprotect(p0, len, PROT_READ | PROT_WRITE) != 0)
     throw Error("'" + path_ + "': cannot write to the weights held in memory: " + std::strerror(errno));
