@@ -53,7 +53,8 @@ done
 /usr/bin/python3 -c "print(' The cat sat on the mat.' * 72)" > out/bench/prompt-512.txt
 echo -n "-- focal capture T=505 --store metrics: "; rss build/cli/focal capture "$smol" --prompt-file out/bench/prompt-512.txt --store metrics -o out/bench/smol-512.h5
 echo "== Llama-3-8B shape, Q4_K ($big, $(du -h "$big" | cut -f1))"
-echo "-- focalscope native (open: read into memory, then --mmap) --"
+echo "-- focalscope native (open: read into memory as the page cache has the file, again warm, then --mmap) --"
+build/bench/weights_bench "$big" --prefill 0 --decode 0 --reps 1
 build/bench/weights_bench "$big" --prefill 0 --decode 0 --reps 1
 build/bench/weights_bench "$big" --mmap --prefill 0 --decode 0 --reps 1
 for round in 1 2 3; do  # the first focalscope repetition also maps the file's pages: the median skips it
