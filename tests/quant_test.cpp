@@ -107,6 +107,9 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), (bool)__builtin_cpu_supports("avx512vnni"));
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_K, 48));
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // a lower kernel level packs nothing (its benchmarks stay its own)
+  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
+  ops::set_quant_isa(ops::QuantIsa::kAvx512);
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0}) {
     for (int64_t cols : {512, 544}) {
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));

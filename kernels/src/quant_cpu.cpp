@@ -791,4 +791,9 @@ const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: avx5
 
 void set_quant_isa(QuantIsa most) { g_isa.store(most); }
 
+bool panels_pay_off(int type, int64_t rows) {  // the kernel exists and FOCAL_QUANT_ISA / set_quant_isa allow it
+  return (type == kQ4_0 || type == kQ4_1 || type == kQ8_0) && rows > 0 && rows % kPanelRows == 0 &&
+         g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx512 && digits::has_avx512_vnni();
+}
+
 }  // namespace focal::ops

@@ -44,11 +44,6 @@ inline int nibble(const uint8_t* q, int k) { return k < 16 ? q[k] & 15 : q[k - 1
 
 }  // namespace
 
-bool panels_pay_off(int type, int64_t rows) {
-  return (type == kQ4_0 || type == kQ4_1 || type == kQ8_0) && rows > 0 && rows % kPanelRows == 0 &&
-         digits::has_avx512_vnni();
-}
-
 void pack_panels(const QMatrix& w, uint8_t* dst) {
   const int t = w.type, bb = qtype_block_bytes(t), qo = quant_off(t);
   const int64_t nb = w.cols / 32, n_panels = w.rows / kPanelRows;

@@ -61,7 +61,8 @@ struct QMatrix {
 // One vpdpbusd then multiplies 16 rows at once with 4 broadcast values of x, with no horizontal sums (the layout
 // llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout, not a copy.
 constexpr int kPanelRows = 16;
-// Whether pack_panels applies to `type` with `rows` and this CPU has the kernel that reads it.
+// Whether pack_panels applies to `type` with `rows`, this CPU has the kernel that reads it and the kernel level
+// (set_quant_isa, FOCAL_QUANT_ISA) allows it: a load under a lower level keeps the rows as stored.
 bool panels_pay_off(int type, int64_t rows);
 // dst[rows * row_bytes] = w (row-major, row_map followed) in the panel layout. dst must not overlap w.data.
 void pack_panels(const QMatrix& w, uint8_t* dst);
