@@ -45,6 +45,29 @@ Matrix random_matrix(uint32_t type, int64_t rows, int64_t cols, std::mt19937& rn
   return m;
 }
 
+// One product y[m, rows] = x . q^T of random x (m = 1 with an outlier: the digits' scale follows the group's
+// largest), q holding the rows of w in the order perm: each y is within 1e-5 of sum |w x| of the double-precision
+// product. Fatal failures return; callers wrap it in ASSERT_NO_FATAL_FAILURE.
+void check_product(const Matrix& w, const std::vector<int32_t>& perm, const ops::QMatrix& q, int m, std::mt19937& rng,
+                   const std::string& what) {
+  const int64_t rows = w.q.rows, cols = w.q.cols;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
+  for (float& v : x) v = nd(rng);
+  if (m == 1) x[(size_t)(rng() % cols)] = 40.0f;
+  ops::matmul_xwt_q(x.data(), q, y.data(), m);
+  for (int i = 0; i < m; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30) << what << " m=" << m << " row " << r;
+    }
+}
+
 // Every row count of the fused kernel (1..8) and of the panel path, at every kernel level the CPU has (generic,
 // AVX2, AVX-512 VNNI for one row), rows in a shuffled order (row_map): each y is within 1e-5 of sum |w x| of the
 // double-precision product. fp32 sums of 512 terms in another order stay ~1e-6 of that sum; a wrong nibble, scale,
@@ -63,24 +86,10 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
       w.q.row_map = perm.data();
       for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512}) {
         ops::set_quant_isa(isa);
-        for (int m : {1, 2, 3, 5, 8, 9, 20}) {
-          std::normal_distribution<float> nd(0.0f, 1.0f);
-          std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
-          for (float& v : x) v = nd(rng);
-          if (m == 1) x[(size_t)(rng() % cols)] = 40.0f;  // an outlier: the digits' scale follows the group's largest
-          ops::matmul_xwt_q(x.data(), w.q, y.data(), m);
-          for (int i = 0; i < m; ++i)
-            for (int64_t r = 0; r < rows; ++r) {
-              double ref = 0.0, mag = 0.0;
-              for (int64_t c = 0; c < cols; ++c) {
-                const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
-                ref += p;
-                mag += std::fabs(p);
-              }
-              ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30)
-                  << ops::qtype_kernel((int)type, m) << " (level " << (int)isa << ") m=" << m << " row " << r;
-            }
-        }
+        for (int m : {1, 2, 3, 5, 8, 9, 20})
+          ASSERT_NO_FATAL_FAILURE(check_product(
+              w, perm, w.q, m, rng,
+              std::string(ops::qtype_kernel((int)type, m)) + " (level " + std::to_string((int)isa) + ")"));
       }
       ops::set_quant_isa(ops::QuantIsa::kAvx512);
       // dequant_rows follows the row map
@@ -133,24 +142,8 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
           ASSERT_EQ(deq[(size_t)(r * cols + c)], w.deq[(size_t)(perm[r] * cols + c)]) << r << ", " << c;
       for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx512}) {
         ops::set_quant_isa(isa);
-        for (int m : {1, 2, 9}) {
-          std::normal_distribution<float> nd(0.0f, 1.0f);
-          std::vector<float> x((size_t)(m * cols)), y((size_t)(m * rows), NAN);
-          for (float& v : x) v = nd(rng);
-          if (m == 1) x[(size_t)(rng() % cols)] = 40.0f;
-          ops::matmul_xwt_q(x.data(), pq, y.data(), m);
-          for (int i = 0; i < m; ++i)
-            for (int64_t r = 0; r < rows; ++r) {
-              double ref = 0.0, mag = 0.0;
-              for (int64_t c = 0; c < cols; ++c) {
-                const double p = (double)w.deq[(size_t)(perm[r] * cols + c)] * x[(size_t)(i * cols + c)];
-                ref += p;
-                mag += std::fabs(p);
-              }
-              ASSERT_NEAR(y[(size_t)(i * rows + r)], ref, 1e-5 * mag + 1e-30)
-                  << "level " << (int)isa << " m=" << m << " row " << r;
-            }
-        }
+        for (int m : {1, 2, 9})
+          ASSERT_NO_FATAL_FAILURE(check_product(w, perm, pq, m, rng, "level " + std::to_string((int)isa)));
       }
       ops::set_quant_isa(ops::QuantIsa::kAvx512);
     }

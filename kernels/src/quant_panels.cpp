@@ -45,7 +45,7 @@ inline int nibble(const uint8_t* q, int k) { return k < 16 ? q[k] & 15 : q[k - 1
 }  // namespace
 
 void pack_panels(const QMatrix& w, uint8_t* dst) {
-  const int t = w.type, bb = qtype_block_bytes(t), qo = quant_off(t);
+  const int t = w.type, bb = qtype_block_bytes(t);
   const int64_t nb = w.cols / 32, n_panels = w.rows / kPanelRows;
   const size_t pbb = panel_block_bytes(t);
 #pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 18))
@@ -58,12 +58,13 @@ void pack_panels(const QMatrix& w, uint8_t* dst) {
         std::memcpy(P + 2 * l, b, 2);                           // d
         if (t == kQ4_1) std::memcpy(P + 32 + 2 * l, b + 2, 2);  // m
         const uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
-        if (t == kQ8_0) {
-          for (int k = 0; k < 32; ++k) P[qo + 64 * (k / 4) + 4 * l + k % 4] = (uint8_t)(q[k] ^ 0x80);
-        } else {
-          for (int c = 0; c < 4; ++c)
-            for (int i = 0; i < 4; ++i)
-              P[qo + 64 * c + 4 * l + i] = (uint8_t)(nibble(q, 8 * c + i) | (nibble(q, 8 * c + 4 + i) << 4));
+        for (int k = 0; k < 32; ++k) {
+          bool high;
+          uint8_t& at = P[quant_byte(t, l, k, &high)];
+          if (t == kQ8_0)
+            at = (uint8_t)(q[k] ^ 0x80);
+          else  // each byte holds two values: this one's nibble replaced, the other kept
+            at = high ? (uint8_t)((at & 0x0F) | (nibble(q, k) << 4)) : (uint8_t)((at & 0xF0) | nibble(q, k));
         }
       }
     }
