@@ -112,6 +112,14 @@ TEST(CudaCheck, FailureNamesTheCallTheErrorAndFileLine) {
   }
 }
 
+// Loads on the GPU in the exact precision: the parity cases hold the CPU's 1e-5 tolerances (a 16-bit model would
+// otherwise run fast, the GPU's default for it).
+LoadOptions exact_options() {
+  LoadOptions o;
+  o.precision = Precision::kExact;
+  return o;
+}
+
 class CudaParity : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -295,6 +303,40 @@ TEST_F(CudaParity, MatmulWith16BitWeightsOverSeveralWidenBlocks) {
   expect_matmul16_parity(*gpu_, {{9, (1 << 18) + 77, 64}}, 22);
 }
 
+// Precision fast: x rounded to the weights' 16-bit type on the device, the product on tensor cores (cuBLAS) with
+// fp32 accumulation. Oracle: the CPU product of the same rounded x (math::round_to_half / bf16 rounding) and w,
+// within fp32 summation order (2 (k + 1) eps32 sum |x w|); the decode rows (m <= 8) keep the matrix-vector kernel on
+// unrounded x, the same bound against the unrounded product.
+TEST_F(CudaParity, FastMatmulRoundsXToTheWeightsTypeOnTensorCores) {
+  gpu_->set_fast(true);
+  std::mt19937 rng(23);
+  for (WeightType type : {WeightType::kF16, WeightType::kBF16})
+    for (auto [m, n, k] : std::vector<std::tuple<int, int, int>>{{37, 101, 192}, {9, 77, 96}, {3, 50, 64}}) {
+      SCOPED_TRACE(testing::Message() << (type == WeightType::kF16 ? "fp16 " : "bf16 ") << m << "x" << n << "x" << k);
+      const auto x = random_vec((size_t)m * k, rng);
+      const auto w16 = random_16bit((size_t)n * k, type, rng);
+      std::vector<float> w(w16.size()), xr(x);
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = type == WeightType::kF16 ? math::half_bits_to_float(w16[i]) : math::bf16_bits_to_float(w16[i]);
+      if (m > 8 /* cuda_ops::kMatvecMaxRows */)
+        for (float& v : xr)
+          v = type == WeightType::kF16 ? math::round_to_half(v) : math::bf16_bits_to_float(math::float_to_bf16_bits(v));
+      std::vector<float> ref((size_t)m * n);
+      ops::matmul_xwt(xr.data(), w.data(), ref.data(), m, n, k);
+      DeviceBuffer xd = up(x), yd(*gpu_, ref.size());
+      DeviceBuffer wd(*gpu_, gpu_->upload_weight(w16.data(), type, w16.size()), w16.size());
+      gpu_->matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+      const auto got = down(yd);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double abs_sum = 0.0;
+          for (int c = 0; c < k; ++c) abs_sum += std::fabs((double)xr[(size_t)i * k + c] * w[(size_t)j * k + c]);
+          ASSERT_NEAR(got[(size_t)i * n + j], ref[(size_t)i * n + j], 2.0 * (k + 1) * kEps32 * abs_sum + 1e-30)
+              << i << "," << j;
+        }
+    }
+}
+
 TEST_F(CudaParity, RopeAndSwiglu) {
   std::mt19937 rng(4);
   for (auto [d, theta, pos0] :
@@ -396,12 +438,13 @@ struct AttnCase {
   int window = 0;         // sliding window (0: none)
   float softcap = 0;      // attention soft-cap (0: none)
   float logit_scale = 0;  // raw = q.k * logit_scale (0: 1/sqrt(d))
+  bool fast = false;      // precision fast: the tiled tensor-core kernel (attention_tc) for the uncaptured heads
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << "T=" << c.T << " past=" << c.n_past << " heads=" << c.n_heads << "/" << c.n_kv << " d=" << c.d
       << " wanted=" << c.wanted.size() << " topk=" << c.topk << (c.fp16 ? " fp16" : "") << " window=" << c.window
-      << " softcap=" << c.softcap << " logit_scale=" << c.logit_scale;
+      << " softcap=" << c.softcap << " logit_scale=" << c.logit_scale << (c.fast ? " fast" : "");
 }
 
 class CudaAttention : public CudaParity, public ::testing::WithParamInterface<AttnCase> {};
@@ -410,9 +453,17 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
   const AttnCase& c = GetParam();
   std::mt19937 rng(5);
   const int n_ctx = c.n_past + c.T;
-  const auto q = random_vec((size_t)c.T * c.n_heads * c.d, rng, -2.0f, 2.0f);
-  const auto kc = random_vec((size_t)c.n_kv * c.stride * c.d, rng, -2.0f, 2.0f);
-  const auto vc = random_vec((size_t)c.n_kv * c.stride * c.d, rng);
+  auto q = random_vec((size_t)c.T * c.n_heads * c.d, rng, -2.0f, 2.0f);
+  auto kc = random_vec((size_t)c.n_kv * c.stride * c.d, rng, -2.0f, 2.0f);
+  auto vc = random_vec((size_t)c.n_kv * c.stride * c.d, rng);
+  if (c.fast) {
+    // The tensor-core kernel rounds q, k and v to fp16: given fp16 values it computes the reference's scores (fp16
+    // products are exact in fp32), so the oracle stays the CPU attention of the same inputs. What remains is the
+    // fp16 rounding of the probabilities fed to P.V (relative 2^-11 each), in the output's tolerance below.
+    for (auto* v : {&q, &kc, &vc})
+      for (float& x : *v) x = math::round_to_half(x);
+    gpu_->set_fast(true);
+  }
   auto scale = random_vec((size_t)c.n_heads * c.T, rng, 0.3f, 3.0f);
   scale[0] = 0.0f;  // a zero scale (uniform row) is allowed
   const std::vector<int32_t> relevant = {0, 3, 17, n_ctx - 1, n_ctx + 5};
@@ -469,7 +520,8 @@ TEST_P(CudaAttention, MatchesCpuOutputsProbabilitiesAndMetrics) {
   run(gpu_.get(), qd.data(), kd.data(), vd.data(), sd.data(), od.data(), md.data(), &sink);
   gpu_->synchronize();
 
-  EXPECT_LE(max_diff(down(od), out_ref), 5e-5 * max_abs(vc)) << "attention output";
+  // fp32 sums in another order: 5e-5 of max |v|; fast: plus 2^-11 of it for the fp16 probabilities in P.V.
+  EXPECT_LE(max_diff(down(od), out_ref), (5e-5 + (c.fast ? 0x1p-11 : 0.0)) * max_abs(vc)) << "attention output";
   for (int h = 0; h < c.n_heads; ++h) EXPECT_EQ(sink.calls[h] > 0, wanted[h] != 0) << "row callbacks of head " << h;
   if (c.fp16) {
     // Both sides round with math::float_to_half_bits; fp32 values a hair apart may round to neighbouring halves,
@@ -515,7 +567,16 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{40, 5, 6, 2, 32, 64, true, {1, 4}, 5, false, 9},
                       AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true, 0, 2.5f, 0.2f},
                       AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7, false, 64, 4.0f},
-                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64, false, 7, 1.5f}));
+                      AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64, false, 7, 1.5f},
+                      // precision fast: the tensor-core kernel (T >= 16, d of 64 / 96 / 128): two query blocks and
+                      // GQA; mixed with captured heads; several key tiles with k = 64; a window starting inside a
+                      // tile; soft-cap with a logit scale at d = 96; no metrics
+                      AttnCase{70, 0, 4, 2, 64, 72, true, {}, 5, false, 0, 0, 0, true},
+                      AttnCase{40, 5, 6, 2, 64, 64, true, {1, 4}, 5, false, 0, 0, 0, true},
+                      AttnCase{20, 100, 2, 1, 128, 130, true, {}, 64, false, 0, 0, 0, true},
+                      AttnCase{40, 70, 4, 2, 64, 120, true, {}, 5, false, 9, 0, 0, true},
+                      AttnCase{33, 3, 4, 4, 96, 40, true, {}, 7, false, 0, 2.5f, 0.2f, true},
+                      AttnCase{17, 2, 8, 2, 64, 19, false, {}, 5, false, 0, 0, 0, true}));
 
 TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
   std::mt19937 rng(6);
@@ -635,10 +696,51 @@ std::vector<int32_t> random_ids(int n, int vocab, unsigned seed) {
   return ids;
 }
 
+// Precision: auto is fast on the GPU for the bf16 model and exact with --weights fp32; fast on the CPU is refused.
+// Fast against the CPU: every GEMM input is rounded to bf16 (relative error 2^-9 per value), so logits move by
+// about 2^-9 times the size of the terms that make them, through each layer; the bound is 3 % of the logits' range
+// and the argmax of the prompt's last position agrees. Metrics (captured heads and the tensor-core kernel's) move
+// by about the logits' relative error times the t = 0.4 sharpening (1 / 0.4): measured up to 0.028 nats or mass
+// here, bounded at 0.05; the tail mass is left out (a probability near its threshold 1 / n flips in or out of it).
+TEST_F(CudaParity, BundledBf16ModelFastPrecision) {
+  const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  auto cpu = Model::load(dir, Device::kCpu);
+  auto fast = Model::load(dir, Device::kCuda);
+  EXPECT_EQ(cpu->precision(), Precision::kExact);
+  EXPECT_EQ(fast->precision(), Precision::kFast);
+  LoadOptions fp32;
+  fp32.weights = WeightsMode::kFp32;
+  EXPECT_EQ(Model::load(dir, Device::kCuda, fp32)->precision(), Precision::kExact);
+  LoadOptions want_fast;
+  want_fast.precision = Precision::kFast;
+  try {
+    Model::load(dir, Device::kCpu, want_fast);
+    ADD_FAILURE() << "precision fast on the CPU was accepted";
+  } catch (const Error& e) { EXPECT_EQ(e.field(), "precision") << e.what(); }
+  const int T = 80;  // two query blocks of the tensor-core kernel
+  const auto ids = random_ids(T, cpu->config().vocab_size, 9);
+  const TempSpec spec = TempSpec::focal(0.4f);
+  RunOptions opt;
+  PartialObserver oc(cpu->config().n_layers, cpu->config().n_heads, T),
+      of(cpu->config().n_layers, cpu->config().n_heads, T);
+  Session sc(*cpu, T), sf(*fast, T);
+  std::vector<float> lc, lf;
+  ASSERT_TRUE(sc.forward(ids.data(), T, spec, opt, &oc, &lc));
+  ASSERT_TRUE(sf.forward(ids.data(), T, spec, opt, &of, &lf));
+  EXPECT_LE(max_diff(lf, lc), 0.03 * (max_abs(lc) + 1.0)) << "prefill logits";
+  const int V = cpu->config().vocab_size;
+  EXPECT_EQ(std::max_element(lf.end() - V, lf.end()) - lf.end(), std::max_element(lc.end() - V, lc.end()) - lc.end());
+  for (size_t i = 0; i < oc.metrics.size(); ++i) {
+    const int m = (int)(i % kNumRowMetrics);
+    if (m == kEffSupport || m == kTailMass || std::isnan(oc.metrics[i])) continue;  // exp(H): the entropy's, scaled
+    ASSERT_NEAR(of.metrics[i], oc.metrics[i], 0.05) << row_metric_name(m) << " at " << i;
+  }
+}
+
 TEST_F(CudaParity, BundledFocalModelForwardAndDecode) {
   const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   EXPECT_EQ(gpu->device(), Device::kCuda);
   const auto ids = random_ids(kPromptFocal, cpu->config().vocab_size, 7);
   RunOptions opt;
@@ -666,7 +768,7 @@ size_t matrix_params(const Model& m) {
 TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
   const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   const size_t n = matrix_params(*gpu);
   EXPECT_GT(n, gpu->n_params() * 9 / 10) << "the matrices are most of the model";
   EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
@@ -704,7 +806,7 @@ TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
     ASSERT_FALSE(dir.empty());
     write_model_dir(dir, c, tensors, dtype, "");
     auto cpu = Model::load(dir, Device::kCpu);
-    auto gpu = Model::load(dir, Device::kCuda);
+    auto gpu = Model::load(dir, Device::kCuda, exact_options());
     const size_t n = matrix_params(*gpu);
     EXPECT_EQ(gpu->backend().weight_bytes(), (std::string(dtype) == "F16" ? 2 : 4) * n);
     EXPECT_EQ(cpu->backend().weight_bytes(), (std::string(dtype) == "F16" ? 2 : 4) * n);  // native: as stored
@@ -719,7 +821,7 @@ TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
 TEST_F(CudaParity, BundledBf16ModelGreedyGenerationOnTheDevice) {
   const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   const int V = cpu->config().vocab_size, n_new = 12;
   const auto prompt = random_ids(24, V, 42);
   const TempSpec spec = TempSpec::native(cpu->config());
@@ -750,7 +852,7 @@ TEST_F(CudaParity, BundledBf16ModelGreedyGenerationOnTheDevice) {
 TEST_F(CudaParity, BundledLearnedModelTau) {
   const std::string dir = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-learned";
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   const auto ids = random_ids(kPromptLearned, cpu->config().vocab_size, 8);
   expect_forward_parity<test::RecordingObserver>(*cpu, *gpu, ids, TempSpec::native(cpu->config()), RunOptions{}, 3);
 }
@@ -784,7 +886,7 @@ TEST_F(CudaParity, RandomGqaModelWithQkNormAndBias) {
   }
   write_model_dir(dir, c, tensors, "F32", "");
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   const auto ids = random_ids(kPromptGqa, c.vocab_size, 9);
   expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 5);
   // Metrics only (every head on the fused path), no rows at all.
@@ -808,7 +910,7 @@ TEST_P(CudaArchParity, ForwardAndDecodeMatchCpu) {
   ASSERT_TRUE(fx != nullptr || data != nullptr) << "FOCAL_HF_FIXTURES is not set (ctest generates the fixtures first)";
   const std::string dir = (fx ? std::string(fx) : std::string(data) + "/hf_fixtures") + "/" + GetParam();
   auto cpu = Model::load(dir, Device::kCpu);
-  auto gpu = Model::load(dir, Device::kCuda);
+  auto gpu = Model::load(dir, Device::kCuda, exact_options());
   const auto ids = random_ids(70, cpu->config().vocab_size, 31);
   expect_forward_parity<test::RecordingObserver>(*cpu, *gpu, ids, TempSpec::focal(0.4f), RunOptions{}, 3);
   expect_forward_parity<PartialObserver>(*cpu, *gpu, ids, TempSpec::standard(), RunOptions{}, 0);
@@ -835,7 +937,7 @@ TEST_F(CudaParity, QuantizedGgufUploadsAs16Bit) {
   const std::string path = dir + "/tiny-q4k.gguf";
   test::write_file(path, test::tiny_llama_gguf(d).bytes());
   auto cpu = Model::load(path, Device::kCpu);
-  auto gpu = Model::load(path, Device::kCuda);
+  auto gpu = Model::load(path, Device::kCuda, exact_options());
   const size_t n = matrix_params(*gpu);
   EXPECT_EQ(gpu->backend().weight_bytes(), 2 * n);
   EXPECT_EQ(cpu->backend().weight_bytes(), n / 256 * 144);  // 144 bytes per 256-value Q4_K block

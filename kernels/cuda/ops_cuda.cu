@@ -527,6 +527,13 @@ __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, flo
   });
 }
 
+#include "attention_tc.cuh"
+
+__global__ void narrow_kernel(const float* x, int code, uint16_t* out, size_t n) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = code == kW16BF ? math::float_to_bf16_bits(x[i]) : math::float_to_half_bits(x[i]);
+}
+
 cublasStatus_t gemm(const Ctx& c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                     const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
   const float beta = 0.0f;
@@ -660,6 +667,67 @@ cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, cons
   attention_fused_kernel<<<grid, kFlashThreads, smem, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads,
                                                                   n_kv_heads, d_head, skip, out);
   return cudaGetLastError();
+}
+
+bool attention_tc_supported(int d_head) { return d_head == 32 || d_head == 64 || d_head == 96 || d_head == 128; }
+
+namespace {
+template <int D>
+cudaError_t attention_tc_d(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                           int cache_stride, int n_heads, int n_kv_heads, const uint8_t* skip, float* state,
+                           float* out) {
+  const dim3 grid((unsigned)n_heads, (unsigned)((a.n_tokens + kTcRows - 1) / kTcRows));
+  const int qk_halves = (kTcRows + kTcKeys) * (D + kTcPad);
+  const size_t smem1 = (size_t)(qk_halves + D * (kTcKeys + kTcPad)) * sizeof(uint16_t);
+  const size_t smem2 = (size_t)qk_halves * sizeof(uint16_t);
+  auto* pass1 = attention_tc_kernel<D, false>;
+  auto* pass2 = attention_tc_kernel<D, true>;
+  cudaError_t e = cudaFuncSetAttribute(pass1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1);
+  if (e != cudaSuccess) return e;
+  float* st = a.metrics ? state : nullptr;
+  pass1<<<grid, kTcThreads, smem1, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, st,
+                                               out);
+  if (a.metrics)
+    pass2<<<grid, kTcThreads, smem2, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, st,
+                                                 out);
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t attention_tc(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                         int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* state,
+                         float* out) {
+  if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
+  if (a.metrics && !state) return cudaErrorInvalidValue;
+  switch (d_head) {
+    case 32: return attention_tc_d<32>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+    case 64: return attention_tc_d<64>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+    case 96: return attention_tc_d<96>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+    case 128:
+      return attention_tc_d<128>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t narrow(const Ctx& c, const float* x, cudaDataType type, void* out, size_t n) {
+  const int code = weight_code(type);
+  if (code != kW16F && code != kW16BF) return cudaErrorInvalidValue;
+  if (n) narrow_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, code, static_cast<uint16_t*>(out), n);
+  return cudaGetLastError();
+}
+
+cublasStatus_t matmul_xwt_16(const Ctx& c, const void* x16, const void* w16, cudaDataType type, float* y, int m, int n,
+                             int k, int ldy) {
+  if (type != CUDA_R_16F && type != CUDA_R_16BF) return CUBLAS_STATUS_INVALID_VALUE;
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasGemmEx(c.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w16, type, k, x16, type, k, &beta, y,
+                      CUDA_R_32F, ldy > 0 ? ldy : n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t matmul_xwt_tf32(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasGemmEx(c.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_32F, k, x, CUDA_R_32F, k, &beta, y,
+                      CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
 }
 
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val) {

@@ -68,6 +68,10 @@ class Backend {
   // Bytes held by live weights (CPU: 4 per fp32 value, a stored weight's bytes in its file; CUDA: 2 or 4).
   virtual size_t weight_bytes() const = 0;
 
+  // Precision::kFast (focal/device.h) when true: the CUDA backend's tensor-core GEMMs and attention; the CPU backend
+  // ignores it (it always computes exact). Set once at load, before any op.
+  virtual void set_fast(bool fast) { (void)fast; }
+
   // Ops (see focal_kernels/ops.h for shapes). ids is a host array.
   virtual void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
   virtual void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) = 0;

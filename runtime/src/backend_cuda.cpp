@@ -14,7 +14,11 @@
 // per parameter), fp32 ones 4. The backend remembers each weight allocation's type; embed widens table rows as it
 // gathers them, and matmul_xwt with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode,
 // short prompts; w read once in 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
-// multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 always.
+// multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
+// the exact precision. In the fast precision (set_fast, focal/device.h) x is rounded to w's 16-bit type and the
+// product runs on tensor cores (fp32 weights: TF32), and prefill attention runs the tiled tensor-core kernel
+// (cuda_ops::attention_tc); captured heads keep the fp32 cuBLAS + softmax path, so their stored rows are exact
+// softmax rows of fp32 scores.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -104,6 +108,8 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     widened_.reset();
+    narrowed_.reset();
+    tc_state_.reset();
     freq_.reset();
     topk_val_.reset();
     for (auto& slot : blocks_)
@@ -188,14 +194,27 @@ class CudaBackend final : public Backend {
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
     FOCAL_CUDA_CHECK(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
   }
+  void set_fast(bool fast) override { fast_ = fast; }
+
   void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
     const cudaDataType dt = type_of(w);
     if (dt == CUDA_R_32F) {
-      FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
+      if (fast_)
+        FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt_tf32(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx, TF32)");
+      else
+        FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx)");
       return;
     }
     if (m <= cuda_ops::kMatvecMaxRows) {
       FOCAL_CUDA_CHECK(cuda_ops::matvec_xwt16(ctx_, x, w, dt, y, m, n, k), "matmul (16-bit matrix-vector kernel)");
+      return;
+    }
+    if (fast_) {  // x rounded to w's 16-bit type, both on tensor cores with fp32 accumulation
+      const size_t need = ((size_t)m * k + 1) / 2;  // 16-bit values in float units
+      if (narrowed_.size() < need) narrowed_ = DeviceBuffer(*this, need);
+      FOCAL_CUDA_CHECK(cuda_ops::narrow(ctx_, x, dt, narrowed_.data(), (size_t)m * k), "narrow kernel");
+      FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt_16(ctx_, narrowed_.data(), w, dt, y, m, n, k),
+                       "matmul (cublasGemmEx, 16-bit tensor cores)");
       return;
     }
     // Blocks of w's rows [rows, k] widened to fp32, each giving y's columns j0..j0+rows-1 (row stride n).
@@ -310,9 +329,23 @@ class CudaBackend final : public Backend {
                          "attention (head mask upload)");
         d_skip = skip_;
       }
-      FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
-                                                 a.n_kv_heads, d, d_skip, a.out),
-                       "fused attention kernel");
+      // Fast mode: the tiled tensor-core kernel for prefill-sized calls (a block takes 64 rows; a few rows of decode
+      // stay on the per-row kernel, which reads each key once per row anyway).
+      if (fast_ && T >= kTcMinRows && cuda_ops::attention_tc_supported(d)) {
+        float* state = nullptr;
+        if (a.metrics) {
+          const size_t need = (size_t)a.n_heads * T * 3;
+          if (tc_state_.size() < need) tc_state_ = DeviceBuffer(*this, need);
+          state = tc_state_.data();
+        }
+        FOCAL_CUDA_CHECK(cuda_ops::attention_tc(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
+                                                a.n_kv_heads, d, d_skip, state, a.out),
+                         "tensor-core attention kernel");
+      } else {
+        FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
+                                                   a.n_kv_heads, d, d_skip, a.out),
+                         "fused attention kernel");
+      }
     }
     if (captured.empty()) return;
 
@@ -467,7 +500,11 @@ class CudaBackend final : public Backend {
   std::map<float*, size_t> live_;                 // allocated device buffers and their size in bytes
   std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
   size_t weight_bytes_ = 0;                       // bytes of the live weight allocations
+  static constexpr int kTcMinRows = 16;           // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                             // Precision::kFast (set_fast)
   DeviceBuffer widened_;                          // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                         // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer tc_state_;                         // fast mode: attention_tc's row states [n_heads, T, 3]
   DeviceBuffer freq_;                             // [d_head / 2] rotary frequencies of the last rope_freqs
   DeviceBuffer topk_val_;                         // top-k values [rows, k] on the device
   int32_t* topk_idx_ = nullptr;                   // top-k indices [rows, k] on the device

@@ -27,6 +27,22 @@ const char* device_name(Device d) {
   return "?";
 }
 
+Precision parse_precision(const std::string& s) {
+  if (s == "auto") return Precision::kAuto;
+  if (s == "exact") return Precision::kExact;
+  if (s == "fast") return Precision::kFast;
+  throw Error("precision", "unknown precision '" + s + "' (expected auto, exact or fast)");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kAuto: return "auto";
+    case Precision::kExact: return "exact";
+    case Precision::kFast: return "fast";
+  }
+  return "?";
+}
+
 bool cuda_built() {
 #ifdef FOCAL_HAVE_CUDA
   return true;

@@ -280,6 +280,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   }
 
   m->device_ = resolve_device(device);
+  if (options.precision == Precision::kFast && m->device_ != Device::kCuda)
+    throw Error("precision",
+                "precision fast runs on the CUDA backend only (this model would run on the CPU, which computes in "
+                "fp32): use --device cuda on a machine with a GPU, or precision exact / auto");
   // Native GGUF weights on the CPU are read from the file at every decode step: held in process memory unless the
   // caller asks for the map (LoadOptions::map_weights). fp32 mode and the GPU copy the weights out at load anyway.
   const bool held =
@@ -647,6 +651,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     std::call_once(m->checksum_once_, [] {});
   }
   m->decode_panels_ = (int)relaid.size();
+  // auto: fast on the GPU when a matrix is held in 16 bits or quantized (focal/device.h); the CPU is always exact.
+  const bool fast = m->device_ == Device::kCuda &&
+                    (options.precision == Precision::kFast || (options.precision == Precision::kAuto && any_stored));
+  m->precision_ = fast ? Precision::kFast : Precision::kExact;
+  be.set_fast(fast);
   m->w_ = std::move(w);
   return m;
 }

@@ -53,6 +53,13 @@ inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErro
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { std::strcpy(p->name, "CPU emulation"); return cudaSuccess; }
 
+struct float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <class F> cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+
 namespace emu {
 extern dim3 gridDim_, blockDim_, threadIdx_, blockIdx_;
 extern std::vector<float> dyn_smem_;
@@ -73,6 +80,18 @@ template <class T> T shfl_xor(T v, int o) {
   warp_sync();
   return r;
 }
+// __shfl_sync of a 32-bit value from lane src of the warp (through the int buffer, bit for bit).
+template <class T> T shfl(T v, int src) {
+  static_assert(sizeof(T) == sizeof(int), "32-bit shuffles only");
+  const int t = (int)threadIdx_.x;
+  int* buf = warp_i_;
+  std::memcpy(&buf[t], &v, sizeof v);
+  warp_sync();
+  T r;
+  std::memcpy(&r, &buf[(t & ~31) | (src & 31)], sizeof r);
+  warp_sync();
+  return r;
+}
 }  // namespace emu
 #define threadIdx emu::threadIdx_
 #define blockIdx emu::blockIdx_
@@ -80,4 +99,5 @@ template <class T> T shfl_xor(T v, int o) {
 #define gridDim emu::gridDim_
 #define __syncthreads() emu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) emu::shfl_xor(v, o)
+#define __shfl_sync(mask, v, src) emu::shfl(v, src)
 // NOLINTEND(bugprone-reserved-identifier)

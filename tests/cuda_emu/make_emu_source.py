@@ -2,8 +2,10 @@
 """Turns kernels/cuda/ops_cuda.cu into C++ for the CPU emulation in this directory (cuda_runtime.h):
 kernel<<<grid, block, smem, stream>>>(args); becomes
 emu::launch(dim3(grid), dim3(block), smem, stream, [&] { kernel(args); });
-__shared__ arrays become static (blocks run one at a time), the dynamic shared array a buffer sized by the launch.
+__shared__ arrays become static (blocks run one at a time), the dynamic shared array a buffer sized by the launch;
+local includes of .cuh files beside the input are inlined first.
 usage: make_emu_source.py IN.cu OUT.cpp"""
+import os
 import re
 import sys
 
@@ -31,6 +33,10 @@ def launch(m):
 
 def main():
     src = open(sys.argv[1]).read()
+    # Local includes ("name.cuh" beside the .cu) are inlined, so their kernels are rewritten too.
+    here = os.path.dirname(os.path.abspath(sys.argv[1]))
+    src = re.sub(r'^#include "([^"/]+\.cuh)"\s*$', lambda m: open(os.path.join(here, m.group(1))).read(), src,
+                 flags=re.M)
     out = src.replace('extern __shared__ float smem[];', 'float* smem = emu::dyn_smem_.data();')
     out = out.replace('__shared__', 'static')
     out, n = re.subn(r'(\w+)<<<(.*?)>>>\(([^;]*)\);', launch, out, flags=re.S)
@@ -38,7 +44,6 @@ def main():
         sys.exit('make_emu_source.py: %s: unexpected kernel launch or shared memory syntax' % sys.argv[1])
     with open(sys.argv[2] + '.tmp', 'w') as f:
         f.write('// Generated from %s by tests/cuda_emu/make_emu_source.py; do not edit.\n' % sys.argv[1] + out)
-    import os
     os.replace(sys.argv[2] + '.tmp', sys.argv[2])
 
 

@@ -96,6 +96,8 @@ struct LoadOptions {
   bool map_weights = false;
   // Progress of that copy (bytes done, total), called on the loading thread; may be empty; must not throw.
   std::function<void(size_t done, size_t total)> on_read;
+  // How the CUDA backend computes (focal/device.h). kFast on the CPU is refused (Error field "precision").
+  Precision precision = Precision::kAuto;
 };
 
 class Model {
@@ -123,7 +125,8 @@ class Model {
   // Weight matrices re-laid out at load in the CPU decode kernel's panels of 16 rows (GGUF Q4_0 / Q4_1 / Q8_0 held
   // in memory on a CPU with AVX-512 VNNI; ops::pack_panels); 0 otherwise.
   int decode_panels() const { return decode_panels_; }
-  Device device() const { return device_; }  // kCpu or kCuda: where the weights live and the forward runs
+  Device device() const { return device_; }           // kCpu or kCuda: where the weights live and the forward runs
+  Precision precision() const { return precision_; }  // kExact or kFast, resolved at load (always kExact on the CPU)
 
   struct Weights;
   const Weights& weights() const { return *w_; }
@@ -143,6 +146,7 @@ class Model {
   size_t n_params_ = 0;
   int decode_panels_ = 0;
   Device device_ = Device::kCpu;
+  Precision precision_ = Precision::kExact;
 };
 
 // One sequence: KV cache, position and the running learned-tau sums. Not thread-safe; one thread per session.

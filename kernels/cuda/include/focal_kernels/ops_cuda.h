@@ -96,6 +96,27 @@ cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n
 cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
                             int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* out);
 
+// The fast precision mode's attention (attention_tc.cuh), for heads of a size attention_tc_supported accepts
+// (32, 64, 96, 128): blocks of 64 query rows share fp16 tiles of K and V in shared memory; QK^T and PV on tensor cores
+// (mma.sync, fp16 operands, fp32 accumulation); temperature, soft-cap, masks, the online softmax and every row
+// metric in fp32, the metrics in a second pass over the keys (no V). Same arguments as attention_fused, plus
+// state: [n_heads, T, 3] device scratch for the rows' (max, Z, A) between the passes, needed when a.metrics is set.
+bool attention_tc_supported(int d_head);
+cudaError_t attention_tc(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                         int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* state,
+                         float* out);
+
+// out[n] = x[n] rounded to nearest even into type (CUDA_R_16F or CUDA_R_16BF; math::float_to_half_bits /
+// float_to_bf16_bits), 2 bytes each: the fast mode's GEMM input.
+cudaError_t narrow(const Ctx& c, const float* x, cudaDataType type, void* out, size_t n);
+// y[m, n] = x16[m, k] . w16[n, k]^T on tensor cores: both 16-bit of one type (CUDA_R_16F or CUDA_R_16BF), fp32
+// accumulation and fp32 y (row stride ldy, 0: n).
+cublasStatus_t matmul_xwt_16(const Ctx& c, const void* x16, const void* w16, cudaDataType type, float* y, int m, int n,
+                             int k, int ldy = 0);
+// matmul_xwt in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32): fp32 storage, inputs rounded to 10-bit mantissas in the
+// product: the fast mode for fp32 weights.
+cublasStatus_t matmul_xwt_tf32(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k);
+
 // Per row of x[rows, n]: the k largest values, descending (ties: lower index first), into idx/val[rows, k].
 // k <= min(n, 64).
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val);

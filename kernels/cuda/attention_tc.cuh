@@ -1,0 +1,347 @@
+// Tiled attention on tensor cores: the fast precision mode's attention (ops_cuda.h: attention_tc). Included by
+// ops_cuda.cu inside its anonymous namespace (and inlined by tests/cuda_emu/make_emu_source.py for the emulation).
+//
+// A block takes kTcRows = 64 query rows of one head (4 warps of 16 rows) and walks the visible keys in tiles of
+// kTcKeys = 64: each tile of K (and, in pass 1, V transposed) is rounded to fp16 into shared memory once and shared
+// by the block's 64 rows. S = Q K^T and O += P V run as mma.sync m16n8k16 (fp16 operands, fp32 accumulation); the
+// logit scale, the per-(head, row) temperature, the soft-cap, the causal and window masks and the online softmax
+// (math::OnlineSoftmax: max, Z and the entropy sum A) stay fp32. A thread holds rows g and g + 8 of its warp's 16
+// (g = lane / 4) and two keys of every 8; the four lanes of a group share a row, so row reductions are two
+// shuffles.
+//   pass 1: out = P V / Z, and the row state (m, Z, A) into st[n_heads, T, 3] when metrics are wanted.
+//   pass 2 (metrics only): S once more (no V), p = e^(x - m) / Z under the final state: tail mass (p < 1 / n), the
+//   top-k mass (each thread keeps its k largest p, then the group merges them), the sink (key 0) and the relevant
+//   mass (the listed keys' scores formed from the same fp16 q and k values); then every metric of the row.
+// Nothing of size T^2 exists. Rows past T in the last block compute masked garbage-free zeros and write nothing.
+
+constexpr int kTcRows = 64;     // query rows per block
+constexpr int kTcKeys = 64;     // keys per tile
+constexpr int kTcThreads = 128;  // 4 warps x 16 rows
+constexpr int kTcPad = 8;       // fp16 padding per shared-memory row (16 bytes): spreads rows over the banks
+
+// Two floats as the fp16 pair of one 32-bit register (lo in the low half), rounded to nearest even: the device's
+// conversion instruction, or shared_math's codec (the same IEEE rounding) in the CPU emulation.
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+#else
+  return (uint32_t)math::float_to_half_bits(lo) | ((uint32_t)math::float_to_half_bits(hi) << 16);
+#endif
+}
+__device__ __forceinline__ uint16_t to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return math::float_to_half_bits(f);
+#endif
+}
+__device__ __forceinline__ float half_lo(uint32_t v) { return math::half_bits_to_float((uint16_t)(v & 0xffffu)); }
+__device__ __forceinline__ float half_hi(uint32_t v) { return math::half_bits_to_float((uint16_t)(v >> 16)); }
+
+// c[4] += A[16, 16] . B[16, 8] for one warp (PTX mma.m16n8k16, row.col, fp16 in, fp32 accumulate). Fragments as PTX
+// lays them out (g = lane / 4, t = lane % 4): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9],
+// a3 = A[g+8][2t+8, 2t+9]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]; c = C[g][2t], C[g][2t+1], C[g+8][2t],
+// C[g+8][2t+1]. Without a tensor core (the emulation) the same products are gathered with shuffles.
+__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+  for (int src = 0; src < 4; ++src) {  // k = 2 src, 2 src + 1, 2 src + 8, 2 src + 9 from lane 4 x + src
+    const uint32_t ar0 = __shfl_sync(0xffffffffu, a[0], 4 * g + src), ar2 = __shfl_sync(0xffffffffu, a[2], 4 * g + src);
+    const uint32_t ar1 = __shfl_sync(0xffffffffu, a[1], 4 * g + src), ar3 = __shfl_sync(0xffffffffu, a[3], 4 * g + src);
+    const uint32_t b0c0 = __shfl_sync(0xffffffffu, b0, 4 * (2 * t) + src);
+    const uint32_t b1c0 = __shfl_sync(0xffffffffu, b1, 4 * (2 * t) + src);
+    const uint32_t b0c1 = __shfl_sync(0xffffffffu, b0, 4 * (2 * t + 1) + src);
+    const uint32_t b1c1 = __shfl_sync(0xffffffffu, b1, 4 * (2 * t + 1) + src);
+    const float x0[4] = {half_lo(ar0), half_hi(ar0), half_lo(ar2), half_hi(ar2)};  // row g
+    const float x1[4] = {half_lo(ar1), half_hi(ar1), half_lo(ar3), half_hi(ar3)};  // row g + 8
+    const float y0[4] = {half_lo(b0c0), half_hi(b0c0), half_lo(b1c0), half_hi(b1c0)};  // column 2t
+    const float y1[4] = {half_lo(b0c1), half_hi(b0c1), half_lo(b1c1), half_hi(b1c1)};  // column 2t + 1
+    for (int e = 0; e < 4; ++e) {
+      c[0] += x0[e] * y0[e];
+      c[1] += x0[e] * y1[e];
+      c[2] += x1[e] * y0[e];
+      c[3] += x1[e] * y1[e];
+    }
+  }
+#endif
+}
+
+// A row's k largest probabilities (values only: their sum is the top-k mass), descending.
+struct RowTopk {
+  float v[kMaxTopk];
+  int cnt;
+};
+__device__ __forceinline__ void row_topk_push(RowTopk& t, int k, float v) {
+  int pos;
+  if (t.cnt < k) {
+    pos = t.cnt++;
+  } else if (v > t.v[k - 1]) {
+    pos = k - 1;
+  } else {
+    return;
+  }
+  while (pos > 0 && t.v[pos - 1] < v) {
+    t.v[pos] = t.v[pos - 1];
+    --pos;
+  }
+  t.v[pos] = v;
+}
+// The sum of the k largest values over the four lanes' lists of a group (each lane gets it). Each round takes the
+// largest head (the lowest lane on a tie) and advances that lane's list; fewer than k values add nothing more.
+__device__ float group_topk_sum(const RowTopk& t, int k) {
+  const int lane = (int)(threadIdx.x & 31);
+  int ptr = 0;
+  float sum = 0.0f;
+  for (int r = 0; r < k; ++r) {
+    const float mine = ptr < t.cnt ? t.v[ptr] : -INFINITY;
+    float best = mine;
+    best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, 1));
+    best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, 2));
+    int who = mine == best ? (lane & 3) : 4;
+    int other = __shfl_xor_sync(0xffffffffu, who, 1);
+    who = other < who ? other : who;
+    other = __shfl_xor_sync(0xffffffffu, who, 2);
+    who = other < who ? other : who;
+    if ((lane & 3) == who && best != -INFINITY) ++ptr;
+    sum += best != -INFINITY ? best : 0.0f;  // every lane runs all k rounds: the shuffles need the whole warp
+  }
+  return sum;
+}
+
+__device__ __forceinline__ float group_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float group_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// Rows [rows, D] of fp32 src (row r at src + r * stride; rows at or past n_valid read as zero) rounded to fp16 into
+// dst[rows][D + kTcPad]; or, transposed, into dst[D][rows + kTcPad]. All threads of the block take part.
+template <int D, bool kTranspose>
+__device__ void tile_to_half(const float* src, size_t stride, int rows, int n_valid, uint16_t* dst) {
+  for (int i = threadIdx.x; i < rows * (D / 4); i += blockDim.x) {
+    const int r = i / (D / 4), c = (i % (D / 4)) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < n_valid) v = *reinterpret_cast<const float4*>(src + (size_t)r * stride + c);
+    if (kTranspose) {
+      const int ld = rows + kTcPad;
+      dst[(c + 0) * ld + r] = to_half_bits(v.x);
+      dst[(c + 1) * ld + r] = to_half_bits(v.y);
+      dst[(c + 2) * ld + r] = to_half_bits(v.z);
+      dst[(c + 3) * ld + r] = to_half_bits(v.w);
+    } else {
+      uint32_t* d2 = reinterpret_cast<uint32_t*>(dst + r * (D + kTcPad) + c);
+      d2[0] = pack_half2(v.x, v.y);
+      d2[1] = pack_half2(v.z, v.w);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t ld_u32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// The logit of a raw dot product as every path forms it (scaled_score's formula).
+__device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s, float cap) {
+  return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) : (dot * logit_scale) * s;
+}
+
+// Pass 2's end: the metrics of this thread's two rows from their group's sums (all lanes take part in the shuffles).
+template <int D>
+__device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row, const int* n_vis,
+                              const int* lo, const float* srow, const math::OnlineSoftmax* sm, const float* tail,
+                              const float* sink, const RowTopk* tk, int k, bool want_topk, const uint16_t* Qs,
+                              const float* kh, float logit_scale, float cap) {
+  constexpr int LQ = D + kTcPad;
+  const int T = a.n_tokens;
+  for (int ri = 0; ri < 2; ++ri) {
+    const float tail_sum = group_sum(tail[ri]);
+    const float sink_p = group_sum(sink[ri]);  // one lane of the group saw key 0, if any did
+    const float topk_mass = want_topk ? group_topk_sum(tk[ri], k) : 0.0f;
+    // The relevant keys' probabilities, from the same fp16 q and k values as the tiles (the four lanes of the group
+    // split each dot product).
+    float rel = 0.0f, seen = 0.0f;
+    const uint16_t* qrow = Qs + (warp * 16 + g + 8 * ri) * LQ;
+    for (int r = 0; r < a.n_relevant; ++r) {
+      const int j = a.relevant[r];
+      const bool vis = row[ri] < T && j >= lo[ri] && j < n_vis[ri];
+      float dot = 0.0f;
+      if (vis)
+        for (int c = t; c < D; c += 4)
+          dot += math::half_bits_to_float(qrow[c]) * math::half_bits_to_float(to_half_bits(kh[(size_t)j * D + c]));
+      dot = group_sum(dot);
+      if (vis) {
+        rel += math::online_softmax_prob(sm[ri], tc_logit(dot, logit_scale, srow[ri], cap));
+        seen += 1.0f;
+      }
+    }
+    if (row[ri] >= T || t != 0) continue;
+    write_metrics(a.metrics + ((size_t)h * T + row[ri]) * ops::kNumRowMetrics, math::online_softmax_entropy(sm[ri]),
+                  sm[ri].z, n_vis[ri] - lo[ri], tail_sum, sink_p, topk_mass, rel, seen);
+  }
+}
+
+template <int D, bool kPass2>
+__global__ void attention_tc_kernel(RowArgs a, const float* q, const float* k_cache, const float* v_cache,
+                                    int cache_stride, int n_heads, int n_kv_heads, const uint8_t* skip, float* st,
+                                    float* out) {
+  extern __shared__ float smem[];
+  constexpr int LQ = D + kTcPad;  // row length of Qs and Ks (fp16 values)
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);  // [kTcRows][LQ]
+  uint16_t* Ks = Qs + kTcRows * LQ;                   // [kTcKeys][LQ]
+  uint16_t* Vt = Ks + kTcKeys * LQ;                   // [D][kTcKeys + kTcPad] (pass 1)
+  const int h = blockIdx.x;
+  if (skip && skip[h]) return;
+  const int T = a.n_tokens;
+  const int q0 = ((int)gridDim.y - 1 - (int)blockIdx.y) * kTcRows;  // the longest rows first
+  const int kvh = h / (n_heads / n_kv_heads);
+  const int q_stride = n_heads * D;
+  const float* kh = k_cache + (size_t)kvh * cache_stride * D;
+  const float* vh = v_cache + (size_t)kvh * cache_stride * D;
+  const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)D);
+  const float cap = a.softcap;
+  const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+  const int n_rows = T - q0 < kTcRows ? T - q0 : kTcRows;
+
+  tile_to_half<D, false>(q + (size_t)q0 * q_stride + (size_t)h * D, q_stride, kTcRows, n_rows, Qs);
+  __syncthreads();
+  uint32_t qf[D / 16][4];  // this warp's 16 rows of Q as A fragments
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint16_t* r0 = Qs + (warp * 16 + g) * LQ + kk * 16 + 2 * t;
+    qf[kk][0] = ld_u32(r0);
+    qf[kk][1] = ld_u32(r0 + 8 * LQ);
+    qf[kk][2] = ld_u32(r0 + 8);
+    qf[kk][3] = ld_u32(r0 + 8 * LQ + 8);
+  }
+
+  // This thread's two rows (ri = 0: g, 1: g + 8).
+  int row[2], n_vis[2], lo[2];
+  float srow[2];
+  math::OnlineSoftmax sm[2];
+  for (int ri = 0; ri < 2; ++ri) {
+    row[ri] = q0 + warp * 16 + g + 8 * ri;
+    const bool live = row[ri] < T;
+    n_vis[ri] = live ? a.n_past + row[ri] + 1 : 0;
+    lo[ri] = live ? math::window_first_key(n_vis[ri], a.window) : 0;
+    srow[ri] = live ? a.row_scale[(size_t)h * T + row[ri]] : 0.0f;
+    sm[ri] = math::online_softmax_init();
+    if (kPass2 && live) {
+      const float* s3 = st + ((size_t)h * T + row[ri]) * 3;
+      sm[ri] = math::OnlineSoftmax{s3[0], s3[1], s3[2]};
+    }
+  }
+  const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
+  const bool want_topk = kPass2 && k > 0;
+  RowTopk tk[2];
+  tk[0].cnt = tk[1].cnt = 0;
+  float tail[2] = {0.0f, 0.0f}, sink[2] = {0.0f, 0.0f};
+  float o[D / 8][4];
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+
+  // Keys of the block: from the first row's window start to the last row's position.
+  const int last_row = q0 + n_rows - 1;
+  const int key_end = a.n_past + last_row + 1;
+  const int key_lo = math::window_first_key(a.n_past + q0 + 1, a.window);
+  for (int j0 = key_lo - key_lo % kTcKeys; j0 < key_end; j0 += kTcKeys) {
+    const int nk = key_end - j0 < kTcKeys ? key_end - j0 : kTcKeys;
+    __syncthreads();  // the last tile's readers are done
+    tile_to_half<D, false>(kh + (size_t)j0 * D, D, kTcKeys, nk, Ks);
+    if (!kPass2) tile_to_half<D, true>(vh + (size_t)j0 * D, D, kTcKeys, nk, Vt);
+    __syncthreads();
+    float s[kTcKeys / 8][4];
+    for (int nt = 0; nt < kTcKeys / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
+      for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
+    }
+    // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    for (int nt = 0; nt < kTcKeys / 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+        const bool vis = j >= lo[ri] && j < n_vis[ri];
+        const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
+        s[nt][e] = x;
+        tile_max[ri] = fmaxf(tile_max[ri], x);
+      }
+    if (!kPass2) {
+      float r[2];
+      for (int ri = 0; ri < 2; ++ri) {
+        const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
+        // Each lane keeps its own partial Z and A relative to the group's common running max.
+        r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
+      }
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= r[0];
+        o[dt][1] *= r[0];
+        o[dt][2] *= r[1];
+        o[dt][3] *= r[1];
+      }
+      for (int nt = 0; nt < kTcKeys / 8; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          const int ri = e >> 1;
+          const float x = s[nt][e];
+          float p = 0.0f;
+          if (x != -INFINITY) {
+            const float d = x - sm[ri].m;
+            p = math::exp_nonpos(d);
+            sm[ri].z += p;
+            sm[ri].a += p > 0.0f ? p * d : 0.0f;
+          }
+          s[nt][e] = p;
+        }
+      for (int kk = 0; kk < kTcKeys / 16; ++kk) {  // O += P V, P's C fragments reused as A fragments
+        const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                                pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        for (int dt = 0; dt < D / 8; ++dt) {
+          const uint16_t* vr = Vt + (dt * 8 + g) * (kTcKeys + kTcPad) + kk * 16 + 2 * t;
+          mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
+        }
+      }
+    } else {
+      for (int nt = 0; nt < kTcKeys / 8; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+          const float x = s[nt][e];
+          if (x == -INFINITY) continue;
+          const float p = math::online_softmax_prob(sm[ri], x);
+          tail[ri] += p < 1.0f / (float)(n_vis[ri] - lo[ri]) ? p : 0.0f;
+          if (j == 0) sink[ri] = p;
+          if (want_topk) row_topk_push(tk[ri], k, p);
+        }
+    }
+  }
+
+  if constexpr (!kPass2) {
+    for (int ri = 0; ri < 2; ++ri) {
+      // The group's partial sums share one max: the row's state is their sum.
+      sm[ri].z = group_sum(sm[ri].z);
+      sm[ri].a = group_sum(sm[ri].a);
+    }
+    for (int ri = 0; ri < 2; ++ri) {
+      if (row[ri] >= T) continue;
+      const float inv_z = 1.0f / sm[ri].z;
+      float* orow = out + (size_t)row[ri] * q_stride + (size_t)h * D;
+      for (int dt = 0; dt < D / 8; ++dt) {
+        orow[dt * 8 + 2 * t] = o[dt][2 * ri] * inv_z;
+        orow[dt * 8 + 2 * t + 1] = o[dt][2 * ri + 1] * inv_z;
+      }
+      if (st && t == 0) {
+        float* s3 = st + ((size_t)h * T + row[ri]) * 3;
+        s3[0] = sm[ri].m;
+        s3[1] = sm[ri].z;
+        s3[2] = sm[ri].a;
+      }
+    }
+  } else {
+    pass2_metrics<D>(a, h, warp, g, t, row, n_vis, lo, srow, sm, tail, sink, tk, k, want_topk, Qs, kh, logit_scale, cap);
+  }
+}
