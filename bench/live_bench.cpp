@@ -1,7 +1,8 @@
 // The app's propagate path without a window: LiveRunner::run on the bundled model at T tokens, as the app requests
 // it (metrics of every head, probabilities and raw scores of the selected layer, top-k next tokens and loss), for a
 // global temperature change (every layer re-runs) and a change of the last layer only. Prints medians in ms.
-// Threads: OMP_NUM_THREADS (the app's worker uses all cores but one).
+// Threads: OMP_NUM_THREADS (the app's worker uses all cores but one). --device / --precision as the CLI's (the GPU
+// device check times the 8B shape's propagate at T = 4096 this way).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,14 +17,28 @@
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::puts(
-        "usage: live_bench MODEL [T] [reps]\n\nMedian ms of the app's propagate (LiveRunner::run) for a global t "
-        "change and a last-layer change. Threads: OMP_NUM_THREADS.");
+        "usage: live_bench MODEL [T] [reps] [--device auto|cpu|cuda] [--precision auto|exact|fast]\n\nMedian ms of "
+        "the app's propagate (LiveRunner::run) for a global t change and a last-layer change. Threads: "
+        "OMP_NUM_THREADS.");
     return argc < 2 ? 2 : 0;
   }
   try {
-    auto model = focal::Model::load(argv[1]);
+    std::vector<std::string> pos;
+    focal::Device device = focal::Device::kCpu;
+    focal::LoadOptions lo;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--device" && i + 1 < argc)
+        device = focal::parse_device(argv[++i]);
+      else if (a == "--precision" && i + 1 < argc)
+        lo.precision = focal::parse_precision(argv[++i]);
+      else
+        pos.push_back(a);
+    }
+    auto model = focal::Model::load(pos.at(0), focal::resolve_device(device), lo);
     const focal::ModelConfig& c = model->config();
-    const int T = argc > 2 ? std::atoi(argv[2]) : 512, reps = argc > 3 ? std::atoi(argv[3]) : 15;
+    const int T = pos.size() > 1 ? std::atoi(pos[1].c_str()) : 512,
+              reps = pos.size() > 2 ? std::atoi(pos[2].c_str()) : 15;
     std::vector<int32_t> tokens(T);
     for (int i = 0; i < T; ++i) tokens[i] = i == 0 ? c.bos_id : 3 + (i * 7919) % (c.vocab_size - 3);
     focal::CaptureRequest req;
@@ -49,7 +64,9 @@ int main(int argc, char** argv) {
     };
     const double global = time_ms([&](int r) { spec = focal::TempSpec::focal(r % 2 ? 0.4f : 0.3f); });
     const double last = time_ms([&](int r) { spec.layer_temp[c.n_layers - 1] = r % 2 ? 0.5f : 0.25f; });
-    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d)\n", T, global, last, reps);
+    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d; %s, precision %s)\n", T,
+                global, last, reps, focal::device_name(model->device()), focal::precision_name(model->precision()));
+    std::printf("result propagate_T%d_ms %.1f\n", T, global);
   } catch (const focal::Error& e) {
     std::fprintf(stderr, "live_bench: %s\n", e.what());
     return 1;

@@ -312,9 +312,10 @@ int main(int argc, char** argv) {
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--help") {
       std::printf(
-          "usage: make_big_model (--gguf FILE | --bf16 DIR --tokenizer tokenizer.model) [--layers N]\n"
+          "usage: make_big_model (--gguf FILE | --bf16 DIR --tokenizer tokenizer.model) [--layers N] [--context N]\n"
           "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
-          "intermediate 14336, vocab 128256): a Q4_K GGUF (~4.6 GB) or a bf16 safetensors directory (~16 GB).\n");
+          "intermediate 14336, vocab 128256; context 8192 unless --context): a Q4_K GGUF (~4.6 GB) or a bf16\n"
+          "safetensors directory (~16 GB).\n");
       return 0;
     } else if (a == "--gguf") {
       gguf = val();
@@ -324,6 +325,8 @@ int main(int argc, char** argv) {
       tokenizer = val();
     } else if (a == "--layers") {
       s.layers = std::atoll(val().c_str());
+    } else if (a == "--context") {
+      s.context = std::atoll(val().c_str());
     } else {
       std::fprintf(stderr, "make_big_model: unknown option '%s' (see --help)\n", a.c_str());
       return 2;

@@ -74,9 +74,22 @@ std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConf
 
 int cmd_batch(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--resume", "--quiet", kLoadFlag, kMmapFlag};
-  const std::set<std::string> opts = {
-      "--data", "--runs",      "-o",      "--output",   "--max-tokens",       "--long",      "--keep-rows", "--seed",
-      "--bins", "--topk-mass", "--limit", "--on-error", "--checkpoint-every", kDeviceOption, kWeightsOption};
+  const std::set<std::string> opts = {"--data",
+                                      "--runs",
+                                      "-o",
+                                      "--output",
+                                      "--max-tokens",
+                                      "--long",
+                                      "--keep-rows",
+                                      "--seed",
+                                      "--bins",
+                                      "--topk-mass",
+                                      "--limit",
+                                      "--on-error",
+                                      "--checkpoint-every",
+                                      kDeviceOption,
+                                      kWeightsOption,
+                                      kPrecisionOption};
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n", kBatchHelp, kDeviceHelp);

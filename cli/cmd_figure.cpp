@@ -226,7 +226,7 @@ namespace focal::cli {
 
 int cmd_demo(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", kLoadFlag, kMmapFlag},
-         {"--model", "--out", "--prompt", "--temp", kDeviceOption, kWeightsOption});
+         {"--model", "--out", "--prompt", "--temp", kDeviceOption, kWeightsOption, kPrecisionOption});
   if (a.has("--help")) {
     std::printf("%s%s", kDemoHelp, kDeviceHelp);
     return 0;

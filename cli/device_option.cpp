@@ -20,12 +20,16 @@ const char* const kDeviceOption = "--device";
 const char* const kLoadFlag = "--allow-nonfinite-weights";
 const char* const kWeightsOption = "--weights";
 const char* const kMmapFlag = "--mmap";
+const char* const kPrecisionOption = "--precision";
 const char* const kDeviceHelp =
     "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n"
     "  --allow-nonfinite-weights   load a checkpoint whose weights hold NaN or Inf (refused by default, naming the\n"
     "                    tensor) to study it; each such tensor is reported on stderr\n"
     "  --weights W       native | fp32 (default native: quantized GGUF and fp16 / bf16 weights stay as stored;\n"
     "                    fp32 widens them at load, 4 bytes per parameter, and matches transformers to 1e-5)\n"
+    "  --precision P     auto | exact | fast (default auto: fast on the GPU for 16-bit and quantized weights, exact\n"
+    "                    otherwise; the CPU is always exact). exact: fp32 everywhere, matches the CPU to 1e-5;\n"
+    "                    fast: bf16 / fp16 GEMMs and attention on tensor cores, softmax and metrics in fp32\n"
     "  --mmap            map a GGUF file instead of reading it into memory at load (native weights on the CPU):\n"
     "                    opens at once and shares its pages with other processes, but decodes slower on some\n"
     "                    machines (safetensors files are always mapped)\n";
@@ -66,6 +70,11 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
     opt.budget_is_machine = true;
   }
   opt.map_weights = a.has(kMmapFlag);
+  if (a.has(kPrecisionOption)) {
+    try {
+      opt.precision = parse_precision(a.get(kPrecisionOption));
+    } catch (const Error& e) { throw UsageError{with_flag(e)}; }
+  }
   // Reading a big file into memory takes seconds: a progress line with an ETA, on a terminal, once past a second.
   const double t0 = now_s();
   double last = 0.0;

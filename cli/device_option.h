@@ -10,11 +10,12 @@
 
 namespace focal::cli {
 
-extern const char* const kDeviceOption;   // "--device"
-extern const char* const kDeviceHelp;     // the help line(s) of --device and --allow-nonfinite-weights
-extern const char* const kLoadFlag;       // "--allow-nonfinite-weights": add to the flags of commands that load
-extern const char* const kWeightsOption;  // "--weights native|fp32": add to the options of commands that load
-extern const char* const kMmapFlag;       // "--mmap": add to the flags of commands that load
+extern const char* const kDeviceOption;     // "--device"
+extern const char* const kDeviceHelp;       // the help line(s) of --device and --allow-nonfinite-weights
+extern const char* const kLoadFlag;         // "--allow-nonfinite-weights": add to the flags of commands that load
+extern const char* const kWeightsOption;    // "--weights native|fp32": add to the options of commands that load
+extern const char* const kMmapFlag;         // "--mmap": add to the flags of commands that load
+extern const char* const kPrecisionOption;  // "--precision auto|exact|fast": add to the options of commands that load
 
 // -v / --verbose anywhere after the command (main strips it): informational notes such as the device auto chose.
 extern bool g_verbose;
@@ -24,7 +25,8 @@ extern bool g_verbose;
 // without a device) is one line on stderr, printed once per process and only with --device given or -v.
 Device device_arg(const Args& a);
 
-// Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights, --weights and --mmap; prints the
+// Model::load(dir) on the device of --device, honouring --allow-nonfinite-weights, --weights, --precision and --mmap;
+// prints the
 // load's warnings, and progress with an ETA on stderr while a big file is read into memory.
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
 

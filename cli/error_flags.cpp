@@ -24,6 +24,7 @@ std::string flag_for_field(const std::string& field) {
       {"budget_bytes", "--budget"},
       {"temps", "--temps"},
       {"device", "--device"},
+      {"precision", "--precision"},
       {"budget", "--budget"},
       {"layer", "--layer"},
       {"head", "--head"},

@@ -154,9 +154,9 @@ selection:
 int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag};
   const std::set<std::string> opts =
-      with(kTempOpts,
-           {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
-            "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption, cli::kWeightsOption});
+      with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
+                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption,
+                       cli::kWeightsOption, cli::kPrecisionOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
@@ -199,7 +199,8 @@ int cmd_capture(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag}, {cli::kDeviceOption, cli::kWeightsOption});
+  Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
+         {cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption});
   if (a.has("--help")) {
     std::printf(
         "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
@@ -229,7 +230,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("\ntokenizer    %s\nchecksum     fnv1a64:%016llx\n",
               m->tokenizer() ? (std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str() : "none",
               (unsigned long long)m->weights_checksum());
-  std::printf("device       %s\n", device_name(m->device()));
+  std::printf("device       %s\nprecision    %s\n", device_name(m->device()), precision_name(m->precision()));
   std::printf("weights      %s, %.1f MB held (%.2f bytes per parameter)\n", weights_mode_name(m->weights_mode()),
               m->weight_bytes() / 1e6, m->n_params() ? (double)m->weight_bytes() / (double)m->n_params() : 0.0);
   if (m->decode_panels() > 0)
@@ -271,7 +272,7 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
-                          cli::kDeviceOption, cli::kWeightsOption}));
+                          cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
@@ -315,7 +316,7 @@ int cmd_generate(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
                           "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
-                          "--relevant", cli::kDeviceOption, cli::kWeightsOption}));
+                          "--relevant", cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
@@ -403,6 +404,7 @@ int cmd_inspect(int argc, char** argv) {
   const int T = f.n_tokens();
   std::printf("capture %s: %d tokens, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), T,
               f.n_layers, f.n_heads, f.model_path.c_str(), f.tool_version.c_str(), f.created_utc.c_str());
+  if (!f.device.empty()) std::printf("computed on %s, precision %s\n", f.device.c_str(), f.precision.c_str());
   std::printf("tokens:");
   for (int i = 0; i < T && i < 40; ++i) std::printf(" [%s]", f.pieces[i].c_str());
   std::printf(T > 40 ? " ...\n" : "\n");

@@ -164,11 +164,12 @@ void AppState::open_path(const std::string& path_in) {
   }
   jobs.submit(
       "load", "load " + basename_of(path),
-      [this, path, dev = device, wm = weights](JobContext& ctx) -> std::function<void()> {
+      [this, path, dev = device, wm = weights, prec = precision](JobContext& ctx) -> std::function<void()> {
         std::string note;
         const focal::Device resolved = focal::resolve_device(dev, &note);
         focal::LoadOptions lo;
         lo.weights = wm;
+        lo.precision = prec;
         lo.on_read = [&ctx](size_t done, size_t total) { ctx.set_progress((float)((double)done / (double)total)); };
         std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved, lo));
         m->require_tokenizer();
@@ -202,7 +203,8 @@ void AppState::open_path(const std::string& path_in) {
           for (const std::string& w : m->config().warnings) warnings += "\nwarning: " + w;
           notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
                      std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
-                     focal::device_name(m->device()) + warnings,
+                     focal::device_name(m->device()) + " (precision " + focal::precision_name(m->precision()) + ")" +
+                     warnings,
                  false);
           state_version++;
           set_prompt(prompt);
@@ -217,9 +219,10 @@ void AppState::open_model_b(const std::string& path) {
   }
   jobs.submit(
       "load", "load B " + basename_of(path),
-      [this, path, dev = device, wm = weights](JobContext& ctx) -> std::function<void()> {
+      [this, path, dev = device, wm = weights, prec = precision](JobContext& ctx) -> std::function<void()> {
         focal::LoadOptions lo;
         lo.weights = wm;
+        lo.precision = prec;
         lo.on_read = [&ctx](size_t done, size_t total) { ctx.set_progress((float)((double)done / (double)total)); };
         std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
         m->weights_checksum();  // on the worker, not the UI thread

@@ -156,6 +156,7 @@ class AppState {
   LoadedInfo loaded;
   focal::Device device = focal::Device::kAuto;               // where the next model loads (open_path / open_model_b)
   focal::WeightsMode weights = focal::WeightsMode::kNative;  // how its weight matrices are held (focal/model.h)
+  focal::Precision precision = focal::Precision::kAuto;      // how the GPU computes (focal/device.h)
   std::string model_b_path;
   int sel_layer = 0, sel_head = 0, sel_query = -1;
   ViewOptions view;

@@ -44,6 +44,7 @@ Settings Settings::load(const std::string& path, std::string* warning) {
     s.compare = j.value("compare", s.compare);
     s.device = j.value("device", s.device);
     s.weights = j.value("weights", s.weights);
+    s.precision = j.value("precision", s.precision);
     s.live_propagate = j.value("live_propagate", s.live_propagate);
     s.log_color = j.value("log_color", s.log_color);
     s.hide_sink = j.value("hide_sink", s.hide_sink);
@@ -76,6 +77,7 @@ void Settings::save(const std::string& path) const {
   j["compare"] = compare;
   j["device"] = device;
   j["weights"] = weights;
+  j["precision"] = precision;
   j["live_propagate"] = live_propagate;
   j["log_color"] = log_color;
   j["hide_sink"] = hide_sink;

@@ -16,6 +16,7 @@ struct Settings {
   std::vector<std::string> recent;
   std::string device = "auto";     // auto | cpu | cuda
   std::string weights = "native";  // native | fp32 (focal::WeightsMode)
+  std::string precision = "auto";  // auto | exact | fast (focal::Precision)
   bool compare = true, live_propagate = true, log_color = false, hide_sink = false;
   int window_w = 1600, window_h = 960;
 

@@ -45,6 +45,9 @@ const char* kHelp =
     "  --device D            auto | cpu | cuda: where models run (default: the last choice, else auto)\n"
     "  --weights W           native | fp32: quantized / 16-bit weights kept as stored, or widened to fp32\n"
     "                        (default: the last choice, else native)\n"
+    "  --precision P         auto | exact | fast: how the GPU computes (fast: 16-bit GEMMs and attention on\n"
+    "                        tensor cores; auto: fast for 16-bit and quantized weights; the CPU is always exact)\n"
+    "                        (default: the last choice, else auto)\n"
     "  --size WxH            window size in pixels (default 1600x960, or the last size)\n"
     "  --script FILE         run a command file, one command per frame (open, prompt, temp, select, view, wait,\n"
     "                        screenshot PATH.png, export PATH.h5, quit, ...: docs/app.md); a script that cannot be\n"
@@ -58,7 +61,7 @@ const char* kHelp =
     "Exit codes: 0 ok, 1 runtime or script error, 2 bad command line.\n";
 
 struct Args {
-  std::string source, prompt, script, settings_path, bench, bench_long, device, weights;
+  std::string source, prompt, script, settings_path, bench, bench_long, device, weights, precision;
   float temp = -1.0f;
   int w = 0, h = 0;
   bool no_settings = false;
@@ -96,6 +99,11 @@ int parse_args(int argc, char** argv, Args& a) {
       try {
         focal::parse_weights_mode(a.weights);
       } catch (const focal::Error& e) { throw focal::Error("--weights: " + std::string(e.what())); }
+    } else if (s == "--precision") {
+      a.precision = need("--precision");
+      try {
+        focal::parse_precision(a.precision);
+      } catch (const focal::Error& e) { throw focal::Error("--precision: " + std::string(e.what())); }
     } else if (s == "--bench-long-model")
       a.bench_long = need("--bench-long-model");
     else if (s == "--temp") {
@@ -381,6 +389,12 @@ int run_app(int argc, char** argv) {
     } catch (const focal::Error&) {
       st.notify(settings_path + ": weights '" + settings.weights + "' is not native or fp32; using native", true);
     }
+    try {
+      st.precision = focal::parse_precision(!args.precision.empty() ? args.precision : settings.precision);
+    } catch (const focal::Error&) {
+      st.notify(settings_path + ": precision '" + settings.precision + "' is not auto, exact or fast; using auto",
+                true);
+    }
     st.live_propagate = settings.live_propagate;
     st.view.log_color = settings.log_color;
     st.view.hide_sink = settings.hide_sink;
@@ -525,6 +539,7 @@ int run_app(int argc, char** argv) {
       settings.compare = st.compare;
       settings.device = focal::device_name(st.device);
       settings.weights = focal::weights_mode_name(st.weights);
+      settings.precision = focal::precision_name(st.precision);
       settings.live_propagate = st.live_propagate;
       settings.log_color = st.view.log_color;
       settings.hide_sink = st.view.hide_sink;

@@ -58,6 +58,25 @@ static void open_section(Ui& ui) {
       "native: quantized GGUF blocks and fp16 / bf16 weights stay as the file stores them (memory-mapped, about "
       "0.6 bytes a parameter for Q4); fp32: widened at load (4 bytes a parameter), the mode that matches "
       "transformers to 1e-5. The model is reloaded.");
+  // How the GPU computes; auto's label shows what the open model resolved to. Changing it reloads the open model.
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  std::string prec_label = focal::precision_name(st.precision);
+  if (st.has_model() && st.precision == focal::Precision::kAuto)
+    prec_label += std::string(" (") + focal::precision_name(st.slots[0].model->precision()) + ")";
+  if (ImGui::BeginCombo("precision", prec_label.c_str())) {
+    for (focal::Precision p : {focal::Precision::kAuto, focal::Precision::kExact, focal::Precision::kFast})
+      if (ImGui::Selectable(focal::precision_name(p), p == st.precision) && p != st.precision) {
+        st.precision = p;
+        if (st.has_model()) st.open_path(st.loaded.path);
+      }
+    ImGui::EndCombo();
+  }
+  help_marker(
+      "How the GPU computes (the CPU always computes exact). exact: fp32 everywhere, matches the CPU to 1e-5. "
+      "fast: matrix products in bf16 / fp16 and attention's QK^T and PV in fp16 on tensor cores, with the "
+      "temperature, softmax and every metric in fp32. auto: fast for 16-bit and quantized weights on the GPU (in "
+      "parentheses: what the open model runs). The model is reloaded.");
   if (st.has_model() && !st.loaded.device_note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", st.loaded.device_note.c_str());

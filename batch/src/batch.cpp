@@ -287,6 +287,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   header.provenance.model_path = model.path();
   header.provenance.model_config_json = cfg.source_json;
   header.provenance.weights_checksum = model.weights_checksum();
+  header.provenance.device = device_name(model.device());
+  header.provenance.precision = precision_name(model.precision());
   header.data_path = opt.data_path;
   header.window = opt.window;
   header.n_ranks = comm.size();

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The GPU checks of a lent machine in one run, from the pack that bench/gpu/pack.sh made here (.devpack/pack.tar.xz,
-# carried): the CPU-vs-CUDA parity test, the same greedy tokens on both devices, bench/gpu/run.sh's prefill and
-# kernel figures (98M at T = 512, 2048, 8192; 787M at 512, 2048), and Llama-3-8B's shape as Q4_K on the GPU (weights
-# uploaded as fp16): open, decode, a T = 2048 capture and the GPU memory peaks. Each step has its own time limit and
-# the script goes on past a failed one; the log also goes to $OUT/device-check.log (or out/device-check.log).
-# usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list of parity, small, big, 1b
-#        (default all four)
+# carried). Parts (each step has its own time limit; the script goes on past a failed one):
+#   parity  cuda_parity_test (every case, exact and fast); the same greedy text on cpu and cuda (exact); fast's text
+#   small   a 98M model (fp32 weights: fast is TF32) at T = 512, 2048, 8192, exact and fast (gpu_bench)
+#   8b      Llama-3-8B's shape in bf16 safetensors (random weights): prefill with every head's metrics and the
+#           one-layer capture, fast (T = 2048, 8192) and exact (T = 2048); fast against exact (attention rows,
+#           metrics, NLL, greedy tokens); the app's propagate at T = 4096 (live_bench); PyTorch's sdpa forward and
+#           transformers eager with output_attentions on the same files (bench/gpu/torch_llama.py)
+#   q4k     the same shape as Q4_K GGUF: open, decode and the device-memory peak of a T = 8192 capture with every
+#           head's metrics; llama.cpp's CUDA llama-bench (tg128) on the same file when the pack carries it
+# Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
+# usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default parity,small,8b,q4k)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
-parts=,${2:-parity,small,big,1b},
+parts=,${2:-parity,small,8b,q4k},
 want() { [[ $parts == *",$1,"* ]]; }
 [ -f .devpack/pack.tar.xz ] || { echo "device-check: .devpack/pack.tar.xz missing: run bench/gpu/pack.sh here first" >&2; exit 2; }
 pack=/tmp/devpack
@@ -37,35 +42,48 @@ gstep() {  # gstep SECONDS COMMAND..: step, and the whole GPU's memory.used peak
   echo "-- GPU memory.used peak: $(sort -n $f | tail -1) MiB (at start: $(head -1 $f) MiB)"
 }
 echo "== $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader); $(nproc) cores; cublas: ${cub:-none}"
+echo "result device \"$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)\""
 if want parity; then
-  step 300 env FOCAL_HF_FIXTURES="$pack/hf_fixtures" "$pack/bin/cuda_parity_test" --gtest_brief=1
+  step 240 env FOCAL_HF_FIXTURES="$pack/hf_fixtures" "$pack/bin/cuda_parity_test" --gtest_brief=1
   for d in cpu cuda; do  # the generated text alone (stdout) goes to the file
-    step 60 bash -c '"$1" generate assets/models/focal-t0.4 --prompt "Once upon a time" -n 64 --device "$2" > "$3"' \
-      _ "$focal" $d out/bench/gen-$d.txt
+    step 60 bash -c '"$1" generate assets/models/focal-t0.4 --prompt "Once upon a time" -n 64 --device "$2" \
+      --precision exact > "$3"' _ "$focal" $d out/bench/gen-$d.txt
   done
-  if cmp -s out/bench/gen-cpu.txt out/bench/gen-cuda.txt; then echo "greedy 64 tokens: the same text on cpu and cuda"
-  else echo "greedy 64 tokens DIFFER:"; cat out/bench/gen-cpu.txt out/bench/gen-cuda.txt; fi
+  if cmp -s out/bench/gen-cpu.txt out/bench/gen-cuda.txt; then echo "greedy 64 tokens, exact: the same text on cpu and cuda"
+  else echo "greedy 64 tokens, exact, DIFFER:"; cat out/bench/gen-cpu.txt out/bench/gen-cuda.txt; fi
+  step 60 bash -c '"$1" generate assets/models/focal-t0.4 --prompt "Once upon a time" -n 64 --device cuda \
+    --precision fast > out/bench/gen-fast.txt' _ "$focal"
+  echo "fast: $(cat out/bench/gen-fast.txt)"
 fi
 if want small; then
   "$focal" init out/bench/h1024 --vocab 8000 --hidden 1024 --layers 8 --heads 16 --kv-heads 4 --intermediate 2816 \
     --context 8192 --attn focal --temp 0.4 >/dev/null
-  gstep 200 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps"
+  gstep 150 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps" --no-cpu
 fi
-if want big; then
-  big=/tmp/llama3-8b-shape-q4_k.gguf
-  step 200 "$pack/bin/make_big_model" --gguf $big
-  # open (Q4_K dequantised and rounded to fp16 on the host, uploaded) and 32 greedy tokens: the load is the wall time
-  # less the tokens' own line
-  gstep 200 "$focal" generate $big --device cuda --prompt "The cat sat on the mat." -n 32
-  python3 -c "print('x' * 2046)" > out/bench/prompt-2048.txt
-  gstep 240 "$focal" capture $big --device cuda --prompt-file out/bench/prompt-2048.txt --layers 16 --budget 24G \
-    -o out/bench/big-q4k.h5
-  step 30 bash -c '"$1" inspect "$2" | head -6' _ "$focal" out/bench/big-q4k.h5
-  rm -f $big
+big=/tmp/llama3-8b-shape-bf16
+if want 8b; then
+  step 150 "$pack/bin/make_big_model" --bf16 $big --tokenizer assets/models/tokenizer.model --context 16384
+  gstep 200 "$pack/bin/gpu_bench" $big 2048,8192 "$reps" --precision fast --capture-layer --no-cpu --no-kernels
+  gstep 150 "$pack/bin/gpu_bench" $big 2048 1 --precision exact,fast --accuracy 512 --no-cpu --no-kernels
+  gstep 90 "$pack/bin/live_bench" $big 4096 5 --device cuda --precision fast
+  gstep 200 python3 bench/gpu/torch_llama.py $big --sdpa 2048,8192 --eager 2048,8192 --reps "$reps"
+  rm -rf $big
 fi
-if want 1b; then
-  "$focal" init out/bench/gpu1b --vocab 32000 --hidden 2048 --layers 16 --heads 16 --kv-heads 4 --intermediate 5632 \
-    --context 8192 --attn focal --temp 0.4 >/dev/null
-  gstep 200 "$pack/bin/gpu_bench" out/bench/gpu1b 512,2048 "$reps"
+if want q4k; then
+  q4k=/tmp/llama3-8b-shape-q4_k.gguf
+  step 150 "$pack/bin/make_big_model" --gguf $q4k --context 16384
+  # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
+  gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
+    _ "$pack/bin/gpu_bench" $q4k
+  python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
+  gstep 200 "$focal" capture $q4k --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
+    --budget 64G -o out/bench/big-q4k.h5
+  echo "result device_gib_q4k_T8192 $(sort -n /tmp/smi.txt | tail -1 | awk '{printf "%.2f", $1 / 1024}')"
+  if [ -x "$pack/bin/llama-bench" ]; then
+    gstep 120 bash -c '"$1" -m "$2" -ngl 99 -p 0 -n 128 -r 3 | tee /tmp/llamabench.txt' _ "$pack/bin/llama-bench" $q4k
+    echo "result llamacpp_cuda_tg128 $(awk -F'|' '/tg128/ {gsub(/ /, "", $(NF-1)); split($(NF-1), a, "±"); print a[1]}' /tmp/llamabench.txt)"
+  fi
+  rm -f $q4k out/bench/big-q4k.h5
 fi
 echo "== done $(date -u +%T)"
+python3 bench/gpu/results_json.py "$log" > "$out/gpu-latest.json" && echo "wrote $out/gpu-latest.json"

@@ -1,20 +1,25 @@
-// GPU benchmark of the CUDA backend, ready for the first machine with a device (run bench/gpu/run.sh):
-//   1. prefill tokens/s of Session::forward on the CUDA backend at several T: plain, all-head metrics (fused
-//      flash-style kernel for every head), and capture (metrics + probabilities / scores of 4 heads of the middle
-//      layer through cuBLAS + the fused softmax + pinned copies), with the CPU backend's plain rate at the smallest T
-//      as the named peer;
-//   2. memory-bound kernels (add, swiglu, rmsnorm, decode's fp16 matrix-vector product) in GB/s against cudaMemcpy device-to-device in the same run;
-//   3. the forward's GEMM call (Backend::matmul_xwt -> cublasGemmEx, fp32) against cublasSgemm called directly on
-//      the same shapes, in TFLOP/s.
+// GPU benchmark of the CUDA backend, ready for a machine with a device (bench/gpu/device-check.sh runs it there):
+//   1. prefill tokens/s of Session::forward on the CUDA backend at several T, per precision (exact, fast): plain,
+//      all-head metrics, capture (metrics + probabilities / scores of 4 heads of the middle layer through cuBLAS +
+//      the fused softmax + pinned copies) and, with --capture-layer, every head of the middle layer stored (the
+//      issue's 8B capture); the CPU backend's plain rate at the smallest T as the named peer (not with --no-cpu);
+//   2. with --accuracy T: fast against exact on one prompt of T random tokens: the largest difference in the middle
+//      layer's attention rows, in the per-row metrics, the mean next-token NLL of each, and the greedy agreement
+//      over 64 generated tokens;
+//   3. memory-bound kernels (add, swiglu, rmsnorm, decode's fp16 matrix-vector product) in GB/s against cudaMemcpy
+//      device-to-device in the same run, and the forward's GEMM path against cublasSgemm (not with --no-kernels).
 // Times are CUDA events around the stream (kernels) or wall clock around a synchronised forward (prefill);
-// medians of `reps` runs after one warm-up.
+// medians of `reps` runs after one warm-up. Lines starting "result " carry one number each for the JSON of
+// bench/gpu/device-check.sh.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,40 +49,53 @@ void cuda_ok(cudaError_t e, const char* what) {
 // Metrics for every head, rows of `n_sel` heads of one layer (0 = none), copied out like `focal capture`.
 class BenchObserver : public ForwardObserver {
  public:
-  BenchObserver(bool metrics, int layer, int n_sel, int T)
+  BenchObserver(bool metrics, int layer, int n_sel, int T, bool keep_raw = true)
       : metrics_(metrics),
         layer_(layer),
         n_sel_(n_sel),
         T_(T),
+        keep_raw_(keep_raw),
         probs_((size_t)std::max(n_sel, 0) * T * T),
-        raw_(probs_.size()) {}
+        raw_(keep_raw ? probs_.size() : 0) {}
   bool wants_metrics() const override { return metrics_; }
   bool wants_rows(int l, int h) const override { return l == layer_ && h < n_sel_; }
   void on_rows(int, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
     for (int i = 0; i < n_rows; ++i) {
       std::copy(p + (size_t)i * stride, p + (size_t)i * stride + row0 + i + 1,
                 &probs_[((size_t)h * T_ + row0 + i) * T_]);
-      std::copy(r + (size_t)i * stride, r + (size_t)i * stride + row0 + i + 1, &raw_[((size_t)h * T_ + row0 + i) * T_]);
+      if (keep_raw_)
+        std::copy(r + (size_t)i * stride, r + (size_t)i * stride + row0 + i + 1,
+                  &raw_[((size_t)h * T_ + row0 + i) * T_]);
     }
   }
   void on_layer(const LayerRecord& rec) override {
-    if (rec.metrics) sink_ += rec.metrics[kSinkMass];
+    if (!rec.metrics) return;
+    sink_ += rec.metrics[kSinkMass];
+    if (keep_metrics) metrics.insert(metrics.end(), rec.metrics, rec.metrics + (size_t)T_ * n_heads * kNumRowMetrics);
   }
   double sink_ = 0.0;
+  bool keep_metrics = false;
+  int n_heads = 0;
+  std::vector<float> metrics;  // [layer, head, row, metric] when keep_metrics
+  const std::vector<float>& probs() const { return probs_; }
 
  private:
   bool metrics_;
   int layer_, n_sel_, T_;
+  bool keep_raw_;
   std::vector<float> probs_, raw_;
 };
 
+// mode 0: plain; 1: metrics of every head; 2: + rows of 4 heads of the middle layer; 3: + rows of every head of
+// the middle layer (probabilities kept, scores not).
 double prefill_tok_s(const Model& m, const std::vector<int32_t>& ids, int mode, int reps) {
   const ModelConfig& c = m.config();
   const int T = (int)ids.size();
   std::vector<double> t;
   for (int r = 0; r <= reps; ++r) {
     Session s(m, T);
-    BenchObserver obs(mode >= 1, c.n_layers / 2, mode == 2 ? std::min(4, c.n_heads) : 0, T);
+    const int n_sel = mode == 2 ? std::min(4, c.n_heads) : mode == 3 ? c.n_heads : 0;
+    BenchObserver obs(mode >= 1, c.n_layers / 2, n_sel, T, mode != 3);
     std::vector<float> logits;
     RunOptions opt;
     opt.all_logits = false;
@@ -177,28 +195,176 @@ void kernels_and_gemm(int reps) {
   cudaStreamDestroy(st);
 }
 
+// cudaMemcpy device-to-device bandwidth (bytes read + written per second) over 2 x 1 GiB.
+double copy_bandwidth_gbs(int reps) {
+  const size_t bytes = size_t(1) << 30;
+  void *a, *b;
+  cuda_ok(cudaMalloc(&a, bytes), "cudaMalloc");
+  cuda_ok(cudaMalloc(&b, bytes), "cudaMalloc");
+  cuda_ok(cudaMemset(a, 1, bytes), "cudaMemset");
+  const double ms =
+      time_ms(nullptr, std::max(reps, 5), [&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice); });
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / 1e9 / (ms / 1e3);
+}
+
+// Decode: n_tokens greedy steps after a 16-token prompt, each one token through Session::forward with the logits of
+// that token downloaded (the KV cache as generate uses it). Tokens/s, and the weight bytes held on the device read
+// once per token against the copy bandwidth of the same run.
+void decode_bench(const Model& m, int n_tokens, int reps) {
+  const ModelConfig& c = m.config();
+  std::vector<double> per_token;
+  for (int r = 0; r <= reps; ++r) {
+    Session s(m, 16 + n_tokens);
+    std::vector<int32_t> ids(16);
+    for (int i = 0; i < 16; ++i) ids[i] = (int32_t)((i * 7919 + 3) % c.vocab_size);
+    RunOptions opt;
+    opt.all_logits = false;
+    std::vector<float> logits;
+    s.forward(ids.data(), 16, TempSpec::native(c), opt, nullptr, &logits);
+    const double t0 = now();
+    for (int i = 0; i < n_tokens; ++i) {
+      const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      s.forward(&next, 1, TempSpec::native(c), opt, nullptr, &logits);
+    }
+    if (r > 0) per_token.push_back((now() - t0) / n_tokens);
+  }
+  const double t = median(per_token), tps = 1.0 / t;
+  const double bytes = (double)m.weight_bytes();
+  const double copy = copy_bandwidth_gbs(reps);
+  const double frac = bytes / t / 1e9 / copy;
+  std::printf(
+      "\n== decode, %d tokens (median of %d) ==\n%.1f tokens/s, %.2f ms/token; weights %.2f GB read per token "
+      "= %.0f GB/s, %.0f %% of the copy bandwidth %.0f GB/s\n",
+      n_tokens, reps, tps, 1e3 * t, bytes / 1e9, bytes / t / 1e9, 100.0 * frac, copy);
+  std::printf("result decode_tok_s %.2f\nresult decode_bandwidth_fraction %.4f\nresult copy_gbs %.1f\n", tps, frac,
+              copy);
+}
+
+// Fast against exact on one prompt: attention rows of the middle layer, metrics, mean next-token NLL, greedy tokens.
+void accuracy(const Model& exact, const Model& fast, int T) {
+  const ModelConfig& c = exact.config();
+  std::mt19937 rng(7);
+  std::vector<int32_t> ids(T);
+  for (auto& id : ids) id = (int32_t)(rng() % (unsigned)c.vocab_size);
+  struct Out {
+    std::vector<float> logits, probs, metrics;
+  };
+  auto run = [&](const Model& m) {
+    Session s(m, T);
+    BenchObserver obs(true, c.n_layers / 2, c.n_heads, T, false);
+    obs.keep_metrics = true;
+    obs.n_heads = c.n_heads;
+    RunOptions opt;
+    opt.all_logits = true;
+    Out o;
+    s.forward(ids.data(), T, TempSpec::native(c), opt, &obs, &o.logits);
+    o.probs = obs.probs();
+    o.metrics = std::move(obs.metrics);
+    return o;
+  };
+  const Out e = run(exact), f = run(fast);
+  auto nll = [&](const std::vector<float>& lg) {
+    double sum = 0.0;
+    const int V = c.vocab_size;
+    for (int t = 0; t + 1 < T; ++t) {
+      const float* row = lg.data() + (size_t)t * V;
+      double mx = row[0];
+      for (int j = 1; j < V; ++j) mx = std::max(mx, (double)row[j]);
+      double z = 0.0;
+      for (int j = 0; j < V; ++j) z += std::exp((double)row[j] - mx);
+      sum += std::log(z) + mx - row[ids[t + 1]];
+    }
+    return sum / (T - 1);
+  };
+  double dp = 0.0, dm_ent = 0.0, dm_mass = 0.0;
+  for (size_t i = 0; i < e.probs.size(); ++i) dp = std::max(dp, (double)std::fabs(e.probs[i] - f.probs[i]));
+  for (size_t i = 0; i < e.metrics.size() && i < f.metrics.size(); ++i) {
+    const int m = (int)(i % kNumRowMetrics);
+    const double d = std::fabs((double)e.metrics[i] - f.metrics[i]);
+    if (std::isnan(d)) continue;
+    if (m == kEntropyNats) dm_ent = std::max(dm_ent, d);
+    if (m == kMaxProb || m == kTopkMass || m == kSinkMass) dm_mass = std::max(dm_mass, d);
+  }
+  const double nll_e = nll(e.logits), nll_f = nll(f.logits);
+  // Greedy: 64 tokens after the first 32 of the prompt, each model on its own.
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + std::min(32, T));
+  SampleOptions so;
+  so.stop_at_eos = false;
+  RunOptions ro;
+  ro.all_logits = false;
+  Session se(exact, 32 + 64), sf(fast, 32 + 64);
+  const auto ge = generate(se, prompt, 64, TempSpec::native(c), so, ro, nullptr);
+  const auto gf = generate(sf, prompt, 64, TempSpec::native(c), so, ro, nullptr);
+  int same = 0, prefix = 0;
+  for (size_t i = 0; i < ge.size() && i < gf.size(); ++i) same += ge[i] == gf[i];
+  while (prefix < (int)std::min(ge.size(), gf.size()) && ge[prefix] == gf[prefix]) ++prefix;
+  std::printf("\n== fast against exact, T = %d ==\n", T);
+  std::printf("attention rows of layer %d (all heads): max |p_fast - p_exact| = %.3g\n", c.n_layers / 2, dp);
+  std::printf("metrics, all heads and layers: max |d entropy| = %.3g nats, max |d mass| (max, top-k, sink) = %.3g\n",
+              dm_ent, dm_mass);
+  std::printf("mean next-token NLL: exact %.5f, fast %.5f nats (difference %.3g)\n", nll_e, nll_f, nll_f - nll_e);
+  std::printf("greedy 64 tokens: %d of %zu the same, the first %d in a row\n", same, ge.size(), prefix);
+  std::printf(
+      "result accuracy_max_dp %.6g\nresult accuracy_max_dentropy %.6g\nresult accuracy_nll_exact %.6f\n"
+      "result accuracy_nll_fast %.6f\nresult accuracy_greedy_same %d\nresult accuracy_greedy_prefix %d\n",
+      dp, dm_ent, nll_e, nll_f, same, prefix);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::printf(
-        "usage: gpu_bench MODEL_DIR [T,T,...] [reps]\n\nCUDA backend: prefill tokens/s (plain, all-head "
-        "metrics, capture of 4 heads) at each T with the CPU backend's plain rate at the first T; memory-bound "
-        "kernels against cudaMemcpy D2D bandwidth; the GEMM path against cublasSgemm. Needs a CUDA device.\n");
+        "usage: gpu_bench MODEL [T,T,...] [reps] [--precision exact,fast] [--capture-layer] [--accuracy T]\n"
+        "                 [--decode N] [--no-cpu] [--no-kernels]\n\nCUDA backend: prefill tokens/s per precision "
+        "(plain, "
+        "all-head metrics, capture of 4 heads; --capture-layer: every head of the middle layer stored) at each T, "
+        "with the CPU backend's plain rate at the first T (unless --no-cpu); --accuracy T: fast against exact on a "
+        "prompt of T tokens (attention rows, metrics, NLL, greedy tokens); --decode N: N greedy decode steps, tokens/s "
+        "and the weights' bytes per token against the copy bandwidth; T = 0 skips prefill; memory-bound kernels "
+        "against cudaMemcpy "
+        "D2D bandwidth and the GEMM path against cublasSgemm (unless --no-kernels). Needs a CUDA device.\n");
     return argc < 2 ? 2 : 0;
   }
-  const std::string dir = argv[1];
-  std::vector<int> Ts;
-  {
-    const std::string s = argc > 2 ? argv[2] : "512,2048,8192";
-    size_t p = 0;
-    while (p < s.size()) {
-      const size_t q = s.find(',', p);
-      Ts.push_back(std::atoi(s.substr(p, q == std::string::npos ? std::string::npos : q - p).c_str()));
-      p = q == std::string::npos ? s.size() : q + 1;
-    }
+  std::vector<std::string> pos;
+  std::string precisions = "exact,fast";
+  bool capture_layer = false, no_cpu = false, no_kernels = false;
+  int acc_T = 0, decode_n = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--precision" && i + 1 < argc)
+      precisions = argv[++i];
+    else if (a == "--capture-layer")
+      capture_layer = true;
+    else if (a == "--no-cpu")
+      no_cpu = true;
+    else if (a == "--no-kernels")
+      no_kernels = true;
+    else if (a == "--accuracy" && i + 1 < argc)
+      acc_T = std::atoi(argv[++i]);
+    else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "gpu_bench: unknown option %s (see gpu_bench --help)\n", a.c_str());
+      return 2;
+    } else
+      pos.push_back(a);
   }
-  const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t p = 0;
+    while (p <= s.size()) {
+      const size_t q = s.find(',', p);
+      out.push_back(s.substr(p, q == std::string::npos ? std::string::npos : q - p));
+      if (q == std::string::npos) break;
+      p = q + 1;
+    }
+    return out;
+  };
+  const std::string dir = pos.at(0);
+  std::vector<int> Ts;
+  for (const std::string& t : split(pos.size() > 1 ? pos[1] : "512,2048,8192")) Ts.push_back(std::atoi(t.c_str()));
+  const int reps = pos.size() > 2 ? std::atoi(pos[2].c_str()) : 5;
   try {
     std::string note;
     if (resolve_device(Device::kAuto, &note) != Device::kCuda) {
@@ -206,29 +372,61 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("%s\n", note.c_str());
-    auto gpu = Model::load(dir, Device::kCuda);
-    auto cpu = Model::load(dir, Device::kCpu);
-    const ModelConfig& c = gpu->config();
-    std::printf("model %s: %.1fM parameters, hidden %d, %d layers, %d/%d heads, d_head %d\n", dir.c_str(),
-                gpu->n_params() / 1e6, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.d_head);
-    std::mt19937 rng(1);
-    std::printf("\n== prefill tokens/s (median of %d) ==\n%8s %14s %14s %14s %14s\n", reps, "T", "cuda plain",
-                "cuda metrics", "cuda capture", "cpu plain");
-    for (size_t i = 0; i < Ts.size(); ++i) {
-      const int T = std::min(Ts[i], c.max_positions);
-      std::vector<int32_t> ids(T);
-      for (auto& id : ids) id = (int32_t)(rng() % (unsigned)c.vocab_size);
-      const double plain = prefill_tok_s(*gpu, ids, 0, reps);
-      const double met = prefill_tok_s(*gpu, ids, 1, reps);
-      const double cap = prefill_tok_s(*gpu, ids, 2, reps);
-      std::printf("%8d %14.0f %14.0f %14.0f", T, plain, met, cap);
-      if (i == 0) std::printf(" %14.0f", prefill_tok_s(*cpu, ids, 0, std::min(reps, 2)));
-      std::printf("\n");
+    std::unique_ptr<Model> keep[2];
+    int slot = 0;
+    for (const std::string& pname : split(precisions)) {
+      LoadOptions lo;
+      lo.precision = parse_precision(pname);
+      const double t0 = now();
+      auto gpu = Model::load(dir, Device::kCuda, lo);
+      const ModelConfig& c = gpu->config();
+      std::printf(
+          "\nmodel %s: %.1fM parameters, hidden %d, %d layers, %d/%d heads, d_head %d; precision %s; "
+          "loaded in %.1f s\n",
+          dir.c_str(), gpu->n_params() / 1e6, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.d_head,
+          precision_name(gpu->precision()), now() - t0);
+      std::mt19937 rng(1);
+      std::printf("== prefill tokens/s, %s (median of %d) ==\n%8s %14s %14s %14s %14s\n",
+                  precision_name(gpu->precision()), reps, "T", "plain", "metrics", "capture 4h",
+                  capture_layer ? "capture layer" : "");
+      for (size_t i = 0; i < Ts.size(); ++i) {
+        const int T = Ts[i];
+        if (T <= 0) continue;
+        std::vector<int32_t> ids(T);
+        for (auto& id : ids) id = (int32_t)(rng() % (unsigned)c.vocab_size);
+        const double plain = prefill_tok_s(*gpu, ids, 0, reps);
+        const double met = prefill_tok_s(*gpu, ids, 1, reps);
+        const double cap = prefill_tok_s(*gpu, ids, 2, reps);
+        const double lay = capture_layer ? prefill_tok_s(*gpu, ids, 3, std::max(1, reps / 2)) : 0.0;
+        std::printf("%8d %14.0f %14.0f %14.0f %14.0f\n", T, plain, met, cap, lay);
+        const char* pn = precision_name(gpu->precision());
+        std::printf("result prefill_%s_plain_T%d %.1f\nresult prefill_%s_metrics_T%d %.1f\n", pn, T, plain, pn, T, met);
+        if (capture_layer) std::printf("result prefill_%s_capture_layer_T%d %.1f\n", pn, T, lay);
+        std::fflush(stdout);
+      }
+      if (decode_n > 0) decode_bench(*gpu, decode_n, reps);
+      if (acc_T > 0 && slot < 2) keep[slot++] = std::move(gpu);
+    }
+    if (acc_T > 0 && keep[1]) {
+      const Model& a = *keep[0];
+      const Model& b = *keep[1];
+      if (a.precision() == Precision::kExact && b.precision() == Precision::kFast)
+        accuracy(a, b, acc_T);
+      else if (b.precision() == Precision::kExact && a.precision() == Precision::kFast)
+        accuracy(b, a, acc_T);
+    }
+    if (!no_cpu) {
+      auto cpu = Model::load(dir, Device::kCpu);
+      std::vector<int32_t> ids(Ts[0]);
+      std::mt19937 rng(1);
+      for (auto& id : ids) id = (int32_t)(rng() % (unsigned)cpu->config().vocab_size);
+      std::printf("cpu plain prefill at T = %d: %.0f tokens/s\n", Ts[0],
+                  prefill_tok_s(*cpu, ids, 0, std::min(reps, 2)));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_bench: %s\n", e.what());
     return 1;
   }
-  kernels_and_gemm(reps);
+  if (!no_kernels) kernels_and_gemm(reps);
   return 0;
 }

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Builds the CUDA binaries here (nvcc, sm_90) and packs them, with the shared libraries they need and the parity
-# test's fixtures, into .devpack/pack.tar.xz (ignored by git; ~28 MB, under the device tool's 64 MiB), for a lent
-# GPU machine whose image has CUDA but not this project's Debian libraries (HDF5, cairo, sentencepiece, OpenBLAS).
+# Builds the CUDA binaries here (nvcc, sm_90) and packs them, with the shared libraries they need, the parity
+# test's fixtures and llama.cpp's CUDA llama-bench when bench/llamacpp/build.sh --cuda has built it, into
+# .devpack/pack.tar.xz (ignored by git; ~30 MB, under the device tool's 64 MiB), for a lent GPU machine whose image
+# has CUDA but not this project's Debian libraries (HDF5, cairo, sentencepiece, OpenBLAS).
 # bench/gpu/device-check.sh runs the pack there.
 # usage: bench/gpu/pack.sh [CUDA_ARCH]       (default 90: H100 / H200)
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 arch=${1:-90}
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DFOCAL_CUDA=ON -DFOCAL_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build build-cuda -j"$(nproc)" --target focal gpu_bench cuda_parity_test make_big_model
-cmake --build build -j"$(nproc)" --target hf_fixtures 2>/dev/null || true   # the parity test's HF fixtures
+fixtures=build-cuda/tests/hf_fixtures  # the parity test's HF fixtures (transformers 4.47.1 in .venv)
+if [ -z "$(ls -A "$fixtures" 2>/dev/null)" ]; then
+  tests/hf/setup_venv.sh >/dev/null
+  .venv/bin/python tests/hf/make_fixtures.py --out "$fixtures" >/dev/null
+fi
+# llama.cpp's CUDA llama-bench (bench/llamacpp/build.sh --cuda), when it has been built: decode's named peer
+lcpp=${FOCAL_CACHE:-/root/.cache/focalscope}/llama.cpp/build-cuda-${LLAMA_CPP_PY_VERSION:-0.3.36}/bin/llama-bench
 rm -rf .devpack && mkdir -p .devpack/bin .devpack/lib
 bins="build-cuda/cli/focal build-cuda/bench/gpu_bench build-cuda/tests/cuda_parity_test build-cuda/bench/make_big_model"
+[ -x "$lcpp" ] && bins="$bins $lcpp"
 cp $bins .devpack/bin/
 # every library the binaries resolve here except glibc's own (the device's glibc is newer), the CUDA driver and
 # cuBLAS (600 MB; the device image has its own)
@@ -22,7 +30,7 @@ for b in $bins; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" .devpack/lib/; done
 # the architecture fixtures cuda_parity_test names (not the 35 MB long-context one, nor the GGUF twins)
 mkdir -p .devpack/hf_fixtures
-for d in build/tests/hf_fixtures/*/; do
+for d in "$fixtures"/*/; do
   case "$(basename "$d")" in long_1024|gqa_untied) ;; *) cp -r "$d" .devpack/hf_fixtures/ ;; esac
 done
 grep -qx '/.devpack/' .git/info/exclude 2>/dev/null || echo '/.devpack/' >> .git/info/exclude

@@ -14,10 +14,10 @@
 //   mass (the listed keys' scores formed from the same fp16 q and k values); then every metric of the row.
 // Nothing of size T^2 exists. Rows past T in the last block compute masked garbage-free zeros and write nothing.
 
-constexpr int kTcRows = 64;     // query rows per block
-constexpr int kTcKeys = 64;     // keys per tile
+constexpr int kTcRows = 64;      // query rows per block
+constexpr int kTcKeys = 64;      // keys per tile
 constexpr int kTcThreads = 128;  // 4 warps x 16 rows
-constexpr int kTcPad = 8;       // fp16 padding per shared-memory row (16 bytes): spreads rows over the banks
+constexpr int kTcPad = 8;        // fp16 padding per shared-memory row (16 bytes): spreads rows over the banks
 
 // Two floats as the fp16 pair of one 32-bit register (lo in the low half), rounded to nearest even: the device's
 // conversion instruction, or shared_math's codec (the same IEEE rounding) in the CPU emulation.
@@ -59,8 +59,8 @@ __device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t 
     const uint32_t b1c0 = __shfl_sync(0xffffffffu, b1, 4 * (2 * t) + src);
     const uint32_t b0c1 = __shfl_sync(0xffffffffu, b0, 4 * (2 * t + 1) + src);
     const uint32_t b1c1 = __shfl_sync(0xffffffffu, b1, 4 * (2 * t + 1) + src);
-    const float x0[4] = {half_lo(ar0), half_hi(ar0), half_lo(ar2), half_hi(ar2)};  // row g
-    const float x1[4] = {half_lo(ar1), half_hi(ar1), half_lo(ar3), half_hi(ar3)};  // row g + 8
+    const float x0[4] = {half_lo(ar0), half_hi(ar0), half_lo(ar2), half_hi(ar2)};      // row g
+    const float x1[4] = {half_lo(ar1), half_hi(ar1), half_lo(ar3), half_hi(ar3)};      // row g + 8
     const float y0[4] = {half_lo(b0c0), half_hi(b0c0), half_lo(b1c0), half_hi(b1c0)};  // column 2t
     const float y1[4] = {half_lo(b0c1), half_hi(b0c1), half_lo(b1c1), half_hi(b1c1)};  // column 2t + 1
     for (int e = 0; e < 4; ++e) {
@@ -193,10 +193,10 @@ __global__ void attention_tc_kernel(RowArgs a, const float* q, const float* k_ca
                                     int cache_stride, int n_heads, int n_kv_heads, const uint8_t* skip, float* st,
                                     float* out) {
   extern __shared__ float smem[];
-  constexpr int LQ = D + kTcPad;  // row length of Qs and Ks (fp16 values)
+  constexpr int LQ = D + kTcPad;                     // row length of Qs and Ks (fp16 values)
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);  // [kTcRows][LQ]
-  uint16_t* Ks = Qs + kTcRows * LQ;                   // [kTcKeys][LQ]
-  uint16_t* Vt = Ks + kTcKeys * LQ;                   // [D][kTcKeys + kTcPad] (pass 1)
+  uint16_t* Ks = Qs + kTcRows * LQ;                  // [kTcKeys][LQ]
+  uint16_t* Vt = Ks + kTcKeys * LQ;                  // [D][kTcKeys + kTcPad] (pass 1)
   const int h = blockIdx.x;
   if (skip && skip[h]) return;
   const int T = a.n_tokens;
@@ -342,6 +342,7 @@ __global__ void attention_tc_kernel(RowArgs a, const float* q, const float* k_ca
       }
     }
   } else {
-    pass2_metrics<D>(a, h, warp, g, t, row, n_vis, lo, srow, sm, tail, sink, tk, k, want_topk, Qs, kh, logit_scale, cap);
+    pass2_metrics<D>(a, h, warp, g, t, row, n_vis, lo, srow, sm, tail, sink, tk, k, want_topk, Qs, kh, logit_scale,
+                     cap);
   }
 }

@@ -4,11 +4,13 @@
 #include <cuda_fp16.h>
 
 #include <climits>
+#include <type_traits>
 #include <cstdint>
 #include <cmath>
 
 #include "focal_kernels/ops.h"
 #include "focal_kernels/ops_cuda.h"
+#include "focal_kernels/quant_blocks.h"
 #include "focal_kernels/shared_math.h"
 
 namespace focal::cuda_ops {
@@ -529,6 +531,78 @@ __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, flo
 
 #include "attention_tc.cuh"
 
+// Quantized weights (QWeight). TYPE is a template argument, so each format's dequant_sub32 compiles to straight-line
+// code with its 32 values in registers.
+template <int TYPE>
+__global__ void matvec_q_kernel(const float* x, QWeight w, float* y, int m) {
+  const int lane = threadIdx.x & 31;
+  const int j = blockIdx.x * kMatvecWarps + (threadIdx.x >> 5);
+  if (j >= w.rows) return;
+  constexpr int kSubs = TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K || TYPE == qblocks::kQ6_K ? 8 : 1;
+  const int bb = qblocks::block_bytes(TYPE);
+  const uint8_t* row = w.data + (size_t)j * w.row_bytes;
+  const int k = w.cols, n_sub = k / 32;
+  float acc[kMatvecMaxRows];
+  for (int i = 0; i < kMatvecMaxRows; ++i) acc[i] = 0.0f;
+  for (int s = lane; s < n_sub; s += 32) {
+    float v[32];
+    qblocks::dequant_sub32(TYPE, row + (size_t)(s / kSubs) * bb, s % kSubs, v);
+    for (int i = 0; i < kMatvecMaxRows; ++i) {
+      if (i >= m) break;
+      const float4* xr = reinterpret_cast<const float4*>(x + (size_t)i * k + 32 * s);
+      float a = acc[i];
+      for (int q = 0; q < 8; ++q) {
+        const float4 xv = xr[q];
+        a += v[4 * q] * xv.x;
+        a += v[4 * q + 1] * xv.y;
+        a += v[4 * q + 2] * xv.z;
+        a += v[4 * q + 3] * xv.w;
+      }
+      acc[i] = a;
+    }
+  }
+  for (int i = 0; i < kMatvecMaxRows; ++i) {
+    if (i >= m) break;
+    const float sum = warp_sum(acc[i]);
+    if (lane == 0) y[(size_t)i * w.rows + j] = sum;
+  }
+}
+
+// One thread per (row, 32-value sub-block): rows r0.. of w into out (fp32, or fp16 bits when half_out).
+template <int TYPE>
+__global__ void dequant_rows_kernel(QWeight w, int r0, int nr, void* out, bool half_out) {
+  constexpr int kSubs = TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K || TYPE == qblocks::kQ6_K ? 8 : 1;
+  const int n_sub = w.cols / 32;
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (size_t)nr * n_sub) return;
+  const int r = (int)(idx / n_sub), s = (int)(idx % n_sub);
+  float v[32];
+  qblocks::dequant_sub32(
+      TYPE, w.data + (size_t)(r0 + r) * w.row_bytes + (size_t)(s / kSubs) * qblocks::block_bytes(TYPE), s % kSubs, v);
+  const size_t o = (size_t)r * w.cols + 32 * s;
+  if (half_out) {
+    uint16_t* h = static_cast<uint16_t*>(out) + o;
+    for (int l = 0; l < 32; ++l) h[l] = math::float_to_half_bits(v[l]);
+  } else {
+    float* f = static_cast<float*>(out) + o;
+    for (int l = 0; l < 32; ++l) f[l] = v[l];
+  }
+}
+
+template <int TYPE>
+__global__ void embed_q_kernel(QWeight w, const int32_t* ids, float* out, int n_tokens) {
+  constexpr int kSubs = TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K || TYPE == qblocks::kQ6_K ? 8 : 1;
+  const int n_sub = w.cols / 32;
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (size_t)n_tokens * n_sub) return;
+  const int t = (int)(idx / n_sub), s = (int)(idx % n_sub);
+  float v[32];
+  qblocks::dequant_sub32(TYPE, w.data + (size_t)ids[t] * w.row_bytes + (size_t)(s / kSubs) * qblocks::block_bytes(TYPE),
+                         s % kSubs, v);
+  float* f = out + (size_t)t * w.cols + 32 * s;
+  for (int l = 0; l < 32; ++l) f[l] = v[l];
+}
+
 __global__ void narrow_kernel(const float* x, int code, uint16_t* out, size_t n) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = code == kW16BF ? math::float_to_bf16_bits(x[i]) : math::float_to_half_bits(x[i]);
@@ -728,6 +802,54 @@ cublasStatus_t matmul_xwt_tf32(const Ctx& c, const float* x, const float* w, flo
   const float alpha = 1.0f, beta = 0.0f;
   return cublasGemmEx(c.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_32F, k, x, CUDA_R_32F, k, &beta, y,
                       CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+}
+
+namespace {
+// Calls f(std::integral_constant<int, TYPE>) for w's format; false for a format without device kernels.
+template <class F>
+bool with_qtype(int type, F&& f) {
+  switch (type) {
+    case qblocks::kQ4_0: f(std::integral_constant<int, qblocks::kQ4_0>()); return true;
+    case qblocks::kQ4_1: f(std::integral_constant<int, qblocks::kQ4_1>()); return true;
+    case qblocks::kQ8_0: f(std::integral_constant<int, qblocks::kQ8_0>()); return true;
+    case qblocks::kQ4_K: f(std::integral_constant<int, qblocks::kQ4_K>()); return true;
+    case qblocks::kQ5_K: f(std::integral_constant<int, qblocks::kQ5_K>()); return true;
+    case qblocks::kQ6_K: f(std::integral_constant<int, qblocks::kQ6_K>()); return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m) {
+  if (m < 0 || m > kMatvecMaxRows || w.cols % 32 != 0) return cudaErrorInvalidValue;
+  if (m == 0 || w.rows == 0) return cudaSuccess;
+  const bool ok = with_qtype(w.type, [&](auto tc) {
+    auto* kern = matvec_q_kernel<decltype(tc)::value>;
+    kern<<<grid_for((size_t)w.rows, kMatvecWarps), kMatvecWarps * 32, 0, c.stream>>>(x, w, y, m);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type) {
+  if ((out_type != CUDA_R_32F && out_type != CUDA_R_16F) || w.cols % 32 != 0) return cudaErrorInvalidValue;
+  const size_t n = (size_t)nr * (w.cols / 32);
+  if (n == 0) return cudaSuccess;
+  const bool ok = with_qtype(w.type, [&](auto tc) {
+    auto* kern = dequant_rows_kernel<decltype(tc)::value>;
+    kern<<<grid_for(n, 256), 256, 0, c.stream>>>(w, r0, nr, out, out_type == CUDA_R_16F);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t embed_q(const Ctx& c, const QWeight& w, const int32_t* ids, float* out, int n_tokens) {
+  if (w.cols % 32 != 0) return cudaErrorInvalidValue;
+  const size_t n = (size_t)n_tokens * (w.cols / 32);
+  if (n == 0) return cudaSuccess;
+  const bool ok = with_qtype(w.type, [&](auto tc) {
+    auto* kern = embed_q_kernel<decltype(tc)::value>;
+    kern<<<grid_for(n, 256), 256, 0, c.stream>>>(w, ids, out, n_tokens);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val) {

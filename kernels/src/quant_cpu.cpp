@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "focal_kernels/quant_blocks.h"
 #include "focal_kernels/shared_math.h"
 #include "quant_digits.h"
 #include "target_isa.h"
@@ -68,16 +69,7 @@ inline float f16_at(const uint8_t* p) {
   return math::half_bits_to_float(v);
 }
 
-// Q4_K / Q5_K: eight 6-bit (scale, min) pairs packed into 12 bytes.
-inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
+using qblocks::scale_min_k4;  // Q4_K / Q5_K: eight 6-bit (scale, min) pairs packed into 12 bytes
 
 // One block of type t (qtype_block_elems(t) values) from b into y.
 inline void dequant_block(int t, const uint8_t* b, float* y) {
@@ -88,24 +80,6 @@ inline void dequant_block(int t, const uint8_t* b, float* y) {
       uint16_t v;
       std::memcpy(&v, b, 2);
       y[0] = math::bf16_bits_to_float(v);
-      break;
-    }
-    case kQ4_0: {
-      const float d = f16_at(b);
-      const uint8_t* qs = b + 2;
-      for (int j = 0; j < 16; ++j) {
-        y[j] = ((qs[j] & 0xF) - 8) * d;
-        y[j + 16] = ((qs[j] >> 4) - 8) * d;
-      }
-      break;
-    }
-    case kQ4_1: {
-      const float d = f16_at(b), m = f16_at(b + 2);
-      const uint8_t* qs = b + 4;
-      for (int j = 0; j < 16; ++j) {
-        y[j] = (qs[j] & 0xF) * d + m;
-        y[j + 16] = (qs[j] >> 4) * d + m;
-      }
       break;
     }
     case kQ5_0:
@@ -127,12 +101,6 @@ inline void dequant_block(int t, const uint8_t* b, float* y) {
           y[j + 16] = (q1 - 16) * d;
         }
       }
-      break;
-    }
-    case kQ8_0: {
-      const float d = f16_at(b);
-      const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-      for (int j = 0; j < 32; ++j) y[j] = qs[j] * d;
       break;
     }
     case kQ2_K: {
@@ -183,54 +151,14 @@ inline void dequant_block(int t, const uint8_t* b, float* y) {
       }
       break;
     }
+    case kQ4_0:
+    case kQ4_1:
+    case kQ8_0:
     case kQ4_K:
-    case kQ5_K: {
-      const bool five = t == kQ5_K;
-      const float d = f16_at(b), dmin = f16_at(b + 2);
-      const uint8_t* scales = b + 4;
-      const uint8_t* qh = b + 16;
-      const uint8_t* ql = b + (five ? 48 : 16);
-      int is = 0;
-      uint8_t u1 = 1, u2 = 2;
-      for (int j = 0; j < 256; j += 64) {
-        int sc, mn;
-        scale_min_k4(is, scales, &sc, &mn);
-        const float d1 = d * sc, m1 = dmin * mn;
-        scale_min_k4(is + 1, scales, &sc, &mn);
-        const float d2 = d * sc, m2 = dmin * mn;
-        for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - m1;
-        for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - m2;
-        ql += 32;
-        is += 2;
-        u1 <<= 2;
-        u2 <<= 2;
-      }
+    case kQ5_K:
+    case kQ6_K:  // the formats the CUDA kernels read too: one definition of their math (quant_blocks.h)
+      for (int sub = 0; sub < qblocks::block_values(t) / 32; ++sub) qblocks::dequant_sub32(t, b, sub, y + 32 * sub);
       break;
-    }
-    case kQ6_K: {
-      const uint8_t* ql = b;
-      const uint8_t* qh = b + 128;
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-      const float d = f16_at(b + 208);
-      for (int n = 0; n < 256; n += 128) {
-        for (int l = 0; l < 32; ++l) {
-          const int is = l / 16;
-          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-          y[l] = d * sc[is] * q1;
-          y[l + 32] = d * sc[is + 2] * q2;
-          y[l + 64] = d * sc[is + 4] * q3;
-          y[l + 96] = d * sc[is + 6] * q4;
-        }
-        y += 128;
-        ql += 64;
-        qh += 32;
-        sc += 8;
-      }
-      break;
-    }
     default: break;
   }
 }

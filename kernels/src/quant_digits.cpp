@@ -16,22 +16,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "focal_kernels/quant_blocks.h"
 #include "target_isa.h"
 
 namespace focal::ops::digits {
 
 namespace {
 
-// Q4_K: eight 6-bit (scale, min) pairs packed into 12 bytes (the same unpacking as quant_cpu.cpp's dequantiser).
-inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
+using qblocks::scale_min_k4;  // Q4_K: eight 6-bit (scale, min) pairs packed into 12 bytes
 
 inline uint16_t u16_at(const uint8_t* p) {
   uint16_t v;

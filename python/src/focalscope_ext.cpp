@@ -1113,6 +1113,10 @@ NB_MODULE(_core, mod) {
       .def_prop_ro(
           "device", [](const PyModel& m) { return std::string(focal::device_name(m.model->device())); },
           "'cpu' or 'cuda': where the weights live and the forward runs.")
+      .def_prop_ro(
+          "precision", [](const PyModel& m) { return std::string(focal::precision_name(m.model->precision())); },
+          "'exact' (fp32 everywhere; always on the CPU) or 'fast' (GPU: 16-bit GEMMs and attention on tensor "
+          "cores, softmax and metrics in fp32), as resolved at load.")
       .def_prop_ro("n_layers", [](const PyModel& m) { return m.cfg().n_layers; })
       .def_prop_ro(
           "n_heads", [](const PyModel& m) { return m.cfg().n_heads; }, "Query heads.")
@@ -1209,7 +1213,7 @@ NB_MODULE(_core, mod) {
 
   mod.def(
       "load",
-      [](const fs::path& p, const std::string& device) {
+      [](const fs::path& p, const std::string& device, const std::string& precision) {
         const std::string path = path_str(p);
         if (!fs::exists(p))
           raise(PyExc_FileNotFoundError,
@@ -1219,14 +1223,20 @@ NB_MODULE(_core, mod) {
         try {
           d = focal::parse_device(device);
         } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("device: ") + e.what()); }
+        focal::LoadOptions opt;
+        try {
+          opt.precision = focal::parse_precision(precision);
+        } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("precision: ") + e.what()); }
         auto m = std::make_unique<PyModel>();
         {
           nb::gil_scoped_release rel;
-          m->model = focal::Model::load(path, focal::resolve_device(d));
+          m->model = focal::Model::load(path, focal::resolve_device(d), opt);
         }
         return m;
       },
-      "path"_a, "device"_a = "auto",
+      "path"_a, "device"_a = "auto", "precision"_a = "auto",
       "Loads a model: a Hugging Face LLaMA-family directory (config.json, safetensors, tokenizer.model) or a "
-      "llama-architecture .gguf file. device: 'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'.");
+      "llama-architecture .gguf file. device: 'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'. precision: "
+      "'auto' (fast on the GPU for 16-bit and quantized weights, else exact), 'exact' or 'fast' (as focal "
+      "--precision).");
 }

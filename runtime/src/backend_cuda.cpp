@@ -11,7 +11,8 @@
 // flash-style fused kernel (metrics without T^2 memory).
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
-// per parameter), fp32 ones 4. The backend remembers each weight allocation's type; embed widens table rows as it
+// per parameter), fp32 ones 4; GGUF blocks of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K stay as the file stores them
+// (upload_weight_stored; read by the quantized kernels of ops_cuda.h), other block formats go up as fp16. The backend remembers each weight allocation's type; embed widens table rows as it
 // gathers them, and matmul_xwt with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode,
 // short prompts; w read once in 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
 // multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
@@ -28,6 +29,7 @@
 #include "backend.h"
 #include "focal/error.h"
 #include "focal_kernels/ops_cuda.h"
+#include "focal_kernels/quant_blocks.h"
 #include "focal_kernels/shared_math.h"
 #include "safetensors.h"
 
@@ -143,6 +145,7 @@ class CudaBackend final : public Backend {
       weight_bytes_ -= it->second;
       weights_.erase(wt);
     }
+    if (qweights_.erase(p)) weight_bytes_ -= it->second;
     pool_.emplace(it->second, p);
     live_.erase(it);
   }
@@ -159,6 +162,31 @@ class CudaBackend final : public Backend {
     return p;
   }
 
+  // Blocks of a format with device kernels (quant_blocks.h) go up as the file stores them, rows in order (the row
+  // map applied); anything else (fp16 / bf16, other block formats) through the default (16-bit).
+  float* upload_weight_stored(const StoredWeight& w) override {
+    if (!qblocks::sub32_supported(w.type) || w.panels || w.cols % 32 != 0) return Backend::upload_weight_stored(w);
+    const size_t bytes = (size_t)w.rows * w.row_bytes;
+    float* p = alloc_bytes(bytes ? bytes : 1);
+    if (w.row_map.empty()) {
+      FOCAL_CUDA_CHECK(cudaMemcpy(p, w.data, bytes, cudaMemcpyHostToDevice), "upload_weight_stored");
+    } else {
+      std::vector<uint8_t> rows(bytes);
+      for (int64_t r = 0; r < w.rows; ++r)
+        std::memcpy(rows.data() + (size_t)r * w.row_bytes, w.data + (size_t)w.row_map[r] * w.row_bytes, w.row_bytes);
+      FOCAL_CUDA_CHECK(cudaMemcpy(p, rows.data(), bytes, cudaMemcpyHostToDevice), "upload_weight_stored");
+    }
+    cuda_ops::QWeight q;
+    q.type = w.type;
+    q.data = reinterpret_cast<const uint8_t*>(p);
+    q.rows = (int)w.rows;
+    q.cols = (int)w.cols;
+    q.row_bytes = w.row_bytes;
+    qweights_[p] = q;
+    weight_bytes_ += live_[p];
+    return p;
+  }
+
   size_t weight_bytes() const override { return weight_bytes_; }
 
   void upload(float* dst, const float* src, size_t n) override {
@@ -167,6 +195,12 @@ class CudaBackend final : public Backend {
 
   void download(float* dst, const float* src, size_t n) override {
     if (!n) return;
+    if (const cuda_ops::QWeight* q = qweight(src)) {  // a quantized weight: its values, dequantised on the device
+      DeviceBuffer f(*this, (size_t)q->rows * q->cols);
+      FOCAL_CUDA_CHECK(cuda_ops::dequant_rows(ctx_, *q, 0, q->rows, f.data(), CUDA_R_32F), "dequant kernel");
+      download(dst, f.data(), std::min(n, f.size()));
+      return;
+    }
     const cudaDataType dt = type_of(src);
     if (dt != CUDA_R_32F) {  // a 16-bit weight: n values of 2 bytes, widened here exactly as on the device
       uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
@@ -189,6 +223,10 @@ class CudaBackend final : public Backend {
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
                      "embed (token ids upload)");
+    if (const cuda_ops::QWeight* q = qweight(table)) {
+      FOCAL_CUDA_CHECK(cuda_ops::embed_q(ctx_, *q, d_ids, out, n_tokens), "embed kernel (quantized table)");
+      return;
+    }
     FOCAL_CUDA_CHECK(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
@@ -197,6 +235,10 @@ class CudaBackend final : public Backend {
   void set_fast(bool fast) override { fast_ = fast; }
 
   void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
+    if (const cuda_ops::QWeight* q = qweight(w)) {
+      matmul_xwt_quantized(x, *q, y, m, n, k);
+      return;
+    }
     const cudaDataType dt = type_of(w);
     if (dt == CUDA_R_32F) {
       if (fast_)
@@ -432,6 +474,44 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  const cuda_ops::QWeight* qweight(const float* p) const {
+    auto it = qweights_.find(p);
+    return it == qweights_.end() ? nullptr : &it->second;
+  }
+
+  // y[m, n] = x[m, k] . w^T for a quantized w: the matrix-vector kernel for decode (m <= 8, w read once in its
+  // blocks); else blocks of w's rows dequantised into a scratch of at most 64 MiB and multiplied by cuBLAS: fp32
+  // (exact, the CPU's values and an fp32 GEMM) or fp16 with x rounded to fp16 on tensor cores (fast).
+  void matmul_xwt_quantized(const float* x, const cuda_ops::QWeight& q, float* y, int m, int n, int k) {
+    if (m <= cuda_ops::kMatvecMaxRows) {
+      FOCAL_CUDA_CHECK(cuda_ops::matvec_q(ctx_, x, q, y, m), "matmul (quantized matrix-vector kernel)");
+      return;
+    }
+    constexpr size_t kScratchBytes = size_t(1) << 26;
+    const size_t value_bytes = fast_ ? 2 : 4;
+    const int block_rows =
+        (int)std::max<size_t>(1, std::min<size_t>((size_t)n, kScratchBytes / value_bytes / (size_t)std::max(k, 1)));
+    const size_t need = ((size_t)block_rows * k * value_bytes + 3) / 4;  // in float units
+    if (widened_.size() < need) widened_ = DeviceBuffer(*this, need);
+    if (fast_) {
+      const size_t nx = ((size_t)m * k + 1) / 2;
+      if (narrowed_.size() < nx) narrowed_ = DeviceBuffer(*this, nx);
+      FOCAL_CUDA_CHECK(cuda_ops::narrow(ctx_, x, CUDA_R_16F, narrowed_.data(), (size_t)m * k), "narrow kernel");
+    }
+    for (int j0 = 0; j0 < n; j0 += block_rows) {
+      const int rows = std::min(block_rows, n - j0);
+      FOCAL_CUDA_CHECK(cuda_ops::dequant_rows(ctx_, q, j0, rows, widened_.data(), fast_ ? CUDA_R_16F : CUDA_R_32F),
+                       "dequant kernel");
+      if (fast_)
+        FOCAL_CUDA_CHECK(
+            cuda_ops::matmul_xwt_16(ctx_, narrowed_.data(), widened_.data(), CUDA_R_16F, y + j0, m, rows, k, n),
+            "matmul (cublasGemmEx, 16-bit tensor cores)");
+      else
+        FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt(ctx_, x, widened_.data(), y + j0, m, rows, k, n),
+                         "matmul (cublasGemmEx)");
+    }
+  }
+
   // Zeroed device memory of `bytes` bytes (from the pool when a freed buffer of that size exists).
   float* alloc_bytes(size_t bytes) {
     float* p = nullptr;
@@ -496,18 +576,19 @@ class CudaBackend final : public Backend {
   cudaEvent_t computed_[2] = {nullptr, nullptr}, copied_[2] = {nullptr, nullptr};
   cublasHandle_t blas_ = nullptr;
   cuda_ops::Ctx ctx_;
-  std::multimap<size_t, float*> pool_;            // freed device buffers by size in bytes
-  std::map<float*, size_t> live_;                 // allocated device buffers and their size in bytes
-  std::map<const float*, cudaDataType> weights_;  // upload_weight allocations and their storage type
-  size_t weight_bytes_ = 0;                       // bytes of the live weight allocations
-  static constexpr int kTcMinRows = 16;           // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                             // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                          // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                         // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer tc_state_;                         // fast mode: attention_tc's row states [n_heads, T, 3]
-  DeviceBuffer freq_;                             // [d_head / 2] rotary frequencies of the last rope_freqs
-  DeviceBuffer topk_val_;                         // top-k values [rows, k] on the device
-  int32_t* topk_idx_ = nullptr;                   // top-k indices [rows, k] on the device
+  std::multimap<size_t, float*> pool_;                  // freed device buffers by size in bytes
+  std::map<float*, size_t> live_;                       // allocated device buffers and their size in bytes
+  std::map<const float*, cudaDataType> weights_;        // upload_weight allocations and their storage type
+  std::map<const float*, cuda_ops::QWeight> qweights_;  // upload_weight_stored's block-format weights
+  size_t weight_bytes_ = 0;                             // bytes of the live weight allocations
+  static constexpr int kTcMinRows = 16;                 // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                                   // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                                // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                               // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer tc_state_;                               // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer freq_;                                   // [d_head / 2] rotary frequencies of the last rope_freqs
+  DeviceBuffer topk_val_;                               // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;                         // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;       // download staging
   PinnedBuffer pinned_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks

@@ -286,6 +286,8 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.model_path = model.path();
   f.model_config_json = c.source_json;
   f.weights_checksum = model.weights_checksum();
+  f.device = device_name(model.device());
+  f.precision = precision_name(model.precision());
   f.tool_version = version();
   f.n_layers = c.n_layers;
   f.n_heads = c.n_heads;
@@ -317,6 +319,8 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   sf.model_config_json = c.source_json;
   sf.tool_version = version();
   sf.weights_checksum = model.weights_checksum();
+  sf.device = device_name(model.device());
+  sf.precision = precision_name(model.precision());
   sf.base_spec_json = base.to_json();
   sf.n_layers = c.n_layers;
   sf.n_heads = c.n_heads;

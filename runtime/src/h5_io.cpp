@@ -649,6 +649,8 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
   if (with_model) w.attr_string(root, "/", "model_path", p.model_path);
   w.attr_string(root, "/", "model_config_json", p.model_config_json);
   if (with_model) w.attr_u64(root, "/", "weights_checksum", p.weights_checksum);
+  if (with_model && !p.device.empty()) w.attr_string(root, "/", "device", p.device);
+  if (with_model && !p.precision.empty()) w.attr_string(root, "/", "precision", p.precision);
 }
 
 Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
@@ -658,6 +660,8 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   if (with_model) p.model_path = r.attr_string(root, "/", "model_path");
   p.model_config_json = r.attr_string(root, "/", "model_config_json");
   if (with_model) p.weights_checksum = r.attr_u64(root, "/", "weights_checksum");
+  if (with_model && r.has_attr(root, "device")) p.device = r.attr_string(root, "/", "device");
+  if (with_model && r.has_attr(root, "precision")) p.precision = r.attr_string(root, "/", "precision");
   return p;
 }
 

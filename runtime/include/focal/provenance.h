@@ -13,6 +13,9 @@ struct Provenance {
   std::string model_path;         // the model directory or .gguf file, as given
   std::string model_config_json;  // the model's config.json
   uint64_t weights_checksum = 0;  // FNV-1a 64 over the weight files
+  // Where and how the forward ran: "cpu" / "cuda" and "exact" / "fast" (focal/device.h Precision); empty in files
+  // written before they were recorded.
+  std::string device, precision;
 };
 
 }  // namespace focal

@@ -117,6 +117,24 @@ cublasStatus_t matmul_xwt_16(const Ctx& c, const void* x16, const void* w16, cud
 // product: the fast mode for fp32 weights.
 cublasStatus_t matmul_xwt_tf32(const Ctx& c, const float* x, const float* w, float* y, int m, int n, int k);
 
+// A weight matrix [rows, cols] kept on the device in a ggml block format (focal_kernels/quant_blocks.h: Q4_0, Q4_1,
+// Q8_0, Q4_K, Q5_K, Q6_K) exactly as the file stores it: row r at data + r * row_bytes. Every value a kernel reads
+// is qblocks::dequant_sub32's, the CPU dequantiser's own math.
+struct QWeight {
+  int type = 0;
+  const uint8_t* data = nullptr;
+  int rows = 0, cols = 0;
+  size_t row_bytes = 0;
+};
+// y[m, n = w.rows] = x[m, k = w.cols] . w^T for m <= kMatvecMaxRows (decode): one warp per row of w, each lane a
+// 32-value sub-block at a time (consecutive lanes, consecutive bytes), dequantised in registers; fp32 sums.
+cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m);
+// Rows r0 .. r0 + nr - 1 of w dequantised into out[nr, w.cols] as fp32 (CUDA_R_32F: exact) or rounded to
+// CUDA_R_16F (the fast GEMM's operand).
+cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type);
+// out[n_tokens, w.cols] = the dequantised rows ids[t] of a quantized embedding table (ids: device array).
+cudaError_t embed_q(const Ctx& c, const QWeight& w, const int32_t* ids, float* out, int n_tokens);
+
 // Per row of x[rows, n]: the k largest values, descending (ties: lower index first), into idx/val[rows, k].
 // k <= min(n, 64).
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val);

@@ -1,0 +1,110 @@
+// The values of ggml's block formats, 32 at a time, shared by the CPU dequantiser (quant_cpu.cpp dequant_block) and
+// the CUDA kernels that read quantized weights on the device (ops_cuda.cu: matvec_q, dequant_rows): one definition
+// of each format's math, so both backends compute the same fp32 value of every weight. Byte loads only (blocks of
+// Q4_0, Q8_0 and Q6_K are not 4-byte aligned in a row). Formats: docs/model-format.md.
+#pragma once
+
+#include <cstdint>
+
+#include "focal_kernels/shared_math.h"
+
+namespace focal::qblocks {
+
+// ggml type numbers (ops::QType) of the formats below.
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14;
+
+// True for the formats dequant_sub32 knows.
+FOCAL_HD bool sub32_supported(int type) {
+  return type == kQ4_0 || type == kQ4_1 || type == kQ8_0 || type == kQ4_K || type == kQ5_K || type == kQ6_K;
+}
+// Values and bytes of one block (32 or 256 values); 0 for other types.
+FOCAL_HD int block_values(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 256 : sub32_supported(type) ? 32 : 0;
+}
+FOCAL_HD int block_bytes(int type) {
+  switch (type) {
+    case kQ4_0: return 18;
+    case kQ4_1: return 20;
+    case kQ8_0: return 34;
+    case kQ4_K: return 144;
+    case kQ5_K: return 176;
+    case kQ6_K: return 210;
+    default: return 0;
+  }
+}
+
+FOCAL_HD float f16_at(const uint8_t* p) { return math::half_bits_to_float((uint16_t)(p[0] | (p[1] << 8))); }
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's 12 scale bytes q.
+FOCAL_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// y[32] = values 32 sub .. 32 sub + 31 of the block at b (sub = 0 for the 32-value formats, 0..7 for the K formats).
+FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
+  switch (type) {
+    case kQ4_0: {
+      const float d = f16_at(b);
+      const uint8_t* qs = b + 2;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = ((qs[j] & 0xF) - 8) * d;
+        y[j + 16] = ((qs[j] >> 4) - 8) * d;
+      }
+      break;
+    }
+    case kQ4_1: {
+      const float d = f16_at(b), m = f16_at(b + 2);
+      const uint8_t* qs = b + 4;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = (qs[j] & 0xF) * d + m;
+        y[j + 16] = (qs[j] >> 4) * d + m;
+      }
+      break;
+    }
+    case kQ8_0: {
+      const float d = f16_at(b);
+      for (int j = 0; j < 32; ++j) y[j] = (int8_t)b[2 + j] * d;
+      break;
+    }
+    case kQ4_K:
+    case kQ5_K: {
+      // Chunk sub / 2 of 64 values: 32 bytes of 4-bit quants, low nibbles for the even sub-block, high for the odd;
+      // Q5_K's fifth bit of value l is bit `sub` of qh[l].
+      const bool five = type == kQ5_K;
+      const float d = f16_at(b), dmin = f16_at(b + 2);
+      int sc, mn;
+      scale_min_k4(sub, b + 4, &sc, &mn);
+      const float dd = d * sc, mm = dmin * mn;
+      const uint8_t* qh = b + 16;
+      const uint8_t* ql = b + (five ? 48 : 16) + 32 * (sub / 2);
+      const int shift = (sub & 1) * 4;
+      for (int l = 0; l < 32; ++l)
+        y[l] = dd * (((ql[l] >> shift) & 0xF) + (five && ((qh[l] >> sub) & 1) ? 16 : 0)) - mm;
+      break;
+    }
+    case kQ6_K: {
+      // Half h = sub / 4 of 128 values; group g = sub % 4 takes ql bytes 64h + 32 (g & 1) .. (low nibbles for g < 2,
+      // high for g >= 2), bits 2g, 2g + 1 of qh[32h + l], and the int8 scales 8h + 2g + l / 16.
+      const int h = sub / 4, g = sub % 4;
+      const uint8_t* ql = b + 64 * h + 32 * (g & 1);
+      const uint8_t* qh = b + 128 + 32 * h;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * h + 2 * g;
+      const float d = f16_at(b + 208);
+      const int shift = g >= 2 ? 4 : 0;
+      for (int l = 0; l < 32; ++l) {
+        const int q = (((ql[l] >> shift) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+        y[l] = d * sc[l / 16] * q;
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace focal::qblocks
