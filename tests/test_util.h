@@ -1,5 +1,5 @@
-// Shared helpers for the focalscope tests: an observer that records every attention row, tolerance checks and
-// temporary directories.
+// Shared helpers for the focalscope tests: an observer that records every attention row, tolerance checks
+// (allclose / expect_allclose for two code paths) and temporary directories.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +88,60 @@ inline double rel_max_err(const float* a, const float* ref, size_t n) {
     den = std::max(den, (double)std::fabs(ref[i]));
   }
   return den > 0 ? num / den : num;
+}
+
+// Closeness of two code paths that compute the same values with fp32 sums in another order (another GEMM shape, thread
+// count, ISA or OpenBLAS kernel): every element must satisfy |actual - expected| <= atol + rtol * |expected|. NaN
+// matches only NaN and an infinity only the same infinity (metrics undefined on both sides). A failure names `what`,
+// the element furthest past its tolerance (index, both values, the difference, the tolerance) and how many failed.
+// Callers state why their rtol / atol hold; bit-exact comparisons stay EXPECT_EQ, where the same code runs on the same
+// shapes and threads.
+template <class A, class E>
+::testing::AssertionResult allclose(const A* actual, const E* expected, size_t n, double rtol, double atol,
+                                    const std::string& what) {
+  size_t n_bad = 0, worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = (double)actual[i], e = (double)expected[i];
+    double ratio;  // |a - e| over its tolerance; > 1 fails
+    if (std::isnan(a) || std::isnan(e)) {
+      ratio = std::isnan(a) && std::isnan(e) ? 0.0 : INFINITY;
+    } else if (std::isinf(a) || std::isinf(e)) {
+      ratio = a == e ? 0.0 : INFINITY;
+    } else {
+      const double tol = atol + rtol * std::fabs(e);
+      const double d = std::fabs(a - e);
+      ratio = d == 0.0 ? 0.0 : tol > 0.0 ? d / tol : INFINITY;
+    }
+    if (ratio > 1.0) ++n_bad;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  if (n_bad == 0) return ::testing::AssertionSuccess();
+  const double a = (double)actual[worst], e = (double)expected[worst];
+  std::ostringstream msg;  // gtest's own stream would print 1e-05 as 1.0000000000000001e-05
+  msg << what << ": " << n_bad << " of " << n << " elements differ by more than atol " << atol << " + rtol " << rtol
+      << " * |expected|; worst at [" << worst << "]: actual " << std::setprecision(9) << a << ", expected " << e
+      << ", |diff| " << std::setprecision(3) << std::fabs(a - e) << " > tolerance " << atol + rtol * std::fabs(e);
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+// Containers with data() and size() (std::vector<float>, std::vector<double>, ...); sizes must be equal.
+template <class CA, class CE>
+::testing::AssertionResult allclose(const CA& actual, const CE& expected, double rtol, double atol,
+                                    const std::string& what) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << what << ": size " << actual.size() << ", expected " << expected.size();
+  return allclose(actual.data(), expected.data(), actual.size(), rtol, atol, what);
+}
+
+// allclose as a non-fatal check reported at the caller's line (GCC and Clang fill in __builtin_FILE / __builtin_LINE
+// at the call site); returns whether it held.
+template <class CA, class CE>
+bool expect_allclose(const CA& actual, const CE& expected, double rtol, double atol, const std::string& what,
+                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  const ::testing::AssertionResult r = allclose(actual, expected, rtol, atol, what);
+  if (!r) ADD_FAILURE_AT(file, line) << r.message();
+  return (bool)r;
 }
 
 inline std::string make_temp_dir(const std::string& tag) {
