@@ -113,6 +113,7 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   const int64_t rows = 48;
   std::vector<int32_t> perm(rows);
   for (int64_t r = 0; r < rows; ++r) perm[r] = (int32_t)((r * 5) % rows);
+  ops::set_quant_isa(ops::QuantIsa::kAvx512);  // all the CPU has, also where FOCAL_QUANT_ISA capped it (CI's avx2 tier)
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), (bool)__builtin_cpu_supports("avx512vnni"));
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_K, 48));
@@ -154,6 +155,7 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
 // covered it); more rows stay on AVX2.
 TEST(QuantKernels, DecodeRunsVnniWhereTheCpuHasIt) {
   if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) GTEST_SKIP() << "no AVX-512 VNNI";
+  ops::set_quant_isa(ops::QuantIsa::kAvx512);  // all the CPU has, also where FOCAL_QUANT_ISA capped it (CI's avx2 tier)
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
     EXPECT_STREQ(ops::qtype_kernel((int)type, 1), "avx512-vnni") << ggml_type_name(type);
     EXPECT_STREQ(ops::qtype_kernel((int)type, 2), "avx2") << ggml_type_name(type);
@@ -306,8 +308,9 @@ TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
 }
 
 // Native GGUF weights on the CPU are read into process memory at load (LoadOptions::map_weights false, the default):
-// the same logits, bit for bit, as the mapped file, and they stay what was loaded when the file is rewritten
-// afterwards — which the mapped model, reading through the page cache, does not (the check that the two differ).
+// the same logits, bit for bit, as the mapped file (the same kernels on the same bytes, shapes and threads), and
+// they stay what was loaded when the file is rewritten afterwards — which the mapped model, reading through the page
+// cache, does not (the check that the two differ).
 TEST_F(NativeWeightsTest, HeldInMemoryMatchesTheMapAndOutlivesTheFile) {
   test::TinyLlamaDims d;
   d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512, d.layers = 2;
