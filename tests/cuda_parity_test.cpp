@@ -568,10 +568,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true, 0, 2.5f, 0.2f},
                       AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7, false, 64, 4.0f},
                       AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64, false, 7, 1.5f},
-                      // precision fast: the tensor-core kernel (T >= 16, d of 64 / 96 / 128): two query blocks and
-                      // GQA; mixed with captured heads; several key tiles with k = 64; a window starting inside a
+                      // precision fast: the tensor-core kernel (T >= 16, d of 32 / 64 / 96 / 128): GQA; two query
+                      // blocks; mixed with captured heads; several key tiles with k = 64; a window starting inside a
                       // tile; soft-cap with a logit scale at d = 96; no metrics
                       AttnCase{70, 0, 4, 2, 64, 72, true, {}, 5, false, 0, 0, 0, true},
+                      AttnCase{150, 10, 2, 1, 32, 160, true, {}, 5, false, 0, 0, 0, true},  // two 128-row blocks
                       AttnCase{40, 5, 6, 2, 64, 64, true, {1, 4}, 5, false, 0, 0, 0, true},
                       AttnCase{20, 100, 2, 1, 128, 130, true, {}, 64, false, 0, 0, 0, true},
                       AttnCase{40, 70, 4, 2, 64, 120, true, {}, 5, false, 9, 0, 0, true},

@@ -58,8 +58,8 @@ static void open_section(Ui& ui) {
       "native: quantized GGUF blocks and fp16 / bf16 weights stay as the file stores them (memory-mapped, about "
       "0.6 bytes a parameter for Q4); fp32: widened at load (4 bytes a parameter), the mode that matches "
       "transformers to 1e-5. The model is reloaded.");
-  // How the GPU computes; auto's label shows what the open model resolved to. Changing it reloads the open model.
-  ImGui::SameLine();
+  // How the GPU computes (own line: the panel is narrow); auto's label shows what the open model resolved to.
+  // Changing it reloads the open model.
   ImGui::SetNextItemWidth(120);
   std::string prec_label = focal::precision_name(st.precision);
   if (st.has_model() && st.precision == focal::Precision::kAuto)

@@ -344,6 +344,8 @@ int main(int argc, char** argv) {
       no_kernels = true;
     else if (a == "--accuracy" && i + 1 < argc)
       acc_T = std::atoi(argv[++i]);
+    else if (a == "--decode" && i + 1 < argc)
+      decode_n = std::atoi(argv[++i]);
     else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "gpu_bench: unknown option %s (see gpu_bench --help)\n", a.c_str());
       return 2;

@@ -1,22 +1,23 @@
 // Tiled attention on tensor cores: the fast precision mode's attention (ops_cuda.h: attention_tc). Included by
 // ops_cuda.cu inside its anonymous namespace (and inlined by tests/cuda_emu/make_emu_source.py for the emulation).
 //
-// A block takes kTcRows = 64 query rows of one head (4 warps of 16 rows) and walks the visible keys in tiles of
-// kTcKeys = 64: each tile of K (and, in pass 1, V transposed) is rounded to fp16 into shared memory once and shared
-// by the block's 64 rows. S = Q K^T and O += P V run as mma.sync m16n8k16 (fp16 operands, fp32 accumulation); the
-// logit scale, the per-(head, row) temperature, the soft-cap, the causal and window masks and the online softmax
-// (math::OnlineSoftmax: max, Z and the entropy sum A) stay fp32. A thread holds rows g and g + 8 of its warp's 16
-// (g = lane / 4) and two keys of every 8; the four lanes of a group share a row, so row reductions are two
-// shuffles.
+// Before the kernel, kv_to_half_kernel rounds the layer's K and V to fp16 once into a staging buffer: K as
+// [n_kv, n_pad, D], V transposed as [n_kv, D, n_pad]. A block takes kTcRows = 128 query rows of one head (8 warps
+// of 16 rows) and walks the visible keys in tiles of kTcKeys = 64, double-buffered in shared memory by cp.async
+// (the next tile loads while this one computes) and shared by the block's 128 rows. S = Q K^T and O += P V run as
+// mma.sync m16n8k16 (fp16 operands, fp32 accumulation); the logit scale, the per-(head, row) temperature, the
+// soft-cap, the causal and window masks and the online softmax (math::OnlineSoftmax: max, Z and the entropy sum A)
+// stay fp32. A thread holds rows g and g + 8 of its warp's 16 (g = lane / 4) and two keys of every 8; the four
+// lanes of a group share a row, so row reductions are two shuffles. A warp skips the tiles none of its rows sees.
 //   pass 1: out = P V / Z, and the row state (m, Z, A) into st[n_heads, T, 3] when metrics are wanted.
 //   pass 2 (metrics only): S once more (no V), p = e^(x - m) / Z under the final state: tail mass (p < 1 / n), the
 //   top-k mass (each thread keeps its k largest p, then the group merges them), the sink (key 0) and the relevant
 //   mass (the listed keys' scores formed from the same fp16 q and k values); then every metric of the row.
 // Nothing of size T^2 exists. Rows past T in the last block compute masked garbage-free zeros and write nothing.
 
-constexpr int kTcRows = 64;      // query rows per block
+constexpr int kTcRows = 128;     // query rows per block
 constexpr int kTcKeys = 64;      // keys per tile
-constexpr int kTcThreads = 128;  // 4 warps x 16 rows
+constexpr int kTcThreads = 256;  // 8 warps x 16 rows
 constexpr int kTcPad = 8;        // fp16 padding per shared-memory row (16 bytes): spreads rows over the banks
 
 // Two floats as the fp16 pair of one 32-bit register (lo in the low half), rounded to nearest even: the device's
@@ -148,6 +149,66 @@ __device__ void tile_to_half(const float* src, size_t stride, int rows, int n_va
 
 __device__ __forceinline__ uint32_t ld_u32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+// 16 bytes global -> shared without passing through registers (cp.async, completing in commit groups), or a plain
+// copy in the CPU emulation (the waits are then no-ops).
+__device__ __forceinline__ void cp_async16(void* dst_smem, const void* src) {
+#if defined(__CUDA_ARCH__)
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst_smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#else
+  *reinterpret_cast<uint4*>(dst_smem) = *reinterpret_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all_but_one() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
+// Issues the copies of key tile j0 (kTcKeys keys) of the fp16 staging (attention_tc's Kh [n_pad, D] and, in pass 1,
+// Vt [D, n_pad] of this KV head) into shared memory Ks [kTcKeys][D + kTcPad] and Vs [D][kTcKeys + kTcPad].
+template <int D, bool kWithV>
+__device__ void load_kv_tile(const uint16_t* kh, const uint16_t* vt, int n_pad, int j0, uint16_t* Ks, uint16_t* Vs) {
+  constexpr int kKChunks = kTcKeys * D / 8, kVChunks = D * kTcKeys / 8;  // 16-byte pieces
+  for (int i = threadIdx.x; i < kKChunks; i += blockDim.x) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    cp_async16(Ks + r * (D + kTcPad) + c, kh + (size_t)(j0 + r) * D + c);
+  }
+  if (kWithV)
+    for (int i = threadIdx.x; i < kVChunks; i += blockDim.x) {
+      const int r = i / (kTcKeys / 8), c = (i % (kTcKeys / 8)) * 8;
+      cp_async16(Vs + r * (kTcKeys + kTcPad) + c, vt + (size_t)r * n_pad + j0 + c);
+    }
+}
+
+// The staging of attention_tc: keys 0 .. n_pad - 1 of every KV head rounded to fp16, K as [n_kv, n_pad, D] and V
+// transposed as [n_kv, D, n_pad] (keys past n_ctx zero, so masked products stay finite). One block per 32 keys x 32
+// dimensions of one KV head, transposed through shared memory.
+__global__ void kv_to_half_kernel(const float* k_cache, const float* v_cache, int cache_stride, int d, int n_ctx,
+                                  int n_pad, uint16_t* kh, uint16_t* vt) {
+  __shared__ float tile[32][33];
+  const int kv = blockIdx.z, key0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;  // 32 x 8 threads
+  const float* kc = k_cache + (size_t)kv * cache_stride * d;
+  const float* vc = v_cache + (size_t)kv * cache_stride * d;
+  for (int r = ty; r < 32; r += 8) {
+    const int key = key0 + r, c = c0 + tx;
+    const bool in = key < n_ctx && c < d;
+    if (c < d) kh[((size_t)kv * n_pad + key) * d + c] = in ? to_half_bits(kc[(size_t)key * d + c]) : 0;
+    tile[r][tx] = in ? vc[(size_t)key * d + c] : 0.0f;
+  }
+  __syncthreads();
+  for (int r = ty; r < 32; r += 8) {
+    const int c = c0 + r, key = key0 + tx;
+    if (c < d) vt[((size_t)kv * d + c) * n_pad + key] = to_half_bits(tile[tx][r]);
+  }
+}
+
 // The logit of a raw dot product as every path forms it (scaled_score's formula).
 __device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s, float cap) {
   return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) : (dot * logit_scale) * s;
@@ -158,7 +219,7 @@ template <int D>
 __device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row, const int* n_vis,
                               const int* lo, const float* srow, const math::OnlineSoftmax* sm, const float* tail,
                               const float* sink, const RowTopk* tk, int k, bool want_topk, const uint16_t* Qs,
-                              const float* kh, float logit_scale, float cap) {
+                              const uint16_t* kh, float logit_scale, float cap) {
   constexpr int LQ = D + kTcPad;
   const int T = a.n_tokens;
   for (int ri = 0; ri < 2; ++ri) {
@@ -175,7 +236,7 @@ __device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, c
       float dot = 0.0f;
       if (vis)
         for (int c = t; c < D; c += 4)
-          dot += math::half_bits_to_float(qrow[c]) * math::half_bits_to_float(to_half_bits(kh[(size_t)j * D + c]));
+          dot += math::half_bits_to_float(qrow[c]) * math::half_bits_to_float(kh[(size_t)j * D + c]);
       dot = group_sum(dot);
       if (vis) {
         rel += math::online_softmax_prob(sm[ri], tc_logit(dot, logit_scale, srow[ri], cap));
@@ -189,22 +250,22 @@ __device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, c
 }
 
 template <int D, bool kPass2>
-__global__ void attention_tc_kernel(RowArgs a, const float* q, const float* k_cache, const float* v_cache,
-                                    int cache_stride, int n_heads, int n_kv_heads, const uint8_t* skip, float* st,
-                                    float* out) {
+__global__ void __launch_bounds__(kTcThreads, 1)
+    attention_tc_kernel(RowArgs a, const float* q, const uint16_t* k_half, const uint16_t* v_half_t, int n_pad,
+                        int n_heads, int n_kv_heads, const uint8_t* skip, float* st, float* out) {
   extern __shared__ float smem[];
-  constexpr int LQ = D + kTcPad;                     // row length of Qs and Ks (fp16 values)
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);  // [kTcRows][LQ]
-  uint16_t* Ks = Qs + kTcRows * LQ;                  // [kTcKeys][LQ]
-  uint16_t* Vt = Ks + kTcKeys * LQ;                  // [D][kTcKeys + kTcPad] (pass 1)
+  constexpr int LQ = D + kTcPad, LV = kTcKeys + kTcPad;  // row lengths (fp16 values) of Qs / Ks and of Vs
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);      // [kTcRows][LQ]
+  uint16_t* Ks0 = Qs + kTcRows * LQ;                     // 2 x [kTcKeys][LQ]: double-buffered key tiles
+  uint16_t* Vs0 = Ks0 + 2 * kTcKeys * LQ;                // 2 x [D][LV] (pass 1)
   const int h = blockIdx.x;
   if (skip && skip[h]) return;
   const int T = a.n_tokens;
   const int q0 = ((int)gridDim.y - 1 - (int)blockIdx.y) * kTcRows;  // the longest rows first
   const int kvh = h / (n_heads / n_kv_heads);
   const int q_stride = n_heads * D;
-  const float* kh = k_cache + (size_t)kvh * cache_stride * D;
-  const float* vh = v_cache + (size_t)kvh * cache_stride * D;
+  const uint16_t* kh = k_half + (size_t)kvh * n_pad * D;
+  const uint16_t* vt = v_half_t + (size_t)kvh * D * n_pad;
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)D);
   const float cap = a.softcap;
   const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
@@ -249,75 +310,94 @@ __global__ void attention_tc_kernel(RowArgs a, const float* q, const float* k_ca
   const int last_row = q0 + n_rows - 1;
   const int key_end = a.n_past + last_row + 1;
   const int key_lo = math::window_first_key(a.n_past + q0 + 1, a.window);
-  for (int j0 = key_lo - key_lo % kTcKeys; j0 < key_end; j0 += kTcKeys) {
-    const int nk = key_end - j0 < kTcKeys ? key_end - j0 : kTcKeys;
-    __syncthreads();  // the last tile's readers are done
-    tile_to_half<D, false>(kh + (size_t)j0 * D, D, kTcKeys, nk, Ks);
-    if (!kPass2) tile_to_half<D, true>(vh + (size_t)j0 * D, D, kTcKeys, nk, Vt);
+  // This warp's rows see keys up to warp_end - 1: tiles past it are skipped by the warp (no barrier inside).
+  const int warp_first = q0 + warp * 16;
+  const int warp_end = warp_first < T ? a.n_past + (warp_first + 15 < T ? warp_first + 15 : T - 1) + 1 : 0;
+  const int warp_lo = warp_first < T ? math::window_first_key(a.n_past + warp_first + 1, a.window) : 0;
+  const int first_tile = key_lo - key_lo % kTcKeys;
+  load_kv_tile<D, !kPass2>(kh, vt, n_pad, first_tile, Ks0, Vs0);
+  cp_async_commit();
+  int buf = 0;
+  for (int j0 = first_tile; j0 < key_end; j0 += kTcKeys, buf ^= 1) {
+    // Prefetch the next tile into the other buffer (its readers finished at the barrier that ended the last
+    // iteration), then wait for this one.
+    if (j0 + kTcKeys < key_end)
+      load_kv_tile<D, !kPass2>(kh, vt, n_pad, j0 + kTcKeys, Ks0 + (buf ^ 1) * kTcKeys * LQ, Vs0 + (buf ^ 1) * D * LV);
+    cp_async_commit();
+    cp_async_wait_all_but_one();
     __syncthreads();
-    float s[kTcKeys / 8][4];
-    for (int nt = 0; nt < kTcKeys / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
-      for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
-    }
-    // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    for (int nt = 0; nt < kTcKeys / 8; ++nt)
-      for (int e = 0; e < 4; ++e) {
-        const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-        const bool vis = j >= lo[ri] && j < n_vis[ri];
-        const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
-        s[nt][e] = x;
-        tile_max[ri] = fmaxf(tile_max[ri], x);
+    const uint16_t* Ks = Ks0 + buf * kTcKeys * LQ;
+    const uint16_t* Vt = Vs0 + buf * D * LV;
+    // A warp none of whose rows sees a key of this tile skips it (warp-uniform; every thread still reaches the
+    // barrier below).
+    const bool visible = j0 < warp_end && j0 + kTcKeys > warp_lo;
+    do {
+      if (!visible) break;
+      float s[kTcKeys / 8][4];
+      for (int nt = 0; nt < kTcKeys / 8; ++nt) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
+        for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
       }
-    if (!kPass2) {
-      float r[2];
-      for (int ri = 0; ri < 2; ++ri) {
-        const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
-        // Each lane keeps its own partial Z and A relative to the group's common running max.
-        r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
-      }
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= r[0];
-        o[dt][1] *= r[0];
-        o[dt][2] *= r[1];
-        o[dt][3] *= r[1];
-      }
-      for (int nt = 0; nt < kTcKeys / 8; ++nt)
-        for (int e = 0; e < 4; ++e) {
-          const int ri = e >> 1;
-          const float x = s[nt][e];
-          float p = 0.0f;
-          if (x != -INFINITY) {
-            const float d = x - sm[ri].m;
-            p = math::exp_nonpos(d);
-            sm[ri].z += p;
-            sm[ri].a += p > 0.0f ? p * d : 0.0f;
-          }
-          s[nt][e] = p;
-        }
-      for (int kk = 0; kk < kTcKeys / 16; ++kk) {  // O += P V, P's C fragments reused as A fragments
-        const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
-                                pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        for (int dt = 0; dt < D / 8; ++dt) {
-          const uint16_t* vr = Vt + (dt * 8 + g) * (kTcKeys + kTcPad) + kk * 16 + 2 * t;
-          mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
-        }
-      }
-    } else {
+      // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
+      float tile_max[2] = {-INFINITY, -INFINITY};
       for (int nt = 0; nt < kTcKeys / 8; ++nt)
         for (int e = 0; e < 4; ++e) {
           const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-          const float x = s[nt][e];
-          if (x == -INFINITY) continue;
-          const float p = math::online_softmax_prob(sm[ri], x);
-          tail[ri] += p < 1.0f / (float)(n_vis[ri] - lo[ri]) ? p : 0.0f;
-          if (j == 0) sink[ri] = p;
-          if (want_topk) row_topk_push(tk[ri], k, p);
+          const bool vis = j >= lo[ri] && j < n_vis[ri];
+          const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
+          s[nt][e] = x;
+          tile_max[ri] = fmaxf(tile_max[ri], x);
         }
-    }
+      if (!kPass2) {
+        float r[2];
+        for (int ri = 0; ri < 2; ++ri) {
+          const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
+          // Each lane keeps its own partial Z and A relative to the group's common running max.
+          r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
+        }
+        for (int dt = 0; dt < D / 8; ++dt) {
+          o[dt][0] *= r[0];
+          o[dt][1] *= r[0];
+          o[dt][2] *= r[1];
+          o[dt][3] *= r[1];
+        }
+        for (int nt = 0; nt < kTcKeys / 8; ++nt)
+          for (int e = 0; e < 4; ++e) {
+            const int ri = e >> 1;
+            const float x = s[nt][e];
+            float p = 0.0f;
+            if (x != -INFINITY) {
+              const float d = x - sm[ri].m;
+              p = math::exp_nonpos(d);
+              sm[ri].z += p;
+              sm[ri].a += p > 0.0f ? p * d : 0.0f;
+            }
+            s[nt][e] = p;
+          }
+        for (int kk = 0; kk < kTcKeys / 16; ++kk) {  // O += P V, P's C fragments reused as A fragments
+          const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                                  pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+          for (int dt = 0; dt < D / 8; ++dt) {
+            const uint16_t* vr = Vt + (dt * 8 + g) * LV + kk * 16 + 2 * t;
+            mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
+          }
+        }
+      } else {
+        for (int nt = 0; nt < kTcKeys / 8; ++nt)
+          for (int e = 0; e < 4; ++e) {
+            const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+            const float x = s[nt][e];
+            if (x == -INFINITY) continue;
+            const float p = math::online_softmax_prob(sm[ri], x);
+            tail[ri] += p < 1.0f / (float)(n_vis[ri] - lo[ri]) ? p : 0.0f;
+            if (j == 0) sink[ri] = p;
+            if (want_topk) row_topk_push(tk[ri], k, p);
+          }
+      }
+    } while (false);
+    __syncthreads();  // this tile's buffers may be refilled
   }
 
   if constexpr (!kPass2) {

@@ -745,40 +745,52 @@ cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, cons
 
 bool attention_tc_supported(int d_head) { return d_head == 32 || d_head == 64 || d_head == 96 || d_head == 128; }
 
+size_t attention_tc_stage_bytes(int n_kv_heads, int n_ctx, int d_head) {
+  const size_t n_pad = (size_t)(n_ctx + kTcKeys - 1) / kTcKeys * kTcKeys;
+  return 2 * (size_t)n_kv_heads * n_pad * d_head * sizeof(uint16_t);
+}
+
 namespace {
 template <int D>
 cudaError_t attention_tc_d(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
                            int cache_stride, int n_heads, int n_kv_heads, const uint8_t* skip, float* state,
-                           float* out) {
+                           void* stage, float* out) {
+  const int n_ctx = a.n_past + a.n_tokens;
+  const int n_pad = (n_ctx + kTcKeys - 1) / kTcKeys * kTcKeys;
+  uint16_t* kh = static_cast<uint16_t*>(stage);
+  uint16_t* vt = kh + (size_t)n_kv_heads * n_pad * D;
+  const dim3 sgrid((unsigned)(n_pad / 32), (unsigned)((D + 31) / 32), (unsigned)n_kv_heads);
+  kv_to_half_kernel<<<sgrid, 256, 0, c.stream>>>(k_cache, v_cache, cache_stride, D, n_ctx, n_pad, kh, vt);
   const dim3 grid((unsigned)n_heads, (unsigned)((a.n_tokens + kTcRows - 1) / kTcRows));
-  const int qk_halves = (kTcRows + kTcKeys) * (D + kTcPad);
-  const size_t smem1 = (size_t)(qk_halves + D * (kTcKeys + kTcPad)) * sizeof(uint16_t);
+  const int qk_halves = (kTcRows + 2 * kTcKeys) * (D + kTcPad);
+  const size_t smem1 = (size_t)(qk_halves + 2 * D * (kTcKeys + kTcPad)) * sizeof(uint16_t);
   const size_t smem2 = (size_t)qk_halves * sizeof(uint16_t);
   auto* pass1 = attention_tc_kernel<D, false>;
   auto* pass2 = attention_tc_kernel<D, true>;
   cudaError_t e = cudaFuncSetAttribute(pass1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1);
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem2);
   if (e != cudaSuccess) return e;
   float* st = a.metrics ? state : nullptr;
-  pass1<<<grid, kTcThreads, smem1, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, st,
-                                               out);
-  if (a.metrics)
-    pass2<<<grid, kTcThreads, smem2, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, st,
-                                                 out);
+  pass1<<<grid, kTcThreads, smem1, c.stream>>>(a, q, kh, vt, n_pad, n_heads, n_kv_heads, skip, st, out);
+  if (a.metrics) pass2<<<grid, kTcThreads, smem2, c.stream>>>(a, q, kh, vt, n_pad, n_heads, n_kv_heads, skip, st, out);
   return cudaGetLastError();
 }
 }  // namespace
 
 cudaError_t attention_tc(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
                          int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* state,
-                         float* out) {
+                         void* stage, float* out) {
   if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
-  if (a.metrics && !state) return cudaErrorInvalidValue;
+  if ((a.metrics && !state) || !stage) return cudaErrorInvalidValue;
   switch (d_head) {
-    case 32: return attention_tc_d<32>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
-    case 64: return attention_tc_d<64>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
-    case 96: return attention_tc_d<96>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+    case 32:
+      return attention_tc_d<32>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, stage, out);
+    case 64:
+      return attention_tc_d<64>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, stage, out);
+    case 96:
+      return attention_tc_d<96>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, stage, out);
     case 128:
-      return attention_tc_d<128>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, out);
+      return attention_tc_d<128>(c, a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, skip, state, stage, out);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -112,6 +112,7 @@ class CudaBackend final : public Backend {
     widened_.reset();
     narrowed_.reset();
     tc_state_.reset();
+    tc_stage_.reset();
     freq_.reset();
     topk_val_.reset();
     for (auto& slot : blocks_)
@@ -380,8 +381,11 @@ class CudaBackend final : public Backend {
           if (tc_state_.size() < need) tc_state_ = DeviceBuffer(*this, need);
           state = tc_state_.data();
         }
+        const size_t stage_floats =
+            (cuda_ops::attention_tc_stage_bytes(a.n_kv_heads, a.n_past + T, d) + sizeof(float) - 1) / sizeof(float);
+        if (tc_stage_.size() < stage_floats) tc_stage_ = DeviceBuffer(*this, stage_floats);
         FOCAL_CUDA_CHECK(cuda_ops::attention_tc(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
-                                                a.n_kv_heads, d, d_skip, state, a.out),
+                                                a.n_kv_heads, d, d_skip, state, tc_stage_.data(), a.out),
                          "tensor-core attention kernel");
       } else {
         FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
@@ -586,6 +590,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer widened_;                                // fp32 scratch of the 16-bit GEMM path
   DeviceBuffer narrowed_;                               // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
   DeviceBuffer tc_state_;                               // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer tc_stage_;                               // fast mode: attention_tc's fp16 K and V^T of the layer
   DeviceBuffer freq_;                                   // [d_head / 2] rotary frequencies of the last rope_freqs
   DeviceBuffer topk_val_;                               // top-k values [rows, k] on the device
   int32_t* topk_idx_ = nullptr;                         // top-k indices [rows, k] on the device

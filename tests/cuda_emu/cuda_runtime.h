@@ -53,6 +53,10 @@ inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErro
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { std::strcpy(p->name, "CPU emulation"); return cudaSuccess; }
 
+#define __launch_bounds__(...)
+struct uint4 {
+  unsigned x, y, z, w;
+};
 struct float4 {
   float x, y, z, w;
 };

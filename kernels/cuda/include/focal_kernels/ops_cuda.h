@@ -97,14 +97,17 @@ cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, cons
                             int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* out);
 
 // The fast precision mode's attention (attention_tc.cuh), for heads of a size attention_tc_supported accepts
-// (32, 64, 96, 128): blocks of 64 query rows share fp16 tiles of K and V in shared memory; QK^T and PV on tensor cores
-// (mma.sync, fp16 operands, fp32 accumulation); temperature, soft-cap, masks, the online softmax and every row
-// metric in fp32, the metrics in a second pass over the keys (no V). Same arguments as attention_fused, plus
-// state: [n_heads, T, 3] device scratch for the rows' (max, Z, A) between the passes, needed when a.metrics is set.
+// (32, 64, 96, 128): K and V of the n_ctx = n_past + T visible keys rounded to fp16 into `stage` (device scratch of
+// attention_tc_stage_bytes), then blocks of 128 query rows share double-buffered fp16 tiles of K and V in shared
+// memory; QK^T and PV on tensor cores (mma.sync, fp32 accumulation); temperature, soft-cap, masks, the online
+// softmax and every row metric in fp32, the metrics in a second pass over the keys (no V). Same arguments as
+// attention_fused, plus state: [n_heads, T, 3] device scratch for the rows' (max, Z, A) between the passes, needed
+// when a.metrics is set.
 bool attention_tc_supported(int d_head);
+size_t attention_tc_stage_bytes(int n_kv_heads, int n_ctx, int d_head);
 cudaError_t attention_tc(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
                          int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* state,
-                         float* out);
+                         void* stage, float* out);
 
 // out[n] = x[n] rounded to nearest even into type (CUDA_R_16F or CUDA_R_16BF; math::float_to_half_bits /
 // float_to_bf16_bits), 2 bytes each: the fast mode's GEMM input.
