@@ -46,6 +46,19 @@ FOCAL_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
+// out[32] = the 32 bytes at p. On the device two 16-byte loads: p must be 16-byte aligned, which the quant bytes and
+// Q5_K's high bits of Q4_K / Q5_K blocks are in a row whose start is (block sizes 144 and 176, offsets 16, 48 and
+// 32 c); on the host plain byte copies.
+FOCAL_HD void load32_aligned(const uint8_t* p, uint8_t* out) {
+#if defined(__CUDA_ARCH__)
+  const uint4 a = reinterpret_cast<const uint4*>(p)[0], b = reinterpret_cast<const uint4*>(p)[1];
+  const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  for (int i = 0; i < 32; ++i) out[i] = (uint8_t)(w[i / 4] >> (8 * (i % 4)));
+#else
+  for (int i = 0; i < 32; ++i) out[i] = p[i];
+#endif
+}
+
 // y[32] = values 32 sub .. 32 sub + 31 of the block at b (sub = 0 for the 32-value formats, 0..7 for the K formats).
 FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
   switch (type) {
@@ -81,8 +94,9 @@ FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
       int sc, mn;
       scale_min_k4(sub, b + 4, &sc, &mn);
       const float dd = d * sc, mm = dmin * mn;
-      const uint8_t* qh = b + 16;
-      const uint8_t* ql = b + (five ? 48 : 16) + 32 * (sub / 2);
+      uint8_t ql[32], qh[32] = {};
+      load32_aligned(b + (five ? 48 : 16) + 32 * (sub / 2), ql);
+      if (five) load32_aligned(b + 16, qh);
       const int shift = (sub & 1) * 4;
       for (int l = 0; l < 32; ++l)
         y[l] = dd * (((ql[l] >> shift) & 0xF) + (five && ((qh[l] >> sub) & 1) ? 16 : 0)) - mm;
