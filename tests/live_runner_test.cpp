@@ -51,6 +51,8 @@ std::vector<int32_t> ids(int n) {
   return v;
 }
 
+// Bit for bit, on any CPU: a re-run executes the same layer code on the kept layer input (a copy of the fp32 values),
+// with the same shapes (T) and thread count as the full run, so every GEMM and softmax sums in the same order.
 void expect_same_run(const RunCapture& a, const RunCapture& b) {
   EXPECT_EQ(a.layers, b.layers);
   ASSERT_EQ(a.metrics.size(), b.metrics.size());
@@ -80,7 +82,7 @@ TEST(RerunFrom, EqualsAFullForwardWhenOnlyLaterLayersChanged) {
   ASSERT_TRUE(s.rerun_from(2, x.data(), 24, spec, {}, &rec, &lg1));
   Session fresh(*m, 24);
   ASSERT_TRUE(fresh.forward(x.data(), 24, spec, {}, nullptr, &ref));
-  EXPECT_EQ(lg1, ref);  // layers 2, 3 re-run on the kept input of layer 2: identical
+  EXPECT_EQ(lg1, ref);  // layers 2, 3 re-run on the kept input of layer 2, same T and threads: identical (above)
   EXPECT_NE(lg0, ref);  // and the change mattered
   EXPECT_EQ(s.n_past(), 24);
   EXPECT_TRUE(std::isnan(rec.metrics[0]));  // layers before 2 are not reported
@@ -202,7 +204,7 @@ TEST(Induction, CaptureRunAndLiveRunnerMatchANaiveSumOverStoredRows) {
   // Without the request nothing is computed.
   EXPECT_TRUE(capture_run(*m, x, spec, CaptureRequest{}, "r").induction.empty());
   EXPECT_TRUE(std::isnan(head_induction_score(capture_run(*m, x, spec, CaptureRequest{}, "r"), H, T, 0, 0)));
-  // The live runner, re-running only layer 3, equals a full capture.
+  // The live runner, re-running only layer 3, equals a full capture bit for bit (as in expect_same_run).
   LiveRunner runner(*m);
   RunCapture prev, out;
   ASSERT_TRUE(runner.run(x, spec, req, "r", nullptr, &prev, {}, {}, nullptr));

@@ -522,6 +522,7 @@ TEST_F(ShardedTest, ShardedLoadEqualsUnsharded) {
   const std::vector<float> a = logits_of(*single), b = logits_of(*sharded);
   ASSERT_EQ(a.size(), kIds.size() * 64);
   ASSERT_EQ(a.size(), b.size());
+  // Bit for bit on any CPU: the same weights through the same forward, with the same shapes and threads.
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
 }
 
