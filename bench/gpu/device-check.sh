@@ -5,18 +5,20 @@
 #   small   a 98M model (fp32 weights: fast is TF32) at T = 512, 2048, 8192, exact and fast (gpu_bench)
 #   8b      Llama-3-8B's shape in bf16 safetensors (random weights): prefill with every head's metrics and the
 #           one-layer capture, fast (T = 2048, 8192) and exact (T = 2048); fast against exact (attention rows,
-#           metrics, NLL, greedy tokens); the app's propagate at T = 4096 (live_bench); PyTorch's sdpa forward and
-#           transformers eager with output_attentions on the same files (bench/gpu/torch_llama.py)
+#           metrics, NLL, greedy tokens); PyTorch's sdpa forward and transformers eager with output_attentions on
+#           the same files (bench/gpu/torch_llama.py)
+#   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode and the device-memory peak of a T = 8192 capture with every
 #           head's metrics; llama.cpp's CUDA llama-bench (tg128) on the same file when the pack carries it
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
-# usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default parity,small,8b,q4k)
+# usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
+#        parity,small,8b,live,q4k)
 set -uo pipefail
 if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
-parts=,${2:-parity,small,8b,q4k},
+parts=,${2:-parity,small,8b,live,q4k},
 want() { [[ $parts == *",$1,"* ]]; }
 [ -f .devpack/pack.tar.xz ] || { echo "device-check: .devpack/pack.tar.xz missing: run bench/gpu/pack.sh here first" >&2; exit 2; }
 pack=/tmp/devpack
@@ -61,14 +63,16 @@ if want small; then
   gstep 150 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps" --no-cpu
 fi
 big=/tmp/llama3-8b-shape-bf16
-if want 8b; then
+if want 8b || want live; then
   step 150 "$pack/bin/make_big_model" --bf16 $big --tokenizer assets/models/tokenizer.model --context 16384
+fi
+if want 8b; then
   gstep 200 "$pack/bin/gpu_bench" $big 2048,8192 "$reps" --precision fast --capture-layer --no-cpu --no-kernels
   gstep 150 "$pack/bin/gpu_bench" $big 2048 1 --precision exact,fast --accuracy 512 --no-cpu --no-kernels
-  gstep 90 "$pack/bin/live_bench" $big 4096 5 --device cuda --precision fast
   gstep 200 python3 bench/gpu/torch_llama.py $big --sdpa 2048,8192 --eager 2048,8192 --reps "$reps"
-  rm -rf $big
 fi
+want live && gstep 90 "$pack/bin/live_bench" $big 4096 5 --device cuda --precision fast
+rm -rf $big
 if want q4k; then
   q4k=/tmp/llama3-8b-shape-q4_k.gguf
   step 150 "$pack/bin/make_big_model" --gguf $q4k --context 16384

@@ -11,7 +11,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 arch=${1:-90}
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DFOCAL_CUDA=ON -DFOCAL_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-cmake --build build-cuda -j"$(nproc)" --target focal gpu_bench cuda_parity_test make_big_model
+cmake --build build-cuda -j"$(nproc)" --target focal gpu_bench live_bench cuda_parity_test make_big_model
 fixtures=build-cuda/tests/hf_fixtures  # the parity test's HF fixtures (transformers 4.47.1 in .venv)
 if [ -z "$(ls -A "$fixtures" 2>/dev/null)" ]; then
   tests/hf/setup_venv.sh >/dev/null
@@ -20,7 +20,8 @@ fi
 # llama.cpp's CUDA llama-bench (bench/llamacpp/build.sh --cuda), when it has been built: decode's named peer
 lcpp=${FOCAL_CACHE:-/root/.cache/focalscope}/llama.cpp/build-cuda-${LLAMA_CPP_PY_VERSION:-0.3.36}/bin/llama-bench
 rm -rf .devpack && mkdir -p .devpack/bin .devpack/lib
-bins="build-cuda/cli/focal build-cuda/bench/gpu_bench build-cuda/tests/cuda_parity_test build-cuda/bench/make_big_model"
+bins="build-cuda/cli/focal build-cuda/bench/gpu_bench build-cuda/bench/live_bench build-cuda/tests/cuda_parity_test
+  build-cuda/bench/make_big_model"
 [ -x "$lcpp" ] && bins="$bins $lcpp"
 cp $bins .devpack/bin/
 # every library the binaries resolve here except glibc's own (the device's glibc is newer), the CUDA driver and
@@ -34,6 +35,8 @@ for d in "$fixtures"/*/; do
   case "$(basename "$d")" in long_1024|gqa_untied) ;; *) cp -r "$d" .devpack/hf_fixtures/ ;; esac
 done
 grep -qx '/.devpack/' .git/info/exclude 2>/dev/null || echo '/.devpack/' >> .git/info/exclude
-tar -C .devpack -cJf .devpack.tar.xz bin lib hf_fixtures && rm -rf .devpack && mkdir .devpack &&
-  mv .devpack.tar.xz .devpack/pack.tar.xz
+# the commit the pack was built from (with "+dirty" for uncommitted changes), for gpu-latest.json
+echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo +dirty)" > .devpack/commit.txt
+tar -C .devpack -cJf .devpack.tar.xz bin lib hf_fixtures && cp .devpack/commit.txt .devpack.commit.txt &&
+  rm -rf .devpack && mkdir .devpack && mv .devpack.tar.xz .devpack/pack.tar.xz && mv .devpack.commit.txt .devpack/commit.txt
 du -sh .devpack/pack.tar.xz
