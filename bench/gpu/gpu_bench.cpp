@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "model_internal.h"
 #include "focal/model.h"
 #include "focal_kernels/ops_cuda.h"
 
@@ -234,6 +235,36 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
   const double bytes = (double)m.weight_bytes();
   const double copy = copy_bandwidth_gbs(reps);
   const double frac = bytes / t / 1e9 / copy;
+  // The weight products alone, as one decode step issues them (7 per layer and the head, one row of x): how much of
+  // a token's time the kernels take, and the rest (norms, RoPE, attention, launches, host work).
+  {
+    Backend& be = m.backend();
+    const Model::Weights& w = m.weights();
+    const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
+    const size_t big = (size_t)std::max({H, QD, I, c.vocab_size});
+    DeviceBuffer xb(be, big), yb(be, big);
+    std::vector<double> ts;
+    for (int r = 0; r <= reps; ++r) {
+      be.synchronize();
+      const double t0 = now();
+      for (const LayerWeights& L : w.layers) {
+        be.matmul_xwt(xb.data(), L.wq, yb.data(), 1, QD, H);
+        be.matmul_xwt(xb.data(), L.wk, yb.data(), 1, KD, H);
+        be.matmul_xwt(xb.data(), L.wv, yb.data(), 1, KD, H);
+        be.matmul_xwt(xb.data(), L.wo, yb.data(), 1, H, QD);
+        if (L.w_gate) be.matmul_xwt(xb.data(), L.w_gate, yb.data(), 1, I, H);
+        be.matmul_xwt(xb.data(), L.w_up, yb.data(), 1, I, H);
+        be.matmul_xwt(xb.data(), L.w_down, yb.data(), 1, H, I);
+      }
+      be.matmul_xwt(xb.data(), w.lm_head, yb.data(), 1, c.vocab_size, H);
+      be.synchronize();
+      if (r > 0) ts.push_back(now() - t0);
+    }
+    const double tw = median(ts);
+    std::printf("weight products alone: %.2f ms a token, %.0f GB/s (%.0f %% of copy); the rest of a step %.2f ms\n",
+                1e3 * tw, bytes / tw / 1e9, 100.0 * bytes / tw / 1e9 / copy, 1e3 * (t - tw));
+    std::printf("result decode_products_ms %.3f\n", 1e3 * tw);
+  }
   std::printf(
       "\n== decode, %d tokens (median of %d) ==\n%.1f tokens/s, %.2f ms/token; weights %.2f GB read per token "
       "= %.0f GB/s, %.0f %% of the copy bandwidth %.0f GB/s\n",

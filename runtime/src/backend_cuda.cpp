@@ -129,6 +129,11 @@ class CudaBackend final : public Backend {
       cudaEventDestroy(computed_[b]);
       cudaEventDestroy(copied_[b]);
     }
+    for (UploadSlot& u : upload_slots_)
+      if (u.host) {
+        cudaFreeHost(u.host);
+        cudaEventDestroy(u.done);
+      }
     cublasDestroy(blas_);
     cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
@@ -190,8 +195,28 @@ class CudaBackend final : public Backend {
 
   size_t weight_bytes() const override { return weight_bytes_; }
 
+  // A copy from pageable memory waits for the stream to drain first, so the host could not run ahead of the GPU: the
+  // forward's small per-layer uploads (row scales, RoPE frequencies, a few KB) go through a ring of pinned slots
+  // instead, each reused once the copy last issued from it has completed (its event).
   void upload(float* dst, const float* src, size_t n) override {
-    if (n) FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+    if (!n) return;
+    if (n > kUploadSlotFloats) {
+      FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+      return;
+    }
+    UploadSlot& slot = upload_slots_[upload_next_];
+    upload_next_ = (upload_next_ + 1) % kUploadSlots;
+    if (!slot.host) {
+      void* p = nullptr;
+      FOCAL_CUDA_CHECK(cudaMallocHost(&p, kUploadSlotFloats * sizeof(float)), "cudaMallocHost (upload slot)");
+      slot.host = static_cast<float*>(p);
+      FOCAL_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "cudaEventCreate");
+    } else {
+      FOCAL_CUDA_CHECK(cudaEventSynchronize(slot.done), "upload (slot reuse)");
+    }
+    std::memcpy(slot.host, src, n * sizeof(float));
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, slot.host, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
+    FOCAL_CUDA_CHECK(cudaEventRecord(slot.done, stream_), "cudaEventRecord");
   }
 
   void download(float* dst, const float* src, size_t n) override {
@@ -585,15 +610,23 @@ class CudaBackend final : public Backend {
   std::map<const float*, cudaDataType> weights_;        // upload_weight allocations and their storage type
   std::map<const float*, cuda_ops::QWeight> qweights_;  // upload_weight_stored's block-format weights
   size_t weight_bytes_ = 0;                             // bytes of the live weight allocations
-  static constexpr int kTcMinRows = 16;                 // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                                   // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                                // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                               // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer tc_state_;                               // fast mode: attention_tc's row states [n_heads, T, 3]
-  DeviceBuffer tc_stage_;                               // fast mode: attention_tc's fp16 K and V^T of the layer
-  DeviceBuffer freq_;                                   // [d_head / 2] rotary frequencies of the last rope_freqs
-  DeviceBuffer topk_val_;                               // top-k values [rows, k] on the device
-  int32_t* topk_idx_ = nullptr;                         // top-k indices [rows, k] on the device
+  static constexpr size_t kUploadSlotFloats = 16384;    // 64 KiB pinned per slot
+  static constexpr int kUploadSlots = 64;
+  struct UploadSlot {
+    float* host = nullptr;
+    cudaEvent_t done = nullptr;
+  };
+  UploadSlot upload_slots_[kUploadSlots];
+  int upload_next_ = 0;
+  static constexpr int kTcMinRows = 16;  // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                    // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                 // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer tc_state_;                // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer tc_stage_;                // fast mode: attention_tc's fp16 K and V^T of the layer
+  DeviceBuffer freq_;                    // [d_head / 2] rotary frequencies of the last rope_freqs
+  DeviceBuffer topk_val_;                // top-k values [rows, k] on the device
+  int32_t* topk_idx_ = nullptr;          // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;       // download staging
   PinnedBuffer pinned_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks
