@@ -2,6 +2,7 @@
 // is exactly representable in fp32, so the device's __half2float is exact; this rebuilds the same fp32 bits:
 // normals rebias the exponent (15 -> 127), subnormals are normalised, infinities and NaNs keep their payload.
 #pragma once
+// NOLINTBEGIN(bugprone-reserved-identifier): this header stands in for CUDA, whose names are reserved ones
 #include <cstdint>
 #include <cstring>
 struct __half {
@@ -28,3 +29,4 @@ inline float __half2float(__half h) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+// NOLINTEND(bugprone-reserved-identifier)

@@ -113,7 +113,8 @@ FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
       const int shift = g >= 2 ? 4 : 0;
       for (int l = 0; l < 32; ++l) {
         const int q = (((ql[l] >> shift) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
-        y[l] = d * sc[l / 16] * q;
+        const int8_t scale = sc[l >> 4];  // the scale of values 0..15, then of 16..31
+        y[l] = d * scale * q;
       }
       break;
     }
