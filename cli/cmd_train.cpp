@@ -157,7 +157,7 @@ int cmd_train(int argc, char** argv) {
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&)) {
   Args a(argc, argv, 2, {"--help", kLoadFlag, kMmapFlag},
          {"--data", "--output", "--val-seq-len", "--val-sequences", "--max-tasks", "--tasks", "--mode", "--temp",
-          "--layer-temp", "--head-temp", "--tau-scale", "--ssmax-s", kDeviceOption});
+          "--layer-temp", "--head-temp", "--tau-scale", "--ssmax-s", kDeviceOption, kWeightsOption, kPrecisionOption});
   if (a.has("--help")) {
     std::printf("%s%s", kEvalHelp, kDeviceHelp);
     return 0;

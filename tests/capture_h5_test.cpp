@@ -197,6 +197,8 @@ CaptureFile fake_capture(const Shape& s = Shape()) {
   f.weights_checksum = 0xcbf29ce484222325ull;
   f.tool_version = "0.1.0";
   f.created_utc = "2024-05-06T07:08:09Z";
+  f.device = "cuda";
+  f.precision = "fast";
   f.n_layers = s.n_layers;
   f.n_heads = s.n_heads;
   f.d_head = s.d_head;
@@ -228,6 +230,8 @@ void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_p
   EXPECT_EQ(a.weights_checksum, b.weights_checksum);
   EXPECT_EQ(a.tool_version, b.tool_version);
   EXPECT_EQ(a.created_utc, b.created_utc);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.precision, b.precision);
   EXPECT_EQ(a.n_layers, b.n_layers);
   EXPECT_EQ(a.n_heads, b.n_heads);
   EXPECT_EQ(a.d_head, b.d_head);
@@ -295,6 +299,20 @@ TEST(CaptureH5, RoundTripFp32) {
   write_capture(f, path);
   expect_same_capture(f, read_capture(path), false);
   if (const char* keep = std::getenv("FOCAL_CAPTURE_SAMPLE")) write_capture(f, keep);
+}
+
+// A file written before device and precision were recorded (no such attributes) reads them as empty.
+TEST(CaptureH5, ProvenanceWithoutDeviceAndPrecisionReadsEmpty) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  f.device.clear();
+  f.precision.clear();
+  const std::string path = dir.file("old.h5");
+  write_capture(f, path);
+  const CaptureFile r = read_capture(path);
+  EXPECT_EQ(r.device, "");
+  EXPECT_EQ(r.precision, "");
+  EXPECT_EQ(r.model_path, f.model_path);
 }
 
 // The parallel chunk writer (h5_chunks.cpp) against HDF5's own filter pipeline as the oracle: one file holds each

@@ -167,6 +167,13 @@ def test_bad_input_raises_python_exceptions(fs, models, tmp_path):
         m.run(3.5)
     with pytest.raises(ValueError, match="device"):
         fs.load(ROOT / FOCAL, device="gpu")
+    with pytest.raises(ValueError, match="precision"):
+        fs.load(ROOT / FOCAL, precision="half")
+    # precision: the CPU always computes exact; fast on the CPU is refused, as by focal --precision
+    assert fs.load(ROOT / FOCAL, device="cpu").precision == "exact"
+    assert fs.load(ROOT / FOCAL, device="cpu", precision="exact").precision == "exact"
+    with pytest.raises(fs.FocalError, match="precision fast runs on the CUDA backend only"):
+        fs.load(ROOT / FOCAL, device="cpu", precision="fast")
     # runtime errors carry the runtime's message
     with pytest.raises(fs.FocalError, match="layer 9"):
         m.run(PROMPT, fs.TempSpec(0.4, layer_temp={9: 0.5}))
