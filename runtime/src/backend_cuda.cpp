@@ -12,9 +12,10 @@
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
 // per parameter), fp32 ones 4; GGUF blocks of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K stay as the file stores them
-// (upload_weight_stored; read by the quantized kernels of ops_cuda.h), other block formats go up as fp16. The backend remembers each weight allocation's type; embed widens table rows as it
-// gathers them, and matmul_xwt with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode,
-// short prompts; w read once in 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
+// (upload_weight_stored; read by the quantized kernels of ops_cuda.h), other block formats go up as fp16. The
+// backend remembers each weight allocation's type; embed widens table rows as it gathers them, and matmul_xwt
+// with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode, short prompts; w read once in
+// 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
 // multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
 // the exact precision. In the fast precision (set_fast, focal/device.h) x is rounded to w's 16-bit type and the
 // product runs on tensor cores (fp32 weights: TF32), and prefill attention runs the tiled tensor-core kernel
@@ -174,14 +175,18 @@ class CudaBackend final : public Backend {
     if (!qblocks::sub32_supported(w.type) || w.panels || w.cols % 32 != 0) return Backend::upload_weight_stored(w);
     const size_t bytes = (size_t)w.rows * w.row_bytes;
     float* p = alloc_bytes(bytes ? bytes : 1);
-    if (w.row_map.empty()) {
-      FOCAL_CUDA_CHECK(cudaMemcpy(p, w.data, bytes, cudaMemcpyHostToDevice), "upload_weight_stored");
-    } else {
-      std::vector<uint8_t> rows(bytes);
+    // On the compute stream, after alloc_bytes' zeroing of p (a plain cudaMemcpy would run on the legacy stream,
+    // unordered with it), and waited for: the host rows may go away.
+    std::vector<uint8_t> rows;
+    const uint8_t* src = w.data;
+    if (!w.row_map.empty()) {
+      rows.resize(bytes);
       for (int64_t r = 0; r < w.rows; ++r)
         std::memcpy(rows.data() + (size_t)r * w.row_bytes, w.data + (size_t)w.row_map[r] * w.row_bytes, w.row_bytes);
-      FOCAL_CUDA_CHECK(cudaMemcpy(p, rows.data(), bytes, cudaMemcpyHostToDevice), "upload_weight_stored");
+      src = rows.data();
     }
+    FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, stream_), "upload_weight_stored");
+    FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "upload_weight_stored (cudaStreamSynchronize)");
     cuda_ops::QWeight q;
     q.type = w.type;
     q.data = reinterpret_cast<const uint8_t*>(p);
