@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
   // This thread's two rows (ri = 0: g, 1: g + 8).
   int row[2], n_vis[2], lo[2];
-  float srow[2];
+  float srow[2], inv_n[2];
   math::OnlineSoftmax sm[2];
   for (int ri = 0; ri < 2; ++ri) {
     row[ri] = q0 + warp * 16 + g + 8 * ri;
@@ -292,6 +292,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     n_vis[ri] = live ? a.n_past + row[ri] + 1 : 0;
     lo[ri] = live ? math::window_first_key(n_vis[ri], a.window) : 0;
     srow[ri] = live ? a.row_scale[(size_t)h * T + row[ri]] : 0.0f;
+    inv_n[ri] = live ? 1.0f / (float)(n_vis[ri] - lo[ri]) : 0.0f;  // the tail's threshold, the uniform share
     sm[ri] = math::online_softmax_init();
     if (kPass2 && live) {
       const float* s3 = st + ((size_t)h * T + row[ri]) * 3;
@@ -391,8 +392,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             const float x = s[nt][e];
             if (x == -INFINITY) continue;
             const float p = math::online_softmax_prob(sm[ri], x);
-            tail[ri] += p < 1.0f / (float)(n_vis[ri] - lo[ri]) ? p : 0.0f;
-            if (j == 0) sink[ri] = p;
+            tail[ri] += math::tail_term(p, inv_n[ri]);
+            if (j == 0) sink[ri] = math::sink_mass(lo[ri], p);
             if (want_topk) row_topk_push(tk[ri], k, p);
           }
       }

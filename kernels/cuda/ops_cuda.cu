@@ -157,7 +157,7 @@ __device__ void write_metrics(float* m, float h, float z, int n_vis, float tail,
   m[ops::kTopkMass] = topk_mass;
   m[ops::kTailMass] = tail;
   m[ops::kSinkMass] = sink;
-  m[ops::kRelevantMass] = rel_seen > 0.0f ? rel : NAN;
+  m[ops::kRelevantMass] = math::relevant_mass(rel, rel_seen);
 }
 
 // Storage codes of weight matrices inside the kernels.
@@ -377,7 +377,7 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
     const float v = pr[j] * inv_z;
     pr[j] = v;
     if (p16) p16[j] = math::float_to_half_bits(v);
-    tail += v < inv_n ? v : 0.0f;
+    tail += math::tail_term(v, inv_n);
     if (a.metrics && k > 0) topk_push(tk, k, v, j);
   }
   for (int j = n_vis + threadIdx.x; j < n_keys; j += blockDim.x) {
@@ -401,7 +401,7 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   seen = block_sum(seen, sh);
   if (threadIdx.x == 0)
     write_metrics(a.metrics + ((size_t)head * a.n_tokens + row) * ops::kNumRowMetrics, logf(z) - acc * inv_z, z,
-                  n_vis - lo, tail, lo == 0 ? pr[0] : 0.0f, topk_mass, rel, seen);
+                  n_vis - lo, tail, math::sink_mass(lo, pr[0]), topk_mass, rel, seen);
 }
 
 // The logit of one key as the CPU path forms it: raw = q_sh[d] . k[d] * logit_scale, then times the row scale and
@@ -476,8 +476,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
     float p = 0.0f;
     if (j < n_vis) {
       p = math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap));
-      tail += p < inv_n ? p : 0.0f;
-      if (j == 0) sink = p;
+      tail += math::tail_term(p, inv_n);
+      if (j == 0) sink = math::sink_mass(lo, p);
     }
     p_tile[threadIdx.x] = p;
     __syncthreads();

@@ -221,7 +221,7 @@ void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevan
       ++seen;
     }
   }
-  m[kRelevantMass] = seen ? rel : std::numeric_limits<float>::quiet_NaN();
+  m[kRelevantMass] = math::relevant_mass(rel, (float)seen);
 }
 
 // Metrics that need the normalised row (everything except entropy, which comes from the softmax pass).
@@ -232,7 +232,7 @@ void fill_prob_metrics(const float* p, int n, int topk, const int32_t* relevant,
   for (int j = 0; j < n; ++j) {
     const float v = p[j];
     mx = v > mx ? v : mx;
-    tail += v < inv_n ? v : 0.0f;
+    tail += math::tail_term(v, inv_n);
   }
   m[kMaxProb] = mx;
   m[kTailMass] = tail;
@@ -280,7 +280,7 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
   for (int j = 0; j < n; ++j) {
     const float v = p[j] * inv_z;
     p[j] = v;
-    tail += v < inv_n ? v : 0.0f;
+    tail += math::tail_term(v, inv_n);
   }
   // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
   fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
@@ -313,7 +313,7 @@ void attention_row(const float* raw, float scale, float softcap, int first_key, 
   }
   softmax_scaled_row(logits.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
   if (metrics) {
-    metrics[kSinkMass] = lo == 0 ? p[0] : 0.0f;
+    metrics[kSinkMass] = math::sink_mass(lo, p[0]);
     fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo);
   }
   std::fill(p, p + lo, 0.0f);

@@ -226,6 +226,14 @@ FOCAL_HD float online_softmax_entropy(const OnlineSoftmax& s) { return logf(s.z)
 // as the CPU softmax forms it (branch-free exp of the max-subtracted logit, times 1/Z). The max logit gets 1/Z.
 FOCAL_HD float online_softmax_prob(const OnlineSoftmax& s, float x) { return exp_nonpos(x - s.m) * (1.0f / s.z); }
 
+// The row-metric rules both backends apply (ops.h RowMetric), one definition each:
+// a probability counts toward the tail mass when it is below the uniform share 1/n of the row's n visible keys;
+FOCAL_HD float tail_term(float p, float inv_n) { return p < inv_n ? p : 0.0f; }
+// the sink mass is key 0's probability while key 0 is visible (no sliding window has passed it), else 0;
+FOCAL_HD float sink_mass(int first_key, float p0) { return first_key == 0 ? p0 : 0.0f; }
+// the relevant mass is the probability summed over the listed keys that are visible, NaN when none is.
+FOCAL_HD float relevant_mass(float rel, float n_seen) { return n_seen > 0.0f ? rel : NAN; }
+
 // The entropy-derived row metrics from H (nats) over n_visible keys: H clamped at 0 (rounding gives -1e-8 on
 // one-hot rows), H / ln(n_visible) (0 for a single key), and the effective support exp(H).
 FOCAL_HD void entropy_metrics(float h, int n_visible, float& h_nats, float& h_norm, float& eff_support) {
