@@ -126,24 +126,16 @@ __device__ __forceinline__ float group_max(float v) {
 }
 
 // Rows [rows, D] of fp32 src (row r at src + r * stride; rows at or past n_valid read as zero) rounded to fp16 into
-// dst[rows][D + kTcPad]; or, transposed, into dst[D][rows + kTcPad]. All threads of the block take part.
-template <int D, bool kTranspose>
+// dst[rows][D + kTcPad] (the block's query rows). All threads of the block take part.
+template <int D>
 __device__ void tile_to_half(const float* src, size_t stride, int rows, int n_valid, uint16_t* dst) {
   for (int i = threadIdx.x; i < rows * (D / 4); i += blockDim.x) {
     const int r = i / (D / 4), c = (i % (D / 4)) * 4;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r < n_valid) v = *reinterpret_cast<const float4*>(src + (size_t)r * stride + c);
-    if (kTranspose) {
-      const int ld = rows + kTcPad;
-      dst[(c + 0) * ld + r] = to_half_bits(v.x);
-      dst[(c + 1) * ld + r] = to_half_bits(v.y);
-      dst[(c + 2) * ld + r] = to_half_bits(v.z);
-      dst[(c + 3) * ld + r] = to_half_bits(v.w);
-    } else {
-      uint32_t* d2 = reinterpret_cast<uint32_t*>(dst + r * (D + kTcPad) + c);
-      d2[0] = pack_half2(v.x, v.y);
-      d2[1] = pack_half2(v.z, v.w);
-    }
+    uint32_t* d2 = reinterpret_cast<uint32_t*>(dst + r * (D + kTcPad) + c);
+    d2[0] = pack_half2(v.x, v.y);
+    d2[1] = pack_half2(v.z, v.w);
   }
 }
 
@@ -271,7 +263,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
   const int n_rows = T - q0 < kTcRows ? T - q0 : kTcRows;
 
-  tile_to_half<D, false>(q + (size_t)q0 * q_stride + (size_t)h * D, q_stride, kTcRows, n_rows, Qs);
+  tile_to_half<D>(q + (size_t)q0 * q_stride + (size_t)h * D, q_stride, kTcRows, n_rows, Qs);
   __syncthreads();
   uint32_t qf[D / 16][4];  // this warp's 16 rows of Q as A fragments
   for (int kk = 0; kk < D / 16; ++kk) {
