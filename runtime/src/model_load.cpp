@@ -283,7 +283,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   if (options.precision == Precision::kFast && m->device_ != Device::kCuda)
     throw Error("precision",
                 "precision fast runs on the CUDA backend only (this model would run on the CPU, which computes in "
-                "fp32): use --device cuda on a machine with a GPU, or precision exact / auto");
+                "fp32): choose device cuda on a machine with a GPU, or precision exact or auto");
   // Native GGUF weights on the CPU are read from the file at every decode step: held in process memory unless the
   // caller asks for the map (LoadOptions::map_weights). fp32 mode and the GPU copy the weights out at load anyway.
   const bool held =
