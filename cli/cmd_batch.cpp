@@ -27,7 +27,8 @@ rows. Memory does not grow with the corpus. Format: docs/batch.md.
 
   --data PATH           a .jsonl file ({"text": ..., optional "id", optional "relevant": [key positions]}),
                         a text file (one document per blank-line-separated block) or a directory of .txt files
-  --runs LIST           settings, comma-separated: standard, native, focal:T, learned (default standard,focal:0.4)
+  --runs LIST           settings, comma-separated, each in the spec grammar of `focal capture --help`: standard,
+                        native, focal:T, learned[:X], ssmax[:S], +L=T / +L:H=T overrides (default standard,focal:0.4)
   -o, --output FILE     the stats file (written under a temporary name and renamed)
   --max-tokens N        tokens per forward (default 512, at most the model's context)
   --long cut|window     a longer document: keep its first N tokens (cut, default) or run it in windows of N
@@ -56,12 +57,9 @@ std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConf
     const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) throw UsageError{"--runs: empty item in '" + list + "' (use e.g. standard,focal:0.4)"};
     batch::BatchRun r;
-    try {
-      r.spec = compare_spec(item, cfg);
-    } catch (const UsageError&) {
-      throw UsageError{"--runs: '" + item + "' is not a setting (use standard, native, focal:T or learned)"};
-    }
-    r.name = r.spec.label();
+    r.spec = compare_spec(item, "--runs", cfg);
+    // a run with overrides is named by its whole spec, so two of them stay apart
+    r.name = r.spec.layer_temp.empty() && r.spec.head_temp.empty() ? r.spec.label() : r.spec.text();
     if (!names.insert(r.name).second) throw UsageError{"--runs: '" + item + "' is given twice"};
     runs.push_back(std::move(r));
     if (comma == std::string::npos) break;

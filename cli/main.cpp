@@ -60,8 +60,9 @@ commands:
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
-MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.model) or a
-llama-architecture .gguf file; when it is left out, the bundled focal model assets/models/focal-t0.4 is used.
+MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.json or
+tokenizer.model) or a .gguf file, of Llama 3.x, Qwen2, Mistral, Gemma 2, Phi-3, OLMo 2 or GPT-2; when it is left
+out, the bundled focal model assets/models/focal-t0.4 is used.
 -v, --verbose with any command: informational notes on stderr (e.g. the device auto chose and why).
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
@@ -146,7 +147,7 @@ selection:
   --topk K           next-token top-k stored per position (default 10)
   --topk-mass K      k of the top-k mass metric (default 5)
   --relevant LIST    key positions counted as relevant (relevant mass, noise, SNR)
-  --compare SETTING  add a second run: standard | native | focal:T | learned (with per-row KL/JS)
+  --compare SPEC     add a second run in the spec grammar (below), e.g. standard (with per-row KL/JS)
   --name NAME        name of the main run (default: derived from the setting, e.g. focal_t0.4)
   -o FILE            output .h5 (written to a temporary name, then renamed)
 )";
@@ -171,7 +172,7 @@ int cmd_capture(int argc, char** argv) {
   const CaptureRequest req = request_from(a, cfg);
   std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
   if (a.has("--compare")) {
-    TempSpec other = compare_spec(a.get("--compare"), cfg);
+    TempSpec other = compare_spec(a.get("--compare"), "--compare", cfg);
     std::string name = other.label();
     if (name == runs[0].first) name += "_b";
     runs.push_back({name, other});

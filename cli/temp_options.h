@@ -18,7 +18,7 @@ extern const std::set<std::string> kTempOpts;  // the option names, for Args
 // UsageError for a malformed value, Error (naming the TempSpec field) for a value the model cannot take.
 TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg);
 
-// A --compare setting: "standard", "native", "focal:T" or "learned".
-TempSpec compare_spec(const std::string& v, const ModelConfig& cfg);
+// A setting in the spec grammar (TempSpec::parse) given to option `opt` (--compare, --runs), validated against cfg.
+TempSpec compare_spec(const std::string& v, const std::string& opt, const ModelConfig& cfg);
 
 }  // namespace focal::cli

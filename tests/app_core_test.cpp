@@ -22,6 +22,7 @@
 #include "overrides.h"
 #include "prompt_wrap.h"
 #include "settings.h"
+#include "temp_spec_cases.h"
 #include "test_util.h"
 
 namespace focalscope {
@@ -579,6 +580,33 @@ TEST(Script, ParsesCommandsAndNamesTheLineOfAnError) {
     EXPECT_NE(std::string(e.what()).find("s.txt:2: unknown command 'fly'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_script("select 1\n", "s.txt"), focal::Error);
+}
+
+// The script's `spec SPEC [a|b]` walks the shared table of the one spec grammar (tests/data/temp_specs.tsv) on the
+// bundled learned-tau model (native = learned, 4 layers, 6 heads): each valid spec is the setting it spells, each
+// invalid one a single error starting with the script's file:line.
+TEST(Script, SpecCommandTakesTheSharedSpecTable) {
+  const auto cmds = parse_script("spec focal:0.4+1:0=0.5 b\nspec native\n", "s.txt");
+  ASSERT_EQ(cmds.size(), 2u);
+  EXPECT_EQ(cmds[0].args, (std::vector<std::string>{"focal:0.4+1:0=0.5", "b"}));
+  EXPECT_THROW(parse_script("spec\n", "s.txt"), focal::Error);
+  const auto model = focal::Model::load(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-learned");
+  const focal::ModelConfig& cfg = model->config();
+  ASSERT_EQ(cfg.focal.mode, focal::AttnMode::kLearned);
+  for (const focal::test::SpecCase& c : focal::test::temp_spec_cases(FOCAL_SOURCE_DIR)) {
+    SCOPED_TRACE("spec '" + c.spec + "'");
+    try {
+      const focal::TempSpec s = parse_spec_command(c.spec, &cfg, "s.txt:7");
+      EXPECT_TRUE(c.error.empty()) << "accepted as " << s.text();
+      if (c.error.empty()) { EXPECT_EQ(s.text(), c.canonical); }
+    } catch (const focal::Error& e) {
+      const std::string msg = e.what();
+      EXPECT_FALSE(c.error.empty()) << "rejected: " << msg;
+      EXPECT_EQ(msg.rfind("s.txt:7: ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(c.error), std::string::npos) << msg;
+    }
+  }
+  EXPECT_THROW(parse_spec_command("focal:0.4", nullptr, "s.txt:1"), focal::Error);  // no model open
 }
 
 }  // namespace

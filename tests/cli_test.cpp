@@ -18,6 +18,7 @@
 #include "focal/capture.h"
 #include "focal/tokenizer.h"
 #include "focal_kernels/shared_math.h"
+#include "temp_spec_cases.h"
 #include "test_util.h"
 
 #ifndef FOCAL_CLI_PATH
@@ -168,13 +169,17 @@ class CliTest : public ::testing::Test {
 
   // An error case: exit code `rc`, stdout empty, exactly one message line on stderr containing every `needles`,
   // and `dir` (where -o pointed) left empty: no output, no temporary, no probe file.
+  static constexpr int kUsageOrValue = -1;  // expect_failure's rc: 2 (malformed) or 1 (a value the model refuses)
   static void expect_failure(const std::vector<std::string>& args, int rc, const std::vector<std::string>& needles,
                              const std::string& dir) {
     std::string shown;
     for (auto& a : args) shown += " " + a;
     SCOPED_TRACE("focal" + shown);
     const CliResult r = run(args);
-    EXPECT_EQ(r.rc, rc) << "stderr: " << r.err;
+    if (rc == kUsageOrValue)
+      EXPECT_TRUE(r.rc == 1 || r.rc == 2) << "rc " << r.rc << ", stderr: " << r.err;
+    else
+      EXPECT_EQ(r.rc, rc) << "stderr: " << r.err;
     EXPECT_EQ(r.out, "");
     // The one informational line of a CUDA build's default auto falling back ("device: auto -> cpu (...)") may
     // precede the error; the error itself is one line.
@@ -230,7 +235,8 @@ TEST_F(CliTest, EveryCommandHasHelp) {
     EXPECT_EQ(r.err, "");
   }
   // The temperature options are documented where they apply.
-  for (const char* cmd : {"capture", "sweep", "generate"}) EXPECT_THAT(run({cmd, "--help"}).out, HasSubstr("--temp T"));
+  for (const char* cmd : {"capture", "sweep", "generate"})
+    EXPECT_THAT(run({cmd, "--help"}).out, HasSubstr("--temp SPEC"));
 }
 
 // ---- init and info ----
@@ -452,6 +458,42 @@ TEST_F(CliTest, BadTemperaturesExitOne) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--mode", "learned", "-o", o}, 1,
                  {"--mode: ", "mode = learned"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "learned", "-o", o}, 1, {"learned"}, d);
+}
+
+// --compare walks the shared table of the one spec grammar (tests/data/temp_specs.tsv; --temp and batch --runs
+// parse through the same function) on a learned-tau model of 2 layers and 2 heads: a valid spec becomes the capture's
+// second run, stored as that spec; an invalid one is one error naming --compare, exit 2 or 1, and no file.
+TEST_F(CliTest, CompareTakesTheSharedSpecTable) {
+  const std::string learned = *root_ + "/spec_learned";
+  CliResult r = run({"init", learned, "--tokenizer", *tok_, "--hidden", "32", "--layers", "2", "--heads", "2",
+                     "--kv-heads", "1", "--intermediate", "64", "--attn", "learned"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string d = out_dir("spec_table");
+  int i = 0;
+  for (const test::SpecCase& c : test::temp_spec_cases(FOCAL_SOURCE_DIR)) {
+    SCOPED_TRACE("spec '" + c.spec + "'");
+    const std::string o = d + "/s" + std::to_string(i++) + ".h5";
+    const std::vector<std::string> args = {"capture", learned,     "--prompt", "the cat",  "--temp",
+                                           "0.123",   "--compare", c.spec,     "--layers", "0",
+                                           "--store", "metrics",   "-o",       o};
+    if (!c.error.empty()) {
+      expect_failure(args, kUsageOrValue, {"--compare", c.error}, d);
+      continue;
+    }
+    r = run(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const CaptureFile f = read_capture(o);
+    ASSERT_EQ(f.runs.size(), 2u);
+    EXPECT_EQ(TempSpec::from_json(f.runs[0].temp_spec_json, o).text(), "focal:0.123");
+    EXPECT_EQ(TempSpec::from_json(f.runs[1].temp_spec_json, o).text(), c.canonical);
+    std::remove(o.c_str());
+  }
+  // --temp takes the same grammar (a bare number stays focal attention at t)
+  const std::string o = d + "/t.h5";
+  r = run({"capture", learned, "--prompt", "the cat", "--temp", "learned:0.8+1:0=0.5", "--layers", "0", "--store",
+           "metrics", "-o", o});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(TempSpec::from_json(read_capture(o).runs[0].temp_spec_json, o).text(), "learned:0.8+1:0=0.5");
 }
 
 TEST_F(CliTest, BadSelectionsExitOne) {

@@ -10,6 +10,7 @@
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "naive_llama.h"
+#include "temp_spec_cases.h"
 #include "test_util.h"
 
 namespace focal {
@@ -326,6 +327,58 @@ TEST(Forward, RejectsBadTokensAndOverflow) {
   std::vector<int32_t> many(9, 1);
   EXPECT_THROW(s.forward(many.data(), 9, TempSpec::standard(), RunOptions{}, nullptr, nullptr), Error);
   EXPECT_THROW(s.forward(many.data(), 0, TempSpec::standard(), RunOptions{}, nullptr, nullptr), Error);
+}
+
+// The one temperature-spec grammar against the shared table (tests/data/temp_specs.tsv): each valid spec parses,
+// validates and prints as its canonical spelling, which parses back to the same spec; each invalid one throws one
+// Error with the phrase. Model: learned tau (native = learned), 2 layers, 2 heads.
+TEST(TempSpecGrammar, SharedTableParsesValidatesAndRoundTrips) {
+  ModelConfig cfg;
+  cfg.n_layers = 2;
+  cfg.n_heads = 2;
+  cfg.focal.mode = AttnMode::kLearned;
+  cfg.focal.has_tau = true;
+  for (const test::SpecCase& c : test::temp_spec_cases(FOCAL_SOURCE_DIR)) {
+    SCOPED_TRACE("spec '" + c.spec + "'");
+    try {
+      const TempSpec s = TempSpec::parse(c.spec, "--x", &cfg);
+      s.validate(cfg);
+      if (!c.error.empty()) {
+        ADD_FAILURE() << "accepted as " << s.text() << "; expected an error with '" << c.error << "'";
+        continue;
+      }
+      EXPECT_EQ(s.text(), c.canonical);
+      EXPECT_EQ(TempSpec::parse(s.text(), "--x", &cfg).to_json(), s.to_json());
+    } catch (const Error& e) {
+      EXPECT_FALSE(c.error.empty()) << "rejected: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TempSpecGrammar, ErrorsNameTheirPlaceAndTellSyntaxFromValues) {
+  try {
+    TempSpec::parse("native", "--runs");  // no model to take the native setting from
+    ADD_FAILURE() << "native parsed without a model";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--runs: ", 0), 0u) << e.what();
+    EXPECT_EQ(e.field(), "spec");
+  }
+  try {
+    TempSpec::parse("focal:-0.4", "--temp");  // well formed, not a temperature
+    ADD_FAILURE() << "t = -0.4 parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--temp: ", 0), 0u) << e.what();
+    EXPECT_EQ(e.field(), "");
+  }
+  // text() spells every float so that it reads back exactly (0.1f is not 0.1)
+  for (float t : {0.1f, 0.4f, 1.0f / 3.0f, 1e-3f, 123.456f}) {
+    TempSpec s = TempSpec::focal(t);
+    s.head_temp[{1, 0}] = t * 2.0f;
+    const TempSpec back = TempSpec::parse(s.text(), "t");
+    EXPECT_EQ(back.focal_temp, t) << s.text();
+    EXPECT_EQ((back.head_temp.at({1, 0})), t * 2.0f) << s.text();
+  }
 }
 
 }  // namespace

@@ -18,4 +18,9 @@ std::vector<int> parse_index_set(const std::string& text, int n, const std::stri
 focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& layers, const std::vector<int>& heads,
                                float t);
 
+// The script's `spec SPEC [a|b]`: SPEC in the one temperature-spec grammar (focal::TempSpec::parse), `native` being
+// the open model's setting, validated against that model. Every error is one focal::Error that starts with `where`
+// (the script's file:line). cfg null (no model open) is an error too.
+focal::TempSpec parse_spec_command(const std::string& text, const focal::ModelConfig* cfg, const std::string& where);
+
 }  // namespace focalscope

@@ -98,6 +98,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         s.mode = focal::AttnMode::kFocal;
         s.focal_temp = number(c.args[0], where);
         st.set_spec(side, s);
+      } else if (c.name == "spec") {  // spec SPEC [a|b]: the whole setting, in the one spec grammar
+        st.set_spec(side_arg(c, 1, where), parse_spec_command(c.args[0], st.config(), where));
       } else if (c.name == "mode") {
         const int side = side_arg(c, 1, where);
         focal::TempSpec s = st.slots[side].spec;

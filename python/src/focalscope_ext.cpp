@@ -164,31 +164,12 @@ double parse_number(const std::string& s, const std::string& what) {
   return v;
 }
 
-// "standard", "focal:T" (or a bare "T"), "learned", "learned:X" (tau_scale X), "ssmax:S". "native" needs a model.
-focal::TempSpec parse_temp(const std::string& text) {
-  const size_t colon = text.find(':');
-  const std::string head = text.substr(0, colon);
-  const std::string arg = colon == std::string::npos ? "" : text.substr(colon + 1);
-  const bool has_arg = colon != std::string::npos;
-  focal::TempSpec s;
-  if (head == "standard" && !has_arg) return s;
-  if (head == "focal" && has_arg) return focal::TempSpec::focal(check_temp(parse_number(arg, "temp"), "temp: t"));
-  if (head == "learned") {
-    s.mode = focal::AttnMode::kLearned;
-    if (has_arg) s.tau_scale = check_temp(parse_number(arg, "temp"), "temp: the tau multiplier of learned:X");
-    return s;
-  }
-  if (head == "ssmax") {
-    s.mode = focal::AttnMode::kSsmax;
-    if (has_arg) s.ssmax_s = check_temp(parse_number(arg, "temp"), "temp: s of ssmax:S");
-    return s;
-  }
-  if (!has_arg && !text.empty() &&
-      (std::isdigit((unsigned char)text[0]) || text[0] == '.' || text[0] == '-' || text[0] == '+'))
-    return focal::TempSpec::focal(check_temp(parse_number(text, "temp"), "temp: t"));
-  raise(PyExc_ValueError, "temp: '" + text +
-                              "' is not a setting: use 'native', 'standard', 'focal:T' (e.g. 'focal:0.4'), "
-                              "'learned', 'learned:X', 'ssmax:S', a number t, or a TempSpec");
+// The one spec grammar (focal::TempSpec::parse); a malformed or non-positive spec is a ValueError. `native` needs
+// cfg.
+focal::TempSpec parse_temp(const std::string& text, const focal::ModelConfig* cfg, const char* param = "temp") {
+  try {
+    return focal::TempSpec::parse(text, param, cfg);
+  } catch (const focal::Error& e) { raise(PyExc_ValueError, e.what()); }
 }
 
 // temp argument: None -> the model's native setting; str; a number t; a TempSpec. Validated against the model.
@@ -200,7 +181,7 @@ focal::TempSpec to_spec(nb::handle temp, const focal::ModelConfig& cfg, const ch
     s = nb::cast<focal::TempSpec>(temp);
   } else if (PyUnicode_Check(temp.ptr())) {
     const std::string text = nb::cast<std::string>(temp);
-    s = text == "native" ? focal::TempSpec::native(cfg) : parse_temp(text);
+    s = parse_temp(text, &cfg, param);
   } else if (PyFloat_Check(temp.ptr()) || (PyLong_Check(temp.ptr()) && !PyBool_Check(temp.ptr()))) {
     s = focal::TempSpec::focal(check_temp(nb::cast<double>(temp), std::string(param) + ": t"));
   } else {
@@ -735,8 +716,8 @@ NB_MODULE(_core, mod) {
       "How a run scales attention logits: softmax(q.k / (t sqrt(d_head))) with t per model, layer or head.\n\n"
       "TempSpec(0.4) is focal attention with t = 0.4; TempSpec(mode='standard'); TempSpec(0.4, layer_temp={0: 1.0}, "
       "head_temp={(2, 1): 0.3}); TempSpec(mode='learned', tau_scale=0.8); TempSpec(mode='ssmax', ssmax_s=1.0). "
-      "Anywhere a temp= is taken, a string works too: 'native', 'standard', 'focal:0.4', 'learned', 'learned:0.8', "
-      "'ssmax:1'.")
+      "Anywhere a temp= is taken, a string in the spec grammar works too (TempSpec.parse): 'native', 'standard', "
+      "'focal:0.4', 'learned:0.8', 'ssmax:1', 'focal:0.4+2=0.3+2:1=0.5'.")
       .def(
           "__init__",
           [](focal::TempSpec* self, std::optional<double> t, std::optional<std::string> mode,
@@ -765,9 +746,14 @@ NB_MODULE(_core, mod) {
           },
           "t"_a = nb::none(), "mode"_a = nb::none(), "layer_temp"_a = std::map<int, double>{},
           "head_temp"_a = std::map<std::pair<int, int>, double>{}, "tau_scale"_a = 1.0, "ssmax_s"_a = 1.0)
-      .def_static("parse", &parse_temp, "text"_a,
-                  "Parses 'standard', 'focal:T', 'T', 'learned', 'learned:X' or 'ssmax:S' ('native' needs a model: "
-                  "use Model.native_temp).")
+      .def_static(
+          "parse", [](const std::string& text) { return parse_temp(text, nullptr); }, "text"_a,
+          "Parses the spec grammar shared with the CLI and the app: 'standard', 'focal:T' or 'T', 'learned' or "
+          "'learned:X', 'ssmax' or 'ssmax:S', then any '+L=T' (layer) or '+L:H=T' (head) overrides, e.g. "
+          "'focal:0.4+2=0.3+2:1=0.5'; run names ('focal_t0.4') work too. 'native' needs a model: pass the string "
+          "as temp= or use Model.native_temp.")
+      .def_prop_ro("text", &focal::TempSpec::text,
+                   "The spec in the grammar's canonical spelling; TempSpec.parse(spec.text) == spec.")
       .def_static(
           "from_json", [](const std::string& j) { return focal::TempSpec::from_json(j, "TempSpec.from_json"); },
           "json"_a, "The spec a capture stores per run (its temp_spec_json).")

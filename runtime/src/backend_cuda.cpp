@@ -565,7 +565,7 @@ class CudaBackend final : public Backend {
       }
       if (e == cudaErrorMemoryAllocation)
         throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
-                    " MiB (use a shorter context, fewer captured heads, or --device cpu)");
+                    " MiB (use a shorter context, fewer captured heads, or the cpu device)");
       FOCAL_CUDA_CHECK(e, "cudaMalloc");
       p = static_cast<float*>(raw);
     }

@@ -1,6 +1,7 @@
 // TempSpec: validation, JSON round trip and run labels.
 #include "focal/temp_spec.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,138 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
   } catch (const Error&) { throw; } catch (const std::exception& e) {
     throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
   }
+  return s;
+}
+
+namespace {
+
+const char* const kSpecGrammar =
+    "use standard, native, focal:T (or a number t), learned, learned:X, ssmax or ssmax:S, each optionally followed "
+    "by +L=T (layer L at t = T) or +L:H=T (head H of layer L), e.g. focal:0.4 or standard+2=0.3+2:1=0.5";
+
+[[noreturn]] void bad_spec(const std::string& where, const std::string& what) {
+  throw Error("spec", where + ": " + what + "; " + kSpecGrammar);
+}
+
+// A finite number > 0 spelled completely by `s` (the whole string; no leading blanks).
+float spec_number(const std::string& s, const std::string& where, const std::string& spec, const char* what) {
+  const char* b = s.c_str();
+  char* end = nullptr;
+  const double v = s.empty() || std::isspace((unsigned char)s[0]) ? NAN : std::strtod(b, &end);
+  if (end != b + s.size() || s.empty()) bad_spec(where, "'" + spec + "': " + what + " '" + s + "' is not a number");
+  if (!std::isfinite(v) || !(v > 0.0) || !std::isfinite((float)v))  // well formed, but not a temperature
+    throw Error(where + ": '" + spec + "': " + what + " = " + s +
+                " must be a finite number > 0 (1 is standard attention, 0.4 the paper's focal setting)");
+  return (float)v;
+}
+
+// Whether `s` is one whole number as strtod reads it (nan and inf included, to be refused as temperatures).
+bool is_number(const std::string& s) {
+  if (s.empty() || std::isspace((unsigned char)s[0])) return false;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+// A layer or head index: digits only.
+int spec_index(const std::string& s, const std::string& where, const std::string& item, const char* what) {
+  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+    bad_spec(where, "'" + item + "': " + what + " '" + s + "' is not an integer >= 0");
+  return std::stoi(s);
+}
+
+// Shortest decimal that reads back as the same float.
+std::string spec_decimal(float v) {
+  char b[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    if (std::strtof(b, nullptr) == v) break;
+  }
+  return b;
+}
+
+}  // namespace
+
+bool TempSpec::parse_override(const std::string& item, const std::string& where) {
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos) bad_spec(where, "override '" + item + "' must look like L=T or L:H=T");
+  const float t = spec_number(item.substr(eq + 1), where, item, "t");
+  const std::string key = item.substr(0, eq);
+  const size_t colon = key.find(':');
+  if (colon == std::string::npos) {
+    layer_temp[spec_index(key, where, item, "layer")] = t;
+    return false;
+  }
+  head_temp[{spec_index(key.substr(0, colon), where, item, "layer"),
+             spec_index(key.substr(colon + 1), where, item, "head")}] = t;
+  return true;
+}
+
+TempSpec TempSpec::parse(const std::string& text, const std::string& where, const ModelConfig* native_of) {
+  if (text.empty()) bad_spec(where, "the temperature setting is empty");
+  const size_t plus = text.find('+');
+  const std::string base = text.substr(0, plus);
+  TempSpec s;
+  // "name:ARG" (the grammar) or "name_pARG" (a run name, e.g. focal_t0.4)
+  auto arg_of = [&](const std::string& name, const std::string& run_prefix, std::string* arg) {
+    if (base == name) return true;
+    if (base.rfind(name + ":", 0) == 0) {
+      *arg = base.substr(name.size() + 1);
+      if (arg->empty()) bad_spec(where, "'" + text + "': " + name + ": needs a number after the colon");
+      return true;
+    }
+    if (!run_prefix.empty() && base.rfind(run_prefix, 0) == 0 && base.size() > run_prefix.size()) {
+      *arg = base.substr(run_prefix.size());
+      return true;
+    }
+    return false;
+  };
+  std::string arg;
+  if (base == "standard") {
+  } else if (base == "native") {
+    if (!native_of) bad_spec(where, "'native' is the model's own setting and needs a model");
+    s = native(*native_of);
+  } else if (arg_of("focal", "focal_t", &arg)) {
+    if (arg.empty()) bad_spec(where, "'" + text + "': focal needs its t, e.g. focal:0.4");
+    s = focal(spec_number(arg, where, text, "t"));
+  } else if (arg_of("learned", "learned_x", &arg)) {
+    s.mode = AttnMode::kLearned;
+    if (!arg.empty()) s.tau_scale = spec_number(arg, where, text, "the tau multiplier X");
+  } else if (arg_of("ssmax", "ssmax_s", &arg)) {
+    s.mode = AttnMode::kSsmax;
+    if (!arg.empty()) s.ssmax_s = spec_number(arg, where, text, "s");
+  } else if (is_number(base)) {
+    s = focal(spec_number(base, where, text, "t"));
+  } else {
+    bad_spec(where, "'" + text + "' is not a temperature setting");
+  }
+  if (plus == std::string::npos) return s;
+  std::string rest = text.substr(plus + 1);
+  if (rest == "overrides")
+    bad_spec(where, "'" + text + "' is a run name whose overrides are not spelled out; give each as +L=T or +L:H=T");
+  size_t start = 0;
+  while (true) {
+    const size_t next = rest.find('+', start);
+    const std::string item = rest.substr(start, next == std::string::npos ? std::string::npos : next - start);
+    if (item.empty()) bad_spec(where, "'" + text + "' has an empty override");
+    s.parse_override(item, where);
+    if (next == std::string::npos) break;
+    start = next + 1;
+  }
+  return s;
+}
+
+std::string TempSpec::text() const {
+  std::string s;
+  switch (mode) {
+    case AttnMode::kStandard: s = "standard"; break;
+    case AttnMode::kFocal: s = "focal:" + spec_decimal(focal_temp); break;
+    case AttnMode::kLearned: s = tau_scale == 1.0f ? "learned" : "learned:" + spec_decimal(tau_scale); break;
+    case AttnMode::kSsmax: s = "ssmax:" + spec_decimal(ssmax_s); break;
+  }
+  for (const auto& [l, t] : layer_temp) s += "+" + std::to_string(l) + "=" + spec_decimal(t);
+  for (const auto& [lh, t] : head_temp)
+    s += "+" + std::to_string(lh.first) + ":" + std::to_string(lh.second) + "=" + spec_decimal(t);
   return s;
 }
 

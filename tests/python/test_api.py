@@ -77,6 +77,32 @@ def test_learned_tau_and_spec(models):
     assert half.temp_spec().tau_scale == 0.5 and half.runs == ["learned_x0.5"]
 
 
+def spec_table():
+    """The shared table of the one spec grammar (tests/data/temp_specs.tsv), as the CLI and the app walk it."""
+    rows = []
+    for line in (ROOT / "tests" / "data" / "temp_specs.tsv").read_text().splitlines():
+        if line and not line.startswith("#"):
+            rows.append(line.split("\t"))
+    assert len(rows) >= 30
+    return rows
+
+
+def test_temp_takes_the_shared_spec_table(fs, models):
+    # temp= on the bundled learned-tau model (native = learned, 4 layers, 6 heads): a valid spec is the run's stored
+    # setting; a malformed one a ValueError, one the model cannot take a FocalError, each with the table's phrase.
+    m = models[LEARNED]
+    for row in spec_table():
+        spec = row[0]
+        if row[1] != "error":
+            cap = m.run("the cat", spec, probs=False, scores=False)
+            assert cap.temp_spec().text == row[1], spec
+            assert fs.TempSpec.parse(cap.temp_spec().text) == cap.temp_spec(), spec
+            continue
+        with pytest.raises((ValueError, fs.FocalError)) as err:
+            m.run("the cat", spec, probs=False, scores=False)
+        assert row[2] in str(err.value), (spec, str(err.value))
+
+
 def test_views_are_zero_copy_and_keep_the_capture_alive(models):
     cap = models[FOCAL].run(PROMPT, layers=[2], heads=[1])
     whole = cap.probs()
@@ -139,13 +165,13 @@ def test_bad_input_raises_python_exceptions(fs, models, tmp_path):
         fs.open_capture(tmp_path / "missing.h5")
     with pytest.raises(ValueError, match=r"t must be a finite number > 0 \(got -0.5\)"):
         m.run(PROMPT, -0.5)
-    with pytest.raises(ValueError, match=r"t must be a finite number > 0 \(got 0.0\)"):
+    with pytest.raises(ValueError, match=r"'focal:0': t = 0 must be a finite number > 0"):
         m.run(PROMPT, "focal:0")
     with pytest.raises(ValueError, match="> 0"):
         fs.TempSpec(0.0)
     with pytest.raises(ValueError, match="> 0"):
         m.sweep(PROMPT, [0.5, -1.0])
-    with pytest.raises(ValueError, match="is not a setting"):
+    with pytest.raises(ValueError, match="'hot' is not a temperature setting"):
         m.run(PROMPT, "hot")
     with pytest.raises(IndexError, match=r"layers: layer 4 is out of range: the model has layers 0\.\.3"):
         m.run(PROMPT, layers=[0, 4])

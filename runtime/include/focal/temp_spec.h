@@ -32,6 +32,22 @@ struct TempSpec {
   // kLearned is asked of a model without tau_proj weights.
   void validate(const ModelConfig& cfg) const;
 
+  // The one temperature-spec grammar, used by the CLI (--temp, --compare, batch --runs), the app's `spec` script
+  // command and Python (temp="..."):
+  //   SPEC     := BASE ('+' OVERRIDE)*
+  //   BASE     := standard | native | focal:T | T | learned | learned:X | ssmax | ssmax:S
+  //               (run names are accepted too: focal_tT, learned_xX, ssmax_sS)
+  //   OVERRIDE := L=T (layer L at t = T) | L:H=T (head H of layer L at t = T)
+  // e.g. "focal:0.4", "0.4", "learned:0.8", "standard+2=0.3+2:1=0.5". `native` is the model's own setting and needs
+  // `native_of` (else Error). Every index must be an integer >= 0. A malformed spec throws Error with field() "spec"
+  // whose message starts with `where` and lists the grammar; a well-formed number that is not a temperature (<= 0,
+  // nan, inf) throws Error with no field. Ranges and learned-tau availability are checked by validate(), not here.
+  static TempSpec parse(const std::string& text, const std::string& where, const ModelConfig* native_of = nullptr);
+  // Adds one OVERRIDE ("L=T" or "L:H=T") with the same rules; returns true if it was a per-head override.
+  bool parse_override(const std::string& item, const std::string& where);
+  // The canonical spelling in the grammar above, e.g. "focal:0.4+2=0.3+2:1=0.5": parse(text()) == *this.
+  std::string text() const;
+
   std::string to_json() const;
   static TempSpec from_json(const std::string& json, const std::string& where);
   // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any.

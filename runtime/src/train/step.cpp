@@ -13,7 +13,8 @@ namespace focal {
 TrainStepper::TrainStepper(const Model& model, int n_threads) : model_(model), n_threads_(n_threads) {
   // The backward and AdamW read and write the weights on the host: training stays on the CPU backend.
   if (model.device() != Device::kCpu)
-    throw Error("training runs on the CPU only: load the model with Device::kCpu (--device cpu)");
+    throw Error("device", "device " + std::string(device_name(model.device())) +
+                              ": training runs on the CPU only; load the model on the cpu device");
   for (int t = 0; t < n_threads_; ++t) tgrads_.push_back(make_grads(model_));
   grads_ = make_grads(model_);
   for (const ParamRef& p : model_.weights().params) {
