@@ -1,4 +1,5 @@
-// Decode products with x in three int8 digits (kernels-internal; quant_digits.cpp, used by quant_cpu.cpp).
+// Decode products with x in three int8 digits (kernels-internal): the split of x (quant_generic.cpp) that the digit
+// kernels of quant_avx2.cpp and quant_avx512.cpp read (quant_types.h).
 //
 // x is split per group of g values (g = 64 for the 32-value formats, 256 for the K formats) into
 // x = s (d2 65536 + d1 256 + d0) with int8 digits, |x / s| <= 127 * 65536: x is held to 2^-24 of the group's largest
@@ -8,8 +9,6 @@
 
 #include <cstdint>
 #include <vector>
-
-#include "focal_kernels/quant.h"
 
 namespace focal::ops::digits {
 
@@ -29,22 +28,14 @@ struct XDigits {
   int group = 0;
 };
 
+// Position, within its group, of the value at offset j of the group (Order::kNibblePairs permutes each 64).
+inline int64_t placed(Order order, int64_t j) {
+  if (order == Order::kNatural) return j;
+  const int64_t blk = j / 32, k = j % 32;  // block A (0) or B (1) of the pair, value k
+  return (k / 16) * 32 + blk * 16 + k % 16;
+}
+
 // Splits x[cols] (cols a multiple of 32) into xd; avx512: vectorised where the CPU has AVX-512 (same digits).
 void split(const float* x, int64_t cols, int group, Order order, bool avx512, XDigits* xd);
-
-// y[r] for rows r0..r1 of a Q4_K matrix and one row of x split with group 256, natural order. AVX2.
-void q4k_rows_avx2(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
-
-// AVX-512 (F, BW, VL, DQ) with VNNI: present on this CPU?
-bool has_avx512_vnni();
-// Whether a VNNI decode kernel exists for type t: Q4_0, Q4_1, Q8_0 (x split with group 64: nibble pairs for the
-// 4-bit formats, natural for Q8_0) and Q4_K (group 256, natural).
-bool vnni_kernel(int t);
-int vnni_group(int t);
-Order vnni_order(int t);
-void vnni_rows(int t, const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
-// y[16 p0 .. 16 p1) for a panel matrix (quant.h: pack_panels) of Q4_0, Q4_1 or Q8_0 and one row of x split with
-// group 32, natural order (quant_panels.cpp). AVX-512 VNNI.
-void panel_rows(int t, const XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 
 }  // namespace focal::ops::digits

@@ -16,8 +16,8 @@
 #define FOCAL_TARGET_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #endif
 
-// Hand-written AVX2 kernels; callers check the CPU first (quant_cpu.cpp: has_avx2).
+// Hand-written AVX2 kernels; callers check the CPU first (quant_types.h: cpu_has_avx2).
 #define FOCAL_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-// Hand-written AVX-512 kernels with VNNI (quant_digits.cpp); callers check the CPU first (has_avx512_vnni).
+// Hand-written AVX-512 kernels with VNNI; callers check the CPU first (quant_types.h: cpu_has_avx512_vnni).
 #define FOCAL_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))

@@ -1,4 +1,4 @@
-// The values of ggml's block formats, 32 at a time, shared by the CPU dequantiser (quant_cpu.cpp dequant_block) and
+// The values of ggml's block formats, 32 at a time, shared by the CPU dequantiser (quant_generic.cpp) and
 // the CUDA kernels that read quantized weights on the device (ops_cuda.cu: matvec_q, dequant_rows): one definition
 // of each format's math, so both backends compute the same fp32 value of every weight. Byte loads only (blocks of
 // Q4_0, Q8_0 and Q6_K are not 4-byte aligned in a row). Formats: docs/model-format.md.
@@ -14,14 +14,15 @@ namespace focal::qblocks {
 constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14;
 
 // True for the formats dequant_sub32 knows.
-FOCAL_HD bool sub32_supported(int type) {
+FOCAL_HD constexpr bool sub32_supported(int type) {
   return type == kQ4_0 || type == kQ4_1 || type == kQ8_0 || type == kQ4_K || type == kQ5_K || type == kQ6_K;
 }
-// Values and bytes of one block (32 or 256 values); 0 for other types.
-FOCAL_HD int block_values(int type) {
+// Values and bytes of one block (32 or 256 values); 0 for other types. The CPU's QTypeInfo table checks that it
+// agrees (quant_generic.cpp); the CPU kernels of these formats take their block sizes from here.
+FOCAL_HD constexpr int block_values(int type) {
   return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 256 : sub32_supported(type) ? 32 : 0;
 }
-FOCAL_HD int block_bytes(int type) {
+FOCAL_HD constexpr int block_bytes(int type) {
   switch (type) {
     case kQ4_0: return 18;
     case kQ4_1: return 20;

@@ -1,6 +1,7 @@
-// Decode products with x in three int8 digits (quant_digits.h): the split, the AVX2 Q4_K kernel and the AVX-512
-// VNNI kernels for Q4_0, Q4_1, Q8_0 and Q4_K.
-#include "quant_digits.h"
+// The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0 and Q4_K, and the panel kernel of Q4_0, Q4_1 and Q8_0
+// (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
+#include <immintrin.h>
 
 // GCC 12 reports the AVX-512 headers' own _mm512_undefined_* placeholders (used by the unmasked forms of masked
 // builtins) as uninitialised once they are inlined here; the lanes they stand for are never read.
@@ -9,21 +10,17 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include <cpuid.h>
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "focal_kernels/quant_blocks.h"
+#include "quant_simd.h"
+#include "quant_types.h"
 #include "target_isa.h"
 
-namespace focal::ops::digits {
+namespace focal::ops {
 
 namespace {
-
-using qblocks::scale_min_k4;  // Q4_K: eight 6-bit (scale, min) pairs packed into 12 bytes
 
 inline uint16_t u16_at(const uint8_t* p) {
   uint16_t v;
@@ -31,20 +28,19 @@ inline uint16_t u16_at(const uint8_t* p) {
   return v;
 }
 
-// Position, within its group, of the value at offset j of the group (Order::kNibblePairs permutes each 64).
-inline int64_t placed(Order order, int64_t j) {
-  if (order == Order::kNatural) return j;
-  const int64_t blk = j / 32, k = j % 32;  // block A (0) or B (1) of the pair, value k
-  return (k / 16) * 32 + blk * 16 + k % 16;
+// Four int8 digits of x in every 32-bit lane.
+FOCAL_AVX512 inline __m512i bcast(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
 }
 
 }  // namespace
 
-namespace {
-
-// One group's digits and the block sums, 16 values per step (the same values as the scalar loop: the same product
-// x * (1 / s), rounded to nearest even).
-FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, Order order, XDigits* xd) {
+// digits::split: each group's digits and the block sums, 16 values per step (the same values as the scalar loop:
+// the same product x * (1 / s), rounded to nearest even).
+FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
+                                      digits::XDigits* xd) {
   const int64_t groups = (cols + group - 1) / group;
   const __m512i lim = _mm512_set1_epi32(127 * 65536);
   for (int64_t g = 0; g < groups; ++g) {
@@ -62,7 +58,7 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, O
       const __m512i v1 = _mm512_srai_epi32(_mm512_sub_epi32(v, d0), 8);
       const __m512i d1 = _mm512_srai_epi32(_mm512_slli_epi32(v1, 24), 24);
       const __m512i d2 = _mm512_srai_epi32(_mm512_sub_epi32(v1, d1), 8);
-      const int64_t at = c0 + placed(order, j);  // 16 values stay together in either order
+      const int64_t at = c0 + digits::placed(order, j);  // 16 values stay together in either order
       _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[0].data() + at), _mm512_cvtepi32_epi8(d0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[1].data() + at), _mm512_cvtepi32_epi8(d1));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[2].data() + at), _mm512_cvtepi32_epi8(d2));
@@ -77,115 +73,7 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, O
   }
 }
 
-}  // namespace
-
-void split(const float* x, int64_t cols, int group, Order order, bool avx512, XDigits* xd) {
-  const int64_t groups = (cols + group - 1) / group, padded = groups * group;
-  for (auto& d : xd->d) {  // the last group zeroed first: its values may be placed past cols, its pad before
-    if ((int64_t)d.size() < padded) d.resize((size_t)padded);
-    std::fill(d.begin() + (groups - 1) * group, d.begin() + padded, (int8_t)0);
-  }
-  if ((int64_t)xd->scale.size() < groups) xd->scale.resize((size_t)groups);
-  if ((int64_t)xd->sum32.size() < padded / 32) xd->sum32.resize((size_t)(padded / 32));
-  std::fill(xd->sum32.begin() + cols / 32, xd->sum32.begin() + padded / 32, 0.0f);
-  xd->group = group;
-  if (avx512 && has_avx512_vnni()) {
-    split_groups_avx512(x, cols, group, order, xd);
-    return;
-  }
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t c0 = g * group, n = std::min<int64_t>(group, cols - c0);
-    float mx = 0.0f;
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, std::fabs(x[c0 + j]));
-    const float s = mx > 0.0f ? mx / (127.0f * 65536.0f) : 1.0f;
-    xd->scale[(size_t)g] = s;
-    const float inv = 1.0f / s;
-    for (int64_t j = 0; j < n; ++j) {
-      int32_t v = (int32_t)std::lrintf(x[c0 + j] * inv);
-      v = std::max(-127 * 65536, std::min(127 * 65536, v));
-      const auto d0 = (int8_t)(v & 0xFF);
-      const int32_t v1 = (v - d0) / 256;
-      const auto d1 = (int8_t)(v1 & 0xFF);
-      const size_t at = (size_t)(c0 + placed(order, j));
-      xd->d[0][at] = d0;
-      xd->d[1][at] = d1;
-      xd->d[2][at] = (int8_t)((v1 - d1) / 256);
-    }
-  }
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    double t = 0.0;
-    for (int64_t c = b * 32; c < b * 32 + 32; ++c) t += x[c];
-    xd->sum32[(size_t)b] = (float)t;
-  }
-}
-
-// ---- AVX2: Q4_K ----
-// Each sub-block's dot with the 4-bit quants is three exact integer products (vpmaddubsw), weighted by the integer
-// sub-block scale (vpmaddwd) and summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per
-// lane). Only the block's three sums become floats. The mins use the sums of x over each sub-block.
-
-FOCAL_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-FOCAL_AVX2 void q4k_rows_avx2(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  const int64_t n_blocks = w.cols / 256;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.row(r);
-    __m256 acc = _mm256_setzero_ps();
-    float off = 0.0f;
-    for (int64_t blk = 0; blk < n_blocks; ++blk) {
-      const uint8_t* b = row + blk * 144;
-      int sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
-      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
-        const __m256i q[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = blk * 256 + 64 * p + 32 * h;
-          const __m256i scv = _mm256_set1_epi16((short)sc[2 * p + h]);
-          const __m256i t0 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
-          const __m256i t1 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
-          const __m256i t2 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
-          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
-          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
-          a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
-        }
-      }
-      const float d = _cvtsh_ss(u16_at(b)), dmin = _cvtsh_ss(u16_at(b + 2));
-      const __m256 f =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
-                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
-      const float* xs = xd.sum32.data() + blk * 8;
-      float m = 0.0f;
-      for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
-      off -= dmin * m;
-    }
-    y[r] = hsum8(acc) + off;
-  }
-}
-
-// ---- AVX-512 VNNI ----
-
-bool has_avx512_vnni() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
-bool vnni_kernel(int t) { return t == kQ4_0 || t == kQ4_1 || t == kQ8_0 || t == kQ4_K; }
-int vnni_group(int t) { return t == kQ4_K ? 256 : 64; }
-Order vnni_order(int t) { return t == kQ4_0 || t == kQ4_1 ? Order::kNibblePairs : Order::kNatural; }
-
-namespace {
+// ---- decode: rows of w ----
 
 // The 32-value formats, two blocks A and B (64 values, one digit group of scale s) per step. The quants go into one
 // zmm as unsigned bytes: nibbles 0..15 (Q4_1), nibbles 0..15 read as q + 8 (Q4_0: value (q - 8) d), or q + 128
@@ -197,8 +85,8 @@ namespace {
 // One row at a time: the rows stream through memory in order, which the hardware prefetcher follows (interleaving
 // four rows to share the digit loads measured 1.6x slower).
 template <int T>
-FOCAL_AVX512 void b32_rows(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  constexpr int kBytes = T == kQ8_0 ? 34 : T == kQ4_1 ? 20 : 18, kQ = T == kQ4_1 ? 4 : 2;
+FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(T), kQ = T == kQ4_1 ? 4 : 2;
   constexpr float kOffset = T == kQ8_0 ? -128.0f : -8.0f;  // Q4_0, Q8_0: value = (stored unsigned + offset) d
   const int64_t nb = w.cols / 32, n_pairs = (nb + 1) / 2;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
@@ -265,12 +153,17 @@ FOCAL_AVX512 void b32_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
   }
 }
 
+template void b32_rows_vnni<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void b32_rows_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
 // Q4_K: each 32-byte load of quants is two sub-blocks (low nibbles 2p, high 2p + 1) = 64 values in one zmm, lanes
 // 0-7 for sub-block 2p and 8-15 for 2p + 1. The digits are chained as for the 32-value formats (|t| < 2^29, exact),
 // each lane's sum becomes a float once and is weighted by d s sc of its sub-block. The mins use the sums of x over
 // the sub-blocks, eight at a time. Four accumulators (one per 64 values) keep the FMA latency off the critical path;
 // the weights are prefetched 4 KiB ahead (the streamer alone left the loads waiting: +40 % measured).
-FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+FOCAL_AVX512 void q4k_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(kQ4_K);
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i shift4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
@@ -283,7 +176,7 @@ FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __m256 off = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
-      const uint8_t* b = row + blk * 144;
+      const uint8_t* b = row + blk * kBytes;
       for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + 64 * l, _MM_HINT_T0);
       // the 6-bit scales and mins as bytes: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = low nibbles of
       // w2 with w0's top two bits above them, mins 4-7 = high nibbles of w2 with w1's top bits
@@ -319,16 +212,67 @@ FOCAL_AVX512 void q4k_rows(const XDigits& xd, const QMatrix& w, float* y, int64_
   }
 }
 
-}  // namespace
+// ---- decode: panels of w ----
 
-void vnni_rows(int t, const XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  switch (t) {
-    case kQ4_0: b32_rows<kQ4_0>(xd, w, y, r0, r1); break;
-    case kQ4_1: b32_rows<kQ4_1>(xd, w, y, r0, r1); break;
-    case kQ8_0: b32_rows<kQ8_0>(xd, w, y, r0, r1); break;
-    case kQ4_K: q4k_rows(xd, w, y, r0, r1); break;
-    default: break;
+// Panels p0..p1 of y = w x. Per panel block: the quants of 16 rows times 4 broadcast values of x per vpdpbusd, one
+// int32 sum per row and digit over the block (|sum| <= 32 * 255 * 128 < 2^21; digit 1 shifted by 8 plus digit 0
+// < 2^30, exact), which becomes a float once and is weighted by the row's d times the block's digit scale s. The
+// unsigned offset (-8 d, or -128 d for Q8_0) and Q4_1's min come back through the block's sum of x. Two sets of
+// accumulators (even and odd chunks) halve the dependency chains; the panel is prefetched 6 KiB ahead (the kernel
+// alone on an L3-resident model: 1.8x over no prefetch; the whole SmolLM2 decode: median +14 % over 2 KiB, 8
+// alternating runs, and no better at 8 KiB).
+template <int T>
+FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr int kChunks = T == kQ8_0 ? 8 : 4, kQo = panel_quant_offset(T);
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  constexpr float kOffset = T == kQ8_0 ? -128.0f : -8.0f;
+  const int64_t nb = w.cols / 32;
+  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m512 acc = _mm512_setzero_ps(), acc_off = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + 6144 + l, _MM_HINT_T0);
+      __m512i a[2][3];
+      for (auto& s : a)
+        for (auto& v : s) v = _mm512_setzero_si512();
+      for (int c = 0; c < kChunks; ++c) {
+        const __m512i L = _mm512_loadu_si512(P + kQo + 64 * c);
+        if constexpr (T == kQ8_0) {
+          const int64_t o = 32 * j + 4 * c;
+          a[c & 1][0] = _mm512_dpbusd_epi32(a[c & 1][0], L, bcast(x0 + o));
+          a[c & 1][1] = _mm512_dpbusd_epi32(a[c & 1][1], L, bcast(x1 + o));
+          a[c & 1][2] = _mm512_dpbusd_epi32(a[c & 1][2], L, bcast(x2 + o));
+        } else {
+          const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+          const int64_t o = 32 * j + 8 * c;
+          a[0][0] = _mm512_dpbusd_epi32(a[0][0], lo, bcast(x0 + o));
+          a[0][1] = _mm512_dpbusd_epi32(a[0][1], lo, bcast(x1 + o));
+          a[0][2] = _mm512_dpbusd_epi32(a[0][2], lo, bcast(x2 + o));
+          a[1][0] = _mm512_dpbusd_epi32(a[1][0], hi, bcast(x0 + o + 4));
+          a[1][1] = _mm512_dpbusd_epi32(a[1][1], hi, bcast(x1 + o + 4));
+          a[1][2] = _mm512_dpbusd_epi32(a[1][2], hi, bcast(x2 + o + 4));
+        }
+      }
+      const __m512i d0 = _mm512_add_epi32(a[0][0], a[1][0]), d1 = _mm512_add_epi32(a[0][1], a[1][1]);
+      const __m512i d2 = _mm512_add_epi32(a[0][2], a[1][2]);
+      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2), _mm512_set1_ps(65536.0f),
+                                       _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(d1, 8), d0)));
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P)));
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xd.scale[(size_t)j])), f, acc);
+      if constexpr (T == kQ4_1) {
+        const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + 32)));
+        acc_off = _mm512_fmadd_ps(m, _mm512_set1_ps(xd.sum32[(size_t)j]), acc_off);
+      } else {
+        acc_off = _mm512_fmadd_ps(d, _mm512_set1_ps(kOffset * xd.sum32[(size_t)j]), acc_off);
+      }
+    }
+    _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, acc_off));
   }
 }
+template void panels_vnni<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
-}  // namespace focal::ops::digits
+}  // namespace focal::ops

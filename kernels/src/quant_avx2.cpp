@@ -1,0 +1,337 @@
+// The hand-written AVX2 + FMA + F16C quant kernels (quant_types.h): fused dequantise-and-dot for Q4_0, Q4_1, Q8_0,
+// Q4_K, Q6_K, F16 and BF16 with 1..kFusedMaxRows rows of x, and Q4_K's decode with x in integer digits. They run
+// only where quant_cpu.cpp found AVX2, FMA and F16C.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "focal_kernels/quant_blocks.h"
+#include "focal_kernels/shared_math.h"
+#include "quant_simd.h"
+#include "quant_types.h"
+#include "target_isa.h"
+
+namespace focal::ops {
+
+namespace {
+
+using qblocks::scale_min_k4;  // Q4_K: eight 6-bit (scale, min) pairs packed into 12 bytes
+
+// ---- fused kernels, x in fp32 ----
+// Q6_K: each of a block's eight 32-value units is decoded to 32 int8 lanes q (6-bit quant - 32) and two scales s_lo /
+// s_hi (values 0..15 and 16..31, each 16 with its own int8 scale), so that value_j = s * q_j and the dot with x is
+// s_lo * sum_{j<16} q_j x_j + s_hi * sum_{j>=16} q_j x_j.
+struct Unit {
+  __m256i q;  // 32 int8
+  float s_lo, s_hi;
+};
+
+FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {  // the fp16 at p, widened by F16C (= half_bits_to_float)
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
+// Unit u (0..7) of the Q6_K block at b.
+FOCAL_AVX2 inline Unit decode_q6k_unit(const uint8_t* b, int u) {
+  Unit r;
+  {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* ql = b + 64 * h + (k & 1) * 32;
+    const uint8_t* qh = b + 128 + 32 * h;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * h + 2 * k;
+    const float d = f16c_at(b + 208);
+    const __m256i lo4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    const __m256i lo = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(lo4, 4) : lo4, m4);
+    const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * k), m2);
+    r.q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(h2, 4)), _mm256_set1_epi8(32));
+    r.s_lo = d * sc[0];
+    r.s_hi = d * sc[1];
+  }
+  return r;
+}
+
+FOCAL_AVX2 inline __m256 i8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+// One 32-value unit (number un of the row) dotted with M rows of x into acc[i][0] (values 0..15) and acc[i][1]
+// (16..31).
+template <int M>
+FOCAL_AVX2 inline __attribute__((always_inline)) void unit_step(const uint8_t* row, int64_t un, const float* x,
+                                                                int64_t cols, __m256 (&acc)[M][2]) {
+  const Unit u = decode_q6k_unit(row + (un / 8) * qblocks::block_bytes(kQ6_K), (int)(un % 8));
+  const __m128i q01 = _mm256_castsi256_si128(u.q), q23 = _mm256_extracti128_si256(u.q, 1);
+  const __m256 w0 = i8x8_to_ps(q01), w1 = i8x8_to_ps(_mm_srli_si128(q01, 8));
+  const __m256 w2 = i8x8_to_ps(q23), w3 = i8x8_to_ps(_mm_srli_si128(q23, 8));
+  const __m256 slo = _mm256_set1_ps(u.s_lo), shi = _mm256_set1_ps(u.s_hi);
+  for (int i = 0; i < M; ++i) {
+    const float* xi = x + (size_t)i * cols + un * 32;
+    const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
+    const __m256 b = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
+    acc[i][0] = _mm256_fmadd_ps(slo, a, acc[i][0]);
+    acc[i][1] = _mm256_fmadd_ps(shi, b, acc[i][1]);
+  }
+}
+
+// Q6_K rows r0..r1 of y[M, rows] (xsum16 unused: the row kernels share one signature). Units alternate between two
+// sets of accumulators, so four FMA chains run side by side.
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_q6k(const float* x, const float* /*xsum16*/, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  const int64_t cols = w.cols, n_units = cols / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc_a[M][2], acc_b[M][2];
+    for (int i = 0; i < M; ++i)
+      for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
+    int64_t un = 0;
+    for (; un + 2 <= n_units; un += 2) {
+      unit_step<M>(row, un, x, cols, acc_a);
+      unit_step<M>(row, un + 1, x, cols, acc_b);
+    }
+    if (un < n_units) unit_step<M>(row, un, x, cols, acc_a);
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum8(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1])));
+  }
+}
+
+// Q4_K rows: each 256-value block's scales and mins are unpacked once; each 32-byte load feeds two sub-blocks (low
+// and high nibbles) with their own accumulators.
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(kQ4_K);
+  const int64_t cols = w.cols, n_blocks = cols / 256, n16 = cols / 16;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[M][4];
+    float off[M];
+    for (int i = 0; i < M; ++i) {
+      off[i] = 0.0f;
+      for (int k = 0; k < 4; ++k) acc[i][k] = _mm256_setzero_ps();
+    }
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      const uint8_t* b = row + blk * kBytes;
+      const float d = f16c_at(b), dmin = f16c_at(b + 2);
+      alignas(32) float sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        int a, c;
+        scale_min_k4(j, b + 4, &a, &c);
+        sc[j] = d * (float)a;
+        mn[j] = dmin * (float)c;
+      }
+      for (int i = 0; i < M; ++i) {  // the mins: sum_j mn_j * (x sum over sub-block j)
+        const float* xs = xsum16 + (size_t)i * n16 + blk * 16;
+        __m256 xs32 =
+            _mm256_hadd_ps(_mm256_loadu_ps(xs), _mm256_loadu_ps(xs + 8));  // pairs, lane order 0 1 4 5 2 3 6 7
+        xs32 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(xs32), 0xD8));  // -> 0..7
+        off[i] -= hsum8(_mm256_mul_ps(_mm256_load_ps(mn), xs32));
+      }
+      for (int p = 0; p < 4; ++p) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        const __m128i l0 = _mm256_castsi256_si128(lo), l1 = _mm256_extracti128_si256(lo, 1);
+        const __m128i h0 = _mm256_castsi256_si128(hi), h1 = _mm256_extracti128_si256(hi, 1);
+        const __m256 a0 = i8x8_to_ps(l0), a1 = i8x8_to_ps(_mm_srli_si128(l0, 8));
+        const __m256 a2 = i8x8_to_ps(l1), a3 = i8x8_to_ps(_mm_srli_si128(l1, 8));
+        const __m256 b0 = i8x8_to_ps(h0), b1 = i8x8_to_ps(_mm_srli_si128(h0, 8));
+        const __m256 b2 = i8x8_to_ps(h1), b3 = i8x8_to_ps(_mm_srli_si128(h1, 8));
+        const __m256 s_lo = _mm256_set1_ps(sc[2 * p]), s_hi = _mm256_set1_ps(sc[2 * p + 1]);
+        for (int i = 0; i < M; ++i) {
+          const float* xl = x + (size_t)i * cols + blk * 256 + 64 * p;  // sub-block 2p, then 2p + 1
+          const __m256 sl = _mm256_fmadd_ps(a0, _mm256_loadu_ps(xl), _mm256_mul_ps(a1, _mm256_loadu_ps(xl + 8)));
+          const __m256 sl2 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(xl + 16), _mm256_mul_ps(a3, _mm256_loadu_ps(xl + 24)));
+          const __m256 sh = _mm256_fmadd_ps(b0, _mm256_loadu_ps(xl + 32), _mm256_mul_ps(b1, _mm256_loadu_ps(xl + 40)));
+          const __m256 sh2 = _mm256_fmadd_ps(b2, _mm256_loadu_ps(xl + 48), _mm256_mul_ps(b3, _mm256_loadu_ps(xl + 56)));
+          acc[i][0] = _mm256_fmadd_ps(s_lo, sl, acc[i][0]);
+          acc[i][1] = _mm256_fmadd_ps(s_lo, sl2, acc[i][1]);
+          acc[i][2] = _mm256_fmadd_ps(s_hi, sh, acc[i][2]);
+          acc[i][3] = _mm256_fmadd_ps(s_hi, sh2, acc[i][3]);
+        }
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum8(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3]))) + off[i];
+  }
+}
+
+// fp16 / bf16 rows: 8 values per step, widened in registers.
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_16(const float* x, const float* /*xsum16*/, const QMatrix& w, float* y, int64_t r0,
+                              int64_t r1) {
+  const int64_t cols = w.cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+      const __m256 wv =
+          T == kQF16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)i * cols + c), acc[i]);
+    }
+    for (int i = 0; i < M; ++i) {
+      float s = hsum8(acc[i]);
+      for (int64_t cc = c; cc < cols; ++cc) {
+        uint16_t v;
+        std::memcpy(&v, row + 2 * cc, 2);
+        s += (T == kQF16 ? math::half_bits_to_float(v) : math::bf16_bits_to_float(v)) * x[(size_t)i * cols + cc];
+      }
+      y[(size_t)i * w.rows + r] = s;
+    }
+  }
+}
+
+// The 32-value formats Q4_0, Q4_1, Q8_0: each block's quants are widened straight from memory (nibbles split in
+// one 16-byte register), two blocks per step with their own accumulators.
+template <int T, int M>
+FOCAL_AVX2 inline __attribute__((always_inline)) void block32_step(const uint8_t* b, const float* x, int64_t cols,
+                                                                   int64_t c, __m256 (&acc)[M][2], float* off,
+                                                                   const float* xsum16, int64_t n16) {
+  __m256 w0, w1, w2, w3;
+  float d, m = 0.0f;
+  if constexpr (T == kQ8_0) {
+    d = f16c_at(b);
+    const uint8_t* q = b + 2;
+    w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+    w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8))));
+    w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16))));
+    w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 24))));
+  } else {
+    d = f16c_at(b);
+    if constexpr (T == kQ4_1) m = f16c_at(b + 2);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (T == kQ4_1 ? 4 : 2)));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+    if constexpr (T == kQ4_0) {
+      lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+      hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+    }
+    w0 = i8x8_to_ps(lo);
+    w1 = i8x8_to_ps(_mm_srli_si128(lo, 8));
+    w2 = i8x8_to_ps(hi);
+    w3 = i8x8_to_ps(_mm_srli_si128(hi, 8));
+  }
+  const __m256 dv = _mm256_set1_ps(d);
+  for (int i = 0; i < M; ++i) {
+    const float* xi = x + (size_t)i * cols + c;
+    const __m256 a = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xi), _mm256_mul_ps(w1, _mm256_loadu_ps(xi + 8)));
+    const __m256 bq = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xi + 16), _mm256_mul_ps(w3, _mm256_loadu_ps(xi + 24)));
+    acc[i][0] = _mm256_fmadd_ps(dv, a, acc[i][0]);
+    acc[i][1] = _mm256_fmadd_ps(dv, bq, acc[i][1]);
+    if constexpr (T == kQ4_1) {
+      const float* xs = xsum16 + (size_t)i * n16 + c / 16;
+      off[i] += m * (xs[0] + xs[1]);
+    }
+  }
+}
+
+template <int T, int M>
+FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0,
+                               int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(T);
+  const int64_t cols = w.cols, nb = cols / 32, n16 = cols / 16;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc_a[M][2], acc_b[M][2];
+    float off_a[M], off_b[M];
+    for (int i = 0; i < M; ++i) {
+      off_a[i] = off_b[i] = 0.0f;
+      for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
+    }
+    int64_t blk = 0;
+    for (; blk + 2 <= nb; blk += 2) {
+      block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
+      block32_step<T, M>(row + (blk + 1) * kBytes, x, cols, (blk + 1) * 32, acc_b, off_b, xsum16, n16);
+    }
+    if (blk < nb) block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
+    for (int i = 0; i < M; ++i)
+      y[(size_t)i * w.rows + r] =
+          hsum8(_mm256_add_ps(_mm256_add_ps(acc_a[i][0], acc_a[i][1]), _mm256_add_ps(acc_b[i][0], acc_b[i][1]))) +
+          (off_a[i] + off_b[i]);
+  }
+}
+
+// The kernel of type T for M rows of x.
+template <int T, int M>
+constexpr RowsFn kernel() {
+  if constexpr (T == kQ4_K)
+    return &fused_rows_q4k<T, M>;
+  else if constexpr (T == kQ6_K)
+    return &fused_rows_q6k<T, M>;
+  else if constexpr (T == kQF16 || T == kQBF16)
+    return &fused_rows_16<T, M>;
+  else
+    return &fused_rows_b32<T, M>;  // Q4_0, Q4_1, Q8_0
+}
+
+}  // namespace
+
+template <int T>
+RowsFn avx2_rows(int m) {
+  static const RowsFn kFns[8] = {kernel<T, 1>(), kernel<T, 2>(), kernel<T, 3>(), kernel<T, 4>(),
+                                 kernel<T, 5>(), kernel<T, 6>(), kernel<T, 7>(), kernel<T, 8>()};
+  return kFns[std::min(std::max(m, 1), 8) - 1];
+}
+template RowsFn avx2_rows<kQ4_0>(int);
+template RowsFn avx2_rows<kQ4_1>(int);
+template RowsFn avx2_rows<kQ8_0>(int);
+template RowsFn avx2_rows<kQ4_K>(int);
+template RowsFn avx2_rows<kQ6_K>(int);
+template RowsFn avx2_rows<kQF16>(int);
+template RowsFn avx2_rows<kQBF16>(int);
+
+// ---- Q4_K, x in digits ----
+// Each sub-block's dot with the 4-bit quants is three exact integer products (vpmaddubsw), weighted by the integer
+// sub-block scale (vpmaddwd) and summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per
+// lane). Only the block's three sums become floats. The mins use the sums of x over each sub-block.
+
+FOCAL_AVX2 void q4k_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(kQ4_K);
+  const int64_t n_blocks = w.cols / 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    __m256 acc = _mm256_setzero_ps();
+    float off = 0.0f;
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      const uint8_t* b = row + blk * kBytes;
+      int sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
+      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
+        const __m256i q[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = blk * 256 + 64 * p + 32 * h;
+          const __m256i scv = _mm256_set1_epi16((short)sc[2 * p + h]);
+          const __m256i t0 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
+          const __m256i t1 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
+          const __m256i t2 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
+          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
+          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
+          a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
+        }
+      }
+      const float d = f16c_at(b), dmin = f16c_at(b + 2);
+      const __m256 f =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
+                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
+      const float* xs = xd.sum32.data() + blk * 8;
+      float m = 0.0f;
+      for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
+      off -= dmin * m;
+    }
+    y[r] = hsum8(acc) + off;
+  }
+}
+
+}  // namespace focal::ops

@@ -1,0 +1,83 @@
+// The stored types' facts and kernels, one QTypeInfo row per type (kernels-internal; the table is in
+// quant_generic.cpp, beside the generic kernels it points to), and the kernels of each instruction set:
+//   quant_generic.cpp  block dequantisation and the generic fused kernel (compiled for the baseline, AVX2 and
+//                      x86-64-v4, picked at load time), the split of x into digits, the table;
+//   quant_avx2.cpp     hand-written AVX2 + FMA + F16C kernels;
+//   quant_avx512.cpp   hand-written AVX-512 VNNI kernels (and the vectorised split);
+//   quant_cpu.cpp      what the CPU has, the level FOCAL_QUANT_ISA / set_quant_isa allow, and which kernel runs.
+// The ISA kernels run only where quant_cpu.cpp found the instructions they use.
+#pragma once
+
+#include <cstdint>
+
+#include "focal_kernels/quant.h"
+#include "quant_digits.h"
+#include "target_isa.h"
+
+namespace focal::ops {
+
+// dst[n] = n values of one type (n a multiple of its block_values) from src.
+using Dequant = void(const uint8_t* src, float* dst, int64_t n);
+using DequantFn = Dequant*;
+// Rows r0..r1 of y[M, w.rows] = x[M, cols] . w^T for the M of the kernel; xsum16[M, cols / 16]: sums of x over
+// each 16 values (read by the kernels of types with a min).
+using RowsFn = void (*)(const float* x, const float* xsum16, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+// The RowsFn for m rows of x (1..kFusedMaxRows).
+using RowsForFn = RowsFn (*)(int m);
+// y[r] for rows r0..r1 of w and one row of x in digits.
+using DigitRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+// y[16 p0 .. 16 p1) for panels p0..p1 of a panel matrix and one row of x in digits (groups of 32, natural order).
+using PanelRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+
+struct QTypeInfo {
+  int type;          // QType (ggml's number)
+  int block_values;  // values per block: 1 (F32, F16, BF16), 32, or 256 (K formats)
+  int block_bytes;
+  bool has_min;  // values are d q + m (Q4_1, Q5_1) or d sc q - dmin mn (Q2_K, Q4_K, Q5_K)
+  // Byte offsets in a block of the fp16 fields that can hold NaN or Inf (scale d, then the min), -1: none; bf16
+  // values for BF16. inf_exp: their exponent bits, all set for NaN and Inf.
+  int16_t nonfinite_at[2];
+  uint16_t inf_exp;
+  DequantFn dequant;    // generic, compiled for the baseline, AVX2 and x86-64-v4
+  RowsForFn avx2_rows;  // AVX2 + FMA + F16C, 1..kFusedMaxRows rows of x; null: none
+  // Kernels for one row of x split into digits with digit_group and digit_order: AVX2 and AVX-512 VNNI; null: none.
+  DigitRowsFn avx2_digit_rows;
+  DigitRowsFn vnni_rows;
+  int digit_group;
+  digits::Order digit_order;
+  PanelRowsFn panel_rows;  // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
+};
+
+// The row of `type`; null for a type the kernels do not know.
+const QTypeInfo* qtype_info(int type);
+
+// ---- quant_generic.cpp ----
+// Rows r0..r1 of y[m, w.rows] = x[m, cols] . w^T through the type's generic dequantiser, any m up to kFusedMaxRows.
+void generic_rows(const float* x, const QMatrix& w, float* y, int m, int64_t r0, int64_t r1);
+
+// ---- quant_avx2.cpp (declared with their ISA: GCC keeps a template's target from its first declaration) ----
+template <int T>
+RowsFn avx2_rows(int m);  // Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16
+// Q4_K with x in digits of group 256, natural order.
+FOCAL_AVX2 void q4k_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+
+// ---- quant_avx512.cpp ----
+template <int T>
+FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
+                                int64_t r1);  // Q4_0, Q4_1, Q8_0
+FOCAL_AVX512 void q4k_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+template <int T>
+FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+// digits::split's groups and block sums, 16 values per step (the same digits as the scalar loop).
+FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
+                                      digits::XDigits* xd);
+
+// A panel block (quant.h: pack_panels): kPanelRows rows' block j as [scales][mins (Q4_1)][quants]; where the quants
+// start.
+constexpr int panel_quant_offset(int type) { return type == kQ4_1 ? 64 : 32; }
+
+// ---- quant_cpu.cpp ----
+bool cpu_has_avx2();         // AVX2, FMA and F16C
+bool cpu_has_avx512_vnni();  // AVX-512 F, BW, VL, DQ with VNNI, and FMA
+
+}  // namespace focal::ops
