@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "focal/byte_size.h"
+
 namespace focal::cli {
 
 Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& options) {
@@ -127,20 +129,9 @@ std::vector<std::string> split_names(const std::string& s) {
 }
 
 size_t parse_bytes(const std::string& s, const std::string& option) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  double mul = 1;
-  const std::string suf = end;
-  if (suf == "K" || suf == "k" || suf == "KiB")
-    mul = 1024.0;
-  else if (suf == "M" || suf == "m" || suf == "MiB")
-    mul = 1024.0 * 1024;
-  else if (suf == "G" || suf == "g" || suf == "GiB")
-    mul = 1024.0 * 1024 * 1024;
-  else if (!suf.empty())
-    throw UsageError{option + ": '" + s + "' is not a size (use e.g. 512M or 2G)"};
-  if (s.empty() || !(v > 0)) throw UsageError{option + ": '" + s + "' is not a positive size"};
-  return (size_t)(v * mul);
+  const std::optional<uint64_t> v = parse_byte_size(s);
+  if (!v) throw UsageError{option + ": '" + s + "' is not a positive size (use e.g. 512M or 2G)"};
+  return (size_t)*v;
 }
 
 std::string default_model_dir() {

@@ -1,0 +1,210 @@
+// focalscope.Capture and open_capture: a capture's runs as numpy views, its metrics, KL / JS, and save().
+#include "focal/error.h"
+#include "py_bindings.h"
+#include "py_convert.h"
+#include "py_objects.h"
+
+namespace focalscope::py {
+
+using namespace nb::literals;
+
+focal::Comparison comparison(const PyCapture& c, const std::string& a, const std::string& b) {
+  for (const focal::Comparison& cmp : c.file.comparisons)
+    if (cmp.run_a == a && cmp.run_b == b) return cmp;
+  return focal::compare_runs(c.file, a, b);
+}
+
+void bind_capture(nb::module_& mod) {
+  nb::class_<PyCapture>(
+      mod, "Capture",
+      "What attention did in one or more named runs over the same tokens: the in-memory form of a capture file "
+      "(docs/capture-format.md). Made by Model.run / Model.generate or read by open_capture. Array accessors return "
+      "read-only numpy views of the capture's memory (no copy); they keep the capture alive.")
+      .def_prop_ro(
+          "runs",
+          [](const PyCapture& c) {
+            std::vector<std::string> v;
+            for (const auto& r : c.file.runs) v.push_back(r.name);
+            return v;
+          },
+          "Run names, in capture order.")
+      .def_prop_ro(
+          "n_tokens", [](const PyCapture& c) { return c.file.n_tokens(); }, "T.")
+      .def_prop_ro("n_layers", [](const PyCapture& c) { return c.file.n_layers; })
+      .def_prop_ro("n_heads", [](const PyCapture& c) { return c.file.n_heads; })
+      .def_prop_ro("d_head", [](const PyCapture& c) { return c.file.d_head; })
+      .def_prop_ro(
+          "tokens",
+          [](nb::handle self) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            return view(c.file.token_ids.data(), {c.file.token_ids.size()}, self);
+          },
+          nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "Token ids [T] (int32).")
+      .def_prop_ro(
+          "pieces", [](const PyCapture& c) { return c.file.pieces; }, "Display text of each token [T].")
+      .def_prop_ro(
+          "relevant", [](const PyCapture& c) { return c.file.relevant; }, "Key positions of the relevant_mass metric.")
+      .def_prop_ro("model_path", [](const PyCapture& c) { return c.file.model_path; })
+      .def_prop_ro("weights_checksum", [](const PyCapture& c) { return c.file.weights_checksum; })
+      .def_prop_ro("tool_version", [](const PyCapture& c) { return c.file.tool_version; })
+      .def_prop_ro(
+          "created_utc", [](const PyCapture& c) { return c.file.created_utc; },
+          "ISO 8601 time the file was written ('' until saved).")
+      .def_prop_ro(
+          "metric_names", [](const PyCapture&) { return metric_names(); },
+          "Names of the last axis of metrics(), in order.")
+      .def(
+          "temp_spec",
+          [](const PyCapture& c, nb::handle run) {
+            return focal::TempSpec::from_json(c.run_of(run).temp_spec_json, "temp_spec");
+          },
+          "run"_a = nb::none(), nb::sig("def temp_spec(self, run: str | int | None = None) -> TempSpec"),
+          "The temperature setting of a run.")
+      .def(
+          "layers", [](const PyCapture& c, nb::handle run) { return c.run_of(run).layers; }, "run"_a = nb::none(),
+          nb::sig("def layers(self, run: str | int | None = None) -> list[int]"), "Layers whose rows the run stores.")
+      .def(
+          "heads", [](const PyCapture& c, nb::handle run) { return c.run_of(run).heads; }, "run"_a = nb::none(),
+          nb::sig("def heads(self, run: str | int | None = None) -> list[int]"), "Heads stored.")
+      .def(
+          "queries", [](const PyCapture& c, nb::handle run) { return c.run_of(run).queries; }, "run"_a = nb::none(),
+          nb::sig("def queries(self, run: str | int | None = None) -> list[int]"), "Query positions stored.")
+      .def(
+          "probs",
+          [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
+            return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, true);
+          },
+          "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
+          nb::sig("def probs(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
+                  "-> numpy.typing.NDArray[numpy.float32]"),
+          "Attention probabilities of stored rows, float32, a view (no copy).\n\n"
+          "layer and head are the model's indices and must be stored in the run. Shape [Qc, T] (query, key) for one "
+          "layer and head; [Hc, Qc, T] with head=None; [Lc, Qc, T] with layer=None; [Lc, Hc, Qc, T] with neither. "
+          "Row c is query position queries(run)[c]; keys beyond it are 0. fp16=True captures are saved as float16; in "
+          "memory they are float32, already rounded to float16 values unless compare= was given (KL / JS use the "
+          "fp32 rows, as in the CLI).")
+      .def(
+          "scores",
+          [](nb::handle self, nb::handle run, nb::handle layer, nb::handle head) {
+            return nb::cast<const PyCapture&>(self).rows(self, run, layer, head, false);
+          },
+          "run"_a = nb::none(), "layer"_a = nb::none(), "head"_a = nb::none(),
+          nb::sig("def scores(self, run: str | int | None = None, layer: int | None = None, head: int | None = None) "
+                  "-> numpy.typing.NDArray[numpy.float32]"),
+          "Raw scores q.k / sqrt(d_head) before any temperature, float32, a view; shapes as probs(). "
+          "probs = softmax(scores * row_scale) over the visible keys.")
+      .def(
+          "metrics",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.metrics.data(),
+                        {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens(),
+                         (size_t)focal::kNumRowMetrics},
+                        self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def metrics(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "Per-row metrics of every layer, head and row: float32 [n_layers, n_heads, T, 8] (layer, head, row, metric), "
+          "a view. The metric axis follows metric_names: entropy_nats, entropy_norm, eff_support, max_prob, "
+          "topk_mass, tail_mass, sink_mass, relevant_mass.")
+      .def(
+          "row_scale",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.row_scale.data(),
+                        {(size_t)c.file.n_layers, (size_t)c.file.n_heads, (size_t)c.file.n_tokens()}, self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def row_scale(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "Logit multiplier applied to the raw scores: float32 [n_layers, n_heads, T], a view.")
+      .def(
+          "tau",
+          [](nb::handle self, nb::handle run) -> nb::object {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            if (r.tau.empty()) return nb::none();
+            return nb::cast(view(r.tau.data(), {(size_t)c.file.n_layers, (size_t)c.file.n_tokens()}, self));
+          },
+          "run"_a = nb::none(),
+          nb::sig("def tau(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32] | None"),
+          "Learned tau used per row: float32 [n_layers, T], a view; None unless the run is learned.")
+      .def(
+          "topk",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            const size_t T = (size_t)c.file.n_tokens(), k = T ? r.topk_ids.size() / T : 0;
+            return nb::make_tuple(view(r.topk_ids.data(), {T, k}, self), view(r.topk_probs.data(), {T, k}, self));
+          },
+          "run"_a = nb::none(),
+          nb::sig("def topk(self, run: str | int | None = None) -> tuple[numpy.typing.NDArray[numpy.int32], "
+                  "numpy.typing.NDArray[numpy.float32]]"),
+          "(ids, probs): the k most likely next tokens after each position, int32 [T, k] and float32 [T, k], most "
+          "likely first; views.")
+      .def(
+          "token_nll",
+          [](nb::handle self, nb::handle run) {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            return view(r.token_nll.data(), {r.token_nll.size()}, self);
+          },
+          "run"_a = nb::none(),
+          nb::sig("def token_nll(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
+          "-ln p(token[i+1] | tokens[..i]) in nats, float32 [T]; NaN at the last position; a view.")
+      .def(
+          "kl_js",
+          [](const PyCapture& c, nb::handle a, nb::handle b) {
+            const std::string an = c.run_of(a).name, bn = c.run_of(b).name;
+            focal::Comparison cmp = comparison(c, an, bn);
+            const std::vector<size_t> shape = {cmp.layers.size(), cmp.heads.size(), cmp.queries.size()};
+            return nb::make_tuple(owned(std::move(cmp.kl), shape), owned(std::move(cmp.js), shape));
+          },
+          "a"_a = 0, "b"_a = 1,
+          nb::sig("def kl_js(self, a: str | int = 0, b: str | int = 1) -> tuple[numpy.typing.NDArray[numpy.float32], "
+                  "numpy.typing.NDArray[numpy.float32]]"),
+          "(kl, js): KL(a || b) and the Jensen-Shannon divergence in nats per row, float32 [Lc, Hc, Qc] over the "
+          "rows both runs store with probabilities (layers, heads, queries common to both, in run a's order). The "
+          "comparison stored by run(compare=...) is returned as is.")
+      .def(
+          "save",
+          [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {
+            const std::string saved = c.file.created_utc;
+            if (created) c.file.created_utc = *created;
+            try {
+              nb::gil_scoped_release rel;
+              focal::write_capture(c.file, path_str(p), fp16.value_or(c.probs_fp16));
+            } catch (...) {
+              c.file.created_utc = saved;
+              throw;
+            }
+            c.file.created_utc = saved;
+          },
+          "path"_a, "fp16"_a = nb::none(), "created_utc"_a = nb::none(),
+          "Writes the HDF5 capture file `focal capture` writes (docs/capture-format.md). fp16: store probabilities "
+          "as float16 (default: as the capture was made). created_utc: fix the timestamp (default: now).")
+      .def("_repr_html_", &capture_html)
+      .def("__repr__", [](const PyCapture& c) {
+        std::string runs;
+        for (const auto& r : c.file.runs) runs += (runs.empty() ? "" : ", ") + r.name;
+        return "<focalscope.Capture " + std::to_string(c.file.n_tokens()) + " tokens, " +
+               std::to_string(c.file.n_layers) + "x" + std::to_string(c.file.n_heads) + ", runs: " + runs + ">";
+      });
+
+  mod.def(
+      "open_capture",
+      [](const fs::path& p) {
+        const std::string path = path_str(p);
+        if (!fs::exists(p)) raise(PyExc_FileNotFoundError, "open_capture: no such file: '" + path + "'");
+        PyCapture c;
+        {
+          nb::gil_scoped_release rel;
+          c.file = focal::read_capture(path);
+        }
+        return c;
+      },
+      "path"_a, "Reads a capture file (from focal capture, focal generate --capture, the app or Capture.save).");
+}
+
+}  // namespace focalscope::py

@@ -1,0 +1,100 @@
+// Jupyter's rich view of a capture: a summary table and an inline heatmap (py_objects.h capture_html).
+#include <sstream>
+
+#include "focal/error.h"
+#include "focal_figures/figures.h"
+#include "py_objects.h"
+
+namespace focalscope::py {
+
+namespace {
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+
+std::string base64(const std::string& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += k[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16;
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += k[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+// Jupyter's rich view of a capture: a summary table and the first run's first stored head as an inline PNG (a data:
+
+}  // namespace
+
+// URI; no script, nothing fetched).
+std::string capture_html(const PyCapture& c) {
+  const focal::CaptureFile& f = c.file;
+  std::ostringstream h;
+  h << "<div class=\"focalscope-capture\"><p><b>focalscope capture</b>: " << f.n_tokens() << " tokens, " << f.n_layers
+    << " layers &times; " << f.n_heads << " heads, model <code>" << html_escape(f.model_path) << "</code></p>";
+  h << "<p style=\"font-family:monospace\">";
+  for (int i = 0; i < f.n_tokens() && i < 48; ++i)
+    h << "<span style=\"border:1px solid #ccc;margin:1px;padding:0 2px\">"
+      << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i]) << "</span>";
+  if (f.n_tokens() > 48) h << " &hellip;";
+  h << "</p><table><tr><th>run</th><th>setting</th><th>stored rows (layers &times; heads &times; queries)</th>"
+       "<th>arrays</th></tr>";
+  for (const focal::RunCapture& r : f.runs)
+    h << "<tr><td>" << html_escape(r.name) << "</td><td><code>" << html_escape(r.temp_spec_json) << "</code></td><td>"
+      << r.layers.size() << " &times; " << r.heads.size() << " &times; " << r.queries.size() << "</td><td>"
+      << (r.probs.empty() ? "" : "probs ") << (r.scores.empty() ? "" : "scores ") << "metrics"
+      << (r.tau.empty() ? "" : " tau") << "</td></tr>";
+  h << "</table>";
+  for (const focal::Comparison& cmp : f.comparisons) {
+    double kl = 0, js = 0;
+    for (size_t i = 0; i < cmp.kl.size(); ++i) {
+      kl += cmp.kl[i];
+      js += cmp.js[i];
+    }
+    if (!cmp.kl.empty())
+      h << "<p>" << html_escape(cmp.run_a) << " vs " << html_escape(cmp.run_b) << ": mean KL " << kl / cmp.kl.size()
+        << " nats, mean JS " << js / cmp.js.size() << " nats over " << cmp.kl.size() << " rows</p>";
+  }
+  if (!f.runs.empty() && !f.runs[0].probs.empty()) {
+    try {
+      focal::figures::FigureOptions opt;
+      opt.runs = {f.runs[0].name};
+      focal::figures::Source src;
+      src.capture = &f;
+      const std::string png = focal::figures::render_figure("heatmap", {src}, opt, focal::figures::Format::kPng);
+      h << "<img alt=\"attention heatmap\" style=\"max-width:480px\" src=\"data:image/png;base64," << base64(png)
+        << "\"/>";
+    } catch (const focal::Error& e) { h << "<p>(no heatmap: " << html_escape(e.what()) << ")</p>"; }
+  }
+  h << "</div>";
+  return h.str();
+}
+
+}  // namespace focalscope::py

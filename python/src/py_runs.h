@@ -1,0 +1,26 @@
+// Model.run, Model.sweep and Model.generate of focalscope._core: the runs, with the GIL released and Ctrl-C polled
+// between layers.
+#pragma once
+
+#include "focal/capture.h"
+#include "py_objects.h"
+
+namespace focalscope::py {
+
+// A CaptureRequest from the Python arguments (the CLI's selection options), checked against the model and T tokens.
+focal::CaptureRequest make_request(const focal::ModelConfig& cfg, int T, nb::handle layers, nb::handle heads,
+                                   nb::handle queries, bool probs, bool scores, bool fp16, int topk, int topk_mass,
+                                   nb::handle relevant, nb::handle budget);
+
+PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle layers, nb::handle heads,
+                    nb::handle queries, nb::handle compare, std::optional<std::string> name, bool probs, bool scores,
+                    bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget, nb::handle progress);
+
+focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<double>& temps, nb::handle temp,
+                             nb::handle relevant, int topk_mass, nb::handle progress);
+
+PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
+                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle layers,
+                            nb::handle heads, bool probs, bool scores, bool fp16);
+
+}  // namespace focalscope::py

@@ -1,0 +1,33 @@
+// Sizes as people type them, for memory budgets: "512M", "2G", "1.5GiB", "1000000". One parser for the CLI's
+// --budget and Python's budget=.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace focal {
+
+// Bytes of a size: a positive number, optionally followed by K, M or G (also k, m, g, KiB, MiB, GiB; powers of
+// 1024). nullopt when `s` is not such a size.
+inline std::optional<uint64_t> parse_byte_size(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str()) return std::nullopt;
+  const std::string suf = end;
+  double mul = 1;
+  if (suf == "K" || suf == "k" || suf == "KiB")
+    mul = 1024.0;
+  else if (suf == "M" || suf == "m" || suf == "MiB")
+    mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "g" || suf == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else if (!suf.empty())
+    return std::nullopt;
+  if (!(v > 0) || !(v * mul < 1.8e19)) return std::nullopt;  // nan, <= 0, or past uint64
+  return (uint64_t)(v * mul);
+}
+
+}  // namespace focal
