@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that the C/C++/CUDA files changed since BASE are formatted with .clang-format (clang-format 14).
 # BASE: the first argument, else $FOCAL_FORMAT_BASE, else the merge-base with origin/main or main, else HEAD~1.
-# Files in .clang-format-ignore-list (generated tables, the CUDA emulation headers) are skipped.
+# Files in .clang-format-ignore-list (the CUDA emulation headers) are skipped.
 # --fix rewrites the files instead of failing. Exit status 1 lists the files that need formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."

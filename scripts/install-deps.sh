@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages focalscope needs to build, test and run its demo (run as root; idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsentencepiece-dev sentencepiece
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsentencepiece-dev sentencepiece libutf8proc-dev
       nlohmann-json3-dev libgtest-dev libgmock-dev python3 python3-venv python3-dev python3-torch python3-h5py python3-numpy libxml2-utils
       golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base python3-sentencepiece
       bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core

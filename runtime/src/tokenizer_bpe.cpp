@@ -1,14 +1,16 @@
 // GPT-2 byte-level BPE (the tokenizer of SmolLM2, GPT-2, StarCoder ... as stored in GGUF): special tokens matched
 // whole, a hand-written pre-tokenizer equivalent to GPT-2's regex (no std::regex), bytes mapped to GPT-2's printable
-// stand-in alphabet, then merges applied lowest rank first.
+// stand-in alphabet, then merges applied lowest rank first. Unicode categories and NFC come from libutf8proc.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
+#include <utf8proc.h>
+
 #include "focal/error.h"
 #include "tokenizer_internal.h"
-#include "unicode_tables.h"
 
 namespace focal {
 
@@ -62,22 +64,19 @@ uint32_t next_cp(const std::string& s, size_t i, size_t* len) {
   return cp;
 }
 
-template <size_t N>
-bool in_ranges(const uint32_t (&r)[N][2], uint32_t cp) {
-  size_t lo = 0, hi = N;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (cp < r[mid][0])
-      hi = mid;
-    else if (cp > r[mid][1])
-      lo = mid + 1;
-    else
-      return true;
-  }
-  return false;
-}
-
 enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
+
+// Sets of Unicode general categories (bit c: utf8proc_category_t c) and whether a code point's category, from
+// libutf8proc (Cn where unassigned or beyond U+10FFFF), is in one.
+constexpr uint32_t cat_bit(utf8proc_category_t c) { return 1u << c; }
+constexpr uint32_t kCatLetter = cat_bit(UTF8PROC_CATEGORY_LU) | cat_bit(UTF8PROC_CATEGORY_LL) |
+                                cat_bit(UTF8PROC_CATEGORY_LT) | cat_bit(UTF8PROC_CATEGORY_LM) |
+                                cat_bit(UTF8PROC_CATEGORY_LO);
+constexpr uint32_t kCatNumber =
+    cat_bit(UTF8PROC_CATEGORY_ND) | cat_bit(UTF8PROC_CATEGORY_NL) | cat_bit(UTF8PROC_CATEGORY_NO);
+bool in_categories(uint32_t cp, uint32_t cats) {
+  return cp <= 0x10FFFF && ((cats >> utf8proc_category((utf8proc_int32_t)cp)) & 1u);
+}
 
 CharClass classify(uint32_t cp) {
   if (cp < 0x80) {
@@ -91,8 +90,8 @@ CharClass classify(uint32_t cp) {
   if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
       cp == 0x202F || cp == 0x205F || cp == 0x3000)
     return kSpace;
-  if (in_ranges(kUnicodeLetterRanges, cp)) return kLetter;
-  if (in_ranges(kUnicodeNumberRanges, cp)) return kNumber;
+  if (in_categories(cp, kCatLetter)) return kLetter;
+  if (in_categories(cp, kCatNumber)) return kNumber;
   return kOther;
 }
 
@@ -212,10 +211,16 @@ void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digit
 }
 
 // A word character as \\w of the regex engine behind tokenizers' single_word test (Alphabetic, marks, Nd, Pc,
-// Join_Control).
+// Join_Control). Alphabetic is L, Nl and Other_Alphabetic, which is marks but for the circled and squared Latin
+// letters (So; PropList.txt).
 bool word_char(uint32_t cp) {
   if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
-  return cp != 0xFFFFFFFFu && in_ranges(kUnicodeWordRanges, cp);
+  if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+      (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
+    return true;
+  return in_categories(cp, kCatLetter | cat_bit(UTF8PROC_CATEGORY_MN) | cat_bit(UTF8PROC_CATEGORY_MC) |
+                               cat_bit(UTF8PROC_CATEGORY_ME) | cat_bit(UTF8PROC_CATEGORY_ND) |
+                               cat_bit(UTF8PROC_CATEGORY_NL) | cat_bit(UTF8PROC_CATEGORY_PC));
 }
 
 class BpeTokenizer final : public Tokenizer {
@@ -479,6 +484,37 @@ class BpeTokenizer final : public Tokenizer {
 const std::string& bpe_byte_to_utf8(uint8_t b) { return byte_map().to_utf8[b]; }
 
 int bpe_codepoint_to_byte(uint32_t cp) { return cp < 512 ? byte_map().from_cp[cp] : -1; }
+
+std::string nfc(const std::string& s) {
+  // Below U+0300 nothing decomposes or composes: most text takes this path unchanged.
+  bool plain = true;
+  for (size_t i = 0; i < s.size() && plain; ++i) {
+    const uint8_t c = (uint8_t)s[i];
+    plain = c < 0xC0 || (c < 0xCC && c >= 0xC2);  // ASCII, continuation bytes, or a lead byte of U+0080..U+02FF
+  }
+  if (plain) return s;
+  // libutf8proc before its fix for JuliaStrings/utf8proc#317 (Debian 12 has 2.8) composes an LV syllable with
+  // U+11A7, the T base, which is no trailing consonant, and so drops it. U+11A7 is a starter that composes with
+  // nothing: NFC of the text between two of them is NFC of the whole, and the text is normalised piece by piece.
+  static const char kTBase[] = "\xE1\x86\xA7";
+  std::string r;
+  r.reserve(s.size());
+  for (size_t b = 0;;) {
+    const size_t e = std::min(s.find(kTBase, b), s.size());
+    if (e > b) {
+      // utf8proc_NFC's options without NULLTERM: the text may hold NUL bytes. Invalid UTF-8 is an error (n < 0).
+      utf8proc_uint8_t* out = nullptr;
+      const utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t*)s.data() + b, (utf8proc_ssize_t)(e - b), &out,
+                                              (utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      if (n < 0) return s;  // not valid UTF-8 (a piece of valid UTF-8 cut at U+11A7 is valid): left as it is
+      r.append((const char*)out, (size_t)n);
+      std::free(out);
+    }
+    if (e == s.size()) return r;
+    r += kTBase;
+    b = e + 3;
+  }
+}
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeVocab v, const std::string& where) {
   return std::make_unique<BpeTokenizer>(std::move(v), where);

@@ -49,7 +49,7 @@ struct BpeVocab {
   bool nfc = false;                  // text between added tokens is put in Unicode NFC first (Qwen2's normalizer)
 };
 
-// Unicode NFC of UTF-8 text (unicode_nfc.cpp); text that is not valid UTF-8 is returned unchanged.
+// Unicode NFC of UTF-8 text (libutf8proc; tokenizer_bpe.cpp); text that is not valid UTF-8 is returned unchanged.
 std::string nfc(const std::string& s);
 
 // GPT-2 byte-level BPE. Control and user-defined tokens in the text are matched whole (longest first), as
