@@ -148,7 +148,7 @@ TEST_F(CudaParity, EmbedAddBiasKvStoreExact) {
   std::vector<float> ref((size_t)T * H);
   ops::embed(table.data(), ids.data(), ref.data(), T, H);
   DeviceBuffer t = up(table), out(*gpu_, ref.size());
-  gpu_->embed(t.data(), ids.data(), out.data(), T, H);
+  gpu_->embed(Weight::of_f32(t.data(), t.size()), ids.data(), out.data(), T, H);
   EXPECT_EQ(down(out), ref);
 
   const auto y0 = random_vec(ref.size(), rng), x = random_vec(ref.size(), rng), b = random_vec(H, rng);
@@ -200,7 +200,7 @@ TEST_F(CudaParity, MatmulThroughCublasMatchesOpenBlas) {
     std::vector<float> ref((size_t)m * n);
     ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
     DeviceBuffer xd = up(x), wd = up(w), yd(*gpu_, ref.size());
-    gpu_->matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+    gpu_->matmul_xwt(xd.data(), Weight::of_f32(wd.data(), wd.size()), yd.data(), m, n, k);
     const auto got = down(yd);
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
@@ -232,13 +232,13 @@ TEST_F(CudaParity, SixteenBitWeightsWidenExactlyForEveryBitPattern) {
       return (std::isnan(a) && std::isnan(b)) || ua == ub;
     };
     const size_t before = gpu_->weight_bytes();
-    DeviceBuffer w(*gpu_, gpu_->upload_weight(bits.data(), type, bits.size()), bits.size());
+    WeightBuffer w(*gpu_, gpu_->upload_weight(bits.data(), type, bits.size()));
     EXPECT_EQ(gpu_->weight_bytes() - before, bits.size() * 2) << "16-bit device storage";
     std::vector<float> host(bits.size());
-    gpu_->download(host.data(), w.data(), host.size());
+    gpu_->download_weight(host.data(), w.get(), host.size());
     for (size_t i = 0; i < bits.size(); ++i) ASSERT_TRUE(same(host[i], widen(bits[i]))) << "download of " << i;
     DeviceBuffer out(*gpu_, (size_t)kRows * kHidden);
-    gpu_->embed(w.data(), ids.data(), out.data(), kRows, kHidden);
+    gpu_->embed(w.get(), ids.data(), out.data(), kRows, kHidden);
     const auto got = down(out);
     for (int t = 0; t < kRows; ++t)
       for (int c = 0; c < kHidden; ++c)
@@ -277,8 +277,8 @@ void expect_matmul16_parity(Backend& gpu, const std::vector<std::tuple<int, int,
       ops::matmul_xwt(x.data(), w.data(), ref.data(), m, n, k);
       DeviceBuffer xd(gpu, x.size()), yd(gpu, ref.size());
       gpu.upload(xd.data(), x.data(), x.size());
-      DeviceBuffer wd(gpu, gpu.upload_weight(w16.data(), type, w16.size()), w16.size());
-      gpu.matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+      WeightBuffer wd(gpu, gpu.upload_weight(w16.data(), type, w16.size()));
+      gpu.matmul_xwt(xd.data(), wd.get(), yd.data(), m, n, k);
       std::vector<float> got(ref.size());
       gpu.download(got.data(), yd.data(), got.size());
       for (int i = 0; i < m; ++i)
@@ -324,8 +324,8 @@ TEST_F(CudaParity, FastMatmulRoundsXToTheWeightsTypeOnTensorCores) {
       std::vector<float> ref((size_t)m * n);
       ops::matmul_xwt(xr.data(), w.data(), ref.data(), m, n, k);
       DeviceBuffer xd = up(x), yd(*gpu_, ref.size());
-      DeviceBuffer wd(*gpu_, gpu_->upload_weight(w16.data(), type, w16.size()), w16.size());
-      gpu_->matmul_xwt(xd.data(), wd.data(), yd.data(), m, n, k);
+      WeightBuffer wd(*gpu_, gpu_->upload_weight(w16.data(), type, w16.size()));
+      gpu_->matmul_xwt(xd.data(), wd.get(), yd.data(), m, n, k);
       const auto got = down(yd);
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) {
@@ -781,8 +781,8 @@ TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
   const ParamRef& pc = cpu->weights().params.front();
   ASSERT_EQ(pg.name, "model.embed_tokens.weight");
   std::vector<float> hg(pg.size), hc(pc.size);
-  gpu->backend().download(hg.data(), pg.data, pg.size);
-  cpu->backend().download(hc.data(), pc.data, pc.size);
+  gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
+  cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
   EXPECT_EQ(hg, hc);
 }
 
@@ -975,8 +975,8 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
     const ParamRef& pg = gpu->weights().params.front();
     const ParamRef& pc = cpu->weights().params.front();
     std::vector<float> hg(pg.size), hc(pc.size);
-    gpu->backend().download(hg.data(), pg.data, pg.size);
-    cpu->backend().download(hc.data(), pc.data, pc.size);
+    gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
+    cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
     EXPECT_EQ(hg, hc) << pg.name;
     std::system(("rm -rf '" + dir + "'").c_str());
   }

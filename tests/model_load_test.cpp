@@ -588,6 +588,11 @@ std::vector<float> download(const Model& m, const float* p, size_t n) {
   m.backend().download(out.data(), p, n);
   return out;
 }
+std::vector<float> download(const Model& m, const Weight& w, size_t n) {
+  std::vector<float> out(n);
+  m.backend().download_weight(out.data(), w, n);
+  return out;
+}
 
 TEST_F(ModelLoadTest, HalfPrecisionWeightsLoadRounded) {
   const ModelConfig c = small_config();
@@ -599,7 +604,7 @@ TEST_F(ModelLoadTest, HalfPrecisionWeightsLoadRounded) {
     auto m = Model::load(make_model("half_" + dtype, c, ts, dtype));
     float (*round)(float) = dtype == "F16" ? round_f16 : round_bf16;
     // Weights in memory are exactly the fp32 originals rounded to the file's dtype.
-    auto check = [&](const std::string& name, const float* p) {
+    auto check = [&](const std::string& name, const auto& p) {  // a Weight (matrices) or a const float* (vectors)
       const NamedTensor& t = *find_tensor(const_cast<std::vector<NamedTensor>&>(ts), name);
       const std::vector<float> got = download(*m, p, t.data.size());
       size_t n_changed = 0;
@@ -679,7 +684,7 @@ TEST_F(ModelLoadTest, LearnedModelLoads) {
     const ModelConfig c = learned_config(bias);
     auto m = Model::load(make_model(bias ? "learned_b" : "learned", c, random_model_tensors(c, 7)));
     EXPECT_EQ(m->config().focal.mode, AttnMode::kLearned);
-    EXPECT_NE(m->weights().layers[1].tau_w, nullptr);
+    EXPECT_TRUE(m->weights().layers[1].tau_w);
     if (bias) { EXPECT_FLOAT_EQ(*m->weights().layers[1].tau_b, 0.5f * (c.focal.tau_min + c.focal.tau_max)); }
     TempSpec s = TempSpec::native(m->config());
     EXPECT_EQ(s.mode, AttnMode::kLearned);

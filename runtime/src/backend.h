@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "focal_kernels/ops.h"
@@ -39,6 +40,41 @@ struct StoredWeight {
   }
 };
 
+// The rows of a weight kept in a block format (ggml blocks, or fp16 / bf16 rows with a stride or a row map): the
+// kernels' view of them (q.data: the mapped file on the CPU, device memory on the GPU; q.row_map into row_map).
+struct BlockRows {
+  ops::QMatrix q;
+  std::vector<int32_t> row_map;  // [rows] or empty
+  BlockRows() = default;
+  BlockRows(const BlockRows&) = delete;
+  BlockRows& operator=(const BlockRows&) = delete;
+};
+
+// A weight matrix [rows, cols] as a backend holds it (upload_weight, upload_weight_stored): the handle carries its
+// form, so an op knows what it was given without a lookup. Cheap to copy; the memory belongs to the WeightBuffer
+// that made it (Model::Weights keeps them), the block description to the shared BlockRows.
+struct Weight {
+  enum class Form : uint8_t { kNone, kF32, kF16, kBF16, kBlocks };
+  Form form = Form::kNone;
+  void* data = nullptr;  // backend memory: [n] values of the form (kF32 / kF16 / kBF16), or the blocks (kBlocks;
+                         // null on the CPU, where they stay in the mapped file: blocks->q.data)
+  size_t n = 0;          // values
+  size_t bytes = 0;      // bytes the backend holds for it (Backend::weight_bytes)
+  std::shared_ptr<const BlockRows> blocks;  // kBlocks: the block format, shape and row layout
+
+  explicit operator bool() const { return form != Form::kNone; }
+  // The values when they are fp32 backend memory (host memory on the CPU: the trainer's view), else null.
+  float* f32() const { return form == Form::kF32 ? static_cast<float*>(data) : nullptr; }
+  // A non-owning fp32 weight over n floats of backend memory (an activation used as a matrix, a test's buffer).
+  static Weight of_f32(float* p, size_t n) {
+    Weight w;
+    w.form = p ? Form::kF32 : Form::kNone;
+    w.data = p;
+    w.n = n;
+    return w;
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -54,17 +90,19 @@ class Backend {
   virtual void download(float* host_dst, const float* src, size_t n) = 0;
   virtual void synchronize() = 0;
 
-  // Weight matrices (q/k/v/o, gate/up/down, lm_head, the embedding table), uploaded once at load: returns backend
-  // memory holding the n values of host_src (given in `type`). The CPU backend stores fp32 (16-bit values widened
-  // exactly, as the loader always did); the CUDA backend keeps fp16 / bf16 values in 16 bits and fp32 in fp32. The
-  // pointer is a handle typed float*: accepted as `w` of matmul_xwt, `table` of embed, `src` of download (which
-  // returns the whole allocation as fp32) and by free; no other op takes it, and no offset into it is valid.
-  virtual float* upload_weight(const void* host_src, WeightType type, size_t n) = 0;
-  // A weight kept in its stored format; the same kind of handle as upload_weight's. The CPU backend keeps the
-  // pointer into the mapped file and computes from the stored blocks (focal_kernels/quant.h); this default, which
-  // the CUDA backend uses, uploads fp16 / bf16 as they are and block formats dequantised and rounded to fp16 (2
-  // bytes per value instead of 4).
-  virtual float* upload_weight_stored(const StoredWeight& w);
+  // Weight matrices (q/k/v/o, gate/up/down, lm_head, the embedding table), uploaded once at load: a Weight over
+  // backend memory holding the n values of host_src (given in `type`). The CPU backend stores fp32 (16-bit values
+  // widened exactly, as the loader always did); the CUDA backend keeps fp16 / bf16 values in 16 bits and fp32 in
+  // fp32. Owned by the caller: free_weight (WeightBuffer) gives it back.
+  virtual Weight upload_weight(const void* host_src, WeightType type, size_t n) = 0;
+  // A weight kept in its stored format. The CPU backend keeps the pointer into the mapped file and computes from the
+  // stored blocks (focal_kernels/quant.h); this default, which the CUDA backend uses for formats its kernels do not
+  // read, uploads fp16 / bf16 as they are and block formats dequantised and rounded to fp16 (2 bytes per value
+  // instead of 4).
+  virtual Weight upload_weight_stored(const StoredWeight& w);
+  virtual void free_weight(const Weight& w) = 0;
+  // host_dst[n] = the first n values of w, as fp32 (blocks dequantised, 16-bit values widened exactly).
+  virtual void download_weight(float* host_dst, const Weight& w, size_t n) = 0;
   // Bytes held by live weights (CPU: 4 per fp32 value, a stored weight's bytes in its file; CUDA: 2 or 4).
   virtual size_t weight_bytes() const = 0;
 
@@ -73,18 +111,18 @@ class Backend {
   virtual void set_fast(bool fast) { (void)fast; }
 
   // Ops (see focal_kernels/ops.h for shapes). ids is a host array.
-  virtual void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
+  virtual void embed(const Weight& table, const int32_t* ids, float* out, int n_tokens, int hidden) = 0;
   virtual void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) = 0;
-  virtual void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) = 0;
+  virtual void matmul_xwt(const float* x, const Weight& w, float* y, int m, int n, int k) = 0;
   // y_i[m, n_i] = x[m, k] . w_i^T for up to three weights sharing x (Q, K, V; gate, up), in one call so a backend
   // may run them together (the CPU's panel kernel does); by default one matmul_xwt each.
   struct XwtOut {
-    const float* w;
+    const Weight* w;
     float* y;
     int n;
   };
   virtual void matmul_xwt_shared(const float* x, const XwtOut* outs, int n_outs, int m, int k) {
-    for (int i = 0; i < n_outs; ++i) matmul_xwt(x, outs[i].w, outs[i].y, m, outs[i].n, k);
+    for (int i = 0; i < n_outs; ++i) matmul_xwt(x, *outs[i].w, outs[i].y, m, outs[i].n, k);
   }
   virtual void add_row_bias(float* y, const float* b, int rows, int n) = 0;
   virtual void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) = 0;
@@ -112,12 +150,12 @@ std::unique_ptr<Backend> make_cuda_backend(int device);  // backend_cuda.cpp; on
 enum class Device;
 std::unique_ptr<Backend> make_backend(Device d);  // device.cpp: resolves kAuto; kCuda without one throws
 
-// Owns n values of backend memory (floats, or a weight handle of upload_weight).
+// Owns n floats of backend memory (Backend::alloc).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(Backend& be, size_t n) : be_(&be), p_(be.alloc(n)), n_(n) {}
-  // Takes ownership of p (from be.alloc or be.upload_weight), which holds n values.
+  // Takes ownership of p (from be.alloc), which holds n floats.
   DeviceBuffer(Backend& be, float* p, size_t n) : be_(&be), p_(p), n_(n) {}
   DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) {
     o.p_ = nullptr;
@@ -149,6 +187,35 @@ class DeviceBuffer {
   Backend* be_ = nullptr;
   float* p_ = nullptr;
   size_t n_ = 0;
+};
+
+// Owns a Weight of a backend (upload_weight, upload_weight_stored) and gives it back on destruction.
+class WeightBuffer {
+ public:
+  WeightBuffer() = default;
+  WeightBuffer(Backend& be, Weight w) : be_(&be), w_(std::move(w)) {}
+  WeightBuffer(WeightBuffer&& o) noexcept : be_(o.be_), w_(std::move(o.w_)) { o.w_ = Weight{}; }
+  WeightBuffer& operator=(WeightBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      be_ = o.be_;
+      w_ = std::move(o.w_);
+      o.w_ = Weight{};
+    }
+    return *this;
+  }
+  WeightBuffer(const WeightBuffer&) = delete;
+  WeightBuffer& operator=(const WeightBuffer&) = delete;
+  ~WeightBuffer() { reset(); }
+  void reset() {
+    if (w_) be_->free_weight(w_);
+    w_ = Weight{};
+  }
+  const Weight& get() const { return w_; }
+
+ private:
+  Backend* be_ = nullptr;
+  Weight w_;
 };
 
 }  // namespace focal

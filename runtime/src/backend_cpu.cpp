@@ -1,14 +1,11 @@
 // CPU backend: host memory and the kernels' CPU ops. Everything runs synchronously on the calling thread (ops
 // parallelise internally with OpenMP / OpenBLAS).
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 
 #include "backend.h"
 #include "focal/error.h"
@@ -30,31 +27,17 @@ class CpuBackend final : public Backend {
     std::memset(p, 0, (n ? n : 1) * sizeof(float));
     return static_cast<float*>(p);
   }
-  void free(float* p) override {
-    std::unique_lock<std::shared_mutex> lock(mu_);         // sessions may free buffers from several threads
-    if (auto st = stored_.find(p); st != stored_.end()) {  // a stored weight: its handle is its entry, not memory
-      weight_bytes_ -= (size_t)st->second->q.rows * st->second->q.row_bytes;
-      stored_.erase(st);
-      return;
-    }
-    auto it = weights_.find(p);
-    if (it != weights_.end()) {
-      weight_bytes_ -= it->second;
-      weights_.erase(it);
-    }
-    std::free(p);
-  }
+  void free(float* p) override { std::free(p); }
   void upload(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
-  void download(float* dst, const float* src, size_t n) override {
-    if (const ops::QMatrix* q = stored(src)) {
-      ops::dequant_rows(*q, 0, std::min<int64_t>(q->rows, (int64_t)(n / (size_t)q->cols)), dst);
-      return;
-    }
-    std::memcpy(dst, src, n * sizeof(float));
-  }
+  void download(float* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void synchronize() override {}
-  float* upload_weight(const void* src, WeightType type, size_t n) override {
-    float* p = alloc(n);
+  Weight upload_weight(const void* src, WeightType type, size_t n) override {
+    Weight w;
+    w.form = Weight::Form::kF32;  // 16-bit values widened exactly: the CPU computes in fp32
+    w.data = alloc(n);
+    w.n = n;
+    w.bytes = n * sizeof(float);
+    float* p = w.f32();
     if (type == WeightType::kF32) {
       if (n) std::memcpy(p, src, n * sizeof(float));
     } else {
@@ -65,70 +48,70 @@ class CpuBackend final : public Backend {
         p[i] = type == WeightType::kBF16 ? math::bf16_bits_to_float(v) : math::half_bits_to_float(v);
       }
     }
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    weight_bytes_ += n * sizeof(float);
-    weights_[p] = n * sizeof(float);
-    return p;
+    weight_bytes_ += w.bytes;
+    return w;
   }
-  // Stored weights stay where the file's mapping has them; the handle is the address of their entry.
-  float* upload_weight_stored(const StoredWeight& w) override {
-    auto e = std::make_unique<Stored>();
-    e->row_map = w.row_map;
-    e->q = w.view();
-    e->q.row_map = e->row_map.empty() ? nullptr : e->row_map.data();  // the entry's own copy
-    float* handle = reinterpret_cast<float*>(e.get());
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    weight_bytes_ += (size_t)w.rows * w.row_bytes;
-    stored_[handle] = std::move(e);
-    return handle;
+  // Stored weights stay where the file's mapping has them: the Weight describes their rows.
+  Weight upload_weight_stored(const StoredWeight& sw) override {
+    auto rows = std::make_shared<BlockRows>();
+    rows->row_map = sw.row_map;
+    rows->q = sw.view();
+    rows->q.row_map = rows->row_map.empty() ? nullptr : rows->row_map.data();  // its own copy
+    Weight w;
+    w.form = Weight::Form::kBlocks;
+    w.n = (size_t)sw.rows * (size_t)sw.cols;
+    w.bytes = (size_t)sw.rows * sw.row_bytes;
+    w.blocks = std::move(rows);
+    weight_bytes_ += w.bytes;
+    return w;
   }
-  size_t weight_bytes() const override {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    return weight_bytes_;
+  void free_weight(const Weight& w) override {
+    weight_bytes_ -= w.bytes;
+    std::free(w.data);  // null for blocks: they belong to the mapped file
   }
-
- private:
-  struct Stored {
-    ops::QMatrix q;
-    std::vector<int32_t> row_map;  // q.row_map points here
-  };
-  std::map<float*, size_t> weights_;                                  // upload_weight allocations and their bytes
-  std::unordered_map<const float*, std::unique_ptr<Stored>> stored_;  // upload_weight_stored handles
-  size_t weight_bytes_ = 0;
-  mutable std::shared_mutex mu_;
-  const ops::QMatrix* stored(const float* p) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    auto it = stored_.find(p);
-    return it == stored_.end() ? nullptr : &it->second->q;
-  }
-  void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
-    if (const ops::QMatrix* q = stored(table)) {
-      for (int t = 0; t < n_tokens; ++t) ops::dequant_rows(*q, ids[t], 1, out + (size_t)t * hidden);
+  void download_weight(float* dst, const Weight& w, size_t n) override {
+    if (w.form == Weight::Form::kBlocks) {
+      const ops::QMatrix& q = w.blocks->q;
+      ops::dequant_rows(q, 0, std::min<int64_t>(q.rows, (int64_t)(n / (size_t)q.cols)), dst);
       return;
     }
-    ops::embed(table, ids, out, n_tokens, hidden);
+    std::memcpy(dst, w.data, std::min(n, w.n) * sizeof(float));
+  }
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  std::atomic<size_t> weight_bytes_{0};  // sessions may free buffers from several threads
+
+  void embed(const Weight& table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+    if (table.form == Weight::Form::kBlocks) {
+      for (int t = 0; t < n_tokens; ++t) ops::dequant_rows(table.blocks->q, ids[t], 1, out + (size_t)t * hidden);
+      return;
+    }
+    ops::embed(table.f32(), ids, out, n_tokens, hidden);
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
     ops::rmsnorm(x, w, y, rows, n, eps);
   }
-  void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
-    if (const ops::QMatrix* q = stored(w)) {
-      if (q->rows != n || q->cols != k)
-        throw Error("internal: matmul_xwt of a [" + std::to_string(q->rows) + ", " + std::to_string(q->cols) +
+  void matmul_xwt(const float* x, const Weight& w, float* y, int m, int n, int k) override {
+    if (w.form == Weight::Form::kBlocks) {
+      const ops::QMatrix& q = w.blocks->q;
+      if (q.rows != n || q.cols != k)
+        throw Error("internal: matmul_xwt of a [" + std::to_string(q.rows) + ", " + std::to_string(q.cols) +
                     "] stored weight as [" + std::to_string(n) + ", " + std::to_string(k) + "]");
-      ops::matmul_xwt_q(x, *q, y, m);
+      ops::matmul_xwt_q(x, q, y, m);
       return;
     }
-    ops::matmul_xwt(x, w, y, m, n, k);
+    ops::matmul_xwt(x, w.f32(), y, m, n, k);
   }
   void matmul_xwt_shared(const float* x, const XwtOut* outs, int n_outs, int m, int k) override {
     const ops::QMatrix* qs[3];
     float* ys[3];
     bool stored_all = n_outs >= 1 && n_outs <= 3;
     for (int i = 0; i < n_outs && stored_all; ++i) {
-      qs[i] = stored(outs[i].w);
+      const Weight& w = *outs[i].w;
+      stored_all = w.form == Weight::Form::kBlocks && w.blocks->q.rows == outs[i].n && w.blocks->q.cols == k;
+      qs[i] = stored_all ? &w.blocks->q : nullptr;
       ys[i] = outs[i].y;
-      stored_all = qs[i] && qs[i]->rows == outs[i].n && qs[i]->cols == k;
     }
     if (!stored_all) {
       Backend::matmul_xwt_shared(x, outs, n_outs, m, k);

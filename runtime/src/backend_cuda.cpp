@@ -145,33 +145,34 @@ class CudaBackend final : public Backend {
   float* alloc(size_t n) override { return alloc_bytes((n ? n : 1) * sizeof(float)); }
 
   void free(float* p) override {
-    auto it = live_.find(p);
+    auto it = live_.find(p);  // the allocator's own table (sizes for the pool), not a weight lookup
     if (it == live_.end()) return;
-    auto wt = weights_.find(p);
-    if (wt != weights_.end()) {
-      weight_bytes_ -= it->second;
-      weights_.erase(wt);
-    }
-    if (qweights_.erase(p)) weight_bytes_ -= it->second;
     pool_.emplace(it->second, p);
     live_.erase(it);
   }
 
-  float* upload_weight(const void* src, WeightType type, size_t n) override {
-    const cudaDataType dt = type == WeightType::kBF16  ? CUDA_R_16BF
-                            : type == WeightType::kF16 ? CUDA_R_16F
-                                                       : CUDA_R_32F;
-    const size_t value_bytes = dt == CUDA_R_32F ? sizeof(float) : sizeof(uint16_t);
+  Weight upload_weight(const void* src, WeightType type, size_t n) override {
+    Weight w;
+    w.form = type == WeightType::kBF16  ? Weight::Form::kBF16
+             : type == WeightType::kF16 ? Weight::Form::kF16
+                                        : Weight::Form::kF32;
+    const size_t value_bytes = type == WeightType::kF32 ? sizeof(float) : sizeof(uint16_t);
     float* p = alloc_bytes((n ? n : 1) * value_bytes);
     if (n) FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, n * value_bytes, cudaMemcpyHostToDevice, stream_), "upload_weight");
-    weights_[p] = dt;
-    weight_bytes_ += live_[p];
-    return p;
+    w.data = p;
+    w.n = n;
+    w.bytes = live_[p];
+    weight_bytes_ += w.bytes;
+    return w;
+  }
+  void free_weight(const Weight& w) override {
+    weight_bytes_ -= w.bytes;
+    free(static_cast<float*>(w.data));
   }
 
   // Blocks of a format with device kernels (quant_blocks.h) go up as the file stores them, rows in order (the row
   // map applied); anything else (fp16 / bf16, other block formats) through the default (16-bit).
-  float* upload_weight_stored(const StoredWeight& w) override {
+  Weight upload_weight_stored(const StoredWeight& w) override {
     if (!qblocks::sub32_supported(w.type) || w.panels || w.cols % 32 != 0) return Backend::upload_weight_stored(w);
     const size_t bytes = (size_t)w.rows * w.row_bytes;
     float* p = alloc_bytes(bytes ? bytes : 1);
@@ -187,15 +188,20 @@ class CudaBackend final : public Backend {
     }
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, stream_), "upload_weight_stored");
     FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "upload_weight_stored (cudaStreamSynchronize)");
-    cuda_ops::QWeight q;
-    q.type = w.type;
-    q.data = reinterpret_cast<const uint8_t*>(p);
-    q.rows = (int)w.rows;
-    q.cols = (int)w.cols;
-    q.row_bytes = w.row_bytes;
-    qweights_[p] = q;
-    weight_bytes_ += live_[p];
-    return p;
+    auto rows_desc = std::make_shared<BlockRows>();  // the rows as uploaded: in order, no row map
+    rows_desc->q.type = w.type;
+    rows_desc->q.data = reinterpret_cast<const uint8_t*>(p);
+    rows_desc->q.rows = w.rows;
+    rows_desc->q.cols = w.cols;
+    rows_desc->q.row_bytes = w.row_bytes;
+    Weight out;
+    out.form = Weight::Form::kBlocks;
+    out.data = p;
+    out.n = (size_t)w.rows * (size_t)w.cols;
+    out.bytes = live_[p];
+    out.blocks = std::move(rows_desc);
+    weight_bytes_ += out.bytes;
+    return out;
   }
 
   size_t weight_bytes() const override { return weight_bytes_; }
@@ -224,24 +230,31 @@ class CudaBackend final : public Backend {
     FOCAL_CUDA_CHECK(cudaEventRecord(slot.done, stream_), "cudaEventRecord");
   }
 
-  void download(float* dst, const float* src, size_t n) override {
+  void download_weight(float* dst, const Weight& w, size_t n) override {
+    n = std::min(n, w.n);
     if (!n) return;
-    if (const cuda_ops::QWeight* q = qweight(src)) {  // a quantized weight: its values, dequantised on the device
-      DeviceBuffer f(*this, (size_t)q->rows * q->cols);
-      FOCAL_CUDA_CHECK(cuda_ops::dequant_rows(ctx_, *q, 0, q->rows, f.data(), CUDA_R_32F), "dequant kernel");
+    if (w.form == Weight::Form::kBlocks) {  // its values, dequantised on the device
+      const cuda_ops::QWeight q = qweight_of(w);
+      DeviceBuffer f(*this, (size_t)q.rows * q.cols);
+      FOCAL_CUDA_CHECK(cuda_ops::dequant_rows(ctx_, q, 0, q.rows, f.data(), CUDA_R_32F), "dequant kernel");
       download(dst, f.data(), std::min(n, f.size()));
       return;
     }
-    const cudaDataType dt = type_of(src);
-    if (dt != CUDA_R_32F) {  // a 16-bit weight: n values of 2 bytes, widened here exactly as on the device
+    if (w.form != Weight::Form::kF32) {  // n values of 2 bytes, widened here exactly as on the device
       uint16_t* stage16 = reinterpret_cast<uint16_t*>(staging_.get((n + 1) / 2));
-      FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage16, src, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
+      FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage16, w.data, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
                        "download");
       FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
       for (size_t i = 0; i < n; ++i)
-        dst[i] = dt == CUDA_R_16BF ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
+        dst[i] =
+            w.form == Weight::Form::kBF16 ? math::bf16_bits_to_float(stage16[i]) : math::half_bits_to_float(stage16[i]);
       return;
     }
+    download(dst, w.f32(), n);
+  }
+
+  void download(float* dst, const float* src, size_t n) override {
+    if (!n) return;
     float* stage = staging_.get(n);
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_), "download");
     FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
@@ -250,27 +263,31 @@ class CudaBackend final : public Backend {
 
   void synchronize() override { FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
-  void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+  void embed(const Weight& table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
                      "embed (token ids upload)");
-    if (const cuda_ops::QWeight* q = qweight(table)) {
-      FOCAL_CUDA_CHECK(cuda_ops::embed_q(ctx_, *q, d_ids, out, n_tokens), "embed kernel (quantized table)");
+    if (table.form == Weight::Form::kBlocks) {
+      FOCAL_CUDA_CHECK(cuda_ops::embed_q(ctx_, qweight_of(table), d_ids, out, n_tokens),
+                       "embed kernel (quantized table)");
       return;
     }
-    FOCAL_CUDA_CHECK(cuda_ops::embed(ctx_, table, type_of(table), d_ids, out, n_tokens, hidden), "embed kernel");
+    FOCAL_CUDA_CHECK(
+        cuda_ops::embed(ctx_, static_cast<const float*>(table.data), dtype_of(table), d_ids, out, n_tokens, hidden),
+        "embed kernel");
   }
   void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) override {
     FOCAL_CUDA_CHECK(cuda_ops::rmsnorm(ctx_, x, w, y, rows, n, eps), "rmsnorm kernel");
   }
   void set_fast(bool fast) override { fast_ = fast; }
 
-  void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) override {
-    if (const cuda_ops::QWeight* q = qweight(w)) {
-      matmul_xwt_quantized(x, *q, y, m, n, k);
+  void matmul_xwt(const float* x, const Weight& weight, float* y, int m, int n, int k) override {
+    if (weight.form == Weight::Form::kBlocks) {
+      matmul_xwt_quantized(x, qweight_of(weight), y, m, n, k);
       return;
     }
-    const cudaDataType dt = type_of(w);
+    const cudaDataType dt = dtype_of(weight);
+    const float* w = static_cast<const float*>(weight.data);  // cuda_ops' typed pointer to the dt values
     if (dt == CUDA_R_32F) {
       if (fast_)
         FOCAL_CUDA_CHECK(cuda_ops::matmul_xwt_tf32(ctx_, x, w, y, m, n, k), "matmul (cublasGemmEx, TF32)");
@@ -508,9 +525,16 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  const cuda_ops::QWeight* qweight(const float* p) const {
-    auto it = qweights_.find(p);
-    return it == qweights_.end() ? nullptr : &it->second;
+  // The device kernels' view of a block-format weight.
+  static cuda_ops::QWeight qweight_of(const Weight& w) {
+    const ops::QMatrix& m = w.blocks->q;
+    cuda_ops::QWeight q;
+    q.type = m.type;
+    q.data = m.data;
+    q.rows = (int)m.rows;
+    q.cols = (int)m.cols;
+    q.row_bytes = m.row_bytes;
+    return q;
   }
 
   // y[m, n] = x[m, k] . w^T for a quantized w: the matrix-vector kernel for decode (m <= 8, w read once in its
@@ -574,10 +598,9 @@ class CudaBackend final : public Backend {
     return p;
   }
 
-  // The storage type of backend memory p: a weight's from upload_weight, fp32 for everything else.
-  cudaDataType type_of(const float* p) const {
-    auto it = weights_.find(p);
-    return it == weights_.end() ? CUDA_R_32F : it->second;
+  // The storage type of a dense weight's values.
+  static cudaDataType dtype_of(const Weight& w) {
+    return w.form == Weight::Form::kBF16 ? CUDA_R_16BF : w.form == Weight::Form::kF16 ? CUDA_R_16F : CUDA_R_32F;
   }
 
   // Device int32 scratch of at least n entries (grown on demand; ordered on the stream).
@@ -610,12 +633,10 @@ class CudaBackend final : public Backend {
   cudaEvent_t computed_[2] = {nullptr, nullptr}, copied_[2] = {nullptr, nullptr};
   cublasHandle_t blas_ = nullptr;
   cuda_ops::Ctx ctx_;
-  std::multimap<size_t, float*> pool_;                  // freed device buffers by size in bytes
-  std::map<float*, size_t> live_;                       // allocated device buffers and their size in bytes
-  std::map<const float*, cudaDataType> weights_;        // upload_weight allocations and their storage type
-  std::map<const float*, cuda_ops::QWeight> qweights_;  // upload_weight_stored's block-format weights
-  size_t weight_bytes_ = 0;                             // bytes of the live weight allocations
-  static constexpr size_t kUploadSlotFloats = 16384;    // 64 KiB pinned per slot
+  std::multimap<size_t, float*> pool_;                // freed device buffers by size in bytes
+  std::map<float*, size_t> live_;                     // allocated device buffers and their size in bytes
+  size_t weight_bytes_ = 0;                           // bytes of the live weight allocations
+  static constexpr size_t kUploadSlotFloats = 16384;  // 64 KiB pinned per slot
   static constexpr int kUploadSlots = 64;
   struct UploadSlot {
     float* host = nullptr;

@@ -231,7 +231,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       attn_in = xn.data();
     }
     if (lt) save(lt->xn1, xn, (size_t)n * H);
-    const Backend::XwtOut qkv[3] = {{L.wq, q.data(), QD}, {L.wk, k.data(), KD}, {L.wv, v.data(), KD}};
+    const Backend::XwtOut qkv[3] = {{&L.wq, q.data(), QD}, {&L.wk, k.data(), KD}, {&L.wv, v.data(), KD}};
     be.matmul_xwt_shared(attn_in, qkv, 3, n, H);
     if (L.bq) {
       be.add_row_bias(q.data(), L.bq, n, QD);
@@ -331,7 +331,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
       mlp_in = xn.data();
     }
-    const Backend::XwtOut gate_up[2] = {{L.w_up, up.data(), I}, {L.w_gate, gate.data(), I}};
+    const Backend::XwtOut gate_up[2] = {{&L.w_up, up.data(), I}, {&L.w_gate, gate.data(), I}};
     be.matmul_xwt_shared(mlp_in, gate_up, L.w_gate ? 2 : 1, n, H);
     if (L.b_gate) be.add_row_bias(gate.data(), L.b_gate, n, I);
     if (L.b_up) be.add_row_bias(up.data(), L.b_up, n, I);

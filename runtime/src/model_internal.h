@@ -1,4 +1,5 @@
-// Model weights as the forward pass sees them: backend pointers with their shapes (runtime-internal).
+// Model weights as the forward pass sees them: typed weight handles and backend pointers with their shapes
+// (runtime-internal).
 #pragma once
 
 #include <memory>
@@ -13,10 +14,10 @@ namespace focal {
 struct LayerWeights {
   const float* attn_norm = nullptr;       // [hidden] pre-attention norm, or null (OLMo 2)
   const float* attn_norm_b = nullptr;     // [hidden] its bias (LayerNorm), or null
-  const float* wq = nullptr;              // [n_heads*d_head, hidden]
-  const float* wk = nullptr;              // [n_kv_heads*d_head, hidden]
-  const float* wv = nullptr;              // [n_kv_heads*d_head, hidden]
-  const float* wo = nullptr;              // [hidden, n_heads*d_head]
+  Weight wq;                              // [n_heads*d_head, hidden]
+  Weight wk;                              // [n_kv_heads*d_head, hidden]
+  Weight wv;                              // [n_kv_heads*d_head, hidden]
+  Weight wo;                              // [hidden, n_heads*d_head]
   const float* bq = nullptr;              // [n_heads*d_head] or null (attention_bias)
   const float* bk = nullptr;              // [n_kv_heads*d_head] or null
   const float* bv = nullptr;              // [n_kv_heads*d_head] or null
@@ -30,30 +31,32 @@ struct LayerWeights {
   const float* b_gate = nullptr;          // [intermediate] or null (mlp_bias)
   const float* b_up = nullptr;            // [intermediate] or null (mlp_bias; GPT-2 c_fc)
   const float* b_down = nullptr;          // [hidden] or null (mlp_bias; GPT-2 mlp.c_proj)
-  const float* w_gate = nullptr;          // [intermediate, hidden], or null without a gate (GPT-2)
-  const float* w_up = nullptr;            // [intermediate, hidden]
-  const float* w_down = nullptr;          // [hidden, intermediate]
-  const float* tau_w = nullptr;           // [1, hidden] learned temperature projection, or null
+  Weight w_gate;                          // [intermediate, hidden], or null without a gate (GPT-2)
+  Weight w_up;                            // [intermediate, hidden]
+  Weight w_down;                          // [hidden, intermediate]
+  Weight tau_w;                           // [1, hidden] learned temperature projection (fp32), or none
   const float* tau_b = nullptr;           // [1] its bias, or null
 };
 
-// One trainable tensor: its name in the safetensors file, shape, and backend memory.
+// One tensor of the model: its name in the safetensors file, shape, and backend memory.
 struct ParamRef {
   std::string name;
   std::vector<int64_t> shape;
-  float* data = nullptr;
+  float* data = nullptr;  // its fp32 values (the trainer's view), or null when the backend holds them otherwise
   size_t size = 0;
   bool decay = false;  // AdamW weight decay applies (projection and embedding matrices; not norms or biases)
+  Weight weight;       // the same tensor as a Weight (Backend::download_weight reads any form)
 };
 
 struct Model::Weights {
   std::vector<std::shared_ptr<void>> files;  // the mapped model files that stored (native) weights point into
-  std::vector<DeviceBuffer> storage;         // owns everything below
-  const float* embed = nullptr;              // [vocab, hidden]
+  std::vector<DeviceBuffer> storage;         // owns the vectors below (norms, biases, tau_proj)
+  std::vector<WeightBuffer> matrices;        // owns the matrices below
+  Weight embed;                              // [vocab, hidden]
   const float* final_norm = nullptr;         // [hidden]
   const float* final_norm_b = nullptr;       // [hidden] (LayerNorm) or null
-  const float* pos_embed = nullptr;          // [max_positions, hidden] learned absolute positions (GPT-2), or null
-  const float* lm_head = nullptr;            // [vocab, hidden] (== embed when tied)
+  Weight pos_embed;                          // [max_positions, hidden] learned absolute positions (GPT-2), or none
+  Weight lm_head;                            // [vocab, hidden] (== embed when tied)
   std::vector<LayerWeights> layers;          // [n_layers]
   std::vector<ParamRef> params;              // every tensor, in file order of loading
 };

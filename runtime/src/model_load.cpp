@@ -412,11 +412,24 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     any_stored = true;
     return sw;
   };
-  // `host_fn`, when given, edits the tensor's fp32 values on the host before the upload (Gemma's 1 + w norms).
+  // Records a loaded tensor: a matrix (its WeightBuffer) or a vector (its DeviceBuffer of fp32 values).
+  auto keep = [&](const std::string& name, std::vector<int64_t> shape, size_t n, bool decay, WeightBuffer* mat,
+                  DeviceBuffer* vec) -> Weight {
+    const Weight weight = mat ? mat->get() : Weight::of_f32(vec->data(), n);
+    w->params.push_back(ParamRef{name, std::move(shape), weight.f32(), n, decay, weight});
+    if (mat)
+      w->matrices.push_back(std::move(*mat));
+    else
+      w->storage.push_back(std::move(*vec));
+    m->n_params_ += n;
+    return weight;
+  };
+  // `host_fn`, when given, edits the tensor's fp32 values on the host before the upload (Gemma's 1 + w norms). A
+  // matrix becomes a Weight in the form the backend keeps; a vector fp32 backend memory (Weight::f32()).
   auto take = [&](const std::string& name, const std::vector<Dim>& dims, bool required = true, bool matrix = false,
-                  const std::function<void(std::vector<float>&)>& host_fn = nullptr) -> const float* {
+                  const std::function<void(std::vector<float>&)>& host_fn = nullptr) -> Weight {
     const StTensor* tp = lookup(name, dims, required);
-    if (!tp) return nullptr;
+    if (!tp) return Weight{};
     const StTensor& t = *tp;
     auto it = all.find(name);
     std::vector<int64_t> shape = t.shape;
@@ -433,55 +446,49 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       c.warnings.push_back(what + "; loaded as they are");
     };
     const size_t n = t.numel();
-    DeviceBuffer buf;
+    WeightBuffer mat;
+    DeviceBuffer vec;
     const int st_type = matrix && !host_fn ? stored_type(t, false) : -1;
     if (st_type >= 0) {
       const StoredWeight sw = stored_weight(t, st_type, it->second.second, 0, t.shape[0], t.shape[1]);
-      buf = DeviceBuffer(be, be.upload_weight_stored(sw), n);  // rows where the mapped file has them
+      mat = WeightBuffer(be, be.upload_weight_stored(sw));  // rows where the mapped file has them
     } else if (matrix && !host_fn && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
       const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
                               : t.dtype == "F16" ? WeightType::kF16
                                                  : WeightType::kF32;
       check_finite(scan_nonfinite(t.data, n, type));
-      buf = DeviceBuffer(be, be.upload_weight(t.data, type, n), n);  // straight from the mapped file
+      mat = WeightBuffer(be, be.upload_weight(t.data, type, n));  // straight from the mapped file
     } else {
       std::vector<float> f32 = tensor_to_f32(t, it->second.second);  // throws for unsupported dtypes
       check_finite(scan_nonfinite(reinterpret_cast<const uint8_t*>(f32.data()), n, WeightType::kF32));
       if (host_fn) host_fn(f32);
       if (matrix) {
-        buf = DeviceBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n), n);
+        mat = WeightBuffer(be, be.upload_weight(f32.data(), WeightType::kF32, n));
       } else {
-        buf = DeviceBuffer(be, n);
-        be.upload(buf.data(), f32.data(), n);
+        vec = DeviceBuffer(be, n);
+        be.upload(vec.data(), f32.data(), n);
       }
     }
-    float* p = buf.data();
     const bool decay =
         name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && name.find("norm") == std::string::npos;
-    w->params.push_back(ParamRef{name, shape, p, n, decay});
-    w->storage.push_back(std::move(buf));
     used.insert(name);
-    m->n_params_ += n;
-    return p;
+    return keep(name, shape, n, decay, matrix ? &mat : nullptr, &vec);
   };
 
   // A fused or Conv1D tensor: its fp32 values (transposed from [in, out] when `conv1d`), cut into consecutive row
   // blocks, each uploaded as its own matrix (or vector) under the name `<name>#<i>`.
   auto take_parts = [&](const std::string& name, const std::vector<Dim>& dims, bool conv1d,
-                        const std::vector<int64_t>& rows, bool matrix) -> std::vector<const float*> {
+                        const std::vector<int64_t>& rows, bool matrix) -> std::vector<Weight> {
     const StTensor& t = *lookup(name, dims, true);
     if (const int st_type = matrix ? stored_type(t, conv1d) : -1; st_type >= 0) {  // row blocks of the stored rows
       const int64_t cols = conv1d ? t.shape[0] : t.shape[1];
-      std::vector<const float*> out;
+      std::vector<Weight> out;
       int64_t row0 = 0;
       for (size_t i = 0; i < rows.size(); ++i) {
         const StoredWeight sw = stored_weight(t, st_type, all.at(name).second, row0, rows[i], cols);
         const size_t cnt = (size_t)(rows[i] * cols);
-        DeviceBuffer buf(be, be.upload_weight_stored(sw), cnt);
-        w->params.push_back(ParamRef{name + "#" + std::to_string(i), {rows[i], cols}, buf.data(), cnt, false});
-        out.push_back(buf.data());
-        w->storage.push_back(std::move(buf));
-        m->n_params_ += cnt;
+        WeightBuffer mat(be, be.upload_weight_stored(sw));
+        out.push_back(keep(name + "#" + std::to_string(i), {rows[i], cols}, cnt, false, &mat, nullptr));
         row0 += rows[i];
       }
       used.insert(name);
@@ -506,24 +513,22 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
         for (int64_t o = 0; o < out; ++o) tr[(size_t)(o * in + i)] = f32[(size_t)(i * out + o)];
       f32.swap(tr);
     }
-    std::vector<const float*> out;
+    std::vector<Weight> out;
     size_t off = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       const size_t cnt = (size_t)(rows[i] * cols);
-      DeviceBuffer buf;
+      WeightBuffer mat;
+      DeviceBuffer vec;
       if (matrix) {
-        buf = DeviceBuffer(be, be.upload_weight(f32.data() + off, WeightType::kF32, cnt), cnt);
+        mat = WeightBuffer(be, be.upload_weight(f32.data() + off, WeightType::kF32, cnt));
       } else {
-        buf = DeviceBuffer(be, cnt);
-        be.upload(buf.data(), f32.data() + off, cnt);
+        vec = DeviceBuffer(be, cnt);
+        be.upload(vec.data(), f32.data() + off, cnt);
       }
       off += cnt;
       std::vector<int64_t> shape =
           t.shape.size() == 2 ? std::vector<int64_t>{rows[i], cols} : std::vector<int64_t>{rows[i]};
-      w->params.push_back(ParamRef{name + "#" + std::to_string(i), shape, buf.data(), cnt, false});
-      out.push_back(buf.data());
-      w->storage.push_back(std::move(buf));
-      m->n_params_ += cnt;
+      out.push_back(keep(name + "#" + std::to_string(i), shape, cnt, false, matrix ? &mat : nullptr, &vec));
     }
     used.insert(name);
     return out;
@@ -534,15 +539,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     for (float& x : v) x = 1.0f + x;
   };
   auto take_norm = [&](const std::string& name) {
-    return take(name, {H}, true, false, arch.norm_plus_one ? plus_one : nullptr);
+    return take(name, {H}, true, false, arch.norm_plus_one ? plus_one : nullptr).f32();
   };
   const bool gpt2 = arch.name == "gpt2";
   if (gpt2) {
     const Dim P{c.max_positions, field("n_positions", "gpt2.context_length")};
     w->embed = take("transformer.wte.weight", {V, H}, true, true);
     w->pos_embed = take("transformer.wpe.weight", {P, H}, true, true);
-    w->final_norm = take("transformer.ln_f.weight", {H});
-    w->final_norm_b = take("transformer.ln_f.bias", {H});
+    w->final_norm = take("transformer.ln_f.weight", {H}).f32();
+    w->final_norm_b = take("transformer.ln_f.bias", {H}).f32();
   } else {
     w->embed = take("model.embed_tokens.weight", {V, H}, true, true);
     w->final_norm = take_norm("model.norm.weight");
@@ -560,20 +565,20 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     const std::string p = layer_prefix + std::to_string(l) + ".";
     LayerWeights& L = w->layers[l];
     if (gpt2) {  // Conv1D weights stored [in, out]; c_attn holds q, k and v side by side
-      L.attn_norm = take(p + "ln_1.weight", {H});
-      L.attn_norm_b = take(p + "ln_1.bias", {H});
+      L.attn_norm = take(p + "ln_1.weight", {H}).f32();
+      L.attn_norm_b = take(p + "ln_1.bias", {H}).f32();
       auto qkv = take_parts(p + "attn.c_attn.weight", {H, H3}, true, {QD.n, KD.n, KD.n}, true);
       auto qkv_b = take_parts(p + "attn.c_attn.bias", {H3}, false, {QD.n, KD.n, KD.n}, false);
       L.wq = qkv[0], L.wk = qkv[1], L.wv = qkv[2];
-      L.bq = qkv_b[0], L.bk = qkv_b[1], L.bv = qkv_b[2];
+      L.bq = qkv_b[0].f32(), L.bk = qkv_b[1].f32(), L.bv = qkv_b[2].f32();
       L.wo = take_parts(p + "attn.c_proj.weight", {H, H}, true, {H.n}, true)[0];
-      L.bo = take(p + "attn.c_proj.bias", {H});
-      L.mlp_norm = take(p + "ln_2.weight", {H});
-      L.mlp_norm_b = take(p + "ln_2.bias", {H});
+      L.bo = take(p + "attn.c_proj.bias", {H}).f32();
+      L.mlp_norm = take(p + "ln_2.weight", {H}).f32();
+      L.mlp_norm_b = take(p + "ln_2.bias", {H}).f32();
       L.w_up = take_parts(p + "mlp.c_fc.weight", {H, I}, true, {I.n}, true)[0];
-      L.b_up = take(p + "mlp.c_fc.bias", {I});
+      L.b_up = take(p + "mlp.c_fc.bias", {I}).f32();
       L.w_down = take_parts(p + "mlp.c_proj.weight", {I, H}, true, {H.n}, true)[0];
-      L.b_down = take(p + "mlp.c_proj.bias", {H});
+      L.b_down = take(p + "mlp.c_proj.bias", {H}).f32();
       for (const char* buf : {"attn.bias", "attn.masked_bias"}) used.insert(p + buf);  // old causal-mask buffers
       continue;
     }
@@ -588,21 +593,21 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     }
     L.wo = take(p + "self_attn.o_proj.weight", {H, QD}, true, true);
     if (arch.qkv_bias) {
-      L.bq = take(p + "self_attn.q_proj.bias", {QD});
-      L.bk = take(p + "self_attn.k_proj.bias", {KD});
-      L.bv = take(p + "self_attn.v_proj.bias", {KD});
+      L.bq = take(p + "self_attn.q_proj.bias", {QD}).f32();
+      L.bk = take(p + "self_attn.k_proj.bias", {KD}).f32();
+      L.bv = take(p + "self_attn.v_proj.bias", {KD}).f32();
     }
-    if (arch.o_bias) L.bo = take(p + "self_attn.o_proj.bias", {H}, false);
+    if (arch.o_bias) L.bo = take(p + "self_attn.o_proj.bias", {H}, false).f32();
     if (arch.qk_norm == QkNormKind::kWhole) {
-      L.q_norm = take(p + "self_attn.q_norm.weight", {QD});
-      L.k_norm = take(p + "self_attn.k_norm.weight", {KD});
+      L.q_norm = take(p + "self_attn.q_norm.weight", {QD}).f32();
+      L.k_norm = take(p + "self_attn.k_norm.weight", {KD}).f32();
     } else if (c.qk_norm) {
-      L.q_norm = take(p + "self_attn.q_norm.weight", {D});
-      L.k_norm = take(p + "self_attn.k_norm.weight", {D});
+      L.q_norm = take(p + "self_attn.q_norm.weight", {D}).f32();
+      L.k_norm = take(p + "self_attn.k_norm.weight", {D}).f32();
     }
     if (has_tau_w) {
-      L.tau_w = take(p + "self_attn.tau_proj.weight", {One, H});
-      if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {One});
+      L.tau_w = take(p + "self_attn.tau_proj.weight", {One, H});  // fp32 memory, used as a [1, hidden] matrix
+      if (c.focal.tau_bias) L.tau_b = take(p + "self_attn.tau_proj.bias", {One}).f32();
     }
     // Norm names: LLaMA's post_attention_layernorm is its pre-MLP norm; Gemma 2 / OLMo 2 use it after attention.
     if (arch.post_attn_norm) L.post_attn_norm = take_norm(p + "post_attention_layernorm.weight");
@@ -619,9 +624,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     }
     L.w_down = take(p + "mlp.down_proj.weight", {H, I}, true, true);
     if (arch.mlp_bias) {
-      L.b_gate = take(p + "mlp.gate_proj.bias", {I});
-      L.b_up = take(p + "mlp.up_proj.bias", {I});
-      L.b_down = take(p + "mlp.down_proj.bias", {H});
+      L.b_gate = take(p + "mlp.gate_proj.bias", {I}).f32();
+      L.b_up = take(p + "mlp.up_proj.bias", {I}).f32();
+      L.b_down = take(p + "mlp.down_proj.bias", {H}).f32();
     }
   }
   for (auto& [name, _] : all) {

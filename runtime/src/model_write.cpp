@@ -193,7 +193,7 @@ void export_model(const std::string& src, const std::string& dst, const std::str
   std::vector<NamedTensor> tensors;
   for (const ParamRef& p : m->weights().params) {
     std::vector<float> host(p.size);
-    m->backend().download(host.data(), p.data, p.size);
+    m->backend().download_weight(host.data(), p.weight, p.size);
     tensors.push_back({p.name, p.shape, std::move(host)});
   }
   struct stat st {};

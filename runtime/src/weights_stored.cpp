@@ -15,7 +15,7 @@
 
 namespace focal {
 
-float* Backend::upload_weight_stored(const StoredWeight& w) {
+Weight Backend::upload_weight_stored(const StoredWeight& w) {
   const size_t n = (size_t)w.rows * (size_t)w.cols;
   const bool bf16 = w.type == ops::kQBF16;
   if ((w.type == ops::kQF16 || bf16) && w.row_map.empty() && w.row_bytes == (size_t)w.cols * 2)

@@ -59,8 +59,8 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
     // head: logits = xn_final . W^T
     std::vector<float> dlogits((size_t)T * V);
     loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data());
-    gemm<float>(false, false, T, H, V, 1.0f, dlogits.data(), V, w.lm_head, H, 0.0f, dxn.data(), H);
-    gemm<float>(true, false, V, H, T, 1.0f, dlogits.data(), V, tape.xn_final.data(), H, 1.0f, G(w.lm_head), H);
+    gemm<float>(false, false, T, H, V, 1.0f, dlogits.data(), V, w.lm_head.f32(), H, 0.0f, dxn.data(), H);
+    gemm<float>(true, false, V, H, T, 1.0f, dlogits.data(), V, tape.xn_final.data(), H, 1.0f, G(w.lm_head.f32()), H);
   } else {
     // Only the masked rows count (answer tokens: about a tenth of a task's rows), so the head runs on those rows
     // alone, packed: xs [P, H] -> logits [P + 1, V] with targets tgt [P + 1] (row j predicts tgt[j + 1]; the last
@@ -77,10 +77,10 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
       tgt[j + 1] = ids[rows[j] + 1];
     }
     if (P > 0) {
-      gemm<float>(false, true, P, V, H, 1.0f, xs.data(), H, w.lm_head, H, 0.0f, lg.data(), V);
+      gemm<float>(false, true, P, V, H, 1.0f, xs.data(), H, w.lm_head.f32(), H, 0.0f, lg.data(), V);
       loss = ops::cross_entropy<float>(lg.data(), tgt.data(), P + 1, V, n_total, dlg.data());
-      gemm<float>(false, false, P, H, V, 1.0f, dlg.data(), V, w.lm_head, H, 0.0f, dxs.data(), H);
-      gemm<float>(true, false, V, H, P, 1.0f, dlg.data(), V, xs.data(), H, 1.0f, G(w.lm_head), H);
+      gemm<float>(false, false, P, H, V, 1.0f, dlg.data(), V, w.lm_head.f32(), H, 0.0f, dxs.data(), H);
+      gemm<float>(true, false, V, H, P, 1.0f, dlg.data(), V, xs.data(), H, 1.0f, G(w.lm_head.f32()), H);
       for (int j = 0; j < P; ++j) std::copy_n(dxs.data() + (size_t)j * H, H, dxn.data() + (size_t)rows[j] * H);
     }
   }
@@ -96,19 +96,19 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
     const LayerTape& lt = tape.layers[l];
     // ---- MLP: x_out = x_mid + down(silu(gate(xn2)) * up(xn2))
     for (size_t i = 0; i < act.size(); ++i) act[i] = lt.gate[i] / (1.0f + std::exp(-lt.gate[i])) * lt.up[i];
-    gemm<float>(false, false, T, I, H, 1.0f, dx.data(), H, L.w_down, I, 0.0f, dact.data(), I);
-    gemm<float>(true, false, H, I, T, 1.0f, dx.data(), H, act.data(), I, 1.0f, G(L.w_down), I);
+    gemm<float>(false, false, T, I, H, 1.0f, dx.data(), H, L.w_down.f32(), I, 0.0f, dact.data(), I);
+    gemm<float>(true, false, H, I, T, 1.0f, dx.data(), H, act.data(), I, 1.0f, G(L.w_down.f32()), I);
     ops::swiglu_backward<float>(lt.gate.data(), lt.up.data(), dact.data(), dgate.data(), dup.data(), (int64_t)T * I);
-    gemm<float>(true, false, I, H, T, 1.0f, dgate.data(), I, lt.xn2.data(), H, 1.0f, G(L.w_gate), H);
-    gemm<float>(true, false, I, H, T, 1.0f, dup.data(), I, lt.xn2.data(), H, 1.0f, G(L.w_up), H);
-    gemm<float>(false, false, T, H, I, 1.0f, dgate.data(), I, L.w_gate, H, 0.0f, dxn.data(), H);
-    gemm<float>(false, false, T, H, I, 1.0f, dup.data(), I, L.w_up, H, 1.0f, dxn.data(), H);
+    gemm<float>(true, false, I, H, T, 1.0f, dgate.data(), I, lt.xn2.data(), H, 1.0f, G(L.w_gate.f32()), H);
+    gemm<float>(true, false, I, H, T, 1.0f, dup.data(), I, lt.xn2.data(), H, 1.0f, G(L.w_up.f32()), H);
+    gemm<float>(false, false, T, H, I, 1.0f, dgate.data(), I, L.w_gate.f32(), H, 0.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, I, 1.0f, dup.data(), I, L.w_up.f32(), H, 1.0f, dxn.data(), H);
     ops::rmsnorm_backward<float>(lt.x_mid.data(), L.mlp_norm, dxn.data(), tmp.data(), G(L.mlp_norm), T, H, c.rms_eps);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += tmp[i];  // dL/dx_mid
 
     // ---- attention: x_mid = x_in + o(attn(q, k, v))
-    gemm<float>(false, false, T, QD, H, 1.0f, dx.data(), H, L.wo, QD, 0.0f, datt.data(), QD);
-    gemm<float>(true, false, H, QD, T, 1.0f, dx.data(), H, lt.att.data(), QD, 1.0f, G(L.wo), QD);
+    gemm<float>(false, false, T, QD, H, 1.0f, dx.data(), H, L.wo.f32(), QD, 0.0f, datt.data(), QD);
+    gemm<float>(true, false, H, QD, T, 1.0f, dx.data(), H, lt.att.data(), QD, 1.0f, G(L.wo.f32()), QD);
     if (L.bo)
       for (int t = 0; t < T; ++t)
         for (int i = 0; i < H; ++i) G(L.bo)[i] += dx[(size_t)t * H + i];
@@ -147,11 +147,11 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
           break;
       }
       if (L.tau_b) G(L.tau_b)[0] += (float)db;
-      float* gw = G(L.tau_w);
+      float* gw = G(L.tau_w.f32());
       for (int j = 0; j < T; ++j)
         for (int i = 0; i < H; ++i) {
           gw[i] += (float)(ds[j] * lt.xn1[(size_t)j * H + i]);
-          dxn[(size_t)j * H + i] += (float)(ds[j] * L.tau_w[i]);
+          dxn[(size_t)j * H + i] += (float)(ds[j] * L.tau_w.f32()[i]);
         }
     }
     ops::rope_backward<float>(dq.data(), T, nh, d, 0, c.rope_theta);
@@ -173,16 +173,16 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
           G(L.bv)[i] += dv[(size_t)t * KD + i];
         }
       }
-    gemm<float>(true, false, QD, H, T, 1.0f, dq.data(), QD, lt.xn1.data(), H, 1.0f, G(L.wq), H);
-    gemm<float>(true, false, KD, H, T, 1.0f, dk.data(), KD, lt.xn1.data(), H, 1.0f, G(L.wk), H);
-    gemm<float>(true, false, KD, H, T, 1.0f, dv.data(), KD, lt.xn1.data(), H, 1.0f, G(L.wv), H);
-    gemm<float>(false, false, T, H, QD, 1.0f, dq.data(), QD, L.wq, H, 1.0f, dxn.data(), H);
-    gemm<float>(false, false, T, H, KD, 1.0f, dk.data(), KD, L.wk, H, 1.0f, dxn.data(), H);
-    gemm<float>(false, false, T, H, KD, 1.0f, dv.data(), KD, L.wv, H, 1.0f, dxn.data(), H);
+    gemm<float>(true, false, QD, H, T, 1.0f, dq.data(), QD, lt.xn1.data(), H, 1.0f, G(L.wq.f32()), H);
+    gemm<float>(true, false, KD, H, T, 1.0f, dk.data(), KD, lt.xn1.data(), H, 1.0f, G(L.wk.f32()), H);
+    gemm<float>(true, false, KD, H, T, 1.0f, dv.data(), KD, lt.xn1.data(), H, 1.0f, G(L.wv.f32()), H);
+    gemm<float>(false, false, T, H, QD, 1.0f, dq.data(), QD, L.wq.f32(), H, 1.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, KD, 1.0f, dk.data(), KD, L.wk.f32(), H, 1.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, KD, 1.0f, dv.data(), KD, L.wv.f32(), H, 1.0f, dxn.data(), H);
     ops::rmsnorm_backward<float>(lt.x_in.data(), L.attn_norm, dxn.data(), tmp.data(), G(L.attn_norm), T, H, c.rms_eps);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += tmp[i];  // dL/dx_in
   }
-  float* ge = G(w.embed);
+  float* ge = G(w.embed.f32());
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < H; ++i) ge[(size_t)ids[t] * H + i] += dx[(size_t)t * H + i];
   return loss;

@@ -15,6 +15,11 @@ TrainStepper::TrainStepper(const Model& model, int n_threads) : model_(model), n
   if (model.device() != Device::kCpu)
     throw Error("device", "device " + std::string(device_name(model.device())) +
                               ": training runs on the CPU only; load the model on the cpu device");
+  for (const ParamRef& p : model.weights().params)
+    if (!p.data)
+      throw Error("weights", "tensor '" + p.name +
+                                 "' is held in its stored format: training needs fp32 weights (load with weights "
+                                 "mode fp32)");
   for (int t = 0; t < n_threads_; ++t) tgrads_.push_back(make_grads(model_));
   grads_ = make_grads(model_);
   for (const ParamRef& p : model_.weights().params) {
