@@ -2,9 +2,12 @@
 // MPI job (mpirun / srun). A thin front end over focal_batch (batch/).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "args.h"
 #include "device_option.h"
@@ -12,6 +15,7 @@
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal_batch/batch.h"
+#include "focal_batch/stats_file.h"
 #include "temp_options.h"
 
 namespace focal::cli {
@@ -167,6 +171,70 @@ int cmd_batch(int argc, char** argv) {
     }
     throw;
   }
+}
+
+int inspect_stats(const std::string& path) {
+  const batch::StatsFile f = batch::read_stats(path, false);  // the statistics only: no shard files needed
+  const batch::StatsShape& s = f.stats.shape;
+  const Provenance& p = f.provenance;
+  std::printf("batch statistics %s: %llu documents (%llu skipped), %llu tokens, %d layers x %d heads\n", path.c_str(),
+              (unsigned long long)f.stats.n_docs, (unsigned long long)f.stats.n_skipped,
+              (unsigned long long)f.stats.n_tokens, s.n_layers, s.n_heads);
+  std::printf("model %s, tool %s, created %s, %d rank%s\n", p.model_path.c_str(), p.tool_version.c_str(),
+              p.created_utc.c_str(), f.n_ranks, f.n_ranks == 1 ? "" : "s");
+  if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
+  std::printf("corpus %s, --max-tokens %d, --long %s\n", f.data_path.c_str(), s.max_tokens,
+              f.window ? "window" : "cut");
+  std::printf("runs:");
+  for (int r = 0; r < s.n_runs; ++r)
+    std::printf("%s %s %s", r ? "," : "", f.run_names[(size_t)r].c_str(), f.run_specs_json[(size_t)r].c_str());
+  std::printf("\n");
+
+  // Corpus means: every layer, head and row >= 1 pooled (each cell weighted by its rows), as the figure's boxes.
+  auto pooled = [&](int run, int metric, double* rows) {
+    double sum = 0, n = 0;
+    for (int l = 0; l < s.n_layers; ++l)
+      for (int h = 0; h < s.n_heads; ++h) {
+        const batch::Moments& m = f.stats.moments[f.stats.cell(run, l, h, metric)];
+        sum += m.mean * m.n;
+        n += m.n;
+      }
+    if (rows) *rows = n;
+    return n > 0 ? sum / n : NAN;
+  };
+  bool rel = false;  // relevant mass only when documents named relevant positions
+  for (int r = 0; r < s.n_runs; ++r) {
+    double n = 0;
+    pooled(r, kRelevantMass, &n);
+    rel |= n > 0;
+  }
+  std::vector<int> cols = {kEntropyNats, kEntropyNorm, kEffSupport, kMaxProb, kTopkMass, kSinkMass, kTailMass};
+  if (rel) cols.push_back(kRelevantMass);
+  const char* heads[] = {"entropy", "H/lnN", "eff_supp", "max_p", "topk", "sink", "tail", "relevant"};
+  size_t name_w = 3;  // run names, and "B - A" for each run's difference from the first
+  for (int r = 0; r < s.n_runs; ++r)
+    name_w = std::max(name_w, f.run_names[(size_t)r].size() + (r ? 3 + f.run_names[0].size() : 0));
+  std::printf("\ncorpus means over every layer, head and row >= 1:\n  %-*s %12s", (int)name_w, "run", "rows");
+  for (size_t k = 0; k < cols.size(); ++k) std::printf(" %9s", heads[k]);
+  std::printf("\n");
+  std::vector<std::vector<double>> means((size_t)s.n_runs);
+  for (int r = 0; r < s.n_runs; ++r) {
+    double rows = 0;
+    pooled(r, kEntropyNats, &rows);
+    std::printf("  %-*s %12.0f", (int)name_w, f.run_names[(size_t)r].c_str(), rows);
+    for (int m : cols) {
+      means[(size_t)r].push_back(pooled(r, m, nullptr));
+      std::printf(" %9.4f", means[(size_t)r].back());
+    }
+    std::printf("\n");
+  }
+  for (int r = 1; r < s.n_runs; ++r) {
+    const std::string label = f.run_names[(size_t)r] + " - " + f.run_names[0];
+    std::printf("  %-*s %12s", (int)name_w, label.c_str(), "");
+    for (size_t k = 0; k < cols.size(); ++k) std::printf(" %+9.4f", means[(size_t)r][k] - means[0][k]);
+    std::printf("\n");
+  }
+  return 0;
 }
 
 }  // namespace focal::cli

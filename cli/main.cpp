@@ -36,7 +36,8 @@ int cmd_export(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
 int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
 int cmd_demo(int argc, char** argv);
-int cmd_batch(int argc, char** argv);  // cmd_batch.cpp
+int cmd_batch(int argc, char** argv);        // cmd_batch.cpp
+int inspect_stats(const std::string& path);  // cmd_batch.cpp: the summary of a stats file of focal batch
 }  // namespace focal::cli
 
 namespace {
@@ -51,7 +52,7 @@ commands:
   capture MODEL       run a prompt and write attention probabilities, raw scores and metrics to HDF5
   sweep MODEL         attention metrics and prompt loss against the focal temperature t
   generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
-  inspect FILE.h5     per-layer and per-head summary table of a capture or sweep file
+  inspect FILE.h5     summary of a capture (per layer x head table), sweep or batch stats file
   init DIR            write a randomly initialised model directory (for demos and tests)
   figure KIND FILE..  publication figure (PNG, SVG, PDF) from capture or sweep files
   demo                capture standard vs focal on the demo model and write a gallery of figures
@@ -380,7 +381,8 @@ int cmd_inspect(int argc, char** argv) {
         "usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per "
         "layer "
         "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
-        "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t.\n"
+        "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t; for a stats file of focal "
+        "batch,\nits documents, tokens, runs and provenance and each run's corpus means of the metrics.\n"
         "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
         "memory);\n                  a file declaring more is refused before anything is allocated\n");
     return 0;
@@ -392,6 +394,9 @@ int cmd_inspect(int argc, char** argv) {
   try {
     f = read_capture(path, budget);
   } catch (const Error& e) {
+    // A stats file of `focal batch` is named by its format in the capture reader's refusal.
+    if (std::string(e.what()).find("its format is 'focalscope-batch-stats'") != std::string::npos)
+      return cli::inspect_stats(path);
     SweepFile sw;
     try {
       sw = read_sweep(path, budget);

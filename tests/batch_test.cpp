@@ -1,7 +1,8 @@
 // focal_batch: the mergeable statistics against naive double-precision sums, the corpus reader, the statistics of a
 // batch against metrics recorded straight from the forward, and the `focal batch` command end to end: resume after
 // SIGKILL, malformed JSONL lines, an empty corpus, long documents, and single process against mpirun -np 2 / 3
-// (statistics within 1e-6 relative, per-document rows identical) and a rank that dies.
+// (statistics within 1e-6 relative, per-document rows identical) and a rank that dies; progress counts each
+// document's tokens once, and `focal inspect` summarises a stats file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -401,6 +402,73 @@ TEST_F(BatchCli, ProgressOffATerminalIsWholeLinesWithDocumentsTokensAndTheEnd) {
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("documents 9/9  tokens "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" elapsed, ETA "), std::string::npos) << r.err;
+}
+
+TEST_F(BatchCli, ProgressCountsEachDocumentsTokensOnce) {
+  // Two runs go over every document; the progress line counted its tokens once per run (twice the corpus).
+  std::string c = cmd(dir_ + "/p.h5");
+  c.replace(c.find(" --quiet"), 8, "");
+  Result r = sh(c, dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const size_t at = r.err.rfind("documents 9/9  tokens ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const unsigned long long shown = std::stoull(r.err.substr(at + std::strlen("documents 9/9  tokens ")));
+  StatsFile f = read_stats(dir_ + "/p.h5");
+  unsigned long long corpus = 0;  // tokens run per document (--max-tokens 32 cuts the longer ones)
+  for (int32_t n : f.doc_n_tokens) corpus += (unsigned long long)n;
+  EXPECT_EQ(shown, corpus) << r.err;
+  EXPECT_EQ(shown, f.stats.n_tokens);
+}
+
+TEST_F(BatchCli, InspectSummarisesAStatsFile) {
+  // `focal inspect stats.h5` refused the file ("not a focalscope capture"); it prints documents, tokens, runs,
+  // provenance and each run's corpus means.
+  const std::string out = dir_ + "/s.h5";
+  ASSERT_EQ(sh(cmd(out), dir_).rc, 0);
+  Result r = sh(quote(kFocal) + " inspect " + quote(out), dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  StatsFile f = read_stats(out);
+  const int L = f.stats.shape.n_layers, H = f.stats.shape.n_heads;
+  unsigned long long tokens = 0, rows = 0;  // a document of n tokens gives rows 1..n-1 to every layer x head
+  for (int32_t n : f.doc_n_tokens) tokens += (unsigned long long)n, rows += (unsigned long long)(n - 1) * L * H;
+  EXPECT_NE(r.out.find("batch statistics " + out + ": 9 documents (0 skipped), " + std::to_string(tokens) +
+                       " tokens, " + std::to_string(L) + " layers x " + std::to_string(H) + " heads\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("model " + kModel + ", tool "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("computed on cpu, precision "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--max-tokens 32, --long cut"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs: standard {"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", focal_t0.4 {"), std::string::npos) << r.out;
+  // Every cell holds the same rows, so the pooled mean is the plain mean of the L x H cell means in /stats/mean.
+  double entropy_by_run[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    double entropy = 0, max_p = 0;
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        entropy += f.stats.moments[f.stats.cell(run, l, h, kEntropyNats)].mean / (L * H);
+        max_p += f.stats.moments[f.stats.cell(run, l, h, kMaxProb)].mean / (L * H);
+      }
+    const std::string name = f.run_names[(size_t)run];
+    const size_t line = r.out.find("\n  " + name + " ");
+    ASSERT_NE(line, std::string::npos) << r.out;
+    std::istringstream row(r.out.substr(line + 3 + name.size()));
+    double n_rows = 0, e = 0, hn = 0, eff = 0, mp = 0;
+    row >> n_rows >> e >> hn >> eff >> mp;
+    EXPECT_EQ(n_rows, (double)rows) << name;
+    EXPECT_NEAR(e, entropy, 6e-5) << name;
+    EXPECT_NEAR(mp, max_p, 6e-5) << name;
+    entropy_by_run[run] = entropy;
+  }
+  const size_t diff = r.out.find("\n  focal_t0.4 - standard ");
+  ASSERT_NE(diff, std::string::npos) << r.out;
+  double d_entropy = NAN;
+  std::istringstream(r.out.substr(diff + std::strlen("\n  focal_t0.4 - standard "))) >> d_entropy;
+  EXPECT_NEAR(d_entropy, entropy_by_run[1] - entropy_by_run[0], 1e-4) << r.out;
+  // A capture is still a capture, and a file of neither kind still gets the capture reader's message.
+  write(dir_ + "/x.h5", "not hdf5");
+  Result bad = sh(quote(kFocal) + " inspect " + quote(dir_ + "/x.h5"), dir_);
+  EXPECT_EQ(bad.rc, 1);
 }
 
 TEST_F(BatchCli, MalformedJsonlLineFailsOrIsSkipped) {

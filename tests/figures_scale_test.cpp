@@ -1,21 +1,30 @@
 // Figures at real-model scale (30 layers x 9 heads, hundreds of keys): the key window, top-key labels and the
 // numbered key axis of the distribution, --layers / --heads selection, the grid and matrix within a page, log colour
 // when the mass is concentrated, the per-layer sweep's colour bar instead of a 30-entry legend, a stable colour per
-// run kind, and matrix cells with significant digits (never "−0"). Oracles: the planted values of synthetic
-// captures (which key holds the peak, which layers exist) and the palette's documented colours.
+// run kind, matrix cells with significant digits (never "−0"), a probability axis that stops at 1, and the corpus
+// figure of a 30 x 9 stats file with every label whole and on the page, its position axis ending where the
+// documents end and one head named in the singular. Oracles: the planted values of synthetic captures and stats
+// files (which key holds the peak, which layers exist, how long the documents are), the palette's documented
+// colours, and each label's extent measured with the figure's own font.
 #include <cairo.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
+#include "focal/model.h"
 #include "focal/trainer.h"
+#include "focal_batch/stats.h"
+#include "focal_batch/stats_file.h"
+#include "canvas.h"
+#include "focal_figures/corpus.h"
 #include "focal_figures/figures.h"
 #include "focal_figures/ticks.h"
 #include "palette.h"
@@ -113,6 +122,101 @@ std::string error_of(const std::function<void()>& fn) {
     fn();
   } catch (const Error& e) { return e.what(); }
   return "";
+}
+
+// A stats file as `focal batch` leaves it for n_docs documents of n_tokens tokens under runs "standard" and
+// "focal_t0.4" with --max-tokens 512, filled through the batch's own Accumulator. Row i of layer l, head h has
+// 0.1 ln(i + 1) (1 + 0.02 l + 0.01 h) for every metric under standard and 60 % of that under focal (no relevant mass).
+batch::StatsFile make_stats(int L, int H, int n_docs, int n_tokens) {
+  batch::StatsShape shape;
+  shape.n_runs = 2;
+  shape.n_layers = L;
+  shape.n_heads = H;
+  shape.n_metrics = kNumRowMetrics;
+  shape.max_tokens = 512;
+  batch::StatsFile f;
+  f.run_names = {"standard", "focal_t0.4"};
+  f.run_specs_json = {"{}", "{}"};
+  for (int m = 0; m < kNumRowMetrics; ++m) {
+    f.metric_names.push_back(row_metric_name(m));
+    f.hist_edges.push_back(batch::histogram_edges(shape, m));
+  }
+  f.pos_edges = batch::position_bucket_edges(shape);
+  f.stats = batch::CorpusStats(shape);
+  batch::Accumulator acc(shape);
+  std::vector<float> metrics((size_t)H * n_tokens * kNumRowMetrics);  // [H, T, M] of one layer
+  for (int d = 0; d < n_docs; ++d) {
+    for (int r = 0; r < 2; ++r)
+      for (int l = 0; l < L; ++l) {
+        for (int h = 0; h < H; ++h)
+          for (int i = 0; i < n_tokens; ++i)
+            for (int m = 0; m < kNumRowMetrics; ++m)
+              metrics[((size_t)h * n_tokens + i) * kNumRowMetrics + m] =
+                  m == kRelevantMass ? NAN
+                                     : (float)(0.1 * std::log(i + 1.0) * (1 + 0.02 * l + 0.01 * h) * (r ? 0.6 : 1.0));
+        acc.add_layer(f.stats, r, l, n_tokens, metrics.data());
+      }
+    acc.finish_document(f.stats);
+    ++f.stats.n_docs;
+    f.stats.n_tokens += (uint64_t)n_tokens;
+  }
+  return f;
+}
+
+// One label of an SVG's text layer: the text, its anchor, its offset from the anchor, size, angle and weight.
+struct SvgText {
+  std::string s;
+  double x = 0, y = 0, dx = 0, dy = 0, size = 0, angle = 0;
+  bool bold = false;
+};
+
+std::vector<SvgText> svg_texts(const std::string& svg) {
+  static const std::regex re(
+      "<text transform=\"translate\\(([-0-9.e]+) ([-0-9.e]+)\\)(?: rotate\\(([-0-9.e]+)\\))?\" "
+      "x=\"([-0-9.e]+)\" y=\"([-0-9.e]+)\" font-size=\"([0-9.e]+)\"( font-weight=\"bold\")?>([^<]*)</text>");
+  std::vector<SvgText> out;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    SvgText t;
+    t.x = std::stod(m[1]);
+    t.y = std::stod(m[2]);
+    t.angle = m[3].matched ? std::stod(m[3]) : 0.0;
+    t.dx = std::stod(m[4]);
+    t.dy = std::stod(m[5]);
+    t.size = std::stod(m[6]);
+    t.bold = m[7].matched;
+    t.s = m[8];
+    for (auto [esc, ch] :
+         {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&amp;", "&"}})
+      for (size_t at = 0; (at = t.s.find(esc, at)) != std::string::npos; at += ch.size())
+        t.s.replace(at, esc.size(), ch);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Every label of the SVG lies on its page (advance width by capitals and descenders, rotation included) and none
+// is shortened with "…". Returns the offending labels, one a line.
+std::string labels_off_the_page(const std::string& svg) {
+  std::smatch m;
+  if (!std::regex_search(svg, m, std::regex("viewBox=\"0 0 ([0-9.]+) ([0-9.]+)\""))) return "no viewBox";
+  const double W = std::stod(m[1]), H = std::stod(m[2]);
+  const Canvas measure(Format::kSvg, 72);
+  std::string bad;
+  for (const SvgText& t : svg_texts(svg)) {
+    const double w = measure.text_width(t.s, t.size, t.bold), a = t.angle * 3.14159265358979 / 180;
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (double u : {t.dx, t.dx + w})
+      for (double v : {t.dy - kCapHeight * t.size, t.dy + kDescent * t.size}) {
+        const double px = t.x + u * std::cos(a) - v * std::sin(a), py = t.y + u * std::sin(a) + v * std::cos(a);
+        x0 = std::min(x0, px), x1 = std::max(x1, px), y0 = std::min(y0, py), y1 = std::max(y1, py);
+      }
+    if (x0 < -0.01 || x1 > W + 0.01 || y0 < -0.01 || y1 > H + 0.01)
+      bad += "'" + t.s + "' spans x " + std::to_string(x0) + ".." + std::to_string(x1) + ", y " + std::to_string(y0) +
+             ".." + std::to_string(y1) + " of " + std::to_string(W) + " x " + std::to_string(H) + "\n";
+    if (t.s.find("\xE2\x80\xA6") != std::string::npos) bad += "'" + t.s + "' is shortened\n";
+  }
+  return bad;
 }
 
 TEST(FigureScale, DistributionAtThreeHundredKeysNumbersTheAxisAndLabelsThePeak) {
@@ -380,6 +484,87 @@ TEST(FigureScale, MatrixCellsUseSignificantDigitsNeverMinusZero) {
   EXPECT_THAT(s, HasSubstr(">0.0012")) << "significant digits";
   EXPECT_EQ(format_number(-0.3, 1.0), "0");
   EXPECT_EQ(format_sig(-0.00012, 2), kMinus + "0.00012");
+}
+
+TEST(FigureScale, DistributionProbabilityAxisStopsAtOne) {
+  // The focal run's peak on key 181 is p = 0.99; its label needs 12 % more room above the bar. The ticks stopped at
+  // 1.5 (0.99 x 1.12 rounded up to a step of 0.5); probabilities stop at 1.
+  const CaptureFile f = make_capture(1, 1, 300, {0});
+  FigureOptions o;  // both runs, one panel each: at most 4 ticks
+  const std::string two = svg("distribution", f, o);
+  EXPECT_TRUE(has_label(two, "0.5"));
+  EXPECT_TRUE(has_label(two, "1.0"));
+  EXPECT_FALSE(has_label(two, "1.5"));
+  EXPECT_TRUE(has_label(two, "to (181)")) << "the peak's label still has its room";
+  o.runs = {"focal_t0.4"};  // one panel: at most 6 ticks, 0.2 apart
+  const std::string one = svg("distribution", f, o);
+  EXPECT_TRUE(has_label(one, "0.8"));
+  EXPECT_TRUE(has_label(one, "1.0"));
+  EXPECT_FALSE(has_label(one, "1.2"));
+  // The standard run's peak is p = 0.543 (e^6 against e^4 and 298 keys near e^0), 0.608 with its label's room:
+  // ticks come from the data and end at 0.8, not at 1.
+  o.runs = {"standard"};
+  const std::string low = svg("distribution", f, o);
+  EXPECT_TRUE(has_label(low, "0.8"));
+  EXPECT_FALSE(has_label(low, "1.0"));
+  EXPECT_EQ(labels_off_the_page(two), "");
+}
+
+TEST(FigureScale, CorpusOfThirtyByNineHeadsKeepsEveryLabelOnThePage) {
+  // SmolLM2's shape. At the default 3.4 in the title and panel titles were shortened with "…" and ran off the page
+  // (bold text measured as regular).
+  const batch::StatsFile f = make_stats(30, 9, 3, 24);
+  FigureOptions o400;  // 400 tokens: the position axis ends at 512, a label centred on the plot's right end
+  EXPECT_EQ(labels_off_the_page(render_corpus(make_stats(30, 9, 1, 400), o400, Format::kSvg)), "");
+  for (double width : {3.4, 2.6, 7.0}) {
+    FigureOptions o;
+    o.width_in = width;
+    const std::string s = render_corpus(f, o, Format::kSvg);
+    EXPECT_EQ(labels_off_the_page(s), "") << width << " in";
+    EXPECT_TRUE(has_label(s, "\xCE\x94 mean")) << width << " in";
+    o.heads = {6};
+    o.layers = {3, 4, 5, 7};
+    EXPECT_EQ(labels_off_the_page(render_corpus(f, o, Format::kSvg)), "") << width << " in, a selection";
+  }
+}
+
+TEST(FigureScale, CorpusPositionAxisEndsWhereTheDocumentsEnd) {
+  // Documents of 24 tokens count rows 1..23: buckets [1,2) [2,4) [4,8) [8,16) [16,32). The axis ran on to
+  // --max-tokens 512.
+  const batch::StatsFile f = make_stats(4, 2, 2, 24);
+  FigureOptions o;
+  const std::string s = render_corpus(f, o, Format::kSvg);
+  for (const char* edge : {"1", "2", "4", "8", "16", "32"}) EXPECT_TRUE(has_label(s, edge)) << edge;
+  for (const char* edge : {"64", "128", "256", "512"}) EXPECT_FALSE(has_label(s, edge)) << edge;
+  // 200 tokens reach bucket [128, 200) of rows up to 199: the last edge is 256, the bucket's end.
+  const std::string longer = render_corpus(make_stats(4, 2, 1, 200), o, Format::kSvg);
+  EXPECT_TRUE(has_label(longer, "256"));
+  EXPECT_FALSE(has_label(longer, "512"));
+}
+
+TEST(FigureScale, CorpusNamesOneHeadOrLayerInTheSingular) {
+  const batch::StatsFile f = make_stats(8, 8, 1, 24);
+  FigureOptions o;
+  o.width_in = 7;  // each panel title on one line
+  o.heads = {6};
+  std::string s = render_corpus(f, o, Format::kSvg);
+  EXPECT_THAT(s, HasSubstr("rows \xE2\x89\xA5 1, head 6<"));
+  EXPECT_THAT(s, HasSubstr("mean over layers and head 6<"));
+  EXPECT_THAT(s, Not(HasSubstr("heads 6")));
+  // At a column's width the titles wrap, and "head 6" stays on one line (no "6" alone under "... and head").
+  o.width_in = 3.4;
+  s = render_corpus(f, o, Format::kSvg);
+  size_t whole = 0;
+  for (size_t at = 0; (at = s.find("head 6</text>", at)) != std::string::npos; ++at) ++whole;
+  EXPECT_EQ(whole, 2u) << "panels (a) and (b) end their titles with \"head 6\"";
+  o.width_in = 7;
+  o.heads = {0, 2};
+  o.layers = {5};
+  s = render_corpus(f, o, Format::kSvg);
+  EXPECT_THAT(s, HasSubstr("mean over layer 5 and heads 0,2<"));
+  o.heads = {1, 2, 3, 4};
+  o.layers = {};
+  EXPECT_THAT(render_corpus(f, o, Format::kSvg), HasSubstr("rows \xE2\x89\xA5 1, heads 1-4<"));
 }
 
 }  // namespace

@@ -489,7 +489,6 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
           if (p >= off && p < off + len) ro.relevant.push_back(p - off);
         session.reset();
         session.forward(ids.data() + off, len, opt.runs[(size_t)r].spec, ro, &obs, nullptr);
-        my_tokens += (uint64_t)len;
         if (r == 0) n_tokens_doc += len;
       }
     }
@@ -502,6 +501,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     rec.head_means = acc.finish_document(stats);
     ++stats.n_docs;
     stats.n_tokens += (uint64_t)n_tokens_doc;
+    my_tokens += (uint64_t)n_tokens_doc;  // once per document, however many runs went over it
     for (KeptRow& k : cand) {
       if ((int)kept.size() < opt.keep_rows) {
         kept.push_back(std::move(k));

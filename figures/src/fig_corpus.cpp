@@ -2,6 +2,7 @@
 // whiskers and the mean as a dot, all from the corpus histograms (pooled over heads); (b) the mean over layers and
 // heads by context-position bucket, one line per run; (c) the layer x head matrix of corpus means, run b - run a.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "focal/error.h"
@@ -153,8 +154,15 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const std::string name_b = diff ? f.run_names[(size_t)runs[1]] : "";
   const ColorScale cs = diff ? diverging_scale(amax > 0 ? amax : 1.0, "\xCE\x94 mean")
                              : linear_scale(mlo, mhi > mlo ? mhi : mlo + 1, "mean");
+  // The position axis ends with the last bucket that holds a row of the drawn runs, layers and heads: documents of
+  // 24 tokens end it at 32, not at --max-tokens.
+  int n_pos = 0;
+  for (int k = 0; k < n_runs; ++k)
+    for (int b = 0; b < P; ++b)
+      if (!std::isnan(pos[(size_t)k][(size_t)b])) n_pos = std::max(n_pos, b + 1);
+  if (n_pos == 0) n_pos = P;
 
-  // Layout: three panels sharing the left edge.
+  // Layout: three panels sharing the left edge; titles wrap rather than run off the page.
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
@@ -167,33 +175,67 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const double left = kMargin + title_height() + 3.0 + axis_w;
   const double right_plain = kMargin + 2.0;
   const double right_bar = kMargin + colorbar_width(c, cs);
+  // Panel (b) names its last bucket edge under the axis' end: half that label must fit inside the margin.
+  const double right_pos =
+      std::max(right_plain, kMargin + c.text_width(std::to_string(f.pos_edges[(size_t)n_pos]), kTickSize) / 2);
+  if (W - left - right_bar < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   std::vector<LegendItem> legend;
   legend.reserve((size_t)n_runs);
   for (int k = 0; k < n_runs; ++k) legend.push_back({f.run_names[(size_t)runs[(size_t)k]], category_color(k), false});
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
-  const double panel_title_h = kPanelSize * (kCapHeight + kDescent) + 4.0;
+  const std::string title_a = std::string("(a) Per layer: 5/25/50/75/95 % and mean (dot), rows \xE2\x89\xA5 1") +
+                              (all_heads ? "" : ", " + indices_text("head", heads));
+  const std::string title_b = "(b) By query position, mean over " +
+                              (all_layers ? std::string("layers") : indices_text("layer", layers)) + " and " +
+                              (all_heads ? std::string("heads") : indices_text("head", heads));
+  const std::string title_c = diff ? "(c) Corpus mean, " + name_b + " \xE2\x88\x92 " + name_a + ", per layer and head"
+                                   : "(c) Corpus mean per layer and head";
+  const double title_w = W - left - kMargin;
+  const std::vector<std::vector<std::string>> panel_titles = {wrap_text(c, title_a, kPanelSize, title_w, true),
+                                                              wrap_text(c, title_b, kPanelSize, title_w, true),
+                                                              wrap_text(c, title_c, kPanelSize, title_w, true)};
+  const double title_pitch = 1.2 * kPanelSize;
+  auto panel_title_h = [&](int i) {
+    return (double)(panel_titles[(size_t)i].size() - 1) * title_pitch + kPanelSize * (kCapHeight + kDescent) + 4.0;
+  };
+  const double titles_h = panel_title_h(0) + panel_title_h(1) + panel_title_h(2);
   const double legend_h = legend_height(c, legend, W - left - right_plain);
   const double top = title_space(opt) + legend_h + 3.0;
-  const double box_h = 95.0, pos_h = 70.0;
+  // Each panel at least as tall as its rotated axis title.
+  const double y_title_w = c.text_width(what, kLabelSize) + 4.0;
+  const double box_h = std::max(95.0, y_title_w), pos_h = std::max(70.0, y_title_w);
   const double cell_w = (W - left - right_bar) / L;
   const double cell_h = std::clamp(cell_w, 5.0, 12.0);
-  const double mat_h = std::max(cell_h * Hn, colorbar_min_height(c, cs));
+  const double mat_min = std::max(colorbar_min_height(c, cs), c.text_width("Head", kLabelSize) + 4.0);
+  const double mat_h = std::max(cell_h * Hn, mat_min);
   const double gap = 8.0;
-  const double natural = top + 3 * panel_title_h + box_h + pos_h + mat_h + 3 * x_axis_h + 2 * gap + kMargin;
+  const double natural = top + titles_h + box_h + pos_h + mat_h + 3 * x_axis_h + 2 * gap + kMargin;
   const double H = page_height(opt, natural);
   const double scale = (H - (natural - box_h - pos_h - mat_h)) / (box_h + pos_h + mat_h);
-  if (scale <= 0.3 || W - left - right_bar < 60)
-    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (scale <= 0.3) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
 
-  const std::string auto_title = "Corpus " + metric_noun(metric) + ": " + std::to_string(f.stats.n_docs) +
-                                 " documents" + (diff ? ", " + name_a + " vs " + name_b : ", " + name_a);
+  // The longest automatic title that fits the page.
+  const std::string docs = std::to_string(f.stats.n_docs) + (f.stats.n_docs == 1 ? " document" : " documents");
+  std::string noun = metric_noun(metric);
+  noun[0] = (char)std::toupper((unsigned char)noun[0]);
+  std::string auto_title = noun + ", " + docs;
+  for (const std::string& t :
+       {"Corpus " + metric_noun(metric) + ": " + docs + (diff ? ", " + name_a + " vs " + name_b : ", " + name_a),
+        "Corpus " + metric_noun(metric) + ": " + docs})
+    if (c.text_width(t, kTitleSize, true) <= W - 2 * kMargin) {
+      auto_title = t;
+      break;
+    }
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_legend(c, legend, left, title_space(opt), W - left - right_plain);
 
   double y0 = top;
-  auto panel_title = [&](const std::string& t, const Rect& r) {
-    c.text(fit_text(c, t, kPanelSize, W - left), r.x, r.y - 3.0, kPanelSize, 0.0, 0.0, 0, true, kInk);
+  auto panel_title = [&](int i, const Rect& r) {
+    const std::vector<std::string>& lines = panel_titles[(size_t)i];
+    for (size_t k = 0; k < lines.size(); ++k)
+      c.text(lines[k], r.x, r.y - 3.0 - (double)(lines.size() - 1 - k) * title_pitch, kPanelSize, 0.0, 0.0, 0, true,
+             kInk);
   };
   auto layer_axis = [&](const Rect& r, double slot) {
     const int step = category_step(slot, c.text_width(std::to_string(layers.back()), kTickSize) + 4.0);
@@ -210,10 +252,8 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
 
   // (a) per-layer boxes.
   {
-    const Rect r{left, y0 + panel_title_h, W - left - right_plain, box_h * scale};
-    panel_title(std::string("(a) per layer: 5/25/50/75/95 % and mean (dot), rows \xE2\x89\xA5 1") +
-                    (all_heads ? "" : ", heads " + index_list_text(heads)),
-                r);
+    const Rect r{left, y0 + panel_title_h(0), W - left - right_plain, box_h * scale};
+    panel_title(0, r);
     const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
     draw_hgrid(c, r, yt, y);
     const double slot = r.w / L, group = std::min(0.8 * slot, slot - 0.5), bw = group / n_runs;
@@ -238,17 +278,14 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   }
   // (b) by position.
   {
-    const Rect r{left, y0 + panel_title_h, W - left - right_plain, pos_h * scale};
-    panel_title("(b) by context position (log-spaced buckets), mean over " +
-                    (all_layers ? std::string("layers") : "layers " + index_list_text(layers)) + " and " +
-                    (all_heads ? std::string("heads") : "heads " + index_list_text(heads)),
-                r);
+    const Rect r{left, y0 + panel_title_h(1), W - left - right_pos, pos_h * scale};
+    panel_title(1, r);
     const LinearMap y{pt.lo, pt.hi, r.bottom(), r.y};
-    const LinearMap x{0.0, (double)P, r.x, r.right()};  // bucket b spans [b, b + 1) in log2 units
+    const LinearMap x{0.0, (double)n_pos, r.x, r.right()};  // bucket b spans [b, b + 1) in log2 units
     draw_hgrid(c, r, pt, y);
     for (int k = 0; k < n_runs; ++k) {
       std::vector<double> xs, ys;
-      for (int b = 0; b < P; ++b)
+      for (int b = 0; b < n_pos; ++b)
         if (!std::isnan(pos[(size_t)k][(size_t)b])) {
           xs.push_back(x(b + 0.5));
           ys.push_back(y(pos[(size_t)k][(size_t)b]));
@@ -258,11 +295,16 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
     }
     draw_left_axis(c, r, pt, y);
     c.line(r.x, r.bottom(), r.right(), r.bottom(), kAxisWidth, kInk);
-    for (int b = 0; b <= P; ++b) {
+    // Every edge ticked; labels thinned from the right so that the last edge (the axis' end) is always named.
+    const int step =
+        category_step(r.w / n_pos, c.text_width(std::to_string(f.pos_edges[(size_t)n_pos]), kTickSize) + 4.0);
+    for (int b = 0; b <= n_pos; ++b) {
       const double xv = x(b);
-      c.line(xv, r.bottom(), xv, r.bottom() + kTickLen, kAxisWidth, kInk);
-      c.text(std::to_string(f.pos_edges[(size_t)b]), xv, r.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false,
-             kInk);
+      const bool lab = (n_pos - b) % step == 0;
+      c.line(xv, r.bottom(), xv, r.bottom() + (lab ? kTickLen : kTickLen / 2), kAxisWidth, kInk);
+      if (lab)
+        c.text(std::to_string(f.pos_edges[(size_t)b]), xv, r.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false,
+               kInk);
     }
     draw_x_title(c, r, r.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
                  "Query position (bucket edges)");
@@ -272,11 +314,9 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   // (c) layer x head matrix.
   {
     const double cw = (W - left - right_bar) / L;
-    const double ch = std::max(cell_h * scale, colorbar_min_height(c, cs) / Hn);
-    const Rect r{left, y0 + panel_title_h, cw * L, ch * Hn};
-    panel_title(diff ? "(c) corpus mean, " + name_b + " \xE2\x88\x92 " + name_a + ", per layer and head"
-                     : "(c) corpus mean per layer and head",
-                r);
+    const double ch = std::max(mat_h * scale, mat_min) / Hn;
+    const Rect r{left, y0 + panel_title_h(2), cw * L, ch * Hn};
+    panel_title(2, r);
     draw_cells(c, r, Hn, L, [&](int h, int l, Rgb* out) {
       const double v = mat[(size_t)l * Hn + h];
       *out = std::isnan(v) ? kMissing : cs(v);

@@ -75,8 +75,13 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const double W = page_width(opt);
   const bool overlay = opt.overlay && runs.size() > 1;
   const int n_panels = overlay ? 1 : (int)runs.size();
-  // Room above the highest bar for its label when keys are labelled.
-  const Ticks yt = nice_ticks(0, ymax > 0 ? ymax * (1.0 + 0.12 * (opt.top_keys != 0)) : 1, n_panels > 1 ? 4 : 6, true);
+  // Ticks from the data, never past probability 1; the axis runs on above the top tick when the highest bar's label
+  // needs the room (a peak at 0.99 gets ticks to 1.0 and an axis to 1.11, not ticks to 1.5).
+  const double headroom = ymax > 0 ? ymax * (1.0 + 0.12 * (opt.top_keys != 0)) : 1.0;
+  const int max_ticks = n_panels > 1 ? 4 : 6;
+  Ticks yt = nice_ticks(0, std::min(headroom, 1.0), max_ticks, true);
+  if (yt.hi > 1.0) yt = nice_ticks(0, 1.0, max_ticks, true);
+  const double y_top = std::max(yt.hi, headroom);
   const double strip = overlay || runs.size() == 1 ? 0.0 : 1.35 * kPanelSize;  // run name over each panel
   double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + 2.0;
@@ -135,7 +140,7 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   for (int p = 0; p < n_panels; ++p) {
     const Rect plot{left, top + p * (strip + panel_h + gap) + strip, plot_w, panel_h};
     all.h = plot.bottom() - all.y;
-    const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
+    const LinearMap y{yt.lo, y_top, plot.bottom(), plot.y};
     draw_hgrid(c, plot, yt, y);
     const int n_bars = overlay ? (int)runs.size() : 1;
     // Bars at least kMinBar wide so that a peak among hundreds of keys stays visible (neighbours may touch).

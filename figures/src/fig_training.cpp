@@ -338,7 +338,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       panels.push_back(std::move(q));
     }
     auto_title = logs[0].label + ": learned " + kTau + " per layer" +
-                 (layers.size() == L ? std::string() : " (layers " + index_list_text(layers) + ")");
+                 (layers.size() == L ? std::string() : " (" + indices_text("layer", layers) + ")");
   } else {
     const std::string metric = opt.metric.empty() ? "val_loss" : opt.metric;
     if (metric != "val_loss" && metric != "train_loss" && metric != "step_loss")

@@ -255,6 +255,37 @@ std::string fit_text(const Canvas& c, const std::string& s0, double size, double
   return utf8_prefix(s, n) + "\xE2\x80\xA6";
 }
 
+std::vector<std::string> wrap_text(const Canvas& c, const std::string& s0, double size, double max_w, bool bold) {
+  const std::string s = clean_utf8(s0);
+  std::vector<std::string> lines;
+  std::string line;
+  for (size_t at = 0; at <= s.size();) {
+    size_t end = s.find(' ', at);
+    if (end == std::string::npos) end = s.size();
+    const std::string word = s.substr(at, end - at);
+    at = end + 1;
+    if (word.empty()) continue;
+    const std::string joined = line.empty() ? word : line + " " + word;
+    if (line.empty() || c.text_width(joined, size, bold) <= max_w) {
+      line = joined;
+    } else {
+      lines.push_back(fit_text(c, line, size, max_w, bold));
+      line = word;
+    }
+  }
+  // No last line of one word ("heads" / "6"): the word before it goes down too when that line still fits.
+  const size_t cut = lines.empty() ? std::string::npos : lines.back().rfind(' ');
+  if (line.find(' ') == std::string::npos && cut != std::string::npos) {
+    const std::string pair = lines.back().substr(cut + 1) + " " + line;
+    if (c.text_width(pair, size, bold) <= max_w) {
+      lines.back().resize(cut);
+      line = pair;
+    }
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(fit_text(c, line, size, max_w, bold));
+  return lines;
+}
+
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic) {
   if (!opt.has_title) return;
   const std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, c.width() - 2 * kMargin, true);

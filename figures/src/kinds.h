@@ -27,6 +27,8 @@ std::string title_text(const FigureOptions& opt, const std::string& automatic);
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic);
 // s shortened with … to fit max_w at `size`.
 std::string fit_text(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
+// s broken at spaces into lines no wider than max_w at `size` (a word wider than max_w alone is shortened with …).
+std::vector<std::string> wrap_text(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
 // Checks the options that every kind shares (--width, --height, --dpi, --log-floor).
 void check_page_options(const FigureOptions& opt);
 // Throws if an option that `kind` does not use was set, naming it.

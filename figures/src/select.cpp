@@ -111,6 +111,10 @@ std::string index_list_text(const std::vector<int>& v) {
   return s.empty() ? "none" : s;
 }
 
+std::string indices_text(const std::string& noun, const std::vector<int>& v) {
+  return (v.size() == 1 ? noun : noun + "s") + " " + index_list_text(v);
+}
+
 int stored_index(const std::vector<int>& list, int value, const std::string& option, const std::string& what,
                  const RunRef& run) {
   for (size_t i = 0; i < list.size(); ++i)

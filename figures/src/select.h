@@ -36,6 +36,8 @@ int stored_index(const std::vector<int>& list, int value, const std::string& opt
 std::vector<int> pick_indices(const std::vector<int>& want, int n, const std::string& what, const std::string& source);
 // "0-3,5,7" for error messages.
 std::string index_list_text(const std::vector<int>& v);
+// A selection named in a title: "head 6" for one index, "heads 0,2" / "heads 0-3" for several (noun is singular).
+std::string indices_text(const std::string& noun, const std::vector<int>& v);
 
 // Probabilities of stored row (layer index a, head index b, query index c) over keys 0..query: the stored probs,
 // or softmax(scores * row_scale) when only raw scores were stored. Throws if the run stores neither.

@@ -42,7 +42,7 @@ struct BatchProgress {
   int64_t total_docs = 0;     // documents in the corpus (after --limit)
   int64_t docs_at_start = 0;  // finished before this process started (--resume): not part of its rate
   bool final = false;         // the last report: every document is done
-  uint64_t tokens = 0;        // tokens run through the model by this rank, over all settings
+  uint64_t tokens = 0;        // corpus tokens this rank finished: each document's once, however many settings
   double elapsed_s = 0;
 };
 
