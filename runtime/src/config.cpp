@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "arch_table.h"
 #include "config_fields.h"
 #include "focal/error.h"
 
@@ -76,39 +77,25 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     if (!it->is_string()) throw Error(path + ": field \"model_type\" must be a string, found " + describe(*it));
     model_type = it->get<std::string>();
   }
-  static const std::pair<const char*, const char*> kArchs[] = {
-      {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"},
-      {"Qwen3ForCausalLM", "qwen3"}, {"Gemma2ForCausalLM", "gemma2"},   {"Phi3ForCausalLM", "phi3"},
-      {"Olmo2ForCausalLM", "olmo2"}, {"GPT2LMHeadModel", "gpt2"}};
-  std::string arch;
-  for (auto [cls, type] : kArchs)
-    if (arch_class == cls || (arch_class.empty() && model_type == type)) arch = type;
-  if (arch.empty())
+  const ArchSpec* spec = find_arch_hf(arch_class, model_type);
+  if (!spec)
     throw Error(path + ": unsupported architecture '" + (arch_class.empty() ? model_type : arch_class) +
-                "' (focalscope runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                "Gemma2ForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM and GPT2LMHeadModel)");
-  // GPT-2 names its sizes differently: read them under the LLaMA names, errors still naming GPT-2's keys.
-  ConfigFieldNames gpt2_names;
-  if (arch == "gpt2") {
-    static const std::pair<const char*, const char*> kGpt2Keys[] = {{"hidden_size", "n_embd"},
-                                                                    {"num_hidden_layers", "n_layer"},
-                                                                    {"num_attention_heads", "n_head"},
-                                                                    {"intermediate_size", "n_inner"},
-                                                                    {"max_position_embeddings", "n_positions"},
-                                                                    {"rms_norm_eps", "layer_norm_epsilon"}};
-    if (aliases) gpt2_names = *aliases;
-    for (auto [llama_key, gpt2_key] : kGpt2Keys) {
+                "' (focalscope runs " + arch_names(true) + ")");
+  // An architecture that names its sizes differently (GPT-2): read them under the LLaMA names, errors still naming
+  // its own keys.
+  ConfigFieldNames own_names;
+  if (!spec->key_names.empty()) {
+    if (aliases) own_names = *aliases;
+    for (auto [llama_key, own_key] : spec->key_names) {
       j.erase(llama_key);
-      if (auto it = j.find(gpt2_key); it != j.end()) j[llama_key] = *it;
-      if (!gpt2_names.count(llama_key)) gpt2_names[llama_key] = gpt2_key;
+      if (auto it = j.find(own_key); it != j.end()) j[llama_key] = *it;
+      if (!own_names.count(llama_key)) own_names[llama_key] = own_key;
     }
-    if (!j.contains("intermediate_size") || j["intermediate_size"].is_null())
-      if (auto it = j.find("n_embd"); it != j.end() && it->is_number_integer())
-        j["intermediate_size"] = 4 * it->get<int64_t>();
-    if (!j.contains("rms_norm_eps")) j["rms_norm_eps"] = 1e-5;
-    j["tie_word_embeddings"] = j.value("tie_word_embeddings", true);
-    aliases = &gpt2_names;
+    aliases = &own_names;
   }
+  if (spec->ffn_default_4h && (!j.contains("intermediate_size") || j["intermediate_size"].is_null()))
+    if (auto it = j.find("hidden_size"); it != j.end() && it->is_number_integer())
+      j["intermediate_size"] = 4 * it->get<int64_t>();
   const Fields f(j, path, "", aliases);
 
   ModelConfig c;
@@ -121,9 +108,9 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
   c.n_kv_heads = int(f.integer("num_key_value_heads", c.n_heads, 1, 1 << 16));
   c.max_positions = int(f.integer("max_position_embeddings", 2048, 1, 1LL << 30));
   c.rope_theta = f.positive("rope_theta", 10000.0f);
-  c.rms_eps = f.positive("rms_norm_eps", 1e-6f);
-  c.arch.name = arch;
-  c.tied_embeddings = f.boolean("tie_word_embeddings", arch == "gemma2");
+  c.rms_eps = f.positive("rms_norm_eps", spec->norm_eps_default);
+  c.arch.name = spec->name;
+  c.tied_embeddings = f.boolean("tie_word_embeddings", spec->tied_default);
   c.attention_bias = f.boolean("attention_bias", false);
   c.bos_id = f.token_id("bos_token_id");
   c.eos_id = f.token_id("eos_token_id");
@@ -164,7 +151,7 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     }
   }
   c.add_bos = c.bos_id >= 0 && f.boolean("add_bos_token", true);
-  parse_architecture(f, path, arch, c);
+  parse_architecture(f, path, *spec, c);
   return c;
 }
 

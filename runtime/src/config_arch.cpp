@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "arch_table.h"
 #include "config_fields.h"
 
 namespace focal {
@@ -130,7 +131,8 @@ std::vector<float> factor_list(const Fields& rf, const char* key, int want) {
   return out;
 }
 
-void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c) {
+// su_is_longrope: Phi-3's older configs name longrope "su" or "yarn"; Phi3Config reads both as longrope.
+void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c, bool su_is_longrope = false) {
   RopeScaling& r = c.arch.rope;
   const json* rs = f.object("rope_scaling");
   if (!rs) return;
@@ -139,8 +141,7 @@ void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c
   if (type.empty()) type = rf.string("type", "");
   if (type.empty()) rf.fail("rope_type", "is missing (give one of default, linear, dynamic, yarn, longrope, llama3)");
   if (type == "default") return;
-  // Phi-3's older configs name longrope "su" or "yarn"; Phi3Config reads both as longrope, and so does this.
-  if (c.arch.name == "phi3" && (type == "su" || type == "yarn")) type = "longrope";
+  if (su_is_longrope && (type == "su" || type == "yarn")) type = "longrope";
   if (type == "linear")
     r.type = RopeType::kLinear;
   else if (type == "dynamic")
@@ -205,64 +206,92 @@ void require_act(const Fields& f, const char* key, const std::string& def, const
 
 }  // namespace
 
-void parse_architecture(const Fields& f, const std::string& path, const std::string& arch, ModelConfig& c) {
+void parse_architecture(const Fields& f, const std::string& path, const ArchSpec& spec, ModelConfig& c) {
   ArchConfig& a = c.arch;
-  a.name = arch;
+  a.name = spec.name;
   a.qkv_bias = a.o_bias = c.attention_bias;
   if (f.has("sliding_window")) (void)f.integer("sliding_window", 0, 0, 1LL << 30);  // typed even where unused
-  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3" || arch == "phi3" || arch == "olmo2") {
-    require_act(f, "hidden_act", "silu", "silu");
-    a.mlp_bias = f.boolean("mlp_bias", false);
-    parse_rope_scaling(f, path, c);
-  }
-  if (arch == "mistral") set_window(f, c, "sliding_window", 1);
-  if (arch == "phi3") set_window(f, c, "sliding_window", 1, /*beyond_context_ok=*/true);
-  if (arch == "qwen2") {
-    a.qkv_bias = true;  // Qwen2: q/k/v biases, none on o_proj
-    a.o_bias = false;
-    if (const json* sw = f.find("sliding_window"))
-      if (!sw->is_number_integer()) f.fail("sliding_window", "must be an integer or null, found " + describe(*sw));
-    if (f.boolean("use_sliding_window", false)) set_window(f, c, "sliding_window", 1);
-  }
-  if (arch == "qwen3" && f.boolean("use_sliding_window", false))
+  spec.parse_fields(f, path, c);
+}
+
+// The architectures' own fields (the table's parse_fields, arch_table.cpp).
+
+void parse_llama_family(const Fields& f, const std::string& path, ModelConfig& c) {
+  require_act(f, "hidden_act", "silu", "silu");
+  c.arch.mlp_bias = f.boolean("mlp_bias", false);
+  parse_rope_scaling(f, path, c);
+}
+
+void parse_mistral(const Fields& f, const std::string& path, ModelConfig& c) {
+  parse_llama_family(f, path, c);
+  set_window(f, c, "sliding_window", 1);
+}
+
+void parse_phi3(const Fields& f, const std::string& path, ModelConfig& c) {
+  require_act(f, "hidden_act", "silu", "silu");
+  c.arch.mlp_bias = f.boolean("mlp_bias", false);
+  parse_rope_scaling(f, path, c, /*su_is_longrope=*/true);
+  set_window(f, c, "sliding_window", 1, /*beyond_context_ok=*/true);
+}
+
+void parse_qwen2(const Fields& f, const std::string& path, ModelConfig& c) {
+  parse_llama_family(f, path, c);
+  c.arch.qkv_bias = true;  // Qwen2: q/k/v biases, none on o_proj
+  c.arch.o_bias = false;
+  if (const json* sw = f.find("sliding_window"))
+    if (!sw->is_number_integer()) f.fail("sliding_window", "must be an integer or null, found " + describe(*sw));
+  if (f.boolean("use_sliding_window", false)) set_window(f, c, "sliding_window", 1);
+}
+
+void parse_qwen3(const Fields& f, const std::string& path, ModelConfig& c) {
+  parse_llama_family(f, path, c);
+  if (f.boolean("use_sliding_window", false))
     f.fail("use_sliding_window", "= true is not supported for Qwen3 (set it to false)");
-  if (arch == "olmo2") {
-    a.pre_attn_norm = a.pre_mlp_norm = false;
-    a.post_attn_norm = a.post_mlp_norm = true;
-    a.qk_norm = QkNormKind::kWhole;
-  }
-  if (arch == "gemma2") {
-    a.attn_softcap = softcap_field(f, "attn_logit_softcapping", 50.0f);
-    a.final_softcap = softcap_field(f, "final_logit_softcapping", 30.0f);
-    a.query_pre_attn_scalar = f.positive("query_pre_attn_scalar", 256.0f);
-    const char* act_key = f.has("hidden_activation") ? "hidden_activation" : "hidden_act";
-    const std::string act = f.string(act_key, "gelu_pytorch_tanh");
-    if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
-      f.fail(act_key, "= '" + act + "' is not supported (Gemma 2 uses gelu_pytorch_tanh)");
+}
+
+void parse_olmo2(const Fields& f, const std::string& path, ModelConfig& c) {
+  parse_llama_family(f, path, c);
+  ArchConfig& a = c.arch;
+  a.pre_attn_norm = a.pre_mlp_norm = false;
+  a.post_attn_norm = a.post_mlp_norm = true;
+  a.qk_norm = QkNormKind::kWhole;
+}
+
+void parse_gemma2(const Fields& f, const std::string& path, ModelConfig& c) {
+  ArchConfig& a = c.arch;
+  a.attn_softcap = softcap_field(f, "attn_logit_softcapping", 50.0f);
+  a.final_softcap = softcap_field(f, "final_logit_softcapping", 30.0f);
+  a.query_pre_attn_scalar = f.positive("query_pre_attn_scalar", 256.0f);
+  const char* act_key = f.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string act = f.string(act_key, "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+    f.fail(act_key, "= '" + act + "' is not supported (Gemma 2 uses gelu_pytorch_tanh)");
+  a.act = MlpActivation::kGeluTanh;
+  a.norm_plus_one = true;
+  a.post_attn_norm = a.post_mlp_norm = true;
+  a.embed_scale = (float)std::sqrt((double)c.hidden);  // torch.tensor(hidden ** 0.5, dtype=float32)
+  set_window(f, c, "sliding_window", 2);
+  parse_rope_scaling(f, path, c);
+}
+
+void parse_gpt2(const Fields& f, const std::string& path, ModelConfig& c) {
+  (void)path;
+  ArchConfig& a = c.arch;
+  const std::string act = f.string("activation_function", "gelu_new");
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh")
     a.act = MlpActivation::kGeluTanh;
-    a.norm_plus_one = true;
-    a.post_attn_norm = a.post_mlp_norm = true;
-    a.embed_scale = (float)std::sqrt((double)c.hidden);  // torch.tensor(hidden ** 0.5, dtype=float32)
-    set_window(f, c, "sliding_window", 2);
-    parse_rope_scaling(f, path, c);
-  }
-  if (arch == "gpt2") {
-    const std::string act = f.string("activation_function", "gelu_new");
-    if (act == "gelu_new" || act == "gelu_pytorch_tanh")
-      a.act = MlpActivation::kGeluTanh;
-    else if (act == "gelu")
-      a.act = MlpActivation::kGelu;
-    else
-      f.fail("activation_function", "= '" + act + "' is not supported (gelu_new, gelu_pytorch_tanh or gelu)");
-    if (f.boolean("scale_attn_by_inverse_layer_idx", false))
-      f.fail("scale_attn_by_inverse_layer_idx", "= true is not supported (set it to false)");
-    a.norm = NormKind::kLayerNorm;
-    a.gated_mlp = false;
-    a.qkv_bias = a.o_bias = a.mlp_bias = true;
-    a.position = PositionKind::kLearned;
-    c.add_bos = c.bos_id >= 0 && f.boolean("add_bos_token", false);              // GPT-2 prompts start without BOS
-    if (!f.boolean("scale_attn_weights", true)) a.query_pre_attn_scalar = 1.0f;  // logits q.k unscaled
-  }
+  else if (act == "gelu")
+    a.act = MlpActivation::kGelu;
+  else
+    f.fail("activation_function", "= '" + act + "' is not supported (gelu_new, gelu_pytorch_tanh or gelu)");
+  if (f.boolean("scale_attn_by_inverse_layer_idx", false))
+    f.fail("scale_attn_by_inverse_layer_idx", "= true is not supported (set it to false)");
+  a.norm = NormKind::kLayerNorm;
+  a.gated_mlp = false;
+  a.qkv_bias = a.o_bias = a.mlp_bias = true;
+  a.position = PositionKind::kLearned;
+  c.add_bos = c.bos_id >= 0 && f.boolean("add_bos_token", false);              // GPT-2 prompts start without BOS
+  if (!f.boolean("scale_attn_weights", true)) a.query_pre_attn_scalar = 1.0f;  // logits q.k unscaled
 }
 
 }  // namespace focal

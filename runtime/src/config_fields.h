@@ -121,6 +121,7 @@ class Fields {
 
 // Applies the architecture's config.json fields (norms, activation, biases, scales, soft-caps, windows, positions,
 // rope_scaling) to c.arch; c's sizes are already parsed. Throws Error naming the field for what it cannot run.
-void parse_architecture(const Fields& f, const std::string& path, const std::string& arch, ModelConfig& c);
+struct ArchSpec;
+void parse_architecture(const Fields& f, const std::string& path, const ArchSpec& spec, ModelConfig& c);
 
 }  // namespace focal

@@ -1,6 +1,8 @@
 // GGUF (llama architecture) -> ModelConfig + HF-named tensors + tokenizer. Key mapping: docs/model-format.md.
 #include "gguf_model.h"
 
+#include "arch_table.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -69,8 +71,8 @@ struct Meta {
 };
 
 // GGUF tensor name (llama.cpp's names for `arch`) -> HF name; "" if the name is no tensor of that architecture.
-std::string hf_name(const std::string& g, const std::string& arch) {
-  const bool gpt2 = arch == "gpt2";
+std::string hf_name(const std::string& g, const ArchSpec& arch) {
+  const bool gpt2 = arch.layout == TensorLayout::kGpt2;
   if (g == "token_embd.weight") return gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
   if (g == "output_norm.weight") return gpt2 ? "transformer.ln_f.weight" : "model.norm.weight";
   if (gpt2 && g == "output_norm.bias") return "transformer.ln_f.bias";
@@ -97,14 +99,14 @@ std::string hf_name(const std::string& g, const std::string& arch) {
   }
   // Norm names whose HF counterpart depends on the architecture: ffn_norm is LLaMA's post_attention_layernorm but
   // Gemma 2's pre_feedforward_layernorm; post_attention_norm is Gemma 2's / OLMo 2's post_attention_layernorm.
-  const bool post_norms = arch == "gemma2" || arch == "olmo2";
+  const bool post_norms = arch.post_norms;
   if (rest == "ffn_norm.weight")
     return "model.layers." + layer + "." +
            (post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
   if (rest == "post_attention_norm.weight" && post_norms)
     return "model.layers." + layer + ".post_attention_layernorm.weight";
-  if (arch == "phi3" && rest == "attn_qkv.weight") return "model.layers." + layer + ".self_attn.qkv_proj.weight";
-  if (arch == "phi3" && rest == "ffn_up.weight") return "model.layers." + layer + ".mlp.gate_up_proj.weight";
+  if (arch.fused_qkv && rest == "attn_qkv.weight") return "model.layers." + layer + ".self_attn.qkv_proj.weight";
+  if (arch.fused_gate_up && rest == "ffn_up.weight") return "model.layers." + layer + ".mlp.gate_up_proj.weight";
   static const std::pair<const char*, const char*> kMap[] = {
       {"attn_norm.weight", "input_layernorm.weight"},
       {"attn_q.weight", "self_attn.q_proj.weight"},
@@ -222,28 +224,26 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   if (!arch_v || arch_v->type != kGgufString)
     throw Error(m.where + ": metadata key 'general.architecture' is missing — not a model GGUF");
   const std::string arch = arch_v->str;
-  static const std::pair<const char*, const char*> kArchs[] = {
-      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"},
-      {"phi3", "Phi3ForCausalLM"},   {"olmo2", "Olmo2ForCausalLM"}, {"gpt2", "GPT2LMHeadModel"}};
-  std::string hf_class;
-  for (auto [g_arch, cls] : kArchs)
-    if (arch == g_arch) hf_class = cls;
-  if (hf_class.empty())
-    throw Error(m.where + ": architecture '" + arch +
-                "' is not supported (focalscope loads the GGUF architectures llama, qwen2, gemma2, phi3, olmo2 "
-                "and gpt2)");
+  const ArchSpec* spec_p = find_arch_gguf(arch);
+  if (!spec_p)
+    throw Error(m.where + ": architecture '" + arch + "' is not supported (focalscope loads the GGUF architectures " +
+                arch_names(false) + ")");
+  const ArchSpec& spec = *spec_p;
   const std::string A = arch + ".";
   if (m.get(A + "expert_count") && m.int_opt(A + "expert_count", 0) > 0)
     throw Error(m.where + ": mixture-of-experts models (" + A + "expert_count) are not supported");
   const std::string scaling = m.str_opt(A + "rope.scaling.type", "none");
-  const bool llama_scaling = arch == "llama" && (scaling == "linear" || scaling == "yarn");
-  if (scaling != "none" && !(arch == "phi3" && scaling == "longrope") && !llama_scaling)
+  bool scaling_read = scaling == "none";
+  for (const char* s : spec.gguf_rope_scalings) scaling_read = scaling_read || scaling == s;
+  // linear / yarn go onto rope_scaling below; longrope comes with its factor tensors
+  const bool key_scaling = scaling == "linear" || scaling == "yarn";
+  if (!scaling_read)
     throw Error(m.where + ": RoPE scaling '" + scaling + "' (" + A + "rope.scaling.type) is not supported");
 
   const int64_t n_layers = m.int_req(A + "block_count");
   const int64_t hidden = m.int_req(A + "embedding_length");
   const int64_t inter =
-      arch == "gpt2" ? m.int_opt(A + "feed_forward_length", 4 * hidden) : m.int_req(A + "feed_forward_length");
+      spec.ffn_default_4h ? m.int_opt(A + "feed_forward_length", 4 * hidden) : m.int_req(A + "feed_forward_length");
   const int64_t n_heads = m.int_req(A + "attention.head_count");
   const int64_t n_kv = m.int_opt(A + "attention.head_count_kv", n_heads);
   if (hidden % n_heads != 0 && !m.get(A + "attention.key_length"))
@@ -285,8 +285,8 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
 
   const std::string model_kind = m.str_opt("tokenizer.ggml.model", "");
   json c;
-  c["architectures"] = {hf_class};
-  c["model_type"] = arch;
+  c["architectures"] = {spec.hf_class};
+  c["model_type"] = spec.model_type;
   c["vocab_size"] = vocab;
   c["hidden_size"] = hidden;
   c["intermediate_size"] = inter;
@@ -296,12 +296,13 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   c["head_dim"] = d_head;
   c["max_position_embeddings"] = m.int_opt(A + "context_length", 2048);
   c["rope_theta"] = m.num_opt(A + "rope.freq_base", 10000.0);
-  c["rms_norm_eps"] = m.num_opt(A + "attention.layer_norm_rms_epsilon", 1e-5);
+  c["rms_norm_eps"] = spec.layer_norm ? m.num_opt(A + "attention.layer_norm_epsilon", 1e-5)
+                                      : m.num_opt(A + "attention.layer_norm_rms_epsilon", 1e-5);
   c["tie_word_embeddings"] = !has_output;
-  c["attention_bias"] = has_bias && arch != "qwen2";  // qwen2 always has q/k/v biases and no o bias
+  c["attention_bias"] = has_bias && spec.gguf_o_bias;  // without: q/k/v biases by the architecture (Qwen2)
   if (has_mlp_bias) c["mlp_bias"] = true;
-  if (arch != "gemma2" && arch != "gpt2") c["hidden_act"] = "silu";
-  if (arch == "gemma2") {
+  if (spec.gguf_silu) c["hidden_act"] = "silu";
+  if (spec.gguf_softcaps) {
     // Soft-caps and the window in llama.cpp's keys; query_pre_attn_scalar from <arch>.attention.scale when written
     // (= query_pre_attn_scalar^-1/2), else as llama.cpp decides without it: hidden / heads for the 46-layer 27B
     // (query_pre_attn_scalar 144, head_dim 128), head_dim for the 2B and 9B.
@@ -312,15 +313,14 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     c["query_pre_attn_scalar"] = scale > 0.0      ? 1.0 / (scale * scale)
                                  : n_layers == 46 ? (double)hidden / (double)n_heads
                                                   : (double)d_head;
-    c["tie_word_embeddings"] = !has_output;
   }
-  if (arch == "qwen2" || arch == "phi3") {
+  if (spec.gguf_sliding_window) {
     if (m.get(A + "attention.sliding_window")) {
       c["sliding_window"] = m.int_req(A + "attention.sliding_window");
       c["use_sliding_window"] = true;
     }
   }
-  if (arch == "phi3" && (rope_long || rope_short)) {
+  if (spec.gguf_rope_factor_pair && (rope_long || rope_short)) {
     if (!rope_long || !rope_short || rope_long->numel != (uint64_t)d_head / 2 ||
         rope_short->numel != (uint64_t)d_head / 2)
       throw Error(m.where +
@@ -335,25 +335,14 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
         {"type", "longrope"}, {"long_factor", factors(rope_long)}, {"short_factor", factors(rope_short)}};
     c["original_max_position_embeddings"] = m.int_req(A + "rope.scaling.original_context_length");
   }
-  if (llama_scaling) {  // llama.cpp's linear / yarn keys onto rope_scaling (transformers' semantics)
+  if (key_scaling) {  // llama.cpp's linear / yarn keys onto rope_scaling (transformers' semantics)
     c["rope_scaling"] = {{"rope_type", scaling}, {"factor", m.num_opt(A + "rope.scaling.factor", 1.0)}};
     if (m.get(A + "rope.scaling.attn_factor"))
       c["rope_scaling"]["attention_factor"] = m.num_opt(A + "rope.scaling.attn_factor", 1.0);
   }
-  if (arch == "gpt2") {  // GPT-2's own config names (parse_config reads them for gpt2)
-    for (auto [llama_key, gpt2_key] : {std::pair<const char*, const char*>{"hidden_size", "n_embd"},
-                                       {"num_hidden_layers", "n_layer"},
-                                       {"num_attention_heads", "n_head"},
-                                       {"intermediate_size", "n_inner"},
-                                       {"max_position_embeddings", "n_positions"}}) {
-      c[gpt2_key] = c[llama_key];
-      c.erase(llama_key);
-    }
-    c.erase("num_key_value_heads");
-    c.erase("head_dim");
-    c["layer_norm_epsilon"] = m.num_opt(A + "attention.layer_norm_epsilon", 1e-5);
-    c.erase("rms_norm_eps");
-    c["tie_word_embeddings"] = !has_output;
+  for (auto [llama_key, own_key] : spec.key_names) {  // the architecture's own config names (GPT-2's n_embd, ...)
+    c[own_key] = c[llama_key];
+    c.erase(llama_key);
   }
   const int bos = m.token_id("tokenizer.ggml.bos_token_id"), eos = m.token_id("tokenizer.ggml.eos_token_id");
   for (int id : {bos, eos})
@@ -381,7 +370,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
                                  {"add_bos_token", "tokenizer.ggml.add_bos_token"}};
   g->cfg = parse_config(c.dump(2), m.where + " (GGUF metadata)", &keys);
   if (rope_freqs) {  // llama 3.x: per-pair frequency factors (llama.cpp divides the default frequencies by them)
-    if (arch != "llama" || rope_freqs->numel != (uint64_t)d_head / 2)
+    if (!spec.gguf_rope_freqs || rope_freqs->numel != (uint64_t)d_head / 2)
       throw Error(m.where + ": tensor 'rope_freqs.weight' must hold head_dim / 2 = " + std::to_string(d_head / 2) +
                   " factors of a llama model");
     if (g->cfg.arch.rope.type != RopeType::kDefault)
@@ -400,7 +389,7 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
   for (const GgufTensor& t : f.tensors()) {
     if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight" || t.name == "rope_freqs.weight")
       continue;  // in the config's RoPE scaling
-    const std::string name = hf_name(t.name, arch);
+    const std::string name = hf_name(t.name, spec);
     if (name.empty())
       throw Error(m.where + ": unexpected tensor '" + t.name + "' (not part of a " + arch + " model focalscope runs)");
     StTensor s;
@@ -409,12 +398,12 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     s.dtype = "GGUF " + ggml_type_name(t.type);
     for (size_t d = t.dims.size(); d-- > 0;) s.shape.push_back((int64_t)t.dims[d]);
     // GPT-2: llama.cpp stores the Conv1D matrices as [out, in]; handed to the loader in HF's [in, out].
-    const bool conv1d = arch == "gpt2" && s.shape.size() == 2 && t.name != "token_embd.weight" &&
+    const bool conv1d = spec.layout == TensorLayout::kGpt2 && s.shape.size() == 2 && t.name != "token_embd.weight" &&
                         t.name != "position_embd.weight" && t.name != "output.weight";
     if (conv1d) std::swap(s.shape[0], s.shape[1]);
     // Gemma 2: llama.cpp stores the norms as 1 + w; the loader adds the 1 itself (exact: (1 + w) - 1 + 1).
-    const bool minus_one = arch == "gemma2" && t.name.find("norm.weight") != std::string::npos;
-    const bool permuted = arch == "llama";  // llama.cpp permutes q / k rows for llama only (NEOX RoPE elsewhere)
+    const bool minus_one = spec.gguf_norms_plus_one && t.name.find("norm.weight") != std::string::npos;
+    const bool permuted = spec.gguf_qk_permuted;  // llama.cpp permutes q / k rows for llama only (NEOX elsewhere)
     s.data = t.data;
     s.n_bytes = t.n_bytes;
     const bool is_q = t.name.size() > 7 && t.name.find(".attn_q.") != std::string::npos;

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "arch_table.h"
 #include "focal/error.h"
 #include "focal_kernels/quant.h"
 #include "model_internal.h"
@@ -228,7 +229,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   auto field = [&](const char* hf, const char* gg) { return std::string(from_gguf ? gg : hf); };
 
   // A config that promises more layers than the weights hold is refused before anything is sized by it.
-  const std::string layer_prefix = c.arch.name == "gpt2" ? "transformer.h." : "model.layers.";
+  const ArchSpec& spec = arch_spec(c.arch.name);
+  const bool gpt2_layout = spec.layout == TensorLayout::kGpt2;
+  const std::string layer_prefix = gpt2_layout ? "transformer.h." : "model.layers.";
   const int64_t stored_layers = layers_in_weights(all, layer_prefix);
   if (c.n_layers > stored_layers)
     throw Error(cfg_path + ": " + field("num_hidden_layers", "llama.block_count") + " = " + std::to_string(c.n_layers) +
@@ -335,8 +338,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
     if (t.shape != shape) {
       std::string why;
       if (t.shape.size() == 2 && shape.size() == 2 && t.shape[0] == shape[1] && t.shape[1] == shape[0])
-        why = c.arch.name == "gpt2" ? " — it looks transposed: GPT-2 stores Conv1D weights as [in, out]"
-                                    : " — it looks transposed";
+        why =
+            gpt2_layout ? " — it looks transposed: GPT-2 stores Conv1D weights as [in, out]" : " — it looks transposed";
       throw Error("'" + it->second.second + "': tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " +
                   shape_str(shape) + " = [" + labels + "] from " + cfg_path + why);
     }
@@ -541,7 +544,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   auto take_norm = [&](const std::string& name) {
     return take(name, {H}, true, false, arch.norm_plus_one ? plus_one : nullptr).f32();
   };
-  const bool gpt2 = arch.name == "gpt2";
+  const bool gpt2 = gpt2_layout;
   if (gpt2) {
     const Dim P{c.max_positions, field("n_positions", "gpt2.context_length")};
     w->embed = take("transformer.wte.weight", {V, H}, true, true);
@@ -583,7 +586,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       continue;
     }
     if (arch.pre_attn_norm) L.attn_norm = take_norm(p + "input_layernorm.weight");
-    if (arch.name == "phi3") {
+    if (spec.fused_qkv) {
       auto qkv = take_parts(p + "self_attn.qkv_proj.weight", {QKV, H}, false, {QD.n, KD.n, KD.n}, true);
       L.wq = qkv[0], L.wk = qkv[1], L.wv = qkv[2];
     } else {
@@ -615,7 +618,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
       L.mlp_norm =
           take_norm(p + (arch.post_attn_norm ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
     if (arch.post_mlp_norm) L.post_mlp_norm = take_norm(p + "post_feedforward_layernorm.weight");
-    if (arch.name == "phi3") {
+    if (spec.fused_gate_up) {
       auto gu = take_parts(p + "mlp.gate_up_proj.weight", {I2, H}, false, {I.n, I.n}, true);
       L.w_gate = gu[0], L.w_up = gu[1];
     } else {
