@@ -95,6 +95,43 @@ std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
   return ids;
 }
 
+// The token ids of `focal capture --ids FILE`: integers separated by whitespace and / or commas. Read before the
+// model loads, so a malformed file fails at once; check_ids checks them against the model.
+std::vector<int32_t> read_ids_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("--ids: cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  for (char& c : text)
+    if (c == ',') c = ' ';
+  std::istringstream in(text);
+  std::vector<int32_t> ids;
+  for (std::string item; in >> item;) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used, 10);
+    } catch (const std::exception&) { used = 0; }
+    if (used != item.size() || item.empty() || v < INT32_MIN || v > INT32_MAX)
+      throw Error("--ids '" + path + "': item " + std::to_string(ids.size()) + " '" + item +
+                  "' is not a token id (integers separated by spaces, newlines or commas)");
+    ids.push_back((int32_t)v);
+  }
+  if (ids.empty()) throw Error("--ids '" + path + "' holds no token ids (integers separated by spaces or commas)");
+  return ids;
+}
+
+void check_ids(const std::vector<int32_t>& ids, const std::string& path, const ModelConfig& cfg) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= cfg.vocab_size)
+      throw Error("--ids '" + path + "': position " + std::to_string(i) + " holds id " + std::to_string(ids[i]) +
+                  ", outside the model's vocabulary 0.." + std::to_string(cfg.vocab_size - 1));
+  if ((int)ids.size() > cfg.max_positions)
+    throw Error("--ids '" + path + "' holds " + std::to_string(ids.size()) + " tokens but the model's context is " +
+                std::to_string(cfg.max_positions) + " tokens: shorten it");
+}
+
 // Checks that the output directory is writable before any long work runs.
 void check_output(const std::string& path) {
   if (path.empty()) throw UsageError{"give the output file with -o FILE.h5"};
@@ -111,6 +148,37 @@ using Progress = focal::ProgressReporter;
 void write_capture_reporting(const CaptureFile& file, const std::string& path, bool fp16) {
   Progress prog("write " + path + ": part");
   write_capture(file, path, fp16, [&](int d, int t) { prog.update(d, t); });
+}
+
+// The settings a capture records: the main one (named by --name, else by its label) and, with --compare SPEC, a
+// second one in the spec grammar (a clash of names gets "_b").
+std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, const TempSpec& spec,
+                                                               const ModelConfig& cfg) {
+  std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
+  if (a.has("--compare")) {
+    TempSpec other = compare_spec(a.get("--compare"), "--compare", cfg);
+    std::string name = other.label();
+    if (name == runs[0].first) name += "_b";
+    runs.push_back({name, other});
+  }
+  return runs;
+}
+
+// Runs every setting over file.token_ids into file.runs, and with two settings the per-row KL / JS between them
+// (from the fp32 rows, also when the file stores fp16). Progress per layer of each run and of the comparison.
+void capture_settings_into(CaptureFile& file, const Model& model,
+                           const std::vector<std::pair<std::string, TempSpec>>& runs, const CaptureRequest& req) {
+  CaptureRequest run_req = req;
+  if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS below from the fp32 rows; the file still stores fp16
+  for (const auto& [name, s] : runs) {
+    Progress prog("capture " + name + ": layer");
+    file.runs.push_back(capture_run(model, file.token_ids, s, run_req, name, [&](int d, int t) { prog.update(d, t); }));
+  }
+  if (runs.size() == 2 && req.store_probs) {
+    Progress prog("compare " + runs[0].first + " vs " + runs[1].first + ": layer");
+    file.comparisons.push_back(
+        compare_runs(file, runs[0].first, runs[1].first, [&](int d, int t) { prog.update(d, t); }));
+  }
 }
 
 CaptureRequest request_from(const Args& a, const ModelConfig& cfg) {
@@ -132,11 +200,18 @@ CaptureRequest request_from(const Args& a, const ModelConfig& cfg) {
   return r;
 }
 
-const char* kCaptureHelp = R"(usage: focal capture MODEL (--prompt TEXT | --prompt-file FILE) [options] -o OUT.h5
+const char* kCaptureHelp =
+    R"(usage: focal capture MODEL (--prompt TEXT | --prompt-file FILE | --ids FILE) [options] -o OUT.h5
 
 Runs the prompt once per setting and writes one HDF5 capture file (format: docs/capture-format.md): tokens,
 attention probabilities and raw scores (q.k/sqrt(d_head), before any temperature) of the selected layers, heads
 and query rows, per-row metrics for every layer x head x row, tau for learned models, top-k next tokens.
+
+input (one of):
+  --prompt TEXT      the prompt, tokenized by the model's tokenizer
+  --prompt-file FILE the prompt read from a file
+  --ids FILE         token ids as they are (no tokenizer, no BOS added): integers separated by spaces,
+                     newlines or commas, each in 0..vocab-1, e.g. the tokens of a generation
 
 selection:
   --layers LIST      layers whose rows are stored, e.g. 0,2-3 (default all)
@@ -156,43 +231,35 @@ selection:
 int cmd_capture(int argc, char** argv) {
   const std::set<std::string> flags = {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag};
   const std::set<std::string> opts =
-      with(kTempOpts, {"--prompt", "--prompt-file", "--layers", "--heads", "--queries", "--store", "--budget", "--topk",
-                       "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption,
+      with(kTempOpts, {"--prompt", "--prompt-file", "--ids", "--layers", "--heads", "--queries", "--store", "--budget",
+                       "--topk", "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption,
                        cli::kWeightsOption, cli::kPrecisionOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
   }
+  if (a.has("--ids") && (a.has("--prompt") || a.has("--prompt-file")))
+    throw UsageError{"give the input as --ids FILE or as a prompt (--prompt / --prompt-file), not both"};
   const std::string out = a.get("--output");
   check_output(out);
+  const std::string ids_path = a.get("--ids");
+  std::vector<int32_t> ids;
+  if (a.has("--ids")) ids = read_ids_file(ids_path);  // a malformed file fails before the model loads
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& cfg = model->config();
   const TempSpec spec = temp_spec_from(a, cfg);
-  const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
+  if (a.has("--ids"))
+    check_ids(ids, ids_path, cfg);
+  else
+    ids = tokenize_prompt(*model, read_prompt(a));
   const CaptureRequest req = request_from(a, cfg);
-  std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
-  if (a.has("--compare")) {
-    TempSpec other = compare_spec(a.get("--compare"), "--compare", cfg);
-    std::string name = other.label();
-    if (name == runs[0].first) name += "_b";
-    runs.push_back({name, other});
-  }
+  const std::vector<std::pair<std::string, TempSpec>> runs = capture_settings(a, spec, cfg);
   validate_capture_request(cfg, (int)ids.size(), req, (int)runs.size());
 
   CaptureFile file = make_capture_file(*model, ids);
   file.relevant = req.run.relevant;
-  CaptureRequest run_req = req;
-  if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS below from the fp32 rows; the file still stores fp16
-  for (auto& [name, s] : runs) {
-    Progress prog("capture " + name + ": layer");
-    file.runs.push_back(capture_run(*model, ids, s, run_req, name, [&](int d, int t) { prog.update(d, t); }));
-  }
-  if (runs.size() == 2 && req.store_probs) {
-    Progress prog("compare " + runs[0].first + " vs " + runs[1].first + ": layer");
-    file.comparisons.push_back(
-        compare_runs(file, runs[0].first, runs[1].first, [&](int d, int t) { prog.update(d, t); }));
-  }
+  capture_settings_into(file, *model, runs, req);
   write_capture_reporting(file, out, req.probs_fp16);
   std::printf("wrote %s: %d tokens, runs:", out.c_str(), (int)ids.size());
   for (auto& r : file.runs) std::printf(" %s", r.name.c_str());
@@ -311,20 +378,26 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
   --top-k K         sample among the K most likely tokens (default: all)
   --seed S          random seed (default 1)
   --capture FILE    also write a capture .h5 of prompt + generated tokens: the attention of every generated
-                    step (same selection options as capture: --layers --heads --queries --store --fp16 --budget)
+                    step (same selection options as capture: --layers --heads --queries --store --fp16 --budget
+                    --topk --topk-mass --relevant); the file records where the prompt ends (n_prompt_tokens)
+  --compare SPEC    with --capture: a second run over exactly the same prompt + generated tokens under SPEC (the
+                    spec grammar below, e.g. standard), with per-row KL/JS, as capture --compare does
 )";
 
 int cmd_generate(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
-         with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
-                          "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
-                          "--relevant", cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
+  Args a(
+      argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
+      with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
+                       "--compare", "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
+                       "--relevant", cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
   if (a.has("--help")) {
     std::printf("%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, kTempHelp);
     return 0;
   }
   const int n_new = (int)a.get_int("--n-new", 32);
   if (n_new < 1) throw UsageError{"-n must be at least 1"};
+  if (a.has("--compare") && !a.has("--capture"))
+    throw UsageError{"--compare needs --capture FILE: it is a second run recorded in the capture"};
   if (a.has("--capture")) check_output(a.get("--capture"));
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
@@ -339,9 +412,11 @@ int cmd_generate(int argc, char** argv) {
   if ((int)prompt.size() >= c.max_positions) throw Error("the prompt fills the model's context; nothing to generate");
   // Capture options are checked before generating, against the longest sequence the generation can produce.
   CaptureRequest req;
+  std::vector<std::pair<std::string, TempSpec>> runs;
   if (a.has("--capture")) {
     req = request_from(a, c);
-    validate_capture_request(c, cap, req, 1);
+    runs = capture_settings(a, spec, c);
+    validate_capture_request(c, cap, req, (int)runs.size());
   }
   Session s(*model, cap);
   const Tokenizer& tok = model->require_tokenizer();
@@ -365,11 +440,20 @@ int cmd_generate(int argc, char** argv) {
     if (!req.queries.empty() && *std::max_element(req.queries.begin(), req.queries.end()) >= (int)all.size())
       throw Error("--queries: a query position lies beyond the " + std::to_string(all.size()) +
                   " tokens generated (generation stopped early at end of text)");
+    for (int p : req.run.relevant)
+      if (p >= (int)all.size())
+        throw Error("--relevant: position " + std::to_string(p) + " lies beyond the " + std::to_string(all.size()) +
+                    " tokens generated (generation stopped early at end of text)");
+    // With --compare the second setting re-runs exactly these tokens (it does not generate its own).
     CaptureFile file = make_capture_file(*model, all);
-    Progress prog("capture: layer");
-    file.runs.push_back(capture_run(*model, all, spec, req, spec.label(), [&](int d, int t) { prog.update(d, t); }));
+    file.relevant = req.run.relevant;
+    file.n_prompt_tokens = (int)prompt.size();
+    capture_settings_into(file, *model, runs, req);
     write_capture_reporting(file, a.get("--capture"), req.probs_fp16);
-    std::printf("wrote %s: %zu prompt + %zu generated tokens\n", a.get("--capture").c_str(), prompt.size(), gen.size());
+    std::printf("wrote %s: %zu prompt + %zu generated tokens, runs:", a.get("--capture").c_str(), prompt.size(),
+                gen.size());
+    for (const RunCapture& r : file.runs) std::printf(" %s", r.name.c_str());
+    std::printf("\n");
   }
   return 0;
 }
@@ -381,8 +465,10 @@ int cmd_inspect(int argc, char** argv) {
         "usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per "
         "layer "
         "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
-        "relevant mass over rows 1..T-1; for a sweep file, mean metrics against t; for a stats file of focal "
-        "batch,\nits documents, tokens, runs and provenance and each run's corpus means of the metrics.\n"
+        "relevant mass over rows 1..T-1, and each run's prompt loss. A generation capture (focal generate\n"
+        "--capture) shows where the prompt ends (|| in the tokens); its prompt loss covers the prompt's tokens only\n"
+        "and the generated tokens get their own line. For a sweep file, mean metrics against t; for a stats file of "
+        "focal batch,\nits documents, tokens, runs and provenance and each run's corpus means of the metrics.\n"
         "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
         "memory);\n                  a file declaring more is refused before anything is allocated\n");
     return 0;
@@ -407,19 +493,28 @@ int cmd_inspect(int argc, char** argv) {
     for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
   }
-  const int T = f.n_tokens();
-  std::printf("capture %s: %d tokens, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), T,
+  const int T = f.n_tokens(), P = f.prompt_end();
+  std::string count = std::to_string(T) + " tokens";
+  if (f.has_generated()) count += " (" + std::to_string(P) + " prompt + " + std::to_string(T - P) + " generated)";
+  std::printf("capture %s: %s, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), count.c_str(),
               f.n_layers, f.n_heads, f.model_path.c_str(), f.tool_version.c_str(), f.created_utc.c_str());
   if (!f.device.empty()) std::printf("computed on %s, precision %s\n", f.device.c_str(), f.precision.c_str());
   std::printf("tokens:");
-  for (int i = 0; i < T && i < 40; ++i) std::printf(" [%s]", f.pieces[i].c_str());
+  for (int i = 0; i < T && i < 40; ++i) {
+    if (f.has_generated() && i == P) std::printf(" ||");  // where generation begins
+    std::printf(" [%s]", i < (int)f.pieces.size() ? f.pieces[i].c_str() : std::to_string(f.token_ids[i]).c_str());
+  }
   std::printf(T > 40 ? " ...\n" : "\n");
+  if (f.has_generated()) std::printf("generated: positions %d..%d follow the prompt (|| above)\n", P, T - 1);
   for (const RunCapture& r : f.runs) {
     if (a.has("--run") && r.name != a.get("--run")) continue;
     std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
                 r.temp_spec_json.c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
                 r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
-    if (T > 1) std::printf("  prompt loss %.4f nats/token\n", prompt_loss(r));
+    // Prompt loss over the prompt's own tokens; a generation's tokens (the model's own choices) get their own line.
+    if (P > 1) std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);
+    if (f.has_generated())
+      std::printf("  generated loss %.4f nats/token (generated tokens %d..%d)\n", generated_loss(r, P), P, T - 1);
     const bool rel = !f.relevant.empty();  // relevant mass / noise only when the capture names relevant keys
     std::printf("  %5s %4s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail");
     if (rel) std::printf(" %9s %9s", "relevant", "noise");

@@ -430,6 +430,68 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
 }
 
+// Mean of v over [lo, hi): the oracle of the app's losses.
+double mean_over(const std::vector<float>& v, int lo, int hi) {
+  double s = 0;
+  for (int i = lo; i < hi; ++i) s += v[i];
+  return s / (hi - lo);
+}
+
+// The Generation tab's capture: the session's tokens become exactly prompt + generated ids with the boundary
+// recorded, and A and B run over them. A's greedy tokens are its own top-1 predictions at every generated position;
+// the Output tab's prompt loss covers the prompt's tokens only and the generated tokens get their own loss (each
+// the mean of the run's token_nll over its rows, by hand). Export writes the boundary, the reopened capture keeps it,
+// and a new prompt clears it.
+TEST_F(AppStateTest, GenerationCaptureMarksThePromptAndSplitsTheLoss) {
+  const std::vector<int32_t> prompt_ids = st.file.token_ids;
+  const int P = (int)prompt_ids.size();
+  st.capture_generation();  // nothing generated yet
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_EQ(st.file.token_ids, prompt_ids);
+  st.generate(6, 0.0f);
+  wait_idle(st);
+  ASSERT_TRUE(st.gen && !st.gen->ids.empty());
+  const std::vector<int32_t> gen_ids = st.gen->ids;
+  st.capture_generation();
+  wait_idle(st);
+  ASSERT_FALSE(st.message_is_error) << st.message;
+  const int T = st.n_tokens();
+  ASSERT_EQ(T, P + (int)gen_ids.size());
+  EXPECT_EQ(std::vector<int32_t>(st.file.token_ids.begin(), st.file.token_ids.begin() + P), prompt_ids);
+  EXPECT_EQ(std::vector<int32_t>(st.file.token_ids.begin() + P, st.file.token_ids.end()), gen_ids);
+  EXPECT_EQ(st.file.n_prompt_tokens, P);
+  EXPECT_EQ(st.file.prompt_end(), P);
+  for (int side = 0; side < 2; ++side) {
+    SCOPED_TRACE(side);
+    ASSERT_TRUE(st.slots[side].run);
+    const focal::RunCapture& r = *st.slots[side].run;
+    ASSERT_EQ((int)r.token_nll.size(), T);
+    EXPECT_NEAR(st.prompt_loss(side), mean_over(r.token_nll, 0, P - 1), 1e-5);
+    EXPECT_NEAR(st.generated_loss(side), mean_over(r.token_nll, P - 1, T - 1), 1e-5);
+  }
+  const focal::RunCapture& a = *st.slots[0].run;
+  const int K = (int)(a.topk_ids.size() / T);
+  ASSERT_GT(K, 0);
+  for (int i = P - 1; i + 1 < T; ++i) EXPECT_EQ(a.topk_ids[(size_t)i * K], st.file.token_ids[i + 1]) << i;
+
+  const std::string path = focal::test::make_temp_dir("app_gen") + "/g.h5";
+  st.export_capture(path);
+  EXPECT_EQ(focal::read_capture(path).n_prompt_tokens, P);
+  AppState cap;
+  cap.open_path(path);
+  wait_idle(cap);
+  ASSERT_TRUE(cap.capture_only()) << cap.message;
+  EXPECT_EQ(cap.file.prompt_end(), P);
+  EXPECT_FLOAT_EQ(cap.generated_loss(0), st.generated_loss(0));
+  EXPECT_FLOAT_EQ(cap.prompt_loss(1), st.prompt_loss(1));
+
+  st.set_prompt("A new prompt of its own.");
+  wait_idle(st);
+  EXPECT_EQ(st.file.n_prompt_tokens, 0);
+  EXPECT_TRUE(std::isnan(st.generated_loss(0)));
+  EXPECT_NEAR(st.prompt_loss(0), mean_over(st.slots[0].run->token_nll, 0, st.n_tokens() - 1), 1e-5);
+}
+
 // A runtime error about one field is shown with the app's control for it, never with a CLI option.
 TEST_F(AppStateTest, RuntimeErrorsNameTheAppsControlNotACliOption) {
   focal::TempSpec s = st.slots[0].spec;

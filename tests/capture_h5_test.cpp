@@ -238,6 +238,7 @@ void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_p
   EXPECT_EQ(a.token_ids, b.token_ids);
   EXPECT_EQ(a.pieces, b.pieces);
   EXPECT_EQ(a.relevant, b.relevant);
+  EXPECT_EQ(a.n_prompt_tokens, b.n_prompt_tokens);
   ASSERT_EQ(a.runs.size(), b.runs.size());
   for (size_t i = 0; i < a.runs.size(); ++i) {
     const RunCapture &x = a.runs[i], &y = b.runs[i];
@@ -313,6 +314,68 @@ TEST(CaptureH5, ProvenanceWithoutDeviceAndPrecisionReadsEmpty) {
   EXPECT_EQ(r.device, "");
   EXPECT_EQ(r.precision, "");
   EXPECT_EQ(r.model_path, f.model_path);
+}
+
+// A generation capture records where the prompt ends (root attribute n_prompt_tokens); a capture of a prompt alone,
+// like every file written before the attribute existed, has none and reads as all prompt.
+TEST(CaptureH5, PromptBoundaryRoundTripsAndIsAbsentFromPromptCaptures) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  const int T = f.n_tokens();
+  ASSERT_GE(T, 4);
+  f.n_prompt_tokens = 3;
+  const std::string gen = dir.file("gen.h5");
+  write_capture(f, gen);
+  const CaptureFile g = read_capture(gen);
+  expect_same_capture(f, g, false);
+  EXPECT_EQ(g.n_prompt_tokens, 3);
+  EXPECT_EQ(g.prompt_end(), 3);
+  EXPECT_TRUE(g.has_generated());
+  {
+    h5::H5Call call;
+    h5::FileId file(H5Fopen(gen.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_GE(file.get(), 0);
+    EXPECT_GT(H5Aexists(file.get(), "n_prompt_tokens"), 0);
+  }
+
+  const std::string plain = dir.file("plain.h5");
+  write_capture(fake_capture(), plain);  // n_prompt_tokens 0: not written
+  {
+    h5::H5Call call;
+    h5::FileId file(H5Fopen(plain.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_GE(file.get(), 0);
+    EXPECT_EQ(H5Aexists(file.get(), "n_prompt_tokens"), 0);
+  }
+  const CaptureFile p = read_capture(plain);
+  EXPECT_EQ(p.n_prompt_tokens, 0);
+  EXPECT_EQ(p.prompt_end(), T);
+  EXPECT_FALSE(p.has_generated());
+
+  // n_prompt_tokens == T (nothing generated, e.g. generation stopped at once) is kept but marks nothing.
+  f.n_prompt_tokens = T;
+  write_capture(f, gen);
+  EXPECT_EQ(read_capture(gen).n_prompt_tokens, T);
+  EXPECT_FALSE(read_capture(gen).has_generated());
+
+  // Out of range: refused before writing (the existing file stays) and, forged into a file, when reading.
+  f.n_prompt_tokens = T + 1;
+  std::string msg = error_of([&] { write_capture(f, gen); });
+  EXPECT_NE(msg.find("n_prompt_tokens = " + std::to_string(T + 1)), std::string::npos) << msg;
+  EXPECT_EQ(read_capture(gen).n_prompt_tokens, T);
+  for (int forged : {0, -2, T + 1}) {
+    {
+      h5::H5Call call;
+      h5::FileId file(H5Fopen(gen.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      ASSERT_GE(file.get(), 0);
+      const int32_t v = forged;
+      h5::AttrId a(H5Aopen(file.get(), "n_prompt_tokens", H5P_DEFAULT));
+      ASSERT_GE(a.get(), 0);
+      ASSERT_GE(H5Awrite(a.get(), H5T_NATIVE_INT32, &v), 0);
+    }
+    msg = error_of([&] { read_capture(gen); });
+    EXPECT_NE(msg.find(gen), std::string::npos) << msg;
+    EXPECT_NE(msg.find("n_prompt_tokens"), std::string::npos) << msg;
+  }
 }
 
 // The parallel chunk writer (h5_chunks.cpp) against HDF5's own filter pipeline as the oracle: one file holds each
@@ -745,6 +808,18 @@ TEST(DerivedNumbers, HeadMeansPromptLossAndStoredRows) {
   EXPECT_DOUBLE_EQ(prompt_loss(run), 2.5);
   run.token_nll = {NAN};
   EXPECT_TRUE(std::isnan(prompt_loss(run)));
+
+  // A generation of 2 tokens after a 3-token prompt (T = 5): the prompt's loss is that of its tokens 1 and 2
+  // (positions 0, 1), the generated tokens' that of tokens 3 and 4 (positions 2, 3).
+  run.token_nll = {1.0f, 2.0f, 4.5f, 0.5f, NAN};
+  EXPECT_DOUBLE_EQ(prompt_loss(run, 3), 1.5);
+  EXPECT_DOUBLE_EQ(generated_loss(run, 3), 2.5);
+  EXPECT_DOUBLE_EQ(prompt_loss(run), 2.0);     // all four predictions
+  EXPECT_DOUBLE_EQ(prompt_loss(run, 5), 2.0);  // n_prompt = T: all prompt
+  EXPECT_TRUE(std::isnan(generated_loss(run, 5)));
+  EXPECT_TRUE(std::isnan(generated_loss(run, 0)));
+  EXPECT_DOUBLE_EQ(generated_loss(run, 1), 2.0);  // a one-token prompt predicts nothing of itself
+  EXPECT_TRUE(std::isnan(prompt_loss(run, 1)));
 
   run.layers = {1, 3};
   run.heads = {0, 2};

@@ -424,6 +424,152 @@ TEST_F(CliTest, GenerateAndCapture) {
   EXPECT_EQ(read_capture(g).n_tokens(), n_prompt + n_gen);
 }
 
+// The losses a capture's inspect prints for one run: "prompt loss X" and "generated loss Y" (NaN when absent).
+struct InspectLosses {
+  double prompt = NAN, generated = NAN;
+};
+InspectLosses inspect_losses(const std::string& out, const std::string& run) {
+  InspectLosses l;
+  const size_t at = out.find("\nrun " + run + " ");
+  if (at == std::string::npos) return l;
+  std::stringstream ss(out.substr(at + 1));
+  std::string line;
+  std::getline(ss, line);  // the run's own line
+  while (std::getline(ss, line) && line.rfind("  ", 0) == 0) {
+    std::sscanf(line.c_str(), "  prompt loss %lf", &l.prompt);
+    std::sscanf(line.c_str(), "  generated loss %lf", &l.generated);
+  }
+  return l;
+}
+
+// Mean of token_nll over positions [lo, hi): the oracle of the printed losses.
+double mean_of(const std::vector<float>& v, int lo, int hi) {
+  double s = 0;
+  for (int i = lo; i < hi; ++i) s += v[i];
+  return s / (hi - lo);
+}
+
+// generate --capture --compare: the file records where the prompt ends, holds the second setting over exactly the
+// generated tokens with its per-row KL / JS, and is what `capture --ids` of those tokens under both settings gives
+// (the oracle: the same runs and comparison, value for value). inspect marks the boundary and reports the prompt's
+// loss over prompt tokens only, the generated tokens' on their own line (oracle: the stored token_nll by hand).
+TEST_F(CliTest, GenerateCompareMarksThePromptAndMatchesCaptureOfTheIds) {
+  const std::string d = out_dir("generate_compare");
+  const std::string g = d + "/g.h5";
+  const char* prompt = "The quick brown fox";
+  CliResult r = run({"generate", *model_, "--prompt", prompt, "-n", "6", "--temp", "0.5", "--compare", "standard",
+                     "--layers", "1", "--heads", "0,2", "--capture", g});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const int P = prompt_tokens(prompt);
+  EXPECT_THAT(r.out, HasSubstr("wrote " + g + ": " + std::to_string(P) + " prompt + "));
+  EXPECT_THAT(r.out, HasSubstr("runs: focal_t0.5 standard"));
+  EXPECT_THAT(r.err, HasSubstr("compare focal_t0.5 vs standard: layer 1/1  done in"));
+  const CaptureFile f = read_capture(g);
+  const int T = f.n_tokens();
+  ASSERT_GT(T, P) << "nothing generated";
+  EXPECT_EQ(f.n_prompt_tokens, P);
+  ASSERT_EQ(f.runs.size(), 2u);
+  EXPECT_EQ(f.runs[1].name, "standard");
+  ASSERT_EQ(f.comparisons.size(), 1u);
+  EXPECT_EQ(f.comparisons[0].kl.size(), (size_t)2 * T);  // 1 layer x 2 heads x every row
+
+  // The oracle: capture --ids of the same token ids, under the same two settings.
+  const std::string ids_txt = d + "/ids.txt";
+  {
+    std::ofstream o(ids_txt);
+    for (int i = 0; i < T; ++i) o << f.token_ids[i] << (i % 3 == 2 ? ",\n" : " ");  // spaces, commas, newlines
+  }
+  const std::string c = d + "/c.h5";
+  r = run({"capture", *model_, "--ids", ids_txt, "--temp", "0.5", "--compare", "standard", "--layers", "1", "--heads",
+           "0,2", "-o", c});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const CaptureFile o = read_capture(c);
+  EXPECT_EQ(o.token_ids, f.token_ids);
+  EXPECT_EQ(o.pieces, f.pieces);
+  EXPECT_EQ(o.n_prompt_tokens, 0) << "capture --ids does not know where a prompt ended";
+  ASSERT_EQ(o.runs.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    SCOPED_TRACE(f.runs[k].name);
+    EXPECT_EQ(o.runs[k].name, f.runs[k].name);
+    EXPECT_EQ(o.runs[k].probs, f.runs[k].probs);
+    ASSERT_EQ(o.runs[k].metrics.size(), f.runs[k].metrics.size());
+    for (size_t i = 0; i < f.runs[k].metrics.size(); ++i) {  // relevant_mass is NaN: no relevant keys
+      const float x = o.runs[k].metrics[i], y = f.runs[k].metrics[i];
+      ASSERT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << i << ": " << x << " vs " << y;
+    }
+    ASSERT_EQ(o.runs[k].token_nll.size(), f.runs[k].token_nll.size());
+    for (int i = 0; i + 1 < T; ++i) EXPECT_EQ(o.runs[k].token_nll[i], f.runs[k].token_nll[i]) << i;
+  }
+  ASSERT_EQ(o.comparisons.size(), 1u);
+  EXPECT_EQ(o.comparisons[0].kl, f.comparisons[0].kl);
+  EXPECT_EQ(o.comparisons[0].js, f.comparisons[0].js);
+
+  r = run({"inspect", g});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(std::to_string(T) + " tokens (" + std::to_string(P) + " prompt + " +
+                               std::to_string(T - P) + " generated)"));
+  EXPECT_THAT(r.out, HasSubstr("[" + f.pieces[P - 1] + "] || [" + f.pieces[P] + "]"));
+  for (const RunCapture& run_ : f.runs) {
+    SCOPED_TRACE(run_.name);
+    const InspectLosses l = inspect_losses(r.out, run_.name);
+    EXPECT_NEAR(l.prompt, mean_of(run_.token_nll, 0, P - 1), 5.1e-5);  // printed with 4 decimals
+    EXPECT_NEAR(l.generated, mean_of(run_.token_nll, P - 1, T - 1), 5.1e-5);
+  }
+  // The generated tokens are greedy picks of focal_t0.5: far more likely under it than the prompt's tokens.
+  EXPECT_LT(inspect_losses(r.out, "focal_t0.5").generated, inspect_losses(r.out, "focal_t0.5").prompt);
+
+  // Without the boundary (capture --ids) the whole sequence is prompt: one loss over every prediction.
+  r = run({"inspect", c});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(Not(HasSubstr("generated")), Not(HasSubstr("||"))));
+  const InspectLosses all = inspect_losses(r.out, "standard");
+  EXPECT_NEAR(all.prompt, mean_of(o.runs[1].token_nll, 0, T - 1), 5.1e-5);
+  EXPECT_TRUE(std::isnan(all.generated));
+}
+
+// capture --ids: bad files are one error naming the option, the file and the offending item; nothing is written.
+TEST_F(CliTest, CaptureIdsRefusesBadFilesClearly) {
+  const std::string d = out_dir("ids_errors");
+  const std::string o = d + "/x.h5";
+  const std::string files = *root_ + "/ids_files";
+  ASSERT_EQ(mkdir(files.c_str(), 0755), 0);
+  auto file = [&](const std::string& name, const std::string& text) {
+    const std::string p = files + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  };
+  const std::string good = file("good.txt", "1 5 9\n");
+  expect_failure({"capture", *model_, "--ids", good, "--prompt", kPrompt, "-o", o}, 2, {"--ids", "--prompt"}, d);
+  expect_failure({"capture", *model_, "--ids", good, "--prompt-file", good, "-o", o}, 2, {"--ids"}, d);
+  expect_failure({"capture", *model_, "--ids", files + "/none.txt", "-o", o}, 1, {"--ids", files + "/none.txt"}, d);
+  const std::string word = file("word.txt", "1 5 x9 3");
+  expect_failure({"capture", *model_, "--ids", word, "-o", o}, 1, {"--ids", word, "item 2", "'x9'"}, d);
+  const std::string frac = file("frac.txt", "1,2.5");
+  expect_failure({"capture", *model_, "--ids", frac, "-o", o}, 1, {frac, "item 1", "'2.5'"}, d);
+  const std::string empty = file("empty.txt", " \n, \n");
+  expect_failure({"capture", *model_, "--ids", empty, "-o", o}, 1, {empty, "no token ids"}, d);
+  // The model's vocabulary is 384 (tok.model): ids 0..383.
+  const std::string big = file("big.txt", "1 2 383 384 5");
+  expect_failure({"capture", *model_, "--ids", big, "-o", o}, 1, {big, "position 3", "id 384", "0..383"}, d);
+  const std::string neg = file("neg.txt", "-1 2");
+  expect_failure({"capture", *model_, "--ids", neg, "-o", o}, 1, {neg, "position 0", "id -1"}, d);
+  std::string long_ids;
+  for (int i = 0; i < 17; ++i) long_ids += "7 ";
+  const std::string too_long = file("long.txt", long_ids);
+  expect_failure({"capture", *short_model_, "--ids", too_long, "-o", o}, 1, {too_long, "17 tokens", "16"}, d);
+  // generate --compare records a second run in the capture, so it needs one; a bad spec fails before generating.
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--compare", "standard"}, 2,
+                 {"--compare", "--capture"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--compare", "sideways", "--capture", o}, 2,
+                 {"--compare"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--compare", "focal:0", "--capture", o}, 1,
+                 {"--compare"}, d);
+  // A good file runs, the ids exactly as given (no BOS added).
+  const CliResult r = run({"capture", *model_, "--ids", good, "--store", "metrics", "-o", o});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_capture(o).token_ids, (std::vector<int32_t>{1, 5, 9}));
+}
+
 // ---- errors ----
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

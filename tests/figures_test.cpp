@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -820,6 +822,68 @@ TEST(FigureData, ScoresOnlyCapturesAreReTemperedToTheStoredProbabilities) {
   o.dpi = 72;
   EXPECT_EQ(render_figure_files("distribution", {files().capture}, o, Format::kSvg),
             render_figure_files("distribution", {files().scores_only}, o, Format::kSvg));
+}
+
+// The boundary lines a figure drew: the crimson dashed segments (plot.h draw_boundary) as x0, y0, x1, y1.
+std::vector<std::array<double, 4>> boundary_segments(const std::string& svg) {
+  std::vector<std::array<double, 4>> segs;
+  const std::regex path(
+      R"re(stroke:rgb\(80%,10%,35%\);[^"]*stroke-dasharray[^"]*" d="M ([-0-9.e]+) ([-0-9.e]+) L ([-0-9.e]+) ([-0-9.e]+) ")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), path); it != std::sregex_iterator(); ++it)
+    segs.push_back({std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4])});
+  return segs;
+}
+
+// A generation capture's figures mark where the prompt ends. The heatmap: per panel a row edge and a column edge at
+// the first generated position P, meeting on the diagonal, so that the row edge's length over the column edge's is
+// P / (T - P) (cells are square), and the label names P. The distribution: a line before key P in each panel when
+// the drawn keys straddle P, and "(generated)" in the title of a generated query. A capture of a prompt alone draws
+// none.
+TEST(FigureData, GenerationBoundaryIsMarkedWherePositionsAreDrawn) {
+  CaptureFile f = make_capture(true, false);
+  const int T = f.n_tokens(), P = 8;
+  FigureOptions o;
+  o.layer = 1;
+  o.head = 0;
+  o.runs = {"standard"};
+  const std::string plain = render_figure("heatmap", {{&f, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_TRUE(boundary_segments(plain).empty());
+  EXPECT_THAT(plain, Not(HasSubstr("generated")));
+  f.n_prompt_tokens = P;
+  for (int panels : {1, 2}) {
+    o.runs = panels == 1 ? std::vector<std::string>{"standard"} : std::vector<std::string>{"standard", "focal_t0.4"};
+    const std::string svg = render_figure("heatmap", {{&f, nullptr, ""}}, o, Format::kSvg);
+    EXPECT_THAT(svg, HasSubstr(">generated from 8<"));
+    const auto segs = boundary_segments(svg);
+    ASSERT_EQ(segs.size(), 2u * panels);
+    for (int p = 0; p < panels; ++p) {
+      const auto& row = segs[2 * p];
+      const auto& col = segs[2 * p + 1];
+      EXPECT_DOUBLE_EQ(row[1], row[3]);   // horizontal, at query P
+      EXPECT_DOUBLE_EQ(col[0], col[2]);   // vertical, at key P
+      EXPECT_NEAR(row[2], col[0], 1e-6);  // they meet on the diagonal
+      EXPECT_NEAR(row[3], col[1], 1e-6);
+      EXPECT_NEAR((row[2] - row[0]) / (col[3] - col[1]), (double)P / (T - P), 1e-3);  // SVG: 1/256 pt steps
+    }
+  }
+  // Nothing generated (n_prompt_tokens = T): no mark.
+  f.n_prompt_tokens = T;
+  EXPECT_TRUE(boundary_segments(render_figure("heatmap", {{&f, nullptr, ""}}, o, Format::kSvg)).empty());
+
+  f.n_prompt_tokens = P;
+  o.runs = {"standard", "focal_t0.4"};
+  o.query = 12;
+  std::string svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_EQ(boundary_segments(svg).size(), 2u);  // one per panel
+  EXPECT_THAT(svg, HasSubstr("(generated)"));
+  for (const auto& s : boundary_segments(svg)) EXPECT_DOUBLE_EQ(s[0], s[2]);
+  o.query = 5;  // its keys 0..5 are all prompt
+  svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_TRUE(boundary_segments(svg).empty());
+  EXPECT_THAT(svg, Not(HasSubstr("generated")));
+  o.query = 12;
+  o.key_first = P;  // the drawn keys start at P: no prompt key to the left of a line
+  EXPECT_TRUE(boundary_segments(render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg)).empty());
 }
 
 TEST(FigureData, DroppingTheSinkRenormalises) {

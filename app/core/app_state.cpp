@@ -330,7 +330,8 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   jobs.cancel("run_b");
   file.token_ids = std::move(ids);
   file.pieces.clear();
-  file.relevant.clear();  // positions of the old tokens
+  file.relevant.clear();     // positions of the old tokens
+  file.n_prompt_tokens = 0;  // new tokens are a prompt; capture_generation marks a generation's boundary after this
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
   for (int32_t id : file.token_ids) file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));
   for (auto& s : slots) {
@@ -537,6 +538,7 @@ void AppState::generate(int n_new, float sample_temp) {
   g->layer = sel_layer;
   g->n_heads = cfg_.n_heads;
   g->prompt_len = (int)prompt_ids.size();
+  g->prompt_ids = prompt_ids;
   g->running = true;
   gen = g;
   jobs.submit("generate", "generate " + std::to_string(n_new) + " tokens",
@@ -560,6 +562,27 @@ void AppState::generate(int n_new, float sample_temp) {
                   g->running = false;
                 };
               });
+}
+
+void AppState::capture_generation() {
+  if (!gen) return notify("capture generation: generate some tokens first (Generation tab)", true);
+  std::vector<int32_t> ids;
+  int n_prompt = 0;
+  {
+    std::lock_guard<std::mutex> lk(gen->mu);
+    if (gen->running) return notify("capture generation: the generation is still running", true);
+    if (gen->ids.empty()) return notify("capture generation: nothing was generated", true);
+    ids = gen->prompt_ids;
+    n_prompt = (int)ids.size();
+    ids.insert(ids.end(), gen->ids.begin(), gen->ids.end());
+  }
+  if (!has_model()) return notify("capture generation: load a model first", true);
+  if (const focal::Tokenizer* tok = slots[0].model->tokenizer()) prompt = tok->decode(ids);
+  apply_tokens(std::move(ids));
+  file.n_prompt_tokens = n_prompt;
+  notify("capture of prompt + generated tokens: positions 0.." + std::to_string(n_prompt - 1) + " are the prompt, " +
+             std::to_string(n_prompt) + ".." + std::to_string(n_tokens() - 1) + " were generated",
+         false);
 }
 
 // ---------------------------------------------------------------- export

@@ -78,7 +78,8 @@ struct SweepResult {
 struct GenStream {
   std::mutex mu;
   int layer = 0, n_heads = 0, prompt_len = 0;
-  std::vector<int32_t> ids;  // generated ids
+  std::vector<int32_t> prompt_ids;  // [prompt_len] the tokens generation started from
+  std::vector<int32_t> ids;         // generated ids
   std::vector<std::string> pieces;
   std::vector<std::vector<float>> rows;  // per step: [n_heads, prompt_len + step + 1]
   bool running = false;
@@ -130,6 +131,9 @@ class AppState {
   bool busy() const { return !jobs.idle(); }
   void run_sweep(float t_min, float t_max, int n);
   void generate(int n_new, float sample_temp);
+  // Makes the finished generation the session's tokens: prompt + generated ids, with file.n_prompt_tokens marking
+  // where the prompt ends, and runs A and B over exactly those tokens (export writes them as a generation capture).
+  void capture_generation();
 
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
@@ -137,8 +141,10 @@ class AppState {
   // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run, or with kInductionScore its
   // induction score (NaN if absent).
   float head_metric(int side, int layer, int head, int metric) const;
-  // Mean next-token loss of the prompt in nats (NaN if not run).
+  // Mean next-token loss of the prompt in nats, over the prompt's tokens only (file.prompt_end()); NaN if not run.
   float prompt_loss(int side) const;
+  // Mean loss of the generated tokens after the prompt in nats; NaN if not run or nothing was generated.
+  float generated_loss(int side) const;
   // When one side runs the model's trained setting and the other a post-hoc temperature (two settings of one
   // model): a line naming both and the loss and perplexity each gives; else empty.
   std::string posthoc_banner() const;

@@ -217,7 +217,13 @@ float AppState::head_metric(int side, int layer, int head, int metric) const {
 float AppState::prompt_loss(int side) const {
   const Slot& s = slots[side];
   if (!s.run) return std::numeric_limits<float>::quiet_NaN();
-  return (float)focal::prompt_loss(*s.run);
+  return (float)focal::prompt_loss(*s.run, file.prompt_end());
+}
+
+float AppState::generated_loss(int side) const {
+  const Slot& s = slots[side];
+  if (!s.run || !file.has_generated()) return std::numeric_limits<float>::quiet_NaN();
+  return (float)focal::generated_loss(*s.run, file.prompt_end());
 }
 
 }  // namespace focalscope

@@ -108,7 +108,7 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
       {"screenshot", {1, 2}}, {"export", {1, 1}},      {"figure", {2, 2}},    {"sweep", {0, 0}},
       {"generate", {1, 1}},   {"resize", {2, 2}},      {"quit", {0, 0}},      {"truncate", {0, 0}},
       {"tab", {1, 1}},        {"relevant", {1, 1}},    {"keys", {1, 1}},      {"set-temp", {3, 4}},
-      {"corpus-doc", {1, 1}}, {"edit-prompt", {0, 0}}, {"spec", {1, 2}}};
+      {"corpus-doc", {1, 1}}, {"edit-prompt", {0, 0}}, {"spec", {1, 2}},      {"capture-generation", {0, 0}}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;

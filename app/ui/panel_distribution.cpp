@@ -100,6 +100,12 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
         dl->AddRectFilled(ImVec2(x0, Y(v)), ImVec2(x1, p1.y), (col_run(s) & 0x00FFFFFF) | alpha);
       }
     }
+    // A generation capture: a line before the first generated key (keys from there on were generated).
+    if (const int g = st.file.prompt_end(); st.file.has_generated() && g > k0 && g <= k1) {
+      const float xg = p0.x + W * (float)(g - k0) / n;
+      dl->AddLine(ImVec2(xg, p0.y), ImVec2(xg, p1.y), col_generated(), 1.5f);
+      dl->AddText(ImVec2(xg + 3, p0.y + 1), col_generated(), "generated");
+    }
     // The top keys (by the larger of A and B) named above their bars, without overlapping.
     std::vector<std::pair<float, int>> top;
     for (int k = k0; k <= k1; ++k) {

@@ -8,6 +8,13 @@
 
 namespace focalscope {
 
+namespace {
+bool steps_done(const std::shared_ptr<GenStream>& g) {
+  std::lock_guard<std::mutex> lk(g->mu);
+  return !g->ids.empty();
+}
+}  // namespace
+
 void draw_generation(Ui& ui) {
   AppState& st = ui.st;
   ImGui::SetNextItemWidth(120);
@@ -38,6 +45,14 @@ void draw_generation(Ui& ui) {
     layer = g->layer;
     n_heads = g->n_heads;
     plen = g->prompt_len;
+  }
+  if (!running && steps_done(g)) {
+    ImGui::SameLine();
+    if (ImGui::Button("Capture prompt + generated")) st.capture_generation();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Run A and B over exactly the prompt and the generated tokens; the token strip, the heatmap "
+          "and the Output tab mark where generation begins, and export writes a generation capture");
   }
   ImGui::TextWrapped("%s%s", text.c_str(), running ? " ..." : "");
   const int head = std::min(st.sel_head, n_heads - 1);
@@ -75,6 +90,11 @@ void draw_generation(Ui& ui) {
   const float h = std::max(20.0f, avail.y - 2 * ImGui::GetTextLineHeightWithSpacing());
   // ImGui carries an OpenGL texture name in its pointer-typed ImTextureID.
   ImGui::Image((ImTextureID)(intptr_t)ui.gen_tex.id, ImVec2(avail.x, h));  // NOLINT(performance-no-int-to-ptr)
+  {  // where the prompt ends: keys from plen on were generated
+    const ImVec2 mn = ImGui::GetItemRectMin();
+    const float xg = mn.x + avail.x * (float)plen / (float)width;
+    ImGui::GetWindowDrawList()->AddLine(ImVec2(xg, mn.y), ImVec2(xg, mn.y + h), col_generated(), 1.5f);
+  }
   if (ImGui::IsItemHovered()) {
     const ImVec2 mn = ImGui::GetItemRectMin();
     const int k = (int)((ImGui::GetIO().MousePos.x - mn.x) / avail.x * width);

@@ -124,6 +124,18 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       if (yq >= 0 && yq <= 1)
         dl->AddLine(ImVec2(p0.x, p0.y + (float)yq * side_px), ImVec2(p1.x, p0.y + (float)yq * side_px),
                     IM_COL32(255, 255, 255, 110), 1.0f);
+      // A generation capture: the first generated position P as a row edge (queries from P on) and a column edge
+      // (keys from P on), each to the diagonal, clipped to the view.
+      if (st.file.has_generated() && st.file.n_tokens() == T) {
+        const double g = st.file.prompt_end();
+        const float xg = p0.x + (float)((g - v.k0) / (v.k1 - v.k0)) * side_px;
+        const float yg = p0.y + (float)((g - v.q0) / (v.q1 - v.q0)) * side_px;
+        dl->PushClipRect(p0, p1, true);
+        dl->AddLine(ImVec2(p0.x, yg), ImVec2(std::min(xg, p1.x), yg), col_generated(), 1.5f);
+        dl->AddLine(ImVec2(xg, std::max(yg, p0.y)), ImVec2(xg, p1.y), col_generated(), 1.5f);
+        dl->PopClipRect();
+        ui.labels["heatmap.generated_from"] = {std::to_string(st.file.prompt_end())};
+      }
     } else {
       dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
       const char* msg = st.busy() ? "running the model..."
@@ -139,8 +151,9 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 9.0f)
           st.select(st.sel_layer, st.sel_head, q);
         ImGui::BeginTooltip();
-        ImGui::Text("query %d '%s'", q, st.file.pieces[q].c_str());
-        ImGui::Text("key   %d '%s'", k, st.file.pieces[k].c_str());
+        const int gen_from = st.file.prompt_end();
+        ImGui::Text("query %d '%s'%s", q, st.file.pieces[q].c_str(), q >= gen_from ? " (generated)" : "");
+        ImGui::Text("key   %d '%s'%s", k, st.file.pieces[k].c_str(), k >= gen_from ? " (generated)" : "");
         const focal::ModelConfig* cfg = st.config();
         const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
         if (k > q) {

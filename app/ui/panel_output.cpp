@@ -1,5 +1,5 @@
 // What the model predicts: the top next tokens after the selected query position under A and B, and the prompt's
-// mean next-token loss under each.
+// mean next-token loss under each (over the prompt only; a generation capture's generated tokens on their own line).
 #include <cmath>
 
 #include "ui.h"
@@ -21,6 +21,13 @@ void draw_output(Ui& ui) {
       const focal::RunCapture& r = *st.slots[s].run;
       ImGui::TextColored(col_run_v4(s), "%s", run_title(st, s).c_str());
       ImGui::Text("prompt loss %.3f nats/token (ppl %.1f)", st.prompt_loss(s), std::exp(st.prompt_loss(s)));
+      if (st.file.has_generated()) {  // the generated tokens' own line: not part of the prompt's loss
+        const int P = st.file.prompt_end();
+        ImGui::TextColored(col_generated_v4(), "generated loss %.3f nats/token (tokens %d..%d)", st.generated_loss(s),
+                           P, T - 1);
+        ui.labels[s == 0 ? "output.generated_loss.a" : "output.generated_loss.b"] = {fmt("%.3f", st.generated_loss(s))};
+      }
+      ui.labels[s == 0 ? "output.prompt_loss.a" : "output.prompt_loss.b"] = {fmt("%.3f", st.prompt_loss(s))};
       if (q + 1 < T && (int)r.token_nll.size() == T)
         ImGui::TextDisabled("actual next '%s': -ln p = %.3f", st.file.pieces[q + 1].c_str(), r.token_nll[q]);
       const int K = T ? (int)(r.topk_ids.size() / T) : 0;

@@ -132,6 +132,12 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     const bool diff = st.view.show == ViewRun::kDiff && !rows.p[0].empty() && !rows.p[1].empty();
     ImGui::TextDisabled("attention from the selected query (outlined), layer %d head %d, %s", st.sel_layer, st.sel_head,
                         diff ? "B - A" : side_name(side));
+    const int gen_from = st.file.has_generated() ? st.file.prompt_end() : T;  // first generated position
+    if (gen_from < T) {  // a generation capture: the prompt ends where the crimson bar stands
+      ImGui::SameLine();
+      ImGui::TextColored(col_generated_v4(), "| generated from position %d (marked on top)", gen_from);
+      ui.labels["tokens.generated_from"] = {std::to_string(gen_from)};
+    }
     ImGui::BeginChild("tokens", ImVec2(0, 0), false);
     ui.record_rect("tokens");
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -209,6 +215,12 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       dl->AddRectFilled(p0, p1, bg, 3.0f);
       if (relevant)  // a relevant key: an amber bar under the token
         dl->AddRectFilled(ImVec2(p0.x + 1, p1.y - 3.0f), ImVec2(p1.x - 1, p1.y), IM_COL32(255, 190, 40, 255), 1.0f);
+      if (k >= gen_from) {  // a generated token: a crimson bar on top, and a post before the first one
+        dl->AddRectFilled(ImVec2(p0.x + 1, p0.y), ImVec2(p1.x - 1, p0.y + 3.0f), col_generated(), 1.0f);
+        if (k == gen_from)
+          dl->AddRectFilled(ImVec2(p0.x - gap_x - 1.0f, p0.y - 2.0f), ImVec2(p0.x - 0.5f, p1.y + 2.0f),
+                            col_generated());
+      }
       if (k == q)
         dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0,
                     2.0f);
@@ -219,6 +231,7 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       if (hovered) {
         ImGui::BeginTooltip();
         ImGui::Text("key %d '%s'  <-  query %d '%s'", k, st.file.pieces[k].c_str(), q, st.file.pieces[q].c_str());
+        if (k >= gen_from) ImGui::TextColored(col_generated_v4(), "generated (step %d after the prompt)", k - gen_from);
         for (int s = 0; s < 2; ++s)
           if (!rows.p[s].empty() && k <= q)
             ImGui::TextColored(col_run_v4(s), "p %s = %.4f", side_name(s), rows.p[s][(size_t)q * T + k]);

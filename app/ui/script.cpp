@@ -172,6 +172,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         ui.force_tab = 2;
       } else if (c.name == "generate") {
         st.generate((int)number(c.args[0], where), 0.0f);
+      } else if (c.name == "capture-generation") {  // A and B over the last generation's prompt + generated tokens
+        st.capture_generation();
       } else if (c.name == "resize") {
         glfwSetWindowSize(win, (int)number(c.args[0], where), (int)number(c.args[1], where));
         ++pc_;

@@ -92,6 +92,9 @@ ImU32 col_run(int side);  // A blue, B vermillion (Okabe-Ito, as the figures)
 ImU32 col_viridis(double t);
 ImU32 col_diverging(double t);
 ImVec4 col_run_v4(int side);
+// The prompt / generation boundary of a generation capture (crimson, as the figures' boundary line).
+ImU32 col_generated();
+ImVec4 col_generated_v4();
 const char* side_name(int side);                      // "A", "B"
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);

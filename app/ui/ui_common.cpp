@@ -63,6 +63,8 @@ void Texture::release() {
 static ImU32 to_u32(focal::figures::Rgb8 c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
 ImU32 col_run(int side) { return to_u32(focal::figures::category8(side)); }
 ImVec4 col_run_v4(int side) { return ImGui::ColorConvertU32ToFloat4(col_run(side)); }
+ImU32 col_generated() { return IM_COL32(240, 64, 128, 255); }
+ImVec4 col_generated_v4() { return ImGui::ColorConvertU32ToFloat4(col_generated()); }
 ImU32 col_viridis(double t) { return to_u32(focal::figures::viridis8(t)); }
 ImU32 col_diverging(double t) { return to_u32(focal::figures::diverging8(t)); }
 const char* side_name(int side) { return side == 0 ? "A" : "B"; }

@@ -128,6 +128,7 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   std::string auto_title =
       "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " + std::to_string(query);
   if (!f0.pieces.empty()) auto_title += " " + quoted(token_label(f0.pieces[query], 16));
+  if (query >= f0.prompt_end()) auto_title += " (generated)";
   if (runs.size() == 1) auto_title = runs[0].label + ": l" + auto_title.substr(1);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
@@ -175,6 +176,13 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
       placed.push_back({x - w / 2, x + w / 2});
       const double ty = std::max(y(v) - 1.0, plot.y + kTopKeySize);
       c.text(s, x, ty, kTopKeySize, 0.5, 0.0, 0, false, kInk);
+    }
+    // A generation capture: a line before the first generated key P (keys from P on were generated).
+    const int gen = f0.prompt_end();
+    if (f0.has_generated() && gen > k0 && gen <= k1) {
+      const double xg = xs[gen - k0] - slot / 2;
+      draw_boundary(c, xg, plot.y, xg, plot.bottom());
+      if (p == 0) draw_boundary_label(c, "generated \xE2\x86\x92", xg + 2.0, plot.y + kTickSize);  // →
     }
     draw_left_axis(c, plot, yt, y);
     c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);

@@ -192,6 +192,17 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
         c.text(labels[i], area.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
       }
     if (n_panels > 1) c.text(runs[p].label, area.x, area.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, kInk);
+    // A generation capture: the first generated position P, as a row edge (queries from P on were generated) and a
+    // column edge (keys from P on), each running to the diagonal; labelled in the empty upper triangle.
+    const int gen = f0.prompt_end() - first;
+    if (f0.has_generated() && gen > 0 && gen < n) {
+      const double cell = side / n, xg = area.x + gen * cell, yg = area.y + gen * cell;
+      draw_boundary(c, area.x, yg, xg, yg);
+      draw_boundary(c, xg, yg, xg, area.bottom());
+      const std::string label = "generated from " + std::to_string(f0.prompt_end());
+      const double lw = c.text_width(label, kTickSize - 0.5);
+      if (p == 0) draw_boundary_label(c, label, std::min(xg + 2.0, area.right() - lw), yg - 2.0);
+    }
   }
   const Rect all{left, top, n_panels * side + (n_panels - 1) * gap, side};
   draw_colorbar(c, scale.cs, all.right(), top, side);

@@ -153,6 +153,15 @@ void draw_x_title(Canvas& c, const Rect& plot, double y, const std::string& s) {
   c.text(s, plot.x + plot.w / 2, y, kLabelSize, 0.5, 1.0, 0, false, kInk);
 }
 
+void draw_boundary(Canvas& c, double x0, double y0, double x1, double y1) {
+  c.line(x0, y0, x1, y1, 1.6, {1.0, 1.0, 1.0});
+  c.line(x0, y0, x1, y1, 0.8, kBoundaryInk, true);
+}
+
+void draw_boundary_label(Canvas& c, const std::string& label, double lx, double ly) {
+  if (!label.empty()) c.text(label, lx, ly, kTickSize - 0.5, 0.0, 0.0, 0, false, kBoundaryInk);
+}
+
 std::string token_label(const std::string& piece, size_t max_chars) {
   std::string s = clean_utf8(piece);
   const size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');

@@ -56,6 +56,13 @@ void draw_bottom_axis(Canvas& c, const Rect& plot, const Ticks& t, const LinearM
 void draw_y_title(Canvas& c, double x, const Rect& plot, const std::string& s);
 void draw_x_title(Canvas& c, const Rect& plot, double y, const std::string& s);
 
+// The prompt / generation boundary of a generation capture (CaptureFile::prompt_end): a dashed ink line over a
+// white halo, visible on white and on every colour of a heat map; label (may be empty) in small ink type with its
+// left end at (lx, ly), baseline there.
+const Rgb kBoundaryInk{0.8, 0.1, 0.35};  // crimson: apart from the run colours and from viridis
+void draw_boundary(Canvas& c, double x0, double y0, double x1, double y1);
+void draw_boundary_label(Canvas& c, const std::string& label, double lx, double ly);
+
 // A token piece as an axis label: spaces trimmed (a space-only piece shows as ␣), at most max_chars characters
 // (longer pieces end in …).
 std::string token_label(const std::string& piece, size_t max_chars = 10);

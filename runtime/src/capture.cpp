@@ -185,12 +185,26 @@ double head_induction_score(const RunCapture& run, int n_heads, int T, int layer
   return cnt ? acc / cnt : std::numeric_limits<double>::quiet_NaN();
 }
 
-double prompt_loss(const RunCapture& run) {
-  const size_t T = run.token_nll.size();
-  if (T < 2) return std::numeric_limits<double>::quiet_NaN();
+namespace {
+// Mean of token_nll over positions [lo, hi); NaN when the range is empty.
+double mean_nll(const RunCapture& run, int lo, int hi) {
+  if (hi <= lo) return std::numeric_limits<double>::quiet_NaN();
   double nll = 0.0;
-  for (size_t i = 0; i + 1 < T; ++i) nll += run.token_nll[i];
-  return nll / (double)(T - 1);
+  for (int i = lo; i < hi; ++i) nll += run.token_nll[i];
+  return nll / (double)(hi - lo);
+}
+}  // namespace
+
+double prompt_loss(const RunCapture& run, int n_prompt) {
+  const int T = (int)run.token_nll.size();
+  const int end = n_prompt > 0 && n_prompt < T ? n_prompt : T;  // the prompt's tokens 0..end-1
+  return mean_nll(run, 0, end - 1);
+}
+
+double generated_loss(const RunCapture& run, int n_prompt) {
+  const int T = (int)run.token_nll.size();
+  if (n_prompt <= 0 || n_prompt >= T) return std::numeric_limits<double>::quiet_NaN();
+  return mean_nll(run, n_prompt - 1, T - 1);
 }
 
 size_t stored_row_offset(const RunCapture& run, size_t li, size_t hi, size_t qi, int T) {

@@ -1,6 +1,7 @@
 // Capture and sweep files (layout: docs/capture-format.md) over the HDF5 layer of h5_io.h, and CaptureFile::find_run.
 // Training logs and evaluation files are in train_eval_h5.cpp.
 
+#include <algorithm>
 #include <limits>
 #include <set>
 #include <string>
@@ -122,6 +123,9 @@ void check_capture(const Where& where, const CaptureFile& file) {
     if (file.relevant[i] < 0 || file.relevant[i] >= T)
       where.fail("relevant[" + std::to_string(i) + "] = " + std::to_string(file.relevant[i]) +
                  " is outside 0..n_tokens-1 (n_tokens = " + std::to_string(T) + ")");
+  if (file.n_prompt_tokens < 0 || file.n_prompt_tokens > T)
+    where.fail("n_prompt_tokens = " + std::to_string(file.n_prompt_tokens) +
+               " is outside 0..n_tokens (n_tokens = " + std::to_string(T) + ")");
   std::set<std::string> names;
   for (const RunCapture& run : file.runs) {
     check_run(where, run, file.n_layers, file.n_heads, T);
@@ -295,6 +299,7 @@ void write_capture(const CaptureFile& file, const std::string& path, bool probs_
     w.attr_i32(root, "/", "n_layers", file.n_layers);
     w.attr_i32(root, "/", "n_heads", file.n_heads);
     w.attr_i32(root, "/", "d_head", file.d_head);
+    if (file.n_prompt_tokens > 0) w.attr_i32(root, "/", "n_prompt_tokens", file.n_prompt_tokens);
 
     const hsize_t T = hsize_t(file.n_tokens());
     GroupId tokens = w.group(root, "tokens", "/tokens", false);
@@ -341,6 +346,9 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
   file.pieces = r.read_string_dataset(tokens.get(), "/tokens", "pieces");
   const std::vector<int> relevant = r.read_index(tokens.get(), "/tokens", "relevant", T, "the token count");
   file.relevant.assign(relevant.begin(), relevant.end());
+  // Absent in files written before generation captures recorded it: the whole sequence is the prompt.
+  if (r.has_attr(in.root(), "n_prompt_tokens"))
+    file.n_prompt_tokens = r.attr_int_in(in.root(), "/", "n_prompt_tokens", 1, std::max<int64_t>(1, (int64_t)T));
 
   GroupId runs = r.group(in.root(), "runs", "/runs");
   for (const std::string& name : r.children(runs.get(), "/runs"))
