@@ -62,8 +62,9 @@ commands:
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
 
 MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.json], tokenizer.json or
-tokenizer.model) or a .gguf file, of Llama 3.x, Qwen2, Mistral, Gemma 2, Phi-3, OLMo 2 or GPT-2; when it is left
-out, the bundled focal model assets/models/focal-t0.4 is used.
+tokenizer.model), a .gguf file, or a name ORG/NAME[@REVISION] resolved offline in the Hugging Face cache
+($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub; never downloaded); of Llama 3.x, Qwen2, Mistral,
+Gemma 2, Phi-3, OLMo 2 or GPT-2. When it is left out, the bundled focal model assets/models/focal-t0.4 is used.
 -v, --verbose with any command: informational notes on stderr (e.g. the device auto chose and why).
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";

@@ -5,6 +5,7 @@
 
 #include "error_controls.h"
 #include "focal/error.h"
+#include "focal/hf_cache.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -13,7 +14,7 @@ static void open_section(Ui& ui) {
   AppState& st = ui.st;
   section("Model or capture");
   ImGui::SetNextItemWidth(-60);
-  const bool enter = ImGui::InputTextWithHint("##path", "model dir, .gguf or capture .h5", ui.path_buf,
+  const bool enter = ImGui::InputTextWithHint("##path", "model dir, .gguf, ORG/NAME or capture .h5", ui.path_buf,
                                               sizeof ui.path_buf, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
   if (ImGui::Button("Open") || enter) st.open_path(ui.path_buf);
@@ -27,6 +28,19 @@ static void open_section(Ui& ui) {
         }
       ImGui::EndCombo();
     }
+  }
+  // Models in the Hugging Face cache, by name (resolved offline; focalscope never downloads). The cache is read
+  // only while the list is open.
+  ImGui::SetNextItemWidth(-60);
+  if (ImGui::BeginCombo("cached", "Hugging Face cache")) {
+    const std::vector<std::string> names = focal::hf_cached_models();
+    if (names.empty()) ImGui::TextDisabled("no models in %s", focal::hf_hub_cache_dir().c_str());
+    for (const std::string& n : names)
+      if (ImGui::Selectable(n.c_str())) {
+        std::snprintf(ui.path_buf, sizeof ui.path_buf, "%s", n.c_str());
+        st.open_path(n);
+      }
+    ImGui::EndCombo();
   }
   ImGui::TextDisabled("or drop a folder / file onto the window");
   // Where models run; changing it reloads the open model there.

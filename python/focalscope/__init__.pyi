@@ -1,7 +1,8 @@
 # Type stubs of the focalscope package: everything is the extension module focalscope._core (its stubs, _core.pyi,
 # are generated from the bindings at build time).
 from ._core import (Capture as Capture, FocalError as FocalError, Figure as Figure, Generation as Generation,
-                    Model as Model, Sweep as Sweep, TempSpec as TempSpec, cuda_built as cuda_built, load as load,
+                    Model as Model, Sweep as Sweep, TempSpec as TempSpec, cached_models as cached_models,
+                    cuda_built as cuda_built, load as load,
                     metric_names as metric_names, open_capture as open_capture, open_sweep as open_sweep,
                     show as show, version as version)
 

@@ -1,6 +1,7 @@
 // focalscope.Model, Generation and load(): a loaded model, its tokenizer, and its runs (py_runs.h).
 #include "focal/device.h"
 #include "focal/error.h"
+#include "focal/hf_cache.h"
 #include "py_bindings.h"
 #include "py_convert.h"
 #include "py_runs.h"
@@ -23,10 +24,9 @@ void bind_model(nb::module_& mod) {
       .def("__repr__",
            [](const PyGeneration& g) { return "<focalscope.Generation " + std::to_string(g.ids.size()) + " tokens>"; });
 
-  nb::class_<PyModel>(
-      mod, "Model",
-      "A loaded LLaMA-family model (a Hugging Face directory or a .gguf file) on the CPU or a CUDA device. "
-      "Made by load(). Runs release the GIL; Ctrl-C cancels a run between layers (KeyboardInterrupt).")
+  nb::class_<PyModel>(mod, "Model",
+                      "A loaded model (a Hugging Face directory or name, or a .gguf file) on the CPU or a CUDA device. "
+                      "Made by load(). Runs release the GIL; Ctrl-C cancels a run between layers (KeyboardInterrupt).")
       .def("__repr__",
            [](const PyModel& m) {
              return "<focalscope.Model " + m.model->path() + ": " + std::to_string(m.cfg().n_layers) + " layers x " +
@@ -138,10 +138,11 @@ void bind_model(nb::module_& mod) {
       "load",
       [](const fs::path& p, const std::string& device, const std::string& precision) {
         const std::string path = path_str(p);
-        if (!fs::exists(p))
+        if (!fs::exists(p) && !focal::is_hf_model_name(path))
           raise(PyExc_FileNotFoundError,
                 "load: no such model: '" + path +
-                    "' (give a Hugging Face model directory with config.json, or a .gguf file)");
+                    "' (give a Hugging Face model directory with config.json, a .gguf file, or a name ORG/NAME "
+                    "cached by huggingface_hub)");
         focal::Device d;
         try {
           d = focal::parse_device(device);
@@ -158,8 +159,9 @@ void bind_model(nb::module_& mod) {
         return m;
       },
       "path"_a, "device"_a = "auto", "precision"_a = "auto",
-      "Loads a model: a Hugging Face LLaMA-family directory (config.json, safetensors, tokenizer.model) or a "
-      "llama-architecture .gguf file. device: 'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'. precision: "
+      "Loads a model: a Hugging Face model directory (config.json, safetensors, tokenizer), a .gguf file, or "
+      "a name 'ORG/NAME' or 'ORG/NAME@REVISION' resolved offline in the Hugging Face cache (never downloaded). device: "
+      "'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'. precision: "
       "'auto' (fast on the GPU for 16-bit and quantized weights, else exact), 'exact' or 'fast' (as focal "
       "--precision).");
 }

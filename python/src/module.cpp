@@ -6,6 +6,7 @@
 #include "focal/capture.h"
 #include "focal/device.h"
 #include "focal/error.h"
+#include "focal/hf_cache.h"
 #include "focal/model.h"
 #include "py_bindings.h"
 #include "py_convert.h"
@@ -22,6 +23,9 @@ NB_MODULE(_core, mod) {
   mod.def(
       "version", [] { return std::string(focal::version()); }, "The runtime's version string, e.g. '0.1.0'.");
   mod.def("cuda_built", &focal::cuda_built, "True when this build has the CUDA backend.");
+  mod.def("cached_models", &focal::hf_cached_models,
+          "Names ('ORG/NAME') of the models in the local Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
+          "~/.cache/huggingface/hub); load() takes them. focalscope never downloads.");
   mod.def("metric_names", &py::metric_names,
           "Names of the last axis of every metrics array, in order: entropy_nats, entropy_norm, eff_support, max_prob, "
           "topk_mass, tail_mass, sink_mass, relevant_mass (docs/metrics.md).");

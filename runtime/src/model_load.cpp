@@ -14,6 +14,7 @@
 
 #include "arch_table.h"
 #include "focal/error.h"
+#include "focal/hf_cache.h"
 #include "focal_kernels/quant.h"
 #include "model_internal.h"
 #include "gguf_model.h"
@@ -231,9 +232,12 @@ void check_all_bound(const TensorMap& all, const std::set<std::string>& used, co
 std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, const LoadOptions& options) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::string note;
+  dir = resolve_model_path(dir, &note);  // ORG/NAME[@REVISION]: its snapshot in the Hugging Face cache
   std::unique_ptr<Model> m(new Model());
   m->path_ = dir;
   OpenedFiles files = open_model_files(dir);
+  if (!note.empty()) files.cfg.warnings.push_back(note);
   const ArchSpec& spec = arch_spec(files.cfg.arch.name);
   const bool has_tau_w = check_config_against_tensors(files, spec);
   check_budget(files.all, dir, options);

@@ -1,0 +1,144 @@
+// Models by their Hugging Face name (focal/hf_cache.h): a hub cache laid out as huggingface_hub lays it out (refs/,
+// snapshots/ of symlinks into blobs/), built here from the bundled model; resolution by name, revision and commit,
+// the errors for what is not cached, a local directory of the same name winning, and `focal info ORG/NAME`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "focal/error.h"
+#include "focal/hf_cache.h"
+#include "focal/model.h"
+#include "test_util.h"
+
+#ifndef FOCAL_CLI_PATH
+#error "FOCAL_CLI_PATH must name the built focal binary"
+#endif
+
+namespace focal {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const std::string kBundled = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
+
+// HUB/models--focal--tiny: refs/main -> kCommit, refs/v1 -> kCommit, snapshots/kCommit/FILE -> ../../blobs/HASH_i.
+class HfCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("focal_hf_" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    hub_ = root_ / "hub";
+    const fs::path repo = hub_ / "models--focal--tiny";
+    fs::create_directories(repo / "refs");
+    fs::create_directories(repo / "blobs");
+    fs::create_directories(repo / "snapshots" / kCommit);
+    std::ofstream(repo / "refs" / "main") << kCommit;  // no newline, as huggingface_hub writes it
+    std::ofstream(repo / "refs" / "v1") << kCommit << "\n";
+    int i = 0;
+    for (const auto& e : fs::directory_iterator(kBundled)) {
+      if (!e.is_regular_file()) continue;
+      const std::string blob = "blob" + std::to_string(i++);
+      fs::copy_file(e.path(), repo / "blobs" / blob);
+      fs::create_symlink(fs::path("../../blobs") / blob, repo / "snapshots" / kCommit / e.path().filename());
+    }
+    fs::create_directories(hub_ / "models--other--thing" / "snapshots" / "abc");
+    setenv("HF_HUB_CACHE", hub_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("HF_HUB_CACHE");
+    fs::remove_all(root_);
+  }
+  fs::path root_, hub_;
+};
+
+TEST(HfName, TellsNamesFromPaths) {
+  for (const char* s : {"meta-llama/Llama-3.2-1B", "org/name@main", "HuggingFaceTB/SmolLM2-135M@0123abc", "a/b"})
+    EXPECT_TRUE(is_hf_model_name(s)) << s;
+  for (const char* s :
+       {"model", "/abs/path", "./rel/dir", "a/b/c", "../x/y", "~/x", "a/", "/b", "a/b@", "a/b@x/y", "a b/c"})
+    EXPECT_FALSE(is_hf_model_name(s)) << s;
+}
+
+TEST(HfName, CacheDirFollowsHuggingfaceHub) {
+  unsetenv("HF_HUB_CACHE");
+  setenv("HF_HOME", "/opt/hf", 1);
+  EXPECT_EQ(hf_hub_cache_dir(), "/opt/hf/hub");
+  setenv("HF_HUB_CACHE", "/data/hub", 1);
+  EXPECT_EQ(hf_hub_cache_dir(), "/data/hub");
+  unsetenv("HF_HUB_CACHE");
+  unsetenv("HF_HOME");
+  EXPECT_EQ(hf_hub_cache_dir(), std::string(std::getenv("HOME")) + "/.cache/huggingface/hub");
+}
+
+TEST_F(HfCacheTest, NameRevisionAndCommitResolveToTheSnapshot) {
+  const std::string snap = (hub_ / "models--focal--tiny" / "snapshots" / kCommit).string();
+  EXPECT_EQ(resolve_model_path("focal/tiny"), snap);
+  EXPECT_EQ(resolve_model_path("focal/tiny@v1"), snap);
+  EXPECT_EQ(resolve_model_path(std::string("focal/tiny@") + kCommit), snap);
+  EXPECT_EQ(hf_cached_models(), (std::vector<std::string>{"focal/tiny", "other/thing"}));
+  // The model loads by name and computes what the bundled directory computes (the same files).
+  auto by_name = Model::load("focal/tiny", Device::kCpu);
+  auto by_path = Model::load(kBundled, Device::kCpu);
+  EXPECT_EQ(by_name->path(), snap);
+  EXPECT_EQ(by_name->weights_checksum(), by_path->weights_checksum());
+}
+
+TEST_F(HfCacheTest, WhatIsNotCachedIsOneErrorListingCloseNames) {
+  try {
+    resolve_model_path("focal/tiyn");
+    FAIL() << "an uncached name resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("'focal/tiyn'"), HasSubstr("close to it: focal/tiny"),
+                                HasSubstr("never downloads"), HasSubstr(hub_.string())));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("other/thing")));
+  }
+  try {
+    resolve_model_path("focal/tiny@v2");
+    FAIL() << "a missing revision resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("revision 'v2'"), HasSubstr(kCommit), HasSubstr("--revision v2")));
+  }
+  EXPECT_EQ(resolve_model_path("no/such/path"), "no/such/path");  // not a name: the loader reports it missing
+}
+
+TEST_F(HfCacheTest, ALocalDirectoryOfTheSameNameWinsAndSaysSo) {
+  const fs::path cwd = fs::current_path();
+  fs::create_directories(root_ / "work" / "focal");
+  fs::create_directory_symlink(kBundled, root_ / "work" / "focal" / "tiny");
+  fs::current_path(root_ / "work");
+  std::string note;
+  EXPECT_EQ(resolve_model_path("focal/tiny", &note), "focal/tiny");
+  EXPECT_THAT(note, AllOf(HasSubstr("also a model in the Hugging Face cache"), HasSubstr("the path is used")));
+  fs::current_path(cwd);
+}
+
+TEST_F(HfCacheTest, FocalInfoOpensAModelByName) {
+  const std::string out = (root_ / "info.txt").string(), err = (root_ / "err.txt").string();
+  auto run = [&](const std::string& model) {
+    const std::string cmd =
+        std::string(FOCAL_CLI_PATH) + " info '" + model + "' > '" + out + "' 2> '" + err + "' < /dev/null";
+    const int st = std::system(cmd.c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  ASSERT_EQ(run("focal/tiny"), 0) << slurp(err);
+  EXPECT_THAT(slurp(out), HasSubstr(kCommit));  // the snapshot it resolved to
+  EXPECT_EQ(run("focal/tiyn"), 1);
+  EXPECT_THAT(slurp(err), AllOf(HasSubstr("close to it: focal/tiny"), HasSubstr("never downloads")));
+}
+
+}  // namespace
+}  // namespace focal
