@@ -506,7 +506,8 @@ int cmd_inspect(int argc, char** argv) {
     std::printf(" [%s]", i < (int)f.pieces.size() ? f.pieces[i].c_str() : std::to_string(f.token_ids[i]).c_str());
   }
   std::printf(T > 40 ? " ...\n" : "\n");
-  if (f.has_generated()) std::printf("generated: positions %d..%d follow the prompt (|| above)\n", P, T - 1);
+  if (f.has_generated())
+    std::printf("generated: positions %d..%d follow the prompt%s\n", P, T - 1, P < 40 ? " (|| above)" : "");
   for (const RunCapture& r : f.runs) {
     if (a.has("--run") && r.name != a.get("--run")) continue;
     std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),

@@ -44,6 +44,11 @@ void bind_capture(nb::module_& mod) {
           "pieces", [](const PyCapture& c) { return c.file.pieces; }, "Display text of each token [T].")
       .def_prop_ro(
           "relevant", [](const PyCapture& c) { return c.file.relevant; }, "Key positions of the relevant_mass metric.")
+      .def_prop_ro(
+          "n_prompt_tokens", [](const PyCapture& c) { return c.file.prompt_end(); },
+          "Tokens of the prompt: positions 0..n_prompt_tokens-1 were the prompt and the rest were generated "
+          "(Model.generate(capture=True), `focal generate --capture`). n_tokens for a capture of a prompt alone, and "
+          "for files that do not record it (written before generation captures did).")
       .def_prop_ro("model_path", [](const PyCapture& c) { return c.file.model_path; })
       .def_prop_ro("weights_checksum", [](const PyCapture& c) { return c.file.weights_checksum; })
       .def_prop_ro("tool_version", [](const PyCapture& c) { return c.file.tool_version; })
@@ -153,6 +158,20 @@ void bind_capture(nb::module_& mod) {
           "run"_a = nb::none(),
           nb::sig("def token_nll(self, run: str | int | None = None) -> numpy.typing.NDArray[numpy.float32]"),
           "-ln p(token[i+1] | tokens[..i]) in nats, float32 [T]; NaN at the last position; a view.")
+      .def(
+          "prompt_loss",
+          [](const PyCapture& c, nb::handle run) { return focal::prompt_loss(c.run_of(run), c.file.prompt_end()); },
+          "run"_a = nb::none(), nb::sig("def prompt_loss(self, run: str | int | None = None) -> float"),
+          "Mean next-token loss in nats over the prompt's own tokens 1..n_prompt_tokens-1 (token_nll over positions "
+          "0..n_prompt_tokens-2), as `focal inspect` prints it; NaN when the prompt has one token.")
+      .def(
+          "generated_loss",
+          [](const PyCapture& c, nb::handle run) {
+            return focal::generated_loss(c.run_of(run), c.file.has_generated() ? c.file.prompt_end() : 0);
+          },
+          "run"_a = nb::none(), nb::sig("def generated_loss(self, run: str | int | None = None) -> float"),
+          "Mean loss in nats of the generated tokens n_prompt_tokens..T-1 (token_nll over positions "
+          "n_prompt_tokens-1..T-2); NaN when nothing was generated.")
       .def(
           "kl_js",
           [](const PyCapture& c, nb::handle a, nb::handle b) {

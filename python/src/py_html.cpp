@@ -57,12 +57,16 @@ std::string base64(const std::string& in) {
 std::string capture_html(const PyCapture& c) {
   const focal::CaptureFile& f = c.file;
   std::ostringstream h;
-  h << "<div class=\"focalscope-capture\"><p><b>focalscope capture</b>: " << f.n_tokens() << " tokens, " << f.n_layers
-    << " layers &times; " << f.n_heads << " heads, model <code>" << html_escape(f.model_path) << "</code></p>";
+  h << "<div class=\"focalscope-capture\"><p><b>focalscope capture</b>: " << f.n_tokens() << " tokens";
+  if (f.has_generated())  // generated tokens are framed crimson below
+    h << " (" << f.prompt_end() << " prompt + " << f.n_tokens() - f.prompt_end() << " generated)";
+  h << ", " << f.n_layers << " layers &times; " << f.n_heads << " heads, model <code>" << html_escape(f.model_path)
+    << "</code></p>";
   h << "<p style=\"font-family:monospace\">";
   for (int i = 0; i < f.n_tokens() && i < 48; ++i)
-    h << "<span style=\"border:1px solid #ccc;margin:1px;padding:0 2px\">"
-      << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i]) << "</span>";
+    h << "<span style=\"border:1px solid " << (i >= f.prompt_end() ? "#d81b60" : "#ccc")
+      << ";margin:1px;padding:0 2px\">" << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i])
+      << "</span>";
   if (f.n_tokens() > 48) h << " &hellip;";
   h << "</p><table><tr><th>run</th><th>setting</th><th>stored rows (layers &times; heads &times; queries)</th>"
        "<th>arrays</th></tr>";

@@ -182,6 +182,7 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     PyCapture pc;
     pc.probs_fp16 = fp16 && probs;
     pc.file = focal::make_capture_file(*m.model, all);
+    pc.file.n_prompt_tokens = (int)prompt_ids.size();  // where generation begins, as `focal generate --capture`
     focal::RunCapture rc;
     bool done;
     {

@@ -172,6 +172,43 @@ def test_generate_equals_cli(fs, models, cli, out_dir):
     assert_same_h5(out_dir / "py_gen.h5", out_dir / "cli_gen.h5")
 
 
+def test_generation_capture_marks_the_prompt_and_splits_the_loss(fs, models, cli, out_dir):
+    m = models[FOCAL]
+    g = m.generate("The little fox", 12, capture=True, layers=3)
+    cap = g.capture
+    P, T = len(g.prompt_ids), cap.n_tokens
+    assert cap.n_prompt_tokens == P and T == P + len(g.ids)
+    # The losses by hand from the stored token_nll: the prompt's own tokens 1..P-1, the generated tokens P..T-1.
+    nll = cap.token_nll().astype(np.float64)
+    assert cap.prompt_loss() == pytest.approx(nll[:P - 1].mean(), rel=1e-12)
+    assert cap.generated_loss() == pytest.approx(nll[P - 1:T - 1].mean(), rel=1e-12)
+    assert cap.generated_loss() < cap.prompt_loss()  # greedy tokens are the model's own top choices
+    cap.save(out_dir / "py_gen_boundary.h5")
+    with h5py.File(out_dir / "py_gen_boundary.h5", "r") as f:
+        assert f.attrs["n_prompt_tokens"] == P
+    assert fs.open_capture(out_dir / "py_gen_boundary.h5").n_prompt_tokens == P
+
+    # The same ids run as a prompt: all prompt, one loss over every token, no generated loss, no attribute.
+    again = m.run(cap.tokens, layers=3, compare="standard")
+    assert again.n_prompt_tokens == T and np.isnan(again.generated_loss())
+    assert again.prompt_loss() == pytest.approx(again.token_nll().astype(np.float64)[:T - 1].mean(), rel=1e-12)
+    again.save(out_dir / "py_ids_compare.h5")
+    with h5py.File(out_dir / "py_ids_compare.h5", "r") as f:
+        assert "n_prompt_tokens" not in f.attrs
+
+    # `focal generate --compare standard` is that run: the same runs and per-row KL / JS over exactly these tokens.
+    cli("generate", FOCAL, "--device", "cpu", "--prompt", "The little fox", "-n", "12", "--layers", "3",
+        "--compare", "standard", "--capture", out_dir / "cli_gen_compare.h5")
+    c = fs.open_capture(out_dir / "cli_gen_compare.h5")
+    assert c.n_prompt_tokens == P and bits_equal(c.tokens, cap.tokens)
+    assert c.runs == again.runs == ["focal_t0.4", "standard"]
+    for name in c.runs:
+        assert bits_equal(c.probs(name), again.probs(name)) and bits_equal(c.scores(name), again.scores(name))
+        assert c.prompt_loss(name) == pytest.approx(c.token_nll(name).astype(np.float64)[:P - 1].mean(), rel=1e-12)
+    for x, y in zip(c.kl_js(), again.kl_js()):
+        assert bits_equal(x, y)
+
+
 @pytest.mark.parametrize("kind,opts", [("heatmap", dict(layer=3, head=2)),
                                        ("distribution", dict(layer=1, head=2, query=20)),
                                        ("heatmap", dict(layer=1, head=0, log_scale=True))])
