@@ -292,6 +292,59 @@ TEST(AppScreens, TinyWindowBadPathAndCaptureWithoutModel) {
   EXPECT_GT(changed_fraction(c1, c2, j1["rects"]["heatmap"]), 0.01);
 }
 
+// Pixels of the generation boundary's crimson (ui.h col_generated, 240 64 128; antialiased edges qualify too) in a
+// rectangle.
+size_t crimson_pixels(const Image& im, const nlohmann::json& r) {
+  size_t n = 0;
+  for (int y = (int)r[1]; y < (int)r[1] + (int)r[3] && y < im.h; ++y)
+    for (int x = (int)r[0]; x < (int)r[0] + (int)r[2] && x < im.w; ++x) {
+      const int R = (int)(im.at(x, y) >> 16) & 255, G = (int)(im.at(x, y) >> 8) & 255, B = (int)im.at(x, y) & 255;
+      n += R > 150 && R > G + 90 && B > G + 30 && R > B + 50;
+    }
+  return n;
+}
+
+// Generate, then "Capture prompt + generated" (the script's capture-generation): the session runs prompt + generated
+// tokens, and the token strip, the heatmap and the Output tab mark where generation begins, in crimson; the same
+// prompt without it marks nothing. The capture exported from it reopens without the model with the boundary.
+TEST(AppScreens, GenerationCaptureMarksWhereThePromptEnds) {
+  const std::string dir = focal::test::make_temp_dir("app_gen");
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  const std::string pre = "open " + model + "\nprompt Once upon a time, a little fox\nselect 3 1\n";
+  int rc = run_app(dir,
+                   pre + "tab output\nwait\nscreenshot " + dir + "/plain.png\ngenerate 12\ncapture-generation\n" +
+                       "tab output\nwait\nscreenshot " + dir + "/gen.png\nexport " + dir + "/gen.h5\nquit\n",
+                   "", "1600x960");
+  ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
+  const auto jp = read_json(dir + "/plain.png.json"), jg = read_json(dir + "/gen.png.json");
+  const int P = jp["n_tokens"], T = jg["n_tokens"];
+  EXPECT_EQ(T, P + 12);
+  EXPECT_EQ(labels_of(jg, "tokens.generated_from"), std::vector<std::string>{std::to_string(P)});
+  EXPECT_EQ(labels_of(jg, "heatmap.generated_from"), std::vector<std::string>{std::to_string(P)});
+  EXPECT_EQ(labels_of(jg, "output.generated_loss.a").size(), 1u);
+  EXPECT_EQ(labels_of(jg, "output.generated_loss.b").size(), 1u);
+  EXPECT_TRUE(labels_of(jp, "tokens.generated_from").empty());
+  EXPECT_TRUE(labels_of(jp, "output.generated_loss.a").empty());
+  const Image plain = read_png(dir + "/plain.png"), gen = read_png(dir + "/gen.png");
+  for (const char* panel : {"tokens", "heatmap", "details"}) {
+    SCOPED_TRACE(panel);
+    EXPECT_EQ(crimson_pixels(plain, jp["rects"][panel]), 0u);
+    EXPECT_GT(crimson_pixels(gen, jg["rects"][panel]), 40u);
+  }
+  // Reopened without its model: the boundary comes from the file.
+  rc = run_app(dir, "wait\ntab output\nwait\nscreenshot " + dir + "/reopened.png\nquit\n", dir + "/gen.h5", "1600x960");
+  ASSERT_EQ(rc, 0) << std::ifstream(dir + "/log.txt").rdbuf();
+  const auto jr = read_json(dir + "/reopened.png.json");
+  EXPECT_TRUE(jr["capture_only"]);
+  EXPECT_EQ(labels_of(jr, "tokens.generated_from"), std::vector<std::string>{std::to_string(P)});
+  EXPECT_EQ(labels_of(jr, "output.generated_loss.a"), labels_of(jg, "output.generated_loss.a"));
+  // capture-generation before any generation fails the script at its line.
+  EXPECT_EQ(run_app(dir, pre + "capture-generation\nquit\n"), 1);
+  std::stringstream log;
+  log << std::ifstream(dir + "/log.txt").rdbuf();
+  EXPECT_NE(log.str().find("script.txt:4: "), std::string::npos) << log.str();
+}
+
 // A model directory's prompt.txt is the prompt when the model is named on the command line without --prompt (the
 // bundled recall models carry a retrieval task); --prompt wins over it, and without either the app's short story.
 TEST(AppScreens, ModelPromptFile) {
