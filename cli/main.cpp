@@ -1,6 +1,7 @@
 // `focal`: run LLaMA-family models under focal attention temperatures, capture what attention did into HDF5,
 // sweep temperatures, generate, and inspect captures. Exit codes: 0 ok, 1 error (bad file, model or value),
 // 2 usage error (unknown option, malformed value), 3 internal error.
+#include <csignal>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -593,6 +594,9 @@ int cmd_init(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file size limit (RLIMIT_FSIZE) makes a write fail with EFBIG, reported like a full disk ("no space left on
+  // FILE", exit 1, the temporary removed), instead of killing the process half-way through a file.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::printf("%s", kMainHelp);
     return argc < 2 ? 2 : 0;

@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -451,6 +454,54 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
   EXPECT_EQ(log.eval_step, (std::vector<int32_t>{10, 20}));
   // learned tau is logged per layer, inside the bounds
   for (float t : log.tau_mean) EXPECT_TRUE(t >= 1.25f && t <= 2.5f) << t;
+}
+
+// A full disk at a checkpoint (this process's file size limit, RLIMIT_FSIZE, with SIGXFSZ ignored so writes fail
+// with EFBIG as they would with ENOSPC): the run stops with "no space left on FILE", the half-written checkpoint is
+// removed and the previous one is kept; once there is space, --resume finishes the run with the weights of an
+// uninterrupted one.
+TEST(Trainer, AFullDiskKeepsThePreviousCheckpointAndResumeFinishes) {
+  const std::string base = test::make_temp_dir("full_disk");
+  TrainConfig a = tiny(base + "/straight", AttnMode::kFocal);
+  a.steps = 20;
+  train(a);
+  TrainConfig c = tiny(base + "/run", AttnMode::kFocal);
+  c.steps = 20;
+  c.eval_every = 10;
+  struct Stop {};
+  try {
+    train(c, [](const TrainProgress& p) {
+      if (p.step == 10) throw Stop{};  // after the step-10 checkpoint
+    });
+  } catch (const Stop&) {}
+  c.resume = true;
+  {
+    struct rlimit old {};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    struct rlimit small = old;
+    small.rlim_cur = 4096;  // smaller than the checkpoint's model.safetensors
+    void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    std::string msg;
+    try {
+      train(c);
+    } catch (const Error& e) { msg = e.what(); }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_THAT(msg, HasSubstr("no space left on '" + c.out_dir + ".tmp/"));
+    EXPECT_THAT(msg, HasSubstr("the checkpoint of step 20 was not saved; the previous one in '" + c.out_dir +
+                               "' is kept: run the same command with --resume"));
+  }
+  EXPECT_FALSE(std::ifstream(c.out_dir + ".tmp/config.json").good()) << "the half-written checkpoint is removed";
+  std::stringstream state;
+  state << std::ifstream(c.out_dir + "/trainer_state.json").rdbuf();
+  EXPECT_THAT(state.str(), HasSubstr("\"step\": 10"));
+  train(c);  // space is back
+  const std::vector<float> wa = all_weights(a.out_dir), wc = all_weights(c.out_dir);
+  ASSERT_EQ(wa.size(), wc.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, (double)std::fabs(wa[i] - wc[i]));
+  EXPECT_LE(max_diff, 1e-6) << "resumed against uninterrupted (as DeterministicAndResumeIsExact)";
 }
 
 TEST(Trainer, DivergenceStopsAndKeepsTheLastCheckpoint) {

@@ -1,6 +1,7 @@
 // focalscope: the desktop app. GLFW window + OpenGL 3 + Dear ImGui 1.86; the panels (panel_*.cpp) over AppState
 // (app/core). Starts with the bundled focal model and a default prompt; scripted runs (--script) drive the real app
 // for tests and screenshots.
+#include <csignal>
 #include <GL/gl.h>
 #include <GLFW/glfw3.h>
 #include <imgui_impl_glfw.h>
@@ -563,6 +564,9 @@ int run_app(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file size limit (RLIMIT_FSIZE) makes a write fail with EFBIG, reported like a full disk, instead of killing
+  // the app with its unsaved settings.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return run_app(argc, argv);
   } catch (const std::exception& e) {  // a failure no panel caught: say so instead of terminating silently

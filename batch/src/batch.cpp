@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -171,13 +172,15 @@ void deserialize_stats(Cursor& c, CorpusStats& s, std::vector<KeptRow>& kept) {
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw Error("cannot write the checkpoint '" + tmp + "': " + std::strerror(errno));
+  if (fd < 0) write_failed(tmp, errno);
   size_t off = 0;
   while (off < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
     if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw Error("cannot write the checkpoint '" + tmp + "' (disk full?)");
+      ::unlink(tmp.c_str());  // the previous checkpoint stays
+      write_failed(path, err);
     }
     off += (size_t)n;
   }
@@ -408,7 +411,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   };
   auto checkpoint = [&](int64_t next_index) {
     if (mpi) return;
-    if (std::fflush(rows) != 0) throw Error("cannot write '" + rows_path + "' (disk full?)");
+    if (std::fflush(rows) != 0) write_failed(rows_path, errno);
     (void)::fsync(::fileno(rows));
     std::string b(kCkptMagic, sizeof kCkptMagic);
     put_v(b, std::vector<char>(key.begin(), key.end()));
@@ -524,8 +527,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   stats.n_skipped = n_skipped;  // rank 0's count stays through reduce_stats (only totals and statistics are summed)
   report(true);
   if (std::fclose(rows) != 0) {
+    const int err = errno;
     rows = nullptr;
-    throw Error("cannot write '" + rows_path + "' (disk full?)");
+    write_failed(rows_path, err);
   }
   rows = nullptr;
   std::sort(kept.begin(), kept.end(), by_priority);

@@ -18,6 +18,9 @@ struct DocRecord {
   std::string id;
   std::vector<float> head_means;  // [R, L, H, M]
 };
+// Throws the error for a failed write of `path` with errno `err`: a full disk names the file and says that the last
+// checkpoint is kept, so the same command with --resume goes on once there is space.
+[[noreturn]] void write_failed(const std::string& path, int err);
 size_t doc_record_bytes(const StatsShape& s);
 void write_doc_record(std::FILE* f, const StatsShape& s, const DocRecord& r, const std::string& path);
 // Reads records [first, first + n) of a row file.

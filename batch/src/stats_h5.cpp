@@ -44,7 +44,15 @@ void write_doc_record(std::FILE* f, const StatsShape& s, const DocRecord& r, con
   std::memcpy(h.id, r.id.data(), n);
   if (std::fwrite(&h, sizeof h, 1, f) != 1 ||
       std::fwrite(r.head_means.data(), sizeof(float), s.cells(), f) != s.cells())
-    throw Error("cannot append to '" + path + "' (disk full?)");
+    write_failed(path, errno);
+}
+
+void write_failed(const std::string& path, int err) {
+  if (is_out_of_space(err))
+    throw Error(no_space_text(err, path) +
+                ": the batch stopped; its last checkpoint is kept — free some space and run the same command with "
+                "--resume");
+  throw Error("cannot write '" + path + "': " + errno_text(err, path));
 }
 
 std::vector<DocRecord> read_doc_records(std::FILE* f, const StatsShape& s, size_t first, size_t n,

@@ -32,6 +32,14 @@ herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* out) {
 }  // namespace
 
 H5Call::H5Call() : lock_(g_hdf5_mutex) {
+  // No HDF5 shutdown at exit: a file whose writing failed (a full disk) cannot be closed and stays in the library's
+  // tables, and libhdf5 1.10 crashes closing it at exit (H5F__close_cb). Every file this project opens is closed
+  // before the process ends, so nothing is lost. Must precede the library's initialisation (the first call).
+  static const bool kNoAtexit = [] {
+    (void)H5dont_atexit();
+    return true;
+  }();
+  (void)kNoAtexit;
   H5Eget_auto2(H5E_DEFAULT, &old_func_, &old_data_);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   H5Eclear2(H5E_DEFAULT);
@@ -83,6 +91,15 @@ std::string errno_text(int err, const std::string& path) {
       return s;
     }
   }
+}
+
+bool is_out_of_space(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG; }
+
+std::string no_space_text(int err, const std::string& path) {
+  const char* why = err == EFBIG    ? "the file size limit was reached"
+                    : err == EDQUOT ? "the disk quota is exhausted"
+                                    : "the file system is full";
+  return "no space left on '" + path + "' (" + why + ")";
 }
 
 std::string now_utc() {
@@ -316,7 +333,12 @@ void write_atomically(const std::string& path, const char* kind, const std::func
       write_where.fail("cannot rename '" + tmp + "' into place: " + errno_text(err, path));
     }
   } catch (...) {
+    const int err = errno;  // the failed write(2)'s, as HDF5's sec2 driver leaves it
     ::unlink(tmp.c_str());
+    if (is_out_of_space(err))
+      throw Error(no_space_text(err, path) +
+                  ": nothing was written and any earlier file of that name is untouched; free some space, or write "
+                  "elsewhere, and run again");
     throw;
   }
 }

@@ -101,6 +101,12 @@ size_t n_elements(const Dims& dims);
 std::string dims_text(const Dims& dims);  // "[2, 3]"
 // A short lower-case reason for errno `err` on `path` ("permission denied", "directory 'x' does not exist").
 std::string errno_text(int err, const std::string& path);
+// Whether errno `err` means the output did not fit: a full file system (ENOSPC), a quota (EDQUOT) or the file size
+// limit (EFBIG, RLIMIT_FSIZE with SIGXFSZ ignored).
+bool is_out_of_space(int err);
+// The one message for an output that did not fit: "no space left on 'PATH' (the file system is full)"; the caller
+// adds what was kept and how to go on.
+std::string no_space_text(int err, const std::string& path);
 std::string now_utc();          // ISO 8601, seconds
 std::string hex16(uint64_t v);  // 16 lower-case hex digits
 

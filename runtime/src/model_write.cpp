@@ -12,6 +12,7 @@
 #include <random>
 
 #include "focal/error.h"
+#include "h5_io.h"
 #include "json_util.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
@@ -29,12 +30,17 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno) + " — choose a writable directory");
+    errno = 0;
     f.write(bytes.data(), (std::streamsize)bytes.size());
     f.flush();
     if (!f) {
+      const int err = errno;
       f.close();
       std::remove(tmp.c_str());
-      throw Error("writing '" + path + "' failed (disk full?)");
+      if (h5::is_out_of_space(err))
+        throw Error(h5::no_space_text(err, path) + ": nothing was written and any earlier file of that name is " +
+                    "untouched; free some space, or write elsewhere, and run again");
+      throw Error("writing '" + path + "' failed: " + h5::errno_text(err, path));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

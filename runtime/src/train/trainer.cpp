@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 
 #include "focal/error.h"
 #include "focal/model_writer.h"
+#include "h5_io.h"
 #include "model_internal.h"
 #include "safetensors.h"
 #include "train/backward.h"
@@ -194,13 +197,29 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
     moments.push_back({"m." + p.name, p.shape, adam_m[i]});
     moments.push_back({"v." + p.name, p.shape, adam_v[i]});
   }
-  write_model_dir(tmp, cfg, weights, tc.save_dtype, tokenizer_path);
-  write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
-  json st;
-  st["step"] = step;
-  st["train_config"] = json::parse(train_config_json(tc));
-  std::ofstream(tmp + "/trainer_state.json") << st.dump(2) << "\n";
-  write_train_log(log, tmp + "/train_log.h5");
+  try {
+    write_model_dir(tmp, cfg, weights, tc.save_dtype, tokenizer_path);
+    write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
+    json st;
+    st["step"] = step;
+    st["train_config"] = json::parse(train_config_json(tc));
+    std::ofstream state(tmp + "/trainer_state.json");
+    state << st.dump(2) << "\n";
+    state.flush();
+    if (!state) {
+      const int err = errno;
+      const std::string path = tmp + "/trainer_state.json";
+      throw Error(h5::is_out_of_space(err) ? h5::no_space_text(err, path)
+                                           : "cannot write '" + path + "': " + h5::errno_text(err, path));
+    }
+    write_train_log(log, tmp + "/train_log.h5");
+  } catch (const Error& e) {
+    // A full disk: the half-written checkpoint goes, the previous one in out_dir stays for --resume.
+    (void)std::system(cmd_rm.c_str());
+    throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) +
+                " was not saved; the previous one in '" + out_dir + "' is kept: run the same command with --resume " +
+                "once there is space");
+  }
   if (exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
     throw Error("cannot move the previous checkpoint '" + out_dir + "' aside: " + std::strerror(errno));
   if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)

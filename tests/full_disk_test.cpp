@@ -1,0 +1,90 @@
+// A full disk while writing a capture or a sweep: the file size limit (RLIMIT_FSIZE, through the shell's ulimit; the
+// CLI ignores SIGXFSZ so the write fails with EFBIG as it would with ENOSPC) makes the write fail half-way. The
+// command says "no space left on FILE", exits 1, removes its temporary, and leaves an earlier file of that name as
+// it was. (Batches and training checkpoints: batch_test.cpp, trainer_test.cpp.)
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "focal/capture.h"
+#include "test_util.h"
+
+#ifndef FOCAL_CLI_PATH
+#error "FOCAL_CLI_PATH must name the built focal binary"
+#endif
+
+namespace focal {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const std::string kModel = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+struct Result {
+  int rc;
+  std::string err;
+};
+
+// `focal ARGS` with every file it writes limited to `kib` KiB (0: no limit); stderr kept outside `dir`.
+Result focal_limited(const std::string& args, int kib, const std::string& err_path) {
+  const std::string limit = kib > 0 ? "ulimit -f " + std::to_string(kib * 2) + " && " : "";  // dash: 512-byte blocks
+  const std::string cmd = "true; " + limit + "OMP_NUM_THREADS=2 '" + std::string(FOCAL_CLI_PATH) + "' " + args +
+                          " > /dev/null 2> '" + err_path + "'";
+  const int st = std::system(cmd.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), slurp(err_path)};
+}
+
+TEST(FullDisk, CaptureAndSweepFailCleanlyAndKeepTheEarlierFile) {
+  const std::string base = test::make_temp_dir("full_disk");
+  const std::string dir = base + "/out", err = base + "/err.txt";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "the river ran past a quiet town where nobody spoke. ";
+  struct Case {
+    std::string what, args;
+  };
+  const std::vector<Case> cases = {
+      {"capture", "capture '" + kModel + "' --prompt '" + prompt + "' -o '" + dir + "/c.h5'"},
+      {"sweep", "sweep '" + kModel + "' --prompt '" + prompt + "' --temps 0.1:2:0.019 -o '" + dir + "/s.h5'"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string out = dir + (c.what == "capture" ? "/c.h5" : "/s.h5");
+    // Without a limit the file is larger than 64 KiB, so the limit below cuts it.
+    const Result full = focal_limited(c.args, 0, err);
+    ASSERT_EQ(full.rc, 0) << full.err;
+    ASSERT_GT(slurp(out).size(), (size_t)64 << 10);
+    std::ofstream(out, std::ios::trunc) << "an earlier file";
+    const Result r = focal_limited(c.args, 64, err);
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("no space left on '" + out + "'"), HasSubstr("file size limit"),
+                             HasSubstr("any earlier file of that name is untouched")));
+    EXPECT_EQ(slurp(out), "an earlier file");
+    EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
+    std::remove(out.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace focal
