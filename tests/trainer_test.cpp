@@ -497,11 +497,8 @@ TEST(Trainer, AFullDiskKeepsThePreviousCheckpointAndResumeFinishes) {
   state << std::ifstream(c.out_dir + "/trainer_state.json").rdbuf();
   EXPECT_THAT(state.str(), HasSubstr("\"step\": 10"));
   train(c);  // space is back
-  const std::vector<float> wa = all_weights(a.out_dir), wc = all_weights(c.out_dir);
-  ASSERT_EQ(wa.size(), wc.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < wa.size(); ++i) max_diff = std::max(max_diff, (double)std::fabs(wa[i] - wc[i]));
-  EXPECT_LE(max_diff, 1e-6) << "resumed against uninterrupted (as DeterministicAndResumeIsExact)";
+  // resumed against uninterrupted: within 1e-6, the tolerance of DeterministicAndResumeIsExact
+  test::expect_allclose(all_weights(c.out_dir), all_weights(a.out_dir), 0.0, 1e-6, "weights after the resume");
 }
 
 TEST(Trainer, DivergenceStopsAndKeepsTheLastCheckpoint) {

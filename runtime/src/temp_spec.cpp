@@ -214,14 +214,22 @@ TempSpec TempSpec::parse(const std::string& text, const std::string& where, cons
   return s;
 }
 
-std::string TempSpec::text() const {
-  std::string s;
-  switch (mode) {
-    case AttnMode::kStandard: s = "standard"; break;
-    case AttnMode::kFocal: s = "focal:" + spec_decimal(focal_temp); break;
-    case AttnMode::kLearned: s = tau_scale == 1.0f ? "learned" : "learned:" + spec_decimal(tau_scale); break;
-    case AttnMode::kSsmax: s = "ssmax:" + spec_decimal(ssmax_s); break;
+// The mode and its number in one of the two spellings: the grammar's ("focal:0.4", exact decimals) or a run name's
+// ("focal_t0.4", %g), which TempSpec::parse reads too.
+static std::string spelled_mode(const TempSpec& t, bool run_name) {
+  std::string (*num)(float) = run_name ? fmt_g : spec_decimal;
+  switch (t.mode) {
+    case AttnMode::kStandard: return "standard";
+    case AttnMode::kFocal: return (run_name ? "focal_t" : "focal:") + num(t.focal_temp);
+    case AttnMode::kLearned:
+      return t.tau_scale == 1.0f ? "learned" : (run_name ? "learned_x" : "learned:") + num(t.tau_scale);
+    case AttnMode::kSsmax: return (run_name ? "ssmax_s" : "ssmax:") + num(t.ssmax_s);
   }
+  return "standard";
+}
+
+std::string TempSpec::text() const {
+  std::string s = spelled_mode(*this, false);
   for (const auto& [l, t] : layer_temp) s += "+" + std::to_string(l) + "=" + spec_decimal(t);
   for (const auto& [lh, t] : head_temp)
     s += "+" + std::to_string(lh.first) + ":" + std::to_string(lh.second) + "=" + spec_decimal(t);
@@ -235,13 +243,7 @@ static std::string fmt_g(float v) {
 }
 
 std::string TempSpec::label() const {
-  std::string s;
-  switch (mode) {
-    case AttnMode::kStandard: s = "standard"; break;
-    case AttnMode::kFocal: s = "focal_t" + fmt_g(focal_temp); break;
-    case AttnMode::kLearned: s = tau_scale == 1.0f ? "learned" : "learned_x" + fmt_g(tau_scale); break;
-    case AttnMode::kSsmax: s = "ssmax_s" + fmt_g(ssmax_s); break;
-  }
+  std::string s = spelled_mode(*this, true);
   if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";
   return s;
 }
