@@ -15,6 +15,7 @@
 
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal_figures/figures.h"
 
 namespace focal::figures {
 namespace {
@@ -140,20 +141,6 @@ std::string add_png_dpi(const std::string& png, double dpi) {
   return out;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o.push_back(c);
-    }
-  }
-  return o;
-}
-
 std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3f", std::fabs(v) < 5e-4 ? 0.0 : v);
@@ -196,6 +183,20 @@ std::string canonical_svg_ids(const std::string& svg) {
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o.push_back(c);
+    }
+  }
+  return o;
+}
 
 std::string clean_utf8(const std::string& s) {
   std::string o;

@@ -9,20 +9,6 @@ namespace focalscope::py {
 
 namespace {
 
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
 std::string base64(const std::string& in) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -60,21 +46,21 @@ std::string capture_html(const PyCapture& c) {
   h << "<div class=\"focalscope-capture\"><p><b>focalscope capture</b>: " << f.n_tokens() << " tokens";
   if (f.has_generated())  // generated tokens are framed crimson below
     h << " (" << f.prompt_end() << " prompt + " << f.n_tokens() - f.prompt_end() << " generated)";
-  h << ", " << f.n_layers << " layers &times; " << f.n_heads << " heads, model <code>" << html_escape(f.model_path)
-    << "</code></p>";
+  h << ", " << f.n_layers << " layers &times; " << f.n_heads << " heads, model <code>"
+    << focal::figures::xml_escape(f.model_path) << "</code></p>";
   h << "<p style=\"font-family:monospace\">";
   for (int i = 0; i < f.n_tokens() && i < 48; ++i)
     h << "<span style=\"border:1px solid " << (i >= f.prompt_end() ? "#d81b60" : "#ccc")
-      << ";margin:1px;padding:0 2px\">" << html_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i])
-      << "</span>";
+      << ";margin:1px;padding:0 2px\">"
+      << focal::figures::xml_escape(f.pieces.empty() ? std::to_string(f.token_ids[i]) : f.pieces[i]) << "</span>";
   if (f.n_tokens() > 48) h << " &hellip;";
   h << "</p><table><tr><th>run</th><th>setting</th><th>stored rows (layers &times; heads &times; queries)</th>"
        "<th>arrays</th></tr>";
   for (const focal::RunCapture& r : f.runs)
-    h << "<tr><td>" << html_escape(r.name) << "</td><td><code>" << html_escape(r.temp_spec_json) << "</code></td><td>"
-      << r.layers.size() << " &times; " << r.heads.size() << " &times; " << r.queries.size() << "</td><td>"
-      << (r.probs.empty() ? "" : "probs ") << (r.scores.empty() ? "" : "scores ") << "metrics"
-      << (r.tau.empty() ? "" : " tau") << "</td></tr>";
+    h << "<tr><td>" << focal::figures::xml_escape(r.name) << "</td><td><code>"
+      << focal::figures::xml_escape(r.temp_spec_json) << "</code></td><td>" << r.layers.size() << " &times; "
+      << r.heads.size() << " &times; " << r.queries.size() << "</td><td>" << (r.probs.empty() ? "" : "probs ")
+      << (r.scores.empty() ? "" : "scores ") << "metrics" << (r.tau.empty() ? "" : " tau") << "</td></tr>";
   h << "</table>";
   for (const focal::Comparison& cmp : f.comparisons) {
     double kl = 0, js = 0;
@@ -83,8 +69,9 @@ std::string capture_html(const PyCapture& c) {
       js += cmp.js[i];
     }
     if (!cmp.kl.empty())
-      h << "<p>" << html_escape(cmp.run_a) << " vs " << html_escape(cmp.run_b) << ": mean KL " << kl / cmp.kl.size()
-        << " nats, mean JS " << js / cmp.js.size() << " nats over " << cmp.kl.size() << " rows</p>";
+      h << "<p>" << focal::figures::xml_escape(cmp.run_a) << " vs " << focal::figures::xml_escape(cmp.run_b)
+        << ": mean KL " << kl / cmp.kl.size() << " nats, mean JS " << js / cmp.js.size() << " nats over "
+        << cmp.kl.size() << " rows</p>";
   }
   if (!f.runs.empty() && !f.runs[0].probs.empty()) {
     try {
@@ -95,7 +82,7 @@ std::string capture_html(const PyCapture& c) {
       const std::string png = focal::figures::render_figure("heatmap", {src}, opt, focal::figures::Format::kPng);
       h << "<img alt=\"attention heatmap\" style=\"max-width:480px\" src=\"data:image/png;base64," << base64(png)
         << "\"/>";
-    } catch (const focal::Error& e) { h << "<p>(no heatmap: " << html_escape(e.what()) << ")</p>"; }
+    } catch (const focal::Error& e) { h << "<p>(no heatmap: " << focal::figures::xml_escape(e.what()) << ")</p>"; }
   }
   h << "</div>";
   return h.str();

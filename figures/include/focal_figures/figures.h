@@ -88,6 +88,9 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
 std::string render_figure_files(const std::string& kind, const std::vector<std::string>& paths,
                                 const FigureOptions& opt, Format format);
 
+// `s` with & < > " escaped, for SVG text and HTML (the notebook view of a capture).
+std::string xml_escape(const std::string& s);
+
 // Writes bytes to a temporary name in the same directory and renames it into place; on failure nothing is left
 // behind and Error names the path.
 void write_file_atomic(const std::string& path, const std::string& bytes);
