@@ -534,7 +534,7 @@ TEST_F(CliTest, CaptureIdsRefusesBadFilesClearly) {
   const std::string files = *root_ + "/ids_files";
   ASSERT_EQ(mkdir(files.c_str(), 0755), 0);
   auto file = [&](const std::string& name, const std::string& text) {
-    const std::string p = files + "/" + name;
+    std::string p = files + "/" + name;
     std::ofstream(p) << text;
     return p;
   };

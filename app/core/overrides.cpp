@@ -66,7 +66,7 @@ focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& lay
 
 focal::TempSpec parse_spec_command(const std::string& text, const focal::ModelConfig* cfg, const std::string& where) {
   if (!cfg) throw focal::Error(where + ": spec " + text + ": needs an open model");
-  const focal::TempSpec s = focal::TempSpec::parse(text, where + ": spec", cfg);  // its errors start with `where`
+  focal::TempSpec s = focal::TempSpec::parse(text, where + ": spec", cfg);  // its errors start with `where`
   try {
     s.validate(*cfg);
   } catch (const focal::Error& e) { throw focal::Error(where + ": spec " + text + ": " + e.what()); }

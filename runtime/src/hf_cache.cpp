@@ -114,7 +114,7 @@ std::string resolve_model_path(const std::string& model, std::string* note) {
   if (is_dir(base)) {
     std::string commit = revision;
     if (exists(base + "/refs/" + revision)) commit = read_ref(base + "/refs/" + revision);
-    const std::string snap = base + "/snapshots/" + commit;
+    std::string snap = base + "/snapshots/" + commit;
     if (!commit.empty() && is_dir(snap)) return snap;
     std::vector<std::string> snaps;
     std::error_code ec;

@@ -200,7 +200,7 @@ StoredWeight WeightBinder::stored_weight(const StTensor& t, int type, const std:
 
 Weight WeightBinder::keep(const std::string& name, std::vector<int64_t> shape, size_t n, bool decay, WeightBuffer* mat,
                           DeviceBuffer* vec) {
-  const Weight weight = mat ? mat->get() : Weight::of_f32(vec->data(), n);
+  Weight weight = mat ? mat->get() : Weight::of_f32(vec->data(), n);
   w_->params.push_back(ParamRef{name, std::move(shape), weight.f32(), n, decay, weight});
   if (mat)
     w_->matrices.push_back(std::move(*mat));
