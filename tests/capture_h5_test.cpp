@@ -261,6 +261,7 @@ void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_p
     expect_same(x.row_scale, y.row_scale, "row_scale");
     expect_same(x.tau, y.tau, "tau");
     EXPECT_EQ(x.topk_ids, y.topk_ids);
+    EXPECT_EQ(x.topk_pieces, y.topk_pieces);
     expect_same(x.topk_probs, y.topk_probs, "topk_probs");
     expect_same(x.token_nll, y.token_nll, "token_nll");
   }
@@ -314,6 +315,30 @@ TEST(CaptureH5, ProvenanceWithoutDeviceAndPrecisionReadsEmpty) {
   EXPECT_EQ(r.device, "");
   EXPECT_EQ(r.precision, "");
   EXPECT_EQ(r.model_path, f.model_path);
+}
+
+// The text of the next-token top-k (topk_pieces) round-trips, unicode and empty strings included; a run without it
+// (a model without a tokenizer, a file written before it was stored) has no dataset and reads empty; a count that
+// is not one per top-k id is refused before anything is written.
+TEST(CaptureH5, TopkPiecesRoundTripAndAreOptional) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  const std::vector<std::string> words = {" the", "\u00e9t\u00e9", "", "\n", " \u5927", "<s>"};
+  RunCapture& r0 = f.runs[0];
+  ASSERT_FALSE(r0.topk_ids.empty());
+  for (size_t i = 0; i < r0.topk_ids.size(); ++i) r0.topk_pieces.push_back(words[i % words.size()]);
+  ASSERT_TRUE(f.runs[1].topk_pieces.empty());
+  const std::string path = dir.file("pieces.h5");
+  write_capture(f, path);
+  const CaptureFile g = read_capture(path);
+  expect_same_capture(f, g, false);
+  EXPECT_EQ(g.runs[0].topk_pieces.size(), g.runs[0].topk_ids.size());
+  EXPECT_TRUE(g.runs[1].topk_pieces.empty());
+  f.runs[0].topk_pieces.pop_back();
+  const std::string bad = dir.file("bad.h5");
+  const std::string err = error_of([&] { write_capture(f, bad); });
+  EXPECT_NE(err.find("topk_pieces"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(bad));
 }
 
 // A generation capture records where the prompt ends (root attribute n_prompt_tokens); a capture of a prompt alone,

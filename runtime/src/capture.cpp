@@ -159,6 +159,15 @@ std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, con
   };
 }
 
+// The display text of each top-k id, so that the capture shows text without its model (none without a tokenizer).
+void fill_topk_pieces(RunCapture& run, const Model& model) {
+  run.topk_pieces.clear();
+  const Tokenizer* tok = model.tokenizer();
+  if (!tok) return;
+  run.topk_pieces.reserve(run.topk_ids.size());
+  for (int32_t id : run.topk_ids) run.topk_pieces.push_back(tok->display(id));
+}
+
 }  // namespace
 
 double head_metric_mean(const RunCapture& run, int n_heads, int T, int layer, int head, int metric) {
@@ -290,6 +299,7 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
   RunOptions opt = req.run;
   opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
   if (!session.forward(tokens.data(), T, spec, opt, &obs, nullptr)) return false;
+  fill_topk_pieces(run, model);
   *out = std::move(run);
   return true;
 }
@@ -480,6 +490,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   m.req = req;
   m.valid = true;
   if (first_layer_run) *first_layer_run = std::min(first, c.n_layers - 1);
+  fill_topk_pieces(run, m.model);
   *out = std::move(run);
   return true;
 }

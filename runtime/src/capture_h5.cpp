@@ -35,6 +35,7 @@ constexpr const char* kShapeMetrics = "[layer, head, row, metric]";
 constexpr const char* kShapeRowScale = "[layer, head, row]";
 constexpr const char* kShapeTau = "[layer, row]";
 constexpr const char* kShapeTopk = "[position, rank]";
+constexpr const char* kShapeTopkFlat = "[position * rank]";  // string datasets are 1-D: [position, rank] row-major
 constexpr const char* kShapeCompare = "[layer, head, query]";
 constexpr const char* kShapeTemp = "[temp]";
 constexpr const char* kShapeHeadMetrics = "[temp, layer, head, metric]";
@@ -96,6 +97,9 @@ void check_run(const Where& where, const RunCapture& run, int n_layers, int n_he
   const hsize_t k = hsize_t(topk_width(run, n_tokens));
   check_values(where, r + "topk_ids", run.topk_ids.size(), {T, k}, "[tokens, k]");
   check_values(where, r + "topk_probs", run.topk_probs.size(), {T, k}, "[tokens, k]");
+  if (!run.topk_pieces.empty() && run.topk_pieces.size() != run.topk_ids.size())
+    where.fail(r + "topk_pieces has " + std::to_string(run.topk_pieces.size()) + " entries, expected 0 or one per " +
+               "topk_ids value (" + std::to_string(run.topk_ids.size()) + ")");
   check_values(where, r + "token_nll", run.token_nll.size(), {T}, "[tokens]");
 }
 
@@ -199,6 +203,7 @@ void write_run(Writer& w, hid_t runs, const CaptureFile& file, const RunCapture&
   const hsize_t k = hsize_t(topk_width(run, file.n_tokens()));
   w.dataset_i32(g.get(), path, "topk_ids", {T, k}, run.topk_ids.data(), kShapeTopk);
   w.dataset_f32(g.get(), path, "topk_probs", {T, k}, run.topk_probs.data(), kShapeTopk);
+  if (!run.topk_pieces.empty()) w.dataset_strings(g.get(), path, "topk_pieces", run.topk_pieces, kShapeTopkFlat);
   w.dataset_f32(g.get(), path, "token_nll", {T}, run.token_nll.data(), kShapePosition);
 }
 
@@ -264,6 +269,13 @@ RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const Captur
   run.topk_ids = std::move(topk_ids.data);
   Array<float> topk_probs = r.read_f32(g.get(), path, "topk_probs", 2, &topkd, "[tokens, k]");
   run.topk_probs = std::move(topk_probs.data);
+  // Absent in files written before the top-k text was stored (and when the model had no tokenizer).
+  if (r.has(g.get(), "topk_pieces")) {
+    const Dims pd = r.shape_of(g.get(), path, "topk_pieces");  // checked before its strings are read
+    if (pd.size() != 1 || pd[0] != T * k)
+      r.where().fail(path + "/topk_pieces should hold one string per topk_ids value (" + std::to_string(T * k) + ")");
+    run.topk_pieces = r.read_string_dataset(g.get(), path, "topk_pieces");
+  }
   Array<float> nll = r.read_f32(g.get(), path, "token_nll", 1, &tokd, "[tokens]");
   run.token_nll = std::move(nll.data);
   check_run(r.where(), run, file.n_layers, file.n_heads, n_tokens);

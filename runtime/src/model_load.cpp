@@ -225,7 +225,23 @@ void check_all_bound(const TensorMap& all, const std::set<std::string>& used, co
   }
 }
 
+// FNV-1a 64 over the weight files' bytes, in the order they were opened: Model::weights_checksum's definition.
+uint64_t hash_weight_files(const std::shared_ptr<GgufModel>& gguf,
+                           const std::vector<std::shared_ptr<SafetensorsFile>>& st_files) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (gguf) return gguf->file->fnv1a(h);
+  for (const auto& f : st_files) h = f->fnv1a(h);
+  return h;
+}
+
 }  // namespace
+
+uint64_t Model::files_checksum(const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const OpenedFiles files = open_model_files(resolve_model_path(path, nullptr));
+  return hash_weight_files(files.gguf, files.st_files);
+}
 
 // Opening (the files, the config), checks (config against tensors, the memory budget, the device), binding (the
 // architecture table's tensors, weight_binder.h), checks (nothing left unbound), then the tokenizer and checksum.
@@ -268,12 +284,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   m->tok_ = gguf ? std::move(gguf->tok) : load_hf_dir_tokenizer(dir, &c);  // tokenizer.json or tokenizer.model
   // The files' checksum: at once when every weight was copied out of them (the mappings then close), on the first
   // weights_checksum() call when stored weights keep them open (hashing an 8B file takes seconds).
-  auto hash_files = [gguf, st_files = files.st_files]() {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    if (gguf) return gguf->file->fnv1a(h);
-    for (const auto& f : st_files) h = f->fnv1a(h);
-    return h;
-  };
+  auto hash_files = [gguf, st_files = files.st_files]() { return hash_weight_files(gguf, st_files); };
   if (any_stored) {
     m->weights_mode_ = WeightsMode::kNative;
     m->checksum_fn_ = hash_files;

@@ -45,9 +45,12 @@ struct RunCapture {
   std::vector<float> tau;         // [n_layers, T] learned tau used per row; empty unless mode is learned
   std::vector<int32_t> topk_ids;  // [T, k] most likely next tokens after each position
   std::vector<float> topk_probs;  // [T, k]
-  std::vector<float> token_nll;   // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
-  std::vector<float> induction;   // [n_layers, n_heads, T] row induction mass (metrics.h); NaN for rows whose token
-                                  // did not occur before; empty unless CaptureRequest::induction (not in files yet)
+  // [T, k] the tokenizer's display text of each topk_ids entry, so that a capture opened without its model shows
+  // text; empty when the model has no tokenizer, and in files written before it was stored (dataset topk_pieces).
+  std::vector<std::string> topk_pieces;
+  std::vector<float> token_nll;  // [T] -ln p(token[i+1] | ..i) in nats; NaN for the last position
+  std::vector<float> induction;  // [n_layers, n_heads, T] row induction mass (metrics.h); NaN for rows whose token
+                                 // did not occur before; empty unless CaptureRequest::induction (not in files yet)
   int topk_mass_k = 5;
 };
 

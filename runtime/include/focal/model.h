@@ -119,6 +119,9 @@ class Model {
   // FNV-1a 64 over the weight files' bytes. Native-weight models compute it on the first call (several seconds for
   // an 8B file), so that opening stays quick; thread-safe.
   uint64_t weights_checksum() const;
+  // The same checksum of the model at `path` (directory or .gguf) without loading it: opens its headers and hashes
+  // the weight files (seconds for an 8B file). Throws Error naming the path when it is not a loadable model.
+  static uint64_t files_checksum(const std::string& path);
   WeightsMode weights_mode() const { return weights_mode_; }  // kFp32 when no matrix is held in a stored format
   size_t weight_bytes() const;  // bytes of the weight matrices as held (mapped file bytes for stored weights)
   size_t n_params() const { return n_params_; }
