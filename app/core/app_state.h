@@ -101,6 +101,9 @@ class AppState {
   void open_path(const std::string& path);     // a model directory / .gguf, or a capture .h5
   void open_model_b(const std::string& path);  // compare two models: B runs this model on the same tokens
   void close_model_b();
+  // Closes the model (A and B) or capture and what was run with it: the model panels show that nothing is loaded.
+  // Opening a stats file of another model does this, so that no panel shows an unrelated model beside it.
+  void close_session();
   bool has_model() const { return (bool)slots[0].model; }
   bool capture_only() const { return !slots[0].model && !file.token_ids.empty(); }
   const focal::ModelConfig* config() const;

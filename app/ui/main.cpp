@@ -207,8 +207,15 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // and the overview stay usable.
   const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
   const float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
-  const float bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
+  // The details pane: its height by the window, taller while the Corpus tab shows, until its splitter is dragged.
+  const float auto_bottom =
+      ui.details_tab == 5 ? std::clamp(h * 0.45f, 110.0f, 560.0f) : std::clamp(h * 0.24f, 110.0f, 280.0f);
+  const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
+  const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom, 80.0f, max_bottom);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
+  set_run_colours(st);  // one colour per run: the main panels' A and B
+  ui.labels["runs.colours"] = {st.slots[0].spec.label() + "=" + col_hex(col_run(0)),
+                               st.slots[1].spec.label() + "=" + col_hex(col_run(1))};
   const float right_w = std::max(80.0f, w - left);
   const float heat_w = std::max(60.0f, std::min(mid + 30.0f, right_w * 0.48f));
   // The overview's share of the column: more for many layers; drag the splitter under it to change it.
@@ -233,6 +240,17 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
     ImGui::InvisibleButton("split", ImVec2(std::max(20.0f, right_w - heat_w - 40), 6));
     if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
     if (ImGui::IsItemActive()) ui.overview_frac += ImGui::GetIO().MouseDelta.y / mid;
+  }
+  ImGui::End();
+  // Splitter above the details pane: drag to make it taller or shorter.
+  ImGui::SetNextWindowPos(ImVec2(left + 20, top + mid - 3));
+  ImGui::SetNextWindowSize(ImVec2(std::max(20.0f, right_w - 40), 6));
+  if (ImGui::Begin("##split_details", nullptr,
+                   ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_NoSavedSettings |
+                       ImGuiWindowFlags_NoMove)) {
+    ImGui::InvisibleButton("split_details", ImVec2(std::max(20.0f, right_w - 40), 6));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+    if (ImGui::IsItemActive()) ui.details_h = std::clamp(bottom - ImGui::GetIO().MouseDelta.y, 80.0f, max_bottom);
   }
   ImGui::End();
   ImGui::PopStyleVar(2);

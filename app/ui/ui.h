@@ -70,7 +70,11 @@ struct Ui {
   char set_layers_buf[2][64] = {};  // temperature overrides for a set: layers, heads and t of each side
   char set_heads_buf[2][64] = {};
   float set_t[2] = {0.4f, 0.4f};
-  float overview_frac = 0.0f;         // share of the right column's height for the overview (0: by the layer count)
+  float overview_frac = 0.0f;  // share of the right column's height for the overview (0: by the layer count)
+  float details_h = 0.0f;      // the details pane's height in px (0: by the window; its splitter sets it)
+  int details_tab = -1;        // the details tab shown last frame (0 metrics .. 5 corpus)
+  // The stats file the details panel last saw (a new one brings the Corpus tab forward).
+  const CorpusView* corpus_seen = nullptr;
   int strip_scrolled_to = -1;         // token strip: the query it last scrolled to
   float strip_width = 0.0f;           // token strip: its width when it last laid out the tokens
   float strip_height = 0.0f;          // token strip: its height then (a banner above it can shrink it)
@@ -88,7 +92,14 @@ struct Ui {
 };
 
 // Colours.
-ImU32 col_run(int side);  // A blue, B vermillion (Okabe-Ito, as the figures)
+// The colour of run A (side 0) or B (1): one colour per run everywhere, by the kind of attention it runs, the
+// figures' rule (standard blue, focal vermillion, learned bluish green; focal_figures/colormap.h run_colors8). The
+// panels draw with the pair set last: main.cpp sets the main panels' specs each frame, the Corpus tab its stats
+// file's runs while it draws. Sides 2.. are plain Okabe-Ito colours.
+ImU32 col_run(int side);
+void set_run_colours(const std::string& name_a, const std::string& name_b);
+void set_run_colours(const AppState& st);  // the labels of A's and B's specs
+std::string col_hex(ImU32 c);              // "#RRGGBB"
 ImU32 col_viridis(double t);
 ImU32 col_diverging(double t);
 ImVec4 col_run_v4(int side);
@@ -129,6 +140,10 @@ void draw_corpus(Ui& ui);  // panel_corpus.cpp: a focal batch stats file
 // Opens row `row` of the corpus's documents as the prompt, under its runs' settings (loading the batch's model first
 // when another is loaded). Throws focal::Error when no corpus is open or the row does not exist.
 void open_corpus_document(Ui& ui, size_t row);
+// Opens the model the corpus's batch ran (its provenance model_path), unless it is the loaded one; with no prompt
+// (a stats file opened alone) it then runs the selected head's highest document. Throws focal::Error when no corpus
+// is open or that model is not on disk.
+void open_corpus_model(Ui& ui);
 
 // Begins a fixed panel window at r (x, y, w, h).
 bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra = 0);

@@ -61,7 +61,21 @@ void Texture::release() {
 }
 
 static ImU32 to_u32(focal::figures::Rgb8 c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
-ImU32 col_run(int side) { return to_u32(focal::figures::category8(side)); }
+// The colours of runs A and B now: the figures' colour of each run's name (set_run_colours).
+static ImU32 g_run_colour[2] = {to_u32(focal::figures::category8(0)), to_u32(focal::figures::category8(1))};
+void set_run_colours(const std::string& name_a, const std::string& name_b) {
+  const std::vector<focal::figures::Rgb8> c = focal::figures::run_colors8({name_a, name_b});
+  g_run_colour[0] = to_u32(c[0]);
+  g_run_colour[1] = to_u32(c[1]);
+}
+void set_run_colours(const AppState& st) { set_run_colours(st.slots[0].spec.label(), st.slots[1].spec.label()); }
+ImU32 col_run(int side) { return side >= 0 && side < 2 ? g_run_colour[side] : to_u32(focal::figures::category8(side)); }
+std::string col_hex(ImU32 c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%02X%02X%02X", (unsigned)(c & 255), (unsigned)(c >> 8 & 255),
+                (unsigned)(c >> 16 & 255));
+  return buf;
+}
 ImVec4 col_run_v4(int side) { return ImGui::ColorConvertU32ToFloat4(col_run(side)); }
 ImU32 col_generated() { return IM_COL32(240, 64, 128, 255); }
 ImVec4 col_generated_v4() { return ImGui::ColorConvertU32ToFloat4(col_generated()); }
@@ -378,28 +392,38 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
 void draw_bottom(Ui& ui, const ImVec4& r) {
   if (begin_panel("Details", r)) {
     ui.record_rect("details");
+    if (ui.st.corpus.get() != ui.corpus_seen) {  // a stats file just opened: show it
+      ui.corpus_seen = ui.st.corpus.get();
+      if (ui.corpus_seen) ui.force_tab = 5;
+    }
     if (ImGui::BeginTabBar("details_tabs")) {
       if (ImGui::BeginTabItem("Metrics", nullptr, ui.force_tab == 0 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 0;
         draw_metrics(ui);
         ImGui::EndTabItem();
       }
       if (ImGui::BeginTabItem("Output", nullptr, ui.force_tab == 1 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 1;
         draw_output(ui);
         ImGui::EndTabItem();
       }
       if (ImGui::BeginTabItem("Sweep", nullptr, ui.force_tab == 2 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 2;
         draw_sweep(ui);
         ImGui::EndTabItem();
       }
       if (ImGui::BeginTabItem("Generation", nullptr, ui.force_tab == 3 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 3;
         draw_generation(ui);
         ImGui::EndTabItem();
       }
       if (ImGui::BeginTabItem("Learned tau", nullptr, ui.force_tab == 4 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 4;
         draw_tau(ui);
         ImGui::EndTabItem();
       }
       if (ImGui::BeginTabItem("Corpus", nullptr, ui.force_tab == 5 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 5;
         draw_corpus(ui);
         ImGui::EndTabItem();
       }

@@ -20,6 +20,12 @@ Rgb8 viridis8(double t) { return to8(viridis(std::isnan(t) ? 0.0 : t)); }
 Rgb8 diverging8(double t) { return to8(diverging(std::isnan(t) ? 0.0 : t)); }
 Rgb8 category8(int i) { return to8(category_color(i)); }
 
+std::vector<Rgb8> run_colors8(const std::vector<std::string>& names) {
+  std::vector<Rgb8> out;
+  for (const Rgb& c : run_colors(names)) out.push_back(to8(c));
+  return out;
+}
+
 void write_png_rgba(const std::string& path, const uint8_t* rgba, int w, int h, int stride) {
   if (w <= 0 || h <= 0) throw Error("screenshot '" + path + "': the image is empty");
   cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
