@@ -33,6 +33,7 @@ using focal::cli::with_flag;
 
 namespace focal::cli {
 int cmd_train(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);  // cmd_calibrate.cpp
 int cmd_export(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
 int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
@@ -58,6 +59,7 @@ commands:
   figure KIND FILE..  publication figure (PNG, SVG, PDF) from capture or sweep files
   demo                capture standard vs focal on the demo model and write a gallery of figures
   train               train a small standard / focal / learned-temperature model on the CPU
+  calibrate MODEL     learn a pretrained model's temperatures per model, layer or head, every weight frozen
   batch MODEL         attention statistics over a corpus (many documents), standard vs focal; MPI-ready
   eval MODEL          validation loss, retrieval accuracy and relevant-token attention by context length
   export SRC DST      copy a model directory with bf16 / fp16 weights (bundling a checkpoint)
@@ -627,6 +629,7 @@ int main(int argc, char** argv) {
     if (cmd == "figure") return focal::cli::cmd_figure(argc, argv);
     if (cmd == "demo") return focal::cli::cmd_demo(argc, argv);
     if (cmd == "train") return focal::cli::cmd_train(argc, argv);
+    if (cmd == "calibrate") return focal::cli::cmd_calibrate(argc, argv);
     if (cmd == "export") return focal::cli::cmd_export(argc, argv);
     if (cmd == "batch") return focal::cli::cmd_batch(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);

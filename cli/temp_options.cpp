@@ -16,9 +16,10 @@ const char* const kTempHelp = R"(temperature options (default: the model's nativ
   --tau-scale X         multiplier on the learned tau (--mode learned)
   --ssmax-s S           ssmax: logits * S * ln(n_visible)
 spec grammar (--temp, --compare, batch --runs; the app's `spec` command and Python's temp= take the same):
-  standard | native | focal:T | T | learned[:X] | ssmax[:S], then any number of +L=T (layer L at t = T) or
-  +L:H=T (head H of layer L); run names work too (focal_t0.4, learned_x0.8, ssmax_s1).
-  e.g. focal:0.4   0.4   learned:0.8   standard+2=0.3+2:1=0.5
+  standard | native | focal:T | T | learned[:X] | ssmax[:S] | calibrated:FILE, then any number of +L=T
+  (layer L at t = T) or +L:H=T (head H of layer L); run names work too (focal_t0.4, learned_x0.8, ssmax_s1).
+  calibrated:FILE is a temperature file of focal calibrate; one made for another model is refused.
+  e.g. focal:0.4   0.4   learned:0.8   standard+2=0.3+2:1=0.5   calibrated:temps.json
 )";
 
 const std::set<std::string> kTempOpts = {"--mode", "--temp", "--layer-temp", "--head-temp", "--tau-scale", "--ssmax-s"};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
 #include "model_internal.h"
@@ -155,6 +156,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       throw Error("forward: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
                   " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
   spec.validate(c);
+  check_spec_weights(spec, model);  // a temperature file of other weights (calibrated:PATH)
 
   const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
   const int pos0 = st.n_past;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
 #include "json_util.h"
@@ -74,6 +75,12 @@ std::string TempSpec::to_json() const {
   for (const auto& [lh, t] : head_temp)
     ht.push_back({{"layer", lh.first}, {"head", lh.second}, {"focal_temp", short_decimal(t)}});
   j["head_temp"] = ht;
+  if (base_checksum != 0) {
+    j["temp_file"] = temp_file;
+    char b[24];
+    std::snprintf(b, sizeof b, "%016llx", (unsigned long long)base_checksum);
+    j["base_checksum"] = b;
+  }
   return j.dump();
 }
 
@@ -90,6 +97,10 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
     if (j.contains("head_temp"))
       for (auto& e : j["head_temp"])
         s.head_temp[{e.at("layer").get<int>(), e.at("head").get<int>()}] = e.at("focal_temp").get<float>();
+    if (j.contains("base_checksum")) {
+      s.temp_file = j.value("temp_file", std::string());
+      s.base_checksum = std::stoull(j.at("base_checksum").get<std::string>(), nullptr, 16);
+    }
   } catch (const Error&) { throw; } catch (const std::exception& e) {
     throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
   }
@@ -99,7 +110,8 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
 namespace {
 
 const char* const kSpecGrammar =
-    "use standard, native, focal:T (or a number t), learned, learned:X, ssmax or ssmax:S, each optionally followed "
+    "use standard, native, focal:T (or a number t), learned, learned:X, ssmax, ssmax:S or calibrated:PATH (a "
+    "temperature file of focal calibrate), each optionally followed "
     "by +L=T (layer L at t = T) or +L:H=T (head H of layer L), e.g. focal:0.4 or standard+2=0.3+2:1=0.5";
 
 [[noreturn]] void bad_spec(const std::string& where, const std::string& what) {
@@ -193,6 +205,12 @@ TempSpec TempSpec::parse(const std::string& text, const std::string& where, cons
   } else if (arg_of("ssmax", "ssmax_s", &arg)) {
     s.mode = AttnMode::kSsmax;
     if (!arg.empty()) s.ssmax_s = spec_number(arg, where, text, "s");
+  } else if (base.rfind("calibrated:", 0) == 0) {
+    const std::string path = base.substr(std::string("calibrated:").size());
+    if (path.empty()) bad_spec(where, "'" + text + "': calibrated: needs the temperature file, e.g. calibrated:t.json");
+    const TempFile f = read_temp_file(path);
+    if (native_of) check_temp_file_shape(f, *native_of, path);
+    s = temp_file_spec(f, path);
   } else if (is_number(base)) {
     s = focal(spec_number(base, where, text, "t"));
   } else {
@@ -243,6 +261,7 @@ static std::string fmt_g(float v) {
 }
 
 std::string TempSpec::label() const {
+  if (!temp_file.empty()) return "calibrated";  // the file's temperatures (its overrides are the setting)
   std::string s = spelled_mode(*this, true);
   if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";
   return s;

@@ -2,6 +2,7 @@
 // from the model so one model can be run, captured and compared under any setting.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,6 +18,10 @@ struct TempSpec {
   std::map<std::pair<int, int>, float> head_temp;  // (layer, head) -> t, overrides layer_temp
   float tau_scale = 1.0f;                          // kLearned: tau_used = tau * tau_scale
   float ssmax_s = 1.0f;                            // kSsmax: logits * ssmax_s * ln(n_visible)
+  // Set when the setting came from a temperature file (`calibrated:PATH`, focal/calibrate.h): the file and the
+  // weights checksum of the model it was calibrated for; a forward on other weights is refused. 0: no file.
+  std::string temp_file;
+  uint64_t base_checksum = 0;
 
   // The setting the model was trained with (its config.json "focal" object); standard if none.
   static TempSpec native(const ModelConfig& cfg);
@@ -35,13 +40,15 @@ struct TempSpec {
   // The one temperature-spec grammar, used by the CLI (--temp, --compare, batch --runs), the app's `spec` script
   // command and Python (temp="..."):
   //   SPEC     := BASE ('+' OVERRIDE)*
-  //   BASE     := standard | native | focal:T | T | learned | learned:X | ssmax | ssmax:S
+  //   BASE     := standard | native | focal:T | T | learned | learned:X | ssmax | ssmax:S | calibrated:PATH
   //               (run names are accepted too: focal_tT, learned_xX, ssmax_sS)
   //   OVERRIDE := L=T (layer L at t = T) | L:H=T (head H of layer L at t = T)
   // e.g. "focal:0.4", "0.4", "learned:0.8", "standard+2=0.3+2:1=0.5". `native` is the model's own setting and needs
   // `native_of` (else Error). Every index must be an integer >= 0. A malformed spec throws Error with field() "spec"
   // whose message starts with `where` and lists the grammar; a well-formed number that is not a temperature (<= 0,
   // nan, inf) throws Error with no field. Ranges and learned-tau availability are checked by validate(), not here.
+  // calibrated:PATH reads a temperature file (PATH without '+'; read_temp_file's errors, field "temp_file") and, with
+  // native_of, refuses one whose shape differs from that model's; text() spells its temperatures out.
   static TempSpec parse(const std::string& text, const std::string& where, const ModelConfig* native_of = nullptr);
   // Adds one OVERRIDE ("L=T" or "L:H=T") with the same rules; returns true if it was a per-head override.
   bool parse_override(const std::string& item, const std::string& where);
@@ -50,7 +57,8 @@ struct TempSpec {
 
   std::string to_json() const;
   static TempSpec from_json(const std::string& json, const std::string& where);
-  // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any.
+  // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any;
+  // "calibrated" for a temperature file's setting.
   std::string label() const;
 
   // The logit multiplier this spec applies to raw scores (q.k/sqrt(d_head)) of (layer, head) for a query row with

@@ -1,0 +1,109 @@
+// `focal calibrate`: learn a pretrained model's attention temperatures (per model, layer or head) with every weight
+// frozen, and write the temperature file that capture, sweep, generate, eval, batch, the app and Python take as
+// calibrated:FILE.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "args.h"
+#include "device_option.h"
+#include "focal/calibrate.h"
+#include "focal/error.h"
+#include "focal/model.h"
+
+namespace focal::cli {
+
+namespace {
+
+const char* kCalibrateHelp = R"(usage: focal calibrate MODEL --data FILE -o TEMPS.json [options]
+
+Learns log t (t: the focal temperature, logits / (t sqrt(d_head))) by Adam on the next-token loss of FILE, every
+model weight frozen: the backward carries activation gradients only, and 16-bit or quantized matrices stay as
+stored (each is widened into one scratch matrix while the backward passes it). FILE (UTF-8 text, or .jsonl with a
+"text" field per line) is tokenized with the model's tokenizer and cut into windows of --seq-len tokens; the last
+--val-frac of them are held out. LLaMA-layout models (Llama, SmolLM2, Qwen2 with biases, Qwen3 QK-norm); other
+architectures are refused, naming what the backward lacks. CPU only.
+
+Writes TEMPS.json (format focalscope-temps: t per layer x head, the base model's weights checksum, the data, steps
+and losses), TEMPS.json.ckpt.json at every evaluation (swapped in by rename) and the training log TEMPS.log.h5
+(format focalscope-trainlog: `focal figure training` draws it; tau_mean holds t sqrt(d_head) per layer).
+Apply the result to any run with --temp calibrated:TEMPS.json (batch: --runs standard,calibrated:TEMPS.json).
+
+options:
+  --data FILE           calibration text (required)
+  -o, --output FILE     the temperature file to write (required)
+  --granularity G       model (one t) | layer (one t per layer) | head (one t per head; default)
+  --steps N (200) --batch N (4 windows) --seq-len N (256) --lr X (0.05; cosine to 10 %) --seed S (1)
+  --init-temp T         every t at the start (default 1: standard attention)
+  --val-frac X          share of the windows held out (default 0.1, at least one window)
+  --val-windows N       held-out windows evaluated (default 8, evenly spaced)
+  --eval-every N        held-out loss, log row and checkpoint every N steps (default 50, and at the end)
+  --log FILE            the training log (default: TEMPS without .json + .log.h5)
+  --resume              continue from TEMPS.json.ckpt.json: give the command that started it plus --resume (options
+                        that differ are refused, each named); the result is the same as an uninterrupted run
+)";
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  Args a(argc, argv, 2, {"--help", "--resume", kLoadFlag, kMmapFlag},
+         {"--data", "--output", "--granularity", "--steps", "--batch", "--seq-len", "--lr", "--seed", "--init-temp",
+          "--val-frac", "--val-windows", "--eval-every", "--log", kDeviceOption, kWeightsOption, kPrecisionOption});
+  if (a.has("--help")) {
+    std::printf("%s%s", kCalibrateHelp, kDeviceHelp);
+    return 0;
+  }
+  if (!a.has("--data")) throw UsageError{"give the calibration text with --data FILE"};
+  if (!a.has("--output")) throw UsageError{"give the temperature file to write with -o FILE"};
+  CalibConfig cfg;
+  cfg.data_path = a.get("--data");
+  cfg.out_path = a.get("--output");
+  cfg.log_path = a.get("--log");
+  cfg.resume = a.has("--resume");
+  try {
+    cfg.granularity = parse_calib_granularity(a.get("--granularity", "head"), "--granularity");
+  } catch (const Error& e) { throw UsageError{e.what()}; }
+  cfg.steps = (int)a.get_int("--steps", 200);
+  cfg.batch = (int)a.get_int("--batch", 4);
+  cfg.seq_len = (int)a.get_int("--seq-len", 256);
+  cfg.lr = a.get_double("--lr", 0.05);
+  cfg.seed = (uint64_t)a.get_int("--seed", 1);
+  cfg.init_temp = a.get_double("--init-temp", 1.0);
+  cfg.val_frac = a.get_double("--val-frac", 0.1);
+  cfg.val_windows = (int)a.get_int("--val-windows", 8);
+  cfg.eval_every = (int)a.get_int("--eval-every", 50);
+
+  auto model = load_model(a, model_arg(a, "calibrate"));
+  const std::vector<std::string> gaps = calibration_gaps(model->config());
+  if (!gaps.empty()) {  // before tokenizing: calibrate() says the same, but a big file need not be read first
+    std::string list;
+    for (const std::string& g : gaps) list += (list.empty() ? "" : ", ") + g;
+    throw Error("model", "'" + model->path() + "' (" + model->config().arch.name +
+                             ") cannot be calibrated: the frozen-weight backward does not cover " + list +
+                             "; calibration takes LLaMA-layout models");
+  }
+  const std::vector<int32_t> tokens = load_calib_tokens(*model, cfg.data_path);
+  std::fprintf(stderr, "calibrate: %zu tokens of %s, %s granularity, %d steps of %d x %d tokens\n", tokens.size(),
+               cfg.data_path.c_str(), calib_granularity_name(cfg.granularity), cfg.steps, cfg.batch, cfg.seq_len);
+  const bool tty = ::isatty(::fileno(stderr)) == 1;
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  const TempFile f = calibrate(*model, tokens, cfg, [&](const CalibProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool eval = p.val_loss >= 0;
+    if (!eval && !tty && now - last_line < std::chrono::seconds(5)) return;
+    std::fprintf(stderr, "%sstep %5d/%d  loss %.4f", tty ? "\r" : "", p.step, p.steps, p.train_loss);
+    if (eval) std::fprintf(stderr, "  held-out %.4f", p.val_loss);
+    std::fprintf(stderr, "  |g| %.3g  lr %.2e  t %.3f..%.3f  %.0f tok/s  ETA %.0fs%s", p.grad_norm, p.lr, p.temp_min,
+                 p.temp_max, p.tokens_per_s, p.eta_s, eval || !tty ? "\n" : "   ");
+    std::fflush(stderr);
+    last_line = now;
+  });
+  std::printf("held-out loss %.5f nats/token at t = %g, %.5f calibrated (%s granularity, %d held-out tokens)\n",
+              f.val_loss_init, f.init_temp, f.val_loss, calib_granularity_name(f.granularity), (int)f.n_val_tokens);
+  std::printf("wrote %s (apply with --temp calibrated:%s)\n", cfg.out_path.c_str(), cfg.out_path.c_str());
+  return 0;
+}
+
+}  // namespace focal::cli

@@ -1,0 +1,152 @@
+// Gradient of the next-token loss with respect to log attention temperatures through frozen weights: the runtime's
+// forward records a Tape, the backward carries activation gradients only (no weight gradient is formed) down to the
+// lowest layer's attention, and each layer's d(loss)/d(row scale) becomes d(loss)/d(log t). CPU only.
+#include "train/calib_grad.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "focal/error.h"
+#include "focal_kernels/backward.h"
+#include "model_internal.h"
+#include "tape.h"
+
+namespace focal {
+
+TempParams TempParams::uniform(CalibGranularity g, const ModelConfig& cfg, double focal_temp) {
+  TempParams p;
+  p.granularity = g;
+  p.n_layers = cfg.n_layers;
+  p.n_heads = cfg.n_heads;
+  const size_t n = g == CalibGranularity::kModel   ? 1
+                   : g == CalibGranularity::kLayer ? (size_t)cfg.n_layers
+                                                   : (size_t)cfg.n_layers * cfg.n_heads;
+  p.log_temp.assign(n, std::log(focal_temp));
+  return p;
+}
+
+int TempParams::index(int layer, int head) const {
+  switch (granularity) {
+    case CalibGranularity::kModel: return 0;
+    case CalibGranularity::kLayer: return layer;
+    case CalibGranularity::kHead: return layer * n_heads + head;
+  }
+  return 0;
+}
+
+std::vector<float> TempParams::head_temps() const {
+  std::vector<float> t((size_t)n_layers * n_heads);
+  for (int l = 0; l < n_layers; ++l)
+    for (int h = 0; h < n_heads; ++h) t[(size_t)l * n_heads + h] = (float)std::exp(log_temp[index(l, h)]);
+  return t;
+}
+
+TempSpec TempParams::spec() const {
+  const std::vector<float> t = head_temps();
+  TempSpec s;
+  switch (granularity) {
+    case CalibGranularity::kModel: s = TempSpec::focal(t[0]); break;
+    case CalibGranularity::kLayer:
+      for (int l = 0; l < n_layers; ++l) s.layer_temp[l] = t[(size_t)l * n_heads];
+      break;
+    case CalibGranularity::kHead:
+      for (int l = 0; l < n_layers; ++l)
+        for (int h = 0; h < n_heads; ++h) s.head_temp[{l, h}] = t[(size_t)l * n_heads + h];
+      break;
+  }
+  return s;
+}
+
+namespace {
+
+// A weight matrix as fp32 values: itself when the backend holds fp32, else widened into `scratch` (one matrix at a
+// time: the caller reuses the scratch for the next one).
+const float* fp32_of(const Model& model, const Weight& w, std::vector<float>& scratch) {
+  if (const float* p = w.f32()) return p;
+  scratch.resize(w.n);
+  model.backend().download_weight(scratch.data(), w, w.n);
+  return scratch.data();
+}
+
+}  // namespace
+
+double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const TempParams& params, double n_total,
+                           std::vector<double>& grad) {
+  const ModelConfig& c = model.config();
+  const Model::Weights& w = model.weights();
+  if (model.device() != Device::kCpu)
+    throw Error("device", "calibration runs on the CPU only; load the model on the cpu device");
+  const std::vector<std::string> gaps = calibration_gaps(c);
+  if (!gaps.empty()) throw Error("calibration: this model needs " + gaps.front() + ", which calibration lacks");
+  if (grad.size() != params.log_temp.size()) throw Error("calibration: gradient buffer of the wrong size");
+  const TempSpec spec = params.spec();
+
+  Session s(model, T);
+  Tape tape;
+  std::vector<float> logits;  // [T, V]
+  forward_with_tape(s, ids, T, spec, &tape, &logits);
+
+  const int H = c.hidden, V = c.vocab_size, I = c.intermediate, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
+  const int QD = nh * d, KD = nkv * d;
+  using ops::gemm;
+  std::vector<float> scratch;  // one widened matrix
+  std::vector<float> dxn((size_t)T * H), dx((size_t)T * H), tmp((size_t)T * H), dnorm(std::max(H, QD));
+  double loss = 0.0;
+  {
+    std::vector<float> dlogits((size_t)T * V);  // [T, V]
+    loss = ops::cross_entropy<float>(logits.data(), ids, T, V, n_total, dlogits.data());
+    logits = std::vector<float>();
+    gemm<float>(false, false, T, H, V, 1.0f, dlogits.data(), V, fp32_of(model, w.lm_head, scratch), H, 0.0f, dxn.data(),
+                H);
+  }
+  ops::rmsnorm_backward<float>(tape.x_final.data(), w.final_norm, dxn.data(), dx.data(), dnorm.data(), T, H, c.rms_eps);
+
+  std::vector<float> dact((size_t)T * I), dgate((size_t)T * I), dup((size_t)T * I);
+  std::vector<float> datt((size_t)T * QD), dq((size_t)T * QD), dk((size_t)T * KD), dv((size_t)T * KD);
+  std::vector<float> dscale((size_t)nh * T), dqn, dkn;
+  for (int l = c.n_layers - 1; l >= 0; --l) {
+    const LayerWeights& L = w.layers[l];
+    const LayerTape& lt = tape.layers[l];
+    // ---- MLP: x_out = x_mid + down(silu(gate(xn2)) * up(xn2))
+    gemm<float>(false, false, T, I, H, 1.0f, dx.data(), H, fp32_of(model, L.w_down, scratch), I, 0.0f, dact.data(), I);
+    ops::swiglu_backward<float>(lt.gate.data(), lt.up.data(), dact.data(), dgate.data(), dup.data(), (int64_t)T * I);
+    gemm<float>(false, false, T, H, I, 1.0f, dgate.data(), I, fp32_of(model, L.w_gate, scratch), H, 0.0f, dxn.data(),
+                H);
+    gemm<float>(false, false, T, H, I, 1.0f, dup.data(), I, fp32_of(model, L.w_up, scratch), H, 1.0f, dxn.data(), H);
+    ops::rmsnorm_backward<float>(lt.x_mid.data(), L.mlp_norm, dxn.data(), tmp.data(), dnorm.data(), T, H, c.rms_eps);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += tmp[i];  // dL/dx_mid
+
+    // ---- attention: x_mid = x_in + o(attn(q, k, v)), logits = raw * scale, scale = 1 / t
+    gemm<float>(false, false, T, QD, H, 1.0f, dx.data(), H, fp32_of(model, L.wo, scratch), QD, 0.0f, datt.data(), QD);
+    ops::attention_backward<float>(lt.q.data(), lt.k.data(), lt.v.data(), lt.probs.data(), lt.raw.data(),
+                                   lt.scale.data(), datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T, nh,
+                                   nkv, d);
+    // d scale / d log t = -1/t = -scale
+    for (int h = 0; h < nh; ++h) {
+      double g = 0.0;
+      for (int i = 0; i < T; ++i) g -= (double)dscale[(size_t)h * T + i] * lt.scale[(size_t)h * T + i];
+      grad[params.index(l, h)] += g;
+    }
+    if (l == 0) break;  // nothing below layer 0's attention depends on a temperature
+    ops::rope_backward<float>(dq.data(), T, nh, d, 0, c.rope_theta);
+    ops::rope_backward<float>(dk.data(), T, nkv, d, 0, c.rope_theta);
+    if (L.q_norm) {
+      dqn.resize(dq.size());
+      dkn.resize(dk.size());
+      ops::rmsnorm_backward<float>(lt.q_lin.data(), L.q_norm, dq.data(), dqn.data(), dnorm.data(), T * nh, d,
+                                   c.rms_eps);
+      ops::rmsnorm_backward<float>(lt.k_lin.data(), L.k_norm, dk.data(), dkn.data(), dnorm.data(), T * nkv, d,
+                                   c.rms_eps);
+      dq.swap(dqn);
+      dk.swap(dkn);
+    }
+    gemm<float>(false, false, T, H, QD, 1.0f, dq.data(), QD, fp32_of(model, L.wq, scratch), H, 0.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, KD, 1.0f, dk.data(), KD, fp32_of(model, L.wk, scratch), H, 1.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, KD, 1.0f, dv.data(), KD, fp32_of(model, L.wv, scratch), H, 1.0f, dxn.data(), H);
+    ops::rmsnorm_backward<float>(lt.x_in.data(), L.attn_norm, dxn.data(), tmp.data(), dnorm.data(), T, H, c.rms_eps);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += tmp[i];  // dL/dx_in
+  }
+  return loss;
+}
+
+}  // namespace focal

@@ -1,0 +1,429 @@
+// Calibration of attention temperatures with frozen weights (focal calibrate). The gradient with respect to every
+// log t, at model, layer and head granularity, against central differences (h = 1e-5) of the independent naive
+// double-precision model (tests/naive_llama.h) in which head (l, h) runs at t by scaling its q_proj rows by 1/t
+// (RoPE is linear, so every logit of the head is scaled by 1/t): tolerance 1e-5 + 1e-3 relative (fp32 accumulation
+// on the analytic side). Planted recovery: data sampled from a tiny model at known per-head temperatures, then
+// calibrated from t = 1, recovers them within 10 % (4.4 % at most when written). The temperature file, applied through calibrated:PATH, gives
+// the held-out loss the calibrator reported (1e-5 relative); resume, divergence, other models and bad data.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "focal/calibrate.h"
+#include "focal/error.h"
+#include "focal/model.h"
+#include "focal/model_writer.h"
+#include "focal/trainer.h"
+#include "naive_llama.h"
+#include "test_util.h"
+#include "train/calib_grad.h"
+
+namespace focal {
+namespace {
+
+ModelConfig tiny(bool tied) {
+  ModelConfig c;
+  c.vocab_size = 23;
+  c.hidden = 16;
+  c.intermediate = 24;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_head = 4;
+  c.max_positions = 128;
+  c.rms_eps = 1e-5f;
+  c.tied_embeddings = tied;
+  c.bos_id = 1;
+  return c;
+}
+
+std::unique_ptr<Model> make_model(const ModelConfig& c, uint64_t seed, const std::string& tag,
+                                  const std::string& dtype = "F32", WeightsMode mode = WeightsMode::kFp32) {
+  const std::string dir = test::make_temp_dir(tag);
+  write_model_dir(dir, c, random_model_tensors(c, seed), dtype, "");
+  LoadOptions o;
+  o.weights = mode;
+  return Model::load(dir, Device::kCpu, o);
+}
+
+std::vector<int32_t> random_ids(int T, int V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> u(0, V - 1);
+  std::vector<int32_t> ids(T);
+  for (int32_t& i : ids) i = u(rng);
+  return ids;
+}
+
+struct GradCase {
+  CalibGranularity g;
+  bool tied;
+};
+
+class CalibGrad : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(CalibGrad, MatchesDoubleCentralDifferences) {
+  const GradCase gc = GetParam();
+  const ModelConfig c = tiny(gc.tied);
+  const std::string dir = test::make_temp_dir("calibgrad");
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, 7);
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto model = Model::load(dir);
+  TempParams p = TempParams::uniform(gc.g, c, 1.0);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd(0.0, 0.4);
+  for (double& x : p.log_temp) x = nd(rng);
+  const std::vector<int32_t> ids = random_ids(13, c.vocab_size, 5);
+  const int T = (int)ids.size();
+  std::vector<double> grad(p.log_temp.size(), 0.0);
+  const double loss = calib_loss_and_grad(*model, ids.data(), T, p, 1.0, grad);
+
+  std::map<std::string, test::DoubleTensor> w64;
+  for (const NamedTensor& t : tensors) w64[t.name].data.assign(t.data.begin(), t.data.end());
+  // The double model at log temperatures `theta`: q_proj rows of head (l, h) scaled by exp(-theta).
+  auto loss64 = [&](const std::vector<double>& theta) {
+    std::map<std::string, test::DoubleTensor> w = w64;
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::vector<double>& q = w["model.layers." + std::to_string(l) + ".self_attn.q_proj.weight"].data;
+      for (int h = 0; h < c.n_heads; ++h) {
+        TempParams at = p;
+        at.log_temp = theta;
+        const double s = std::exp(-theta[at.index(l, h)]);
+        for (size_t i = (size_t)h * c.d_head * c.hidden; i < (size_t)(h + 1) * c.d_head * c.hidden; ++i) q[i] *= s;
+      }
+    }
+    return test::naive_loss(test::naive_forward(c, w, ids, TempSpec::standard()).logits, ids, c.vocab_size);
+  };
+  EXPECT_NEAR(loss, loss64(p.log_temp), 1e-5 * loss);
+  for (size_t i = 0; i < p.log_temp.size(); ++i) {
+    std::vector<double> th = p.log_temp;
+    const double h = 1e-5;
+    th[i] = p.log_temp[i] + h;
+    const double lp = loss64(th);
+    th[i] = p.log_temp[i] - h;
+    const double lm = loss64(th);
+    const double fd = (lp - lm) / (2 * h);
+    EXPECT_NEAR(grad[i], fd, 1e-5 + 1e-3 * std::fabs(fd)) << calib_granularity_name(gc.g) << " parameter " << i;
+  }
+  // Not a vacuous check: some temperature moves the loss.
+  double gmax = 0.0;
+  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  EXPECT_GT(gmax, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Granularities, CalibGrad,
+    ::testing::Values(GradCase{CalibGranularity::kModel, true}, GradCase{CalibGranularity::kLayer, false},
+                      GradCase{CalibGranularity::kHead, true}, GradCase{CalibGranularity::kHead, false}),
+    [](const auto& info) {
+      return std::string(calib_granularity_name(info.param.g)) + (info.param.tied ? "_tied" : "_untied");
+    });
+
+TEST(CalibGrad, BiasesAndQkNormAgainstFp32Differences) {
+  // Qwen2-style q/k/v/o biases and per-head QK-norm (the naive model has neither): the gradient against central
+  // differences (h = 1e-2) of the runtime's own fp32 loss, 2e-3 + 3 % (fp32 rounding amplified by the quotient).
+  ModelConfig c = tiny(false);
+  c.attention_bias = true;
+  c.qk_norm = true;
+  std::vector<NamedTensor> tensors = random_model_tensors(c, 9, /*training_init=*/true, 0.3f);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.3f);
+  for (NamedTensor& t : tensors)
+    if (t.name.find("_proj.bias") != std::string::npos)
+      for (float& x : t.data) x = nd(rng);
+  const std::string dir = test::make_temp_dir("calibbias");
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto model = Model::load(dir);
+  ASSERT_TRUE(model->config().qk_norm);
+  TempParams p = TempParams::uniform(CalibGranularity::kHead, c, 0.7);
+  const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 8);
+  std::vector<double> grad(p.log_temp.size(), 0.0);
+  calib_loss_and_grad(*model, ids.data(), (int)ids.size(), p, 1.0, grad);
+  for (size_t i = 0; i < p.log_temp.size(); ++i) {
+    TempParams q = p;
+    const double h = 1e-2;
+    q.log_temp[i] += h;
+    const double lp = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
+    q.log_temp[i] -= 2 * h;
+    const double lm = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
+    const double fd = (lp - lm) / (2 * h);
+    EXPECT_NEAR(grad[i], fd, 2e-3 + 0.03 * std::fabs(fd)) << "parameter " << i;
+  }
+}
+
+TEST(CalibGrad, StoredWeightsGiveTheFp32Gradient) {
+  // bf16 weights held as stored (native) are widened one matrix at a time in the backward; the same bf16 values
+  // widened at load (fp32 mode) are the oracle. The forwards differ in kernels only: 1e-4 relative + 1e-6.
+  const ModelConfig c = tiny(true);
+  const std::string dir = test::make_temp_dir("calibbf16");
+  write_model_dir(dir, c, random_model_tensors(c, 4), "BF16", "");
+  LoadOptions native, fp32;
+  native.weights = WeightsMode::kNative;
+  fp32.weights = WeightsMode::kFp32;
+  auto mn = Model::load(dir, Device::kCpu, native);
+  auto mf = Model::load(dir, Device::kCpu, fp32);
+  TempParams p = TempParams::uniform(CalibGranularity::kHead, c, 0.8);
+  const std::vector<int32_t> ids = random_ids(16, c.vocab_size, 2);
+  std::vector<double> gn(p.log_temp.size(), 0.0), gf(p.log_temp.size(), 0.0);
+  calib_loss_and_grad(*mn, ids.data(), (int)ids.size(), p, 1.0, gn);
+  calib_loss_and_grad(*mf, ids.data(), (int)ids.size(), p, 1.0, gf);
+  test::expect_allclose(gn, gf, 1e-4, 1e-6, "stored-weight gradient");
+}
+
+// Windows of `T` tokens sampled from `model` under `spec` (sample temperature 1, whole vocabulary).
+std::vector<int32_t> sample_tokens(const Model& model, const TempSpec& spec, int n_seq, int T, uint64_t seed) {
+  std::vector<int32_t> out;
+  for (int s = 0; s < n_seq; ++s) {
+    Session sess(model, T);
+    SampleOptions so;
+    so.sample_temp = 1.0f;
+    so.seed = seed + (uint64_t)s;
+    so.stop_at_eos = false;
+    const std::vector<int32_t> prompt = {(int32_t)(s % model.config().vocab_size)};
+    const std::vector<int32_t> gen = generate(sess, prompt, T - 1, spec, so, RunOptions{}, nullptr);
+    out.insert(out.end(), prompt.begin(), prompt.end());
+    out.insert(out.end(), gen.begin(), gen.end());
+  }
+  return out;
+}
+
+ModelConfig planted_config() {
+  ModelConfig c = tiny(true);
+  c.vocab_size = 32;
+  c.hidden = 32;
+  c.intermediate = 48;
+  c.d_head = 8;
+  return c;
+}
+
+TEST(CalibPlanted, RecoversPlantedHeadTemperatures) {
+  // q_proj and k_proj at 1.4 times the default scale: attention logits of standard deviation about 2, so every head's
+  // t shapes its rows and the loss.
+  const ModelConfig c = planted_config();
+  std::vector<NamedTensor> tensors = random_model_tensors(c, 21);
+  for (NamedTensor& t : tensors)
+    if (t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos)
+      for (float& x : t.data) x *= 1.4f;
+  const std::string mdir = test::make_temp_dir("planted");
+  write_model_dir(mdir, c, tensors, "F32", "");
+  auto model = Model::load(mdir);
+  TempParams planted = TempParams::uniform(CalibGranularity::kHead, c, 1.0);
+  planted.log_temp[planted.index(0, 1)] = std::log(0.5);
+  planted.log_temp[planted.index(1, 2)] = std::log(0.5);
+  planted.log_temp[planted.index(1, 0)] = std::log(1.5);
+  const int T = 64;
+  // One thread: at T = 64 on a model this small, threads only add fork-join waits (4x slower on a loaded machine).
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<int32_t> tokens = sample_tokens(*model, planted.spec(), 640, T, 100);
+  const std::string dir = test::make_temp_dir("plantedrun");
+  CalibConfig cfg;
+  cfg.out_path = dir + "/temps.json";
+  cfg.data_path = "sampled";
+  cfg.granularity = CalibGranularity::kHead;
+  cfg.steps = 400;
+  cfg.batch = 24;
+  cfg.seq_len = T;
+  cfg.lr = 0.05;
+  cfg.eval_every = 100;
+  const TempFile f = calibrate(*model, tokens, cfg);
+  omp_set_num_threads(threads);
+  const std::vector<float> want = planted.head_temps();
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::printf("head %zu:%zu planted t %.3f, calibrated %.3f\n", i / c.n_heads, i % c.n_heads, want[i],
+                f.focal_temp[i]);
+    EXPECT_NEAR(f.focal_temp[i], want[i], 0.1 * want[i]) << "head " << i / c.n_heads << ":" << i % c.n_heads;
+  }
+  EXPECT_LT(f.val_loss, f.val_loss_init);
+}
+
+CalibConfig small_run(const std::string& out) {
+  CalibConfig cfg;
+  cfg.out_path = out;
+  cfg.data_path = "random";
+  cfg.granularity = CalibGranularity::kLayer;
+  cfg.steps = 6;
+  cfg.batch = 2;
+  cfg.seq_len = 16;
+  cfg.lr = 0.1;
+  cfg.eval_every = 3;
+  cfg.val_windows = 2;
+  return cfg;
+}
+
+TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
+  const ModelConfig c = tiny(true);
+  auto model = make_model(c, 3, "applied");
+  const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 9);
+  const std::string dir = test::make_temp_dir("appliedrun");
+  for (CalibGranularity g : {CalibGranularity::kModel, CalibGranularity::kLayer, CalibGranularity::kHead}) {
+    CalibConfig cfg = small_run(dir + "/t_" + calib_granularity_name(g) + ".json");
+    cfg.granularity = g;
+    const TempFile f = calibrate(*model, tokens, cfg);
+    const TempSpec spec = TempSpec::parse("calibrated:" + cfg.out_path, "--temp", &model->config());
+    const CalibWindows w = split_calib_windows(tokens, cfg.seq_len, cfg.val_frac, "tokens");
+    std::vector<std::vector<int32_t>> val;
+    for (size_t i = 0; i < std::min(w.val.size(), (size_t)cfg.val_windows); ++i)
+      val.push_back(w.val[w.val.size() * i / std::min(w.val.size(), (size_t)cfg.val_windows)]);
+    const double applied = calib_val_loss(*model, val, spec);
+    EXPECT_NEAR(applied, f.val_loss, 1e-5 * f.val_loss) << calib_granularity_name(g);
+    const TempFile back = read_temp_file(cfg.out_path);
+    EXPECT_EQ(back.focal_temp, f.focal_temp);
+    EXPECT_EQ(back.base_checksum, model->weights_checksum());
+    EXPECT_EQ(back.granularity, g);
+    // The training log is one the trainer's reader takes: one row per evaluation (steps 3 and 6).
+    const TrainLog log = read_train_log(dir + "/t_" + calib_granularity_name(g) + ".log.h5");
+    EXPECT_EQ(log.eval_step, (std::vector<int32_t>{3, 6}));
+    EXPECT_EQ(log.step_loss.size(), 6u);
+  }
+}
+
+TEST(CalibFile, ResumeGivesTheSameTemperatures) {
+  const ModelConfig c = tiny(false);
+  auto model = make_model(c, 5, "resume");
+  const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 4);
+  const std::string dir = test::make_temp_dir("resumerun");
+  CalibConfig straight = small_run(dir + "/straight.json");
+  straight.granularity = CalibGranularity::kHead;
+  const TempFile a = calibrate(*model, tokens, straight);
+  // Killed after the checkpoint of step 3: the progress callback stops the run.
+  CalibConfig cut = straight;
+  cut.out_path = dir + "/cut.json";
+  struct Stop {};
+  try {
+    calibrate(*model, tokens, cut, [](const CalibProgress& p) {
+      if (p.step == 4) throw Stop{};
+    });
+    FAIL() << "the run was not cut";
+  } catch (const Stop&) {}
+  EXPECT_FALSE(std::ifstream(cut.out_path).good());
+  cut.resume = true;
+  const TempFile b = calibrate(*model, tokens, cut);
+  EXPECT_EQ(a.focal_temp, b.focal_temp);  // bitwise
+  EXPECT_EQ(a.val_loss, b.val_loss);
+  // Another option on resume is refused, naming it.
+  CalibConfig other = cut;
+  other.lr = 0.2;
+  other.steps = 12;
+  try {
+    calibrate(*model, tokens, other);
+    FAIL() << "a resume with other options was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lr 0.1 (run) vs 0.2 (now)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CalibBadInput, DivergenceKeepsTheLastGoodCheckpoint) {
+  const ModelConfig c = tiny(true);
+  auto model = make_model(c, 6, "diverge");
+  const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 1);
+  const std::string dir = test::make_temp_dir("divergerun");
+  CalibConfig cfg = small_run(dir + "/t.json");
+  cfg.granularity = CalibGranularity::kModel;
+  cfg.eval_every = 1;
+  cfg.lr = 60.0;  // Adam moves log t by about lr per step: t leaves the float range within a few steps
+  try {
+    calibrate(*model, tokens, cfg);
+    FAIL() << "no divergence";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("calibration diverged"), std::string::npos) << m;
+    EXPECT_NE(m.find("last good checkpoint '" + cfg.out_path + ".ckpt.json' is kept"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(std::ifstream(cfg.out_path).good());  // no temperature file
+  std::ifstream ck(cfg.out_path + ".ckpt.json");
+  ASSERT_TRUE(ck.good());
+  const nlohmann::json j = nlohmann::json::parse(ck);
+  EXPECT_GE(j.at("step").get<int>(), 1);
+  for (double lt : j.at("log_temp").get<std::vector<double>>()) EXPECT_TRUE(std::isfinite((float)std::exp(lt)));
+}
+
+TEST(CalibBadInput, TooShortDataNamesWhatIsNeeded) {
+  try {
+    split_calib_windows(std::vector<int32_t>(20, 1), 16, 0.1, "data file 'x.txt'");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "data");
+    EXPECT_NE(std::string(e.what()).find("'x.txt' holds 20 tokens; calibration needs at least 2 x seq_len = 32"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string dir = test::make_temp_dir("emptydata");
+  std::ofstream(dir + "/empty.txt") << "\n  \n";
+  auto model = make_model(tiny(true), 1, "emptymodel");
+  try {
+    load_calib_tokens(*model, dir + "/empty.txt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("empty.txt' is empty"), std::string::npos) << e.what();
+  }
+  try {
+    load_calib_tokens(*model, dir + "/missing.txt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.txt' cannot be opened"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_calib_granularity("block", "--granularity"), Error);
+}
+
+TEST(CalibBadInput, OtherArchitecturesAreRefusedNamingWhatIsMissing) {
+  ModelConfig c = tiny(true);
+  EXPECT_TRUE(calibration_gaps(c).empty());
+  c.arch.sliding_window = 8;
+  c.arch.rope.type = RopeType::kLinear;
+  const std::vector<std::string> gaps = calibration_gaps(c);
+  ASSERT_EQ(gaps.size(), 2u);
+  EXPECT_NE(gaps[0].find("sliding window"), std::string::npos);
+  EXPECT_NE(gaps[1].find("rope_scaling"), std::string::npos);
+  ModelConfig g = tiny(true);
+  g.arch.norm_plus_one = true;
+  g.arch.attn_softcap = 50.0f;
+  g.arch.post_attn_norm = true;
+  EXPECT_EQ(calibration_gaps(g).size(), 3u);
+}
+
+TEST(CalibBadInput, AFileForAnotherModelIsRefused) {
+  const ModelConfig c = tiny(true);
+  auto model = make_model(c, 3, "ownmodel");
+  const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 9);
+  const std::string dir = test::make_temp_dir("otherrun");
+  CalibConfig cfg = small_run(dir + "/t.json");
+  calibrate(*model, tokens, cfg);
+  // Another shape: refused when the spec is parsed, naming the field.
+  ModelConfig wide = c;
+  wide.n_heads = 8;
+  wide.n_kv_heads = 4;
+  wide.d_head = 2;
+  try {
+    TempSpec::parse("calibrated:" + cfg.out_path, "--temp", &wide);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "temp_file");
+    EXPECT_NE(std::string(e.what()).find("n_heads 4 (file) vs 8 (this model)"), std::string::npos) << e.what();
+  }
+  // The same shape, other weights: refused by the forward, naming the checksums.
+  auto other = make_model(c, 4, "othermodel");
+  const TempSpec spec = TempSpec::parse("calibrated:" + cfg.out_path, "--temp", &other->config());
+  Session s(*other, 4);
+  std::vector<float> logits;
+  try {
+    s.forward(tokens.data(), 4, spec, RunOptions{}, nullptr, &logits);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was calibrated for other weights"), std::string::npos) << e.what();
+  }
+  // Its own model runs it; the spec's JSON keeps the tie.
+  Session own(*model, 4);
+  EXPECT_NO_THROW(own.forward(tokens.data(), 4, spec, RunOptions{}, nullptr, &logits));
+  EXPECT_EQ(TempSpec::from_json(spec.to_json(), "json").base_checksum, spec.base_checksum);
+  // Not a temperature file.
+  std::ofstream(dir + "/bad.json") << "{\"format\": \"something\"}";
+  EXPECT_THROW(TempSpec::parse("calibrated:" + dir + "/bad.json", "--temp", &c), Error);
+}
+
+}  // namespace
+}  // namespace focal
