@@ -96,16 +96,8 @@ void AppState::open_path(const std::string& path_in) {
       return [this, cv, path] {
         corpus = cv;
         add_recent(path);
-        // The model panels keep only the batch's own model: anything else there would read as this corpus's.
-        const std::string shown = loaded.path;
-        const bool unrelated = !shown.empty() && !cv->is_model(shown);
-        if (unrelated) close_session();
-        if (!unrelated && sel_layer < cv->n_layers() && sel_head < cv->n_heads()) cv->select(sel_layer, sel_head);
         notify("opened corpus statistics " + path + " (" + std::to_string(cv->stats.n_docs()) +
-                   " documents): see the Corpus tab" +
-                   (unrelated ? "; closed " + basename_of(shown) + ", which is not the batch's model (the Corpus tab " +
-                                    "opens " + cv->stats.provenance.model_path + ")"
-                              : std::string()),
+                   " documents): see the Corpus tab",
                false);
       };
     });
@@ -134,7 +126,8 @@ void AppState::open_path(const std::string& path_in) {
           throw focal::Error("capture '" + path + "': run '" + r.name + "': temp_spec_json: " + e.what());
         }
       }
-      return [this, path, cf, cfg, specs] {
+      const CaptureModel offer = find_capture_model(cf->model_path, cf->weights_checksum);
+      return [this, path, cf, cfg, specs, offer] {
         jobs.cancel("run_a");
         jobs.cancel("run_b");
         for (int s = 0; s < 2; ++s) {
@@ -161,9 +154,12 @@ void AppState::open_path(const std::string& path_in) {
         sel_head = r0.heads.empty() ? 0 : r0.heads[0];
         sel_query = -1;
         loaded = {path, true, std::string()};
+        capture_model = offer;
         add_recent(path);
         notify("opened capture " + basename_of(path) + " (" + std::to_string(file.n_tokens()) +
-                   " tokens, no model: temperature changes preview the stored raw scores)",
+                   " tokens, no model: temperature changes preview the stored raw scores; " +
+                   (offer.available ? "its model " + offer.path + " is on disk: open it to propagate)"
+                                    : "propagate, sweep and generation need the model)"),
                false);
         state_version++;
       };
@@ -204,6 +200,7 @@ void AppState::open_path(const std::string& path_in) {
           has_cfg_ = true;
           file = focal::make_capture_file(*m, {});
           loaded = {path, false, note};
+          capture_model = CaptureModel{};
           add_recent(path);
           sel_layer = std::min(sel_layer, cfg_.n_layers - 1);
           sel_head = std::min(sel_head, cfg_.n_heads - 1);
@@ -215,7 +212,7 @@ void AppState::open_path(const std::string& path_in) {
                      warnings,
                  false);
           state_version++;
-          if (!prompt.empty()) set_prompt(prompt);  // none after close_session: the caller gives one
+          set_prompt(prompt);
         };
       });
 }
@@ -288,31 +285,6 @@ void AppState::close_model_b() {
   if (slots[0].model) box_[1] = std::make_shared<RunnerBox>(slots[0].model);
   state_version++;
   if (compare && !file.token_ids.empty()) propagate(1);
-}
-
-void AppState::close_session() {
-  jobs.cancel("run_a");
-  jobs.cancel("run_b");
-  jobs.cancel("sweep");
-  jobs.cancel("generate");
-  for (int s = 0; s < 2; ++s) {
-    slots[s] = Slot{};
-    box_[s].reset();
-  }
-  slots[1].spec = focal::TempSpec::standard();
-  cfg_ = focal::ModelConfig{};
-  has_cfg_ = false;
-  file = focal::CaptureFile{};
-  loaded = LoadedInfo{};
-  model_b_path.clear();
-  sweep.reset();
-  gen.reset();
-  prompt.clear();  // it was the closed model's
-  pending_truncation = false;
-  untruncated.clear();
-  sel_layer = sel_head = 0;
-  sel_query = -1;
-  state_version++;
 }
 
 // ---------------------------------------------------------------- prompt
@@ -502,6 +474,11 @@ int AppState::poll() {
 // ---------------------------------------------------------------- sweep and generation
 
 void AppState::run_sweep(float t_min, float t_max, int n) {
+  if (capture_only())
+    return notify("sweep: runs the model at each t, and this capture was opened without it: " +
+                      (capture_model.available ? "open its model " + capture_model.path + " (Open its model)"
+                                               : capture_model.why_not),
+                  true);
   if (!has_model() || file.token_ids.empty()) return notify("sweep: load a model and type a prompt first", true);
   if (!(t_min > 0.0f) || !(t_max > t_min) || n < 2) return notify("sweep: give 0 < t_min < t_max and n >= 2", true);
   std::vector<float> temps(n);
@@ -626,7 +603,17 @@ focal::CaptureFile AppState::capture_file() const {
   f.comparisons.clear();
   for (int side = 0; side < 2; ++side) {
     if (side == 1 && !compare) continue;
-    if (slots[side].run) f.runs.push_back(*slots[side].run);
+    if (!slots[side].run) continue;
+    // A capture holds whole runs: a preview re-tempers the visible head only, so it is not written under its label.
+    if (!readouts_current(side))
+      throw focal::Error(
+          std::string("export: ") + (side == 0 ? "A" : "B") + " shows " + slots[side].spec.label() +
+          ", a preview of the visible head re-tempered from the run " + slots[side].run_spec.label() +
+          "; a capture holds whole runs (every layer, the loss, the next tokens), which " + readout_gap(side) + ": " +
+          (capture_only() ? "open the capture's model and export, or set " + std::string(side == 0 ? "A" : "B") +
+                                " back to " + slots[side].run_spec.label() + " to export the stored runs"
+                          : std::string("press Propagate, then export")));
+    f.runs.push_back(*slots[side].run);
   }
   if (f.runs.empty()) throw focal::Error("export: nothing has been run yet");
   if (f.runs.size() == 2 && f.runs[0].name == f.runs[1].name) f.runs[1].name += "_b";

@@ -86,6 +86,13 @@ struct GenStream {
   std::string text;
 };
 
+// The model a capture's provenance names, for a capture opened without it (AppState::open_capture_model).
+struct CaptureModel {
+  std::string path;        // the capture's model_path
+  bool available = false;  // on disk, and its weight files' checksum is the capture's
+  std::string why_not;     // when not available: what is missing or different, and what would fix it
+};
+
 struct LoadedInfo {
   std::string path;  // model dir, .gguf or capture .h5
   bool is_capture = false;
@@ -101,9 +108,9 @@ class AppState {
   void open_path(const std::string& path);     // a model directory / .gguf, or a capture .h5
   void open_model_b(const std::string& path);  // compare two models: B runs this model on the same tokens
   void close_model_b();
-  // Closes the model (A and B) or capture and what was run with it: the model panels show that nothing is loaded.
-  // Opening a stats file of another model does this, so that no panel shows an unrelated model beside it.
-  void close_session();
+  // A capture opened without its model: opens capture_model.path (when available) and re-runs A and B under their
+  // current settings over the capture's tokens, relevant keys and prompt boundary; else an error saying why not.
+  void open_capture_model();
   bool has_model() const { return (bool)slots[0].model; }
   bool capture_only() const { return !slots[0].model && !file.token_ids.empty(); }
   const focal::ModelConfig* config() const;
@@ -151,6 +158,14 @@ class AppState {
   // When one side runs the model's trained setting and the other a post-hoc temperature (two settings of one
   // model): a line naming both and the loss and perplexity each gives; else empty.
   std::string posthoc_banner() const;
+  // Readouts a preview cannot recompute (prompt and generated loss, next tokens, every head's metrics) come from a
+  // side's run: they are its current setting's only when its spec equals the run's (capture_model.cpp).
+  bool readouts_current(int side) const;
+  // Why they are the run's and not the current setting's ("needs the model", "not propagated"); "" when current.
+  std::string readout_gap(int side) const;
+  // Why a head metric is unavailable in a side's run for every head ("" when it was computed): the induction score
+  // is not stored in capture files, nor computed on a CUDA device.
+  std::string head_metric_gap(int side, int metric) const;
 
   // --- export ---
   focal::CaptureFile capture_file() const;  // the current state: tokens and both propagated runs
@@ -163,6 +178,7 @@ class AppState {
   focal::CaptureFile file;     // header + tokens + pieces (runs live in the slots)
   std::string prompt;
   LoadedInfo loaded;
+  CaptureModel capture_model;                                // set when a capture is opened
   focal::Device device = focal::Device::kAuto;               // where the next model loads (open_path / open_model_b)
   focal::WeightsMode weights = focal::WeightsMode::kNative;  // how its weight matrices are held (focal/model.h)
   focal::Precision precision = focal::Precision::kAuto;      // how the GPU computes (focal/device.h)
@@ -207,6 +223,10 @@ class AppState {
 
 // B's setting when comparing two settings of one model: focal t = 0.4 for a standard-trained model, else standard.
 focal::TempSpec default_b_spec(const focal::ModelConfig& c);
+
+// Whether the model a capture names (its provenance's model_path and weights checksum) is on disk with the same
+// weights; hashes the weight files (seconds for an 8B model: call it on the worker).
+CaptureModel find_capture_model(const std::string& model_path, uint64_t weights_checksum);
 
 // Whether a path names a capture file (HDF5 signature) rather than a model.
 bool is_capture_path(const std::string& path);

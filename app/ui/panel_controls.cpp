@@ -139,13 +139,40 @@ static void compare_section(Ui& ui) {
 static void update_section(Ui& ui) {
   AppState& st = ui.st;
   section("Update");
-  ImGui::Checkbox("live propagate", &st.live_propagate);
+  // Propagating runs the model: without one (a capture opened alone) the box is off and greyed, the preference kept.
+  const bool can_run = st.has_model();
+  ImGui::BeginDisabled(!can_run);
+  bool live = st.live_propagate && can_run;
+  if (ImGui::Checkbox("live propagate", &live)) st.live_propagate = live;
+  ImGui::EndDisabled();
   help_marker(
       "Preview re-applies softmax to the stored raw scores of the visible layer at once, without running the model "
       "(exact for the first layer whose temperature changed; later layers still see the old inputs). Propagate "
-      "re-runs the model on a worker thread from the first changed layer on; newer changes cancel stale runs.");
+      "re-runs the model on a worker thread from the first changed layer on; newer changes cancel stale runs. "
+      "Both need the model: a capture opened without it previews only.");
   ImGui::SameLine();
+  ImGui::BeginDisabled(!can_run);
   if (ImGui::Button("Propagate")) st.propagate_all();
+  ImGui::EndDisabled();
+  ui.labels["controls.live_propagate"] = {live ? "on" : "off", can_run ? "enabled" : "disabled"};
+  if (st.capture_only()) {  // the one-click offer of the model the capture names, or why there is none
+    const CaptureModel& cm = st.capture_model;
+    if (cm.available) {
+      if (ImGui::Button("Open its model")) st.open_capture_model();
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", cm.path.c_str());
+      help_marker(
+          "The model this capture was made with is on disk and its weights' checksum matches the capture's. Opening "
+          "it keeps the capture's tokens and both settings, and re-runs A and B, so loss, next tokens, propagate, "
+          "sweep and generation work.");
+      ui.labels["controls.capture_model"] = {"offer", cm.path};
+    } else {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("propagate needs the model: %s", cm.why_not.c_str());
+      ImGui::PopStyleColor();
+      ui.labels["controls.capture_model"] = {"none", cm.why_not};
+    }
+  }
   for (int side = 0; side < (st.compare ? 2 : 1); ++side) {
     const Slot& s = st.slots[side];
     if (!s.run) continue;

@@ -10,6 +10,26 @@
 
 namespace focalscope {
 
+namespace {
+
+// A number, or "n/a" where it is not a number, with the reason on hover: the metric was not computed for this run
+// (metric_gap), or no row of the head has a value (an induction score needs a token seen before).
+void value_cell(float v, const ImVec4& col, const char* f, int metric, int layer, int head, const std::string& gap) {
+  if (!std::isnan(v)) {
+    ImGui::TextColored(col, f, v);
+    return;
+  }
+  ImGui::TextDisabled("n/a");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%d.%d: %s", layer, head,
+                      !gap.empty()                     ? gap.c_str()
+                      : metric == kInductionScore      ? "no row's token occurred earlier in the sequence"
+                      : metric == focal::kRelevantMass ? "no relevant key marked"
+                                                       : "no row has a value");
+}
+
+}  // namespace
+
 void draw_metrics(Ui& ui) {
   AppState& st = ui.st;
   const focal::ModelConfig* c = st.config();
@@ -21,11 +41,27 @@ void draw_metrics(Ui& ui) {
   const bool rel = !st.file.relevant.empty();
   const LayerDivergence& dv = st.layer_divergence();
   ImGui::TextDisabled("means over query rows 1..T-1 of the propagated runs; KL / JS on the visible layer %d (%s)",
-                      st.sel_layer, two ? "A vs B under the current temperatures" : "turn on B to compare");
+                      st.sel_layer, two ? "A vs B, the same runs" : "turn on B to compare");
   if (rel)
     ImGui::TextDisabled("relevant mass R over %d marked key(s); noise = 1 - R", (int)st.file.relevant.size());
   else if (!st.capture_only())
     ImGui::TextDisabled("right-click tokens in the token strip to mark relevant keys (relevant mass, noise)");
+  // The table holds the runs' numbers: a side whose setting changed since shows its run's, named.
+  std::vector<std::string> notes;
+  for (int s = 0; s < (two ? 2 : 1); ++s) {
+    if (st.readouts_current(s)) continue;
+    const std::string note = std::string(side_name(s)) + " columns: run " + st.slots[s].run_spec.label() + "; " +
+                             st.slots[s].spec.label() + " is previewed on the visible head only (the table " +
+                             st.readout_gap(s) + ")";
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", note.c_str());
+    notes.push_back(note);
+  }
+  const std::string induction_gap = st.head_metric_gap(0, kInductionScore);
+  if (!induction_gap.empty()) {
+    ImGui::TextDisabled("induction: n/a — %s", induction_gap.c_str());
+    notes.push_back("induction: n/a — " + induction_gap);
+  }
+  ui.labels["metrics.notes"] = notes;
   struct Col {
     const char* name;
     int metric;
@@ -82,6 +118,9 @@ void draw_metrics(Ui& ui) {
         return desc ? v[x] > v[y] : v[x] < v[y];
       });
     }
+    std::vector<std::string> gaps[2];  // [n_metric] why a metric is n/a for every head of a side, or ""
+    for (int s = 0; s < 2; ++s)
+      for (int m = 0; m < n_metric; ++m) gaps[s].push_back(s == 0 || two ? st.head_metric_gap(s, kCols[m].metric) : "");
     for (int i : order) {
       const int l = i / c->n_heads, h = i % c->n_heads;
       ImGui::TableNextRow();
@@ -99,14 +138,15 @@ void draw_metrics(Ui& ui) {
       for (int m = 0; m < n_metric; ++m) {
         const float a = st.head_metric(0, l, h, kCols[m].metric);
         ImGui::TableSetColumnIndex(col++);
-        ImGui::TextColored(col_run_v4(0), "%.3f", a);
+        value_cell(a, col_run_v4(0), "%.3f", kCols[m].metric, l, h, gaps[0][m]);
         if (two) {
           const float b = st.head_metric(1, l, h, kCols[m].metric);
           ImGui::TableSetColumnIndex(col++);
-          ImGui::TextColored(col_run_v4(1), "%.3f", b);
+          value_cell(b, col_run_v4(1), "%.3f", kCols[m].metric, l, h, gaps[1][m]);
           ImGui::TableSetColumnIndex(col++);
           const float d = b - a;
-          ImGui::TextColored(d < 0 ? ImVec4(0.55f, 0.75f, 1.0f, 1.0f) : ImVec4(1.0f, 0.6f, 0.5f, 1.0f), "%+.3f", d);
+          value_cell(d, d < 0 ? ImVec4(0.55f, 0.75f, 1.0f, 1.0f) : ImVec4(1.0f, 0.6f, 0.5f, 1.0f), "%+.3f",
+                     kCols[m].metric, l, h, gaps[0][m].empty() ? gaps[1][m] : gaps[0][m]);
         }
       }
       if (two) {

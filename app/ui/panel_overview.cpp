@@ -48,6 +48,12 @@ void draw_overview(Ui& ui, const ImVec4& r) {
         }
       }
     const float amax = std::max(std::fabs(lo), std::fabs(hi));
+    std::string gap = st.head_metric_gap(0, m);
+    if (gap.empty() && diff) gap = st.head_metric_gap(1, m);
+    if (!gap.empty()) {  // no head has the metric: say why instead of an empty grid
+      ImGui::TextDisabled("%s: n/a — %s", head_metric_name(m), gap.c_str());
+      ui.labels["overview.unavailable"] = {std::string(head_metric_name(m)) + ": n/a — " + gap};
+    }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float lh = ImGui::GetTextLineHeight();
     const float label_w = ImGui::CalcTextSize("L00").x + 6.0f, label_h = lh + 2.0f;
@@ -109,9 +115,10 @@ void draw_overview(Ui& ui, const ImVec4& r) {
         if (ImGui::IsItemHovered()) {
           ImGui::BeginTooltip();
           ImGui::Text("layer %d head %d", l, h);
-          for (int s = 0; s < (st.slots[1].run && st.compare ? 2 : 1); ++s)
-            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f", side_name(s), head_metric_name(m),
-                               st.head_metric(s, l, h, m));
+          for (int s = 0; s < (st.slots[1].run && st.compare ? 2 : 1); ++s)  // the run's own setting when previewing
+            ImGui::TextColored(col_run_v4(s), "%s %s = %.4f%s", side_name(s), head_metric_name(m),
+                               st.head_metric(s, l, h, m),
+                               st.readouts_current(s) ? "" : (" (run " + st.slots[s].run_spec.label() + ")").c_str());
           if (diff) ImGui::Text("B - A = %+.4f", v);
           ImGui::EndTooltip();
         }

@@ -80,7 +80,9 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
 
 void draw_sweep(Ui& ui) {
   AppState& st = ui.st;
+  ImGui::BeginDisabled(!st.has_model());  // a sweep runs the model (a capture opened alone cannot)
   if (ImGui::Button("Run sweep t = 0.1 .. 1.5")) st.run_sweep(0.1f, 1.5f, 15);
+  ImGui::EndDisabled();
   ImGui::SameLine();
   static const int kMetrics[] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kEffSupport,
                                  focal::kMaxProb,     focal::kTailMass,    focal::kSinkMass};
@@ -93,6 +95,9 @@ void draw_sweep(Ui& ui) {
   const auto sw = st.sweep;
   if (!sw) {
     ImGui::TextDisabled("runs the model once per t on the current prompt (A's per-layer / per-head overrides kept)");
+    if (st.capture_only())
+      ImGui::TextDisabled("needs the model: %s", st.capture_model.available ? "Open its model (Update section)"
+                                                                            : st.capture_model.why_not.c_str());
     return;
   }
   const int S = (int)sw->temps.size(), L = sw->n_layers, H = sw->n_heads, M = focal::kNumRowMetrics;
