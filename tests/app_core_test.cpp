@@ -495,9 +495,7 @@ TEST_F(AppStateTest, CaptureWithoutItsModelNeverShowsAStoredValueUnderANewLabel)
   const focal::RunCapture ref = focal::capture_run(*model, cap.file.token_ids, t02, req, "ref");
   EXPECT_NEAR(cap.prompt_loss(0), focal::prompt_loss(ref), 1e-5);
   EXPECT_GT(std::fabs(cap.prompt_loss(0) - stored_loss), 1e-3);  // t = 0.2 is not the stored t = 0.4
-  if (cap.slots[0].model->device() == focal::Device::kCpu) {
-    EXPECT_EQ(cap.head_metric_gap(0, kInductionScore), "");
-  }
+  if (cap.slots[0].model->device() == focal::Device::kCpu) { EXPECT_EQ(cap.head_metric_gap(0, kInductionScore), ""); }
   cap.export_capture(dir + "/t02.h5");
   EXPECT_EQ(focal::read_capture(dir + "/t02.h5").runs[0].name, "focal_t0.2");
 
@@ -801,6 +799,141 @@ TEST(CorpusView, MatrixIsTheDifferenceOfCorpusMeansAndDocumentsRankByTheirHeadMe
     EXPECT_GE(cv.stats.doc_head_mean(r[i - 1], 1, 2, 1, focal::kEntropyNats),
               cv.stats.doc_head_mean(r[i], 1, 2, 1, focal::kEntropyNats));
   EXPECT_EQ(cv.document_text(2), "kings");
+}
+
+// A stats file of the bundled text model (4 layers x 6 heads), two runs, three short documents.
+std::string make_stats_file(const std::string& tag) {
+  const std::string dir = focal::test::make_temp_dir(tag);
+  std::ofstream(dir + "/c.txt") << "the river ran past the town\n\nand every night the lamps burned low\n\nkings\n";
+  auto model = focal::Model::load(kBundled);
+  focal::batch::BatchOptions o;
+  o.data_path = dir + "/c.txt";
+  o.out_path = dir + "/s.h5";
+  o.runs = {{"standard", focal::TempSpec::standard()}, {"focal_t0.4", focal::TempSpec::focal(0.4f)}};
+  o.max_tokens = 16;
+  int argc = 0;
+  char** argv = nullptr;
+  auto comm = focal::batch::make_comm(&argc, &argv);
+  focal::batch::run_batch(*model, o, *comm, {});
+  return o.out_path;
+}
+
+// The histogram's axis spans the bins that hold counts (either run), one empty bin each side: counts set by hand.
+TEST(CorpusView, HistogramBinsSpanTheDataOfBothRuns) {
+  CorpusView cv;
+  focal::batch::StatsShape& sh = cv.stats.stats.shape;
+  sh.n_runs = 2, sh.n_layers = 1, sh.n_heads = 1, sh.n_metrics = focal::kNumRowMetrics, sh.n_bins = 8;
+  cv.stats.stats.hist.assign(sh.cells() * 8, 0);
+  cv.run_a = 0, cv.run_b = 1, cv.metric = focal::kEntropyNats;
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(0, 7));  // no counts: the whole range
+  auto bin = [&](int run, int b) -> uint64_t& {
+    return cv.stats.stats.hist[cv.stats.stats.cell(run, 0, 0, cv.metric) * 8 + b];
+  };
+  bin(0, 3) = 5, bin(0, 4) = 1;
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(2, 5));
+  bin(1, 5) = 2;  // run B reaches further right
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(2, 6));
+  cv.run_b = -1;  // A alone
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(2, 5));
+  bin(0, 0) = 1, bin(0, 7) = 1;  // data at both ends: nothing to widen into
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(0, 7));
+  // Another metric's counts do not count.
+  cv.stats.stats.hist.assign(sh.cells() * 8, 0);
+  cv.stats.stats.hist[cv.stats.stats.cell(0, 0, 0, focal::kMaxProb) * 8 + 6] = 9;
+  EXPECT_EQ(cv.hist_bins(0, 0), std::make_pair(0, 7));
+}
+
+// The Corpus tab's selection is in the stats file's shape, whatever model is loaded; the script's select fails, and
+// changes nothing, outside the shape of the view it goes to.
+TEST(CorpusView, SelectionFollowsTheStatsFileShapeNotTheLoadedModel) {
+  const std::string stats = make_stats_file("corpus_select");
+  AppState st;
+  st.open_path(stats);
+  wait_idle(st);
+  ASSERT_TRUE(st.corpus);
+  ASSERT_EQ(st.corpus->n_layers(), 4);
+  ASSERT_EQ(st.corpus->n_heads(), 6);
+  ASSERT_EQ(st.config(), nullptr);
+  select_head(st, 3, 5, -1, false);  // nothing else open: the corpus takes it
+  EXPECT_EQ(st.corpus->layer, 3);
+  EXPECT_EQ(st.corpus->head, 5);
+  try {
+    select_head(st, 4, 0, -1, false);
+    ADD_FAILURE() << "select 4 0 on a 4-layer stats file did not fail";
+  } catch (const focal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4 layers x 6 heads"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(stats), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(st.corpus->layer, 3);
+  EXPECT_THROW(select_head(st, 0, 6, -1, false), focal::Error);
+  EXPECT_THROW(select_head(st, -1, 0, -1, false), focal::Error);
+  // Another model (the recall model, 2 x 4) opened after it: the Corpus tab (shown) still selects in 4 x 6 ...
+  const std::string recall = std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-focal-t0.4";
+  st.prompt = "the river ran past the town";
+  st.open_path(recall);
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model());
+  ASSERT_EQ(st.config()->n_layers, 2);
+  select_head(st, 3, 4, -1, true);
+  EXPECT_EQ(st.corpus->layer, 3);
+  EXPECT_EQ(st.corpus->head, 4);
+  EXPECT_EQ(st.sel_layer, 0);  // the unrelated model keeps its own head
+  // ... and the model panels select in 2 x 4: 3.4 is not there, and nothing moves.
+  try {
+    select_head(st, 3, 4, -1, false);
+    ADD_FAILURE() << "select 3 4 on a 2-layer model did not fail";
+  } catch (const focal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 layers x 4 heads"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(st.sel_layer, 0);
+  select_head(st, 1, 3, -1, false);
+  EXPECT_EQ(st.sel_layer, 1);
+  EXPECT_EQ(st.sel_head, 3);
+  EXPECT_EQ(st.corpus->layer, 3);
+  EXPECT_THROW(select_head(st, 1, 3, st.n_tokens(), false), focal::Error);  // query past the last token
+}
+
+// Opening a stats file closes an unrelated model, so no panel shows it beside the corpus; the batch's own model stays,
+// and then one selection serves both.
+TEST(CorpusView, OpeningAStatsFileClosesAnUnrelatedModelAndKeepsItsOwn) {
+  const std::string stats = make_stats_file("corpus_open");
+  AppState st;
+  st.prompt = "the river ran past the town";
+  st.open_path(std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-focal-t0.4");
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model());
+  ASSERT_FALSE(st.file.token_ids.empty());
+  st.open_path(stats);
+  wait_idle(st);
+  ASSERT_TRUE(st.corpus);
+  EXPECT_FALSE(st.has_model());
+  EXPECT_EQ(st.config(), nullptr);
+  EXPECT_TRUE(st.file.token_ids.empty());
+  EXPECT_FALSE(st.slots[0].run);
+  EXPECT_FALSE(st.slots[1].run);
+  EXPECT_TRUE(st.loaded.path.empty());
+  EXPECT_TRUE(st.prompt.empty());  // the recall model's prompt went with it
+  EXPECT_NE(st.message.find("recall-focal-t0.4, which is not the batch's model"), std::string::npos) << st.message;
+  EXPECT_FALSE(st.message_is_error);
+  // The batch's own model (named by another spelling of its path) stays loaded.
+  EXPECT_TRUE(st.corpus->is_model(kBundled + "/"));
+  EXPECT_TRUE(st.corpus->is_model(std::string(FOCAL_SOURCE_DIR) + "/assets/../assets/models/focal-t0.4"));
+  EXPECT_FALSE(st.corpus->is_model(kStandard));
+  AppState own;
+  own.prompt = "the river ran past the town";
+  own.open_path(kBundled);
+  wait_idle(own);
+  own.select(2, 5, -1);
+  own.open_path(stats);
+  wait_idle(own);
+  ASSERT_TRUE(own.corpus);
+  EXPECT_TRUE(own.has_model());
+  EXPECT_EQ(own.corpus->layer, 2);  // the corpus opens on the model's head
+  EXPECT_EQ(own.corpus->head, 5);
+  select_head(own, 3, 1, -1, true);  // the batch's model: both views take it
+  EXPECT_EQ(own.corpus->layer, 3);
+  EXPECT_EQ(own.sel_layer, 3);
+  EXPECT_EQ(own.sel_head, 1);
 }
 }  // namespace
 }  // namespace focalscope

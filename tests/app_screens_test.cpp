@@ -11,12 +11,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "focal/capture.h"
 #include "focal/model_writer.h"
+#include "focal_batch/batch.h"
+#include "focal_batch/stats_file.h"
 #include "focal/tokenizer.h"
 #include "test_util.h"
 
@@ -621,6 +624,126 @@ TEST(AppScreens, ScriptErrorsAndBadFlagsExitNonZero) {
   EXPECT_NE(log.str().find("script.txt:2: unknown command 'fly'"), std::string::npos) << log.str();
   EXPECT_EQ(run_app(dir, "wait\nscreenshot /nonexistent-dir/x.png\nquit\n"), 1);
   EXPECT_EQ(run_app(dir, "quit\n", "--size 3"), 2);
+}
+
+// A stats file of the bundled text model (4 layers x 6 heads, unlike the recall model the app starts with: 2 x 4).
+std::string make_stats_file(const std::string& dir) {
+  std::ofstream(dir + "/c.txt") << "the river ran past the town and the mill\n\nand every night the lamps burned low "
+                                   "over the quiet water\n\nkings and queens of the old north\n";
+  auto model = focal::Model::load(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");
+  focal::batch::BatchOptions o;
+  o.data_path = dir + "/c.txt";
+  o.out_path = dir + "/stats.h5";
+  o.runs = {{"standard", focal::TempSpec::standard()}, {"focal_t0.4", focal::TempSpec::focal(0.4f)}};
+  o.max_tokens = 24;
+  int argc = 0;
+  char** argv = nullptr;
+  auto comm = focal::batch::make_comm(&argc, &argv);
+  focal::batch::run_batch(*model, o, *comm, {});
+  return o.out_path;
+}
+
+std::string read_text(const std::string& path) {
+  std::stringstream ss;
+  ss << std::ifstream(path).rdbuf();
+  return ss.str();
+}
+
+// "name=#RRGGBB" labels as a map.
+std::map<std::string, std::string> colours_of(const nlohmann::json& j, const std::string& name) {
+  std::map<std::string, std::string> out;
+  for (const std::string& l : labels_of(j, name)) out[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
+  return out;
+}
+
+// Issue 38 item 2: a stats file opened over the bundled recall model clears the model panels, selects in its own
+// shape, shows a taller pane with a colour bar and a histogram axis over the data, colours runs as everywhere else,
+// opens its model on request, and fails a script command that cannot do what it says.
+TEST(AppScreens, CorpusTabStandsOnItsOwn) {
+  const std::string dir = focal::test::make_temp_dir("app_corpus");
+  const std::string stats = make_stats_file(dir);
+  const focal::batch::StatsFile sf = focal::batch::read_stats(stats, false);
+  ASSERT_EQ(run_app(dir,
+                    "wait\nopen " + stats + "\nwait\nselect 3 5\nwait\nscreenshot " + dir +
+                        "/alone.png\ndetails-height 300\nwait\nscreenshot " + dir + "/short.png\ncorpus-model\nwait\n" +
+                        "select 2 4\nwait\nscreenshot " + dir + "/linked.png\nquit\n",
+                    "", "1600x960"),
+            0)
+      << read_text(dir + "/log.txt");
+  const nlohmann::json ja = read_json(dir + "/alone.png.json");
+  // The recall model the app started with is gone from every panel (no "perplexity 7.16e+06" banner over the corpus).
+  EXPECT_EQ(ja["model_path"], "");
+  EXPECT_EQ(ja["n_tokens"], 0);
+  EXPECT_NE(std::string(ja["message"]).find("not the batch's model"), std::string::npos) << ja["message"];
+  EXPECT_FALSE(ja["message_is_error"]);
+  // select 3 5 is head 3.5 of the 4 x 6 stats file, not a clamp to the recall model's 2 x 4.
+  EXPECT_EQ(labels_of(ja, "corpus.selected"), std::vector<std::string>{"3.5"});
+  // The pane is tall on the Corpus tab (it was about 230 px at this size), and details-height sets it.
+  EXPECT_GE((double)ja["rects"]["details"][3], 0.40 * 960);
+  const nlohmann::json js = read_json(dir + "/short.png.json");
+  EXPECT_NEAR((double)js["rects"]["details"][3], 300, 40);
+  expect_layout(js, 1600, 960);
+  // The matrix has a numbered colour bar (B - A: symmetric, so a negative and a positive end).
+  const std::vector<std::string> bar = labels_of(ja, "corpus.colorbar");
+  ASSERT_GE(bar.size(), 2u);
+  EXPECT_LT(std::stod(bar.front()), 0.0);
+  EXPECT_GT(std::stod(bar.back()), 0.0);
+  // The histogram's axis spans head 3.5's data: no tick beyond the last bin with counts (plus one bin), none before
+  // the first (minus one). Oracle: the counts read back here.
+  const int B = sf.stats.shape.n_bins;
+  const std::vector<double>& e = sf.hist_edges[focal::kEntropyNats];
+  int first = B, last = -1;
+  for (int run = 0; run < 2; ++run)
+    for (int b = 0; b < B; ++b)
+      if (sf.stats.hist[sf.stats.cell(run, 3, 5, focal::kEntropyNats) * B + b] > 0)
+        first = std::min(first, b), last = std::max(last, b);
+  ASSERT_GE(last, 0);
+  const double lo = e[(size_t)std::max(0, first - 1)], hi = e[(size_t)std::min(B, last + 2)];
+  const std::vector<std::string> hx = labels_of(ja, "corpus.hist_x");
+  ASSERT_GE(hx.size(), 2u);
+  for (const std::string& l : hx) {
+    EXPECT_GE(std::stod(l), lo - 1e-6) << l;
+    EXPECT_LE(std::stod(l), hi + 1e-6) << l;
+  }
+  // One colour per run: standard and focal_t0.4 keep their colours in the Corpus tab and the main panels.
+  const auto corpus_col = colours_of(ja, "corpus.run_colours");
+  ASSERT_EQ(corpus_col.size(), 2u);
+  EXPECT_NE(corpus_col.at("standard"), corpus_col.at("focal_t0.4"));
+  const nlohmann::json jl = read_json(dir + "/linked.png.json");
+  const auto main_col = colours_of(jl, "runs.colours");
+  ASSERT_EQ(main_col.count("focal_t0.4"), 1u);
+  ASSERT_EQ(main_col.count("standard"), 1u);
+  EXPECT_EQ(main_col.at("focal_t0.4"), corpus_col.at("focal_t0.4"));
+  EXPECT_EQ(main_col.at("standard"), corpus_col.at("standard"));
+  // corpus-model opened the batch's model; one head for both views now.
+  EXPECT_EQ(jl["model_path"], sf.provenance.model_path);
+  EXPECT_GT((int)jl["n_tokens"], 0);
+  // With no prompt left (the recall model's was closed with it), the model runs the head's highest document.
+  const std::string prompt = jl["prompt"];
+  ASSERT_GE(prompt.size(), 10u);
+  EXPECT_NE(read_text(dir + "/c.txt").find(prompt.substr(0, 10)), std::string::npos) << prompt;
+  EXPECT_EQ(std::string(ja["prompt"]), "");
+  EXPECT_EQ(jl["layer"], 2);
+  EXPECT_EQ(jl["head"], 4);
+  EXPECT_EQ(labels_of(jl, "corpus.selected"), std::vector<std::string>{"2.4"});
+  if (const char* keep = std::getenv("FOCAL_KEEP_SCREENSHOTS"))  // to look at them
+    for (const char* f : {"alone.png", "linked.png"})
+      std::system(("cp " + dir + "/" + f + " " + keep + "/corpus-" + f).c_str());
+
+  // A selection outside the stats file fails the script at its line; so do commands that cannot do what they say.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"wait\nopen " + stats + "\nwait\nselect 4 0\nquit\n", "script.txt:4: select 4 0: the stats file"},
+      {"wait\nopen " + stats + "\nwait\ntemp 0.3\nquit\n", "script.txt:4: 'temp' needs a loaded model"},
+      {"wait\ntruncate\nquit\n", "script.txt:2: truncate: there is nothing to truncate"},
+      {"wait\nselect 1.5 0\nquit\n", "script.txt:2: '1.5' is not a whole number"},
+      {"wait\nscreenshot heatmp " + dir + "/x.png\nquit\n", "script.txt:2: screenshot 'heatmp' is not a panel"},
+      {"wait\nkeys -3\nquit\n", "script.txt:2: keys takes a count >= 0"},
+      {"wait\ncorpus-model\nquit\n", "script.txt:2: no corpus statistics are open"}};
+  for (const auto& [script, want] : bad) {
+    EXPECT_EQ(run_app(dir, script), 1) << script;
+    const std::string log = read_text(dir + "/log.txt");
+    EXPECT_NE(log.find(want), std::string::npos) << script << "\n" << log;
+  }
 }
 
 }  // namespace

@@ -96,8 +96,16 @@ void AppState::open_path(const std::string& path_in) {
       return [this, cv, path] {
         corpus = cv;
         add_recent(path);
+        // The model panels keep only the batch's own model: anything else there would read as this corpus's.
+        const std::string shown = loaded.path;
+        const bool unrelated = !shown.empty() && !cv->is_model(shown);
+        if (unrelated) close_session();
+        if (!unrelated && sel_layer < cv->n_layers() && sel_head < cv->n_heads()) cv->select(sel_layer, sel_head);
         notify("opened corpus statistics " + path + " (" + std::to_string(cv->stats.n_docs()) +
-                   " documents): see the Corpus tab",
+                   " documents): see the Corpus tab" +
+                   (unrelated ? "; closed " + basename_of(shown) + ", which is not the batch's model (the Corpus tab " +
+                                    "opens " + cv->stats.provenance.model_path + ")"
+                              : std::string()),
                false);
       };
     });
@@ -212,7 +220,7 @@ void AppState::open_path(const std::string& path_in) {
                      warnings,
                  false);
           state_version++;
-          set_prompt(prompt);
+          if (!prompt.empty()) set_prompt(prompt);  // none after close_session: the caller gives one
         };
       });
 }
@@ -285,6 +293,31 @@ void AppState::close_model_b() {
   if (slots[0].model) box_[1] = std::make_shared<RunnerBox>(slots[0].model);
   state_version++;
   if (compare && !file.token_ids.empty()) propagate(1);
+}
+
+void AppState::close_session() {
+  jobs.cancel("run_a");
+  jobs.cancel("run_b");
+  jobs.cancel("sweep");
+  jobs.cancel("generate");
+  for (int s = 0; s < 2; ++s) {
+    slots[s] = Slot{};
+    box_[s].reset();
+  }
+  slots[1].spec = focal::TempSpec::standard();
+  cfg_ = focal::ModelConfig{};
+  has_cfg_ = false;
+  file = focal::CaptureFile{};
+  loaded = LoadedInfo{};
+  model_b_path.clear();
+  sweep.reset();
+  gen.reset();
+  prompt.clear();  // it was the closed model's
+  pending_truncation = false;
+  untruncated.clear();
+  sel_layer = sel_head = 0;
+  sel_query = -1;
+  state_version++;
 }
 
 // ---------------------------------------------------------------- prompt

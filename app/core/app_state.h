@@ -111,6 +111,9 @@ class AppState {
   // A capture opened without its model: opens capture_model.path (when available) and re-runs A and B under their
   // current settings over the capture's tokens, relevant keys and prompt boundary; else an error saying why not.
   void open_capture_model();
+  // Closes the model (A and B) or capture and what was run with it: the model panels show that nothing is loaded.
+  // Opening a stats file of another model does this, so that no panel shows an unrelated model beside it.
+  void close_session();
   bool has_model() const { return (bool)slots[0].model; }
   bool capture_only() const { return !slots[0].model && !file.token_ids.empty(); }
   const focal::ModelConfig* config() const;

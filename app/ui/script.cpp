@@ -3,6 +3,7 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "focal/error.h"
@@ -23,6 +24,20 @@ float number(const std::string& s, const std::string& where) {
   const float v = std::strtof(s.c_str(), &end);
   if (s.empty() || *end) throw focal::Error(where + ": '" + s + "' is not a number");
   return v;
+}
+
+// A count or an index: a number with no fraction.
+int integer(const std::string& s, const std::string& where) {
+  const float v = number(s, where);
+  if (v != std::floor(v) || std::fabs(v) > 1e9f) throw focal::Error(where + ": '" + s + "' is not a whole number");
+  return (int)v;
+}
+
+// Commands that change a setting need something loaded that the setting applies to.
+void need_config(const AppState& st, const ScriptCommand& c, const std::string& where) {
+  if (!st.config())
+    throw focal::Error(where + ": '" + c.name + "' needs a loaded model or capture (open one first; a stats file " +
+                       "alone has none: corpus-model opens its model)");
 }
 
 int side_arg(const ScriptCommand& c, size_t i, const std::string& where) {
@@ -74,14 +89,24 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         idle_frames_ = 0;
         wait_started_ = -1.0;
       } else if (c.name == "frames") {
-        wait_frames_ = (int)number(c.args[0], where);
+        wait_frames_ = integer(c.args[0], where);
+        if (wait_frames_ < 0) throw focal::Error(where + ": frames takes a count >= 0");
         ++pc_;
         return true;
       } else if (c.name == "open") {
         st.open_path(c.rest);
       } else if (c.name == "corpus-doc") {
-        open_corpus_document(ui, (size_t)number(c.args[0], where));
+        const int row = integer(c.args[0], where);
+        if (row < 0) throw focal::Error(where + ": corpus-doc takes a row >= 0 of the stats file's /docs");
+        open_corpus_document(ui, (size_t)row);
         ui.force_tab = 5;
+      } else if (c.name == "corpus-model") {  // the model the corpus's batch ran, as the Corpus tab's button
+        open_corpus_model(ui);
+        ui.force_tab = 5;
+      } else if (c.name == "details-height") {  // the details pane's height in px, as its splitter (0: automatic)
+        const int px = integer(c.args[0], where);
+        if (px < 0) throw focal::Error(where + ": details-height takes pixels >= 0 (0: by the window)");
+        ui.details_h = (float)px;
       } else if (c.name == "open-model") {  // a capture opened alone: the model it names, as "Open its model" does
         st.open_capture_model();
       } else if (c.name == "open-b") {
@@ -91,29 +116,39 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         st.set_prompt(c.rest);
         ui.prompt_dirty = false;
       } else if (c.name == "edit-prompt") {
+        if (!st.has_model())
+          throw focal::Error(where + ": edit-prompt needs a loaded model (a capture's tokens are fixed)");
         open_prompt_editor(ui);
       } else if (c.name == "truncate") {
+        if (!st.pending_truncation)
+          throw focal::Error(where + ": truncate: there is nothing to truncate (it follows a prompt longer than the " +
+                             "model's context)");
         st.truncate_prompt();
       } else if (c.name == "temp") {
+        need_config(st, c, where);
         const int side = side_arg(c, 1, where);
         focal::TempSpec s = st.slots[side].spec;
         s.mode = focal::AttnMode::kFocal;
         s.focal_temp = number(c.args[0], where);
         st.set_spec(side, s);
       } else if (c.name == "spec") {  // spec SPEC [a|b]: the whole setting, in the one spec grammar
+        need_config(st, c, where);
         st.set_spec(side_arg(c, 1, where), parse_spec_command(c.args[0], st.config(), where));
       } else if (c.name == "mode") {
+        need_config(st, c, where);
         const int side = side_arg(c, 1, where);
         focal::TempSpec s = st.slots[side].spec;
         s.mode = focal::parse_attn_mode(c.args[0], where);
         st.set_spec(side, s);
       } else if (c.name == "layer-temp") {
+        need_config(st, c, where);
         focal::TempSpec s = st.slots[0].spec;
-        s.layer_temp[(int)number(c.args[0], where)] = number(c.args[1], where);
+        s.layer_temp[integer(c.args[0], where)] = number(c.args[1], where);
         st.set_spec(0, s);
       } else if (c.name == "head-temp") {
+        need_config(st, c, where);
         focal::TempSpec s = st.slots[0].spec;
-        s.head_temp[{(int)number(c.args[0], where), (int)number(c.args[1], where)}] = number(c.args[2], where);
+        s.head_temp[{integer(c.args[0], where), integer(c.args[1], where)}] = number(c.args[2], where);
         st.set_spec(0, s);
       } else if (c.name == "set-temp") {  // set-temp LAYERS HEADS T [a|b]: e.g. set-temp 0-5 * 0.3; HEADS - for layers
         const int side = side_arg(c, 3, where);
@@ -124,16 +159,19 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
             c.args[1] == "-" ? std::vector<int>{} : parse_index_set(c.args[1], cfg->n_heads, "heads");
         st.set_spec(side, with_overrides(st.slots[side].spec, ls, hs, number(c.args[2], where)));
       } else if (c.name == "tau-scale") {
+        need_config(st, c, where);
         focal::TempSpec s = st.slots[0].spec;
         s.tau_scale = number(c.args[0], where);
         st.set_spec(0, s);
       } else if (c.name == "compare") {
         st.set_compare(on_off(c, where));
       } else if (c.name == "select") {
-        st.select((int)number(c.args[0], where), (int)number(c.args[1], where),
-                  c.args.size() > 2 ? (int)number(c.args[2], where) : st.sel_query);
+        // The Corpus tab's head when that tab shows (or nothing else is open), else the model's (corpus_view.h).
+        const int keep = st.sel_query < st.n_tokens() ? st.sel_query : -1;
+        select_head(st, integer(c.args[0], where), integer(c.args[1], where),
+                    c.args.size() > 2 ? integer(c.args[2], where) : keep, ui.details_tab == 5 || ui.force_tab == 5);
       } else if (c.name == "relevant") {  // toggles a relevant key position, as a right-click on the token does
-        const int pos = (int)number(c.args[0], where);
+        const int pos = integer(c.args[0], where);
         if (!st.has_model() || pos < 0 || pos >= st.n_tokens())
           throw focal::Error(where + ": relevant " + c.args[0] + ": needs a loaded model and a position in 0.." +
                              std::to_string(st.n_tokens() - 1));
@@ -155,7 +193,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         st.view.hide_sink = !on_off(c, where);
         st.state_version++;
       } else if (c.name == "keys") {  // the distribution panel's key window: the last N keys (0: all)
-        ui.dist_window = std::max(0, (int)number(c.args[0], where));
+        ui.dist_window = integer(c.args[0], where);
+        if (ui.dist_window < 0) throw focal::Error(where + ": keys takes a count >= 0 (0: all keys)");
       } else if (c.name == "propagate") {
         const bool on = on_off(c, where);
         if (on && !st.has_model())
@@ -165,6 +204,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "screenshot") {  // screenshot PATH.png, or screenshot PANEL PATH.png for one panel
         const bool panel = c.args.size() == 2 && std::find(std::begin(kPanelNames), std::end(kPanelNames), c.args[0]) !=
                                                      std::end(kPanelNames);
+        if (c.args.size() == 2 && !panel && c.args[0].find_first_of("./") == std::string::npos) {  // a mistyped panel
+          std::string names;
+          for (const char* n : kPanelNames) names += std::string(names.empty() ? "" : ", ") + n;
+          throw focal::Error(where + ": screenshot '" + c.args[0] + "' is not a panel (" + names + ")");
+        }
         ui.screenshot_request = panel ? c.args[1] : c.rest;
         ui.screenshot_panel = panel ? c.args[0] : "";
         ++pc_;
@@ -177,11 +221,15 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         st.run_sweep(0.1f, 1.5f, 15);
         ui.force_tab = 2;
       } else if (c.name == "generate") {
-        st.generate((int)number(c.args[0], where), 0.0f);
+        const int n_new = integer(c.args[0], where);
+        if (n_new < 1) throw focal::Error(where + ": generate takes a number of tokens >= 1");
+        st.generate(n_new, 0.0f);
       } else if (c.name == "capture-generation") {  // A and B over the last generation's prompt + generated tokens
         st.capture_generation();
       } else if (c.name == "resize") {
-        glfwSetWindowSize(win, (int)number(c.args[0], where), (int)number(c.args[1], where));
+        const int rw = integer(c.args[0], where), rh = integer(c.args[1], where);
+        if (rw < 1 || rh < 1) throw focal::Error(where + ": resize takes a width and a height >= 1 pixel");
+        glfwSetWindowSize(win, rw, rh);
         ++pc_;
         wait_frames_ = 2;
         return true;
