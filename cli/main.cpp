@@ -92,10 +92,17 @@ std::string read_prompt(const Args& a) {
 
 std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
   if (text.empty()) throw Error("the prompt is empty: give some text with --prompt or --prompt-file");
+// Past the model's trained context: a rotary model runs with a warning on stderr (the capture's provenance keeps
+// it too); learned absolute positions (GPT-2) refuse, naming `what`.
+void warn_past_context(const ModelConfig& c, int n_tokens, const std::string& what) {
+  try {
+    const std::string w = context_length_warning(c, n_tokens);
+    if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  } catch (const Error& e) { throw Error(what + ": " + e.what()); }
+}
+
   std::vector<int32_t> ids = m.require_tokenizer().encode(text, m.config().add_bos);
-  if ((int)ids.size() > m.config().max_positions)
-    throw Error("the prompt has " + std::to_string(ids.size()) + " tokens but the model's context is " +
-                std::to_string(m.config().max_positions) + " tokens: shorten it");
+  warn_past_context(m.config(), (int)ids.size(), "the prompt");
   return ids;
 }
 
@@ -131,9 +138,7 @@ void check_ids(const std::vector<int32_t>& ids, const std::string& path, const M
     if (ids[i] < 0 || ids[i] >= cfg.vocab_size)
       throw Error("--ids '" + path + "': position " + std::to_string(i) + " holds id " + std::to_string(ids[i]) +
                   ", outside the model's vocabulary 0.." + std::to_string(cfg.vocab_size - 1));
-  if ((int)ids.size() > cfg.max_positions)
-    throw Error("--ids '" + path + "' holds " + std::to_string(ids.size()) + " tokens but the model's context is " +
-                std::to_string(cfg.max_positions) + " tokens: shorten it");
+  warn_past_context(cfg, (int)ids.size(), "--ids '" + path + "'");
 }
 
 // Checks that the output directory is writable before any long work runs.
@@ -412,8 +417,14 @@ int cmd_generate(int argc, char** argv) {
   if (so.sample_temp < 0.0f) throw UsageError{"--sample-temp must be >= 0"};
   so.top_k = (int)a.get_int("--top-k", 0);
   so.seed = (uint64_t)a.get_int("--seed", 1);
-  const int cap = std::min(c.max_positions, (int)prompt.size() + n_new);
-  if ((int)prompt.size() >= c.max_positions) throw Error("the prompt fills the model's context; nothing to generate");
+  // Rotary models generate past the trained context (warned once, for the longest sequence); a learned position
+  // table stops at its end.
+  const bool learned = c.arch.position == PositionKind::kLearned;
+  const int cap = learned ? std::min(c.max_positions, (int)prompt.size() + n_new) : (int)prompt.size() + n_new;
+  if (learned && (int)prompt.size() >= c.max_positions)
+    throw Error("the prompt fills the model's learned position table (" + std::to_string(c.max_positions) +
+                " positions); nothing to generate");
+  if (!learned && (int)prompt.size() <= c.max_positions) warn_past_context(c, cap, "generate");
   // Capture options are checked before generating, against the longest sequence the generation can produce.
   CaptureRequest req;
   std::vector<std::pair<std::string, TempSpec>> runs;

@@ -5,12 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <nlohmann/json.hpp>
 
 #include "focal/capture.h"
+#include "focal/error.h"
 #include "focal/metrics.h"
 #include "focal/model.h"
 #include "safetensors.h"
@@ -185,6 +187,105 @@ TEST(HfArchitectures, SummaryNamesArchitectureAndAttentionFeatures) {
   auto gpt2 = Model::load(fixtures_dir() + "/gpt2");
   EXPECT_EQ(line(gpt2->config(), "positions"), "learned absolute (128)");
   EXPECT_EQ(line(gpt2->config(), "norms"), "LayerNorm (with bias): pre-attention, pre-MLP");
+}
+
+// Past the trained context (issue 33). The fixtures llama_dynamic_3x (dynamic NTK, factor 2) and
+// llama_default_past_ctx (default RoPE) have max_position_embeddings 32 and T = 96: their prefill is checked by
+// HfConformance above within 1e-5. Here the KV-cache decode: transformers' greedy generate() from the first P ids,
+// N steps past the context, each step's raw logits. Ours: one Session, the prompt prefilled, then one token a step
+// (each step's rotary frequencies for its own length, as transformers recomputes them for max(position_ids) + 1).
+// Same tokens, every step's logits within 1e-5 relative.
+class HfPastContext : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfPastContext, GreedyGenerateMatchesTransformers) {
+  const std::string dir = fixtures_dir() + "/" + GetParam();
+  auto model = Model::load(dir);
+  const ModelConfig& c = model->config();
+  SafetensorsFile ref(dir + "/reference.safetensors");
+  const std::vector<float> ids_f = tensor_to_f32(ref.tensors().at("input_ids"), ref.path());
+  const int P = (int)tensor_to_f32(ref.tensors().at("gen_prompt_len"), ref.path())[0];
+  const std::vector<float> ref_tokens = tensor_to_f32(ref.tensors().at("gen_tokens"), ref.path());
+  const std::vector<float> ref_logits = tensor_to_f32(ref.tensors().at("gen_logits"), ref.path());
+  const int N = (int)ref_tokens.size(), V = c.vocab_size;
+  ASSERT_EQ(ref_logits.size(), (size_t)N * V);
+  ASSERT_GT(P + N, c.max_positions) << "the generation must run past the trained context";
+  EXPECT_THAT(context_length_warning(c, P + N), ::testing::HasSubstr("past the model's trained context of 32"));
+  EXPECT_EQ(context_length_warning(c, c.max_positions), "");
+
+  std::vector<int32_t> prompt(ids_f.begin(), ids_f.begin() + P);
+  Session s(*model, P + N);
+  std::vector<float> logits;
+  ASSERT_TRUE(s.forward(prompt.data(), P, TempSpec::standard(), RunOptions{}, nullptr, &logits));
+  double worst = 0.0;
+  for (int step = 0; step < N; ++step) {
+    const float* row = logits.data() + logits.size() - V;  // the last position's logits
+    const double e = test::rel_max_err(row, ref_logits.data() + (size_t)step * V, V);
+    EXPECT_LE(e, kRelTol) << "step " << step << " (position " << P + step << ")";
+    worst = std::max(worst, e);
+    const int32_t next = (int32_t)(std::max_element(row, row + V) - row);
+    ASSERT_EQ(next, (int32_t)ref_tokens[step]) << "step " << step;
+    ASSERT_TRUE(s.forward(&next, 1, TempSpec::standard(), RunOptions{}, nullptr, &logits));
+  }
+  std::printf("  generate P=%d N=%d (context %d): max relative error of the step logits %.2e (tolerance %.0e)\n", P, N,
+              c.max_positions, worst, kRelTol);
+
+  // Under dynamic NTK the rule matters: the cached keys keep the frequencies of the step that stored them, so the
+  // last step's logits differ from one forward of the whole sequence (whose frequencies are those of P + N). Default
+  // RoPE has one set of frequencies: the two agree.
+  std::vector<int32_t> all(prompt);
+  for (float t : ref_tokens) all.push_back((int32_t)t);
+  all.pop_back();  // the last step's input is the last but one generated token
+  Session whole(*model, (int)all.size());
+  std::vector<float> full;
+  ASSERT_TRUE(whole.forward(all.data(), (int)all.size(), TempSpec::standard(), RunOptions{}, nullptr, &full));
+  const double diff = test::rel_max_err(full.data() + full.size() - V, ref_logits.data() + (size_t)(N - 1) * V, V);
+  if (c.arch.rope.type == RopeType::kDynamic)
+    EXPECT_GT(diff, 1e-3) << "dynamic NTK: decode and a whole-sequence forward should differ";
+  else
+    EXPECT_LE(diff, kRelTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfPastContext, ::testing::Values("llama_dynamic_3x", "llama_default_past_ctx"),
+                         [](const auto& info) { return info.param; });
+
+// GPT-2's positions are a learned table: past it, refused with the reason; a rope_scaling override refused by name.
+TEST(HfPastContext, LearnedPositionsRefuse) {
+  const std::string dir = fixtures_dir() + "/gpt2";
+  auto gpt2 = Model::load(dir);
+  const ModelConfig& c = gpt2->config();
+  EXPECT_EQ(context_length_warning(c, c.max_positions), "");
+  try {
+    (void)context_length_warning(c, c.max_positions + 1);
+    ADD_FAILURE() << "no error past GPT-2's position table";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("learned absolute positions, a table of 128 rows"));
+  }
+  CaptureRequest req;
+  EXPECT_THROW(validate_capture_request(c, c.max_positions + 1, req, 1), Error);
+  LoadOptions opt;
+  opt.rope_scaling = "dynamic:2";
+  try {
+    (void)Model::load(dir, Device::kCpu, opt);
+    ADD_FAILURE() << "a rope_scaling override on GPT-2 loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "rope_scaling");
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("rope_scaling override 'dynamic:2': gpt2 has learned absolute"));
+  }
+}
+
+// The override on a rotary model acts as the same rope_scaling in config.json: default RoPE overridden with
+// dynamic:2 gives the dynamic fixture's frequencies at every length.
+TEST(HfPastContext, RopeOverrideEqualsConfig) {
+  auto dyn = Model::load(fixtures_dir() + "/llama_dynamic_3x");
+  ModelConfig c = dyn->config();
+  c.arch.rope = RopeScaling{};
+  apply_rope_override(c, "dynamic:2");
+  for (int len : {10, 32, 33, 96, 1000}) {
+    float a = 0.0f, b = 0.0f;
+    EXPECT_EQ(rope_inv_freq(c, len, &a), rope_inv_freq(dyn->config(), len, &b)) << len;
+  }
+  for (const char* bad : {"dynamic", "dynamic:x", "dynamic:0.5", "ntk:2", "linear:-1"})
+    EXPECT_THROW(apply_rope_override(c, bad), Error) << bad;
 }
 
 TEST(HfConformanceSetup, FixturesPresent) {

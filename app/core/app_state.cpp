@@ -341,6 +341,16 @@ void AppState::set_prompt(const std::string& text) {
   }
   prompt = text;
   pending_truncation = false;
+  // Past the trained context a rotary model runs, warned on the status line and in the capture's provenance; a
+  // learned position table (GPT-2) cannot: offer the truncation.
+  if ((int)ids.size() > cfg_.max_positions && cfg_.arch.position == focal::PositionKind::kRope) {
+    const std::string warning = focal::context_length_warning(cfg_, (int)ids.size());
+    if (message_is_error) message.clear();
+    apply_tokens(std::move(ids));
+    file.warnings = warning;
+    notify("warning: " + warning, false);
+    return;
+  }
   if ((int)ids.size() > cfg_.max_positions) {
     pending_truncation = true;
     untruncated = ids;
@@ -369,6 +379,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   file.token_ids = std::move(ids);
   file.pieces.clear();
   file.relevant.clear();     // positions of the old tokens
+  file.warnings.clear();     // a prompt past the context sets it again (set_prompt)
   file.n_prompt_tokens = 0;  // new tokens are a prompt; capture_generation marks a generation's boundary after this
   const focal::Tokenizer* tok = slots[0].model->tokenizer();
   for (int32_t id : file.token_ids) file.pieces.push_back(tok ? tok->display(id) : std::to_string(id));

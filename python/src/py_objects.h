@@ -8,6 +8,7 @@
 
 #include "focal/capture.h"
 #include "focal/model.h"
+#include "focal/error.h"
 #include "py_common.h"
 
 namespace focalscope::py {
@@ -71,10 +72,14 @@ struct PyModel {
         raise(PyExc_ValueError, std::string(param) + ": token id " + std::to_string(ids[i]) + " at position " +
                                     std::to_string(i) + " is outside the vocabulary (0.." + std::to_string(V - 1) +
                                     ")");
-    if ((int)ids.size() > cfg().max_positions)
-      raise(PyExc_ValueError, std::string(param) + ": the prompt has " + std::to_string(ids.size()) +
-                                  " tokens but the model's context is " + std::to_string(cfg().max_positions) +
-                                  " tokens: shorten it");
+    // Past the trained context: a rotary model runs with a Python warning (UserWarning, once per call); a learned
+    // position table (GPT-2) raises ValueError.
+    std::string warning;
+    try {
+      warning = focal::context_length_warning(cfg(), (int)ids.size());
+    } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string(param) + ": " + e.what()); }
+    if (!warning.empty() && PyErr_WarnEx(PyExc_UserWarning, (std::string(param) + ": " + warning).c_str(), 1) != 0)
+      throw nb::python_error();
     return ids;
   }
 };

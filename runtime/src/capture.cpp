@@ -248,9 +248,7 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
 
 void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest& req, int n_runs) {
   if (T <= 0) throw Error("prompt", "the prompt is empty (0 tokens): give it some text");
-  if (T > c.max_positions)
-    throw Error("the prompt has " + std::to_string(T) + " tokens but the model's context is " +
-                std::to_string(c.max_positions) + " (max_position_embeddings): shorten the prompt");
+  (void)context_length_warning(c, T);  // past the context: a rotary model runs (warned), a learned table refuses
   check_range(req.layers, c.n_layers, "layers", "layer", "the model has layers");
   check_range(req.heads, c.n_heads, "heads", "head", "the model has heads");
   check_range(req.queries, T, "queries", "query position", "the prompt has positions");
@@ -386,6 +384,7 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
   Comparison cmp;
   cmp.run_a = a_name;
   cmp.run_b = b_name;
+  f.warnings = context_length_warning(c, (int)tokens.size());
   cmp.layers = common(a->layers, b->layers);
   cmp.heads = common(a->heads, b->heads);
   cmp.queries = common(a->queries, b->queries);
@@ -419,6 +418,7 @@ struct LiveRunner::Impl {
 LiveRunner::LiveRunner(const Model& model) : impl_(new Impl{model, nullptr, {}, {}, {}, false}) {}
 LiveRunner::~LiveRunner() = default;
 const Model& LiveRunner::model() const { return impl_->model; }
+  sf.warnings = context_length_warning(c, T);
 
 bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
                      const std::string& name, const RunCapture* prev, RunCapture* out,

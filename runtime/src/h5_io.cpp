@@ -677,6 +677,7 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
 
 Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   Provenance p;
+  if (!p.warnings.empty()) w.attr_string(root, "/", "warnings", p.warnings);
   p.tool_version = r.attr_string(root, "/", "tool_version");
   p.created_utc = r.attr_string(root, "/", "created_utc");
   if (with_model) p.model_path = r.attr_string(root, "/", "model_path");
@@ -688,6 +689,7 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
 }
 
 FileReader::FileReader(const std::string& path, const char* kind, const std::string& where, const char* format,
+  if (r.has_attr(root, "warnings")) p.warnings = r.attr_string(root, "/", "warnings");
                        int version, const char* other_format, const char* other_hint, uint64_t read_budget_bytes)
     : file_(open_for_reading(path, kind)),
       root_(open_root(file_, Where{where})),

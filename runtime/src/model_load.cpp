@@ -254,6 +254,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   m->path_ = dir;
   OpenedFiles files = open_model_files(dir);
   if (!note.empty()) files.cfg.warnings.push_back(note);
+  if (!options.rope_scaling.empty()) {  // before any check that reads the positions
+    apply_rope_override(files.cfg, options.rope_scaling);
+    files.cfg.warnings.push_back("rope_scaling " + options.rope_scaling + " replaces the model's own (" + dir + ")");
+  }
   const ArchSpec& spec = arch_spec(files.cfg.arch.name);
   const bool has_tau_w = check_config_against_tensors(files, spec);
   check_budget(files.all, dir, options);

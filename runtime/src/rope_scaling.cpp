@@ -4,9 +4,12 @@
 // yarn / longrope attention factor f scales every attention logit by f^2).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "focal/config.h"
+#include "focal/error.h"
 #include "focal_kernels/shared_math.h"
 
 namespace focal {
@@ -102,6 +105,56 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_sc
     }
   }
   return default_inv_freq(theta, dim);
+}
+
+std::string context_length_warning(const ModelConfig& c, int n_tokens) {
+  if (n_tokens <= c.max_positions) return "";
+  const std::string n = std::to_string(n_tokens), ctx = std::to_string(c.max_positions);
+  if (c.arch.position == PositionKind::kLearned)
+    throw Error("prompt", n + " tokens: " + c.arch.name + " has learned absolute positions, a table of " + ctx +
+                              " rows (max_position_embeddings) with no row for position " + ctx +
+                              " or later; shorten the prompt to " + ctx + " tokens");
+  std::string how = "its rotary positions extrapolate";
+  if (c.arch.rope.type == RopeType::kDynamic)
+    how = "dynamic NTK recomputes the rotary frequencies for " + n + " positions";
+  else if (c.arch.rope.type != RopeType::kDefault)
+    how = "its rotary positions (" + std::string(rope_type_name(c.arch.rope.type)) + " scaling) extrapolate";
+  return n + " tokens run past the model's trained context of " + ctx + " (max_position_embeddings): positions " + ctx +
+         ".." + std::to_string(n_tokens - 1) + " were never trained on and " + how;
+}
+
+void apply_rope_override(ModelConfig& c, const std::string& text) {
+  const std::string what = "rope_scaling override '" + text + "'";
+  if (c.arch.position != PositionKind::kRope)
+    throw Error("rope_scaling", what + ": " + c.arch.name + " has learned absolute positions (a table of " +
+                                    std::to_string(c.max_positions) +
+                                    " rows), not rotary ones, so no rope_scaling applies: drop the override");
+  if (text == "default") {
+    c.arch.rope = RopeScaling{};
+    return;
+  }
+  const size_t colon = text.find(':');
+  const std::string type = text.substr(0, colon);
+  RopeScaling r;
+  if (type == "linear")
+    r.type = RopeType::kLinear;
+  else if (type == "dynamic")
+    r.type = RopeType::kDynamic;
+  else if (type == "yarn")
+    r.type = RopeType::kYarn;
+  else
+    throw Error("rope_scaling", what +
+                                    ": the type must be linear, dynamic or yarn, spelled TYPE:FACTOR (e.g. "
+                                    "dynamic:2), or default for unscaled rotary positions");
+  char* end = nullptr;
+  const std::string factor_text = colon == std::string::npos ? "" : text.substr(colon + 1);
+  r.factor = std::strtof(factor_text.c_str(), &end);
+  if (factor_text.empty() || *end != '\0' || !std::isfinite(r.factor) || !(r.factor > 0.0f) ||
+      (r.type != RopeType::kLinear && r.factor < 1.0f))
+    throw Error("rope_scaling", what + ": give the factor after the type, a number " +
+                                    (r.type == RopeType::kLinear ? std::string("> 0") : std::string(">= 1")) +
+                                    " (e.g. " + type + ":2)");
+  c.arch.rope = r;
 }
 
 }  // namespace focal

@@ -1,7 +1,8 @@
 """Fixture models of the architectures besides plain LLaMA, for tests/hf/make_fixtures.py.
 
 Each entry of ARCH_CONFIGS is built with transformers 4.47.1's own classes (eager attention):
-LlamaForCausalLM under every rope_scaling type with T past the original context (one with mlp_bias),
+LlamaForCausalLM under every rope_scaling type with T past the original context (one with mlp_bias; dynamic NTK
+and default RoPE at T = 3 x max_position_embeddings, with a greedy generate() reference past it),
 Qwen2ForCausalLM (also with use_sliding_window), MistralForCausalLM with a window shorter than T,
 Gemma2ForCausalLM (soft-caps, query_pre_attn_scalar, a window on alternate layers), Phi3ForCausalLM with longrope
 past the original context (long factors) and, as "su", within it (short factors), Olmo2ForCausalLM and
@@ -28,6 +29,11 @@ def _c(name, seed, arch, **kw):
 ARCH_CONFIGS = [
     _c("llama_rope_linear", 2001, "llama", gguf=True, max_pos=64, rope_scaling={"rope_type": "linear", "factor": 2.0}),
     _c("llama_rope_dynamic", 2002, "llama", max_pos=64, rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+    # Past the trained context (issue 33): T = 3 x max_position_embeddings under dynamic NTK (frequencies recomputed
+    # for the call's length), and default RoPE extrapolating. Both also record greedy generate() past the context.
+    _c("llama_dynamic_3x", 2013, "llama", max_pos=32, rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+       generate=(40, 24)),
+    _c("llama_default_past_ctx", 2014, "llama", max_pos=32, generate=(20, 30)),
     _c("llama_rope_yarn", 2003, "llama", gguf=True, max_pos=64, rope_scaling={"rope_type": "yarn", "factor": 4.0}),
     _c("llama3_rope_mlp_bias", 2004, "llama", gguf=True, max_pos=128, mlp_bias=True,
        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

@@ -13,6 +13,9 @@ Each fixture directory DIR/<name>/ holds:
     logits_t       [T, vocab]      same with every attention logit multiplied by 1/t
     attn_t.<L>     [n_heads, T, T]
     focal_temp     [1]             t
+    gen_prompt_len [1]             fixtures with "generate" = (P, N) only: greedy model.generate() from the
+    gen_tokens     [N]             first P input ids, N new tokens (a fresh model: dynamic RoPE keeps state),
+    gen_logits     [N, vocab]      and the raw logits of each step (output_logits): the KV-cache decode rule
 DIR/index.json lists {"name", "T", "focal_temp", "n_layers", "attn_layers"} per fixture.
 attn_layers says which layers have attn.<L>/attn_t.<L> stored: all of them, except for
 long_1024 where only the last layer is stored to keep the fixtures under ~60 MB
@@ -149,6 +152,28 @@ def run(model, ids):
     return logits, attns
 
 
+def greedy_generate(model, ids, prompt_len, n_new):
+    """transformers' own generate(): greedy, KV cache, n_new tokens (no stop at eos), with each step's raw logits."""
+    # generate() asks whether FSDP manages the model; Debian's torch 1.13 cannot import torch.distributed.fsdp under
+    # Python 3.11 (a dataclass error), and nothing here is distributed: answer no, leave the decoding untouched.
+    import transformers.generation.utils as gen_utils
+    gen_utils.is_fsdp_managed_module = lambda module: False
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        prompt = ids[None, :prompt_len]
+        # An explicit mask: generate() would otherwise infer one from pad_token_id, masking any prompt token that
+        # happens to equal it (and shifting the positions after it).
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=n_new,
+                             min_new_tokens=n_new, use_cache=True, return_dict_in_generate=True, output_logits=True)
+    tokens = out.sequences[0, prompt_len:]
+    assert tokens.numel() == n_new
+    logits = torch.stack([x[0] for x in out.logits]).float().contiguous()
+    assert torch.equal(logits.argmax(-1), tokens), "greedy tokens are not the raw logits' arg-max"
+    return {"gen_prompt_len": torch.tensor([prompt_len], dtype=torch.float32),
+            "gen_tokens": tokens.to(torch.float32).contiguous(), "gen_logits": logits}
+
+
 def mean_entropy(a):
     a64 = a.double()
     return float(-(a64 * torch.log(a64.clamp_min(1e-300))).sum(-1).mean())
@@ -213,6 +238,9 @@ def make_fixture(c, out_dir, all_attn):
     ids = torch.randint(0, c["vocab"], (T,), generator=g, dtype=torch.long)
     ids[0] = 1
 
+    gen = None
+    if c.get("generate"):  # before any other call: a dynamic rotary embedding remembers the longest length it saw
+        gen = greedy_generate(build_model(c), ids, *c["generate"])
     logits, attns = run(model, ids)
     logits_t, attns_t = run(focal_copy(model, t), ids)
     stats = check_fixture(c, ids, logits, attns, logits_t, attns_t, t)
@@ -229,6 +257,8 @@ def make_fixture(c, out_dir, all_attn):
         "logits_t": logits_t,
         "focal_temp": torch.tensor([t], dtype=torch.float32),
     }
+    if gen is not None:
+        ref.update(gen)
     for L in attn_layers:
         ref[f"attn.{L}"] = attns[L]
         ref[f"attn_t.{L}"] = attns_t[L]

@@ -118,6 +118,15 @@ std::vector<std::pair<std::string, std::string>> arch_summary(const ModelConfig&
 // Rotary frequencies [d_head / 2] for a forward call whose last position is seq_len - 1, and the factor cos / sin are
 // multiplied by (yarn / longrope; 1 otherwise). transformers 4.47.1's formulas, in fp32 where it computes in fp32.
 std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_scale);
+// A forward of n_tokens positions against the trained context (max_position_embeddings). Within it: "". Past it, a
+// rotary model runs (RoPE extrapolates; dynamic NTK rescales for the call's length) and this returns the one warning
+// sentence the front ends show (stderr, the capture's provenance, the app's status line, Python's warnings.warn). A
+// model with learned absolute positions (GPT-2) has no row for those positions: throws Error (field "prompt").
+std::string context_length_warning(const ModelConfig& c, int n_tokens);
+// A rope_scaling override spelled TYPE:FACTOR (linear:4, dynamic:2, yarn:4) or default: replaces c.arch.rope as
+// config.json's {"rope_type": TYPE, "factor": FACTOR} would. Throws Error (field "rope_scaling") naming the override
+// for a malformed text or an architecture without rotary positions (GPT-2's learned table).
+void apply_rope_override(ModelConfig& c, const std::string& text);
 
 // Parses config.json text. `path` is used in error messages. Throws Error on malformed JSON, missing or invalid
 // fields, or an unsupported architecture.

@@ -98,6 +98,9 @@ struct LoadOptions {
   std::function<void(size_t done, size_t total)> on_read;
   // How the CUDA backend computes (focal/device.h). kFast on the CPU is refused (Error field "precision").
   Precision precision = Precision::kAuto;
+  // Non-empty: a rope_scaling override (apply_rope_override's TYPE:FACTOR, focal/config.h) replacing config.json's;
+  // refused (Error field "rope_scaling") for a model without rotary positions. Noted in config().warnings.
+  std::string rope_scaling;
 };
 
 class Model {

@@ -16,6 +16,9 @@ struct Provenance {
   // Where and how the forward ran: "cpu" / "cuda" and "exact" / "fast" (focal/device.h Precision); empty in files
   // written before they were recorded.
   std::string device, precision;
+  // What the run went on despite, one sentence a line: a prompt past the model's trained context
+  // (context_length_warning), a rope_scaling override; empty when nothing.
+  std::string warnings;
 };
 
 }  // namespace focal

@@ -1,0 +1,122 @@
+// End-to-end tests of `focal calibrate` and of temperature files in the other commands: a calibration of the bundled
+// model writes the file, its checkpoint and a training log that `focal figure training` draws; capture and batch
+// take calibrated:FILE; bad data, a bad granularity and a file for another model each fail with one message and the
+// documented exit code, writing nothing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "focal/calibrate.h"
+#include "test_util.h"
+
+#ifndef FOCAL_CLI_PATH
+#error "FOCAL_CLI_PATH must name the built focal binary"
+#endif
+
+namespace focal {
+namespace {
+
+struct CliRun {
+  int rc = -1;
+  std::string out;  // stdout and stderr
+};
+
+CliRun focal_cli(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(FOCAL_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0;
+}
+
+const std::string kModel = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+
+// A few kB of plain English: enough windows of 32 tokens for a short run.
+std::string write_text(const std::string& dir) {
+  const std::string path = dir + "/text.txt";
+  std::ofstream f(path);
+  for (int i = 0; i < 12; ++i)
+    f << "The old house stood at the end of the lane, and every evening the keeper lit the lamp by the door. "
+         "Children passed it on their way home from school and counted the windows that were still dark. "
+         "In winter the snow lay deep on the roof, and the smoke rose straight into the cold air.\n\n";
+  return path;
+}
+
+TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
+  const std::string dir = test::make_temp_dir("calibcli");
+  const std::string text = write_text(dir), out = dir + "/temps.json";
+  const CliRun r = focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
+                             " --granularity layer --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("held-out loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ETA"), std::string::npos) << r.out;
+  ASSERT_TRUE(exists(out));
+  EXPECT_TRUE(exists(out + ".ckpt.json"));
+  EXPECT_TRUE(exists(dir + "/temps.log.h5"));
+  const TempFile f = read_temp_file(out);
+  EXPECT_EQ(f.granularity, CalibGranularity::kLayer);
+  EXPECT_EQ(f.n_layers, 4);
+  EXPECT_EQ(f.steps, 4);
+  // The log draws as a training log.
+  const CliRun fig = focal_cli("figure training " + dir + "/temps.log.h5 -o " + dir + "/log.png");
+  EXPECT_EQ(fig.rc, 0) << fig.out;
+  // capture and batch take the file.
+  const CliRun cap = focal_cli("capture " + kModel + " --prompt 'The keeper lit the lamp.' --temp calibrated:" + out +
+                               " --compare standard --store metrics -o " + dir + "/cap.h5");
+  EXPECT_EQ(cap.rc, 0) << cap.out;
+  EXPECT_TRUE(exists(dir + "/cap.h5"));
+  // Again without --resume: the checkpoint is not overwritten.
+  const CliRun again =
+      focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
+                " --granularity layer --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
+  EXPECT_EQ(again.rc, 1) << again.out;
+  EXPECT_NE(again.out.find("continue it with --resume"), std::string::npos) << again.out;
+}
+
+TEST(CalibrateCli, BadInputFailsWithOneMessage) {
+  const std::string dir = test::make_temp_dir("calibclibad");
+  const std::string text = write_text(dir);
+  std::ofstream(dir + "/empty.txt") << "\n";
+  CliRun r = focal_cli("calibrate " + kModel + " --data " + dir + "/empty.txt -o " + dir + "/t.json");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("empty.txt' is empty"), std::string::npos) << r.out;
+  r = focal_cli("calibrate " + kModel + " --data " + text + " -o " + dir + "/t.json --seq-len 1000");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("tokens; calibration needs at least 2 x seq_len"), std::string::npos) << r.out;
+  r = focal_cli("calibrate " + kModel + " --data " + text + " -o " + dir + "/t.json --granularity block");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'block' is not a granularity"), std::string::npos) << r.out;
+  r = focal_cli("calibrate " + kModel + " -o " + dir + "/t.json");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_FALSE(exists(dir + "/t.json"));
+  EXPECT_EQ(focal_cli("calibrate --help").rc, 0);
+  // A file for another model: the recall model has 2 layers of 4 heads, the file 4 of 6.
+  const std::string out = dir + "/temps.json";
+  ASSERT_EQ(focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
+                      " --steps 2 --eval-every 2 --seq-len 32 --batch 1 --val-windows 1")
+                .rc,
+            0);
+  r = focal_cli("capture " + std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-standard --prompt 'a b c' --temp " +
+                "calibrated:" + out + " -o " + dir + "/cap.h5");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("was calibrated for another model: n_layers 4 (file) vs 2 (this model)"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(exists(dir + "/cap.h5"));
+}
+
+}  // namespace
+}  // namespace focal
