@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "focal/capture.h"
-#include "focal/model.h"
 #include "focal/error.h"
+#include "focal/model.h"
 #include "py_common.h"
 
 namespace focalscope::py {
