@@ -43,6 +43,8 @@ kinds:
                 file, one panel per task kind (paper Fig. 9)
   corpus        from a stats file of focal batch: per-layer distributions of a metric (boxes, two runs), the
                 metric by context position, and the layer x head matrix of the mean difference (docs/batch.md)
+  positions     from a file of focal eval --positions: mean next-token NLL by position, one line per setting
+                with its bootstrap band over documents, the trained context marked (docs/cli.md)
 
 input:
   --budget SIZE      memory the input files may take when read (default: half the machine's memory); a file

@@ -65,6 +65,8 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
   --tasks eval|distract  eval (default): DIR/tasks_eval.jsonl by context length; distract: DIR/tasks_distract.jsonl
                        (kv and mqar at 256 tokens) by the number of distractor pairs
   temperature options as for capture (--mode, --temp, --tau-scale, ...): evaluate under another setting
+  --positions          instead: next-token loss by position over long documents under several settings
+                       (focal eval --positions --help)
 )";
 
 }  // namespace

@@ -53,8 +53,11 @@ Device device_arg(const Args& a) {
   return r;
 }
 
-std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) { return load_model(a, dir, ""); }
+
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling) {
   LoadOptions opt;
+  opt.rope_scaling = rope_scaling;
   opt.allow_nonfinite_weights = a.has(kLoadFlag);
   if (a.has(kWeightsOption)) {
     try {

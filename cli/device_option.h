@@ -29,5 +29,7 @@ Device device_arg(const Args& a);
 // prints the
 // load's warnings, and progress with an ETA on stderr while a big file is read into memory.
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
+// The same with a rope_scaling override (LoadOptions::rope_scaling, TYPE:FACTOR): `focal eval --positions` runs.
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling);
 
 }  // namespace focal::cli

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -36,6 +37,7 @@ int cmd_train(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);  // cmd_calibrate.cpp
 int cmd_export(int argc, char** argv);
 int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const ModelConfig&));
+int cmd_eval_positions(int argc, char** argv);
 int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
 int cmd_demo(int argc, char** argv);
 int cmd_batch(int argc, char** argv);        // cmd_batch.cpp
@@ -643,6 +645,9 @@ int main(int argc, char** argv) {
     if (cmd == "calibrate") return focal::cli::cmd_calibrate(argc, argv);
     if (cmd == "export") return focal::cli::cmd_export(argc, argv);
     if (cmd == "batch") return focal::cli::cmd_batch(argc, argv);
+    if (cmd == "eval" &&
+        std::any_of(argv + 2, argv + argc, [](const char* s) { return !std::strcmp(s, "--positions"); }))
+      return focal::cli::cmd_eval_positions(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
     std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
     return 2;

@@ -18,6 +18,7 @@
 #include "focal/eval.h"
 #include "focal/trainer.h"
 #include "focal_figures/corpus.h"
+#include "focal_figures/positions.h"
 #include "kinds.h"
 #include "plot.h"
 
@@ -104,8 +105,8 @@ const char* format_name(Format f) {
 }
 
 const std::vector<std::string>& figure_kinds() {
-  static const std::vector<std::string> kinds = {"distribution", "heatmap",  "grid",      "entropy",
-                                                 "sweep",        "training", "retrieval", "corpus"};
+  static const std::vector<std::string> kinds = {"distribution", "heatmap",   "grid",   "entropy",  "sweep",
+                                                 "training",     "retrieval", "corpus", "positions"};
   return kinds;
 }
 
@@ -137,6 +138,8 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
   if (kind == "retrieval") return render_retrieval(sources, opt, format);
   if (kind == "corpus")
     throw Error("the corpus figure reads a stats file of focal batch: use render_figure_files or render_corpus");
+  if (kind == "positions")
+    throw Error("the positions figure reads a file of focal eval --positions: use render_figure_files");
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) != figure_kinds().end())
     reject_log_options(opt, kind);
   if (kind == "distribution") return render_distribution(sources, opt, format);
@@ -155,6 +158,10 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
   if (kind == "corpus") {
     if (paths.size() != 1) throw Error("the corpus figure draws one stats file of focal batch");
     return render_corpus(batch::read_stats(paths[0], false), opt, format);
+  }
+  if (kind == "positions") {
+    if (paths.size() != 1) throw Error("the positions figure draws one file of focal eval --positions");
+    return render_positions(batch::read_position_loss(paths[0]), opt, format);
   }
   std::vector<std::unique_ptr<CaptureFile>> captures;
   std::vector<std::unique_ptr<SweepFile>> sweeps;

@@ -1,0 +1,137 @@
+// positions: mean next-token NLL by position bucket, one line per setting (markers at bucket centres) over its
+// bootstrap band drawn as a light bar per bucket; a dashed line at the trained context, labelled.
+#include <algorithm>
+#include <cmath>
+
+#include "focal/error.h"
+#include "focal_figures/positions.h"
+#include "kinds.h"
+#include "plot.h"
+
+namespace focal::figures {
+
+namespace {
+
+Rgb tint(Rgb c, double keep) { return {1 - keep * (1 - c.r), 1 - keep * (1 - c.g), 1 - keep * (1 - c.b)}; }
+
+}  // namespace
+
+std::string render_positions(const batch::PositionLossFile& f, const FigureOptions& opt, Format fmt) {
+  const std::string kind = "positions";
+  reject_option(opt.layer >= 0, "layer", kind);
+  reject_option(opt.head >= 0, "head", kind);
+  reject_option(opt.query >= 0, "query", kind);
+  reject_option(!opt.layers.empty(), "layers", kind);
+  reject_option(!opt.heads.empty(), "heads", kind);
+  reject_option(!opt.metric.empty(), "metric", kind);
+  reject_option(opt.log_scale, "log_scale", kind);
+  reject_option(opt.no_sink, "no_sink", kind);
+  check_page_options(opt);
+  std::vector<int> runs;
+  if (opt.runs.empty()) {
+    for (size_t r = 0; r < f.n_runs(); ++r) runs.push_back((int)r);
+  } else {
+    for (const std::string& name : opt.runs) {
+      const auto it = std::find(f.run_names.begin(), f.run_names.end(), name);
+      if (it == f.run_names.end()) {
+        std::string names;
+        for (const std::string& n : f.run_names) names += (names.empty() ? "" : ", ") + n;
+        throw Error("runs", "runs: the position-loss file has no run '" + name + "' (runs: " + names + ")");
+      }
+      runs.push_back((int)(it - f.run_names.begin()));
+    }
+  }
+  const size_t B = f.n_buckets();
+  const double W0 = (double)f.bucket_tokens;
+  double lo = INFINITY, hi = -INFINITY, x_end = 0;
+  for (int r : runs)
+    for (size_t b = 0; b < B; ++b) {
+      const float m = f.mean_nll[(size_t)r * B + b];
+      if (std::isnan(m)) continue;
+      lo = std::min({lo, (double)m, (double)f.band_lo[(size_t)r * B + b]});
+      hi = std::max({hi, (double)m, (double)f.band_hi[(size_t)r * B + b]});
+      x_end = std::max(x_end, std::min((double)f.bucket_start[b] + W0, (double)f.max_tokens));
+    }
+  if (!(lo <= hi)) throw Error("the position-loss file holds no bucket with a predicted token");
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
+  const Ticks xt = nice_ticks(0, x_end, 5, false);
+  std::vector<LegendItem> legend;
+  for (size_t k = 0; k < runs.size(); ++k)
+    legend.push_back({f.run_names[(size_t)runs[k]], category_color((int)k), true});
+  const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+  const double right = kMargin + c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0;
+  if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  const double legend_h = legend_height(c, legend, W - left - right);
+  const double top = title_space(opt) + legend_h + 4.0;
+  const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
+  const double natural = top + 130.0 + x_axis_h + kMargin;
+  const double H = page_height(opt, natural);
+  const double plot_h = H - top - x_axis_h - kMargin;
+  if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
+  const int pct = (int)std::lround(f.band_level * 100);
+  const std::string auto_title = "Next-token loss by position, " + docs +
+                                 (f.bootstrap > 0 ? ", " + std::to_string(pct) + " % bootstrap bands" : "");
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  draw_legend(c, legend, left, title_space(opt), W - left - right);
+
+  const Rect r{left, top, W - left - right, plot_h};
+  const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
+  const LinearMap x{xt.lo, xt.hi, r.x, r.right()};
+  draw_hgrid(c, r, yt, y);
+  // Bands first, lines over them: a vertical bar per bucket, the runs side by side around the bucket's centre so
+  // that no band hides another (filled bands of several runs would cover each other).
+  const double slot = x(xt.lo + W0) - x(xt.lo);
+  const double spread = std::min(2.0, 0.6 * slot / (double)runs.size());
+  auto bucket_mid = [&](size_t b) {
+    return std::min((double)f.bucket_start[b] + W0 / 2, ((double)f.bucket_start[b] + x_end) / 2);
+  };
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const size_t rr = (size_t)runs[k];
+    const double dx = ((double)k - 0.5 * (double)(runs.size() - 1)) * spread;
+    for (size_t b = 0; b < B; ++b) {
+      const float l = f.band_lo[rr * B + b], h = f.band_hi[rr * B + b];
+      if (std::isnan(l) || !(h > l)) continue;
+      const double xm = x(bucket_mid(b)) + dx;
+      c.line(xm, y(l), xm, y(h), 1.2, tint(category_color((int)k), 0.45));
+    }
+  }
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const size_t rr = (size_t)runs[k];
+    std::vector<double> xs, ys;
+    auto flush = [&]() {
+      if (xs.size() > 1) c.polyline(xs, ys, 1.0, category_color((int)k));
+      if (xs.size() == 1) c.marker(xs[0], ys[0], 1.2, category_color((int)k));
+      xs.clear();
+      ys.clear();
+    };
+    for (size_t b = 0; b < B; ++b) {
+      const float m = f.mean_nll[rr * B + b];
+      if (std::isnan(m)) {
+        flush();
+        continue;
+      }
+      xs.push_back(x(bucket_mid(b)));
+      ys.push_back(y(m));
+    }
+    flush();
+  }
+  if (f.trained_context > 0 && f.trained_context < xt.hi) {
+    const double xc = x(f.trained_context);
+    c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
+    c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
+           kBoundaryInk);
+  }
+  draw_left_axis(c, r, yt, y);
+  draw_bottom_axis(c, r, xt, x);
+  draw_y_title(c, kMargin, r, "NLL (nats/token)");
+  draw_x_title(c, r, r.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
+               "Position (bucket of " + std::to_string(f.bucket_tokens) + " tokens)");
+  return c.finish();
+}
+
+}  // namespace focal::figures
