@@ -92,8 +92,6 @@ std::string read_prompt(const Args& a) {
   throw UsageError{"give the prompt with --prompt TEXT or --prompt-file FILE"};
 }
 
-std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
-  if (text.empty()) throw Error("the prompt is empty: give some text with --prompt or --prompt-file");
 // Past the model's trained context: a rotary model runs with a warning on stderr (the capture's provenance keeps
 // it too); learned absolute positions (GPT-2) refuse, naming `what`.
 void warn_past_context(const ModelConfig& c, int n_tokens, const std::string& what) {
@@ -103,6 +101,8 @@ void warn_past_context(const ModelConfig& c, int n_tokens, const std::string& wh
   } catch (const Error& e) { throw Error(what + ": " + e.what()); }
 }
 
+std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
+  if (text.empty()) throw Error("the prompt is empty: give some text with --prompt or --prompt-file");
   std::vector<int32_t> ids = m.require_tokenizer().encode(text, m.config().add_bos);
   warn_past_context(m.config(), (int)ids.size(), "the prompt");
   return ids;
