@@ -310,6 +310,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.weights_checksum = model.weights_checksum();
   f.device = device_name(model.device());
   f.precision = precision_name(model.precision());
+  f.warnings = context_length_warning(c, (int)tokens.size());
   f.tool_version = version();
   f.n_layers = c.n_layers;
   f.n_heads = c.n_heads;
@@ -343,6 +344,7 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   sf.weights_checksum = model.weights_checksum();
   sf.device = device_name(model.device());
   sf.precision = precision_name(model.precision());
+  sf.warnings = context_length_warning(c, T);
   sf.base_spec_json = base.to_json();
   sf.n_layers = c.n_layers;
   sf.n_heads = c.n_heads;
@@ -384,7 +386,6 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
   Comparison cmp;
   cmp.run_a = a_name;
   cmp.run_b = b_name;
-  f.warnings = context_length_warning(c, (int)tokens.size());
   cmp.layers = common(a->layers, b->layers);
   cmp.heads = common(a->heads, b->heads);
   cmp.queries = common(a->queries, b->queries);
@@ -418,7 +419,6 @@ struct LiveRunner::Impl {
 LiveRunner::LiveRunner(const Model& model) : impl_(new Impl{model, nullptr, {}, {}, {}, false}) {}
 LiveRunner::~LiveRunner() = default;
 const Model& LiveRunner::model() const { return impl_->model; }
-  sf.warnings = context_length_warning(c, T);
 
 bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
                      const std::string& name, const RunCapture* prev, RunCapture* out,

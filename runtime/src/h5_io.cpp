@@ -673,11 +673,11 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
   if (with_model) w.attr_u64(root, "/", "weights_checksum", p.weights_checksum);
   if (with_model && !p.device.empty()) w.attr_string(root, "/", "device", p.device);
   if (with_model && !p.precision.empty()) w.attr_string(root, "/", "precision", p.precision);
+  if (!p.warnings.empty()) w.attr_string(root, "/", "warnings", p.warnings);
 }
 
 Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   Provenance p;
-  if (!p.warnings.empty()) w.attr_string(root, "/", "warnings", p.warnings);
   p.tool_version = r.attr_string(root, "/", "tool_version");
   p.created_utc = r.attr_string(root, "/", "created_utc");
   if (with_model) p.model_path = r.attr_string(root, "/", "model_path");
@@ -685,11 +685,11 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   if (with_model) p.weights_checksum = r.attr_u64(root, "/", "weights_checksum");
   if (with_model && r.has_attr(root, "device")) p.device = r.attr_string(root, "/", "device");
   if (with_model && r.has_attr(root, "precision")) p.precision = r.attr_string(root, "/", "precision");
+  if (r.has_attr(root, "warnings")) p.warnings = r.attr_string(root, "/", "warnings");
   return p;
 }
 
 FileReader::FileReader(const std::string& path, const char* kind, const std::string& where, const char* format,
-  if (r.has_attr(root, "warnings")) p.warnings = r.attr_string(root, "/", "warnings");
                        int version, const char* other_format, const char* other_hint, uint64_t read_budget_bytes)
     : file_(open_for_reading(path, kind)),
       root_(open_root(file_, Where{where})),
