@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/*_fuzz.cpp: the GGUF and safetensors parsers, the HDF5 capture reader) with clang, ASan and UBSan, and
-# runs each for SECONDS seconds (default 90) from its seed corpus (fuzz/corpus/<target>/). A crashing input is
+# runs each for SECONDS seconds (default 90) from its seed corpus (fuzz/corpus/<target>/), then the byte-level HDF5
+# fuzzer (fuzz/h5_bytes_fuzz.cpp, a CMake target) for as long. A crashing input is
 # copied to fuzz/regressions/<target>/ (commit it with the fix; ctest's fuzz_regressions replays that folder) and the
 # script exits non-zero.
 #   usage: scripts/fuzz.sh [SECONDS]          env: FUZZ_BUILD (default build-fuzz)
 set -euo pipefail
 
 case "${1:-}" in
-  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 SECONDS_PER_TARGET="${1:-90}"
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$1'" >&2; exit 2; }
@@ -55,4 +56,33 @@ for t in gguf safetensors capture; do
     status=1
   fi
 done
+
+# The byte-level HDF5 fuzzer (fuzz/h5_bytes_fuzz.cpp; issue 36) is a CMake target that links the whole runtime: the
+# ASan build's binary when the CI's asan tier made one (build-asan/), else build/'s (built here when missing). It
+# damages the seeds of fuzz/corpus/h5_bytes/ (and earlier findings) byte by byte and opens each input through the
+# protected path; an input that kills or hangs it is left in its work folder and copied to fuzz/regressions/h5_bytes/.
+bytes_bin=""
+for d in ${FUZZ_H5_BUILD:-} build-asan build; do
+  if [ -x "$d/tests/h5_bytes_fuzz" ]; then bytes_bin="$d/tests/h5_bytes_fuzz"; break; fi
+done
+if [ -z "$bytes_bin" ]; then
+  cmake --build build --target h5_bytes_fuzz -j"$(nproc)" >/dev/null
+  bytes_bin=build/tests/h5_bytes_fuzz
+fi
+work="$OUT/work-h5_bytes"
+rm -rf "$work"
+mkdir -p "$work" fuzz/regressions/h5_bytes
+seed=$(( $(date +%s) % 100000 ))
+echo "== fuzz.sh: running h5_bytes ($bytes_bin) for ${SECONDS_PER_TARGET}s, seed $seed (seeds: fuzz/corpus/h5_bytes)"
+mapfile -t h5_seeds < <(ls fuzz/corpus/h5_bytes/*.h5 fuzz/regressions/h5_bytes/*.h5 2>/dev/null)
+if ! ASAN_OPTIONS=detect_leaks=0 FOCAL_H5_CHECK_TIMEOUT_S=5 "$bytes_bin" --seconds "$SECONDS_PER_TARGET" --seed "$seed" \
+      --work "$work" --hang-s 60 "${h5_seeds[@]}"; then
+  status=1
+fi
+if compgen -G "$work/mutant-*" >/dev/null; then
+  cp "$work"/mutant-* fuzz/regressions/h5_bytes/
+  echo "fuzz.sh: h5_bytes: FINDINGS copied to fuzz/regressions/h5_bytes/ (seed $seed):" >&2
+  ls "$work" >&2
+  status=1
+fi
 exit $status

@@ -2,6 +2,8 @@
 
 #include "h5_io.h"
 
+#include "h5_guard.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -332,6 +334,7 @@ void write_atomically(const std::string& path, const char* kind, const std::func
       const int err = errno;
       write_where.fail("cannot rename '" + tmp + "' into place: " + errno_text(err, path));
     }
+    note_written(path);  // our own file: opening it again needs no damage check
   } catch (...) {
     const int err = errno;  // the failed write(2)'s, as HDF5's sec2 driver leaves it
     ::unlink(tmp.c_str());
@@ -635,6 +638,7 @@ FileId open_for_reading(const std::string& path, const char* kind) {
   }
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 <= 0) where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
+  check_in_child(path, "HDF5 file '" + path + "'");  // a damaged file: an Error, not a crash (any kind)
   PlistId fapl = checked<PlistId>(H5Pcreate(H5P_FILE_ACCESS), where, "cannot create access properties");
   check_h5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), where, "cannot set the close degree");
 #if H5_VERSION_GE(1, 10, 7)

@@ -1,0 +1,311 @@
+// The damaged-file check of h5_guard.h: a walk over every object, attribute, string and chunk index of a file, run
+// in a child process with a time limit, and the per-file cache of what has been checked.
+#include "h5_guard.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "h5_io.h"
+
+namespace focal::h5 {
+namespace {
+
+// What the walk reads in full: every string and variable-length value (where libhdf5 follows heap addresses) and
+// every dataset up to this size; larger numeric datasets only at their first and last element (their chunk index is
+// walked whole by H5Dget_storage_size). Nothing larger than kMaxReadBytes is read at all: the callers' readers refuse
+// such sizes before allocating.
+constexpr hsize_t kSmallDatasetBytes = hsize_t(1) << 20;
+constexpr hsize_t kMaxReadBytes = hsize_t(256) << 20;
+constexpr double kDefaultTimeoutS = 10.0;
+
+struct Walk {
+  long n_objects = 0;
+};
+
+// Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer),
+// then frees what libhdf5 allocated for variable-length values. Failures are ignored: only a crash or a hang
+// matters here.
+template <class ReadFn>
+void read_whole(hid_t ftype, hid_t space, ReadFn read) {
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n <= 0) return;
+  TypeId mem(H5Tget_native_type(ftype, H5T_DIR_ASCEND));
+  if (mem.get() < 0) return;
+  const size_t elem_bytes = H5Tget_size(mem.get());
+  if (elem_bytes == 0 || hsize_t(n) > kMaxReadBytes / elem_bytes) return;
+  std::vector<unsigned char> buf(size_t(n) * elem_bytes, 0);  // [n * elem_bytes]
+  if (read(mem.get(), buf.data()) >= 0) (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+}
+
+// Reads element `index` (row-major) of a dataset: the chunk that holds it goes through the filter pipeline.
+void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& dims, hsize_t index) {
+  std::vector<hsize_t> start(dims.size()), count(dims.size(), 1);  // [rank]
+  for (size_t d = dims.size(); d-- > 0;) {
+    start[d] = index % dims[d];
+    index /= dims[d];
+  }
+  SpaceId file_space(H5Scopy(space));
+  const hsize_t one = 1;
+  SpaceId mem_space(H5Screate_simple(1, &one, nullptr));
+  TypeId mem(H5Tget_native_type(ftype, H5T_DIR_ASCEND));
+  if (file_space.get() < 0 || mem_space.get() < 0 || mem.get() < 0) return;
+  if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0) return;
+  const size_t elem_bytes = H5Tget_size(mem.get());
+  if (elem_bytes == 0 || elem_bytes > kSmallDatasetBytes) return;
+  std::vector<unsigned char> buf(elem_bytes, 0);  // [elem_bytes]
+  (void)H5Dread(ds, mem.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, buf.data());
+}
+
+herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
+  AttrId a(H5Aopen(obj, name, H5P_DEFAULT));
+  if (a.get() < 0) return 0;
+  TypeId ftype(H5Aget_type(a.get()));
+  SpaceId space(H5Aget_space(a.get()));
+  if (ftype.get() < 0 || space.get() < 0) return 0;
+  read_whole(ftype.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
+  return 0;
+}
+
+void read_attributes(hid_t obj) {
+  hsize_t idx = 0;
+  (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, nullptr);
+}
+
+void read_dataset(hid_t ds) {
+  TypeId ftype(H5Dget_type(ds));
+  SpaceId space(H5Dget_space(ds));
+  if (ftype.get() < 0 || space.get() < 0) return;
+  (void)H5Dget_storage_size(ds);  // walks a chunked dataset's whole chunk index
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) return;
+  std::vector<hsize_t> dims(size_t(rank), 0);  // [rank]
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) return;
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n <= 0) return;
+  const size_t elem_bytes = H5Tget_size(ftype.get());
+  const bool variable = H5Tdetect_class(ftype.get(), H5T_VLEN) > 0 || H5Tdetect_class(ftype.get(), H5T_STRING) > 0 ||
+                        H5Tget_class(ftype.get()) == H5T_REFERENCE;
+  if (variable || (elem_bytes > 0 && hsize_t(n) <= kSmallDatasetBytes / elem_bytes)) {
+    read_whole(ftype.get(), space.get(),
+               [&](hid_t mem, void* buf) { return H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+    return;
+  }
+  if (rank == 0) return;
+  read_one(ds, ftype.get(), space.get(), dims, 0);
+  read_one(ds, ftype.get(), space.get(), dims, hsize_t(n) - 1);
+}
+
+void read_object(hid_t obj, Walk& walk) {
+  ++walk.n_objects;
+  read_attributes(obj);
+  if (H5Iget_type(obj) == H5I_DATASET) read_dataset(obj);
+}
+
+herr_t visit_link(hid_t group, const char* name, const H5L_info_t* /*info*/, void* data) {
+  auto& walk = *static_cast<Walk*>(data);
+  const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
+  if (obj < 0) return 0;
+  read_object(obj, walk);
+  (void)H5Oclose(obj);
+  return 0;
+}
+
+double timeout_s() {
+  const char* v = std::getenv("FOCAL_H5_CHECK_TIMEOUT_S");
+  if (!v || !*v) return kDefaultTimeoutS;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  return (end && *end == '\0' && std::isfinite(s) && s > 0) ? s : kDefaultTimeoutS;
+}
+
+bool check_enabled() {
+  const char* v = std::getenv("FOCAL_H5_CHECK");
+  return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0));
+}
+
+// Identity of a file as it is on disk now; a replaced or rewritten file gets another.
+struct Stamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const Stamp& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
+  }
+};
+
+bool stamp_of(const std::string& path, Stamp& s) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  s = Stamp{st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  return true;
+}
+
+std::atomic<long> g_checks_run{0};
+
+// What the check found for one file: "" (it reads) or the damage message.
+struct Checked {
+  Stamp stamp;
+  std::string damage;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, Checked>& checked_files() {
+  static std::map<std::string, Checked> m;  // guarded by cache_mutex()
+  return m;
+}
+
+// Whether `path`, as stamped, was checked before; `damage` gets what was found.
+bool lookup(const std::string& path, const Stamp& s, std::string& damage) {
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  auto it = checked_files().find(path);
+  if (it == checked_files().end() || !(it->second.stamp == s)) return false;
+  damage = it->second.damage;
+  return true;
+}
+
+void remember(const std::string& path, const Stamp& s, const std::string& damage) {
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  checked_files()[path] = Checked{s, damage};
+}
+
+// The child: restores the default action of the crash signals (a front end or a sanitizer may have installed
+// handlers that would report the child's crash as the parent's), walks the file, and writes one byte when done.
+[[noreturn]] void run_child(const std::string& path, int done_fd) {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGXFSZ}) (void)::signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  (void)::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // libc's own abort messages ("free(): invalid pointer") would reach the user's terminal before the one error.
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull >= 0) (void)::dup2(devnull, STDERR_FILENO);
+  (void)walk_file(path);
+  const char ok = 'k';
+  (void)!::write(done_fd, &ok, 1);
+  ::_exit(0);  // no atexit handlers: they belong to the parent (HDF5's own would close the parent's files)
+}
+
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return "signal " + std::to_string(sig) + (name ? std::string(", SIG") + name : std::string());
+}
+
+}  // namespace
+
+long walk_file(const std::string& path) {
+  Walk walk;
+  PlistId fapl(H5Pcreate(H5P_FILE_ACCESS));
+#if H5_VERSION_GE(1, 10, 7)
+  if (fapl.get() >= 0) (void)H5Pset_file_locking(fapl.get(), 0, 1);
+#endif
+  FileId file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get() >= 0 ? fapl.get() : H5P_DEFAULT));
+  if (file.get() < 0) return 0;
+  const hid_t root = H5Oopen(file.get(), "/", H5P_DEFAULT);
+  if (root < 0) return 0;
+  read_object(root, walk);
+  (void)H5Lvisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, visit_link, &walk);
+  (void)H5Oclose(root);
+  H5Eclear2(H5E_DEFAULT);
+  return walk.n_objects;
+}
+
+long checks_run() { return g_checks_run.load(); }
+
+void note_written(const std::string& path) {
+  Stamp s;
+  if (stamp_of(path, s)) remember(path, s, "");
+}
+
+void check_in_child(const std::string& path, const std::string& where) {
+  if (!check_enabled()) return;
+  Stamp before;
+  if (!stamp_of(path, before)) return;  // a missing file: the caller says so
+  std::string damage;
+  if (lookup(path, before, damage)) {
+    if (!damage.empty()) throw Error(where + damage);
+    return;
+  }
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no check possible: open as before
+  ++g_checks_run;
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    run_child(path, fds[1]);
+  }
+  ::close(fds[1]);
+
+  const double limit_s = timeout_s();
+  const auto t0 = std::chrono::steady_clock::now();
+  bool done = false, timed_out = false;
+  for (;;) {
+    const double left_s = limit_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (left_s <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int rc = ::poll(&p, 1, int(std::min(std::ceil(left_s * 1000), 1e9)));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) {
+      timed_out = rc == 0;
+      break;
+    }
+    char byte = 0;
+    ssize_t got;
+    do { got = ::read(fds[0], &byte, 1); } while (got < 0 && errno == EINTR);
+    done = got == 1 && byte == 'k';
+    break;
+  }
+  ::close(fds[0]);
+  if (timed_out) (void)::kill(pid, SIGKILL);
+  int status = 0;
+  pid_t w;
+  do { w = ::waitpid(pid, &status, 0); } while (w < 0 && errno == EINTR);
+
+  if (done) {
+    remember(path, before, "");
+    return;
+  }
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", limit_s);
+  if (timed_out)
+    damage = std::string(" is damaged: the HDF5 library did not finish reading it within ") + limit +
+             " s (FOCAL_H5_CHECK_TIMEOUT_S sets the limit)";
+  else if (w == pid && WIFSIGNALED(status))
+    damage = " is damaged: the HDF5 library crashed reading it (" + signal_text(WTERMSIG(status)) + ")";
+  else if (w == pid && WIFEXITED(status))
+    damage =
+        " is damaged: the HDF5 library stopped reading it (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+  else
+    damage = " is damaged: the HDF5 library crashed reading it";
+  damage += " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
+  remember(path, before, damage);
+  throw Error(where + damage);
+}
+
+}  // namespace focal::h5
