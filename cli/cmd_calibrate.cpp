@@ -100,6 +100,20 @@ int cmd_calibrate(int argc, char** argv) {
     std::fflush(stderr);
     last_line = now;
   });
+  // The learned t per layer x head (one row per layer; model granularity: one value).
+  if (f.granularity == CalibGranularity::kModel) {
+    std::printf("t = %.4f for every head\n", f.focal_temp[0]);
+  } else {
+    std::printf("t by layer x head%s:\nlayer", f.granularity == CalibGranularity::kLayer ? " (one t per layer)" : "");
+    const int cols = f.granularity == CalibGranularity::kLayer ? 1 : f.n_heads;
+    for (int h = 0; h < cols; ++h) std::printf(cols == 1 ? "      t" : " %6d", h);
+    std::printf("\n");
+    for (int l = 0; l < f.n_layers; ++l) {
+      std::printf("%5d", l);
+      for (int h = 0; h < cols; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
+      std::printf("\n");
+    }
+  }
   std::printf("held-out loss %.5f nats/token at t = %g, %.5f calibrated (%s granularity, %d held-out tokens)\n",
               f.val_loss_init, f.init_temp, f.val_loss, calib_granularity_name(f.granularity), (int)f.n_val_tokens);
   std::printf("wrote %s (apply with --temp calibrated:%s)\n", cfg.out_path.c_str(), cfg.out_path.c_str());
