@@ -526,6 +526,30 @@ TEST_F(AppStateTest, CaptureWithoutItsModelNeverShowsAStoredValueUnderANewLabel)
   }
 }
 
+// With a model, a change that is not propagated yet (live propagate off) is a preview too: the readouts stay the
+// last run's, the gap says so, and export refuses until Propagate has run; after it the run is the setting's.
+TEST_F(AppStateTest, UnpropagatedChangeIsNotExportedUnderItsLabel) {
+  st.live_propagate = false;
+  focal::TempSpec t02 = st.slots[0].spec;
+  t02.focal_temp = 0.2f;
+  st.set_spec(0, t02);
+  wait_idle(st);
+  EXPECT_FALSE(st.readouts_current(0));
+  EXPECT_EQ(st.readout_gap(0), "is not propagated yet");
+  EXPECT_EQ(st.slots[0].run_spec.label(), "focal_t0.4");
+  const std::string dir = focal::test::make_temp_dir("app_unprop");
+  try {
+    st.export_capture(dir + "/c.h5");
+    ADD_FAILURE() << "export of an unpropagated change did not refuse";
+  } catch (const focal::Error& e) { EXPECT_NE(std::string(e.what()).find("press Propagate"), std::string::npos); }
+  EXPECT_FALSE(std::ifstream(dir + "/c.h5").good());
+  st.propagate_all();
+  wait_idle(st);
+  EXPECT_TRUE(st.readouts_current(0));
+  st.export_capture(dir + "/c.h5");
+  EXPECT_EQ(focal::read_capture(dir + "/c.h5").runs[0].name, "focal_t0.2");
+}
+
 // Mean of v over [lo, hi): the oracle of the app's losses.
 double mean_over(const std::vector<float>& v, int lo, int hi) {
   double s = 0;
