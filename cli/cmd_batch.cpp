@@ -62,8 +62,12 @@ std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConf
     if (item.empty()) throw UsageError{"--runs: empty item in '" + list + "' (use e.g. standard,focal:0.4)"};
     batch::BatchRun r;
     r.spec = compare_spec(item, "--runs", cfg);
-    // a run with overrides is named by its whole spec, so two of them stay apart
-    r.name = r.spec.layer_temp.empty() && r.spec.head_temp.empty() ? r.spec.label() : r.spec.text();
+    // a run with overrides is named by its whole spec, so two of them stay apart; a temperature file by its item
+    // (calibrated:FILE), not by the hundreds of overrides it stands for
+    if (!r.spec.temp_file.empty())
+      r.name = item;
+    else
+      r.name = r.spec.layer_temp.empty() && r.spec.head_temp.empty() ? r.spec.label() : r.spec.text();
     if (!names.insert(r.name).second) throw UsageError{"--runs: '" + item + "' is given twice"};
     runs.push_back(std::move(r));
     if (comma == std::string::npos) break;

@@ -79,6 +79,11 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
                                " --compare standard --store metrics -o " + dir + "/cap.h5");
   EXPECT_EQ(cap.rc, 0) << cap.out;
   EXPECT_TRUE(exists(dir + "/cap.h5"));
+  // batch names the run by its item, not by the overrides the file stands for.
+  const CliRun bat = focal_cli("batch " + kModel + " --data " + text + " --runs standard,calibrated:" + out +
+                               " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
+  EXPECT_EQ(bat.rc, 0) << bat.out;
+  EXPECT_NE(bat.out.find("runs standard calibrated:" + out), std::string::npos) << bat.out;
   // Again without --resume: the checkpoint is not overwritten.
   const CliRun again =
       focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
