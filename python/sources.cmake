@@ -5,6 +5,7 @@ set(FOCAL_PY_SOURCES
     src/bind_capture.cpp
     src/bind_figure.cpp
     src/bind_model.cpp
+    src/bind_stats.cpp
     src/bind_sweep.cpp
     src/bind_temp_spec.cpp
     src/py_convert.cpp

@@ -1,4 +1,7 @@
-// focalscope.Capture and open_capture: a capture's runs as numpy views, its metrics, KL / JS, and save().
+// focalscope.Capture and open_capture: a capture's runs as numpy views, its metrics, KL / JS, the per-head summary,
+// and save().
+#include <cmath>
+
 #include "focal/error.h"
 #include "py_bindings.h"
 #include "py_convert.h"
@@ -13,6 +16,92 @@ focal::Comparison comparison(const PyCapture& c, const std::string& a, const std
     if (cmp.run_a == a && cmp.run_b == b) return cmp;
   return focal::compare_runs(c.file, a, b);
 }
+
+namespace {
+
+// Capture.head_summary: per (layer, head) the mean of a metric over rows 1..T-1 in each run (focal::head_metric_mean,
+// the number `focal inspect` prints), with two runs their difference, as columns.
+nb::dict head_summary(const PyCapture& c, const std::string& metric, nb::handle runs, std::optional<std::string> sort) {
+  const std::vector<std::string> names = metric_names();
+  const auto mit = std::find(names.begin(), names.end(), metric);
+  if (mit == names.end()) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    raise(PyExc_ValueError, "metric: '" + metric + "' is not a row metric (use one of " + list + ")");
+  }
+  const int m = (int)(mit - names.begin());
+  std::vector<const focal::RunCapture*> rs;
+  if (runs.is_none()) {
+    for (const focal::RunCapture& r : c.file.runs) rs.push_back(&r);
+  } else if (PyUnicode_Check(runs.ptr()) || PyIndex_Check(runs.ptr())) {
+    rs.push_back(&c.run_of(runs));
+  } else if (PySequence_Check(runs.ptr())) {
+    for (nb::handle r : nb::iter(runs)) rs.push_back(&c.run_of(r));
+  } else {
+    raise(PyExc_TypeError, "runs: expected None (every run), a run name or index, or a sequence of them");
+  }
+  if (rs.empty()) raise(PyExc_ValueError, "runs: no runs given (None: every run)");
+  for (size_t i = 0; i < rs.size(); ++i)
+    for (size_t j = i + 1; j < rs.size(); ++j)
+      if (rs[i] == rs[j]) raise(PyExc_ValueError, "runs: run '" + rs[i]->name + "' is listed twice");
+  const bool diff = rs.size() == 2;
+  const int L = c.file.n_layers, H = c.file.n_heads, T = c.file.n_tokens();
+  const size_t N = (size_t)L * H;
+  std::vector<std::vector<double>> mean(rs.size(), std::vector<double>(N));
+  for (size_t k = 0; k < rs.size(); ++k)
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) mean[k][(size_t)l * H + h] = focal::head_metric_mean(*rs[k], H, T, l, h, m);
+  std::vector<double> delta;
+  if (diff)
+    for (size_t i = 0; i < N; ++i) delta.push_back(mean[1][i] - mean[0][i]);
+
+  std::vector<size_t> order(N);
+  for (size_t i = 0; i < N; ++i) order[i] = i;
+  if (sort) {
+    const std::vector<double>* key = nullptr;
+    bool absolute = false;
+    if (*sort == "abs_delta" || *sort == "delta") {
+      if (!diff)
+        raise(PyExc_ValueError,
+              "sort: '" + *sort + "' needs two runs (runs=(a, b)); this summary has " + std::to_string(rs.size()));
+      key = &delta;
+      absolute = *sort == "abs_delta";
+    } else {
+      for (size_t k = 0; k < rs.size(); ++k)
+        if (rs[k]->name == *sort) key = &mean[k];
+      if (!key) raise(PyExc_ValueError, "sort: '" + *sort + "' is not 'abs_delta', 'delta' or a run of the summary");
+    }
+    // Largest first; NaN (a head without rows) last; ties keep (layer, head) order.
+    auto value = [&](size_t i) { return absolute ? std::fabs((*key)[i]) : (*key)[i]; };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const double va = value(a), vb = value(b);
+      if (std::isnan(va) || std::isnan(vb)) return !std::isnan(va) && std::isnan(vb);
+      return va > vb;
+    });
+  }
+  std::vector<int32_t> layer(N), head(N);
+  for (size_t i = 0; i < N; ++i) {
+    layer[i] = (int32_t)(order[i] / (size_t)H);
+    head[i] = (int32_t)(order[i] % (size_t)H);
+  }
+  auto permuted = [&](const std::vector<double>& v) {
+    std::vector<double> o(N);
+    for (size_t i = 0; i < N; ++i) o[i] = v[order[i]];
+    return owned(std::move(o), {N});
+  };
+  nb::dict out;
+  out["layer"] = owned(std::move(layer), {N});
+  out["head"] = owned(std::move(head), {N});
+  for (size_t k = 0; k < rs.size(); ++k) {
+    if (rs[k]->name == "layer" || rs[k]->name == "head" || (diff && rs[k]->name == "delta"))
+      raise(PyExc_ValueError, "runs: run '" + rs[k]->name + "' would clash with a column of the summary");
+    out[rs[k]->name.c_str()] = permuted(mean[k]);
+  }
+  if (diff) out["delta"] = permuted(delta);
+  return out;
+}
+
+}  // namespace
 
 void bind_capture(nb::module_& mod) {
   nb::class_<PyCapture>(
@@ -186,6 +275,17 @@ void bind_capture(nb::module_& mod) {
           "(kl, js): KL(a || b) and the Jensen-Shannon divergence in nats per row, float32 [Lc, Hc, Qc] over the "
           "rows both runs store with probabilities (layers, heads, queries common to both, in run a's order). The "
           "comparison stored by run(compare=...) is returned as is.")
+      .def("head_summary", &head_summary, "metric"_a = "entropy_nats", "runs"_a = nb::none(), "sort"_a = nb::none(),
+           nb::sig("def head_summary(self, metric: str = 'entropy_nats', runs: str | int | "
+                   "collections.abc.Sequence[str | int] | None = None, sort: str | None = None) -> "
+                   "dict[str, numpy.typing.NDArray[typing.Any]]"),
+           "A table of every (layer, head): the mean of `metric` over rows 1..T-1 in each run (NaN rows skipped; the "
+           "number `focal inspect` prints per head), and with two runs their difference delta = b - a. Returns "
+           "columns as a dict of 1-D numpy arrays (pandas.DataFrame(...) takes it): 'layer', 'head' (int32), one "
+           "float64 column per run named by the run, and 'delta'.\n\n"
+           "runs: None (every run), a run, or a sequence of runs (names or indices), e.g. runs=('standard', "
+           "'focal_t0.4'). sort: None ((layer, head) order), 'abs_delta' (largest |delta| first: the heads that "
+           "changed most), 'delta', or a run's name (its largest means first); NaN last.")
       .def(
           "save",
           [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {

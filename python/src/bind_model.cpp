@@ -102,7 +102,8 @@ void bind_model(nb::module_& mod) {
            "'learned', 'learned:X', 'ssmax:S', or a TempSpec.\n"
            "layers / heads / queries: rows whose probabilities and scores are stored (None: all); metrics are kept "
            "for every layer, head and row.\n"
-           "compare: a second setting run over the same tokens, with per-row KL / JS (kl_js()).\n"
+           "compare: a second setting run over the same tokens, with per-row KL / JS of the stored rows (kl_js()); "
+           "with probs=False they are computed as the second run's rows arrive and no probabilities are kept.\n"
            "probs / scores: store them; fp16: save probabilities as float16; topk: next tokens kept per position; "
            "topk_mass: k of the topk_mass metric; relevant: key positions for relevant_mass; budget: memory limit "
            "checked before running (bytes or '512M', default '2G').\n"
@@ -120,19 +121,21 @@ void bind_model(nb::module_& mod) {
       .def(
           "generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
           "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
-          "capture"_a = false, "layers"_a = nb::none(), "heads"_a = nb::none(), "probs"_a = true, "scores"_a = true,
-          "fp16"_a = false,
+          "capture"_a = false, "compare"_a = nb::none(), "layers"_a = nb::none(), "heads"_a = nb::none(),
+          "probs"_a = true, "scores"_a = true, "fp16"_a = false,
           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
                   "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "
                   "on_token: collections.abc.Callable[[int, str], object] | None = None, capture: bool = False, "
-                  "layers: int | collections.abc.Sequence[int] | None = None, "
+                  "compare: str | float | TempSpec | None = None, layers: int | collections.abc.Sequence[int] | None = "
+                  "None, "
                   "heads: int | collections.abc.Sequence[int] | None = None, probs: bool = True, "
                   "scores: bool = True, fp16: bool = False) -> Generation"),
           "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
           "sample_temp / top_k / seed). on_token(id, text) is called for each new token with its text; returning "
           "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
-          "(as `focal generate --capture`) into Generation.capture.");
+          "(as `focal generate --capture`) into Generation.capture; compare (with capture=True) adds a second "
+          "setting run over exactly those tokens, with per-row KL / JS (`focal generate --compare SPEC`).");
 
   mod.def(
       "load",

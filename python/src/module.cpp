@@ -31,8 +31,9 @@ NB_MODULE(_core, mod) {
           "topk_mass, tail_mass, sink_mass, relevant_mass (docs/metrics.md).");
 
   py::bind_temp_spec(mod);
-  py::bind_figure(mod);
   py::bind_capture(mod);
   py::bind_sweep(mod);
+  py::bind_stats(mod);
+  py::bind_figure(mod);
   py::bind_model(mod);
 }

@@ -1,4 +1,5 @@
-// The Python-side objects of focalscope._core: a loaded model, a capture, a rendered figure, a generation.
+// The Python-side objects of focalscope._core: a loaded model, a capture, a batch stats file, a rendered figure, a
+// generation.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal_batch/stats_file.h"
 #include "py_common.h"
 
 namespace focalscope::py {
@@ -154,6 +156,12 @@ struct PyCapture {
 
 // The comparison of runs a and b: stored in the capture, else computed from its rows.
 focal::Comparison comparison(const PyCapture& c, const std::string& a, const std::string& b);
+
+// A stats file of `focal batch` (open_stats).
+struct PyStats {
+  focal::batch::StatsFile file;
+  bool with_docs = true;  // read with its per-document datasets and kept rows
+};
 
 struct PyFigure {
   std::string data;    // the encoded file

@@ -27,35 +27,61 @@ focal::CaptureRequest make_request(const focal::ModelConfig& cfg, int T, nb::han
   return req;
 }
 
-PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle layers, nb::handle heads,
-                    nb::handle queries, nb::handle compare, std::optional<std::string> name, bool probs, bool scores,
-                    bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget, nb::handle progress) {
-  const focal::ModelConfig& cfg = m.cfg();
-  const focal::TempSpec spec = to_spec(temp, cfg);
-  const std::vector<int32_t> ids = m.ids_of(prompt);
-  const focal::CaptureRequest req = make_request(cfg, (int)ids.size(), layers, heads, queries, probs, scores, fp16,
-                                                 topk, topk_mass, relevant, budget);
-  // As `focal capture`: the main run, and with compare= a second one and the per-row KL / JS between them.
-  std::vector<std::pair<std::string, focal::TempSpec>> runs = {{name ? *name : spec.label(), spec}};
+namespace {
+
+using Settings = std::vector<std::pair<std::string, focal::TempSpec>>;
+
+// The main setting (named `name`, else by its label) and, with compare, a second one (a clash of names gets "_b"),
+// as `focal capture` / `focal generate --compare` name them.
+Settings settings_of(const focal::ModelConfig& cfg, const focal::TempSpec& spec, nb::handle compare,
+                     const std::optional<std::string>& name) {
   if (name && (name->empty() || name->find('/') != std::string::npos))
     raise(PyExc_ValueError, "name: a run name must be non-empty and contain no '/'");
+  Settings runs = {{name ? *name : spec.label(), spec}};
   if (!compare.is_none()) {
     focal::TempSpec other = to_spec(compare, cfg, "compare");
     std::string other_name = other.label();
     if (other_name == runs[0].first) other_name += "_b";
     runs.push_back({other_name, other});
   }
-  focal::validate_capture_request(cfg, (int)ids.size(), req, (int)runs.size());
+  return runs;
+}
 
-  PyCapture out;
-  out.probs_fp16 = fp16 && probs;
-  out.file = focal::make_capture_file(*m.model, ids);
-  out.file.relevant = req.run.relevant;
+// Checks the request for these settings against its budget. Comparing without stored probabilities holds the first
+// run's compared rows (fp32) until the second run has compared its rows with them.
+void check_settings(const focal::ModelConfig& cfg, int T, const focal::CaptureRequest& req, const Settings& runs) {
+  focal::validate_capture_request(cfg, T, req, (int)runs.size());
+  if (runs.size() == 2 && !req.store_probs) {
+    focal::CaptureRequest with = req;
+    with.store_probs = true;
+    const size_t need = focal::estimate_capture_bytes(cfg, T, with) + focal::estimate_capture_bytes(cfg, T, req);
+    if (need > req.budget_bytes)
+      raise(PyExc_ValueError,
+            "budget: the comparison holds one run's compared rows while the second run compares "
+            "with them, about " +
+                std::to_string(need >> 20) + " MiB in all, over the budget of " +
+                std::to_string(req.budget_bytes >> 20) + " MiB: narrow layers, heads or queries, or raise budget");
+  }
+}
+
+// Runs every setting over out.file.token_ids into out.file.runs, and with two settings the per-row KL / JS between
+// them, as the CLI's capture_settings_into: from the fp32 rows (also when the file stores fp16). With probabilities
+// stored, compare_runs compares the two runs' rows, as the CLI does. Without (probs=False), the first run keeps its
+// compared rows only until the second run has compared its own with them as the forward reported them
+// (focal::capture_run_compared: the same numbers), then drops them, so neither run's T^2 rows are kept.
+void capture_settings_into(PyModel& m, PyCapture& out, const Settings& runs, const focal::CaptureRequest& req,
+                           nb::handle progress) {
+  const std::vector<int32_t>& ids = out.file.token_ids;
+  const bool stream = runs.size() == 2 && !req.store_probs;
   focal::CaptureRequest run_req = req;
   if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS from the fp32 rows; save() still stores fp16
   PendingError pending;
   const bool has_progress = !progress.is_none();
-  for (auto& [run_name, s] : runs) {
+  focal::Comparison streamed;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const auto& [run_name, s] = runs[k];
+    focal::CaptureRequest this_req = run_req;
+    if (stream && k == 0) this_req.store_probs = true;  // held for the comparison, dropped after it
     focal::RunCapture rc;
     bool done;
     {
@@ -63,17 +89,46 @@ PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle l
       std::lock_guard<std::mutex> lock(m.mu);
       std::function<void(int, int)> prog;
       if (has_progress) prog = [&, rn = run_name](int d, int t) { pending.call([&] { progress(rn, d, t); }); };
-      done = focal::capture_run_cancellable(
-          *m.model, ids, s, run_req, run_name, &rc, [&] { return pending.poll(); }, prog);
+      auto cancelled = [&] { return pending.poll(); };
+      if (stream && k == 1)
+        done = focal::capture_run_compared(*m.model, ids, s, this_req, run_name, out.file.runs[0], &rc, &streamed,
+                                           cancelled, prog);
+      else
+        done = focal::capture_run_cancellable(*m.model, ids, s, this_req, run_name, &rc, cancelled, prog);
     }
     pending.rethrow();
     if (!done) raise(PyExc_KeyboardInterrupt, "run cancelled");
     out.file.runs.push_back(std::move(rc));
   }
-  if (runs.size() == 2 && req.store_probs) {
+  if (stream) {
+    std::vector<float>().swap(out.file.runs[0].probs);  // probs=False: the capture keeps none
+    out.file.comparisons.push_back(std::move(streamed));
+  } else if (runs.size() == 2) {
     nb::gil_scoped_release rel;
     out.file.comparisons.push_back(focal::compare_runs(out.file, runs[0].first, runs[1].first));
   }
+}
+
+}  // namespace
+
+PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle layers, nb::handle heads,
+                    nb::handle queries, nb::handle compare, const std::optional<std::string>& name, bool probs,
+                    bool scores, bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget,
+                    nb::handle progress) {
+  const focal::ModelConfig& cfg = m.cfg();
+  const focal::TempSpec spec = to_spec(temp, cfg);
+  const std::vector<int32_t> ids = m.ids_of(prompt);
+  const focal::CaptureRequest req = make_request(cfg, (int)ids.size(), layers, heads, queries, probs, scores, fp16,
+                                                 topk, topk_mass, relevant, budget);
+  // As `focal capture`: the main run, and with compare= a second one and the per-row KL / JS between them.
+  const Settings runs = settings_of(cfg, spec, compare, name);
+  check_settings(cfg, (int)ids.size(), req, runs);
+
+  PyCapture out;
+  out.probs_fp16 = fp16 && probs;
+  out.file = focal::make_capture_file(*m.model, ids);
+  out.file.relevant = req.run.relevant;
+  capture_settings_into(m, out, runs, req, progress);
   return out;
 }
 
@@ -113,8 +168,8 @@ focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<do
 struct StopGeneration {};
 
 PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
-                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle layers,
-                            nb::handle heads, bool probs, bool scores, bool fp16) {
+                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
+                            nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16) {
   const focal::ModelConfig& cfg = m.cfg();
   const focal::TempSpec spec = to_spec(temp, cfg);
   const std::vector<int32_t> prompt_ids = m.ids_of(prompt);
@@ -124,10 +179,16 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   if ((int)prompt_ids.size() >= cfg.max_positions)
     raise(PyExc_ValueError, "prompt: the prompt fills the model's context; nothing to generate");
   const int cap = std::min(cfg.max_positions, (int)prompt_ids.size() + n_new);
+  if (!compare.is_none() && !capture)
+    raise(PyExc_ValueError,
+          "compare: needs capture=True (it is a second run recorded in the capture, as "
+          "`focal generate --capture FILE --compare SPEC`)");
   focal::CaptureRequest req;
-  if (capture) {
+  Settings runs;
+  if (capture) {  // checked before generating, against the longest sequence the generation can produce
     req = make_request(cfg, cap, layers, heads, nb::none(), probs, scores, fp16, 10, 5, nb::none(), nb::none());
-    focal::validate_capture_request(cfg, cap, req, 1);
+    runs = settings_of(cfg, spec, compare, std::nullopt);
+    check_settings(cfg, cap, req, runs);
   }
   const focal::Tokenizer* tok = m.model->tokenizer();
   focal::SampleOptions so;
@@ -178,22 +239,13 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     g.text = full.substr(std::min(head.size(), full.size()));
   }
   if (capture) {
-    // As `focal generate --capture`: prompt + generated tokens re-run in one pass.
+    // As `focal generate --capture [--compare SPEC]`: prompt + generated tokens re-run in one pass per setting (the
+    // second setting re-runs exactly these tokens; it does not generate its own).
     PyCapture pc;
     pc.probs_fp16 = fp16 && probs;
     pc.file = focal::make_capture_file(*m.model, all);
     pc.file.n_prompt_tokens = (int)prompt_ids.size();  // where generation begins, as `focal generate --capture`
-    focal::RunCapture rc;
-    bool done;
-    {
-      nb::gil_scoped_release rel;
-      std::lock_guard<std::mutex> lock(m.mu);
-      done =
-          focal::capture_run_cancellable(*m.model, all, spec, req, spec.label(), &rc, [&] { return pending.poll(); });
-    }
-    pending.rethrow();
-    if (!done) raise(PyExc_KeyboardInterrupt, "run cancelled");
-    pc.file.runs.push_back(std::move(rc));
+    capture_settings_into(m, pc, runs, req, nb::none());
     g.capture = std::move(pc);
   }
   return g;

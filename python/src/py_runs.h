@@ -13,14 +13,15 @@ focal::CaptureRequest make_request(const focal::ModelConfig& cfg, int T, nb::han
                                    nb::handle relevant, nb::handle budget);
 
 PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle layers, nb::handle heads,
-                    nb::handle queries, nb::handle compare, std::optional<std::string> name, bool probs, bool scores,
-                    bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget, nb::handle progress);
+                    nb::handle queries, nb::handle compare, const std::optional<std::string>& name, bool probs,
+                    bool scores, bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget,
+                    nb::handle progress);
 
 focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<double>& temps, nb::handle temp,
                              nb::handle relevant, int topk_mass, nb::handle progress);
 
 PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
-                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle layers,
-                            nb::handle heads, bool probs, bool scores, bool fp16);
+                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
+                            nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16);
 
 }  // namespace focalscope::py

@@ -69,7 +69,22 @@ class CaptureObserver final : public ForwardObserver {
   }
   bool wants_metrics() const override { return true; }
   bool stores(int layer, int head) const { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
-  bool wants_rows(int layer, int head) const override { return !targets_.empty() || stores(layer, head); }
+  bool compares(int layer, int head) const { return cmp_ && cl_[layer] >= 0 && ch_[head] >= 0; }
+  bool wants_rows(int layer, int head) const override {
+    return !targets_.empty() || stores(layer, head) || compares(layer, head);
+  }
+  // Compares this run's rows with the stored rows of `ref` as they arrive: KL(ref || this) and JS per row of the
+  // rows both select, into *cmp (its selection and run names set, kl / js sized [Lc, Hc, Qc]).
+  void want_comparison(const RunCapture& ref, Comparison* cmp) {
+    ref_ = &ref;
+    cmp_ = cmp;
+    cl_.assign(c_.n_layers, -1);
+    ch_.assign(c_.n_heads, -1);
+    cq_.assign(T_, -1);
+    for (size_t i = 0; i < cmp->layers.size(); ++i) cl_[cmp->layers[i]] = (int)i;
+    for (size_t i = 0; i < cmp->heads.size(); ++i) ch_[cmp->heads[i]] = (int)i;
+    for (size_t i = 0; i < cmp->queries.size(); ++i) cq_[cmp->queries[i]] = (int)i;
+  }
   // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
   void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
   bool wants_logits() const override { return (bool)logits_fn; }
@@ -80,6 +95,16 @@ class CaptureObserver final : public ForwardObserver {
       for (int r = 0; r < n_rows; ++r)
         run_.induction[((size_t)layer * c_.n_heads + head) * T_ + row0 + r] =
             induction_mass(probs + (size_t)r * stride, targets_[row0 + r]);
+    if (compares(layer, head))  // disjoint (head, row block)s per call: each writes its own entries
+      for (int r = 0; r < n_rows; ++r) {
+        const int q = row0 + r, qi = cq_[q];
+        if (qi < 0) continue;
+        const float* pa = ref_->probs.data() + find_stored_row(*ref_, layer, head, q, T_);
+        const float* pb = probs + (size_t)r * stride;
+        const size_t at = ((size_t)cl_[layer] * cmp_->heads.size() + (size_t)ch_[head]) * cmp_->queries.size() + qi;
+        cmp_->kl[at] = (float)kl_divergence(pa, pb, q + 1);
+        cmp_->js[at] = (float)js_divergence(pa, pb, q + 1);
+      }
     if (!stores(layer, head)) return;
     for (int r = 0; r < n_rows; ++r) {
       const int qi = qmap_[row0 + r];
@@ -116,7 +141,18 @@ class CaptureObserver final : public ForwardObserver {
   std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
   std::vector<std::vector<int>> targets_;  // [T] induction targets per row; empty: not wanted
+  const RunCapture* ref_ = nullptr;        // want_comparison: the run compared with, and where the rows go
+  Comparison* cmp_ = nullptr;
+  std::vector<int> cl_, ch_, cq_;  // model layer / head / query -> index in cmp_'s selection, -1: not compared
 };
+
+// The (layer, head, query) rows two runs both select, in run a's order, as compare_runs compares them.
+std::vector<int> common(const std::vector<int>& x, const std::vector<int>& y) {
+  std::vector<int> r;
+  for (int v : x)
+    if (std::find(y.begin(), y.end(), v) != y.end()) r.push_back(v);
+  return r;
+}
 
 // A run with its arrays sized for T tokens and zeroed.
 RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const CaptureRequest& req,
@@ -279,9 +315,13 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
   return run;
 }
 
-bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
-                             const CaptureRequest& req, const std::string& name, RunCapture* out,
-                             const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress) {
+namespace {
+
+// capture_run_cancellable, and with ref / cmp the comparison of capture_run_compared.
+bool capture_run_impl(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                      const CaptureRequest& req, const std::string& name, RunCapture* out,
+                      const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress,
+                      const RunCapture* ref, Comparison* cmp) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
   validate_capture_request(c, T, req, 1);
@@ -292,6 +332,24 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
   // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   if (req.induction) obs.want_induction(tokens);
+  Comparison rows;
+  if (ref) {
+    if (ref->probs.empty())
+      throw Error("compare: run '" + ref->name + "' must store probabilities to be compared with '" + name + "'");
+    rows.run_a = ref->name;
+    rows.run_b = name;
+    rows.layers = common(ref->layers, run.layers);
+    rows.heads = common(ref->heads, run.heads);
+    rows.queries = common(ref->queries, run.queries);
+    if (rows.layers.empty() || rows.heads.empty() || rows.queries.empty())
+      throw Error("compare: runs '" + ref->name + "' and '" + name + "' share no captured (layer, head, query) rows");
+    if ((size_t)T * ref->layers.size() * ref->heads.size() * ref->queries.size() != ref->probs.size())
+      throw Error("compare: run '" + ref->name + "' is not a run over these " + std::to_string(T) + " tokens");
+    const size_t n = rows.layers.size() * rows.heads.size() * rows.queries.size();
+    rows.kl.assign(n, 0.0f);
+    rows.js.assign(n, 0.0f);
+    obs.want_comparison(*ref, &rows);
+  }
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   Session session(model, T);
   RunOptions opt = req.run;
@@ -299,7 +357,23 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
   if (!session.forward(tokens.data(), T, spec, opt, &obs, nullptr)) return false;
   fill_topk_pieces(run, model);
   *out = std::move(run);
+  if (cmp) *cmp = std::move(rows);
   return true;
+}
+
+}  // namespace
+
+bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                             const CaptureRequest& req, const std::string& name, RunCapture* out,
+                             const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress) {
+  return capture_run_impl(model, tokens, spec, req, name, out, cancelled, progress, nullptr, nullptr);
+}
+
+bool capture_run_compared(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                          const CaptureRequest& req, const std::string& name, const RunCapture& ref, RunCapture* out,
+                          Comparison* cmp, const std::function<bool()>& cancelled,
+                          const std::function<void(int, int)>& progress) {
+  return capture_run_impl(model, tokens, spec, req, name, out, cancelled, progress, &ref, cmp);
 }
 
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens) {
@@ -377,12 +451,6 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
   if (!b) throw Error("compare: run '" + b_name + "' is not in the capture");
   if (a->probs.empty() || b->probs.empty())
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' must both store probabilities");
-  auto common = [](const std::vector<int>& x, const std::vector<int>& y) {
-    std::vector<int> r;
-    for (int v : x)
-      if (std::find(y.begin(), y.end(), v) != y.end()) r.push_back(v);
-    return r;
-  };
   Comparison cmp;
   cmp.run_a = a_name;
   cmp.run_b = b_name;

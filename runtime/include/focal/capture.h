@@ -128,6 +128,17 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
                              const std::function<bool()>& cancelled,
                              const std::function<void(int, int)>& progress = {});
 
+// capture_run_cancellable that also compares this run's rows, as the forward reports them, with the stored
+// probabilities of `ref` (an earlier run over the same tokens): *cmp receives KL(ref || this run) and JS per row of
+// the (layer, head, query) rows both select, in ref's order, named run_a = ref.name, run_b = name — the numbers
+// compare_runs gives for the two runs, without this run storing its rows (req.store_probs may be false), so a
+// comparison holds one run's rows at a time instead of two. Throws Error if ref stores no probabilities or the runs
+// share no rows; *out and *cmp are untouched when cancelled.
+bool capture_run_compared(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                          const CaptureRequest& req, const std::string& name, const RunCapture& ref, RunCapture* out,
+                          Comparison* cmp, const std::function<bool()>& cancelled = {},
+                          const std::function<void(int, int)>& progress = {});
+
 // Interactive captures (the app): one session kept between runs, with each layer's input, so that a run whose
 // spec differs from the previous one only from layer L on re-runs layers L.. and copies the records of the layers
 // before L from the previous result. Not thread-safe; one job at a time.
