@@ -142,7 +142,7 @@ def test_figure_equals_cli_bytes(fs, cli, inputs, out_dir, case):
     if kind not in fs.figure_kinds():
         pytest.skip(f"this build has no {kind} figure")
     paths = [inputs[f] for f in files]
-    for fmt in ("png", "svg"):
+    for fmt in ("png", "svg", "pdf"):  # no dates in any of them: the bytes themselves are compared
         out = out_dir / "parity" / f"cli_{kind}_{case}.{fmt}"
         cli("figure", kind, *paths, *cli_args(opts), "-o", out)
         fig = fs.figure(kind, *paths, format=fmt, **opts)
