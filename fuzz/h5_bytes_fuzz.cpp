@@ -10,6 +10,7 @@
 // non-zero (scripts/fuzz.sh copies leftovers to fuzz/regressions/h5_bytes/).
 //
 //   usage: h5_bytes_fuzz [--seconds S] [--runs N] [--seed X] [--work DIR] [--keep-damaged DIR] SEED...
+//          h5_bytes_fuzz --time-check FILE...   (the wall time of the damaged-file check alone, for bench/run_h5_check.sh)
 //          h5_bytes_fuzz --replay [--expect-damaged] FILE_OR_DIR...   (opens each file once; exit 1 on a finding,
 //          and with --expect-damaged on a file that is not refused as damaged)
 // A seed's kind comes from its file name: capture*, sweep*, stats*, trainlog*, eval*, or *.KIND.h5. --keep-damaged copies every
@@ -36,6 +37,7 @@
 #include "focal/eval.h"
 #include "focal/trainer.h"
 #include "focal_batch/stats_file.h"
+#include "h5_guard.h"
 
 namespace {
 
@@ -147,6 +149,7 @@ int usage(int rc) {
                "usage: h5_bytes_fuzz [--seconds S] [--runs N] [--seed X] [--work DIR] [--keep-damaged DIR] "
                "[--hang-s S] SEED...\n"
                "       h5_bytes_fuzz --replay [--expect-damaged] FILE_OR_DIR...\n"
+               "       h5_bytes_fuzz --time-check FILE...\n"
                "Damages the seeds byte by byte and opens each result through the protected HDF5 path; a crash, "
                "hang or internal error is a finding (exit 1, the input left in --work).\n");
   return rc;
@@ -160,7 +163,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   unsigned hang_s = 60;
   std::string work = ".", keep_damaged;
-  bool replay = false, expect_damaged = false;
+  bool replay = false, expect_damaged = false, time_check = false;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -188,6 +191,8 @@ int main(int argc, char** argv) {
       replay = true;
     else if (a == "--expect-damaged")
       expect_damaged = true;
+    else if (a == "--time-check")
+      time_check = true;
     else if (!a.empty() && a[0] == '-')
       return usage(2);
     else
@@ -196,6 +201,20 @@ int main(int argc, char** argv) {
   if (inputs.empty()) return usage(2);
   ::signal(SIGALRM, SIG_DFL);  // a hang past --hang-s ends this process: a finding
 
+  if (time_check) {
+    for (const std::string& p : inputs) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        focal::h5::check_in_child(p, "'" + p + "'");
+      } catch (const focal::Error& e) {
+        std::printf("%s: %s\n", p.c_str(), e.what());
+        return 1;
+      }
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("%s: the check took %.4f s\n", p.c_str(), dt);
+    }
+    return 0;
+  }
   if (replay) {
     int failures = 0;
     const std::vector<std::string> files = expand(inputs);

@@ -97,8 +97,11 @@ TEST_F(DamagedH5, EachIsRefusedAsDamagedInProcessAndGoodFilesStillOpen) {
     const std::string path = kDamaged + "/" + name;
     const std::string msg = open_as(kind, path);
     EXPECT_THAT(msg, HasSubstr("'" + path + "' is damaged: the HDF5 library "));
+    // The hanging file loops in libhdf5 over a huge corrupt length; under AddressSanitizer its first write out of
+    // bounds ends it at once, as a crash.
     if (name.find("hang") != std::string::npos)
-      EXPECT_THAT(msg, HasSubstr("did not finish reading it within 3 s"));
+      EXPECT_THAT(msg, ::testing::AnyOf(HasSubstr("did not finish reading it within 3 s"),
+                                        HasSubstr("crashed reading it (signal ")));
     else
       EXPECT_THAT(msg, HasSubstr("crashed reading it (signal "));
     // This process lives on: the seed the damaged file came from opens.

@@ -22,6 +22,10 @@
 
 #include "h5_io.h"
 
+// Present only in a sanitizer build (weak: null otherwise).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void))  // NOLINT(bugprone-reserved-identifier)
+    __attribute__((weak));
+
 namespace focal::h5 {
 namespace {
 
@@ -187,6 +191,13 @@ void remember(const std::string& path, const Stamp& s, const std::string& damage
   checked_files()[path] = Checked{s, damage};
 }
 
+// A memory error that a sanitizer catches in the child ends it as a crash (SIGABRT), like the signal it would have
+// been without the sanitizer, rather than as the sanitizer's exit status.
+void die_as_crash() {
+  (void)::signal(SIGABRT, SIG_DFL);
+  ::abort();
+}
+
 // The child: restores the default action of the crash signals (a front end or a sanitizer may have installed
 // handlers that would report the child's crash as the parent's), walks the file, and writes one byte when done.
 [[noreturn]] void run_child(const std::string& path, int done_fd) {
@@ -197,6 +208,7 @@ void remember(const std::string& path, const Stamp& s, const std::string& damage
   // libc's own abort messages ("free(): invalid pointer") would reach the user's terminal before the one error.
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) (void)::dup2(devnull, STDERR_FILENO);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(die_as_crash);
   (void)walk_file(path);
   const char ok = 'k';
   (void)!::write(done_fd, &ok, 1);
