@@ -67,7 +67,8 @@ void bind_model(nb::module_& mod) {
           nb::sig("def tokenize(self, text: str, add_bos: bool | None = None) -> numpy.typing.NDArray[numpy.int32]"),
           "Token ids (int32 [n]) as `focal capture --prompt` makes them (with BOS when the model adds one).")
       .def(
-          "detokenize", [](const PyModel& m, nb::handle ids) { return m.tok().decode(m.ids_of(ids, "ids")); }, "ids"_a,
+          "detokenize", [](const PyModel& m, nb::handle ids) { return m.tok().decode(m.ids_of(ids, "ids", false)); },
+          "ids"_a,
           nb::sig(
               "def detokenize(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> str"),
           "The text of token ids.")
@@ -75,7 +76,7 @@ void bind_model(nb::module_& mod) {
           "pieces",
           [](const PyModel& m, nb::handle ids) {
             std::vector<std::string> v;
-            for (int32_t id : m.ids_of(ids, "ids")) v.push_back(m.tok().display(id));
+            for (int32_t id : m.ids_of(ids, "ids", false)) v.push_back(m.tok().display(id));
             return v;
           },
           "ids"_a,

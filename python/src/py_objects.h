@@ -27,7 +27,9 @@ struct PyModel {
 
   // prompt_or_ids: a str (tokenized as `focal capture --prompt` does), a list of ints, or a 1-D C-contiguous int32
   // numpy array (no copy is made of it until the run).
-  std::vector<int32_t> ids_of(nb::handle p, const char* param = "prompt") const {
+  // for_forward: the ids will run through the model, so past the trained context a rotary model warns (and GPT-2
+  // refuses); false for ids only decoded or displayed.
+  std::vector<int32_t> ids_of(nb::handle p, const char* param = "prompt", bool for_forward = true) const {
     std::vector<int32_t> ids;
     if (PyUnicode_Check(p.ptr())) {
       const std::string text = nb::cast<std::string>(p);
@@ -76,6 +78,7 @@ struct PyModel {
                                     ")");
     // Past the trained context: a rotary model runs with a Python warning (UserWarning, once per call); a learned
     // position table (GPT-2) raises ValueError.
+    if (!for_forward) return ids;
     std::string warning;
     try {
       warning = focal::context_length_warning(cfg(), (int)ids.size());

@@ -176,9 +176,18 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   if (n_new < 1) raise(PyExc_ValueError, "n: generate at least 1 token");
   if (!std::isfinite(sample_temp) || sample_temp < 0) raise(PyExc_ValueError, "sample_temp: must be >= 0 (0: greedy)");
   if (top_k < 0) raise(PyExc_ValueError, "top_k: must be >= 0 (0: the whole vocabulary)");
-  if ((int)prompt_ids.size() >= cfg.max_positions)
-    raise(PyExc_ValueError, "prompt: the prompt fills the model's context; nothing to generate");
-  const int cap = std::min(cfg.max_positions, (int)prompt_ids.size() + n_new);
+  // As `focal generate`: a rotary model generates past the trained context (one UserWarning, for the longest
+  // sequence, unless the prompt already warned); a learned position table (GPT-2) stops at its end.
+  const bool learned = cfg.arch.position == focal::PositionKind::kLearned;
+  if (learned && (int)prompt_ids.size() >= cfg.max_positions)
+    raise(PyExc_ValueError, "prompt: the prompt fills the model's learned position table (" +
+                                std::to_string(cfg.max_positions) + " positions); nothing to generate");
+  const int cap =
+      learned ? std::min(cfg.max_positions, (int)prompt_ids.size() + n_new) : (int)prompt_ids.size() + n_new;
+  if (!learned && (int)prompt_ids.size() <= cfg.max_positions) {
+    const std::string w = focal::context_length_warning(cfg, cap);
+    if (!w.empty() && PyErr_WarnEx(PyExc_UserWarning, ("generate: " + w).c_str(), 1) != 0) throw nb::python_error();
+  }
   if (!compare.is_none() && !capture)
     raise(PyExc_ValueError,
           "compare: needs capture=True (it is a second run recorded in the capture, as "
