@@ -389,6 +389,16 @@ TEST(AppStateLong, PromptLongerThanTheContextRunsWithAWarning) {
   wait_idle(st);
   EXPECT_GT(st.n_tokens(), 12);
   EXPECT_TRUE(st.slots[0].run);
+  // Generation continues past the context too, warned on the status line.
+  st.set_prompt("one two three");
+  wait_idle(st);
+  const int n_prompt = st.n_tokens();
+  ASSERT_LT(n_prompt, 12);
+  st.generate(20, 0.0f);
+  EXPECT_NE(st.message.find("past the model's trained context of 12"), std::string::npos) << st.message;
+  wait_idle(st);
+  ASSERT_TRUE(st.gen);
+  EXPECT_GT(n_prompt + (int)st.gen->ids.size(), 12) << "generation stopped at the context";
 }
 
 TEST_F(AppStateTest, ModelBWithAnotherVocabularyIsRefused) {

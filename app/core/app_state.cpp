@@ -586,8 +586,18 @@ void AppState::generate(int n_new, float sample_temp) {
   auto model = slots[0].model;
   const focal::TempSpec spec = slots[0].spec;
   const std::vector<int32_t> prompt_ids = file.token_ids;
-  const int cap = std::min<int>((int)prompt_ids.size() + n_new, model->config().max_positions);
-  if ((int)prompt_ids.size() >= cap) return notify("generate: the prompt already fills the model's context", true);
+  // As `focal generate`: a rotary model generates past the trained context (warned on the status line); a learned
+  // position table (GPT-2) stops at its end.
+  const focal::ModelConfig& mc = model->config();
+  const bool learned = mc.arch.position == focal::PositionKind::kLearned;
+  const int cap =
+      learned ? std::min<int>((int)prompt_ids.size() + n_new, mc.max_positions) : (int)prompt_ids.size() + n_new;
+  if ((int)prompt_ids.size() >= cap)
+    return notify("generate: the prompt already fills the model's learned position table", true);
+  if (!learned && (int)prompt_ids.size() <= mc.max_positions) {
+    const std::string warning = focal::context_length_warning(mc, cap);
+    if (!warning.empty()) notify("warning: generate: " + warning, false);
+  }
   auto g = std::make_shared<GenStream>();
   g->layer = sel_layer;
   g->n_heads = cfg_.n_heads;
