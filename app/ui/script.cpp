@@ -172,8 +172,10 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
                     c.args.size() > 2 ? integer(c.args[2], where) : keep, ui.details_tab == 5 || ui.force_tab == 5);
       } else if (c.name == "relevant") {  // toggles a relevant key position, as a right-click on the token does
         const int pos = integer(c.args[0], where);
-        if (!st.has_model() || pos < 0 || pos >= st.n_tokens())
-          throw focal::Error(where + ": relevant " + c.args[0] + ": needs a loaded model and a position in 0.." +
+        if (!st.has_model() || st.n_tokens() == 0)
+          throw focal::Error(where + ": relevant " + c.args[0] + ": needs a loaded model and a prompt");
+        if (pos < 0 || pos >= st.n_tokens())
+          throw focal::Error(where + ": relevant " + c.args[0] + ": the position must be in 0.." +
                              std::to_string(st.n_tokens() - 1));
         st.toggle_relevant(pos);
       } else if (c.name == "view") {
