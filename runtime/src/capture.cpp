@@ -84,6 +84,16 @@ class CaptureObserver final : public ForwardObserver {
     for (size_t i = 0; i < cmp->layers.size(); ++i) cl_[cmp->layers[i]] = (int)i;
     for (size_t i = 0; i < cmp->heads.size(); ++i) ch_[cmp->heads[i]] = (int)i;
     for (size_t i = 0; i < cmp->queries.size(); ++i) cq_[cmp->queries[i]] = (int)i;
+    // ref's own indices of each compared layer / head / query, so a row's offset costs no search
+    auto index_in = [](const std::vector<int>& v, int n) {
+      std::vector<int> m(n, -1);
+      for (size_t i = 0; i < v.size(); ++i)
+        if (v[i] >= 0 && v[i] < n) m[v[i]] = (int)i;
+      return m;
+    };
+    rl_ = index_in(ref.layers, c_.n_layers);
+    rh_ = index_in(ref.heads, c_.n_heads);
+    rq_ = index_in(ref.queries, T_);
   }
   // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
   void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
@@ -99,7 +109,8 @@ class CaptureObserver final : public ForwardObserver {
       for (int r = 0; r < n_rows; ++r) {
         const int q = row0 + r, qi = cq_[q];
         if (qi < 0) continue;
-        const float* pa = ref_->probs.data() + find_stored_row(*ref_, layer, head, q, T_);
+        const float* pa =
+            ref_->probs.data() + stored_row_offset(*ref_, (size_t)rl_[layer], (size_t)rh_[head], (size_t)rq_[q], T_);
         const float* pb = probs + (size_t)r * stride;
         const size_t at = ((size_t)cl_[layer] * cmp_->heads.size() + (size_t)ch_[head]) * cmp_->queries.size() + qi;
         cmp_->kl[at] = (float)kl_divergence(pa, pb, q + 1);
@@ -144,6 +155,7 @@ class CaptureObserver final : public ForwardObserver {
   const RunCapture* ref_ = nullptr;        // want_comparison: the run compared with, and where the rows go
   Comparison* cmp_ = nullptr;
   std::vector<int> cl_, ch_, cq_;  // model layer / head / query -> index in cmp_'s selection, -1: not compared
+  std::vector<int> rl_, rh_, rq_;  // the same -> index in ref_'s stored selection
 };
 
 // The (layer, head, query) rows two runs both select, in run a's order, as compare_runs compares them.
