@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
@@ -123,6 +124,29 @@ TEST(PositionLoss, BucketSumsMatchANaiveComputationPastTheContext) {
     }
   }
   ASSERT_TRUE(some_past) << "a document must reach past the trained context";
+  // Per-layer entropy by query position: the capture's row metrics (capture_run, no rows stored) summed over heads and
+  // the bucket's rows, the same fp32 values summed in the same order: 1e-9 relative.
+  ASSERT_EQ(f.n_layers, 2);
+  const size_t L = 2;
+  for (size_t d = 0; d < D; ++d) {
+    std::vector<int32_t> ids = base->require_tokenizer().encode(kDocs[d], true);
+    if ((int)ids.size() > o.max_tokens) ids.resize((size_t)o.max_tokens);
+    const int T = (int)ids.size();
+    CaptureRequest req;
+    req.store_probs = req.store_scores = false;
+    const RunCapture cap = capture_run(*base, ids, TempSpec::parse("focal:0.4", "test", &base->config()), req, "x");
+    for (size_t l = 0; l < L; ++l)
+      for (size_t b = 0; b < B; ++b) {
+        double want = 0.0;
+        for (int h = 0; h < 4; ++h)
+          for (int q = 0; q < T; ++q)
+            if ((size_t)(q / 8) == b)
+              want += cap.metrics[(((size_t)l * 4 + h) * T + q) * kNumRowMetrics + kEntropyNats];
+        const double got = f.doc_entropy_sum[((1 * D + d) * L + l) * B + b];  // run 1: focal:0.4
+        EXPECT_NEAR(got, want, 1e-9 * std::max(1.0, std::fabs(want)))
+            << "doc " << d << " layer " << l << " bucket " << b;
+      }
+  }
   // The dynamic run differs from standard only past the context (frequencies recomputed for 40 positions change
   // every position of a document longer than 24): bucket 0 of a short document agrees exactly.
   EXPECT_EQ(f.doc_nll_sum[(0 * D + 2) * B + 0], f.doc_nll_sum[(3 * D + 2) * B + 0]);
@@ -148,6 +172,9 @@ TEST(PositionLoss, BucketSumsMatchANaiveComputationPastTheContext) {
   EXPECT_EQ(g.doc_count, f.doc_count);
   EXPECT_EQ(g.mean_nll.size(), f.mean_nll.size());
   EXPECT_EQ(g.warnings, f.warnings);
+  EXPECT_EQ(g.doc_rows, f.doc_rows);
+  ASSERT_EQ(g.mean_entropy.size(), R * L * B);
+  for (size_t i = 0; i < f.mean_entropy.size(); ++i) EXPECT_FLOAT_EQ(g.mean_entropy[i], f.mean_entropy[i]);
   for (size_t i = 0; i < f.doc_nll_sum.size(); ++i)
     EXPECT_NEAR(g.doc_nll_sum[i], f.doc_nll_sum[i], 1e-6 * std::max(1.0, f.doc_nll_sum[i]));
 }

@@ -54,12 +54,28 @@ size_t estimate_position_loss_bytes(const ModelConfig& c, int T) {
 
 namespace {
 
-// Folds the logits blocks of one forward into the document's bucket sums, in double.
+// Folds the logits blocks of one forward into the document's bucket sums, and each layer's row entropies into its
+// per-layer bucket sums, in double.
 class LossObserver : public ForwardObserver {
  public:
-  LossObserver(const std::vector<int32_t>& ids, int vocab, int bucket, double* sums, const std::function<bool()>& c)
-      : ids_(ids), vocab_(vocab), bucket_(bucket), sums_(sums), cancelled_(c) {}
+  LossObserver(const std::vector<int32_t>& ids, int vocab, int bucket, double* sums, double* entropy_sums,
+               int n_buckets, const std::function<bool()>& c)
+      : ids_(ids),
+        vocab_(vocab),
+        bucket_(bucket),
+        n_buckets_(n_buckets),
+        sums_(sums),
+        entropy_sums_(entropy_sums),
+        cancelled_(c) {}
   bool wants_logits() const override { return true; }
+  bool wants_metrics() const override { return true; }
+  void on_layer(const LayerRecord& rec) override {
+    if (!rec.metrics) return;
+    double* out = entropy_sums_ + (size_t)rec.layer * n_buckets_;  // [L, B] of this document
+    for (int h = 0; h < rec.n_heads; ++h)
+      for (int r = 0; r < rec.n_tokens; ++r)
+        out[(rec.pos0 + r) / bucket_] += rec.metrics[((size_t)h * rec.n_tokens + r) * kNumRowMetrics + kEntropyNats];
+  }
   void on_logits(int row0, int n_rows, const float* logits) override {
     const int T = (int)ids_.size();
     for (int r = 0; r < n_rows; ++r) {
@@ -76,8 +92,9 @@ class LossObserver : public ForwardObserver {
 
  private:
   const std::vector<int32_t>& ids_;
-  int vocab_, bucket_;
+  int vocab_, bucket_, n_buckets_;
   double* sums_;
+  double* entropy_sums_;
   const std::function<bool()>& cancelled_;
 };
 
@@ -148,6 +165,13 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   for (size_t d = 0; d < D; ++d)
     for (size_t p = 1; p < docs[d].size(); ++p) ++f.doc_count[d * Bn + p / f.bucket_tokens];
   f.doc_nll_sum.assign(R * D * Bn, 0.0);
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  const size_t L = (size_t)c.n_layers;
+  f.doc_rows.assign(D * Bn, 0);
+  for (size_t d = 0; d < D; ++d)
+    for (size_t q = 0; q < docs[d].size(); ++q) ++f.doc_rows[d * Bn + q / f.bucket_tokens];
+  f.doc_entropy_sum.assign(R * D * L * Bn, 0.0);
 
   std::map<std::string, std::unique_ptr<Session>> sessions;
   int64_t done = 0;
@@ -159,7 +183,8 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
       if (!s) s = std::make_unique<Session>(m, opt.max_tokens);
       s->reset();
       const TempSpec spec = TempSpec::parse(runs[r].spec_text, "--runs", &m.config());
-      LossObserver obs(docs[d], m.config().vocab_size, f.bucket_tokens, &f.doc_nll_sum[(r * D + d) * Bn], cancelled);
+      LossObserver obs(docs[d], m.config().vocab_size, f.bucket_tokens, &f.doc_nll_sum[(r * D + d) * Bn],
+                       &f.doc_entropy_sum[(r * D + d) * L * Bn], B, cancelled);
       RunOptions ro;
       if (!s->forward(docs[d].data(), (int)docs[d].size(), spec, ro, &obs, nullptr))
         throw Error("cancelled: nothing written");
@@ -172,6 +197,19 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
 void summarize_position_loss(PositionLossFile& f) {
   const size_t R = f.n_runs(), D = f.n_docs(), B = f.n_buckets();
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  const size_t L = (size_t)f.n_layers;
+  f.mean_entropy.assign(R * L * B, nan);
+  if (f.doc_entropy_sum.size() == R * D * L * B && f.doc_rows.size() == D * B)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t l = 0; l < L; ++l)
+        for (size_t b = 0; b < B; ++b) {
+          double sum = 0.0, rows = 0.0;
+          for (size_t d = 0; d < D; ++d) {
+            sum += f.doc_entropy_sum[((r * D + d) * L + l) * B + b];
+            rows += f.doc_rows[d * B + b];
+          }
+          if (rows > 0) f.mean_entropy[(r * L + l) * B + b] = (float)(sum / (rows * f.n_heads));
+        }
   f.mean_nll.assign(R * B, nan);
   f.band_lo.assign(R * B, nan);
   f.band_hi.assign(R * B, nan);
@@ -240,6 +278,13 @@ void write_position_loss(const PositionLossFile& f, const std::string& path) {
     w.dataset_f32(root, "", "mean_nll", {R, B}, f.mean_nll.data(), "[run, bucket]");
     w.dataset_f32(root, "", "band_lo", {R, B}, f.band_lo.data(), "[run, bucket]");
     w.dataset_f32(root, "", "band_hi", {R, B}, f.band_hi.data(), "[run, bucket]");
+    const hsize_t L = (hsize_t)f.n_layers;
+    w.attr_i32(root, "/", "n_layers", f.n_layers);
+    w.attr_i32(root, "/", "n_heads", f.n_heads);
+    w.dataset_i32(root, "", "doc_rows", {D, B}, f.doc_rows.data(), "[doc, bucket]");
+    const std::vector<float> ent(f.doc_entropy_sum.begin(), f.doc_entropy_sum.end());
+    w.dataset_f32(root, "", "doc_entropy_sum", {R, D, L, B}, ent.data(), "[run, doc, layer, bucket]");
+    w.dataset_f32(root, "", "mean_entropy", {R, L, B}, f.mean_entropy.data(), "[run, layer, bucket]");
   });
 }
 
@@ -270,6 +315,13 @@ PositionLossFile read_position_loss(const std::string& path) {
   f.mean_nll = r.read_f32(root, "", "mean_nll", 2, &rb, "[run, bucket]").data;
   f.band_lo = r.read_f32(root, "", "band_lo", 2, &rb, "[run, bucket]").data;
   f.band_hi = r.read_f32(root, "", "band_hi", 2, &rb, "[run, bucket]").data;
+  f.n_layers = r.attr_int_in(root, "/", "n_layers", 1, 1 << 20);
+  f.n_heads = r.attr_int_in(root, "/", "n_heads", 1, 1 << 20);
+  const h5::Dims rdlb{R, D, (hsize_t)f.n_layers, B}, rlb{R, (hsize_t)f.n_layers, B};
+  f.doc_rows = r.read_i32(root, "", "doc_rows", 2, &db, "[doc, bucket]").data;
+  const std::vector<float> ent = r.read_f32(root, "", "doc_entropy_sum", 4, &rdlb, "[run, doc, layer, bucket]").data;
+  f.doc_entropy_sum.assign(ent.begin(), ent.end());
+  f.mean_entropy = r.read_f32(root, "", "mean_entropy", 3, &rlb, "[run, layer, bucket]").data;
   return f;
 }
 

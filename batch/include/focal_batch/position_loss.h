@@ -55,6 +55,12 @@ struct PositionLossFile : Provenance {
   std::vector<double> doc_nll_sum;        // [R, D, B] summed NLL (nats) of those tokens (in the file: fp32)
   std::vector<float> mean_nll;            // [R, B] sum over documents / count over documents; NaN where count 0
   std::vector<float> band_lo, band_hi;    // [R, B] bootstrap percentiles over documents at band_level
+  // Attention entropy by query position, per layer: bucket b of a document holds its query rows q (0..T-1) with
+  // q in the bucket; the mean is over those rows and every head.
+  int n_layers = 0, n_heads = 0;
+  std::vector<int32_t> doc_rows;        // [D, B] query rows of the document in each bucket
+  std::vector<double> doc_entropy_sum;  // [R, D, L, B] summed entropy_nats over heads and rows (file: fp32)
+  std::vector<float> mean_entropy;      // [R, L, B] sum over documents / (n_heads x rows); NaN where no row
 
   size_t n_runs() const { return run_names.size(); }
   size_t n_docs() const { return doc_ids.size(); }
@@ -70,7 +76,8 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
                                    const std::function<void(int64_t, int64_t)>& progress,
                                    const std::function<bool()>& cancelled);
 
-// Token-weighted mean of each run's buckets and its bootstrap band (fills mean_nll, band_lo, band_hi).
+// Token-weighted mean of each run's buckets and its bootstrap band (fills mean_nll, band_lo, band_hi), and the
+// per-layer mean entropy (mean_entropy).
 void summarize_position_loss(PositionLossFile& f);
 // Bytes a forward of T tokens needs for the loss (KV cache, activations, a logits block).
 size_t estimate_position_loss_bytes(const ModelConfig& c, int T);
