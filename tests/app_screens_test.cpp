@@ -738,7 +738,9 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
       {"wait\nselect 1.5 0\nquit\n", "script.txt:2: '1.5' is not a whole number"},
       {"wait\nscreenshot heatmp " + dir + "/x.png\nquit\n", "script.txt:2: screenshot 'heatmp' is not a panel"},
       {"wait\nkeys -3\nquit\n", "script.txt:2: keys takes a count >= 0"},
-      {"wait\ncorpus-model\nquit\n", "script.txt:2: no corpus statistics are open"}};
+      {"wait\ncorpus-model\nquit\n", "script.txt:2: no corpus statistics are open"},
+      {"wait\nopen " + stats + "\nwait\nrelevant 2\nquit\n",
+       "script.txt:4: relevant 2: needs a loaded model and a prompt"}};
   for (const auto& [script, want] : bad) {
     EXPECT_EQ(run_app(dir, script), 1) << script;
     const std::string log = read_text(dir + "/log.txt");
