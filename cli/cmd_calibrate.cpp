@@ -23,8 +23,9 @@ Learns log t (t: the focal temperature, logits / (t sqrt(d_head))) by Adam on th
 model weight frozen: the backward carries activation gradients only, and 16-bit or quantized matrices stay as
 stored (each is widened into one scratch matrix while the backward passes it). FILE (UTF-8 text, or .jsonl with a
 "text" field per line) is tokenized with the model's tokenizer and cut into windows of --seq-len tokens; the last
---val-frac of them are held out. LLaMA-layout models (Llama, SmolLM2, Qwen2 with biases, Qwen3 QK-norm); other
-architectures are refused, naming what the backward lacks. CPU only.
+--val-frac of them are held out. LLaMA-layout models (Llama 2 / 3 with RoPE scaling, SmolLM2, Qwen2 with biases,
+Qwen3 QK-norm, Mistral with a window no narrower than --seq-len); other architectures are refused, naming what the
+backward lacks. CPU only.
 
 Writes TEMPS.json (format focalscope-temps: t per layer x head, the base model's weights checksum, the data, steps
 and losses), TEMPS.json.ckpt.json at every evaluation (swapped in by rename) and the training log TEMPS.log.h5
@@ -76,7 +77,7 @@ int cmd_calibrate(int argc, char** argv) {
   cfg.eval_every = (int)a.get_int("--eval-every", 50);
 
   auto model = load_model(a, model_arg(a, "calibrate"));
-  const std::vector<std::string> gaps = calibration_gaps(model->config());
+  const std::vector<std::string> gaps = calibration_gaps(model->config(), cfg.seq_len);
   if (!gaps.empty()) {  // before tokenizing: calibrate() says the same, but a big file need not be read first
     std::string list;
     for (const std::string& g : gaps) list += (list.empty() ? "" : ", ") + g;

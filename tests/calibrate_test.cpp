@@ -155,6 +155,58 @@ TEST(CalibGrad, BiasesAndQkNormAgainstFp32Differences) {
   }
 }
 
+// A tiny model directory whose config.json gets `extra` (rope_scaling, model_type, sliding_window): write_model_dir
+// writes none of them.
+std::unique_ptr<Model> model_with_config(const ModelConfig& c, uint64_t seed, const nlohmann::json& extra,
+                                         const std::string& tag) {
+  const std::string dir = test::make_temp_dir(tag);
+  write_model_dir(dir, c, random_model_tensors(c, seed), "F32", "");
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  std::ofstream(dir + "/config.json") << j.dump();
+  return Model::load(dir);
+}
+
+TEST(CalibGrad, RopeScalingAndWindowAgainstFp32Differences) {
+  // Llama 3-style RoPE scaling (yarn with its attention factor on cos and sin; linear) and a Mistral window as wide
+  // as the call (the naive model has neither): the gradient against central differences (h = 1e-2) of the
+  // runtime's own fp32 loss, 2e-3 + 3 %.
+  const ModelConfig c = tiny(true);
+  const nlohmann::json cases[] = {
+      {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}}}},
+      {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}},
+      {{"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"sliding_window", 12}}};
+  for (const nlohmann::json& extra : cases) {
+    auto model = model_with_config(c, 12, extra, "calibrope");
+    const ModelConfig& mc = model->config();
+    ASSERT_TRUE(mc.arch.rope.type != RopeType::kDefault || mc.arch.sliding_window == 12) << extra.dump();
+    TempParams p = TempParams::uniform(CalibGranularity::kHead, mc, 0.8);
+    const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 3);
+    std::vector<double> grad(p.log_temp.size(), 0.0);
+    calib_loss_and_grad(*model, ids.data(), (int)ids.size(), p, 1.0, grad);
+    for (size_t i = 0; i < p.log_temp.size(); ++i) {
+      TempParams q = p;
+      const double h = 1e-2;
+      q.log_temp[i] += h;
+      const double lp = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
+      q.log_temp[i] -= 2 * h;
+      const double lm = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
+      const double fd = (lp - lm) / (2 * h);
+      EXPECT_NEAR(grad[i], fd, 2e-3 + 0.03 * std::fabs(fd)) << extra.dump() << " parameter " << i;
+    }
+  }
+  // A window narrower than the call is refused, naming it.
+  auto narrow = model_with_config(
+      c, 12, {{"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"sliding_window", 6}}, "calibwin");
+  TempParams p = TempParams::uniform(CalibGranularity::kHead, narrow->config(), 1.0);
+  std::vector<double> grad(p.log_temp.size(), 0.0);
+  const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 3);
+  try {
+    calib_loss_and_grad(*narrow, ids.data(), (int)ids.size(), p, 1.0, grad);
+    FAIL() << "a window narrower than the call was taken";
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("sliding_window 6"), std::string::npos) << e.what(); }
+}
+
 TEST(CalibGrad, StoredWeightsGiveTheFp32Gradient) {
   // bf16 weights held as stored (native) are widened one matrix at a time in the backward; the same bf16 values
   // widened at load (fp32 mode) are the oracle. The forwards differ in kernels only: 1e-4 relative + 1e-6.
@@ -372,18 +424,19 @@ TEST(CalibBadInput, TooShortDataNamesWhatIsNeeded) {
 
 TEST(CalibBadInput, OtherArchitecturesAreRefusedNamingWhatIsMissing) {
   ModelConfig c = tiny(true);
-  EXPECT_TRUE(calibration_gaps(c).empty());
-  c.arch.sliding_window = 8;
-  c.arch.rope.type = RopeType::kLinear;
-  const std::vector<std::string> gaps = calibration_gaps(c);
-  ASSERT_EQ(gaps.size(), 2u);
-  EXPECT_NE(gaps[0].find("sliding window"), std::string::npos);
-  EXPECT_NE(gaps[1].find("rope_scaling"), std::string::npos);
+  EXPECT_TRUE(calibration_gaps(c, 64).empty());
+  c.arch.rope.type = RopeType::kLinear;  // RoPE scaling is covered
+  c.arch.sliding_window = 8;             // a window only as wide as the calibration windows at least
+  EXPECT_TRUE(calibration_gaps(c, 8).empty());
+  const std::vector<std::string> gaps = calibration_gaps(c, 16);
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_NE(gaps[0].find("sliding window (sliding_window 8) narrower than the windows of 16 tokens"), std::string::npos)
+      << gaps[0];
   ModelConfig g = tiny(true);
   g.arch.norm_plus_one = true;
   g.arch.attn_softcap = 50.0f;
   g.arch.post_attn_norm = true;
-  EXPECT_EQ(calibration_gaps(g).size(), 3u);
+  EXPECT_EQ(calibration_gaps(g, 64).size(), 3u);
 }
 
 TEST(CalibBadInput, AFileForAnotherModelIsRefused) {

@@ -182,7 +182,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
   std::vector<uint8_t> wanted(c.n_heads, 0);
 
-  if (tape && !is_llama_layout(c))
+  if (tape && !is_llama_layout(c) && !(tape->frozen_weights && calibration_gaps(c, n).empty()))
     throw Error("training: the backward pass covers the LLaMA layout only, not '" + c.arch.name + "' models");
   if (c.arch.position == PositionKind::kLearned && pos0 + n > c.max_positions)
     throw Error("forward: positions up to " + std::to_string(pos0 + n) +

@@ -31,6 +31,9 @@ struct LayerTape {
 };
 
 struct Tape {
+  // Calibration (train/calib_grad.cpp): no weight gradient is formed and the backward rotates by the call's own
+  // RoPE frequencies, so RoPE scaling and a sliding window no narrower than the call are taken too.
+  bool frozen_weights = false;
   std::vector<LayerTape> layers;
   std::vector<float> x_final;   // [T, hidden] residual stream before model.norm
   std::vector<float> xn_final;  // [T, hidden] model.norm output

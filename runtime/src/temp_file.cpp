@@ -219,7 +219,7 @@ void check_spec_weights(const TempSpec& spec, const Model& model) {
                                  model.path() + "'); calibrate this model with focal calibrate");
 }
 
-std::vector<std::string> calibration_gaps(const ModelConfig& c) {
+std::vector<std::string> calibration_gaps(const ModelConfig& c, int seq_len) {
   const ArchConfig& a = c.arch;
   std::vector<std::string> gaps;
   if (a.norm != NormKind::kRms || a.norm_plus_one) gaps.emplace_back("a norm other than RMSNorm (w)");
@@ -231,10 +231,11 @@ std::vector<std::string> calibration_gaps(const ModelConfig& c) {
   if (a.query_pre_attn_scalar != 0.0f) gaps.emplace_back("query_pre_attn_scalar");
   if (a.attn_softcap != 0.0f || a.final_softcap != 0.0f) gaps.emplace_back("logit soft-caps");
   if (a.embed_scale != 1.0f) gaps.emplace_back("a scaled embedding");
-  if (a.sliding_window != 0) gaps.emplace_back("sliding window attention (sliding_window)");
+  if (a.sliding_window != 0 && a.sliding_window < seq_len)
+    gaps.emplace_back("a sliding window (sliding_window " + std::to_string(a.sliding_window) +
+                      ") narrower than the windows of " + std::to_string(seq_len) + " tokens: give --seq-len " +
+                      std::to_string(a.sliding_window) + " or less");
   if (a.position != PositionKind::kRope) gaps.emplace_back("positions other than RoPE");
-  if (a.position == PositionKind::kRope && a.rope.type != RopeType::kDefault)
-    gaps.emplace_back("RoPE scaling (rope_scaling)");
   return gaps;
 }
 

@@ -56,8 +56,9 @@ void check_temp_file_shape(const TempFile& f, const ModelConfig& cfg, const std:
 // Throws Error (field "temp_file") when spec comes from a temperature file made for other weights than model's.
 void check_spec_weights(const TempSpec& spec, const Model& model);
 
-// Why a model cannot be calibrated: one entry per missing piece ("sliding window attention", ...); empty if it can.
-std::vector<std::string> calibration_gaps(const ModelConfig& cfg);
+// Why a model cannot be calibrated on windows of seq_len tokens: one entry per missing piece ("logit soft-caps",
+// ...); empty if it can. RoPE scaling is covered; a sliding window only when no window is narrower than seq_len.
+std::vector<std::string> calibration_gaps(const ModelConfig& cfg, int seq_len);
 
 struct CalibConfig {
   std::string data_path;  // provenance only (the tokens are given)

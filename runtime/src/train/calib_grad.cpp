@@ -8,6 +8,7 @@
 
 #include "focal/error.h"
 #include "focal_kernels/backward.h"
+#include "focal_kernels/ops.h"
 #include "model_internal.h"
 #include "tape.h"
 
@@ -76,13 +77,14 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
   const Model::Weights& w = model.weights();
   if (model.device() != Device::kCpu)
     throw Error("device", "calibration runs on the CPU only; load the model on the cpu device");
-  const std::vector<std::string> gaps = calibration_gaps(c);
+  const std::vector<std::string> gaps = calibration_gaps(c, T);
   if (!gaps.empty()) throw Error("calibration: this model needs " + gaps.front() + ", which calibration lacks");
   if (grad.size() != params.log_temp.size()) throw Error("calibration: gradient buffer of the wrong size");
   const TempSpec spec = params.spec();
 
   Session s(model, T);
   Tape tape;
+  tape.frozen_weights = true;
   std::vector<float> logits;  // [T, V]
   forward_with_tape(s, ids, T, spec, &tape, &logits);
 
@@ -104,6 +106,11 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
   std::vector<float> dact((size_t)T * I), dgate((size_t)T * I), dup((size_t)T * I);
   std::vector<float> datt((size_t)T * QD), dq((size_t)T * QD), dk((size_t)T * KD), dv((size_t)T * KD);
   std::vector<float> dscale((size_t)nh * T), dqn, dkn;
+  // RoPE's backward: the forward rotates pairs by pos * f and scales by cs (yarn / longrope's attention factor); its
+  // transpose rotates by -pos * f and scales by cs, the same op with the frequencies negated.
+  float cs_scale = 1.0f;
+  std::vector<float> neg_freq = rope_inv_freq(c, T, &cs_scale);
+  for (float& f : neg_freq) f = -f;
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const LayerWeights& L = w.layers[l];
     const LayerTape& lt = tape.layers[l];
@@ -128,8 +135,8 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
       grad[params.index(l, h)] += g;
     }
     if (l == 0) break;  // nothing below layer 0's attention depends on a temperature
-    ops::rope_backward<float>(dq.data(), T, nh, d, 0, c.rope_theta);
-    ops::rope_backward<float>(dk.data(), T, nkv, d, 0, c.rope_theta);
+    ops::rope_freqs(dq.data(), T, nh, d, 0, neg_freq.data(), cs_scale);
+    ops::rope_freqs(dk.data(), T, nkv, d, 0, neg_freq.data(), cs_scale);
     if (L.q_norm) {
       dqn.resize(dq.size());
       dkn.resize(dk.size());

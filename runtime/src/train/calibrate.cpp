@@ -217,14 +217,14 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
                    const std::function<void(const CalibProgress&)>& progress) {
   const ModelConfig& mc = model.config();
   validate(cfg, mc);
-  const std::vector<std::string> gaps = calibration_gaps(mc);
+  const std::vector<std::string> gaps = calibration_gaps(mc, cfg.seq_len);
   if (!gaps.empty()) {
     std::string list;
     for (const std::string& g : gaps) list += (list.empty() ? "" : ", ") + g;
     throw Error("model", "'" + model.path() + "' (" + mc.arch.name + ") cannot be calibrated: the frozen-weight " +
                              "backward does not cover " + list + "; calibration takes LLaMA-layout models " +
-                             "(RMSNorm, SwiGLU, RoPE without scaling, no window; q/k/v biases and QK-norm per head " +
-                             "are fine)");
+                             "(RMSNorm, SwiGLU, RoPE with or without scaling; q/k/v biases, QK-norm per head and a " +
+                             "sliding window no narrower than --seq-len are fine)");
   }
   if (model.device() != Device::kCpu)
     throw Error("device", "calibration runs on the CPU only; load the model with --device cpu");
