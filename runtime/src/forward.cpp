@@ -281,8 +281,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
         lt->tau_pre = tau_raw;
         lt->tau = tau;
       }
-      lt->probs.assign((size_t)c.n_heads * n * n, 0.0f);
-      lt->raw.assign((size_t)c.n_heads * n * n, 0.0f);
+      if (tape->keep_attention) {
+        lt->probs.assign((size_t)c.n_heads * n * n, 0.0f);
+        lt->raw.assign((size_t)c.n_heads * n * n, 0.0f);
+      }
     }
 
     RowCtx rctx{obs, l};
@@ -313,7 +315,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     a.probs_fp16 = opt.probs_fp16;
     std::vector<uint8_t> all_heads;
     TapeCtx tctx{lt, n, obs, l};
-    if (lt) {
+    if (lt && tape->keep_attention) {
       all_heads.assign(c.n_heads, 1);
       a.head_wanted = all_heads.data();
       a.row_fn = &tape_trampoline;

@@ -17,8 +17,9 @@ struct LayerTape {
   std::vector<float> q;        // [T, n_heads*d_head] after QK-norm and RoPE
   std::vector<float> k;        // [T, n_kv*d_head] after QK-norm and RoPE
   std::vector<float> v;        // [T, n_kv*d_head]
-  std::vector<float> probs;    // [n_heads, T, T] attention probabilities (0 above the diagonal)
-  std::vector<float> raw;      // [n_heads, T, T] q.k/sqrt(d_head) (0 above the diagonal)
+  std::vector<float> probs;    // [n_heads, T, T] attention probabilities (0 above the diagonal); empty unless
+                               // Tape::keep_attention
+  std::vector<float> raw;      // [n_heads, T, T] q.k/sqrt(d_head) (0 above the diagonal); likewise
   std::vector<float> scale;    // [n_heads, T] logit multiplier per row
   std::vector<float> tau_dot;  // [T] X.w_tau (learned only)
   std::vector<float> tau_pre;  // [T] mean(...) + b before the clip (learned only)
@@ -34,6 +35,9 @@ struct Tape {
   // Calibration (train/calib_grad.cpp): no weight gradient is formed and the backward rotates by the call's own
   // RoPE frequencies, so RoPE scaling and a sliding window no narrower than the call are taken too.
   bool frozen_weights = false;
+  // false: probs and raw are not recorded (left empty); the backward recomputes them one layer at a time from q, k
+  // and scale, so the tape holds no [n_heads, T, T] array per layer.
+  bool keep_attention = true;
   std::vector<LayerTape> layers;
   std::vector<float> x_final;   // [T, hidden] residual stream before model.norm
   std::vector<float> xn_final;  // [T, hidden] model.norm output

@@ -69,6 +69,32 @@ const float* fp32_of(const Model& model, const Weight& w, std::vector<float>& sc
   return scratch.data();
 }
 
+// The layer's causal attention as the forward ran it: raw[h, i, j] = q_i . k_j / sqrt(d_head) and
+// probs[h, i, :] = softmax_j<=i(raw[h, i, j] * scale[h, i]), both 0 above the diagonal (the Tape's layout). The
+// forward's kernel sums in another order: the values agree to fp32 rounding.
+void recompute_attention(const LayerTape& lt, int T, int nh, int nkv, int d, float* raw, float* probs) {
+  const int QD = nh * d, KD = nkv * d, group = nh / nkv;
+  const float inv_sqrt_d = 1.0f / std::sqrt((float)d);
+  for (int h = 0; h < nh; ++h) {
+    float* rh = raw + (size_t)h * T * T;
+    ops::gemm<float>(false, true, T, T, d, inv_sqrt_d, lt.q.data() + (size_t)h * d, QD,
+                     lt.k.data() + (size_t)(h / group) * d, KD, 0.0f, rh, T);
+    float* ph = probs + (size_t)h * T * T;
+    for (int i = 0; i < T; ++i) {
+      float* rr = rh + (size_t)i * T;
+      float* pr = ph + (size_t)i * T;
+      const float s = lt.scale[(size_t)h * T + i];
+      float mx = -INFINITY;
+      for (int j = 0; j <= i; ++j) mx = std::max(mx, rr[j] * s);
+      float z = 0.0f;
+      for (int j = 0; j <= i; ++j) z += (pr[j] = std::exp(rr[j] * s - mx));
+      for (int j = 0; j <= i; ++j) pr[j] /= z;
+      std::fill(rr + i + 1, rr + T, 0.0f);
+      std::fill(pr + i + 1, pr + T, 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const TempParams& params, double n_total,
@@ -85,7 +111,8 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
   Session s(model, T);
   Tape tape;
   tape.frozen_weights = true;
-  std::vector<float> logits;  // [T, V]
+  tape.keep_attention = false;  // recomputed per layer below: one [n_heads, T, T] pair instead of n_layers
+  std::vector<float> logits;    // [T, V]
   forward_with_tape(s, ids, T, spec, &tape, &logits);
 
   const int H = c.hidden, V = c.vocab_size, I = c.intermediate, nh = c.n_heads, nkv = c.n_kv_heads, d = c.d_head;
@@ -106,6 +133,7 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
   std::vector<float> dact((size_t)T * I), dgate((size_t)T * I), dup((size_t)T * I);
   std::vector<float> datt((size_t)T * QD), dq((size_t)T * QD), dk((size_t)T * KD), dv((size_t)T * KD);
   std::vector<float> dscale((size_t)nh * T), dqn, dkn;
+  std::vector<float> raw((size_t)nh * T * T), probs((size_t)nh * T * T);  // [n_heads, T, T], one layer at a time
   // RoPE's backward: the forward rotates pairs by pos * f and scales by cs (yarn / longrope's attention factor); its
   // transpose rotates by -pos * f and scales by cs, the same op with the frequencies negated.
   float cs_scale = 1.0f;
@@ -125,9 +153,9 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
 
     // ---- attention: x_mid = x_in + o(attn(q, k, v)), logits = raw * scale, scale = 1 / t
     gemm<float>(false, false, T, QD, H, 1.0f, dx.data(), H, fp32_of(model, L.wo, scratch), QD, 0.0f, datt.data(), QD);
-    ops::attention_backward<float>(lt.q.data(), lt.k.data(), lt.v.data(), lt.probs.data(), lt.raw.data(),
-                                   lt.scale.data(), datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T, nh,
-                                   nkv, d);
+    recompute_attention(lt, T, nh, nkv, d, raw.data(), probs.data());
+    ops::attention_backward<float>(lt.q.data(), lt.k.data(), lt.v.data(), probs.data(), raw.data(), lt.scale.data(),
+                                   datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T, nh, nkv, d);
     // d scale / d log t = -1/t = -scale
     for (int h = 0; h < nh; ++h) {
       double g = 0.0;
