@@ -327,9 +327,11 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
     EXPECT_EQ(back.focal_temp, f.focal_temp);
     EXPECT_EQ(back.base_checksum, model->weights_checksum());
     EXPECT_EQ(back.granularity, g);
-    // The training log is one the trainer's reader takes: one row per evaluation (steps 3 and 6).
+    // The training log is one the trainer's reader takes: one row per evaluation (the start, steps 3 and 6).
     const TrainLog log = read_train_log(dir + "/t_" + calib_granularity_name(g) + ".log.h5");
-    EXPECT_EQ(log.eval_step, (std::vector<int32_t>{3, 6}));
+    EXPECT_EQ(log.eval_step, (std::vector<int32_t>{0, 3, 6}));
+    EXPECT_EQ(log.val_loss[0], (float)f.val_loss_init);
+    EXPECT_EQ(log.val_loss[2], (float)f.val_loss);
     EXPECT_EQ(log.step_loss.size(), 6u);
   }
 }

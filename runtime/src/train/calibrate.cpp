@@ -285,6 +285,15 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       throw Error("out_path", "'" + ckpt_path + "' holds a calibration checkpoint; continue it with --resume, or " +
                                   "remove it to start again");
     val_loss_init = last_val = calib_val_loss(model, val, params.spec());
+    // Row 0 of the log: the start (no training loss, gradient or speed yet), so a figure shows where it began.
+    log.eval_step.push_back(0);
+    log.train_loss.push_back(NAN);
+    log.val_loss.push_back((float)val_loss_init);
+    log.lr.push_back((float)calib_lr(cfg, 0));
+    log.grad_norm.push_back(NAN);
+    log.tokens_per_s.push_back(NAN);
+    log.tau_mean.insert(log.tau_mean.end(), (size_t)mc.n_layers, (float)(cfg.init_temp * std::sqrt((double)mc.d_head)));
+    log.tau_clip_frac.push_back(NAN);
   }
   log.run_name = cfg.out_path.substr(cfg.out_path.rfind('/') + 1);
   log.train_config_json = run.dump();
