@@ -4,10 +4,13 @@
 // fuzz/capture_fuzz.cpp, which mutates through the HDF5 API, this reaches libhdf5's own parsing of the container
 // (object headers, B-trees, the global heap).
 //
-// Each input must either open or be refused with a focal::Error. This process dying (a crash that escaped the
-// child-process check of runtime/src/h5_guard.cpp, or a hang past --hang-s), or any other exception (an internal
-// error), is a finding: the input that caused it is left in WORK as mutant-N.KIND.h5 and the process exits
-// non-zero (scripts/fuzz.sh copies leftovers to fuzz/regressions/h5_bytes/).
+// Each input is opened in a fresh process, as the CLI opens one file, and must either open or be refused with a
+// focal::Error. That process dying (a crash that escaped the child-process check of runtime/src/h5_guard.cpp, or a
+// hang past --hang-s), or any other exception (an internal error), is a finding: the input that caused it is left in
+// WORK as mutant-N.KIND.h5 and the fuzzer exits non-zero (scripts/fuzz.sh copies leftovers to
+// fuzz/regressions/h5_bytes/). --one-process opens every input in the fuzzer's own process instead, like an app or a
+// Python kernel that opens damaged file after damaged file: libhdf5 1.10's reads of files that pass the check can
+// leave its heap damaged after thousands of them (docs/untrusted-input.md), which that mode finds.
 //
 //   usage: h5_bytes_fuzz [--seconds S] [--runs N] [--seed X] [--work DIR] [--keep-damaged DIR] SEED...
 //          h5_bytes_fuzz --time-check FILE...   (the wall time of the damaged-file check alone, for bench/run_h5_check.sh)
@@ -16,11 +19,13 @@
 // A seed's kind comes from its file name: capture*, sweep*, stats*, trainlog*, eval*, or *.KIND.h5. --keep-damaged copies every
 // input that crashed or hung libhdf5 in the child (the files the check exists for) into DIR.
 #include <dirent.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +99,46 @@ std::string open_as(const std::string& path, const std::string& kind, std::strin
   } catch (...) { return "internal error: an exception that is not a std::exception"; }
 }
 
+// Opens `path` as open_as does, in a fresh process (fork) that is killed after hang_s seconds: one damaged file per
+// process, as the CLI meets it. Returns "" or what went wrong ("the protected open died: signal 11", an internal
+// error); `refusal` as open_as.
+std::string open_isolated(const std::string& path, const std::string& kind, unsigned hang_s, std::string& refusal) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "cannot make a pipe";
+  const pid_t pid = ::fork();
+  if (pid < 0) return "cannot fork";
+  if (pid == 0) {
+    ::close(fds[0]);
+    alarm(hang_s);
+    std::string text;
+    const std::string bad = open_as(path, kind, text);
+    const std::string msg = (bad.empty() ? (text.empty() ? "o" : "r" + text) : "i" + bad);
+    (void)!::write(fds[1], msg.data(), msg.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t got;
+  while ((got = ::read(fds[0], buf, sizeof buf)) != 0) {
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    msg.append(buf, size_t(got));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFSIGNALED(status))
+    return "the protected open died: signal " + std::to_string(WTERMSIG(status)) +
+           (WTERMSIG(status) == SIGALRM ? " (it hung)" : "");
+  if (msg.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "the protected open ended without a result";
+  if (msg[0] == 'i') return msg.substr(1);
+  if (msg[0] == 'r') refusal = msg.substr(1);
+  return "";
+}
+
 void mutate(std::string& b, std::mt19937_64& rng) {
   if (b.empty()) return;
   const int n_mut = 1 + int(rng() % 3);
@@ -147,7 +192,7 @@ std::vector<std::string> expand(const std::vector<std::string>& inputs) {
 int usage(int rc) {
   std::fprintf(rc ? stderr : stdout,
                "usage: h5_bytes_fuzz [--seconds S] [--runs N] [--seed X] [--work DIR] [--keep-damaged DIR] "
-               "[--hang-s S] SEED...\n"
+               "[--hang-s S] [--one-process] SEED...\n"
                "       h5_bytes_fuzz --replay [--expect-damaged] FILE_OR_DIR...\n"
                "       h5_bytes_fuzz --time-check FILE...\n"
                "Damages the seeds byte by byte and opens each result through the protected HDF5 path; a crash, "
@@ -159,11 +204,11 @@ int usage(int rc) {
 
 int main(int argc, char** argv) {
   double seconds = 60;
-  long runs = -1;
+  long runs = -1, start = 0;
   uint64_t seed = 1;
   unsigned hang_s = 60;
   std::string work = ".", keep_damaged;
-  bool replay = false, expect_damaged = false, time_check = false;
+  bool replay = false, expect_damaged = false, time_check = false, one_process = false;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -193,6 +238,10 @@ int main(int argc, char** argv) {
       expect_damaged = true;
     else if (a == "--time-check")
       time_check = true;
+    else if (a == "--one-process")
+      one_process = true;
+    else if (a == "--start")  // make (but do not open) the inputs before N: to narrow a finding down
+      start = std::atol(value().c_str());
     else if (!a.empty() && a[0] == '-')
       return usage(2);
     else
@@ -251,11 +300,17 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   const auto t0 = std::chrono::steady_clock::now();
   long n = 0, opened = 0, refused = 0, damaged = 0;
+  // Inputs kept on disk after they were opened: in one process a heap broken by one input may only crash a few
+  // inputs later, in this loop's own allocations, so on a crash the culprit is among the last 16; in a process per
+  // input the one that died is the culprit.
+  const long kKeep = one_process ? 16 : 1;
+  std::vector<std::string> kind_at(size_t(kKeep), "");  // the kind of each of the last kKeep inputs, by n % kKeep
   for (; runs < 0 || n < runs; ++n) {
     if (runs < 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
     const Seed& s = seeds[rng() % seeds.size()];
     std::string bytes = s.bytes;
     mutate(bytes, rng);
+    if (n < start) continue;
     // A new name each time: the check caches its result per path and file identity.
     const std::string path = work + "/mutant-" + std::to_string(n) + "." + s.kind + ".h5";
     if (!write_bytes(path, bytes)) {
@@ -263,9 +318,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::string refusal;
-    alarm(hang_s);
-    const std::string bad = open_as(path, s.kind, refusal);
-    alarm(0);
+    std::string bad;
+    if (one_process) {
+      alarm(hang_s);
+      bad = open_as(path, s.kind, refusal);
+      alarm(0);
+    } else {
+      bad = open_isolated(path, s.kind, hang_s, refusal);
+    }
     if (!bad.empty()) {
       std::fprintf(stderr, "h5_bytes_fuzz: FINDING on %s (from %s): %s\n", path.c_str(), s.path.c_str(), bad.c_str());
       return 1;
@@ -280,8 +340,12 @@ int main(int argc, char** argv) {
     } else {
       ++refused;
     }
-    ::unlink(path.c_str());
+    if (n >= kKeep)
+      ::unlink((work + "/mutant-" + std::to_string(n - kKeep) + "." + kind_at[size_t(n % kKeep)] + ".h5").c_str());
+    kind_at[size_t(n % kKeep)] = s.kind;
   }
+  for (long i = std::max(0L, n - kKeep); i < n; ++i)
+    ::unlink((work + "/mutant-" + std::to_string(i) + "." + kind_at[size_t(i % kKeep)] + ".h5").c_str());
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "h5_bytes_fuzz: %ld inputs in %.0f s from %zu seeds: %ld opened, %ld refused with an error, %ld "

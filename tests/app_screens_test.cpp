@@ -498,20 +498,22 @@ TEST(AppScreens, ThirtyByNineHeadsAtAThousandTokens) {
   c.eos_id = 2;
   const std::string model = dir + "/random-smollm2-shape";
   focal::write_model_dir(model, c, focal::random_model_tensors(c, 3), "F32", tok_path);
-  // 1400 words: more than 1024 tokens, truncated to exactly the context.
+  // Words until the prompt is exactly the context: 1024 tokens (the tokenizer's own count, BOS included).
   std::string words;
   const char* kWords[] = {"the",   "old",      "man",   "took",  "lamp", "and",   "went",  "down",
                           "to",    "river",    "where", "boats", "lay",  "quiet", "under", "moon",
                           "while", "children", "sang",  "about", "sea",  "stars"};
+  const auto tok = focal::Tokenizer::load(tok_path);
   uint32_t r = 1;
-  for (int i = 0; i < 1400; ++i) {
+  for (int i = 0; tok->encode(words, true).size() < 1024; ++i) {
     r = r * 1103515245u + 12345u;
     words += std::string(i ? " " : "") + kWords[(r >> 16) % 22];
   }
+  ASSERT_EQ(tok->encode(words, true).size(), 1024u) << "the last word made more than one token: pick another seed";
   const std::string shots = dir + "/";
   const int rc =
       run_app(dir,
-              "open " + model + "\nprompt " + words + "\ntruncate\nwait\nselect 20 4\nwait\nscreenshot " + shots +
+              "open " + model + "\nprompt " + words + "\nwait\nselect 20 4\nwait\nscreenshot " + shots +
                   "a1600.png\nscreenshot overview " + shots + "overview.png\nview diff\nwait\nscreenshot " + shots +
                   "diff.png\nview a\nsink off\nkeys 64\nwait\nscreenshot " + shots +
                   "window.png\nsink on\nkeys 0\nresize 1280 720\nwait\nscreenshot " + shots + "a1280.png\nquit\n",

@@ -41,22 +41,46 @@ struct Walk {
   long n_objects = 0;
 };
 
-// Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer),
-// then frees what libhdf5 allocated for variable-length values. Failures are ignored: only a crash or a hang
-// matters here.
+// The memory types a value of file type `ftype` is read into: its native type, and for numbers also every type the
+// project's readers convert numbers to (float, double, the float16 of make_half_type, 32/64-bit integers), so the
+// conversions a damaged type description sends libhdf5 into are the readers' own.
+std::vector<TypeId> memory_types(hid_t ftype) {
+  std::vector<TypeId> out;
+  out.emplace_back(H5Tget_native_type(ftype, H5T_DIR_ASCEND));
+  if (out.back().get() < 0) out.pop_back();
+  const H5T_class_t cls = H5Tget_class(ftype);
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) return out;
+  for (hid_t t : {H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE, H5T_NATIVE_INT32, H5T_NATIVE_INT64, H5T_NATIVE_UINT64})
+    out.emplace_back(H5Tcopy(t));
+  if (cls == H5T_FLOAT) {
+    try {
+      out.push_back(make_half_type(Where{"damage check"}));
+    } catch (const Error&) {  // not expected; the other types are still read
+    }
+  }
+  std::vector<TypeId> valid;
+  for (TypeId& t : out)
+    if (t.get() >= 0) valid.push_back(std::move(t));
+  return valid;
+}
+
+// Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer), into
+// each of memory_types(ftype), then frees what libhdf5 allocated for variable-length values. Failures are ignored:
+// only a crash or a hang matters here.
 template <class ReadFn>
 void read_whole(hid_t ftype, hid_t space, ReadFn read) {
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n <= 0) return;
-  TypeId mem(H5Tget_native_type(ftype, H5T_DIR_ASCEND));
-  if (mem.get() < 0) return;
-  const size_t elem_bytes = H5Tget_size(mem.get());
-  if (elem_bytes == 0 || hsize_t(n) > kMaxReadBytes / elem_bytes) return;
-  std::vector<unsigned char> buf(size_t(n) * elem_bytes, 0);  // [n * elem_bytes]
-  if (read(mem.get(), buf.data()) >= 0) (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+  for (const TypeId& mem : memory_types(ftype)) {
+    const size_t elem_bytes = H5Tget_size(mem.get());
+    if (elem_bytes == 0 || hsize_t(n) > kMaxReadBytes / elem_bytes) continue;
+    std::vector<unsigned char> buf(size_t(n) * elem_bytes, 0);  // [n * elem_bytes]
+    if (read(mem.get(), buf.data()) >= 0) (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+  }
 }
 
-// Reads element `index` (row-major) of a dataset: the chunk that holds it goes through the filter pipeline.
+// Reads element `index` (row-major) of a dataset into each of memory_types(ftype): the chunk that holds it goes
+// through the filter pipeline.
 void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& dims, hsize_t index) {
   std::vector<hsize_t> start(dims.size()), count(dims.size(), 1);  // [rank]
   for (size_t d = dims.size(); d-- > 0;) {
@@ -66,13 +90,15 @@ void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& di
   SpaceId file_space(H5Scopy(space));
   const hsize_t one = 1;
   SpaceId mem_space(H5Screate_simple(1, &one, nullptr));
-  TypeId mem(H5Tget_native_type(ftype, H5T_DIR_ASCEND));
-  if (file_space.get() < 0 || mem_space.get() < 0 || mem.get() < 0) return;
+  if (file_space.get() < 0 || mem_space.get() < 0) return;
   if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0) return;
-  const size_t elem_bytes = H5Tget_size(mem.get());
-  if (elem_bytes == 0 || elem_bytes > kSmallDatasetBytes) return;
-  std::vector<unsigned char> buf(elem_bytes, 0);  // [elem_bytes]
-  (void)H5Dread(ds, mem.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, buf.data());
+  for (const TypeId& mem : memory_types(ftype)) {
+    const size_t elem_bytes = H5Tget_size(mem.get());
+    if (elem_bytes == 0 || elem_bytes > kSmallDatasetBytes) continue;
+    std::vector<unsigned char> buf(elem_bytes, 0);  // [elem_bytes]
+    if (H5Dread(ds, mem.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, buf.data()) >= 0)
+      (void)H5Dvlen_reclaim(mem.get(), mem_space.get(), H5P_DEFAULT, buf.data());
+  }
 }
 
 herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
@@ -85,9 +111,36 @@ herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, v
   return 0;
 }
 
+herr_t attribute_exists(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
+  (void)H5Aexists(obj, name);
+  return 0;
+}
+
+// Every attribute, through both of its indexes (name and, where tracked, creation order): readers look attributes
+// up by name (H5Aexists, H5Aopen).
 void read_attributes(hid_t obj) {
   hsize_t idx = 0;
   (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, nullptr);
+  idx = 0;
+  (void)H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, attribute_exists, nullptr);
+}
+
+// A group's links the way Reader::children lists them (by index, in creation order where tracked, and by name),
+// each looked up by name as Reader::has does.
+void list_links(hid_t g) {
+  H5G_info_t info;
+  if (H5Gget_info(g, &info) < 0) return;
+  constexpr hsize_t kMaxLinks = 1 << 16;
+  for (H5_index_t index : {H5_INDEX_NAME, H5_INDEX_CRT_ORDER}) {
+    for (hsize_t i = 0; i < std::min(info.nlinks, kMaxLinks); ++i) {
+      const ssize_t n = H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+      if (n < 0 || n > (1 << 20)) break;
+      std::string name(size_t(n) + 1, '\0');
+      if (H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, &name[0], name.size(), H5P_DEFAULT) < 0) break;
+      name.resize(size_t(n));
+      (void)H5Lexists(g, name.c_str(), H5P_DEFAULT);
+    }
+  }
 }
 
 void read_dataset(hid_t ds) {
@@ -117,7 +170,9 @@ void read_dataset(hid_t ds) {
 void read_object(hid_t obj, Walk& walk) {
   ++walk.n_objects;
   read_attributes(obj);
-  if (H5Iget_type(obj) == H5I_DATASET) read_dataset(obj);
+  const H5I_type_t type = H5Iget_type(obj);
+  if (type == H5I_DATASET) read_dataset(obj);
+  if (type == H5I_GROUP) list_links(obj);
 }
 
 herr_t visit_link(hid_t group, const char* name, const H5L_info_t* /*info*/, void* data) {
@@ -224,7 +279,9 @@ std::string signal_text(int sig) {
 
 long walk_file(const std::string& path) {
   Walk walk;
+  // The access properties of open_for_reading: the same close (strong) and no file locking.
   PlistId fapl(H5Pcreate(H5P_FILE_ACCESS));
+  if (fapl.get() >= 0) (void)H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
 #if H5_VERSION_GE(1, 10, 7)
   if (fapl.get() >= 0) (void)H5Pset_file_locking(fapl.get(), 0, 1);
 #endif

@@ -464,9 +464,15 @@ void Reader::check_declared(hid_t ds, hid_t file_type, const std::string& path, 
   const uint64_t declared = mul(n, H5Tget_size(file_type));
   PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds), where_, "cannot read the layout of " + path);
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  // Compact data lives in the object header (at most 64 KiB); a virtual dataset maps other files' storage, so only
+  // Compact data lives in the object header (at most 64 KiB) and must hold every declared byte: libhdf5 1.10 reads
+  // past a shorter buffer (found by fuzz/h5_bytes_fuzz.cpp). A virtual dataset maps other files' storage, so only
   // the budget below bounds it.
-  if (layout != H5D_COMPACT && layout != H5D_VIRTUAL) {
+  if (layout == H5D_COMPACT) {
+    const uint64_t stored = H5Dget_storage_size(ds);
+    if (stored != declared)
+      where_.fail(path + " declares shape " + dims_text(dims) + " (" + bytes_text(declared) +
+                  ") but its compact storage holds " + bytes_text(stored) + " — the file is corrupt or forged");
+  } else if (layout != H5D_VIRTUAL) {
     const uint64_t stored = H5Dget_storage_size(ds);
     // Deflate expands at most 1032:1; shuffle does not compress. Unwritten chunks or contiguous space read as the
     // fill value, which no focalscope writer leaves.
@@ -602,13 +608,16 @@ std::vector<std::string> Reader::read_strings(hid_t type, size_t n, const std::s
   if (vl < 0) where_.fail_h5("cannot read " + item);
   if (vl) {
     std::vector<char*> ptrs(n, nullptr);
+    // After a failed read the buffer is undefined: libhdf5 1.10 may leave pointers there that it has freed itself
+    // (a conversion that fails half-way through a damaged global heap), and freeing them again corrupts the heap.
+    // So the strings are freed only after a read that succeeded; a failed one leaks what it allocated.
+    check_h5(read_fn(mem.get(), ptrs.data()), where_, "cannot read " + item);
     struct Free {
       std::vector<char*>& p;
       ~Free() {
         for (char* s : p) H5free_memory(s);
       }
     } free_guard{ptrs};
-    check_h5(read_fn(mem.get(), ptrs.data()), where_, "cannot read " + item);
     for (char* s : ptrs) out.emplace_back(s ? s : "");
   } else {
     const size_t size = H5Tget_size(type);
