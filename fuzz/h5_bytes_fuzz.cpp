@@ -16,6 +16,7 @@
 //          h5_bytes_fuzz --time-check FILE...   (the wall time of the damaged-file check alone, for bench/run_h5_check.sh)
 //          h5_bytes_fuzz --replay [--expect-damaged] FILE_OR_DIR...   (opens each file once; exit 1 on a finding,
 //          and with --expect-damaged on a file that is not refused as damaged)
+// --seconds and --runs bound a run together, whichever ends it first (60 s when neither is given).
 // A seed's kind comes from its file name: capture*, sweep*, stats*, trainlog*, eval*, or *.KIND.h5. --keep-damaged copies every
 // input that crashed or hung libhdf5 in the child (the files the check exists for) into DIR.
 #include <dirent.h>
@@ -203,7 +204,7 @@ int usage(int rc) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 60;
+  double seconds = -1;  // unset: 60 unless --runs bounds the run
   long runs = -1, start = 0;
   uint64_t seed = 1;
   unsigned hang_s = 60;
@@ -248,6 +249,7 @@ int main(int argc, char** argv) {
       inputs.push_back(a);
   }
   if (inputs.empty()) return usage(2);
+  if (seconds < 0 && runs < 0) seconds = 60;
   ::signal(SIGALRM, SIG_DFL);  // a hang past --hang-s ends this process: a finding
 
   if (time_check) {
@@ -306,7 +308,7 @@ int main(int argc, char** argv) {
   const long kKeep = one_process ? 16 : 1;
   std::vector<std::string> kind_at(size_t(kKeep), "");  // the kind of each of the last kKeep inputs, by n % kKeep
   for (; runs < 0 || n < runs; ++n) {
-    if (runs < 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
+    if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= seconds) break;
     const Seed& s = seeds[rng() % seeds.size()];
     std::string bytes = s.bytes;
     mutate(bytes, rng);
