@@ -8,9 +8,8 @@
 // focal::Error. That process dying (a crash that escaped the child-process check of runtime/src/h5_guard.cpp, or a
 // hang past --hang-s), or any other exception (an internal error), is a finding: the input that caused it is left in
 // WORK as mutant-N.KIND.h5 and the fuzzer exits non-zero (scripts/fuzz.sh copies leftovers to
-// fuzz/regressions/h5_bytes/). --one-process opens every input in the fuzzer's own process instead, like an app or a
-// Python kernel that opens damaged file after damaged file: libhdf5 1.10's reads of files that pass the check can
-// leave its heap damaged after thousands of them (docs/untrusted-input.md), which that mode finds.
+// fuzz/regressions/h5_bytes/). --one-process opens every input in the fuzzer's own process instead, like an app
+// or a Python kernel that opens damaged file after damaged file (state libhdf5 keeps between files is then tested too).
 //
 //   usage: h5_bytes_fuzz [--seconds S] [--runs N] [--seed X] [--work DIR] [--keep-damaged DIR] SEED...
 //          h5_bytes_fuzz --time-check FILE...   (the wall time of the damaged-file check alone, for bench/run_h5_check.sh)

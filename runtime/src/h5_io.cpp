@@ -388,7 +388,8 @@ std::vector<std::string> Reader::attr_strings(hid_t obj, const std::string& obj_
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) where_.fail_h5("cannot read " + item);
   if (scalar && n != 1) where_.fail(item + " should hold one string, not " + std::to_string(n));
-  return read_strings(type.get(), size_t(n), item, [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
+  return read_strings(type.get(), size_t(n), item, obj_path + "@" + name,
+                      [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); });
 }
 
 int64_t Reader::attr_int(hid_t obj, const std::string& obj_path, const char* name) {
@@ -576,7 +577,7 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
   Dims dims = dataset_dims(ds.get(), path);
   if (dims.size() != 1) where_.fail(path + " should be one-dimensional, has shape " + dims_text(dims));
   check_declared(ds.get(), type.get(), path, dims, sizeof(char*) + sizeof(std::string));
-  return read_strings(type.get(), size_t(dims[0]), path,
+  return read_strings(type.get(), size_t(dims[0]), path, path,
                       [&](hid_t mem, void* buf) { return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
 }
 
@@ -600,12 +601,17 @@ Dims Reader::dataset_dims(hid_t ds, const std::string& path) {
 }
 
 template <class ReadFn>
-std::vector<std::string> Reader::read_strings(hid_t type, size_t n, const std::string& item, ReadFn read_fn) {
+std::vector<std::string> Reader::read_strings(hid_t type, size_t n, const std::string& item, const std::string& key,
+                                              ReadFn read_fn) {
   std::vector<std::string> out;
   if (n == 0) return out;
   TypeId mem = checked<TypeId>(H5Tcopy(type), where_, "cannot read " + item);
   const htri_t vl = H5Tis_variable_str(type);
   if (vl < 0) where_.fail_h5("cannot read " + item);
+  if (vl && strings_) {  // read once already, in the check's child: no second trip through the global heap
+    auto it = strings_->find(key);
+    if (it != strings_->end() && it->second.size() == n) return it->second;
+  }
   if (vl) {
     std::vector<char*> ptrs(n, nullptr);
     // After a failed read the buffer is undefined: libhdf5 1.10 may leave pointers there that it has freed itself
@@ -707,6 +713,7 @@ FileReader::FileReader(const std::string& path, const char* kind, const std::str
     : file_(open_for_reading(path, kind)),
       root_(open_root(file_, Where{where})),
       reader_(Where{where}, read_budget_bytes) {
+  reader_.use_checked_strings(path);
   check_format(reader_, root_.get(), path, kind, format, version, other_format, other_hint);
 }
 

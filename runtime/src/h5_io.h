@@ -14,6 +14,7 @@
 
 #include "focal/error.h"
 #include "focal/provenance.h"
+#include "h5_guard.h"
 
 namespace focal::h5 {
 
@@ -201,6 +202,9 @@ class Reader {
         budget_bytes_(budget_bytes ? budget_bytes : default_read_budget()) {}
   const Where& where() const { return where_; }
 
+  // Takes variable-length strings from what the damaged-file check read of `path` (h5_guard.h), where it has them.
+  void use_checked_strings(const std::string& path) { strings_ = checked_strings(path); }
+
   bool has(hid_t parent, const char* name) { return H5Lexists(parent, name, H5P_DEFAULT) > 0; }
   bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
@@ -250,13 +254,16 @@ class Reader {
   // Refuses a dataset whose declared size the file cannot hold or the budget cannot take; charges the budget.
   void check_declared(hid_t ds, hid_t file_type, const std::string& path, const Dims& dims, size_t mem_elem_bytes);
 
-  // Reads n strings of file type `type` with read_fn(mem_type, buffer); VL strings are freed even on failure.
+  // Reads n strings of file type `type` with read_fn(mem_type, buffer), or takes variable-length ones from the
+  // check's copy under `key` (h5_guard.h's keys) when it holds n of them.
   template <class ReadFn>
-  std::vector<std::string> read_strings(hid_t type, size_t n, const std::string& item, ReadFn read_fn);
+  std::vector<std::string> read_strings(hid_t type, size_t n, const std::string& item, const std::string& key,
+                                        ReadFn read_fn);
 
   Where where_;
   TypeId half_type_;
-  uint64_t budget_bytes_;  // what this reader may still allocate
+  uint64_t budget_bytes_;                          // what this reader may still allocate
+  std::shared_ptr<const CheckedStrings> strings_;  // the check's copy of the file's variable-length strings, or null
 };
 
 // Creates `path` under a temporary name in the same directory, lets `body` fill it, closes it, and renames it into
