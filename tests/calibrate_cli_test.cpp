@@ -47,7 +47,7 @@ const std::string kModel = std::string(FOCAL_SOURCE_DIR) + "/assets/models/stand
 
 // A few kB of plain English: enough windows of 32 tokens for a short run.
 std::string write_text(const std::string& dir) {
-  const std::string path = dir + "/text.txt";
+  std::string path = dir + "/text.txt";
   std::ofstream f(path);
   for (int i = 0; i < 12; ++i)
     f << "The old house stood at the end of the lane, and every evening the keeper lit the lamp by the door. "
