@@ -45,6 +45,7 @@
 #include "focal_kernels/ops.h"
 #include "focal_kernels/shared_math.h"
 #include "focal_kernels/ops_cuda.h"
+#include "focal_kernels/quant_blocks.h"
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "model_internal.h"
@@ -608,6 +609,112 @@ TEST_F(CudaParity, TopkRowsMatchesCpuTopkWithTies) {
     for (int i = 0; i < k; ++i) {
       EXPECT_EQ(idx[(size_t)r * k + i], ri[i]) << "row " << r << " rank " << i;
       EXPECT_EQ(val[(size_t)r * k + i], rv[i]) << "row " << r << " rank " << i;
+    }
+  }
+}
+
+// The quantized matrix-vector kernel on every block format and every split of k (1, 2, 4, 8 warps per row group:
+// k = 32 n_sub with n_sub 8, 64, 200, 256, 300), rows not a multiple of a block's rows, m = 1 and 3 rows of x, against
+// a double-precision product of the dequantised matrix (qblocks::dequant_sub32 on the host: the values the kernel
+// must use). Random blocks, their fp16 scales set to finite values. Tolerance: fp32 sums in any order,
+// 2 (k + 1) 2^-24 sum_i |x_i w_i| per element (header). The same rows cut into three weights of one launch
+// (matvec_q_set) give the single launch's values (the same sums: 1e-6 relative).
+TEST_F(CudaParity, QuantizedMatvecEverySplitOfK) {
+  std::mt19937 rng(32);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const auto put_f16 = [](uint8_t* p, float v) {
+    const uint16_t h = math::float_to_half_bits(v);
+    p[0] = (uint8_t)(h & 0xFF);
+    p[1] = (uint8_t)(h >> 8);
+  };
+  for (int type : {qblocks::kQ4_0, qblocks::kQ4_1, qblocks::kQ8_0, qblocks::kQ4_K, qblocks::kQ5_K, qblocks::kQ6_K}) {
+    for (int n_sub : {8, 64, 200, 256, 300}) {
+      const int per_block = qblocks::block_values(type), bb = qblocks::block_bytes(type);
+      const int k = 32 * n_sub;
+      if (k % per_block != 0) continue;  // the K formats need whole 256-value blocks
+      SCOPED_TRACE("type " + std::to_string(type) + ", k " + std::to_string(k));
+      const int rows = 37, nb = k / per_block;
+      const size_t row_bytes = (size_t)nb * bb;
+      std::vector<uint8_t> w((size_t)rows * row_bytes);
+      for (auto& b : w) b = (uint8_t)byte(rng);
+      for (int r = 0; r < rows; ++r)
+        for (int b = 0; b < nb; ++b) {
+          uint8_t* blk = w.data() + (size_t)r * row_bytes + (size_t)b * bb;
+          if (type == qblocks::kQ6_K) {
+            put_f16(blk + 208, 0.01f + 0.001f * (b % 7));
+          } else {
+            put_f16(blk, 0.02f + 0.001f * (r % 5));
+            if (type == qblocks::kQ4_1 || type == qblocks::kQ4_K || type == qblocks::kQ5_K)
+              put_f16(blk + 2, 0.01f + 0.002f * (b % 3));
+          }
+        }
+      for (int m : {1, 3}) {
+        const auto x = random_vec((size_t)m * k, rng);
+        uint8_t* wd = nullptr;
+        float *xd = nullptr, *yd = nullptr;
+        ASSERT_EQ(cudaMalloc(&wd, w.size()), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&xd, x.size() * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&yd, (size_t)m * rows * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(wd, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(xd, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        std::vector<float> poison((size_t)m * rows, NAN);
+        ASSERT_EQ(cudaMemcpy(yd, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        cuda_ops::QWeight q;
+        q.type = type;
+        q.data = wd;
+        q.rows = rows;
+        q.cols = k;
+        q.row_bytes = row_bytes;
+        cuda_ops::Ctx ctx;
+        ASSERT_EQ(cuda_ops::matvec_q(ctx, xd, q, yd, m), cudaSuccess);
+        std::vector<float> y((size_t)m * rows);
+        ASSERT_EQ(cudaMemcpy(y.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        // The same rows as three weights in one launch (matvec_q_set: rows 0..4, 5..20, 21..36), into y_set.
+        const int cut[4] = {0, 5, 21, rows};
+        cuda_ops::QWeight ws[3];
+        float* ys[3];
+        std::vector<float> y_set((size_t)m * rows);
+        float* yd3 = nullptr;
+        ASSERT_EQ(cudaMalloc(&yd3, (size_t)m * rows * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(yd3, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        for (int i = 0; i < 3; ++i) {
+          ws[i] = q;
+          ws[i].data = wd + (size_t)cut[i] * row_bytes;
+          ws[i].rows = cut[i + 1] - cut[i];
+          ys[i] = yd3 + (size_t)m * cut[i];  // [m, rows_i] each
+        }
+        ASSERT_EQ(cuda_ops::matvec_q_set(ctx, xd, ws, ys, 3, m), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(y_set.data(), yd3, y_set.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        cudaFree(yd3);
+        cudaFree(wd);
+        cudaFree(xd);
+        cudaFree(yd);
+        for (int i = 0; i < 3; ++i)
+          for (int r = cut[i]; r < cut[i + 1]; ++r)
+            for (int xi = 0; xi < m; ++xi) {
+              const float a = y_set[(size_t)m * cut[i] + (size_t)xi * (cut[i + 1] - cut[i]) + (r - cut[i])];
+              const float b = y[(size_t)xi * rows + r];
+              EXPECT_LE(std::fabs(a - b), 1e-6 * (std::fabs(b) + 1.0)) << "weight " << i << " row " << r;
+            }
+        for (int r = 0; r < rows; ++r) {
+          std::vector<float> wr(k);
+          for (int s = 0; s < n_sub; ++s) {
+            const int spb = per_block / 32;  // sub-blocks per block
+            qblocks::dequant_sub32(type, w.data() + (size_t)r * row_bytes + (size_t)(s / spb) * bb, s % spb,
+                                   wr.data() + 32 * s);
+          }
+          for (int i = 0; i < m; ++i) {
+            double ref = 0.0, mag = 0.0;
+            for (int c = 0; c < k; ++c) {
+              ref += (double)x[(size_t)i * k + c] * wr[c];
+              mag += std::fabs((double)x[(size_t)i * k + c] * wr[c]);
+            }
+            const float got = y[(size_t)i * rows + r];
+            ASSERT_FALSE(std::isnan(got)) << "row " << r << " of x " << i << " not written";
+            EXPECT_LE(std::fabs(got - ref), 2.0 * (k + 1) * kEps32 * mag) << "row " << r << ", x row " << i;
+          }
+        }
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
+#include "model_internal.h"
 #include "naive_llama.h"
 #include "temp_spec_cases.h"
 #include "test_util.h"
@@ -122,6 +123,28 @@ void expect_matches_naive(TestModel& tm, const TempSpec& spec, int T) {
 TEST(Forward, StandardMatchesNaive) {
   auto tm = make_model(small_config(AttnMode::kStandard));
   expect_matches_naive(tm, TempSpec::standard(), 45);
+}
+
+// More rows than one MLP pass (kForwardMlpRows = 1024): the MLP runs in two passes of rows, and the logits of
+// every row still match the double-precision reference (kFwdTol), the rows past the first pass included.
+TEST(Forward, MlpInRowPassesMatchesNaive) {
+  ModelConfig c = small_config(AttnMode::kFocal);
+  c.max_positions = 2048;
+  auto tm = make_model(c);
+  const int T = kForwardMlpRows + 100;
+  const auto ids = random_ids(T, c.vocab_size, 5);
+  Session s(*tm.model, T);
+  RunOptions opt;
+  opt.all_logits = true;
+  std::vector<float> logits;
+  ASSERT_TRUE(s.forward(ids.data(), T, TempSpec::native(c), opt, nullptr, &logits));
+  NaiveOut ref = naive_forward(c, tm.w, ids, TempSpec::native(c));
+  ASSERT_EQ(logits.size(), ref.logits.size());
+  EXPECT_LE(rel_err(logits, ref.logits), kFwdTol);
+  const size_t tail = (size_t)kForwardMlpRows * c.vocab_size;  // the second pass's rows alone
+  EXPECT_LE(rel_err(std::vector<float>(logits.begin() + tail, logits.end()),
+                    Vec(ref.logits.begin() + tail, ref.logits.end())),
+            kFwdTol);
 }
 
 TEST(Forward, FocalAndOverridesMatchNaive) {

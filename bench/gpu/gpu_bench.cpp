@@ -232,7 +232,10 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
     if (r > 0) per_token.push_back((now() - t0) / n_tokens);
   }
   const double t = median(per_token), tps = 1.0 / t;
-  const double bytes = (double)m.weight_bytes();
+  // Bytes a step reads: every matrix once, except an untied embedding table (one row of it)
+  const Model::Weights& mw = m.weights();
+  const bool tied = mw.embed.data == mw.lm_head.data;
+  const double bytes = (double)m.weight_bytes() - (tied ? 0.0 : (double)mw.embed.bytes);
   const double copy = copy_bandwidth_gbs(reps);
   const double frac = bytes / t / 1e9 / copy;
   // The weight products alone, as one decode step issues them (7 per layer and the head, one row of x): how much of
@@ -241,19 +244,22 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
     Backend& be = m.backend();
     const Model::Weights& w = m.weights();
     const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
-    const size_t big = (size_t)std::max({H, QD, I, c.vocab_size});
+    const size_t big = (size_t)std::max({H, QD + 2 * KD, 2 * I, c.vocab_size});
     DeviceBuffer xb(be, big), yb(be, big);
     std::vector<double> ts;
     for (int r = 0; r <= reps; ++r) {
       be.synchronize();
       const double t0 = now();
-      for (const LayerWeights& L : w.layers) {
-        be.matmul_xwt(xb.data(), L.wq, yb.data(), 1, QD, H);
-        be.matmul_xwt(xb.data(), L.wk, yb.data(), 1, KD, H);
-        be.matmul_xwt(xb.data(), L.wv, yb.data(), 1, KD, H);
+      for (const LayerWeights& L : w.layers) {  // as the forward issues them: Q, K, V and gate, up shared
+        const Backend::XwtOut qkv[3] = {{&L.wq, yb.data(), QD}, {&L.wk, yb.data() + QD, KD},
+                                        {&L.wv, yb.data() + QD + KD, KD}};
+        be.matmul_xwt_shared(xb.data(), qkv, 3, 1, H);
         be.matmul_xwt(xb.data(), L.wo, yb.data(), 1, H, QD);
-        if (L.w_gate) be.matmul_xwt(xb.data(), L.w_gate, yb.data(), 1, I, H);
-        be.matmul_xwt(xb.data(), L.w_up, yb.data(), 1, I, H);
+        const Backend::XwtOut gu[2] = {{&L.w_gate, yb.data(), I}, {&L.w_up, yb.data() + I, I}};
+        if (L.w_gate)
+          be.matmul_xwt_shared(xb.data(), gu, 2, 1, H);
+        else
+          be.matmul_xwt(xb.data(), L.w_up, yb.data(), 1, I, H);
         be.matmul_xwt(xb.data(), L.w_down, yb.data(), 1, H, I);
       }
       be.matmul_xwt(xb.data(), w.lm_head, yb.data(), 1, c.vocab_size, H);

@@ -534,25 +534,48 @@ __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, flo
 // Quantized weights (QWeight). TYPE is a template argument, so each format's dequant_sub32 compiles to straight-line
 // code with its 32 values in registers.
 //
-// matvec_q: a warp takes kQRows rows of w; lane l walks the row's 32-value sub-blocks l, l + 32, .. (consecutive
-// lanes read consecutive bytes), loads x's 32 matching values once and uses them for all kQRows rows. (One row per
-// warp read x's values once per weight, 4 bytes per 0.56-byte Q4_K weight through L1 / L2: on an H200 Llama-3-8B's
-// Q4_K decode ran at 8 % of the copy bandwidth.)
+// matvec_q: a block of kMatvecWarps warps takes kQRows * (kMatvecWarps / split) rows of w. The warps of a group
+// share its kQRows rows and split k `split` ways: warp z of a group walks the rows' 32-value sub-blocks
+// 32 z + lane, 32 (z + split) + lane, .. (a warp reads 32 consecutive sub-blocks of each row, consecutive lanes
+// consecutive bytes), loads x's 32 matching values once and uses them for all kQRows rows; the group's partial sums
+// meet in shared memory. (One row per warp read x's values once per weight, 4 bytes per 0.56-byte Q4_K weight: on an
+// H200 Llama-3-8B's Q4_K decode ran at 8 % of the copy bandwidth. kQRows rows per warp and no split left 0.85 waves
+// of 8-warp blocks on 4096-row matrices, and the kernel latency-bound at 460 GB/s.)
 // MAX_M: the rows of x the kernel is compiled for (1: decode, everything in registers; kMatvecMaxRows: up to 8).
 constexpr int kQRows = 4;
+// The k split of matvec_q for n_sub 32-value sub-blocks per row: a power of two up to kMatvecWarps with at least one
+// full warp-step (32 sub-blocks) per warp.
+__host__ __device__ constexpr int matvec_q_split(int n_sub) {
+  int split = 1;
+  while (split < kMatvecWarps && n_sub >= 64 * split) split *= 2;
+  return split;
+}
+// Up to three weights of one type and width sharing x (Q, K, V; gate, up) in one launch: blocks first[i] ..
+// first[i + 1] - 1 take weight i.
+struct QMatvecSet {
+  QWeight w[kMatvecSetMax];
+  float* y[kMatvecSetMax];
+  int first[kMatvecSetMax + 1];
+  int n = 0;
+};
 template <int TYPE, int MAX_M>
-__global__ void matvec_q_kernel(const float* x, QWeight w, float* y, int m) {
-  const int lane = threadIdx.x & 31;
-  const int j0 = (blockIdx.x * kMatvecWarps + (threadIdx.x >> 5)) * kQRows;
-  if (j0 >= w.rows) return;
+__global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split) {
+  __shared__ float part[kMatvecWarps][kQRows][MAX_M];  // [warp][row][row of x]: each warp's sums, for its group
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = warp / split, z = warp % split;
+  int which = 0;
+  while (which + 1 < set.n && (int)blockIdx.x >= set.first[which + 1]) ++which;
+  const QWeight& w = set.w[which];
+  float* y = set.y[which];
+  const int j0 = ((blockIdx.x - set.first[which]) * (kMatvecWarps / split) + group) * kQRows;
   constexpr int kSubs = TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K || TYPE == qblocks::kQ6_K ? 8 : 1;
   const int bb = qblocks::block_bytes(TYPE);
   const int k = w.cols, n_sub = k / 32;
-  const int n_r = w.rows - j0 < kQRows ? w.rows - j0 : kQRows;
+  const int n_r = j0 >= w.rows ? 0 : w.rows - j0 < kQRows ? w.rows - j0 : kQRows;
   float acc[kQRows][MAX_M];
   for (int r = 0; r < kQRows; ++r)
     for (int i = 0; i < MAX_M; ++i) acc[r][i] = 0.0f;
-  for (int s = lane; s < n_sub; s += 32) {
+  for (int s = 32 * z + lane; n_r > 0 && s < n_sub; s += 32 * split) {
     for (int i = 0; i < MAX_M; ++i) {
       if (i >= m) break;
       float xs[32];
@@ -569,7 +592,7 @@ __global__ void matvec_q_kernel(const float* x, QWeight w, float* y, int m) {
         float v[32];
         qblocks::dequant_sub32(TYPE, w.data + (size_t)(j0 + r) * w.row_bytes + (size_t)(s / kSubs) * bb, s % kSubs, v);
         float a = acc[r][i];
-        for (int l = 0; l < 32; ++l) a += v[l] * xs[l];
+        for (int l = 0; l < 32; ++l) a = fmaf(v[l], xs[l], a);  // one rounding a term (the build has --fmad=false)
         acc[r][i] = a;
       }
     }
@@ -578,8 +601,18 @@ __global__ void matvec_q_kernel(const float* x, QWeight w, float* y, int m) {
     for (int i = 0; i < MAX_M; ++i) {
       if (i >= m) break;
       const float sum = warp_sum(acc[r][i]);  // every lane of the warp takes part (r >= n_r adds zeros)
-      if (lane == 0 && r < n_r) y[(size_t)i * w.rows + j0 + r] = sum;
+      if (lane == 0) part[warp][r][i] = sum;
     }
+  __syncthreads();
+  // Thread t < kQRows * MAX_M of warp z == 0 sums its group's split partial sums of (row t / MAX_M, x row t % MAX_M).
+  if (z == 0 && lane < kQRows * MAX_M) {
+    const int r = lane / MAX_M, i = lane % MAX_M;
+    if (r < n_r && i < m) {
+      float sum = 0.0f;
+      for (int zz = 0; zz < split; ++zz) sum += part[warp + zz][r][i];
+      y[(size_t)i * w.rows + j0 + r] = sum;
+    }
+  }
 }
 
 // One thread per (row, 32-value sub-block): rows r0.. of w into out (fp32, or fp16 bits when half_out).
@@ -847,12 +880,27 @@ bool with_qtype(int type, F&& f) {
 }  // namespace
 
 cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m) {
-  if (m < 0 || m > kMatvecMaxRows || w.cols % 32 != 0) return cudaErrorInvalidValue;
-  if (m == 0 || w.rows == 0) return cudaSuccess;
-  const bool ok = with_qtype(w.type, [&](auto tc) {
+  return matvec_q_set(c, x, &w, &y, 1, m);
+}
+
+cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, int m) {
+  if (m < 0 || m > kMatvecMaxRows || n_w < 1 || n_w > kMatvecSetMax) return cudaErrorInvalidValue;
+  for (int i = 0; i < n_w; ++i)
+    if (ws[i].cols % 32 != 0 || ws[i].type != ws[0].type || ws[i].cols != ws[0].cols) return cudaErrorInvalidValue;
+  const int split = matvec_q_split(ws[0].cols / 32), rows_per_block = kMatvecWarps / split * kQRows;
+  QMatvecSet set;
+  set.n = n_w;
+  set.first[0] = 0;
+  for (int i = 0; i < n_w; ++i) {
+    set.w[i] = ws[i];
+    set.y[i] = ys[i];
+    set.first[i + 1] = set.first[i] + grid_for((size_t)ws[i].rows, rows_per_block);
+  }
+  if (m == 0 || set.first[n_w] == 0) return cudaSuccess;
+  const bool ok = with_qtype(ws[0].type, [&](auto tc) {
     auto* kern =
         m == 1 ? matvec_q_kernel<decltype(tc)::value, 1> : matvec_q_kernel<decltype(tc)::value, kMatvecMaxRows>;
-    kern<<<grid_for((size_t)w.rows, kMatvecWarps * kQRows), kMatvecWarps * 32, 0, c.stream>>>(x, w, y, m);
+    kern<<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, set, m, split);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

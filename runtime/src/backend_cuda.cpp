@@ -281,6 +281,26 @@ class CudaBackend final : public Backend {
   }
   void set_fast(bool fast) override { fast_ = fast; }
 
+  // Quantized weights of one type sharing x, in decode (m <= kMatvecMaxRows): one matrix-vector launch for all of
+  // them (Q, K, V; gate, up), so the narrow K and V matrices fill the card together with Q; else one at a time.
+  void matmul_xwt_shared(const float* x, const XwtOut* outs, int n_outs, int m, int k) override {
+    bool together = m <= cuda_ops::kMatvecMaxRows && n_outs <= cuda_ops::kMatvecSetMax;
+    cuda_ops::QWeight ws[cuda_ops::kMatvecSetMax];
+    float* ys[cuda_ops::kMatvecSetMax];
+    for (int i = 0; together && i < n_outs; ++i) {
+      together = outs[i].w->form == Weight::Form::kBlocks;
+      if (!together) break;
+      ws[i] = qweight_of(*outs[i].w);
+      ys[i] = outs[i].y;
+      together = ws[i].type == ws[0].type && ws[i].cols == k && ws[i].rows == outs[i].n;
+    }
+    if (!together) {
+      Backend::matmul_xwt_shared(x, outs, n_outs, m, k);
+      return;
+    }
+    FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set(ctx_, x, ws, ys, n_outs, m), "matmul (quantized matrix-vector kernel)");
+  }
+
   void matmul_xwt(const float* x, const Weight& weight, float* y, int m, int n, int k) override {
     if (weight.form == Weight::Form::kBlocks) {
       matmul_xwt_quantized(x, qweight_of(weight), y, m, n, k);

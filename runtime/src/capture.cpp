@@ -12,6 +12,7 @@
 #include "focal/error.h"
 #include "focal/metrics.h"
 #include "focal_kernels/ops.h"
+#include "model_internal.h"
 
 namespace focal {
 
@@ -288,8 +289,8 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);                // logits, a block of rows
   // forward working memory: KV cache, activations, attention scratch per thread
   b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
-  b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head + 2 * c.intermediate) *
-       sizeof(float);
+  b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head) * sizeof(float);
+  b += (size_t)std::min(T, kForwardMlpRows) * 2 * c.intermediate * sizeof(float);  // the MLP's row passes
   b += (size_t)omp_get_max_threads() * 2 * 32 * T * sizeof(float);
   return b;
 }

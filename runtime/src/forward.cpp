@@ -18,12 +18,14 @@ struct Workspace {
   DeviceBuffer x, xn;         // [max, H] residual stream, normalised input
   DeviceBuffer q, k, v, att;  // [max, QD], [max, KD], [max, KD], [max, QD]
   DeviceBuffer proj;          // [max, H]
-  DeviceBuffer gate, up;      // [max, I]
+  DeviceBuffer gate, up;      // [min(max, kMlpRows), I]: the MLP runs kMlpRows rows at a time (a training tape,
+                              // which keeps every row's gate and up, grows them to [n, I])
   DeviceBuffer scale;         // [n_heads, max] logit multiplier per (head, row)
   DeviceBuffer metrics;       // [n_heads, max, kNumRowMetrics]
   DeviceBuffer tau_dot;       // [max] X . w_tau (learned-temperature models)
   DeviceBuffer logits_block;  // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
   static constexpr int kLogitsBlock = 256;
+  static constexpr int kMlpRows = kForwardMlpRows;
 
   Workspace(Backend& be, const ModelConfig& c, int max) {
     const size_t m = (size_t)max, QD = (size_t)c.n_heads * c.d_head, KD = (size_t)c.n_kv_heads * c.d_head;
@@ -34,8 +36,8 @@ struct Workspace {
     v = DeviceBuffer(be, m * KD);
     att = DeviceBuffer(be, m * QD);
     proj = DeviceBuffer(be, m * c.hidden);
-    gate = DeviceBuffer(be, m * c.intermediate);
-    up = DeviceBuffer(be, m * c.intermediate);
+    gate = DeviceBuffer(be, std::min(m, (size_t)kMlpRows) * c.intermediate);
+    up = DeviceBuffer(be, std::min(m, (size_t)kMlpRows) * c.intermediate);
     scale = DeviceBuffer(be, (size_t)c.n_heads * m);
     metrics = DeviceBuffer(be, (size_t)c.n_heads * m * kNumRowMetrics);
     if (c.focal.has_tau) tau_dot = DeviceBuffer(be, m);
@@ -174,7 +176,13 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   const DeviceBuffer &x = ws.x, &xn = ws.xn;  // [n, H] residual stream, normalised input
   const DeviceBuffer &q = ws.q, &k = ws.k, &v = ws.v;
   const DeviceBuffer &att = ws.att, &proj = ws.proj;
-  const DeviceBuffer &gate = ws.gate, &up = ws.up;
+  // The MLP's row passes: all n rows at once for a training tape (it keeps gate and up of every row).
+  const int mlp_rows = tape ? n : std::min(n, Workspace::kMlpRows);
+  if (ws.gate.size() < (size_t)mlp_rows * I) {
+    ws.gate = DeviceBuffer(be, (size_t)mlp_rows * I);
+    ws.up = DeviceBuffer(be, (size_t)mlp_rows * I);
+  }
+  const DeviceBuffer &gate = ws.gate, &up = ws.up;  // [mlp_rows, I]
   const DeviceBuffer& scale_d = ws.scale;      // [n_heads, n]
   const DeviceBuffer& metrics_d = ws.metrics;  // [n_heads, n, kNumRowMetrics]
   const DeviceBuffer& tau_dot_d = ws.tau_dot;  // [n]
@@ -335,22 +343,25 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
       mlp_in = xn.data();
     }
-    const Backend::XwtOut gate_up[2] = {{&L.w_up, up.data(), I}, {&L.w_gate, gate.data(), I}};
-    be.matmul_xwt_shared(mlp_in, gate_up, L.w_gate ? 2 : 1, n, H);
-    if (L.b_gate) be.add_row_bias(gate.data(), L.b_gate, n, I);
-    if (L.b_up) be.add_row_bias(up.data(), L.b_up, n, I);
-    if (lt) {
-      save(lt->xn2, xn, (size_t)n * H);
-      save(lt->gate, gate, (size_t)n * I);
-      save(lt->up, up, (size_t)n * I);
+    for (int r0 = 0; r0 < n; r0 += mlp_rows) {  // rows r0 .. r0 + nr - 1 of the MLP
+      const int nr = std::min(mlp_rows, n - r0);
+      const Backend::XwtOut gate_up[2] = {{&L.w_up, up.data(), I}, {&L.w_gate, gate.data(), I}};
+      be.matmul_xwt_shared(mlp_in + (size_t)r0 * H, gate_up, L.w_gate ? 2 : 1, nr, H);
+      if (L.b_gate) be.add_row_bias(gate.data(), L.b_gate, nr, I);
+      if (L.b_up) be.add_row_bias(up.data(), L.b_up, nr, I);
+      if (lt) {  // one pass (mlp_rows == n)
+        save(lt->xn2, xn, (size_t)n * H);
+        save(lt->gate, gate, (size_t)n * I);
+        save(lt->up, up, (size_t)n * I);
+      }
+      if (!L.w_gate)  // act(up(x)) (GPT-2)
+        be.act_mul(up.data(), nullptr, gate.data(), (size_t)nr * I, act);
+      else if (act == ops::Act::kSilu)
+        be.swiglu(gate.data(), up.data(), gate.data(), (size_t)nr * I);
+      else
+        be.act_mul(gate.data(), up.data(), gate.data(), (size_t)nr * I, act);
+      be.matmul_xwt(gate.data(), L.w_down, proj.data() + (size_t)r0 * H, nr, H, I);
     }
-    if (!L.w_gate)  // act(up(x)) (GPT-2)
-      be.act_mul(up.data(), nullptr, gate.data(), (size_t)n * I, act);
-    else if (act == ops::Act::kSilu)
-      be.swiglu(gate.data(), up.data(), gate.data(), (size_t)n * I);
-    else
-      be.act_mul(gate.data(), up.data(), gate.data(), (size_t)n * I, act);
-    be.matmul_xwt(gate.data(), L.w_down, proj.data(), n, H, I);
     if (L.b_down) be.add_row_bias(proj.data(), L.b_down, n, H);
     if (L.post_mlp_norm) norm(proj.data(), L.post_mlp_norm, nullptr, proj.data(), n);
     be.add_inplace(x.data(), proj.data(), (size_t)n * H);

@@ -129,9 +129,14 @@ struct QWeight {
   int rows = 0, cols = 0;
   size_t row_bytes = 0;
 };
-// y[m, n = w.rows] = x[m, k = w.cols] . w^T for m <= kMatvecMaxRows (decode): one warp per row of w, each lane a
-// 32-value sub-block at a time (consecutive lanes, consecutive bytes), dequantised in registers; fp32 sums.
+// y[m, n = w.rows] = x[m, k = w.cols] . w^T for m <= kMatvecMaxRows (decode): a warp per 4 rows of w and slice of
+// k (up to 8 slices, meeting in shared memory), each lane a 32-value sub-block at a time (consecutive lanes,
+// consecutive bytes), dequantised in registers; fp32 sums.
 cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m);
+// matvec_q of up to kMatvecSetMax weights of one type and width sharing x (Q, K, V; gate, up) in one launch:
+// ys[i][m, ws[i].rows] = x . ws[i]^T.
+constexpr int kMatvecSetMax = 3;
+cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, int m);
 // Rows r0 .. r0 + nr - 1 of w dequantised into out[nr, w.cols] as fp32 (CUDA_R_32F: exact) or rounded to
 // CUDA_R_16F (the fast GEMM's operand).
 cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type);
