@@ -9,20 +9,27 @@
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode and the device-memory peak of a T = 8192 capture with every
-#           head's metrics; llama.cpp's CUDA llama-bench (tg128) on the same file when the pack carries it
+#           head's metrics (the file stays in /tmp for llamacpp)
+#   llamacpp  llama.cpp's CUDA llama-bench (tg128) on that file, alternating with our decode twice, from
+#           .devpack/llama.tar.xz (pack.sh): a second call, on the machine the first left warm, since the two packs
+#           and the working tree together pass the device tool's 64 MiB (without the first call's pack on the
+#           machine, llama-bench alone, and the file made again)
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
-#        parity,small,8b,live,q4k)
+#        parity,small,8b,live,q4k; then llamacpp in a second call)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
 parts=,${2:-parity,small,8b,live,q4k},
 want() { [[ $parts == *",$1,"* ]]; }
-[ -f .devpack/pack.tar.xz ] || { echo "device-check: .devpack/pack.tar.xz missing: run bench/gpu/pack.sh here first" >&2; exit 2; }
 pack=/tmp/devpack
-rm -rf $pack && mkdir -p $pack && tar -C $pack -xJf .devpack/pack.tar.xz || exit 2
+if [ -f .devpack/pack.tar.xz ]; then
+  rm -rf $pack && mkdir -p $pack && tar -C $pack -xJf .devpack/pack.tar.xz || exit 2
+elif [ ! -x $pack/bin/focal ] && [ "$parts" != ",llamacpp," ]; then
+  echo "device-check: .devpack/pack.tar.xz missing: run bench/gpu/pack.sh here first" >&2; exit 2
+fi
 out=${OUT:-$root/out}; mkdir -p "$out" out/bench
 log=$out/device-check.log
 exec > >(tee "$log") 2>&1
@@ -31,7 +38,10 @@ cub=$(ldconfig -p | awk '/libcublas\.so/ {print $NF; exit}')
 [ -n "$cub" ] || cub=$(find /usr/local /opt /usr/lib -name 'libcublas.so*' 2>/dev/null | grep -v stubs | head -1)
 mkdir -p /tmp/devlib; [ -n "$cub" ] && ln -sf "$cub" /tmp/devlib/libcublas.so
 cubdir=$(dirname "${cub:-/x}")
-export LD_LIBRARY_PATH=$pack/lib:/tmp/devlib:$cubdir
+# NCCL (llama-bench links it): the device image's copy, from the CUDA toolkit or PyTorch's wheel
+nccl=$(ldconfig -p | awk '/libnccl\.so\.2/ {print $NF; exit}')
+[ -n "$nccl" ] || nccl=$(find /usr/local /opt /usr/lib -name 'libnccl.so.2*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$pack/lib:/tmp/devlib:$cubdir${nccl:+:$(dirname "$nccl")}
 focal=$pack/bin/focal
 step() {  # step SECONDS COMMAND..: a command under a time limit, its exit status and time
   local t=$1; shift; echo; echo "== $(date -u +%T) $*"; local s=$SECONDS
@@ -83,11 +93,24 @@ if want q4k; then
   gstep 200 "$focal" capture $q4k --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
     --budget 64G -o out/bench/big-q4k.h5
   echo "result device_gib_q4k_T8192 $(sort -n /tmp/smi.txt | tail -1 | awk '{printf "%.2f", $1 / 1024}')"
-  if [ -x "$pack/bin/llama-bench" ]; then
-    gstep 120 bash -c '"$1" -m "$2" -ngl 99 -p 0 -n 128 -r 3 | tee /tmp/llamabench.txt' _ "$pack/bin/llama-bench" $q4k
-    echo "result llamacpp_cuda_tg128 $(awk -F'|' '/tg128/ {gsub(/ /, "", $(NF-1)); split($(NF-1), a, "±"); print a[1]}' /tmp/llamabench.txt)"
+  rm -f out/bench/big-q4k.h5
+fi
+if want llamacpp; then
+  q4k=/tmp/llama3-8b-shape-q4_k.gguf
+  lb=/tmp/devllama
+  if [ -f .devpack/llama.tar.xz ]; then
+    rm -rf $lb && mkdir -p $lb && tar -C $lb -xJf .devpack/llama.tar.xz
+    [ -f $q4k ] || step 150 $lb/bin/make_big_model --gguf $q4k --context 16384
+    for round in 1 2; do  # alternating: ours, llama.cpp, ours, llama.cpp (the last of each is the result)
+      [ -x "$pack/bin/gpu_bench" ] &&
+        gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
+          _ "$pack/bin/gpu_bench" $q4k
+      gstep 120 bash -c '"$1" -m "$2" -ngl 99 -p 0 -n 128 -r 3 | tee /tmp/llamabench.txt' _ $lb/bin/llama-bench $q4k
+      echo "result llamacpp_cuda_tg128 $(awk -F'|' '/tg128/ {gsub(/ /, "", $(NF-1)); split($(NF-1), a, "±"); print a[1]}' /tmp/llamabench.txt)"
+    done
+  else
+    echo "device-check: .devpack/llama.tar.xz missing: build llama.cpp (bench/llamacpp/build.sh --cuda), then pack.sh"
   fi
-  rm -f $q4k out/bench/big-q4k.h5
 fi
 echo "== done $(date -u +%T)"
 python3 bench/gpu/results_json.py "$log" > "$out/gpu-latest.json" && echo "wrote $out/gpu-latest.json"

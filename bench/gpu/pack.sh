@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the CUDA binaries here (nvcc, sm_90) and packs them, with the shared libraries they need, the parity
-# test's fixtures and llama.cpp's CUDA llama-bench when bench/llamacpp/build.sh --cuda has built it, into
-# .devpack/pack.tar.xz (ignored by git; ~30 MB, under the device tool's 64 MiB), for a lent GPU machine whose image
-# has CUDA but not this project's Debian libraries (HDF5, cairo, sentencepiece, OpenBLAS).
+# Builds the CUDA binaries here (nvcc, sm_90) and packs them, with the shared libraries they need and the parity
+# test's fixtures, into .devpack/pack.tar.xz (ignored by git; ~25 MB, under the device tool's 64 MiB), for a lent GPU
+# machine whose image has CUDA but not this project's Debian libraries (HDF5, cairo, sentencepiece, OpenBLAS); and
+# llama.cpp's CUDA llama-bench, when bench/llamacpp/build.sh --cuda has built it, into .devpack/llama.tar.xz.
 # bench/gpu/device-check.sh runs the pack there.
 # usage: bench/gpu/pack.sh [CUDA_ARCH]       (default 90: H100 / H200)
 set -euo pipefail
@@ -22,12 +22,11 @@ lcpp=${FOCAL_CACHE:-/root/.cache/focalscope}/llama.cpp/build-cuda-${LLAMA_CPP_PY
 rm -rf .devpack && mkdir -p .devpack/bin .devpack/lib
 bins="build-cuda/cli/focal build-cuda/bench/gpu_bench build-cuda/bench/live_bench build-cuda/tests/cuda_parity_test
   build-cuda/bench/make_big_model"
-[ -x "$lcpp" ] && bins="$bins $lcpp"
 cp $bins .devpack/bin/
-# every library the binaries resolve here except glibc's own (the device's glibc is newer), the CUDA driver and
-# cuBLAS (600 MB; the device image has its own)
+# every library the binaries resolve here except glibc's own (the device's glibc is newer), the CUDA driver,
+# cuBLAS (600 MB) and NCCL (llama-bench's, 218 MB): the device image has its own
 for b in $bins; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64|libcuda|libcublas|libcublasLt)\.so' |
+  grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64|libcuda|libcublas|libcublasLt|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" .devpack/lib/; done
 # the architecture fixtures cuda_parity_test names (not the 35 MB long-context one, nor the GGUF twins)
 mkdir -p .devpack/hf_fixtures
@@ -39,4 +38,13 @@ grep -qx '/.devpack/' .git/info/exclude 2>/dev/null || echo '/.devpack/' >> .git
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo +dirty)" > .devpack/commit.txt
 tar -C .devpack -cJf .devpack.tar.xz bin lib hf_fixtures && cp .devpack/commit.txt .devpack.commit.txt &&
   rm -rf .devpack && mkdir .devpack && mv .devpack.tar.xz .devpack/pack.tar.xz && mv .devpack.commit.txt .devpack/commit.txt
+# llama-bench (stripped, statically linked to ggml: ~41 MB packed) and make_big_model travel apart, in
+# .devpack/llama.tar.xz: with the pack and the working tree they pass the device tool's 64 MiB, so the peer runs in a
+# second call (device-check.sh's part llamacpp), on the machine the first call left warm
+if [ -x "$lcpp" ]; then
+  rm -rf .devpack/llama && mkdir -p .devpack/llama/bin
+  cp build-cuda/bench/make_big_model .devpack/llama/bin/ && cp "$lcpp" .devpack/llama/bin/ && strip .devpack/llama/bin/llama-bench
+  tar -C .devpack/llama -cJf .devpack/llama.tar.xz bin && rm -rf .devpack/llama
+  du -sh .devpack/llama.tar.xz
+fi
 du -sh .devpack/pack.tar.xz
