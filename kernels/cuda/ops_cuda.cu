@@ -587,13 +587,17 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
         xs[4 * q + 2] = xv.z;
         xs[4 * q + 3] = xv.w;
       }
+      // Unrolled with no early exit, so the loads of all kQRows rows are in flight together (rows past the
+      // matrix's end read its last row again and add nothing).
+#pragma unroll
       for (int r = 0; r < kQRows; ++r) {
-        if (r >= n_r) break;
+        const int row = j0 + (r < n_r ? r : n_r - 1);
         float v[32];
-        qblocks::dequant_sub32(TYPE, w.data + (size_t)(j0 + r) * w.row_bytes + (size_t)(s / kSubs) * bb, s % kSubs, v);
-        float a = acc[r][i];
+        qblocks::dequant_sub32(TYPE, w.data + (size_t)row * w.row_bytes + (size_t)(s / kSubs) * bb, s % kSubs, v);
+        float a = 0.0f;
+#pragma unroll
         for (int l = 0; l < 32; ++l) a = fmaf(v[l], xs[l], a);  // one rounding a term (the build has --fmad=false)
-        acc[r][i] = a;
+        if (r < n_r) acc[r][i] += a;
       }
     }
   }

@@ -349,8 +349,16 @@ class CudaBackend final : public Backend {
   void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
                   float cs_scale) override {
     const size_t half = (size_t)d_head / 2;
-    if (freq_.size() < half) freq_ = DeviceBuffer(*this, half);
-    upload(freq_.data(), inv_freq, half);  // stream-ordered before the kernel that reads it
+    if (freq_.size() < half) {
+      freq_ = DeviceBuffer(*this, half);
+      freq_held_.clear();
+    }
+    // stream-ordered before the kernel that reads it; skipped when freq_ holds these values already (every layer
+    // and decode step of a model with fixed frequencies)
+    if (freq_held_.size() != half || !std::equal(inv_freq, inv_freq + half, freq_held_.begin())) {
+      upload(freq_.data(), inv_freq, half);
+      freq_held_.assign(inv_freq, inv_freq + half);
+    }
     FOCAL_CUDA_CHECK(cuda_ops::rope_freqs(ctx_, x, n_tokens, n_heads, d_head, pos0, freq_.data(), cs_scale),
                      "rope kernel");
   }
@@ -671,6 +679,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer tc_state_;                // fast mode: attention_tc's row states [n_heads, T, 3]
   DeviceBuffer tc_stage_;                // fast mode: attention_tc's fp16 K and V^T of the layer
   DeviceBuffer freq_;                    // [d_head / 2] rotary frequencies of the last rope_freqs
+  std::vector<float> freq_held_;         // the values freq_ holds (its one writer is rope_freqs)
   DeviceBuffer topk_val_;                // top-k values [rows, k] on the device
   int32_t* topk_idx_ = nullptr;          // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;

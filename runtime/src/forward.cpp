@@ -21,6 +21,7 @@ struct Workspace {
   DeviceBuffer gate, up;      // [min(max, kMlpRows), I]: the MLP runs kMlpRows rows at a time (a training tape,
                               // which keeps every row's gate and up, grows them to [n, I])
   DeviceBuffer scale;         // [n_heads, max] logit multiplier per (head, row)
+  std::vector<float> scale_held;  // what `scale` holds (its one writer is the forward's upload), to skip an equal one
   DeviceBuffer metrics;       // [n_heads, max, kNumRowMetrics]
   DeviceBuffer tau_dot;       // [max] X . w_tau (learned-temperature models)
   DeviceBuffer logits_block;  // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
@@ -281,7 +282,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
                     tau_raw.data());
     if (learned)
       for (int i = 0; i < n; ++i) st.tau_sum[l] += tau_dot[i];
-    be.upload(scale_d.data(), scale_h.data(), scale_h.size());
+    if (scale_h != ws.scale_held) {  // decode under one temperature uploads it once, not once a layer and token
+      be.upload(scale_d.data(), scale_h.data(), scale_h.size());
+      ws.scale_held = scale_h;
+    }
     if (lt) {
       lt->scale = scale_h;
       if (learned) {

@@ -39,6 +39,7 @@ def main():
                  flags=re.M)
     out = src.replace('extern __shared__ float smem[];', 'float* smem = emu::dyn_smem_.data();')
     out = out.replace('__shared__', 'static')
+    out = re.sub(r'^[ \t]*#pragma unroll.*$', '', out, flags=re.M)  # the host compiler knows no unroll hint
     out, n = re.subn(r'(\w+)<<<(.*?)>>>\(([^;]*)\);', launch, out, flags=re.S)
     if n == 0 or '<<<' in out or '__shared__' in out:
         sys.exit('make_emu_source.py: %s: unexpected kernel launch or shared memory syntax' % sys.argv[1])
