@@ -251,8 +251,8 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
       be.synchronize();
       const double t0 = now();
       for (const LayerWeights& L : w.layers) {  // as the forward issues them: Q, K, V and gate, up shared
-        const Backend::XwtOut qkv[3] = {{&L.wq, yb.data(), QD}, {&L.wk, yb.data() + QD, KD},
-                                        {&L.wv, yb.data() + QD + KD, KD}};
+        const Backend::XwtOut qkv[3] = {
+            {&L.wq, yb.data(), QD}, {&L.wk, yb.data() + QD, KD}, {&L.wv, yb.data() + QD + KD, KD}};
         be.matmul_xwt_shared(xb.data(), qkv, 3, 1, H);
         be.matmul_xwt(xb.data(), L.wo, yb.data(), 1, H, QD);
         const Backend::XwtOut gu[2] = {{&L.w_gate, yb.data(), I}, {&L.w_up, yb.data() + I, I}};

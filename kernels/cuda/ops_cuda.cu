@@ -584,8 +584,8 @@ __device__ __forceinline__ float dot_sub32_q4k(const uint8_t* blk, int sub, cons
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       // bytes [q_b, 0, 0, 0x4B]: the float 2^23 + q_b
-      const float q = __int_as_float((int)__byte_perm(nib, 0x4B00u, (uint32_t)(b | (4 << 4) | (4 << 8) | (5 << 12)))) -
-                      8388608.0f;
+      const float q =
+          __int_as_float((int)__byte_perm(nib, 0x4B00u, (uint32_t)(b | (4 << 4) | (4 << 8) | (5 << 12)))) - 8388608.0f;
       dot = fmaf(q, xs[4 * wi + b], dot);
     }
   }

@@ -15,16 +15,16 @@ namespace focal {
 // max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
 // except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
 struct Workspace {
-  DeviceBuffer x, xn;         // [max, H] residual stream, normalised input
-  DeviceBuffer q, k, v, att;  // [max, QD], [max, KD], [max, KD], [max, QD]
-  DeviceBuffer proj;          // [max, H]
-  DeviceBuffer gate, up;      // [min(max, kMlpRows), I]: the MLP runs kMlpRows rows at a time (a training tape,
-                              // which keeps every row's gate and up, grows them to [n, I])
-  DeviceBuffer scale;         // [n_heads, max] logit multiplier per (head, row)
+  DeviceBuffer x, xn;             // [max, H] residual stream, normalised input
+  DeviceBuffer q, k, v, att;      // [max, QD], [max, KD], [max, KD], [max, QD]
+  DeviceBuffer proj;              // [max, H]
+  DeviceBuffer gate, up;          // [min(max, kMlpRows), I]: the MLP runs kMlpRows rows at a time (a training tape,
+                                  // which keeps every row's gate and up, grows them to [n, I])
+  DeviceBuffer scale;             // [n_heads, max] logit multiplier per (head, row)
   std::vector<float> scale_held;  // what `scale` holds (its one writer is the forward's upload), to skip an equal one
-  DeviceBuffer metrics;       // [n_heads, max, kNumRowMetrics]
-  DeviceBuffer tau_dot;       // [max] X . w_tau (learned-temperature models)
-  DeviceBuffer logits_block;  // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
+  DeviceBuffer metrics;           // [n_heads, max, kNumRowMetrics]
+  DeviceBuffer tau_dot;           // [max] X . w_tau (learned-temperature models)
+  DeviceBuffer logits_block;      // [min(max, kLogitsBlock), vocab] logits handed to observers / the last row's
   static constexpr int kLogitsBlock = 256;
   static constexpr int kMlpRows = kForwardMlpRows;
 
@@ -184,9 +184,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     ws.up = DeviceBuffer(be, (size_t)mlp_rows * I);
   }
   const DeviceBuffer &gate = ws.gate, &up = ws.up;  // [mlp_rows, I]
-  const DeviceBuffer& scale_d = ws.scale;      // [n_heads, n]
-  const DeviceBuffer& metrics_d = ws.metrics;  // [n_heads, n, kNumRowMetrics]
-  const DeviceBuffer& tau_dot_d = ws.tau_dot;  // [n]
+  const DeviceBuffer& scale_d = ws.scale;           // [n_heads, n]
+  const DeviceBuffer& metrics_d = ws.metrics;       // [n_heads, n, kNumRowMetrics]
+  const DeviceBuffer& tau_dot_d = ws.tau_dot;       // [n]
   std::vector<float> scale_h((size_t)c.n_heads * n), metrics_h, tau_dot(n), tau(n), tau_raw(n);
   if (want_metrics) metrics_h.resize((size_t)c.n_heads * n * kNumRowMetrics);
   std::vector<uint8_t> wanted(c.n_heads, 0);
