@@ -89,11 +89,6 @@ if want q4k; then
   # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
-  # the same under a register cap of 4 and 5 blocks an SM (FOCAL_CUDA_MATVEC_BLOCKS: occupancy against spills)
-  for cap in 4 5; do
-    gstep 60 bash -c 'FOCAL_CUDA_MATVEC_BLOCKS=$3 "$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels |
-      sed "s/^result decode_/result cap$3_decode_q4k_/"' _ "$pack/bin/gpu_bench" $q4k $cap
-  done
   python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
   gstep 200 "$focal" capture $q4k --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
     --budget 64G -o out/bench/big-q4k.h5

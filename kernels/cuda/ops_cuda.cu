@@ -4,7 +4,6 @@
 #include <cuda_fp16.h>
 
 #include <climits>
-#include <cstdlib>
 #include <type_traits>
 #include <cstdint>
 #include <cmath>
@@ -594,7 +593,7 @@ __device__ __forceinline__ float dot_sub32_q4k(const uint8_t* blk, int sub, cons
 }
 
 template <int TYPE, int MAX_M>
-__device__ __forceinline__ void matvec_q_body(const float* x, const QMatvecSet& set, int m, int split) {
+__global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split) {
   __shared__ float part[kMatvecWarps][kQRows][MAX_M];  // [warp][row][row of x]: each warp's sums, for its group
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int group = warp / split, z = warp % split;
@@ -660,18 +659,6 @@ __device__ __forceinline__ void matvec_q_body(const float* x, const QMatvecSet& 
       y[(size_t)i * w.rows + j0 + r] = sum;
     }
   }
-}
-
-// The kernel as the compiler sizes it (72 registers for Q4_K at MAX_M = 1: 3 blocks an SM), and under a register cap
-// of MIN_BLOCKS blocks an SM (see matvec_min_blocks).
-template <int TYPE, int MAX_M>
-__global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split) {
-  matvec_q_body<TYPE, MAX_M>(x, set, m, split);
-}
-template <int TYPE, int MIN_BLOCKS>
-__global__ void __launch_bounds__(kMatvecWarps * 32, MIN_BLOCKS)
-    matvec_q_capped_kernel(const float* x, QMatvecSet set, int m, int split) {
-  matvec_q_body<TYPE, 1>(x, set, m, split);
 }
 
 // One thread per (row, 32-value sub-block): rows r0.. of w into out (fp32, or fp16 bits when half_out).
@@ -938,19 +925,6 @@ bool with_qtype(int type, F&& f) {
 }
 }  // namespace
 
-// Decode's quantized matrix-vector kernel under a register cap, so that more warps hide its load latency (ncu on an
-// H200, Q4_K: 35 % occupancy, 13.5 cycles a warp between instructions): FOCAL_CUDA_MATVEC_BLOCKS = 4 or 5 blocks of
-// 8 warps an SM (64 / 48 registers, some spilled), else 0 (uncapped). For the benchmark's A/B until one is measured
-// best.
-int matvec_min_blocks() {
-  static const int v = [] {
-    const char* e = std::getenv("FOCAL_CUDA_MATVEC_BLOCKS");
-    const int n = e ? std::atoi(e) : 0;
-    return n == 4 || n == 5 ? n : 0;
-  }();
-  return v;
-}
-
 cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m) {
   return matvec_q_set(c, x, &w, &y, 1, m);
 }
@@ -969,13 +943,9 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
     set.first[i + 1] = set.first[i] + grid_for((size_t)ws[i].rows, rows_per_block);
   }
   if (m == 0 || set.first[n_w] == 0) return cudaSuccess;
-  const int min_blocks = matvec_min_blocks();
   const bool ok = with_qtype(ws[0].type, [&](auto tc) {
-    constexpr int T = decltype(tc)::value;
-    auto* kern = m > 1             ? matvec_q_kernel<T, kMatvecMaxRows>
-                 : min_blocks == 4 ? matvec_q_capped_kernel<T, 4>
-                 : min_blocks == 5 ? matvec_q_capped_kernel<T, 5>
-                                   : matvec_q_kernel<T, 1>;
+    auto* kern =
+        m == 1 ? matvec_q_kernel<decltype(tc)::value, 1> : matvec_q_kernel<decltype(tc)::value, kMatvecMaxRows>;
     kern<<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, set, m, split);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
