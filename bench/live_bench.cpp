@@ -17,18 +17,22 @@
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::puts(
-        "usage: live_bench MODEL [T] [reps] [--device auto|cpu|cuda] [--precision auto|exact|fast]\n\nMedian ms of "
-        "the app's propagate (LiveRunner::run) for a global t change and a last-layer change. Threads: "
-        "OMP_NUM_THREADS.");
+        "usage: live_bench MODEL [T] [reps] [--device auto|cpu|cuda] [--precision auto|exact|fast] [--no-recycle]\n\n"
+        "Median ms of the app's propagate (LiveRunner::run) for a global t change and a last-layer change, each run "
+        "into the buffers of the result before the last, as the app does (--no-recycle: fresh buffers each run). "
+        "Threads: OMP_NUM_THREADS.");
     return argc < 2 ? 2 : 0;
   }
   try {
     std::vector<std::string> pos;
     focal::Device device = focal::Device::kCpu;
     focal::LoadOptions lo;
+    bool recycle = true;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--device" && i + 1 < argc)
+      if (a == "--no-recycle")
+        recycle = false;
+      else if (a == "--device" && i + 1 < argc)
         device = focal::parse_device(argv[++i]);
       else if (a == "--precision" && i + 1 < argc)
         lo.precision = focal::parse_precision(argv[++i]);
@@ -47,7 +51,7 @@ int main(int argc, char** argv) {
     req.store_probs = true;
     req.budget_bytes = size_t(8) << 30;
     focal::LiveRunner runner(*model);
-    focal::RunCapture prev, out;
+    focal::RunCapture prev, out, spare;  // as the app holds them: the last result, the new one, the one before
     focal::TempSpec spec = focal::TempSpec::focal(0.4f);
     runner.run(tokens, spec, req, "warm", nullptr, &prev);
     auto time_ms = [&](auto&& change) {
@@ -55,17 +59,20 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps; ++r) {
         change(r);
         const auto t0 = std::chrono::steady_clock::now();
-        runner.run(tokens, spec, req, "run", &prev, &out);
+        runner.run(tokens, spec, req, "run", &prev, &out, {}, {}, nullptr, recycle ? &spare : nullptr);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        std::swap(prev, out);
+        spare = std::move(prev);
+        prev = std::move(out);
+        out = focal::RunCapture();
       }
       std::sort(ms.begin(), ms.end());
       return ms[ms.size() / 2];
     };
     const double global = time_ms([&](int r) { spec = focal::TempSpec::focal(r % 2 ? 0.4f : 0.3f); });
     const double last = time_ms([&](int r) { spec.layer_temp[c.n_layers - 1] = r % 2 ? 0.5f : 0.25f; });
-    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d; %s, precision %s)\n", T,
-                global, last, reps, focal::device_name(model->device()), focal::precision_name(model->precision()));
+    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d; %s, precision %s; %s)\n", T,
+                global, last, reps, focal::device_name(model->device()), focal::precision_name(model->precision()),
+                recycle ? "recycled buffers" : "fresh buffers");
     std::printf("result propagate_T%d_ms %.1f\n", T, global);
   } catch (const focal::Error& e) {
     std::fprintf(stderr, "live_bench: %s\n", e.what());

@@ -238,6 +238,53 @@ TEST(LiveRunner, CancelledRunLeavesOutputAndStartsOverNextTime) {
   expect_same_run(out, capture_run(*m, x, s, req, "r"));
 }
 
+// Runs into the recycled buffers of an unneeded result (the app's stale run): a full run and a partial re-run give
+// exactly capture_run's result, although the recycled rows hold stale values (7 everywhere, tails included), for
+// both a recycled run of the same shape and one of another shape (more layers stored, no scores); a recycled
+// null-sized run, prev, or out itself are all accepted.
+TEST(LiveRunner, RecycledBuffersGiveTheSameRuns) {
+  auto m = make(AttnMode::kFocal);
+  const auto x = ids(16);
+  LiveRunner runner(*m);
+  CaptureRequest req;
+  req.layers = {1, 3};
+  req.store_scores = true;
+  const TempSpec base = TempSpec::focal(0.5f);
+  RunCapture prev, out;
+  ASSERT_TRUE(runner.run(x, base, req, "r", nullptr, &prev));
+  auto stale = [](RunCapture r) {
+    for (auto* v : {&r.probs, &r.scores, &r.metrics, &r.row_scale, &r.induction}) std::fill(v->begin(), v->end(), 7.0f);
+    return r;
+  };
+  RunCapture junk = stale(prev);
+  TempSpec s1 = base;
+  s1.layer_temp[2] = 0.3f;  // a re-run from layer 2: layer 1's rows come from prev, layer 3's from the forward
+  int first = -1;
+  ASSERT_TRUE(runner.run(x, s1, req, "r", &prev, &out, {}, {}, &first, &junk));
+  EXPECT_EQ(first, 2);
+  EXPECT_TRUE(junk.probs.empty()) << "the recycled buffers were taken";
+  expect_same_run(out, capture_run(*m, x, s1, req, "r"));
+  // Another shape: the recycled run stored one layer, no scores, and holds stale values.
+  CaptureRequest small = req;
+  small.layers = {0};
+  small.store_scores = false;
+  RunCapture other;
+  ASSERT_TRUE(LiveRunner(*m).run(x, base, small, "o", nullptr, &other));
+  RunCapture junk2 = stale(other);
+  prev = out;
+  const TempSpec s2 = TempSpec::focal(0.45f);  // a global change: every layer re-runs
+  ASSERT_TRUE(runner.run(x, s2, req, "r", &prev, &out, {}, {}, &first, &junk2));
+  EXPECT_EQ(first, 0);
+  expect_same_run(out, capture_run(*m, x, s2, req, "r"));
+  // prev or out as the recycled run: ignored
+  prev = out;
+  TempSpec s3 = s2;
+  s3.layer_temp[3] = 0.6f;
+  ASSERT_TRUE(runner.run(x, s3, req, "r", &prev, &out, {}, {}, &first, &prev));
+  expect_same_run(out, capture_run(*m, x, s3, req, "r"));
+  EXPECT_FALSE(prev.probs.empty());
+}
+
 // Dragging a per-layer slider cancels runs that started at that layer: the layers before it stay those of the last
 // completed run, so the next run still starts there (not at 0), and is exact.
 TEST(LiveRunner, CancelledRerunKeepsTheLayersBeforeItsStart) {

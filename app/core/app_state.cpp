@@ -21,7 +21,10 @@ using focal::kNumRowMetrics;
 struct AppState::RunnerBox {
   std::shared_ptr<const focal::Model> model;
   focal::LiveRunner runner;
-  std::shared_ptr<const focal::RunCapture> last;  // the runner's last completed result
+  std::shared_ptr<focal::RunCapture> last;  // the runner's last completed result (the panels get it as const)
+  // The result before it: once nothing else holds it (the panels have moved on), the next run takes its buffers
+  // (LiveRunner::run's recycle), so a large run's pages are not zeroed afresh each time.
+  std::shared_ptr<focal::RunCapture> spare;
   explicit RunnerBox(std::shared_ptr<const focal::Model> m) : model(std::move(m)), runner(*model) {}
 };
 
@@ -462,12 +465,16 @@ void AppState::propagate(int side) {
   jobs.submit(side == 0 ? "run_a" : "run_b", std::string(side == 0 ? "A" : "B") + ": " + name,
               [this, side, box, spec, tokens, req, name](JobContext& ctx) -> std::function<void()> {
                 auto out = std::make_shared<focal::RunCapture>();
+                // When only this box holds the spare, no panel reads it: its buffers may be taken.
+                focal::RunCapture* recycle = box->spare && box->spare.use_count() == 1 ? box->spare.get() : nullptr;
                 int first = 0;
                 const auto t0 = std::chrono::steady_clock::now();
                 const bool ok = box->runner.run(
                     tokens, spec, req, name, box->last.get(), out.get(), [&ctx] { return ctx.cancelled(); },
-                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first);
+                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle);
+                if (recycle) box->spare.reset();  // its buffers are gone (taken, or freed with a cancelled run)
                 if (!ok) return {};
+                box->spare = std::move(box->last);
                 box->last = out;
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

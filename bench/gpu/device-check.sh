@@ -81,7 +81,11 @@ if want 8b; then
   gstep 150 "$pack/bin/gpu_bench" $big 2048 1 --precision exact,fast --accuracy 512 --no-cpu --no-kernels
   gstep 200 python3 bench/gpu/torch_llama.py $big --sdpa 2048,8192 --eager 2048,8192 --reps "$reps"
 fi
-want live && gstep 90 "$pack/bin/live_bench" $big 4096 5 --device cuda --precision fast
+if want live; then  # the app's propagate (into the buffers of the result before the last), then with fresh buffers
+  gstep 90 "$pack/bin/live_bench" $big 4096 3 --device cuda --precision fast
+  gstep 90 bash -c '"$1" "$2" 4096 3 --device cuda --precision fast --no-recycle | sed "s/^result propagate_/result fresh_propagate_/"' \
+    _ "$pack/bin/live_bench" $big
+fi
 rm -rf $big
 if want q4k; then
   q4k=/tmp/llama3-8b-shape-q4_k.gguf

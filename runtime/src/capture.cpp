@@ -101,6 +101,7 @@ class CaptureObserver final : public ForwardObserver {
   bool wants_logits() const override { return (bool)logits_fn; }
   void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
   std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
+  bool zero_row_tails = false;  // the run's rows hold stale values (a recycled run): write each row's masked tail
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
     if (!targets_.empty())  // disjoint (head, row block)s per call: each writes its own entries
       for (int r = 0; r < n_rows; ++r)
@@ -123,10 +124,14 @@ class CaptureObserver final : public ForwardObserver {
       if (qi < 0) continue;
       const size_t off = stored_row_offset(run_, (size_t)lmap_[layer], (size_t)hmap_[head], (size_t)qi, T_);
       const int n_vis = row0 + r + 1;
-      if (!run_.probs.empty())
+      if (!run_.probs.empty()) {
         std::copy(probs + (size_t)r * stride, probs + (size_t)r * stride + n_vis, &run_.probs[off]);
-      if (!run_.scores.empty())
+        if (zero_row_tails) std::fill(&run_.probs[off] + n_vis, &run_.probs[off] + T_, 0.0f);
+      }
+      if (!run_.scores.empty()) {
         std::copy(raw + (size_t)r * stride, raw + (size_t)r * stride + n_vis, &run_.scores[off]);
+        if (zero_row_tails) std::fill(&run_.scores[off] + n_vis, &run_.scores[off] + T_, 0.0f);
+      }
     }
   }
   void on_layer(const LayerRecord& rec) override {
@@ -168,9 +173,21 @@ std::vector<int> common(const std::vector<int>& x, const std::vector<int>& y) {
 }
 
 // A run with its arrays sized for T tokens and zeroed.
+// An empty run of the request's shape. recycle (or null): an unneeded run whose buffers are taken, so their pages
+// need no fresh zeroing; its probabilities and scores keep stale values, which the observer then overwrites row by
+// row, tails included (CaptureObserver::zero_row_tails), while every other array is filled as for a fresh run.
 RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const CaptureRequest& req,
-                     const std::string& name) {
+                     const std::string& name, RunCapture* recycle = nullptr) {
   RunCapture run;
+  if (recycle) {
+    run.probs = std::move(recycle->probs);
+    run.scores = std::move(recycle->scores);
+    run.metrics = std::move(recycle->metrics);
+    run.row_scale = std::move(recycle->row_scale);
+    run.tau = std::move(recycle->tau);
+    run.induction = std::move(recycle->induction);
+    *recycle = RunCapture();
+  }
   run.name = name;
   run.temp_spec_json = spec.to_json();
   run.layers = resolve(req.layers, c.n_layers);
@@ -178,12 +195,26 @@ RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const Ca
   run.queries = resolve(req.queries, T);
   run.topk_mass_k = req.run.topk_mass_k;
   const size_t rows = run.layers.size() * run.heads.size() * run.queries.size() * (size_t)T;
-  if (req.store_probs) run.probs.assign(rows, 0.0f);
-  if (req.store_scores) run.scores.assign(rows, 0.0f);
+  auto size_rows = [&](std::vector<float>& v, bool stored) {
+    if (!stored)
+      v.clear();
+    else if (recycle)
+      v.resize(rows);  // stale values: every stored row is written whole
+    else
+      v.assign(rows, 0.0f);
+  };
+  size_rows(run.probs, req.store_probs);
+  size_rows(run.scores, req.store_scores);
   run.metrics.assign((size_t)c.n_layers * c.n_heads * T * kNumRowMetrics, 0.0f);
   run.row_scale.assign((size_t)c.n_layers * c.n_heads * T, 0.0f);
-  if (spec.mode == AttnMode::kLearned) run.tau.assign((size_t)c.n_layers * T, 0.0f);
-  if (req.induction) run.induction.assign((size_t)c.n_layers * c.n_heads * T, std::numeric_limits<float>::quiet_NaN());
+  if (spec.mode == AttnMode::kLearned)
+    run.tau.assign((size_t)c.n_layers * T, 0.0f);
+  else
+    run.tau.clear();
+  if (req.induction)
+    run.induction.assign((size_t)c.n_layers * c.n_heads * T, std::numeric_limits<float>::quiet_NaN());
+  else
+    run.induction.clear();
   return run;
 }
 
@@ -504,7 +535,7 @@ const Model& LiveRunner::model() const { return impl_->model; }
 bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
                      const std::string& name, const RunCapture* prev, RunCapture* out,
                      const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress,
-                     int* first_layer_run) {
+                     int* first_layer_run, RunCapture* recycle) {
   Impl& m = *impl_;
   const ModelConfig& c = m.model.config();
   const int T = (int)tokens.size();
@@ -533,7 +564,8 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
     // them. m.valid stays: prev is still the last completed run.
     first = std::min(first, m.session->kept_layers());
   }
-  RunCapture run = empty_run(c, T, spec, req, name);
+  if (recycle == prev || recycle == out) recycle = nullptr;
+  RunCapture run = empty_run(c, T, spec, req, name, recycle);
   if (first > 0) {
     // Copy the unchanged layers' records from the previous run.
     const size_t per_layer = (size_t)c.n_heads * T;
@@ -558,6 +590,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   if (req.induction) obs.want_induction(tokens);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
+  obs.zero_row_tails = recycle != nullptr;
   bool done;
   if (first > 0) {
     done = m.session->rerun_from(first, tokens.data(), T, spec, req.run, &obs, nullptr);
