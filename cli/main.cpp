@@ -177,10 +177,38 @@ std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, co
 
 // Runs every setting over file.token_ids into file.runs, and with two settings the per-row KL / JS between them
 // (from the fp32 rows, also when the file stores fp16). Progress per layer of each run and of the comparison.
+// Without stored probabilities (--store metrics or scores) the first run's rows of the selection are held in memory
+// only while the second runs and is compared with them as it goes (capture_run_compared), then dropped: the file
+// gets KL / JS and no T^2 data.
 void capture_settings_into(CaptureFile& file, const Model& model,
                            const std::vector<std::pair<std::string, TempSpec>>& runs, const CaptureRequest& req) {
   CaptureRequest run_req = req;
   if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS below from the fp32 rows; the file still stores fp16
+  if (runs.size() == 2 && !req.store_probs) {
+    CaptureRequest req_a = run_req;
+    req_a.store_probs = true;
+    try {
+      validate_capture_request(model.config(), (int)file.token_ids.size(), req_a, 1);
+    } catch (const Error& e) {
+      if (e.field() != "budget_bytes") throw;
+      throw Error("budget_bytes", std::string("per-row KL / JS without stored rows still hold the first run's rows "
+                                              "in memory while the second runs: ") +
+                                      e.what() + " (or leave out --compare)");
+    }
+    Progress prog_a("capture " + runs[0].first + ": layer");
+    RunCapture a = capture_run(model, file.token_ids, runs[0].second, req_a, runs[0].first,
+                               [&](int d, int t) { prog_a.update(d, t); });
+    Progress prog_b("capture " + runs[1].first + ", compared with " + runs[0].first + ": layer");
+    RunCapture b;
+    Comparison cmp;
+    capture_run_compared(model, file.token_ids, runs[1].second, run_req, runs[1].first, a, &b, &cmp, {},
+                         [&](int d, int t) { prog_b.update(d, t); });
+    a.probs = std::vector<float>();  // held for the comparison only
+    file.runs.push_back(std::move(a));
+    file.runs.push_back(std::move(b));
+    file.comparisons.push_back(std::move(cmp));
+    return;
+  }
   for (const auto& [name, s] : runs) {
     Progress prog("capture " + name + ": layer");
     file.runs.push_back(capture_run(model, file.token_ids, s, run_req, name, [&](int d, int t) { prog.update(d, t); }));
@@ -234,7 +262,8 @@ selection:
   --topk K           next-token top-k stored per position (default 10)
   --topk-mass K      k of the top-k mass metric (default 5)
   --relevant LIST    key positions counted as relevant (relevant mass, noise, SNR)
-  --compare SPEC     add a second run in the spec grammar (below), e.g. standard (with per-row KL/JS)
+  --compare SPEC     add a second run in the spec grammar (below), e.g. standard (with per-row KL/JS, also with
+                     --store metrics: the first run's rows are then held in memory during the second, not written)
   --name NAME        name of the main run (default: derived from the setting, e.g. focal_t0.4)
   -o FILE            output .h5 (written to a temporary name, then renamed)
 )";

@@ -359,6 +359,31 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
   ASSERT_NE(a16, nullptr);
   ASSERT_EQ(a16->probs.size(), a->probs.size());
   for (size_t i = 0; i < a->probs.size(); ++i) ASSERT_EQ(a16->probs[i], math::round_to_half(a->probs[i])) << i;
+
+  // --store metrics --compare: no T^2 data in the file, but the same KL / JS per row as the stored-rows capture
+  // above (its comparison is the reference; 1e-6 relative: the same fp32 rows, compared as the second run goes).
+  const std::string outm = d + "/outm.h5";
+  r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers", "1",
+           "--heads", "0,1", "--store", "metrics", "-o", outm});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("capture standard, compared with focal_t0.4: layer 2/2"));
+  const CaptureFile fm = read_capture(outm);
+  ASSERT_EQ(fm.runs.size(), 2u);
+  for (const RunCapture& run : fm.runs) {
+    EXPECT_TRUE(run.probs.empty()) << run.name;
+    EXPECT_TRUE(run.scores.empty()) << run.name;
+  }
+  ASSERT_EQ(fm.comparisons.size(), 1u);
+  EXPECT_EQ(fm.comparisons[0].run_a, "focal_t0.4");
+  EXPECT_EQ(fm.comparisons[0].run_b, "standard");
+  ASSERT_EQ(fm.comparisons[0].kl.size(), f.comparisons[0].kl.size());
+  for (size_t i = 0; i < f.comparisons[0].kl.size(); ++i) {
+    EXPECT_NEAR(fm.comparisons[0].kl[i], f.comparisons[0].kl[i], 1e-6 * std::fabs(f.comparisons[0].kl[i]) + 1e-9) << i;
+    EXPECT_NEAR(fm.comparisons[0].js[i], f.comparisons[0].js[i], 1e-6 * std::fabs(f.comparisons[0].js[i]) + 1e-9) << i;
+  }
+  r = run({"inspect", outm});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("compare focal_t0.4 vs standard"));
 }
 
 TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
