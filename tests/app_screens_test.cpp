@@ -305,22 +305,23 @@ std::string app_log(const std::string& dir) {
 
 // A capture opened without its model (issue 38): after `temp 0.2` on A the Output tab reads "n/a — needs the model"
 // for A's loss and names the stored run (focal_t0.4) beside its stored loss and next tokens, as text; live propagate
-// is off and greyed, the Metrics tab says why induction is n/a; sweep, export and `propagate on` fail the script at
+// is off and greyed, and so is Generate; the Metrics tab says why induction is n/a; sweep, export and `propagate on` fail the script at
 // their line saying what is needed; the model the capture names is offered and `open-model` opens it, after which
 // A's loss is t = 0.2's own. A capture written before the top-k text was stored shows ids and says so.
 TEST(AppScreens, CaptureWithoutItsModelShowsOnlyWhatItHolds) {
   const std::string dir = focal::test::make_temp_dir("app_capmodel");
   const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
   int rc = run_app(dir, "open " + model + "\nprompt The old man took the lamp and went down to the river.\n" +
-                            "select 3 1\ntab output\nwait\nscreenshot " + dir + "/live.png\nexport " + dir +
-                            "/cap.h5\nquit\n");
+                            "select 3 1\ntab generation\nwait\nscreenshot " + dir + "/gen.png\ntab output\nwait\n" +
+                            "screenshot " + dir + "/live.png\nexport " + dir + "/cap.h5\nquit\n");
   ASSERT_EQ(rc, 0) << app_log(dir);
   const auto jl = read_json(dir + "/live.png.json");
   const std::vector<std::string> stored_loss = labels_of(jl, "output.prompt_loss.a");
   ASSERT_EQ(stored_loss.size(), 1u) << jl;
   const std::string cap = dir + "/cap.h5";
   rc = run_app(dir,
-               "wait\ntab output\ntemp 0.2\nwait\nscreenshot " + dir + "/preview.png\ntab metrics\nwait\n" +
+               "wait\ntab generation\nwait\nscreenshot " + dir + "/gen_only.png\n" +
+                   "tab output\ntemp 0.2\nwait\nscreenshot " + dir + "/preview.png\ntab metrics\nwait\n" +
                    "screenshot " + dir + "/metrics.png\nopen-model\ntab output\nwait\nscreenshot " + dir +
                    "/opened.png\nquit\n",
                cap, "1600x960");
@@ -337,6 +338,10 @@ TEST(AppScreens, CaptureWithoutItsModelShowsOnlyWhatItHolds) {
   ASSERT_FALSE(next.empty());
   for (const std::string& n : next) EXPECT_EQ(n.front(), '\'') << n;
   EXPECT_EQ(labels_of(jp, "controls.live_propagate"), (std::vector<std::string>{"off", "disabled"}));
+  // Generate is greyed without the model, live with it.
+  EXPECT_EQ(labels_of(read_json(dir + "/gen_only.png.json"), "generation.generate"),
+            std::vector<std::string>{"disabled"});
+  EXPECT_EQ(labels_of(read_json(dir + "/gen.png.json"), "generation.generate"), std::vector<std::string>{"enabled"});
   const std::vector<std::string> offer = labels_of(jp, "controls.capture_model");
   ASSERT_EQ(offer.size(), 2u);
   EXPECT_EQ(offer[0], "offer");

@@ -23,10 +23,17 @@ void draw_generation(Ui& ui) {
   ImGui::SetNextItemWidth(120);
   ImGui::SliderFloat("sampling temp", &ui.gen_sample_temp, 0.0f, 1.5f, ui.gen_sample_temp == 0.0f ? "greedy" : "%.2f");
   ImGui::SameLine();
+  // Generating runs the model on the prompt: without either (a capture opened alone) the button is greyed.
+  const bool can_generate = st.has_model() && st.n_tokens() > 0;
+  ImGui::BeginDisabled(!can_generate);
   if (ImGui::Button("Generate")) {
     st.generate(ui.gen_n, ui.gen_sample_temp);
     ui.gen_rows_shown = (size_t)-1;
   }
+  ImGui::EndDisabled();
+  if (!can_generate && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", st.has_model() ? "type a prompt first" : "generating needs the model: open it (Controls)");
+  ui.labels["generation.generate"] = {can_generate ? "enabled" : "disabled"};
   auto g = st.gen;
   if (!g) {
     ImGui::TextDisabled("generates from the prompt under A's temperature; shows layer %d's attention per new token",
