@@ -238,6 +238,25 @@ void bind_capture(nb::module_& mod) {
           "(ids, probs): the k most likely next tokens after each position, int32 [T, k] and float32 [T, k], most "
           "likely first; views.")
       .def(
+          "topk_pieces",
+          [](nb::handle self, nb::handle run) -> nb::object {
+            const PyCapture& c = nb::cast<const PyCapture&>(self);
+            const focal::RunCapture& r = c.run_of(run);
+            const size_t T = (size_t)c.file.n_tokens(), k = T ? r.topk_ids.size() / T : 0;
+            if (r.topk_pieces.empty() || r.topk_pieces.size() != T * k) return nb::none();
+            nb::list rows;
+            for (size_t t = 0; t < T; ++t) {
+              nb::list row;
+              for (size_t j = 0; j < k; ++j) row.append(nb::str(r.topk_pieces[t * k + j].c_str()));
+              rows.append(row);
+            }
+            return rows;
+          },
+          "run"_a = nb::none(),
+          nb::sig("def topk_pieces(self, run: str | int | None = None) -> list[list[str]] | None"),
+          "The text of topk()'s ids as the capture stores it, [T][k], so that a capture shows its next tokens "
+          "without its model; None when it stores none (a model without a tokenizer, or a file written before).")
+      .def(
           "token_nll",
           [](nb::handle self, nb::handle run) {
             const PyCapture& c = nb::cast<const PyCapture&>(self);

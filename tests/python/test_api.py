@@ -53,6 +53,10 @@ def test_shapes_dtypes_and_values(models, cap):
     ids, tp = cap.topk()
     assert ids.shape == tp.shape == (T, 10) and ids.dtype == np.int32 and tp.dtype == np.float32
     assert np.all(np.diff(tp, axis=1) <= 0) and np.all(tp.sum(1) <= 1.0 + 1e-6)
+    # the stored text of the next tokens: the model's own pieces of those ids, row by row, for each run
+    for run in ("focal_t0.4", "standard"):
+        ids_r = cap.topk(run)[0]
+        assert cap.topk_pieces(run) == [m.pieces(row) for row in ids_r]
     assert cap.tau("focal_t0.4") is None
     nll = cap.token_nll()
     assert nll.shape == (T,) and np.isnan(nll[-1]) and np.all(nll[:-1] > 0)
