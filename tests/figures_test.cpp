@@ -838,7 +838,7 @@ std::vector<std::array<double, 4>> boundary_segments(const std::string& svg) {
 // the first generated position P, meeting on the diagonal, so that the row edge's length over the column edge's is
 // P / (T - P) (cells are square), and the label names P. The distribution: a line before key P in each panel when
 // the drawn keys straddle P, and "(generated)" in the title of a generated query. A capture of a prompt alone draws
-// none.
+// none. The grid marks P in every thumbnail as the heatmap does.
 TEST(FigureData, GenerationBoundaryIsMarkedWherePositionsAreDrawn) {
   CaptureFile f = make_capture(true, false);
   const int T = f.n_tokens(), P = 8;
@@ -866,9 +866,34 @@ TEST(FigureData, GenerationBoundaryIsMarkedWherePositionsAreDrawn) {
       EXPECT_NEAR((row[2] - row[0]) / (col[3] - col[1]), (double)P / (T - P), 1e-3);  // SVG: 1/256 pt steps
     }
   }
+  // The grid: the same edges in every thumbnail (its stored layers x heads), and P in the title.
+  {
+    FigureOptions og;
+    og.runs = {"standard"};
+    const std::string svg = render_figure("grid", {{&f, nullptr, ""}}, og, Format::kSvg);
+    const RunCapture* r = f.find_run("standard");
+    ASSERT_NE(r, nullptr);
+    const auto segs = boundary_segments(svg);
+    ASSERT_EQ(segs.size(), 2u * r->layers.size() * r->heads.size());
+    for (size_t i = 0; i < segs.size(); i += 2) {
+      const auto& row = segs[i];
+      const auto& col = segs[i + 1];
+      EXPECT_DOUBLE_EQ(row[1], row[3]);
+      EXPECT_DOUBLE_EQ(col[0], col[2]);
+      EXPECT_NEAR(row[2], col[0], 1e-6);
+      EXPECT_NEAR(row[3], col[1], 1e-6);
+      EXPECT_NEAR((row[2] - row[0]) / (col[3] - col[1]), (double)P / (T - P), 2e-2);  // thumbnails: small, 1/256 pt
+    }
+    EXPECT_THAT(svg, HasSubstr("generated from token 8"));
+  }
   // Nothing generated (n_prompt_tokens = T): no mark.
   f.n_prompt_tokens = T;
   EXPECT_TRUE(boundary_segments(render_figure("heatmap", {{&f, nullptr, ""}}, o, Format::kSvg)).empty());
+  {
+    FigureOptions og;
+    og.runs = {"standard"};
+    EXPECT_TRUE(boundary_segments(render_figure("grid", {{&f, nullptr, ""}}, og, Format::kSvg)).empty());
+  }
 
   f.n_prompt_tokens = P;
   o.runs = {"standard", "focal_t0.4"};

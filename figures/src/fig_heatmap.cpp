@@ -246,10 +246,18 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
 
   // Layout: layers down and heads across when that fits the page height; else (e.g. 30 x 9 in a column) layers
   // across and heads down, whichever gives the larger thumbnails. --height is filled (thumbnails up to 2:1).
+  // A generation capture: the first generated position P in every thumbnail, as in the heatmap (a row edge and a
+  // column edge meeting on the diagonal), at P's place among the thumbnail's max-pooled cells; a note line under the
+  // title names it.
+  const int T = run.file->n_tokens(), first = opt.no_sink ? 1 : 0, full = T - first;
+  const int pool = full > kThumbMaxCells ? (full + kThumbMaxCells - 1) / kThumbMaxCells : 1;
+  const int gen = run.file->prompt_end();
+  const bool mark_gen = run.file->has_generated() && gen > first && gen < T;
+  const double note = mark_gen ? 1.3 * kTickSize : 0.0;
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   const double header = 1.4 * kTickSize;
-  const double top = title_space(opt) + header;
+  const double top = title_space(opt) + note + header;
   const double right = kMargin + colorbar_width(c, scale.cs);
   const double limit = std::max(1.3 * W, 216.0);
   struct Arrangement {
@@ -304,6 +312,8 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
       (scale.log ? " (log)" : "");
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
+  if (mark_gen)
+    draw_boundary_label(c, "dashed: generated from token " + std::to_string(gen), g.left, title_space(opt) + 0.2);
   size_t cells = 0;
   for (const auto& m : mats) cells += (size_t)m.n * (m.n + 1) / 2;
   const int col_step = category_step(g.sw + g.gap, max_label_width(c, g.col_labels, kTickSize) + 2.0);
@@ -316,7 +326,13 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
       if (r == 0 && k % col_step == 0)
         c.text(g.col_labels[k], x + g.sw / 2, top - 0.45 * header, kTickSize, 0.5, 0.0, 0, false, kInk);
       const int a = g.across ? k : r, b = g.across ? r : k;
-      draw_head(c, {x, y, g.sw, g.sh}, mats[(size_t)a * Hc + b], scale, cells > kMaxVectorCells);
+      const HeadMatrix& m = mats[(size_t)a * Hc + b];
+      draw_head(c, {x, y, g.sw, g.sh}, m, scale, cells > kMaxVectorCells);
+      if (mark_gen && m.n > 0) {
+        const double f = (double)(gen - first) / pool / m.n, xg = x + f * g.sw, yg = y + f * g.sh;
+        draw_boundary(c, x, yg, xg, yg);
+        draw_boundary(c, xg, yg, xg, y + g.sh);
+      }
       c.stroke_rect(x, y, g.sw, g.sh, 0.3, gray(0.6));
     }
   }
