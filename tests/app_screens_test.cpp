@@ -303,6 +303,23 @@ std::string app_log(const std::string& dir) {
   return log.str();
 }
 
+// The left panel's rows fit it (issue 33): at 1600 x 960 the device / weights combos on one row ran past the panel
+// ("weigh") and the model's shape line was cut ("context 819"); every checked row now ends inside the panel, at the
+// default size too.
+TEST(AppScreens, LeftPanelRowsFitThePanel) {
+  const std::string dir = focal::test::make_temp_dir("app_fit");
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4";
+  for (const char* size : {"1600x960", "1400x860"}) {
+    const std::string shot = dir + "/fit-" + size + ".png";
+    const int rc = run_app(
+        dir, "open " + model + "\nprompt The keeper lit the lamp.\nwait\nscreenshot " + shot + "\nquit\n", "", size);
+    ASSERT_EQ(rc, 0) << app_log(dir);
+    const auto j = read_json(shot + ".json");
+    ASSERT_TRUE(j["labels"].contains("controls.clipped")) << size;
+    EXPECT_EQ(labels_of(j, "controls.clipped"), std::vector<std::string>{}) << size;
+  }
+}
+
 // A capture opened without its model (issue 38): after `temp 0.2` on A the Output tab reads "n/a — needs the model"
 // for A's loss and names the stored run (focal_t0.4) beside its stored loss and next tokens, as text; live propagate
 // is off and greyed, and so is Generate; the Metrics tab says why induction is n/a; sweep, export and `propagate on` fail the script at

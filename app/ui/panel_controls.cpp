@@ -10,7 +10,14 @@
 
 namespace focalscope {
 
+// Names the last item in labels["controls.clipped"] when it runs past the panel's right edge (cut off).
+static void note_clipped(Ui& ui, const char* name) {
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (ImGui::GetItemRectMax().x > right + 0.5f) ui.labels["controls.clipped"].push_back(name);
+}
+
 static void open_section(Ui& ui) {
+  ui.labels["controls.clipped"] = {};  // filled by note_clipped this frame
   AppState& st = ui.st;
   section("Model or capture");
   ImGui::SetNextItemWidth(-60);
@@ -57,8 +64,9 @@ static void open_section(Ui& ui) {
   help_marker(
       "auto: the CUDA backend when this build has it and a GPU is usable, else the CPU. cuda: fail with the "
       "reason when no GPU is usable. The model is reloaded on the chosen device.");
-  // How weight matrices are held; changing it reloads the open model.
-  ImGui::SameLine();
+  note_clipped(ui, "device");
+  // How weight matrices are held (own line: beside device it ran past a 1600 px window's panel); changing it
+  // reloads the open model.
   ImGui::SetNextItemWidth(90);
   if (ImGui::BeginCombo("weights", focal::weights_mode_name(st.weights))) {
     for (focal::WeightsMode w : {focal::WeightsMode::kNative, focal::WeightsMode::kFp32})
@@ -72,6 +80,7 @@ static void open_section(Ui& ui) {
       "native: quantized GGUF blocks and fp16 / bf16 weights stay as the file stores them (memory-mapped, about "
       "0.6 bytes a parameter for Q4); fp32: widened at load (4 bytes a parameter), the mode that matches "
       "transformers to 1e-5. The model is reloaded.");
+  note_clipped(ui, "weights");
   // How the GPU computes (own line: the panel is narrow); auto's label shows what the open model resolved to.
   // Changing it reloads the open model.
   ImGui::SetNextItemWidth(120);
@@ -91,6 +100,7 @@ static void open_section(Ui& ui) {
       "fast: matrix products in bf16 / fp16 and attention's QK^T and PV in fp16 on tensor cores, with the "
       "temperature, softmax and every metric in fp32. auto: fast for 16-bit and quantized weights on the GPU (in "
       "parentheses: what the open model runs). The model is reloaded.");
+  note_clipped(ui, "precision");
   if (st.has_model() && !st.loaded.device_note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
     ImGui::TextWrapped("%s", st.loaded.device_note.c_str());
@@ -98,8 +108,11 @@ static void open_section(Ui& ui) {
   }
   if (const focal::ModelConfig* c = st.config()) {
     ImGui::TextWrapped("%s", st.loaded.path.c_str());
-    ImGui::TextDisabled("%d layers x %d heads (%d kv), d %d, context %d%s", c->n_layers, c->n_heads, c->n_kv_heads,
-                        c->d_head, c->max_positions, st.capture_only() ? ", capture only" : "");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%d layers x %d heads (%d kv), d %d, context %d%s", c->n_layers, c->n_heads, c->n_kv_heads,
+                       c->d_head, c->max_positions, st.capture_only() ? ", capture only" : "");
+    ImGui::PopStyleColor();
+    note_clipped(ui, "model_shape");
   }
 }
 
