@@ -21,6 +21,10 @@ const char* const kLoadFlag = "--allow-nonfinite-weights";
 const char* const kWeightsOption = "--weights";
 const char* const kMmapFlag = "--mmap";
 const char* const kPrecisionOption = "--precision";
+const char* const kRopeScalingOption = "--rope-scaling";
+const char* const kRopeScalingHelp =
+    "  --rope-scaling R  replace config.json's rope_scaling (rotary models): TYPE:FACTOR with TYPE linear, dynamic or\n"
+    "                    yarn (e.g. dynamic:2), or default (none); recorded in the capture's warnings\n";
 const char* const kDeviceHelp =
     "  --device D        auto | cpu | cuda (default auto: the CUDA backend when a device is usable, else the CPU)\n"
     "  --allow-nonfinite-weights   load a checkpoint whose weights hold NaN or Inf (refused by default, naming the\n"
@@ -53,7 +57,9 @@ Device device_arg(const Args& a) {
   return r;
 }
 
-std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) { return load_model(a, dir, ""); }
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
+  return load_model(a, dir, a.has(kRopeScalingOption) ? a.get(kRopeScalingOption) : std::string());
+}
 
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling) {
   LoadOptions opt;

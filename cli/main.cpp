@@ -273,10 +273,10 @@ int cmd_capture(int argc, char** argv) {
   const std::set<std::string> opts =
       with(kTempOpts, {"--prompt", "--prompt-file", "--ids", "--layers", "--heads", "--queries", "--store", "--budget",
                        "--topk", "--topk-mass", "--relevant", "--compare", "--name", "--output", cli::kDeviceOption,
-                       cli::kWeightsOption, cli::kPrecisionOption});
+                       cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption});
   Args a(argc, argv, 2, flags, opts);
   if (a.has("--help")) {
-    std::printf("%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, kTempHelp);
+    std::printf("%s%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
   }
   if (a.has("--ids") && (a.has("--prompt") || a.has("--prompt-file")))
@@ -309,14 +309,14 @@ int cmd_capture(int argc, char** argv) {
 
 int cmd_info(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
-         {cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption});
+         {cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption});
   if (a.has("--help")) {
     std::printf(
         "usage: focal info MODEL [--device D]\n\nPrints the configuration of a model directory, its parameter "
         "count, weights checksum, tokenizer, native attention setting and the device it was loaded on, and the\n"
         "architecture with its attention features (norms, MLP, logit scale, soft-caps, sliding window, RoPE\n"
-        "scaling).\n%s",
-        cli::kDeviceHelp);
+        "scaling).\n%s%s",
+        cli::kDeviceHelp, cli::kRopeScalingHelp);
     return 0;
   }
   auto m = cli::load_model(a, cli::model_arg(a, argv[1]));
@@ -381,9 +381,9 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
          with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
-                          cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
+                          cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption}));
   if (a.has("--help")) {
-    std::printf("%s%s\n%s", kSweepHelp, cli::kDeviceHelp, kTempHelp);
+    std::printf("%s%s%s\n%s", kSweepHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
   }
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
@@ -425,13 +425,29 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
 )";
 
 int cmd_generate(int argc, char** argv) {
-  Args a(
-      argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
-      with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
-                       "--compare", "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
-                       "--relevant", cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption}));
+  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
+         with(kTempOpts, {"--prompt",
+                          "--prompt-file",
+                          "--n-new",
+                          "--sample-temp",
+                          "--top-k",
+                          "--seed",
+                          "--capture",
+                          "--compare",
+                          "--layers",
+                          "--heads",
+                          "--queries",
+                          "--store",
+                          "--budget",
+                          "--topk",
+                          "--topk-mass",
+                          "--relevant",
+                          cli::kDeviceOption,
+                          cli::kWeightsOption,
+                          cli::kPrecisionOption,
+                          cli::kRopeScalingOption}));
   if (a.has("--help")) {
-    std::printf("%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, kTempHelp);
+    std::printf("%s%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
   }
   const int n_new = (int)a.get_int("--n-new", 32);

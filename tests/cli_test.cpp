@@ -386,6 +386,46 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
   EXPECT_THAT(r.out, HasSubstr("compare focal_t0.4 vs standard"));
 }
 
+// --rope-scaling replaces config.json's rope_scaling: info shows it, a capture under it has the per-token loss of
+// the library's run with the same override (the reference: LoadOptions::rope_scaling, itself checked against
+// transformers; 1e-6 relative) and another than the model's own, and records it in its warnings; a malformed value
+// fails naming the option, writing nothing.
+TEST_F(CliTest, RopeScalingOverride) {
+  const std::string d = out_dir("rope");
+  CliResult r = run({"info", *model_, "--rope-scaling", "linear:2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("scaling linear factor 2"));
+  EXPECT_THAT(r.err, HasSubstr("rope_scaling linear:2 replaces the model's own"));
+  for (const char* rope : {"linear:2", ""}) {
+    std::vector<std::string> args = {"capture", *model_,   "--prompt", kPrompt, "--temp",
+                                     "0.4",     "--store", "metrics",  "-o",    d + "/cap" + rope + ".h5"};
+    if (*rope) args.insert(args.end() - 2, {"--rope-scaling", rope});
+    r = run(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  const CaptureFile lin = read_capture(d + "/caplinear:2.h5"), own = read_capture(d + "/cap.h5");
+  EXPECT_THAT(lin.warnings, HasSubstr("rope_scaling linear:2 replaces the model's own"));
+  EXPECT_EQ(own.warnings, "");
+  LoadOptions lo;
+  lo.rope_scaling = "linear:2";
+  auto m = Model::load(*model_, Device::kCpu, lo);
+  CaptureRequest q;
+  q.store_probs = q.store_scores = false;
+  const RunCapture ref = capture_run(*m, lin.token_ids, TempSpec::focal(0.4f), q, "ref");
+  ASSERT_EQ(lin.runs.size(), 1u);
+  const std::vector<float>& got = lin.runs[0].token_nll;
+  ASSERT_EQ(got.size(), ref.token_nll.size());
+  double moved = 0.0;
+  for (size_t i = 0; i + 1 < got.size(); ++i) {
+    EXPECT_NEAR(got[i], ref.token_nll[i], 1e-6 * std::fabs(ref.token_nll[i]) + 1e-9) << i;
+    moved = std::max(moved, (double)std::fabs(got[i] - own.runs[0].token_nll[i]));
+  }
+  EXPECT_GT(moved, 1e-4) << "linear:2 halves every rotary angle: the loss moves";
+  const std::string bad = out_dir("rope_bad");
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--rope-scaling", "sideways:2", "-o", bad + "/bad.h5"}, 1,
+                 {"--rope-scaling", "sideways:2"}, bad);
+}
+
 TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   const std::string d = out_dir("sweep");
   const std::string out = d + "/sweep.h5";

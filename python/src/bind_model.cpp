@@ -140,7 +140,8 @@ void bind_model(nb::module_& mod) {
 
   mod.def(
       "load",
-      [](const fs::path& p, const std::string& device, const std::string& precision) {
+      [](const fs::path& p, const std::string& device, const std::string& precision,
+         const std::optional<std::string>& rope_scaling) {
         const std::string path = path_str(p);
         if (!fs::exists(p) && !focal::is_hf_model_name(path))
           raise(PyExc_FileNotFoundError,
@@ -155,6 +156,7 @@ void bind_model(nb::module_& mod) {
         try {
           opt.precision = focal::parse_precision(precision);
         } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("precision: ") + e.what()); }
+        if (rope_scaling) opt.rope_scaling = *rope_scaling;
         auto m = std::make_unique<PyModel>();
         {
           nb::gil_scoped_release rel;
@@ -162,12 +164,13 @@ void bind_model(nb::module_& mod) {
         }
         return m;
       },
-      "path"_a, "device"_a = "auto", "precision"_a = "auto",
+      "path"_a, "device"_a = "auto", "precision"_a = "auto", "rope_scaling"_a = nb::none(),
       "Loads a model: a Hugging Face model directory (config.json, safetensors, tokenizer), a .gguf file, or "
       "a name 'ORG/NAME' or 'ORG/NAME@REVISION' resolved offline in the Hugging Face cache (never downloaded). device: "
       "'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'. precision: "
       "'auto' (fast on the GPU for 16-bit and quantized weights, else exact), 'exact' or 'fast' (as focal "
-      "--precision).");
+      "--precision). rope_scaling: 'TYPE:FACTOR' (linear, dynamic, yarn) or 'default' replaces config.json's "
+      "rope_scaling of a rotary model (as focal --rope-scaling); captures record it in their warnings.");
 }
 
 }  // namespace focalscope::py

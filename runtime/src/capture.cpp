@@ -428,7 +428,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.weights_checksum = model.weights_checksum();
   f.device = device_name(model.device());
   f.precision = precision_name(model.precision());
-  f.warnings = context_length_warning(c, (int)tokens.size());
+  f.warnings = run_warnings(c, (int)tokens.size());
   f.tool_version = version();
   f.n_layers = c.n_layers;
   f.n_heads = c.n_heads;
@@ -462,7 +462,7 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   sf.weights_checksum = model.weights_checksum();
   sf.device = device_name(model.device());
   sf.precision = precision_name(model.precision());
-  sf.warnings = context_length_warning(c, T);
+  sf.warnings = run_warnings(c, T);
   sf.base_spec_json = base.to_json();
   sf.n_layers = c.n_layers;
   sf.n_heads = c.n_heads;

@@ -257,6 +257,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   if (!options.rope_scaling.empty()) {  // before any check that reads the positions
     apply_rope_override(files.cfg, options.rope_scaling);
     files.cfg.warnings.push_back("rope_scaling " + options.rope_scaling + " replaces the model's own (" + dir + ")");
+    files.cfg.rope_override = options.rope_scaling;
   }
   const ArchSpec& spec = arch_spec(files.cfg.arch.name);
   const bool has_tau_w = check_config_against_tensors(files, spec);

@@ -107,6 +107,13 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_sc
   return default_inv_freq(theta, dim);
 }
 
+std::string run_warnings(const ModelConfig& c, int n_tokens) {
+  std::string w = c.rope_override.empty() ? "" : "rope_scaling " + c.rope_override + " replaces the model's own";
+  const std::string ctx = context_length_warning(c, n_tokens);
+  if (!ctx.empty()) w += (w.empty() ? "" : "\n") + ctx;
+  return w;
+}
+
 std::string context_length_warning(const ModelConfig& c, int n_tokens) {
   if (n_tokens <= c.max_positions) return "";
   const std::string n = std::to_string(n_tokens), ctx = std::to_string(c.max_positions);

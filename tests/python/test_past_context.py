@@ -52,3 +52,28 @@ def test_generate_continues_past_the_context_as_the_cli(fs, short_model, cli):
     assert len(m.tokenize(prompt)) + len(g.ids) > 16
     out = cli("generate", short_model, "--prompt", prompt, "-n", "20")
     assert out.strip() == m.detokenize(m.tokenize(prompt).tolist() + g.ids).strip()
+
+
+def test_rope_scaling_override_as_the_cli(fs, short_model, tmp_path, focal_cli):
+    """load(rope_scaling=...) is `--rope-scaling`: the same per-token loss as the CLI's capture under the override
+    (1e-6 relative: one code path), another than the model's own past its context (dynamic NTK rescales for the call's
+    length), and both files record the override; a malformed one is refused naming it."""
+    import subprocess
+    import numpy as np
+    plain = fs.load(short_model, device="cpu")
+    m = fs.load(short_model, device="cpu", rope_scaling="dynamic:2")
+    with pytest.warns(UserWarning, match="past the model's trained context of 16"):
+        cap = m.run(PROMPT, probs=False, scores=False)
+        ref = plain.run(PROMPT, probs=False, scores=False)
+    cap.save(tmp_path / "py.h5")
+    p = subprocess.run([focal_cli, "capture", short_model, "--prompt", PROMPT, "--store", "metrics",
+                        "--rope-scaling", "dynamic:2", "-o", tmp_path / "cli.h5"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    cli_cap = fs.open_capture(tmp_path / "cli.h5")
+    np.testing.assert_allclose(cap.token_nll()[:-1], cli_cap.token_nll()[:-1], rtol=1e-6)
+    assert np.abs(cap.token_nll()[:-1] - ref.token_nll()[:-1]).max() > 1e-4
+    for path in (tmp_path / "py.h5", tmp_path / "cli.h5"):
+        with h5py.File(path) as f:
+            assert "rope_scaling dynamic:2 replaces the model's own" in f.attrs["warnings"]
+    with pytest.raises(fs.FocalError, match="sideways:2"):
+        fs.load(short_model, device="cpu", rope_scaling="sideways:2")

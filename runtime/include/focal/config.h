@@ -99,6 +99,7 @@ struct ModelConfig {
   FocalConfig focal;
   std::string source_json;            // config.json text as read
   std::vector<std::string> warnings;  // what parsing or loading assumed (e.g. an ignored out-of-vocabulary id)
+  std::string rope_override;          // LoadOptions::rope_scaling when it replaced config.json's, else empty
 };
 
 // Names of config fields in the file they came from, for error messages: config.json key -> source key (a GGUF
@@ -123,6 +124,9 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int seq_len, float* cs_sc
 // sentence the front ends show (stderr, the capture's provenance, the app's status line, Python's warnings.warn). A
 // model with learned absolute positions (GPT-2) has no row for those positions: throws Error (field "prompt").
 std::string context_length_warning(const ModelConfig& c, int n_tokens);
+// What a file's provenance records of a run of n_tokens positions (Provenance::warnings, one sentence a line): a
+// rope_scaling override the model was loaded with, and context_length_warning; "" when neither.
+std::string run_warnings(const ModelConfig& c, int n_tokens);
 // A rope_scaling override spelled TYPE:FACTOR (linear:4, dynamic:2, yarn:4) or default: replaces c.arch.rope as
 // config.json's {"rope_type": TYPE, "factor": FACTOR} would. Throws Error (field "rope_scaling") naming the override
 // for a malformed text or an architecture without rotary positions (GPT-2's learned table).
