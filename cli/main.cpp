@@ -425,27 +425,11 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
 )";
 
 int cmd_generate(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag},
-         with(kTempOpts, {"--prompt",
-                          "--prompt-file",
-                          "--n-new",
-                          "--sample-temp",
-                          "--top-k",
-                          "--seed",
-                          "--capture",
-                          "--compare",
-                          "--layers",
-                          "--heads",
-                          "--queries",
-                          "--store",
-                          "--budget",
-                          "--topk",
-                          "--topk-mass",
-                          "--relevant",
-                          cli::kDeviceOption,
-                          cli::kWeightsOption,
-                          cli::kPrecisionOption,
-                          cli::kRopeScalingOption}));
+  std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k",
+                                                "--seed", "--capture", "--compare", "--layers", "--heads", "--queries",
+                                                "--store", "--budget", "--topk", "--topk-mass", "--relevant"});
+  opts.insert({cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption});
+  Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag}, opts);
   if (a.has("--help")) {
     std::printf("%s%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
