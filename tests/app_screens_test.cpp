@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "focal/calibrate.h"
 #include "focal/capture.h"
 #include "focal/model_writer.h"
 #include "focal_batch/batch.h"
@@ -301,6 +302,53 @@ std::string app_log(const std::string& dir) {
   std::stringstream log;
   log << std::ifstream(dir + "/log.txt").rdbuf();
   return log.str();
+}
+
+// A temperature file of `focal calibrate` as A's setting (issue 34): the app names the run "calibrated" and its
+// prompt loss is the library's under the same file (capture_run, printed to 3 decimals as the app prints it); a file
+// made for other weights fails the script at its line, naming the file.
+TEST(AppScreens, CalibratedTemperatureFileAsASetting) {
+  const std::string dir = focal::test::make_temp_dir("app_calib");
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  auto m = focal::Model::load(model, focal::Device::kCpu);
+  const focal::ModelConfig& c = m->config();
+  focal::TempFile f;
+  f.granularity = focal::CalibGranularity::kHead;
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  f.n_kv_heads = c.n_kv_heads;
+  f.d_head = c.d_head;
+  f.hidden = c.hidden;
+  f.vocab_size = c.vocab_size;
+  f.base_model = model;
+  f.base_checksum = m->weights_checksum();
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int h = 0; h < c.n_heads; ++h) f.focal_temp.push_back(l == 1 ? 0.5f : 1.0f + 0.1f * (float)h);
+  const std::string temps = dir + "/temps.json";
+  focal::write_temp_file(f, temps);
+  const std::string prompt = "The keeper lit the lamp by the door.";
+  int rc = run_app(dir, "open " + model + "\nprompt " + prompt + "\nspec calibrated:" + temps +
+                            " a\ntab output\nwait\nscreenshot " + dir + "/calib.png\nquit\n");
+  ASSERT_EQ(rc, 0) << app_log(dir);
+  const auto j = read_json(dir + "/calib.png.json");
+  EXPECT_EQ(j["spec_a"], "calibrated");
+  const std::vector<int32_t> ids = m->tokenizer()->encode(prompt, c.add_bos);
+  focal::CaptureRequest q;
+  q.store_probs = q.store_scores = false;
+  const focal::RunCapture ref =
+      focal::capture_run(*m, ids, focal::temp_file_spec(focal::read_temp_file(temps), temps), q, "ref");
+  char want[32];
+  std::snprintf(want, sizeof want, "%.3f", focal::prompt_loss(ref));
+  EXPECT_EQ(labels_of(j, "output.prompt_loss.a"), std::vector<std::string>{want});
+  // Another model's file: refused at its line.
+  f.base_checksum ^= 1;
+  const std::string other = dir + "/other.json";
+  focal::write_temp_file(f, other);
+  rc = run_app(dir, "open " + model + "\nprompt " + prompt + "\nspec calibrated:" + other + " a\nwait\nquit\n");
+  EXPECT_NE(rc, 0);
+  const std::string log = app_log(dir);
+  EXPECT_NE(log.find("script.txt:3: "), std::string::npos) << log;
+  EXPECT_NE(log.find("'" + other + "' was calibrated for other weights"), std::string::npos) << log;
 }
 
 // The left panel's rows fit it (issue 33): at 1600 x 960 the device / weights combos on one row ran past the panel
