@@ -45,6 +45,8 @@ kinds:
                 metric by context position, and the layer x head matrix of the mean difference (docs/batch.md)
   positions     from a file of focal eval --positions: mean next-token NLL by position, one line per setting
                 with its bootstrap band over documents, the trained context marked (docs/cli.md)
+  temps         from a temperature file of focal calibrate: the learned t per layer x head (blue sharper, red
+                flatter than t = 1) and the held-out loss before and after
 
 input:
   --budget SIZE      memory the input files may take when read (default: half the machine's memory); a file
@@ -58,9 +60,9 @@ selection:
   --keys A:B         distribution: only keys A..B (inclusive); --keys last:N the N keys ending at the query
   --top-keys K       distribution: label the K most attended keys with token and position (default 3 when the
                      axis is too dense to name every key, which then shows key positions; 0: none)
-  --layers LIST      grid, entropy, sweep, corpus, training --tau: only these layers (e.g. 0,2,10-14);
+  --layers LIST      grid, entropy, sweep, corpus, temps, training --tau: only these layers (e.g. 0,2,10-14);
                      distribution, heatmap: one layer
-  --heads LIST       grid, entropy, sweep, corpus: only these heads; distribution, heatmap: one head
+  --heads LIST       grid, entropy, sweep, corpus, temps: only these heads; distribution, heatmap: one head
   --runs A,B         runs to draw, in order (default: distribution all, at most 3; heatmap, grid and
                      --matrix the first; entropy all). With several files name a run FILE:RUN if needed.
   --metric M         entropy: entropy_nats (default), entropy_norm, eff_support, max_prob, topk_mass,

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "focal/calibrate.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/eval.h"
@@ -31,6 +32,7 @@
 #include "focal/trainer.h"
 #include "app_state.h"
 #include "focal_figures/figures.h"
+#include "focal_figures/temps.h"
 #include "palette.h"
 #include "plot.h"
 #include "select.h"
@@ -909,6 +911,40 @@ TEST(FigureData, GenerationBoundaryIsMarkedWherePositionsAreDrawn) {
   o.query = 12;
   o.key_first = P;  // the drawn keys start at P: no prompt key to the left of a line
   EXPECT_TRUE(boundary_segments(render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg)).empty());
+}
+
+// The temps figure of a calibration file: every cell prints its t (3 significant digits), the note line the
+// held-out loss before and after, --layers / --heads pick rows and columns, and options it has no use for are
+// refused naming them. A file whose matrix does not match its shape is refused.
+TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
+  TempFile f;
+  f.granularity = CalibGranularity::kHead;
+  f.n_layers = 2;
+  f.n_heads = 3;
+  f.focal_temp = {0.5f, 0.625f, 1.25f, 0.75f, 1.5f, 0.875f};
+  f.val_loss_init = 3.0;
+  f.val_loss = 2.5;
+  f.init_temp = 1.0;
+  f.steps = 40;
+  FigureOptions o;
+  o.dpi = 72;
+  std::string svg = render_temps(f, "t.json", o, Format::kSvg);
+  EXPECT_THAT(svg, HasSubstr("t.json: calibrated t per head"));
+  EXPECT_THAT(svg, HasSubstr("held-out loss 3.000 \xE2\x86\x92 2.500 nats/token (from t = 1, 40 steps)"));
+  for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">0.75<", ">1.5<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
+  o.layers = {1};
+  o.heads = {0, 2};
+  svg = render_temps(f, "t.json", o, Format::kSvg);
+  for (const char* t : {">0.75<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
+  for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">1.5<"}) EXPECT_THAT(svg, Not(HasSubstr(t)));
+  o = FigureOptions();
+  o.runs = {"standard"};
+  EXPECT_THROW(render_temps(f, "t.json", o, Format::kSvg), Error);
+  o = FigureOptions();
+  o.layers = {2};
+  EXPECT_THROW(render_temps(f, "t.json", o, Format::kSvg), Error);
+  f.focal_temp.pop_back();
+  EXPECT_THROW(render_temps(f, "t.json", FigureOptions(), Format::kSvg), Error);
 }
 
 TEST(FigureData, DroppingTheSinkRenormalises) {

@@ -19,6 +19,7 @@
 #include "focal/trainer.h"
 #include "focal_figures/corpus.h"
 #include "focal_figures/positions.h"
+#include "focal_figures/temps.h"
 #include "kinds.h"
 #include "plot.h"
 
@@ -105,8 +106,8 @@ const char* format_name(Format f) {
 }
 
 const std::vector<std::string>& figure_kinds() {
-  static const std::vector<std::string> kinds = {"distribution", "heatmap",   "grid",   "entropy",  "sweep",
-                                                 "training",     "retrieval", "corpus", "positions"};
+  static const std::vector<std::string> kinds = {"distribution", "heatmap",   "grid",   "entropy",   "sweep",
+                                                 "training",     "retrieval", "corpus", "positions", "temps"};
   return kinds;
 }
 
@@ -140,6 +141,8 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
     throw Error("the corpus figure reads a stats file of focal batch: use render_figure_files or render_corpus");
   if (kind == "positions")
     throw Error("the positions figure reads a file of focal eval --positions: use render_figure_files");
+  if (kind == "temps")
+    throw Error("the temps figure reads a temperature file of focal calibrate: use render_figure_files");
   if (std::find(figure_kinds().begin(), figure_kinds().end(), kind) != figure_kinds().end())
     reject_log_options(opt, kind);
   if (kind == "distribution") return render_distribution(sources, opt, format);
@@ -162,6 +165,10 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
   if (kind == "positions") {
     if (paths.size() != 1) throw Error("the positions figure draws one file of focal eval --positions");
     return render_positions(batch::read_position_loss(paths[0]), opt, format);
+  }
+  if (kind == "temps") {
+    if (paths.size() != 1) throw Error("the temps figure draws one temperature file of focal calibrate");
+    return render_temps(read_temp_file(paths[0]), file_label(paths[0]), opt, format);
   }
   std::vector<std::unique_ptr<CaptureFile>> captures;
   std::vector<std::unique_ptr<SweepFile>> sweeps;

@@ -64,6 +64,10 @@ def inputs(fs, cli, out_dir, models):
         f["eval_" + attn] = d / "train" / attn / "eval.h5"
         cli("eval", d / "train" / attn, "--device", "cpu", "--data", data, "--val-seq-len", "32",
             "--val-sequences", "2", "-o", f["eval_" + attn])
+    if "temps" in fs.figure_kinds():
+        f["temps"] = d / "temps.json"
+        cli("calibrate", STANDARD, "--data", d / "corpus.txt", "-o", f["temps"], "--granularity", "head", "--steps",
+            "2", "--seq-len", "16", "--batch", "2", "--val-windows", "2", "--eval-every", "2")
     if "positions" in fs.figure_kinds():
         f["positions"] = d / "positions.h5"
         cli("eval", FOCAL, "--positions", "--device", "cpu", "--data", d / "corpus.txt", "--max-tokens", "24",
@@ -124,6 +128,8 @@ FIGURES = [
                                width_in=7)),
     ("positions", ["positions"], {}),
     ("positions", ["positions"], dict(width_in=5, title="loss by position")),
+    ("temps", ["temps"], {}),
+    ("temps", ["temps"], dict(layers=[1, 2], heads=[0, 3], width_in=4)),
 ]
 
 
