@@ -46,7 +46,9 @@ kinds:
   positions     from a file of focal eval --positions: mean next-token NLL by position, one line per setting
                 with its bootstrap band over documents, the trained context marked (docs/cli.md)
   temps         from a temperature file of focal calibrate: the learned t per layer x head (blue sharper, red
-                flatter than t = 1) and the held-out loss before and after
+                flatter than t = 1) and the held-out loss before and after; with a capture of the same model
+                as second file, each head's t against its entropy under the capture's run (--runs, default
+                standard)
 
 input:
   --budget SIZE      memory the input files may take when read (default: half the machine's memory); a file

@@ -928,23 +928,45 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   f.steps = 40;
   FigureOptions o;
   o.dpi = 72;
-  std::string svg = render_temps(f, "t.json", o, Format::kSvg);
+  std::string svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
   EXPECT_THAT(svg, HasSubstr("t.json: calibrated t per head"));
   EXPECT_THAT(svg, HasSubstr("held-out loss 3.000 \xE2\x86\x92 2.500 nats/token (from t = 1, 40 steps)"));
   for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">0.75<", ">1.5<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
   o.layers = {1};
   o.heads = {0, 2};
-  svg = render_temps(f, "t.json", o, Format::kSvg);
+  svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
   for (const char* t : {">0.75<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
   for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">1.5<"}) EXPECT_THAT(svg, Not(HasSubstr(t)));
   o = FigureOptions();
   o.runs = {"standard"};
-  EXPECT_THROW(render_temps(f, "t.json", o, Format::kSvg), Error);
+  EXPECT_THROW(render_temps(f, "t.json", nullptr, o, Format::kSvg), Error);
   o = FigureOptions();
   o.layers = {2};
-  EXPECT_THROW(render_temps(f, "t.json", o, Format::kSvg), Error);
+  EXPECT_THROW(render_temps(f, "t.json", nullptr, o, Format::kSvg), Error);
   f.focal_temp.pop_back();
-  EXPECT_THROW(render_temps(f, "t.json", FigureOptions(), Format::kSvg), Error);
+  EXPECT_THROW(render_temps(f, "t.json", nullptr, FigureOptions(), Format::kSvg), Error);
+
+  // With a capture of the same model (shape and weights checksum): the scatter of t against each head's entropy
+  // under the capture's standard run (or the run --runs names), with a legend of layers; another model's capture, a
+  // missing run and several runs are refused.
+  const CaptureFile cap = make_capture(false, false);
+  TempFile g;
+  g.n_layers = cap.n_layers;
+  g.n_heads = cap.n_heads;
+  g.base_checksum = cap.weights_checksum;
+  for (int i = 0; i < cap.n_layers * cap.n_heads; ++i) g.focal_temp.push_back(0.5f + 0.05f * (float)i);
+  svg = render_temps(g, "t.json", &cap, FigureOptions(), Format::kSvg);
+  EXPECT_THAT(svg, HasSubstr(">Entropy under standard (nats)<"));
+  EXPECT_THAT(svg, HasSubstr(">layer 0<"));
+  o = FigureOptions();
+  o.runs = {"focal_t0.4"};
+  EXPECT_THAT(render_temps(g, "t.json", &cap, o, Format::kSvg), HasSubstr(">Entropy under focal_t0.4 (nats)<"));
+  o.runs = {"learned"};
+  EXPECT_THROW(render_temps(g, "t.json", &cap, o, Format::kSvg), Error);
+  o.runs = {"standard", "focal_t0.4"};
+  EXPECT_THROW(render_temps(g, "t.json", &cap, o, Format::kSvg), Error);
+  g.base_checksum ^= 1;
+  EXPECT_THROW(render_temps(g, "t.json", &cap, FigureOptions(), Format::kSvg), Error);
 }
 
 TEST(FigureData, DroppingTheSinkRenormalises) {

@@ -1,6 +1,7 @@
 // temps: the temperatures of a `focal calibrate` file as a layer x head matrix (t in each cell, colour on log2 t,
 // diverging about t = 1: blue sharper, red flatter), with the held-out loss before and after on a line under the
-// title.
+// title; with a capture of the same model, under it each head's t against its mean entropy under the capture's
+// standard run.
 #include <algorithm>
 #include <cmath>
 
@@ -8,16 +9,18 @@
 #include "focal_figures/temps.h"
 #include "kinds.h"
 #include "plot.h"
+#include "select.h"
 
 namespace focal::figures {
 
-std::string render_temps(const TempFile& f, const std::string& label, const FigureOptions& opt, Format fmt) {
+std::string render_temps(const TempFile& f, const std::string& label, const CaptureFile* cap, const FigureOptions& opt,
+                         Format fmt) {
   const std::string kind = "temps";
   reject_option(opt.layer >= 0, "layer", kind);
   reject_option(opt.head >= 0, "head", kind);
   reject_option(opt.query >= 0, "query", kind);
   reject_option(!opt.metric.empty(), "metric", kind);
-  reject_option(!opt.runs.empty(), "runs", kind);
+  reject_option(!cap && !opt.runs.empty(), "runs", "temps without a capture");
   reject_option(opt.log_scale, "log_scale", kind);
   reject_option(opt.no_sink, "no_sink", kind);
   reject_option(opt.matrix, "matrix", kind);
@@ -47,6 +50,27 @@ std::string render_temps(const TempFile& f, const std::string& label, const Figu
       amax = std::max(amax, std::fabs(std::log2(t.back())));
     }
   const ColorScale cs = diverging_scale(std::max(amax, 0.05), "log\xE2\x82\x82 t  (< 0: sharper)");  // log₂
+  // The capture's run (--runs NAME, default "standard") and its mean entropy per selected head, rows 1..T-1.
+  std::vector<double> ent;
+  std::string run_name;
+  if (cap) {
+    if (cap->n_layers != L_all || cap->n_heads != H_all || cap->weights_checksum != f.base_checksum)
+      throw Error("the capture (model '" + cap->model_path + "') was not made with the temperature file's model ('" +
+                  f.base_model + "'): capture that model's standard attention to draw t against entropy");
+    if (opt.runs.size() > 1) throw Error("runs", "runs: the temps figure reads one run of the capture");
+    run_name = opt.runs.empty() ? "standard" : opt.runs[0];
+    const RunCapture* r = cap->find_run(run_name);
+    if (!r)
+      throw Error("runs", "runs: the capture has no run '" + run_name + "'" +
+                              (opt.runs.empty() ? " (the default): name the run to read with --runs" : ""));
+    RunRef ref;
+    ref.file = cap;
+    ref.run = r;
+    ref.label = run_name;
+    const std::vector<double> all = head_means(ref, kEntropyNats);
+    for (int l : layers)
+      for (int h : heads) ent.push_back(all[(size_t)l * H_all + h]);
+  }
 
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
@@ -56,22 +80,37 @@ std::string render_temps(const TempFile& f, const std::string& label, const Figu
   const double ylab = max_label_width(c, row_labels, kTickSize);
   double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab;
   const double right = kMargin + colorbar_width(c, cs);
-  const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
+  const double axis_depth = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
+  const double bottom = axis_depth + kMargin;
   const bool loss_known = f.val_loss_init > 0.0 && f.val_loss > 0.0;
   const double note = loss_known ? 1.4 * kTickSize : 0.0;
   const double top = title_space(opt) + note + 2.0;
+  // With a capture, the scatter of t against entropy goes under the matrix, at full width: its plot, legend of
+  // layers (up to 8) and axis.
+  std::vector<LegendItem> legend;
+  if (cap && L <= 8)
+    for (int i = 0; i < L; ++i)
+      legend.push_back({"layer " + std::to_string(layers[i]), viridis(L > 1 ? 0.9 * i / (L - 1) : 0.45), true});
+  const double scatter_h = cap ? 0.42 * W : 0.0;
+  const double scatter_block =
+      cap ? 12.0 + (legend.empty() ? 0.0 : legend_height(c, legend, W - 2 * kMargin) + 4.0) + scatter_h + axis_depth
+          : 0.0;
   // Square cells up to 42 pt; a tall matrix is kept within 1.3 x the width by flatter cells (as the entropy matrix).
   double cell_w = std::min((W - left - right) / Hn, 42.0);
-  const double limit = opt.height_in > 0 ? opt.height_in * 72.0 : std::max(1.3 * W, 216.0);
-  double cell_h = std::min(cell_w, (limit - top - bottom) / L);
-  const double H = page_height(opt, top + cell_h * L + bottom);
-  cell_h = std::min(cell_h, (H - top - bottom) / L);
+  const double limit = opt.height_in > 0 ? opt.height_in * 72.0 : std::max(1.3 * W, 216.0) + scatter_block;
+  double cell_h = std::min(cell_w, (limit - top - bottom - scatter_block) / L);
+  const double H = page_height(opt, top + cell_h * L + scatter_block + bottom);
+  cell_h = std::min(cell_h, (H - top - bottom - scatter_block) / L);
   if (opt.height_in <= 0) cell_w = std::min(cell_w, std::max(cell_h, 2.5 * cell_h));
   if (std::min(cell_w, cell_h) < 1.0)
     throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
                                 std::to_string(Hn) + " cells; make it larger");
   left += (W - left - right - cell_w * Hn) / 2;
   const Rect plot{left, top, cell_w * Hn, cell_h * L};
+  // A short bar cannot hold the rotated title: the short one then.
+  ColorScale bar = cs;
+  if (colorbar_min_height(c, bar) > plot.h) bar.title = "log\xE2\x82\x82 t";
+  if (colorbar_min_height(c, bar) > plot.h) bar.title = "";
 
   const char* gran = f.granularity == CalibGranularity::kModel   ? "one t"
                      : f.granularity == CalibGranularity::kLayer ? "t per layer"
@@ -118,9 +157,39 @@ std::string render_temps(const TempFile& f, const std::string& label, const Figu
     c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
   }
   c.stroke_rect(plot.x, plot.y, plot.w, plot.h, 0.4, kInk);
-  draw_colorbar(c, cs, plot.right(), plot.y, plot.h);
+  draw_colorbar(c, bar, plot.right(), plot.y, plot.h);
   draw_y_title(c, plot.x - kTickLen - 1.5 - ylab - 3.0 - title_height(), plot, "Layer");
   draw_x_title(c, plot, plot.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0, "Head");
+  if (cap) {  // t against entropy: one dot per head, coloured by layer (viridis), a dashed line at t = 1
+    double e0 = INFINITY, e1 = -INFINITY, t0 = 1.0, t1 = 1.0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!std::isnan(ent[i])) e0 = std::min(e0, ent[i]), e1 = std::max(e1, ent[i]);
+      t0 = std::min(t0, t[i]), t1 = std::max(t1, t[i]);
+    }
+    if (!(e0 <= e1)) throw Error("the capture's run '" + run_name + "' has no entropy for the selected heads");
+    if (e1 - e0 < 1e-6) e0 -= 0.5, e1 += 0.5;
+    const Ticks xt = nice_ticks(e0, e1, 6, true), yt = nice_ticks(t0, t1, 5, true);
+    double y = plot.bottom() + axis_depth + 12.0;
+    if (!legend.empty()) {
+      draw_legend(c, legend, kMargin, y, W - 2 * kMargin);
+      y += legend_height(c, legend, W - 2 * kMargin) + 4.0;
+    }
+    const double sx = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+    const Rect sp{sx, y, W - kMargin - 4.0 - sx, scatter_h};
+    const LinearMap mx{xt.lo, xt.hi, sp.x, sp.right()}, my{yt.lo, yt.hi, sp.bottom(), sp.y};
+    draw_hgrid(c, sp, yt, my);
+    c.line(sp.x, my(1.0), sp.right(), my(1.0), 0.6, gray(0.45), true);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (std::isnan(ent[i])) continue;
+      const int l = (int)(i / Hn);
+      c.marker(mx(ent[i]), my(t[i]), 1.8, viridis(L > 1 ? 0.9 * l / (L - 1) : 0.45));
+    }
+    draw_left_axis(c, sp, yt, my);
+    draw_bottom_axis(c, sp, xt, mx);
+    draw_y_title(c, kMargin, sp, "t");
+    draw_x_title(c, sp, sp.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
+                 "Entropy under " + run_name + " (nats)");
+  }
   return c.finish();
 }
 

@@ -167,8 +167,13 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
     return render_positions(batch::read_position_loss(paths[0]), opt, format);
   }
   if (kind == "temps") {
-    if (paths.size() != 1) throw Error("the temps figure draws one temperature file of focal calibrate");
-    return render_temps(read_temp_file(paths[0]), file_label(paths[0]), opt, format);
+    if (paths.size() > 2)
+      throw Error(
+          "the temps figure draws one temperature file of focal calibrate, and optionally one capture of "
+          "its model");
+    std::unique_ptr<CaptureFile> cap;
+    if (paths.size() == 2) cap = std::make_unique<CaptureFile>(read_capture(paths[1], opt.read_budget_bytes));
+    return render_temps(read_temp_file(paths[0]), file_label(paths[0]), cap.get(), opt, format);
   }
   std::vector<std::unique_ptr<CaptureFile>> captures;
   std::vector<std::unique_ptr<SweepFile>> sweeps;

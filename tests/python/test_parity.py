@@ -68,6 +68,8 @@ def inputs(fs, cli, out_dir, models):
         f["temps"] = d / "temps.json"
         cli("calibrate", STANDARD, "--data", d / "corpus.txt", "-o", f["temps"], "--granularity", "head", "--steps",
             "2", "--seq-len", "16", "--batch", "2", "--val-windows", "2", "--eval-every", "2")
+        f["capture_std"] = d / "capture_std.h5"
+        cli("capture", STANDARD, "--device", "cpu", "--prompt", PROMPT, "--store", "metrics", "-o", f["capture_std"])
     if "positions" in fs.figure_kinds():
         f["positions"] = d / "positions.h5"
         cli("eval", FOCAL, "--positions", "--device", "cpu", "--data", d / "corpus.txt", "--max-tokens", "24",
@@ -130,6 +132,7 @@ FIGURES = [
     ("positions", ["positions"], dict(width_in=5, title="loss by position")),
     ("temps", ["temps"], {}),
     ("temps", ["temps"], dict(layers=[1, 2], heads=[0, 3], width_in=4)),
+    ("temps", ["temps", "capture_std"], dict(runs=["standard"], width_in=5)),
 ]
 
 
