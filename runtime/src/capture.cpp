@@ -172,10 +172,10 @@ std::vector<int> common(const std::vector<int>& x, const std::vector<int>& y) {
   return r;
 }
 
-// A run with its arrays sized for T tokens and zeroed.
-// An empty run of the request's shape. recycle (or null): an unneeded run whose buffers are taken, so their pages
-// need no fresh zeroing; its probabilities and scores keep stale values, which the observer then overwrites row by
-// row, tails included (CaptureObserver::zero_row_tails), while every other array is filled as for a fresh run.
+// A run with its arrays sized for T tokens and zeroed (the request's shape). recycle (or null): an unneeded run
+// whose buffers are taken, so their pages need no fresh zeroing; its probabilities and scores keep stale values,
+// which the observer then overwrites row by row, tails included (CaptureObserver::zero_row_tails), while every
+// other array is filled as for a fresh run.
 RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const CaptureRequest& req,
                      const std::string& name, RunCapture* recycle = nullptr) {
   RunCapture run;
