@@ -540,7 +540,8 @@ __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, flo
 // consecutive bytes), loads x's 32 matching values once and uses them for all kQRows rows; the group's partial sums
 // meet in shared memory. (One row per warp read x's values once per weight, 4 bytes per 0.56-byte Q4_K weight: on an
 // H200 Llama-3-8B's Q4_K decode ran at 8 % of the copy bandwidth. kQRows rows per warp and no split left 0.85 waves
-// of 8-warp blocks on 4096-row matrices, and the kernel latency-bound at 460 GB/s.)
+// of 8-warp blocks on 4096-row matrices, and the kernel latency-bound at 460 GB/s; with the split 686 GB/s, with
+// Q4_K's factored dot 783 GB/s, still latency-bound at 35 % occupancy: llama.cpp's int8 x and dp4a are the next step.)
 // MAX_M: the rows of x the kernel is compiled for (1: decode, everything in registers; kMatvecMaxRows: up to 8).
 constexpr int kQRows = 4;
 // The k split of matvec_q for n_sub 32-value sub-blocks per row: a power of two up to kMatvecWarps with at least one
@@ -562,7 +563,8 @@ struct QMatvecSet {
 // d sc sum_l x_l q_l - dmin mn xsum: the same weights as qblocks::dequant_sub32 (value d sc q - dmin mn, scale_min_k4's
 // 6-bit sc and mn), with each 4-bit q widened to fp32 by a byte permute into 2^23 + q and one subtraction (no
 // integer-to-float conversion, which issues at a quarter of the FMA rate): about 3.5 instructions a weight instead of
-// 7, so decode's products are not issue-bound.
+// 7. Measured on an H200 (Llama-3-8B's shape): the weight products 6.2 -> 5.4 ms a token, not the 2x predicted; the
+// kernel stays latency-bound (docs/performance-log.md, 2026-11-28).
 __device__ __forceinline__ float dot_sub32_q4k(const uint8_t* blk, int sub, const float* xs, float xsum) {
   const uint32_t head = *reinterpret_cast<const uint32_t*>(blk);  // d, dmin (fp16 each)
   const uint32_t sw[3] = {reinterpret_cast<const uint32_t*>(blk)[1], reinterpret_cast<const uint32_t*>(blk)[2],
@@ -621,11 +623,11 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
         xs[4 * q + 2] = xv.z;
         xs[4 * q + 3] = xv.w;
       }
-      // Unrolled with no early exit, so the loads of all kQRows rows are in flight together (rows past the
-      // matrix's end read its last row again and add nothing).
       float xsum = 0.0f;  // Q4_K's factored dot takes the sub-block's sum of x once for all its rows
       if (TYPE == qblocks::kQ4_K)
         for (int l = 0; l < 32; ++l) xsum += xs[l];
+          // Unrolled with no early exit, so that the loads of all kQRows rows may be in flight together (rows past the
+          // matrix's end read its last row again and add nothing; measured: no change on an H200).
 #pragma unroll
       for (int r = 0; r < kQRows; ++r) {
         const int row = j0 + (r < n_r ? r : n_r - 1);
