@@ -624,10 +624,11 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
         xs[4 * q + 3] = xv.w;
       }
       float xsum = 0.0f;  // Q4_K's factored dot takes the sub-block's sum of x once for all its rows
-      if (TYPE == qblocks::kQ4_K)
+      if (TYPE == qblocks::kQ4_K) {
         for (int l = 0; l < 32; ++l) xsum += xs[l];
-          // Unrolled with no early exit, so that the loads of all kQRows rows may be in flight together (rows past the
-          // matrix's end read its last row again and add nothing; measured: no change on an H200).
+      }
+      // Unrolled with no early exit, so that the loads of all kQRows rows may be in flight together (rows past the
+      // matrix's end read its last row again and add nothing; measured: no change on an H200).
 #pragma unroll
       for (int r = 0; r < kQRows; ++r) {
         const int row = j0 + (r < n_r ? r : n_r - 1);
