@@ -167,36 +167,8 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   });
   // Values in the cells when they fit at the tick size: 3 significant digits, else 2, else 1 (never rounded to
   // a bare integer, so a small difference never reads "−0").
-  int digits = 3;
-  auto widest_at = [&](int d) {
-    double w = 0;
-    for (double x : v)
-      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
-    return w;
-  };
-  double widest = widest_at(digits);
-  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
-  if (widest <= cell_w - 3.0 && cell_h >= 1.6 * kTickSize)
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < Hn; ++h) {
-        const double x = v[(size_t)l * Hn + h];
-        if (std::isnan(x)) continue;
-        const Rgb ink = luminance(cs(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
-        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell_w, plot.y + (l + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
-               false, ink);
-      }
-  const int xstep = category_step(cell_w, c.text_width(col_labels.back(), kTickSize) + 3.0);
-  const int ystep = category_step(cell_h, 1.1 * kTickSize);
-  for (int h = 0; h < Hn; h += xstep) {
-    const double x = plot.x + (h + 0.5) * cell_w;
-    c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
-    c.text(col_labels[h], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
-  }
-  for (int l = 0; l < L; l += ystep) {
-    const double y = plot.y + (l + 0.5) * cell_h;
-    c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
-    c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
-  }
+  draw_cell_values(c, plot, L, Hn, cell_w, cell_h, v, [&](double x) { return cs(x); });
+  draw_matrix_ticks(c, plot, cell_w, cell_h, row_labels, col_labels);
   c.stroke_rect(plot.x, plot.y, plot.w, plot.h, 0.4, kInk);
   draw_colorbar(c, cs, plot.right(), plot.y, plot.h);
   draw_y_title(c, plot.x - kTickLen - 1.5 - ylab - 3.0 - title_height(), plot, "Layer");

@@ -128,34 +128,8 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
     *out = cs(std::log2(t[(size_t)l * Hn + h]));
     return true;
   });
-  int digits = 3;
-  auto widest_at = [&](int d) {
-    double w = 0;
-    for (double x : t) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
-    return w;
-  };
-  double widest = widest_at(digits);
-  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
-  if (widest <= cell_w - 3.0 && cell_h >= 1.6 * kTickSize)
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < Hn; ++h) {
-        const double x = t[(size_t)l * Hn + h];
-        const Rgb ink = luminance(cs(std::log2(x))) > 0.35 ? kInk : Rgb{1, 1, 1};
-        c.text(format_sig(x, digits), plot.x + (h + 0.5) * cell_w, plot.y + (l + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
-               false, ink);
-      }
-  const int xstep = category_step(cell_w, c.text_width(col_labels.back(), kTickSize) + 3.0);
-  const int ystep = category_step(cell_h, 1.1 * kTickSize);
-  for (int h = 0; h < Hn; h += xstep) {
-    const double x = plot.x + (h + 0.5) * cell_w;
-    c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
-    c.text(col_labels[h], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
-  }
-  for (int l = 0; l < L; l += ystep) {
-    const double y = plot.y + (l + 0.5) * cell_h;
-    c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
-    c.text(row_labels[l], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
-  }
+  draw_cell_values(c, plot, L, Hn, cell_w, cell_h, t, [&](double x) { return cs(std::log2(x)); });
+  draw_matrix_ticks(c, plot, cell_w, cell_h, row_labels, col_labels);
   c.stroke_rect(plot.x, plot.y, plot.w, plot.h, 0.4, kInk);
   draw_colorbar(c, bar, plot.right(), plot.y, plot.h);
   draw_y_title(c, plot.x - kTickLen - 1.5 - ylab - 3.0 - title_height(), plot, "Layer");

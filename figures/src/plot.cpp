@@ -393,4 +393,42 @@ void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::func
   }
 }
 
+void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
+                      const std::vector<double>& v, const std::function<Rgb(double)>& color) {
+  int digits = 3;
+  auto widest_at = [&](int d) {
+    double w = 0;
+    for (double x : v)
+      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
+    return w;
+  };
+  double widest = widest_at(digits);
+  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
+  if (widest > cell_w - 3.0 || cell_h < 1.6 * kTickSize) return;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < cols; ++k) {
+      const double x = v[(size_t)r * cols + k];
+      if (std::isnan(x)) continue;
+      const Rgb ink = luminance(color(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
+      c.text(format_sig(x, digits), plot.x + (k + 0.5) * cell_w, plot.y + (r + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
+             false, ink);
+    }
+}
+
+void draw_matrix_ticks(Canvas& c, const Rect& plot, double cell_w, double cell_h,
+                       const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels) {
+  const int xstep = category_step(cell_w, c.text_width(col_labels.back(), kTickSize) + 3.0);
+  const int ystep = category_step(cell_h, 1.1 * kTickSize);
+  for (size_t k = 0; k < col_labels.size(); k += xstep) {
+    const double x = plot.x + (k + 0.5) * cell_w;
+    c.line(x, plot.bottom(), x, plot.bottom() + kTickLen, kAxisWidth, kInk);
+    c.text(col_labels[k], x, plot.bottom() + kTickLen + 1.5, kTickSize, 0.5, 1.0, 0, false, kInk);
+  }
+  for (size_t r = 0; r < row_labels.size(); r += ystep) {
+    const double y = plot.y + (r + 0.5) * cell_h;
+    c.line(plot.x - kTickLen, y, plot.x, y, kAxisWidth, kInk);
+    c.text(row_labels[r], plot.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
+  }
+}
+
 }  // namespace focal::figures

@@ -118,6 +118,13 @@ void draw_colorbar(Canvas& c, const ColorScale& s, double x, double top, double 
 // otherwise.
 void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::function<bool(int, int, Rgb*)>& cell,
                 bool force_image = false);
+// A matrix's values printed in its cells of cell_w x cell_h at `plot` (3 significant digits, fewer to fit, none when
+// even 1 does not fit or the cells are too short), in ink that reads on each cell's colour color(v); NaN left blank.
+void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
+                      const std::vector<double>& v, const std::function<Rgb(double)>& color);
+// A matrix's column ticks and labels under it and row ticks and labels left of it, thinned to fit the cells.
+void draw_matrix_ticks(Canvas& c, const Rect& plot, double cell_w, double cell_h,
+                       const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels);
 // Above this many cells in one figure, vector output embeds images instead of rectangles.
 constexpr size_t kMaxVectorCells = 200000;
 
