@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "focal/atomic_file.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -194,7 +195,7 @@ int cmd_figure(int argc, char** argv) {
   opt.dpi = a.get_double("--dpi", 200.0);
 
   const std::string bytes = figures::render_figure_files(kind, files, opt, format);
-  figures::write_file_atomic(out, bytes);
+  write_file_atomically(out, bytes);
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }
@@ -317,7 +318,7 @@ int cmd_demo(int argc, char** argv) {
     const std::string path = dir + it.file;
     const std::string bytes =
         figures::render_figure(it.kind, it.sweep ? sweep_src : cap_src, it.opt, figures::format_from_path(path));
-    figures::write_file_atomic(path, bytes);
+    write_file_atomically(path, bytes);
     std::printf("wrote %s\n", path.c_str());
   }
   std::printf("layer %d, head %d is the head whose last query changes most between %s and %s (JS divergence)\n", layer,

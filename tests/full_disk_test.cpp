@@ -1,7 +1,8 @@
 // A full disk while writing a capture or a sweep: the file size limit (RLIMIT_FSIZE, through the shell's ulimit; the
 // CLI ignores SIGXFSZ so the write fails with EFBIG as it would with ENOSPC) makes the write fail half-way. The
 // command says "no space left on FILE", exits 1, removes its temporary, and leaves an earlier file of that name as
-// it was. (Batches and training checkpoints: batch_test.cpp, trainer_test.cpp.)
+// it was. Figures go through focal/atomic_file.h, the writer of every file that is not HDF5 (figures, JSON,
+// checkpoints, safetensors). (Batches and training checkpoints: batch_test.cpp, trainer_test.cpp.)
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -84,6 +85,27 @@ TEST(FullDisk, CaptureAndSweepFailCleanlyAndKeepTheEarlierFile) {
     EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
     std::remove(out.c_str());
   }
+}
+
+TEST(FullDisk, FigureFailsCleanlyAndKeepsTheEarlierFile) {
+  const std::string base = test::make_temp_dir("full_disk_figure");
+  const std::string dir = base + "/out", err = base + "/err.txt", cap = base + "/c.h5";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  const Result c =
+      focal_limited("capture '" + kModel + "' --prompt 'the river ran past a quiet town' -o '" + cap + "'", 0, err);
+  ASSERT_EQ(c.rc, 0) << c.err;
+  const std::string out = dir + "/f.png";
+  const std::string args = "figure grid '" + cap + "' --dpi 300 -o '" + out + "'";
+  const Result full = focal_limited(args, 0, err);
+  ASSERT_EQ(full.rc, 0) << full.err;
+  ASSERT_GT(slurp(out).size(), (size_t)16 << 10);  // so the limit below cuts it
+  std::ofstream(out, std::ios::trunc) << "an earlier file";
+  const Result r = focal_limited(args, 16, err);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr("no space left on '" + out + "'"), HasSubstr("file size limit"),
+                           HasSubstr("any earlier file of that name is untouched")));
+  EXPECT_EQ(slurp(out), "an earlier file");
+  EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 
 namespace focalscope {
@@ -83,19 +84,7 @@ void Settings::save(const std::string& path) const {
   j["hide_sink"] = hide_sink;
   j["window_w"] = window_w;
   j["window_h"] = window_h;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump(2) << "\n";
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw focal::Error("settings: cannot write '" + path + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw focal::Error("settings: cannot write '" + path + "'");
-  }
+  focal::write_file_atomically(path, j.dump(2) + "\n");
 }
 
 std::vector<ScriptCommand> parse_script(const std::string& text, const std::string& path) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal_figures/colormap.h"
 #include "script.h"
@@ -315,12 +316,7 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["model_path"] = ui.st.loaded.path;
   for (const auto& [name, l] : ui.labels) js["labels"][name] = l;
   js["model_b_path"] = ui.st.model_b_path;
-  const std::string tmp = path + ".json.tmp";
-  {
-    std::ofstream f(tmp);
-    f << js.dump(1) << "\n";
-  }
-  std::rename(tmp.c_str(), (path + ".json").c_str());
+  focal::write_file_atomically(path + ".json", js.dump(1) + "\n");
 }
 
 Ui* g_ui = nullptr;

@@ -8,6 +8,7 @@
 
 #include "focal_figures/colormap.h"
 #include "focal_figures/figures.h"
+#include "focal/atomic_file.h"
 #include "focal/metrics.h"
 #include "focal/error.h"
 #include "overrides.h"
@@ -33,8 +34,8 @@ void write_app_figure(const AppState& st, const std::string& kind, const std::st
   focal::figures::Source src;
   src.capture = &cf;
   src.label = "app";
-  focal::figures::write_file_atomic(
-      path, focal::figures::render_figure(kind, {src}, o, focal::figures::format_from_path(path)));
+  focal::write_file_atomically(path,
+                               focal::figures::render_figure(kind, {src}, o, focal::figures::format_from_path(path)));
 }
 
 void Texture::upload(const std::vector<uint8_t>& rgba, int tw, int th) {

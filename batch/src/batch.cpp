@@ -18,6 +18,7 @@
 
 #include "batch_internal.h"
 #include "comm.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/log.h"
 
@@ -167,27 +168,6 @@ void deserialize_stats(Cursor& c, CorpusStats& s, std::vector<KeptRow>& kept) {
     c.get_v(k.probs);
     kept.push_back(std::move(k));
   }
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) write_failed(tmp, errno);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(tmp.c_str());  // the previous checkpoint stays
-      write_failed(path, err);
-    }
-    off += (size_t)n;
-  }
-  (void)::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename the checkpoint into '" + path + "': " + std::strerror(errno));
 }
 
 std::string read_file(const std::string& path) {
@@ -419,7 +399,10 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     put(b, &next_index, sizeof next_index);
     put(b, &rows_bytes, sizeof rows_bytes);
     b += serialize_stats(stats, kept);
-    write_file_atomically(ckpt_path, b);
+    write_file_atomically(ckpt_path, b,
+                          {.when_full = "the batch stopped; its last checkpoint is kept — free some space and run the "
+                                        "same command with --resume",
+                           .fsync = true});
     last_ckpt = std::chrono::steady_clock::now();
   };
 

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "palette.h"
 
@@ -43,13 +45,17 @@ void write_png_rgba(const std::string& path, const uint8_t* rgba, int w, int h, 
       d[x] = (uint32_t)src[4 * x] << 16 | (uint32_t)src[4 * x + 1] << 8 | (uint32_t)src[4 * x + 2];
   }
   cairo_surface_mark_dirty(s);
-  const std::string tmp = path + ".tmp.png";
-  const cairo_status_t st = cairo_surface_write_to_png(s, tmp.c_str());
+  std::string png;
+  const cairo_status_t st = cairo_surface_write_to_png_stream(
+      s,
+      [](void* out, const unsigned char* data, unsigned int n) {
+        static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), n);
+        return CAIRO_STATUS_SUCCESS;
+      },
+      &png);
   cairo_surface_destroy(s);
-  if (st != CAIRO_STATUS_SUCCESS || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': check that the directory exists and is writable");
-  }
+  if (st != CAIRO_STATUS_SUCCESS) throw Error("screenshot '" + path + "': cairo could not encode the PNG");
+  write_file_atomically(path, png);
 }
 
 }  // namespace focal::figures

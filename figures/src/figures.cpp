@@ -3,7 +3,6 @@
 #include "focal_figures/figures.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <tuple>
@@ -209,27 +208,6 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
         break;
       }
   return render_figure(kind, sources, opt, format);
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  if (path.empty()) throw Error("output", "the output path is empty: give a FILE.png|svg|pdf");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    throw Error("cannot write '" + path + "': " + std::strerror(errno) +
-                " (does the directory exist and is it writable?)");
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': " + std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
-  }
 }
 
 // ---- page helpers (kinds.h) ----

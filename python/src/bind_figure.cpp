@@ -3,6 +3,7 @@
 // options, so the same inputs give the same bytes as the CLI.
 #include <cmath>
 
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/eval.h"
 #include "focal/trainer.h"
@@ -355,7 +356,7 @@ void bind_figure(nb::module_& mod) {
       .def_prop_ro(
           "format", [](const PyFigure& f) { return f.format; }, "'png', 'svg' or 'pdf'.")
       .def(
-          "save", [](const PyFigure& f, const fs::path& p) { focal::figures::write_file_atomic(path_str(p), f.data); },
+          "save", [](const PyFigure& f, const fs::path& p) { focal::write_file_atomically(path_str(p), f.data); },
           "path"_a, "Writes the bytes to path.")
       .def("_repr_png_",
            [](const PyFigure& f) -> nb::object {

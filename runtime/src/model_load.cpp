@@ -216,10 +216,7 @@ void check_budget(const TensorMap& all, const std::string& dir, const LoadOption
 // Every tensor of the files was bound (or is a buffer some exporters save): anything else is refused, not ignored.
 void check_all_bound(const TensorMap& all, const std::set<std::string>& used, const ModelConfig& c) {
   for (const auto& [name, tf] : all) {
-    if (used.count(name)) continue;
-    static const std::string kInvFreq = "rotary_emb.inv_freq";  // buffer some exporters save; recomputed here
-    if (name.size() >= kInvFreq.size() && name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) == 0)
-      continue;
+    if (used.count(name) || is_saved_buffer(name)) continue;
     throw Error("'" + tf.second + "': unexpected tensor '" + name + "' (not part of a " + std::to_string(c.n_layers) +
                 "-layer '" + c.arch.name + "' model as described by config.json)");
   }

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "focal/atomic_file.h"
 #include "focal/error.h"
-#include "h5_io.h"
 #include "json_util.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
@@ -22,34 +22,6 @@
 namespace focal {
 
 using json = nlohmann::json;
-
-namespace {
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno) + " — choose a writable directory");
-    errno = 0;
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-    f.flush();
-    if (!f) {
-      const int err = errno;
-      f.close();
-      std::remove(tmp.c_str());
-      if (h5::is_out_of_space(err))
-        throw Error(h5::no_space_text(err, path) + ": nothing was written and any earlier file of that name is " +
-                    "untouched; free some space, or write elsewhere, and run again");
-      throw Error("writing '" + path + "' failed: " + h5::errno_text(err, path));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("cannot rename into '" + path + "': " + std::strerror(errno));
-  }
-}
-
-}  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const std::string& dtype) {
   const int es = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
@@ -80,7 +52,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
       }
       p += es;
     }
-  write_file_atomic(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 std::string config_to_json(const ModelConfig& c, const std::string& dtype) {
@@ -189,9 +161,9 @@ void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::
     std::ifstream in(tokenizer_model, std::ios::binary);
     if (!in) throw Error("cannot read tokenizer '" + tokenizer_model + "'");
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    write_file_atomic(dir + "/tokenizer.model", bytes);
+    write_file_atomically(dir + "/tokenizer.model", bytes);
   }
-  write_file_atomic(dir + "/config.json", config_to_json(cfg, dtype));
+  write_file_atomically(dir + "/config.json", config_to_json(cfg, dtype));
 }
 
 void export_model(const std::string& src, const std::string& dst, const std::string& dtype) {

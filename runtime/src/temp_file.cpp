@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "focal/atomic_file.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -78,22 +79,7 @@ void write_temp_file(const TempFile& f, const std::string& path) {
   j["losses"] = {{"val_loss_init", f.val_loss_init}, {"val_loss", f.val_loss}, {"train_loss", f.train_loss}};
   j["tool_version"] = f.tool_version.empty() ? std::string(version()) : f.tool_version;
   j["created_utc"] = f.created_utc.empty() ? utc_now() : f.created_utc;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(1) << "\n";
-    out.flush();
-    if (!out) {
-      const int err = errno;
-      std::remove(tmp.c_str());
-      throw Error("cannot write temperature file '" + path + "': " + std::strerror(err));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot write temperature file '" + path + "': " + std::strerror(err));
-  }
+  write_file_atomically(path, j.dump(1) + "\n");
 }
 
 TempFile read_temp_file(const std::string& path) {

@@ -35,57 +35,6 @@ NonFinite scan_nonfinite(const uint8_t* data, size_t n, WeightType type) {
   return r;
 }
 
-// A name that is a tensor of some architecture the table knows (for the hint in a missing-tensor error).
-bool is_known_tensor_name(const std::string& n) {
-  static const char* kSuffixes[] = {"embed_tokens.weight",
-                                    "qkv_proj.weight",
-                                    "gate_up_proj.weight",
-                                    "pre_feedforward_layernorm.weight",
-                                    "post_feedforward_layernorm.weight",
-                                    "gate_proj.bias",
-                                    "up_proj.bias",
-                                    "down_proj.bias",
-                                    "wte.weight",
-                                    "wpe.weight",
-                                    "ln_f.weight",
-                                    "ln_f.bias",
-                                    "ln_1.weight",
-                                    "ln_1.bias",
-                                    "ln_2.weight",
-                                    "ln_2.bias",
-                                    "c_attn.weight",
-                                    "c_attn.bias",
-                                    "c_proj.weight",
-                                    "c_proj.bias",
-                                    "c_fc.weight",
-                                    "c_fc.bias",
-                                    "model.norm.weight",
-                                    "lm_head.weight",
-                                    "input_layernorm.weight",
-                                    "post_attention_layernorm.weight",
-                                    "q_proj.weight",
-                                    "k_proj.weight",
-                                    "v_proj.weight",
-                                    "o_proj.weight",
-                                    "q_proj.bias",
-                                    "k_proj.bias",
-                                    "v_proj.bias",
-                                    "o_proj.bias",
-                                    "q_norm.weight",
-                                    "k_norm.weight",
-                                    "tau_proj.weight",
-                                    "tau_proj.bias",
-                                    "gate_proj.weight",
-                                    "up_proj.weight",
-                                    "down_proj.weight",
-                                    "rotary_emb.inv_freq"};
-  for (const char* s : kSuffixes) {
-    const size_t k = std::char_traits<char>::length(s);
-    if (n.size() >= k && n.compare(n.size() - k, k, s) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 WeightBinder::WeightBinder(Backend& be, const LoadOptions& options, ModelConfig& c, const TensorMap& all,
@@ -100,7 +49,7 @@ WeightBinder::WeightBinder(Backend& be, const LoadOptions& options, ModelConfig&
       held_(held),
       from_gguf_(gguf != nullptr) {}
 
-const StTensor* WeightBinder::lookup(const std::string& name, const std::vector<Dim>& dims, bool required) const {
+const StTensor* WeightBinder::lookup(const std::string& name, const std::vector<Dim>& dims, bool required) {
   std::vector<int64_t> shape;
   std::string labels;
   for (const Dim& d : dims) {
@@ -109,15 +58,10 @@ const StTensor* WeightBinder::lookup(const std::string& name, const std::vector<
   }
   auto it = all_.find(name);
   if (it == all_.end()) {
-    if (!required) return nullptr;
-    // A misnamed tensor shows up as one missing name plus one name that is no known tensor of these architectures.
-    std::string hint;
-    for (auto& kv : all_)
-      if (!is_known_tensor_name(kv.first)) {
-        hint = " (the file has an unexpected tensor '" + kv.first + "' — misnamed?)";
-        break;
-      }
-    throw Error("model '" + dir_ + "': tensor '" + name + "' is missing" + hint);
+    // A required one is reported when bind() has asked for every name: the file's tensors it never asked for then
+    // say what a misnamed one is called.
+    if (required && missing_.empty()) missing_ = name;
+    return nullptr;
   }
   const StTensor& t = *it->second.first;
   if (t.shape != shape) {
@@ -261,7 +205,9 @@ Weight WeightBinder::take(const std::string& name, const std::vector<Dim>& dims,
 
 std::vector<Weight> WeightBinder::take_parts(const std::string& name, const std::vector<Dim>& dims, bool conv1d,
                                              const std::vector<int64_t>& rows, bool matrix) {
-  const StTensor& t = *lookup(name, dims, true);
+  const StTensor* tp = lookup(name, dims, true);
+  if (!tp) return std::vector<Weight>(rows.size());  // missing: bind() reports it
+  const StTensor& t = *tp;
   if (const int st_type = matrix ? stored_type(t, conv1d) : -1; st_type >= 0) {  // row blocks of the stored rows
     const int64_t cols = conv1d ? t.shape[0] : t.shape[1];
     std::vector<Weight> out;
@@ -425,7 +371,21 @@ std::unique_ptr<Model::Weights> WeightBinder::bind(const ArchSpec& spec, bool ha
     }
   }
   w_ = nullptr;
+  if (!missing_.empty()) {
+    std::string hint;
+    for (const auto& kv : all_)
+      if (!used_.count(kv.first) && !is_saved_buffer(kv.first)) {
+        hint = " (the file has an unexpected tensor '" + kv.first + "' — misnamed?)";
+        break;
+      }
+    throw Error("model '" + dir_ + "': tensor '" + missing_ + "' is missing" + hint);
+  }
   return weights;
+}
+
+bool is_saved_buffer(const std::string& name) {
+  static const std::string kInvFreq = "rotary_emb.inv_freq";  // RoPE's inverse frequencies, recomputed here
+  return name.size() >= kInvFreq.size() && name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) == 0;
 }
 
 }  // namespace focal

@@ -22,6 +22,10 @@ struct GgufModel;
 
 using TensorMap = std::map<std::string, std::pair<const StTensor*, std::string>>;  // name -> (tensor, file)
 
+// A buffer some exporters save beside the weights (RoPE's inv_freq), which the forward recomputes: neither a weight
+// nor an unexpected tensor.
+bool is_saved_buffer(const std::string& name);
+
 class WeightBinder {
  public:
   // all: the opened files' tensors; cfg_path: how errors name the config; gguf: the GGUF file when the model is one
@@ -44,9 +48,9 @@ class WeightBinder {
     std::string from;
   };
   std::string field(const char* hf, const char* gg) const { return from_gguf_ ? gg : hf; }
-  // The tensor `name`, checked against the shape dims (a misnamed or misshaped tensor is an error naming both);
-  // null when it is absent and not required.
-  const StTensor* lookup(const std::string& name, const std::vector<Dim>& dims, bool required) const;
+  // The tensor `name`, checked against the shape dims (a misshaped one is an error naming both shapes); null when
+  // it is absent (a required one is remembered, and bind() reports it once every name has been asked for).
+  const StTensor* lookup(const std::string& name, const std::vector<Dim>& dims, bool required);
   // Native weights: the stored type of a 2-D tensor whose stored rows can be used as they are (GGUF blocks, fp16,
   // bf16; not fp32, which loads the same either way), else -1. want_transposed: the caller wants the transpose of
   // its shape (GGUF GPT-2 Conv1D).
@@ -77,6 +81,7 @@ class WeightBinder {
   bool gpt2_layout_ = false;
   Model::Weights* w_ = nullptr;
   std::set<std::string> used_;
+  std::string missing_;              // the first required tensor the files lack
   std::set<const uint8_t*> relaid_;  // held rows re-laid out for decode (a tied matrix arrives once per use)
   bool any_stored_ = false;
   size_t n_params_ = 0;

@@ -91,8 +91,4 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
 // `s` with & < > " escaped, for SVG text and HTML (the notebook view of a capture).
 std::string xml_escape(const std::string& s);
 
-// Writes bytes to a temporary name in the same directory and renames it into place; on failure nothing is left
-// behind and Error names the path.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
 }  // namespace focal::figures

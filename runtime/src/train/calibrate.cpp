@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "focal/atomic_file.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -108,25 +109,6 @@ std::string run_differences(const json& was, const json& now) {
              v.dump() + " (now)";
   }
   return out;
-}
-
-void write_json_atomically(const json& j, const std::string& path, const char* what) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp);
-  out << j.dump() << "\n";
-  out.flush();
-  if (!out) {
-    const int err = errno;
-    out.close();
-    std::remove(tmp.c_str());
-    throw Error(std::string("cannot write ") + what + " '" + path + "': " + std::strerror(err));
-  }
-  out.close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(std::string("cannot write ") + what + " '" + path + "': " + std::strerror(err));
-  }
 }
 
 std::string default_log_path(const std::string& out) {
@@ -394,7 +376,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       ck["adam_v"] = adam_v;
       ck["val_loss_init"] = val_loss_init;
       ck["val_loss"] = vl;
-      write_json_atomically(ck, ckpt_path, "calibration checkpoint");
+      write_file_atomically(ckpt_path, ck.dump() + "\n", {.fsync = true});
       tokens_since = loss_since = 0.0;
       steps_since = 0;
       t_last = std::chrono::steady_clock::now();
