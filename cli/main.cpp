@@ -177,33 +177,20 @@ std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, co
 
 // Runs every setting over file.token_ids into file.runs, and with two settings the per-row KL / JS between them
 // (from the fp32 rows, also when the file stores fp16). Progress per layer of each run and of the comparison.
-// Without stored probabilities (--store metrics or scores) the first run's rows of the selection are held in memory
-// only while the second runs and is compared with them as it goes (capture_run_compared), then dropped: the file
-// gets KL / JS and no T^2 data.
+// Without stored probabilities (--store metrics or scores) the two runs go in lockstep, a layer at a time
+// (capture_runs_lockstep): the first run's rows of one layer are held until the second has compared its own with
+// them, so the file gets KL / JS and no T^2 data, and memory holds one layer's rows.
 void capture_settings_into(CaptureFile& file, const Model& model,
                            const std::vector<std::pair<std::string, TempSpec>>& runs, const CaptureRequest& req) {
   CaptureRequest run_req = req;
   if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS below from the fp32 rows; the file still stores fp16
   if (runs.size() == 2 && !req.store_probs) {
-    CaptureRequest req_a = run_req;
-    req_a.store_probs = true;
-    try {
-      validate_capture_request(model.config(), (int)file.token_ids.size(), req_a, 1);
-    } catch (const Error& e) {
-      if (e.field() != "budget_bytes") throw;
-      throw Error("budget_bytes", std::string("per-row KL / JS without stored rows still hold the first run's rows "
-                                              "in memory while the second runs: ") +
-                                      e.what() + " (or leave out --compare)");
-    }
-    Progress prog_a("capture " + runs[0].first + ": layer");
-    RunCapture a = capture_run(model, file.token_ids, runs[0].second, req_a, runs[0].first,
-                               [&](int d, int t) { prog_a.update(d, t); });
-    Progress prog_b("capture " + runs[1].first + ", compared with " + runs[0].first + ": layer");
-    RunCapture b;
+    Progress prog("capture " + runs[0].first + " and " + runs[1].first +
+                  " in lockstep (a layer of each in turn): step");
+    RunCapture a, b;
     Comparison cmp;
-    capture_run_compared(model, file.token_ids, runs[1].second, run_req, runs[1].first, a, &b, &cmp, {},
-                         [&](int d, int t) { prog_b.update(d, t); });
-    a.probs = std::vector<float>();  // held for the comparison only
+    capture_runs_lockstep(model, file.token_ids, runs[0].second, runs[0].first, runs[1].second, runs[1].first, run_req,
+                          &a, &b, &cmp, {}, [&](int d, int t) { prog.update(d, t); });
     file.runs.push_back(std::move(a));
     file.runs.push_back(std::move(b));
     file.comparisons.push_back(std::move(cmp));

@@ -361,12 +361,13 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
   for (size_t i = 0; i < a->probs.size(); ++i) ASSERT_EQ(a16->probs[i], math::round_to_half(a->probs[i])) << i;
 
   // --store metrics --compare: no T^2 data in the file, but the same KL / JS per row as the stored-rows capture
-  // above (its comparison is the reference; 1e-6 relative: the same fp32 rows, compared as the second run goes).
+  // above (its comparison is the reference; 1e-6 relative: the same fp32 rows, compared a layer at a time as the
+  // two runs go in lockstep).
   const std::string outm = d + "/outm.h5";
   r = run({"capture", *model_, "--prompt", kPrompt, "--temp", "0.4", "--compare", "standard", "--layers", "1",
            "--heads", "0,1", "--store", "metrics", "-o", outm});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("capture standard, compared with focal_t0.4: layer 2/2"));
+  EXPECT_THAT(r.err, HasSubstr("capture focal_t0.4 and standard in lockstep (a layer of each in turn): step 4/4"));
   const CaptureFile fm = read_capture(outm);
   ASSERT_EQ(fm.runs.size(), 2u);
   for (const RunCapture& run : fm.runs) {

@@ -324,6 +324,56 @@ TEST(Forward, GenerateGreedyIsDeterministicAndMatchesArgmax) {
             generate(s4, prompt, 8, TempSpec::native(c), so, RunOptions{}, nullptr));
 }
 
+// forward_until in steps of one layer against one forward of the same prefill (the reference): the same layers in
+// the same order on the same shapes, so the logits, rows and learned tau agree to 1e-6 of their scale (compared with
+// a tolerance all the same, as any two calls). Each layer reaches the observer once, in the call that ran it; then
+// the session decodes on as after a forward. A paused session refuses forward, other ids and a layer that ran.
+class StepwiseLayers : public ::testing::TestWithParam<int> {};
+
+TEST_P(StepwiseLayers, EqualOneForward) {
+  const AttnMode mode = GetParam() == 0 ? AttnMode::kFocal : AttnMode::kLearned;
+  auto tm = make_model(small_config(mode, TauMode::kPrefixMean));
+  const ModelConfig& c = tm.model->config();
+  const int T = 21;
+  const auto ids = random_ids(T + 1, c.vocab_size, 5);
+  const TempSpec spec = TempSpec::native(c);
+  RunResult full = run(*tm.model, std::vector<int32_t>(ids.begin(), ids.begin() + T), spec);
+  test::RecordingObserver obs(c.n_layers, c.n_heads, T);
+  Session s(*tm.model, T + 1);
+  std::vector<float> lg;
+  for (int l = 0; l < c.n_layers; ++l) {
+    ASSERT_TRUE(s.forward_until(ids.data(), T, spec, RunOptions{}, &obs, l, &lg));
+    if (l + 1 < c.n_layers) {
+      EXPECT_EQ(s.n_past(), 0) << "paused after layer " << l;
+      EXPECT_TRUE(lg.empty()) << "no logits before the last layer";
+    }
+  }
+  EXPECT_EQ(s.n_past(), T);
+  double scale = 0.0;
+  for (float v : full.logits) scale = std::max(scale, (double)std::fabs(v));
+  test::expect_allclose(lg, full.logits, 0.0, 1e-6 * scale, "stepwise-layer logits against one forward's");
+  test::expect_allclose(obs.probs, full.obs->probs, 0.0, 1e-6, "stepwise-layer rows against one forward's");
+  if (mode == AttnMode::kLearned) test::expect_allclose(obs.tau, full.obs->tau, 0.0, 1e-6, "tau");
+  // decode continues from the stepped prefill as from a forward's
+  Session one(*tm.model, T + 1);
+  std::vector<float> lg1;
+  ASSERT_TRUE(one.forward(ids.data(), T, spec, RunOptions{}, nullptr, &lg1));
+  ASSERT_TRUE(one.forward(&ids[T], 1, spec, RunOptions{}, nullptr, &lg1));
+  ASSERT_TRUE(s.forward(&ids[T], 1, spec, RunOptions{}, nullptr, &lg));
+  test::expect_allclose(lg, lg1, 0.0, 1e-6 * scale, "the next token after a stepped prefill");
+
+  Session p(*tm.model, T);
+  ASSERT_TRUE(p.forward_until(ids.data(), T, spec, RunOptions{}, nullptr, 0, nullptr));
+  EXPECT_THROW(p.forward(ids.data(), T, spec, RunOptions{}, nullptr, nullptr), Error);
+  EXPECT_THROW(p.forward_until(ids.data() + 1, T, spec, RunOptions{}, nullptr, 1, nullptr), Error);
+  EXPECT_THROW(p.forward_until(ids.data(), T, spec, RunOptions{}, nullptr, 0, nullptr), Error);
+  EXPECT_THROW(p.forward_until(ids.data(), T, spec, RunOptions{}, nullptr, c.n_layers, nullptr), Error);
+  p.reset();
+  EXPECT_TRUE(p.forward(ids.data(), T, spec, RunOptions{}, nullptr, nullptr));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StepwiseLayers, ::testing::Values(0, 1));
+
 class Cancelling : public ForwardObserver {
  public:
   void on_layer(const LayerRecord& r) override { last = r.layer; }

@@ -47,63 +47,67 @@ Settings settings_of(const focal::ModelConfig& cfg, const focal::TempSpec& spec,
   return runs;
 }
 
-// Checks the request for these settings against its budget. Comparing without stored probabilities holds the first
-// run's compared rows (fp32) until the second run has compared its rows with them.
+// Checks the request for these settings against its budget. Comparing without stored probabilities runs the two
+// settings in lockstep, holding one layer's compared rows of the first run (fp32) until the second has run that
+// layer (focal::capture_runs_lockstep).
 void check_settings(const focal::ModelConfig& cfg, int T, const focal::CaptureRequest& req, const Settings& runs) {
   focal::validate_capture_request(cfg, T, req, (int)runs.size());
   if (runs.size() == 2 && !req.store_probs) {
-    focal::CaptureRequest with = req;
-    with.store_probs = true;
-    const size_t need = focal::estimate_capture_bytes(cfg, T, with) + focal::estimate_capture_bytes(cfg, T, req);
+    const size_t held = focal::capture_held_row_bytes(cfg, T, req);
+    const size_t need = 2 * focal::estimate_capture_bytes(cfg, T, req) + held;
     if (need > req.budget_bytes)
       raise(PyExc_ValueError,
-            "budget: the comparison holds one run's compared rows while the second run compares "
-            "with them, about " +
-                std::to_string(need >> 20) + " MiB in all, over the budget of " +
-                std::to_string(req.budget_bytes >> 20) + " MiB: narrow layers, heads or queries, or raise budget");
+            "budget: the comparison holds one layer's compared rows of the first run (" + std::to_string(held >> 20) +
+                " MiB) beside the two runs, about " + std::to_string(need >> 20) + " MiB in all, over the budget of " +
+                std::to_string(req.budget_bytes >> 20) + " MiB: narrow heads or queries, or raise budget");
   }
 }
 
 // Runs every setting over out.file.token_ids into out.file.runs, and with two settings the per-row KL / JS between
 // them, as the CLI's capture_settings_into: from the fp32 rows (also when the file stores fp16). With probabilities
-// stored, compare_runs compares the two runs' rows, as the CLI does. Without (probs=False), the first run keeps its
-// compared rows only until the second run has compared its own with them as the forward reported them
-// (focal::capture_run_compared: the same numbers), then drops them, so neither run's T^2 rows are kept.
+// stored, compare_runs compares the two runs' rows, as the CLI does. Without (probs=False), the two runs go in
+// lockstep a layer at a time (focal::capture_runs_lockstep: the same numbers), holding one layer's compared rows of
+// the first run, so neither run's T^2 rows are kept.
 void capture_settings_into(PyModel& m, PyCapture& out, const Settings& runs, const focal::CaptureRequest& req,
                            nb::handle progress) {
   const std::vector<int32_t>& ids = out.file.token_ids;
-  const bool stream = runs.size() == 2 && !req.store_probs;
   focal::CaptureRequest run_req = req;
   if (runs.size() == 2) run_req.probs_fp16 = false;  // KL / JS from the fp32 rows; save() still stores fp16
   PendingError pending;
   const bool has_progress = !progress.is_none();
-  focal::Comparison streamed;
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const auto& [run_name, s] = runs[k];
-    focal::CaptureRequest this_req = run_req;
-    if (stream && k == 0) this_req.store_probs = true;  // held for the comparison, dropped after it
-    focal::RunCapture rc;
+  auto run_locked = [&](const std::string& label, const auto& body) {
     bool done;
     {
       nb::gil_scoped_release rel;
       std::lock_guard<std::mutex> lock(m.mu);
       std::function<void(int, int)> prog;
-      if (has_progress) prog = [&, rn = run_name](int d, int t) { pending.call([&] { progress(rn, d, t); }); };
+      if (has_progress) prog = [&, label](int d, int t) { pending.call([&] { progress(label, d, t); }); };
       auto cancelled = [&] { return pending.poll(); };
-      if (stream && k == 1)
-        done = focal::capture_run_compared(*m.model, ids, s, this_req, run_name, out.file.runs[0], &rc, &streamed,
-                                           cancelled, prog);
-      else
-        done = focal::capture_run_cancellable(*m.model, ids, s, this_req, run_name, &rc, cancelled, prog);
+      done = body(cancelled, prog);
     }
     pending.rethrow();
     if (!done) raise(PyExc_KeyboardInterrupt, "run cancelled");
+  };
+  if (runs.size() == 2 && !req.store_probs) {
+    focal::RunCapture a, b;
+    focal::Comparison cmp;
+    run_locked(runs[0].first + " vs " + runs[1].first, [&](const auto& cancelled, const auto& prog) {
+      return focal::capture_runs_lockstep(*m.model, ids, runs[0].second, runs[0].first, runs[1].second, runs[1].first,
+                                          run_req, &a, &b, &cmp, cancelled, prog);
+    });
+    out.file.runs.push_back(std::move(a));
+    out.file.runs.push_back(std::move(b));
+    out.file.comparisons.push_back(std::move(cmp));
+    return;
+  }
+  for (const auto& [run_name, s] : runs) {
+    focal::RunCapture rc;
+    run_locked(run_name, [&, &s = s, &run_name = run_name](const auto& cancelled, const auto& prog) {
+      return focal::capture_run_cancellable(*m.model, ids, s, run_req, run_name, &rc, cancelled, prog);
+    });
     out.file.runs.push_back(std::move(rc));
   }
-  if (stream) {
-    std::vector<float>().swap(out.file.runs[0].probs);  // probs=False: the capture keeps none
-    out.file.comparisons.push_back(std::move(streamed));
-  } else if (runs.size() == 2) {
+  if (runs.size() == 2) {
     nb::gil_scoped_release rel;
     out.file.comparisons.push_back(focal::compare_runs(out.file, runs[0].first, runs[1].first));
   }

@@ -71,12 +71,14 @@ class CaptureObserver final : public ForwardObserver {
   bool wants_metrics() const override { return true; }
   bool stores(int layer, int head) const { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
   bool compares(int layer, int head) const { return cmp_ && cl_[layer] >= 0 && ch_[head] >= 0; }
+  bool holds(int layer, int head) const { return hold_ && hl_[layer] && hh_[head] >= 0; }
   bool wants_rows(int layer, int head) const override {
-    return !targets_.empty() || stores(layer, head) || compares(layer, head);
+    return !targets_.empty() || stores(layer, head) || compares(layer, head) || holds(layer, head);
   }
   // Compares this run's rows with the stored rows of `ref` as they arrive: KL(ref || this) and JS per row of the
-  // rows both select, into *cmp (its selection and run names set, kl / js sized [Lc, Hc, Qc]).
-  void want_comparison(const RunCapture& ref, Comparison* cmp) {
+  // rows both select, into *cmp (its selection and run names set, kl / js sized [Lc, Hc, Qc]). ref_one_layer: ref
+  // holds the rows of the layer being run only (hold_compared_rows of the other run, in lockstep).
+  void want_comparison(const RunCapture& ref, Comparison* cmp, bool ref_one_layer = false) {
     ref_ = &ref;
     cmp_ = cmp;
     cl_.assign(c_.n_layers, -1);
@@ -93,8 +95,21 @@ class CaptureObserver final : public ForwardObserver {
       return m;
     };
     rl_ = index_in(ref.layers, c_.n_layers);
+    if (ref_one_layer)
+      for (int l : cmp->layers) rl_[l] = 0;
     rh_ = index_in(ref.heads, c_.n_heads);
     rq_ = index_in(ref.queries, T_);
+  }
+  // Copies this run's rows of sel's (head, query) selection, in sel's layers, into hold->probs [1, Hc, Qc, T] as
+  // they arrive: the rows of one layer, overwritten by the next (hold's heads and queries are sel's).
+  void hold_compared_rows(RunCapture* hold, const Comparison& sel) {
+    hold_ = hold;
+    hl_.assign(c_.n_layers, 0);
+    hh_.assign(c_.n_heads, -1);
+    hq_.assign(T_, -1);
+    for (int l : sel.layers) hl_[l] = 1;
+    for (size_t i = 0; i < sel.heads.size(); ++i) hh_[sel.heads[i]] = (int)i;
+    for (size_t i = 0; i < sel.queries.size(); ++i) hq_[sel.queries[i]] = (int)i;
   }
   // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
   void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
@@ -117,6 +132,13 @@ class CaptureObserver final : public ForwardObserver {
         const size_t at = ((size_t)cl_[layer] * cmp_->heads.size() + (size_t)ch_[head]) * cmp_->queries.size() + qi;
         cmp_->kl[at] = (float)kl_divergence(pa, pb, q + 1);
         cmp_->js[at] = (float)js_divergence(pa, pb, q + 1);
+      }
+    if (holds(layer, head))
+      for (int r = 0; r < n_rows; ++r) {
+        const int q = row0 + r, qi = hq_[q];
+        if (qi < 0) continue;
+        const float* p = probs + (size_t)r * stride;
+        std::copy(p, p + q + 1, &hold_->probs[stored_row_offset(*hold_, 0, (size_t)hh_[head], (size_t)qi, T_)]);
       }
     if (!stores(layer, head)) return;
     for (int r = 0; r < n_rows; ++r) {
@@ -162,6 +184,8 @@ class CaptureObserver final : public ForwardObserver {
   Comparison* cmp_ = nullptr;
   std::vector<int> cl_, ch_, cq_;  // model layer / head / query -> index in cmp_'s selection, -1: not compared
   std::vector<int> rl_, rh_, rq_;  // the same -> index in ref_'s stored selection
+  RunCapture* hold_ = nullptr;     // hold_compared_rows: where this run's compared rows of one layer go
+  std::vector<int> hl_, hh_, hq_;  // model layer -> 1 if held; head / query -> index in hold_, -1: not held
 };
 
 // The (layer, head, query) rows two runs both select, in run a's order, as compare_runs compares them.
@@ -326,6 +350,12 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   return b;
 }
 
+size_t capture_held_row_bytes(const ModelConfig& c, int T, const CaptureRequest& req) {
+  const size_t Hc = req.heads.empty() ? c.n_heads : req.heads.size();
+  const size_t Qc = req.queries.empty() ? T : req.queries.size();
+  return Hc * Qc * (size_t)T * sizeof(float);
+}
+
 void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest& req, int n_runs) {
   if (T <= 0) throw Error("prompt", "the prompt is empty (0 tokens): give it some text");
   (void)context_length_warning(c, T);  // past the context: a rotary model runs (warned), a learned table refuses
@@ -361,48 +391,28 @@ RunCapture capture_run(const Model& model, const std::vector<int32_t>& tokens, c
 
 namespace {
 
-// capture_run_cancellable, and with ref / cmp the comparison of capture_run_compared.
-bool capture_run_impl(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
-                      const CaptureRequest& req, const std::string& name, RunCapture* out,
-                      const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress,
-                      const RunCapture* ref, Comparison* cmp) {
+// The setup of one capture run: its arrays, its observer (metrics, rows, induction, next tokens) and the forward's
+// options.
+struct RunSetup {
+  RunCapture run;
+  std::unique_ptr<CaptureObserver> obs;
+  RunOptions opt;
+};
+
+std::unique_ptr<RunSetup> setup_run(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
+                                    const CaptureRequest& req, const std::string& name,
+                                    const std::function<bool()>& cancelled,
+                                    const std::function<void(int, int)>& progress) {
   const ModelConfig& c = model.config();
   const int T = (int)tokens.size();
-  validate_capture_request(c, T, req, 1);
-  spec.validate(c);
-
-  RunCapture run = empty_run(c, T, spec, req, name);
-
-  // Next-token top-k and NLL per row, from the logits as the forward hands them over a block of rows at a time.
-  CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
-  if (req.induction) obs.want_induction(tokens);
-  Comparison rows;
-  if (ref) {
-    if (ref->probs.empty())
-      throw Error("compare: run '" + ref->name + "' must store probabilities to be compared with '" + name + "'");
-    rows.run_a = ref->name;
-    rows.run_b = name;
-    rows.layers = common(ref->layers, run.layers);
-    rows.heads = common(ref->heads, run.heads);
-    rows.queries = common(ref->queries, run.queries);
-    if (rows.layers.empty() || rows.heads.empty() || rows.queries.empty())
-      throw Error("compare: runs '" + ref->name + "' and '" + name + "' share no captured (layer, head, query) rows");
-    if ((size_t)T * ref->layers.size() * ref->heads.size() * ref->queries.size() != ref->probs.size())
-      throw Error("compare: run '" + ref->name + "' is not a run over these " + std::to_string(T) + " tokens");
-    const size_t n = rows.layers.size() * rows.heads.size() * rows.queries.size();
-    rows.kl.assign(n, 0.0f);
-    rows.js.assign(n, 0.0f);
-    obs.want_comparison(*ref, &rows);
-  }
-  obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
-  Session session(model, T);
-  RunOptions opt = req.run;
-  opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
-  if (!session.forward(tokens.data(), T, spec, opt, &obs, nullptr)) return false;
-  fill_topk_pieces(run, model);
-  *out = std::move(run);
-  if (cmp) *cmp = std::move(rows);
-  return true;
+  auto s = std::make_unique<RunSetup>();
+  s->run = empty_run(c, T, spec, req, name);
+  s->obs = std::make_unique<CaptureObserver>(s->run, c, T, req.store_probs || req.store_scores, progress, cancelled);
+  if (req.induction) s->obs->want_induction(tokens);
+  s->obs->logits_fn = next_token_sink(s->run, tokens, req.topk_tokens, c.vocab_size);
+  s->opt = req.run;
+  s->opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
+  return s;
 }
 
 }  // namespace
@@ -410,14 +420,68 @@ bool capture_run_impl(const Model& model, const std::vector<int32_t>& tokens, co
 bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
                              const CaptureRequest& req, const std::string& name, RunCapture* out,
                              const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress) {
-  return capture_run_impl(model, tokens, spec, req, name, out, cancelled, progress, nullptr, nullptr);
+  const int T = (int)tokens.size();
+  validate_capture_request(model.config(), T, req, 1);
+  spec.validate(model.config());
+  auto s = setup_run(model, tokens, spec, req, name, cancelled, progress);
+  Session session(model, T);
+  if (!session.forward(tokens.data(), T, spec, s->opt, s->obs.get(), nullptr)) return false;
+  fill_topk_pieces(s->run, model);
+  *out = std::move(s->run);
+  return true;
 }
 
-bool capture_run_compared(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
-                          const CaptureRequest& req, const std::string& name, const RunCapture& ref, RunCapture* out,
-                          Comparison* cmp, const std::function<bool()>& cancelled,
-                          const std::function<void(int, int)>& progress) {
-  return capture_run_impl(model, tokens, spec, req, name, out, cancelled, progress, &ref, cmp);
+bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec_a,
+                           const std::string& name_a, const TempSpec& spec_b, const std::string& name_b,
+                           const CaptureRequest& req, RunCapture* a_out, RunCapture* b_out, Comparison* cmp,
+                           const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress) {
+  const ModelConfig& c = model.config();
+  const int T = (int)tokens.size(), L = c.n_layers;
+  validate_capture_request(c, T, req, 2);
+  const size_t held = capture_held_row_bytes(c, T, req);
+  if (2 * estimate_capture_bytes(c, T, req) + held > req.budget_bytes)
+    throw Error("budget_bytes", "the comparison holds one layer's compared rows of the first run (about " +
+                                    human_bytes(held) + ") beside the two runs, over budget_bytes of " +
+                                    human_bytes(req.budget_bytes) +
+                                    ": narrow the heads or queries, or raise the budget");
+  spec_a.validate(c);
+  spec_b.validate(c);
+  std::function<void(int, int)> prog_a, prog_b;  // one count over both runs: a's layer l, then b's
+  if (progress) {
+    prog_a = [&progress](int d, int t) { progress(2 * d - 1, 2 * t); };
+    prog_b = [&progress](int d, int t) { progress(2 * d, 2 * t); };
+  }
+  auto a = setup_run(model, tokens, spec_a, req, name_a, cancelled, prog_a);
+  auto b = setup_run(model, tokens, spec_b, req, name_b, cancelled, prog_b);
+  Comparison rows;
+  rows.run_a = name_a;
+  rows.run_b = name_b;
+  rows.layers = a->run.layers;
+  rows.heads = a->run.heads;
+  rows.queries = a->run.queries;
+  const size_t n = rows.layers.size() * rows.heads.size() * rows.queries.size();
+  rows.kl.assign(n, 0.0f);
+  rows.js.assign(n, 0.0f);
+  RunCapture hold;  // a's compared rows of the layer being run: [1, Hc, Qc, T]
+  hold.name = name_a;
+  hold.layers = {0};
+  hold.heads = rows.heads;
+  hold.queries = rows.queries;
+  hold.probs.assign(rows.heads.size() * rows.queries.size() * (size_t)T, 0.0f);
+  a->obs->hold_compared_rows(&hold, rows);
+  b->obs->want_comparison(hold, &rows, true);
+  a->opt.probs_fp16 = b->opt.probs_fp16 = false;  // KL / JS from the fp32 rows
+  Session sa(model, T), sb(model, T);
+  for (int l = 0; l < L; ++l) {  // b's layer l compares its rows with a's of the same layer, held until then
+    if (!sa.forward_until(tokens.data(), T, spec_a, a->opt, a->obs.get(), l, nullptr)) return false;
+    if (!sb.forward_until(tokens.data(), T, spec_b, b->opt, b->obs.get(), l, nullptr)) return false;
+  }
+  fill_topk_pieces(a->run, model);
+  fill_topk_pieces(b->run, model);
+  *a_out = std::move(a->run);
+  *b_out = std::move(b->run);
+  *cmp = std::move(rows);
+  return true;
 }
 
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens) {

@@ -58,6 +58,10 @@ struct Session::State {
   std::vector<int32_t> kept_ids;
   std::vector<std::vector<float>> layer_in;  // per layer [n, hidden]
   std::vector<double> kept_tau_sum;
+  // forward_until: a prefill paused after layer paused_at - 1 (0: none); the workspace's x holds layer paused_at's
+  // input, the KV cache and tau sums hold layers before it, n_past is not yet advanced.
+  int paused_at = 0;
+  std::vector<int32_t> paused_ids;
 };
 
 Session::Session(const Model& model, int max_tokens) : model_(model), st_(std::make_unique<State>()) {
@@ -79,6 +83,7 @@ int Session::n_past() const { return st_->n_past; }
 int Session::max_tokens() const { return st_->max_tokens; }
 void Session::reset() {
   st_->n_past = 0;
+  st_->paused_at = 0;
   std::fill(st_->tau_sum.begin(), st_->tau_sum.end(), 0.0);
 }
 
@@ -146,7 +151,7 @@ namespace {
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
 bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
                   const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
-                  Tape* tape, int first_layer = 0, LogitsTopk* topk = nullptr) {
+                  Tape* tape, int first_layer = 0, LogitsTopk* topk = nullptr, int last_layer = -1) {
   const Model::Weights& w = model.weights();
   const ModelConfig& c = model.config();
   Backend& be = model.backend();
@@ -218,7 +223,11 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     st.kept_valid = std::min(st.kept_valid, first_layer);
     st.layer_in.resize(c.n_layers);
   }
-  if (first_layer > 0) {
+  const bool resume = st.paused_at > 0;  // forward_until: x, the caches and tau sums are where the pause left them
+  if (resume && (tape || topk || keep)) throw Error("forward: a paused prefill continues only through forward_until");
+  if (resume) {
+    first_layer = st.paused_at;
+  } else if (first_layer > 0) {
     be.upload(x.data(), st.layer_in[first_layer].data(), (size_t)n * H);
     for (int l = 0; l < c.n_layers; ++l) st.tau_sum[l] = l < first_layer ? st.kept_tau_sum[l] : 0.0;
   } else {
@@ -231,7 +240,8 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       be.add_inplace(x.data(), proj.data(), (size_t)n * H);
     }
   }
-  for (int l = first_layer; l < c.n_layers; ++l) {
+  const int last = last_layer < 0 ? c.n_layers - 1 : last_layer;
+  for (int l = first_layer; l <= last; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
     if (keep) save(st.layer_in[l], x, (size_t)n * H);
@@ -390,6 +400,12 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       }
     }
   }
+  if (last < c.n_layers - 1) {  // paused (forward_until): x is layer last + 1's input
+    st.paused_at = last + 1;
+    be.synchronize();
+    return true;
+  }
+  st.paused_at = 0;
   st.n_past += n;
   if (keep) {
     st.kept_valid = c.n_layers;
@@ -447,6 +463,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
 
 bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
                       std::vector<float>* logits) {
+  if (st_->paused_at > 0)
+    throw Error("forward: this session holds a prefill paused after layer " + std::to_string(st_->paused_at - 1) +
+                " (forward_until); continue it with forward_until, or reset() the session");
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr);
 }
 
@@ -475,6 +494,25 @@ bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempS
                 std::to_string(st_->kept_valid) + "): a cancelled run changed the rest");
   reset();
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr, first_layer);
+}
+
+bool Session::forward_until(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
+                            ForwardObserver* obs, int last_layer, std::vector<float>* logits) {
+  const int n_layers = model_.config().n_layers;
+  if (st_->keep_inputs) throw Error("forward_until: not with keep_layer_inputs on (rerun_from keeps its own inputs)");
+  if (last_layer < 0 || last_layer >= n_layers)
+    throw Error("forward_until: layer " + std::to_string(last_layer) + " is out of range (0.." +
+                std::to_string(n_layers - 1) + ")");
+  if (st_->paused_at > 0) {
+    if (st_->paused_ids.size() != (size_t)n || !std::equal(ids, ids + n, st_->paused_ids.begin()))
+      throw Error("forward_until: the paused prefill was of other tokens; reset() the session first");
+    if (last_layer < st_->paused_at)
+      throw Error("forward_until: layer " + std::to_string(last_layer) + " already ran (the prefill is paused before " +
+                  "layer " + std::to_string(st_->paused_at) + ")");
+  } else {
+    st_->paused_ids.assign(ids, ids + n);
+  }
+  return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr, 0, nullptr, last_layer);
 }
 
 bool forward_with_tape(Session& s, const int32_t* ids, int n, const TempSpec& spec, Tape* tape,

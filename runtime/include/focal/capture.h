@@ -128,16 +128,21 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
                              const std::function<bool()>& cancelled,
                              const std::function<void(int, int)>& progress = {});
 
-// capture_run_cancellable that also compares this run's rows, as the forward reports them, with the stored
-// probabilities of `ref` (an earlier run over the same tokens): *cmp receives KL(ref || this run) and JS per row of
-// the (layer, head, query) rows both select, in ref's order, named run_a = ref.name, run_b = name — the numbers
-// compare_runs gives for the two runs, without this run storing its rows (req.store_probs may be false), so a
-// comparison holds one run's rows at a time instead of two. Throws Error if ref stores no probabilities or the runs
-// share no rows; *out and *cmp are untouched when cancelled.
-bool capture_run_compared(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec,
-                          const CaptureRequest& req, const std::string& name, const RunCapture& ref, RunCapture* out,
-                          Comparison* cmp, const std::function<bool()>& cancelled = {},
-                          const std::function<void(int, int)>& progress = {});
+// Two runs over the same tokens, settings a and b, in lockstep a layer at a time (Session::forward_until): run a's
+// rows of layer l are held only until run b has run layer l and compared its own rows with them. *cmp receives
+// KL(a || b) and JS per row of req's (layer, head, query) selection — the numbers compare_runs gives for the two
+// runs — while neither run needs to store its rows (req.store_probs may be false): the comparison holds one layer's
+// rows of one run, capture_held_row_bytes, not T^2 rows of every layer. *a_out and *b_out are the runs as
+// capture_run makes them. progress counts 2 * n_layers steps (a's layer l, then b's). Throws Error for an invalid
+// request or a budget the two runs and the held rows exceed; returns false, with the outputs untouched, when
+// cancelled.
+bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& tokens, const TempSpec& spec_a,
+                           const std::string& name_a, const TempSpec& spec_b, const std::string& name_b,
+                           const CaptureRequest& req, RunCapture* a_out, RunCapture* b_out, Comparison* cmp,
+                           const std::function<bool()>& cancelled = {},
+                           const std::function<void(int, int)>& progress = {});
+// Bytes of the rows capture_runs_lockstep holds: one layer's selected heads x queries x T, fp32.
+size_t capture_held_row_bytes(const ModelConfig& c, int T, const CaptureRequest& req);
 
 // Interactive captures (the app): one session kept between runs, with each layer's input, so that a run whose
 // spec differs from the previous one only from layer L on re-runs layers L.. and copies the records of the layers

@@ -167,6 +167,14 @@ class Session {
   bool forward(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
                std::vector<float>* logits);
 
+  // forward in steps (two settings compared a layer at a time): runs layers up to last_layer of ids[n] at positions
+  // n_past().. and pauses there; the next call with the same ids, spec and options continues from the next layer.
+  // The call that reaches the last layer finishes as forward does (logits, n_past advanced). The observer sees each
+  // layer once, in the call that ran it. forward() on a paused session throws; reset() drops the pause. Throws
+  // Error for a layer out of range or one that already ran, other ids than the paused ones, or keep_layer_inputs on.
+  bool forward_until(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs,
+                     int last_layer, std::vector<float>* logits);
+
   // Interactive re-runs (the app). With keep_layer_inputs(true), a prefill from position 0 keeps each layer's input
   // [n, hidden] in host memory. rerun_from(L, ...) then redoes that same prefill (the same ids) from layer L on:
   // layers before L keep their KV cache and are neither re-run nor reported to the observer, which is exact when
