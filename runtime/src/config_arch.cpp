@@ -22,6 +22,16 @@ const char* rope_type_name(RopeType t) {
   return "?";
 }
 
+bool rope_type_from_name(const std::string& name, RopeType* type) {
+  for (RopeType t : {RopeType::kDefault, RopeType::kLinear, RopeType::kDynamic, RopeType::kYarn, RopeType::kLongrope,
+                     RopeType::kLlama3, RopeType::kFreqFactors})
+    if (name == rope_type_name(t)) {
+      *type = t;
+      return true;
+    }
+  return false;
+}
+
 float attn_logit_scale(const ModelConfig& c) {
   const float denom = c.arch.query_pre_attn_scalar > 0.0f ? c.arch.query_pre_attn_scalar : (float)c.d_head;
   return 1.0f / sqrtf(denom);
@@ -141,18 +151,9 @@ void parse_rope_scaling(const Fields& f, const std::string& path, ModelConfig& c
   if (type.empty()) type = rf.string("type", "");
   if (type.empty()) rf.fail("rope_type", "is missing (give one of default, linear, dynamic, yarn, longrope, llama3)");
   if (type == "default") return;
-  if (su_is_longrope && (type == "su" || type == "yarn")) type = "longrope";
-  if (type == "linear")
-    r.type = RopeType::kLinear;
-  else if (type == "dynamic")
-    r.type = RopeType::kDynamic;
-  else if (type == "yarn")
-    r.type = RopeType::kYarn;
-  else if (type == "longrope" || type == "su")
-    r.type = RopeType::kLongrope;
-  else if (type == "llama3")
-    r.type = RopeType::kLlama3;
-  else
+  if (su_is_longrope && type == "yarn") type = "longrope";
+  if (type == "su") type = "longrope";  // the older name
+  if (!rope_type_from_name(type, &r.type) || r.type == RopeType::kFreqFactors)
     rf.fail("rope_type",
             "= '" + type + "' is not supported (supported: default, linear, dynamic, yarn, longrope (or su), llama3)");
   if (r.type != RopeType::kLongrope) {

@@ -143,13 +143,8 @@ void apply_rope_override(ModelConfig& c, const std::string& text) {
   const size_t colon = text.find(':');
   const std::string type = text.substr(0, colon);
   RopeScaling r;
-  if (type == "linear")
-    r.type = RopeType::kLinear;
-  else if (type == "dynamic")
-    r.type = RopeType::kDynamic;
-  else if (type == "yarn")
-    r.type = RopeType::kYarn;
-  else
+  const bool known = rope_type_from_name(type, &r.type);
+  if (!known || (r.type != RopeType::kLinear && r.type != RopeType::kDynamic && r.type != RopeType::kYarn))
     throw Error("rope_scaling", what +
                                     ": the type must be linear, dynamic or yarn, spelled TYPE:FACTOR (e.g. "
                                     "dynamic:2), or default for unscaled rotary positions");

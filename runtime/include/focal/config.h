@@ -41,6 +41,8 @@ enum class PositionKind { kRope, kLearned };           // rotary, or a learned a
 enum class RopeType { kDefault, kLinear, kDynamic, kYarn, kLongrope, kLlama3, kFreqFactors };
 
 const char* rope_type_name(RopeType t);  // "default", "linear", "dynamic", "yarn", "longrope", "llama3"
+// The type named `name` (rope_type_name's spellings), or false when it names none.
+bool rope_type_from_name(const std::string& name, RopeType* type);
 
 // rope_scaling of config.json (transformers 4.47.1 semantics; the formulas are in rope_scaling.cpp).
 struct RopeScaling {
