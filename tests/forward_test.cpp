@@ -374,6 +374,30 @@ TEST_P(StepwiseLayers, EqualOneForward) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, StepwiseLayers, ::testing::Values(0, 1));
 
+// A prefill-only session (one layer's KV cache, reused by each layer) against an ordinary one (the reference): the
+// same kernels on the same shapes, so logits and rows agree to 1e-6 of their scale; after a reset it prefills again
+// alike; a decode step on it throws instead of reading another layer's keys.
+TEST(Forward, PrefillOnlySessionEqualsAFullCache) {
+  auto tm = make_model(small_config(AttnMode::kLearned, TauMode::kPrefixMean));
+  const ModelConfig& c = tm.model->config();
+  const int T = 19;
+  const auto ids = random_ids(T, c.vocab_size, 8);
+  const TempSpec spec = TempSpec::native(c);
+  RunResult full = run(*tm.model, ids, spec);
+  double scale = 0.0;
+  for (float v : full.logits) scale = std::max(scale, (double)std::fabs(v));
+  Session s(*tm.model, T, /*prefill_only=*/true);
+  for (int pass = 0; pass < 2; ++pass) {
+    test::RecordingObserver obs(c.n_layers, c.n_heads, T);
+    std::vector<float> lg;
+    ASSERT_TRUE(s.forward(ids.data(), T, spec, RunOptions{}, &obs, &lg));
+    test::expect_allclose(lg, full.logits, 0.0, 1e-6 * scale, "prefill-only logits against a full cache's");
+    test::expect_allclose(obs.probs, full.obs->probs, 0.0, 1e-6, "prefill-only rows against a full cache's");
+    EXPECT_THROW(s.forward(ids.data(), 1, spec, RunOptions{}, nullptr, nullptr), Error) << "decode on one layer's cache";
+    s.reset();
+  }
+}
+
 class Cancelling : public ForwardObserver {
  public:
   void on_layer(const LayerRecord& r) override { last = r.layer; }

@@ -368,7 +368,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   } closer{rows};
 
   CorpusReader reader(opt.data_path, OnError::kSkip, /*quiet=*/true);  // the counting pass reported and counted
-  Session session(model, opt.max_tokens);
+  Session session(model, opt.max_tokens, /*prefill_only=*/true);
   const auto t0 = std::chrono::steady_clock::now();
   auto last_ckpt = t0, last_progress = t0;
   int64_t done = 0, next_ckpt_index = start_index;

@@ -180,7 +180,7 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
     for (size_t r = 0; r < R; ++r) {
       const Model& m = *models[runs[r].rope_scaling];
       std::unique_ptr<Session>& s = sessions[runs[r].rope_scaling];
-      if (!s) s = std::make_unique<Session>(m, opt.max_tokens);
+      if (!s) s = std::make_unique<Session>(m, opt.max_tokens, /*prefill_only=*/true);
       s->reset();
       const TempSpec spec = TempSpec::parse(runs[r].spec_text, "--runs", &m.config());
       LossObserver obs(docs[d], m.config().vocab_size, f.bucket_tokens, &f.doc_nll_sum[(r * D + d) * Bn],

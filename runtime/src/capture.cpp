@@ -342,8 +342,9 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
   b += (size_t)c.n_layers * T * sizeof(float);                                     // tau
   b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);                // logits, a block of rows
-  // forward working memory: KV cache, activations, attention scratch per thread
-  b += 2 * (size_t)c.n_layers * c.n_kv_heads * T * c.d_head * sizeof(float);
+  // forward working memory: KV cache (one layer's: captures run prefill-only sessions), activations, attention
+  // scratch per thread
+  b += 2 * (size_t)c.n_kv_heads * T * c.d_head * sizeof(float);
   b += (size_t)T * (3 * c.hidden + 2 * c.n_heads * c.d_head + 2 * c.n_kv_heads * c.d_head) * sizeof(float);
   b += (size_t)std::min(T, kForwardMlpRows) * 2 * c.intermediate * sizeof(float);  // the MLP's row passes
   b += (size_t)omp_get_max_threads() * 2 * 32 * T * sizeof(float);
@@ -424,7 +425,7 @@ bool capture_run_cancellable(const Model& model, const std::vector<int32_t>& tok
   validate_capture_request(model.config(), T, req, 1);
   spec.validate(model.config());
   auto s = setup_run(model, tokens, spec, req, name, cancelled, progress);
-  Session session(model, T);
+  Session session(model, T, /*prefill_only=*/true);
   if (!session.forward(tokens.data(), T, spec, s->opt, s->obs.get(), nullptr)) return false;
   fill_topk_pieces(s->run, model);
   *out = std::move(s->run);
@@ -471,7 +472,7 @@ bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& token
   a->obs->hold_compared_rows(&hold, rows);
   b->obs->want_comparison(hold, &rows, true);
   a->opt.probs_fp16 = b->opt.probs_fp16 = false;  // KL / JS from the fp32 rows
-  Session sa(model, T), sb(model, T);
+  Session sa(model, T, /*prefill_only=*/true), sb(model, T, /*prefill_only=*/true);
   for (int l = 0; l < L; ++l) {  // b's layer l compares its rows with a's of the same layer, held until then
     if (!sa.forward_until(tokens.data(), T, spec_a, a->opt, a->obs.get(), l, nullptr)) return false;
     if (!sb.forward_until(tokens.data(), T, spec_b, b->opt, b->obs.get(), l, nullptr)) return false;
@@ -606,7 +607,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   validate_capture_request(c, T, req, 1);
   spec.validate(c);
   if (!m.session || m.session->max_tokens() < T) {
-    m.session = std::make_unique<Session>(m.model, T);
+    m.session = std::make_unique<Session>(m.model, T, /*prefill_only=*/true);
     m.session->keep_layer_inputs(true);
     m.valid = false;
   }

@@ -50,7 +50,8 @@ struct Session::State {
   int max_tokens = 0;
   int n_past = 0;
   std::unique_ptr<Workspace> ws;               // the forward's activations, planned once
-  std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head]
+  std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head] (prefill_only: one)
+  bool prefill_only = false;
   std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
@@ -64,13 +65,15 @@ struct Session::State {
   std::vector<int32_t> paused_ids;
 };
 
-Session::Session(const Model& model, int max_tokens) : model_(model), st_(std::make_unique<State>()) {
+Session::Session(const Model& model, int max_tokens, bool prefill_only)
+    : model_(model), st_(std::make_unique<State>()) {
   const ModelConfig& c = model.config();
   if (max_tokens <= 0) throw Error("session: max_tokens must be positive");
   st_->max_tokens = max_tokens;
+  st_->prefill_only = prefill_only;
   Backend& be = model.backend();
   const size_t n = (size_t)c.n_kv_heads * max_tokens * c.d_head;
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = 0; l < (prefill_only ? 1 : c.n_layers); ++l) {
     st_->k_cache.emplace_back(be, n);
     st_->v_cache.emplace_back(be, n);
   }
@@ -168,6 +171,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
 
   const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
   const int pos0 = st.n_past;
+  if (st.prefill_only && pos0 != 0)
+    throw Error("forward: this session runs one prefill from position 0 (prefill_only: its KV cache holds one "
+                "layer); reset() it, or make a session with a cache of every layer to decode on");
   if (tape && pos0 != 0) throw Error("forward: a training tape needs a fresh session (position 0)");
   if (tape) tape->layers.resize(c.n_layers);
   auto save = [&](std::vector<float>& dst, const DeviceBuffer& src, size_t count) {
@@ -279,8 +285,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       save(lt->k, k, (size_t)n * KD);
       save(lt->v, v, (size_t)n * KD);
     }
-    be.kv_store(k.data(), st.k_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
-    be.kv_store(v.data(), st.v_cache[l].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
+    const size_t cl = st.prefill_only ? 0 : (size_t)l;  // the layer's cache (prefill_only: the one shared)
+    be.kv_store(k.data(), st.k_cache[cl].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
+    be.kv_store(v.data(), st.v_cache[cl].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
 
     float tau_b = 0.0f;
     if (learned) {
@@ -319,8 +326,8 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     a.n_kv_heads = c.n_kv_heads;
     a.d_head = c.d_head;
     a.q = q.data();
-    a.k_cache = st.k_cache[l].data();
-    a.v_cache = st.v_cache[l].data();
+    a.k_cache = st.k_cache[cl].data();
+    a.v_cache = st.v_cache[cl].data();
     a.cache_stride = st.max_tokens;
     a.row_scale = scale_d.data();
     a.logit_scale = logit_scale;

@@ -158,7 +158,10 @@ class Model {
 // One sequence: KV cache, position and the running learned-tau sums. Not thread-safe; one thread per session.
 class Session {
  public:
-  Session(const Model& model, int max_tokens);
+  // prefill_only: the session runs prefills from position 0 and nothing after them (captures, batches, sweeps): its
+  // KV cache holds one layer, reused by each layer in turn (a 32K-token prefill of a 30-layer model keeps 1/30 of
+  // the cache). A forward past position 0 (decode) then throws; reset() allows the next prefill.
+  Session(const Model& model, int max_tokens, bool prefill_only = false);
   ~Session();
 
   // Runs ids[n] at positions n_past()..n_past()+n-1 under `spec`. logits (if not null) receives [n, vocab]
