@@ -393,7 +393,8 @@ TEST(Forward, PrefillOnlySessionEqualsAFullCache) {
     ASSERT_TRUE(s.forward(ids.data(), T, spec, RunOptions{}, &obs, &lg));
     test::expect_allclose(lg, full.logits, 0.0, 1e-6 * scale, "prefill-only logits against a full cache's");
     test::expect_allclose(obs.probs, full.obs->probs, 0.0, 1e-6, "prefill-only rows against a full cache's");
-    EXPECT_THROW(s.forward(ids.data(), 1, spec, RunOptions{}, nullptr, nullptr), Error) << "decode on one layer's cache";
+    EXPECT_THROW(s.forward(ids.data(), 1, spec, RunOptions{}, nullptr, nullptr), Error)
+        << "decode on one layer's cache";
     s.reset();
   }
 }

@@ -52,7 +52,7 @@ struct Session::State {
   std::unique_ptr<Workspace> ws;               // the forward's activations, planned once
   std::vector<DeviceBuffer> k_cache, v_cache;  // per layer [n_kv_heads, max_tokens, d_head] (prefill_only: one)
   bool prefill_only = false;
-  std::vector<double> tau_sum;                 // per layer: sum of X.w_tau over the cached positions
+  std::vector<double> tau_sum;  // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
   int kept_valid = 0;  // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
@@ -172,8 +172,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
   const int pos0 = st.n_past;
   if (st.prefill_only && pos0 != 0)
-    throw Error("forward: this session runs one prefill from position 0 (prefill_only: its KV cache holds one "
-                "layer); reset() it, or make a session with a cache of every layer to decode on");
+    throw Error(
+        "forward: this session runs one prefill from position 0 (prefill_only: its KV cache holds one "
+        "layer); reset() it, or make a session with a cache of every layer to decode on");
   if (tape && pos0 != 0) throw Error("forward: a training tape needs a fresh session (position 0)");
   if (tape) tape->layers.resize(c.n_layers);
   auto save = [&](std::vector<float>& dst, const DeviceBuffer& src, size_t count) {
