@@ -1,7 +1,11 @@
 // Writes a random-weight model of a big model's exact shape (default Llama-3-8B: 32 layers, hidden 4096, 32 / 8
 // heads, intermediate 14336, vocab 128256) for the memory and speed benchmarks (bench/run_big.sh), never committed:
 //   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
-//                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces)
+//                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces);
+//                      --mix q4_k_m | q5_k_m | q8_0 gives the matrices the types llama.cpp's quantize gives those
+//                      file types (Q4_K_M: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of the
+//                      layers its "more bits" rule picks: the first and last eighth and every third between;
+//                      Q5_K_M: the same over Q5_K; Q8_0: every matrix Q8_0)
 //   --bf16 DIR         Hugging Face directory: config.json, model.safetensors in bf16 (values ~ +-0.02), and
 //                      tokenizer.model copied from --tokenizer FILE
 // Streams the tensors to a temporary name and renames it, printing progress with an ETA.
@@ -30,20 +34,52 @@ struct Rng {  // xorshift64*
   }
 };
 
+// GGUF tensor types (ggml's numbers) and their blocks: values per block, bytes per block.
+enum GgmlType : uint32_t { kF32 = 0, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+int block_values(uint32_t t) { return t == kF32 ? 1 : t == kQ8_0 ? 32 : 256; }
+int block_bytes(uint32_t t) {
+  switch (t) {
+    case kQ8_0: return 2 + 32;                 // d, qs
+    case kQ4_K: return 2 + 2 + 12 + 128;       // d, dmin, scales, qs
+    case kQ5_K: return 2 + 2 + 12 + 32 + 128;  // d, dmin, scales, qh, qs
+    case kQ6_K: return 128 + 64 + 16 + 2;      // ql, qh, scales (int8), d
+    default: return 4;
+  }
+}
+
+enum class Mix { kQ4K, kQ4KM, kQ5KM, kQ8_0 };
+
 struct Tensor {
   std::string name;
   std::vector<int64_t> dims;  // HF order [rows, cols] (GGUF writes them reversed)
   bool matrix;
+  uint32_t type = kF32;  // GGUF: the stored type
 };
 
-std::vector<Tensor> tensors_of(const Shape& s, bool hf) {
+// The type llama.cpp's quantize gives a matrix of layer `layer` (-1: none) in file type `mix` (its rules for these
+// tensors of a llama model): Q6_K for output.weight in the K mixes, and for attn_v / ffn_down of the layers where
+// "more bits" help (the first and last eighth of the layers, and every third layer between).
+uint32_t mix_type(Mix mix, const std::string& name, int64_t layer, int64_t n_layers) {
+  if (mix == Mix::kQ8_0) return kQ8_0;
+  if (mix == Mix::kQ4K) return kQ4_K;
+  const uint32_t base = mix == Mix::kQ4KM ? kQ4_K : kQ5_K;
+  if (name == "output.weight") return kQ6_K;
+  const bool more_bits =
+      layer >= 0 && (layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2);
+  const bool v_or_down = name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos;
+  return v_or_down && more_bits ? kQ6_K : base;
+}
+
+std::vector<Tensor> tensors_of(const Shape& s, bool hf, Mix mix = Mix::kQ4K) {
   const int64_t dh = s.hidden / s.heads, QD = s.heads * dh, KD = s.kv_heads * dh;
   std::vector<Tensor> t;
+  int64_t layer = -1;
   auto add = [&](const std::string& g, const std::string& h, std::vector<int64_t> d, bool m) {
-    t.push_back({hf ? h : g, std::move(d), m});
+    t.push_back({hf ? h : g, std::move(d), m, m ? mix_type(mix, g, layer, s.layers) : kF32});
   };
   add("token_embd.weight", "model.embed_tokens.weight", {s.vocab, s.hidden}, true);
   for (int64_t l = 0; l < s.layers; ++l) {
+    layer = l;
     const std::string g = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
     add(g + "attn_norm.weight", h + "input_layernorm.weight", {s.hidden}, false);
     add(g + "attn_q.weight", h + "self_attn.q_proj.weight", {QD, s.hidden}, true);
@@ -55,6 +91,7 @@ std::vector<Tensor> tensors_of(const Shape& s, bool hf) {
     add(g + "ffn_up.weight", h + "mlp.up_proj.weight", {s.inter, s.hidden}, true);
     add(g + "ffn_down.weight", h + "mlp.down_proj.weight", {s.hidden, s.inter}, true);
   }
+  layer = -1;
   add("output_norm.weight", "model.norm.weight", {s.hidden}, false);
   add("output.weight", "lm_head.weight", {s.vocab, s.hidden}, true);
   return t;
@@ -66,10 +103,17 @@ int64_t numel(const Tensor& t) {
   return n;
 }
 
-constexpr int kQ4KBytes = 144;  // d, dmin (fp16), scales[12], qs[128] per 256 values
+// The fp16 bits of a float in fp16's normal range (the scales below: 1e-4 and up).
+uint16_t half_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xFFu) - 127 + 15, mant = (u >> 13) & 0x3FFu;
+  return (uint16_t)(sign | (exp << 10) | mant);
+}
 
-// Tensor bytes: Q4_K random blocks (d = 1e-4, dmin = 7.5e-4 so values average about 0), or F32 ones for norms;
-// bf16 ~ +-0.02 for the safetensors file.
+// Tensor bytes: quantized random blocks whose values average about 0 and stay within a few hundredths — Q4_K
+// (d = 1e-4, dmin = 7.5e-4), Q5_K (d = 1e-4, dmin = 1.55e-3), Q6_K (d = 1e-4, sub-block scales -8..8), Q8_0
+// (d = 1e-4) — or F32 ones for norms; bf16 ~ +-0.02 for the safetensors file.
 void fill(const Tensor& t, bool bf16, Rng& rng, std::vector<uint8_t>* out) {
   const int64_t n = numel(t);
   if (!t.matrix) {
@@ -96,17 +140,22 @@ void fill(const Tensor& t, bool bf16, Rng& rng, std::vector<uint8_t>* out) {
     }
     return;
   }
-  const int64_t nb = n / 256;
-  out->resize((size_t)nb * kQ4KBytes);
+  const int bb = block_bytes(t.type);
+  const int64_t nb = n / block_values(t.type);
+  out->resize((size_t)nb * bb);
   uint8_t* b = out->data();
   for (int64_t i = 0; i < (int64_t)out->size(); i += 8) {
     const uint64_t r = rng.next();
     std::memcpy(b + i, &r, std::min<int64_t>(8, (int64_t)out->size() - i));
   }
+  // where each block's fp16 scale d sits, and its min dmin (-1: none), and their values
+  const int d_at = t.type == kQ6_K ? 208 : 0, dmin_at = t.type == kQ4_K || t.type == kQ5_K ? 2 : -1;
+  const uint16_t d = half_bits(1e-4f), dmin = half_bits(t.type == kQ5_K ? 1.55e-3f : 7.5e-4f);
   for (int64_t i = 0; i < nb; ++i) {
-    const uint16_t d = 0x068E, dmin = 0x1225;  // fp16 1.0e-4 and 7.5e-4
-    std::memcpy(b + i * kQ4KBytes, &d, 2);
-    std::memcpy(b + i * kQ4KBytes + 2, &dmin, 2);
+    std::memcpy(b + i * bb + d_at, &d, 2);
+    if (dmin_at >= 0) std::memcpy(b + i * bb + dmin_at, &dmin, 2);
+    if (t.type == kQ6_K)  // int8 sub-block scales at 192..207: small, so values stay within a few hundredths
+      for (int j = 0; j < 16; ++j) b[i * bb + 192 + j] = (uint8_t)(int8_t)((int)(b[i * bb + 192 + j] % 17) - 8);
   }
 }
 
@@ -157,8 +206,8 @@ void write_data(Out& o, const std::vector<Tensor>& ts, bool bf16, size_t align) 
   std::fprintf(stderr, "\n");
 }
 
-void write_gguf(const std::string& path, const Shape& s) {
-  const std::vector<Tensor> ts = tensors_of(s, false);
+void write_gguf(const std::string& path, const Shape& s, Mix mix) {
+  const std::vector<Tensor> ts = tensors_of(s, false, mix);
   const std::string tmp = path + ".tmp";
   Out o{std::fopen(tmp.c_str(), "wb")};
   if (!o.f) {
@@ -252,9 +301,9 @@ void write_gguf(const std::string& path, const Shape& s) {
     o.str(t.name);
     o.put<uint32_t>((uint32_t)t.dims.size());
     for (size_t d = t.dims.size(); d-- > 0;) o.put<uint64_t>((uint64_t)t.dims[d]);
-    o.put<uint32_t>(t.matrix ? 12u : 0u);  // Q4_K or F32
+    o.put<uint32_t>(t.type);
     o.put<uint64_t>(off);
-    const uint64_t bytes = t.matrix ? (uint64_t)numel(t) / 256 * kQ4KBytes : (uint64_t)numel(t) * 4;
+    const uint64_t bytes = (uint64_t)(numel(t) / block_values(t.type)) * (uint64_t)block_bytes(t.type);
     off += (bytes + 31) / 32 * 32;
     header += 8 + t.name.size() + 4 + 8 * t.dims.size() + 4 + 8;
   }
@@ -307,20 +356,38 @@ void write_bf16_dir(const std::string& dir, const Shape& s, const std::string& t
 int main(int argc, char** argv) {
   Shape s;
   std::string gguf, bf16, tokenizer;
+  Mix mix = Mix::kQ4K;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--help") {
       std::printf(
-          "usage: make_big_model (--gguf FILE | --bf16 DIR --tokenizer tokenizer.model) [--layers N] [--context N]\n"
+          "usage: make_big_model (--gguf FILE [--mix q4_k|q4_k_m|q5_k_m|q8_0] | --bf16 DIR --tokenizer "
+          "tokenizer.model)\n"
+          "                      [--layers N] [--context N]\n"
           "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
-          "intermediate 14336, vocab 128256; context 8192 unless --context): a Q4_K GGUF (~4.6 GB) or a bf16\n"
+          "intermediate 14336, vocab 128256; context 8192 unless --context): a GGUF (~4.6 GB in Q4_K; --mix gives\n"
+          "the tensor types of llama.cpp's Q4_K_M, Q5_K_M or Q8_0 files: ~4.9, ~5.7, ~8.5 GB) or a bf16\n"
           "safetensors directory (~16 GB).\n");
       return 0;
     } else if (a == "--gguf") {
       gguf = val();
     } else if (a == "--bf16") {
       bf16 = val();
+    } else if (a == "--mix") {
+      const std::string m = val();
+      if (m == "q4_k") {
+        mix = Mix::kQ4K;
+      } else if (m == "q4_k_m") {
+        mix = Mix::kQ4KM;
+      } else if (m == "q5_k_m") {
+        mix = Mix::kQ5KM;
+      } else if (m == "q8_0") {
+        mix = Mix::kQ8_0;
+      } else {
+        std::fprintf(stderr, "make_big_model: --mix '%s': give q4_k, q4_k_m, q5_k_m or q8_0\n", m.c_str());
+        return 2;
+      }
     } else if (a == "--tokenizer") {
       tokenizer = val();
     } else if (a == "--layers") {
@@ -336,7 +403,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_big_model: give one of --gguf FILE or --bf16 DIR (see --help)\n");
     return 2;
   }
-  if (!gguf.empty()) write_gguf(gguf, s);
+  if (!gguf.empty()) write_gguf(gguf, s, mix);
   if (!bf16.empty()) write_bf16_dir(bf16, s, tokenizer);
   return 0;
 }

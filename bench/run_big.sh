@@ -7,17 +7,27 @@
 #     decode tokens/s against llama-bench (focalscope's default, the file read into memory, and --mmap), peak RSS
 #     of `focal capture` at T = 2048 with metrics for every head and
 #     the rows (probabilities and scores) of every head of layer 16;
-#  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture.
+#  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture;
+#  4. with --mixes, the same shape with the tensor types of llama.cpp's Q4_K_M, Q5_K_M and Q8_0 files
+#     (make_big_model --mix): decode tokens/s against llama-bench, alternating (issue 37).
 # llama-bench comes from bench/llamacpp/build.sh (llama.cpp vendored in PyPI's llama-cpp-python sdist, built into
 # the cache). The big models (4.5 GB and 16 GB) are written into ${FOCAL_CACHE:-/root/.cache/focalscope}/big, never
-# into the repository. Takes about 20 minutes on 2 cores.
-# usage: bench/run_big.sh [THREADS] [--skip-bf16]
+# into the repository. Takes about 20 minutes on 2 cores (--mixes: about 20 more, and 19 GB more of cache).
+# usage: bench/run_big.sh [THREADS] [--skip-bf16] [--mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
-skip_bf16=${2:-}
+skip_bf16=""
+mixes=""
+for a in "${@:2}"; do
+  case "$a" in
+    --skip-bf16) skip_bf16=1 ;;
+    --mixes) mixes=1 ;;
+    *) echo "run_big.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
+  esac
+done
 cache="${FOCAL_CACHE:-/root/.cache/focalscope}"
 lb="$(bench/llamacpp/build.sh | tail -1)"
 smol="$(scripts/fetch-smollm2.sh)"
@@ -75,5 +85,17 @@ if [ -z "$skip_bf16" ]; then
   echo -n "-- focal capture ~2048 tokens, metrics all heads + rows of layer 16: "
   rss build/cli/focal capture "$bf16" --prompt-file out/bench/prompt-bf16.txt --layers 16 --budget 18G -o out/bench/big-bf16.h5
   build/cli/focal inspect out/bench/big-bf16.h5 | head -1 || true
+fi
+if [ -n "$mixes" ]; then
+  for mix in q4_k_m q5_k_m q8_0; do
+    f="$cache/big/llama3-8b-shape-$mix.gguf"
+    [ -f "$f" ] || build/bench/make_big_model --gguf "$f" --mix "$mix"
+    echo "== Llama-3-8B shape, $mix mix ($f, $(du -h "$f" | cut -f1))"
+    for round in 1 2; do
+      echo "-- decode round $round: focalscope native (held in memory), then llama-bench --"
+      build/bench/weights_bench "$f" --prefill 0 --decode 16 --reps 3 | grep decode
+      "$lb" -m "$f" -t "$threads" -p 0 -n 16 -r 3 -o md 2>/dev/null | grep -E "tg16"
+    done
+  done
 fi
 echo "load after: $(uptime | sed 's/.*average: //')"
