@@ -2,7 +2,6 @@
 // per-document rows, sampled attention rows, checkpoints and --resume, and the final stats.h5 (or shards + merge).
 #include "focal_batch/batch.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -70,46 +70,26 @@ class CaptureObserver final : public ForwardObserver {
   }
   bool wants_metrics() const override { return true; }
   bool stores(int layer, int head) const { return store_rows_ && lmap_[layer] >= 0 && hmap_[head] >= 0; }
-  bool compares(int layer, int head) const { return cmp_ && cl_[layer] >= 0 && ch_[head] >= 0; }
-  bool holds(int layer, int head) const { return hold_ && hl_[layer] && hh_[head] >= 0; }
+  bool selected(int layer, int head) const { return cmp_ && cl_[layer] >= 0 && ch_[head] >= 0; }
+  bool compares(int layer, int head) const { return !holding_ && selected(layer, head); }
+  bool holds(int layer, int head) const { return holding_ && selected(layer, head); }
   bool wants_rows(int layer, int head) const override {
     return !targets_.empty() || stores(layer, head) || compares(layer, head) || holds(layer, head);
   }
-  // Compares this run's rows with the stored rows of `ref` as they arrive: KL(ref || this) and JS per row of the
-  // rows both select, into *cmp (its selection and run names set, kl / js sized [Lc, Hc, Qc]). ref_one_layer: ref
-  // holds the rows of the layer being run only (hold_compared_rows of the other run, in lockstep).
-  void want_comparison(const RunCapture& ref, Comparison* cmp, bool ref_one_layer = false) {
-    ref_ = &ref;
-    cmp_ = cmp;
+  // One side of capture_runs_lockstep over sel's (layer, head, query) rows. `held` holds one layer's rows of run a,
+  // [1, Hc, Qc, T] in sel's head and query order. hold: this run (a) copies its rows of each layer into it as they
+  // arrive; else this run (b) compares its rows with them as they arrive: KL(a || b) and JS per row into sel's kl /
+  // js ([Lc, Hc, Qc]).
+  void want_lockstep(Comparison* sel, RunCapture* held, bool hold) {
+    cmp_ = sel;
+    held_ = held;
+    holding_ = hold;
     cl_.assign(c_.n_layers, -1);
     ch_.assign(c_.n_heads, -1);
     cq_.assign(T_, -1);
-    for (size_t i = 0; i < cmp->layers.size(); ++i) cl_[cmp->layers[i]] = (int)i;
-    for (size_t i = 0; i < cmp->heads.size(); ++i) ch_[cmp->heads[i]] = (int)i;
-    for (size_t i = 0; i < cmp->queries.size(); ++i) cq_[cmp->queries[i]] = (int)i;
-    // ref's own indices of each compared layer / head / query, so a row's offset costs no search
-    auto index_in = [](const std::vector<int>& v, int n) {
-      std::vector<int> m(n, -1);
-      for (size_t i = 0; i < v.size(); ++i)
-        if (v[i] >= 0 && v[i] < n) m[v[i]] = (int)i;
-      return m;
-    };
-    rl_ = index_in(ref.layers, c_.n_layers);
-    if (ref_one_layer)
-      for (int l : cmp->layers) rl_[l] = 0;
-    rh_ = index_in(ref.heads, c_.n_heads);
-    rq_ = index_in(ref.queries, T_);
-  }
-  // Copies this run's rows of sel's (head, query) selection, in sel's layers, into hold->probs [1, Hc, Qc, T] as
-  // they arrive: the rows of one layer, overwritten by the next (hold's heads and queries are sel's).
-  void hold_compared_rows(RunCapture* hold, const Comparison& sel) {
-    hold_ = hold;
-    hl_.assign(c_.n_layers, 0);
-    hh_.assign(c_.n_heads, -1);
-    hq_.assign(T_, -1);
-    for (int l : sel.layers) hl_[l] = 1;
-    for (size_t i = 0; i < sel.heads.size(); ++i) hh_[sel.heads[i]] = (int)i;
-    for (size_t i = 0; i < sel.queries.size(); ++i) hq_[sel.queries[i]] = (int)i;
+    for (size_t i = 0; i < sel->layers.size(); ++i) cl_[sel->layers[i]] = (int)i;
+    for (size_t i = 0; i < sel->heads.size(); ++i) ch_[sel->heads[i]] = (int)i;
+    for (size_t i = 0; i < sel->queries.size(); ++i) cq_[sel->queries[i]] = (int)i;
   }
   // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
   void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
@@ -126,8 +106,7 @@ class CaptureObserver final : public ForwardObserver {
       for (int r = 0; r < n_rows; ++r) {
         const int q = row0 + r, qi = cq_[q];
         if (qi < 0) continue;
-        const float* pa =
-            ref_->probs.data() + stored_row_offset(*ref_, (size_t)rl_[layer], (size_t)rh_[head], (size_t)rq_[q], T_);
+        const float* pa = held_->probs.data() + stored_row_offset(*held_, 0, (size_t)ch_[head], (size_t)qi, T_);
         const float* pb = probs + (size_t)r * stride;
         const size_t at = ((size_t)cl_[layer] * cmp_->heads.size() + (size_t)ch_[head]) * cmp_->queries.size() + qi;
         cmp_->kl[at] = (float)kl_divergence(pa, pb, q + 1);
@@ -135,10 +114,10 @@ class CaptureObserver final : public ForwardObserver {
       }
     if (holds(layer, head))
       for (int r = 0; r < n_rows; ++r) {
-        const int q = row0 + r, qi = hq_[q];
+        const int q = row0 + r, qi = cq_[q];
         if (qi < 0) continue;
         const float* p = probs + (size_t)r * stride;
-        std::copy(p, p + q + 1, &hold_->probs[stored_row_offset(*hold_, 0, (size_t)hh_[head], (size_t)qi, T_)]);
+        std::copy(p, p + q + 1, &held_->probs[stored_row_offset(*held_, 0, (size_t)ch_[head], (size_t)qi, T_)]);
       }
     if (!stores(layer, head)) return;
     for (int r = 0; r < n_rows; ++r) {
@@ -180,12 +159,10 @@ class CaptureObserver final : public ForwardObserver {
   std::function<bool()> cancelled_;
   std::vector<int> lmap_, hmap_, qmap_;
   std::vector<std::vector<int>> targets_;  // [T] induction targets per row; empty: not wanted
-  const RunCapture* ref_ = nullptr;        // want_comparison: the run compared with, and where the rows go
-  Comparison* cmp_ = nullptr;
-  std::vector<int> cl_, ch_, cq_;  // model layer / head / query -> index in cmp_'s selection, -1: not compared
-  std::vector<int> rl_, rh_, rq_;  // the same -> index in ref_'s stored selection
-  RunCapture* hold_ = nullptr;     // hold_compared_rows: where this run's compared rows of one layer go
-  std::vector<int> hl_, hh_, hq_;  // model layer -> 1 if held; head / query -> index in hold_, -1: not held
+  Comparison* cmp_ = nullptr;              // want_lockstep: the selection compared, and where KL / JS go
+  RunCapture* held_ = nullptr;             // run a's rows of the layer being run, [1, Hc, Qc, T]
+  bool holding_ = false;                   // this run is a (fills held_), else b (compares with it)
+  std::vector<int> cl_, ch_, cq_;          // model layer / head / query -> index in cmp_'s selection, -1: not compared
 };
 
 // The (layer, head, query) rows two runs both select, in run a's order, as compare_runs compares them.
@@ -469,8 +446,8 @@ bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& token
   hold.heads = rows.heads;
   hold.queries = rows.queries;
   hold.probs.assign(rows.heads.size() * rows.queries.size() * (size_t)T, 0.0f);
-  a->obs->hold_compared_rows(&hold, rows);
-  b->obs->want_comparison(hold, &rows, true);
+  a->obs->want_lockstep(&rows, &hold, true);
+  b->obs->want_lockstep(&rows, &hold, false);
   a->opt.probs_fp16 = b->opt.probs_fp16 = false;  // KL / JS from the fp32 rows
   Session sa(model, T, /*prefill_only=*/true), sb(model, T, /*prefill_only=*/true);
   for (int l = 0; l < L; ++l) {  // b's layer l compares its rows with a's of the same layer, held until then

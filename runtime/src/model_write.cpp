@@ -1,6 +1,5 @@
 // Safetensors and config.json writing, and deterministic random LLaMA weights.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
