@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     }
     fwd = std::min(fwd, std::chrono::duration<double>(clk::now() - t0).count());
     t0 = clk::now();
-    std::vector<double> g(p.log_temp.size(), 0.0);
+    std::vector<double> g(p.theta.size(), 0.0);
     calib_loss_and_grad(*model, ids.data(), T, p, T - 1.0, g);
     step = std::min(step, std::chrono::duration<double>(clk::now() - t0).count());
   }

@@ -35,7 +35,13 @@ Apply the result to any run with --temp calibrated:TEMPS.json (batch: --runs sta
 options:
   --data FILE           calibration text (required)
   -o, --output FILE     the temperature file to write (required)
-  --granularity G       model (one t) | layer (one t per layer) | head (one t per head; default)
+  --granularity G       model (one t) | layer (one t per layer) | head (one t per head; default) |
+                        tau-proj: the paper's learned temperature (Eq. 6) per layer on top of the frozen weights,
+                        tau_i = clip(mean_{j<=i} X_j . w_tau + b, 0.05 sqrt(d_head), 20 sqrt(d_head)) from the
+                        layer's normalised input X; w_tau starts at 0 and b at --init-temp sqrt(d_head); Adam moves
+                        b / sqrt(d_head) at --lr and w_tau / sqrt(d_head) at --lr / hidden. The file holds the
+                        projections (runs use mode learned with them) and, as t, each layer's mean tau / sqrt(d_head)
+                        over the held-out tokens
   --steps N (200) --batch N (4 windows) --seq-len N (256) --lr X (0.05; cosine to 10 %) --seed S (1)
   --init-temp T         every t at the start (default 1: standard attention)
   --val-frac X          share of the windows held out (default 0.1, at least one window)
@@ -102,7 +108,10 @@ int cmd_calibrate(int argc, char** argv) {
     last_line = now;
   });
   // The learned t per layer x head (one row per layer; model granularity: one value).
-  if (f.granularity == CalibGranularity::kModel) {
+  if (f.granularity == CalibGranularity::kTauProj) {
+    std::printf("mean t = tau / sqrt(d_head) over the held-out tokens, by layer:\nlayer      t\n");
+    for (int l = 0; l < f.n_layers; ++l) std::printf("%5d %6.3f\n", l, f.focal_temp[(size_t)l * f.n_heads]);
+  } else if (f.granularity == CalibGranularity::kModel) {
     std::printf("t = %.4f for every head\n", f.focal_temp[0]);
   } else {
     std::printf("t by layer x head%s:\nlayer", f.granularity == CalibGranularity::kLayer ? " (one t per layer)" : "");

@@ -543,7 +543,7 @@ int cmd_inspect(int argc, char** argv) {
   for (const RunCapture& r : f.runs) {
     if (a.has("--run") && r.name != a.get("--run")) continue;
     std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
-                r.temp_spec_json.c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
+                TempSpec::brief_json(r.temp_spec_json).c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
                 r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
     // Prompt loss over the prompt's own tokens; a generation's tokens (the model's own choices) get their own line.
     if (P > 1) std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);

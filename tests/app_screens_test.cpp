@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "focal/model_writer.h"
 #include "focal_batch/batch.h"
 #include "focal_batch/stats_file.h"
+#include "focal_figures/figures.h"
 #include "focal/tokenizer.h"
 #include "test_util.h"
 
@@ -818,6 +820,132 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
     const std::string log = read_text(dir + "/log.txt");
     EXPECT_NE(log.find(want), std::string::npos) << script << "\n" << log;
   }
+}
+
+// A temperature file the app runs, shaped like the model: t of head h of layer l from `t_of`, losses 3.21875 -> 3.0625.
+focal::TempFile make_temp_file(const focal::Model& m, const std::string& model_path,
+                               const std::function<float(int, int)>& t_of) {
+  const focal::ModelConfig& c = m.config();
+  focal::TempFile f;
+  f.granularity = focal::CalibGranularity::kHead;
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  f.n_kv_heads = c.n_kv_heads;
+  f.d_head = c.d_head;
+  f.hidden = c.hidden;
+  f.vocab_size = c.vocab_size;
+  f.base_model = model_path;
+  f.base_checksum = m.weights_checksum();
+  f.data_path = "/data/lamps.txt";
+  f.n_train_tokens = 4096;
+  f.n_val_tokens = 512;
+  f.steps = 40;
+  f.batch = 2;
+  f.seq_len = 64;
+  f.val_loss_init = 3.21875;
+  f.val_loss = 3.0625;
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int h = 0; h < c.n_heads; ++h) f.focal_temp.push_back(t_of(l, h));
+  return f;
+}
+
+// Issue 34 item 3: the Temps tab shows the temperature file A runs — its layer x head shape, the calibrator's
+// held-out losses, blue cells where t < 1 and red where t > 1 — and each head's t against its entropy only while B
+// runs standard attention (else it says what to set); its figure is the one `focal figure temps` draws from the
+// app's capture; with no file it says how to make one. A 2 x 2 model prints t in its cells.
+TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
+  const std::string dir = focal::test::make_temp_dir("app_temps");
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";  // 4 layers x 6 heads
+  auto m = focal::Model::load(model, focal::Device::kCpu);
+  const focal::TempFile f = make_temp_file(*m, model, [](int l, int h) { return (l + h) % 2 ? 0.5f : 1.6f; });
+  const std::string temps = dir + "/lamps-t.json";
+  focal::write_temp_file(f, temps);
+  const int rc = run_app(dir,
+                         "open " + model + "\nprompt The keeper lit the lamp by the door and walked to the river.\n" +
+                             "spec calibrated:" + temps + " a\nspec standard b\ntab temps\nwait\nscreenshot " + dir +
+                             "/with_b.png\nfigure temps " + dir + "/fig.svg\nexport " + dir + "/cap.h5\n" +
+                             "spec focal:0.4 b\nwait\nscreenshot " + dir + "/focal_b.png\nspec standard a\nwait\n" +
+                             "screenshot " + dir + "/none.png\nquit\n",
+                         "", "1400x900");
+  ASSERT_EQ(rc, 0) << read_text(dir + "/log.txt");
+  const nlohmann::json j = read_json(dir + "/with_b.png.json");
+  EXPECT_EQ(j["spec_a"], "calibrated");
+  EXPECT_EQ(labels_of(j, "temps.side"), std::vector<std::string>{"A"});
+  EXPECT_EQ(labels_of(j, "temps.shape"), (std::vector<std::string>{"4", "6"}));
+  char before[16], after[16];
+  std::snprintf(before, sizeof before, "%.3f", f.val_loss_init);
+  std::snprintf(after, sizeof after, "%.3f", f.val_loss);
+  EXPECT_EQ(labels_of(j, "temps.loss"), (std::vector<std::string>{before, after}));
+  EXPECT_NE(labels_of(j, "temps.provenance").at(0).find("40 steps of 2 x 64 tokens"), std::string::npos) << j["labels"];
+  EXPECT_NE(labels_of(j, "temps.provenance").at(0).find("lamps.txt"), std::string::npos) << j["labels"];
+  const std::vector<std::string> bar = labels_of(j, "temps.colorbar");
+  EXPECT_NE(std::find(bar.begin(), bar.end(), "1"), bar.end()) << j["labels"];
+  // B is standard on the same model: one dot per head, from B's run.
+  EXPECT_EQ(labels_of(j, "temps.entropy"), (std::vector<std::string>{"B", "standard"}));
+  EXPECT_EQ(labels_of(j, "temps.scatter.points"), std::vector<std::string>{"24"});
+  // The matrix: t = 0.5 cells blue, t = 1.6 cells red, half of the cells each.
+  ASSERT_TRUE(j["rects"].contains("temps.matrix")) << j["rects"];
+  const auto& mr = j["rects"]["temps.matrix"];
+  EXPECT_GE((double)mr[2], 4 * 20.0);
+  const Image shot = read_png(dir + "/with_b.png");
+  size_t blue = 0, red = 0, n = 0;
+  for (int y = (int)mr[1]; y < (int)mr[1] + (int)mr[3]; ++y)
+    for (int x = (int)mr[0]; x < (int)mr[0] + (int)mr[2]; ++x, ++n) {
+      const int R = (int)(shot.at(x, y) >> 16) & 255, B = (int)shot.at(x, y) & 255;
+      blue += B > R + 60;
+      red += R > B + 60;
+    }
+  EXPECT_GT(blue, n / 4);
+  EXPECT_GT(red, n / 4);
+  // The app's figure is `focal figure temps FILE CAPTURE` of the app's own capture, byte for byte.
+  const std::string cli_svg = focal::figures::render_figure_files(
+      "temps", {temps, dir + "/cap.h5"}, focal::figures::FigureOptions(), focal::figures::Format::kSvg);
+  EXPECT_EQ(read_text(dir + "/fig.svg"), cli_svg);
+  EXPECT_NE(cli_svg.find("Entropy under standard"), std::string::npos);
+  // B under focal attention: no entropy under the standard label, and what to set instead.
+  const nlohmann::json jf = read_json(dir + "/focal_b.png.json");
+  EXPECT_TRUE(labels_of(jf, "temps.entropy").empty()) << jf["labels"];
+  EXPECT_TRUE(labels_of(jf, "temps.scatter.points").empty()) << jf["labels"];
+  ASSERT_EQ(labels_of(jf, "temps.entropy_gap").size(), 1u) << jf["labels"];
+  EXPECT_NE(labels_of(jf, "temps.entropy_gap")[0].find("set B to standard"), std::string::npos) << jf["labels"];
+  EXPECT_EQ(labels_of(jf, "temps.loss"), (std::vector<std::string>{before, after}));
+  // Neither side runs a file: how to make one.
+  const nlohmann::json jn = read_json(dir + "/none.png.json");
+  EXPECT_TRUE(labels_of(jn, "temps.shape").empty()) << jn["labels"];
+  ASSERT_EQ(labels_of(jn, "temps.none").size(), 1u) << jn["labels"];
+  EXPECT_NE(labels_of(jn, "temps.none")[0].find("focal calibrate MODEL --data FILE -o t.json"), std::string::npos);
+
+  // A 2 x 2 model: cells large enough to print each t.
+  const std::string tok_path = std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model";
+  focal::ModelConfig c;
+  c.vocab_size = focal::Tokenizer::load(tok_path)->vocab_size();
+  c.hidden = 64;
+  c.intermediate = 128;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_head = 32;
+  c.max_positions = 256;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  const std::string tiny = dir + "/tiny-2x2";
+  focal::write_model_dir(tiny, c, focal::random_model_tensors(c, 5), "F32", tok_path);
+  auto mt = focal::Model::load(tiny, focal::Device::kCpu);
+  const std::string tiny_temps = dir + "/tiny-t.json";
+  focal::write_temp_file(make_temp_file(*mt, tiny, [](int l, int h) { return l == h ? 0.5f : 2.0f; }), tiny_temps);
+  ASSERT_EQ(run_app(dir,
+                    "open " + tiny + "\nprompt the old man took the lamp\nspec calibrated:" + tiny_temps +
+                        " b\nspec standard a\ntab temps\nwait\nscreenshot " + dir + "/tiny.png\nquit\n",
+                    "", "1600x1000"),
+            0)
+      << read_text(dir + "/log.txt");
+  const nlohmann::json jt = read_json(dir + "/tiny.png.json");
+  EXPECT_EQ(labels_of(jt, "temps.side"), std::vector<std::string>{"B"});
+  EXPECT_EQ(labels_of(jt, "temps.entropy"), (std::vector<std::string>{"A", "standard"}));
+  EXPECT_EQ(labels_of(jt, "temps.cells"), (std::vector<std::string>{"0.5", "2", "2", "0.5"}));
+  if (const char* keep = std::getenv("FOCAL_KEEP_SCREENSHOTS"))  // to look at them
+    for (const char* shot_name : {"with_b.png", "focal_b.png", "none.png", "tiny.png"})
+      std::system(("cp " + dir + "/" + shot_name + " " + keep + "/temps-" + shot_name).c_str());
 }
 
 }  // namespace

@@ -76,10 +76,10 @@ TEST_P(CalibGrad, MatchesDoubleCentralDifferences) {
   TempParams p = TempParams::uniform(gc.g, c, 1.0);
   std::mt19937_64 rng(3);
   std::normal_distribution<double> nd(0.0, 0.4);
-  for (double& x : p.log_temp) x = nd(rng);
+  for (double& x : p.theta) x = nd(rng);
   const std::vector<int32_t> ids = random_ids(13, c.vocab_size, 5);
   const int T = (int)ids.size();
-  std::vector<double> grad(p.log_temp.size(), 0.0);
+  std::vector<double> grad(p.theta.size(), 0.0);
   const double loss = calib_loss_and_grad(*model, ids.data(), T, p, 1.0, grad);
 
   std::map<std::string, test::DoubleTensor> w64;
@@ -91,20 +91,20 @@ TEST_P(CalibGrad, MatchesDoubleCentralDifferences) {
       std::vector<double>& q = w["model.layers." + std::to_string(l) + ".self_attn.q_proj.weight"].data;
       for (int h = 0; h < c.n_heads; ++h) {
         TempParams at = p;
-        at.log_temp = theta;
+        at.theta = theta;
         const double s = std::exp(-theta[at.index(l, h)]);
         for (size_t i = (size_t)h * c.d_head * c.hidden; i < (size_t)(h + 1) * c.d_head * c.hidden; ++i) q[i] *= s;
       }
     }
     return test::naive_loss(test::naive_forward(c, w, ids, TempSpec::standard()).logits, ids, c.vocab_size);
   };
-  EXPECT_NEAR(loss, loss64(p.log_temp), 1e-5 * loss);
-  for (size_t i = 0; i < p.log_temp.size(); ++i) {
-    std::vector<double> th = p.log_temp;
+  EXPECT_NEAR(loss, loss64(p.theta), 1e-5 * loss);
+  for (size_t i = 0; i < p.theta.size(); ++i) {
+    std::vector<double> th = p.theta;
     const double h = 1e-5;
-    th[i] = p.log_temp[i] + h;
+    th[i] = p.theta[i] + h;
     const double lp = loss64(th);
-    th[i] = p.log_temp[i] - h;
+    th[i] = p.theta[i] - h;
     const double lm = loss64(th);
     const double fd = (lp - lm) / (2 * h);
     EXPECT_NEAR(grad[i], fd, 1e-5 + 1e-3 * std::fabs(fd)) << calib_granularity_name(gc.g) << " parameter " << i;
@@ -122,6 +122,163 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return std::string(calib_granularity_name(info.param.g)) + (info.param.tied ? "_tied" : "_untied");
     });
+
+// The learned tau's projections on top of frozen weights (granularity tau-proj): the gradient with respect to every
+// u and c (w_tau = sqrt(d) u, b = sqrt(d) c) against central differences (h = 1e-5) of the naive double model in which
+// the same projections are the model's own tau_proj weights (mode learned, prefix mean, the same clip). Random u, c
+// so that tau varies by row. Tolerance 1e-5 + 1e-3 relative, as above.
+TEST(CalibGrad, TauProjMatchesDoubleCentralDifferences) {
+  const ModelConfig c = tiny(false);
+  const std::string dir = test::make_temp_dir("calibgradtau");
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, 11);
+  write_model_dir(dir, c, tensors, "F32", "");
+  auto model = Model::load(dir);
+  TempParams p = TempParams::uniform(CalibGranularity::kTauProj, c, 1.0);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> nd(0.0, 0.3);
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (int i = 0; i < c.hidden; ++i) p.theta[(size_t)l * (c.hidden + 1) + i] = nd(rng);
+    p.theta[(size_t)l * (c.hidden + 1) + c.hidden] = 0.9 + 0.3 * l;
+  }
+  const std::vector<int32_t> ids = random_ids(13, c.vocab_size, 6);
+  const int T = (int)ids.size();
+  std::vector<double> grad(p.theta.size(), 0.0), t_sum(c.n_layers, 0.0);
+  const double loss = calib_loss_and_grad(*model, ids.data(), T, p, 1.0, grad, &t_sum);
+
+  ModelConfig c64 = c;  // the naive model with the projections as its own weights
+  const double sqrt_d = std::sqrt((double)c.d_head);
+  c64.focal.mode = AttnMode::kLearned;
+  c64.focal.has_tau = true;
+  c64.focal.tau_bias = true;
+  c64.focal.tau_mode = TauMode::kPrefixMean;
+  c64.focal.tau_min = (float)(TempParams::kTauProjTMin * sqrt_d);
+  c64.focal.tau_max = (float)(TempParams::kTauProjTMax * sqrt_d);
+  std::map<std::string, test::DoubleTensor> w64;
+  for (const NamedTensor& t : tensors) w64[t.name].data.assign(t.data.begin(), t.data.end());
+  TempSpec learned;
+  learned.mode = AttnMode::kLearned;
+  std::vector<double> tau_row_min(c.n_layers, 1e30), tau_row_max(c.n_layers, 0.0);
+  auto loss64 = [&](const std::vector<double>& theta, bool note_tau) {
+    std::map<std::string, test::DoubleTensor> w = w64;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l) + ".self_attn.tau_proj.";
+      const double* u = theta.data() + (size_t)l * (c.hidden + 1);
+      w[pre + "weight"].data.assign(c.hidden, 0.0);
+      for (int i = 0; i < c.hidden; ++i) w[pre + "weight"].data[i] = sqrt_d * u[i];
+      w[pre + "bias"].data.assign(1, sqrt_d * u[c.hidden]);
+    }
+    const test::NaiveOut out = test::naive_forward(c64, w, ids, learned);
+    if (note_tau)
+      for (int l = 0; l < c.n_layers; ++l)
+        for (double t : out.tau[l]) {
+          tau_row_min[l] = std::min(tau_row_min[l], t / sqrt_d);
+          tau_row_max[l] = std::max(tau_row_max[l], t / sqrt_d);
+        }
+    return test::naive_loss(out.logits, ids, c.vocab_size);
+  };
+  EXPECT_NEAR(loss, loss64(p.theta, true), 1e-5 * loss);
+  for (size_t i = 0; i < p.theta.size(); ++i) {
+    std::vector<double> th = p.theta;
+    const double h = 1e-5;
+    th[i] = p.theta[i] + h;
+    const double lp = loss64(th, false);
+    th[i] = p.theta[i] - h;
+    const double lm = loss64(th, false);
+    const double fd = (lp - lm) / (2 * h);
+    EXPECT_NEAR(grad[i], fd, 1e-5 + 1e-3 * std::fabs(fd)) << "parameter " << i;
+  }
+  double gmax = 0.0;
+  for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+  EXPECT_GT(gmax, 1e-3);
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::printf("layer %d: t per row %.3f..%.3f\n", l, tau_row_min[l], tau_row_max[l]);
+    EXPECT_GT(tau_row_max[l] - tau_row_min[l], 0.05) << "tau must vary by row for the test to mean something";
+    // The reported per-layer sum of t over the rows agrees with the double model's rows.
+    EXPECT_GE(t_sum[l] / T, tau_row_min[l] - 1e-4);
+    EXPECT_LE(t_sum[l] / T, tau_row_max[l] + 1e-4);
+  }
+}
+
+// A spec carrying tau projections runs exactly as the model whose weights hold them: the same logits (1e-5 relative
+// to the largest) and tau per row (1e-5), prefill and decode after it.
+TEST(CalibTauProj, SpecProjectionsRunAsModelWeights) {
+  ModelConfig c = tiny(false);
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, 13);
+  const std::string plain_dir = test::make_temp_dir("tauplain");
+  write_model_dir(plain_dir, c, tensors, "F32", "");
+  auto plain = Model::load(plain_dir);
+  TempParams p = TempParams::uniform(CalibGranularity::kTauProj, c, 0.8);
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd(0.0, 0.2);
+  for (double& x : p.theta) x += nd(rng);
+  const TempSpec with_proj = p.spec();
+  ASSERT_NO_THROW(with_proj.validate(c));
+  const TauProj& tp = *with_proj.tau_proj;
+  ModelConfig ct = c;
+  ct.focal.mode = AttnMode::kLearned;
+  ct.focal.has_tau = true;
+  ct.focal.tau_bias = true;
+  ct.focal.tau_mode = tp.tau_mode;
+  ct.focal.tau_min = tp.tau_min;
+  ct.focal.tau_max = tp.tau_max;
+  std::vector<NamedTensor> tt = tensors;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string pre = "model.layers." + std::to_string(l) + ".self_attn.tau_proj.";
+    tt.push_back({pre + "weight",
+                  {1, (int64_t)c.hidden},
+                  std::vector<float>(tp.weight.begin() + (ptrdiff_t)l * c.hidden,
+                                     tp.weight.begin() + (ptrdiff_t)(l + 1) * c.hidden)});
+    tt.push_back({pre + "bias", {1}, {tp.bias[l]}});
+  }
+  const std::string tau_dir = test::make_temp_dir("tauweights");
+  write_model_dir(tau_dir, ct, tt, "F32", "");
+  auto own = Model::load(tau_dir);
+  TempSpec learned;
+  learned.mode = AttnMode::kLearned;
+  struct TauRec : ForwardObserver {
+    std::vector<float> tau;
+    void on_layer(const LayerRecord& r) override {
+      if (r.tau) tau.insert(tau.end(), r.tau, r.tau + r.n_tokens);
+    }
+  };
+  const std::vector<int32_t> ids = random_ids(20, c.vocab_size, 2);
+  Session sa(*plain, 24), sb(*own, 24);
+  TauRec ra, rb;
+  std::vector<float> la, lb;
+  sa.forward(ids.data(), 20, with_proj, RunOptions{}, &ra, &la);
+  sb.forward(ids.data(), 20, learned, RunOptions{}, &rb, &lb);
+  const int32_t next = 5;
+  std::vector<float> da, db;
+  sa.forward(&next, 1, with_proj, RunOptions{}, &ra, &da);
+  sb.forward(&next, 1, learned, RunOptions{}, &rb, &db);
+  la.insert(la.end(), da.begin(), da.end());
+  lb.insert(lb.end(), db.begin(), db.end());
+  ASSERT_EQ(la.size(), lb.size());
+  float scale = 0.0f;
+  for (float v : lb) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < la.size(); ++i) ASSERT_NEAR(la[i], lb[i], 1e-5f * scale) << i;
+  ASSERT_EQ(ra.tau.size(), rb.tau.size());
+  float tmin = 1e30f, tmax = 0.0f;
+  for (size_t i = 0; i < ra.tau.size(); ++i) {
+    EXPECT_NEAR(ra.tau[i], rb.tau[i], 1e-5f * rb.tau[i]) << i;
+    tmin = std::min(tmin, rb.tau[i]);
+    tmax = std::max(tmax, rb.tau[i]);
+  }
+  EXPECT_GT(tmax - tmin, 0.05f);  // the rows' tau differ: the projection is in use
+  // The spec's JSON (a capture's provenance) carries the projections: the round trip runs the same.
+  const TempSpec back = TempSpec::from_json(with_proj.to_json(), "test");
+  ASSERT_TRUE(back.tau_proj);
+  EXPECT_EQ(back.tau_proj->weight, tp.weight);
+  EXPECT_EQ(back.tau_proj->bias, tp.bias);
+  EXPECT_EQ(back.first_changed_layer(with_proj, c), c.n_layers);
+  // Another model's shape is refused, naming what differs.
+  ModelConfig wider = c;
+  wider.hidden = 32;
+  try {
+    with_proj.validate(wider);
+    FAIL() << "projections of another hidden size were accepted";
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("hidden size 16"), std::string::npos) << e.what(); }
+}
 
 TEST(CalibGrad, BiasesAndQkNormAgainstFp32Differences) {
   // Qwen2-style q/k/v/o biases and per-head QK-norm (the naive model has neither): the gradient against central
@@ -141,14 +298,14 @@ TEST(CalibGrad, BiasesAndQkNormAgainstFp32Differences) {
   ASSERT_TRUE(model->config().qk_norm);
   TempParams p = TempParams::uniform(CalibGranularity::kHead, c, 0.7);
   const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 8);
-  std::vector<double> grad(p.log_temp.size(), 0.0);
+  std::vector<double> grad(p.theta.size(), 0.0);
   calib_loss_and_grad(*model, ids.data(), (int)ids.size(), p, 1.0, grad);
-  for (size_t i = 0; i < p.log_temp.size(); ++i) {
+  for (size_t i = 0; i < p.theta.size(); ++i) {
     TempParams q = p;
     const double h = 1e-2;
-    q.log_temp[i] += h;
+    q.theta[i] += h;
     const double lp = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
-    q.log_temp[i] -= 2 * h;
+    q.theta[i] -= 2 * h;
     const double lm = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
     const double fd = (lp - lm) / (2 * h);
     EXPECT_NEAR(grad[i], fd, 2e-3 + 0.03 * std::fabs(fd)) << "parameter " << i;
@@ -182,14 +339,14 @@ TEST(CalibGrad, RopeScalingAndWindowAgainstFp32Differences) {
     ASSERT_TRUE(mc.arch.rope.type != RopeType::kDefault || mc.arch.sliding_window == 12) << extra.dump();
     TempParams p = TempParams::uniform(CalibGranularity::kHead, mc, 0.8);
     const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 3);
-    std::vector<double> grad(p.log_temp.size(), 0.0);
+    std::vector<double> grad(p.theta.size(), 0.0);
     calib_loss_and_grad(*model, ids.data(), (int)ids.size(), p, 1.0, grad);
-    for (size_t i = 0; i < p.log_temp.size(); ++i) {
+    for (size_t i = 0; i < p.theta.size(); ++i) {
       TempParams q = p;
       const double h = 1e-2;
-      q.log_temp[i] += h;
+      q.theta[i] += h;
       const double lp = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
-      q.log_temp[i] -= 2 * h;
+      q.theta[i] -= 2 * h;
       const double lm = calib_val_loss(*model, {ids}, q.spec()) * (double)(ids.size() - 1);
       const double fd = (lp - lm) / (2 * h);
       EXPECT_NEAR(grad[i], fd, 2e-3 + 0.03 * std::fabs(fd)) << extra.dump() << " parameter " << i;
@@ -199,7 +356,7 @@ TEST(CalibGrad, RopeScalingAndWindowAgainstFp32Differences) {
   auto narrow = model_with_config(
       c, 12, {{"model_type", "mistral"}, {"architectures", {"MistralForCausalLM"}}, {"sliding_window", 6}}, "calibwin");
   TempParams p = TempParams::uniform(CalibGranularity::kHead, narrow->config(), 1.0);
-  std::vector<double> grad(p.log_temp.size(), 0.0);
+  std::vector<double> grad(p.theta.size(), 0.0);
   const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 3);
   try {
     calib_loss_and_grad(*narrow, ids.data(), (int)ids.size(), p, 1.0, grad);
@@ -220,7 +377,7 @@ TEST(CalibGrad, StoredWeightsGiveTheFp32Gradient) {
   auto mf = Model::load(dir, Device::kCpu, fp32);
   TempParams p = TempParams::uniform(CalibGranularity::kHead, c, 0.8);
   const std::vector<int32_t> ids = random_ids(16, c.vocab_size, 2);
-  std::vector<double> gn(p.log_temp.size(), 0.0), gf(p.log_temp.size(), 0.0);
+  std::vector<double> gn(p.theta.size(), 0.0), gf(p.theta.size(), 0.0);
   calib_loss_and_grad(*mn, ids.data(), (int)ids.size(), p, 1.0, gn);
   calib_loss_and_grad(*mf, ids.data(), (int)ids.size(), p, 1.0, gf);
   test::expect_allclose(gn, gf, 1e-4, 1e-6, "stored-weight gradient");
@@ -264,9 +421,9 @@ TEST(CalibPlanted, RecoversPlantedHeadTemperatures) {
   write_model_dir(mdir, c, tensors, "F32", "");
   auto model = Model::load(mdir);
   TempParams planted = TempParams::uniform(CalibGranularity::kHead, c, 1.0);
-  planted.log_temp[planted.index(0, 1)] = std::log(0.5);
-  planted.log_temp[planted.index(1, 2)] = std::log(0.5);
-  planted.log_temp[planted.index(1, 0)] = std::log(1.5);
+  planted.theta[planted.index(0, 1)] = std::log(0.5);
+  planted.theta[planted.index(1, 2)] = std::log(0.5);
+  planted.theta[planted.index(1, 0)] = std::log(1.5);
   const int T = 64;
   // One thread: at T = 64 on a model this small, threads only add fork-join waits (4x slower on a loaded machine).
   const int threads = omp_get_max_threads();
@@ -312,7 +469,8 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
   auto model = make_model(c, 3, "applied");
   const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 9);
   const std::string dir = test::make_temp_dir("appliedrun");
-  for (CalibGranularity g : {CalibGranularity::kModel, CalibGranularity::kLayer, CalibGranularity::kHead}) {
+  for (CalibGranularity g :
+       {CalibGranularity::kModel, CalibGranularity::kLayer, CalibGranularity::kHead, CalibGranularity::kTauProj}) {
     CalibConfig cfg = small_run(dir + "/t_" + calib_granularity_name(g) + ".json");
     cfg.granularity = g;
     const TempFile f = calibrate(*model, tokens, cfg);
@@ -327,6 +485,18 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
     EXPECT_EQ(back.focal_temp, f.focal_temp);
     EXPECT_EQ(back.base_checksum, model->weights_checksum());
     EXPECT_EQ(back.granularity, g);
+    if (g == CalibGranularity::kTauProj) {
+      ASSERT_TRUE(back.tau_proj && f.tau_proj);
+      EXPECT_EQ(back.tau_proj->weight, f.tau_proj->weight);
+      EXPECT_EQ(back.tau_proj->bias, f.tau_proj->bias);
+      EXPECT_EQ(spec.mode, AttnMode::kLearned);
+      EXPECT_EQ(spec.label(), "calibrated");
+      // The file's t is each layer's mean tau / sqrt(d_head) over the held-out rows of that run.
+      std::vector<double> layer_t;
+      calib_val_loss(*model, val, spec, &layer_t);
+      for (int l = 0; l < c.n_layers; ++l) EXPECT_NEAR(f.focal_temp[(size_t)l * c.n_heads], layer_t[l], 1e-6);
+      EXPECT_NE(f.tau_proj->weight, std::vector<float>(f.tau_proj->weight.size(), 0.0f));  // it moved
+    }
     // The training log is one the trainer's reader takes: one row per evaluation (the start, steps 3 and 6).
     const TrainLog log = read_train_log(dir + "/t_" + calib_granularity_name(g) + ".log.h5");
     EXPECT_EQ(log.eval_step, (std::vector<int32_t>{0, 3, 6}));
@@ -393,7 +563,7 @@ TEST(CalibBadInput, DivergenceKeepsTheLastGoodCheckpoint) {
   ASSERT_TRUE(ck.good());
   const nlohmann::json j = nlohmann::json::parse(ck);
   EXPECT_GE(j.at("step").get<int>(), 1);
-  for (double lt : j.at("log_temp").get<std::vector<double>>()) EXPECT_TRUE(std::isfinite((float)std::exp(lt)));
+  for (double lt : j.at("theta").get<std::vector<double>>()) EXPECT_TRUE(std::isfinite((float)std::exp(lt)));
 }
 
 TEST(CalibBadInput, TooShortDataNamesWhatIsNeeded) {

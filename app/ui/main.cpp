@@ -208,9 +208,10 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // and the overview stay usable.
   const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
   const float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
-  // The details pane: its height by the window, taller while the Corpus tab shows, until its splitter is dragged.
-  const float auto_bottom =
-      ui.details_tab == 5 ? std::clamp(h * 0.45f, 110.0f, 560.0f) : std::clamp(h * 0.24f, 110.0f, 280.0f);
+  // The details pane: its height by the window, taller while the Corpus or Temps tab shows (a layer x head matrix
+  // beside a plot), until its splitter is dragged.
+  const bool tall_tab = ui.details_tab == 5 || ui.details_tab == 6;
+  const float auto_bottom = tall_tab ? std::clamp(h * 0.45f, 110.0f, 560.0f) : std::clamp(h * 0.24f, 110.0f, 280.0f);
   const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
   const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom, 80.0f, max_bottom);
   const float mid = std::max(60.0f, h - top - bottom - status_h);

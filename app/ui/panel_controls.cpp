@@ -2,6 +2,7 @@
 // A/B comparison, the update path (preview / propagate) with job progress, and export.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "error_controls.h"
 #include "focal/error.h"
@@ -230,7 +231,7 @@ static void export_section(Ui& ui) {
   ImGui::SameLine();
   ImGui::TextDisabled("PNG of");
   ImGui::SetNextItemWidth(110);
-  ImGui::Combo("##kind", &ui.figure_kind, kFigureKinds, 4);
+  ImGui::Combo("##kind", &ui.figure_kind, kFigureKinds, (int)std::size(kFigureKinds));
   ImGui::SameLine();
   ImGui::SetNextItemWidth(-70);
   ImGui::InputText("##fig", ui.figure_buf, sizeof ui.figure_buf);

@@ -15,8 +15,12 @@ void draw_tau(Ui& ui) {
     ImGui::TextDisabled("no run yet");
     return;
   }
-  if (!c->focal.has_tau) {
-    ImGui::TextDisabled("this model has no learned temperature; open assets/models/focal-learned");
+  const focal::TempSpec& spec = st.slots[0].run_spec;
+  const focal::TauProj* proj = spec.tau_proj.get();  // a temperature file's projections, else the model's own
+  if (!c->focal.has_tau && !proj) {
+    ImGui::TextDisabled(
+        "this model has no learned temperature; open assets/models/focal-learned, or set A to a tau-proj "
+        "temperature file (focal calibrate --granularity tau-proj)");
     return;
   }
   if (run->tau.empty()) {
@@ -24,19 +28,24 @@ void draw_tau(Ui& ui) {
     return;
   }
   const int L = c->n_layers, T = st.n_tokens();
-  ImGui::Text("tau = clip(mean(X w_tau) + b, %.2f, %.2f) x %.2f, mode %s", c->focal.tau_min, c->focal.tau_max,
-              st.slots[0].run_spec.tau_scale, focal::tau_mode_name(c->focal.tau_mode));
+  const float tau_min = proj ? proj->tau_min : c->focal.tau_min, tau_max = proj ? proj->tau_max : c->focal.tau_max;
+  ImGui::Text("tau = clip(mean(X w_tau) + b, %.2f, %.2f) x %.2f, mode %s%s", tau_min, tau_max, spec.tau_scale,
+              focal::tau_mode_name(proj ? proj->tau_mode : c->focal.tau_mode),
+              proj ? " (projections of the temperature file)" : "");
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  // Per layer: bars of the mean tau, clip bounds dashed.
-  const float lo = 0.0f, hi = c->focal.tau_max * std::max(1.0f, st.slots[0].run_spec.tau_scale) * 1.1f;
+  // Per layer: bars of the mean tau, clip bounds dashed. A calibrated projection's bounds are wide (0.05 to 20
+  // sqrt(d_head)): the axis then follows the tau values and shows a bound only where it falls inside.
+  float tau_seen = 0.0f;
+  for (float v : run->tau) tau_seen = std::max(tau_seen, v);
+  const float lo = 0.0f, hi = proj ? tau_seen * 1.15f : tau_max * std::max(1.0f, spec.tau_scale) * 1.1f;
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const float w1 = avail.x * 0.35f, hgt = avail.y - 8;
   const ImVec2 a0(o.x + 40, o.y + 4), a1(o.x + w1, o.y + hgt - 16);
   dl->AddRectFilled(a0, a1, IM_COL32(24, 26, 32, 255));
   auto Y = [&](float v) { return a1.y - (v - lo) / (hi - lo) * (a1.y - a0.y); };
-  for (float b :
-       {c->focal.tau_min * st.slots[0].run_spec.tau_scale, c->focal.tau_max * st.slots[0].run_spec.tau_scale}) {
+  for (float b : {tau_min * spec.tau_scale, tau_max * spec.tau_scale}) {
+    if (b > hi) continue;
     dl->AddLine(ImVec2(a0.x, Y(b)), ImVec2(a1.x, Y(b)), IM_COL32(230, 160, 60, 200), 1.0f);
     dl->AddText(ImVec2(o.x, Y(b) - 7), IM_COL32(230, 160, 60, 255), fmt("%.2f", b).c_str());
   }

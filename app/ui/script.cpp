@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include "focal/error.h"
 #include "overrides.h"
@@ -236,11 +237,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         wait_frames_ = 2;
         return true;
       } else if (c.name == "tab") {
-        static const char* kTabs[] = {"metrics", "output", "sweep", "generation", "tau", "corpus"};
+        static const char* kTabs[] = {"metrics", "output", "sweep", "generation", "tau", "corpus", "temps"};
         int t = -1;
-        for (int i = 0; i < 6; ++i)
+        for (int i = 0; i < (int)std::size(kTabs); ++i)
           if (c.args[0] == kTabs[i]) t = i;
-        if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation, tau or corpus");
+        if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation, tau, corpus or temps");
         ui.force_tab = t;
       } else if (c.name == "quit") {
         pc_ = cmds_.size();

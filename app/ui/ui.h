@@ -72,7 +72,7 @@ struct Ui {
   float set_t[2] = {0.4f, 0.4f};
   float overview_frac = 0.0f;  // share of the right column's height for the overview (0: by the layer count)
   float details_h = 0.0f;      // the details pane's height in px (0: by the window; its splitter sets it)
-  int details_tab = -1;        // the details tab shown last frame (0 metrics .. 5 corpus)
+  int details_tab = -1;        // the details tab shown last frame (0 metrics .. 5 corpus, 6 temps)
   // The stats file the details panel last saw (a new one brings the Corpus tab forward).
   const CorpusView* corpus_seen = nullptr;
   int strip_scrolled_to = -1;         // token strip: the query it last scrolled to
@@ -114,10 +114,14 @@ void help_marker(const char* text);
 // tokens, details, controls).
 extern const char* const kPanelNames[7];
 // The figure presets of the export section and the script's `figure` command.
-extern const char* const kFigureKinds[4];  // distribution, heatmap, grid, entropy
+extern const char* const kFigureKinds[5];  // distribution, heatmap, grid, entropy, temps
 // Renders figure `kind` of the current state (selected layer, head and query, sink and log settings where the kind
 // takes them) to path, PNG / SVG / PDF by its extension, written atomically. Throws focal::Error.
 void write_app_figure(const AppState& st, const std::string& kind, const std::string& path);
+// The temps figure (focal_figures/temps.h, as `focal figure temps FILE [CAPTURE]`) of the temperature file A (else
+// B) runs, with each head's t against its entropy when the other side is a propagated standard run of the same model.
+// Throws focal::Error when neither side runs a temperature file, or the file cannot be read.
+void write_temps_figure(const AppState& st, const std::string& path);
 // Heading text in the accent colour.
 void section(const char* text);
 // Temperature widgets for one side; returns true when the spec changed (already applied to the state).
@@ -137,6 +141,7 @@ void draw_output(Ui& ui);
 void draw_generation(Ui& ui);
 void draw_tau(Ui& ui);
 void draw_corpus(Ui& ui);  // panel_corpus.cpp: a focal batch stats file
+void draw_temps(Ui& ui);   // panel_temps.cpp: the temperature file of focal calibrate that A or B runs
 // Opens row `row` of the corpus's documents as the prompt, under its runs' settings (loading the batch's model first
 // when another is loaded). Throws focal::Error when no corpus is open or the row does not exist.
 void open_corpus_document(Ui& ui, size_t row);

@@ -16,9 +16,13 @@
 
 namespace focalscope {
 
-const char* const kFigureKinds[4] = {"distribution", "heatmap", "grid", "entropy"};
+const char* const kFigureKinds[5] = {"distribution", "heatmap", "grid", "entropy", "temps"};
 
 void write_app_figure(const AppState& st, const std::string& kind, const std::string& path) {
+  if (kind == "temps") {  // a temperature file and a standard run, not the capture's selected head
+    write_temps_figure(st, path);
+    return;
+  }
   const focal::CaptureFile cf = st.capture_file();
   focal::figures::FigureOptions o;  // each kind gets only the options it takes (figures reject the others)
   if (kind == "distribution" || kind == "heatmap") {
@@ -426,6 +430,11 @@ void draw_bottom(Ui& ui, const ImVec4& r) {
       if (ImGui::BeginTabItem("Corpus", nullptr, ui.force_tab == 5 ? ImGuiTabItemFlags_SetSelected : 0)) {
         ui.details_tab = 5;
         draw_corpus(ui);
+        ImGui::EndTabItem();
+      }
+      if (ImGui::BeginTabItem("Temps", nullptr, ui.force_tab == 6 ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ui.details_tab = 6;
+        draw_temps(ui);
         ImGui::EndTabItem();
       }
       ImGui::EndTabBar();

@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "focal/error.h"
+#include "focal/temp_spec.h"
 #include "focal_figures/figures.h"
 #include "py_objects.h"
 
@@ -58,9 +59,10 @@ std::string capture_html(const PyCapture& c) {
        "<th>arrays</th></tr>";
   for (const focal::RunCapture& r : f.runs)
     h << "<tr><td>" << focal::figures::xml_escape(r.name) << "</td><td><code>"
-      << focal::figures::xml_escape(r.temp_spec_json) << "</code></td><td>" << r.layers.size() << " &times; "
-      << r.heads.size() << " &times; " << r.queries.size() << "</td><td>" << (r.probs.empty() ? "" : "probs ")
-      << (r.scores.empty() ? "" : "scores ") << "metrics" << (r.tau.empty() ? "" : " tau") << "</td></tr>";
+      << focal::figures::xml_escape(focal::TempSpec::brief_json(r.temp_spec_json)) << "</code></td><td>"
+      << r.layers.size() << " &times; " << r.heads.size() << " &times; " << r.queries.size() << "</td><td>"
+      << (r.probs.empty() ? "" : "probs ") << (r.scores.empty() ? "" : "scores ") << "metrics"
+      << (r.tau.empty() ? "" : " tau") << "</td></tr>";
   h << "</table>";
   for (const focal::Comparison& cmp : f.comparisons) {
     double kl = 0, js = 0;

@@ -126,18 +126,22 @@ void layer_row_scale(const ModelConfig& c, const TempSpec& spec, int layer, int 
                      double tau_sum_prev, float tau_b, float* scale, float* tau, float* tau_raw) {
   std::vector<float> tau_clipped(T, 0.0f);  // [T] learned tau after the clip, before tau_scale
   if (spec.mode == AttnMode::kLearned) {
+    // The rule of the projection in use: a temperature file's, or the model's own.
+    const TauMode tau_mode = spec.tau_proj ? spec.tau_proj->tau_mode : c.focal.tau_mode;
+    const float tau_min = spec.tau_proj ? spec.tau_proj->tau_min : c.focal.tau_min;
+    const float tau_max = spec.tau_proj ? spec.tau_proj->tau_max : c.focal.tau_max;
     double run = tau_sum_prev, total = tau_sum_prev;
     for (int i = 0; i < T; ++i) total += tau_dot[i];
     for (int i = 0; i < T; ++i) {
       run += tau_dot[i];
       double pre = 0.0;
-      switch (c.focal.tau_mode) {
+      switch (tau_mode) {
         case TauMode::kPerToken: pre = tau_dot[i]; break;
         case TauMode::kPrefixMean: pre = run / (pos0 + i + 1); break;
         case TauMode::kSequenceMean: pre = total / (pos0 + T); break;
       }
       tau_raw[i] = (float)pre + tau_b;
-      tau_clipped[i] = math::clampf(tau_raw[i], c.focal.tau_min, c.focal.tau_max);
+      tau_clipped[i] = math::clampf(tau_raw[i], tau_min, tau_max);
       tau[i] = tau_clipped[i] * spec.tau_scale;
     }
   }
@@ -291,7 +295,18 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     be.kv_store(v.data(), st.v_cache[cl].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
 
     float tau_b = 0.0f;
-    if (learned) {
+    if (learned && spec.tau_proj) {  // a temperature file's projection: X . w_tau on the host, X downloaded
+      const TauProj& tp = *spec.tau_proj;
+      std::vector<float> x_host((size_t)n * H);  // [n, H]
+      be.download(x_host.data(), attn_in, x_host.size());
+      const float* wt = tp.weight.data() + (size_t)l * H;
+      for (int i = 0; i < n; ++i) {
+        double acc = 0.0;
+        for (int j = 0; j < H; ++j) acc += (double)x_host[(size_t)i * H + j] * wt[j];
+        tau_dot[i] = (float)acc;
+      }
+      tau_b = tp.bias[l];
+    } else if (learned) {
       be.matmul_xwt(xn.data(), L.tau_w, tau_dot_d.data(), n, 1, H);  // [n, 1] = X . w_tau
       be.download(tau_dot.data(), tau_dot_d.data(), n);
       if (L.tau_b) be.download(&tau_b, L.tau_b, 1);

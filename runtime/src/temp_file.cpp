@@ -23,6 +23,7 @@ const char* calib_granularity_name(CalibGranularity g) {
     case CalibGranularity::kModel: return "model";
     case CalibGranularity::kLayer: return "layer";
     case CalibGranularity::kHead: return "head";
+    case CalibGranularity::kTauProj: return "tau-proj";
   }
   return "head";
 }
@@ -31,8 +32,9 @@ CalibGranularity parse_calib_granularity(const std::string& s, const std::string
   if (s == "model") return CalibGranularity::kModel;
   if (s == "layer") return CalibGranularity::kLayer;
   if (s == "head") return CalibGranularity::kHead;
+  if (s == "tau-proj") return CalibGranularity::kTauProj;
   throw Error("granularity", where + ": '" + s + "' is not a granularity; use model (one t), layer (one t per " +
-                                 "layer) or head (one t per head)");
+                                 "layer), head (one t per head) or tau-proj (the learned tau's projection per layer)");
 }
 
 namespace {
@@ -68,6 +70,21 @@ void write_temp_file(const TempFile& f, const std::string& path) {
     rows.push_back(std::vector<float>(f.focal_temp.begin() + (size_t)l * f.n_heads,
                                       f.focal_temp.begin() + (size_t)(l + 1) * f.n_heads));
   j["focal_temp"] = rows;  // [n_layers][n_heads]
+  if (f.granularity == CalibGranularity::kTauProj) {
+    const TauProj* p = f.tau_proj.get();
+    if (!p || p->n_layers != f.n_layers || p->hidden != f.hidden || p->weight.size() != (size_t)f.n_layers * f.hidden ||
+        p->bias.size() != (size_t)f.n_layers)
+      throw Error("temperature file '" + path + "': a tau-proj file needs n_layers projections of hidden values");
+    json w = json::array();
+    for (int l = 0; l < f.n_layers; ++l)
+      w.push_back(std::vector<float>(p->weight.begin() + (ptrdiff_t)l * f.hidden,
+                                     p->weight.begin() + (ptrdiff_t)(l + 1) * f.hidden));
+    j["tau_proj"] = {{"tau_mode", tau_mode_name(p->tau_mode)},
+                     {"tau_min", p->tau_min},
+                     {"tau_max", p->tau_max},
+                     {"weight", w},  // [n_layers][hidden]
+                     {"bias", p->bias}};
+  }
   j["base_model"] = f.base_model;
   j["base_checksum"] = hex64(f.base_checksum);
   j["data"] = {{"path", f.data_path},
@@ -128,6 +145,37 @@ TempFile read_temp_file(const std::string& path) {
         f.focal_temp.push_back(t);
       }
     }
+    if (f.granularity == CalibGranularity::kTauProj) {
+      const json& t = j.at("tau_proj");
+      auto p = std::make_shared<TauProj>();
+      p->tau_mode = parse_tau_mode(t.at("tau_mode").get<std::string>(), where + ": tau_proj.tau_mode");
+      p->tau_min = t.at("tau_min").get<float>();
+      p->tau_max = t.at("tau_max").get<float>();
+      p->n_layers = f.n_layers;
+      p->hidden = f.hidden;
+      const json& w = t.at("weight");
+      if (!w.is_array() || (int)w.size() != f.n_layers)
+        throw Error("temp_file", where + ": tau_proj.weight must hold n_layers = " + std::to_string(f.n_layers) +
+                                     " rows of hidden = " + std::to_string(f.hidden) + " values");
+      for (int l = 0; l < f.n_layers; ++l) {
+        const std::vector<float> row = w[l].get<std::vector<float>>();
+        if ((int)row.size() != f.hidden)
+          throw Error("temp_file", where + ": tau_proj.weight[" + std::to_string(l) +
+                                       "] must hold hidden = " + std::to_string(f.hidden) + " values");
+        p->weight.insert(p->weight.end(), row.begin(), row.end());
+      }
+      p->bias = t.at("bias").get<std::vector<float>>();
+      if ((int)p->bias.size() != f.n_layers)
+        throw Error("temp_file",
+                    where + ": tau_proj.bias must hold n_layers = " + std::to_string(f.n_layers) + " values");
+      for (float v : p->weight)
+        if (!std::isfinite(v)) throw Error("temp_file", where + ": tau_proj.weight holds a value that is not finite");
+      for (float v : p->bias)
+        if (!std::isfinite(v)) throw Error("temp_file", where + ": tau_proj.bias holds a value that is not finite");
+      if (!(p->tau_min > 0.0f) || !(p->tau_max > p->tau_min))
+        throw Error("temp_file", where + ": tau_proj needs 0 < tau_min < tau_max");
+      f.tau_proj = std::move(p);
+    }
     f.base_model = j.value("base_model", std::string());
     f.base_checksum = std::stoull(j.at("base_checksum").get<std::string>(), nullptr, 16);
     if (j.contains("data")) {
@@ -174,6 +222,10 @@ TempSpec temp_file_spec(const TempFile& f, const std::string& path) {
     case CalibGranularity::kHead:
       for (int l = 0; l < f.n_layers; ++l)
         for (int h = 0; h < f.n_heads; ++h) s.head_temp[{l, h}] = f.focal_temp[(size_t)l * f.n_heads + h];
+      break;
+    case CalibGranularity::kTauProj:
+      s.mode = AttnMode::kLearned;
+      s.tau_proj = f.tau_proj;
       break;
   }
   s.temp_file = path;

@@ -53,10 +53,22 @@ void TempSpec::validate(const ModelConfig& cfg) const {
     check_temp(t, "head_temp", item);
   }
   if (mode == AttnMode::kLearned) {
-    if (!cfg.focal.has_tau)
+    if (tau_proj) {
+      if (tau_proj->n_layers != cfg.n_layers || tau_proj->hidden != cfg.hidden ||
+          tau_proj->weight.size() != (size_t)cfg.n_layers * cfg.hidden || tau_proj->bias.size() != (size_t)cfg.n_layers)
+        throw Error("tau_proj", "the learned-temperature projections" +
+                                    (temp_file.empty() ? std::string() : " of '" + temp_file + "'") + " are for " +
+                                    std::to_string(tau_proj->n_layers) + " layers of hidden size " +
+                                    std::to_string(tau_proj->hidden) + ", this model has " +
+                                    std::to_string(cfg.n_layers) + " of " + std::to_string(cfg.hidden));
+      if (!(tau_proj->tau_min > 0.0f) || !(tau_proj->tau_max > tau_proj->tau_min))
+        throw Error("tau_proj", "the learned-temperature projections need 0 < tau_min < tau_max");
+    } else if (!cfg.focal.has_tau) {
       throw Error("mode",
                   "mode = learned: this model has no learned temperature (config.json \"focal\".mode is "
-                  "not \"learned\"); use mode focal with a focal_temp instead");
+                  "not \"learned\"); use mode focal with a focal_temp instead, or calibrate projections for it "
+                  "(focal calibrate, granularity tau-proj)");
+    }
     check_temp(tau_scale, "tau_scale", "tau_scale");
   }
   if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "ssmax_s", "ssmax_s");
@@ -81,7 +93,31 @@ std::string TempSpec::to_json() const {
     std::snprintf(b, sizeof b, "%016llx", (unsigned long long)base_checksum);
     j["base_checksum"] = b;
   }
+  if (tau_proj) {
+    const TauProj& p = *tau_proj;
+    j["tau_proj"] = {{"tau_mode", tau_mode_name(p.tau_mode)},
+                     {"tau_min", p.tau_min},
+                     {"tau_max", p.tau_max},
+                     {"n_layers", p.n_layers},
+                     {"hidden", p.hidden},
+                     {"weight", p.weight},
+                     {"bias", p.bias}};
+  }
   return j.dump();
+}
+
+std::string TempSpec::to_json_brief() const {
+  if (!tau_proj) return to_json();
+  json j = json::parse(to_json());
+  j["tau_proj"]["weight"] =
+      "[" + std::to_string(tau_proj->n_layers) + " x " + std::to_string(tau_proj->hidden) + " values]";
+  return j.dump();
+}
+
+std::string TempSpec::brief_json(const std::string& text) {
+  try {
+    return from_json(text, "temp_spec_json").to_json_brief();
+  } catch (const std::exception&) { return text; }
 }
 
 TempSpec TempSpec::from_json(const std::string& text, const std::string& where) {
@@ -100,6 +136,18 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
     if (j.contains("base_checksum")) {
       s.temp_file = j.value("temp_file", std::string());
       s.base_checksum = std::stoull(j.at("base_checksum").get<std::string>(), nullptr, 16);
+    }
+    if (j.contains("tau_proj")) {
+      const json& t = j.at("tau_proj");
+      auto p = std::make_shared<TauProj>();
+      p->tau_mode = parse_tau_mode(t.at("tau_mode").get<std::string>(), where + ": tau_proj.tau_mode");
+      p->tau_min = t.at("tau_min").get<float>();
+      p->tau_max = t.at("tau_max").get<float>();
+      p->n_layers = t.at("n_layers").get<int>();
+      p->hidden = t.at("hidden").get<int>();
+      p->weight = t.at("weight").get<std::vector<float>>();
+      p->bias = t.at("bias").get<std::vector<float>>();
+      s.tau_proj = std::move(p);
     }
   } catch (const Error&) { throw; } catch (const std::exception& e) {
     throw Error(where + ": malformed temperature spec JSON (" + e.what() + ")");
@@ -247,6 +295,7 @@ static std::string spelled_mode(const TempSpec& t, bool run_name) {
 }
 
 std::string TempSpec::text() const {
+  if (tau_proj && !temp_file.empty()) return "calibrated:" + temp_file;  // projections have no spelling but the file
   std::string s = spelled_mode(*this, false);
   for (const auto& [l, t] : layer_temp) s += "+" + std::to_string(l) + "=" + spec_decimal(t);
   for (const auto& [lh, t] : head_temp)
@@ -305,9 +354,19 @@ int TempSpec::first_changed_layer(const TempSpec& o, const ModelConfig& cfg) con
         case AttnMode::kSsmax:
           if (ssmax_s != o.ssmax_s) return false;
           break;
-        case AttnMode::kLearned:
-          if (tau_scale != o.tau_scale) return false;
+        case AttnMode::kLearned: {
+          if (tau_scale != o.tau_scale || !tau_proj != !o.tau_proj) return false;
+          if (!tau_proj || tau_proj == o.tau_proj) break;
+          const TauProj &a = *tau_proj, &b = *o.tau_proj;
+          const auto row = [&](const TauProj& p) {
+            return std::vector<float>(p.weight.begin() + (ptrdiff_t)l * p.hidden,
+                                      p.weight.begin() + (ptrdiff_t)(l + 1) * p.hidden);
+          };
+          if (a.tau_mode != b.tau_mode || a.tau_min != b.tau_min || a.tau_max != b.tau_max || a.bias[l] != b.bias[l] ||
+              row(a) != row(b))
+            return false;
           break;
+        }
       }
     }
     return true;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,12 @@ namespace focal {
 
 class Model;
 
-// What one temperature parameter covers: the whole model, one layer (all its heads) or one head.
-enum class CalibGranularity { kModel, kLayer, kHead };
-const char* calib_granularity_name(CalibGranularity g);  // "model", "layer", "head"
+// What one temperature parameter covers: the whole model, one layer (all its heads) or one head; or kTauProj: the
+// paper's learned temperature (Eq. 6) per layer, a projection w_tau [hidden] and bias b giving each query row its own
+// tau = clip(mean_{j<=i} X_j . w_tau + b, tau_min, tau_max) from the layer's normalised input X, on top of the frozen
+// weights (run as mode learned with the file's projections).
+enum class CalibGranularity { kModel, kLayer, kHead, kTauProj };
+const char* calib_granularity_name(CalibGranularity g);  // "model", "layer", "head", "tau-proj"
 // Throws Error (field "granularity") naming `where` and listing the choices.
 CalibGranularity parse_calib_granularity(const std::string& s, const std::string& where);
 
@@ -29,7 +33,9 @@ struct TempFile {
   CalibGranularity granularity = CalibGranularity::kHead;
   int n_layers = 0, n_heads = 0, n_kv_heads = 0, d_head = 0, hidden = 0, vocab_size = 0;
   std::vector<float> focal_temp;  // [n_layers, n_heads] t of every head (equal within a layer / the model when the
-                                  // granularity is coarser)
+                                  // granularity is coarser); tau-proj: each layer's mean of tau / sqrt(d_head) over
+                                  // the held-out tokens (a summary for figures; runs use the projections)
+  std::shared_ptr<const TauProj> tau_proj;  // tau-proj only: the learned projections (prefix_mean)
   // provenance
   std::string base_model;      // the model's path as given
   uint64_t base_checksum = 0;  // Model::weights_checksum() of the calibrated model
@@ -69,7 +75,8 @@ struct CalibConfig {
   int steps = 200;
   int batch = 4;          // training windows per step
   int seq_len = 256;      // tokens per window
-  double lr = 0.05;       // Adam on log t; cosine decay to 10 % at `steps`
+  double lr = 0.05;       // Adam on log t (tau-proj: on b / sqrt(d_head), and on w_tau / sqrt(d_head) at lr /
+                          // hidden); cosine decay to 10 % at `steps`
   double val_frac = 0.1;  // share of the windows held out (at least one)
   int val_windows = 8;    // held-out windows evaluated (evenly spaced among the held-out ones)
   int eval_every = 50;    // held-out loss, log row and checkpoint every N steps (and at the end)
@@ -100,8 +107,10 @@ CalibWindows split_calib_windows(const std::vector<int32_t>& tokens, int seq_len
 // Throws Error (field "data") naming the file when it is missing, unreadable or empty.
 std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& path);
 
-// Held-out loss (nats/token, mean over every predicted token of the windows) under spec.
-double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec);
+// Held-out loss (nats/token, mean over every predicted token of the windows) under spec. layer_t (optional, learned
+// mode): each layer's mean of tau / sqrt(d_head) over the windows' rows [n_layers].
+double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec,
+                      std::vector<double>* layer_t = nullptr);
 
 // Calibrates; writes cfg.out_path (the temperature file), OUT.ckpt.json at every evaluation and the log. Returns
 // the file written. Throws Error on bad options, on a model it cannot calibrate (calibration_gaps) and on a

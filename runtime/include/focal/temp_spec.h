@@ -4,12 +4,26 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "focal/config.h"
 
 namespace focal {
+
+// Learned-temperature projections that do not come from the model's weights: those of a temperature file made by
+// `focal calibrate --granularity tau-proj` for a model trained without tau_proj (focal/calibrate.h). The forward
+// uses them as it would the model's own: tau_i = clip(mean(X_j . weight[l]) + bias[l], tau_min, tau_max) over the
+// tokens tau_mode names, X the layer's input_layernorm output, logits = q.k / tau_i.
+struct TauProj {
+  TauMode tau_mode = TauMode::kPrefixMean;
+  float tau_min = 0.0f, tau_max = 0.0f;  // clip bounds of tau (tau = t sqrt(d_head))
+  int n_layers = 0, hidden = 0;
+  std::vector<float> weight;  // [n_layers, hidden] w_tau of each layer
+  std::vector<float> bias;    // [n_layers] b of each layer
+};
 
 struct TempSpec {
   AttnMode mode = AttnMode::kStandard;
@@ -22,6 +36,9 @@ struct TempSpec {
   // weights checksum of the model it was calibrated for; a forward on other weights is refused. 0: no file.
   std::string temp_file;
   uint64_t base_checksum = 0;
+  // kLearned: projections used instead of the model's tau_proj weights (a `tau-proj` temperature file); null: the
+  // model's. Shared by copies of the spec; never modified once set.
+  std::shared_ptr<const TauProj> tau_proj;
 
   // The setting the model was trained with (its config.json "focal" object); standard if none.
   static TempSpec native(const ModelConfig& cfg);
@@ -34,7 +51,7 @@ struct TempSpec {
   }
 
   // Throws Error naming the option when a temperature is <= 0 or not finite, a layer or head is out of range, or
-  // kLearned is asked of a model without tau_proj weights.
+  // kLearned is asked of a model without tau_proj weights and without tau_proj here (or with one of another shape).
   void validate(const ModelConfig& cfg) const;
 
   // The one temperature-spec grammar, used by the CLI (--temp, --compare, batch --runs), the app's `spec` script
@@ -56,6 +73,10 @@ struct TempSpec {
   std::string text() const;
 
   std::string to_json() const;
+  // to_json() for people to read: a tau_proj's weights are summarised ("[n_layers x hidden values]").
+  std::string to_json_brief() const;
+  // to_json_brief() of a stored spec JSON; the text as it is when it does not parse.
+  static std::string brief_json(const std::string& json);
   static TempSpec from_json(const std::string& json, const std::string& where);
   // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any;
   // "calibrated" for a temperature file's setting.

@@ -32,6 +32,41 @@ double loss_only(const Model& model, const int32_t* ids, int T, const TempSpec& 
   return ops::cross_entropy<float>(logits.data(), ids, T, model.config().vocab_size, 1.0, dl.data());
 }
 
+double tau_backward(const float* dscale, const float* tau, const float* tau_pre, int T, int n_heads, int d_head,
+                    float tau_min, float tau_max, float tau_scale, TauMode mode, std::vector<double>& ds) {
+  // scale_i = sqrt(d) / tau_i, tau_i = clip(pre_i, tau_min, tau_max) * tau_scale, pre_i = mean(s) + b
+  const double sqrt_d = std::sqrt((double)d_head);
+  std::vector<double> dpre(T);
+  double db = 0.0;
+  for (int i = 0; i < T; ++i) {
+    double dsc = 0.0;
+    for (int h = 0; h < n_heads; ++h) dsc += dscale[(size_t)h * T + i];
+    const double t = tau[i];
+    const double dtau = dsc * (-sqrt_d / (t * t));
+    const bool inside = tau_pre[i] > tau_min && tau_pre[i] < tau_max;
+    dpre[i] = inside ? dtau * tau_scale : 0.0;
+    db += dpre[i];
+  }
+  ds.assign(T, 0.0);
+  switch (mode) {
+    case TauMode::kPerToken:
+      for (int i = 0; i < T; ++i) ds[i] = dpre[i];
+      break;
+    case TauMode::kPrefixMean: {
+      double acc = 0.0;  // sum_{i >= j} dpre_i / (i + 1)
+      for (int j = T - 1; j >= 0; --j) {
+        acc += dpre[j] / (j + 1);
+        ds[j] = acc;
+      }
+      break;
+    }
+    case TauMode::kSequenceMean:
+      for (int j = 0; j < T; ++j) ds[j] = db / T;
+      break;
+  }
+  return db;
+}
+
 double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSpec& spec, double n_total, Grads& grads,
                      const uint8_t* row_mask) {
   const ModelConfig& c = model.config();
@@ -90,7 +125,6 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
   std::vector<float> dact((size_t)T * I), act((size_t)T * I), dgate((size_t)T * I), dup((size_t)T * I);
   std::vector<float> datt((size_t)T * QD), dq((size_t)T * QD), dk((size_t)T * KD), dv((size_t)T * KD);
   std::vector<float> dscale((size_t)nh * T), dqn, dkn;
-  const float sqrt_d = std::sqrt((float)d);
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const LayerWeights& L = w.layers[l];
     const LayerTape& lt = tape.layers[l];
@@ -117,35 +151,9 @@ double loss_and_grad(const Model& model, const int32_t* ids, int T, const TempSp
                                    nkv, d);
     std::fill(dxn.begin(), dxn.end(), 0.0f);
     if (spec.mode == AttnMode::kLearned) {
-      // scale_i = sqrt(d) / tau_i, tau_i = clip(pre_i, tau_min, tau_max), pre_i = mean(s) + b
-      std::vector<double> dpre(T);
-      double db = 0.0;
-      for (int i = 0; i < T; ++i) {
-        double dsc = 0.0;
-        for (int h = 0; h < nh; ++h) dsc += dscale[(size_t)h * T + i];
-        const double tau = lt.tau[i];
-        const double dtau = dsc * (-(double)sqrt_d / (tau * tau));
-        const bool inside = lt.tau_pre[i] > c.focal.tau_min && lt.tau_pre[i] < c.focal.tau_max;
-        dpre[i] = inside ? dtau * spec.tau_scale : 0.0;
-        db += dpre[i];
-      }
-      std::vector<double> ds(T, 0.0);  // dL / d(X_j . w_tau)
-      switch (c.focal.tau_mode) {
-        case TauMode::kPerToken:
-          for (int i = 0; i < T; ++i) ds[i] = dpre[i];
-          break;
-        case TauMode::kPrefixMean: {
-          double acc = 0.0;  // sum_{i >= j} dpre_i / (i + 1)
-          for (int j = T - 1; j >= 0; --j) {
-            acc += dpre[j] / (j + 1);
-            ds[j] = acc;
-          }
-          break;
-        }
-        case TauMode::kSequenceMean:
-          for (int j = 0; j < T; ++j) ds[j] = db / T;
-          break;
-      }
+      std::vector<double> ds;  // dL / d(X_j . w_tau)
+      const double db = tau_backward(dscale.data(), lt.tau.data(), lt.tau_pre.data(), T, nh, d, c.focal.tau_min,
+                                     c.focal.tau_max, spec.tau_scale, c.focal.tau_mode, ds);
       if (L.tau_b) G(L.tau_b)[0] += (float)db;
       float* gw = G(L.tau_w.f32());
       for (int j = 0; j < T; ++j)

@@ -1,6 +1,7 @@
 // Gradient of the next-token loss with respect to log attention temperatures through frozen weights: the runtime's
 // forward records a Tape, the backward carries activation gradients only (no weight gradient is formed) down to the
-// lowest layer's attention, and each layer's d(loss)/d(row scale) becomes d(loss)/d(log t). CPU only.
+// lowest layer's attention, and each layer's d(loss)/d(row scale) becomes d(loss)/d(log t), or, for the learned
+// tau's projections, d(loss)/d(w_tau, b) through the clip and the prefix mean. CPU only.
 #include "train/calib_grad.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "focal_kernels/ops.h"
 #include "model_internal.h"
 #include "tape.h"
+#include "train/backward.h"
 
 namespace focal {
 
@@ -19,10 +21,17 @@ TempParams TempParams::uniform(CalibGranularity g, const ModelConfig& cfg, doubl
   p.granularity = g;
   p.n_layers = cfg.n_layers;
   p.n_heads = cfg.n_heads;
-  const size_t n = g == CalibGranularity::kModel   ? 1
-                   : g == CalibGranularity::kLayer ? (size_t)cfg.n_layers
-                                                   : (size_t)cfg.n_layers * cfg.n_heads;
-  p.log_temp.assign(n, std::log(focal_temp));
+  p.hidden = cfg.hidden;
+  p.d_head = cfg.d_head;
+  switch (g) {
+    case CalibGranularity::kModel: p.theta.assign(1, std::log(focal_temp)); break;
+    case CalibGranularity::kLayer: p.theta.assign((size_t)cfg.n_layers, std::log(focal_temp)); break;
+    case CalibGranularity::kHead: p.theta.assign((size_t)cfg.n_layers * cfg.n_heads, std::log(focal_temp)); break;
+    case CalibGranularity::kTauProj:
+      p.theta.assign((size_t)cfg.n_layers * (cfg.hidden + 1), 0.0);
+      for (int l = 0; l < cfg.n_layers; ++l) p.theta[(size_t)l * (cfg.hidden + 1) + cfg.hidden] = focal_temp;
+      break;
+  }
   return p;
 }
 
@@ -31,28 +40,59 @@ int TempParams::index(int layer, int head) const {
     case CalibGranularity::kModel: return 0;
     case CalibGranularity::kLayer: return layer;
     case CalibGranularity::kHead: return layer * n_heads + head;
+    case CalibGranularity::kTauProj: break;
   }
-  return 0;
+  throw Error("calibration: a tau-proj calibration has no log t per head");
+}
+
+double TempParams::lr_mult(size_t p) const {
+  if (granularity != CalibGranularity::kTauProj) return 1.0;
+  return p % (size_t)(hidden + 1) == (size_t)hidden ? 1.0 : 1.0 / hidden;
 }
 
 std::vector<float> TempParams::head_temps() const {
   std::vector<float> t((size_t)n_layers * n_heads);
   for (int l = 0; l < n_layers; ++l)
-    for (int h = 0; h < n_heads; ++h) t[(size_t)l * n_heads + h] = (float)std::exp(log_temp[index(l, h)]);
+    for (int h = 0; h < n_heads; ++h)
+      t[(size_t)l * n_heads + h] = granularity == CalibGranularity::kTauProj
+                                       ? (float)theta[(size_t)l * (hidden + 1) + hidden]
+                                       : (float)std::exp(theta[index(l, h)]);
   return t;
 }
 
+std::shared_ptr<const TauProj> TempParams::tau_proj() const {
+  if (granularity != CalibGranularity::kTauProj) return nullptr;
+  auto p = std::make_shared<TauProj>();
+  const double sqrt_d = std::sqrt((double)d_head);
+  p->tau_mode = TauMode::kPrefixMean;
+  p->tau_min = (float)(kTauProjTMin * sqrt_d);
+  p->tau_max = (float)(kTauProjTMax * sqrt_d);
+  p->n_layers = n_layers;
+  p->hidden = hidden;
+  p->weight.resize((size_t)n_layers * hidden);
+  p->bias.resize(n_layers);
+  for (int l = 0; l < n_layers; ++l) {
+    const double* u = theta.data() + (size_t)l * (hidden + 1);
+    for (int i = 0; i < hidden; ++i) p->weight[(size_t)l * hidden + i] = (float)(sqrt_d * u[i]);
+    p->bias[l] = (float)(sqrt_d * u[hidden]);
+  }
+  return p;
+}
+
 TempSpec TempParams::spec() const {
-  const std::vector<float> t = head_temps();
   TempSpec s;
   switch (granularity) {
-    case CalibGranularity::kModel: s = TempSpec::focal(t[0]); break;
+    case CalibGranularity::kModel: s = TempSpec::focal((float)std::exp(theta[0])); break;
     case CalibGranularity::kLayer:
-      for (int l = 0; l < n_layers; ++l) s.layer_temp[l] = t[(size_t)l * n_heads];
+      for (int l = 0; l < n_layers; ++l) s.layer_temp[l] = (float)std::exp(theta[l]);
       break;
     case CalibGranularity::kHead:
       for (int l = 0; l < n_layers; ++l)
-        for (int h = 0; h < n_heads; ++h) s.head_temp[{l, h}] = t[(size_t)l * n_heads + h];
+        for (int h = 0; h < n_heads; ++h) s.head_temp[{l, h}] = (float)std::exp(theta[index(l, h)]);
+      break;
+    case CalibGranularity::kTauProj:
+      s.mode = AttnMode::kLearned;
+      s.tau_proj = tau_proj();
       break;
   }
   return s;
@@ -70,11 +110,13 @@ const float* fp32_of(const Model& model, const Weight& w, std::vector<float>& sc
 }
 
 // The layer's causal attention as the forward ran it: raw[h, i, j] = q_i . k_j / sqrt(d_head) and
-// probs[h, i, :] = softmax_j<=i(raw[h, i, j] * scale[h, i]), both 0 above the diagonal (the Tape's layout). The
-// forward's kernel sums in another order: the values agree to fp32 rounding.
+// probs[h, i, :] = softmax_j<=i(raw[h, i, j] * scale[h, i]) by the forward's own row kernel (ops::attention_row),
+// both 0 above the diagonal (the Tape's layout). The scores come from another GEMM than the forward's: the values
+// agree to fp32 rounding. Heads in parallel.
 void recompute_attention(const LayerTape& lt, int T, int nh, int nkv, int d, float* raw, float* probs) {
   const int QD = nh * d, KD = nkv * d, group = nh / nkv;
   const float inv_sqrt_d = 1.0f / std::sqrt((float)d);
+#pragma omp parallel for schedule(dynamic, 1)
   for (int h = 0; h < nh; ++h) {
     float* rh = raw + (size_t)h * T * T;
     ops::gemm<float>(false, true, T, T, d, inv_sqrt_d, lt.q.data() + (size_t)h * d, QD,
@@ -83,12 +125,7 @@ void recompute_attention(const LayerTape& lt, int T, int nh, int nkv, int d, flo
     for (int i = 0; i < T; ++i) {
       float* rr = rh + (size_t)i * T;
       float* pr = ph + (size_t)i * T;
-      const float s = lt.scale[(size_t)h * T + i];
-      float mx = -INFINITY;
-      for (int j = 0; j <= i; ++j) mx = std::max(mx, rr[j] * s);
-      float z = 0.0f;
-      for (int j = 0; j <= i; ++j) z += (pr[j] = std::exp(rr[j] * s - mx));
-      for (int j = 0; j <= i; ++j) pr[j] /= z;
+      ops::attention_row(rr, lt.scale[(size_t)h * T + i], 0.0f, 0, pr, i + 1, nullptr, 0, nullptr, 0);
       std::fill(rr + i + 1, rr + T, 0.0f);
       std::fill(pr + i + 1, pr + T, 0.0f);
     }
@@ -98,15 +135,16 @@ void recompute_attention(const LayerTape& lt, int T, int nh, int nkv, int d, flo
 }  // namespace
 
 double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const TempParams& params, double n_total,
-                           std::vector<double>& grad) {
+                           std::vector<double>& grad, std::vector<double>* layer_t_sum) {
   const ModelConfig& c = model.config();
   const Model::Weights& w = model.weights();
   if (model.device() != Device::kCpu)
     throw Error("device", "calibration runs on the CPU only; load the model on the cpu device");
   const std::vector<std::string> gaps = calibration_gaps(c, T);
   if (!gaps.empty()) throw Error("calibration: this model needs " + gaps.front() + ", which calibration lacks");
-  if (grad.size() != params.log_temp.size()) throw Error("calibration: gradient buffer of the wrong size");
+  if (grad.size() != params.theta.size()) throw Error("calibration: gradient buffer of the wrong size");
   const TempSpec spec = params.spec();
+  const std::shared_ptr<const TauProj> tau_proj = spec.tau_proj;  // kTauProj's, in the forward's units
 
   Session s(model, T);
   Tape tape;
@@ -156,11 +194,33 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
     recompute_attention(lt, T, nh, nkv, d, raw.data(), probs.data());
     ops::attention_backward<float>(lt.q.data(), lt.k.data(), lt.v.data(), probs.data(), raw.data(), lt.scale.data(),
                                    datt.data(), dq.data(), dk.data(), dv.data(), dscale.data(), T, nh, nkv, d);
-    // d scale / d log t = -1/t = -scale
-    for (int h = 0; h < nh; ++h) {
-      double g = 0.0;
-      for (int i = 0; i < T; ++i) g -= (double)dscale[(size_t)h * T + i] * lt.scale[(size_t)h * T + i];
-      grad[params.index(l, h)] += g;
+    std::fill(dxn.begin(), dxn.end(), 0.0f);
+    if (tau_proj) {
+      // scale_i = sqrt(d) / tau_i, tau_i = clip(mean_{j<=i} X_j . w + b); w = sqrt(d) u, b = sqrt(d) c
+      const TauProj& tp = *tau_proj;
+      std::vector<double> ds;  // [T] d loss / d(X_j . w)
+      const double db = tau_backward(dscale.data(), lt.tau.data(), lt.tau_pre.data(), T, nh, d, tp.tau_min, tp.tau_max,
+                                     1.0f, tp.tau_mode, ds);
+      const double sqrt_d = std::sqrt((double)d);
+      if (layer_t_sum)
+        for (int i = 0; i < T; ++i) (*layer_t_sum)[l] += lt.tau[i] / sqrt_d;
+      double* g = grad.data() + (size_t)l * (H + 1);
+      g[H] += sqrt_d * db;
+      const float* wt = tp.weight.data() + (size_t)l * H;
+      for (int j = 0; j < T; ++j) {
+        const float* xj = lt.xn1.data() + (size_t)j * H;
+        for (int i = 0; i < H; ++i) {
+          g[i] += sqrt_d * ds[j] * xj[i];
+          dxn[(size_t)j * H + i] = (float)(ds[j] * wt[i]);  // X_j feeds tau too
+        }
+      }
+    } else {
+      // d scale / d log t = -1/t = -scale
+      for (int h = 0; h < nh; ++h) {
+        double g = 0.0;
+        for (int i = 0; i < T; ++i) g -= (double)dscale[(size_t)h * T + i] * lt.scale[(size_t)h * T + i];
+        grad[params.index(l, h)] += g;
+      }
     }
     if (l == 0) break;  // nothing below layer 0's attention depends on a temperature
     ops::rope_freqs(dq.data(), T, nh, d, 0, neg_freq.data(), cs_scale);
@@ -175,7 +235,7 @@ double calib_loss_and_grad(const Model& model, const int32_t* ids, int T, const 
       dq.swap(dqn);
       dk.swap(dkn);
     }
-    gemm<float>(false, false, T, H, QD, 1.0f, dq.data(), QD, fp32_of(model, L.wq, scratch), H, 0.0f, dxn.data(), H);
+    gemm<float>(false, false, T, H, QD, 1.0f, dq.data(), QD, fp32_of(model, L.wq, scratch), H, 1.0f, dxn.data(), H);
     gemm<float>(false, false, T, H, KD, 1.0f, dk.data(), KD, fp32_of(model, L.wk, scratch), H, 1.0f, dxn.data(), H);
     gemm<float>(false, false, T, H, KD, 1.0f, dv.data(), KD, fp32_of(model, L.wv, scratch), H, 1.0f, dxn.data(), H);
     ops::rmsnorm_backward<float>(lt.x_in.data(), L.attn_norm, dxn.data(), tmp.data(), dnorm.data(), T, H, c.rms_eps);

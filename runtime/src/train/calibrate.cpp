@@ -180,18 +180,42 @@ std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& pa
   return ids;
 }
 
-double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec) {
+namespace {
+
+// Sums tau / sqrt(d_head) of every row per layer (learned mode).
+struct TauSumObserver : ForwardObserver {
+  std::vector<double>* sum = nullptr;  // [n_layers]
+  double sqrt_d = 1.0;
+  void on_layer(const LayerRecord& rec) override {
+    if (rec.tau)
+      for (int i = 0; i < rec.n_tokens; ++i) (*sum)[rec.layer] += rec.tau[i] / sqrt_d;
+  }
+};
+
+}  // namespace
+
+double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec,
+                      std::vector<double>* layer_t) {
   double loss = 0.0;
-  size_t n = 0;
+  size_t n = 0, rows = 0;
+  TauSumObserver obs;
+  obs.sqrt_d = std::sqrt((double)model.config().d_head);
+  if (layer_t) {
+    layer_t->assign(model.config().n_layers, 0.0);
+    obs.sum = layer_t;
+  }
   for (const std::vector<int32_t>& w : windows) {
     Session s(model, (int)w.size());
     std::vector<float> logits;  // [T, V]
-    s.forward(w.data(), (int)w.size(), spec, RunOptions{}, nullptr, &logits);
+    s.forward(w.data(), (int)w.size(), spec, RunOptions{}, layer_t ? &obs : nullptr, &logits);
+    rows += w.size();
     std::vector<float> dl(logits.size());
     loss +=
         ops::cross_entropy<float>(logits.data(), w.data(), (int)w.size(), model.config().vocab_size, 1.0, dl.data());
     n += w.size() - 1;
   }
+  if (layer_t)
+    for (double& t : *layer_t) t /= (double)std::max<size_t>(1, rows);
   return loss / (double)std::max<size_t>(1, n);
 }
 
@@ -222,7 +246,9 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   const std::string log_path = cfg.log_path.empty() ? default_log_path(cfg.out_path) : cfg.log_path;
 
   TempParams params = TempParams::uniform(cfg.granularity, mc, cfg.init_temp);
-  const size_t P = params.log_temp.size();
+  const size_t P = params.theta.size();
+  const bool tau_proj = cfg.granularity == CalibGranularity::kTauProj;
+  std::vector<float> last_t = params.head_temps();  // [n_layers, n_heads] t at the last evaluation (file summary)
   std::vector<double> adam_m(P, 0.0), adam_v(P, 0.0);
   int step0 = 0;
   double val_loss_init = 0.0, last_val = 0.0;
@@ -240,7 +266,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
         throw Error("resume", "resume: the options differ from the run in '" + ckpt_path + "': " + diffs +
                                   "; resume with the command that started it, or write to another -o");
       step0 = ck.at("step").get<int>();
-      params.log_temp = ck.at("log_temp").get<std::vector<double>>();
+      params.theta = ck.at(ck.contains("theta") ? "theta" : "log_temp").get<std::vector<double>>();
       adam_m = ck.at("adam_m").get<std::vector<double>>();
       adam_v = ck.at("adam_v").get<std::vector<double>>();
       val_loss_init = ck.at("val_loss_init").get<double>();
@@ -248,8 +274,8 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     } catch (const json::exception& e) {
       throw Error("resume", "resume: '" + ckpt_path + "' is not a calibration checkpoint (" + e.what() + ")");
     }
-    if (params.log_temp.size() != P || adam_m.size() != P || adam_v.size() != P)
-      throw Error("resume", "resume: '" + ckpt_path + "' holds " + std::to_string(params.log_temp.size()) +
+    if (params.theta.size() != P || adam_m.size() != P || adam_v.size() != P)
+      throw Error("resume", "resume: '" + ckpt_path + "' holds " + std::to_string(params.theta.size()) +
                                 " temperatures, this model and granularity " + std::to_string(P));
     if (step0 >= cfg.steps)
       throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
@@ -311,10 +337,11 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     for (size_t& i : idx) i = pick(rng);
     double n_total = 0.0;
     for (size_t i : idx) n_total += (double)win.train[i].size() - 1;
-    std::vector<double> grad(P, 0.0);
+    std::vector<double> grad(P, 0.0), layer_t_sum(mc.n_layers, 0.0);
     double loss = 0.0;
     for (size_t i : idx)
-      loss += calib_loss_and_grad(model, win.train[i].data(), (int)win.train[i].size(), params, n_total, grad);
+      loss += calib_loss_and_grad(model, win.train[i].data(), (int)win.train[i].size(), params, n_total, grad,
+                                  tau_proj ? &layer_t_sum : nullptr);
     loss /= n_total;
     double sq = 0.0;
     for (double g : grad) sq += g * g;
@@ -326,13 +353,11 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     for (size_t p = 0; p < P; ++p) {
       adam_m[p] = beta1 * adam_m[p] + (1.0 - beta1) * grad[p];
       adam_v[p] = beta2 * adam_v[p] + (1.0 - beta2) * grad[p] * grad[p];
-      params.log_temp[p] -= lr * (adam_m[p] / bc1) / (std::sqrt(adam_v[p] / bc2) + eps);
+      params.theta[p] -= lr * params.lr_mult(p) * (adam_m[p] / bc1) / (std::sqrt(adam_v[p] / bc2) + eps);
     }
-    for (double lt : params.log_temp) {
-      const double t = std::exp(lt);
-      if (!std::isfinite((float)t) || !((float)t > 0.0f))
+    for (float t : params.head_temps())
+      if (!std::isfinite(t) || (!tau_proj && !(t > 0.0f)))
         fail("a temperature left the float range (t = " + num(t) + ")", step + 1);
-    }
     log.step_loss.push_back((float)loss);
     tokens_since += n_total + (double)idx.size();
     loss_since += loss;
@@ -345,12 +370,21 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     pr.lr = lr;
     pr.tokens_per_s = tokens_since / std::max(1e-9, std::chrono::duration<double>(now - t_last).count());
     pr.eta_s = std::chrono::duration<double>(now - t0).count() / (step + 1 - step0) * (cfg.steps - step - 1);
-    const std::vector<float> t = params.head_temps();
+    std::vector<float> t = params.head_temps();  // tau-proj: each layer's mean t over this step's rows
+    if (tau_proj)
+      for (int l = 0; l < mc.n_layers; ++l)
+        std::fill_n(t.begin() + (ptrdiff_t)l * mc.n_heads, mc.n_heads,
+                    (float)(layer_t_sum[l] / (n_total + (double)idx.size())));
     pr.temp_min = *std::min_element(t.begin(), t.end());
     pr.temp_max = *std::max_element(t.begin(), t.end());
     pr.val_loss = -1.0;
     if ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps) {
-      const double vl = calib_val_loss(model, val, params.spec());
+      std::vector<double> val_t;  // tau-proj: each layer's mean t over the held-out rows
+      const double vl = calib_val_loss(model, val, params.spec(), tau_proj ? &val_t : nullptr);
+      if (tau_proj)
+        for (int l = 0; l < mc.n_layers; ++l)
+          std::fill_n(t.begin() + (ptrdiff_t)l * mc.n_heads, mc.n_heads, (float)val_t[l]);
+      last_t = t;
       if (!std::isfinite(vl)) fail("the held-out loss is " + num(vl), step + 1);
       last_val = pr.val_loss = vl;
       log.eval_step.push_back(step + 1);
@@ -371,7 +405,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       ck["format"] = "focalscope-calibration-checkpoint";
       ck["run"] = run;
       ck["step"] = step + 1;
-      ck["log_temp"] = params.log_temp;
+      ck["theta"] = params.theta;
       ck["adam_m"] = adam_m;
       ck["adam_v"] = adam_v;
       ck["val_loss_init"] = val_loss_init;
@@ -392,7 +426,8 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   f.d_head = mc.d_head;
   f.hidden = mc.hidden;
   f.vocab_size = mc.vocab_size;
-  f.focal_temp = params.head_temps();
+  f.focal_temp = last_t;
+  f.tau_proj = params.tau_proj();
   f.base_model = model.path();
   f.base_checksum = base_sum;
   f.data_path = cfg.data_path;
