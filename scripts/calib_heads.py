@@ -12,7 +12,7 @@ A head is "induction" with an induction score >= 0.3, else "previous-token" with
 "sink" with a sink score >= 0.5, else "other". For every temperature file: t per class (median, share below 0.9 and
 above 1.1), the Spearman correlation of log t with the standard entropy, and between two files the correlation of
 their log t and the median |log t_a - log t_b| (their spread). Prints a table and writes everything to OUT.json.
-Reads captures with the focalscope Python package (python/).
+Reads captures with the focalscope Python package (python/, fs.open_capture).
 """
 import argparse
 import json
@@ -77,7 +77,7 @@ def main():
         ent_cap = os.path.join(tmp, "text.h5")
         capture(a.model, ["--prompt-file", text_path, "--store", "metrics"], ent_cap)
 
-        cap = fs.open(probe)
+        cap = fs.open_capture(probe)
         p = np.asarray(cap.probs("standard"))  # [L, H, T, T]
         L, H, T, _ = p.shape
         rows = np.arange(1, T)
@@ -85,7 +85,7 @@ def main():
         sink = p[:, :, 8:, 0].mean(axis=2)
         second = np.arange(REPEAT + 1, T)
         induction = p[:, :, second, second - REPEAT + 1].mean(axis=2)
-        ecap = fs.open(ent_cap)
+        ecap = fs.open_capture(ent_cap)
         summ = ecap.head_summary("entropy_nats")
         entropy = np.asarray(summ["standard"]).reshape(L, H)
         n_text_tokens = int(len(ecap.tokens)) if hasattr(ecap, "tokens") else None

@@ -92,6 +92,34 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
   EXPECT_NE(again.out.find("continue it with --resume"), std::string::npos) << again.out;
 }
 
+// tau-proj: the file holds each layer's projection; capture, generate and batch run it as mode learned; inspect shows
+// the run's setting with the weights summarised, not 4 x 192 numbers.
+TEST(CalibrateCli, TauProjFileRunsAsLearnedEverywhere) {
+  const std::string dir = test::make_temp_dir("calibclitau");
+  const std::string text = write_text(dir), out = dir + "/tau.json";
+  const CliRun r = focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
+                             " --granularity tau-proj --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("mean t = tau / sqrt(d_head) over the held-out tokens"), std::string::npos) << r.out;
+  const TempFile f = read_temp_file(out);
+  ASSERT_EQ(f.granularity, CalibGranularity::kTauProj);
+  ASSERT_TRUE(f.tau_proj);
+  EXPECT_EQ(f.tau_proj->weight.size(), (size_t)f.n_layers * f.hidden);
+  const CliRun cap = focal_cli("capture " + kModel + " --prompt 'The keeper lit the lamp.' --temp calibrated:" + out +
+                               " --store metrics -o " + dir + "/cap.h5");
+  ASSERT_EQ(cap.rc, 0) << cap.out;
+  const CliRun ins = focal_cli("inspect " + dir + "/cap.h5");
+  EXPECT_EQ(ins.rc, 0) << ins.out;
+  EXPECT_NE(ins.out.find("\"mode\":\"learned\""), std::string::npos) << ins.out;
+  EXPECT_NE(ins.out.find("\"weight\":\"[4 x " + std::to_string(f.hidden) + " values]\""), std::string::npos) << ins.out;
+  EXPECT_LT(ins.out.size(), 20000u);
+  const CliRun gen = focal_cli("generate " + kModel + " --prompt 'The keeper' -n 4 --temp calibrated:" + out);
+  EXPECT_EQ(gen.rc, 0) << gen.out;
+  const CliRun bat = focal_cli("batch " + kModel + " --data " + text + " --runs standard,calibrated:" + out +
+                               " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
+  EXPECT_EQ(bat.rc, 0) << bat.out;
+}
+
 TEST(CalibrateCli, BadInputFailsWithOneMessage) {
   const std::string dir = test::make_temp_dir("calibclibad");
   const std::string text = write_text(dir);
