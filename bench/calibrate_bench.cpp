@@ -1,7 +1,8 @@
 // One calibration step (forward with the tape + frozen-weight backward to every log t) against a plain forward of
 // the same tokens, on any model: the ratio issue 34 bounds (<= 3x), and the peak RSS. Not a test: timings depend on
 // the machine and its load.
-//   calibrate_bench MODEL [T=1024] [reps=3] [fp32|native]
+//   calibrate_bench MODEL [T=1024] [reps=3] [fp32|native] [model|layer|head|tau-proj]
+// The plain forward runs under the same setting as the step (t per head, or the learned tau's projections).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -19,7 +20,7 @@ using namespace focal;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: calibrate_bench MODEL [T=1024] [reps=3] [fp32|native]\n");
+    std::fprintf(stderr, "usage: calibrate_bench MODEL [T=1024] [reps=3] [fp32|native] [model|layer|head|tau-proj]\n");
     return 2;
   }
   const int T = argc > 2 ? std::atoi(argv[2]) : 1024;
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int> u(0, c.vocab_size - 1);
   std::vector<int32_t> ids(T);
   for (int32_t& i : ids) i = u(rng);
-  TempParams p = TempParams::uniform(CalibGranularity::kHead, c, 1.0);
+  const CalibGranularity g = parse_calib_granularity(argc > 5 ? argv[5] : "head", "granularity");
+  TempParams p = TempParams::uniform(g, c, 1.0);
   const TempSpec spec = p.spec();
   using clk = std::chrono::steady_clock;
   double fwd = 1e30, step = 1e30;
@@ -52,8 +54,9 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf(
-      "%s  T=%d  weights %s  threads %s\nforward %.3f s   calibration step %.3f s   ratio %.2fx   peak RSS %.2f GiB\n",
-      argv[1], T, weights_mode_name(model->weights_mode()),
+      "%s  T=%d  weights %s  granularity %s  threads %s\nforward %.3f s   calibration step %.3f s   ratio %.2fx   peak "
+      "RSS %.2f GiB\n",
+      argv[1], T, weights_mode_name(model->weights_mode()), calib_granularity_name(g),
       std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "(default)", fwd, step, step / fwd,
       ru.ru_maxrss / 1048576.0);
   return 0;

@@ -539,6 +539,24 @@ TEST(CalibFile, ResumeGivesTheSameTemperatures) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("lr 0.1 (run) vs 0.2 (now)"), std::string::npos) << e.what();
   }
+  // tau-proj: the projections and Adam's moments come back from the checkpoint the same way.
+  CalibConfig tau_straight = small_run(dir + "/tau_straight.json");
+  tau_straight.granularity = CalibGranularity::kTauProj;
+  const TempFile ta = calibrate(*model, tokens, tau_straight);
+  CalibConfig tau_cut = tau_straight;
+  tau_cut.out_path = dir + "/tau_cut.json";
+  try {
+    calibrate(*model, tokens, tau_cut, [](const CalibProgress& p) {
+      if (p.step == 4) throw Stop{};
+    });
+    FAIL() << "the tau-proj run was not cut";
+  } catch (const Stop&) {}
+  tau_cut.resume = true;
+  const TempFile tb = calibrate(*model, tokens, tau_cut);
+  ASSERT_TRUE(ta.tau_proj && tb.tau_proj);
+  EXPECT_EQ(ta.tau_proj->weight, tb.tau_proj->weight);
+  EXPECT_EQ(ta.tau_proj->bias, tb.tau_proj->bias);
+  EXPECT_EQ(ta.val_loss, tb.val_loss);
 }
 
 TEST(CalibBadInput, DivergenceKeepsTheLastGoodCheckpoint) {
