@@ -353,6 +353,63 @@ TEST(AppScreens, CalibratedTemperatureFileAsASetting) {
   EXPECT_NE(log.find("'" + other + "' was calibrated for other weights"), std::string::npos) << log;
 }
 
+// A tau-proj temperature file (the learned tau's projections calibrated on frozen weights) as A's setting: the app
+// runs it as mode learned with the file's projections (prompt loss equal to the library's, 3 decimals), and the
+// Learned tau tab draws its tau per layer on an axis scaled to the run's tau.
+TEST(AppScreens, TauProjFileRunsAndShowsTau) {
+  const std::string dir = focal::test::make_temp_dir("app_tauproj");
+  const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
+  auto m = focal::Model::load(model, focal::Device::kCpu);
+  const focal::ModelConfig& c = m->config();
+  focal::TempFile f;
+  f.granularity = focal::CalibGranularity::kTauProj;
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  f.n_kv_heads = c.n_kv_heads;
+  f.d_head = c.d_head;
+  f.hidden = c.hidden;
+  f.vocab_size = c.vocab_size;
+  f.base_model = model;
+  f.base_checksum = m->weights_checksum();
+  f.focal_temp.assign((size_t)c.n_layers * c.n_heads, 1.0f);
+  auto proj = std::make_shared<focal::TauProj>();
+  const float sqrt_d = std::sqrt((float)c.d_head);
+  proj->tau_min = 0.05f * sqrt_d;
+  proj->tau_max = 20.0f * sqrt_d;
+  proj->n_layers = c.n_layers;
+  proj->hidden = c.hidden;
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (int i = 0; i < c.hidden; ++i) proj->weight.push_back(0.05f * sqrt_d * (float)((i * 7 + l) % 5 - 2));
+    proj->bias.push_back(sqrt_d * (0.5f + 0.5f * (float)l));  // t from 0.5 (layer 0) to 2 (layer 3) at X.w = 0
+  }
+  f.tau_proj = proj;
+  const std::string temps = dir + "/tau.json";
+  focal::write_temp_file(f, temps);
+  const std::string prompt = "The keeper lit the lamp by the door.";
+  const int rc = run_app(dir, "open " + model + "\nprompt " + prompt + "\nspec calibrated:" + temps +
+                                  " a\ntab output\nwait\nscreenshot " + dir + "/out.png\ntab tau\nwait\nscreenshot " +
+                                  dir + "/tau.png\nquit\n");
+  ASSERT_EQ(rc, 0) << app_log(dir);
+  const std::vector<int32_t> ids = m->tokenizer()->encode(prompt, c.add_bos);
+  focal::CaptureRequest q;
+  q.store_probs = q.store_scores = false;
+  const focal::RunCapture ref =
+      focal::capture_run(*m, ids, focal::temp_file_spec(focal::read_temp_file(temps), temps), q, "ref");
+  ASSERT_FALSE(ref.tau.empty());
+  char want[32];
+  std::snprintf(want, sizeof want, "%.3f", focal::prompt_loss(ref));
+  const auto jo = read_json(dir + "/out.png.json");
+  EXPECT_EQ(jo["spec_a"], "calibrated");
+  EXPECT_EQ(labels_of(jo, "output.prompt_loss.a"), std::vector<std::string>{want});
+  const auto jt = read_json(dir + "/tau.png.json");
+  const std::vector<std::string> ticks = labels_of(jt, "tau_y");
+  ASSERT_GE(ticks.size(), 2u) << jt.dump();
+  const float tau_max = *std::max_element(ref.tau.begin(), ref.tau.end());
+  // The axis follows the run's tau (up to 1.15 times its largest), not the projection's wide clip (20 sqrt(d_head)).
+  EXPECT_LE(std::stod(ticks.back()), 1.15 * (double)tau_max) << ticks.back();
+  EXPECT_GT(std::stod(ticks.back()), 0.0);
+}
+
 // The left panel's rows fit it (issue 33): at 1600 x 960 the device / weights combos on one row ran past the panel
 // ("weigh") and the model's shape line was cut ("context 819"); every checked row now ends inside the panel, at the
 // default size too.

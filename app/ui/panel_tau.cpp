@@ -44,11 +44,18 @@ void draw_tau(Ui& ui) {
   const ImVec2 a0(o.x + 40, o.y + 4), a1(o.x + w1, o.y + hgt - 16);
   dl->AddRectFilled(a0, a1, IM_COL32(24, 26, 32, 255));
   auto Y = [&](float v) { return a1.y - (v - lo) / (hi - lo) * (a1.y - a0.y); };
-  for (float b : {tau_min * spec.tau_scale, tau_max * spec.tau_scale}) {
-    if (b > hi) continue;
-    dl->AddLine(ImVec2(a0.x, Y(b)), ImVec2(a1.x, Y(b)), IM_COL32(230, 160, 60, 200), 1.0f);
-    dl->AddText(ImVec2(o.x, Y(b) - 7), IM_COL32(230, 160, 60, 255), fmt("%.2f", b).c_str());
-  }
+  // Round ticks of tau on the left of each plot (both share the axis).
+  const focal::figures::Ticks yt = round_ticks(ui, "tau_y", lo, hi, 4);
+  auto draw_y_ticks = [&](float x_right, float y_top, float y_bottom) {
+    for (size_t k = 0; k < yt.values.size(); ++k) {
+      const float y = y_bottom - (float)((yt.values[k] - lo) / (hi - lo)) * (y_bottom - y_top);
+      if (y < y_top - 1 || y > y_bottom + 1) continue;
+      const ImVec2 ts = ImGui::CalcTextSize(yt.labels[k].c_str());
+      dl->AddText(ImVec2(x_right - ts.x - 4, y - ts.y * 0.5f), IM_COL32(150, 150, 160, 255), yt.labels[k].c_str());
+      dl->AddLine(ImVec2(x_right, y), ImVec2(x_right + 3, y), IM_COL32(150, 150, 160, 255), 1.0f);
+    }
+  };
+  draw_y_ticks(a0.x, a0.y, a1.y);
   const float bw = (a1.x - a0.x) / L;
   for (int l = 0; l < L; ++l) {
     double acc = 0;
@@ -59,18 +66,32 @@ void draw_tau(Ui& ui) {
     if (bw > 20)
       dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y + 1), IM_COL32(150, 150, 160, 255), ("L" + std::to_string(l)).c_str());
   }
+  // The clip bounds over the bars, each labelled above its line; one too close to 0 to read is left out.
+  for (float b : {tau_min * spec.tau_scale, tau_max * spec.tau_scale}) {
+    if (b > hi || b - lo < 0.08f * (hi - lo)) continue;
+    dl->AddLine(ImVec2(a0.x, Y(b)), ImVec2(a1.x, Y(b)), IM_COL32(230, 160, 60, 220), 1.5f);
+    const std::string bl = "clip " + fmt("%.2f", b);
+    const ImVec2 ts = ImGui::CalcTextSize(bl.c_str());
+    const ImVec2 tp(a1.x - ts.x - 4, Y(b) - ts.y - 1);
+    dl->AddRectFilled(ImVec2(tp.x - 2, tp.y), ImVec2(tp.x + ts.x + 2, tp.y + ts.y), IM_COL32(24, 26, 32, 220));
+    dl->AddText(tp, IM_COL32(230, 160, 60, 255), bl.c_str());
+  }
   // Per position of the selected layer.
-  const ImVec2 b0(o.x + w1 + 30, o.y + 4), b1(o.x + avail.x - 8, o.y + hgt - 16);
+  const ImVec2 b0(o.x + w1 + 40, o.y + 4), b1(o.x + avail.x - 8, o.y + hgt - 16);
   dl->AddRectFilled(b0, b1, IM_COL32(24, 26, 32, 255));
-  dl->AddText(ImVec2(b0.x + 4, b0.y + 2), IM_COL32(170, 170, 180, 255),
-              ("layer " + std::to_string(st.sel_layer) + ": tau per position").c_str());
   auto Y2 = [&](float v) { return b1.y - (v - lo) / (hi - lo) * (b1.y - b0.y); };
+  draw_y_ticks(b0.x, b0.y, b1.y);
   for (int i = 0; i + 1 < T; ++i) {
     const float x0 = b0.x + (b1.x - b0.x) * i / std::max(1, T - 1),
                 x1 = b0.x + (b1.x - b0.x) * (i + 1) / std::max(1, T - 1);
     dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])),
                 ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
   }
+  // The title over the line, on the plot's background so a line through it stays readable.
+  const std::string title = "layer " + std::to_string(st.sel_layer) + ": tau per position";
+  const ImVec2 tts = ImGui::CalcTextSize(title.c_str());
+  dl->AddRectFilled(ImVec2(b0.x + 6, b0.y + 1), ImVec2(b0.x + tts.x + 12, b0.y + tts.y + 3), IM_COL32(24, 26, 32, 220));
+  dl->AddText(ImVec2(b0.x + 8, b0.y + 2), IM_COL32(170, 170, 180, 255), title.c_str());
   ImGui::Dummy(avail);
 }
 
