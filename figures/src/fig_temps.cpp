@@ -112,9 +112,11 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   if (colorbar_min_height(c, bar) > plot.h) bar.title = "log\xE2\x82\x82 t";
   if (colorbar_min_height(c, bar) > plot.h) bar.title = "";
 
-  const char* gran = f.granularity == CalibGranularity::kModel   ? "one t"
-                     : f.granularity == CalibGranularity::kLayer ? "t per layer"
-                                                                 : "t per head";
+  const char* gran = f.granularity == CalibGranularity::kModel     ? "one t"
+                     : f.granularity == CalibGranularity::kLayer   ? "t per layer"
+                     : f.granularity == CalibGranularity::kTauProj ? "\xCF\x84 per layer (mean \xCF\x84/\xE2\x88\x9A"
+                                                                     "d)"
+                                                                   : "t per head";
   const std::string auto_title = label + ": calibrated " + gran;
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
