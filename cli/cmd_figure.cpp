@@ -71,7 +71,8 @@ selection:
   --metric M         entropy: entropy_nats (default), entropy_norm, eff_support, max_prob, topk_mass,
                      tail_mass, sink_mass, relevant_mass; sweep: the same or loss;
                      training: val_loss (default), train_loss, step_loss (every step, smoothed);
-                     retrieval: accuracy, relevant_mass or entropy (default: accuracy and relevant_mass rows)
+                     retrieval: accuracy, relevant_mass or entropy (default: accuracy and relevant_mass rows);
+                     positions: nll (default) or entropy (one run's attention entropy per layer by position)
   --kind K           retrieval: one task kind (e.g. kv; default: one panel per kind)
   --labels A,B       training, retrieval: legend labels, one per file (default: the run name; for retrieval
                      the model directory's name)

@@ -268,6 +268,20 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   std::ifstream svg(dir + "/pos.svg");
   const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, ::testing::HasSubstr("trained context 24"));
+  // Per-layer attention entropy by position of one run: a line per layer, coloured by layer, the context marked.
+  r = run_cli("figure positions " + out + " --metric entropy --runs ssmax -o " + dir + "/ent.svg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream esvg(dir + "/ent.svg");
+  const std::string etext((std::istreambuf_iterator<char>(esvg)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(etext, ::testing::HasSubstr("Entropy by position: ssmax"));
+  EXPECT_THAT(etext, ::testing::HasSubstr("trained context 24"));
+  EXPECT_THAT(etext, ::testing::HasSubstr("Layer"));
+  r = run_cli("figure positions " + out + " --metric entropy --runs standard,ssmax -o " + dir + "/ent2.svg");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("metric entropy draws one run's layers"));
+  r = run_cli("figure positions " + out + " --metric sink_mass -o " + dir + "/ent3.svg");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("use nll (the default: next-token loss) or entropy"));
   // Over the budget: one error with the estimate, exit 1, no file.
   const std::string out2 = dir + "/over.h5";
   r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 4000 --budget 3M -o " +

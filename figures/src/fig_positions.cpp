@@ -1,5 +1,6 @@
 // positions: mean next-token NLL by position bucket, one line per setting (markers at bucket centres) over its
-// bootstrap band drawn as a light bar per bucket; a dashed line at the trained context, labelled.
+// bootstrap band drawn as a light bar per bucket; a dashed line at the trained context, labelled. metric entropy: one
+// run's attention entropy by query position, a line per layer.
 #include <algorithm>
 #include <cmath>
 
@@ -14,6 +15,95 @@ namespace {
 
 Rgb tint(Rgb c, double keep) { return {1 - keep * (1 - c.r), 1 - keep * (1 - c.g), 1 - keep * (1 - c.b)}; }
 
+// metric entropy: one run's attention entropy by query position, one line per layer (mean over heads and the
+// bucket's rows of every document), coloured by layer with a colour bar; the trained context marked.
+std::string render_position_entropy(const batch::PositionLossFile& f, int run, const FigureOptions& opt, Format fmt) {
+  const size_t B = f.n_buckets(), L = (size_t)f.n_layers;
+  if (L == 0 || f.mean_entropy.size() != f.n_runs() * L * B)
+    throw Error("metric",
+                "metric entropy: the position-loss file holds no per-layer entropy (written before it was "
+                "recorded); run focal eval --positions again");
+  std::vector<int> layers = opt.layers;
+  if (layers.empty())
+    for (int l = 0; l < (int)L; ++l) layers.push_back(l);
+  for (int l : layers)
+    if (l < 0 || l >= (int)L)
+      throw Error("layers", "layers: layer " + std::to_string(l) + " is out of range (the file has " +
+                                std::to_string(L) + " layers)");
+  const double W0 = (double)f.bucket_tokens;
+  const float* me = f.mean_entropy.data() + (size_t)run * L * B;
+  double lo = INFINITY, hi = -INFINITY, x_end = 0;
+  for (int l : layers)
+    for (size_t b = 0; b < B; ++b) {
+      const float v = me[(size_t)l * B + b];
+      if (std::isnan(v)) continue;
+      lo = std::min(lo, (double)v);
+      hi = std::max(hi, (double)v);
+      x_end = std::max(x_end, std::min((double)f.bucket_start[b] + W0, (double)f.max_tokens));
+    }
+  if (!(lo <= hi)) throw Error("the position-loss file holds no bucket with an attention row for this run");
+
+  Canvas c(fmt, opt.dpi);
+  const double W = page_width(opt);
+  const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
+  const Ticks xt = nice_ticks(0, x_end, 5, false);
+  ColorScale cs = linear_scale(layers.front(), std::max(layers.back(), layers.front() + 1), "Layer");
+  cs.span = 0.9;
+  const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
+  const double right = kMargin + colorbar_width(c, cs) + 4.0;
+  if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  const double top = title_space(opt) + 4.0;
+  const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
+  const double natural = top + 150.0 + x_axis_h + kMargin;
+  const double H = page_height(opt, natural);
+  const double plot_h = H - top - x_axis_h - kMargin;
+  if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
+  const std::string auto_title = "Entropy by position: " + f.run_names[(size_t)run] + ", " + docs;
+  c.begin(W, H, title_text(opt, auto_title));
+  draw_title(c, opt, auto_title);
+  const Rect r{left, top, W - left - right, plot_h};
+  const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
+  const LinearMap x{xt.lo, xt.hi, r.x, r.right()};
+  draw_hgrid(c, r, yt, y);
+  auto bucket_mid = [&](size_t b) {
+    return std::min((double)f.bucket_start[b] + W0 / 2, ((double)f.bucket_start[b] + x_end) / 2);
+  };
+  for (int l : layers) {
+    std::vector<double> xs, ys;
+    const Rgb col = cs(l);
+    auto flush = [&]() {
+      if (xs.size() > 1) c.polyline(xs, ys, 0.8, col);
+      if (xs.size() == 1) c.marker(xs[0], ys[0], 1.0, col);
+      xs.clear();
+      ys.clear();
+    };
+    for (size_t b = 0; b < B; ++b) {
+      const float v = me[(size_t)l * B + b];
+      if (std::isnan(v)) {
+        flush();
+        continue;
+      }
+      xs.push_back(x(bucket_mid(b)));
+      ys.push_back(y(v));
+    }
+    flush();
+  }
+  if (f.trained_context > 0 && f.trained_context < xt.hi) {
+    const double xc = x(f.trained_context);
+    c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
+    c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
+           kBoundaryInk);
+  }
+  draw_left_axis(c, r, yt, y);
+  draw_bottom_axis(c, r, xt, x);
+  draw_colorbar(c, cs, r.right() + 6.0, r.y, r.h);
+  draw_y_title(c, kMargin, r, "Entropy (nats), mean over heads");
+  draw_x_title(c, r, r.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
+               "Query position (bucket of " + std::to_string(f.bucket_tokens) + " tokens)");
+  return c.finish();
+}
+
 }  // namespace
 
 std::string render_positions(const batch::PositionLossFile& f, const FigureOptions& opt, Format fmt) {
@@ -21,9 +111,12 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   reject_option(opt.layer >= 0, "layer", kind);
   reject_option(opt.head >= 0, "head", kind);
   reject_option(opt.query >= 0, "query", kind);
-  reject_option(!opt.layers.empty(), "layers", kind);
+  const bool entropy = opt.metric == "entropy";
+  if (!opt.metric.empty() && !entropy && opt.metric != "nll")
+    throw Error("metric", "metric: '" + opt.metric + "' is not drawn by positions; use nll (the default: next-token " +
+                              "loss) or entropy (one run's attention entropy per layer)");
+  reject_option(!entropy && !opt.layers.empty(), "layers", kind);
   reject_option(!opt.heads.empty(), "heads", kind);
-  reject_option(!opt.metric.empty(), "metric", kind);
   reject_option(opt.log_scale, "log_scale", kind);
   reject_option(opt.no_sink, "no_sink", kind);
   check_page_options(opt);
@@ -40,6 +133,11 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
       }
       runs.push_back((int)(it - f.run_names.begin()));
     }
+  }
+  if (entropy) {
+    if (runs.size() != 1 && !opt.runs.empty())
+      throw Error("runs", "runs: metric entropy draws one run's layers; give one run");
+    return render_position_entropy(f, runs.front(), opt, fmt);
   }
   const size_t B = f.n_buckets();
   const double W0 = (double)f.bucket_tokens;
