@@ -88,6 +88,47 @@ TEST(RerunFrom, EqualsAFullForwardWhenOnlyLaterLayersChanged) {
   EXPECT_TRUE(std::isnan(rec.metrics[0]));  // layers before 2 are not reported
 }
 
+// A budget smaller than every layer's input: only layers 0 and 2 of 4 are kept (stride 2), and the memory held is
+// theirs; a re-run from layer 3 starts at 2 and still equals a full forward (the same layer code on the same kept
+// input), from layer 1 at 0.
+TEST(RerunFrom, KeptInputsWithinABudgetStartAtTheKeptLayerBelow) {
+  auto m = make(AttnMode::kStandard);
+  const ModelConfig& c = m->config();
+  const auto x = ids(24);
+  const size_t per_layer = (size_t)24 * c.hidden * sizeof(float);
+  Session s(*m, 24);
+  s.keep_layer_inputs(true, 2 * per_layer + 16);
+  std::vector<float> lg, ref;
+  ASSERT_TRUE(s.forward(x.data(), 24, TempSpec::focal(0.5f), {}, nullptr, &lg));
+  EXPECT_EQ(s.kept_input_bytes(), 2 * per_layer);
+  EXPECT_EQ(s.kept_layers(), 4);
+  EXPECT_EQ(s.rerun_start(3), 2);
+  EXPECT_EQ(s.rerun_start(2), 2);
+  EXPECT_EQ(s.rerun_start(1), 0);
+  EXPECT_EQ(s.rerun_start(4), 2);  // nothing changed: the last layer re-runs, from the kept layer below it
+  for (int from : {3, 1}) {
+    TempSpec spec = TempSpec::focal(0.5f);
+    spec.layer_temp[from] = 0.3f;
+    test::RecordingObserver rec(4, 4, 24);
+    ASSERT_TRUE(s.rerun_from(from, x.data(), 24, spec, {}, &rec, &lg));
+    Session fresh(*m, 24);
+    ASSERT_TRUE(fresh.forward(x.data(), 24, spec, {}, nullptr, &ref));
+    EXPECT_EQ(lg, ref) << "from " << from;
+    const int start = from == 3 ? 2 : 0;
+    EXPECT_FALSE(std::isnan(rec.metrics[(size_t)start * 4 * 24 * kNumRowMetrics])) << "layer " << start << " re-ran";
+    if (start > 0) { EXPECT_TRUE(std::isnan(rec.metrics[0])); }
+    EXPECT_EQ(s.kept_input_bytes(), 2 * per_layer);
+    // Back to the base setting for the next case.
+    ASSERT_TRUE(s.rerun_from(0, x.data(), 24, TempSpec::focal(0.5f), {}, nullptr, &lg));
+  }
+  // Without a budget every layer's input is kept.
+  Session all(*m, 24);
+  all.keep_layer_inputs(true);
+  ASSERT_TRUE(all.forward(x.data(), 24, TempSpec::standard(), {}, nullptr, &lg));
+  EXPECT_EQ(all.kept_input_bytes(), 4 * per_layer);
+  EXPECT_EQ(all.rerun_start(3), 3);
+}
+
 TEST(RerunFrom, RejectsOtherTokensOrNoKeptInputs) {
   auto m = make(AttnMode::kStandard);
   const auto x = ids(10);

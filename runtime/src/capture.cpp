@@ -585,7 +585,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   spec.validate(c);
   if (!m.session || m.session->max_tokens() < T) {
     m.session = std::make_unique<Session>(m.model, T, /*prefill_only=*/true);
-    m.session->keep_layer_inputs(true);
+    m.session->keep_layer_inputs(true, kLiveKeptInputBytes);
     m.valid = false;
   }
   // Layers before `first` give the same results as the last run: same tokens, same multipliers, and none of them
@@ -605,6 +605,8 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
     // A cancelled run since then (a slider still moving) re-ran layers from some F on: only 0..F are as prev has
     // them. m.valid stays: prev is still the last completed run.
     first = std::min(first, m.session->kept_layers());
+    // Past the kept-input budget only every few layers' inputs are kept: start at the kept one at or below.
+    if (first > 0) first = m.session->rerun_start(first);
   }
   if (recycle == prev || recycle == out) recycle = nullptr;
   RunCapture run = empty_run(c, T, spec, req, name, recycle);

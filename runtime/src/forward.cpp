@@ -55,9 +55,11 @@ struct Session::State {
   std::vector<double> tau_sum;  // per layer: sum of X.w_tau over the cached positions
   // keep_layer_inputs: the last completed prefill from position 0 (ids, each layer's input, tau sums after it).
   bool keep_inputs = false;
-  int kept_valid = 0;  // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
+  int kept_valid = 0;      // kept_layers(): layer_in[0..kept_valid] hold the last completed run's
+  size_t keep_budget = 0;  // bytes the kept inputs may take (0: every layer's)
+  int kept_stride = 1;     // the inputs of layers 0, s, 2s, ... are kept (the last prefill from layer 0 chose s)
   std::vector<int32_t> kept_ids;
-  std::vector<std::vector<float>> layer_in;  // per layer [n, hidden]
+  std::vector<std::vector<float>> layer_in;  // per layer [n, hidden]; empty for layers not kept
   std::vector<double> kept_tau_sum;
   // forward_until: a prefill paused after layer paused_at - 1 (0: none); the workspace's x holds layer paused_at's
   // input, the KV cache and tau sums hold layers before it, n_past is not yet advanced.
@@ -230,7 +232,14 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   if (keep) {
     // Layers before first_layer are left as they are; from first_layer on, this run overwrites the kept inputs, so
     // until it completes only layers 0..first_layer are those of the last completed run.
-    if (first_layer == 0) st.kept_ids.assign(ids, ids + n);
+    if (first_layer == 0) {
+      st.kept_ids.assign(ids, ids + n);
+      // Within the budget: every s-th layer's input, s the smallest stride whose inputs fit (at least layer 0's).
+      const size_t all = (size_t)c.n_layers * n * H * sizeof(float), per = (size_t)n * H * sizeof(float);
+      st.kept_stride = 1;
+      if (st.keep_budget > 0 && all > st.keep_budget)
+        st.kept_stride = (int)std::min<size_t>(c.n_layers, (all + st.keep_budget - 1) / std::max(st.keep_budget, per));
+    }
     st.kept_valid = std::min(st.kept_valid, first_layer);
     st.layer_in.resize(c.n_layers);
   }
@@ -255,7 +264,12 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   for (int l = first_layer; l <= last; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
-    if (keep) save(st.layer_in[l], x, (size_t)n * H);
+    if (keep) {
+      if (l % st.kept_stride == 0)
+        save(st.layer_in[l], x, (size_t)n * H);
+      else
+        std::vector<float>().swap(st.layer_in[l]);
+    }
     if (lt) save(lt->x_in, x, (size_t)n * H);
     const float* attn_in = x.data();  // OLMo 2 projects the block input itself
     if (L.attn_norm) {
@@ -492,8 +506,9 @@ bool Session::forward(const int32_t* ids, int n, const TempSpec& spec, const Run
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr);
 }
 
-void Session::keep_layer_inputs(bool on) {
+void Session::keep_layer_inputs(bool on, size_t budget_bytes) {
   st_->keep_inputs = on;
+  st_->keep_budget = budget_bytes;
   if (!on) {
     st_->kept_ids.clear();
     st_->layer_in.clear();
@@ -503,6 +518,18 @@ void Session::keep_layer_inputs(bool on) {
 
 int Session::kept_layers() const { return st_->keep_inputs ? st_->kept_valid : 0; }
 
+int Session::rerun_start(int first_layer) const {
+  const int n_layers = model_.config().n_layers;
+  if (first_layer >= n_layers) first_layer = n_layers - 1;  // nothing changed: still redo the last layer for logits
+  return std::max(0, first_layer - first_layer % st_->kept_stride);
+}
+
+size_t Session::kept_input_bytes() const {
+  size_t b = 0;
+  for (const std::vector<float>& v : st_->layer_in) b += v.size() * sizeof(float);
+  return b;
+}
+
 bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                          ForwardObserver* obs, std::vector<float>* logits) {
   const int n_layers = model_.config().n_layers;
@@ -511,7 +538,7 @@ bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempS
                 std::to_string(n_layers) + ")");
   if (!st_->keep_inputs || st_->kept_ids.size() != (size_t)n || !std::equal(ids, ids + n, st_->kept_ids.begin()))
     throw Error("rerun_from: the last prefill of this session was not of these tokens with keep_layer_inputs on");
-  if (first_layer == n_layers) first_layer = n_layers - 1;  // nothing changed: still redo the last layer for logits
+  first_layer = rerun_start(first_layer);  // the kept layer at or below it
   if (first_layer > st_->kept_valid)
     throw Error("rerun_from: layer " + std::to_string(first_layer) + " is past the kept layers (0.." +
                 std::to_string(st_->kept_valid) + "): a cancelled run changed the rest");

@@ -146,7 +146,10 @@ size_t capture_held_row_bytes(const ModelConfig& c, int T, const CaptureRequest&
 
 // Interactive captures (the app): one session kept between runs, with each layer's input, so that a run whose
 // spec differs from the previous one only from layer L on re-runs layers L.. and copies the records of the layers
-// before L from the previous result. Not thread-safe; one job at a time.
+// before L from the previous result. The kept inputs take at most about kLiveKeptInputBytes (n_layers x T x hidden
+// fp32 is 2.3 GB for SmolLM2 at 32K tokens): past it, only every few layers' inputs are kept and a re-run starts at
+// the kept layer at or below L (Session::rerun_start). Not thread-safe; one job at a time.
+constexpr size_t kLiveKeptInputBytes = size_t(1) << 30;
 class LiveRunner {
  public:
   explicit LiveRunner(const Model& model);

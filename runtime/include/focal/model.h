@@ -184,13 +184,19 @@ class Session {
   // `spec` differs from the last run's only from layer L on (TempSpec::first_changed_layer). A cancelled prefill
   // or re-run that started at layer F leaves layers 0..F as they were: kept_layers() becomes F, and re-runs from any
   // L <= kept_layers() stay exact against the last completed run. Throws Error if the kept prefill was not of these
-  // ids, or L > kept_layers().
-  void keep_layer_inputs(bool on);
+  // ids, or L > kept_layers(). budget_bytes > 0 bounds the kept inputs: when every layer's would take more, only
+  // those of layers 0, s, 2s, ... are kept (s the smallest stride that fits, at least layer 0's), and a re-run from L
+  // starts at rerun_start(L), the kept layer at or below L (the layers between give the same results again).
+  void keep_layer_inputs(bool on, size_t budget_bytes = 0);
   bool rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                   ForwardObserver* obs, std::vector<float>* logits);
   // Leading layers whose kept input (and KV cache) is still that of the last completed prefill of the kept ids:
   // n_layers after a completed prefill, F after one cancelled that started at layer F, 0 before any.
   int kept_layers() const;
+  // The layer rerun_from(first_layer, ...) starts at: first_layer (n_layers - 1 for n_layers) rounded down to a layer
+  // whose input is kept.
+  int rerun_start(int first_layer) const;
+  size_t kept_input_bytes() const;  // host memory the kept layer inputs take now
 
   int n_past() const;
   int max_tokens() const;
