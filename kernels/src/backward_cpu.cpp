@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -76,25 +77,32 @@ void attention_backward(const R* q, const R* k, const R* v, const R* probs, cons
   const int group = n_heads / n_kv_heads;
   const int qs = n_heads * d, ks = n_kv_heads * d;
   const R inv_sqrt_d = R(1) / std::sqrt(R(d));
-  for (size_t i = 0; i < (size_t)T * ks; ++i) dk[i] = dv[i] = 0;
-    // One kv group per task: its heads accumulate into the same dk/dv columns.
+  // Causal: the query rows of block [r0, r1) see keys [0, r1) only, so each product stops at the block's last row
+  // (about half the work of full T x T products). One head per task; each head's dk, dv go to its own [T, d] and the
+  // heads of a kv group are summed after, so heads run in parallel without sharing an output.
+  constexpr int kRowBlock = 64;
+  std::vector<R> dkh((size_t)n_heads * T * d, R(0)), dvh((size_t)n_heads * T * d, R(0));  // [n_heads, T, d]
 #pragma omp parallel
   {
-    std::vector<R> dp((size_t)T * T), ds((size_t)T * T);
+    std::vector<R> dp((size_t)kRowBlock * T), ds((size_t)kRowBlock * T);  // [rows of the block, keys]
 #pragma omp for schedule(dynamic, 1)
-    for (int g = 0; g < n_kv_heads; ++g)
-      for (int hh = 0; hh < group; ++hh) {
-        const int h = g * group + hh;
-        const R* P = probs + (size_t)h * T * T;
-        const R* S = raw + (size_t)h * T * T;
-        // dP[T, T] = datt_h [T, d] . v_g^T
-        gemm<R>(false, true, T, T, d, R(1), datt + h * d, qs, v + g * d, ks, R(0), dp.data(), T);
-        // dv_g += P^T . datt_h
-        gemm<R>(true, false, T, d, T, R(1), P, T, datt + h * d, qs, R(1), dv + g * d, ks);
-        for (int i = 0; i < T; ++i) {
+    for (int h = 0; h < n_heads; ++h) {
+      const int g = h / group;
+      const R* P = probs + (size_t)h * T * T;
+      const R* S = raw + (size_t)h * T * T;
+      R* dkp = dkh.data() + (size_t)h * T * d;
+      R* dvp = dvh.data() + (size_t)h * T * d;
+      for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+        const int r1 = std::min(T, r0 + kRowBlock), nr = r1 - r0, nk = r1;
+        const R* datt_b = datt + (size_t)r0 * qs + (size_t)h * d;
+        // dP[nr, nk] = datt_h[r0:r1] . v_g[0:nk]^T
+        gemm<R>(false, true, nr, nk, d, R(1), datt_b, qs, v + g * d, ks, R(0), dp.data(), nk);
+        // dv_h[0:nk] += P[r0:r1, 0:nk]^T . datt_h[r0:r1]
+        gemm<R>(true, false, nk, d, nr, R(1), P + (size_t)r0 * T, T, datt_b, qs, R(1), dvp, d);
+        for (int i = r0; i < r1; ++i) {
           const R* pr = P + (size_t)i * T;
-          R* dpr = dp.data() + (size_t)i * T;
-          R* dsr = ds.data() + (size_t)i * T;
+          const R* dpr = dp.data() + (size_t)(i - r0) * nk;
+          R* dsr = ds.data() + (size_t)(i - r0) * nk;
           R dot = 0;
           for (int j = 0; j <= i; ++j) dot += pr[j] * dpr[j];
           R dsc = 0;
@@ -104,14 +112,29 @@ void attention_backward(const R* q, const R* k, const R* v, const R* probs, cons
             dsc += dl * S[(size_t)i * T + j];
             dsr[j] = dl * sc * inv_sqrt_d;  // dL/d(q.k)
           }
-          for (int j = i + 1; j < T; ++j) dsr[j] = 0;
+          for (int j = i + 1; j < nk; ++j) dsr[j] = 0;
           dscale[(size_t)h * T + i] = dsc;
         }
-        // dq_h = dS . k_g ; dk_g += dS^T . q_h
-        gemm<R>(false, false, T, d, T, R(1), ds.data(), T, k + g * d, ks, R(0), dq + h * d, qs);
-        gemm<R>(true, false, T, d, T, R(1), ds.data(), T, q + h * d, qs, R(1), dk + g * d, ks);
+        // dq_h[r0:r1] = dS . k_g[0:nk] ; dk_h[0:nk] += dS^T . q_h[r0:r1]
+        gemm<R>(false, false, nr, d, nk, R(1), ds.data(), nk, k + g * d, ks, R(0), dq + (size_t)r0 * qs + h * d, qs);
+        gemm<R>(true, false, nk, d, nr, R(1), ds.data(), nk, q + (size_t)r0 * qs + h * d, qs, R(1), dkp, d);
       }
+    }
   }
+  // dk_g, dv_g = sums over the group's heads
+#pragma omp parallel for schedule(static) if ((size_t)T * ks > 65536)
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < n_kv_heads; ++g)
+      for (int e = 0; e < d; ++e) {
+        R sk = 0, sv = 0;
+        for (int hh = 0; hh < group; ++hh) {
+          const size_t o = ((size_t)(g * group + hh) * T + t) * d + e;
+          sk += dkh[o];
+          sv += dvh[o];
+        }
+        dk[(size_t)t * ks + g * d + e] = sk;
+        dv[(size_t)t * ks + g * d + e] = sv;
+      }
 }
 
 template <class R>

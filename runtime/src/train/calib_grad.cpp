@@ -119,8 +119,13 @@ void recompute_attention(const LayerTape& lt, int T, int nh, int nkv, int d, flo
 #pragma omp parallel for schedule(dynamic, 1)
   for (int h = 0; h < nh; ++h) {
     float* rh = raw + (size_t)h * T * T;
-    ops::gemm<float>(false, true, T, T, d, inv_sqrt_d, lt.q.data() + (size_t)h * d, QD,
-                     lt.k.data() + (size_t)(h / group) * d, KD, 0.0f, rh, T);
+    // Causal: rows [r0, r1) need keys [0, r1) only.
+    constexpr int kRowBlock = 64;
+    for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+      const int r1 = std::min(T, r0 + kRowBlock);
+      ops::gemm<float>(false, true, r1 - r0, r1, d, inv_sqrt_d, lt.q.data() + (size_t)r0 * QD + (size_t)h * d, QD,
+                       lt.k.data() + (size_t)(h / group) * d, KD, 0.0f, rh + (size_t)r0 * T, T);
+    }
     float* ph = probs + (size_t)h * T * T;
     for (int i = 0; i < T; ++i) {
       float* rr = rh + (size_t)i * T;
