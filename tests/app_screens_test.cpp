@@ -306,6 +306,23 @@ std::string app_log(const std::string& dir) {
   return log.str();
 }
 
+// A temperature file's shape and provenance for model m (loaded from model_path) at granularity g; the caller fills
+// the temperatures.
+focal::TempFile temp_file_for(const focal::Model& m, const std::string& model_path, focal::CalibGranularity g) {
+  const focal::ModelConfig& c = m.config();
+  focal::TempFile f;
+  f.granularity = g;
+  f.n_layers = c.n_layers;
+  f.n_heads = c.n_heads;
+  f.n_kv_heads = c.n_kv_heads;
+  f.d_head = c.d_head;
+  f.hidden = c.hidden;
+  f.vocab_size = c.vocab_size;
+  f.base_model = model_path;
+  f.base_checksum = m.weights_checksum();
+  return f;
+}
+
 // A temperature file of `focal calibrate` as A's setting (issue 34): the app names the run "calibrated" and its
 // prompt loss is the library's under the same file (capture_run, printed to 3 decimals as the app prints it); a file
 // made for other weights fails the script at its line, naming the file.
@@ -314,16 +331,7 @@ TEST(AppScreens, CalibratedTemperatureFileAsASetting) {
   const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
   auto m = focal::Model::load(model, focal::Device::kCpu);
   const focal::ModelConfig& c = m->config();
-  focal::TempFile f;
-  f.granularity = focal::CalibGranularity::kHead;
-  f.n_layers = c.n_layers;
-  f.n_heads = c.n_heads;
-  f.n_kv_heads = c.n_kv_heads;
-  f.d_head = c.d_head;
-  f.hidden = c.hidden;
-  f.vocab_size = c.vocab_size;
-  f.base_model = model;
-  f.base_checksum = m->weights_checksum();
+  focal::TempFile f = temp_file_for(*m, model, focal::CalibGranularity::kHead);
   for (int l = 0; l < c.n_layers; ++l)
     for (int h = 0; h < c.n_heads; ++h) f.focal_temp.push_back(l == 1 ? 0.5f : 1.0f + 0.1f * (float)h);
   const std::string temps = dir + "/temps.json";
@@ -361,16 +369,7 @@ TEST(AppScreens, TauProjFileRunsAndShowsTau) {
   const std::string model = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard";
   auto m = focal::Model::load(model, focal::Device::kCpu);
   const focal::ModelConfig& c = m->config();
-  focal::TempFile f;
-  f.granularity = focal::CalibGranularity::kTauProj;
-  f.n_layers = c.n_layers;
-  f.n_heads = c.n_heads;
-  f.n_kv_heads = c.n_kv_heads;
-  f.d_head = c.d_head;
-  f.hidden = c.hidden;
-  f.vocab_size = c.vocab_size;
-  f.base_model = model;
-  f.base_checksum = m->weights_checksum();
+  focal::TempFile f = temp_file_for(*m, model, focal::CalibGranularity::kTauProj);
   f.focal_temp.assign((size_t)c.n_layers * c.n_heads, 1.0f);
   auto proj = std::make_shared<focal::TauProj>();
   const float sqrt_d = std::sqrt((float)c.d_head);
@@ -883,16 +882,7 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
 focal::TempFile make_temp_file(const focal::Model& m, const std::string& model_path,
                                const std::function<float(int, int)>& t_of) {
   const focal::ModelConfig& c = m.config();
-  focal::TempFile f;
-  f.granularity = focal::CalibGranularity::kHead;
-  f.n_layers = c.n_layers;
-  f.n_heads = c.n_heads;
-  f.n_kv_heads = c.n_kv_heads;
-  f.d_head = c.d_head;
-  f.hidden = c.hidden;
-  f.vocab_size = c.vocab_size;
-  f.base_model = model_path;
-  f.base_checksum = m.weights_checksum();
+  focal::TempFile f = temp_file_for(m, model_path, focal::CalibGranularity::kHead);
   f.data_path = "/data/lamps.txt";
   f.n_train_tokens = 4096;
   f.n_val_tokens = 512;

@@ -15,6 +15,43 @@ namespace {
 
 Rgb tint(Rgb c, double keep) { return {1 - keep * (1 - c.r), 1 - keep * (1 - c.g), 1 - keep * (1 - c.b)}; }
 
+// Where bucket b is drawn: its centre, or the middle of what is left of it before x_end (a last, partial bucket).
+double bucket_mid(const batch::PositionLossFile& f, size_t b, double x_end) {
+  return std::min((double)f.bucket_start[b] + f.bucket_tokens / 2.0, ((double)f.bucket_start[b] + x_end) / 2);
+}
+
+// One series over the buckets, values [B]: a polyline at the bucket centres, broken where a value is NaN (a lone
+// point becomes a marker).
+void draw_bucket_series(Canvas& c, const batch::PositionLossFile& f, const float* values, double x_end,
+                        const LinearMap& x, const LinearMap& y, double width, double marker, Rgb col) {
+  std::vector<double> xs, ys;
+  auto flush = [&]() {
+    if (xs.size() > 1) c.polyline(xs, ys, width, col);
+    if (xs.size() == 1) c.marker(xs[0], ys[0], marker, col);
+    xs.clear();
+    ys.clear();
+  };
+  for (size_t b = 0; b < f.n_buckets(); ++b) {
+    if (std::isnan(values[b])) {
+      flush();
+      continue;
+    }
+    xs.push_back(x(bucket_mid(f, b, x_end)));
+    ys.push_back(y(values[b]));
+  }
+  flush();
+}
+
+// The model's trained context as a dashed line, labelled, when it falls inside the axis.
+void draw_trained_context(Canvas& c, const batch::PositionLossFile& f, const Ticks& xt, const LinearMap& x,
+                          const Rect& r) {
+  if (f.trained_context <= 0 || f.trained_context >= xt.hi) return;
+  const double xc = x(f.trained_context);
+  c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
+  c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
+         kBoundaryInk);
+}
+
 // metric entropy: one run's attention entropy by query position, one line per layer (mean over heads and the
 // bucket's rows of every document), coloured by layer with a colour bar; the trained context marked.
 std::string render_position_entropy(const batch::PositionLossFile& f, int run, const FigureOptions& opt, Format fmt) {
@@ -66,35 +103,8 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
   const LinearMap x{xt.lo, xt.hi, r.x, r.right()};
   draw_hgrid(c, r, yt, y);
-  auto bucket_mid = [&](size_t b) {
-    return std::min((double)f.bucket_start[b] + W0 / 2, ((double)f.bucket_start[b] + x_end) / 2);
-  };
-  for (int l : layers) {
-    std::vector<double> xs, ys;
-    const Rgb col = cs(l);
-    auto flush = [&]() {
-      if (xs.size() > 1) c.polyline(xs, ys, 0.8, col);
-      if (xs.size() == 1) c.marker(xs[0], ys[0], 1.0, col);
-      xs.clear();
-      ys.clear();
-    };
-    for (size_t b = 0; b < B; ++b) {
-      const float v = me[(size_t)l * B + b];
-      if (std::isnan(v)) {
-        flush();
-        continue;
-      }
-      xs.push_back(x(bucket_mid(b)));
-      ys.push_back(y(v));
-    }
-    flush();
-  }
-  if (f.trained_context > 0 && f.trained_context < xt.hi) {
-    const double xc = x(f.trained_context);
-    c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
-    c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
-           kBoundaryInk);
-  }
+  for (int l : layers) draw_bucket_series(c, f, me + (size_t)l * B, x_end, x, y, 0.8, 1.0, cs(l));
+  draw_trained_context(c, f, xt, x, r);
   draw_left_axis(c, r, yt, y);
   draw_bottom_axis(c, r, xt, x);
   draw_colorbar(c, cs, r.right() + 6.0, r.y, r.h);
@@ -185,45 +195,19 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   // that no band hides another (filled bands of several runs would cover each other).
   const double slot = x(xt.lo + W0) - x(xt.lo);
   const double spread = std::min(2.0, 0.6 * slot / (double)runs.size());
-  auto bucket_mid = [&](size_t b) {
-    return std::min((double)f.bucket_start[b] + W0 / 2, ((double)f.bucket_start[b] + x_end) / 2);
-  };
   for (size_t k = 0; k < runs.size(); ++k) {
     const size_t rr = (size_t)runs[k];
     const double dx = ((double)k - 0.5 * (double)(runs.size() - 1)) * spread;
     for (size_t b = 0; b < B; ++b) {
       const float l = f.band_lo[rr * B + b], h = f.band_hi[rr * B + b];
       if (std::isnan(l) || !(h > l)) continue;
-      const double xm = x(bucket_mid(b)) + dx;
+      const double xm = x(bucket_mid(f, b, x_end)) + dx;
       c.line(xm, y(l), xm, y(h), 1.2, tint(category_color((int)k), 0.45));
     }
   }
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const size_t rr = (size_t)runs[k];
-    std::vector<double> xs, ys;
-    auto flush = [&]() {
-      if (xs.size() > 1) c.polyline(xs, ys, 1.0, category_color((int)k));
-      if (xs.size() == 1) c.marker(xs[0], ys[0], 1.2, category_color((int)k));
-      xs.clear();
-      ys.clear();
-    };
-    for (size_t b = 0; b < B; ++b) {
-      const float m = f.mean_nll[rr * B + b];
-      if (std::isnan(m)) {
-        flush();
-        continue;
-      }
-      xs.push_back(x(bucket_mid(b)));
-      ys.push_back(y(m));
-    }
-    flush();
-  }
-  if (f.trained_context > 0 && f.trained_context < xt.hi) {
-    const double xc = x(f.trained_context);
-    c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
-    c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
-           kBoundaryInk);
-  }
+  for (size_t k = 0; k < runs.size(); ++k)
+    draw_bucket_series(c, f, f.mean_nll.data() + (size_t)runs[k] * B, x_end, x, y, 1.0, 1.2, category_color((int)k));
+  draw_trained_context(c, f, xt, x, r);
   draw_left_axis(c, r, yt, y);
   draw_bottom_axis(c, r, xt, x);
   draw_y_title(c, kMargin, r, "NLL (nats/token)");
