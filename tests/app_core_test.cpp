@@ -293,6 +293,63 @@ TEST_F(AppStateTest, PreviewOfTheFirstChangedLayerEqualsThePropagatedRun) {
   EXPECT_EQ(st.slots[0].run->metrics.size(), ref.metrics.size());
 }
 
+// Long prompts: past layer_rows_bytes a run holds the viewed head's rows only, and another head is a re-run whose
+// rows equal those of a run that held every head (the same forward at the same thread count: atol 1e-6).
+TEST_F(AppStateTest, PastTheLayerRowBudgetOnlyTheViewedHeadIsStoredAndAnotherHeadReRuns) {
+  st.select(1, 0, -1);
+  wait_idle(st);
+  const auto full = st.slots[0].run;  // every head of layer 1
+  const int T = st.n_tokens(), H = st.config()->n_heads;
+  ASSERT_EQ((int)full->heads.size(), H);
+  st.layer_rows_bytes = (size_t)T * T * sizeof(float);  // one head's rows fit, a layer's do not
+  st.propagate_all();
+  wait_idle(st);
+  ASSERT_EQ(st.slots[0].run->heads, std::vector<int>{0});
+  st.select(1, 2, -1);  // not held: re-runs both sides
+  EXPECT_TRUE(st.busy());
+  wait_idle(st);
+  ASSERT_EQ(st.slots[0].run->heads, std::vector<int>{2});
+  ASSERT_EQ(st.slots[1].run->heads, std::vector<int>{2});
+  const std::vector<float> p2 = st.head_rows().p[0];
+  ASSERT_EQ(p2.size(), (size_t)T * T);
+  st.select(1, 3, -1);
+  EXPECT_TRUE(st.busy());
+  wait_idle(st);
+  ASSERT_EQ(st.slots[0].run->heads, std::vector<int>{3});
+  const HeadRows& r = st.head_rows();
+  EXPECT_TRUE(r.exact[0]);
+  for (int q = 0; q < T; ++q)
+    for (int k = 0; k <= q; ++k) {
+      const size_t off = focal::stored_row_offset(*full, 0, 3, (size_t)q, T);
+      ASSERT_NEAR(r.p[0][(size_t)q * T + k], full->probs.empty() ? NAN : full->probs[off + k], 1e-6) << q << "," << k;
+    }
+  for (int q = 0; q < T; ++q)
+    for (int k = 0; k <= q; ++k) {
+      const size_t off = focal::stored_row_offset(*full, 0, 2, (size_t)q, T);
+      ASSERT_NEAR(p2[(size_t)q * T + k], full->probs[off + k], 1e-6) << q << "," << k;
+    }
+  st.select(1, 3, 5);  // only the query changed: no re-run
+  EXPECT_FALSE(st.busy());
+}
+
+// A prompt whose rows would pass rows_budget_bytes is refused with the estimate; the session stays as it was.
+TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
+  const std::vector<int32_t> before = st.file.token_ids;
+  const std::string prompt_before = st.prompt;
+  const size_t err0 = st.error_count;
+  st.rows_budget_bytes = app_rows_bytes(st.config()->n_heads, st.n_tokens(), st.layer_rows_bytes);
+  st.set_prompt(prompt_before + " And then he came back up the hill with the lamp still burning.");
+  EXPECT_FALSE(st.busy());
+  EXPECT_EQ(st.error_count, err0 + 1);
+  EXPECT_NE(st.message.find("GiB"), std::string::npos) << st.message;
+  EXPECT_NE(st.message.find("focal capture --store metrics"), std::string::npos) << st.message;
+  EXPECT_EQ(st.file.token_ids, before);
+  EXPECT_EQ(st.prompt, prompt_before);
+  // Hand-computed: T = 10, 4 heads, 400 B per head; a layer (1 600 B) within 2 000 B is kept whole.
+  EXPECT_EQ(app_rows_bytes(4, 10, 2000), 2u * 1600u + 3u * 400u);
+  EXPECT_EQ(app_rows_bytes(4, 10, 1000), 2u * 400u + 3u * 400u);
+}
+
 TEST_F(AppStateTest, CompareBookkeeping) {
   st.set_compare(false);
   EXPECT_TRUE(st.head_rows().p[1].empty());

@@ -342,6 +342,7 @@ void AppState::set_prompt(const std::string& text) {
     notify("the prompt is empty: type some text to run the model on", true);
     return;
   }
+  const std::string old_prompt = prompt;
   prompt = text;
   pending_truncation = false;
   // Past the trained context a rotary model runs, warned on the status line and in the capture's provenance; a
@@ -349,7 +350,10 @@ void AppState::set_prompt(const std::string& text) {
   if ((int)ids.size() > cfg_.max_positions && cfg_.arch.position == focal::PositionKind::kRope) {
     const std::string warning = focal::context_length_warning(cfg_, (int)ids.size());
     if (message_is_error) message.clear();
-    apply_tokens(std::move(ids));
+    if (!apply_tokens(std::move(ids))) {
+      prompt = old_prompt;  // the tokens shown are still the old prompt's
+      return;
+    }
     file.warnings = warning;
     notify("warning: " + warning, false);
     return;
@@ -364,7 +368,7 @@ void AppState::set_prompt(const std::string& text) {
     return;
   }
   if (message_is_error) message.clear();
-  apply_tokens(std::move(ids));
+  if (!apply_tokens(std::move(ids))) prompt = old_prompt;
 }
 
 void AppState::truncate_prompt() {
@@ -376,7 +380,24 @@ void AppState::truncate_prompt() {
   apply_tokens(std::move(ids));
 }
 
-void AppState::apply_tokens(std::vector<int32_t> ids) {
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes) {
+  const size_t head = (size_t)T * (size_t)T * sizeof(float);
+  const size_t layer = head * (size_t)std::max(1, n_heads);
+  return 2 * (layer <= layer_rows_bytes ? layer : head) + 3 * head;
+}
+
+bool AppState::apply_tokens(std::vector<int32_t> ids) {
+  const size_t need = app_rows_bytes(cfg_.n_heads, (int)ids.size(), layer_rows_bytes);
+  if (need > rows_budget_bytes) {
+    char gib[64];
+    std::snprintf(gib, sizeof gib, "%.1f GiB (at most %.0f GiB)", need / 1073741824.0,
+                  rows_budget_bytes / 1073741824.0);
+    notify("the prompt has " + std::to_string(ids.size()) + " tokens: one head's attention rows would take " + gib +
+               " in the app; shorten it, or capture it with `focal capture --store metrics` (memory linear in the "
+               "tokens) and open the file",
+           true);
+    return false;
+  }
   jobs.cancel("run_a");
   jobs.cancel("run_b");
   file.token_ids = std::move(ids);
@@ -394,6 +415,7 @@ void AppState::apply_tokens(std::vector<int32_t> ids) {
   sweep.reset();
   state_version++;
   after_tokens_changed();
+  return true;
 }
 
 void AppState::after_tokens_changed() { propagate_all(); }
@@ -403,6 +425,9 @@ void AppState::after_tokens_changed() { propagate_all(); }
 focal::CaptureRequest AppState::request_for(int) const {
   focal::CaptureRequest req;
   req.layers = {sel_layer};
+  // Past layer_rows_bytes only the viewed head's rows (select() re-runs for another head).
+  const int n_heads = has_cfg_ ? cfg_.n_heads : 1;
+  if ((size_t)n_heads * n_tokens() * n_tokens() * sizeof(float) > layer_rows_bytes) req.heads = {sel_head};
   req.store_scores = true;
   req.store_probs = n_tokens() <= max_store_tokens;
   // The induction score observes every head's rows: cheap on the CPU, a copy per head from a CUDA device.
@@ -509,7 +534,10 @@ void AppState::select(int layer, int head, int q) {
   sel_head = head;
   sel_query = q;
   state_version++;
-  if (layer_changed && has_model()) propagate_all();
+  // Runs past layer_rows_bytes hold the viewed head's rows only: another head is a re-run, as another layer is.
+  const auto lacks_head = [&](const Slot& s) { return s.run && index_of(s.run->heads, head) < 0; };
+  const bool head_missing = lacks_head(slots[0]) || (compare && lacks_head(slots[1]));
+  if ((layer_changed || head_missing) && has_model()) propagate_all();
 }
 
 int AppState::query() const {
@@ -648,8 +676,9 @@ void AppState::capture_generation() {
     ids.insert(ids.end(), gen->ids.begin(), gen->ids.end());
   }
   if (!has_model()) return notify("capture generation: load a model first", true);
-  if (const focal::Tokenizer* tok = slots[0].model->tokenizer()) prompt = tok->decode(ids);
-  apply_tokens(std::move(ids));
+  const std::string text = slots[0].model->tokenizer() ? slots[0].model->tokenizer()->decode(ids) : prompt;
+  if (!apply_tokens(std::move(ids))) return;
+  prompt = text;
   file.n_prompt_tokens = n_prompt;
   notify("capture of prompt + generated tokens: positions 0.." + std::to_string(n_prompt - 1) + " are the prompt, " +
              std::to_string(n_prompt) + ".." + std::to_string(n_tokens() - 1) + " were generated",

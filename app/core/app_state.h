@@ -26,6 +26,11 @@ enum class ViewRun { kA = 0, kB = 1, kDiff = 2 };
 constexpr int kInductionScore = focal::kNumRowMetrics;
 const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
 
+// The bytes one head's attention rows take in the app for T tokens of a model with n_heads heads per layer: each
+// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's) and
+// the panels' [T, T] probabilities of both sides and raw scores.
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes);
+
 struct ViewOptions {
   bool log_color = false;      // colour by log10(p)
   bool hide_sink = false;      // drop key 0 and renormalise each row over the rest
@@ -194,6 +199,11 @@ class AppState {
   bool pending_truncation = false;
   std::vector<int32_t> untruncated;
   int max_store_tokens = 1024;  // above this, runs keep raw scores only (probabilities are derived)
+  // A run keeps the visible layer's rows of every head while they take at most this (n_heads x T x T fp32; SmolLM2's
+  // 9 heads to about 14 000 tokens); past it only the viewed head's, and choosing another head re-runs the side from
+  // the kept layer input at or below the layer.
+  size_t layer_rows_bytes = size_t(3) << 30;
+  size_t rows_budget_bytes = size_t(12) << 30;  // app_rows_bytes past this: a prompt is refused with the estimate
   std::vector<std::string> recent;
   std::shared_ptr<SweepResult> sweep;
   std::shared_ptr<GenStream> gen;
@@ -208,7 +218,7 @@ class AppState {
   focal::CaptureRequest request_for(int side) const;
   void refresh_head_rows();
   void after_tokens_changed();
-  void apply_tokens(std::vector<int32_t> ids);
+  bool apply_tokens(std::vector<int32_t> ids);  // false: refused (app_rows_bytes past rows_budget_bytes)
   // Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head) for a side under
   // its current spec; false when its run does not hold that row.
   // propagated: use the run's own spec (the stored rows) instead of the side's current one.
