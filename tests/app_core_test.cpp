@@ -350,6 +350,72 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_EQ(app_rows_bytes(4, 10, 1000), 2u * 400u + 3u * 400u);
 }
 
+// Long prompts compute the rows of the viewed head on the view worker: until they arrive the panels keep the rows of
+// the same place under their own label (pending), then the new ones equal the synchronous computation (the same
+// row function; atol 1e-7 for the OpenMP schedule) and a double-precision softmax of the stored scores (2e-6).
+TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntilThen) {
+  st.live_propagate = false;
+  st.select(2, 3, -1);
+  wait_idle(st);
+  focal::TempSpec s = st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = 0.2f;
+  st.set_spec(0, s);
+  const std::vector<float> sync02 = st.head_rows().p[0];
+  const std::string label02 = st.head_rows().label[0];
+  EXPECT_FALSE(st.head_rows().pending[0]);
+  EXPECT_EQ(label02, s.label());
+  s.focal_temp = 0.3f;
+  st.set_spec(0, s);
+  st.sync_rows_max_tokens = 0;  // every prompt is "long"
+  const HeadRows& r = st.head_rows();
+  EXPECT_TRUE(r.pending[0]);
+  EXPECT_FALSE(r.pending[1]);     // B's setting did not change
+  EXPECT_EQ(r.label[0], label02);  // still t = 0.2's rows, named so
+  EXPECT_EQ(r.p[0], sync02);
+  wait_idle(st);
+  const HeadRows& r2 = st.head_rows();
+  EXPECT_FALSE(r2.pending[0]);
+  EXPECT_EQ(r2.label[0], s.label());
+  EXPECT_TRUE(r2.preview[0]);
+  const auto& run = *st.slots[0].run;
+  const int T = st.n_tokens();
+  for (int q : {1, T / 2, T - 1}) {
+    const size_t off = focal::stored_row_offset(run, 0, 3, (size_t)q, T);
+    const auto ref = softmax_ref(&run.scores[off], q + 1, 1.0 / 0.3);
+    for (int k = 0; k <= q; ++k) EXPECT_NEAR(r2.p[0][(size_t)q * T + k], ref[k], 2e-6) << q << "," << k;
+  }
+  const std::vector<float> async03 = r2.p[0];
+  st.sync_rows_max_tokens = 1 << 20;
+  st.view.hide_sink = true;  // a change of key, then back: the synchronous path recomputes t = 0.3
+  st.state_version++;
+  st.head_rows();
+  st.view.hide_sink = false;
+  st.state_version++;
+  focal::test::expect_allclose(st.head_rows().p[0], async03, 0.0, 1e-7, "synchronous against view-worker rows");
+  // The layer divergence likewise: pending, then the synchronous values.
+  const std::vector<float> kl_sync = st.layer_divergence().kl;
+  ASSERT_EQ((int)kl_sync.size(), st.config()->n_heads);
+  st.sync_rows_max_tokens = 0;
+  st.select(2, 3, -1);
+  st.view.hide_sink = true;
+  EXPECT_TRUE(st.layer_divergence().pending);
+  EXPECT_TRUE(st.layer_divergence().kl.empty());
+  st.view.hide_sink = false;
+  EXPECT_TRUE(st.layer_divergence().pending);
+  wait_idle(st);
+  EXPECT_FALSE(st.layer_divergence().pending);
+  focal::test::expect_allclose(st.layer_divergence().kl, kl_sync, 1e-6, 1e-6, "KL on the view worker");
+  // New tokens: the old rows are of another prompt and are not shown while the new ones are computed.
+  st.set_prompt("A short prompt of a few other words.");
+  const HeadRows& r3 = st.head_rows();
+  EXPECT_TRUE(r3.p[0].empty());
+  wait_idle(st);     // the runs of the new prompt
+  st.head_rows();    // its rows: submitted
+  wait_idle(st);
+  EXPECT_EQ(st.head_rows().p[0].size(), (size_t)st.n_tokens() * st.n_tokens());
+}
+
 TEST_F(AppStateTest, CompareBookkeeping) {
   st.set_compare(false);
   EXPECT_TRUE(st.head_rows().p[1].empty());

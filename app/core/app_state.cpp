@@ -547,7 +547,8 @@ int AppState::query() const {
 }
 
 int AppState::poll() {
-  return jobs.poll([this](const std::string& e) { notify(e, true); });
+  const auto on_error = [this](const std::string& e) { notify(e, true); };
+  return jobs.poll(on_error) + views.poll(on_error);
 }
 
 // ---------------------------------------------------------------- sweep and generation

@@ -61,13 +61,34 @@ struct HeadRows {
                                      // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
   bool exact[2] = {false, false};    // true: the side's spec equals its run's for this layer
+  std::string label[2];              // the setting p and metrics were computed under (TempSpec::label)
+  // Long prompts (AppState::sync_rows_max_tokens): rows are computed on the view worker; until they arrive a side
+  // shows the rows of label[side] (same tokens, layer and head), or none.
+  bool pending[2] = {false, false};
   uint64_t version = 0;
 };
+
+// What one attention row of a stored run is computed from (AppState::compute_row's inputs, also copied into a view
+// job): the run, the setting to show and the run's own, the model's config, the marked relevant keys, the view.
+struct RowSource {
+  const focal::RunCapture* run = nullptr;
+  const focal::TempSpec* spec = nullptr;
+  const focal::TempSpec* run_spec = nullptr;
+  const focal::ModelConfig* cfg = nullptr;
+  const int32_t* relevant = nullptr;
+  int n_relevant = 0;
+  bool hide_sink = false;
+  int T = 0;
+};
+// Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head); false when the run
+// does not hold that row.
+bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics);
 
 // Per-head divergence of the visible layer between the propagated runs A and B (means over rows 1..T-1).
 struct LayerDivergence {
   int layer = -1;
   std::vector<float> kl, js;  // [n_heads] mean KL(A || B), JS(A, B) in nats over the rows (propagated runs)
+  bool pending = false;       // long prompts: computed on the view worker, kl / js empty until it is done
   std::string key;
 };
 
@@ -146,7 +167,7 @@ class AppState {
 
   // --- jobs ---
   int poll();  // applies finished jobs; call once per frame
-  bool busy() const { return !jobs.idle(); }
+  bool busy() const { return !jobs.idle() || !views.idle(); }
   void run_sweep(float t_min, float t_max, int n);
   void generate(int n_new, float sample_temp);
   // Makes the finished generation the session's tokens: prompt + generated ids, with file.n_prompt_tokens marking
@@ -209,6 +230,10 @@ class AppState {
   std::shared_ptr<GenStream> gen;
   std::shared_ptr<CorpusView> corpus;  // a focal batch stats file opened with open_path (the Corpus tab)
   JobQueue jobs;
+  // Derived views of long prompts (rows of the viewed head, layer divergence) are computed here, beside the runs, so
+  // that no frame waits for a T x T pass; below sync_rows_max_tokens tokens they are computed at once.
+  JobQueue views;
+  int sync_rows_max_tokens = 2048;
   uint64_t state_version = 1;  // bumps on any change the derived views depend on
 
   void notify(const std::string& msg, bool error);
@@ -223,6 +248,7 @@ class AppState {
   // its current spec; false when its run does not hold that row.
   // propagated: use the run's own spec (the stored rows) instead of the side's current one.
   bool compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated = false) const;
+  RowSource row_source(int side, bool propagated) const;  // points into this state: use on the UI thread only
   std::shared_ptr<const focal::Model> model_for(int side) const;
   HeadRows rows_;
   uint64_t rows_version_ = 0;

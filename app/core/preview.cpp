@@ -3,7 +3,9 @@
 // loss through the runtime's one definition (focal/capture.h).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
 
 #include "app_state.h"
 #include "focal/capture.h"
@@ -25,25 +27,26 @@ float full_row_sink(const float* raw, int n, float mult) {
 }
 }  // namespace
 
-bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated) const {
-  Slot s_view = slots[side];  // shallow: shared_ptrs and specs
-  if (propagated) s_view.spec = s_view.run_spec;
-  const Slot& s = s_view;
-  if (!s.run || !has_cfg_) return false;
-  const focal::RunCapture& r = *s.run;
-  const int T = n_tokens();
+bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics) {
+  if (!src.run || !src.spec || !src.run_spec || !src.cfg) return false;
+  const focal::ModelConfig& cfg = *src.cfg;
+  const focal::TempSpec& spec = *src.spec;
+  const focal::TempSpec& run_spec = *src.run_spec;
+  const focal::RunCapture& r = *src.run;
+  const int T = src.T;
+  const bool hide_sink = src.hide_sink;
   const std::ptrdiff_t found = focal::find_stored_row(r, layer, head, q, T);
   if (found < 0) return false;
   const size_t off = (size_t)found;
   const int n = q + 1;
   std::fill(p, p + T, 0.0f);
-  const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > layer;
+  const bool exact = spec.first_changed_layer(run_spec, cfg) > layer;
   const int k = r.topk_mass_k;
-  const int32_t* rel = file.relevant.empty() ? nullptr : file.relevant.data();
-  const int n_rel = (int)file.relevant.size();
-  if (!view.hide_sink && exact && !r.probs.empty()) {
+  const int32_t* rel = src.relevant;
+  const int n_rel = src.n_relevant;
+  if (!hide_sink && exact && !r.probs.empty()) {
     std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
-    const size_t moff = (((size_t)layer * cfg_.n_heads + head) * T + q) * kNumRowMetrics;
+    const size_t moff = (((size_t)layer * cfg.n_heads + head) * T + q) * kNumRowMetrics;
     if (r.metrics.size() >= moff + kNumRowMetrics) {
       std::copy(r.metrics.begin() + moff, r.metrics.begin() + moff + kNumRowMetrics, metrics);
     } else {
@@ -55,31 +58,31 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
     float mult;
     // The run's own multiplier when the spec is the run's, and when a learned tau is asked of a run that had none
     // (tau is unknown until propagated).
-    const bool tau_unknown = s.spec.mode == focal::AttnMode::kLearned && s.run_spec.mode != focal::AttnMode::kLearned &&
-                             s.spec.head_temp.count({layer, head}) == 0 && s.spec.layer_temp.count(layer) == 0;
+    const bool tau_unknown = spec.mode == focal::AttnMode::kLearned && run_spec.mode != focal::AttnMode::kLearned &&
+                             spec.head_temp.count({layer, head}) == 0 && spec.layer_temp.count(layer) == 0;
     if (exact || tau_unknown) {
-      mult = r.row_scale[((size_t)layer * cfg_.n_heads + head) * T + q];
+      mult = r.row_scale[((size_t)layer * cfg.n_heads + head) * T + q];
     } else {
-      const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / s.run_spec.tau_scale;
-      mult = s.spec.row_multiplier(cfg_, layer, head, n, tau_clipped);
+      const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / run_spec.tau_scale;
+      mult = spec.row_multiplier(cfg, layer, head, n, tau_clipped);
     }
     const float* raw = r.scores.data() + off;
     // Soft-capped or windowed architectures (Gemma 2, Mistral): the forward's own row function, so the cap comes after
     // the temperature and keys outside the window stay at 0.
-    const int lo = focal::window_first_key(cfg_, layer, n);
-    const float cap = cfg_.arch.attn_softcap;
+    const int lo = focal::window_first_key(cfg, layer, n);
+    const float cap = cfg.arch.attn_softcap;
     if (cap > 0.0f || lo > 0) {
-      const int first = view.hide_sink ? std::max(lo, 1) : lo;
+      const int first = hide_sink ? std::max(lo, 1) : lo;
       if (first >= n) {
         std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
-      } else if (view.hide_sink) {
+      } else if (hide_sink) {
         focal::attention_row(raw + first, n - first, mult, cap, 0, p + first, metrics, k);
       } else {
         focal::attention_row(raw, n, mult, cap, lo, p, metrics, k, rel, n_rel);
       }
       return true;
     }
-    if (view.hide_sink) {
+    if (hide_sink) {
       if (n > 1)
         focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
       else
@@ -92,7 +95,7 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   }
   if (!r.probs.empty()) {  // probabilities only: no re-tempering possible
     std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
-    if (view.hide_sink) {
+    if (hide_sink) {
       const float sink = p[0];
       p[0] = 0.0f;
       double z = 0.0;
@@ -108,15 +111,91 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   return false;
 }
 
+RowSource AppState::row_source(int side, bool propagated) const {
+  const Slot& s = slots[side];
+  RowSource src;
+  src.run = s.run.get();
+  src.spec = propagated ? &s.run_spec : &s.spec;
+  src.run_spec = &s.run_spec;
+  src.cfg = has_cfg_ ? &cfg_ : nullptr;
+  src.relevant = file.relevant.empty() ? nullptr : file.relevant.data();
+  src.n_relevant = (int)file.relevant.size();
+  src.hide_sink = view.hide_sink;
+  src.T = n_tokens();
+  return src;
+}
+
+bool AppState::compute_row(int side, int layer, int head, int q, float* p, float* metrics, bool propagated) const {
+  return compute_head_row(row_source(side, propagated), layer, head, q, p, metrics);
+}
+
 const HeadRows& AppState::head_rows() {
   if (rows_version_ != state_version) refresh_head_rows();
   return rows_;
 }
 
+namespace {
+
+// A RowSource's inputs owned by a view job (copied on the UI thread when it is submitted).
+struct OwnedRowSource {
+  std::shared_ptr<const focal::RunCapture> run;
+  focal::TempSpec spec, run_spec;
+  std::shared_ptr<const focal::ModelConfig> cfg;
+  std::vector<int32_t> relevant;
+  bool hide_sink = false;
+  int T = 0;
+  RowSource view() const {
+    RowSource src;
+    src.run = run.get();
+    src.spec = &spec;
+    src.run_spec = &run_spec;
+    src.cfg = cfg.get();
+    src.relevant = relevant.empty() ? nullptr : relevant.data();
+    src.n_relevant = (int)relevant.size();
+    src.hide_sink = hide_sink;
+    src.T = T;
+    return src;
+  }
+};
+
+// Every row of (layer, head): p [T, T], metrics [T, kNumRowMetrics]; false when cancelled.
+bool compute_head_rows(const RowSource& src, int layer, int head, std::vector<float>& P, std::vector<float>& M,
+                       const std::function<bool()>& cancelled) {
+  const int T = src.T;
+  P.assign((size_t)T * T, 0.0f);
+  M.assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
+  for (int q0 = 0; q0 < T; q0 += 256) {  // blocks of rows, so that a cancel is seen within one
+    if (cancelled && cancelled()) return false;
+    const int q1 = std::min(T, q0 + 256);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int q = q0; q < q1; ++q)
+      compute_head_row(src, layer, head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
+  }
+  return true;
+}
+
+// The raw scores of (layer, head) of a run as a [T, T] matrix (0 where not stored).
+std::vector<float> raw_rows(const focal::RunCapture& r, int layer, int head, int T) {
+  std::vector<float> raw;
+  const int li = index_of(r.layers, layer), hi = index_of(r.heads, head);
+  if (r.scores.empty() || li < 0 || hi < 0) return raw;
+  raw.assign((size_t)T * T, 0.0f);
+  for (size_t qi = 0; qi < r.queries.size(); ++qi) {
+    const size_t off = focal::stored_row_offset(r, (size_t)li, (size_t)hi, qi, T);
+    std::copy(r.scores.begin() + off, r.scores.begin() + off + T, raw.begin() + (size_t)r.queries[qi] * T);
+  }
+  return raw;
+}
+
+}  // namespace
+
 void AppState::refresh_head_rows() {
   rows_version_ = state_version;
   HeadRows& h = rows_;
   const int T = n_tokens();
+  const bool async = T > sync_rows_max_tokens;
+  // Rows of other tokens or another head cannot stand in while new ones are computed.
+  const bool same_place = h.T == T && h.layer == sel_layer && h.head == sel_head;
   h.layer = sel_layer;
   h.head = sel_head;
   h.T = T;
@@ -131,39 +210,118 @@ void AppState::refresh_head_rows() {
     if (key == rows_key_[side]) continue;
     rows_key_[side] = key;
     changed = true;
-    h.p[side].clear();
-    h.metrics[side].clear();
-    h.preview[side] = h.exact[side] = false;
-    if (side == 1 && !compare) continue;
-    if (!s.run || !has_cfg_ || T == 0) continue;
-    if (index_of(s.run->layers, sel_layer) < 0 || index_of(s.run->heads, sel_head) < 0) continue;
-    h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
-    h.preview[side] = !h.exact[side];
-    h.p[side].assign((size_t)T * T, 0.0f);
-    h.metrics[side].assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
-    std::vector<float>& P = h.p[side];
-    std::vector<float>& M = h.metrics[side];
-#pragma omp parallel for schedule(dynamic, 32)
-    for (int q = 0; q < T; ++q)
-      compute_row(side, sel_layer, sel_head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
+    const bool shown = !(side == 1 && !compare) && s.run && has_cfg_ && T > 0 &&
+                       index_of(s.run->layers, sel_layer) >= 0 && index_of(s.run->heads, sel_head) >= 0;
+    const char* job_key = side == 0 ? "rows_a" : "rows_b";
+    if (!async || !shown) {
+      views.cancel(job_key);
+      h.pending[side] = false;
+      h.p[side].clear();
+      h.metrics[side].clear();
+      h.preview[side] = h.exact[side] = false;
+      h.label[side].clear();
+      if (!shown) continue;
+      h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
+      h.preview[side] = !h.exact[side];
+      h.label[side] = s.spec.label();
+      compute_head_rows(row_source(side, false), sel_layer, sel_head, h.p[side], h.metrics[side], nullptr);
+      continue;
+    }
+    // Long prompt: on the view worker. The rows shown until then are of the same place under label[side], or none.
+    if (!same_place) {
+      h.p[side].clear();
+      h.metrics[side].clear();
+      h.preview[side] = h.exact[side] = false;
+      h.label[side].clear();
+    }
+    h.pending[side] = true;
+    auto src = std::make_shared<OwnedRowSource>();
+    src->run = s.run;
+    src->spec = s.spec;
+    src->run_spec = s.run_spec;
+    src->cfg = std::make_shared<const focal::ModelConfig>(cfg_);
+    src->relevant = file.relevant;
+    src->hide_sink = view.hide_sink;
+    src->T = T;
+    const int layer = sel_layer, head = sel_head;
+    const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
+    const std::string label = s.spec.label();
+    views.submit(job_key,
+                 std::string(side == 0 ? "A" : "B") + ": rows of layer " + std::to_string(layer) + " head " +
+                     std::to_string(head),
+                 [this, side, key, src, layer, head, exact, label](JobContext& ctx) -> std::function<void()> {
+                   auto P = std::make_shared<std::vector<float>>(), M = std::make_shared<std::vector<float>>();
+                   if (!compute_head_rows(src->view(), layer, head, *P, *M, [&ctx] { return ctx.cancelled(); }))
+                     return {};
+                   return [this, side, key, P, M, exact, label] {
+                     if (rows_key_[side] != key) return;  // superseded
+                     HeadRows& r = rows_;
+                     r.p[side] = std::move(*P);
+                     r.metrics[side] = std::move(*M);
+                     r.exact[side] = exact;
+                     r.preview[side] = !exact;
+                     r.label[side] = label;
+                     r.pending[side] = false;
+                     r.version++;
+                   };
+                 });
   }
   if (changed) h.version++;
   const std::string raw_key = rows_key_[0];
   if (raw_key == raw_key_) return;
   raw_key_ = raw_key;
   h.raw.clear();
-  if (slots[0].run && !slots[0].run->scores.empty()) {
-    const auto& r = *slots[0].run;
-    const int li = index_of(r.layers, sel_layer), hi = index_of(r.heads, sel_head);
-    if (li >= 0 && hi >= 0) {
-      h.raw.assign((size_t)T * T, 0.0f);
-      for (size_t qi = 0; qi < r.queries.size(); ++qi) {
-        const size_t off = focal::stored_row_offset(r, (size_t)li, (size_t)hi, qi, T);
-        std::copy(r.scores.begin() + off, r.scores.begin() + off + T, h.raw.begin() + (size_t)r.queries[qi] * T);
+  if (!slots[0].run) return;
+  if (!async) {
+    h.raw = raw_rows(*slots[0].run, sel_layer, sel_head, T);
+    return;
+  }
+  const auto run = slots[0].run;
+  const int layer = sel_layer, head = sel_head;
+  views.submit("rows_raw", "A: raw scores", [this, run, layer, head, T, raw_key](JobContext&) -> std::function<void()> {
+    auto raw = std::make_shared<std::vector<float>>(raw_rows(*run, layer, head, T));
+    return [this, raw, raw_key] {
+      if (raw_key_ != raw_key) return;
+      rows_.raw = std::move(*raw);
+    };
+  });
+}
+
+namespace {
+
+// Mean KL(A || B) and JS(A, B) over rows 1..T-1 of every head of a layer between two propagated runs (NaN for a head
+// either run does not hold); false when cancelled.
+bool layer_divergence_of(const RowSource& a, const RowSource& b, int layer, int n_heads, std::vector<float>& kl_out,
+                         std::vector<float>& js_out, const std::function<bool()>& cancelled) {
+  const int T = a.T;
+  kl_out.assign(n_heads, std::numeric_limits<float>::quiet_NaN());
+  js_out.assign(n_heads, std::numeric_limits<float>::quiet_NaN());
+  for (int h = 0; h < n_heads; ++h) {
+    if (cancelled && cancelled()) return false;
+    double kl = 0.0, js = 0.0;
+    int n = 0;
+#pragma omp parallel reduction(+ : kl, js, n)
+    {
+      std::vector<float> pa(T), pb(T), m(kNumRowMetrics);
+#pragma omp for schedule(dynamic, 16)
+      for (int q = 1; q < T; ++q) {
+        if (!compute_head_row(a, layer, h, q, pa.data(), m.data()) ||
+            !compute_head_row(b, layer, h, q, pb.data(), m.data()))
+          continue;
+        kl += focal::kl_divergence(pa.data(), pb.data(), q + 1);
+        js += focal::js_divergence(pa.data(), pb.data(), q + 1);
+        ++n;
       }
     }
+    if (n) {
+      kl_out[h] = (float)(kl / n);
+      js_out[h] = (float)(js / n);
+    }
   }
+  return true;
 }
+
+}  // namespace
 
 const LayerDivergence& AppState::layer_divergence() {
   const std::string key = std::to_string(slots[0].version) + "|" + std::to_string(slots[1].version) + "|" +
@@ -175,28 +333,39 @@ const LayerDivergence& AppState::layer_divergence() {
   div_.layer = sel_layer;
   div_.kl.clear();
   div_.js.clear();
+  div_.pending = false;
+  views.cancel("divergence");
   if (!has_cfg_ || !compare || !slots[0].run || !slots[1].run) return div_;
   const int T = n_tokens(), H = cfg_.n_heads;
-  div_.kl.assign(H, std::numeric_limits<float>::quiet_NaN());
-  div_.js.assign(H, std::numeric_limits<float>::quiet_NaN());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int h = 0; h < H; ++h) {
-    std::vector<float> pa(T), pb(T), m(kNumRowMetrics);
-    double kl = 0.0, js = 0.0;
-    int n = 0;
-    for (int q = 1; q < T; ++q) {
-      if (!compute_row(0, sel_layer, h, q, pa.data(), m.data(), true) ||
-          !compute_row(1, sel_layer, h, q, pb.data(), m.data(), true))
-        continue;
-      kl += focal::kl_divergence(pa.data(), pb.data(), q + 1);
-      js += focal::js_divergence(pa.data(), pb.data(), q + 1);
-      ++n;
-    }
-    if (n) {
-      div_.kl[h] = (float)(kl / n);
-      div_.js[h] = (float)(js / n);
-    }
+  if (T <= sync_rows_max_tokens) {
+    layer_divergence_of(row_source(0, true), row_source(1, true), sel_layer, H, div_.kl, div_.js, nullptr);
+    return div_;
   }
+  div_.pending = true;
+  auto a = std::make_shared<OwnedRowSource>(), b = std::make_shared<OwnedRowSource>();
+  const auto cfg = std::make_shared<const focal::ModelConfig>(cfg_);
+  for (int side = 0; side < 2; ++side) {
+    OwnedRowSource& o = side == 0 ? *a : *b;
+    o.run = slots[side].run;
+    o.spec = o.run_spec = slots[side].run_spec;  // the propagated runs
+    o.cfg = cfg;
+    o.relevant = file.relevant;
+    o.hide_sink = view.hide_sink;
+    o.T = T;
+  }
+  const int layer = sel_layer;
+  views.submit("divergence", "A / B divergence of layer " + std::to_string(layer),
+               [this, a, b, layer, H, key](JobContext& ctx) -> std::function<void()> {
+                 auto kl = std::make_shared<std::vector<float>>(), js = std::make_shared<std::vector<float>>();
+                 if (!layer_divergence_of(a->view(), b->view(), layer, H, *kl, *js, [&ctx] { return ctx.cancelled(); }))
+                   return {};
+                 return [this, kl, js, key] {
+                   if (div_.key != key) return;
+                   div_.kl = std::move(*kl);
+                   div_.js = std::move(*js);
+                   div_.pending = false;
+                 };
+               });
   return div_;
 }
 

@@ -40,7 +40,8 @@ void Bench::set_t(Ui& ui, float t) {
 }
 
 // Phases: 0 wait for the model, set T = 512; 1 wait for both runs; 2 preview; 3 propagate; 4 job fps;
-// 5 long model load; 6 long propagate; 7 long zoom/pan; 8 write; 9 idle frames (between 1 and 2).
+// 5 long model load; 6 long propagate; 7 long zoom/pan; 10 long query moves; 11 long idle; 12 long head switch;
+// 8 write; 9 idle frames (between 1 and 2).
 void Bench::before_frame(Ui& ui) {
   AppState& st = ui.st;
   const double t = now_ms();
@@ -95,7 +96,9 @@ void Bench::before_frame(Ui& ui) {
         i_ = 1;
       } else if (!st.busy() && st.loaded.path == long_model_ && st.slots[0].run) {
         st.live_propagate = true;
-        long_T_ = std::min(4096, st.config()->max_positions);
+        const focal::ModelConfig& c = *st.config();
+        long_T_ =
+            c.arch.position == focal::PositionKind::kRope ? long_tokens_ : std::min(long_tokens_, c.max_positions);
         st.set_tokens(bench_tokens(st, long_T_));
         t0_ = t;
         phase_ = 6;
@@ -121,6 +124,16 @@ void Bench::before_frame(Ui& ui) {
       v.q1 = v.q0 + span;
       break;
     }
+    case 10:  // the selected query moves every frame: the distribution and the token strip redraw its row
+      st.select(st.sel_layer, st.sel_head, (int)((long long)(i_ + 1) * 7919 % long_T_));
+      break;
+    case 12:
+      if (i_ == 0) {
+        st.select(st.sel_layer, (st.sel_head + 1) % st.config()->n_heads, -1);
+        t0_ = t;
+        i_ = 1;
+      }
+      break;
     default: break;
   }
 }
@@ -177,10 +190,35 @@ bool Bench::after_frame(Ui& ui) {
     case 7:
       long_frame_ms_.push_back(t - last_frame_);
       last_frame_ = t;
-      if (++i_ == 90) phase_ = 8;
+      if (++i_ == 90) {
+        phase_ = 10;
+        i_ = 0;
+      }
+      break;
+    case 10:
+      long_query_frame_ms_.push_back(t - last_frame_);
+      last_frame_ = t;
+      if (++i_ == 60) {
+        phase_ = 11;
+        i_ = 0;
+      }
+      break;
+    case 11:
+      long_idle_frame_ms_.push_back(t - last_frame_);
+      last_frame_ = t;
+      if (++i_ == 40) {
+        phase_ = 12;
+        i_ = 0;
+      }
+      break;
+    case 12:  // the new head's rows shown (a re-run when the run held the viewed head only)
+      if (i_ == 1 && !st.busy() && st.head_rows().head == st.sel_head && !st.head_rows().p[0].empty()) {
+        long_head_switch_ms_ = t - t0_;
+        phase_ = 8;
+      }
       break;
     case 8: {
-      char buf[2048];
+      char buf[3072];
       std::snprintf(buf, sizeof buf,
                     "{\n  \"T\": %d,\n  \"idle_frame_ms_median\": %.3f,\n  \"preview_logic_ms_median\": %.3f,\n"
                     "  \"heat_texture_ms_median\": %.3f,\n  \"preview_cpu_ms_median\": %.3f,\n  \"preview_ms_median\": "
@@ -188,12 +226,18 @@ bool Bench::after_frame(Ui& ui) {
                     "  \"propagate_ms_median\": %.3f,\n  \"propagate_ms_p90\": %.3f,\n"
                     "  \"fps_while_job_runs\": %.1f,\n  \"frame_ms_while_job_runs_median\": %.3f,\n"
                     "  \"frames_while_job_runs\": %zu,\n  \"long_T\": %d,\n  \"long_propagate_ms\": %.1f,\n"
-                    "  \"long_zoom_frame_ms_median\": %.3f,\n  \"long_zoom_frame_ms_p90\": %.3f\n}\n",
+                    "  \"long_zoom_frame_ms_median\": %.3f,\n  \"long_zoom_frame_ms_p90\": %.3f,\n"
+                    "  \"long_zoom_frame_ms_max\": %.3f,\n"
+                    "  \"long_query_frame_ms_median\": %.3f,\n  \"long_query_frame_ms_max\": %.3f,\n"
+                    "  \"long_idle_frame_ms_median\": %.3f,\n  \"long_idle_frame_ms_max\": %.3f,\n"
+                    "  \"long_head_switch_ms\": %.1f\n}\n",
                     T_, pct(idle_frame_ms_, 0.5), pct(preview_logic_ms_, 0.5), pct(heat_build_ms_, 0.5),
                     pct(preview_cpu_ms_, 0.5), pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5),
                     pct(propagate_ms_, 0.9), job_frame_ms_.empty() ? NAN : 1000.0 / pct(job_frame_ms_, 0.5),
                     pct(job_frame_ms_, 0.5), job_frame_ms_.size(), long_T_, long_propagate_ms_,
-                    pct(long_frame_ms_, 0.5), pct(long_frame_ms_, 0.9));
+                    pct(long_frame_ms_, 0.5), pct(long_frame_ms_, 0.9), pct(long_frame_ms_, 1.0),
+                    pct(long_query_frame_ms_, 0.5), pct(long_query_frame_ms_, 1.0), pct(long_idle_frame_ms_, 0.5),
+                    pct(long_idle_frame_ms_, 1.0), long_head_switch_ms_);
       std::ofstream f(out_);
       f << buf;
       std::fputs(buf, stdout);

@@ -1,6 +1,8 @@
 // `focalscope --bench OUT.json`: measures the real app (window, ImGui, textures) on the bundled model at T = 512:
-// slider-to-updated-frame in preview and when propagating, frames per second while a job runs, and frame times of a
-// T = 4096 heatmap while zooming and panning (with --bench-long-model, a model whose context holds 4096 tokens).
+// slider-to-updated-frame in preview and when propagating, frames per second while a job runs, and with
+// --bench-long-model a long prompt on that model (--bench-long-tokens, default 4096; a rotary model runs past its
+// context): frame times while the heatmap zooms and pans, while the selected query moves (distribution and token
+// strip), and idle; and the time a head switch takes to show (a re-run past the app's layer row budget).
 #pragma once
 
 #include <string>
@@ -12,7 +14,8 @@ namespace focalscope {
 
 class Bench {
  public:
-  Bench(std::string out_path, std::string long_model) : out_(std::move(out_path)), long_model_(std::move(long_model)) {}
+  Bench(std::string out_path, std::string long_model, int long_tokens)
+      : out_(std::move(out_path)), long_model_(std::move(long_model)), long_tokens_(long_tokens) {}
   // before_frame: called before the panels draw; after_frame: after Render and glFinish. Return false when done.
   void before_frame(Ui& ui);
   // after_render: right after ImGui::Render(), before any GL drawing: the CPU part of a preview frame (the app's
@@ -29,9 +32,9 @@ class Bench {
   uint64_t seen_version_ = 0;
   bool armed_ = false;
   std::vector<double> idle_frame_ms_, preview_cpu_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_,
-      job_frame_ms_, long_frame_ms_;
-  double long_propagate_ms_ = 0.0, last_frame_ = 0.0;
-  int T_ = 0, long_T_ = 0;
+      job_frame_ms_, long_frame_ms_, long_query_frame_ms_, long_idle_frame_ms_;
+  double long_propagate_ms_ = 0.0, long_head_switch_ms_ = 0.0, last_frame_ = 0.0;
+  int T_ = 0, long_T_ = 0, long_tokens_ = 4096;
 };
 
 }  // namespace focalscope

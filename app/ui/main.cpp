@@ -57,7 +57,9 @@ const char* kHelp =
     "  --settings FILE       settings file (default $XDG_CONFIG_HOME/focalscope/settings.json)\n"
     "  --no-settings         neither read nor write settings\n"
     "  --bench OUT.json      measure preview / propagate latency, fps while a job runs, and with\n"
-    "  --bench-long-model D  a T = 4096 heatmap on model D (its context must hold 4096 tokens); writes OUT.json\n"
+    "  --bench-long-model D  a long prompt on model D: heatmap zoom / pan, query moves, idle frames, a head\n"
+    "                        switch; writes OUT.json\n"
+    "  --bench-long-tokens N its length (default 4096; a rotary model runs past its context)\n"
     "  --help                this text\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime or script error, 2 bad command line.\n";
@@ -66,6 +68,7 @@ struct Args {
   std::string source, prompt, script, settings_path, bench, bench_long, device, weights, precision;
   float temp = -1.0f;
   int w = 0, h = 0;
+  int bench_long_tokens = 4096;
   bool no_settings = false;
 };
 
@@ -106,9 +109,16 @@ int parse_args(int argc, char** argv, Args& a) {
       try {
         focal::parse_precision(a.precision);
       } catch (const focal::Error& e) { throw focal::Error("--precision: " + std::string(e.what())); }
-    } else if (s == "--bench-long-model")
+    } else if (s == "--bench-long-model") {
       a.bench_long = need("--bench-long-model");
-    else if (s == "--temp") {
+    } else if (s == "--bench-long-tokens") {
+      const std::string v = need("--bench-long-tokens");
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 16 || n > (1 << 20))
+        throw focal::Error("--bench-long-tokens: '" + v + "' is not a token count (16 .. 1048576)");
+      a.bench_long_tokens = (int)n;
+    } else if (s == "--temp") {
       const std::string v = need("--temp");
       char* end = nullptr;
       a.temp = std::strtof(v.c_str(), &end);
@@ -438,7 +448,7 @@ int run_app(int argc, char** argv) {
     bool restore_specs = args.source.empty() && source == settings.model_path && !settings.spec_a_json.empty();
 
     ScriptRunner runner(script, args.script);
-    Bench bench(args.bench, args.bench_long);
+    Bench bench(args.bench, args.bench_long, args.bench_long_tokens);
     double last_t = glfwGetTime();
     float fps = 0.0f;
     bool was_loaded = false;

@@ -29,7 +29,7 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     const HeadRows& rows = st.head_rows();
     const int T = rows.T, q = st.query();
     if (T == 0 || (rows.p[0].empty() && rows.p[1].empty())) {
-      ImGui::TextDisabled("no run yet");
+      ImGui::TextDisabled(rows.pending[0] || rows.pending[1] ? "computing the rows..." : "no run yet");
       ImGui::End();
       return;
     }
@@ -39,9 +39,10 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];
       ImGui::SameLine();
       // With the sink hidden, H and max are of the renormalised keys 1..q; the sink mass is the whole row's.
-      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f%s", side_name(s),
+      ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f%s%s", side_name(s),
                          m[focal::kEntropyNats], m[focal::kMaxProb], m[focal::kSinkMass],
-                         st.view.hide_sink ? " (hidden)" : "");
+                         st.view.hide_sink ? " (hidden)" : "",
+                         rows.pending[s] ? (" (" + rows.label[s] + "; computing the new setting)").c_str() : "");
     }
     ui.labels["distribution.header"] = {
         fmt("sink %.2f",
@@ -167,7 +168,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       ImGui::Text("key %d '%s'", k, st.file.pieces[k].c_str());
       for (int s = 0; s < 2; ++s)
         if (!rows.p[s].empty())
-          ImGui::TextColored(col_run_v4(s), "p %s = %.5f", side_name(s), rows.p[s][(size_t)q * T + k]);
+          ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.p[s][(size_t)q * T + k],
+                             pending_suffix(rows, s).c_str());
       ImGui::EndTooltip();
     }
   }

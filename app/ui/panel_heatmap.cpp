@@ -63,6 +63,18 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       ImGui::SameLine();
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview: re-tempered stored scores");
     }
+    // Long prompts: the rows of the new setting are computed on the view worker; until then the old ones, named.
+    std::string pending_note;
+    for (int s = 0; s < 2; ++s) {
+      if (!rows.pending[s] || (show != 2 && s != side)) continue;
+      pending_note += std::string(pending_note.empty() ? "" : "; ") + side_name(s) + ": computing rows" +
+                      (rows.label[s].empty() ? "" : ", showing " + rows.label[s]);
+    }
+    ui.labels["heatmap.pending"] = {pending_note};
+    if (!pending_note.empty()) {
+      ImGui::SameLine();
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", pending_note.c_str());
+    }
 
     // The image area: square, as large as fits, with room for axis labels.
     ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -163,7 +175,8 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
         } else {
           for (int s = 0; s < 2; ++s)
             if (!rows.p[s].empty())
-              ImGui::TextColored(col_run_v4(s), "p %s = %.5f", side_name(s), rows.p[s][(size_t)q * T + k]);
+              ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.p[s][(size_t)q * T + k],
+                                 pending_suffix(rows, s).c_str());
           if (!rows.raw.empty()) ImGui::Text("raw score = %.4f", rows.raw[(size_t)q * T + k]);
         }
         ImGui::EndTooltip();

@@ -41,7 +41,10 @@ void draw_metrics(Ui& ui) {
   const bool rel = !st.file.relevant.empty();
   const LayerDivergence& dv = st.layer_divergence();
   ImGui::TextDisabled("means over query rows 1..T-1 of the propagated runs; KL / JS on the visible layer %d (%s)",
-                      st.sel_layer, two ? "A vs B, the same runs" : "turn on B to compare");
+                      st.sel_layer,
+                      !two         ? "turn on B to compare"
+                      : dv.pending ? "A vs B, the same runs: computing"
+                                   : "A vs B, the same runs");
   if (rel)
     ImGui::TextDisabled("relevant mass R over %d marked key(s); noise = 1 - R", (int)st.file.relevant.size());
   else if (!st.capture_only())
@@ -150,17 +153,19 @@ void draw_metrics(Ui& ui) {
         }
       }
       if (two) {
-        const bool have = l == dv.layer && h < (int)dv.kl.size();
+        // A head the runs do not hold (long prompts keep the viewed head's rows only): "-"; computing: "...".
+        const bool have = l == dv.layer && h < (int)dv.kl.size() && !std::isnan(dv.kl[h]);
+        const char* none = l == dv.layer && dv.pending ? "..." : "-";
         ImGui::TableSetColumnIndex(col++);
         if (have)
           ImGui::Text("%.4f", dv.kl[h]);
         else
-          ImGui::TextDisabled("-");
+          ImGui::TextDisabled("%s", none);
         ImGui::TableSetColumnIndex(col++);
         if (have)
           ImGui::Text("%.4f", dv.js[h]);
         else
-          ImGui::TextDisabled("-");
+          ImGui::TextDisabled("%s", none);
       }
     }
     ImGui::EndTable();

@@ -106,7 +106,9 @@ ImVec4 col_run_v4(int side);
 // The prompt / generation boundary of a generation capture (crimson, as the figures' boundary line).
 ImU32 col_generated();
 ImVec4 col_generated_v4();
-const char* side_name(int side);                      // "A", "B"
+const char* side_name(int side);  // "A", "B"
+// " (of LABEL, computing the new setting)" while a side's rows are those of an earlier setting, else "".
+std::string pending_suffix(const HeadRows& rows, int side);
 std::string run_title(const AppState& st, int side);  // "A: focal_t0.4 (exact)" etc.
 std::string fmt(const char* f, double v);
 void help_marker(const char* text);

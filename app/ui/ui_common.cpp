@@ -96,6 +96,11 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+std::string pending_suffix(const HeadRows& rows, int side) {
+  return rows.pending[side] && !rows.label[side].empty() ? " (of " + rows.label[side] + ", computing the new setting)"
+                                                         : "";
+}
+
 std::string run_title(const AppState& st, int side) {
   const Slot& s = st.slots[side];
   std::string t = std::string(side_name(side)) + ": ";
