@@ -370,7 +370,7 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
   st.sync_rows_max_tokens = 0;  // every prompt is "long"
   const HeadRows& r = st.head_rows();
   EXPECT_TRUE(r.pending[0]);
-  EXPECT_FALSE(r.pending[1]);     // B's setting did not change
+  EXPECT_FALSE(r.pending[1]);      // B's setting did not change
   EXPECT_EQ(r.label[0], label02);  // still t = 0.2's rows, named so
   EXPECT_EQ(r.p[0], sync02);
   wait_idle(st);
@@ -410,8 +410,8 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
   st.set_prompt("A short prompt of a few other words.");
   const HeadRows& r3 = st.head_rows();
   EXPECT_TRUE(r3.p[0].empty());
-  wait_idle(st);     // the runs of the new prompt
-  st.head_rows();    // its rows: submitted
+  wait_idle(st);   // the runs of the new prompt
+  st.head_rows();  // its rows: submitted
   wait_idle(st);
   EXPECT_EQ(st.head_rows().p[0].size(), (size_t)st.n_tokens() * st.n_tokens());
 }
