@@ -330,6 +330,10 @@ TEST_F(AppStateTest, PastTheLayerRowBudgetOnlyTheViewedHeadIsStoredAndAnotherHea
     }
   st.select(1, 3, 5);  // only the query changed: no re-run
   EXPECT_FALSE(st.busy());
+  // The hover's raw score is run A's stored score of the viewed head (NaN for a masked key).
+  const auto& ra = *st.slots[0].run;
+  EXPECT_EQ(st.raw_score(5, 2), ra.scores[focal::stored_row_offset(ra, 0, 0, 5, T) + 2]);
+  EXPECT_TRUE(std::isnan(st.raw_score(5, 6)));
 }
 
 // A prompt whose rows would pass rows_budget_bytes is refused with the estimate; the session stays as it was.
@@ -346,8 +350,8 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_EQ(st.file.token_ids, before);
   EXPECT_EQ(st.prompt, prompt_before);
   // Hand-computed: T = 10, 4 heads, 400 B per head; a layer (1 600 B) within 2 000 B is kept whole.
-  EXPECT_EQ(app_rows_bytes(4, 10, 2000), 2u * 1600u + 3u * 400u);
-  EXPECT_EQ(app_rows_bytes(4, 10, 1000), 2u * 400u + 3u * 400u);
+  EXPECT_EQ(app_rows_bytes(4, 10, 2000), 2u * 1600u + 2u * 400u);
+  EXPECT_EQ(app_rows_bytes(4, 10, 1000), 2u * 400u + 2u * 400u);
 }
 
 // Long prompts compute the rows of the viewed head on the view worker: until they arrive the panels keep the rows of

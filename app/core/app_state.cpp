@@ -383,7 +383,7 @@ void AppState::truncate_prompt() {
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes) {
   const size_t head = (size_t)T * (size_t)T * sizeof(float);
   const size_t layer = head * (size_t)std::max(1, n_heads);
-  return 2 * (layer <= layer_rows_bytes ? layer : head) + 3 * head;
+  return 2 * (layer <= layer_rows_bytes ? layer : head) + 2 * head;
 }
 
 bool AppState::apply_tokens(std::vector<int32_t> ids) {

@@ -28,7 +28,7 @@ const char* head_metric_name(int m);  // row_metric_name, or "induction" for kIn
 
 // The bytes one head's attention rows take in the app for T tokens of a model with n_heads heads per layer: each
 // side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's) and
-// the panels' [T, T] probabilities of both sides and raw scores.
+// the panels' [T, T] probabilities of both sides.
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes);
 
 struct ViewOptions {
@@ -56,7 +56,6 @@ struct Slot {
 struct HeadRows {
   int layer = -1, head = -1, T = 0;
   std::vector<float> p[2];           // [T, T] probabilities of A and B (B empty without comparison)
-  std::vector<float> raw;            // [T, T] raw scores q.k/sqrt(d_head) of A
   std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation),
                                      // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
@@ -177,6 +176,9 @@ class AppState {
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
   const LayerDivergence& layer_divergence();
+  // The raw score q.k/sqrt(d_head) of (query q, key k) of the viewed head in run A, read from the run (NaN when it
+  // keeps no scores of that row).
+  float raw_score(int q, int k) const;
   // Mean over rows 1..T-1 of a row metric of (layer, head) in a side's propagated run, or with kInductionScore its
   // induction score (NaN if absent).
   float head_metric(int side, int layer, int head, int metric) const;
@@ -252,8 +254,8 @@ class AppState {
   std::shared_ptr<const focal::Model> model_for(int side) const;
   HeadRows rows_;
   uint64_t rows_version_ = 0;
-  std::string rows_key_[2], raw_key_;  // what each side of rows_ was computed from: recomputed only when it changes
-  focal::ModelConfig cfg_;             // of model A, or parsed from an opened capture
+  std::string rows_key_[2];  // what each side of rows_ was computed from: recomputed only when it changes
+  focal::ModelConfig cfg_;   // of model A, or parsed from an opened capture
   bool has_cfg_ = false;
   struct RunnerBox;  // a side's LiveRunner and its last result, used on the worker only
   std::shared_ptr<RunnerBox> box_[2];

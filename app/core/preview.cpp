@@ -129,6 +129,14 @@ bool AppState::compute_row(int side, int layer, int head, int q, float* p, float
   return compute_head_row(row_source(side, propagated), layer, head, q, p, metrics);
 }
 
+float AppState::raw_score(int q, int k) const {
+  const int T = n_tokens();
+  if (!slots[0].run || slots[0].run->scores.empty() || q < 0 || q >= T || k < 0 || k > q)
+    return std::numeric_limits<float>::quiet_NaN();
+  const std::ptrdiff_t off = focal::find_stored_row(*slots[0].run, sel_layer, sel_head, q, T);
+  return off < 0 ? std::numeric_limits<float>::quiet_NaN() : slots[0].run->scores[(size_t)off + k];
+}
+
 const HeadRows& AppState::head_rows() {
   if (rows_version_ != state_version) refresh_head_rows();
   return rows_;
@@ -172,19 +180,6 @@ bool compute_head_rows(const RowSource& src, int layer, int head, std::vector<fl
       compute_head_row(src, layer, head, q, &P[(size_t)q * T], &M[(size_t)q * kNumRowMetrics]);
   }
   return true;
-}
-
-// The raw scores of (layer, head) of a run as a [T, T] matrix (0 where not stored).
-std::vector<float> raw_rows(const focal::RunCapture& r, int layer, int head, int T) {
-  std::vector<float> raw;
-  const int li = index_of(r.layers, layer), hi = index_of(r.heads, head);
-  if (r.scores.empty() || li < 0 || hi < 0) return raw;
-  raw.assign((size_t)T * T, 0.0f);
-  for (size_t qi = 0; qi < r.queries.size(); ++qi) {
-    const size_t off = focal::stored_row_offset(r, (size_t)li, (size_t)hi, qi, T);
-    std::copy(r.scores.begin() + off, r.scores.begin() + off + T, raw.begin() + (size_t)r.queries[qi] * T);
-  }
-  return raw;
 }
 
 }  // namespace
@@ -267,24 +262,6 @@ void AppState::refresh_head_rows() {
                  });
   }
   if (changed) h.version++;
-  const std::string raw_key = rows_key_[0];
-  if (raw_key == raw_key_) return;
-  raw_key_ = raw_key;
-  h.raw.clear();
-  if (!slots[0].run) return;
-  if (!async) {
-    h.raw = raw_rows(*slots[0].run, sel_layer, sel_head, T);
-    return;
-  }
-  const auto run = slots[0].run;
-  const int layer = sel_layer, head = sel_head;
-  views.submit("rows_raw", "A: raw scores", [this, run, layer, head, T, raw_key](JobContext&) -> std::function<void()> {
-    auto raw = std::make_shared<std::vector<float>>(raw_rows(*run, layer, head, T));
-    return [this, raw, raw_key] {
-      if (raw_key_ != raw_key) return;
-      rows_.raw = std::move(*raw);
-    };
-  });
 }
 
 namespace {

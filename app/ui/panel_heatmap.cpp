@@ -177,7 +177,7 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
             if (!rows.p[s].empty())
               ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.p[s][(size_t)q * T + k],
                                  pending_suffix(rows, s).c_str());
-          if (!rows.raw.empty()) ImGui::Text("raw score = %.4f", rows.raw[(size_t)q * T + k]);
+          if (const float raw = st.raw_score(q, k); !std::isnan(raw)) ImGui::Text("raw score = %.4f", raw);
         }
         ImGui::EndTooltip();
       }

@@ -236,7 +236,7 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
           if (!rows.p[s].empty() && k <= q)
             ImGui::TextColored(col_run_v4(s), "p %s = %.4f%s", side_name(s), rows.p[s][(size_t)q * T + k],
                                pending_suffix(rows, s).c_str());
-        if (!rows.raw.empty() && k <= q) ImGui::Text("raw score q.k/sqrt(d) = %.3f", rows.raw[(size_t)q * T + k]);
+        if (const float raw = st.raw_score(q, k); !std::isnan(raw)) ImGui::Text("raw score q.k/sqrt(d) = %.3f", raw);
         ImGui::TextDisabled("click: make this token the query");
         ImGui::TextDisabled(relevant ? "right-click: unmark as relevant key" : "right-click: mark as a relevant key");
         ImGui::EndTooltip();
