@@ -389,6 +389,17 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
     const auto ref = softmax_ref(&run.scores[off], q + 1, 1.0 / 0.3);
     for (int k = 0; k <= q; ++k) EXPECT_NEAR(r2.p[0][(size_t)q * T + k], ref[k], 2e-6) << q << "," << k;
   }
+  // The heatmap's pooled rows: each cell the max of its block of keys (hand-computed here), at every level.
+  for (int i = 0; i < 3; ++i) {
+    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+    ASSERT_EQ(r2.pooled[0][i].size(), (size_t)T * nb) << b;
+    for (int q : {0, T / 3, T - 1})
+      for (int j = 0; j < nb; ++j) {
+        float m = 0.0f;
+        for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, r2.p[0][(size_t)q * T + k]);
+        EXPECT_EQ(r2.pooled[0][i][(size_t)q * nb + j], m) << b << " " << q << " " << j;
+      }
+  }
   const std::vector<float> async03 = r2.p[0];
   st.sync_rows_max_tokens = 1 << 20;
   st.view.hide_sink = true;  // a change of key, then back: the synchronous path recomputes t = 0.3

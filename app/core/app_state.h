@@ -64,8 +64,12 @@ struct HeadRows {
   // Long prompts (AppState::sync_rows_max_tokens): rows are computed on the view worker; until they arrive a side
   // shows the rows of label[side] (same tokens, layer and head), or none.
   bool pending[2] = {false, false};
+  // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
+  // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
+  std::vector<float> pooled[2][3];
   uint64_t version = 0;
 };
+constexpr int kHeatPoolKeys[3] = {8, 64, 512};
 
 // What one attention row of a stored run is computed from (AppState::compute_row's inputs, also copied into a view
 // job): the run, the setting to show and the run's own, the model's config, the marked relevant keys, the view.

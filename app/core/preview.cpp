@@ -2,6 +2,7 @@
 // scores under a changed spec or copied from the run; per-layer divergence of A and B; head metric means and prompt
 // loss through the runtime's one definition (focal/capture.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -182,6 +183,29 @@ bool compute_head_rows(const RowSource& src, int layer, int head, std::vector<fl
   return true;
 }
 
+// Rows of P [T, T] max-pooled over blocks of kHeatPoolKeys keys: out[i] is [T, ceil(T / b_i)], each level from the
+// one before (the blocks nest).
+void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [3] */) {
+  int prev_b = 1, prev_n = T;
+  const float* prev = P.data();
+  for (int i = 0; i < 3; ++i) {
+    const int b = kHeatPoolKeys[i], n = (T + b - 1) / b, f = b / prev_b;
+    out[i].assign((size_t)T * n, 0.0f);
+    float* o = out[i].data();
+#pragma omp parallel for schedule(static)
+    for (int q = 0; q < T; ++q)
+      for (int j = 0; j < n; ++j) {
+        const int a = j * f, e = std::min(prev_n, a + f);
+        float m = 0.0f;
+        for (int c = a; c < e; ++c) m = std::max(m, prev[(size_t)q * prev_n + c]);
+        o[(size_t)q * n + j] = m;
+      }
+    prev = out[i].data();
+    prev_b = b;
+    prev_n = n;
+  }
+}
+
 }  // namespace
 
 void AppState::refresh_head_rows() {
@@ -215,6 +239,7 @@ void AppState::refresh_head_rows() {
       h.metrics[side].clear();
       h.preview[side] = h.exact[side] = false;
       h.label[side].clear();
+      for (auto& v : h.pooled[side]) v.clear();
       if (!shown) continue;
       h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
       h.preview[side] = !h.exact[side];
@@ -228,6 +253,7 @@ void AppState::refresh_head_rows() {
       h.metrics[side].clear();
       h.preview[side] = h.exact[side] = false;
       h.label[side].clear();
+      for (auto& v : h.pooled[side]) v.clear();
     }
     h.pending[side] = true;
     auto src = std::make_shared<OwnedRowSource>();
@@ -248,7 +274,9 @@ void AppState::refresh_head_rows() {
                    auto P = std::make_shared<std::vector<float>>(), M = std::make_shared<std::vector<float>>();
                    if (!compute_head_rows(src->view(), layer, head, *P, *M, [&ctx] { return ctx.cancelled(); }))
                      return {};
-                   return [this, side, key, P, M, exact, label] {
+                   auto pooled = std::make_shared<std::array<std::vector<float>, 3>>();
+                   pool_rows(*P, src->T, pooled->data());
+                   return [this, side, key, P, M, pooled, exact, label] {
                      if (rows_key_[side] != key) return;  // superseded
                      HeadRows& r = rows_;
                      r.p[side] = std::move(*P);
@@ -256,6 +284,7 @@ void AppState::refresh_head_rows() {
                      r.exact[side] = exact;
                      r.preview[side] = !exact;
                      r.label[side] = label;
+                     for (int i = 0; i < 3; ++i) r.pooled[side][i] = std::move((*pooled)[i]);
                      r.pending[side] = false;
                      r.version++;
                    };

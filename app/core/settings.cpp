@@ -93,7 +93,7 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
       {"open", {-1, -1}},     {"open-b", {-1, -1}},     {"prompt", {-1, -1}},      {"temp", {1, 2}},
       {"mode", {1, 2}},       {"layer-temp", {2, 2}},   {"head-temp", {3, 3}},     {"tau-scale", {1, 1}},
       {"compare", {1, 1}},    {"select", {2, 3}},       {"view", {1, 1}},          {"log", {1, 1}},
-      {"sink", {1, 1}},       {"propagate", {1, 1}},    {"wait", {0, 0}},          {"frames", {1, 1}},
+      {"sink", {1, 1}},       {"propagate", {1, 1}},    {"wait", {0, 1}},          {"frames", {1, 1}},
       {"screenshot", {1, 2}}, {"export", {1, 1}},       {"figure", {2, 2}},        {"sweep", {0, 0}},
       {"generate", {1, 1}},   {"resize", {2, 2}},       {"quit", {0, 0}},          {"truncate", {0, 0}},
       {"tab", {1, 1}},        {"relevant", {1, 1}},     {"keys", {1, 1}},          {"set-temp", {3, 4}},

@@ -145,6 +145,13 @@ void Bench::after_render() {
 bool Bench::after_frame(Ui& ui) {
   AppState& st = ui.st;
   const double t = now_ms();
+  if (phase_ != reported_phase_) {  // progress on stderr: a long prompt's runs take minutes on a small machine
+    static const char* const kNames[] = {"loading",    "first runs", "preview",         "propagate", "job frames",
+                                         "long model", "long runs",  "long zoom",       "writing",   "idle frames",
+                                         "long query", "long idle",  "long head switch"};
+    std::fprintf(stderr, "bench: %.1f s: %s\n", t / 1000.0, kNames[phase_]);
+    reported_phase_ = phase_;
+  }
   switch (phase_) {
     case 9:
       if (i_ > 0) idle_frame_ms_.push_back(t - last_frame_);

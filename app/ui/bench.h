@@ -27,7 +27,7 @@ class Bench {
  private:
   void set_t(Ui& ui, float t);
   std::string out_, long_model_, error_;
-  int phase_ = 0, i_ = 0;
+  int phase_ = 0, i_ = 0, reported_phase_ = -1;
   double t0_ = 0.0, phase_start_ = 0.0;
   uint64_t seen_version_ = 0;
   bool armed_ = false;

@@ -83,7 +83,10 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         if (wait_started_ < 0) wait_started_ = glfwGetTime();
         if (st.busy() || !ui.screenshot_request.empty()) {
           idle_frames_ = 0;
-          if (glfwGetTime() - wait_started_ > 120.0) throw focal::Error(where + ": still busy after 120 s");
+          // wait S: at most S seconds (default 120), e.g. for a long prompt's runs
+          const double limit_s = c.args.empty() ? 120.0 : integer(c.args[0], where);
+          if (glfwGetTime() - wait_started_ > limit_s)
+            throw focal::Error(where + ": still busy after " + std::to_string((int)limit_s) + " s");
           return true;
         }
         if (++idle_frames_ < 3) return true;  // let the panels draw the new state

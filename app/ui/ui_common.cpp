@@ -312,7 +312,8 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   const ViewRun show = st.view.show;
   const std::vector<float>* A = rows.p[0].empty() ? nullptr : &rows.p[0];
   const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1];
-  const std::vector<float>* P = show == ViewRun::kB ? B : A;
+  const int ps = show == ViewRun::kB ? 1 : 0;
+  const std::vector<float>* P = ps == 1 ? B : A;
   const bool diff = show == ViewRun::kDiff;
   if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return 1.0f;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
@@ -321,6 +322,19 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   std::vector<uint8_t> masked((size_t)w * h, 1);      // 0 visible, 1 causal mask, 2 outside the sliding window
   const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
+  // Long prompts: a texel that spans at least b keys reads its rows' max over blocks of b keys (HeadRows::pooled),
+  // blocks that straddle its edges included (a max over up to b - 1 keys of the next texel); B - A reads every key.
+  int pool_b = 0, pool_n = 0;
+  const float* pool = nullptr;
+  for (int i = 2; i >= 0 && !diff; --i) {
+    const int b = kHeatPoolKeys[i];
+    if (sx >= b && rows.pooled[ps][i].size() == (size_t)T * ((T + b - 1) / b)) {
+      pool_b = b;
+      pool_n = (T + b - 1) / b;
+      pool = rows.pooled[ps][i].data();
+      break;
+    }
+  }
 #pragma omp parallel for schedule(dynamic, 8)
   for (int y = 0; y < h; ++y) {
     const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
@@ -348,6 +362,10 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
             const float d = b[k] - a[k];
             if (std::fabs(d) > std::fabs(row_best)) row_best = d;
           }
+        } else if (pool) {
+          const float* c = pool + (size_t)q * pool_n;
+          for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
+            row_best = std::max(row_best, c[j]);
         } else {
           const float* p = P->data() + (size_t)q * T;
           for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
