@@ -349,9 +349,10 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_NE(st.message.find("focal capture --store metrics"), std::string::npos) << st.message;
   EXPECT_EQ(st.file.token_ids, before);
   EXPECT_EQ(st.prompt, prompt_before);
-  // Hand-computed: T = 10, 4 heads, 400 B per head; a layer (1 600 B) within 2 000 B is kept whole.
-  EXPECT_EQ(app_rows_bytes(4, 10, 2000), 2u * 1600u + 2u * 400u);
-  EXPECT_EQ(app_rows_bytes(4, 10, 1000), 2u * 400u + 2u * 400u);
+  // Hand-computed: T = 64, 4 heads, 16 384 B per head; a layer (65 536 B) within 70 000 B is kept whole. Pooled rows:
+  // 2 x (2 048 + 256 + 32) B.
+  EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u);
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u);
 }
 
 // Long prompts compute the rows of the viewed head on the view worker: until they arrive the panels keep the rows of

@@ -383,7 +383,9 @@ void AppState::truncate_prompt() {
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes) {
   const size_t head = (size_t)T * (size_t)T * sizeof(float);
   const size_t layer = head * (size_t)std::max(1, n_heads);
-  return 2 * (layer <= layer_rows_bytes ? layer : head) + 2 * head;
+  // Both sides' probabilities, one more while a side's new rows are computed (the view worker runs one job at a
+  // time), and their pooled copies for the heatmap (1/8 + 1/64 + 1/512 of a side's).
+  return 2 * (layer <= layer_rows_bytes ? layer : head) + 3 * head + 2 * (head / 8 + head / 64 + head / 512);
 }
 
 bool AppState::apply_tokens(std::vector<int32_t> ids) {

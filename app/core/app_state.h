@@ -27,8 +27,8 @@ constexpr int kInductionScore = focal::kNumRowMetrics;
 const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
 
 // The bytes one head's attention rows take in the app for T tokens of a model with n_heads heads per layer: each
-// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's) and
-// the panels' [T, T] probabilities of both sides.
+// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's), the
+// panels' [T, T] probabilities of both sides, a third while one side's are recomputed, and the heatmap's pooled rows.
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes);
 
 struct ViewOptions {
