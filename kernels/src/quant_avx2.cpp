@@ -310,7 +310,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
       const uint8_t* b = row + blk * kBytes;
       int sc[16], mn[8];  // Q4_K / Q5_K: 8 scales and mins; Q6_K: 16 scales
       if constexpr (kQ6) {
-        for (int j = 0; j < 16; ++j) sc[j] = reinterpret_cast<const int8_t*>(b + 192)[j];
+        for (int j = 0; j < 16; ++j) sc[j] = (int)(b[192 + j] ^ 0x80) - 128;  // the int8 scales
       } else {
         for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
       }
