@@ -202,7 +202,8 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 off = _mm512_setzero_ps();  // Q6_K: d sc S16 over the 16 groups; Q4_K / Q5_K: -dmin mn S32 in lanes 0-7
+    __m512 off16 = _mm512_setzero_ps();  // Q6_K: d sc S16 over the 16 groups
+    __m256 off8 = _mm256_setzero_ps();   // Q4_K / Q5_K: -dmin mn S32 over the 8 sub-blocks
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
       for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + l, _MM_HINT_T0);
@@ -212,7 +213,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
             _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)))),
             _mm512_set1_ps(_cvtsh_ss(u16_at(b + 208))));
         scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
-        off = _mm512_fmadd_ps(dsc, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off);
+        off16 = _mm512_fmadd_ps(dsc, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       } else {
         // the 6-bit scales and mins as bytes: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = low nibbles of
         // w2 with w0's top two bits above them, mins 4-7 = high nibbles of w2 with w1's top bits
@@ -229,9 +230,8 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
                                          _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));
         scz = _mm512_zextps256_ps512(scf);
         const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
-        off = _mm512_zextps256_ps512(
-            _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
-                            _mm256_loadu_ps(xd.sum32.data() + blk * 8), _mm512_castps512_ps256(off)));
+        off8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
+                               _mm256_loadu_ps(xd.sum32.data() + blk * 8), off8);
       }
       for (int c = 0; c < 4; ++c) {
         __m512i q;
@@ -261,7 +261,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
       }
     }
     const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-    y[r] = sum + (kQ6 ? -32.0f : 1.0f) * _mm512_reduce_add_ps(off);
+    y[r] = sum + (kQ6 ? -32.0f * _mm512_reduce_add_ps(off16) : hsum8(off8));
   }
 }
 template void kquant_rows_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
