@@ -170,8 +170,9 @@ template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float
 // natural order (digits of group 256: one digit scale s per block):
 //   Q4_K: the 32 bytes of chunk c, low nibbles (sub-block 2c) in lanes 0-7, high nibbles (2c + 1) in lanes 8-15;
 //   Q5_K: the same, plus 16 where bit j of qh[l] is set (sub-block j, value l);
-//   Q6_K: values 64c .. 64c + 63: the 64 bytes ql[64 (c / 2)], low nibbles for even c, high for odd, with bits
-//         4 (c % 2), + 1 (first 32 values) or + 2, + 3 (last 32) of qh[32 (c / 2) + l] above them (0..63).
+//   Q6_K: values 64c .. 64c + 63: the 64 bytes from ql + 64 (c / 2), low nibbles for even c, high for odd, with
+//         bits 4 (c % 2) and 4 (c % 2) + 1 of qh[32 (c / 2) + l] above them for the first 32 values, the next two
+//         bits for the last 32 (0..63).
 // The digits are chained as for the 32-value formats: |t| <= 4 q_max 127 * 65536, < 2^30 for Q4_K / Q5_K and
 // < 2^31 for Q6_K (q <= 63), exact in int32. Each lane's sum becomes a float once and is weighted by d s sc of its
 // sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K). The offsets come back through fp32 sums of x: Q4_K / Q5_K's
