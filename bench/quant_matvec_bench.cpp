@@ -1,5 +1,5 @@
-// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random Q4_K weights of Llama-3-8B's
-// layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
+// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random K-quant weights (Q4_K, Q5_K or
+// Q6_K: --type) of Llama-3-8B's layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
 // rest of a forward. The weights of --layers layers (122.6 MB each) are streamed in a decode's order (q, k, v, o,
 // gate, up, down per layer), so nothing is served from cache once the set is larger than the last-level cache.
 // Threads: OMP_NUM_THREADS. FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel as in weights_bench.
@@ -28,10 +28,11 @@ namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 const char* kUsage =
-    "usage: quant_matvec_bench [--layers N] [--reps R] [--mmap FILE]\n"
-    "Times the Q4_K decode product (one row of x) over N layers of Llama-3-8B's matrices (default 8: 0.98 GB) and a\n"
-    "plain read of the same bytes, best of R passes (default 5). Prints GB/s of weights for both and their ratio,\n"
-    "and the tokens/s those rates would give for the 32-layer model's matrices (4.5 GB with the output matrix).\n"
+    "usage: quant_matvec_bench [--type q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
+    "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
+    "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
+    "weights for both and their ratio, and the tokens/s those rates would give for the 32-layer model's matrices\n"
+    "(with the output matrix; 4.5 GB as Q4_K).\n"
     "--mmap FILE: the weights are written to FILE and read through a read-only memory map of it, as a GGUF is.\n"
     "Threads: OMP_NUM_THREADS; FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel.\n";
 
@@ -41,20 +42,27 @@ struct Shape {
 };
 constexpr Shape kLayer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},   {"v", 1024, 4096},    {"o", 4096, 4096},
                             {"gate", 14336, 4096}, {"up", 14336, 4096}, {"down", 4096, 14336}};
-constexpr int kQ4KBytes = 144;  // one block of 256 values: d, dmin (fp16), 12 bytes of 6-bit scales, 128 of nibbles
+// Bytes of one block of 256 values: Q4_K d, dmin (fp16), 12 bytes of 6-bit scales, 128 of nibbles; Q5_K the same
+// and 32 bytes of fifth bits; Q6_K 128 + 64 bytes of quants, 16 int8 scales, d.
+int block_bytes(int type) { return type == ops::kQ4_K ? 144 : type == ops::kQ5_K ? 176 : 210; }
 
-// Random Q4_K blocks with d and dmin of moderate size (fp16 0.01 and 0.005), so every product stays finite.
-void fill_q4k(uint8_t* p, int64_t n_blocks, uint32_t seed) {
+// Random blocks with d and dmin of moderate size (fp16 0.01 and 0.005), so every product stays finite.
+void fill_blocks(int type, uint8_t* p, int64_t n_blocks, uint32_t seed) {
   std::mt19937 rng(seed);
+  const int bb = block_bytes(type);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* blk = p + b * kQ4KBytes;
-    for (int i = 0; i < kQ4KBytes; i += 4) {
+    uint8_t* blk = p + b * bb;
+    for (int i = 0; i < bb; i += 2) {
       const uint32_t v = rng();
-      std::memcpy(blk + i, &v, 4);
+      std::memcpy(blk + i, &v, 2);
     }
     const uint16_t d = 0x211F, dmin = 0x1D1F;
-    std::memcpy(blk, &d, 2);
-    std::memcpy(blk + 2, &dmin, 2);
+    if (type == ops::kQ6_K) {
+      std::memcpy(blk + 208, &d, 2);
+    } else {
+      std::memcpy(blk, &d, 2);
+      std::memcpy(blk + 2, &dmin, 2);
+    }
   }
 }
 
@@ -71,7 +79,7 @@ uint64_t read_all(const uint8_t* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 8, reps = 5;
+  int layers = 8, reps = 5, type = ops::kQ4_K;
   std::string map_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -86,6 +94,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       (a == "--layers" ? layers : reps) = v;
+    } else if (a == "--type" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      type = t == "q4_k" ? ops::kQ4_K : t == "q5_k" ? ops::kQ5_K : t == "q6_k" ? ops::kQ6_K : -1;
+      if (type < 0) {
+        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q4_k, q5_k, q6_k\n", t.c_str());
+        return 2;
+      }
     } else if (a == "--mmap" && i + 1 < argc) {
       map_path = argv[++i];
     } else {
@@ -102,9 +117,10 @@ int main(int argc, char** argv) {
   }
   // one buffer for all the weights, matrices back to back in decode order
   std::vector<ops::QMatrix> mats;
+  const int bb = block_bytes(type);
   size_t total = 0;
   for (int l = 0; l < layers; ++l)
-    for (const Shape& s : kLayer) total += (size_t)(s.rows * (s.cols / 256) * kQ4KBytes);
+    for (const Shape& s : kLayer) total += (size_t)(s.rows * (s.cols / 256) * bb);
   auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
   if (!buf) {
     std::fprintf(stderr, "quant_matvec_bench: cannot allocate %.2f GB of weights\n", total / 1e9);
@@ -114,12 +130,12 @@ int main(int argc, char** argv) {
   for (int l = 0; l < layers; ++l)
     for (const Shape& s : kLayer) {
       ops::QMatrix m;
-      m.type = ops::kQ4_K;
+      m.type = type;
       m.rows = s.rows;
       m.cols = s.cols;
-      m.row_bytes = (size_t)(s.cols / 256) * kQ4KBytes;
+      m.row_bytes = (size_t)(s.cols / 256) * bb;
       m.data = buf + at;
-      fill_q4k(buf + at, s.rows * (s.cols / 256), (uint32_t)(1000 * l + m.rows + m.cols));
+      fill_blocks(type, buf + at, s.rows * (s.cols / 256), (uint32_t)(1000 * l + m.rows + m.cols));
       at += (size_t)s.rows * m.row_bytes;
       mats.push_back(m);
     }
@@ -149,8 +165,9 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& v : x) v = nd(rng);
-  std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as Q4_K, %.3f GB, %d threads, kernel %s\n",
-              layers, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(ops::kQ4_K, 1));
+  const char* name = type == ops::kQ4_K ? "Q4_K" : type == ops::kQ5_K ? "Q5_K" : "Q6_K";
+  std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as %s, %.3f GB, %d threads, kernel %s\n", layers,
+              name, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(type, 1));
   double best_k = 1e30, best_r = 1e30;
   uint64_t sink = 0;
   for (int r = 0; r < reps; ++r) {  // the two alternate, so drift on a shared machine hits both alike
@@ -161,7 +178,7 @@ int main(int argc, char** argv) {
     sink += read_all(buf, total);
     best_r = std::min(best_r, now() - t0);
   }
-  const double model_bytes = 32.0 * total / layers + 128256.0 * 16 * kQ4KBytes;  // + the output matrix
+  const double model_bytes = 32.0 * total / layers + 128256.0 * 16 * bb;  // + the output matrix
   std::printf("kernel   %7.3f s  %6.2f GB/s  -> %5.2f tokens/s for the 8B model's matrices\n", best_k,
               total / best_k / 1e9, total / best_k / model_bytes);
   std::printf("read     %7.3f s  %6.2f GB/s  -> %5.2f tokens/s\n", best_r, total / best_r / 1e9,

@@ -9,22 +9,25 @@
 #     the rows (probabilities and scores) of every head of layer 16;
 #  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture;
 #  4. with --mixes, the same shape with the tensor types of llama.cpp's Q4_K_M, Q5_K_M and Q8_0 files
-#     (make_big_model --mix): decode tokens/s against llama-bench, alternating (issue 37).
+#     (make_big_model --mix): decode tokens/s against llama-bench, alternating (issue 37); --only-mixes: these
+#     alone, 1-3 skipped.
 # llama-bench comes from bench/llamacpp/build.sh (llama.cpp vendored in PyPI's llama-cpp-python sdist, built into
 # the cache). The big models (4.5 GB and 16 GB) are written into ${FOCAL_CACHE:-/root/.cache/focalscope}/big, never
 # into the repository. Takes about 20 minutes on 2 cores (--mixes: about 20 more, and 19 GB more of cache).
-# usage: bench/run_big.sh [THREADS] [--skip-bf16] [--mixes]
+# usage: bench/run_big.sh [THREADS] [--skip-bf16] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
 skip_bf16=""
 mixes=""
+only_mixes=""
 for a in "${@:2}"; do
   case "$a" in
     --skip-bf16) skip_bf16=1 ;;
     --mixes) mixes=1 ;;
+    --only-mixes) mixes=1 only_mixes=1 ;;
     *) echo "run_big.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +37,7 @@ smol="$(scripts/fetch-smollm2.sh)"
 mkdir -p "$cache/big" out/bench
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
 bf16="$cache/big/llama3-8b-shape-bf16"
-[ -f "$big" ] || build/bench/make_big_model --gguf "$big"
+[ -n "$only_mixes" ] || [ -f "$big" ] || build/bench/make_big_model --gguf "$big"
 export OMP_NUM_THREADS=$threads
 rss() {  # peak RSS in MiB and wall seconds of a command
   /usr/bin/time -f "%M %e" -o out/bench/time.txt "$@" >/dev/null 2>out/bench/err.txt || { cat out/bench/err.txt; return 1; }
@@ -42,6 +45,7 @@ rss() {  # peak RSS in MiB and wall seconds of a command
 }
 isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
+if [ -z "$only_mixes" ]; then  # sections 1-3
 echo "== SmolLM2-135M Q4_1 ($smol)"
 echo "-- focalscope native --"; build/bench/weights_bench "$smol" --prefill 512,2048 --decode 64 --reps 3
 echo "-- focalscope fp32 --"; build/bench/weights_bench "$smol" --weights fp32 --prefill 512,2048 --decode 64 --reps 3
@@ -86,6 +90,7 @@ if [ -z "$skip_bf16" ]; then
   rss build/cli/focal capture "$bf16" --prompt-file out/bench/prompt-bf16.txt --layers 16 --budget 18G -o out/bench/big-bf16.h5
   build/cli/focal inspect out/bench/big-bf16.h5 | head -1 || true
 fi
+fi
 if [ -n "$mixes" ]; then
   for mix in q4_k_m q5_k_m q8_0; do
     f="$cache/big/llama3-8b-shape-$mix.gguf"
@@ -93,7 +98,7 @@ if [ -n "$mixes" ]; then
     echo "== Llama-3-8B shape, $mix mix ($f, $(du -h "$f" | cut -f1))"
     for round in 1 2; do
       echo "-- decode round $round: focalscope native (held in memory), then llama-bench --"
-      build/bench/weights_bench "$f" --prefill 0 --decode 16 --reps 1 | grep decode  # Q5_K has no fast kernel yet
+      build/bench/weights_bench "$f" --prefill 0 --decode 16 --reps 1 | grep decode
       "$lb" -m "$f" -t "$threads" -p 0 -n 16 -r 2 -o md 2>/dev/null | grep -E "tg16"
     done
   done

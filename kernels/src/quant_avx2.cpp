@@ -1,5 +1,6 @@
 // The hand-written AVX2 + FMA + F16C quant kernels (quant_types.h): fused dequantise-and-dot for Q4_0, Q4_1, Q8_0,
-// Q4_K, Q6_K, F16 and BF16 with 1..kFusedMaxRows rows of x, and Q4_K's decode with x in integer digits. They run
+// Q4_K, Q6_K, F16 and BF16 with 1..kFusedMaxRows rows of x, and the decode of Q4_K, Q5_K and Q6_K with x in integer
+// digits. They run
 // only where quant_cpu.cpp found AVX2, FMA and F16C.
 #include <immintrin.h>
 
@@ -287,15 +288,19 @@ template RowsFn avx2_rows<kQ6_K>(int);
 template RowsFn avx2_rows<kQF16>(int);
 template RowsFn avx2_rows<kQBF16>(int);
 
-// ---- Q4_K, x in digits ----
-// Each sub-block's dot with the 4-bit quants is three exact integer products (vpmaddubsw), weighted by the integer
-// sub-block scale (vpmaddwd) and summed over the block in int32 (at most 8 * 2 * 2 * 15 * 128 * 63 < 2^22 per
-// lane). Only the block's three sums become floats. The mins use the sums of x over each sub-block.
+// ---- the K formats, x in digits ----
+// Each 32-value unit's dot with the unsigned quants (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is three exact integer
+// products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale of its sub-block
+// (vpmaddwd: Q4_K / Q5_K's 6-bit scale per 32 values, Q6_K's int8 scale per 16) and summed over the block in int32
+// (at most 8 * 2 * 2 * 63 * 128 * 128 < 2^26 per lane). Only the block's three sums become floats. The offsets come
+// back through fp32 sums of x: Q4_K / Q5_K's mins over each 32 values, Q6_K's -32 over each 16.
 
-FOCAL_AVX2 void q4k_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  constexpr int kBytes = qblocks::block_bytes(kQ4_K);
+template <int T>
+FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(T);
+  constexpr bool kQ6 = T == kQ6_K;
   const int64_t n_blocks = w.cols / 256;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), sixteen = _mm256_set1_epi8(16);
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
@@ -303,35 +308,62 @@ FOCAL_AVX2 void q4k_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w,
     float off = 0.0f;
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
-      int sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
-      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p));
-        const __m256i q[2] = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = blk * 256 + 64 * p + 32 * h;
-          const __m256i scv = _mm256_set1_epi16((short)sc[2 * p + h]);
-          const __m256i t0 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
-          const __m256i t1 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
-          const __m256i t2 = _mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
-          a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
-          a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
-          a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
-        }
+      int sc[16], mn[8];  // Q4_K / Q5_K: 8 scales and mins; Q6_K: 16 scales
+      if constexpr (kQ6) {
+        for (int j = 0; j < 16; ++j) sc[j] = (int)(b[192 + j] ^ 0x80) - 128;  // the int8 scales
+      } else {
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
       }
-      const float d = f16c_at(b), dmin = f16c_at(b + 2);
+      __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
+      for (int u = 0; u < 8; ++u) {
+        __m256i q, scv;
+        if constexpr (kQ6) {
+          const int h = u / 4, g = u % 4;
+          const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32 * (g & 1)));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+          q = _mm256_or_si256(_mm256_and_si256(g >= 2 ? _mm256_srli_epi16(ql, 4) : ql, m4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3), 4));
+          scv = _mm256_set_m128i(_mm_set1_epi16((short)sc[2 * u + 1]), _mm_set1_epi16((short)sc[2 * u]));
+        } else {
+          constexpr int kQs = T == kQ5_K ? 48 : 16;
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 2)));
+          q = _mm256_and_si256((u & 1) ? _mm256_srli_epi16(v, 4) : v, m4);
+          if constexpr (T == kQ5_K) {  // + 16 where bit u of qh[l] is set
+            const __m256i bit = _mm256_set1_epi8((char)(1 << u));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+            q = _mm256_add_epi8(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen));
+          }
+          scv = _mm256_set1_epi16((short)sc[u]);
+        }
+        const int64_t c = blk * 256 + 32 * u;
+        const __m256i t0 = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
+        const __m256i t1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
+        const __m256i t2 = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x2 + c)));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
+      }
+      const float d = f16c_at(kQ6 ? b + 208 : b);
       const __m256 f =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
                           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
       acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
-      const float* xs = xd.sum32.data() + blk * 8;
       float m = 0.0f;
-      for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
-      off -= dmin * m;
+      if constexpr (kQ6) {
+        const float* xs = xd.sum16.data() + blk * 16;
+        for (int j = 0; j < 16; ++j) m += (float)sc[j] * xs[j];
+        off -= 32.0f * d * m;
+      } else {
+        const float* xs = xd.sum32.data() + blk * 8;
+        for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
+        off -= f16c_at(b + 2) * m;
+      }
     }
     y[r] = hsum8(acc) + off;
   }
 }
+template void kquant_digit_rows_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_digit_rows_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_digit_rows_avx2<kQ6_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 }  // namespace focal::ops

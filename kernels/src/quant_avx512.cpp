@@ -1,5 +1,5 @@
 // The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
-// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0 and Q4_K, and the panel kernel of Q4_0, Q4_1 and Q8_0
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernel of Q4_0, Q4_1 and Q8_0
 // (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
 #include <immintrin.h>
 
@@ -35,6 +35,11 @@ FOCAL_AVX512 inline __m512i bcast(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// lo in the low 256 bits, hi in the high.
+FOCAL_AVX512 inline __m512i halves(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
+}
+
 }  // namespace
 
 // digits::split: each group's digits and the block sums, 16 values per step (the same values as the scalar loop:
@@ -66,10 +71,13 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, d
   }
   for (int64_t b = 0; b < cols / 32; ++b) {
     const __m512 lo = _mm512_loadu_ps(x + b * 32), hi = _mm512_loadu_ps(x + b * 32 + 16);
-    const __m512d t = _mm512_add_pd(
-        _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(lo)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(lo, 1))),
+    const double t0 = _mm512_reduce_add_pd(
+        _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(lo)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(lo, 1))));
+    const double t1 = _mm512_reduce_add_pd(
         _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(hi)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(hi, 1))));
-    xd->sum32[(size_t)b] = (float)_mm512_reduce_add_pd(t);
+    xd->sum16[(size_t)(2 * b)] = (float)t0;
+    xd->sum16[(size_t)(2 * b + 1)] = (float)t1;
+    xd->sum32[(size_t)b] = (float)(t0 + t1);
   }
 }
 
@@ -157,60 +165,109 @@ template void b32_rows_vnni<kQ4_0>(const digits::XDigits&, const QMatrix&, float
 template void b32_rows_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
-// Q4_K: each 32-byte load of quants is two sub-blocks (low nibbles 2p, high 2p + 1) = 64 values in one zmm, lanes
-// 0-7 for sub-block 2p and 8-15 for 2p + 1. The digits are chained as for the 32-value formats (|t| < 2^29, exact),
-// each lane's sum becomes a float once and is weighted by d s sc of its sub-block. The mins use the sums of x over
-// the sub-blocks, eight at a time. Four accumulators (one per 64 values) keep the FMA latency off the critical path;
-// the weights are prefetched 4 KiB ahead (the streamer alone left the loads waiting: +40 % measured).
-FOCAL_AVX512 void q4k_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  constexpr int kBytes = qblocks::block_bytes(kQ4_K);
+// ---- decode: the K formats ----
+// A block of 256 values is four chunks of 64, each one zmm of unsigned quants with 4 values per 32-bit lane, in x's
+// natural order (digits of group 256: one digit scale s per block):
+//   Q4_K: the 32 bytes of chunk c, low nibbles (sub-block 2c) in lanes 0-7, high nibbles (2c + 1) in lanes 8-15;
+//   Q5_K: the same, plus 16 where bit j of qh[l] is set (sub-block j, value l);
+//   Q6_K: values 64c .. 64c + 63: the 64 bytes from ql + 64 (c / 2), low nibbles for even c, high for odd, with
+//         bits 4 (c % 2) and 4 (c % 2) + 1 of qh[32 (c / 2) + l] above them for the first 32 values, the next two
+//         bits for the last 32 (0..63).
+// The digits are chained as for the 32-value formats: |t| <= 4 q_max 127 * 65536, < 2^30 for Q4_K / Q5_K and
+// < 2^31 for Q6_K (q <= 63), exact in int32. Each lane's sum becomes a float once and is weighted by d s sc of its
+// sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K). The offsets come back through fp32 sums of x: Q4_K / Q5_K's
+// mins -dmin mn over each 32, Q6_K's -32 d sc over each 16. Four accumulators (one per chunk) keep the FMA latency
+// off the critical path; the weights are prefetched 4 KiB ahead (the streamer alone left the loads waiting: +40 %
+// measured on Q4_K).
+template <int T>
+FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  constexpr int kBytes = qblocks::block_bytes(T);
+  constexpr bool kQ6 = T == kQ6_K;
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
-  const __m512i shift4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  const __m512i m4z = _mm512_set1_epi8(0x0F);
-  __m512i sel[4];  // lane -> sub-block: 2p for lanes 0-7, 2p + 1 for 8-15
-  for (int p = 0; p < 4; ++p)
-    sel[p] = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_set1_epi32(2 * p)), _mm256_set1_epi32(2 * p + 1), 1);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), sixteen = _mm512_set1_epi8(16);
+  // Q4_K / Q5_K: nibble shift per half; Q6_K: qh shift per half for even and odd chunks
+  const __m512i shift4 = halves(_mm256_setzero_si256(), _mm256_set1_epi16(4));
+  const __m512i qh_shift[2] = {halves(_mm256_set1_epi16(0), _mm256_set1_epi16(2)),
+                               halves(_mm256_set1_epi16(4), _mm256_set1_epi16(6))};
+  __m512i sel[4], bit5[4];  // lane -> scale of its sub-block; Q5_K: the qh bit of chunk c's two sub-blocks
+  for (int c = 0; c < 4; ++c) {
+    if constexpr (kQ6) {
+      sel[c] = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+                                4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
+    } else {
+      sel[c] = halves(_mm256_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1));
+    }
+    bit5[c] = halves(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m256 off = _mm256_setzero_ps();
+    __m512 off16 = _mm512_setzero_ps();  // Q6_K: d sc S16 over the 16 groups
+    __m256 off8 = _mm256_setzero_ps();   // Q4_K / Q5_K: -dmin mn S32 over the 8 sub-blocks
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
-      for (int l = 0; l < 3; ++l) _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + 64 * l, _MM_HINT_T0);
-      // the 6-bit scales and mins as bytes: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = low nibbles of
-      // w2 with w0's top two bits above them, mins 4-7 = high nibbles of w2 with w1's top bits
-      uint32_t w0, w1, w2;
-      std::memcpy(&w0, b + 4, 4);
-      std::memcpy(&w1, b + 8, 4);
-      std::memcpy(&w2, b + 12, 4);
-      const uint64_t sc8 =
-          (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
-      const uint64_t mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) |
-                           ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b) | ((uint32_t)u16_at(b + 2) << 16))));
-      const __m256 scf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
-                                       _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));
-      const __m512 scz = _mm512_zextps256_ps512(scf);
-      for (int p = 0; p < 4; ++p) {
-        const __m512i q = _mm512_and_si512(
-            _mm512_srlv_epi16(
-                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * p))), shift4),
-            m4z);
-        const int64_t c = blk * 256 + 64 * p;
-        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(x2 + c));
-        t = _mm512_dpbusd_epi32(_mm512_slli_epi32(t, 8), q, _mm512_loadu_si512(x1 + c));
-        t = _mm512_dpbusd_epi32(_mm512_slli_epi32(t, 8), q, _mm512_loadu_si512(x0 + c));
-        acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(sel[p], scz), acc[p]);
+      for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + l, _MM_HINT_T0);
+      __m512 scz;  // d s sc per sub-block
+      if constexpr (kQ6) {
+        const __m512 dsc = _mm512_mul_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)))),
+            _mm512_set1_ps(_cvtsh_ss(u16_at(b + 208))));
+        scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
+        off16 = _mm512_fmadd_ps(dsc, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
+      } else {
+        // the 6-bit scales and mins as bytes: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = low nibbles of
+        // w2 with w0's top two bits above them, mins 4-7 = high nibbles of w2 with w1's top bits
+        uint32_t w0, w1, w2;
+        std::memcpy(&w0, b + 4, 4);
+        std::memcpy(&w1, b + 8, 4);
+        std::memcpy(&w2, b + 12, 4);
+        const uint64_t sc8 =
+            (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
+        const uint64_t mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) |
+                             ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b) | ((uint32_t)u16_at(b + 2) << 16))));
+        const __m256 scf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
+                                         _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));
+        scz = _mm512_zextps256_ps512(scf);
+        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
+        off8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
+                               _mm256_loadu_ps(xd.sum32.data() + blk * 8), off8);
       }
-      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
-      off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
-                            _mm256_loadu_ps(xd.sum32.data() + blk * 8), off);
+      for (int c = 0; c < 4; ++c) {
+        __m512i q;
+        if constexpr (kQ6) {
+          const __m512i ql = _mm512_loadu_si512(b + 64 * (c / 2));
+          const __m512i qh =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * (c / 2))));
+          q = _mm512_or_si512(_mm512_and_si512((c & 1) ? _mm512_srli_epi16(ql, 4) : ql, m4),
+                              _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, qh_shift[c & 1]), 4), m30));
+        } else {
+          constexpr int kQs = T == kQ5_K ? 48 : 16;
+          q = _mm512_and_si512(
+              _mm512_srlv_epi16(
+                  _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * c))),
+                  shift4),
+              m4);
+          if constexpr (T == kQ5_K) {
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit5[c]), q, sixteen);
+          }
+        }
+        const int64_t at = blk * 256 + 64 * c;
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(x2 + at));
+        t = _mm512_dpbusd_epi32(_mm512_slli_epi32(t, 8), q, _mm512_loadu_si512(x1 + at));
+        t = _mm512_dpbusd_epi32(_mm512_slli_epi32(t, 8), q, _mm512_loadu_si512(x0 + at));
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(sel[c], scz), acc[c]);
+      }
     }
-    y[r] =
-        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + hsum8(off);
+    const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    y[r] = sum + (kQ6 ? -32.0f * _mm512_reduce_add_ps(off16) : hsum8(off8));
   }
 }
+template void kquant_rows_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_rows_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_rows_vnni<kQ6_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 // ---- decode: panels of w ----
 

@@ -25,6 +25,7 @@ struct XDigits {
   std::vector<float> scale;  // [groups] s per group
   std::vector<float> sum32;  // [padded cols / 32] fp32 sums of x over each 32 values (rounded from double), 0 past
                              // cols
+  std::vector<float> sum16;  // [padded cols / 16] the same over each 16 values (Q6_K's scale groups)
   int group = 0;
 };
 

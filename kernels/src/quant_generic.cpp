@@ -49,11 +49,11 @@ constexpr QTypeInfo kQTypes[] = {
     {kQ3_K,  256, 32 + 64 + 12 + 2,      false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
      nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
     {kQ4_K,  256, 2 + 2 + 12 + 128,      true,  {0, 2},    0x7C00u, &dequant_q4_k,  // d, dmin, scales, qs
-     &avx2_rows<kQ4_K>,  &q4k_digit_rows_avx2, &q4k_rows_vnni,        256, Order::kNatural,     nullptr},
+     &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, nullptr},
     {kQ5_K,  256, 2 + 2 + 12 + 32 + 128, true,  {0, 2},    0x7C00u, &dequant_q5_k,  // d, dmin, scales, qh, qs
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, nullptr},
     {kQ6_K,  256, 128 + 64 + 16 + 2,     false, {208, -1}, 0x7C00u, &dequant_q6_k,  // ql, qh, scales (int8), d
-     &avx2_rows<kQ6_K>,  nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, nullptr},
 };
 // clang-format on
 
@@ -244,6 +244,8 @@ void digits::split(const float* x, int64_t cols, int group, Order order, bool av
   if ((int64_t)xd->scale.size() < groups) xd->scale.resize((size_t)groups);
   if ((int64_t)xd->sum32.size() < padded / 32) xd->sum32.resize((size_t)(padded / 32));
   std::fill(xd->sum32.begin() + cols / 32, xd->sum32.begin() + padded / 32, 0.0f);
+  if ((int64_t)xd->sum16.size() < padded / 16) xd->sum16.resize((size_t)(padded / 16));
+  std::fill(xd->sum16.begin() + cols / 16, xd->sum16.begin() + padded / 16, 0.0f);
   xd->group = group;
   if (avx512 && cpu_has_avx512_vnni()) {
     split_groups_avx512(x, cols, group, order, xd);
@@ -269,9 +271,11 @@ void digits::split(const float* x, int64_t cols, int group, Order order, bool av
     }
   }
   for (int64_t b = 0; b < cols / 32; ++b) {
-    double t = 0.0;
-    for (int64_t c = b * 32; c < b * 32 + 32; ++c) t += x[c];
-    xd->sum32[(size_t)b] = (float)t;
+    double t[2] = {0.0, 0.0};
+    for (int64_t c = b * 32; c < b * 32 + 32; ++c) t[(c / 16) & 1] += x[c];
+    xd->sum16[(size_t)(2 * b)] = (float)t[0];
+    xd->sum16[(size_t)(2 * b + 1)] = (float)t[1];
+    xd->sum32[(size_t)b] = (float)(t[0] + t[1]);
   }
 }
 

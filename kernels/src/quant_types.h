@@ -58,14 +58,17 @@ void generic_rows(const float* x, const QMatrix& w, float* y, int m, int64_t r0,
 // ---- quant_avx2.cpp (declared with their ISA: GCC keeps a template's target from its first declaration) ----
 template <int T>
 RowsFn avx2_rows(int m);  // Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16
-// Q4_K with x in digits of group 256, natural order.
-FOCAL_AVX2 void q4k_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+// Q4_K, Q5_K and Q6_K with x in digits of group 256, natural order.
+template <int T>
+FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 
 // ---- quant_avx512.cpp ----
 template <int T>
 FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
                                 int64_t r1);  // Q4_0, Q4_1, Q8_0
-FOCAL_AVX512 void q4k_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
+template <int T>
+FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
+                                   int64_t r1);  // Q4_K, Q5_K, Q6_K (digits of group 256, natural order)
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 16 values per step (the same digits as the scalar loop).

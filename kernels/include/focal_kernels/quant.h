@@ -84,9 +84,10 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 // otherwise one matmul_xwt_q each.
 void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const* ys, int n, int m);
 
-// Which fused kernel the CPU runs for `type` and m rows of x: "avx512-vnni" (decode, m = 1: Q4_0, Q4_1, Q8_0, Q4_K
-// with x in integer digits), "avx2" (hand-written AVX2 + FMA + F16C), or "generic" (block dequantisation compiled for
-// the baseline, AVX2 and x86-64-v4 ISAs, picked at load time). For benchmarks and logs.
+// Which fused kernel the CPU runs for `type` and m rows of x: "avx512-vnni" (decode, m = 1: Q4_0, Q4_1, Q8_0, Q4_K,
+// Q5_K, Q6_K with x in integer digits), "avx2" (hand-written AVX2 + FMA + F16C; decode of the K formats with x in
+// integer digits), or "generic" (block dequantisation compiled for the baseline, AVX2 and x86-64-v4 ISAs, picked at
+// load time). For benchmarks and logs.
 const char* qtype_kernel(int type, int m = 1);
 // The most a fused kernel may use, below what the CPU has: tests compare the levels, benchmarks measure each.
 // kAvx512 (all the CPU has) by default.
