@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
@@ -356,7 +357,8 @@ void attention(const AttentionArgs& a) {
   // A task is a block of kBlock query rows of all the query heads that share one KV head (GQA group): their rows
   // stacked head by head make one q.k product and one p.v product against the group's keys up to the block's last
   // row, so OpenBLAS packs those keys and values once per group instead of once per head. The keys after a row
-  // (causal mask) get probability 0; only the block's last diagonal tile computes any of them.
+  // (causal mask) get probability 0; only the block's last diagonal tile computes any of them. The exponentials
+  // overwrite the scores in place (one tile of memory traffic, not two); a captured head's scores are kept aside.
   constexpr int kBlock = 64;  // query rows per head per task
   const int T = a.n_tokens;
   const int n_ctx = a.n_past + T;
@@ -367,15 +369,26 @@ void attention(const AttentionArgs& a) {
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
   const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
   const int n_tasks = a.n_kv_heads * n_blocks;
-  const int max_rows = group * kBlock;
+  const size_t max_rows = (size_t)group * kBlock;
+  int n_wanted = 0;  // the most captured heads in one group
+  if (a.row_fn && a.head_wanted)
+    for (int g = 0; g < a.n_kv_heads; ++g) {
+      int w = 0;
+      for (int i = 0; i < group; ++i) w += a.head_wanted[g * group + i] ? 1 : 0;
+      n_wanted = std::max(n_wanted, w);
+    }
 
 #pragma omp parallel
   {
-    std::vector<float> qb((size_t)max_rows * d);         // [group * nr, d] the block's queries, head-major
-    std::vector<float> ob((size_t)max_rows * d);         // [group * nr, d] p.v of unnormalised rows
-    std::vector<float> inv_z((size_t)max_rows);          // [group * nr] each row's 1 / sum of exponentials
-    std::vector<float> raw((size_t)max_rows * n_ctx);    // [group * nr, n_keys] q.k * logit_scale
-    std::vector<float> probs((size_t)max_rows * n_ctx);  // [group * nr, n_keys] exponentials, then probabilities
+    // Uninitialised: every element read is written first in the task.
+    std::unique_ptr<float[]> qb(new float[max_rows * d]);  // [group * nr, d] the block's queries, head-major
+    std::unique_ptr<float[]> ob(new float[max_rows * d]);  // [group * nr, d] p.v of unnormalised rows
+    std::unique_ptr<float[]> inv_z(new float[max_rows]);   // [group * nr] each row's 1 / sum of exponentials
+    // [group * nr, n_keys] q.k * logit_scale, then in place each row's exponentials, then (captured heads) its
+    // probabilities
+    std::unique_ptr<float[]> tile(new float[max_rows * n_ctx]);
+    // [n_wanted * nr, n_keys] the scores of the group's captured heads, in head order
+    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * kBlock * n_ctx]);
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
       // Late (long) blocks first, the KV heads of a block interleaved, so that the work left at the end is short.
@@ -393,56 +406,60 @@ void attention(const AttentionArgs& a) {
       for (int i = 0; i < group; ++i)
         for (int r = 0; r < nr; ++r) {
           const float* src = a.q + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
-          std::copy(src, src + d, qb.data() + ((size_t)i * nr + r) * d);
+          std::copy(src, src + d, qb.get() + ((size_t)i * nr + r) * d);
         }
-      // raw[n_rows, k_lo:n_keys] = qb[n_rows, d] . kh[k_lo:n_keys, d]^T * logit_scale (columns before k_lo: per row)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_keys - k_lo, d, logit_scale, qb.data(), d,
-                  kh + (size_t)k_lo * d, d, 0.0f, raw.data() + k_lo, n_keys);
+      // tile[n_rows, k_lo:n_keys] = qb[n_rows, d] . kh[k_lo:n_keys, d]^T * logit_scale (columns before k_lo: per row)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_keys - k_lo, d, logit_scale, qb.get(), d,
+                  kh + (size_t)k_lo * d, d, 0.0f, tile.get() + k_lo, n_keys);
+      int n_kept = 0;
       for (int i = 0; i < group; ++i) {
         const int h = h0 + i;
+        float* kr0 = a.row_fn && a.head_wanted && a.head_wanted[h] ? kept.get() + (size_t)n_kept++ * nr * n_keys
+                                                                   : nullptr;  // [nr, n_keys] or none
         for (int r = 0; r < nr; ++r) {
           const int row = r0 + r, sr = i * nr + r;
           const int n_vis = a.n_past + row + 1;
-          float* rr = raw.data() + (size_t)sr * n_keys;
-          float* pr = probs.data() + (size_t)sr * n_keys;
+          float* tr = tile.get() + (size_t)sr * n_keys;
           const float s = a.row_scale[(size_t)h * T + row];
           float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
-          if (plain_rows)
-            softmax_scaled_row(rr, s, pr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
-          else {
-            const int lo = math::window_first_key(n_vis, a.window);
-            attention_row_scaled(rr, s, a.softcap, lo, pr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
-            std::fill(rr, rr + lo, 0.0f);  // keys outside the window: raw 0, as past the row's last key
+          const int lo = plain_rows ? 0 : math::window_first_key(n_vis, a.window);
+          if (kr0) {  // raw as row_fn gets it: 0 outside the window and past the row's last key
+            float* kr = kr0 + (size_t)r * n_keys;
+            std::fill(kr, kr + lo, 0.0f);
+            std::copy(tr + lo, tr + n_vis, kr + lo);
+            std::fill(kr + n_vis, kr + n_keys, 0.0f);
           }
-          std::fill(pr + n_vis, pr + n_keys, 0.0f);
-          std::fill(rr + n_vis, rr + n_keys, 0.0f);
+          if (plain_rows)
+            softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+          else
+            attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+          std::fill(tr + n_vis, tr + n_keys, 0.0f);
         }
       }
-      // ob[n_rows, d] = probs[n_rows, k_lo:n_keys] . vh[k_lo:n_keys, d] (the exponentials before k_lo are 0); each
+      // ob[n_rows, d] = tile[n_rows, k_lo:n_keys] . vh[k_lo:n_keys, d] (the exponentials before k_lo are 0); each
       // output row is then normalised by its row's 1 / sum of exponentials.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_rows, d, n_keys - k_lo, 1.0f, probs.data() + k_lo,
-                  n_keys, vh + (size_t)k_lo * d, d, 0.0f, ob.data(), d);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_rows, d, n_keys - k_lo, 1.0f, tile.get() + k_lo, n_keys,
+                  vh + (size_t)k_lo * d, d, 0.0f, ob.get(), d);
       for (int i = 0; i < group; ++i)
         for (int r = 0; r < nr; ++r) {
           const int sr = i * nr + r;
-          const float* src = ob.data() + (size_t)sr * d;
+          const float* src = ob.get() + (size_t)sr * d;
           float* dst = a.out + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
           for (int c = 0; c < d; ++c) dst[c] = src[c] * inv_z[sr];
         }
-      if (a.row_fn && a.head_wanted)
-        for (int i = 0; i < group; ++i) {
-          if (!a.head_wanted[h0 + i]) continue;
-          float* pb = probs.data() + (size_t)i * nr * n_keys;  // [nr, n_keys] this head's rows
-          for (int r = 0; r < nr; ++r) {
-            float* pr = pb + (size_t)r * n_keys;
-            const float iz = inv_z[(size_t)i * nr + r];
-            // The values softmax_row's normalisation stores (what the preview of stored scores recomputes).
-            for (int j = 0; j < n_keys; ++j) pr[j] *= iz;
-            if (a.probs_fp16)
-              for (int j = 0; j < n_keys; ++j) pr[j] = math::round_to_half(pr[j]);
-          }
-          a.row_fn(a.row_ctx, h0 + i, a.n_past + r0, nr, n_keys, pb, raw.data() + (size_t)i * nr * n_keys);
+      for (int i = 0, k = 0; i < group && k < n_kept; ++i) {
+        if (!a.head_wanted[h0 + i]) continue;
+        float* pb = tile.get() + (size_t)i * nr * n_keys;  // [nr, n_keys] this head's rows
+        for (int r = 0; r < nr; ++r) {
+          float* pr = pb + (size_t)r * n_keys;
+          const float iz = inv_z[(size_t)i * nr + r];
+          // The values softmax_row's normalisation stores (what the preview of stored scores recomputes).
+          for (int j = 0; j < n_keys; ++j) pr[j] *= iz;
+          if (a.probs_fp16)
+            for (int j = 0; j < n_keys; ++j) pr[j] = math::round_to_half(pr[j]);
         }
+        a.row_fn(a.row_ctx, h0 + i, a.n_past + r0, nr, n_keys, pb, kept.get() + (size_t)k++ * nr * n_keys);
+      }
     }
   }
 }
