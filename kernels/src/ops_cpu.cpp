@@ -288,7 +288,9 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
     const float e = math::exp_nonpos(d);
     p[j] = e;
     z += e;
-    a += e > 0.0f ? e * d : 0.0f;  // a term with e == 0 contributes 0 even when d is -inf
+    // e * d where e > 0 (d >= -87); a term with e == 0 contributes 0 even when d is -inf. Written as a product with
+    // the clamped d (not a select on e) so the loop keeps its masks in vector registers.
+    a += e * (d >= -87.0f ? d : 0.0f);
   }
   const float inv_z = 1.0f / z;
   if (metrics) {
