@@ -640,11 +640,12 @@ AttnRun run_attention(const AttnCase& c, const AttnInputs& in, int topk_k, const
 TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
   std::mt19937 rng(10);
   std::vector<AttnCase> cases;
-  // T around the 32-row query block; n_past > 0 puts earlier positions in the KV cache; GQA groups of 2, MQA
-  // (one kv head) and plain MHA.
-  for (int T : {1, 31, 32, 33, 70})
+  // T around the 64-row query block (one task: 64 rows of every query head of a GQA group, stacked) and past two
+  // of them; n_past > 0 puts earlier positions in the KV cache; GQA groups of 2 and 3 (SmolLM2's 9 / 3), MQA (one
+  // kv head) and plain MHA.
+  for (int T : {1, 31, 63, 64, 65, 129})
     for (int n_past : {0, 9})
-      for (auto hk : {std::make_pair(4, 2), std::make_pair(4, 1), std::make_pair(3, 3)})
+      for (auto hk : {std::make_pair(4, 2), std::make_pair(4, 1), std::make_pair(3, 3), std::make_pair(9, 3)})
         cases.push_back({T, n_past, hk.first, hk.second, 16});
   cases.push_back({33, 40, 4, 2, 64});
   cases.push_back({70, 3, 8, 2, 8});
@@ -667,7 +668,8 @@ TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
     const auto ref = ref_attention(c, in);
 
     // out. Reference: double attention. Tolerance 2e-5 absolute: |v| <= 1 and sum p = 1, so the output error is
-    // the probabilities' error (<= ~1e-5 total) plus the fp32 dot over <= 110 keys (~110 * 2^-24).
+    // the probabilities' error (<= ~1e-5 total) plus the fp32 dot over <= 138 keys (~138 * 2^-24 = 8.2e-6) and the
+    // product by 1 / sum of exponentials (one rounding, 2^-24 relative).
     for (size_t i = 0; i < run.out.size(); ++i)
       ASSERT_NEAR(run.out[i], ref.out[i], 2e-5) << "out[" << i / qs << ", " << i % qs << "]";
 
@@ -773,14 +775,14 @@ TEST(OpsAttention, Fp16RowsAreTheRoundedFp32RowsAndNothingElseChanges) {
 
 TEST(OpsAttention, CausalMaskIgnoresFutureKeysAndValues) {
   std::mt19937 rng(12);
-  const AttnCase c{70, 5, 4, 2, 16};
+  const AttnCase c{140, 5, 4, 2, 16};
   const auto in = make_attn_inputs(c, rng);
   const int T = c.n_tokens, qs = c.n_heads * c.d_head;
   const std::vector<int32_t> relevant = {7};
   const auto base = run_attention(c, in, 5, relevant, nullptr, nullptr);
-  // Perturb the key and value at absolute position P for every kv head. P = n_past + 40 sits inside the second
-  // 32-row block, so rows of the same block before P exercise the in-block mask as well as earlier blocks.
-  const int P = c.n_past + 40;
+  // Perturb the key and value at absolute position P for every kv head. P = n_past + 70 sits inside the second
+  // 64-row block, so rows of the same block before P exercise the in-block mask as well as earlier blocks.
+  const int P = c.n_past + 70;
   auto pert = in;
   for (int kv = 0; kv < c.n_kv_heads; ++kv)
     for (int i = 0; i < c.d_head; ++i) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
@@ -177,47 +178,74 @@ inline void topk_insert(float* best, int& cnt, int k, float v, int32_t* ids = nu
   if (ids) ids[i] = id;
 }
 
-// Sum of the k largest values of p[n] (k <= 64). Two levels: the maxima of G = 64 strided groups (group g holds
-// p[g], p[g + G], ...: one vertical-max pass, no horizontal reductions), the k-th largest group maximum as a
-// threshold (every top-k value lies in a group whose maximum reaches it: k other groups' maxima would exceed it
-// otherwise), then only the groups reaching the threshold are scanned. The k values are summed in descending order.
-FOCAL_TARGET_CLONES float topk_sum(const float* p, int n, int k) {
-  if (k <= 0) return 0.0f;
+// Tail mass and top-k mass (k <= 64) of the row p[j] = e[j] * inv_z (e >= 0, inv_z > 0: e unnormalised, inv_z
+// its normalisation; 1 for a row already normalised), in one read of e. The products e[j] * inv_z are the values a
+// normalisation pass would store, so the metrics equal those of the stored row. Top-k in two levels: the maxima of
+// G = 64 strided groups (group g holds p[g], p[g + G], ...: one vertical-max pass, no horizontal reductions), the
+// k-th largest group maximum as a threshold (every top-k value lies in a group whose maximum reaches it: k other
+// groups' maxima would exceed it otherwise), then only the groups reaching the threshold are scanned. The k values
+// are summed in descending order. The tail sum rides along the group-maximum pass, one partial sum per group lane.
+FOCAL_TARGET_CLONES void tail_topk(const float* e, int n, float inv_z, int k, float* tail_mass, float* topk_mass) {
+  const float inv_n = 1.0f / (float)n;
   k = std::min(k, 64);
   float best[64];
   int cnt = 0;
   constexpr int kG = 64;
+  float tail = 0.0f;
   if (n < 2 * kG) {
-    for (int j = 0; j < n; ++j) topk_insert(best, cnt, k, p[j]);
+    for (int j = 0; j < n; ++j) {
+      const float v = e[j] * inv_z;
+      tail += math::tail_term(v, inv_n);
+      if (k > 0) topk_insert(best, cnt, k, v);
+    }
   } else {
-    alignas(64) float gm[kG];
-    for (int t = 0; t < kG; ++t) gm[t] = p[t];
+    alignas(64) float gm[kG];  // [kG] group maxima
+    alignas(64) float tl[kG];  // [kG] tail partial sums
+#pragma omp simd
+    for (int t = 0; t < kG; ++t) {
+      const float v = e[t] * inv_z;
+      gm[t] = v;
+      tl[t] = math::tail_term(v, inv_n);
+    }
     int j = kG;
     for (; j + kG <= n; j += kG) {
 #pragma omp simd
-      for (int t = 0; t < kG; ++t) gm[t] = p[j + t] > gm[t] ? p[j + t] : gm[t];
+      for (int t = 0; t < kG; ++t) {
+        const float v = e[j + t] * inv_z;
+        gm[t] = v > gm[t] ? v : gm[t];
+        tl[t] += math::tail_term(v, inv_n);
+      }
     }
-    for (int t = 0; j + t < n; ++t) gm[t] = p[j + t] > gm[t] ? p[j + t] : gm[t];
-    for (int t = 0; t < kG; ++t) topk_insert(best, cnt, k, gm[t]);
-    const float thr = best[k - 1];
-    cnt = 0;
-    for (int g = 0; g < kG; ++g)
-      if (gm[g] >= thr)
-        for (int i = g; i < n; i += kG) topk_insert(best, cnt, k, p[i]);
+    for (int t = 0; j + t < n; ++t) {
+      const float v = e[j + t] * inv_z;
+      gm[t] = v > gm[t] ? v : gm[t];
+      tl[t] += math::tail_term(v, inv_n);
+    }
+    for (int t = 0; t < kG; ++t) tail += tl[t];
+    if (k > 0) {
+      for (int t = 0; t < kG; ++t) topk_insert(best, cnt, k, gm[t]);
+      const float thr = best[k - 1];
+      cnt = 0;
+      for (int g = 0; g < kG; ++g)
+        if (gm[g] >= thr)
+          for (int i = g; i < n; i += kG) topk_insert(best, cnt, k, e[i] * inv_z);
+    }
   }
   float s = 0.0f;
   for (int i = 0; i < cnt; ++i) s += best[i];
-  return s;
+  *tail_mass = tail;
+  *topk_mass = s;
 }
 
-// Relevant mass over the keys lo..n-1 of p (the row's visible keys).
-void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevant, float* m, int lo = 0) {
+// Relevant mass over the keys lo..n-1 of the row p[j] = e[j] * inv_z (the row's visible keys).
+void fill_relevant(const float* e, int n, const int32_t* relevant, int n_relevant, float* m, int lo = 0,
+                   float inv_z = 1.0f) {
   float rel = 0.0f;
   int seen = 0;
   for (int r = 0; r < n_relevant; ++r) {
     const int j = relevant[r];
     if (j >= lo && j < n) {
-      rel += p[j];
+      rel += e[j] * inv_z;
       ++seen;
     }
   }
@@ -226,18 +254,12 @@ void fill_relevant(const float* p, int n, const int32_t* relevant, int n_relevan
 
 // Metrics that need the normalised row (everything except entropy, which comes from the softmax pass).
 void fill_prob_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* m) {
-  const float inv_n = 1.0f / (float)n;
-  float mx = 0.0f, tail = 0.0f;
-#pragma omp simd reduction(max : mx) reduction(+ : tail)
-  for (int j = 0; j < n; ++j) {
-    const float v = p[j];
-    mx = v > mx ? v : mx;
-    tail += math::tail_term(v, inv_n);
-  }
+  float mx = 0.0f;
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < n; ++j) mx = p[j] > mx ? p[j] : mx;
   m[kMaxProb] = mx;
-  m[kTailMass] = tail;
   m[kSinkMass] = p[0];
-  m[kTopkMass] = topk_sum(p, n, topk);
+  tail_topk(p, n, 1.0f, topk, &m[kTailMass], &m[kTopkMass]);
   fill_relevant(p, n, relevant, n_relevant, m);
 }
 
@@ -249,10 +271,12 @@ void fill_entropy_metrics(float h, int n, float* m) {
 
 namespace {
 
-// p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. Hot loop of the attention: written so
-// the compiler vectorises it (omp simd reductions, branch-free exp), cloned for AVX2 machines.
+// p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. With inv_z_out, p keeps the unnormalised
+// e[n] = exp(raw * scale - max) and *inv_z_out = 1 / sum e (the caller scales what it computes from p); metrics are
+// those of the normalised row either way. Hot loop of the attention: written so the compiler vectorises it (omp simd
+// reductions, branch-free exp), cloned for AVX2 machines.
 FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk,
-                                            const int32_t* relevant, int n_relevant) {
+                                            const int32_t* relevant, int n_relevant, float* inv_z_out = nullptr) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = raw[j] > mx ? raw[j] : mx;
@@ -264,42 +288,33 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
     const float e = math::exp_nonpos(d);
     p[j] = e;
     z += e;
-    a += e > 0.0f ? e * d : 0.0f;  // a term with e == 0 contributes 0 even when d is -inf
+    // e * d where e > 0 (d >= -87); a term with e == 0 contributes 0 even when d is -inf. Written as a product with
+    // the clamped d (not a select on e) so the loop keeps its masks in vector registers.
+    a += e * (d >= -87.0f ? d : 0.0f);
   }
   const float inv_z = 1.0f / z;
-  if (!metrics) {
-#pragma omp simd
-    for (int j = 0; j < n; ++j) p[j] *= inv_z;
+  if (metrics) {
+    // Read from e: p[j] = e[j] * inv_z, the values the normalisation below stores. The max logit has
+    // e = exp(0) = 1 exactly, so the max probability is inv_z.
+    // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
+    fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
+    metrics[kMaxProb] = inv_z;
+    metrics[kSinkMass] = p[0] * inv_z;
+    tail_topk(p, n, inv_z, topk, &metrics[kTailMass], &metrics[kTopkMass]);
+    fill_relevant(p, n, relevant, n_relevant, metrics, 0, inv_z);
+  }
+  if (inv_z_out) {
+    *inv_z_out = inv_z;
     return;
   }
-  // Normalise and accumulate the tail mass in one pass. The max logit has e = exp(0) = 1 exactly, so the max
-  // probability is inv_z.
-  const float inv_n = 1.0f / (float)n;
-  float tail = 0.0f;
-#pragma omp simd reduction(+ : tail)
-  for (int j = 0; j < n; ++j) {
-    const float v = p[j] * inv_z;
-    p[j] = v;
-    tail += math::tail_term(v, inv_n);
-  }
-  // H = ln Z - sum e^(x-m)(x-m) / Z, the same identity the online (flash) path uses.
-  fill_entropy_metrics(logf(z) - a * inv_z, n, metrics);
-  metrics[kMaxProb] = inv_z;
-  metrics[kTailMass] = tail;
-  metrics[kSinkMass] = p[0];
-  metrics[kTopkMass] = topk_sum(p, n, topk);
-  fill_relevant(p, n, relevant, n_relevant, metrics);
+#pragma omp simd
+  for (int j = 0; j < n; ++j) p[j] *= inv_z;
 }
 
-}  // namespace
-
-void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
-                 int n_relevant) {
-  softmax_scaled_row(logits, 1.0f, p, n, metrics, topk, relevant, n_relevant);
-}
-
-void attention_row(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis, float* metrics,
-                   int topk, const int32_t* relevant, int n_relevant) {
+// attention_row's work; with inv_z_out, p[first_key, n_vis) keeps the row's unnormalised exponentials and
+// *inv_z_out their normalisation (as in softmax_scaled_row).
+void attention_row_scaled(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis,
+                          float* metrics, int topk, const int32_t* relevant, int n_relevant, float* inv_z_out) {
   const int lo = first_key, nv = n_vis - lo;
   thread_local std::vector<float> logits;  // [n_vis - first_key]
   logits.resize((size_t)nv);
@@ -311,12 +326,26 @@ void attention_row(const float* raw, float scale, float softcap, int first_key, 
 #pragma omp simd
     for (int j = 0; j < nv; ++j) lg[j] = rw[j] * scale;
   }
-  softmax_scaled_row(logits.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0);
+  float inv_z = 1.0f;
+  softmax_scaled_row(logits.data(), 1.0f, p + lo, nv, metrics, topk, nullptr, 0, inv_z_out ? &inv_z : nullptr);
   if (metrics) {
-    metrics[kSinkMass] = math::sink_mass(lo, p[0]);
-    fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo);
+    metrics[kSinkMass] = math::sink_mass(lo, p[0] * inv_z);
+    fill_relevant(p, n_vis, relevant, n_relevant, metrics, lo, inv_z);
   }
+  if (inv_z_out) *inv_z_out = inv_z;
   std::fill(p, p + lo, 0.0f);
+}
+
+}  // namespace
+
+void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
+                 int n_relevant) {
+  softmax_scaled_row(logits, 1.0f, p, n, metrics, topk, relevant, n_relevant);
+}
+
+void attention_row(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis, float* metrics,
+                   int topk, const int32_t* relevant, int n_relevant) {
+  attention_row_scaled(raw, scale, softcap, first_key, p, n_vis, metrics, topk, relevant, n_relevant, nullptr);
 }
 
 void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics) {
@@ -327,7 +356,12 @@ void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n
 }
 
 void attention(const AttentionArgs& a) {
-  constexpr int kBlock = 32;  // query rows per task
+  // A task is a block of kBlock query rows of all the query heads that share one KV head (GQA group): their rows
+  // stacked head by head make one q.k product and one p.v product against the group's keys up to the block's last
+  // row, so OpenBLAS packs those keys and values once per group instead of once per head. The keys after a row
+  // (causal mask) get probability 0; only the block's last diagonal tile computes any of them. The exponentials
+  // overwrite the scores in place (one tile of memory traffic, not two); a captured head's scores are kept aside.
+  constexpr int kBlock = 64;  // query rows per head per task
   const int T = a.n_tokens;
   const int n_ctx = a.n_past + T;
   const int n_blocks = (T + kBlock - 1) / kBlock;
@@ -336,53 +370,97 @@ void attention(const AttentionArgs& a) {
   const int q_stride = a.n_heads * d;
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
   const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
-  const int n_tasks = a.n_heads * n_blocks;
+  const int n_tasks = a.n_kv_heads * n_blocks;
+  const size_t max_rows = (size_t)group * kBlock;
+  int n_wanted = 0;  // the most captured heads in one group
+  if (a.row_fn && a.head_wanted)
+    for (int g = 0; g < a.n_kv_heads; ++g) {
+      int w = 0;
+      for (int i = 0; i < group; ++i) w += a.head_wanted[g * group + i] ? 1 : 0;
+      n_wanted = std::max(n_wanted, w);
+    }
 
 #pragma omp parallel
   {
-    std::vector<float> raw((size_t)kBlock * n_ctx);    // [kBlock, n_ctx] q.k/sqrt(d)
-    std::vector<float> probs((size_t)kBlock * n_ctx);  // [kBlock, n_ctx]
+    // Uninitialised: every element read is written first in the task.
+    std::unique_ptr<float[]> qb(new float[max_rows * d]);  // [group * nr, d] the block's queries, head-major
+    std::unique_ptr<float[]> ob(new float[max_rows * d]);  // [group * nr, d] p.v of unnormalised rows
+    std::unique_ptr<float[]> inv_z(new float[max_rows]);   // [group * nr] each row's 1 / sum of exponentials
+    // [group * nr, n_keys] q.k * logit_scale, then in place each row's exponentials, then (captured heads) its
+    // probabilities
+    std::unique_ptr<float[]> tile(new float[max_rows * n_ctx]);
+    // [n_wanted * nr, n_keys] the scores of the group's captured heads, in head order
+    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * kBlock * n_ctx]);
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
-      // Interleave so that late (long) blocks of different heads spread over threads.
-      const int blk = n_blocks - 1 - task / a.n_heads;
-      const int h = task % a.n_heads;
-      const int kvh = h / group;
+      // Late (long) blocks first, the KV heads of a block interleaved, so that the work left at the end is short.
+      const int blk = n_blocks - 1 - task / a.n_kv_heads;
+      const int kvh = task % a.n_kv_heads;
+      const int h0 = kvh * group;  // the group's first query head
       const int r0 = blk * kBlock;
       const int nr = std::min(kBlock, T - r0);
+      const int n_rows = group * nr;          // stacked rows: head h0 + i's row r at i * nr + r
       const int n_keys = a.n_past + r0 + nr;  // keys visible to the last row of the block
       // Under a sliding window no row of the block sees a key before its first row's window: the products skip them.
       const int k_lo = math::window_first_key(a.n_past + r0 + 1, a.window);
-      const float* qb = a.q + (size_t)r0 * q_stride + (size_t)h * d;
       const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
       const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
-      // raw[nr, k_lo:n_keys] = qb[nr, d] . kh[k_lo:n_keys, d]^T * logit_scale (columns before k_lo: set per row)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, n_keys - k_lo, d, logit_scale, qb, q_stride,
-                  kh + (size_t)k_lo * d, d, 0.0f, raw.data() + k_lo, n_keys);
-      for (int r = 0; r < nr; ++r) {
-        const int row = r0 + r;
-        const int n_vis = a.n_past + row + 1;
-        float* rr = raw.data() + (size_t)r * n_keys;
-        float* pr = probs.data() + (size_t)r * n_keys;
-        const float s = a.row_scale[(size_t)h * T + row];
-        float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
-        if (plain_rows)
-          softmax_scaled_row(rr, s, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
-        else {
-          const int lo = math::window_first_key(n_vis, a.window);
-          attention_row(rr, s, a.softcap, lo, pr, n_vis, m, a.topk, a.relevant, a.n_relevant);
-          std::fill(rr, rr + lo, 0.0f);  // keys outside the window: raw 0, as past the row's last key
+      for (int i = 0; i < group; ++i)
+        for (int r = 0; r < nr; ++r) {
+          const float* src = a.q + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
+          std::copy(src, src + d, qb.get() + ((size_t)i * nr + r) * d);
         }
-        std::fill(pr + n_vis, pr + n_keys, 0.0f);
-        std::fill(rr + n_vis, rr + n_keys, 0.0f);
+      // tile[n_rows, k_lo:n_keys] = qb[n_rows, d] . kh[k_lo:n_keys, d]^T * logit_scale (columns before k_lo: per row)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_keys - k_lo, d, logit_scale, qb.get(), d,
+                  kh + (size_t)k_lo * d, d, 0.0f, tile.get() + k_lo, n_keys);
+      int n_kept = 0;
+      for (int i = 0; i < group; ++i) {
+        const int h = h0 + i;
+        float* kr0 = a.row_fn && a.head_wanted && a.head_wanted[h] ? kept.get() + (size_t)n_kept++ * nr * n_keys
+                                                                   : nullptr;  // [nr, n_keys] or none
+        for (int r = 0; r < nr; ++r) {
+          const int row = r0 + r, sr = i * nr + r;
+          const int n_vis = a.n_past + row + 1;
+          float* tr = tile.get() + (size_t)sr * n_keys;
+          const float s = a.row_scale[(size_t)h * T + row];
+          float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
+          const int lo = plain_rows ? 0 : math::window_first_key(n_vis, a.window);
+          if (kr0) {  // raw as row_fn gets it: 0 outside the window and past the row's last key
+            float* kr = kr0 + (size_t)r * n_keys;
+            std::fill(kr, kr + lo, 0.0f);
+            std::copy(tr + lo, tr + n_vis, kr + lo);
+            std::fill(kr + n_vis, kr + n_keys, 0.0f);
+          }
+          if (plain_rows)
+            softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+          else
+            attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+          std::fill(tr + n_vis, tr + n_keys, 0.0f);
+        }
       }
-      // out[nr, d] = probs[nr, k_lo:n_keys] . vh[k_lo:n_keys, d] (the probabilities before k_lo are 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, n_keys - k_lo, 1.0f, probs.data() + k_lo, n_keys,
-                  vh + (size_t)k_lo * d, d, 0.0f, a.out + (size_t)r0 * q_stride + (size_t)h * d, q_stride);
-      if (a.row_fn && a.head_wanted && a.head_wanted[h]) {
-        if (a.probs_fp16)
-          for (size_t i = 0; i < (size_t)nr * n_keys; ++i) probs[i] = math::round_to_half(probs[i]);  // PV used fp32
-        a.row_fn(a.row_ctx, h, a.n_past + r0, nr, n_keys, probs.data(), raw.data());
+      // ob[n_rows, d] = tile[n_rows, k_lo:n_keys] . vh[k_lo:n_keys, d] (the exponentials before k_lo are 0); each
+      // output row is then normalised by its row's 1 / sum of exponentials.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_rows, d, n_keys - k_lo, 1.0f, tile.get() + k_lo, n_keys,
+                  vh + (size_t)k_lo * d, d, 0.0f, ob.get(), d);
+      for (int i = 0; i < group; ++i)
+        for (int r = 0; r < nr; ++r) {
+          const int sr = i * nr + r;
+          const float* src = ob.get() + (size_t)sr * d;
+          float* dst = a.out + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
+          for (int c = 0; c < d; ++c) dst[c] = src[c] * inv_z[sr];
+        }
+      for (int i = 0, k = 0; i < group && k < n_kept; ++i) {
+        if (!a.head_wanted[h0 + i]) continue;
+        float* pb = tile.get() + (size_t)i * nr * n_keys;  // [nr, n_keys] this head's rows
+        for (int r = 0; r < nr; ++r) {
+          float* pr = pb + (size_t)r * n_keys;
+          const float iz = inv_z[(size_t)i * nr + r];
+          // The values softmax_row's normalisation stores (what the preview of stored scores recomputes).
+          for (int j = 0; j < n_keys; ++j) pr[j] *= iz;
+          if (a.probs_fp16)
+            for (int j = 0; j < n_keys; ++j) pr[j] = math::round_to_half(pr[j]);
+        }
+        a.row_fn(a.row_ctx, h0 + i, a.n_past + r0, nr, n_keys, pb, kept.get() + (size_t)k++ * nr * n_keys);
       }
     }
   }
