@@ -264,6 +264,13 @@ class AppState {
   struct RunnerBox;  // a side's LiveRunner and its last result, used on the worker only
   std::shared_ptr<RunnerBox> box_[2];
   LayerDivergence div_;
+  struct HeadMeans {  // head_metric's means of one side's run: [kNumRowMetrics][n_layers x n_heads], filled on demand
+    const focal::RunCapture* run = nullptr;  // with the slot's version: a new run at a freed one's address differs
+    uint64_t version = 0;
+    int T = 0;
+    std::vector<float> means[focal::kNumRowMetrics];
+  };
+  mutable HeadMeans head_means_[2];
 };
 
 // B's setting when comparing two settings of one model: focal t = 0.4 for a standard-trained model, else standard.
