@@ -400,6 +400,14 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
         for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, r2.p[0][(size_t)q * T + k]);
         EXPECT_EQ(r2.pooled[0][i][(size_t)q * nb + j], m) << b << " " << q << " " << j;
       }
+    ASSERT_EQ(r2.pooled2d[0][i].size(), (size_t)nb * nb) << b;
+    for (int qi = 0; qi < nb; ++qi)
+      for (int j = 0; j < nb; ++j) {
+        float m = 0.0f;
+        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, r2.p[0][(size_t)q * T + k]);
+        EXPECT_EQ(r2.pooled2d[0][i][(size_t)qi * nb + j], m) << b << " " << qi << " " << j;
+      }
   }
   const std::vector<float> async03 = r2.p[0];
   st.sync_rows_max_tokens = 1 << 20;

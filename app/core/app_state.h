@@ -67,6 +67,8 @@ struct HeadRows {
   // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
   // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
   std::vector<float> pooled[2][3];
+  // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
+  std::vector<float> pooled2d[2][3];
   uint64_t version = 0;
 };
 constexpr int kHeatPoolKeys[3] = {8, 64, 512};

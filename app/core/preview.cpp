@@ -185,7 +185,8 @@ bool compute_head_rows(const RowSource& src, int layer, int head, std::vector<fl
 
 // Rows of P [T, T] max-pooled over blocks of kHeatPoolKeys keys: out[i] is [T, ceil(T / b_i)], each level from the
 // one before (the blocks nest).
-void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [3] */) {
+void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [3] */,
+               std::vector<float>* out2d /* [3] */) {
   int prev_b = 1, prev_n = T;
   const float* prev = P.data();
   for (int i = 0; i < 3; ++i) {
@@ -200,6 +201,12 @@ void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [3
         for (int c = a; c < e; ++c) m = std::max(m, prev[(size_t)q * prev_n + c]);
         o[(size_t)q * n + j] = m;
       }
+    out2d[i].assign((size_t)n * n, 0.0f);
+    float* o2 = out2d[i].data();
+#pragma omp parallel for schedule(static)
+    for (int qi = 0; qi < n; ++qi)
+      for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+        for (int j = 0; j < n; ++j) o2[(size_t)qi * n + j] = std::max(o2[(size_t)qi * n + j], o[(size_t)q * n + j]);
     prev = out[i].data();
     prev_b = b;
     prev_n = n;
@@ -240,6 +247,7 @@ void AppState::refresh_head_rows() {
       h.preview[side] = h.exact[side] = false;
       h.label[side].clear();
       for (auto& v : h.pooled[side]) v.clear();
+      for (auto& v : h.pooled2d[side]) v.clear();
       if (!shown) continue;
       h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
       h.preview[side] = !h.exact[side];
@@ -254,6 +262,7 @@ void AppState::refresh_head_rows() {
       h.preview[side] = h.exact[side] = false;
       h.label[side].clear();
       for (auto& v : h.pooled[side]) v.clear();
+      for (auto& v : h.pooled2d[side]) v.clear();
     }
     h.pending[side] = true;
     auto src = std::make_shared<OwnedRowSource>();
@@ -274,8 +283,8 @@ void AppState::refresh_head_rows() {
                    auto P = std::make_shared<std::vector<float>>(), M = std::make_shared<std::vector<float>>();
                    if (!compute_head_rows(src->view(), layer, head, *P, *M, [&ctx] { return ctx.cancelled(); }))
                      return {};
-                   auto pooled = std::make_shared<std::array<std::vector<float>, 3>>();
-                   pool_rows(*P, src->T, pooled->data());
+                   auto pooled = std::make_shared<std::array<std::vector<float>, 6>>();
+                   pool_rows(*P, src->T, pooled->data(), pooled->data() + 3);
                    return [this, side, key, P, M, pooled, exact, label] {
                      if (rows_key_[side] != key) return;  // superseded
                      HeadRows& r = rows_;
@@ -284,7 +293,10 @@ void AppState::refresh_head_rows() {
                      r.exact[side] = exact;
                      r.preview[side] = !exact;
                      r.label[side] = label;
-                     for (int i = 0; i < 3; ++i) r.pooled[side][i] = std::move((*pooled)[i]);
+                     for (int i = 0; i < 3; ++i) {
+                       r.pooled[side][i] = std::move((*pooled)[i]);
+                       r.pooled2d[side][i] = std::move((*pooled)[3 + i]);
+                     }
                      r.pending[side] = false;
                      r.version++;
                    };

@@ -94,6 +94,13 @@ void Bench::before_frame(Ui& ui) {
         }
         st.open_path(long_model_);
         i_ = 1;
+      } else if (!st.busy() && st.capture_only() && st.slots[0].run) {
+        // A capture (--bench-long-model FILE.h5): its tokens and stored head, no runs to time.
+        long_T_ = st.n_tokens();
+        const auto& r = *st.slots[0].run;
+        if (!r.layers.empty() && !r.heads.empty()) st.select(r.layers[0], r.heads[0], -1);
+        t0_ = t;  // long_propagate_ms: here the time to the first rows
+        phase_ = 6;
       } else if (!st.busy() && st.loaded.path == long_model_ && st.slots[0].run) {
         st.live_propagate = true;
         const focal::ModelConfig& c = *st.config();
@@ -105,7 +112,9 @@ void Bench::before_frame(Ui& ui) {
       }
       break;
     case 6:
-      if (!st.busy() && st.slots[0].run && (int)st.slots[0].run->token_nll.size() == long_T_) {
+      // The runs of the long prompt, then the viewed head's rows (the view worker's job that head_rows submits).
+      if (!st.busy() && st.slots[0].run && (int)st.slots[0].run->token_nll.size() == long_T_ &&
+          !st.head_rows().pending[0] && !st.head_rows().p[0].empty() && !st.busy()) {
         long_propagate_ms_ = t - t0_;
         phase_ = 7;
         i_ = 0;
@@ -128,6 +137,10 @@ void Bench::before_frame(Ui& ui) {
       st.select(st.sel_layer, st.sel_head, (int)((long long)(i_ + 1) * 7919 % long_T_));
       break;
     case 12:
+      if (st.capture_only()) {  // a capture holds its stored heads only
+        phase_ = 8;
+        break;
+      }
       if (i_ == 0) {
         st.select(st.sel_layer, (st.sel_head + 1) % st.config()->n_heads, -1);
         t0_ = t;

@@ -58,7 +58,7 @@ const char* kHelp =
     "  --no-settings         neither read nor write settings\n"
     "  --bench OUT.json      measure preview / propagate latency, fps while a job runs, and with\n"
     "  --bench-long-model D  a long prompt on model D: heatmap zoom / pan, query moves, idle frames, a head\n"
-    "                        switch; writes OUT.json\n"
+    "                        switch (D a capture .h5: its tokens and stored head, no runs); writes OUT.json\n"
     "  --bench-long-tokens N its length (default 4096; a rotary model runs past its context)\n"
     "  --help                this text\n"
     "\n"

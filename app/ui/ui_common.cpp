@@ -335,47 +335,90 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
       break;
     }
   }
-#pragma omp parallel for schedule(dynamic, 8)
-  for (int y = 0; y < h; ++y) {
-    const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
-              qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
-    for (int x = 0; x < w; ++x) {
-      const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
-                kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
-      float best = 0.0f, best_rest = 0.0f;
-      bool any = false;
-      bool windowed = false;  // causally visible keys of the texel that a sliding window hides
-      for (int q = qa; q < qb; ++q) {
-        const int kend = std::min(kb, q + 1);
-        if (ka >= kend) continue;
-        const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
-        if (std::max(ka, lo) >= kend) {
-          windowed = true;
+  // A model without sliding windows, and texels at least b rows high and b keys wide: cells of b x b (pooled2d),
+  // the causal mask from the texel's corner.
+  int pool2_b = 0, pool2_n = 0;
+  const float* pool2 = nullptr;
+  const bool windowed_model = cfg && focal::layer_window(*cfg, st.sel_layer) > 0;
+  for (int i = 2; i >= 0 && !diff && !windowed_model; --i) {
+    const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
+    if (sx >= b && sy >= b && rows.pooled2d[ps][i].size() == (size_t)n * n) {
+      pool2_b = b;
+      pool2_n = n;
+      pool2 = rows.pooled2d[ps][i].data();
+      break;
+    }
+  }
+  if (pool2) {
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; ++y) {
+      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      const int ia = qa / pool2_b, ie = (qb - 1) / pool2_b;
+      for (int x = 0; x < w; ++x) {
+        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
+                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        const size_t o = (size_t)y * w + x;
+        if (ka > qb - 1) {  // every key after every query of the texel
+          masked[o] = 1;
           continue;
         }
-        any = true;
-        float row_best = 0.0f;
-        if (diff) {
-          const float* a = A->data() + (size_t)q * T;
-          const float* b = B->data() + (size_t)q * T;
-          for (int k = ka; k < kend; ++k) {
-            const float d = b[k] - a[k];
-            if (std::fabs(d) > std::fabs(row_best)) row_best = d;
-          }
-        } else if (pool) {
-          const float* c = pool + (size_t)q * pool_n;
-          for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
-            row_best = std::max(row_best, c[j]);
-        } else {
-          const float* p = P->data() + (size_t)q * T;
-          for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
+        masked[o] = 0;
+        float best = 0.0f, best_rest = 0.0f;
+        for (int i = ia; i <= ie; ++i) {
+          const float* c = pool2 + (size_t)i * pool2_n;
+          float m = 0.0f;
+          for (int j = ka / pool2_b, je = (kb - 1) / pool2_b; j <= je; ++j) m = std::max(m, c[j]);
+          best = std::max(best, m);
+          if (i > 0) best_rest = std::max(best_rest, m);  // as below, without query row 0's block
         }
-        if (std::fabs(row_best) > std::fabs(best)) best = row_best;
-        if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
+        val[o] = best;
+        scale_val[o] = best_rest;
       }
-      val[(size_t)y * w + x] = best;
-      scale_val[(size_t)y * w + x] = best_rest;
-      masked[(size_t)y * w + x] = any ? 0 : windowed ? 2 : 1;
+    }
+  } else {
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int y = 0; y < h; ++y) {
+      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      for (int x = 0; x < w; ++x) {
+        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
+                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        float best = 0.0f, best_rest = 0.0f;
+        bool any = false;
+        bool windowed = false;  // causally visible keys of the texel that a sliding window hides
+        for (int q = qa; q < qb; ++q) {
+          const int kend = std::min(kb, q + 1);
+          if (ka >= kend) continue;
+          const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
+          if (std::max(ka, lo) >= kend) {
+            windowed = true;
+            continue;
+          }
+          any = true;
+          float row_best = 0.0f;
+          if (diff) {
+            const float* a = A->data() + (size_t)q * T;
+            const float* b = B->data() + (size_t)q * T;
+            for (int k = ka; k < kend; ++k) {
+              const float d = b[k] - a[k];
+              if (std::fabs(d) > std::fabs(row_best)) row_best = d;
+            }
+          } else if (pool) {
+            const float* c = pool + (size_t)q * pool_n;
+            for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
+              row_best = std::max(row_best, c[j]);
+          } else {
+            const float* p = P->data() + (size_t)q * T;
+            for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
+          }
+          if (std::fabs(row_best) > std::fabs(best)) best = row_best;
+          if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
+        }
+        val[(size_t)y * w + x] = best;
+        scale_val[(size_t)y * w + x] = best_rest;
+        masked[(size_t)y * w + x] = any ? 0 : windowed ? 2 : 1;
+      }
     }
   }
   float vmax = 0.0f;
