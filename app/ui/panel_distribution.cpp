@@ -84,6 +84,14 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     // behind A, both translucent, so that neither hides the other.
     const int cols = std::max(1, std::min(n, (int)W));
     const float per_col = W / cols;
+    // Long prompts: say what a bar is (the top-right corner; the top keys are named at their bars).
+    std::string pool_note;
+    if (n > cols) {
+      pool_note = fmt("%.0f keys per bar (their max)", std::ceil((double)n / cols));
+      const ImVec2 ts = ImGui::CalcTextSize(pool_note.c_str());
+      dl->AddText(ImVec2(p1.x - ts.x - 4, p0.y + 2), IM_COL32(150, 150, 160, 255), pool_note.c_str());
+    }
+    ui.labels["distribution.pool"] = {pool_note};
     const bool split = per_col >= 4.0f && !rows.p[0].empty() && !rows.p[1].empty();
     for (int s = 1; s >= 0; --s) {
       if (rows.p[s].empty()) continue;
@@ -155,7 +163,9 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
         const float x = p0.x + per * ((float)xt.values[i] - k0 + 0.5f);
         const float tw = ImGui::CalcTextSize(xt.labels[i].c_str()).x;
         dl->AddLine(ImVec2(x, p1.y), ImVec2(x, p1.y + 3), IM_COL32(150, 150, 160, 255));
-        dl->AddText(ImVec2(x - tw / 2, p1.y + 3), IM_COL32(150, 150, 160, 255), xt.labels[i].c_str());
+        // Kept inside the panel: the last tick's label ends at the plot's right edge rather than being cut.
+        dl->AddText(ImVec2(std::min(x - tw / 2, p1.x + 4 - tw), p1.y + 3), IM_COL32(150, 150, 160, 255),
+                    xt.labels[i].c_str());
         xl.push_back(xt.labels[i]);
       }
     }
