@@ -5,6 +5,7 @@
 // directly.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -270,7 +271,7 @@ class AppState {
     const focal::RunCapture* run = nullptr;  // with the slot's version: a new run at a freed one's address differs
     uint64_t version = 0;
     int T = 0;
-    std::vector<float> means[focal::kNumRowMetrics];
+    std::array<std::vector<float>, focal::kNumRowMetrics> means;
   };
   mutable HeadMeans head_means_[2];
 };
