@@ -71,6 +71,15 @@ struct HeadRows {
   // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
   std::vector<float> pooled2d[2][3];
   uint64_t version = 0;
+  // Nothing shown for a side: no rows, metrics, label or pooled copies, not pending.
+  void clear_side(int side) {
+    p[side].clear();
+    metrics[side].clear();
+    preview[side] = exact[side] = pending[side] = false;
+    label[side].clear();
+    for (auto& v : pooled[side]) v.clear();
+    for (auto& v : pooled2d[side]) v.clear();
+  }
 };
 constexpr int kHeatPoolKeys[3] = {8, 64, 512};
 

@@ -241,13 +241,7 @@ void AppState::refresh_head_rows() {
     const char* job_key = side == 0 ? "rows_a" : "rows_b";
     if (!async || !shown) {
       views.cancel(job_key);
-      h.pending[side] = false;
-      h.p[side].clear();
-      h.metrics[side].clear();
-      h.preview[side] = h.exact[side] = false;
-      h.label[side].clear();
-      for (auto& v : h.pooled[side]) v.clear();
-      for (auto& v : h.pooled2d[side]) v.clear();
+      h.clear_side(side);
       if (!shown) continue;
       h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
       h.preview[side] = !h.exact[side];
@@ -256,14 +250,7 @@ void AppState::refresh_head_rows() {
       continue;
     }
     // Long prompt: on the view worker. The rows shown until then are of the same place under label[side], or none.
-    if (!same_place) {
-      h.p[side].clear();
-      h.metrics[side].clear();
-      h.preview[side] = h.exact[side] = false;
-      h.label[side].clear();
-      for (auto& v : h.pooled[side]) v.clear();
-      for (auto& v : h.pooled2d[side]) v.clear();
-    }
+    if (!same_place) h.clear_side(side);
     h.pending[side] = true;
     auto src = std::make_shared<OwnedRowSource>();
     src->run = s.run;

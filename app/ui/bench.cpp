@@ -155,6 +155,15 @@ void Bench::after_render() {
   if (phase_ == 2 && armed_) preview_cpu_ms_.push_back(now_ms() - t0_);
 }
 
+void Bench::frame_phase(std::vector<double>& frame_ms, double t, int n_frames, int next_phase) {
+  frame_ms.push_back(t - last_frame_);
+  last_frame_ = t;
+  if (++i_ == n_frames) {
+    phase_ = next_phase;
+    i_ = 0;
+  }
+}
+
 bool Bench::after_frame(Ui& ui) {
   AppState& st = ui.st;
   const double t = now_ms();
@@ -207,30 +216,9 @@ bool Bench::after_frame(Ui& ui) {
         }
       }
       break;
-    case 7:
-      long_frame_ms_.push_back(t - last_frame_);
-      last_frame_ = t;
-      if (++i_ == 90) {
-        phase_ = 10;
-        i_ = 0;
-      }
-      break;
-    case 10:
-      long_query_frame_ms_.push_back(t - last_frame_);
-      last_frame_ = t;
-      if (++i_ == 60) {
-        phase_ = 11;
-        i_ = 0;
-      }
-      break;
-    case 11:
-      long_idle_frame_ms_.push_back(t - last_frame_);
-      last_frame_ = t;
-      if (++i_ == 40) {
-        phase_ = 12;
-        i_ = 0;
-      }
-      break;
+    case 7: frame_phase(long_frame_ms_, t, 90, 10); break;
+    case 10: frame_phase(long_query_frame_ms_, t, 60, 11); break;
+    case 11: frame_phase(long_idle_frame_ms_, t, 40, 12); break;
     case 12:  // the new head's rows shown (a re-run when the run held the viewed head only)
       if (i_ == 1 && !st.busy() && st.head_rows().head == st.sel_head && !st.head_rows().p[0].empty()) {
         long_head_switch_ms_ = t - t0_;

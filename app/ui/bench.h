@@ -26,6 +26,8 @@ class Bench {
 
  private:
   void set_t(Ui& ui, float t);
+  // Records the frame just presented; after n_frames of them moves on to next_phase.
+  void frame_phase(std::vector<double>& frame_ms, double t, int n_frames, int next_phase);
   std::string out_, long_model_, error_;
   int phase_ = 0, i_ = 0, reported_phase_ = -1;
   double t0_ = 0.0, phase_start_ = 0.0;
