@@ -288,13 +288,64 @@ TEST(OpsRope, TokenOffsetEqualsPos0) {
   }
 }
 
+// rope_freqs keeps the calling thread's last cos / sin table: a call with other positions, frequencies or scale
+// must not read it. Each call against the fp32-angle reference in double (cos_scale applied to cos and sin), 1e-6
+// absolute as above; the same x, so a stale table would show as another rotation.
+TEST(OpsRope, KeptTableFollowsEachCall) {
+  std::mt19937 rng(41);
+  const int n_tokens = 3, n_heads = 2, d = 8, half = d / 2;
+  const auto x0 = random_vec((size_t)n_tokens * n_heads * d, rng);
+  std::vector<float> freq_a(half), freq_b(half);
+  for (int i = 0; i < half; ++i) {
+    freq_a[i] = 1.0f / std::pow(10000.0f, (float)(2 * i) / (float)d);
+    freq_b[i] = 1.0f / std::pow(500000.0f, (float)(2 * i) / (float)d);
+  }
+  struct Call {
+    int pos0;
+    const std::vector<float>* freq;
+    float scale;
+  };
+  const Call calls[] = {{5, &freq_a, 1.0f}, {5, &freq_a, 1.0f}, {5, &freq_b, 1.0f}, {5, &freq_a, 0.5f},
+                        {6, &freq_a, 0.5f}, {6, &freq_a, 0.5f}, {0, &freq_b, 1.0f}};
+  for (const Call& c : calls) {
+    SCOPED_TRACE(testing::Message() << "pos0=" << c.pos0 << " scale=" << c.scale);
+    auto x = x0;
+    rope_freqs(x.data(), n_tokens, n_heads, d, c.pos0, c.freq->data(), c.scale);
+    for (int t = 0; t < n_tokens; ++t)
+      for (int h = 0; h < n_heads; ++h)
+        for (int i = 0; i < half; ++i) {
+          const size_t o = ((size_t)t * n_heads + h) * d;
+          const double ang = (double)((float)(c.pos0 + t) * (*c.freq)[i]);
+          const double cs = std::cos(ang) * c.scale, sn = std::sin(ang) * c.scale;
+          ASSERT_NEAR(x[o + i], x0[o + i] * cs - x0[o + i + half] * sn, 1e-6) << "t=" << t << " i=" << i;
+          ASSERT_NEAR(x[o + i + half], x0[o + i + half] * cs + x0[o + i] * sn, 1e-6) << "t=" << t << " i=" << i;
+        }
+  }
+}
+
+// A call whose table would pass 2^19 values (16 400 tokens x 32 pairs) forms each token's angles as it goes: its
+// rows equal those of short calls at the same positions (which keep their tables), within 1e-6.
+TEST(OpsRope, LongCallWithoutTableEqualsShortCalls) {
+  std::mt19937 rng(42);
+  const int n_tokens = 16400, n_heads = 1, d = 64;
+  const auto x0 = random_vec((size_t)n_tokens * n_heads * d, rng);
+  auto all = x0;
+  rope(all.data(), n_tokens, n_heads, d, 3, 10000.0f);
+  for (int t : {0, 1, 8191, 16399}) {
+    std::vector<float> one(x0.begin() + (size_t)t * d, x0.begin() + (size_t)(t + 1) * d);
+    rope(one.data(), 1, n_heads, d, 3 + t, 10000.0f);
+    for (int i = 0; i < d; ++i) ASSERT_NEAR(one[i], all[(size_t)t * d + i], 1e-6) << "t=" << t << " i=" << i;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // swiglu, add_inplace, embed
 
 TEST(OpsSwiglu, MatchesDoubleReference) {
   std::mt19937 rng(5);
-  auto gate = random_vec(1000, rng, -8.0f, 8.0f);
-  auto up = random_vec(1000, rng, -3.0f, 3.0f);
+  // 70 003 values: the parallel path (> 65 536), spans of 4 096 and a short last span.
+  auto gate = random_vec(70003, rng, -8.0f, 8.0f);
+  auto up = random_vec(70003, rng, -3.0f, 3.0f);
   // Extremes: silu(-100) underflows towards -0, silu(+100) = 100, silu(0) = 0.
   gate[0] = -100.0f;
   gate[1] = 100.0f;
@@ -304,8 +355,9 @@ TEST(OpsSwiglu, MatchesDoubleReference) {
   std::vector<float> out(gate.size(), NAN);
   swiglu(gate.data(), up.data(), out.data(), gate.size());
   for (size_t i = 0; i < gate.size(); ++i) {
-    // Reference: x / (1 + e^-x) * up in double. Tolerance: expf (1 ulp), the add, divide and multiply (0.5 ulp
-    // each) -> <= 8 * 2^-24 relative; 1e-30 absolute for results that underflow in fp32 (silu(-100) ~ -4e-42).
+    // Reference: x / (1 + e^-x) * up in double. Tolerance: e^-|x| within 2e-7 relative (exp_nonpos), which the
+    // sigmoid carries at most undamped, then the add, divide and two multiplies (0.5 ulp each): < 3.2e-7, within
+    // 8 * 2^-24 = 4.8e-7 relative; 1e-30 absolute for results that underflow in fp32 (silu(-100) ~ -4e-42).
     const double g = gate[i];
     const double ref = g / (1.0 + std::exp(-g)) * (double)up[i];
     ASSERT_NEAR(out[i], ref, 8 * kEps32 * std::fabs(ref) + 1e-30) << "gate=" << g << " up=" << up[i];

@@ -44,6 +44,7 @@ void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float ep
     const float* xr = x + (size_t)r * n;
     float* yr = y + (size_t)r * n;
     float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
     for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
     const float f = math::rms_factor(ss, n, eps);
     // HF order: weight * (x * rsqrt(var + eps))
@@ -58,16 +59,56 @@ void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_
   rope_freqs(x, n_tokens, n_heads, d_head, pos0, inv_freq.data(), 1.0f);
 }
 
+namespace {
+
+// The cos / sin of one call's positions and frequencies, [n_tokens, half] each: a forward rotates q and k of every
+// layer at the same positions, so the calling thread keeps the last table and later calls with the same positions,
+// frequencies and scale reuse it (SmolLM2 decode computed 60 x 64 sin / cos per token before). Tables of more than
+// kMaxFloats values are not kept: those calls compute each token's angles as they go.
+struct RopeTable {
+  static constexpr size_t kMaxFloats = size_t(1) << 19;  // 2 MiB a table
+  int pos0 = 0, n_tokens = 0;
+  float cs_scale = 0.0f;
+  std::vector<float> inv_freq, cs, sn;  // [half], [n_tokens, half], [n_tokens, half]
+  bool holds(int p0, int n, const float* f, int half, float scale) const {
+    return !cs.empty() && pos0 == p0 && n_tokens == n && cs_scale == scale && (int)inv_freq.size() == half &&
+           std::equal(inv_freq.begin(), inv_freq.end(), f);
+  }
+};
+
+void rope_angles(int pos, const float* inv_freq, int half, float cs_scale, float* cs, float* sn) {
+  for (int i = 0; i < half; ++i) {
+    const float ang = math::rope_angle(pos, inv_freq[i]);
+    cs[i] = cosf(ang) * cs_scale;  // HF: cos = emb.cos() * attention_scaling (exact for 1)
+    sn[i] = sinf(ang) * cs_scale;
+  }
+}
+
+}  // namespace
+
 void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq, float cs_scale) {
   const int half = d_head / 2;
+  thread_local RopeTable table;
+  const bool tabled = (size_t)n_tokens * half <= RopeTable::kMaxFloats;
+  if (tabled && !table.holds(pos0, n_tokens, inv_freq, half, cs_scale)) {
+    table.pos0 = pos0;
+    table.n_tokens = n_tokens;
+    table.cs_scale = cs_scale;
+    table.inv_freq.assign(inv_freq, inv_freq + half);
+    table.cs.resize((size_t)n_tokens * half);
+    table.sn.resize((size_t)n_tokens * half);
+    float *cs = table.cs.data(), *sn = table.sn.data();
+#pragma omp parallel for schedule(static) if (n_tokens > 16)
+    for (int t = 0; t < n_tokens; ++t)
+      rope_angles(pos0 + t, inv_freq, half, cs_scale, cs + (size_t)t * half, sn + (size_t)t * half);
+  }
+  const float *cs_all = table.cs.data(), *sn_all = table.sn.data();  // the calling thread's table
 #pragma omp parallel for schedule(static) if (n_tokens > 16)
   for (int t = 0; t < n_tokens; ++t) {
-    float cs[512], sn[512];  // d_head/2 <= 512
-    for (int i = 0; i < half; ++i) {
-      const float ang = math::rope_angle(pos0 + t, inv_freq[i]);
-      cs[i] = cosf(ang) * cs_scale;  // HF: cos = emb.cos() * attention_scaling (exact for 1)
-      sn[i] = sinf(ang) * cs_scale;
-    }
+    float cs_own[512], sn_own[512];  // d_head/2 <= 512, when the call's table is not kept
+    if (!tabled) rope_angles(pos0 + t, inv_freq, half, cs_scale, cs_own, sn_own);
+    const float* cs = tabled ? cs_all + (size_t)t * half : cs_own;
+    const float* sn = tabled ? sn_all + (size_t)t * half : sn_own;
     float* xt = x + (size_t)t * n_heads * d_head;
     for (int h = 0; h < n_heads; ++h) {
       float* xh = xt + (size_t)h * d_head;
@@ -91,16 +132,15 @@ void layernorm(const float* x, const float* w, const float* b, float* y, int row
   }
 }
 
-void swiglu(const float* gate, const float* up, float* out, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+namespace {
+// The vector bodies of the SwiGLU, GELU and soft-cap loops, cloned per ISA (an OpenMP region's outlined body is not,
+// so the parallel loops below hand these spans to the threads). Element by element, no FMA contraction: every clone
+// gives the same bits as the baseline.
+constexpr size_t kSpan = 4096;
+FOCAL_TARGET_CLONES void swiglu_span(const float* gate, const float* up, float* out, size_t n) {
+#pragma omp simd
   for (size_t i = 0; i < n; ++i) out[i] = math::silu(gate[i]) * up[i];
 }
-
-namespace {
-// The vector bodies of the GELU and soft-cap loops, cloned per ISA (an OpenMP region's outlined body is not, so the
-// parallel loops below hand these spans to the threads). Element by element, no FMA contraction: every clone gives
-// the same bits as the baseline.
-constexpr size_t kSpan = 4096;
 FOCAL_TARGET_CLONES void gelu_tanh_span(const float* gate, const float* up, float* out, size_t n) {
   if (up) {
 #pragma omp simd
@@ -115,6 +155,15 @@ FOCAL_TARGET_CLONES void softcap_span(const float* x, float* y, size_t n, float 
   for (size_t i = 0; i < n; ++i) y[i] = cap * math::tanh_approx(x[i] * scale / cap);
 }
 }  // namespace
+
+void swiglu(const float* gate, const float* up, float* out, size_t n) {
+  const size_t spans = (n + kSpan - 1) / kSpan;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t s = 0; s < spans; ++s) {
+    const size_t i0 = s * kSpan;
+    swiglu_span(gate + i0, up + i0, out + i0, std::min(kSpan, n - i0));
+  }
+}
 
 void act_mul(const float* gate, const float* up, float* out, size_t n, Act act) {
   if (act == Act::kSilu && up) return swiglu(gate, up, out, n);

@@ -84,6 +84,7 @@ FOCAL_AVX2 void fused_rows_q6k(const float* x, const float* /*xsum16*/, const QM
   const int64_t cols = w.cols, n_units = cols / 32;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc_a[M][2], acc_b[M][2];
     for (int i = 0; i < M; ++i)
       for (int k = 0; k < 2; ++k) acc_a[i][k] = acc_b[i][k] = _mm256_setzero_ps();
@@ -109,6 +110,7 @@ FOCAL_AVX2 void fused_rows_q4k(const float* x, const float* xsum16, const QMatri
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc[M][4];
     float off[M];
     for (int i = 0; i < M; ++i) {
@@ -168,6 +170,7 @@ FOCAL_AVX2 void fused_rows_16(const float* x, const float* /*xsum16*/, const QMa
   const int64_t cols = w.cols;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
     int64_t c = 0;
@@ -240,6 +243,7 @@ FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatri
   const int64_t cols = w.cols, nb = cols / 32, n16 = cols / 16;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc_a[M][2], acc_b[M][2];
     float off_a[M], off_b[M];
     for (int i = 0; i < M; ++i) {
@@ -304,6 +308,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc = _mm256_setzero_ps();
     float off = 0.0f;
     for (int64_t blk = 0; blk < n_blocks; ++blk) {

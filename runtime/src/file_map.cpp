@@ -44,6 +44,10 @@ FileMap copy_into_memory(const FileMap& src, const std::string& path,
   if (m == MAP_FAILED)
     throw Error("cannot allocate " + std::to_string(size) + " bytes to hold '" + path + "': " + std::strerror(errno) +
                 " (--mmap maps the file instead)");
+  // Transparent huge pages where the kernel allows them for an madvise'd range (Debian's default: "madvise"): decode
+  // streams every weight once per token, and 2 MiB pages take 512 times fewer TLB walks than 4 KiB ones. Advice only:
+  // a kernel without THP ignores it.
+  madvise(m, size, MADV_HUGEPAGE);
   auto* dst = static_cast<uint8_t*>(m);
   constexpr size_t kChunk = 16u << 20;  // a multiple of the page size
   const int64_t n_chunks = (int64_t)((size + kChunk - 1) / kChunk);

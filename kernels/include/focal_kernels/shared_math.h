@@ -126,7 +126,13 @@ FOCAL_HD float exp_nonpos(float x_in) {
   return x_in != x_in ? x_in : e;
 }
 
-FOCAL_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+// x sigmoid(x) with e = e^-|x| through exp_nonpos: sigmoid = 1 / (1 + e) for x >= 0, e / (1 + e) below; branch-free
+// so the SwiGLU loop vectorises (decode spent ~5 % of a SmolLM2 token in scalar expf). Relative error < 4e-7: e's
+// 2e-7 enters sigmoid damped by 1 / (1 + e), then the divide and multiply round. silu(-inf) is NaN, as x / (1 + e^-x).
+FOCAL_HD float silu(float x) {
+  const float e = exp_nonpos(x < 0.0f ? x : -x);
+  return x * ((x >= 0.0f ? 1.0f : e) / (1.0f + e));
+}
 
 // tanh(x) = (1 - e^-2|x|) / (1 + e^-2|x|) with the sign of x, through exp_nonpos: branch-free so the soft-cap and
 // GELU loops vectorise, absolute error < 3e-7 (relative error of exp_nonpos < 2e-7, one division); NaN stays NaN,
