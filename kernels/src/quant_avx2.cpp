@@ -306,29 +306,50 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
   const int64_t n_blocks = w.cols / 256;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), sixteen = _mm256_set1_epi8(16);
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
+  // The block's integer scales as int16 lanes, both 128-bit halves alike (Q6_K: scales 0-7, or 8-15, per half); pick[u]
+  // is the vpshufb control that spreads unit u's scale over its lanes (Q6_K: scale 2u in the low half, 2u + 1 in the
+  // high half), so a unit's scale vector is one shuffle, not a scalar broadcast.
+  __m256i pick[8];
+  for (int u = 0; u < 8; ++u) {
+    const int lo = kQ6 ? (2 * u) % 8 : u, hi = kQ6 ? (2 * u + 1) % 8 : u;
+    pick[u] = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * hi)), _mm_set1_epi16((short)(0x0100 + 0x0202 * lo)));
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     prefetch_row_ahead(row, w.row_bytes);
     __m256 acc = _mm256_setzero_ps();
-    float off = 0.0f;
+    __m256 off = _mm256_setzero_ps();  // the offsets: -dmin mn S32 (Q4_K / Q5_K), -32 d sc S16 (Q6_K)
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
-      int sc[16], mn[8];  // Q4_K / Q5_K: 8 scales and mins; Q6_K: 16 scales
+      __m256i sc_lo, sc_hi;  // units 0-3 and 4-7 read their scales here (Q4_K / Q5_K: the same register)
       if constexpr (kQ6) {
-        for (int j = 0; j < 16; ++j) sc[j] = (int)(b[192 + j] ^ 0x80) - 128;  // the int8 scales
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // the int8 scales
+        const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
+        sc_lo = _mm256_permute2x128_si256(s16, s16, 0x00);
+        sc_hi = _mm256_permute2x128_si256(s16, s16, 0x11);
+        const __m256 m32d = _mm256_set1_ps(-32.0f * f16c_at(b + 208));
+        const float* xs = xd.sum16.data() + blk * 16;
+        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)), m32d), _mm256_loadu_ps(xs),
+                              off);
+        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))), m32d),
+                              _mm256_loadu_ps(xs + 8), off);
       } else {
-        for (int j = 0; j < 8; ++j) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
+        uint64_t sc8, mn8;
+        k4_scales_mins(b + 4, &sc8, &mn8);
+        sc_lo = sc_hi = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
+        off = _mm256_fmadd_ps(_mm256_mul_ps(mnf, _mm256_set1_ps(-f16c_at(b + 2))),
+                              _mm256_loadu_ps(xd.sum32.data() + blk * 8), off);
       }
       __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
       for (int u = 0; u < 8; ++u) {
-        __m256i q, scv;
+        __m256i q;
         if constexpr (kQ6) {
           const int h = u / 4, g = u % 4;
           const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32 * (g & 1)));
           const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
           q = _mm256_or_si256(_mm256_and_si256(g >= 2 ? _mm256_srli_epi16(ql, 4) : ql, m4),
                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3), 4));
-          scv = _mm256_set_m128i(_mm_set1_epi16((short)sc[2 * u + 1]), _mm_set1_epi16((short)sc[2 * u]));
         } else {
           constexpr int kQs = T == kQ5_K ? 48 : 16;
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 2)));
@@ -338,8 +359,8 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
             q = _mm256_add_epi8(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen));
           }
-          scv = _mm256_set1_epi16((short)sc[u]);
         }
+        const __m256i scv = _mm256_shuffle_epi8(u < 4 ? sc_lo : sc_hi, pick[u]);
         const int64_t c = blk * 256 + 32 * u;
         const __m256i t0 = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + c)));
         const __m256i t1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + c)));
@@ -353,18 +374,8 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
                           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
       acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xd.scale[(size_t)blk]), f, acc);
-      float m = 0.0f;
-      if constexpr (kQ6) {
-        const float* xs = xd.sum16.data() + blk * 16;
-        for (int j = 0; j < 16; ++j) m += (float)sc[j] * xs[j];
-        off -= 32.0f * d * m;
-      } else {
-        const float* xs = xd.sum32.data() + blk * 8;
-        for (int j = 0; j < 8; ++j) m += (float)mn[j] * xs[j];
-        off -= f16c_at(b + 2) * m;
-      }
     }
-    y[r] = hsum8(acc) + off;
+    y[r] = hsum8(acc) + hsum8(off);
   }
 }
 template void kquant_digit_rows_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);

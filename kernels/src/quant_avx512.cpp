@@ -216,16 +216,8 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
         scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
         off16 = _mm512_fmadd_ps(dsc, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       } else {
-        // the 6-bit scales and mins as bytes: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = low nibbles of
-        // w2 with w0's top two bits above them, mins 4-7 = high nibbles of w2 with w1's top bits
-        uint32_t w0, w1, w2;
-        std::memcpy(&w0, b + 4, 4);
-        std::memcpy(&w1, b + 8, 4);
-        std::memcpy(&w2, b + 12, 4);
-        const uint64_t sc8 =
-            (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
-        const uint64_t mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) |
-                             ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
+        uint64_t sc8, mn8;  // the 6-bit scales and mins as bytes
+        k4_scales_mins(b + 4, &sc8, &mn8);
         const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b) | ((uint32_t)u16_at(b + 2) << 16))));
         const __m256 scf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
                                          _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));

@@ -20,6 +20,18 @@ inline void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
   for (size_t l = 0; l < row_bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
 }
 
+// Q4_K / Q5_K's eight 6-bit scales and mins (qblocks::scale_min_k4 of the 12 bytes at q) as the bytes of two words,
+// sub-block j in byte j: scales 0-3 = w0 & 63, mins 0-3 = w1 & 63, scales 4-7 = the low nibbles of w2 with w0's top
+// two bits above them, mins 4-7 = the high nibbles of w2 with w1's top bits.
+inline void k4_scales_mins(const uint8_t* q, uint64_t* sc8, uint64_t* mn8) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, q, 4);
+  __builtin_memcpy(&w1, q + 4, 4);
+  __builtin_memcpy(&w2, q + 8, 4);
+  *sc8 = (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
+  *mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) | ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
+}
+
 // The sum of v's eight lanes: halves, then pairs, then the last two.
 FOCAL_AVX2 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
