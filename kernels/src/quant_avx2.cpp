@@ -312,7 +312,8 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
   __m256i pick[8];
   for (int u = 0; u < 8; ++u) {
     const int lo = kQ6 ? (2 * u) % 8 : u, hi = kQ6 ? (2 * u + 1) % 8 : u;
-    pick[u] = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * hi)), _mm_set1_epi16((short)(0x0100 + 0x0202 * lo)));
+    pick[u] =
+        _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * hi)), _mm_set1_epi16((short)(0x0100 + 0x0202 * lo)));
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);

@@ -29,7 +29,8 @@ inline void k4_scales_mins(const uint8_t* q, uint64_t* sc8, uint64_t* mn8) {
   __builtin_memcpy(&w1, q + 4, 4);
   __builtin_memcpy(&w2, q + 8, 4);
   *sc8 = (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
-  *mn8 = (uint64_t)(w1 & 0x3F3F3F3Fu) | ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
+  *mn8 =
+      (uint64_t)(w1 & 0x3F3F3F3Fu) | ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
 }
 
 // The sum of v's eight lanes: halves, then pairs, then the last two.
