@@ -292,6 +292,75 @@ template RowsFn avx2_rows<kQ6_K>(int);
 template RowsFn avx2_rows<kQF16>(int);
 template RowsFn avx2_rows<kQBF16>(int);
 
+// ---- Q4_0 and Q4_1, x in digits ----
+// Per pair of blocks A, B (x's digits of group 64 in nibble-pair order, quant_digits.h): one 32-byte register holds
+// A's and B's 16 quant bytes; its low nibbles meet digits 0..31 of the pair, its high nibbles 32..63. Per digit two
+// vpmaddubsw (pairs at most 2 * 15 * 128) summed in int16 (at most 7680) and widened by vpmaddwd: lanes 0-3 hold A's
+// sums, 4-7 B's, each at most 8 * 15 * 128 = 15360, so the three digits chained as d2 65536 + d1 256 + d0 (< 2^30)
+// stay exact in int32 and each lane becomes a float once. Q4_0's -8 and Q4_1's min come back through the blocks' fp32
+// sums of x. About half the instructions per value of the fp32 row kernel (avx2_rows), which decode was bound by.
+
+// One digit's products with a pair's nibbles: lanes 0-3 A's sums, 4-7 B's (xk: the pair's 64 digits).
+FOCAL_AVX2 inline __m256i pair_digit_dot(__m256i lo, __m256i hi, const int8_t* xk, __m256i ones) {
+  const __m256i s =
+      _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xk))),
+                       _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xk + 32))));
+  return _mm256_madd_epi16(s, ones);
+}
+
+template <int T>
+FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
+  static_assert(T == kQ4_0 || T == kQ4_1, "Q4_0 and Q4_1 only (Q8_0's pairs would saturate vpmaddubsw)");
+  constexpr int kBytes = qblocks::block_bytes(T), kQ = T == kQ4_1 ? 4 : 2;
+  const int64_t nb = w.cols / 32, n_pairs = (nb + 1) / 2;
+  const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
+  const float *scale = xd.scale.data(), *sum32 = xd.sum32.data();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  // d_A into lanes 0-3 and d_B into 4-7 from the widened scales [d_A, d_B] (Q4_1: [d_A, m_A, d_B, m_B])
+  const __m256i lane_scale =
+      T == kQ4_1 ? _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2) : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    prefetch_row_ahead(row, w.row_bytes);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 off = _mm_setzero_ps();  // lanes 0, 1 (Q4_1: 1, 3) collect c_A S_A, c_B S_B
+    for (int64_t pr = 0; pr < n_pairs; ++pr) {
+      const bool has_b = 2 * pr + 1 < nb;  // a lone last block pairs with itself; its B digits and sums are zero
+      const uint8_t* a = row + 2 * pr * kBytes;
+      const uint8_t* b = has_b ? a + kBytes : a;
+      const __m256i v =
+          _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + kQ))),
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQ)), 1);
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const int64_t c = pr * 64;
+      __m256i t = pair_digit_dot(lo, hi, x2 + c, ones);
+      t = _mm256_add_epi32(_mm256_slli_epi32(t, 8), pair_digit_dot(lo, hi, x1 + c, ones));
+      t = _mm256_add_epi32(_mm256_slli_epi32(t, 8), pair_digit_dot(lo, hi, x0 + c, ones));
+      __m128 dm;  // the fp16 scales, widened
+      if constexpr (T == kQ4_1) {
+        uint32_t ua, ub;
+        std::memcpy(&ua, a, 4);
+        std::memcpy(&ub, b, 4);
+        dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)ua), has_b ? (int)ub : 0, 1));
+      } else {
+        uint16_t ua, ub;
+        std::memcpy(&ua, a, 2);
+        std::memcpy(&ub, b, 2);
+        dm = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(ua), has_b ? ub : 0, 1));
+      }
+      const __m256 dv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), lane_scale);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(scale[pr])), _mm256_cvtepi32_ps(t), acc);
+      const float sa = sum32[2 * pr], sb = sum32[2 * pr + 1];
+      off = _mm_fmadd_ps(dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(-8.0f * sa, -8.0f * sb, 0, 0),
+                         off);
+    }
+    const __m128 o2 = _mm_add_ps(off, _mm_movehl_ps(off, off));
+    y[r] = hsum8(acc) + _mm_cvtss_f32(_mm_add_ss(o2, _mm_movehdup_ps(o2)));
+  }
+}
+template void b32_digit_rows_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void b32_digit_rows_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
 // ---- the K formats, x in digits ----
 // Each 32-value unit's dot with the unsigned quants (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is three exact integer
 // products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale of its sub-block

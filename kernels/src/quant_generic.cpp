@@ -35,9 +35,9 @@ constexpr QTypeInfo kQTypes[] = {
     {kQBF16, 1,   2,                     false, {0, -1},   0x7F80u, &dequant_bf16,
      &avx2_rows<kQBF16>, nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
     {kQ4_0,  32,  2 + 16,                false, {0, -1},   0x7C00u, &dequant_q4_0,  // d, qs
-     &avx2_rows<kQ4_0>,  nullptr,              &b32_rows_vnni<kQ4_0>, 64,  Order::kNibblePairs, &panels_vnni<kQ4_0>},
+     &avx2_rows<kQ4_0>,  &b32_digit_rows_avx2<kQ4_0>, &b32_rows_vnni<kQ4_0>, 64, Order::kNibblePairs, &panels_vnni<kQ4_0>},
     {kQ4_1,  32,  2 + 2 + 16,            true,  {0, 2},    0x7C00u, &dequant_q4_1,  // d, m, qs
-     &avx2_rows<kQ4_1>,  nullptr,              &b32_rows_vnni<kQ4_1>, 64,  Order::kNibblePairs, &panels_vnni<kQ4_1>},
+     &avx2_rows<kQ4_1>,  &b32_digit_rows_avx2<kQ4_1>, &b32_rows_vnni<kQ4_1>, 64, Order::kNibblePairs, &panels_vnni<kQ4_1>},
     {kQ5_0,  32,  2 + 4 + 16,            false, {0, -1},   0x7C00u, &dequant_q5_0,  // d, qh, qs
      nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
     {kQ5_1,  32,  2 + 2 + 4 + 16,        true,  {0, 2},    0x7C00u, &dequant_q5_1,  // d, m, qh, qs

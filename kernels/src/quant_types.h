@@ -58,6 +58,9 @@ void generic_rows(const float* x, const QMatrix& w, float* y, int m, int64_t r0,
 // ---- quant_avx2.cpp (declared with their ISA: GCC keeps a template's target from its first declaration) ----
 template <int T>
 RowsFn avx2_rows(int m);  // Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16
+// Q4_0 and Q4_1 with x in digits of group 64, nibble-pair order (the digits b32_rows_vnni reads).
+template <int T>
+FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 // Q4_K, Q5_K and Q6_K with x in digits of group 256, natural order.
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
