@@ -3,27 +3,44 @@
 # with FOCAL_QUANT_ISA=avx2 against llama.cpp built for AVX2 only (bench/llamacpp/build.sh --avx2), and the native
 # level against llama.cpp's native build. For each level: SmolLM2-135M Q4_1 prefill (T = 512) and decode, then
 # the 8B Q4_K file of bench/run_big.sh (decode only), decode in rounds that alternate the tools (a shared machine's
-# bandwidth drifts by tens of percent within minutes: compare neighbouring rows). Takes about 15 minutes on 2
-# cores; the two llama.cpp builds take about 16 minutes each the first time.
-# usage: bench/run_isa.sh [THREADS] [ROUNDS]
+# bandwidth drifts by tens of percent within minutes: compare neighbouring rows). With --mixes, each level also
+# decodes the 8B shape as Q4_K_M, Q5_K_M and Q8_0 (bench/run_big.sh's files, made by make_big_model --mix if
+# missing); --only-mixes: those alone. Takes about 15 minutes on 2 cores (--mixes: about 12 more); the two llama.cpp
+# builds take about 16 minutes each the first time.
+# usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
 rounds=${2:-2}
+mixes=""
+only_mixes=""
+case "${3:-}" in
+  --mixes) mixes=1 ;;
+  --only-mixes) mixes=1 only_mixes=1 ;;
+  "") ;;
+  *) echo "run_isa.sh: unknown option '$3' (see --help)" >&2; exit 2 ;;
+esac
 cache="${FOCAL_CACHE:-/root/.cache/focalscope}"
 lb_native="$(bench/llamacpp/build.sh | tail -1)"
 lb_avx2="$(bench/llamacpp/build.sh --avx2 | tail -1)"
 smol="$(scripts/fetch-smollm2.sh)"
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
-[ -f "$big" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$big"; }
+[ -n "$only_mixes" ] || [ -f "$big" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$big"; }
+if [ -n "$mixes" ]; then
+  for mix in q4_k_m q5_k_m q8_0; do
+    f="$cache/big/llama3-8b-shape-$mix.gguf"
+    [ -f "$f" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$f" --mix "$mix"; }
+  done
+fi
 export OMP_NUM_THREADS=$threads
 isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u '+%F %H:%M') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
 for level in native avx2; do
   if [ "$level" = avx2 ]; then lb="$lb_avx2"; export FOCAL_QUANT_ISA=avx2; else lb="$lb_native"; unset FOCAL_QUANT_ISA; fi
   echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, llama-bench $lb"
+  if [ -z "$only_mixes" ]; then
   echo "-- SmolLM2 prefill T = 512: focalscope, then llama-bench --"
   build/bench/weights_bench "$smol" --prefill 512 --decode 0 --reps 3 | grep prefill
   # llama.cpp 0.3.36's prompt processing through its AMX repack crashes on Intel CPUs with AMX (as in run_big.sh):
@@ -42,5 +59,16 @@ for level in native avx2; do
     build/bench/weights_bench "$big" --prefill 0 --decode 16 --reps 3 | grep decode
     "$lb" -m "$big" -t "$threads" -p 0 -n 16 -r 3 -o md 2>/dev/null | grep -E "tg16"
   done
+  fi
+  if [ -n "$mixes" ]; then
+    for mix in q4_k_m q5_k_m q8_0; do
+      f="$cache/big/llama3-8b-shape-$mix.gguf"
+      for round in $(seq 1 "$rounds"); do
+        echo "-- 8B $mix decode, round $round: focalscope, then llama-bench --"
+        build/bench/weights_bench "$f" --prefill 0 --decode 16 --reps 1 | grep decode
+        "$lb" -m "$f" -t "$threads" -p 0 -n 16 -r 2 -o md 2>/dev/null | grep -E "tg16"
+      done
+    done
+  fi
 done
 echo "load after: $(uptime | sed 's/.*average: //')"

@@ -178,7 +178,7 @@ template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float
 // sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K). The offsets come back through fp32 sums of x: Q4_K / Q5_K's
 // mins -dmin mn over each 32, Q6_K's -32 d sc over each 16. Four accumulators (one per chunk) keep the FMA latency
 // off the critical path; the weights are prefetched 4 KiB ahead (the streamer alone left the loads waiting: +40 %
-// measured on Q4_K).
+// measured on Q4_K), 2 KiB while the held weights pass the last-level cache (quant.h: note_held_weight_bytes).
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
   constexpr int kBytes = qblocks::block_bytes(T);
@@ -186,6 +186,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), sixteen = _mm512_set1_epi8(16);
+  const size_t ahead = decode_prefetch_ahead(4096);
   // Q4_K / Q5_K: nibble shift per half; Q6_K: qh shift per half for even and odd chunks
   const __m512i shift4 = halves(_mm256_setzero_si256(), _mm256_set1_epi16(4));
   const __m512i qh_shift[2] = {halves(_mm256_set1_epi16(0), _mm256_set1_epi16(2)),
@@ -207,7 +208,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
     __m256 off8 = _mm256_setzero_ps();   // Q4_K / Q5_K: -dmin mn S32 over the 8 sub-blocks
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
-      for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + l, _MM_HINT_T0);
+      for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + ahead + l, _MM_HINT_T0);
       __m512 scz;  // d s sc per sub-block
       if constexpr (kQ6) {
         const __m512 dsc = _mm512_mul_ps(
@@ -269,7 +270,8 @@ template void kquant_rows_vnni<kQ6_K>(const digits::XDigits&, const QMatrix&, fl
 // unsigned offset (-8 d, or -128 d for Q8_0) and Q4_1's min come back through the block's sum of x. Two sets of
 // accumulators (even and odd chunks) halve the dependency chains; the panel is prefetched 6 KiB ahead (the kernel
 // alone on an L3-resident model: 1.8x over no prefetch; the whole SmolLM2 decode: median +14 % over 2 KiB, 8
-// alternating runs, and no better at 8 KiB).
+// alternating runs, and no better at 8 KiB), 2 KiB while the held weights pass the last-level cache (quant.h:
+// note_held_weight_bytes; the 8B shape's Q8_0 decode +16 %).
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
   constexpr int kChunks = T == kQ8_0 ? 8 : 4, kQo = panel_quant_offset(T);
@@ -278,11 +280,12 @@ FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float
   const int64_t nb = w.cols / 32;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const size_t ahead = decode_prefetch_ahead(6144);
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m512 acc = _mm512_setzero_ps(), acc_off = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + 6144 + l, _MM_HINT_T0);
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
       __m512i a[2][3];
       for (auto& s : a)
         for (auto& v : s) v = _mm512_setzero_si512();

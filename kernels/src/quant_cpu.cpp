@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <cpuid.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -254,6 +255,23 @@ const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: avx5
 }
 
 void set_quant_isa(QuantIsa most) { g_isa.store(most); }
+
+namespace {
+std::atomic<int64_t> g_held_bytes{0};
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? (int64_t)l3 : (int64_t)32 << 20;  // unknown: a Zen 4 CCD's 32 MiB
+  }();
+  return bytes;
+}
+}  // namespace
+
+void note_held_weight_bytes(int64_t delta) { g_held_bytes.fetch_add(delta, std::memory_order_relaxed); }
+
+size_t decode_prefetch_ahead(size_t resident) {
+  return g_held_bytes.load(std::memory_order_relaxed) > last_level_cache_bytes() ? 2048 : resident;
+}
 
 bool panels_pay_off(int type, int64_t rows) {  // the kernel exists and FOCAL_QUANT_ISA / set_quant_isa allow it
   const QTypeInfo* q = qtype_info(type);

@@ -63,10 +63,12 @@ class CpuBackend final : public Backend {
     w.bytes = (size_t)sw.rows * sw.row_bytes;
     w.blocks = std::move(rows);
     weight_bytes_ += w.bytes;
+    ops::note_held_weight_bytes((int64_t)w.bytes);  // the decode kernels' prefetch distance follows what is held
     return w;
   }
   void free_weight(const Weight& w) override {
     weight_bytes_ -= w.bytes;
+    if (w.form == Weight::Form::kBlocks) ops::note_held_weight_bytes(-(int64_t)w.bytes);
     std::free(w.data);  // null for blocks: they belong to the mapped file
   }
   void download_weight(float* dst, const Weight& w, size_t n) override {
