@@ -336,26 +336,12 @@ FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w,
       __m256i t = pair_digit_dot(lo, hi, x2 + c, ones);
       t = _mm256_add_epi32(_mm256_slli_epi32(t, 8), pair_digit_dot(lo, hi, x1 + c, ones));
       t = _mm256_add_epi32(_mm256_slli_epi32(t, 8), pair_digit_dot(lo, hi, x0 + c, ones));
-      __m128 dm;  // the fp16 scales, widened
-      if constexpr (T == kQ4_1) {
-        uint32_t ua, ub;
-        std::memcpy(&ua, a, 4);
-        std::memcpy(&ub, b, 4);
-        dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)ua), has_b ? (int)ub : 0, 1));
-      } else {
-        uint16_t ua, ub;
-        std::memcpy(&ua, a, 2);
-        std::memcpy(&ub, b, 2);
-        dm = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(ua), has_b ? ub : 0, 1));
-      }
+      const __m128 dm = pair_scales<T>(a, b, has_b);
       const __m256 dv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), lane_scale);
       acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(scale[pr])), _mm256_cvtepi32_ps(t), acc);
-      const float sa = sum32[2 * pr], sb = sum32[2 * pr + 1];
-      off = _mm_fmadd_ps(dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(-8.0f * sa, -8.0f * sb, 0, 0),
-                         off);
+      off = pair_offsets<T>(dm, sum32[2 * pr], sum32[2 * pr + 1], off);
     }
-    const __m128 o2 = _mm_add_ps(off, _mm_movehl_ps(off, off));
-    y[r] = hsum8(acc) + _mm_cvtss_f32(_mm_add_ss(o2, _mm_movehdup_ps(o2)));
+    y[r] = hsum8(acc) + hsum4(off);
   }
 }
 template void b32_digit_rows_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);

@@ -95,7 +95,6 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, d
 template <int T>
 FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
   constexpr int kBytes = qblocks::block_bytes(T), kQ = T == kQ4_1 ? 4 : 2;
-  constexpr float kOffset = T == kQ8_0 ? -128.0f : -8.0f;  // Q4_0, Q8_0: value = (stored unsigned + offset) d
   const int64_t nb = w.cols / 32, n_pairs = (nb + 1) / 2;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const float *scale = xd.scale.data(), *sum32 = xd.sum32.data();
@@ -141,23 +140,12 @@ FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, flo
         t = _mm512_dpbusd_epi32(_mm512_slli_epi32(t, 8), q, v0);
         f = _mm512_cvtepi32_ps(t);
       }
-      __m128 dm;  // the fp16 scales, widened
-      if constexpr (T == kQ4_1) {
-        uint32_t ua, ub;
-        std::memcpy(&ua, a, 4);
-        std::memcpy(&ub, b, 4);
-        dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)ua), has_b ? (int)ub : 0, 1));
-      } else {
-        dm = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(u16_at(a)), has_b ? u16_at(b) : 0, 1));
-      }
+      const __m128 dm = pair_scales<T>(a, b, has_b);
       const __m512 dv = _mm512_permutexvar_ps(lane_scale, _mm512_zextps128_ps512(dm));
       acc = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(scale[pr])), f, acc);
-      const float sa = sum32[2 * pr], sb = sum32[2 * pr + 1];
-      off = _mm_fmadd_ps(
-          dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(kOffset * sa, kOffset * sb, 0, 0), off);
+      off = pair_offsets<T>(dm, sum32[2 * pr], sum32[2 * pr + 1], off);
     }
-    const __m128 o2 = _mm_add_ps(off, _mm_movehl_ps(off, off));
-    y[r] = _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(_mm_add_ss(o2, _mm_movehdup_ps(o2)));
+    y[r] = _mm512_reduce_add_ps(acc) + hsum4(off);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "focal_kernels/quant.h"
 #include "target_isa.h"
 
 namespace focal::ops {
@@ -31,6 +32,36 @@ inline void k4_scales_mins(const uint8_t* q, uint64_t* sc8, uint64_t* mn8) {
   *sc8 = (uint64_t)(w0 & 0x3F3F3F3Fu) | ((uint64_t)((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32);
   *mn8 =
       (uint64_t)(w1 & 0x3F3F3F3Fu) | ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
+}
+
+// A pair of 32-value blocks A, B (Q4_0, Q4_1, Q8_0) in the decode kernels with x in digits: their fp16 scales widened,
+// [d_A, d_B, 0, 0] or Q4_1's [d_A, m_A, d_B, m_B] (B's zero when A is a lone last block), and off plus the pair's
+// offsets through the blocks' sums of x sa, sb: Q4_1's m S in lanes 1 and 3, the others' -8 d S (Q8_0: -128 d S)
+// in lanes 0 and 1.
+template <int T>
+FOCAL_AVX2 inline __m128 pair_scales(const uint8_t* a, const uint8_t* b, bool has_b) {
+  if constexpr (T == kQ4_1) {
+    uint32_t ua, ub;
+    __builtin_memcpy(&ua, a, 4);
+    __builtin_memcpy(&ub, b, 4);
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)ua), has_b ? (int)ub : 0, 1));
+  } else {
+    uint16_t ua, ub;
+    __builtin_memcpy(&ua, a, 2);
+    __builtin_memcpy(&ub, b, 2);
+    return _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(ua), has_b ? ub : 0, 1));
+  }
+}
+template <int T>
+FOCAL_AVX2 inline __m128 pair_offsets(__m128 dm, float sa, float sb, __m128 off) {
+  constexpr float kOffset = T == kQ8_0 ? -128.0f : -8.0f;  // Q4_0, Q8_0: value = (stored unsigned + offset) d
+  return _mm_fmadd_ps(dm, T == kQ4_1 ? _mm_setr_ps(0.0f, sa, 0.0f, sb) : _mm_setr_ps(kOffset * sa, kOffset * sb, 0, 0),
+                      off);
+}
+// The sum of v's four lanes.
+FOCAL_AVX2 inline float hsum4(__m128 v) {
+  const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 // The sum of v's eight lanes: halves, then pairs, then the last two.
