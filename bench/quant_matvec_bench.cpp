@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
     std::free(buf);
     buf = mapped;
   }
+  // Held as the CPU backend holds a model's matrices: the decode kernels' prefetch distance follows (quant.h).
+  ops::note_held_weight_bytes((int64_t)total);
   std::vector<float> x(14336), y(14336);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
