@@ -5,7 +5,8 @@
 # the 8B Q4_K file of bench/run_big.sh (decode only), decode in rounds that alternate the tools (a shared machine's
 # bandwidth drifts by tens of percent within minutes: compare neighbouring rows). With --mixes, each level also
 # decodes the 8B shape as Q4_K_M, Q5_K_M and Q8_0 (bench/run_big.sh's files, made by make_big_model --mix if
-# missing); --only-mixes: those alone. Takes about 15 minutes on 2 cores (--mixes: about 12 more); the two llama.cpp
+# missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
+# (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on 2 cores (--mixes: about 12 more); the two llama.cpp
 # builds take about 16 minutes each the first time.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
@@ -23,8 +24,11 @@ case "${3:-}" in
   *) echo "run_isa.sh: unknown option '$3' (see --help)" >&2; exit 2 ;;
 esac
 cache="${FOCAL_CACHE:-/root/.cache/focalscope}"
+levels="native avx2"
+grep -q avx512f /proc/cpuinfo || levels="native"
 lb_native="$(bench/llamacpp/build.sh | tail -1)"
-lb_avx2="$(bench/llamacpp/build.sh --avx2 | tail -1)"
+lb_avx2=""
+[ "$levels" = native ] || lb_avx2="$(bench/llamacpp/build.sh --avx2 | tail -1)"
 smol="$(scripts/fetch-smollm2.sh)"
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
 [ -n "$only_mixes" ] || [ -f "$big" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$big"; }
@@ -37,7 +41,8 @@ fi
 export OMP_NUM_THREADS=$threads
 isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u '+%F %H:%M') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
-for level in native avx2; do
+[ "$levels" = native ] && echo "(no AVX-512 on this CPU: its native level is AVX2, so the two levels are one; measured once)"
+for level in $levels; do
   if [ "$level" = avx2 ]; then lb="$lb_avx2"; export FOCAL_QUANT_ISA=avx2; else lb="$lb_native"; unset FOCAL_QUANT_ISA; fi
   echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, llama-bench $lb"
   if [ -z "$only_mixes" ]; then
