@@ -292,6 +292,62 @@ template RowsFn avx2_rows<kQ6_K>(int);
 template RowsFn avx2_rows<kQF16>(int);
 template RowsFn avx2_rows<kQBF16>(int);
 
+// ---- the split of x into digits ----
+
+// digits::split: each group's digits and the block sums (quant_digits.h), 8 values per step: the same digits as
+// split_groups_avx512 (the same product x * (1 / s), rounded to nearest even), the block sums in double.
+FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd) {
+  const int64_t groups = (cols + group - 1) / group;
+  const __m256i lim = _mm256_set1_epi32(127 * 65536), neg_lim = _mm256_set1_epi32(-127 * 65536);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  // 16 int32 digits (two vectors, values 0-7 and 8-15) as 16 int8 in order; every digit fits int8, so the saturating
+  // packs are exact
+  const auto pack16 = [](__m256i a, __m256i b) FOCAL_AVX2 {
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // 16 int16, in order
+    return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  };
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t c0 = g * group, n = std::min<int64_t>(group, cols - c0);  // n: a multiple of 32
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + c0 + j), abs_mask));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float s = m > 0.0f ? m / (127.0f * 65536.0f) : 1.0f;
+    xd->scale[(size_t)g] = s;
+    const __m256 inv = _mm256_set1_ps(1.0f / s);
+    for (int64_t j = 0; j < n; j += 16) {
+      __m256i d0[2], d1[2], d2[2];
+      for (int h = 0; h < 2; ++h) {
+        __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c0 + j + 8 * h), inv));
+        v = _mm256_max_epi32(_mm256_min_epi32(v, lim), neg_lim);
+        d0[h] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
+        const __m256i v1 = _mm256_srai_epi32(_mm256_sub_epi32(v, d0[h]), 8);
+        d1[h] = _mm256_srai_epi32(_mm256_slli_epi32(v1, 24), 24);
+        d2[h] = _mm256_srai_epi32(_mm256_sub_epi32(v1, d1[h]), 8);
+      }
+      const int64_t at = c0 + digits::placed(order, j);  // 16 values stay together in either order
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[0].data() + at), pack16(d0[0], d0[1]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[1].data() + at), pack16(d1[0], d1[1]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xd->d[2].data() + at), pack16(d2[0], d2[1]));
+    }
+  }
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    double t[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 v = _mm256_loadu_ps(x + b * 32 + 16 * h), u = _mm256_loadu_ps(x + b * 32 + 16 * h + 8);
+      const __m256d p = _mm256_add_pd(
+          _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))),
+          _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(u)), _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1))));
+      const __m128d q = _mm_add_pd(_mm256_castpd256_pd128(p), _mm256_extractf128_pd(p, 1));
+      t[h] = _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));
+    }
+    xd->sum16[(size_t)(2 * b)] = (float)t[0];
+    xd->sum16[(size_t)(2 * b + 1)] = (float)t[1];
+    xd->sum32[(size_t)b] = (float)(t[0] + t[1]);
+  }
+}
+
 // ---- Q4_0 and Q4_1, x in digits ----
 // Per pair of blocks A, B (x's digits of group 64 in nibble-pair order, quant_digits.h): one 32-byte register holds
 // A's and B's 16 quant bytes; its low nibbles meet digits 0..31 of the pair, its high nibbles 32..63. Per digit two

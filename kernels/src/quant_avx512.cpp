@@ -42,8 +42,8 @@ FOCAL_AVX512 inline __m512i halves(__m256i lo, __m256i hi) {
 
 }  // namespace
 
-// digits::split: each group's digits and the block sums, 16 values per step (the same values as the scalar loop:
-// the same product x * (1 / s), rounded to nearest even).
+// digits::split: each group's digits and the block sums (quant_digits.h), 16 values per step: the same digits as
+// split_groups_avx2 (the same product x * (1 / s), rounded to nearest even).
 FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
                                       digits::XDigits* xd) {
   const int64_t groups = (cols + group - 1) / group;

@@ -36,7 +36,10 @@ inline int64_t placed(Order order, int64_t j) {
   return (k / 16) * 32 + blk * 16 + k % 16;
 }
 
-// Splits x[cols] (cols a multiple of 32) into xd; avx512: vectorised where the CPU has AVX-512 (same digits).
+// Splits x[cols] (cols a multiple of 32) into xd: each group's s = max |x| / (127 * 65536), v = x * (1 / s) rounded
+// to nearest even and clamped to +-127 * 65536, its digits d0 = v's low byte as int8, d1 the next of (v - d0) / 256,
+// d2 the rest; the block sums in double, rounded to float. With AVX-512 VNNI where avx512 is set, else with AVX2
+// (the same digits); only for CPUs with AVX2, where the digit kernels run.
 void split(const float* x, int64_t cols, int group, Order order, bool avx512, XDigits* xd);
 
 }  // namespace focal::ops::digits

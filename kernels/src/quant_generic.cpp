@@ -247,36 +247,11 @@ void digits::split(const float* x, int64_t cols, int group, Order order, bool av
   if ((int64_t)xd->sum16.size() < padded / 16) xd->sum16.resize((size_t)(padded / 16));
   std::fill(xd->sum16.begin() + cols / 16, xd->sum16.begin() + padded / 16, 0.0f);
   xd->group = group;
-  if (avx512 && cpu_has_avx512_vnni()) {
+  // the digit kernels run only where the CPU has AVX2 (quant_cpu.cpp), so the split is always vectorised
+  if (avx512 && cpu_has_avx512_vnni())
     split_groups_avx512(x, cols, group, order, xd);
-    return;
-  }
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t c0 = g * group, n = std::min<int64_t>(group, cols - c0);
-    float mx = 0.0f;
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, std::fabs(x[c0 + j]));
-    const float s = mx > 0.0f ? mx / (127.0f * 65536.0f) : 1.0f;
-    xd->scale[(size_t)g] = s;
-    const float inv = 1.0f / s;
-    for (int64_t j = 0; j < n; ++j) {
-      int32_t v = (int32_t)std::lrintf(x[c0 + j] * inv);
-      v = std::max(-127 * 65536, std::min(127 * 65536, v));
-      const auto d0 = (int8_t)(v & 0xFF);
-      const int32_t v1 = (v - d0) / 256;
-      const auto d1 = (int8_t)(v1 & 0xFF);
-      const size_t at = (size_t)(c0 + placed(order, j));
-      xd->d[0][at] = d0;
-      xd->d[1][at] = d1;
-      xd->d[2][at] = (int8_t)((v1 - d1) / 256);
-    }
-  }
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    double t[2] = {0.0, 0.0};
-    for (int64_t c = b * 32; c < b * 32 + 32; ++c) t[(c / 16) & 1] += x[c];
-    xd->sum16[(size_t)(2 * b)] = (float)t[0];
-    xd->sum16[(size_t)(2 * b + 1)] = (float)t[1];
-    xd->sum32[(size_t)b] = (float)(t[0] + t[1]);
-  }
+  else
+    split_groups_avx2(x, cols, group, order, xd);
 }
 
 }  // namespace focal::ops

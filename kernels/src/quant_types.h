@@ -65,6 +65,9 @@ FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w,
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 
+// digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
+FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd);
+
 // ---- quant_avx512.cpp ----
 template <int T>
 FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
@@ -74,7 +77,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
                                    int64_t r1);  // Q4_K, Q5_K, Q6_K (digits of group 256, natural order)
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
-// digits::split's groups and block sums, 16 values per step (the same digits as the scalar loop).
+// digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
 FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
                                       digits::XDigits* xd);
 
