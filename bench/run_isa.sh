@@ -6,11 +6,12 @@
 # bandwidth drifts by tens of percent within minutes: compare neighbouring rows). With --mixes, each level also
 # decodes the 8B shape as Q4_K_M, Q5_K_M and Q8_0 (bench/run_big.sh's files, made by make_big_model --mix if
 # missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
-# (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on 2 cores (--mixes: about 12 more); the two llama.cpp
-# builds take about 16 minutes each the first time.
+# (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on
+# 2 cores (--mixes: about 12 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
+# first time.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
