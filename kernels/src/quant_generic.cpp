@@ -4,7 +4,6 @@
 // the QTypeInfo table (quant_types.h), here because it points to these functions: a target_clones function is
 // declared with its attribute and used only in the file that defines it (GCC and clang each resolve it there).
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "focal_kernels/quant_blocks.h"
