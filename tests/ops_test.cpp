@@ -19,6 +19,8 @@
 
 #include "focal_kernels/ops.h"
 #include "focal_kernels/shared_math.h"
+#include "quant_types.h"
+#include "softmax_simd.h"
 
 namespace focal::ops {
 namespace {
@@ -461,6 +463,64 @@ TEST(OpsSoftmaxRow, MatchesDoubleSoftmaxAndMetrics) {
     // (<= n * 2^-24 ~ 6e-6 relative) and each exp of a difference of size <= 16 adds ~16 * 2^-24.
     for (int j = 0; j < n; ++j) ASSERT_NEAR(p[j], ref[j], 2e-5 * ref[j] + 1e-8) << "j=" << j;
     expect_metrics_near(m.data(), ref_metrics(ref, 3, relevant), ref);
+  }
+}
+
+// Every variant of the softmax's exponential pass the CPU can run (softmax_simd.h) against double exp of the same
+// fp32 differences d = raw * scale - mx: each e within 4e-7 relative (exp_nonpos's polynomial: < 2e-7, with FMA or
+// without, plus the rounding of the result), exactly 0 below -87, NaN for NaN; z and a within 1e-6 relative of the
+// double sums of the returned e (the fp32 summation order is the variant's own). Lengths around the vector widths.
+TEST(OpsSoftmaxRow, ExpPassVariantsMatchDoubleExp) {
+  struct Variant {
+    const char* name;
+    ExpSums (*fn)(const float*, float, float, float*, int);
+    bool available;
+  };
+  const Variant variants[] = {{"generic", softmax_exp_pass_generic, true},
+                              {"avx2", softmax_exp_pass_avx2, cpu_has_avx2()},
+                              {"avx512", softmax_exp_pass_avx512, cpu_has_avx512f()},
+                              {"chosen", softmax_exp_pass, true}};
+  std::mt19937 rng(21);
+  for (int n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000}) {
+    auto raw = random_vec(n, rng, -40.0f, 40.0f);
+    if (n > 3) {
+      raw[1] = -std::numeric_limits<float>::infinity();  // e = 0
+      raw[2] = -1e30f;                                   // far below -87: e = 0
+    }
+    const float scale = 2.5f;
+    float rmax = -std::numeric_limits<float>::infinity();
+    for (float v : raw) rmax = std::max(rmax, v);
+    const float mx = rmax * scale;
+    for (const Variant& v : variants) {
+      if (!v.available) continue;
+      SCOPED_TRACE(testing::Message() << v.name << " n=" << n);
+      std::vector<float> e(n, -1.0f);
+      const ExpSums s = v.fn(raw.data(), scale, mx, e.data(), n);
+      double z = 0.0, a = 0.0, a_abs = 0.0;
+      for (int j = 0; j < n; ++j) {
+        const float d = raw[j] * scale - mx;
+        if (d < -87.0f) {
+          ASSERT_EQ(e[j], 0.0f) << j;
+          continue;
+        }
+        const double ref = std::exp((double)d);
+        ASSERT_NEAR(e[j], ref, 4e-7 * ref) << j << " d=" << d;
+        z += e[j];
+        a += (double)e[j] * d;
+        a_abs += std::fabs((double)e[j] * d);
+      }
+      EXPECT_NEAR(s.z, z, 1e-6 * z);
+      EXPECT_NEAR(s.a, a, 1e-6 * a_abs + 1e-30);
+    }
+    // A NaN score reaches e and the sum (the row then reads NaN), in every variant.
+    raw[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    for (const Variant& v : variants) {
+      if (!v.available) continue;
+      std::vector<float> e(n);
+      const ExpSums s = v.fn(raw.data(), scale, mx, e.data(), n);
+      EXPECT_TRUE(std::isnan(e[n / 2])) << v.name << " n=" << n;
+      EXPECT_TRUE(std::isnan(s.z)) << v.name << " n=" << n;
+    }
   }
 }
 
@@ -1090,31 +1150,39 @@ TEST(SharedMath, EntropyMetricsHandComputed) {
   EXPECT_EQ(eff, 1.0f);
 }
 
-// The top-k mass of long rows (the strided-group path, n >= 128) against a sort in double: every n around the
-// group size, k from 1 to 64, random rows, rows with many equal values, and a row whose largest values share one
-// group. Tolerance: the float sum of at most 64 values in [0, 1], 1e-6 relative.
+// The top-k and tail masses of long rows (the strided-group path, n >= 128) against a sort and a sum in double: every n
+// around the block size, k from 1 to 64, random rows (scaled so that about half the values fall below 1 / n and
+// count in the tail), rows with many equal values, rows whose largest values share one strided lane or sit in one
+// block. Tolerance: the float sum of at most 64 values in [0, 1], 1e-6 relative; the tail's float sum of up to 4097
+// values, 1e-5 relative.
 TEST(OpsTopkMass, LongRowsMatchSortReference) {
   std::mt19937 rng(21);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   auto check = [](const std::vector<float>& p, int k, const char* what) {
     std::vector<double> sorted(p.begin(), p.end());
     std::sort(sorted.begin(), sorted.end(), std::greater<double>());
-    double ref = 0.0;
+    double ref = 0.0, tail = 0.0;
     for (int i = 0; i < std::min<int>(k, (int)p.size()); ++i) ref += sorted[i];
+    const float inv_n = 1.0f / (float)p.size();
+    for (float v : p) tail += v < inv_n ? v : 0.0;
     float m[kNumRowMetrics];
     row_metrics(p.data(), (int)p.size(), k, nullptr, 0, m);
     ASSERT_NEAR(m[kTopkMass], ref, 1e-6 * ref + 1e-12) << what << " n " << p.size() << " k " << k;
+    ASSERT_NEAR(m[kTailMass], tail, 1e-5 * tail + 1e-12) << what << " n " << p.size() << " k " << k;
   };
   for (int n : {127, 128, 129, 191, 200, 256, 1000, 4097})
     for (int k : {1, 2, 5, 17, 63, 64}) {
       std::vector<float> p(n);
-      for (float& v : p) v = u(rng);
+      for (float& v : p) v = u(rng) * 2.0f / (float)n;
       check(p, k, "random");
       for (float& v : p) v = (float)(int)(u(rng) * 4) / 4.0f;  // 4 distinct values: ties everywhere
       check(p, k, "ties");
       std::fill(p.begin(), p.end(), 0.01f);
-      for (int i = 5; i < n; i += 64) p[i] = 0.5f + 0.001f * i;  // the largest values all in group 5
-      check(p, k, "one group");
+      for (int i = 5; i < n; i += 64) p[i] = 0.5f + 0.001f * i;  // the largest values all in one strided lane
+      check(p, k, "one lane");
+      std::fill(p.begin(), p.end(), 0.01f);
+      for (int i = 64; i < std::min(n, 128); ++i) p[i] = 0.5f + 0.001f * i;  // ... all in one block
+      check(p, k, "one block");
     }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
+#include "softmax_simd.h"
 #include "target_isa.h"
 
 namespace focal::ops {
@@ -322,25 +323,17 @@ namespace {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. With inv_z_out, p keeps the unnormalised
 // e[n] = exp(raw * scale - max) and *inv_z_out = 1 / sum e (the caller scales what it computes from p); metrics are
-// those of the normalised row either way. Hot loop of the attention: written so the compiler vectorises it (omp simd
-// reductions, branch-free exp), cloned for AVX2 machines.
+// those of the normalised row either way. Hot loop of the attention: the max (omp simd) and the metrics cloned for
+// AVX2 machines, the exponentials hand-vectorised (softmax_simd.h).
 FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk,
                                             const int32_t* relevant, int n_relevant, float* inv_z_out = nullptr) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = raw[j] > mx ? raw[j] : mx;
   mx *= scale;  // scale >= 0, so max(raw * scale) = scale * max(raw)
-  float z = 0.0f, a = 0.0f;
-#pragma omp simd reduction(+ : z, a)
-  for (int j = 0; j < n; ++j) {
-    const float d = raw[j] * scale - mx;
-    const float e = math::exp_nonpos(d);
-    p[j] = e;
-    z += e;
-    // e * d where e > 0 (d >= -87); a term with e == 0 contributes 0 even when d is -inf. Written as a product with
-    // the clamped d (not a select on e) so the loop keeps its masks in vector registers.
-    a += e * (d >= -87.0f ? d : 0.0f);
-  }
+  // p[j] = e_j = exp(raw[j] * scale - mx), z = sum e_j, a = sum e_j (x_j - mx): hand-vectorised (softmax_simd.h)
+  const ExpSums sums = softmax_exp_pass(raw, scale, mx, p, n);
+  const float z = sums.z, a = sums.a;
   const float inv_z = 1.0f / z;
   if (metrics) {
     // Read from e: p[j] = e[j] * inv_z, the values the normalisation below stores. The max logit has

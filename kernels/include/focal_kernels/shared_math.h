@@ -107,22 +107,33 @@ FOCAL_HD float bf16_bits_to_float(uint16_t h) { return bits_to_float((int)((uint
 // e^x for x <= 0 (max-subtracted logits), branch-free so loops over it vectorise: Cody-Waite range reduction
 // x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for e^r (Cephes coefficients), relative error < 2e-7.
 // Inputs below -87 give exactly 0 (e^-87 ~ 1.6e-38 is at the bottom of the normal fp32 range); NaN stays NaN.
+// The constants are shared with the hand-vectorised softmax pass (kernels/src/softmax_simd.cpp).
+namespace exp_coef {
+constexpr float kMin = -87.0f;                  // inputs below give 0
+constexpr float kLog2e = 1.44269504088896341f;  // n = round(x log2 e)
+constexpr float kLn2Hi = 0.693359375f;          // ln 2 = kLn2Hi + kLn2Lo, kLn2Hi exact in 10 bits
+constexpr float kLn2Lo = -2.12194440e-4f;
+// e^r ~ 1 + r + r^2 P(r), P's coefficients from r^5 down to r^0 (scalars: device code reads them too)
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
+                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+}  // namespace exp_coef
 FOCAL_HD float exp_nonpos(float x_in) {
+  using namespace exp_coef;
   // Clamp to [-87, 0]; NaN also maps into range here (so the int conversion below is defined) and is passed
   // through at the end.
-  const float x = x_in >= -87.0f ? (x_in <= 0.0f ? x_in : 0.0f) : -87.0f;
+  const float x = x_in >= kMin ? (x_in <= 0.0f ? x_in : 0.0f) : kMin;
   // round to nearest with the 1.5 * 2^23 trick (vectorises without SSE4.1's roundps)
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float n = (x * kLog2e + 12582912.0f) - 12582912.0f;
+  float r = x - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  float p = kP0;
+  p = p * r + kP1;
+  p = p * r + kP2;
+  p = p * r + kP3;
+  p = p * r + kP4;
+  p = p * r + kP5;
   p = p * r * r + r + 1.0f;
-  const float e = x_in < -87.0f ? 0.0f : p * bits_to_float(((int)n + 127) << 23);
+  const float e = x_in < kMin ? 0.0f : p * bits_to_float(((int)n + 127) << 23);
   return x_in != x_in ? x_in : e;
 }
 
