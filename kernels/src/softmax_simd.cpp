@@ -33,26 +33,19 @@ ExpSums softmax_exp_pass_generic(const float* raw, float scale, float mx, float*
   return {z, a};
 }
 
-namespace {
-
-// e^x for x in [kMin, 0]: x = n ln2 + r, the polynomial, times 2^n (n >= -126, so 2^n is a normal float).
-FOCAL_AVX2 inline __m256 exp_core8(__m256 x, __m256i* n_int) {
-  const __m256 n =
-      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(ec::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ec::kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ec::kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(ec::kP0);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ec::kP1));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ec::kP2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ec::kP3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ec::kP4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ec::kP5));
-  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-  *n_int = _mm256_cvtps_epi32(n);
-  return p;
-}
-
-}  // namespace
+// exp_nonpos's range reduction and polynomial on one vector, for both widths (PFX: _mm256 or _mm512): from x in
+// [kMin, 0] and nf = round(x log2 e), p = e^r with r = x - nf ln 2; the caller scales p by 2^nf.
+#define FOCAL_EXP_POLY(PFX, x, nf, p)                                                       \
+  do {                                                                                      \
+    auto r_ = PFX##_fnmadd_ps((nf), PFX##_set1_ps(ec::kLn2Hi), (x));                        \
+    r_ = PFX##_fnmadd_ps((nf), PFX##_set1_ps(ec::kLn2Lo), r_);                              \
+    (p) = PFX##_fmadd_ps(PFX##_set1_ps(ec::kP0), r_, PFX##_set1_ps(ec::kP1));               \
+    (p) = PFX##_fmadd_ps((p), r_, PFX##_set1_ps(ec::kP2));                                  \
+    (p) = PFX##_fmadd_ps((p), r_, PFX##_set1_ps(ec::kP3));                                  \
+    (p) = PFX##_fmadd_ps((p), r_, PFX##_set1_ps(ec::kP4));                                  \
+    (p) = PFX##_fmadd_ps((p), r_, PFX##_set1_ps(ec::kP5));                                  \
+    (p) = PFX##_add_ps(PFX##_fmadd_ps(PFX##_mul_ps((p), r_), r_, r_), PFX##_set1_ps(1.0f)); \
+  } while (0)
 
 FOCAL_AVX2 ExpSums softmax_exp_pass_avx2(const float* raw, float scale, float mx, float* e, int n) {
   const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(mx), lo = _mm256_set1_ps(ec::kMin);
@@ -61,8 +54,12 @@ FOCAL_AVX2 ExpSums softmax_exp_pass_avx2(const float* raw, float scale, float mx
   for (; j + 8 <= n; j += 8) {
     const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(raw + j), vs), vm);
     const __m256 x = _mm256_max_ps(d, lo);  // a NaN d gives lo here (max returns its second operand)
-    __m256i ni;
-    const __m256 p = exp_core8(x, &ni);
+    const __m256 nf =
+        _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(ec::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 p;
+    FOCAL_EXP_POLY(_mm256, x, nf, p);
+    // 2^nf from the exponent bits (nf >= -126: a normal float)
+    const __m256i ni = _mm256_cvtps_epi32(nf);
     const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
     __m256 v = _mm256_and_ps(_mm256_mul_ps(p, two_n), _mm256_cmp_ps(d, lo, _CMP_GE_OQ));  // 0 below kMin
     v = _mm256_blendv_ps(v, d, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));                        // NaN stays NaN
@@ -92,15 +89,8 @@ FOCAL_AVX512F ExpSums softmax_exp_pass_avx512(const float* raw, float scale, flo
     const __m512 x = _mm512_maskz_max_ps(live, d, lo);  // NaN d: lo; lanes past n: 0
     const __m512 nf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(ec::kLog2e)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(ec::kLn2Hi), x);
-    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(ec::kLn2Lo), r);
-    __m512 p = _mm512_set1_ps(ec::kP0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ec::kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ec::kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ec::kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ec::kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ec::kP5));
-    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    __m512 p;
+    FOCAL_EXP_POLY(_mm512, x, nf, p);
     const __mmask16 keep = _mm512_cmp_ps_mask(d, lo, _CMP_GE_OQ) & live;  // false for NaN and below kMin
     const __mmask16 nan = _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q) & live;
     __m512 v = _mm512_maskz_scalef_ps(keep, p, nf);  // p * 2^n
