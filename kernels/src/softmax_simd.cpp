@@ -12,7 +12,6 @@
 #endif
 
 #include "focal_kernels/shared_math.h"
-#include "quant_types.h"
 #include "target_isa.h"
 
 namespace focal::ops {
@@ -109,8 +108,11 @@ bool cpu_has_avx512f() {
 
 ExpSums softmax_exp_pass(const float* raw, float scale, float mx, float* e, int n) {
   using Fn = ExpSums (*)(const float*, float, float, float*, int);
+  // AVX2 with FMA checked here (not quant_types.h's cpu_has_avx2, which also wants F16C): this file links alone
+  // into the capture fuzz target
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   static const Fn fn = cpu_has_avx512f() ? softmax_exp_pass_avx512
-                       : cpu_has_avx2()  ? softmax_exp_pass_avx2
+                       : avx2            ? softmax_exp_pass_avx2
                                          : softmax_exp_pass_generic;
   return fn(raw, scale, mx, e, n);
 }

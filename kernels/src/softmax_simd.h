@@ -16,7 +16,7 @@ struct ExpSums {
 // Picks the widest variant the CPU has.
 ExpSums softmax_exp_pass(const float* raw, float scale, float mx, float* e, int n);
 
-// The variants, for tests (each one's caller checks the CPU: cpu_has_avx2 / cpu_has_avx512f).
+// The variants, for tests (each one's caller checks the CPU: AVX2 with FMA / cpu_has_avx512f).
 ExpSums softmax_exp_pass_generic(const float* raw, float scale, float mx, float* e, int n);
 ExpSums softmax_exp_pass_avx2(const float* raw, float scale, float mx, float* e, int n);
 ExpSums softmax_exp_pass_avx512(const float* raw, float scale, float mx, float* e, int n);
