@@ -19,7 +19,6 @@
 
 #include "focal_kernels/ops.h"
 #include "focal_kernels/shared_math.h"
-#include "quant_types.h"
 #include "softmax_simd.h"
 
 namespace focal::ops {
@@ -477,7 +476,7 @@ TEST(OpsSoftmaxRow, ExpPassVariantsMatchDoubleExp) {
     bool available;
   };
   const Variant variants[] = {{"generic", softmax_exp_pass_generic, true},
-                              {"avx2", softmax_exp_pass_avx2, cpu_has_avx2()},
+                              {"avx2", softmax_exp_pass_avx2, cpu_has_avx2_fma()},
                               {"avx512", softmax_exp_pass_avx512, cpu_has_avx512f()},
                               {"chosen", softmax_exp_pass, true}};
   std::mt19937 rng(21);

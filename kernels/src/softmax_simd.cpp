@@ -101,6 +101,11 @@ FOCAL_AVX512F ExpSums softmax_exp_pass_avx512(const float* raw, float scale, flo
   return {_mm512_reduce_add_ps(z), _mm512_reduce_add_ps(a)};
 }
 
+bool cpu_has_avx2_fma() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
 bool cpu_has_avx512f() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   return ok;
@@ -108,12 +113,9 @@ bool cpu_has_avx512f() {
 
 ExpSums softmax_exp_pass(const float* raw, float scale, float mx, float* e, int n) {
   using Fn = ExpSums (*)(const float*, float, float, float*, int);
-  // AVX2 with FMA checked here (not quant_types.h's cpu_has_avx2, which also wants F16C): this file links alone
-  // into the capture fuzz target
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const Fn fn = cpu_has_avx512f() ? softmax_exp_pass_avx512
-                       : avx2            ? softmax_exp_pass_avx2
-                                         : softmax_exp_pass_generic;
+  static const Fn fn = cpu_has_avx512f()    ? softmax_exp_pass_avx512
+                       : cpu_has_avx2_fma() ? softmax_exp_pass_avx2
+                                            : softmax_exp_pass_generic;
   return fn(raw, scale, mx, e, n);
 }
 

@@ -16,10 +16,13 @@ struct ExpSums {
 // Picks the widest variant the CPU has.
 ExpSums softmax_exp_pass(const float* raw, float scale, float mx, float* e, int n);
 
-// The variants, for tests (each one's caller checks the CPU: AVX2 with FMA / cpu_has_avx512f).
+// The variants, for tests (each one's caller checks the CPU: cpu_has_avx2_fma / cpu_has_avx512f).
 ExpSums softmax_exp_pass_generic(const float* raw, float scale, float mx, float* e, int n);
 ExpSums softmax_exp_pass_avx2(const float* raw, float scale, float mx, float* e, int n);
 ExpSums softmax_exp_pass_avx512(const float* raw, float scale, float mx, float* e, int n);
-bool cpu_has_avx512f();  // AVX-512 F with FMA
+// What the CPU has, checked here rather than with quant_types.h's cpu_has_avx2 (which also wants F16C), so that this
+// file links without the quant kernels (the capture fuzz target).
+bool cpu_has_avx2_fma();  // AVX2 with FMA
+bool cpu_has_avx512f();   // AVX-512 F with FMA
 
 }  // namespace focal::ops
