@@ -13,6 +13,8 @@
 #include <numeric>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "app_state.h"
 #include "error_controls.h"
 #include "focal/error.h"
@@ -353,6 +355,192 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   // 2 x (2 048 + 256 + 32) B.
   EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u);
   EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u);
+  // Rows on demand: three runs' rows, per row a normaliser (16 B) and 8 metrics (32 B), the b x b cells
+  // (8 x 8 + 1 + 1 of 4 B), and for a windowed model the pooled rows.
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u));
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, true), 3u * 16384u + 2u * (64u * 48u + 66u * 4u + 2336u));
+}
+
+// Past dense_rows_max_tokens the panels' rows are computed when read, from the stored scores and one normaliser per
+// row (HeadRows::row): every row, probability, key-range maximum and heatmap cell equals the dense rows of the same
+// setting, at once and on the view worker, with the sink hidden or not. Tolerances: a row read alone is one double
+// exponential of the logit minus log Z, 2e-6 relative + 1e-9 against the dense fp32 softmax; a key-range maximum
+// one fp32 exponential, 1e-5 relative; cells are maxima of the same row function's values, 1e-7.
+void expect_rows_match_dense(const HeadRows& r, const HeadRows& dense, int T, const std::string& what) {
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(r.p[s].empty()) << what;
+    ASSERT_EQ(r.norm[s].size(), (size_t)T) << what;
+    ASSERT_TRUE(r.shown(s)) << what;
+    ASSERT_EQ(dense.p[s].size(), (size_t)T * T) << what;
+    focal::test::expect_allclose(r.metrics[s], dense.metrics[s], 0.0, 1e-7, what + ": metrics");
+    for (int q : {0, 1, T / 2, T - 2, T - 1}) {
+      const float* row = r.row(s, q);
+      ASSERT_NE(row, nullptr) << what;
+      for (int k = 0; k < T; ++k) {
+        const float ref = dense.p[s][(size_t)q * T + k];
+        ASSERT_NEAR(row[k], ref, 2e-6 * ref + 1e-9) << what << " side " << s << " row " << q << " key " << k;
+        ASSERT_NEAR(r.at(s, q, k), ref, 2e-6 * ref + 1e-9) << what << " at " << q << "," << k;
+      }
+      for (auto [ka, kb] : {std::pair{0, T}, std::pair{1, 4}, std::pair{q / 2, q + 1}, std::pair{q, T}}) {
+        float m = 0.0f;
+        for (int k = ka; k < std::min(kb, q + 1); ++k) m = std::max(m, dense.p[s][(size_t)q * T + k]);
+        EXPECT_NEAR(r.max_in(s, q, ka, kb), m, 1e-5 * m + 1e-9) << what << " max_in " << q << " " << ka << ".." << kb;
+      }
+    }
+    // More rows than the cache holds, then the first again: recomputed, the same.
+    for (int q = 0; q < T; ++q) r.row(s, q);
+    const float* row0 = r.row(s, T / 2);
+    for (int k = 0; k < T; ++k) ASSERT_NEAR(row0[k], dense.p[s][(size_t)(T / 2) * T + k], 2e-6 + 1e-9) << what;
+    // The heatmap's b x b cells: the largest dense p of each cell (hand-computed here).
+    for (int i = 0; i < 3; ++i) {
+      const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+      ASSERT_EQ(r.pooled2d[s][i].size(), (size_t)nb * nb) << what << " b " << b;
+      for (int qi = 0; qi < nb; ++qi)
+        for (int j = 0; j < nb; ++j) {
+          float m = 0.0f;
+          for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+            for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, dense.p[s][(size_t)q * T + k]);
+          ASSERT_NEAR(r.pooled2d[s][i][(size_t)qi * nb + j], m, 1e-7) << what << " b " << b << " " << qi << "," << j;
+        }
+    }
+  }
+}
+
+// Dense rows of the current view (the synchronous path), then the same on demand (at once or on the view worker).
+std::pair<HeadRows, const HeadRows*> dense_then_on_demand(AppState& st, int sync_max) {
+  st.sync_rows_max_tokens = 1 << 20;
+  st.dense_rows_max_tokens = 1 << 20;
+  st.state_version++;
+  HeadRows dense = st.head_rows();
+  st.sync_rows_max_tokens = sync_max;
+  st.dense_rows_max_tokens = 0;
+  st.state_version++;
+  st.head_rows();
+  wait_idle(st);
+  return {std::move(dense), &st.head_rows()};
+}
+
+TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDenseRows) {
+  st.live_propagate = false;
+  st.select(1, 2, -1);
+  wait_idle(st);
+  focal::TempSpec s = st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = 0.3f;  // A previews a setting it did not run; B shows its run
+  st.set_spec(0, s);
+  const int T = st.n_tokens();
+  HeadRows last_dense;
+  for (const bool hide : {false, true})
+    for (const int sync_max : {1 << 20, 0}) {
+      st.view.hide_sink = hide;
+      auto [dense, r] = dense_then_on_demand(st, sync_max);
+      EXPECT_TRUE(r->preview[0]);
+      EXPECT_EQ(r->label[0], s.label());
+      expect_rows_match_dense(*r, dense, T,
+                              std::string(hide ? "sink hidden" : "sink shown") + (sync_max ? ", at once" : ", worker"));
+      last_dense = std::move(dense);
+    }
+  // B - A: its cells come from the view worker, the largest |b - a| of each cell of the dense rows (2e-6).
+  st.view.show = ViewRun::kDiff;
+  st.state_version++;
+  EXPECT_TRUE(st.head_rows().diff_pending);
+  wait_idle(st);
+  const HeadRows& r = st.head_rows();
+  EXPECT_FALSE(r.diff_pending);
+  for (int i = 0; i < 3; ++i) {
+    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+    ASSERT_EQ(r.diff2d[i].size(), (size_t)nb * nb) << b;
+    for (int qi = 0; qi < nb; ++qi)
+      for (int j = 0; j < nb; ++j) {
+        float m = 0.0f;
+        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) {
+            const float d = last_dense.p[1][(size_t)q * T + k] - last_dense.p[0][(size_t)q * T + k];
+            if (std::fabs(d) > std::fabs(m)) m = d;
+          }
+        ASSERT_NEAR(r.diff2d[i][(size_t)qi * nb + j], m, 2e-6) << b << " " << qi << "," << j;
+      }
+  }
+  for (int q : {1, T / 2, T - 1}) {
+    float m = 0.0f;
+    for (int k = 0; k <= q; ++k) {
+      const float d = last_dense.p[1][(size_t)q * T + k] - last_dense.p[0][(size_t)q * T + k];
+      if (std::fabs(d) > std::fabs(m)) m = d;
+    }
+    EXPECT_NEAR(r.max_diff_in(q, 0, T), m, 2e-6) << q;
+  }
+  // A new run of A: until its rows arrive the old ones (held with their run) stay readable under their label.
+  st.sync_rows_max_tokens = 0;
+  s.focal_temp = 0.5f;
+  st.slots[0].spec = s;
+  st.propagate(0);
+  wait_idle(st);  // the run; its rows are submitted by the next head_rows()
+  const HeadRows& pend = st.head_rows();
+  EXPECT_TRUE(pend.pending[0]);
+  EXPECT_NE(pend.raw_run[0], st.slots[0].run);  // the old run, still held
+  const float* old_row = pend.row(0, T - 1);
+  ASSERT_NE(old_row, nullptr);
+  for (int k = 0; k < T; ++k)
+    ASSERT_NEAR(old_row[k], last_dense.p[0][(size_t)(T - 1) * T + k],
+                2e-6 * last_dense.p[0][(size_t)(T - 1) * T + k] + 1e-9);
+  wait_idle(st);
+  EXPECT_FALSE(st.head_rows().pending[0]);
+  EXPECT_EQ(st.head_rows().raw_run[0], st.slots[0].run);
+}
+
+// The same for a model with a sliding window (Mistral's config, window 6): keys before the window are 0 on demand
+// too, the pooled rows are kept (the heatmap reads them for a windowed layer) and B - A has no cells.
+TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
+  const std::string dir = focal::test::make_temp_dir("app_window");
+  focal::ModelConfig c;
+  c.vocab_size = 4096;
+  c.hidden = 16;
+  c.intermediate = 32;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_head = 8;
+  c.max_positions = 64;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  focal::write_model_dir(dir, c, focal::random_model_tensors(c, 5), "F32",
+                         std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model");
+  {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+    j["model_type"] = "mistral";
+    j["architectures"] = {"MistralForCausalLM"};
+    j["sliding_window"] = 6;
+    std::ofstream(dir + "/config.json") << j.dump();
+  }
+  AppState st;
+  st.prompt = "one two three four five six seven eight nine ten eleven twelve";
+  st.open_path(dir);
+  wait_idle(st);
+  ASSERT_TRUE(st.has_model()) << st.message;
+  ASSERT_EQ(focal::layer_window(*st.config(), 1), 6);
+  st.select(1, 1, -1);
+  wait_idle(st);
+  const int T = st.n_tokens();
+  ASSERT_GT(T, 10);
+  for (const bool hide : {false, true}) {
+    st.view.hide_sink = hide;
+    auto [dense, r] = dense_then_on_demand(st, 0);
+    expect_rows_match_dense(*r, dense, T, hide ? "window, sink hidden" : "window");
+    for (int i = 0; i < 3; ++i) {
+      const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+      ASSERT_EQ(r->pooled[0][i].size(), (size_t)T * nb);
+      for (int q = 0; q < T; ++q)
+        for (int j = 0; j < nb; ++j) {
+          float m = 0.0f;
+          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, dense.p[0][(size_t)q * T + k]);
+          ASSERT_NEAR(r->pooled[0][i][(size_t)q * nb + j], m, 1e-7) << b << " " << q << " " << j;
+        }
+    }
+  }
+  st.view.show = ViewRun::kDiff;
+  st.state_version++;
+  EXPECT_FALSE(st.head_rows().diff_pending);
+  EXPECT_TRUE(st.head_rows().diff2d[0].empty());
 }
 
 // Long prompts compute the rows of the viewed head on the view worker: until they arrive the panels keep the rows of

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 
+#include <unistd.h>
+
 #include "focal/error.h"
 #include "error_controls.h"
 #include "focal/log.h"
@@ -380,16 +382,36 @@ void AppState::truncate_prompt() {
   apply_tokens(std::move(ids));
 }
 
-size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes) {
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense, bool windowed) {
   const size_t head = (size_t)T * (size_t)T * sizeof(float);
   const size_t layer = head * (size_t)std::max(1, n_heads);
-  // Both sides' probabilities, one more while a side's new rows are computed (the view worker runs one job at a
-  // time), and their pooled copies for the heatmap (1/8 + 1/64 + 1/512 of a side's).
-  return 2 * (layer <= layer_rows_bytes ? layer : head) + 3 * head + 2 * (head / 8 + head / 64 + head / 512);
+  const size_t stored = layer <= layer_rows_bytes ? layer : head;
+  const size_t pooled = head / 8 + head / 64 + head / 512;  // rows over blocks of 8, 64 and 512 keys
+  size_t cells = 0;                                         // b x b cells of the same
+  for (int b : kHeatPoolKeys) cells += (size_t)((T + b - 1) / b) * (size_t)((T + b - 1) / b) * sizeof(float);
+  // Dense: both sides' probabilities, one more while a side's new rows are computed (the view worker runs one job at
+  // a time), and their pooled copies.
+  if (dense) return 2 * stored + 3 * head + 2 * pooled;
+  // Rows on demand: a third run's rows while one side re-runs (the panels read the old run's meanwhile), each row's
+  // normaliser and metrics, the cells, and the pooled rows of a windowed model.
+  const size_t per_row = (size_t)T * (sizeof(RowNorm) + focal::kNumRowMetrics * sizeof(float));
+  return 3 * stored + 2 * (per_row + cells + (windowed ? pooled : 0));
+}
+
+size_t AppState::default_rows_budget_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : size_t(16) << 30;
+  return std::max(size_t(4) << 30, ram / 10 * 6);
+}
+
+size_t AppState::rows_bytes(int T) const {
+  bool windowed = false;
+  for (int l = 0; has_cfg_ && l < cfg_.n_layers; ++l) windowed |= focal::layer_window(cfg_, l) > 0;
+  return app_rows_bytes(cfg_.n_heads, T, layer_rows_bytes, T <= dense_rows_max_tokens, windowed);
 }
 
 bool AppState::apply_tokens(std::vector<int32_t> ids) {
-  const size_t need = app_rows_bytes(cfg_.n_heads, (int)ids.size(), layer_rows_bytes);
+  const size_t need = rows_bytes((int)ids.size());
   if (need > rows_budget_bytes) {
     char gib[64];
     std::snprintf(gib, sizeof gib, "%.1f GiB (at most %.0f GiB)", need / 1073741824.0,
@@ -490,7 +512,8 @@ void AppState::propagate(int side) {
   if (side == 1 && slots[1].model) name = basename_of(model_b_path) + "_" + name;
   if (side == 1 && name == slots[0].spec.label()) name += "_b";
   jobs.submit(side == 0 ? "run_a" : "run_b", std::string(side == 0 ? "A" : "B") + ": " + name,
-              [this, side, box, spec, tokens, req, name](JobContext& ctx) -> std::function<void()> {
+              [this, side, box, spec, tokens, req, name,
+               keep_spare = n_tokens() <= dense_rows_max_tokens](JobContext& ctx) -> std::function<void()> {
                 auto out = std::make_shared<focal::RunCapture>();
                 // When only this box holds the spare, no panel reads it: its buffers may be taken.
                 focal::RunCapture* recycle = box->spare && box->spare.use_count() == 1 ? box->spare.get() : nullptr;
@@ -501,7 +524,9 @@ void AppState::propagate(int side) {
                     [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle);
                 if (recycle) box->spare.reset();  // its buffers are gone (taken, or freed with a cancelled run)
                 if (!ok) return {};
-                box->spare = std::move(box->last);
+                // Past dense_rows_max_tokens the budget counts no spare (the old run's rows, 4 GiB per head at 32K
+                // tokens, are freed once the panels have moved on).
+                box->spare = keep_spare ? std::move(box->last) : nullptr;
                 box->last = out;
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,9 +29,13 @@ constexpr int kInductionScore = focal::kNumRowMetrics;
 const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
 
 // The bytes one head's attention rows take in the app for T tokens of a model with n_heads heads per layer: each
-// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's), the
-// panels' [T, T] probabilities of both sides, a third while one side's are recomputed, and the heatmap's pooled rows.
-size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes);
+// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's), and
+// - dense (T up to AppState::dense_rows_max_tokens): the panels' [T, T] probabilities of both sides, a third while one
+//   side's are recomputed, and the heatmap's pooled rows;
+// - else: a third run's stored rows (the one computed while the panels show the old), no [T, T] probabilities (rows
+//   on demand, HeadRows::row), the heatmap's b x b cells and, for a model with sliding windows (windowed), its
+//   pooled rows.
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense = true, bool windowed = false);
 
 struct ViewOptions {
   bool log_color = false;      // colour by log10(p)
@@ -52,11 +57,21 @@ struct Slot {
   uint64_t version = 0;                       // bumps when run changes
 };
 
+// How one attention row follows from its stored raw scores when its probabilities are not held (long prompts): p_k =
+// exp(focal::attention_logit(raw_k, mult, softcap) - log_z) for first <= k <= q, 0 elsewhere (log_z = +inf: no key).
+struct RowNorm {
+  double log_z = INFINITY;
+  float mult = 0.0f;
+  int first = 0;
+};
+
 // The rows the heatmap, distribution and token strip show: one (layer, head), every query row, under the current
-// temperature of each side. Row i has i + 1 keys; entries beyond are 0.
+// temperature of each side. Row i has i + 1 keys; entries beyond are 0. Up to AppState::dense_rows_max_tokens tokens
+// a side's rows are held as p [T, T]; past it (32K tokens: 4 GiB per side) only each row's normaliser (norm) beside
+// the run's stored scores, and row() computes a row when a panel reads it.
 struct HeadRows {
   int layer = -1, head = -1, T = 0;
-  std::vector<float> p[2];           // [T, T] probabilities of A and B (B empty without comparison)
+  std::vector<float> p[2];           // [T, T] probabilities of A and B (empty past dense_rows_max_tokens)
   std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation),
                                      // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
@@ -67,10 +82,34 @@ struct HeadRows {
   bool pending[2] = {false, false};
   // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
   // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
+  // Past dense_rows_max_tokens only for a model with sliding windows (the b x b cells below ignore the window).
   std::vector<float> pooled[2][3];
   // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
   std::vector<float> pooled2d[2][3];
+  // Past dense_rows_max_tokens: the stored raw scores the rows come from (the run is held here, so that the rows of
+  // a replaced run stay readable while the new ones are computed), row q at raw[side] + q * T, and each row's
+  // normaliser; softcap is the model's attention soft-cap (0: none).
+  std::shared_ptr<const focal::RunCapture> raw_run[2];
+  const float* raw[2] = {nullptr, nullptr};
+  std::vector<RowNorm> norm[2];  // [T]
+  float softcap = 0.0f;
+  uint64_t gen[2] = {0, 0};  // bumps when a side's rows change
+  // Past dense_rows_max_tokens, while the heatmap shows B - A of a model without sliding windows: b x b cells of the
+  // b - a of largest magnitude ([ceil(T / b)]^2, signed), from the view worker; diff_pending until they arrive.
+  std::vector<float> diff2d[3];
+  bool diff_pending = false;
   uint64_t version = 0;
+
+  bool shown(int side) const { return !p[side].empty() || !norm[side].empty(); }
+  // Row q of a side ([T], 0 beyond the visible keys): a pointer into p, or past dense_rows_max_tokens into a small
+  // cache of computed rows (valid until a few other rows are asked for); nullptr when the side shows nothing.
+  const float* row(int side, int q) const;
+  // One probability (0 for a masked key; NaN when the side shows nothing).
+  float at(int side, int q, int k) const;
+  // Past dense_rows_max_tokens: the largest p over keys [ka, kb) of row q (the logit is monotone in the raw score,
+  // so one exponential of the largest raw score); with both sides, b - a of largest magnitude over those keys.
+  float max_in(int side, int q, int ka, int kb) const;
+  float max_diff_in(int q, int ka, int kb) const;
   // Nothing shown for a side: no rows, metrics, label or pooled copies, not pending.
   void clear_side(int side) {
     p[side].clear();
@@ -79,7 +118,21 @@ struct HeadRows {
     label[side].clear();
     for (auto& v : pooled[side]) v.clear();
     for (auto& v : pooled2d[side]) v.clear();
+    raw_run[side].reset();
+    raw[side] = nullptr;
+    norm[side].clear();
+    cache_[side].clear();
+    gen[side]++;
   }
+  // Forgets the computed rows of a side (its norm or raw changed).
+  void drop_cache(int side) const { cache_[side].clear(); }
+
+ private:
+  struct CachedRow {
+    int q = -1;
+    std::vector<float> p;
+  };
+  mutable std::vector<CachedRow> cache_[2];
 };
 constexpr int kHeatPoolKeys[3] = {8, 64, 512};
 
@@ -96,8 +149,9 @@ struct RowSource {
   int T = 0;
 };
 // Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head); false when the run
-// does not hold that row.
-bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics);
+// does not hold that row. With norm: the row's normaliser over the stored scores (log_z NaN when the run has none).
+bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics,
+                      RowNorm* norm = nullptr);
 
 // Per-head divergence of the visible layer between the propagated runs A and B (means over rows 1..T-1).
 struct LayerDivergence {
@@ -242,7 +296,9 @@ class AppState {
   // 9 heads to about 14 000 tokens); past it only the viewed head's, and choosing another head re-runs the side from
   // the kept layer input at or below the layer.
   size_t layer_rows_bytes = size_t(3) << 30;
-  size_t rows_budget_bytes = size_t(12) << 30;  // app_rows_bytes past this: a prompt is refused with the estimate
+  // rows_bytes past this: a prompt is refused with the estimate. 60 % of the machine's memory (at least 4 GiB).
+  size_t rows_budget_bytes = default_rows_budget_bytes();
+  static size_t default_rows_budget_bytes();
   std::vector<std::string> recent;
   std::shared_ptr<SweepResult> sweep;
   std::shared_ptr<GenStream> gen;
@@ -252,6 +308,11 @@ class AppState {
   // that no frame waits for a T x T pass; below sync_rows_max_tokens tokens they are computed at once.
   JobQueue views;
   int sync_rows_max_tokens = 2048;
+  // Past this many tokens the panels' rows are not held as [T, T] per side but computed from the stored scores when
+  // read (HeadRows::row): 32K tokens would take 4 GiB per side and a third while one is recomputed.
+  int dense_rows_max_tokens = 16384;
+  // app_rows_bytes for T tokens of the loaded model under the settings above.
+  size_t rows_bytes(int T) const;
   uint64_t state_version = 1;  // bumps on any change the derived views depend on
 
   void notify(const std::string& msg, bool error);
@@ -260,6 +321,8 @@ class AppState {
  private:
   focal::CaptureRequest request_for(int side) const;
   void refresh_head_rows();
+  void refresh_diff_cells();  // submits HeadRows::diff2d's job when B - A is shown past dense_rows_max_tokens
+  std::string diff_key_;      // what rows_.diff2d was (or is being) computed from
   void after_tokens_changed();
   bool apply_tokens(std::vector<int32_t> ids);  // false: refused (app_rows_bytes past rows_budget_bytes)
   // Fills p[T] (0 beyond the visible keys) and metrics[kNumRowMetrics] of query q of (layer, head) for a side under

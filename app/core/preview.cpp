@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "app_state.h"
+#include "rows_on_demand.h"
 #include "focal/capture.h"
 #include "focal/metrics.h"
 #include "selection.h"
@@ -28,7 +29,22 @@ float full_row_sink(const float* raw, int n, float mult) {
 }
 }  // namespace
 
-bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics) {
+namespace {
+// The normaliser of a row computed from stored scores (p[first, n) its probabilities): log Z from the largest p, whose
+// logit is known (p_max = exp(logit_max - log Z)), so that every other key's p follows alone.
+void fill_norm(const float* raw, const float* p, int n, float mult, float cap, int first, RowNorm* norm) {
+  norm->mult = mult;
+  norm->first = first;
+  norm->log_z = INFINITY;
+  int best = -1;
+  for (int j = first; j < n; ++j)
+    if (best < 0 || p[j] > p[best]) best = j;
+  if (best >= 0 && p[best] > 0.0f)
+    norm->log_z = (double)focal::attention_logit(raw[best], mult, cap) - std::log((double)p[best]);
+}
+}  // namespace
+
+bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p, float* metrics, RowNorm* norm) {
   if (!src.run || !src.spec || !src.run_spec || !src.cfg) return false;
   const focal::ModelConfig& cfg = *src.cfg;
   const focal::TempSpec& spec = *src.spec;
@@ -41,18 +57,23 @@ bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p
   const size_t off = (size_t)found;
   const int n = q + 1;
   std::fill(p, p + T, 0.0f);
+  if (norm) *norm = RowNorm{NAN, 0.0f, 0};  // NaN: this row's probabilities do not follow from stored scores
   const bool exact = spec.first_changed_layer(run_spec, cfg) > layer;
   const int k = r.topk_mass_k;
   const int32_t* rel = src.relevant;
   const int n_rel = src.n_relevant;
+  const int lo = focal::window_first_key(cfg, layer, n);
+  const float cap = cfg.arch.attn_softcap;
+  const size_t ri = ((size_t)layer * cfg.n_heads + head) * T + q;  // in row_scale and (x kNumRowMetrics) metrics
   if (!hide_sink && exact && !r.probs.empty()) {
     std::copy(r.probs.begin() + off, r.probs.begin() + off + n, p);
-    const size_t moff = (((size_t)layer * cfg.n_heads + head) * T + q) * kNumRowMetrics;
+    const size_t moff = ri * kNumRowMetrics;
     if (r.metrics.size() >= moff + kNumRowMetrics) {
       std::copy(r.metrics.begin() + moff, r.metrics.begin() + moff + kNumRowMetrics, metrics);
     } else {
       focal::row_metrics(p, n, k, rel, n_rel, metrics);
     }
+    if (norm && !r.scores.empty()) fill_norm(r.scores.data() + off, p, n, r.row_scale[ri], cap, lo, norm);
     return true;
   }
   if (!r.scores.empty()) {
@@ -62,18 +83,16 @@ bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p
     const bool tau_unknown = spec.mode == focal::AttnMode::kLearned && run_spec.mode != focal::AttnMode::kLearned &&
                              spec.head_temp.count({layer, head}) == 0 && spec.layer_temp.count(layer) == 0;
     if (exact || tau_unknown) {
-      mult = r.row_scale[((size_t)layer * cfg.n_heads + head) * T + q];
+      mult = r.row_scale[ri];
     } else {
       const float tau_clipped = r.tau.empty() ? 1.0f : r.tau[(size_t)layer * T + q] / run_spec.tau_scale;
       mult = spec.row_multiplier(cfg, layer, head, n, tau_clipped);
     }
     const float* raw = r.scores.data() + off;
+    const int first = hide_sink ? std::max(lo, 1) : lo;  // p is 0 before it
     // Soft-capped or windowed architectures (Gemma 2, Mistral): the forward's own row function, so the cap comes after
     // the temperature and keys outside the window stay at 0.
-    const int lo = focal::window_first_key(cfg, layer, n);
-    const float cap = cfg.arch.attn_softcap;
     if (cap > 0.0f || lo > 0) {
-      const int first = hide_sink ? std::max(lo, 1) : lo;
       if (first >= n) {
         std::fill(metrics, metrics + kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
       } else if (hide_sink) {
@@ -81,9 +100,7 @@ bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p
       } else {
         focal::attention_row(raw, n, mult, cap, lo, p, metrics, k, rel, n_rel);
       }
-      return true;
-    }
-    if (hide_sink) {
+    } else if (hide_sink) {
       if (n > 1)
         focal::softmax_scaled(raw + 1, n - 1, mult, p + 1, metrics, k);
       else
@@ -92,6 +109,7 @@ bool compute_head_row(const RowSource& src, int layer, int head, int q, float* p
     } else {
       focal::softmax_scaled(raw, n, mult, p, metrics, k, rel, n_rel);
     }
+    if (norm) fill_norm(raw, p, n, mult, cap, first, norm);
     return true;
   }
   if (!r.probs.empty()) {  // probabilities only: no re-tempering possible
@@ -140,6 +158,7 @@ float AppState::raw_score(int q, int k) const {
 
 const HeadRows& AppState::head_rows() {
   if (rows_version_ != state_version) refresh_head_rows();
+  refresh_diff_cells();
   return rows_;
 }
 
@@ -225,6 +244,9 @@ void AppState::refresh_head_rows() {
   h.layer = sel_layer;
   h.head = sel_head;
   h.T = T;
+  h.softcap = has_cfg_ ? cfg_.arch.attn_softcap : 0.0f;
+  bool windowed = false;
+  for (int l = 0; has_cfg_ && l < cfg_.n_layers; ++l) windowed |= focal::layer_window(cfg_, l) > 0;
   bool changed = false;
   for (int side = 0; side < 2; ++side) {
     const Slot& s = slots[side];
@@ -232,21 +254,51 @@ void AppState::refresh_head_rows() {
     const std::string key = std::to_string(T) + "|" + std::to_string(sel_layer) + "|" + std::to_string(sel_head) + "|" +
                             std::to_string(s.version) + "|" + (s.run ? s.spec.to_json() : "") + "|" +
                             std::to_string(view.hide_sink) + "|" + std::to_string(side == 1 && !compare) + "|" +
-                            std::to_string((uintptr_t)s.run.get());
+                            std::to_string((uintptr_t)s.run.get()) + "|" + std::to_string(dense_rows_max_tokens);
     if (key == rows_key_[side]) continue;
     rows_key_[side] = key;
     changed = true;
     const bool shown = !(side == 1 && !compare) && s.run && has_cfg_ && T > 0 &&
                        index_of(s.run->layers, sel_layer) >= 0 && index_of(s.run->heads, sel_head) >= 0;
     const char* job_key = side == 0 ? "rows_a" : "rows_b";
+    // Past dense_rows_max_tokens, rows on demand from the stored scores (a run without them keeps dense rows).
+    const std::ptrdiff_t raw_off =
+        shown && T > dense_rows_max_tokens ? raw_rows_offset(*s.run, sel_layer, sel_head, T) : -1;
+    const bool on_demand = raw_off >= 0;
+    const bool exact = shown && s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
+    const std::string label = s.spec.label();
+    // What a finished computation puts in the side: dense rows P, or (on demand) normalisers Nm over the run's scores.
+    auto apply = [this, side, exact, label, run = s.run, raw_off](std::vector<float>& P, std::vector<float>& M,
+                                                                  std::vector<RowNorm>& Nm, std::vector<float>* pooled,
+                                                                  std::vector<float>* pooled2d) {
+      HeadRows& r = rows_;
+      r.p[side] = std::move(P);
+      r.metrics[side] = std::move(M);
+      r.norm[side] = std::move(Nm);
+      r.raw_run[side] = r.norm[side].empty() ? nullptr : run;
+      r.raw[side] = r.norm[side].empty() ? nullptr : run->scores.data() + raw_off;
+      r.drop_cache(side);
+      r.gen[side]++;
+      r.exact[side] = exact;
+      r.preview[side] = !exact;
+      r.label[side] = label;
+      for (int i = 0; i < 3; ++i) {
+        r.pooled[side][i] = std::move(pooled[i]);
+        r.pooled2d[side][i] = std::move(pooled2d[i]);
+      }
+      r.pending[side] = false;
+    };
     if (!async || !shown) {
       views.cancel(job_key);
       h.clear_side(side);
       if (!shown) continue;
-      h.exact[side] = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
-      h.preview[side] = !h.exact[side];
-      h.label[side] = s.spec.label();
-      compute_head_rows(row_source(side, false), sel_layer, sel_head, h.p[side], h.metrics[side], nullptr);
+      std::vector<float> P, M, pooled[3], pooled2d[3];
+      std::vector<RowNorm> Nm;
+      if (on_demand)
+        compute_head_norms(row_source(side, false), sel_layer, sel_head, windowed, Nm, M, pooled, pooled2d, nullptr);
+      else
+        compute_head_rows(row_source(side, false), sel_layer, sel_head, P, M, nullptr);
+      apply(P, M, Nm, pooled, pooled2d);
       continue;
     }
     // Long prompt: on the view worker. The rows shown until then are of the same place under label[side], or none.
@@ -261,33 +313,30 @@ void AppState::refresh_head_rows() {
     src->hide_sink = view.hide_sink;
     src->T = T;
     const int layer = sel_layer, head = sel_head;
-    const bool exact = s.spec.first_changed_layer(s.run_spec, cfg_) > sel_layer;
-    const std::string label = s.spec.label();
-    views.submit(job_key,
-                 std::string(side == 0 ? "A" : "B") + ": rows of layer " + std::to_string(layer) + " head " +
-                     std::to_string(head),
-                 [this, side, key, src, layer, head, exact, label](JobContext& ctx) -> std::function<void()> {
-                   auto P = std::make_shared<std::vector<float>>(), M = std::make_shared<std::vector<float>>();
-                   if (!compute_head_rows(src->view(), layer, head, *P, *M, [&ctx] { return ctx.cancelled(); }))
-                     return {};
-                   auto pooled = std::make_shared<std::array<std::vector<float>, 6>>();
-                   pool_rows(*P, src->T, pooled->data(), pooled->data() + 3);
-                   return [this, side, key, P, M, pooled, exact, label] {
-                     if (rows_key_[side] != key) return;  // superseded
-                     HeadRows& r = rows_;
-                     r.p[side] = std::move(*P);
-                     r.metrics[side] = std::move(*M);
-                     r.exact[side] = exact;
-                     r.preview[side] = !exact;
-                     r.label[side] = label;
-                     for (int i = 0; i < 3; ++i) {
-                       r.pooled[side][i] = std::move((*pooled)[i]);
-                       r.pooled2d[side][i] = std::move((*pooled)[3 + i]);
-                     }
-                     r.pending[side] = false;
-                     r.version++;
-                   };
-                 });
+    views.submit(
+        job_key,
+        std::string(side == 0 ? "A" : "B") + ": rows of layer " + std::to_string(layer) + " head " +
+            std::to_string(head),
+        [this, side, key, src, layer, head, on_demand, windowed, apply](JobContext& ctx) -> std::function<void()> {
+          struct Out {
+            std::vector<float> P, M, pooled[3], pooled2d[3];
+            std::vector<RowNorm> Nm;
+          };
+          auto o = std::make_shared<Out>();
+          const auto cancelled = [&ctx] { return ctx.cancelled(); };
+          if (on_demand) {
+            if (!compute_head_norms(src->view(), layer, head, windowed, o->Nm, o->M, o->pooled, o->pooled2d, cancelled))
+              return {};
+          } else {
+            if (!compute_head_rows(src->view(), layer, head, o->P, o->M, cancelled)) return {};
+            pool_rows(o->P, src->T, o->pooled, o->pooled2d);
+          }
+          return [this, side, key, o, apply] {
+            if (rows_key_[side] != key) return;  // superseded
+            apply(o->P, o->M, o->Nm, o->pooled, o->pooled2d);
+            rows_.version++;
+          };
+        });
   }
   if (changed) h.version++;
 }

@@ -22,10 +22,14 @@ double pct(std::vector<double> v, double p) {
 // Token ids of a long text, cut to n (the bundled tokenizer; repeated text is fine for timing).
 std::vector<int32_t> bench_tokens(const AppState& st, int n) {
   const focal::Tokenizer& tok = st.slots[0].model->require_tokenizer();
-  std::string text;
-  while ((int)tok.encode(text, true).size() < n)
-    text += "The researcher dragged the temperature slider and watched each attention head sharpen. ";
+  const std::string sentence = "The researcher dragged the temperature slider and watched each attention head sharpen. ";
+  // One encode per doubling (re-encoding after every sentence took minutes at 32K tokens).
+  std::string text = sentence;
   std::vector<int32_t> ids = tok.encode(text, true);
+  while ((int)ids.size() < n) {
+    text += text;
+    ids = tok.encode(text, true);
+  }
   ids.resize(n);
   return ids;
 }
@@ -40,8 +44,9 @@ void Bench::set_t(Ui& ui, float t) {
 }
 
 // Phases: 0 wait for the model, set T = 512; 1 wait for both runs; 2 preview; 3 propagate; 4 job fps;
-// 5 long model load; 6 long propagate; 7 long zoom/pan; 10 long query moves; 11 long idle; 12 long head switch;
-// 8 write; 9 idle frames (between 1 and 2).
+// 5 long model load; 6 long propagate; 7 long zoom/pan; 10 long query moves; 11 long idle; 13 long preview (A's
+// rows under another t, then B - A's cells); 14 long B - A zoom/pan; 12 long head switch; 8 write; 9 idle frames
+// (between 1 and 2).
 void Bench::before_frame(Ui& ui) {
   AppState& st = ui.st;
   const double t = now_ms();
@@ -114,13 +119,22 @@ void Bench::before_frame(Ui& ui) {
     case 6:
       // The runs of the long prompt, then the viewed head's rows (the view worker's job that head_rows submits).
       if (!st.busy() && st.slots[0].run && (int)st.slots[0].run->token_nll.size() == long_T_ &&
-          !st.head_rows().pending[0] && !st.head_rows().p[0].empty() && !st.busy()) {
+          !st.head_rows().pending[0] && st.head_rows().shown(0) && !st.busy()) {
         long_propagate_ms_ = t - t0_;
         phase_ = 7;
         i_ = 0;
         last_frame_ = t;
       }
       break;
+    case 13:
+      if (i_ == 0) {  // a new t for A, not propagated: the view worker recomputes the viewed head's rows
+        st.live_propagate = false;
+        set_t(ui, 0.3f);
+        t0_ = t;
+        i_ = 1;
+      }
+      break;
+    case 14:
     case 7: {  // zoom in and out, pan: every frame changes the view, so the texture is rebuilt every frame
       HeatView& v = ui.heat_view;
       const double T = long_T_;
@@ -168,9 +182,10 @@ bool Bench::after_frame(Ui& ui) {
   AppState& st = ui.st;
   const double t = now_ms();
   if (phase_ != reported_phase_) {  // progress on stderr: a long prompt's runs take minutes on a small machine
-    static const char* const kNames[] = {"loading",    "first runs", "preview",         "propagate", "job frames",
-                                         "long model", "long runs",  "long zoom",       "writing",   "idle frames",
-                                         "long query", "long idle",  "long head switch"};
+    static const char* const kNames[] = {"loading",          "first runs",   "preview",        "propagate",
+                                         "job frames",       "long model",   "long runs",      "long zoom",
+                                         "writing",          "idle frames",  "long query",     "long idle",
+                                         "long head switch", "long preview", "long B - A zoom"};
     std::fprintf(stderr, "bench: %.1f s: %s\n", t / 1000.0, kNames[phase_]);
     reported_phase_ = phase_;
   }
@@ -218,15 +233,38 @@ bool Bench::after_frame(Ui& ui) {
       break;
     case 7: frame_phase(long_frame_ms_, t, 90, 10); break;
     case 10: frame_phase(long_query_frame_ms_, t, 60, 11); break;
-    case 11: frame_phase(long_idle_frame_ms_, t, 40, 12); break;
+    case 11: frame_phase(long_idle_frame_ms_, t, 40, 13); break;
+    case 13:
+      if (i_ == 1 && !st.head_rows().pending[0] && !st.busy()) {
+        long_preview_ms_ = t - t0_;
+        if (st.compare) {
+          st.view.show = ViewRun::kDiff;
+          st.state_version++;
+        }
+        t0_ = t;
+        i_ = 2;
+      } else if (i_ == 2 && !st.head_rows().diff_pending && !st.busy()) {
+        long_diff_cells_ms_ = st.compare ? t - t0_ : NAN;
+        phase_ = st.compare ? 14 : 12;
+        i_ = 0;
+        last_frame_ = t;
+      }
+      break;
+    case 14:
+      frame_phase(long_diff_frame_ms_, t, 40, 12);
+      if (phase_ == 12) {
+        st.view.show = ViewRun::kA;
+        st.state_version++;
+      }
+      break;
     case 12:  // the new head's rows shown (a re-run when the run held the viewed head only)
-      if (i_ == 1 && !st.busy() && st.head_rows().head == st.sel_head && !st.head_rows().p[0].empty()) {
+      if (i_ == 1 && !st.busy() && st.head_rows().head == st.sel_head && st.head_rows().shown(0)) {
         long_head_switch_ms_ = t - t0_;
         phase_ = 8;
       }
       break;
     case 8: {
-      char buf[3072];
+      char buf[4096];
       std::snprintf(buf, sizeof buf,
                     "{\n  \"T\": %d,\n  \"idle_frame_ms_median\": %.3f,\n  \"preview_logic_ms_median\": %.3f,\n"
                     "  \"heat_texture_ms_median\": %.3f,\n  \"preview_cpu_ms_median\": %.3f,\n  \"preview_ms_median\": "
@@ -238,6 +276,8 @@ bool Bench::after_frame(Ui& ui) {
                     "  \"long_zoom_frame_ms_max\": %.3f,\n"
                     "  \"long_query_frame_ms_median\": %.3f,\n  \"long_query_frame_ms_max\": %.3f,\n"
                     "  \"long_idle_frame_ms_median\": %.3f,\n  \"long_idle_frame_ms_max\": %.3f,\n"
+                    "  \"long_preview_ms\": %.1f,\n  \"long_diff_cells_ms\": %.1f,\n"
+                    "  \"long_diff_zoom_frame_ms_median\": %.3f,\n  \"long_diff_zoom_frame_ms_max\": %.3f,\n"
                     "  \"long_head_switch_ms\": %.1f\n}\n",
                     T_, pct(idle_frame_ms_, 0.5), pct(preview_logic_ms_, 0.5), pct(heat_build_ms_, 0.5),
                     pct(preview_cpu_ms_, 0.5), pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5),
@@ -245,7 +285,8 @@ bool Bench::after_frame(Ui& ui) {
                     pct(job_frame_ms_, 0.5), job_frame_ms_.size(), long_T_, long_propagate_ms_,
                     pct(long_frame_ms_, 0.5), pct(long_frame_ms_, 0.9), pct(long_frame_ms_, 1.0),
                     pct(long_query_frame_ms_, 0.5), pct(long_query_frame_ms_, 1.0), pct(long_idle_frame_ms_, 0.5),
-                    pct(long_idle_frame_ms_, 1.0), long_head_switch_ms_);
+                    pct(long_idle_frame_ms_, 1.0), long_preview_ms_, long_diff_cells_ms_, pct(long_diff_frame_ms_, 0.5),
+                    pct(long_diff_frame_ms_, 1.0), long_head_switch_ms_);
       std::ofstream f(out_);
       f << buf;
       std::fputs(buf, stdout);

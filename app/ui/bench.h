@@ -34,8 +34,9 @@ class Bench {
   uint64_t seen_version_ = 0;
   bool armed_ = false;
   std::vector<double> idle_frame_ms_, preview_cpu_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_,
-      job_frame_ms_, long_frame_ms_, long_query_frame_ms_, long_idle_frame_ms_;
+      job_frame_ms_, long_frame_ms_, long_query_frame_ms_, long_idle_frame_ms_, long_diff_frame_ms_;
   double long_propagate_ms_ = 0.0, long_head_switch_ms_ = 0.0, last_frame_ = 0.0;
+  double long_preview_ms_ = NAN, long_diff_cells_ms_ = NAN;  // rows of a new setting; B - A's cells
   int T_ = 0, long_T_ = 0, long_tokens_ = 4096;
 };
 

@@ -28,14 +28,16 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     ui.record_rect("distribution");
     const HeadRows& rows = st.head_rows();
     const int T = rows.T, q = st.query();
-    if (T == 0 || (rows.p[0].empty() && rows.p[1].empty())) {
+    if (T == 0 || (!rows.shown(0) && !rows.shown(1))) {
       ImGui::TextDisabled(rows.pending[0] || rows.pending[1] ? "computing the rows..." : "no run yet");
       ImGui::End();
       return;
     }
+    // Row q of each side (nullptr: not shown); past dense_rows_max_tokens computed here from the stored scores.
+    const float* prow[2] = {rows.row(0, q), rows.row(1, q)};
     ImGui::Text("query %d '%s'", q, short_piece(st.file.pieces[q]).c_str());
     for (int s = 0; s < 2; ++s) {
-      if (rows.p[s].empty()) continue;
+      if (!rows.shown(s)) continue;
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];
       ImGui::SameLine();
       // With the sink hidden, H and max are of the renormalised keys 1..q; the sink mass is the whole row's.
@@ -66,8 +68,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     dl->AddRectFilled(p0, p1, IM_COL32(24, 26, 32, 255));
     float pmax = 0.0f;
     for (int s = 0; s < 2; ++s)
-      if (!rows.p[s].empty())
-        for (int k = k0; k <= k1; ++k) pmax = std::max(pmax, rows.p[s][(size_t)q * T + k]);
+      if (prow[s])
+        for (int k = k0; k <= k1; ++k) pmax = std::max(pmax, prow[s][k]);
     // Round ticks; the top of the axis is the first tick at or above the largest p (room for the labels).
     const focal::figures::Ticks yt =
         round_ticks(ui, "distribution.y", 0.0, pmax > 0 ? std::min(1.0, pmax * 1.15) : 1.0, 5);
@@ -92,10 +94,10 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       dl->AddText(ImVec2(p1.x - ts.x - 4, p0.y + 2), IM_COL32(150, 150, 160, 255), pool_note.c_str());
     }
     ui.labels["distribution.pool"] = {pool_note};
-    const bool split = per_col >= 4.0f && !rows.p[0].empty() && !rows.p[1].empty();
+    const bool split = per_col >= 4.0f && prow[0] && prow[1];
     for (int s = 1; s >= 0; --s) {
-      if (rows.p[s].empty()) continue;
-      const float* p = &rows.p[s][(size_t)q * T];
+      if (!prow[s]) continue;
+      const float* p = prow[s];
       for (int c = 0; c < cols; ++c) {
         const int ka = k0 + (int)((long)c * n / cols), kb = std::max(ka + 1, k0 + (int)((long)(c + 1) * n / cols));
         float v = 0.0f;
@@ -120,7 +122,7 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     for (int k = k0; k <= k1; ++k) {
       float v = 0.0f;
       for (int s = 0; s < 2; ++s)
-        if (!rows.p[s].empty()) v = std::max(v, rows.p[s][(size_t)q * T + k]);
+        if (prow[s]) v = std::max(v, prow[s][k]);
       top.push_back({-v, k});
     }
     std::partial_sort(top.begin(), top.begin() + std::min<size_t>(5, top.size()), top.end());
@@ -177,9 +179,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       ImGui::BeginTooltip();
       ImGui::Text("key %d '%s'", k, st.file.pieces[k].c_str());
       for (int s = 0; s < 2; ++s)
-        if (!rows.p[s].empty())
-          ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.p[s][(size_t)q * T + k],
-                             pending_suffix(rows, s).c_str());
+        if (prow[s])
+          ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), prow[s][k], pending_suffix(rows, s).c_str());
       ImGui::EndTooltip();
     }
   }

@@ -127,7 +127,12 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     }
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 p1(p0.x + side_px, p0.y + side_px);
-    if (T > 0 && ui.heat_tex.id && (!rows.p[0].empty() || !rows.p[1].empty())) {
+    if (T > 0 && ui.heat_vmax < 0.0f) {  // B - A at this zoom needs cells that are not there (build_heat_pixels)
+      const char* why = rows.diff_pending ? "B - A: computing its cells on the view worker..."
+                                          : "B - A at this length: zoom in to fewer than 8 keys per pixel";
+      ui.labels["heatmap.diff"] = {why};
+      ImGui::GetWindowDrawList()->AddText(ImVec2(p0.x + 8, p0.y + 8), IM_COL32(255, 204, 77, 255), why);
+    } else if (T > 0 && ui.heat_tex.id && (rows.shown(0) || rows.shown(1))) {
       // ImGui carries an OpenGL texture name in its pointer-typed ImTextureID.
       dl->AddImage((ImTextureID)(intptr_t)ui.heat_tex.id, p0, p1);  // NOLINT(performance-no-int-to-ptr)
       // The selected query row.
@@ -174,8 +179,8 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
           ImGui::TextDisabled("outside the sliding window (%d keys): probability 0", cfg->arch.sliding_window);
         } else {
           for (int s = 0; s < 2; ++s)
-            if (!rows.p[s].empty())
-              ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.p[s][(size_t)q * T + k],
+            if (rows.shown(s))
+              ImGui::TextColored(col_run_v4(s), "p %s = %.5f%s", side_name(s), rows.at(s, q, k),
                                  pending_suffix(rows, s).c_str());
           if (const float raw = st.raw_score(q, k); !std::isnan(raw)) ImGui::Text("raw score = %.4f", raw);
         }
@@ -190,7 +195,9 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     const ScaleKind kind =
         show == 2 ? ScaleKind::kDiverging : (st.view.log_color ? ScaleKind::kLog10 : ScaleKind::kLinear);
     const double lo = kind == ScaleKind::kLog10 ? -4.0 : 0.0, hi = kind == ScaleKind::kLog10 ? 0.0 : ui.heat_vmax;
-    const float used = draw_colorbar_h(ui, "heatmap.colorbar", dl, ImVec2(l0.x, l0.y + 2), lw, 9, lo, hi, kind);
+    const float used = ui.heat_vmax < 0.0f  // nothing drawn: no scale
+                           ? 0.0f
+                           : draw_colorbar_h(ui, "heatmap.colorbar", dl, ImVec2(l0.x, l0.y + 2), lw, 9, lo, hi, kind);
     ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y));
     ImGui::TextDisabled("%s", show == 2 ? "B - A (blue: B lower)" : (st.view.log_color ? "p (log)" : "p"));
     ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y + ImGui::GetTextLineHeight()));

@@ -128,8 +128,12 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     const HeadRows& rows = st.head_rows();
     const int T = st.n_tokens();
     const int q = st.query();
-    const int side = st.view.show == ViewRun::kB && !rows.p[1].empty() ? 1 : 0;
-    const bool diff = st.view.show == ViewRun::kDiff && !rows.p[0].empty() && !rows.p[1].empty();
+    // Row q of each side (nullptr: not shown, or of other tokens); past dense_rows_max_tokens computed from the
+    // stored scores.
+    const float* prow[2] = {nullptr, nullptr};
+    for (int s = 0; s < 2 && rows.T == T; ++s) prow[s] = rows.row(s, q);
+    const int side = st.view.show == ViewRun::kB && prow[1] ? 1 : 0;
+    const bool diff = st.view.show == ViewRun::kDiff && prow[0] && prow[1];
     ImGui::TextDisabled("attention from the selected query (outlined), layer %d head %d, %s", st.sel_layer, st.sel_head,
                         diff ? "B - A" : side_name(side));
     const int gen_from = st.file.has_generated() ? st.file.prompt_end() : T;  // first generated position
@@ -143,11 +147,10 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float avail = ImGui::GetContentRegionAvail().x;
     float row_max = 0.0f;  // colour scale: the largest value in the query's row (excluding nothing)
-    const std::vector<float>* P = rows.p[side].empty() ? nullptr : &rows.p[side];
+    const float* P = prow[side];
     if (T > 0 && rows.T == T) {
       for (int k = 0; k <= q; ++k) {
-        const float v = diff ? std::fabs(rows.p[1][(size_t)q * T + k] - rows.p[0][(size_t)q * T + k])
-                             : (P ? (*P)[(size_t)q * T + k] : 0.0f);
+        const float v = diff ? std::fabs(prow[1][k] - prow[0][k]) : (P ? P[k] : 0.0f);
         row_max = std::max(row_max, v);
       }
     }
@@ -206,10 +209,10 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
       ImU32 bg = IM_COL32(45, 48, 56, 255);
       if (k <= q && rows.T == T && T > 0) {
         if (diff) {
-          const float d = rows.p[1][(size_t)q * T + k] - rows.p[0][(size_t)q * T + k];
+          const float d = prow[1][k] - prow[0][k];
           bg = col_diverging(d / row_max);
         } else if (P) {
-          bg = col_viridis((*P)[(size_t)q * T + k] / row_max);
+          bg = col_viridis(P[k] / row_max);
         }
       }
       dl->AddRectFilled(p0, p1, bg, 3.0f);
@@ -233,8 +236,8 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
         ImGui::Text("key %d '%s'  <-  query %d '%s'", k, st.file.pieces[k].c_str(), q, st.file.pieces[q].c_str());
         if (k >= gen_from) ImGui::TextColored(col_generated_v4(), "generated (step %d after the prompt)", k - gen_from);
         for (int s = 0; s < 2; ++s)
-          if (!rows.p[s].empty() && k <= q)
-            ImGui::TextColored(col_run_v4(s), "p %s = %.4f%s", side_name(s), rows.p[s][(size_t)q * T + k],
+          if (prow[s] && k <= q)
+            ImGui::TextColored(col_run_v4(s), "p %s = %.4f%s", side_name(s), prow[s][k],
                                pending_suffix(rows, s).c_str());
         if (const float raw = st.raw_score(q, k); !std::isnan(raw)) ImGui::Text("raw score q.k/sqrt(d) = %.3f", raw);
         ImGui::TextDisabled("click: make this token the query");

@@ -315,7 +315,10 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   const int ps = show == ViewRun::kB ? 1 : 0;
   const std::vector<float>* P = ps == 1 ? B : A;
   const bool diff = show == ViewRun::kDiff;
-  if (T == 0 || (!diff && !P) || (diff && (!A || !B))) return 1.0f;
+  if (T == 0 || (!diff && !rows.shown(ps)) || (diff && (!rows.shown(0) || !rows.shown(1)))) return 1.0f;
+  // Past AppState::dense_rows_max_tokens a side holds no [T, T] rows: a texel's keys are read as their largest raw
+  // score and one exponential (HeadRows::max_in), B - A from both sides' normalisers (max_diff_in).
+  const bool on_demand = diff ? (!A || !B) : !P;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
   std::vector<float> scale_val((size_t)w * h, 0.0f);  // the same without row 0 (one visible key: always 1)
@@ -339,16 +342,21 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   // the causal mask from the texel's corner.
   int pool2_b = 0, pool2_n = 0;
   const float* pool2 = nullptr;
+  // B - A past dense_rows_max_tokens: the cells of the largest |b - a| (HeadRows::diff2d, from the view worker).
   const bool windowed_model = cfg && focal::layer_window(*cfg, st.sel_layer) > 0;
-  for (int i = 2; i >= 0 && !diff && !windowed_model; --i) {
+  for (int i = 2; i >= 0 && (!diff || on_demand) && !windowed_model; --i) {
     const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
-    if (sx >= b && sy >= b && rows.pooled2d[ps][i].size() == (size_t)n * n) {
+    const std::vector<float>& cells = diff ? rows.diff2d[i] : rows.pooled2d[ps][i];
+    if (sx >= b && sy >= b && cells.size() == (size_t)n * n) {
       pool2_b = b;
       pool2_n = n;
-      pool2 = rows.pooled2d[ps][i].data();
+      pool2 = cells.data();
       break;
     }
   }
+  // B - A past dense_rows_max_tokens at texels of 8 keys or more without its cells (not computed yet, or a windowed
+  // model, which has none): every key of both sides would be two exponentials per texel row. Not drawn.
+  if (diff && on_demand && !pool2 && sx >= kHeatPoolKeys[0]) return -1.0f;
   if (pool2) {
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; ++y) {
@@ -364,13 +372,14 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
           continue;
         }
         masked[o] = 0;
-        float best = 0.0f, best_rest = 0.0f;
+        float best = 0.0f, best_rest = 0.0f;  // of largest magnitude (B - A's cells are signed)
         for (int i = ia; i <= ie; ++i) {
           const float* c = pool2 + (size_t)i * pool2_n;
           float m = 0.0f;
-          for (int j = ka / pool2_b, je = (kb - 1) / pool2_b; j <= je; ++j) m = std::max(m, c[j]);
-          best = std::max(best, m);
-          if (i > 0) best_rest = std::max(best_rest, m);  // as below, without query row 0's block
+          for (int j = ka / pool2_b, je = (kb - 1) / pool2_b; j <= je; ++j)
+            if (std::fabs(c[j]) > std::fabs(m)) m = c[j];
+          if (std::fabs(m) > std::fabs(best)) best = m;
+          if (i > 0 && std::fabs(m) > std::fabs(best_rest)) best_rest = m;  // as below, without query row 0's block
         }
         val[o] = best;
         scale_val[o] = best_rest;
@@ -397,17 +406,19 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
           }
           any = true;
           float row_best = 0.0f;
-          if (diff) {
+          if (pool) {
+            const float* c = pool + (size_t)q * pool_n;
+            for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
+              row_best = std::max(row_best, c[j]);
+          } else if (on_demand) {
+            row_best = diff ? rows.max_diff_in(q, std::max(ka, lo), kend) : rows.max_in(ps, q, std::max(ka, lo), kend);
+          } else if (diff) {
             const float* a = A->data() + (size_t)q * T;
             const float* b = B->data() + (size_t)q * T;
             for (int k = ka; k < kend; ++k) {
               const float d = b[k] - a[k];
               if (std::fabs(d) > std::fabs(row_best)) row_best = d;
             }
-          } else if (pool) {
-            const float* c = pool + (size_t)q * pool_n;
-            for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
-              row_best = std::max(row_best, c[j]);
           } else {
             const float* p = P->data() + (size_t)q * T;
             for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);

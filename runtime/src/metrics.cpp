@@ -50,6 +50,8 @@ void attention_row(const float* raw, int n, float scale, float softcap, int firs
   ops::attention_row(raw, scale, softcap, first_key, p, n, metrics, topk_k, relevant, n_relevant);
 }
 
+float attention_logit(float raw, float scale, float softcap) { return math::attn_logit(raw, scale, softcap); }
+
 int window_first_key(const ModelConfig& c, int layer, int n) {
   return math::window_first_key(n, layer_window(c, layer));
 }

@@ -24,6 +24,10 @@ void softmax_scaled(const float* raw, int n, float scale, float* p, float* metri
 void attention_row(const float* raw, int n, float scale, float softcap, int first_key, float* p,
                    float* metrics = nullptr, int topk_k = 5, const int32_t* relevant = nullptr, int n_relevant = 0);
 
+// The logit one key of such a row takes: raw * scale, then the soft-cap when there is one (the forward's function), so
+// that p_k = exp(attention_logit(raw_k) - log Z) of a row whose normaliser is known needs no other key.
+float attention_logit(float raw, float scale, float softcap);
+
 // First key a row with n causal keys sees in layer `layer` of the model (its sliding window; 0 without one).
 int window_first_key(const ModelConfig& c, int layer, int n);
 // Induction score (docs/metrics.md): row i's attention mass on the keys right after the earlier occurrences of its
