@@ -22,7 +22,8 @@ double pct(std::vector<double> v, double p) {
 // Token ids of a long text, cut to n (the bundled tokenizer; repeated text is fine for timing).
 std::vector<int32_t> bench_tokens(const AppState& st, int n) {
   const focal::Tokenizer& tok = st.slots[0].model->require_tokenizer();
-  const std::string sentence = "The researcher dragged the temperature slider and watched each attention head sharpen. ";
+  const std::string sentence =
+      "The researcher dragged the temperature slider and watched each attention head sharpen. ";
   // One encode per doubling (re-encoding after every sentence took minutes at 32K tokens).
   std::string text = sentence;
   std::vector<int32_t> ids = tok.encode(text, true);
