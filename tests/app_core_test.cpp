@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -366,7 +367,12 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
 // setting, at once and on the view worker, with the sink hidden or not. Tolerances: a row read alone is one double
 // exponential of the logit minus log Z, 2e-6 relative + 1e-9 against the dense fp32 softmax; a key-range maximum
 // one fp32 exponential, 1e-5 relative; cells are maxima of the same row function's values, 1e-7.
-void expect_rows_match_dense(const HeadRows& r, const HeadRows& dense, int T, const std::string& what) {
+// The dense rows of both sides (HeadRows::p, metrics) to compare with.
+struct DenseRows {
+  std::array<std::vector<float>, 2> p, metrics;
+};
+
+void expect_rows_match_dense(const HeadRows& r, const DenseRows& dense, int T, const std::string& what) {
   for (int s = 0; s < 2; ++s) {
     ASSERT_TRUE(r.p[s].empty()) << what;
     ASSERT_EQ(r.norm[s].size(), (size_t)T) << what;
@@ -407,11 +413,15 @@ void expect_rows_match_dense(const HeadRows& r, const HeadRows& dense, int T, co
 }
 
 // Dense rows of the current view (the synchronous path), then the same on demand (at once or on the view worker).
-std::pair<HeadRows, const HeadRows*> dense_then_on_demand(AppState& st, int sync_max) {
+std::pair<DenseRows, const HeadRows*> dense_then_on_demand(AppState& st, int sync_max) {
   st.sync_rows_max_tokens = 1 << 20;
   st.dense_rows_max_tokens = 1 << 20;
   st.state_version++;
-  HeadRows dense = st.head_rows();
+  DenseRows dense;
+  for (int s = 0; s < 2; ++s) {
+    dense.p[s] = st.head_rows().p[s];
+    dense.metrics[s] = st.head_rows().metrics[s];
+  }
   st.sync_rows_max_tokens = sync_max;
   st.dense_rows_max_tokens = 0;
   st.state_version++;
@@ -429,7 +439,7 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   s.focal_temp = 0.3f;  // A previews a setting it did not run; B shows its run
   st.set_spec(0, s);
   const int T = st.n_tokens();
-  HeadRows last_dense;
+  DenseRows last_dense;
   for (const bool hide : {false, true})
     for (const int sync_max : {1 << 20, 0}) {
       st.view.hide_sink = hide;
