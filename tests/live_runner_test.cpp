@@ -66,6 +66,14 @@ void expect_same_run(const RunCapture& a, const RunCapture& b) {
   EXPECT_EQ(a.scores, b.scores);
   EXPECT_EQ(a.topk_ids, b.topk_ids);
   EXPECT_EQ(a.topk_probs, b.topk_probs);
+  EXPECT_EQ(a.topk_pieces, b.topk_pieces);
+  const auto same_or_both_nan = [](const std::vector<float>& x, const std::vector<float>& y, const char* what) {
+    ASSERT_EQ(x.size(), y.size()) << what;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!(std::isnan(x[i]) && std::isnan(y[i]))) { ASSERT_EQ(x[i], y[i]) << what << " " << i; }
+  };
+  same_or_both_nan(a.token_nll, b.token_nll, "token_nll");
+  same_or_both_nan(a.induction, b.induction, "induction");
 }
 
 TEST(RerunFrom, EqualsAFullForwardWhenOnlyLaterLayersChanged) {
@@ -129,6 +137,53 @@ TEST(RerunFrom, KeptInputsWithinABudgetStartAtTheKeptLayerBelow) {
   EXPECT_EQ(all.rerun_start(3), 3);
 }
 
+// Other rows under the same setting (the app's head switch): rerun_layers redoes layers 1..2 of 4 and stops. The
+// observer sees exactly those layers, with the rows of a full forward (bit for bit, as above), and the session
+// stays as the completed run left it: every layer kept, so a later re-run from layer 3 equals a full forward of
+// its setting. With a budget (stride 2) the range starts at the kept layer below (0 for 1).
+TEST(RerunLayers, RunsOnlyTheAskedLayersAndKeepsTheSessionValid) {
+  auto m = make(AttnMode::kFocal);
+  const ModelConfig& c = m->config();
+  const int T = 20;
+  const auto x = ids(T);
+  const TempSpec base = TempSpec::focal(0.5f);
+  test::RecordingObserver ref(c.n_layers, c.n_heads, T);
+  {
+    Session fresh(*m, T);
+    ASSERT_TRUE(fresh.forward(x.data(), T, base, {}, &ref, nullptr));
+  }
+  const size_t per_layer = (size_t)T * c.hidden * sizeof(float);
+  for (const size_t budget : {size_t(0), 2 * per_layer + 16}) {
+    Session s(*m, T, /*prefill_only=*/true);
+    s.keep_layer_inputs(true, budget);
+    ASSERT_TRUE(s.forward(x.data(), T, base, {}, nullptr, nullptr));
+    test::RecordingObserver rec(c.n_layers, c.n_heads, T);
+    ASSERT_TRUE(s.rerun_layers(1, 2, x.data(), T, base, {}, &rec));
+    const int start = budget ? 0 : 1;
+    const size_t per = (size_t)c.n_heads * T * kNumRowMetrics;
+    for (int l = 0; l < c.n_layers; ++l)
+      for (size_t i = 0; i < per; ++i) {
+        const float got = rec.metrics[(size_t)l * per + i];
+        if (l < start || l > 2) {
+          ASSERT_TRUE(std::isnan(got)) << "layer " << l << " was not asked for";
+        } else if (!std::isnan(ref.metrics[(size_t)l * per + i])) {
+          ASSERT_EQ(got, ref.metrics[(size_t)l * per + i]) << "layer " << l << " entry " << i;
+        }
+      }
+    EXPECT_EQ(s.kept_layers(), c.n_layers) << "budget " << budget;
+    EXPECT_EQ(s.n_past(), T);
+    TempSpec late = base;
+    late.layer_temp[3] = 0.3f;
+    std::vector<float> lg, lg_ref;
+    ASSERT_TRUE(s.rerun_from(3, x.data(), T, late, {}, nullptr, &lg));
+    Session fresh(*m, T);
+    ASSERT_TRUE(fresh.forward(x.data(), T, late, {}, nullptr, &lg_ref));
+    EXPECT_EQ(lg, lg_ref) << "budget " << budget;
+    EXPECT_THROW(s.rerun_layers(2, 1, x.data(), T, base, {}, nullptr), Error);
+    EXPECT_THROW(s.rerun_layers(0, c.n_layers, x.data(), T, base, {}, nullptr), Error);
+  }
+}
+
 TEST(RerunFrom, RejectsOtherTokensOrNoKeptInputs) {
   auto m = make(AttnMode::kStandard);
   const auto x = ids(10);
@@ -186,13 +241,36 @@ TEST_P(LiveRunnerModes, EveryIncrementalRunEqualsCaptureRun) {
   expect_same_run(out, capture_run(*m, x, s2, req, "r"));
   prev = out;
 
-  // Another stored layer, same spec: re-run from that layer.
+  // Another stored layer, same spec: only that layer re-runs; the later layers' records, the next-token arrays
+  // and the loss are the previous run's, and all of it equals a full capture.
   CaptureRequest req2 = req;
   req2.layers = {2};
-  ASSERT_TRUE(runner.run(x, s2, req2, "r", &prev, &out, {}, {}, &first));
+  int last = -1;
+  ASSERT_TRUE(runner.run(x, s2, req2, "r", &prev, &out, {}, {}, &first, nullptr, &last));
   EXPECT_EQ(first, 2);
+  EXPECT_EQ(last, 2);
   expect_same_run(out, capture_run(*m, x, s2, req2, "r"));
   prev = out;
+
+  // Another head of that layer (the app's head switch past its row budget), then a change in layer 3 after it:
+  // layer 3's kept input is still valid, so that re-runs layer 3 alone.
+  CaptureRequest req3 = req2;
+  req3.heads = {3};
+  ASSERT_TRUE(runner.run(x, s2, req3, "r", &prev, &out, {}, {}, &first, nullptr, &last));
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(last, 2);
+  expect_same_run(out, capture_run(*m, x, s2, req3, "r"));
+  prev = out;
+  TempSpec s2b = s2;
+  s2b.layer_temp[3] = 0.45f;
+  ASSERT_TRUE(runner.run(x, s2b, req3, "r", &prev, &out, {}, {}, &first, nullptr, &last));
+  EXPECT_EQ(first, 3);
+  EXPECT_EQ(last, 3);
+  expect_same_run(out, capture_run(*m, x, s2b, req3, "r"));
+  ASSERT_TRUE(runner.run(x, s2, req2, "r", &out, &prev, {}, {}, &first, nullptr, &last));  // back to s2, heads all
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(last, 3);  // layer 3's setting changed: it re-runs too
+  expect_same_run(prev, capture_run(*m, x, s2, req2, "r"));
 
   // A layer-0 override: everything re-runs.
   TempSpec s3 = s2;

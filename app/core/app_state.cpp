@@ -156,6 +156,7 @@ void AppState::open_path(const std::string& path_in) {
           auto run = std::make_shared<focal::RunCapture>(cf->runs[s]);
           slots[s].spec = slots[s].run_spec = specs[s];
           slots[s].run = run;
+          slots[s].last_layer_run = -1;  // not a propagation
           slots[s].version++;
         }
         compare = cf->runs.size() > 1;
@@ -517,11 +518,12 @@ void AppState::propagate(int side) {
                 auto out = std::make_shared<focal::RunCapture>();
                 // When only this box holds the spare, no panel reads it: its buffers may be taken.
                 focal::RunCapture* recycle = box->spare && box->spare.use_count() == 1 ? box->spare.get() : nullptr;
-                int first = 0;
+                int first = 0, last = 0;
                 const auto t0 = std::chrono::steady_clock::now();
                 const bool ok = box->runner.run(
                     tokens, spec, req, name, box->last.get(), out.get(), [&ctx] { return ctx.cancelled(); },
-                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle);
+                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle,
+                    &last);
                 if (recycle) box->spare.reset();  // its buffers are gone (taken, or freed with a cancelled run)
                 if (!ok) return {};
                 // Past dense_rows_max_tokens the budget counts no spare (the old run's rows, 4 GiB per head at 32K
@@ -530,12 +532,13 @@ void AppState::propagate(int side) {
                 box->last = out;
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-                return [this, side, box, spec, tokens, out, first, ms] {
+                return [this, side, box, spec, tokens, out, first, last, ms] {
                   if (box_[side] != box || tokens != file.token_ids) return;  // stale
                   Slot& s = slots[side];
                   s.run = out;
                   s.run_spec = spec;
                   s.first_layer_run = first;
+                  s.last_layer_run = last;
                   s.run_ms = ms;
                   s.version++;
                   state_version++;

@@ -53,6 +53,7 @@ struct Slot {
   focal::TempSpec run_spec;
   std::shared_ptr<focal::LiveRunner> runner;  // used by this side's jobs only, one at a time
   int first_layer_run = 0;                    // where the last propagation started
+  int last_layer_run = -1;                    // and where it stopped (below the last layer: other rows only)
   double run_ms = 0.0;                        // its wall time
   uint64_t version = 0;                       // bumps when run changes
 };

@@ -577,7 +577,7 @@ const Model& LiveRunner::model() const { return impl_->model; }
 bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req,
                      const std::string& name, const RunCapture* prev, RunCapture* out,
                      const std::function<bool()>& cancelled, const std::function<void(int, int)>& progress,
-                     int* first_layer_run, RunCapture* recycle) {
+                     int* first_layer_run, RunCapture* recycle, int* last_layer_run) {
   Impl& m = *impl_;
   const ModelConfig& c = m.model.config();
   const int T = (int)tokens.size();
@@ -590,7 +590,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   }
   // Layers before `first` give the same results as the last run: same tokens, same multipliers, and none of them
   // is newly stored.
-  int first = 0;
+  int first = 0, last = c.n_layers - 1;
   const bool same_rows = prev && req.layers == m.req.layers && req.heads == m.req.heads &&
                          req.queries == m.req.queries && req.store_probs == m.req.store_probs &&
                          req.store_scores == m.req.store_scores;
@@ -598,8 +598,16 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
       req.run.relevant == m.req.run.relevant && req.topk_tokens == m.req.topk_tokens && spec.mode == m.spec.mode &&
       req.induction == m.req.induction) {
     first = spec.first_changed_layer(m.spec, c);
+    const bool same_spec = first >= c.n_layers;
     if (!same_rows) {
-      for (int l : resolve(req.layers, c.n_layers)) first = std::min(first, l);
+      int stored_last = 0;
+      for (int l : resolve(req.layers, c.n_layers)) {
+        first = std::min(first, l);
+        stored_last = std::max(stored_last, l);
+      }
+      // The same setting, other rows (the app's head or layer switch): the layers after the stored ones give the
+      // previous run's records again, so the run stops after the last stored layer and copies the rest.
+      if (same_spec) last = stored_last;
     }
     first = std::min(first, c.n_layers);
     // A cancelled run since then (a slider still moving) re-ran layers from some F on: only 0..F are as prev has
@@ -635,8 +643,23 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   if (req.induction) obs.want_induction(tokens);
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   obs.zero_row_tails = recycle != nullptr;
+  if (last < c.n_layers - 1) {  // rows only: the records after `last`, the next-token arrays and the loss as prev's
+    const size_t per_layer = (size_t)c.n_heads * T, from = (size_t)(last + 1) * per_layer;
+    std::copy(prev->metrics.begin() + from * kNumRowMetrics, prev->metrics.end(),
+              run.metrics.begin() + from * kNumRowMetrics);
+    std::copy(prev->row_scale.begin() + from, prev->row_scale.end(), run.row_scale.begin() + from);
+    if (!run.tau.empty() && prev->tau.size() == run.tau.size())
+      std::copy(prev->tau.begin() + (size_t)(last + 1) * T, prev->tau.end(), run.tau.begin() + (size_t)(last + 1) * T);
+    if (!run.induction.empty() && prev->induction.size() == run.induction.size())
+      std::copy(prev->induction.begin() + from, prev->induction.end(), run.induction.begin() + from);
+    run.topk_ids = prev->topk_ids;
+    run.topk_probs = prev->topk_probs;
+    run.token_nll = prev->token_nll;
+  }
   bool done;
-  if (first > 0) {
+  if (last < c.n_layers - 1) {
+    done = m.session->rerun_layers(first, last, tokens.data(), T, spec, req.run, &obs);
+  } else if (first > 0) {
     done = m.session->rerun_from(first, tokens.data(), T, spec, req.run, &obs, nullptr);
   } else {
     m.session->reset();
@@ -648,6 +671,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   m.req = req;
   m.valid = true;
   if (first_layer_run) *first_layer_run = std::min(first, c.n_layers - 1);
+  if (last_layer_run) *last_layer_run = last;
   fill_topk_pieces(run, m.model);
   *out = std::move(run);
   return true;

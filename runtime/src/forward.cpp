@@ -160,7 +160,8 @@ namespace {
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
 bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
                   const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
-                  Tape* tape, int first_layer = 0, LogitsTopk* topk = nullptr, int last_layer = -1) {
+                  Tape* tape, int first_layer = 0, LogitsTopk* topk = nullptr, int last_layer = -1,
+                  bool pause_after_last = true) {
   const Model::Weights& w = model.weights();
   const ModelConfig& c = model.config();
   Backend& be = model.backend();
@@ -437,8 +438,14 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       }
     }
   }
-  if (last < c.n_layers - 1) {  // paused (forward_until): x is layer last + 1's input
+  if (last < c.n_layers - 1 && pause_after_last) {  // paused (forward_until): x is layer last + 1's input
     st.paused_at = last + 1;
+    be.synchronize();
+    return true;
+  }
+  if (last < c.n_layers - 1) {  // rows only (Session::rerun_layers): as the completed run it repeats left it
+    st.paused_at = 0;
+    st.n_past += n;
     be.synchronize();
     return true;
   }
@@ -544,6 +551,29 @@ bool Session::rerun_from(int first_layer, const int32_t* ids, int n, const TempS
                 std::to_string(st_->kept_valid) + "): a cancelled run changed the rest");
   reset();
   return forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, logits, nullptr, first_layer);
+}
+
+bool Session::rerun_layers(int first_layer, int last_layer, const int32_t* ids, int n, const TempSpec& spec,
+                           const RunOptions& opt, ForwardObserver* obs) {
+  const int n_layers = model_.config().n_layers;
+  if (last_layer < 0 || last_layer >= n_layers || first_layer < 0 || first_layer > last_layer)
+    throw Error("rerun_layers: layers " + std::to_string(first_layer) + ".." + std::to_string(last_layer) +
+                " are not a range within 0.." + std::to_string(n_layers - 1));
+  if (!st_->keep_inputs || st_->kept_ids.size() != (size_t)n || !std::equal(ids, ids + n, st_->kept_ids.begin()))
+    throw Error("rerun_layers: the last prefill of this session was not of these tokens with keep_layer_inputs on");
+  first_layer = rerun_start(first_layer);
+  const int kept = st_->kept_valid;
+  if (first_layer > kept)
+    throw Error("rerun_layers: layer " + std::to_string(first_layer) + " is past the kept layers (0.." +
+                std::to_string(kept) + "): a cancelled run changed the rest");
+  reset();
+  if (!forward_impl(model_, *st_, *this, ids, n, spec, opt, obs, nullptr, nullptr, first_layer, nullptr, last_layer,
+                    /*pause_after_last=*/false))
+    return false;
+  // Layers 0..last_layer now hold the repeated run's inputs; those after it still do if they did before.
+  st_->kept_valid = kept > last_layer ? kept : last_layer + 1;
+  st_->tau_sum = st_->kept_tau_sum;
+  return true;
 }
 
 bool Session::forward_until(const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,

@@ -157,14 +157,17 @@ class LiveRunner {
   const Model& model() const;
   // Like capture_run, into *out. prev: this runner's previous result (the same object the last successful call
   // filled), or null to run every layer. Returns false, leaving *out untouched, when cancelled() turned true
-  // between layers. *first_layer_run receives the first layer that was re-run.
+  // between layers. *first_layer_run receives the first layer that was re-run, *last_layer_run the last: below
+  // n_layers - 1 when only other rows were asked for under the same spec (a head or layer switch): the run then
+  // stops after the last stored layer (Session::rerun_layers) and the later layers' records, the next-token
+  // arrays and the loss are prev's.
   // recycle: an earlier result the caller no longer needs (neither prev nor out), or null: the run takes its
   // buffers, whose pages are already mapped (its content is lost, also when cancelled). A fresh 4.3 GB of rows (an
   // 8B model's layer at T = 4096) costs more in page zeroing than the forward on a GPU.
   bool run(const std::vector<int32_t>& tokens, const TempSpec& spec, const CaptureRequest& req, const std::string& name,
            const RunCapture* prev, RunCapture* out, const std::function<bool()>& cancelled = {},
            const std::function<void(int, int)>& progress = {}, int* first_layer_run = nullptr,
-           RunCapture* recycle = nullptr);
+           RunCapture* recycle = nullptr, int* last_layer_run = nullptr);
 
  private:
   struct Impl;

@@ -190,6 +190,13 @@ class Session {
   void keep_layer_inputs(bool on, size_t budget_bytes = 0);
   bool rerun_from(int first_layer, const int32_t* ids, int n, const TempSpec& spec, const RunOptions& opt,
                   ForwardObserver* obs, std::vector<float>* logits);
+  // A re-run that only observes other rows of the last completed prefill (another layer's or head's rows stored,
+  // `spec` the same as that run's): redoes layers rerun_start(first_layer)..last_layer and stops there. The layers
+  // after last_layer are neither run nor reported and no logits are computed; their kept inputs stay valid. The
+  // results of the layers it runs are exact only when spec is the last completed run's. Throws Error as rerun_from
+  // does, or for a range that is not first_layer <= last_layer < n_layers. Returns false when the observer cancelled.
+  bool rerun_layers(int first_layer, int last_layer, const int32_t* ids, int n, const TempSpec& spec,
+                    const RunOptions& opt, ForwardObserver* obs);
   // Leading layers whose kept input (and KV cache) is still that of the last completed prefill of the kept ids:
   // n_layers after a completed prefill, F after one cancelled that started at layer F, 0 before any.
   int kept_layers() const;
