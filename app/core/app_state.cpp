@@ -512,38 +512,37 @@ void AppState::propagate(int side) {
   std::string name = spec.label();
   if (side == 1 && slots[1].model) name = basename_of(model_b_path) + "_" + name;
   if (side == 1 && name == slots[0].spec.label()) name += "_b";
-  jobs.submit(side == 0 ? "run_a" : "run_b", std::string(side == 0 ? "A" : "B") + ": " + name,
-              [this, side, box, spec, tokens, req, name,
-               keep_spare = n_tokens() <= dense_rows_max_tokens](JobContext& ctx) -> std::function<void()> {
-                auto out = std::make_shared<focal::RunCapture>();
-                // When only this box holds the spare, no panel reads it: its buffers may be taken.
-                focal::RunCapture* recycle = box->spare && box->spare.use_count() == 1 ? box->spare.get() : nullptr;
-                int first = 0, last = 0;
-                const auto t0 = std::chrono::steady_clock::now();
-                const bool ok = box->runner.run(
-                    tokens, spec, req, name, box->last.get(), out.get(), [&ctx] { return ctx.cancelled(); },
-                    [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle,
-                    &last);
-                if (recycle) box->spare.reset();  // its buffers are gone (taken, or freed with a cancelled run)
-                if (!ok) return {};
-                // Past dense_rows_max_tokens the budget counts no spare (the old run's rows, 4 GiB per head at 32K
-                // tokens, are freed once the panels have moved on).
-                box->spare = keep_spare ? std::move(box->last) : nullptr;
-                box->last = out;
-                const double ms =
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-                return [this, side, box, spec, tokens, out, first, last, ms] {
-                  if (box_[side] != box || tokens != file.token_ids) return;  // stale
-                  Slot& s = slots[side];
-                  s.run = out;
-                  s.run_spec = spec;
-                  s.first_layer_run = first;
-                  s.last_layer_run = last;
-                  s.run_ms = ms;
-                  s.version++;
-                  state_version++;
-                };
-              });
+  jobs.submit(
+      side == 0 ? "run_a" : "run_b", std::string(side == 0 ? "A" : "B") + ": " + name,
+      [this, side, box, spec, tokens, req, name,
+       keep_spare = n_tokens() <= dense_rows_max_tokens](JobContext& ctx) -> std::function<void()> {
+        auto out = std::make_shared<focal::RunCapture>();
+        // When only this box holds the spare, no panel reads it: its buffers may be taken.
+        focal::RunCapture* recycle = box->spare && box->spare.use_count() == 1 ? box->spare.get() : nullptr;
+        int first = 0, last = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool ok = box->runner.run(
+            tokens, spec, req, name, box->last.get(), out.get(), [&ctx] { return ctx.cancelled(); },
+            [&ctx](int done, int total) { ctx.set_progress((float)done / (float)total); }, &first, recycle, &last);
+        if (recycle) box->spare.reset();  // its buffers are gone (taken, or freed with a cancelled run)
+        if (!ok) return {};
+        // Past dense_rows_max_tokens the budget counts no spare (the old run's rows, 4 GiB per head at 32K
+        // tokens, are freed once the panels have moved on).
+        box->spare = keep_spare ? std::move(box->last) : nullptr;
+        box->last = out;
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return [this, side, box, spec, tokens, out, first, last, ms] {
+          if (box_[side] != box || tokens != file.token_ids) return;  // stale
+          Slot& s = slots[side];
+          s.run = out;
+          s.run_spec = spec;
+          s.first_layer_run = first;
+          s.last_layer_run = last;
+          s.run_ms = ms;
+          s.version++;
+          state_version++;
+        };
+      });
 }
 
 // ---------------------------------------------------------------- selection
