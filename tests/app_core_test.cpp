@@ -353,13 +353,13 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_EQ(st.file.token_ids, before);
   EXPECT_EQ(st.prompt, prompt_before);
   // Hand-computed: T = 64, 4 heads, 16 384 B per head; a layer (65 536 B) within 70 000 B is kept whole. Pooled rows:
-  // 2 x (2 048 + 256 + 32) B.
-  EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u);
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u);
-  // Rows on demand: three runs' rows, per row a normaliser (16 B) and 8 metrics (32 B), the b x b cells
-  // (8 x 8 + 1 + 1 of 4 B), and for a windowed model the pooled rows.
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u));
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, true), 3u * 16384u + 2u * (64u * 48u + 66u * 4u + 2336u));
+  // 2 x (2 048 + 256 + 32) B; the b x b cells of A, B and B - A: 3 x (8 x 8 + 1 + 1) x 4 B.
+  EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
+  // Rows on demand: three runs' rows, per row a normaliser (16 B) and 8 metrics (32 B), the cells of both sides and
+  // B - A's, and for a windowed model the pooled rows.
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u) + 66u * 4u);
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, true), 3u * 16384u + 2u * (64u * 48u + 66u * 4u + 2336u) + 66u * 4u);
 }
 
 // Past dense_rows_max_tokens the panels' rows are computed when read, from the stored scores and one normaliser per
@@ -496,6 +496,36 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   wait_idle(st);
   EXPECT_FALSE(st.head_rows().pending[0]);
   EXPECT_EQ(st.head_rows().raw_run[0], st.slots[0].run);
+
+  // Held rows from dense_diff_cells_min_tokens on: B - A's cells at once, from the rows themselves (exact: each cell
+  // is one of the b - a values, 0 tolerance up to the float difference, 1e-7); below it, none (the heatmap reads every
+  // key).
+  st.dense_rows_max_tokens = 1 << 20;
+  st.sync_rows_max_tokens = 1 << 20;
+  st.dense_diff_cells_min_tokens = T + 1;
+  st.state_version++;
+  EXPECT_TRUE(st.head_rows().diff2d[0].empty());
+  EXPECT_FALSE(st.head_rows().diff_pending);
+  st.dense_diff_cells_min_tokens = T;
+  st.state_version++;
+  const HeadRows& held = st.head_rows();
+  EXPECT_FALSE(held.diff_pending);
+  ASSERT_FALSE(held.p[0].empty());
+  ASSERT_FALSE(held.p[1].empty());
+  for (int i = 0; i < 3; ++i) {
+    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+    ASSERT_EQ(held.diff2d[i].size(), (size_t)nb * nb) << b;
+    for (int qi = 0; qi < nb; ++qi)
+      for (int j = 0; j < nb; ++j) {
+        float m = 0.0f;
+        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) {
+            const float d = held.p[1][(size_t)q * T + k] - held.p[0][(size_t)q * T + k];
+            if (std::fabs(d) > std::fabs(m)) m = d;
+          }
+        ASSERT_NEAR(held.diff2d[i][(size_t)qi * nb + j], m, 1e-7) << "held rows, " << b << " " << qi << "," << j;
+      }
+  }
 }
 
 // The same for a model with a sliding window (Mistral's config, window 6): keys before the window are 0 on demand

@@ -391,12 +391,12 @@ size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense, b
   size_t cells = 0;                                         // b x b cells of the same
   for (int b : kHeatPoolKeys) cells += (size_t)((T + b - 1) / b) * (size_t)((T + b - 1) / b) * sizeof(float);
   // Dense: both sides' probabilities, one more while a side's new rows are computed (the view worker runs one job at
-  // a time), and their pooled copies.
-  if (dense) return 2 * stored + 3 * head + 2 * pooled;
+  // a time), their pooled copies, and the cells of A, B and B - A.
+  if (dense) return 2 * stored + 3 * head + 2 * pooled + 3 * cells;
   // Rows on demand: a third run's rows while one side re-runs (the panels read the old run's meanwhile), each row's
-  // normaliser and metrics, the cells, and the pooled rows of a windowed model.
+  // normaliser and metrics, the cells (and B - A's), and the pooled rows of a windowed model.
   const size_t per_row = (size_t)T * (sizeof(RowNorm) + focal::kNumRowMetrics * sizeof(float));
-  return 3 * stored + 2 * (per_row + cells + (windowed ? pooled : 0));
+  return 3 * stored + 2 * (per_row + cells + (windowed ? pooled : 0)) + cells;
 }
 
 size_t AppState::default_rows_budget_bytes() {

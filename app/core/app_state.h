@@ -95,8 +95,9 @@ struct HeadRows {
   std::vector<RowNorm> norm[2];  // [T]
   float softcap = 0.0f;
   uint64_t gen[2] = {0, 0};  // bumps when a side's rows change
-  // Past dense_rows_max_tokens, while the heatmap shows B - A of a model without sliding windows: b x b cells of the
-  // b - a of largest magnitude ([ceil(T / b)]^2, signed), from the view worker; diff_pending until they arrive.
+  // While the heatmap shows B - A of a model without sliding windows, past dense_rows_max_tokens (from the view
+  // worker; diff_pending until they arrive) or from dense_diff_cells_min_tokens on held rows (at once): b x b cells of
+  // the b - a of largest magnitude ([ceil(T / b)]^2, signed).
   std::vector<float> diff2d[3];
   bool diff_pending = false;
   uint64_t version = 0;
@@ -312,6 +313,9 @@ class AppState {
   // Past this many tokens the panels' rows are not held as [T, T] per side but computed from the stored scores when
   // read (HeadRows::row): 32K tokens would take 4 GiB per side and a third while one is recomputed.
   int dense_rows_max_tokens = 16384;
+  // From this many tokens B - A's heatmap cells (HeadRows::diff2d) are also computed from held [T, T] rows: a
+  // zoomed-out frame would otherwise read every key of both sides (16K tokens: ~100 ms of CPU per frame).
+  int dense_diff_cells_min_tokens = 4096;
   // app_rows_bytes for T tokens of the loaded model under the settings above.
   size_t rows_bytes(int T) const;
   uint64_t state_version = 1;  // bumps on any change the derived views depend on

@@ -150,10 +150,61 @@ std::ptrdiff_t raw_rows_offset(const focal::RunCapture& r, int layer, int head, 
   return o0 >= 0 && o1 == o0 + (std::ptrdiff_t)(T - 1) * T ? o0 : -1;
 }
 
+namespace {
+
+// B - A's cells (HeadRows::diff2d): per kHeatPoolKeys[0]-square block of (query, key) the b - a of largest
+// magnitude (signed), then each coarser level from the finer one. row(s, q, scratch) gives side s's row q (at least
+// q + 1 values; scratch holds T floats it may fill). False when cancelled.
+using SideRowFn = std::function<const float*(int side, int q, float* scratch)>;
+bool diff_cells(int T, const SideRowFn& row, const std::function<bool()>& cancelled,
+                std::array<std::vector<float>, 3>& cells) {
+  const int b0 = kHeatPoolKeys[0], n0 = (T + b0 - 1) / b0;
+  cells[0].assign((size_t)n0 * n0, 0.0f);
+  for (int c0 = 0; c0 < n0; c0 += 32) {
+    if (cancelled && cancelled()) return false;
+    const int c1 = std::min(n0, c0 + 32);
+#pragma omp parallel
+    {
+      std::vector<float> sa((size_t)T), sb((size_t)T);
+#pragma omp for schedule(dynamic, 1)
+      for (int qi = c0; qi < c1; ++qi) {  // one b0-row cell per thread
+        float* cell = cells[0].data() + (size_t)qi * n0;
+        for (int q = qi * b0; q < std::min(T, (qi + 1) * b0); ++q) {
+          const float* pa = row(0, q, sa.data());
+          const float* pb = row(1, q, sb.data());
+          for (int k = 0; k <= q; ++k) {
+            const float d = pb[k] - pa[k];
+            float& c = cell[k / b0];
+            if (std::fabs(d) > std::fabs(c)) c = d;
+          }
+        }
+      }
+    }
+  }
+  for (int i = 1; i < 3; ++i) {  // coarser cells: the signed max magnitude of f x f finer ones
+    const int f = kHeatPoolKeys[i] / kHeatPoolKeys[i - 1], pn = (T + kHeatPoolKeys[i - 1] - 1) / kHeatPoolKeys[i - 1],
+              n = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
+    cells[i].assign((size_t)n * n, 0.0f);
+    for (int a = 0; a < pn; ++a)
+      for (int c = 0; c < pn; ++c) {
+        float& o = cells[i][(size_t)(a / f) * n + c / f];
+        const float v = cells[i - 1][(size_t)a * pn + c];
+        if (std::fabs(v) > std::fabs(o)) o = v;
+      }
+  }
+  return true;
+}
+
+}  // namespace
+
 void AppState::refresh_diff_cells() {
   HeadRows& h = rows_;
-  const bool wanted = view.show == ViewRun::kDiff && compare && !h.norm[0].empty() && !h.norm[1].empty() &&
-                      !h.pending[0] && !h.pending[1] && has_cfg_ && focal::layer_window(cfg_, h.layer) == 0;
+  const bool diff_shown = view.show == ViewRun::kDiff && compare && !h.pending[0] && !h.pending[1] && has_cfg_ &&
+                          focal::layer_window(cfg_, h.layer) == 0;
+  const bool on_demand = diff_shown && !h.norm[0].empty() && !h.norm[1].empty();
+  // Held rows from dense_diff_cells_min_tokens on: the zoomed-out heatmap would read every key of both sides per frame.
+  const bool dense = diff_shown && !h.p[0].empty() && !h.p[1].empty() && h.T >= dense_diff_cells_min_tokens;
+  const bool wanted = on_demand || dense;
   const std::string key = wanted
                               ? std::to_string(h.gen[0]) + "|" + std::to_string(h.gen[1]) + "|" + std::to_string(h.T) +
                                     "|" + std::to_string(h.layer) + "|" + std::to_string(h.head)
@@ -162,9 +213,17 @@ void AppState::refresh_diff_cells() {
   diff_key_ = key;
   views.cancel("diff_cells");
   for (auto& c : h.diff2d) c.clear();
-  h.diff_pending = wanted;
+  h.diff_pending = on_demand;
   h.version++;
-  if (!wanted) return;
+  if (dense) {  // the held rows, on this thread (they belong to rows_): one pass over both sides' T x T / 2
+    const int T = h.T;
+    std::array<std::vector<float>, 3> cells;
+    diff_cells(
+        T, [&h, T](int s, int q, float*) { return h.p[s].data() + (size_t)q * T; }, nullptr, cells);
+    for (int i = 0; i < 3; ++i) h.diff2d[i] = std::move(cells[i]);
+    return;
+  }
+  if (!on_demand) return;
   // The job's own copies of what the cells come from (the runs are held, so the raw pointers stay valid).
   struct Src {
     std::shared_ptr<const focal::RunCapture> run[2];
@@ -183,43 +242,15 @@ void AppState::refresh_diff_cells() {
   src->T = h.T;
   views.submit("diff_cells", "B - A cells of layer " + std::to_string(h.layer) + " head " + std::to_string(h.head),
                [this, src, key](JobContext& ctx) -> std::function<void()> {
-                 const int T = src->T, b0 = kHeatPoolKeys[0], n0 = (T + b0 - 1) / b0;
+                 const int T = src->T;
                  auto cells = std::make_shared<std::array<std::vector<float>, 3>>();
-                 (*cells)[0].assign((size_t)n0 * n0, 0.0f);
-                 for (int c0 = 0; c0 < n0; c0 += 32) {
-                   if (ctx.cancelled()) return {};
-                   const int c1 = std::min(n0, c0 + 32);
-#pragma omp parallel
-                   {
-                     std::vector<float> pa((size_t)T), pb((size_t)T);
-#pragma omp for schedule(dynamic, 1)
-                     for (int qi = c0; qi < c1; ++qi) {  // one b0-row cell per thread
-                       float* cell = (*cells)[0].data() + (size_t)qi * n0;
-                       for (int q = qi * b0; q < std::min(T, (qi + 1) * b0); ++q) {
-                         for (int s = 0; s < 2; ++s)
-                           norm_row(src->raw[s] + (size_t)q * T, src->norm[s][(size_t)q], src->softcap, q,
-                                    s == 0 ? pa.data() : pb.data());
-                         for (int k = 0; k <= q; ++k) {
-                           const float d = pb[(size_t)k] - pa[(size_t)k];
-                           float& c = cell[k / b0];
-                           if (std::fabs(d) > std::fabs(c)) c = d;
-                         }
-                       }
-                     }
-                   }
-                 }
-                 for (int i = 1; i < 3; ++i) {  // coarser cells: the signed max magnitude of f x f finer ones
-                   const int f = kHeatPoolKeys[i] / kHeatPoolKeys[i - 1],
-                             pn = (T + kHeatPoolKeys[i - 1] - 1) / kHeatPoolKeys[i - 1],
-                             n = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
-                   (*cells)[i].assign((size_t)n * n, 0.0f);
-                   for (int a = 0; a < pn; ++a)
-                     for (int c = 0; c < pn; ++c) {
-                       float& o = (*cells)[i][(size_t)(a / f) * n + c / f];
-                       const float v = (*cells)[i - 1][(size_t)a * pn + c];
-                       if (std::fabs(v) > std::fabs(o)) o = v;
-                     }
-                 }
+                 const SideRowFn row = [&src, T](int s, int q, float* scratch) {
+                   norm_row(src->raw[s] + (size_t)q * T, src->norm[s][(size_t)q], src->softcap, q, scratch);
+                   return (const float*)scratch;
+                 };
+                 if (!diff_cells(
+                         T, row, [&ctx] { return ctx.cancelled(); }, *cells))
+                   return {};
                  return [this, cells, key] {
                    if (diff_key_ != key) return;
                    for (int i = 0; i < 3; ++i) rows_.diff2d[i] = std::move((*cells)[i]);

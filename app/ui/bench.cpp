@@ -157,6 +157,9 @@ void Bench::before_frame(Ui& ui) {
         break;
       }
       if (i_ == 0) {
+        // A back to the setting it ran (the long preview moved its t, unpropagated): a head switch alone
+        st.live_propagate = false;
+        st.set_spec(0, st.slots[0].run_spec);
         st.select(st.sel_layer, (st.sel_head + 1) % st.config()->n_heads, -1);
         t0_ = t;
         i_ = 1;
@@ -164,14 +167,19 @@ void Bench::before_frame(Ui& ui) {
       break;
     default: break;
   }
+  frame_cpu_t0_ = now_ms();
 }
 
 void Bench::after_render() {
-  if (phase_ == 2 && armed_) preview_cpu_ms_.push_back(now_ms() - t0_);
+  const double t = now_ms();
+  if (phase_ == 2 && armed_) preview_cpu_ms_.push_back(t - t0_);
+  last_cpu_ms_ = t - frame_cpu_t0_;
 }
 
-void Bench::frame_phase(std::vector<double>& frame_ms, double t, int n_frames, int next_phase) {
+void Bench::frame_phase(std::vector<double>& frame_ms, std::vector<double>& cpu_ms, double t, int n_frames,
+                        int next_phase) {
   frame_ms.push_back(t - last_frame_);
+  cpu_ms.push_back(last_cpu_ms_);
   last_frame_ = t;
   if (++i_ == n_frames) {
     phase_ = next_phase;
@@ -232,9 +240,9 @@ bool Bench::after_frame(Ui& ui) {
         }
       }
       break;
-    case 7: frame_phase(long_frame_ms_, t, 90, 10); break;
-    case 10: frame_phase(long_query_frame_ms_, t, 60, 11); break;
-    case 11: frame_phase(long_idle_frame_ms_, t, 40, 13); break;
+    case 7: frame_phase(long_frame_ms_, long_frame_cpu_ms_, t, 90, 10); break;
+    case 10: frame_phase(long_query_frame_ms_, long_query_cpu_ms_, t, 60, 11); break;
+    case 11: frame_phase(long_idle_frame_ms_, long_idle_cpu_ms_, t, 40, 13); break;
     case 13:
       if (i_ == 1 && !st.head_rows().pending[0] && !st.busy()) {
         long_preview_ms_ = t - t0_;
@@ -252,13 +260,19 @@ bool Bench::after_frame(Ui& ui) {
       }
       break;
     case 14:
-      frame_phase(long_diff_frame_ms_, t, 40, 12);
+      frame_phase(long_diff_frame_ms_, long_diff_cpu_ms_, t, 40, 12);
       if (phase_ == 12) {
         st.view.show = ViewRun::kA;
         st.state_version++;
       }
       break;
     case 12:  // the new head's rows shown (a re-run when the run held the viewed head only)
+      if (i_ == 1 && st.jobs.idle() && std::isnan(long_head_switch_runs_ms_)) {
+        long_head_switch_runs_ms_ = t - t0_;  // the runs done; the view worker's rows follow
+        switch_layer_ = st.sel_layer;
+        switch_first_ = st.slots[0].first_layer_run;
+        switch_last_ = st.slots[0].last_layer_run;
+      }
       if (i_ == 1 && !st.busy() && st.head_rows().head == st.sel_head && st.head_rows().shown(0)) {
         long_head_switch_ms_ = t - t0_;
         phase_ = 8;
@@ -279,7 +293,11 @@ bool Bench::after_frame(Ui& ui) {
                     "  \"long_idle_frame_ms_median\": %.3f,\n  \"long_idle_frame_ms_max\": %.3f,\n"
                     "  \"long_preview_ms\": %.1f,\n  \"long_diff_cells_ms\": %.1f,\n"
                     "  \"long_diff_zoom_frame_ms_median\": %.3f,\n  \"long_diff_zoom_frame_ms_max\": %.3f,\n"
-                    "  \"long_head_switch_ms\": %.1f\n}\n",
+                    "  \"long_zoom_cpu_ms_median\": %.3f,\n  \"long_zoom_cpu_ms_max\": %.3f,\n"
+                    "  \"long_query_cpu_ms_median\": %.3f,\n  \"long_idle_cpu_ms_median\": %.3f,\n"
+                    "  \"long_diff_zoom_cpu_ms_median\": %.3f,\n"
+                    "  \"long_head_switch_ms\": %.1f,\n  \"long_head_switch_runs_ms\": %.1f,\n"
+                    "  \"long_head_switch_layer\": %d,\n  \"long_head_switch_rerun_layers\": [%d, %d]\n}\n",
                     T_, pct(idle_frame_ms_, 0.5), pct(preview_logic_ms_, 0.5), pct(heat_build_ms_, 0.5),
                     pct(preview_cpu_ms_, 0.5), pct(preview_ms_, 0.5), pct(preview_ms_, 0.9), pct(propagate_ms_, 0.5),
                     pct(propagate_ms_, 0.9), job_frame_ms_.empty() ? NAN : 1000.0 / pct(job_frame_ms_, 0.5),
@@ -287,7 +305,9 @@ bool Bench::after_frame(Ui& ui) {
                     pct(long_frame_ms_, 0.5), pct(long_frame_ms_, 0.9), pct(long_frame_ms_, 1.0),
                     pct(long_query_frame_ms_, 0.5), pct(long_query_frame_ms_, 1.0), pct(long_idle_frame_ms_, 0.5),
                     pct(long_idle_frame_ms_, 1.0), long_preview_ms_, long_diff_cells_ms_, pct(long_diff_frame_ms_, 0.5),
-                    pct(long_diff_frame_ms_, 1.0), long_head_switch_ms_);
+                    pct(long_diff_frame_ms_, 1.0), pct(long_frame_cpu_ms_, 0.5), pct(long_frame_cpu_ms_, 1.0),
+                    pct(long_query_cpu_ms_, 0.5), pct(long_idle_cpu_ms_, 0.5), pct(long_diff_cpu_ms_, 0.5),
+                    long_head_switch_ms_, long_head_switch_runs_ms_, switch_layer_, switch_first_, switch_last_);
       std::ofstream f(out_);
       f << buf;
       std::fputs(buf, stdout);

@@ -342,9 +342,9 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   // the causal mask from the texel's corner.
   int pool2_b = 0, pool2_n = 0;
   const float* pool2 = nullptr;
-  // B - A past dense_rows_max_tokens: the cells of the largest |b - a| (HeadRows::diff2d, from the view worker).
+  // B - A of long prompts: the cells of the largest |b - a| (HeadRows::diff2d), where they are computed.
   const bool windowed_model = cfg && focal::layer_window(*cfg, st.sel_layer) > 0;
-  for (int i = 2; i >= 0 && (!diff || on_demand) && !windowed_model; --i) {
+  for (int i = 2; i >= 0 && !windowed_model; --i) {
     const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
     const std::vector<float>& cells = diff ? rows.diff2d[i] : rows.pooled2d[ps][i];
     if (sx >= b && sy >= b && cells.size() == (size_t)n * n) {
