@@ -195,9 +195,15 @@ static void update_section(Ui& ui) {
     ImGui::SameLine();
     if (exact && st.capture_only())
       ImGui::TextDisabled("as stored in the capture");
-    else if (exact && s.last_layer_run >= 0 && s.last_layer_run < st.config()->n_layers - 1)  // other rows only
-      ImGui::TextDisabled("propagated: layers %d..%d re-run for their rows in %.1f ms", s.first_layer_run,
-                          s.last_layer_run, s.run_ms);
+    else if (exact && s.last_layer_run >= 0 && s.last_layer_run < st.config()->n_layers - 1) {  // other rows only
+      if (s.first_layer_run == s.last_layer_run)
+        ImGui::TextDisabled("propagated: only layer %d re-run, %.1f ms", s.first_layer_run, s.run_ms);
+      else
+        ImGui::TextDisabled("propagated: only layers %d..%d re-run, %.1f ms", s.first_layer_run, s.last_layer_run,
+                            s.run_ms);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("the same setting, another layer or head viewed: the layers after it are as before");
+    }
     else if (exact)
       ImGui::TextDisabled("propagated: layers %d.. re-run in %.1f ms", s.first_layer_run, s.run_ms);
     else
