@@ -203,8 +203,7 @@ static void update_section(Ui& ui) {
                             s.run_ms);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("the same setting, another layer or head viewed: the layers after it are as before");
-    }
-    else if (exact)
+    } else if (exact)
       ImGui::TextDisabled("propagated: layers %d.. re-run in %.1f ms", s.first_layer_run, s.run_ms);
     else
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview (not propagated)");
