@@ -528,10 +528,10 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   }
 }
 
-// The same for a model with a sliding window (Mistral's config, window 6): keys before the window are 0 on demand
-// too, the pooled rows are kept (the heatmap reads them for a windowed layer) and B - A has no cells.
-TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
-  const std::string dir = focal::test::make_temp_dir("app_window");
+// A 2-layer random-weight rotary model (LLaMA layout, the bundled tokenizer) of max_positions positions, written to
+// a fresh directory named after prefix.
+std::string tiny_rotary_model(const char* prefix, int max_positions, uint64_t seed) {
+  const std::string dir = focal::test::make_temp_dir(prefix);
   focal::ModelConfig c;
   c.vocab_size = 4096;
   c.hidden = 16;
@@ -540,11 +540,18 @@ TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
   c.n_heads = 2;
   c.n_kv_heads = 1;
   c.d_head = 8;
-  c.max_positions = 64;
+  c.max_positions = max_positions;
   c.bos_id = 1;
   c.eos_id = 2;
-  focal::write_model_dir(dir, c, focal::random_model_tensors(c, 5), "F32",
+  focal::write_model_dir(dir, c, focal::random_model_tensors(c, seed), "F32",
                          std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model");
+  return dir;
+}
+
+// The same for a model with a sliding window (Mistral's config, window 6): keys before the window are 0 on demand
+// too, the pooled rows are kept (the heatmap reads them for a windowed layer) and B - A has no cells.
+TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
+  const std::string dir = tiny_rotary_model("app_window", 64, 5);
   {
     nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
     j["model_type"] = "mistral";
@@ -737,20 +744,7 @@ TEST_F(AppStateTest, DeviceChoiceNotesAutoAndRefusesCudaWithoutAGpu) {
 // A rotary model runs a prompt past its trained context (issue 33): no truncation offer, the warning on the status
 // line (not an error) and in the capture's provenance. (A learned position table, GPT-2, still offers truncation.)
 TEST(AppStateLong, PromptLongerThanTheContextRunsWithAWarning) {
-  const std::string dir = focal::test::make_temp_dir("app_ctx");
-  focal::ModelConfig c;
-  c.vocab_size = 4096;
-  c.hidden = 16;
-  c.intermediate = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_head = 8;
-  c.max_positions = 12;
-  c.bos_id = 1;
-  c.eos_id = 2;
-  focal::write_model_dir(dir, c, focal::random_model_tensors(c, 3), "F32",
-                         std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model");
+  const std::string dir = tiny_rotary_model("app_ctx", 12, 3);
   AppState st;
   st.prompt = "short";
   st.open_path(dir);
