@@ -531,7 +531,7 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
 // A 2-layer random-weight rotary model (LLaMA layout, the bundled tokenizer) of max_positions positions, written to
 // a fresh directory named after prefix.
 std::string tiny_rotary_model(const char* prefix, int max_positions, uint64_t seed) {
-  const std::string dir = focal::test::make_temp_dir(prefix);
+  std::string dir = focal::test::make_temp_dir(prefix);
   focal::ModelConfig c;
   c.vocab_size = 4096;
   c.hidden = 16;
