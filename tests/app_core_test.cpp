@@ -412,6 +412,26 @@ void expect_rows_match_dense(const HeadRows& r, const DenseRows& dense, int T, c
   }
 }
 
+// B - A's cells (HeadRows::diff2d) at every level against the largest |b - a| of each cell of the dense rows pa, pb
+// [T, T], within tol.
+void expect_diff_cells(const HeadRows& r, const std::vector<float>& pa, const std::vector<float>& pb, int T, float tol,
+                       const char* what) {
+  for (int i = 0; i < 3; ++i) {
+    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
+    ASSERT_EQ(r.diff2d[i].size(), (size_t)nb * nb) << what << ", " << b;
+    for (int qi = 0; qi < nb; ++qi)
+      for (int j = 0; j < nb; ++j) {
+        float m = 0.0f;
+        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
+          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) {
+            const float d = pb[(size_t)q * T + k] - pa[(size_t)q * T + k];
+            if (std::fabs(d) > std::fabs(m)) m = d;
+          }
+        ASSERT_NEAR(r.diff2d[i][(size_t)qi * nb + j], m, tol) << what << ", " << b << " " << qi << "," << j;
+      }
+  }
+}
+
 // Dense rows of the current view (the synchronous path), then the same on demand (at once or on the view worker).
 std::pair<DenseRows, const HeadRows*> dense_then_on_demand(AppState& st, int sync_max) {
   st.sync_rows_max_tokens = 1 << 20;
@@ -457,20 +477,7 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   wait_idle(st);
   const HeadRows& r = st.head_rows();
   EXPECT_FALSE(r.diff_pending);
-  for (int i = 0; i < 3; ++i) {
-    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
-    ASSERT_EQ(r.diff2d[i].size(), (size_t)nb * nb) << b;
-    for (int qi = 0; qi < nb; ++qi)
-      for (int j = 0; j < nb; ++j) {
-        float m = 0.0f;
-        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
-          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) {
-            const float d = last_dense.p[1][(size_t)q * T + k] - last_dense.p[0][(size_t)q * T + k];
-            if (std::fabs(d) > std::fabs(m)) m = d;
-          }
-        ASSERT_NEAR(r.diff2d[i][(size_t)qi * nb + j], m, 2e-6) << b << " " << qi << "," << j;
-      }
-  }
+  expect_diff_cells(r, last_dense.p[0], last_dense.p[1], T, 2e-6, "on demand");
   for (int q : {1, T / 2, T - 1}) {
     float m = 0.0f;
     for (int k = 0; k <= q; ++k) {
@@ -512,20 +519,7 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   EXPECT_FALSE(held.diff_pending);
   ASSERT_FALSE(held.p[0].empty());
   ASSERT_FALSE(held.p[1].empty());
-  for (int i = 0; i < 3; ++i) {
-    const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
-    ASSERT_EQ(held.diff2d[i].size(), (size_t)nb * nb) << b;
-    for (int qi = 0; qi < nb; ++qi)
-      for (int j = 0; j < nb; ++j) {
-        float m = 0.0f;
-        for (int q = qi * b; q < std::min(T, (qi + 1) * b); ++q)
-          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) {
-            const float d = held.p[1][(size_t)q * T + k] - held.p[0][(size_t)q * T + k];
-            if (std::fabs(d) > std::fabs(m)) m = d;
-          }
-        ASSERT_NEAR(held.diff2d[i][(size_t)qi * nb + j], m, 1e-7) << "held rows, " << b << " " << qi << "," << j;
-      }
-  }
+  expect_diff_cells(held, held.p[0], held.p[1], T, 1e-7, "held rows");
 }
 
 // A 2-layer random-weight rotary model (LLaMA layout, the bundled tokenizer) of max_positions positions, written to

@@ -243,34 +243,28 @@ TEST_P(LiveRunnerModes, EveryIncrementalRunEqualsCaptureRun) {
 
   // Another stored layer, same spec: only that layer re-runs; the later layers' records, the next-token arrays
   // and the loss are the previous run's, and all of it equals a full capture.
+  // One run from prev: it re-ran layers want_first..want_last and equals a full capture; it becomes prev.
+  const auto step = [&](const TempSpec& spec, const CaptureRequest& r, int want_first, int want_last) {
+    int last = -1;
+    ASSERT_TRUE(runner.run(x, spec, r, "r", &prev, &out, {}, {}, &first, nullptr, &last));
+    EXPECT_EQ(first, want_first);
+    EXPECT_EQ(last, want_last);
+    expect_same_run(out, capture_run(*m, x, spec, r, "r"));
+    prev = out;
+  };
   CaptureRequest req2 = req;
   req2.layers = {2};
-  int last = -1;
-  ASSERT_TRUE(runner.run(x, s2, req2, "r", &prev, &out, {}, {}, &first, nullptr, &last));
-  EXPECT_EQ(first, 2);
-  EXPECT_EQ(last, 2);
-  expect_same_run(out, capture_run(*m, x, s2, req2, "r"));
-  prev = out;
+  step(s2, req2, 2, 2);
 
   // Another head of that layer (the app's head switch past its row budget), then a change in layer 3 after it:
   // layer 3's kept input is still valid, so that re-runs layer 3 alone.
   CaptureRequest req3 = req2;
   req3.heads = {3};
-  ASSERT_TRUE(runner.run(x, s2, req3, "r", &prev, &out, {}, {}, &first, nullptr, &last));
-  EXPECT_EQ(first, 2);
-  EXPECT_EQ(last, 2);
-  expect_same_run(out, capture_run(*m, x, s2, req3, "r"));
-  prev = out;
+  step(s2, req3, 2, 2);
   TempSpec s2b = s2;
   s2b.layer_temp[3] = 0.45f;
-  ASSERT_TRUE(runner.run(x, s2b, req3, "r", &prev, &out, {}, {}, &first, nullptr, &last));
-  EXPECT_EQ(first, 3);
-  EXPECT_EQ(last, 3);
-  expect_same_run(out, capture_run(*m, x, s2b, req3, "r"));
-  ASSERT_TRUE(runner.run(x, s2, req2, "r", &out, &prev, {}, {}, &first, nullptr, &last));  // back to s2, heads all
-  EXPECT_EQ(first, 2);
-  EXPECT_EQ(last, 3);  // layer 3's setting changed: it re-runs too
-  expect_same_run(prev, capture_run(*m, x, s2, req2, "r"));
+  step(s2b, req3, 3, 3);
+  step(s2, req2, 2, 3);  // back to s2, every head: layer 3's setting changed, so it re-runs too
 
   // A layer-0 override: everything re-runs.
   TempSpec s3 = s2;

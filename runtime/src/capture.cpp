@@ -618,16 +618,20 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   }
   if (recycle == prev || recycle == out) recycle = nullptr;
   RunCapture run = empty_run(c, T, spec, req, name, recycle);
-  if (first > 0) {
-    // Copy the unchanged layers' records from the previous run.
-    const size_t per_layer = (size_t)c.n_heads * T;
-    const int upto = std::min(first, c.n_layers);
-    std::copy(prev->metrics.begin(), prev->metrics.begin() + upto * per_layer * kNumRowMetrics, run.metrics.begin());
-    std::copy(prev->row_scale.begin(), prev->row_scale.begin() + upto * per_layer, run.row_scale.begin());
-    if (!run.tau.empty() && !prev->tau.empty())
-      std::copy(prev->tau.begin(), prev->tau.begin() + (size_t)upto * T, run.tau.begin());
+  // The records (metrics, row scales, tau, induction) of layers l0 .. l1 - 1, as the previous run has them.
+  const auto copy_layer_records = [&](int l0, int l1) {
+    const size_t per_layer = (size_t)c.n_heads * T, a = l0 * per_layer, b = l1 * per_layer;
+    std::copy(prev->metrics.begin() + a * kNumRowMetrics, prev->metrics.begin() + b * kNumRowMetrics,
+              run.metrics.begin() + a * kNumRowMetrics);
+    std::copy(prev->row_scale.begin() + a, prev->row_scale.begin() + b, run.row_scale.begin() + a);
+    if (!run.tau.empty() && prev->tau.size() == run.tau.size())
+      std::copy(prev->tau.begin() + (size_t)l0 * T, prev->tau.begin() + (size_t)l1 * T,
+                run.tau.begin() + (size_t)l0 * T);
     if (!run.induction.empty() && prev->induction.size() == run.induction.size())
-      std::copy(prev->induction.begin(), prev->induction.begin() + upto * per_layer, run.induction.begin());
+      std::copy(prev->induction.begin() + a, prev->induction.begin() + b, run.induction.begin() + a);
+  };
+  if (first > 0) {  // the unchanged layers before the re-run
+    copy_layer_records(0, std::min(first, c.n_layers));
     const size_t per_stored = run.heads.size() * run.queries.size() * (size_t)T;
     for (size_t li = 0; li < run.layers.size(); ++li)
       if (run.layers[li] < first) {
@@ -644,14 +648,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
   obs.zero_row_tails = recycle != nullptr;
   if (last < c.n_layers - 1) {  // rows only: the records after `last`, the next-token arrays and the loss as prev's
-    const size_t per_layer = (size_t)c.n_heads * T, from = (size_t)(last + 1) * per_layer;
-    std::copy(prev->metrics.begin() + from * kNumRowMetrics, prev->metrics.end(),
-              run.metrics.begin() + from * kNumRowMetrics);
-    std::copy(prev->row_scale.begin() + from, prev->row_scale.end(), run.row_scale.begin() + from);
-    if (!run.tau.empty() && prev->tau.size() == run.tau.size())
-      std::copy(prev->tau.begin() + (size_t)(last + 1) * T, prev->tau.end(), run.tau.begin() + (size_t)(last + 1) * T);
-    if (!run.induction.empty() && prev->induction.size() == run.induction.size())
-      std::copy(prev->induction.begin() + from, prev->induction.end(), run.induction.begin() + from);
+    copy_layer_records(last + 1, c.n_layers);
     run.topk_ids = prev->topk_ids;
     run.topk_probs = prev->topk_probs;
     run.token_nll = prev->token_nll;

@@ -438,14 +438,13 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       }
     }
   }
-  if (last < c.n_layers - 1 && pause_after_last) {  // paused (forward_until): x is layer last + 1's input
-    st.paused_at = last + 1;
-    be.synchronize();
-    return true;
-  }
-  if (last < c.n_layers - 1) {  // rows only (Session::rerun_layers): as the completed run it repeats left it
-    st.paused_at = 0;
-    st.n_past += n;
+  if (last < c.n_layers - 1) {
+    if (pause_after_last) {  // paused (forward_until): x is layer last + 1's input
+      st.paused_at = last + 1;
+    } else {  // rows only (Session::rerun_layers): as the completed run it repeats left it
+      st.paused_at = 0;
+      st.n_past += n;
+    }
     be.synchronize();
     return true;
   }
