@@ -1,5 +1,5 @@
-// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random K-quant weights (Q4_K, Q5_K or
-// Q6_K: --type) of Llama-3-8B's layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
+// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random K-quant weights (Q2_K .. Q6_K:
+// --type) of Llama-3-8B's layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
 // rest of a forward. The weights of --layers layers (122.6 MB each) are streamed in a decode's order (q, k, v, o,
 // gate, up, down per layer), so nothing is served from cache once the set is larger than the last-level cache.
 // Threads: OMP_NUM_THREADS. FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel as in weights_bench.
@@ -28,7 +28,7 @@ namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 const char* kUsage =
-    "usage: quant_matvec_bench [--type q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
+    "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
     "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
     "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
     "weights for both and their ratio, and the tokens/s those rates would give for the 32-layer model's matrices\n"
@@ -42,27 +42,24 @@ struct Shape {
 };
 constexpr Shape kLayer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},   {"v", 1024, 4096},    {"o", 4096, 4096},
                             {"gate", 14336, 4096}, {"up", 14336, 4096}, {"down", 4096, 14336}};
-// Bytes of one block of 256 values: Q4_K d, dmin (fp16), 12 bytes of 6-bit scales, 128 of nibbles; Q5_K the same
-// and 32 bytes of fifth bits; Q6_K 128 + 64 bytes of quants, 16 int8 scales, d.
-int block_bytes(int type) { return type == ops::kQ4_K ? 144 : type == ops::kQ5_K ? 176 : 210; }
+int block_bytes(int type) { return ops::qtype_block_bytes(type); }
 
 // Random blocks with d and dmin of moderate size (fp16 0.01 and 0.005), so every product stays finite.
 void fill_blocks(int type, uint8_t* p, int64_t n_blocks, uint32_t seed) {
   std::mt19937 rng(seed);
   const int bb = block_bytes(type);
+  // where d and dmin (-1: none) sit in a block
+  const int d_at = type == ops::kQ6_K ? 208 : type == ops::kQ3_K ? 108 : type == ops::kQ2_K ? 80 : 0;
+  const int dmin_at = type == ops::kQ6_K || type == ops::kQ3_K ? -1 : d_at + 2;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* blk = p + b * bb;
-    for (int i = 0; i < bb; i += 2) {
+    for (int i = 0; i + 1 < bb; i += 2) {
       const uint32_t v = rng();
       std::memcpy(blk + i, &v, 2);
     }
     const uint16_t d = 0x211F, dmin = 0x1D1F;
-    if (type == ops::kQ6_K) {
-      std::memcpy(blk + 208, &d, 2);
-    } else {
-      std::memcpy(blk, &d, 2);
-      std::memcpy(blk + 2, &dmin, 2);
-    }
+    std::memcpy(blk + d_at, &d, 2);
+    if (dmin_at >= 0) std::memcpy(blk + dmin_at, &dmin, 2);
   }
 }
 
@@ -96,9 +93,14 @@ int main(int argc, char** argv) {
       (a == "--layers" ? layers : reps) = v;
     } else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
-      type = t == "q4_k" ? ops::kQ4_K : t == "q5_k" ? ops::kQ5_K : t == "q6_k" ? ops::kQ6_K : -1;
+      type = t == "q2_k"   ? ops::kQ2_K
+             : t == "q3_k" ? ops::kQ3_K
+             : t == "q4_k" ? ops::kQ4_K
+             : t == "q5_k" ? ops::kQ5_K
+             : t == "q6_k" ? ops::kQ6_K
+                           : -1;
       if (type < 0) {
-        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q4_k, q5_k, q6_k\n", t.c_str());
+        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k\n", t.c_str());
         return 2;
       }
     } else if (a == "--mmap" && i + 1 < argc) {
@@ -167,7 +169,11 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& v : x) v = nd(rng);
-  const char* name = type == ops::kQ4_K ? "Q4_K" : type == ops::kQ5_K ? "Q5_K" : "Q6_K";
+  const char* name = type == ops::kQ2_K   ? "Q2_K"
+                     : type == ops::kQ3_K ? "Q3_K"
+                     : type == ops::kQ4_K ? "Q4_K"
+                     : type == ops::kQ5_K ? "Q5_K"
+                                          : "Q6_K";
   std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as %s, %.3f GB, %d threads, kernel %s\n", layers,
               name, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(type, 1));
   double best_k = 1e30, best_r = 1e30;

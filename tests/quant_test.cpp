@@ -104,17 +104,20 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
 }
 
 // The K formats' decode kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp): every quant
-// at its largest (Q4_K 15, Q5_K 31, Q6_K 63) with x constant at +1 or -1 (every digit at its extreme: a VNNI lane's
-// chained sum reaches 4 * 63 * 127 * 65536, just under 2^31, for Q6_K) or alternating in sign, 4096 columns (16
-// blocks), at every level: each y within 1e-5 of sum |w x| of the double-precision product, as above.
+// at its largest stored value (Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63) with x constant at +1 or -1 (every digit at
+// its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just under 2^31, for Q6_K) or alternating in
+// sign, 4096 columns (16 blocks), at every level: each y within 1e-5 of sum |w x| of the double-precision product, as
+// above.
 TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
   std::mt19937 rng(13);
   const int64_t rows = 16, cols = 4096;
-  for (uint32_t type : {kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
+  for (uint32_t type : {kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
     SCOPED_TRACE(ggml_type_name(type));
     Matrix w = random_matrix(type, rows, cols, rng);
     const int bb = ggml_block_bytes(type);
-    const int q0 = type == kGgmlQ6_K ? 0 : 16, q1 = type == kGgmlQ6_K ? 192 : bb;  // the quant bytes of a block
+    // the quant bytes of a block: Q6_K ql + qh, Q3_K hmask + qs, Q2_K qs, Q4_K / Q5_K (qh +) qs
+    const int q0 = type == kGgmlQ6_K || type == kGgmlQ3_K ? 0 : 16;
+    const int q1 = type == kGgmlQ6_K ? 192 : type == kGgmlQ3_K ? 96 : type == kGgmlQ2_K ? 80 : bb;
     for (size_t blk = 0; blk < w.bytes.size() / (size_t)bb; ++blk)
       for (int i = q0; i < q1; ++i) w.bytes[blk * (size_t)bb + (size_t)i] = 0xFF;
     ggml_dequantize(type, w.bytes.data(), w.deq.data(), rows * cols);
@@ -191,15 +194,21 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
 }
 
 // On a CPU with AVX-512 VNNI, decode (one row of x) of the formats that have a VNNI kernel runs it (so the test above
-// covered it); more rows stay on AVX2.
+// covered it); more rows stay on AVX2; at the AVX2 level decode runs the AVX2 digit kernels.
 TEST(QuantKernels, DecodeRunsVnniWhereTheCpuHasIt) {
   if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) GTEST_SKIP() << "no AVX-512 VNNI";
   ops::set_quant_isa(ops::QuantIsa::kAvx512);  // all the CPU has, also where FOCAL_QUANT_ISA capped it (CI's avx2 tier)
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
     EXPECT_STREQ(ops::qtype_kernel((int)type, 1), "avx512-vnni") << ggml_type_name(type);
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ6_K})
     EXPECT_STREQ(ops::qtype_kernel((int)type, 2), "avx2") << ggml_type_name(type);
-  EXPECT_STREQ(ops::qtype_kernel((int)kGgmlQ5_K, 2), "generic");  // no fp32-x AVX2 kernel: more rows stay generic
+  for (uint32_t type : {kGgmlQ2_K, kGgmlQ3_K, kGgmlQ5_K})  // no fp32-x AVX2 kernel: more rows stay generic
+    EXPECT_STREQ(ops::qtype_kernel((int)type, 2), "generic") << ggml_type_name(type);
+  // at the AVX2 level one row of x runs the digit kernels (covered by the tests above at that level)
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
+    EXPECT_STREQ(ops::qtype_kernel((int)type, 1), "avx2") << ggml_type_name(type);
+  ops::set_quant_isa(ops::QuantIsa::kAvx512);
 }
 
 TEST(QuantKernels, ScaleScanFindsNonFiniteBlocks) {

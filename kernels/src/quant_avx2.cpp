@@ -404,25 +404,30 @@ template void b32_digit_rows_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&,
 template void b32_digit_rows_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 // ---- the K formats, x in digits ----
-// Each 32-value unit's dot with the unsigned quants (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is three exact integer
-// products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale of its sub-block
-// (vpmaddwd: Q4_K / Q5_K's 6-bit scale per 32 values, Q6_K's int8 scale per 16) and summed over the block in int32
-// (at most 8 * 2 * 2 * 63 * 128 * 128 < 2^26 per lane). Only the block's three sums become floats. The offsets come
-// back through fp32 sums of x: Q4_K / Q5_K's mins over each 32 values, Q6_K's -32 over each 16.
+// Each 32-value unit's dot with the unsigned quants (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is
+// three exact integer products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale
+// of its sub-block (vpmaddwd: Q4_K / Q5_K's 6-bit scale per 32 values; per 16 Q6_K's int8 scale, Q3_K's 6-bit scale
+// minus 32, Q2_K's 4-bit scale) and summed over the block in int32 (at most 8 * 2 * 2 * 63 * 128 * 128 < 2^26 per
+// lane). Only the block's three sums become floats. The offsets come back through fp32 sums of x: Q4_K / Q5_K's mins
+// over each 32 values; over each 16 Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Unit u of Q2_K / Q3_K is
+// bits 2 (u % 4) .. + 1 of the 32 bytes qs + 32 (u / 4), Q3_K plus 4 where bit u of hmask[l] is set.
 
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  constexpr int kBytes = qblocks::block_bytes(T);
-  constexpr bool kQ6 = T == kQ6_K;
+  constexpr int kBytes = kernel_block_bytes(T);
+  constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;  // 2-bit low quants
+  constexpr bool k16 = kQ6 || kLow2;                                  // a scale per 16 values
+  constexpr int kQs = T == kQ5_K ? 48 : T == kQ3_K ? 32 : 16;         // Q2_K, Q3_K, Q4_K, Q5_K: the low quants
   const int64_t n_blocks = w.cols / 256;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), sixteen = _mm256_set1_epi8(16);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
+  const __m256i high = _mm256_set1_epi8(T == kQ3_K ? 4 : 16);  // Q5_K / Q3_K: what the high bit adds
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
-  // The block's integer scales as int16 lanes, both 128-bit halves alike (Q6_K: scales 0-7, or 8-15, per half); pick[u]
-  // is the vpshufb control that spreads unit u's scale over its lanes (Q6_K: scale 2u in the low half, 2u + 1 in the
-  // high half), so a unit's scale vector is one shuffle, not a scalar broadcast.
+  // The block's integer scales as int16 lanes, both 128-bit halves alike (a scale per 16: scales 0-7, or 8-15, per
+  // half); pick[u] is the vpshufb control that spreads unit u's scale over its lanes (per 16: scale 2u in the low
+  // half, 2u + 1 in the high half), so a unit's scale vector is one shuffle, not a scalar broadcast.
   __m256i pick[8];
   for (int u = 0; u < 8; ++u) {
-    const int lo = kQ6 ? (2 * u) % 8 : u, hi = kQ6 ? (2 * u + 1) % 8 : u;
+    const int lo = k16 ? (2 * u) % 8 : u, hi = k16 ? (2 * u + 1) % 8 : u;
     pick[u] =
         _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * hi)), _mm_set1_epi16((short)(0x0100 + 0x0202 * lo)));
   }
@@ -430,20 +435,31 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
     const uint8_t* row = w.row(r);
     prefetch_row_ahead(row, w.row_bytes);
     __m256 acc = _mm256_setzero_ps();
-    __m256 off = _mm256_setzero_ps();  // the offsets: -dmin mn S32 (Q4_K / Q5_K), -32 d sc S16 (Q6_K)
+    __m256 off = _mm256_setzero_ps();  // the offsets (above)
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
       __m256i sc_lo, sc_hi;  // units 0-3 and 4-7 read their scales here (Q4_K / Q5_K: the same register)
-      if constexpr (kQ6) {
-        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));  // the int8 scales
+      if constexpr (k16) {
+        __m128i sc8, om8;  // the 16 integer scales (int8) and what multiplies each group's sum of x, before its factor
+        float of;          // that factor
+        if constexpr (T == kQ2_K) {
+          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale | min << 4
+          sc8 = _mm_and_si128(sm, _mm_set1_epi8(0x0F));
+          om8 = _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F));
+          of = -f16c_at(b + 82);
+        } else {
+          sc8 = kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)) : k3_scales(b + 96);
+          om8 = sc8;
+          of = (kQ6 ? -32.0f : -4.0f) * f16c_at(b + (kQ6 ? 208 : 108));
+        }
         const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
         sc_lo = _mm256_permute2x128_si256(s16, s16, 0x00);
         sc_hi = _mm256_permute2x128_si256(s16, s16, 0x11);
-        const __m256 m32d = _mm256_set1_ps(-32.0f * f16c_at(b + 208));
+        const __m256 ofv = _mm256_set1_ps(of);
         const float* xs = xd.sum16.data() + blk * 16;
-        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)), m32d), _mm256_loadu_ps(xs),
+        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(om8)), ofv), _mm256_loadu_ps(xs),
                               off);
-        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))), m32d),
+        off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(om8, 8))), ofv),
                               _mm256_loadu_ps(xs + 8), off);
       } else {
         uint64_t sc8, mn8;
@@ -462,15 +478,17 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
           const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
           q = _mm256_or_si256(_mm256_and_si256(g >= 2 ? _mm256_srli_epi16(ql, 4) : ql, m4),
                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3), 4));
+        } else if constexpr (kLow2) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 4)));
+          q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (u % 4)), m3);
         } else {
-          constexpr int kQs = T == kQ5_K ? 48 : 16;
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 2)));
           q = _mm256_and_si256((u & 1) ? _mm256_srli_epi16(v, 4) : v, m4);
-          if constexpr (T == kQ5_K) {  // + 16 where bit u of qh[l] is set
-            const __m256i bit = _mm256_set1_epi8((char)(1 << u));
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
-            q = _mm256_add_epi8(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen));
-          }
+        }
+        if constexpr (T == kQ5_K || T == kQ3_K) {  // + 16 (+ 4) where bit u of qh[l] (hmask[l]) is set
+          const __m256i bit = _mm256_set1_epi8((char)(1 << u));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (T == kQ5_K ? 16 : 0)));
+          q = _mm256_add_epi8(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), high));
         }
         const __m256i scv = _mm256_shuffle_epi8(u < 4 ? sc_lo : sc_hi, pick[u]);
         const int64_t c = blk * 256 + 32 * u;
@@ -481,7 +499,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
         a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
       }
-      const float d = f16c_at(kQ6 ? b + 208 : b);
+      const float d = f16c_at(b + (kQ6 ? 208 : T == kQ3_K ? 108 : T == kQ2_K ? 80 : 0));
       const __m256 f =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
                           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));
@@ -490,6 +508,8 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
     y[r] = hsum8(acc) + hsum8(off);
   }
 }
+template void kquant_digit_rows_avx2<kQ2_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_digit_rows_avx2<kQ3_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_digit_rows_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_digit_rows_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_digit_rows_avx2<kQ6_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);

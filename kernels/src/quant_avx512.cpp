@@ -160,28 +160,34 @@ template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float
 //   Q5_K: the same, plus 16 where bit j of qh[l] is set (sub-block j, value l);
 //   Q6_K: values 64c .. 64c + 63: the 64 bytes from ql + 64 (c / 2), low nibbles for even c, high for odd, with
 //         bits 4 (c % 2) and 4 (c % 2) + 1 of qh[32 (c / 2) + l] above them for the first 32 values, the next two
-//         bits for the last 32 (0..63).
+//         bits for the last 32 (0..63);
+//   Q2_K, Q3_K: the 32 bytes qs + 32 (c / 2), bits 4 (c % 2) .. + 1 for the first 32 values, the next two for the
+//         last 32 (0..3); Q3_K plus 4 where bit 2c (first 32) or 2c + 1 (last 32) of hmask[l] is set (0..7).
 // The digits are chained as for the 32-value formats: |t| <= 4 q_max 127 * 65536, < 2^30 for Q4_K / Q5_K and
 // < 2^31 for Q6_K (q <= 63), exact in int32. Each lane's sum becomes a float once and is weighted by d s sc of its
-// sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K). The offsets come back through fp32 sums of x: Q4_K / Q5_K's
-// mins -dmin mn over each 32, Q6_K's -32 d sc over each 16. Four accumulators (one per chunk) keep the FMA latency
-// off the critical path; the weights are prefetched 4 KiB ahead (the streamer alone left the loads waiting: +40 %
-// measured on Q4_K), 2 KiB while the held weights pass the last-level cache (quant.h: note_held_weight_bytes).
+// sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K, Q3_K and Q2_K). The offsets come back through fp32 sums of x:
+// Q4_K / Q5_K's mins -dmin mn over each 32, over each 16 Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Four
+// accumulators (one per chunk) keep the FMA latency off the critical path; the weights are prefetched 4 KiB ahead
+// (the streamer alone left the loads waiting: +40 % measured on Q4_K), 2 KiB while the held weights pass the
+// last-level cache (quant.h: note_held_weight_bytes).
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  constexpr int kBytes = qblocks::block_bytes(T);
-  constexpr bool kQ6 = T == kQ6_K;
+  constexpr int kBytes = kernel_block_bytes(T);
+  constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;             // 2-bit low quants
+  constexpr bool k16 = kQ6 || kLow2;                                             // a scale per 16 values
+  constexpr int kQs = T == kQ5_K ? 48 : T == kQ4_K ? 16 : T == kQ3_K ? 32 : 16;  // the low quants
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), sixteen = _mm512_set1_epi8(16);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
+  const __m512i high = _mm512_set1_epi8(T == kQ3_K ? 4 : 16);  // Q5_K / Q3_K: what the high bit adds
   const size_t ahead = decode_prefetch_ahead(4096);
-  // Q4_K / Q5_K: nibble shift per half; Q6_K: qh shift per half for even and odd chunks
+  // Q4_K / Q5_K: nibble shift per half; Q6_K (qh), Q2_K and Q3_K (qs): the bit shift per half for even and odd chunks
   const __m512i shift4 = halves(_mm256_setzero_si256(), _mm256_set1_epi16(4));
   const __m512i qh_shift[2] = {halves(_mm256_set1_epi16(0), _mm256_set1_epi16(2)),
                                halves(_mm256_set1_epi16(4), _mm256_set1_epi16(6))};
-  __m512i sel[4], bit5[4];  // lane -> scale of its sub-block; Q5_K: the qh bit of chunk c's two sub-blocks
+  __m512i sel[4], bit5[4];  // lane -> scale of its sub-block; Q5_K / Q3_K: the high bit of chunk c's two halves
   for (int c = 0; c < 4; ++c) {
-    if constexpr (kQ6) {
+    if constexpr (k16) {
       sel[c] = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
                                 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
     } else {
@@ -192,18 +198,29 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 off16 = _mm512_setzero_ps();  // Q6_K: d sc S16 over the 16 groups
+    __m512 off16 = _mm512_setzero_ps();  // Q6_K, Q3_K, Q2_K: the offsets of the 16 groups
     __m256 off8 = _mm256_setzero_ps();   // Q4_K / Q5_K: -dmin mn S32 over the 8 sub-blocks
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
       for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + ahead + l, _MM_HINT_T0);
       __m512 scz;  // d s sc per sub-block
-      if constexpr (kQ6) {
-        const __m512 dsc = _mm512_mul_ps(
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)))),
-            _mm512_set1_ps(_cvtsh_ss(u16_at(b + 208))));
+      if constexpr (k16) {
+        __m512 dsc, offm;  // d sc per group, and what multiplies its sum of x
+        if constexpr (T == kQ2_K) {
+          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale | min << 4
+          const __m128i m4x = _mm_set1_epi8(0x0F);
+          dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sm, m4x))),
+                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + 80))));
+          offm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sm, 4), m4x))),
+                               _mm512_set1_ps(-_cvtsh_ss(u16_at(b + 82))));
+        } else {
+          const __m128i sc8 = kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)) : k3_scales(b + 96);
+          dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)),
+                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + (kQ6 ? 208 : 108)))));
+          offm = _mm512_mul_ps(dsc, _mm512_set1_ps(kQ6 ? -32.0f : -4.0f));
+        }
         scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
-        off16 = _mm512_fmadd_ps(dsc, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
+        off16 = _mm512_fmadd_ps(offm, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       } else {
         uint64_t sc8, mn8;  // the 6-bit scales and mins as bytes
         k4_scales_mins(b + 4, &sc8, &mn8);
@@ -223,17 +240,21 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
               _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * (c / 2))));
           q = _mm512_or_si512(_mm512_and_si512((c & 1) ? _mm512_srli_epi16(ql, 4) : ql, m4),
                               _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, qh_shift[c & 1]), 4), m30));
+        } else if constexpr (kLow2) {
+          const __m512i v =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (c / 2))));
+          q = _mm512_and_si512(_mm512_srlv_epi16(v, qh_shift[c & 1]), m3);
         } else {
-          constexpr int kQs = T == kQ5_K ? 48 : 16;
           q = _mm512_and_si512(
               _mm512_srlv_epi16(
                   _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * c))),
                   shift4),
               m4);
-          if constexpr (T == kQ5_K) {
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
-            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit5[c]), q, sixteen);
-          }
+        }
+        if constexpr (T == kQ5_K || T == kQ3_K) {  // qh (Q5_K) at byte 16, hmask (Q3_K) at byte 0
+          const __m512i qh =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (T == kQ5_K ? 16 : 0))));
+          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit5[c]), q, high);
         }
         const int64_t at = blk * 256 + 64 * c;
         __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(x2 + at));
@@ -243,9 +264,11 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
       }
     }
     const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-    y[r] = sum + (kQ6 ? -32.0f * _mm512_reduce_add_ps(off16) : hsum8(off8));
+    y[r] = sum + (k16 ? _mm512_reduce_add_ps(off16) : hsum8(off8));
   }
 }
+template void kquant_rows_vnni<kQ2_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_rows_vnni<kQ3_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_rows_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_rows_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_rows_vnni<kQ6_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);

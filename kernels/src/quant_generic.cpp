@@ -43,10 +43,10 @@ constexpr QTypeInfo kQTypes[] = {
      nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
     {kQ8_0,  32,  2 + 32,                false, {0, -1},   0x7C00u, &dequant_q8_0,  // d, qs
      &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>},
-    {kQ2_K,  256, 16 + 64 + 2 + 2,       true,  {80, 82},  0x7C00u, &dequant_q2_k,  // scales, qs, d, dmin
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
-    {kQ3_K,  256, 32 + 64 + 12 + 2,      false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+    {kQ2_K,  256, kernel_block_bytes(kQ2_K), true,  {80, 82},  0x7C00u, &dequant_q2_k,  // scales, qs, d, dmin
+     nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, nullptr},
+    {kQ3_K,  256, kernel_block_bytes(kQ3_K), false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
+     nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, nullptr},
     {kQ4_K,  256, 2 + 2 + 12 + 128,      true,  {0, 2},    0x7C00u, &dequant_q4_k,  // d, dmin, scales, qs
      &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, nullptr},
     {kQ5_K,  256, 2 + 2 + 12 + 32 + 128, true,  {0, 2},    0x7C00u, &dequant_q5_k,  // d, dmin, scales, qh, qs

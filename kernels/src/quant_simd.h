@@ -34,6 +34,20 @@ inline void k4_scales_mins(const uint8_t* q, uint64_t* sc8, uint64_t* mn8) {
       (uint64_t)(w1 & 0x3F3F3F3Fu) | ((uint64_t)(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4)) << 32);
 }
 
+// Q3_K's sixteen 6-bit scales (the 12 bytes at q: low nibbles of bytes 0-7, then their high nibbles, the top two bits
+// of scale i at bits 2 (i / 4) of byte 8 + i % 4) as int8 lanes minus 32 (-32..31), scale i in lane i.
+inline __m128i k3_scales(const uint8_t* q) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, q, 4);
+  __builtin_memcpy(&w1, q + 4, 4);
+  __builtin_memcpy(&w2, q + 8, 4);
+  const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+  const __m128i s = _mm_setr_epi32((int)((w0 & m4) | ((w2 & m2) << 4)), (int)((w1 & m4) | (((w2 >> 2) & m2) << 4)),
+                                   (int)(((w0 >> 4) & m4) | (((w2 >> 4) & m2) << 4)),
+                                   (int)(((w1 >> 4) & m4) | (((w2 >> 6) & m2) << 4)));
+  return _mm_sub_epi8(s, _mm_set1_epi8(32));
+}
+
 // A pair of 32-value blocks A, B (Q4_0, Q4_1, Q8_0) in the decode kernels with x in digits: their fp16 scales widened,
 // [d_A, d_B, 0, 0] or Q4_1's [d_A, m_A, d_B, m_B] (B's zero when A is a lone last block), and off plus the pair's
 // offsets through the blocks' sums of x sa, sb: Q4_1's m S in lanes 1 and 3, the others' -8 d S (Q8_0: -128 d S)

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "focal_kernels/quant.h"
+#include "focal_kernels/quant_blocks.h"
 #include "quant_digits.h"
 #include "target_isa.h"
 
@@ -28,6 +29,12 @@ using RowsForFn = RowsFn (*)(int m);
 using DigitRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 // y[16 p0 .. 16 p1) for panels p0..p1 of a panel matrix and one row of x in digits (groups of 32, natural order).
 using PanelRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+
+// Bytes of one block of the formats with a decode kernel, at compile time: qblocks' formats, and Q2_K (scales, qs, d,
+// dmin) and Q3_K (hmask, qs, scales, d), which only the CPU reads natively. The table (quant_generic.cpp) uses these.
+constexpr int kernel_block_bytes(int type) {
+  return type == kQ2_K ? 16 + 64 + 2 + 2 : type == kQ3_K ? 32 + 64 + 12 + 2 : qblocks::block_bytes(type);
+}
 
 struct QTypeInfo {
   int type;          // QType (ggml's number)
@@ -61,7 +68,7 @@ RowsFn avx2_rows(int m);  // Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16
 // Q4_0 and Q4_1 with x in digits of group 64, nibble-pair order (the digits b32_rows_vnni reads).
 template <int T>
 FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
-// Q4_K, Q5_K and Q6_K with x in digits of group 256, natural order.
+// Q2_K, Q3_K, Q4_K, Q5_K and Q6_K with x in digits of group 256, natural order.
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 
@@ -74,7 +81,7 @@ FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, flo
                                 int64_t r1);  // Q4_0, Q4_1, Q8_0
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
-                                   int64_t r1);  // Q4_K, Q5_K, Q6_K (digits of group 256, natural order)
+                                   int64_t r1);  // Q2_K .. Q6_K (digits of group 256, natural order)
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
