@@ -504,9 +504,9 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   EXPECT_FALSE(st.head_rows().pending[0]);
   EXPECT_EQ(st.head_rows().raw_run[0], st.slots[0].run);
 
-  // Held rows from dense_diff_cells_min_tokens on: B - A's cells at once, from the rows themselves (exact: each cell
-  // is one of the b - a values, 0 tolerance up to the float difference, 1e-7); below it, none (the heatmap reads every
-  // key).
+  // Held rows from dense_diff_cells_min_tokens on: B - A's cells from the view worker too (not in a frame), from the
+  // rows themselves (exact: each cell is one of the b - a values, 0 tolerance up to the float difference, 1e-7);
+  // below it, none (the heatmap reads every key).
   st.dense_rows_max_tokens = 1 << 20;
   st.sync_rows_max_tokens = 1 << 20;
   st.dense_diff_cells_min_tokens = T + 1;
@@ -515,8 +515,16 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   EXPECT_FALSE(st.head_rows().diff_pending);
   st.dense_diff_cells_min_tokens = T;
   st.state_version++;
+  EXPECT_TRUE(st.head_rows().diff_pending);
+  // A's rows replaced while the job may still read the old ones (it holds them; ASan and TSan watch this): the job
+  // is superseded and the cells that arrive are of the new rows.
+  s.focal_temp = 0.8f;
+  st.set_spec(0, s);
+  EXPECT_TRUE(st.head_rows().diff_pending);
+  wait_idle(st);
   const HeadRows& held = st.head_rows();
   EXPECT_FALSE(held.diff_pending);
+  EXPECT_EQ(held.label[0], s.label());
   ASSERT_FALSE(held.p[0].empty());
   ASSERT_FALSE(held.p[1].empty());
   expect_diff_cells(held, held.p[0], held.p[1], T, 1e-7, "held rows");
@@ -606,7 +614,7 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
   EXPECT_TRUE(r.pending[0]);
   EXPECT_FALSE(r.pending[1]);      // B's setting did not change
   EXPECT_EQ(r.label[0], label02);  // still t = 0.2's rows, named so
-  EXPECT_EQ(r.p[0], sync02);
+  EXPECT_EQ(r.p[0].get(), sync02);
   wait_idle(st);
   const HeadRows& r2 = st.head_rows();
   EXPECT_FALSE(r2.pending[0]);
@@ -801,7 +809,7 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   EXPECT_FALSE(cap.busy());
   const HeadRows& r = cap.head_rows();
   EXPECT_TRUE(r.preview[0]);
-  EXPECT_NE(r.p[0], before);
+  EXPECT_NE(r.p[0].get(), before);
   cap.set_prompt("something else");
   EXPECT_TRUE(cap.message_is_error);  // tokens of a capture are fixed
 }

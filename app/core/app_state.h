@@ -66,13 +66,38 @@ struct RowNorm {
   int first = 0;
 };
 
+// A side's held [T, T] probabilities, shared and never written once set: a view-worker job that reads them (B - A's
+// cells) keeps them alive when the side's rows are replaced meanwhile. Reads like the vector it holds.
+class SharedRows {
+ public:
+  SharedRows& operator=(std::vector<float>&& v) {
+    rows_ = v.empty() ? nullptr : std::make_shared<const std::vector<float>>(std::move(v));
+    return *this;
+  }
+  const std::vector<float>& get() const { return rows_ ? *rows_ : empty_rows(); }
+  operator const std::vector<float>&() const { return get(); }  // NOLINT(google-explicit-constructor)
+  bool empty() const { return !rows_; }
+  size_t size() const { return get().size(); }
+  const float* data() const { return get().data(); }
+  float operator[](size_t i) const { return (*rows_)[i]; }
+  void clear() { rows_.reset(); }
+  std::shared_ptr<const std::vector<float>> share() const { return rows_; }
+
+ private:
+  static const std::vector<float>& empty_rows() {
+    static const std::vector<float> none;
+    return none;
+  }
+  std::shared_ptr<const std::vector<float>> rows_;
+};
+
 // The rows the heatmap, distribution and token strip show: one (layer, head), every query row, under the current
 // temperature of each side. Row i has i + 1 keys; entries beyond are 0. Up to AppState::dense_rows_max_tokens tokens
 // a side's rows are held as p [T, T]; past it (32K tokens: 4 GiB per side) only each row's normaliser (norm) beside
 // the run's stored scores, and row() computes a row when a panel reads it.
 struct HeadRows {
   int layer = -1, head = -1, T = 0;
-  std::vector<float> p[2];           // [T, T] probabilities of A and B (empty past dense_rows_max_tokens)
+  SharedRows p[2];                   // [T, T] probabilities of A and B (empty past dense_rows_max_tokens)
   std::vector<float> metrics[2];     // [T, kNumRowMetrics] of the rows shown (after hide_sink renormalisation),
                                      // except kSinkMass: always the first key's mass in the whole row
   bool preview[2] = {false, false};  // true: re-tempered from stored scores (the spec differs from the run's)
@@ -96,8 +121,8 @@ struct HeadRows {
   float softcap = 0.0f;
   uint64_t gen[2] = {0, 0};  // bumps when a side's rows change
   // While the heatmap shows B - A of a model without sliding windows, past dense_rows_max_tokens (from the view
-  // worker; diff_pending until they arrive) or from dense_diff_cells_min_tokens on held rows (at once): b x b cells of
-  // the b - a of largest magnitude ([ceil(T / b)]^2, signed).
+  // worker from the stored scores, or from dense_diff_cells_min_tokens on from the held rows; diff_pending until they
+  // arrive): b x b cells of the b - a of largest magnitude ([ceil(T / b)]^2, signed).
   std::vector<float> diff2d[3];
   bool diff_pending = false;
   uint64_t version = 0;

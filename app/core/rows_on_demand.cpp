@@ -201,10 +201,10 @@ void AppState::refresh_diff_cells() {
   HeadRows& h = rows_;
   const bool diff_shown = view.show == ViewRun::kDiff && compare && !h.pending[0] && !h.pending[1] && has_cfg_ &&
                           focal::layer_window(cfg_, h.layer) == 0;
-  const bool on_demand = diff_shown && !h.norm[0].empty() && !h.norm[1].empty();
-  // Held rows from dense_diff_cells_min_tokens on: the zoomed-out heatmap would read every key of both sides per frame.
-  const bool dense = diff_shown && !h.p[0].empty() && !h.p[1].empty() && h.T >= dense_diff_cells_min_tokens;
-  const bool wanted = on_demand || dense;
+  // Always for rows on demand (a side past dense_rows_max_tokens); for held rows from dense_diff_cells_min_tokens on:
+  // the zoomed-out heatmap would read every key of both sides per frame.
+  const bool wanted = diff_shown && h.shown(0) && h.shown(1) &&
+                      (!h.norm[0].empty() || !h.norm[1].empty() || h.T >= dense_diff_cells_min_tokens);
   const std::string key = wanted
                               ? std::to_string(h.gen[0]) + "|" + std::to_string(h.gen[1]) + "|" + std::to_string(h.T) +
                                     "|" + std::to_string(h.layer) + "|" + std::to_string(h.head)
@@ -213,19 +213,14 @@ void AppState::refresh_diff_cells() {
   diff_key_ = key;
   views.cancel("diff_cells");
   for (auto& c : h.diff2d) c.clear();
-  h.diff_pending = on_demand;
+  h.diff_pending = wanted;
   h.version++;
-  if (dense) {  // the held rows, on this thread (they belong to rows_): one pass over both sides' T x T / 2
-    const int T = h.T;
-    std::array<std::vector<float>, 3> cells;
-    diff_cells(
-        T, [&h, T](int s, int q, float*) { return h.p[s].data() + (size_t)q * T; }, nullptr, cells);
-    for (int i = 0; i < 3; ++i) h.diff2d[i] = std::move(cells[i]);
-    return;
-  }
-  if (!on_demand) return;
-  // The job's own copies of what the cells come from (the runs are held, so the raw pointers stay valid).
+  if (!wanted) return;
+  // The job's own references to what the cells come from: the held rows (shared: a side's replaced rows stay alive
+  // until the job, cancelled by the change, returns), or the runs' stored scores (held, so the raw pointers stay
+  // valid) and each row's normaliser.
   struct Src {
+    std::shared_ptr<const std::vector<float>> p[2];
     std::shared_ptr<const focal::RunCapture> run[2];
     const float* raw[2];
     std::vector<RowNorm> norm[2];
@@ -234,9 +229,13 @@ void AppState::refresh_diff_cells() {
   };
   auto src = std::make_shared<Src>();
   for (int s = 0; s < 2; ++s) {
-    src->run[s] = h.raw_run[s];
-    src->raw[s] = h.raw[s];
-    src->norm[s] = h.norm[s];
+    if (!h.p[s].empty()) {
+      src->p[s] = h.p[s].share();
+    } else {
+      src->run[s] = h.raw_run[s];
+      src->raw[s] = h.raw[s];
+      src->norm[s] = h.norm[s];
+    }
   }
   src->softcap = h.softcap;
   src->T = h.T;
@@ -245,6 +244,7 @@ void AppState::refresh_diff_cells() {
                  const int T = src->T;
                  auto cells = std::make_shared<std::array<std::vector<float>, 3>>();
                  const SideRowFn row = [&src, T](int s, int q, float* scratch) {
+                   if (src->p[s]) return src->p[s]->data() + (size_t)q * T;
                    norm_row(src->raw[s] + (size_t)q * T, src->norm[s][(size_t)q], src->softcap, q, scratch);
                    return (const float*)scratch;
                  };

@@ -38,7 +38,8 @@ class Bench {
   bool armed_ = false;
   std::vector<double> idle_frame_ms_, preview_cpu_ms_, preview_logic_ms_, heat_build_ms_, preview_ms_, propagate_ms_,
       job_frame_ms_, long_frame_ms_, long_query_frame_ms_, long_idle_frame_ms_, long_diff_frame_ms_, long_frame_cpu_ms_,
-      long_query_cpu_ms_, long_idle_cpu_ms_, long_diff_cpu_ms_;
+      long_query_cpu_ms_, long_idle_cpu_ms_, long_diff_cpu_ms_,
+      long_diff_wait_cpu_ms_;                      // frames while B - A's cells are computed
   double frame_cpu_t0_ = 0.0, last_cpu_ms_ = NAN;  // the current frame's start; the last frame's CPU part
   double long_propagate_ms_ = 0.0, long_head_switch_ms_ = 0.0, last_frame_ = 0.0;
   // The head switch: its runs alone (to the jobs' end; NAN until then), the viewed layer and the layers re-run.

@@ -310,8 +310,8 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   out.assign((size_t)w * h * 4, 0);
   const int T = rows.T;
   const ViewRun show = st.view.show;
-  const std::vector<float>* A = rows.p[0].empty() ? nullptr : &rows.p[0];
-  const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1];
+  const std::vector<float>* A = rows.p[0].empty() ? nullptr : &rows.p[0].get();
+  const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1].get();
   const int ps = show == ViewRun::kB ? 1 : 0;
   const std::vector<float>* P = ps == 1 ? B : A;
   const bool diff = show == ViewRun::kDiff;
