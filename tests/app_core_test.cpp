@@ -18,6 +18,7 @@
 
 #include "app_state.h"
 #include "error_controls.h"
+#include "focal/metrics.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "focal_batch/batch.h"
@@ -357,9 +358,8 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
   EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
   // Rows on demand: three runs' rows, per row a normaliser (16 B) and 8 metrics (32 B), the cells of both sides and
-  // B - A's, and for a windowed model the pooled rows.
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u) + 66u * 4u);
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false, true), 3u * 16384u + 2u * (64u * 48u + 66u * 4u + 2336u) + 66u * 4u);
+  // B - A's (no pooled rows, with or without a sliding window).
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u) + 66u * 4u);
 }
 
 // Past dense_rows_max_tokens the panels' rows are computed when read, from the stored scores and one normaliser per
@@ -551,7 +551,8 @@ std::string tiny_rotary_model(const char* prefix, int max_positions, uint64_t se
 }
 
 // The same for a model with a sliding window (Mistral's config, window 6): keys before the window are 0 on demand
-// too, the pooled rows are kept (the heatmap reads them for a windowed layer) and B - A has no cells.
+// too, the heatmap's cells (A's, and B - A's from the view worker) equal the dense rows' maxima (1e-7, as above),
+// and no pooled rows are held; a texel's mask (texel_mask) is the per-row rule's over its rows and keys.
 TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
   const std::string dir = tiny_rotary_model("app_window", 64, 5);
   {
@@ -576,20 +577,45 @@ TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
     auto [dense, r] = dense_then_on_demand(st, 0);
     expect_rows_match_dense(*r, dense, T, hide ? "window, sink hidden" : "window");
     for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(r->pooled[0][i].empty());
       const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
-      ASSERT_EQ(r->pooled[0][i].size(), (size_t)T * nb);
-      for (int q = 0; q < T; ++q)
+      ASSERT_EQ(r->pooled2d[0][i].size(), (size_t)nb * nb);
+      for (int a = 0; a < nb; ++a)
         for (int j = 0; j < nb; ++j) {
           float m = 0.0f;
-          for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, dense.p[0][(size_t)q * T + k]);
-          ASSERT_NEAR(r->pooled[0][i][(size_t)q * nb + j], m, 1e-7) << b << " " << q << " " << j;
+          for (int q = a * b; q < std::min(T, (a + 1) * b); ++q)
+            for (int k = j * b; k < std::min(T, (j + 1) * b); ++k) m = std::max(m, dense.p[0][(size_t)q * T + k]);
+          ASSERT_NEAR(r->pooled2d[0][i][(size_t)a * nb + j], m, 1e-7) << b << " " << a << " " << j;
         }
     }
+    if (hide) continue;
+    st.view.show = ViewRun::kDiff;
+    st.state_version++;
+    EXPECT_TRUE(st.head_rows().diff_pending);
+    wait_idle(st);
+    const HeadRows& d = st.head_rows();
+    EXPECT_FALSE(d.diff_pending);
+    expect_diff_cells(d, dense.p[0], dense.p[1], T, 2e-6, "window, on demand");
+    st.view.show = ViewRun::kA;
+    st.state_version++;
   }
-  st.view.show = ViewRun::kDiff;
-  st.state_version++;
-  EXPECT_FALSE(st.head_rows().diff_pending);
-  EXPECT_TRUE(st.head_rows().diff2d[0].empty());
+  // Every texel of up to 4 rows and keys: texel_mask against the rule per row (a key k of row q is shown when
+  // window_first_key <= k <= q; a texel with none is the window's where some key is causally visible).
+  const focal::ModelConfig& cfg = *st.config();
+  for (int layer = 0; layer < 2; ++layer)
+    for (int qa = 0; qa < T; ++qa)
+      for (int qb = qa + 1; qb <= std::min(T, qa + 4); ++qb)
+        for (int ka = 0; ka < T; ++ka)
+          for (int kb = ka + 1; kb <= std::min(T, ka + 4); ++kb) {
+            bool shown = false, causal = false;
+            for (int q = qa; q < qb; ++q)
+              for (int k = ka; k < kb; ++k) {
+                causal |= k <= q;
+                shown |= k <= q && k >= focal::window_first_key(cfg, layer, q + 1);
+              }
+            const TexelMask want = shown ? kTexelVisible : causal ? kTexelWindow : kTexelCausal;
+            ASSERT_EQ(texel_mask(&cfg, layer, qa, qb, ka, kb), want) << layer << " " << qa << " " << qb << " " << ka;
+          }
 }
 
 // Long prompts compute the rows of the viewed head on the view worker: until they arrive the panels keep the rows of

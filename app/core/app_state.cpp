@@ -383,7 +383,7 @@ void AppState::truncate_prompt() {
   apply_tokens(std::move(ids));
 }
 
-size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense, bool windowed) {
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense) {
   const size_t head = (size_t)T * (size_t)T * sizeof(float);
   const size_t layer = head * (size_t)std::max(1, n_heads);
   const size_t stored = layer <= layer_rows_bytes ? layer : head;
@@ -394,9 +394,9 @@ size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense, b
   // a time), their pooled copies, and the cells of A, B and B - A.
   if (dense) return 2 * stored + 3 * head + 2 * pooled + 3 * cells;
   // Rows on demand: a third run's rows while one side re-runs (the panels read the old run's meanwhile), each row's
-  // normaliser and metrics, the cells (and B - A's), and the pooled rows of a windowed model.
+  // normaliser and metrics, and the cells (and B - A's).
   const size_t per_row = (size_t)T * (sizeof(RowNorm) + focal::kNumRowMetrics * sizeof(float));
-  return 3 * stored + 2 * (per_row + cells + (windowed ? pooled : 0)) + cells;
+  return 3 * stored + 2 * (per_row + cells) + cells;
 }
 
 size_t AppState::default_rows_budget_bytes() {
@@ -406,9 +406,7 @@ size_t AppState::default_rows_budget_bytes() {
 }
 
 size_t AppState::rows_bytes(int T) const {
-  bool windowed = false;
-  for (int l = 0; has_cfg_ && l < cfg_.n_layers; ++l) windowed |= focal::layer_window(cfg_, l) > 0;
-  return app_rows_bytes(cfg_.n_heads, T, layer_rows_bytes, T <= dense_rows_max_tokens, windowed);
+  return app_rows_bytes(cfg_.n_heads, T, layer_rows_bytes, T <= dense_rows_max_tokens);
 }
 
 bool AppState::apply_tokens(std::vector<int32_t> ids) {

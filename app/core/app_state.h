@@ -33,9 +33,8 @@ const char* head_metric_name(int m);  // row_metric_name, or "induction" for kIn
 // - dense (T up to AppState::dense_rows_max_tokens): the panels' [T, T] probabilities of both sides, a third while one
 //   side's are recomputed, and the heatmap's pooled rows;
 // - else: a third run's stored rows (the one computed while the panels show the old), no [T, T] probabilities (rows
-//   on demand, HeadRows::row), the heatmap's b x b cells and, for a model with sliding windows (windowed), its
-//   pooled rows.
-size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense = true, bool windowed = false);
+//   on demand, HeadRows::row), and the heatmap's b x b cells.
+size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense = true);
 
 struct ViewOptions {
   bool log_color = false;      // colour by log10(p)
@@ -108,7 +107,7 @@ struct HeadRows {
   bool pending[2] = {false, false};
   // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
   // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
-  // Past dense_rows_max_tokens only for a model with sliding windows (the b x b cells below ignore the window).
+  // Not past dense_rows_max_tokens (32K tokens: 512 MiB per side; the cells below serve the zoomed-out heatmap).
   std::vector<float> pooled[2][3];
   // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
   std::vector<float> pooled2d[2][3];
@@ -120,7 +119,7 @@ struct HeadRows {
   std::vector<RowNorm> norm[2];  // [T]
   float softcap = 0.0f;
   uint64_t gen[2] = {0, 0};  // bumps when a side's rows change
-  // While the heatmap shows B - A of a model without sliding windows, past dense_rows_max_tokens (from the view
+  // While the heatmap shows B - A, past dense_rows_max_tokens (from the view
   // worker from the stored scores, or from dense_diff_cells_min_tokens on from the held rows; diff_pending until they
   // arrive): b x b cells of the b - a of largest magnitude ([ceil(T / b)]^2, signed).
   std::vector<float> diff2d[3];
@@ -162,6 +161,12 @@ struct HeadRows {
   mutable std::vector<CachedRow> cache_[2];
 };
 constexpr int kHeatPoolKeys[3] = {8, 64, 512};
+// What a heatmap texel of query rows [qa, qb) and keys [ka, kb) of a layer shows (cfg null: no sliding window):
+// kTexelVisible some key is visible to one of its queries, kTexelCausal every key comes after every query,
+// kTexelWindow its causally visible keys all lie before the queries' sliding window (focal::window_first_key).
+// O(1): the window's first key does not decrease from one query to the next.
+enum TexelMask : uint8_t { kTexelVisible = 0, kTexelCausal = 1, kTexelWindow = 2 };
+TexelMask texel_mask(const focal::ModelConfig* cfg, int layer, int qa, int qb, int ka, int kb);
 
 // What one attention row of a stored run is computed from (AppState::compute_row's inputs, also copied into a view
 // job): the run, the setting to show and the run's own, the model's config, the marked relevant keys, the view.

@@ -245,8 +245,6 @@ void AppState::refresh_head_rows() {
   h.head = sel_head;
   h.T = T;
   h.softcap = has_cfg_ ? cfg_.arch.attn_softcap : 0.0f;
-  bool windowed = false;
-  for (int l = 0; has_cfg_ && l < cfg_.n_layers; ++l) windowed |= focal::layer_window(cfg_, l) > 0;
   bool changed = false;
   for (int side = 0; side < 2; ++side) {
     const Slot& s = slots[side];
@@ -295,7 +293,7 @@ void AppState::refresh_head_rows() {
       std::vector<float> P, M, pooled[3], pooled2d[3];
       std::vector<RowNorm> Nm;
       if (on_demand)
-        compute_head_norms(row_source(side, false), sel_layer, sel_head, windowed, Nm, M, pooled, pooled2d, nullptr);
+        compute_head_norms(row_source(side, false), sel_layer, sel_head, Nm, M, pooled2d, nullptr);
       else
         compute_head_rows(row_source(side, false), sel_layer, sel_head, P, M, nullptr);
       apply(P, M, Nm, pooled, pooled2d);
@@ -313,30 +311,28 @@ void AppState::refresh_head_rows() {
     src->hide_sink = view.hide_sink;
     src->T = T;
     const int layer = sel_layer, head = sel_head;
-    views.submit(
-        job_key,
-        std::string(side == 0 ? "A" : "B") + ": rows of layer " + std::to_string(layer) + " head " +
-            std::to_string(head),
-        [this, side, key, src, layer, head, on_demand, windowed, apply](JobContext& ctx) -> std::function<void()> {
-          struct Out {
-            std::vector<float> P, M, pooled[3], pooled2d[3];
-            std::vector<RowNorm> Nm;
-          };
-          auto o = std::make_shared<Out>();
-          const auto cancelled = [&ctx] { return ctx.cancelled(); };
-          if (on_demand) {
-            if (!compute_head_norms(src->view(), layer, head, windowed, o->Nm, o->M, o->pooled, o->pooled2d, cancelled))
-              return {};
-          } else {
-            if (!compute_head_rows(src->view(), layer, head, o->P, o->M, cancelled)) return {};
-            pool_rows(o->P, src->T, o->pooled, o->pooled2d);
-          }
-          return [this, side, key, o, apply] {
-            if (rows_key_[side] != key) return;  // superseded
-            apply(o->P, o->M, o->Nm, o->pooled, o->pooled2d);
-            rows_.version++;
-          };
-        });
+    views.submit(job_key,
+                 std::string(side == 0 ? "A" : "B") + ": rows of layer " + std::to_string(layer) + " head " +
+                     std::to_string(head),
+                 [this, side, key, src, layer, head, on_demand, apply](JobContext& ctx) -> std::function<void()> {
+                   struct Out {
+                     std::vector<float> P, M, pooled[3], pooled2d[3];
+                     std::vector<RowNorm> Nm;
+                   };
+                   auto o = std::make_shared<Out>();
+                   const auto cancelled = [&ctx] { return ctx.cancelled(); };
+                   if (on_demand) {
+                     if (!compute_head_norms(src->view(), layer, head, o->Nm, o->M, o->pooled2d, cancelled)) return {};
+                   } else {
+                     if (!compute_head_rows(src->view(), layer, head, o->P, o->M, cancelled)) return {};
+                     pool_rows(o->P, src->T, o->pooled, o->pooled2d);
+                   }
+                   return [this, side, key, o, apply] {
+                     if (rows_key_[side] != key) return;  // superseded
+                     apply(o->P, o->M, o->Nm, o->pooled, o->pooled2d);
+                     rows_.version++;
+                   };
+                 });
   }
   if (changed) h.version++;
 }

@@ -58,6 +58,12 @@ float HeadRows::at(int side, int q, int k) const {
   return norm_prob(raw[side] + (size_t)q * T, nm, softcap, k);
 }
 
+TexelMask texel_mask(const focal::ModelConfig* cfg, int layer, int qa, int qb, int ka, int kb) {
+  const int q = std::max(qa, ka);  // the first query that sees a key of the texel causally
+  if (q >= qb || ka >= kb) return kTexelCausal;
+  return !cfg || focal::window_first_key(*cfg, layer, q + 1) < kb ? kTexelVisible : kTexelWindow;
+}
+
 float HeadRows::max_in(int side, int q, int ka, int kb) const {
   const RowNorm& nm = norm[side][(size_t)q];
   ka = std::max(ka, nm.first);
@@ -86,25 +92,20 @@ float HeadRows::max_diff_in(int q, int ka, int kb) const {
   return best;
 }
 
-bool compute_head_norms(const RowSource& src, int layer, int head, bool keep_pooled, std::vector<RowNorm>& N,
-                        std::vector<float>& M, std::vector<float>* pooled /* [3] */,
+bool compute_head_norms(const RowSource& src, int layer, int head, std::vector<RowNorm>& N, std::vector<float>& M,
                         std::vector<float>* pooled2d /* [3] */, const std::function<bool()>& cancelled) {
   const int T = src.T, b0 = kHeatPoolKeys[0], n0 = (T + b0 - 1) / b0;
   N.assign((size_t)T, RowNorm{});
   M.assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
   int nb[3];
-  for (int i = 0; i < 3; ++i) {
-    nb[i] = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
-    pooled[i].clear();
-    if (keep_pooled) pooled[i].assign((size_t)T * nb[i], 0.0f);
-  }
+  for (int i = 0; i < 3; ++i) nb[i] = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
   pooled2d[0].assign((size_t)n0 * n0, 0.0f);
   for (int c0 = 0; c0 < n0; c0 += 32) {  // 256 rows at a time, so that a cancel is seen within them
     if (cancelled && cancelled()) return false;
     const int c1 = std::min(n0, c0 + 32);
 #pragma omp parallel
     {
-      std::vector<float> p((size_t)T), r8((size_t)n0);
+      std::vector<float> p((size_t)T);
 #pragma omp for schedule(dynamic, 1)
       for (int qi = c0; qi < c1; ++qi) {  // the rows of one b0-row cell: no other thread writes its cells
         float* cell = pooled2d[0].data() + (size_t)qi * n0;
@@ -114,18 +115,7 @@ bool compute_head_norms(const RowSource& src, int layer, int head, bool keep_poo
           for (int j = 0; j < nj; ++j) {
             float m = 0.0f;
             for (int k = j * b0, e = std::min(q + 1, k + b0); k < e; ++k) m = std::max(m, p[(size_t)k]);
-            r8[(size_t)j] = m;
             cell[j] = std::max(cell[j], m);
-          }
-          if (!keep_pooled) continue;
-          std::copy(r8.begin(), r8.begin() + nj, pooled[0].begin() + (std::ptrdiff_t)((size_t)q * nb[0]));
-          for (int i = 1; i < 3; ++i) {
-            const int f = kHeatPoolKeys[i] / b0;
-            for (int j = 0; j * f < nj; ++j) {
-              float m = 0.0f;
-              for (int c = j * f; c < std::min(nj, (j + 1) * f); ++c) m = std::max(m, r8[(size_t)c]);
-              pooled[i][(size_t)q * nb[i] + j] = m;
-            }
           }
         }
       }
@@ -199,8 +189,7 @@ bool diff_cells(int T, const SideRowFn& row, const std::function<bool()>& cancel
 
 void AppState::refresh_diff_cells() {
   HeadRows& h = rows_;
-  const bool diff_shown = view.show == ViewRun::kDiff && compare && !h.pending[0] && !h.pending[1] && has_cfg_ &&
-                          focal::layer_window(cfg_, h.layer) == 0;
+  const bool diff_shown = view.show == ViewRun::kDiff && compare && !h.pending[0] && !h.pending[1] && has_cfg_;
   // Always for rows on demand (a side past dense_rows_max_tokens); for held rows from dense_diff_cells_min_tokens on:
   // the zoomed-out heatmap would read every key of both sides per frame.
   const bool wanted = diff_shown && h.shown(0) && h.shown(1) &&

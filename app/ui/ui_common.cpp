@@ -321,8 +321,8 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   const bool on_demand = diff ? (!A || !B) : !P;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
   std::vector<float> val((size_t)w * h, 0.0f);
-  std::vector<float> scale_val((size_t)w * h, 0.0f);  // the same without row 0 (one visible key: always 1)
-  std::vector<uint8_t> masked((size_t)w * h, 1);      // 0 visible, 1 causal mask, 2 outside the sliding window
+  std::vector<float> scale_val((size_t)w * h, 0.0f);         // the same without row 0 (one visible key: always 1)
+  std::vector<uint8_t> masked((size_t)w * h, kTexelCausal);  // TexelMask
   const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
   // Long prompts: a texel that spans at least b keys reads its rows' max over blocks of b keys (HeadRows::pooled),
@@ -338,13 +338,12 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
       break;
     }
   }
-  // A model without sliding windows, and texels at least b rows high and b keys wide: cells of b x b (pooled2d),
-  // the causal mask from the texel's corner.
+  // Texels at least b rows high and b keys wide: cells of b x b (pooled2d; a key a sliding window hides is 0 in them),
+  // the causal and window masks from the texel's span (texel_mask).
   int pool2_b = 0, pool2_n = 0;
   const float* pool2 = nullptr;
   // B - A of long prompts: the cells of the largest |b - a| (HeadRows::diff2d), where they are computed.
-  const bool windowed_model = cfg && focal::layer_window(*cfg, st.sel_layer) > 0;
-  for (int i = 2; i >= 0 && !windowed_model; --i) {
+  for (int i = 2; i >= 0; --i) {
     const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
     const std::vector<float>& cells = diff ? rows.diff2d[i] : rows.pooled2d[ps][i];
     if (sx >= b && sy >= b && cells.size() == (size_t)n * n) {
@@ -354,9 +353,10 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
       break;
     }
   }
-  // B - A past dense_rows_max_tokens at texels of 8 keys or more without its cells (not computed yet, or a windowed
-  // model, which has none): every key of both sides would be two exponentials per texel row. Not drawn.
-  if (diff && on_demand && !pool2 && sx >= kHeatPoolKeys[0]) return -1.0f;
+  // B - A at texels of 8 keys or more without its cells: past dense_rows_max_tokens every key of both sides would be
+  // two exponentials per texel row, and while the view worker computes them from held rows a read of every key (16K
+  // tokens: ~280 ms in one frame). Not drawn.
+  if (diff && (on_demand || rows.diff_pending) && !pool2 && sx >= kHeatPoolKeys[0]) return -1.0f;
   if (pool2) {
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; ++y) {
@@ -367,11 +367,8 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
         const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
                   kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
         const size_t o = (size_t)y * w + x;
-        if (ka > qb - 1) {  // every key after every query of the texel
-          masked[o] = 1;
-          continue;
-        }
-        masked[o] = 0;
+        masked[o] = texel_mask(cfg, st.sel_layer, qa, qb, ka, kb);
+        if (masked[o] != kTexelVisible) continue;
         float best = 0.0f, best_rest = 0.0f;  // of largest magnitude (B - A's cells are signed)
         for (int i = ia; i <= ie; ++i) {
           const float* c = pool2 + (size_t)i * pool2_n;
@@ -428,7 +425,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
         }
         val[(size_t)y * w + x] = best;
         scale_val[(size_t)y * w + x] = best_rest;
-        masked[(size_t)y * w + x] = any ? 0 : windowed ? 2 : 1;
+        masked[(size_t)y * w + x] = any ? kTexelVisible : windowed ? kTexelWindow : kTexelCausal;
       }
     }
   }
@@ -442,12 +439,12 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < val.size(); ++i) {
     uint8_t* px = &out[i * 4];
-    if (masked[i] == 1) {  // keys after the query: causal mask
+    if (masked[i] == kTexelCausal) {  // keys after the query: causal mask
       px[0] = px[1] = px[2] = 28;
       px[3] = 255;
       continue;
     }
-    if (masked[i] == 2) {  // keys before the sliding window: a violet-grey, distinct from the causal mask
+    if (masked[i] == kTexelWindow) {  // keys before the sliding window: a violet-grey, distinct from the causal mask
       px[0] = 62;
       px[1] = 48;
       px[2] = 78;
