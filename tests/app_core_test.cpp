@@ -432,6 +432,17 @@ void expect_diff_cells(const HeadRows& r, const std::vector<float>& pa, const st
   }
 }
 
+// Shows B - A: its cells are computed on the view worker (pending until then); the rows once they are there.
+const HeadRows& show_diff_cells(AppState& st) {
+  st.view.show = ViewRun::kDiff;
+  st.state_version++;
+  EXPECT_TRUE(st.head_rows().diff_pending);
+  wait_idle(st);
+  const HeadRows& r = st.head_rows();
+  EXPECT_FALSE(r.diff_pending);
+  return r;
+}
+
 // Dense rows of the current view (the synchronous path), then the same on demand (at once or on the view worker).
 std::pair<DenseRows, const HeadRows*> dense_then_on_demand(AppState& st, int sync_max) {
   st.sync_rows_max_tokens = 1 << 20;
@@ -471,12 +482,7 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
       last_dense = std::move(dense);
     }
   // B - A: its cells come from the view worker, the largest |b - a| of each cell of the dense rows (2e-6).
-  st.view.show = ViewRun::kDiff;
-  st.state_version++;
-  EXPECT_TRUE(st.head_rows().diff_pending);
-  wait_idle(st);
-  const HeadRows& r = st.head_rows();
-  EXPECT_FALSE(r.diff_pending);
+  const HeadRows& r = show_diff_cells(st);
   expect_diff_cells(r, last_dense.p[0], last_dense.p[1], T, 2e-6, "on demand");
   for (int q : {1, T / 2, T - 1}) {
     float m = 0.0f;
@@ -589,13 +595,7 @@ TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
         }
     }
     if (hide) continue;
-    st.view.show = ViewRun::kDiff;
-    st.state_version++;
-    EXPECT_TRUE(st.head_rows().diff_pending);
-    wait_idle(st);
-    const HeadRows& d = st.head_rows();
-    EXPECT_FALSE(d.diff_pending);
-    expect_diff_cells(d, dense.p[0], dense.p[1], T, 2e-6, "window, on demand");
+    expect_diff_cells(show_diff_cells(st), dense.p[0], dense.p[1], T, 2e-6, "window, on demand");
     st.view.show = ViewRun::kA;
     st.state_version++;
   }
