@@ -534,6 +534,22 @@ TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDense
   ASSERT_FALSE(held.p[0].empty());
   ASSERT_FALSE(held.p[1].empty());
   expect_diff_cells(held, held.p[0], held.p[1], T, 1e-7, "held rows");
+  // A's new rows from the view worker: the cells stay pending while the rows are computed (no frame reads every
+  // key meanwhile), then follow them.
+  st.sync_rows_max_tokens = 0;
+  s.focal_temp = 0.6f;
+  st.set_spec(0, s);
+  EXPECT_TRUE(st.head_rows().pending[0]);
+  EXPECT_TRUE(st.head_rows().diff_pending);
+  EXPECT_TRUE(st.head_rows().diff2d[0].empty());
+  wait_idle(st);                             // the rows
+  EXPECT_TRUE(st.head_rows().diff_pending);  // the cells' job, submitted once they are there
+  wait_idle(st);
+  const HeadRows& after = st.head_rows();
+  EXPECT_FALSE(after.pending[0]);
+  EXPECT_FALSE(after.diff_pending);
+  EXPECT_EQ(after.label[0], s.label());
+  expect_diff_cells(after, after.p[0], after.p[1], T, 1e-7, "held rows from the view worker");
 }
 
 // A 2-layer random-weight rotary model (LLaMA layout, the bundled tokenizer) of max_positions positions, written to

@@ -119,9 +119,9 @@ struct HeadRows {
   std::vector<RowNorm> norm[2];  // [T]
   float softcap = 0.0f;
   uint64_t gen[2] = {0, 0};  // bumps when a side's rows change
-  // While the heatmap shows B - A, past dense_rows_max_tokens (from the view
-  // worker from the stored scores, or from dense_diff_cells_min_tokens on from the held rows; diff_pending until they
-  // arrive): b x b cells of the b - a of largest magnitude ([ceil(T / b)]^2, signed).
+  // While the heatmap shows B - A past dense_rows_max_tokens (from the stored scores) or from
+  // dense_diff_cells_min_tokens on (from the held rows), computed on the view worker (diff_pending until they arrive,
+  // also while a side's rows are): b x b cells of the b - a of largest magnitude ([ceil(T / b)]^2, signed).
   std::vector<float> diff2d[3];
   bool diff_pending = false;
   uint64_t version = 0;

@@ -189,20 +189,24 @@ bool diff_cells(int T, const SideRowFn& row, const std::function<bool()>& cancel
 
 void AppState::refresh_diff_cells() {
   HeadRows& h = rows_;
-  const bool diff_shown = view.show == ViewRun::kDiff && compare && !h.pending[0] && !h.pending[1] && has_cfg_;
+  const bool diff_shown = view.show == ViewRun::kDiff && compare && has_cfg_;
   // Always for rows on demand (a side past dense_rows_max_tokens); for held rows from dense_diff_cells_min_tokens on:
   // the zoomed-out heatmap would read every key of both sides per frame.
-  const bool wanted = diff_shown && h.shown(0) && h.shown(1) &&
-                      (!h.norm[0].empty() || !h.norm[1].empty() || h.T >= dense_diff_cells_min_tokens);
+  const bool cells_needed =
+      diff_shown && (!h.norm[0].empty() || !h.norm[1].empty() || h.T >= dense_diff_cells_min_tokens);
+  // While a side's new rows are computed the cells wait for them (pending, so that no frame reads every key meanwhile).
+  const bool rows_pending = h.pending[0] || h.pending[1];
+  const bool wanted = cells_needed && !rows_pending && h.shown(0) && h.shown(1);
   const std::string key = wanted
                               ? std::to_string(h.gen[0]) + "|" + std::to_string(h.gen[1]) + "|" + std::to_string(h.T) +
                                     "|" + std::to_string(h.layer) + "|" + std::to_string(h.head)
-                              : "";
+                          : cells_needed && rows_pending ? "after the rows"
+                                                         : "";
   if (key == diff_key_) return;
   diff_key_ = key;
   views.cancel("diff_cells");
   for (auto& c : h.diff2d) c.clear();
-  h.diff_pending = wanted;
+  h.diff_pending = wanted || (cells_needed && rows_pending);
   h.version++;
   if (!wanted) return;
   // The job's own references to what the cells come from: the held rows (shared: a side's replaced rows stay alive
