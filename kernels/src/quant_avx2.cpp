@@ -417,7 +417,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
   constexpr int kBytes = kernel_block_bytes(T);
   constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;  // 2-bit low quants
   constexpr bool k16 = kQ6 || kLow2;                                  // a scale per 16 values
-  constexpr int kQs = T == kQ5_K ? 48 : T == kQ3_K ? 32 : 16;         // Q2_K, Q3_K, Q4_K, Q5_K: the low quants
+  constexpr KBlockLayout kL = k_block_layout(T);
   const int64_t n_blocks = w.cols / 256;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
   const __m256i high = _mm256_set1_epi8(T == kQ3_K ? 4 : 16);  // Q5_K / Q3_K: what the high bit adds
@@ -443,14 +443,14 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
         __m128i sc8, om8;  // the 16 integer scales (int8) and what multiplies each group's sum of x, before its factor
         float of;          // that factor
         if constexpr (T == kQ2_K) {
-          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale | min << 4
+          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales));  // scale | min << 4
           sc8 = _mm_and_si128(sm, _mm_set1_epi8(0x0F));
           om8 = _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F));
-          of = -f16c_at(b + 82);
+          of = -f16c_at(b + kL.dmin);
         } else {
-          sc8 = kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)) : k3_scales(b + 96);
+          sc8 = kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales)) : k3_scales(b + kL.scales);
           om8 = sc8;
-          of = (kQ6 ? -32.0f : -4.0f) * f16c_at(b + (kQ6 ? 208 : 108));
+          of = (kQ6 ? -32.0f : -4.0f) * f16c_at(b + kL.d);
         }
         const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
         sc_lo = _mm256_permute2x128_si256(s16, s16, 0x00);
@@ -463,10 +463,10 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
                               _mm256_loadu_ps(xs + 8), off);
       } else {
         uint64_t sc8, mn8;
-        k4_scales_mins(b + 4, &sc8, &mn8);
+        k4_scales_mins(b + kL.scales, &sc8, &mn8);
         sc_lo = sc_hi = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
         const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
-        off = _mm256_fmadd_ps(_mm256_mul_ps(mnf, _mm256_set1_ps(-f16c_at(b + 2))),
+        off = _mm256_fmadd_ps(_mm256_mul_ps(mnf, _mm256_set1_ps(-f16c_at(b + kL.dmin))),
                               _mm256_loadu_ps(xd.sum32.data() + blk * 8), off);
       }
       __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), a2 = _mm256_setzero_si256();
@@ -474,20 +474,20 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
         __m256i q;
         if constexpr (kQ6) {
           const int h = u / 4, g = u % 4;
-          const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32 * (g & 1)));
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+          const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 64 * h + 32 * (g & 1)));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high + 32 * h));
           q = _mm256_or_si256(_mm256_and_si256(g >= 2 ? _mm256_srli_epi16(ql, 4) : ql, m4),
                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3), 4));
         } else if constexpr (kLow2) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 4)));
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * (u / 4)));
           q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (u % 4)), m3);
         } else {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (u / 2)));
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * (u / 2)));
           q = _mm256_and_si256((u & 1) ? _mm256_srli_epi16(v, 4) : v, m4);
         }
         if constexpr (T == kQ5_K || T == kQ3_K) {  // + 16 (+ 4) where bit u of qh[l] (hmask[l]) is set
           const __m256i bit = _mm256_set1_epi8((char)(1 << u));
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (T == kQ5_K ? 16 : 0)));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high));
           q = _mm256_add_epi8(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), high));
         }
         const __m256i scv = _mm256_shuffle_epi8(u < 4 ? sc_lo : sc_hi, pick[u]);
@@ -499,7 +499,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
         a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
       }
-      const float d = f16c_at(b + (kQ6 ? 208 : T == kQ3_K ? 108 : T == kQ2_K ? 80 : 0));
+      const float d = f16c_at(b + kL.d);
       const __m256 f =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a2), _mm256_set1_ps(65536.0f),
                           _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a0)));

@@ -173,9 +173,9 @@ template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
   constexpr int kBytes = kernel_block_bytes(T);
-  constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;             // 2-bit low quants
-  constexpr bool k16 = kQ6 || kLow2;                                             // a scale per 16 values
-  constexpr int kQs = T == kQ5_K ? 48 : T == kQ4_K ? 16 : T == kQ3_K ? 32 : 16;  // the low quants
+  constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;  // 2-bit low quants
+  constexpr bool k16 = kQ6 || kLow2;                                  // a scale per 16 values
+  constexpr KBlockLayout kL = k_block_layout(T);
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
@@ -207,24 +207,26 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
       if constexpr (k16) {
         __m512 dsc, offm;  // d sc per group, and what multiplies its sum of x
         if constexpr (T == kQ2_K) {
-          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // scale | min << 4
+          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales));  // scale | min << 4
           const __m128i m4x = _mm_set1_epi8(0x0F);
           dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sm, m4x))),
-                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + 80))));
+                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
           offm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sm, 4), m4x))),
-                               _mm512_set1_ps(-_cvtsh_ss(u16_at(b + 82))));
+                               _mm512_set1_ps(-_cvtsh_ss(u16_at(b + kL.dmin))));
         } else {
-          const __m128i sc8 = kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)) : k3_scales(b + 96);
-          dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)),
-                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + (kQ6 ? 208 : 108)))));
+          const __m128i sc8 =
+              kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales)) : k3_scales(b + kL.scales);
+          dsc =
+              _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)), _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
           offm = _mm512_mul_ps(dsc, _mm512_set1_ps(kQ6 ? -32.0f : -4.0f));
         }
         scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
         off16 = _mm512_fmadd_ps(offm, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       } else {
         uint64_t sc8, mn8;  // the 6-bit scales and mins as bytes
-        k4_scales_mins(b + 4, &sc8, &mn8);
-        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b) | ((uint32_t)u16_at(b + 2) << 16))));
+        k4_scales_mins(b + kL.scales, &sc8, &mn8);
+        const __m128 dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b + kL.d) | ((uint32_t)u16_at(b + kL.dmin) << 16))));
         const __m256 scf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
                                          _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));
         scz = _mm512_zextps256_ps512(scf);
@@ -235,25 +237,24 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
       for (int c = 0; c < 4; ++c) {
         __m512i q;
         if constexpr (kQ6) {
-          const __m512i ql = _mm512_loadu_si512(b + 64 * (c / 2));
+          const __m512i ql = _mm512_loadu_si512(b + kL.qs + 64 * (c / 2));
           const __m512i qh =
-              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * (c / 2))));
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high + 32 * (c / 2))));
           q = _mm512_or_si512(_mm512_and_si512((c & 1) ? _mm512_srli_epi16(ql, 4) : ql, m4),
                               _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, qh_shift[c & 1]), 4), m30));
         } else if constexpr (kLow2) {
           const __m512i v =
-              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * (c / 2))));
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * (c / 2))));
           q = _mm512_and_si512(_mm512_srlv_epi16(v, qh_shift[c & 1]), m3);
         } else {
           q = _mm512_and_si512(
               _mm512_srlv_epi16(
-                  _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs + 32 * c))),
+                  _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * c))),
                   shift4),
               m4);
         }
-        if constexpr (T == kQ5_K || T == kQ3_K) {  // qh (Q5_K) at byte 16, hmask (Q3_K) at byte 0
-          const __m512i qh =
-              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (T == kQ5_K ? 16 : 0))));
+        if constexpr (T == kQ5_K || T == kQ3_K) {  // qh (Q5_K), hmask (Q3_K)
+          const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high)));
           q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit5[c]), q, high);
         }
         const int64_t at = blk * 256 + 64 * c;

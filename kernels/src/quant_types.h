@@ -36,6 +36,23 @@ constexpr int kernel_block_bytes(int type) {
   return type == kQ2_K ? 16 + 64 + 2 + 2 : type == kQ3_K ? 32 + 64 + 12 + 2 : qblocks::block_bytes(type);
 }
 
+// Where the fields of a K-format block sit, in bytes from its start (-1: none), for the decode kernels of
+// quant_avx2.cpp and quant_avx512.cpp: the low quants (Q6_K: ql), the high bits (Q3_K hmask, Q5_K qh, Q6_K qh), the
+// scales (Q2_K scale | min << 4 bytes, Q3_K / Q4_K / Q5_K packed 6-bit, Q6_K int8), d and dmin (fp16).
+struct KBlockLayout {
+  int qs, high, scales, d, dmin;
+};
+constexpr KBlockLayout k_block_layout(int type) {
+  switch (type) {
+    case kQ2_K: return {16, -1, 0, 80, 82};
+    case kQ3_K: return {32, 0, 96, 108, -1};
+    case kQ4_K: return {16, -1, 4, 0, 2};
+    case kQ5_K: return {48, 16, 4, 0, 2};
+    case kQ6_K: return {0, 128, 192, 208, -1};
+    default: return {-1, -1, -1, -1, -1};
+  }
+}
+
 struct QTypeInfo {
   int type;          // QType (ggml's number)
   int block_values;  // values per block: 1 (F32, F16, BF16), 32, or 256 (K formats)
