@@ -622,6 +622,9 @@ TEST(OpsRowMetrics, MatchesDoubleReferenceOnProbabilityRow) {
 
 struct AttnCase {
   int n_tokens, n_past, n_heads, n_kv_heads, d_head;
+  int window = 0;            // > 0: the row at position i sees keys i - window + 1 .. i
+  float softcap = 0.0f;      // > 0: logits softcap * tanh(raw * scale / softcap)
+  float logit_scale = 0.0f;  // raw = q.k * logit_scale; 0: 1 / sqrt(d)
 };
 
 struct AttnInputs {
@@ -654,7 +657,8 @@ struct AttnRef {
   std::vector<std::vector<double>> raw;    // [n_heads * T][n_vis], q.k / sqrt(d) before the scale
 };
 
-// Naive causal attention in double: row t (absolute position n_past + t) sees keys [0, n_past + t].
+// Naive causal attention in double: row t (absolute position n_past + t) sees keys [0, n_past + t], or under a
+// window the last `window` of them (probability 0 before); logits raw * scale, soft-capped when the case says so.
 AttnRef ref_attention(const AttnCase& c, const AttnInputs& in) {
   AttnRef r;
   const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, group = c.n_heads / c.n_kv_heads;
@@ -665,16 +669,21 @@ AttnRef ref_attention(const AttnCase& c, const AttnInputs& in) {
     const int kv = h / group;
     for (int t = 0; t < T; ++t) {
       const int n_vis = c.n_past + t + 1;
-      std::vector<double> raw(n_vis), logits(n_vis);
-      for (int j = 0; j < n_vis; ++j) {
+      const int lo = c.window > 0 && n_vis > c.window ? n_vis - c.window : 0;
+      const double ls = c.logit_scale > 0.0f ? (double)c.logit_scale : 1.0 / std::sqrt((double)d);
+      std::vector<double> raw(n_vis, 0.0), logits;
+      for (int j = lo; j < n_vis; ++j) {
         double s = 0.0;
         for (int i = 0; i < d; ++i)
           s += (double)in.q[(size_t)t * qs + (size_t)h * d + i] *
                (double)in.k_cache[((size_t)kv * in.cache_stride + j) * d + i];
-        raw[j] = s / std::sqrt((double)d);
-        logits[j] = raw[j] * (double)in.row_scale[(size_t)h * T + t];
+        raw[j] = s * ls;
+        const double x = raw[j] * (double)in.row_scale[(size_t)h * T + t];
+        logits.push_back(c.softcap > 0.0f ? c.softcap * std::tanh(x / c.softcap) : x);
       }
-      const auto p = ref_softmax(logits);
+      std::vector<double> p(lo, 0.0);
+      const auto pv = ref_softmax(logits);
+      p.insert(p.end(), pv.begin(), pv.end());
       for (int i = 0; i < d; ++i) {
         double o = 0.0;
         for (int j = 0; j < n_vis; ++j) o += p[j] * (double)in.v_cache[((size_t)kv * in.cache_stride + j) * d + i];
@@ -744,6 +753,9 @@ AttnRun run_attention(const AttnCase& c, const AttnInputs& in, int topk_k, const
     a.row_ctx = collector;
   }
   a.probs_fp16 = probs_fp16;
+  a.window = c.window;
+  a.softcap = c.softcap;
+  a.logit_scale = c.logit_scale;
   attention(a);
   return run;
 }
@@ -818,6 +830,70 @@ TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
       for (size_t j = n_vis; j < probs.size(); ++j) {
         ASSERT_EQ(probs[j], 0.0f) << "probs beyond visible: head " << h << " row " << row << " key " << j;
         ASSERT_EQ(raw[j], 0.0f) << "raw beyond visible: head " << h << " row " << row << " key " << j;
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, LongRowsWithWindowsAndSoftCapsMatchNaiveAttention) {
+  // Rows of up to 2170 keys (the short-row test's rows stop at 138): plain rows, a sliding window that starts at a
+  // different key for every row of a block (the products skip the keys before the block's first row's window, each
+  // row masks the rest of its own), a soft-cap with an architecture logit scale (Gemma 2), and a window exactly as
+  // wide as the first row's keys; two blocks of rows (64 + 6), GQA 6 / 2 and MQA.
+  std::mt19937 rng(22);
+  const std::vector<AttnCase> cases = {{70, 2100, 6, 2, 16},
+                                       {70, 2100, 6, 2, 16, 1500},
+                                       {70, 2100, 6, 2, 16, 0, 12.0f, 0.3f},
+                                       {20, 1030, 4, 1, 8, 1031}};
+  const int topk_k = 5;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(testing::Message() << "T=" << c.n_tokens << " n_past=" << c.n_past << " window=" << c.window
+                                    << " softcap=" << c.softcap);
+    const auto in = make_attn_inputs(c, rng);
+    const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, n_ctx = c.n_past + T;
+    const std::vector<int32_t> relevant = {5, 700, 1500, c.n_past + 3, n_ctx - 2, n_ctx + 100};
+    std::vector<uint8_t> wanted(c.n_heads, 0);
+    for (int h = 1; h < c.n_heads; h += 2) wanted[h] = 1;
+    RowCollector col;
+    col.n_past = c.n_past;
+    col.n_ctx = n_ctx;
+    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col);
+    const auto ref = ref_attention(c, in);
+    // out: 2e-5 as in the short-row test, plus the fp32 p.v dot over up to n_ctx keys (sum p = 1, |v| <= 1:
+    // n_ctx * 2^-24).
+    const double out_tol = 2e-5 + n_ctx * kEps32;
+    for (size_t i = 0; i < run.out.size(); ++i)
+      ASSERT_NEAR(run.out[i], ref.out[i], out_tol) << "out[" << i / qs << ", " << i % qs << "]";
+    // Metrics over the visible keys: the reference's metrics of the row's window, its relevant keys shifted to it
+    // and no sink once the window has left key 0; tolerances as expect_metrics_near's.
+    for (int h = 0; h < c.n_heads; ++h)
+      for (int t = 0; t < T; ++t) {
+        SCOPED_TRACE(testing::Message() << "metrics head " << h << " row " << t);
+        const int n_vis = c.n_past + t + 1, lo = c.window > 0 && n_vis > c.window ? n_vis - c.window : 0;
+        const auto& p = ref.probs[(size_t)h * T + t];
+        const std::vector<double> vis(p.begin() + lo, p.end());
+        std::vector<int32_t> rel;
+        for (int32_t j : relevant) rel.push_back(j >= lo ? j - lo : -1);
+        auto want = ref_metrics(vis, topk_k, rel);
+        if (lo > 0) want[kSinkMass] = 0.0;
+        expect_metrics_near(run.metrics.data() + ((size_t)h * T + t) * kNumRowMetrics, want, vis);
+      }
+    for (const auto& e : col.errors) ADD_FAILURE() << e;
+    EXPECT_EQ(col.rows.size(), (size_t)T * (c.n_heads / 2));
+    for (const auto& kv : col.rows) {
+      const int h = kv.first.first, row = kv.first.second, t = row - c.n_past, n_vis = row + 1;
+      const auto& rp = ref.probs[(size_t)h * T + t];
+      const auto& rr = ref.raw[(size_t)h * T + t];
+      const double ls = c.logit_scale > 0.0f ? c.logit_scale : 1.0 / std::sqrt((double)d);
+      // raw: the dot-product bound of the short-row test at this case's logit scale.
+      const double raw_tol = (d + 1) * kEps32 * 3.0 * d * ls + 1e-7;
+      for (int j = 0; j < n_vis; ++j) {
+        ASSERT_NEAR(kv.second.first[j], rp[j], 1e-5) << "probs head " << h << " row " << row << " key " << j;
+        ASSERT_NEAR(kv.second.second[j], rr[j], raw_tol) << "raw head " << h << " row " << row << " key " << j;
+      }
+      for (size_t j = n_vis; j < kv.second.first.size(); ++j) {
+        ASSERT_EQ(kv.second.first[j], 0.0f) << "probs beyond visible: head " << h << " row " << row;
+        ASSERT_EQ(kv.second.second[j], 0.0f) << "raw beyond visible: head " << h << " row " << row;
       }
     }
   }
