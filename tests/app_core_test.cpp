@@ -22,6 +22,7 @@
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "focal_batch/batch.h"
+#include "heat_pixels.h"
 #include "jobs.h"
 #include "overrides.h"
 #include "prompt_wrap.h"
@@ -459,6 +460,65 @@ std::pair<DenseRows, const HeadRows*> dense_then_on_demand(AppState& st, int syn
   st.head_rows();
   wait_idle(st);
   return {std::move(dense), &st.head_rows()};
+}
+
+// The heatmap past the dense-row limit: each texel is its rows' largest raw score less their log Z, one exponential
+// of the texel's largest (HeadRows::max_log_p_in), B - A per row from both sides' normalisers, or the view worker's
+// b x b cells when a texel spans b keys and rows. Oracle: the same texels max-pooled from the dense rows, key by key
+// (1e-5 relative, max_in's tolerance: its exponent is formed in fp32; B - A 1e-5 absolute, of p <= 1); each colour
+// channel within one level (a texel 2e-6 apart may take the
+// neighbouring sample of the colour table). Texels of several keys and rows, of one, and of less than one; the whole
+// prompt and a zoomed-in window; A (a preview), B (its run) and B - A; linear and log colour.
+TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
+  st.live_propagate = false;
+  st.select(1, 2, -1);
+  wait_idle(st);
+  focal::TempSpec s = st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = 0.3f;
+  st.set_spec(0, s);
+  const int T = st.n_tokens();
+  st.sync_rows_max_tokens = 1 << 20;
+  st.dense_rows_max_tokens = 1 << 20;
+  st.state_version++;
+  const HeadRows dense = st.head_rows();  // a copy: dense rows, no pooled copies (computed at once)
+  st.dense_rows_max_tokens = 0;
+  st.state_version++;
+  st.head_rows();
+  wait_idle(st);
+  const HeadRows& od = st.head_rows();
+  ASSERT_FALSE(dense.p[0].empty());
+  ASSERT_FALSE(dense.p[1].empty());
+  ASSERT_TRUE(od.p[0].empty() && od.p[1].empty() && !od.norm[0].empty() && !od.norm[1].empty());
+  const HeatView whole{0, (double)T, 0, (double)T, T}, zoomed{T / 4.0, 3.0 * T / 4.0, T / 3.0, (double)T, T};
+  int compared = 0;
+  for (const ViewRun show : {ViewRun::kA, ViewRun::kB, ViewRun::kDiff})
+    for (const bool log_color : {false, true})
+      for (const HeatView& v : {whole, zoomed})
+        for (const int w : {1, 3, 4, T, 2 * T + 1}) {
+          st.view.show = show;
+          st.view.log_color = log_color;
+          const std::string what = "show " + std::to_string((int)show) + (log_color ? " log" : " linear") + " view k " +
+                                   std::to_string(v.k0) + ".." + std::to_string(v.k1) + " w " + std::to_string(w);
+          std::vector<uint8_t> px_d, px_o;
+          std::vector<float> tex_d, tex_o;
+          const float vd = build_heat_pixels(st, dense, v, w, w, px_d, &tex_d);
+          const float vo = build_heat_pixels(st, od, v, w, w, px_o, &tex_o);
+          if (show == ViewRun::kDiff && vo < 0.0f) {  // B - A spanning 8 keys without its cells: not drawn
+            EXPECT_GE((v.k1 - v.k0) / w, kHeatPoolKeys[0]) << what;
+            continue;
+          }
+          ASSERT_EQ(tex_d.size(), (size_t)w * w) << what;
+          ASSERT_EQ(tex_o.size(), tex_d.size()) << what;
+          const bool diff = show == ViewRun::kDiff;
+          EXPECT_NEAR(vo, vd, diff ? 1e-5 : 1e-5 * vd + 1e-9) << what;
+          for (size_t i = 0; i < tex_d.size(); ++i)
+            ASSERT_NEAR(tex_o[i], tex_d[i], diff ? 1e-5 : 1e-5 * std::fabs(tex_d[i]) + 1e-9) << what << " texel " << i;
+          for (size_t i = 0; i < px_d.size(); ++i)
+            ASSERT_LE(std::abs((int)px_o[i] - (int)px_d[i]), 1) << what << " byte " << i;
+          ++compared;
+        }
+  EXPECT_GE(compared, 50);  // every non-diff combination (40) and the diff ones at texels under 8 keys
 }
 
 TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDenseRows) {

@@ -136,6 +136,9 @@ struct HeadRows {
   // so one exponential of the largest raw score); with both sides, b - a of largest magnitude over those keys.
   float max_in(int side, int q, int ka, int kb) const;
   float max_diff_in(int q, int ka, int kb) const;
+  // ln of max_in (-inf when row q shows none of those keys): a texel spanning several rows compares their logits
+  // less log Z and takes one exponential of the largest.
+  float max_log_p_in(int side, int q, int ka, int kb) const;
   // Nothing shown for a side: no rows, metrics, label or pooled copies, not pending.
   void clear_side(int side) {
     p[side].clear();

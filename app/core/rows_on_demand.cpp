@@ -64,16 +64,20 @@ TexelMask texel_mask(const focal::ModelConfig* cfg, int layer, int qa, int qb, i
   return !cfg || focal::window_first_key(*cfg, layer, q + 1) < kb ? kTexelVisible : kTexelWindow;
 }
 
-float HeadRows::max_in(int side, int q, int ka, int kb) const {
+float HeadRows::max_log_p_in(int side, int q, int ka, int kb) const {
   const RowNorm& nm = norm[side][(size_t)q];
   ka = std::max(ka, nm.first);
   kb = std::min(kb, q + 1);
-  if (ka >= kb || !std::isfinite(nm.log_z)) return 0.0f;
+  if (ka >= kb || !std::isfinite(nm.log_z)) return -INFINITY;
   const float* rw = raw[side] + (size_t)q * T;
   float m = rw[ka];
   for (int k = ka + 1; k < kb; ++k) m = std::max(m, rw[k]);
+  return focal::attention_logit(m, nm.mult, softcap) - (float)nm.log_z;
+}
+
+float HeadRows::max_in(int side, int q, int ka, int kb) const {
   // fp32 here (a colour, not a number shown): the exponent's rounding moves p by ~1e-6 relative.
-  return std::exp(focal::attention_logit(m, nm.mult, softcap) - (float)nm.log_z);
+  return std::exp(max_log_p_in(side, q, ka, kb));
 }
 
 float HeadRows::max_diff_in(int q, int ka, int kb) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app_state.h"
+#include "heat_pixels.h"
 #include "focal_figures/ticks.h"
 #include "prompt_wrap.h"
 
@@ -24,11 +25,6 @@ struct Texture {
 };
 
 // The heatmap's view of the [T, T] matrix: keys [k0, k1) by queries [q0, q1), in matrix units.
-struct HeatView {
-  double k0 = 0, k1 = 0, q0 = 0, q1 = 0;
-  int T = 0;
-};
-
 struct Ui {
   AppState& st;
   explicit Ui(AppState& s) : st(s) {}
@@ -154,11 +150,6 @@ void open_corpus_model(Ui& ui);
 
 // Begins a fixed panel window at r (x, y, w, h).
 bool begin_panel(const char* title, const ImVec4& r, ImGuiWindowFlags extra = 0);
-
-// Builds the RGBA pixels of the heatmap view into out (w x h texels, max-pooled so single peaks stay visible).
-// Returns the value at the top of the linear scale (the largest p, or |B - A|, in view).
-float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                        std::vector<uint8_t>& out);
 
 // Round (1-2-5) ticks over [lo, hi], at most about max_ticks (axes.cpp); their labels are recorded under name.
 focal::figures::Ticks round_ticks(Ui& ui, const std::string& name, double lo, double hi, int max_ticks);

@@ -1,0 +1,208 @@
+// The heatmap's pixels (heat_pixels.h).
+#include "heat_pixels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "focal_figures/colormap.h"
+#include "focal/metrics.h"
+
+namespace focalscope {
+
+namespace {
+
+// The figures' colour maps sampled at 1025 points ([0, 1] for viridis, [-1, 1] for the diverging map), so a texel
+// costs a table lookup; nearest sample, at most a fifth of an 8-bit level from the exact colour.
+struct ColorLut {
+  static constexpr int kN = 1024;
+  focal::figures::Rgb8 c[kN + 1];
+  explicit ColorLut(bool diverging) {
+    for (int i = 0; i <= kN; ++i)
+      c[i] = diverging ? focal::figures::diverging8(2.0 * i / kN - 1.0) : focal::figures::viridis8((double)i / kN);
+  }
+  // t in [0, 1] (NaN -> 0)
+  const focal::figures::Rgb8& at(float t) const {
+    t = t > 0.0f ? (t < 1.0f ? t : 1.0f) : 0.0f;
+    return c[(int)std::lround(t * kN)];
+  }
+};
+
+}  // namespace
+
+float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
+                        std::vector<uint8_t>& out, std::vector<float>* texels) {
+  static const ColorLut viridis(false), diverging(true);
+  out.assign((size_t)w * h * 4, 0);
+  const int T = rows.T;
+  const ViewRun show = st.view.show;
+  const std::vector<float>* A = rows.p[0].empty() ? nullptr : &rows.p[0].get();
+  const std::vector<float>* B = rows.p[1].empty() ? nullptr : &rows.p[1].get();
+  const int ps = show == ViewRun::kB ? 1 : 0;
+  const std::vector<float>* P = ps == 1 ? B : A;
+  const bool diff = show == ViewRun::kDiff;
+  if (T == 0 || (!diff && !rows.shown(ps)) || (diff && (!rows.shown(0) || !rows.shown(1)))) return 1.0f;
+  // Past AppState::dense_rows_max_tokens a side holds no [T, T] rows: a texel's keys are read as each row's largest
+  // raw score less its log Z (HeadRows::max_log_p_in) and one exponential of the texel's largest, B - A from both
+  // sides' normalisers (max_diff_in).
+  const bool on_demand = diff ? (!A || !B) : !P;
+  // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
+  std::vector<float> val((size_t)w * h, 0.0f);
+  std::vector<float> scale_val((size_t)w * h, 0.0f);         // the same without row 0 (one visible key: always 1)
+  std::vector<uint8_t> masked((size_t)w * h, kTexelCausal);  // TexelMask
+  const focal::ModelConfig* cfg = st.config();
+  const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
+  // Long prompts: a texel that spans at least b keys reads its rows' max over blocks of b keys (HeadRows::pooled),
+  // blocks that straddle its edges included (a max over up to b - 1 keys of the next texel); B - A reads every key.
+  int pool_b = 0, pool_n = 0;
+  const float* pool = nullptr;
+  for (int i = 2; i >= 0 && !diff; --i) {
+    const int b = kHeatPoolKeys[i];
+    if (sx >= b && rows.pooled[ps][i].size() == (size_t)T * ((T + b - 1) / b)) {
+      pool_b = b;
+      pool_n = (T + b - 1) / b;
+      pool = rows.pooled[ps][i].data();
+      break;
+    }
+  }
+  // Texels at least b rows high and b keys wide: cells of b x b (pooled2d; a key a sliding window hides is 0 in them),
+  // the causal and window masks from the texel's span (texel_mask).
+  int pool2_b = 0, pool2_n = 0;
+  const float* pool2 = nullptr;
+  // B - A of long prompts: the cells of the largest |b - a| (HeadRows::diff2d), where they are computed.
+  for (int i = 2; i >= 0; --i) {
+    const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
+    const std::vector<float>& cells = diff ? rows.diff2d[i] : rows.pooled2d[ps][i];
+    if (sx >= b && sy >= b && cells.size() == (size_t)n * n) {
+      pool2_b = b;
+      pool2_n = n;
+      pool2 = cells.data();
+      break;
+    }
+  }
+  // B - A at texels of 8 keys or more without its cells: past dense_rows_max_tokens every key of both sides would be
+  // two exponentials per texel row, and while the view worker computes them from held rows a read of every key (16K
+  // tokens: ~280 ms in one frame). Not drawn.
+  if (diff && (on_demand || rows.diff_pending) && !pool2 && sx >= kHeatPoolKeys[0]) return -1.0f;
+  if (pool2) {
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; ++y) {
+      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      const int ia = qa / pool2_b, ie = (qb - 1) / pool2_b;
+      for (int x = 0; x < w; ++x) {
+        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
+                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        const size_t o = (size_t)y * w + x;
+        masked[o] = texel_mask(cfg, st.sel_layer, qa, qb, ka, kb);
+        if (masked[o] != kTexelVisible) continue;
+        float best = 0.0f, best_rest = 0.0f;  // of largest magnitude (B - A's cells are signed)
+        for (int i = ia; i <= ie; ++i) {
+          const float* c = pool2 + (size_t)i * pool2_n;
+          float m = 0.0f;
+          for (int j = ka / pool2_b, je = (kb - 1) / pool2_b; j <= je; ++j)
+            if (std::fabs(c[j]) > std::fabs(m)) m = c[j];
+          if (std::fabs(m) > std::fabs(best)) best = m;
+          if (i > 0 && std::fabs(m) > std::fabs(best_rest)) best_rest = m;  // as below, without query row 0's block
+        }
+        val[o] = best;
+        scale_val[o] = best_rest;
+      }
+    }
+  } else {
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int y = 0; y < h; ++y) {
+      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      for (int x = 0; x < w; ++x) {
+        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
+                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        float best = 0.0f, best_rest = 0.0f;
+        float best_log = -INFINITY, best_rest_log = -INFINITY;  // rows on demand: ln of best and best_rest
+        bool any = false;
+        bool windowed = false;  // causally visible keys of the texel that a sliding window hides
+        for (int q = qa; q < qb; ++q) {
+          const int kend = std::min(kb, q + 1);
+          if (ka >= kend) continue;
+          const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
+          if (std::max(ka, lo) >= kend) {
+            windowed = true;
+            continue;
+          }
+          any = true;
+          float row_best = 0.0f;
+          if (pool) {
+            const float* c = pool + (size_t)q * pool_n;
+            for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
+              row_best = std::max(row_best, c[j]);
+          } else if (on_demand && !diff) {
+            const float lp = rows.max_log_p_in(ps, q, std::max(ka, lo), kend);
+            best_log = std::max(best_log, lp);
+            if (q > 0) best_rest_log = std::max(best_rest_log, lp);
+            continue;
+          } else if (on_demand) {
+            row_best = rows.max_diff_in(q, std::max(ka, lo), kend);
+          } else if (diff) {
+            const float* a = A->data() + (size_t)q * T;
+            const float* b = B->data() + (size_t)q * T;
+            for (int k = ka; k < kend; ++k) {
+              const float d = b[k] - a[k];
+              if (std::fabs(d) > std::fabs(row_best)) row_best = d;
+            }
+          } else {
+            const float* p = P->data() + (size_t)q * T;
+            for (int k = ka; k < kend; ++k) row_best = std::max(row_best, p[k]);
+          }
+          if (std::fabs(row_best) > std::fabs(best)) best = row_best;
+          if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
+        }
+        if (on_demand && !diff) {
+          best = std::exp(best_log);  // 0 for -inf
+          best_rest = std::exp(best_rest_log);
+        }
+        val[(size_t)y * w + x] = best;
+        scale_val[(size_t)y * w + x] = best_rest;
+        masked[(size_t)y * w + x] = any ? kTexelVisible : windowed ? kTexelWindow : kTexelCausal;
+      }
+    }
+  }
+  if (texels) *texels = val;
+  float vmax = 0.0f;
+  for (size_t i = 0; i < val.size(); ++i)  // as the figures: row 0 (p = 1 on its one key) takes the top colour
+    if (!masked[i]) vmax = std::max(vmax, std::fabs(scale_val[i]));
+  if (vmax <= 0.0f) vmax = 1.0f;
+  const float floor_log = -4.0f;  // log colour: 1e-4 .. 1
+  const bool log_color = st.view.log_color;
+  const float inv_vmax = 1.0f / vmax;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < val.size(); ++i) {
+    uint8_t* px = &out[i * 4];
+    if (masked[i] == kTexelCausal) {  // keys after the query: causal mask
+      px[0] = px[1] = px[2] = 28;
+      px[3] = 255;
+      continue;
+    }
+    if (masked[i] == kTexelWindow) {  // keys before the sliding window: a violet-grey, distinct from the causal mask
+      px[0] = 62;
+      px[1] = 48;
+      px[2] = 78;
+      px[3] = 255;
+      continue;
+    }
+    focal::figures::Rgb8 c;
+    if (diff) {
+      c = diverging.at(0.5f * (val[i] * inv_vmax + 1.0f));
+    } else if (log_color) {
+      const float lv = std::log10(std::max(1e-12f, val[i]));
+      c = viridis.at((lv - floor_log) / -floor_log);
+    } else {
+      c = viridis.at(val[i] * inv_vmax);
+    }
+    px[0] = c.r;
+    px[1] = c.g;
+    px[2] = c.b;
+    px[3] = 255;
+  }
+  return vmax;
+}
+
+}  // namespace focalscope
