@@ -354,13 +354,14 @@ TEST_F(AppStateTest, PromptPastTheAppsRowBudgetIsRefusedWithTheEstimate) {
   EXPECT_NE(st.message.find("focal capture --store metrics"), std::string::npos) << st.message;
   EXPECT_EQ(st.file.token_ids, before);
   EXPECT_EQ(st.prompt, prompt_before);
-  // Hand-computed: T = 64, 4 heads, 16 384 B per head; a layer (65 536 B) within 70 000 B is kept whole. Pooled rows:
-  // 2 x (2 048 + 256 + 32) B; the b x b cells of A, B and B - A: 3 x (8 x 8 + 1 + 1) x 4 B.
-  EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2336u + 3u * 66u * 4u);
+  // Hand-computed: T = 64, 4 heads, 16 384 B per head; a layer (65 536 B) within 70 000 B is kept whole. Pooled rows
+  // over 8, 32, 128 and 512 keys: 2 x (2 048 + 512 + 128 + 32) B; the b x b cells of A, B and B - A:
+  // 3 x (8 x 8 + 2 x 2 + 1 + 1) x 4 B.
+  EXPECT_EQ(app_rows_bytes(4, 64, 70000), 2u * 65536u + 3u * 16384u + 2u * 2720u + 3u * 70u * 4u);
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000), 2u * 16384u + 3u * 16384u + 2u * 2720u + 3u * 70u * 4u);
   // Rows on demand: three runs' rows, per row a normaliser (16 B) and 8 metrics (32 B), the cells of both sides and
   // B - A's (no pooled rows, with or without a sliding window).
-  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false), 3u * 16384u + 2u * (64u * 48u + 66u * 4u) + 66u * 4u);
+  EXPECT_EQ(app_rows_bytes(4, 64, 60000, false), 3u * 16384u + 2u * (64u * 48u + 70u * 4u) + 70u * 4u);
 }
 
 // Past dense_rows_max_tokens the panels' rows are computed when read, from the stored scores and one normaliser per
@@ -399,7 +400,7 @@ void expect_rows_match_dense(const HeadRows& r, const DenseRows& dense, int T, c
     const float* row0 = r.row(s, T / 2);
     for (int k = 0; k < T; ++k) ASSERT_NEAR(row0[k], dense.p[s][(size_t)(T / 2) * T + k], 2e-6 + 1e-9) << what;
     // The heatmap's b x b cells: the largest dense p of each cell (hand-computed here).
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kHeatPoolLevels; ++i) {
       const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
       ASSERT_EQ(r.pooled2d[s][i].size(), (size_t)nb * nb) << what << " b " << b;
       for (int qi = 0; qi < nb; ++qi)
@@ -417,7 +418,7 @@ void expect_rows_match_dense(const HeadRows& r, const DenseRows& dense, int T, c
 // [T, T], within tol.
 void expect_diff_cells(const HeadRows& r, const std::vector<float>& pa, const std::vector<float>& pb, int T, float tol,
                        const char* what) {
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kHeatPoolLevels; ++i) {
     const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
     ASSERT_EQ(r.diff2d[i].size(), (size_t)nb * nb) << what << ", " << b;
     for (int qi = 0; qi < nb; ++qi)
@@ -463,20 +464,13 @@ std::pair<DenseRows, const HeadRows*> dense_then_on_demand(AppState& st, int syn
 }
 
 // The heatmap past the dense-row limit: each texel is its rows' largest raw score less their log Z, one exponential
-// of the texel's largest (HeadRows::max_log_p_in), B - A per row from both sides' normalisers, or the view worker's
-// b x b cells when a texel spans b keys and rows. Oracle: the same texels max-pooled from the dense rows, key by key
-// (1e-5 relative, max_in's tolerance: its exponent is formed in fp32; B - A 1e-5 absolute, of p <= 1); each colour
-// channel within one level (a texel 2e-6 apart may take the
-// neighbouring sample of the colour table). Texels of several keys and rows, of one, and of less than one; the whole
-// prompt and a zoomed-in window; A (a preview), B (its run) and B - A; linear and log colour.
-TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
-  st.live_propagate = false;
-  st.select(1, 2, -1);
-  wait_idle(st);
-  focal::TempSpec s = st.slots[0].spec;
-  s.mode = focal::AttnMode::kFocal;
-  s.focal_temp = 0.3f;
-  st.set_spec(0, s);
+// of the texel's largest (HeadRows::max_log_p_spans, row by row), B - A per row from both sides' normalisers, or the
+// view worker's b x b cells when a texel spans b keys and rows. Oracle: the same texels max-pooled from the dense
+// rows, key by key (1e-5 relative, max_in's tolerance: its exponent is formed in fp32; B - A 1e-5 absolute, of
+// p <= 1), the masks equal; each colour channel within one level (a texel 1e-5 apart may take the neighbouring
+// sample of the colour table). Texels of several keys and rows, of one, and of less than one; the whole prompt and a
+// zoomed-in window; A, B and B - A; linear and log colour. Returns the number of views compared.
+int expect_heat_texels_match_dense(AppState& st, const std::string& what0) {
   const int T = st.n_tokens();
   st.sync_rows_max_tokens = 1 << 20;
   st.dense_rows_max_tokens = 1 << 20;
@@ -487,9 +481,8 @@ TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
   st.head_rows();
   wait_idle(st);
   const HeadRows& od = st.head_rows();
-  ASSERT_FALSE(dense.p[0].empty());
-  ASSERT_FALSE(dense.p[1].empty());
-  ASSERT_TRUE(od.p[0].empty() && od.p[1].empty() && !od.norm[0].empty() && !od.norm[1].empty());
+  EXPECT_FALSE(dense.p[0].empty() || dense.p[1].empty()) << what0;
+  EXPECT_TRUE(od.p[0].empty() && od.p[1].empty() && !od.norm[0].empty() && !od.norm[1].empty()) << what0;
   const HeatView whole{0, (double)T, 0, (double)T, T}, zoomed{T / 4.0, 3.0 * T / 4.0, T / 3.0, (double)T, T};
   int compared = 0;
   for (const ViewRun show : {ViewRun::kA, ViewRun::kB, ViewRun::kDiff})
@@ -498,8 +491,9 @@ TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
         for (const int w : {1, 3, 4, T, 2 * T + 1}) {
           st.view.show = show;
           st.view.log_color = log_color;
-          const std::string what = "show " + std::to_string((int)show) + (log_color ? " log" : " linear") + " view k " +
-                                   std::to_string(v.k0) + ".." + std::to_string(v.k1) + " w " + std::to_string(w);
+          const std::string what = what0 + ": show " + std::to_string((int)show) + (log_color ? " log" : " linear") +
+                                   " view k " + std::to_string(v.k0) + ".." + std::to_string(v.k1) + " w " +
+                                   std::to_string(w);
           std::vector<uint8_t> px_d, px_o;
           std::vector<float> tex_d, tex_o;
           const float vd = build_heat_pixels(st, dense, v, w, w, px_d, &tex_d);
@@ -508,17 +502,47 @@ TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
             EXPECT_GE((v.k1 - v.k0) / w, kHeatPoolKeys[0]) << what;
             continue;
           }
-          ASSERT_EQ(tex_d.size(), (size_t)w * w) << what;
-          ASSERT_EQ(tex_o.size(), tex_d.size()) << what;
+          EXPECT_EQ(tex_d.size(), (size_t)w * w) << what;
+          if (tex_o.size() != tex_d.size() || px_o.size() != px_d.size()) {
+            ADD_FAILURE() << what << ": sizes differ";
+            continue;
+          }
           const bool diff = show == ViewRun::kDiff;
-          EXPECT_NEAR(vo, vd, diff ? 1e-5 : 1e-5 * vd + 1e-9) << what;
-          for (size_t i = 0; i < tex_d.size(); ++i)
-            ASSERT_NEAR(tex_o[i], tex_d[i], diff ? 1e-5 : 1e-5 * std::fabs(tex_d[i]) + 1e-9) << what << " texel " << i;
-          for (size_t i = 0; i < px_d.size(); ++i)
-            ASSERT_LE(std::abs((int)px_o[i] - (int)px_d[i]), 1) << what << " byte " << i;
+          // The colour scale leaves out query row 0 (one key, p = 1); from b x b cells it leaves out their first row
+          // of cells, the rows 0 .. b - 1, so there it is compared only through the texels and the colours.
+          const bool cells = (v.k1 - v.k0) / w >= kHeatPoolKeys[0] && (v.q1 - v.q0) / w >= kHeatPoolKeys[0];
+          if (!cells) { EXPECT_NEAR(vo, vd, diff ? 1e-5 : 1e-5 * vd + 1e-9) << what; }
+          int bad = 0;
+          for (size_t i = 0; i < tex_d.size() && bad < 3; ++i)
+            if (std::fabs(tex_o[i] - tex_d[i]) > (diff ? 1e-5 : 1e-5 * std::fabs(tex_d[i]) + 1e-9)) {
+              ADD_FAILURE() << what << " texel " << i << ": " << tex_o[i] << " vs dense " << tex_d[i];
+              ++bad;
+            }
+          for (size_t i = 0; i < px_d.size() && bad < 3; ++i)
+            if (std::abs((int)px_o[i] - (int)px_d[i]) > 1) {
+              ADD_FAILURE() << what << " byte " << i << ": " << (int)px_o[i] << " vs dense " << (int)px_d[i];
+              ++bad;
+            }
           ++compared;
         }
-  EXPECT_GE(compared, 50);  // every non-diff combination (40) and the diff ones at texels under 8 keys
+  st.view.show = ViewRun::kA;
+  st.view.log_color = false;
+  return compared;
+}
+
+TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
+  st.live_propagate = false;
+  st.select(1, 2, -1);
+  wait_idle(st);
+  focal::TempSpec s = st.slots[0].spec;
+  s.mode = focal::AttnMode::kFocal;
+  s.focal_temp = 0.3f;  // A previews a setting it did not run; B shows its run
+  st.set_spec(0, s);
+  for (const bool hide : {false, true}) {
+    st.view.hide_sink = hide;
+    // every non-diff combination (40) and the diff ones at texels under 8 keys
+    EXPECT_GE(expect_heat_texels_match_dense(st, hide ? "sink hidden" : "sink shown"), 50);
+  }
 }
 
 TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDenseRows) {
@@ -658,7 +682,7 @@ TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
     st.view.hide_sink = hide;
     auto [dense, r] = dense_then_on_demand(st, 0);
     expect_rows_match_dense(*r, dense, T, hide ? "window, sink hidden" : "window");
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kHeatPoolLevels; ++i) {
       EXPECT_TRUE(r->pooled[0][i].empty());
       const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
       ASSERT_EQ(r->pooled2d[0][i].size(), (size_t)nb * nb);
@@ -670,6 +694,7 @@ TEST(AppStateLong, RowsOnDemandOfASlidingWindowModelEqualTheDenseRows) {
           ASSERT_NEAR(r->pooled2d[0][i][(size_t)a * nb + j], m, 1e-7) << b << " " << a << " " << j;
         }
     }
+    EXPECT_GE(expect_heat_texels_match_dense(st, hide ? "window heatmap, sink hidden" : "window heatmap"), 50);
     if (hide) continue;
     expect_diff_cells(show_diff_cells(st), dense.p[0], dense.p[1], T, 2e-6, "window, on demand");
     st.view.show = ViewRun::kA;
@@ -730,7 +755,7 @@ TEST_F(AppStateTest, LongPromptRowsComeFromTheViewWorkerAndNameTheirSettingUntil
     for (int k = 0; k <= q; ++k) EXPECT_NEAR(r2.p[0][(size_t)q * T + k], ref[k], 2e-6) << q << "," << k;
   }
   // The heatmap's pooled rows: each cell the max of its block of keys (hand-computed here), at every level.
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kHeatPoolLevels; ++i) {
     const int b = kHeatPoolKeys[i], nb = (T + b - 1) / b;
     ASSERT_EQ(r2.pooled[0][i].size(), (size_t)T * nb) << b;
     for (int q : {0, T / 3, T - 1})

@@ -387,8 +387,8 @@ size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense) {
   const size_t head = (size_t)T * (size_t)T * sizeof(float);
   const size_t layer = head * (size_t)std::max(1, n_heads);
   const size_t stored = layer <= layer_rows_bytes ? layer : head;
-  const size_t pooled = head / 8 + head / 64 + head / 512;  // rows over blocks of 8, 64 and 512 keys
-  size_t cells = 0;                                         // b x b cells of the same
+  size_t pooled = 0, cells = 0;  // rows over blocks of b keys; b x b cells of the same
+  for (int b : kHeatPoolKeys) pooled += head / (size_t)b;
   for (int b : kHeatPoolKeys) cells += (size_t)((T + b - 1) / b) * (size_t)((T + b - 1) / b) * sizeof(float);
   // Dense: both sides' probabilities, one more while a side's new rows are computed (the view worker runs one job at
   // a time), their pooled copies, and the cells of A, B and B - A.

@@ -90,6 +90,12 @@ class SharedRows {
   std::shared_ptr<const std::vector<float>> rows_;
 };
 
+// The heatmap's levels of detail for long prompts: blocks of 8, 32, 128 and 512 keys (and as many queries for its
+// cells). Each level 4x the one before, so that a texel reads at most about 4 x 4 cells of the finest level that
+// fits it (with 8x steps, just below a level's edge a texel read ~8 x 8: 20 ms a frame at 32K tokens).
+constexpr int kHeatPoolLevels = 4;
+constexpr int kHeatPoolKeys[kHeatPoolLevels] = {8, 32, 128, 512};
+
 // The rows the heatmap, distribution and token strip show: one (layer, head), every query row, under the current
 // temperature of each side. Row i has i + 1 keys; entries beyond are 0. Up to AppState::dense_rows_max_tokens tokens
 // a side's rows are held as p [T, T]; past it (32K tokens: 4 GiB per side) only each row's normaliser (norm) beside
@@ -107,10 +113,10 @@ struct HeadRows {
   bool pending[2] = {false, false};
   // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
   // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
-  // Not past dense_rows_max_tokens (32K tokens: 512 MiB per side; the cells below serve the zoomed-out heatmap).
-  std::vector<float> pooled[2][3];
+  // Not past dense_rows_max_tokens (32K tokens: 704 MiB per side; the cells below serve the zoomed-out heatmap).
+  std::vector<float> pooled[2][kHeatPoolLevels];
   // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
-  std::vector<float> pooled2d[2][3];
+  std::vector<float> pooled2d[2][kHeatPoolLevels];
   // Past dense_rows_max_tokens: the stored raw scores the rows come from (the run is held here, so that the rows of
   // a replaced run stay readable while the new ones are computed), row q at raw[side] + q * T, and each row's
   // normaliser; softcap is the model's attention soft-cap (0: none).
@@ -122,7 +128,7 @@ struct HeadRows {
   // While the heatmap shows B - A past dense_rows_max_tokens (from the stored scores) or from
   // dense_diff_cells_min_tokens on (from the held rows), computed on the view worker (diff_pending until they arrive,
   // also while a side's rows are): b x b cells of the b - a of largest magnitude ([ceil(T / b)]^2, signed).
-  std::vector<float> diff2d[3];
+  std::vector<float> diff2d[kHeatPoolLevels];
   bool diff_pending = false;
   uint64_t version = 0;
 
@@ -139,6 +145,8 @@ struct HeadRows {
   // ln of max_in (-inf when row q shows none of those keys): a texel spanning several rows compares their logits
   // less log Z and takes one exponential of the largest.
   float max_log_p_in(int side, int q, int ka, int kb) const;
+  // The same for n spans of row q at once, out[i] of keys [ka[i], kb[i]) (the heatmap's texels along a row).
+  void max_log_p_spans(int side, int q, const int* ka, const int* kb, int n, float* out) const;
   // Nothing shown for a side: no rows, metrics, label or pooled copies, not pending.
   void clear_side(int side) {
     p[side].clear();
@@ -163,7 +171,6 @@ struct HeadRows {
   };
   mutable std::vector<CachedRow> cache_[2];
 };
-constexpr int kHeatPoolKeys[3] = {8, 64, 512};
 // What a heatmap texel of query rows [qa, qb) and keys [ka, kb) of a layer shows (cfg null: no sliding window):
 // kTexelVisible some key is visible to one of its queries, kTexelCausal every key comes after every query,
 // kTexelWindow its causally visible keys all lie before the queries' sliding window (focal::window_first_key).

@@ -55,7 +55,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   // blocks that straddle its edges included (a max over up to b - 1 keys of the next texel); B - A reads every key.
   int pool_b = 0, pool_n = 0;
   const float* pool = nullptr;
-  for (int i = 2; i >= 0 && !diff; --i) {
+  for (int i = kHeatPoolLevels - 1; i >= 0 && !diff; --i) {
     const int b = kHeatPoolKeys[i];
     if (sx >= b && rows.pooled[ps][i].size() == (size_t)T * ((T + b - 1) / b)) {
       pool_b = b;
@@ -69,7 +69,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   int pool2_b = 0, pool2_n = 0;
   const float* pool2 = nullptr;
   // B - A of long prompts: the cells of the largest |b - a| (HeadRows::diff2d), where they are computed.
-  for (int i = 2; i >= 0; --i) {
+  for (int i = kHeatPoolLevels - 1; i >= 0; --i) {
     const int b = kHeatPoolKeys[i], n = (T + b - 1) / b;
     const std::vector<float>& cells = diff ? rows.diff2d[i] : rows.pooled2d[ps][i];
     if (sx >= b && sy >= b && cells.size() == (size_t)n * n) {
@@ -108,6 +108,51 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
         scale_val[o] = best_rest;
       }
     }
+  } else if (on_demand && !diff) {
+    // Rows on demand, texels narrower than the cells: row by row (each row's keys read in order, its normaliser
+    // once), every texel of the row's span at once (HeadRows::max_log_p_spans), the texels' largest logit less
+    // log Z kept and one exponential taken per texel at the end.
+    std::vector<int> kav(w), kbv(w);  // [w] each texel column's keys
+    for (int x = 0; x < w; ++x) {
+      kav[x] = std::max(0, (int)std::floor(v.k0 + x * sx));
+      kbv[x] = std::min(T, std::max(kav[x] + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+    }
+#pragma omp parallel
+    {
+      std::vector<float> best_log(w), best_rest_log(w), lp(w);  // [w]
+      std::vector<int> sa(w), sb(w);                            // [w] a row's visible keys of each texel
+      std::vector<uint8_t> any(w), windowed(w);                 // [w]
+#pragma omp for schedule(dynamic, 8)
+      for (int y = 0; y < h; ++y) {
+        const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
+                  qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+        std::fill(best_log.begin(), best_log.end(), -INFINITY);
+        std::fill(best_rest_log.begin(), best_rest_log.end(), -INFINITY);
+        std::fill(any.begin(), any.end(), 0);
+        std::fill(windowed.begin(), windowed.end(), 0);
+        for (int q = qa; q < qb; ++q) {
+          // Texels 0 .. xe - 1 hold keys the row may see (their first key is at most the row's last).
+          const int xe = (int)(std::upper_bound(kav.begin(), kav.end(), q) - kav.begin());
+          const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
+          for (int x = 0; x < xe; ++x) {
+            sa[x] = std::max(kav[x], lo);
+            sb[x] = std::min(kbv[x], q + 1);
+            (sa[x] < sb[x] ? any : windowed)[x] = 1;
+          }
+          rows.max_log_p_spans(ps, q, sa.data(), sb.data(), xe, lp.data());
+          for (int x = 0; x < xe; ++x) {
+            best_log[x] = std::max(best_log[x], lp[x]);
+            if (q > 0) best_rest_log[x] = std::max(best_rest_log[x], lp[x]);
+          }
+        }
+        for (int x = 0; x < w; ++x) {
+          const size_t o = (size_t)y * w + x;
+          val[o] = std::exp(best_log[x]);  // 0 for -inf
+          scale_val[o] = std::exp(best_rest_log[x]);
+          masked[o] = any[x] ? kTexelVisible : windowed[x] ? kTexelWindow : kTexelCausal;
+        }
+      }
+    }
   } else {
 #pragma omp parallel for schedule(dynamic, 8)
     for (int y = 0; y < h; ++y) {
@@ -117,7 +162,6 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
         const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
                   kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
         float best = 0.0f, best_rest = 0.0f;
-        float best_log = -INFINITY, best_rest_log = -INFINITY;  // rows on demand: ln of best and best_rest
         bool any = false;
         bool windowed = false;  // causally visible keys of the texel that a sliding window hides
         for (int q = qa; q < qb; ++q) {
@@ -134,11 +178,6 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
             const float* c = pool + (size_t)q * pool_n;
             for (int j = std::max(ka, lo) / pool_b, je = (kend - 1) / pool_b; j <= je; ++j)
               row_best = std::max(row_best, c[j]);
-          } else if (on_demand && !diff) {
-            const float lp = rows.max_log_p_in(ps, q, std::max(ka, lo), kend);
-            best_log = std::max(best_log, lp);
-            if (q > 0) best_rest_log = std::max(best_rest_log, lp);
-            continue;
           } else if (on_demand) {
             row_best = rows.max_diff_in(q, std::max(ka, lo), kend);
           } else if (diff) {
@@ -154,10 +193,6 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
           }
           if (std::fabs(row_best) > std::fabs(best)) best = row_best;
           if (q > 0 && std::fabs(row_best) > std::fabs(best_rest)) best_rest = row_best;
-        }
-        if (on_demand && !diff) {
-          best = std::exp(best_log);  // 0 for -inf
-          best_rest = std::exp(best_rest_log);
         }
         val[(size_t)y * w + x] = best;
         scale_val[(size_t)y * w + x] = best_rest;

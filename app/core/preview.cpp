@@ -204,11 +204,11 @@ bool compute_head_rows(const RowSource& src, int layer, int head, std::vector<fl
 
 // Rows of P [T, T] max-pooled over blocks of kHeatPoolKeys keys: out[i] is [T, ceil(T / b_i)], each level from the
 // one before (the blocks nest).
-void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [3] */,
-               std::vector<float>* out2d /* [3] */) {
+void pool_rows(const std::vector<float>& P, int T, std::vector<float>* out /* [kHeatPoolLevels] */,
+               std::vector<float>* out2d /* [kHeatPoolLevels] */) {
   int prev_b = 1, prev_n = T;
   const float* prev = P.data();
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kHeatPoolLevels; ++i) {
     const int b = kHeatPoolKeys[i], n = (T + b - 1) / b, f = b / prev_b;
     out[i].assign((size_t)T * n, 0.0f);
     float* o = out[i].data();
@@ -280,7 +280,7 @@ void AppState::refresh_head_rows() {
       r.exact[side] = exact;
       r.preview[side] = !exact;
       r.label[side] = label;
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kHeatPoolLevels; ++i) {
         r.pooled[side][i] = std::move(pooled[i]);
         r.pooled2d[side][i] = std::move(pooled2d[i]);
       }
@@ -290,7 +290,7 @@ void AppState::refresh_head_rows() {
       views.cancel(job_key);
       h.clear_side(side);
       if (!shown) continue;
-      std::vector<float> P, M, pooled[3], pooled2d[3];
+      std::vector<float> P, M, pooled[kHeatPoolLevels], pooled2d[kHeatPoolLevels];
       std::vector<RowNorm> Nm;
       if (on_demand)
         compute_head_norms(row_source(side, false), sel_layer, sel_head, Nm, M, pooled2d, nullptr);
@@ -316,7 +316,7 @@ void AppState::refresh_head_rows() {
                      std::to_string(head),
                  [this, side, key, src, layer, head, on_demand, apply](JobContext& ctx) -> std::function<void()> {
                    struct Out {
-                     std::vector<float> P, M, pooled[3], pooled2d[3];
+                     std::vector<float> P, M, pooled[kHeatPoolLevels], pooled2d[kHeatPoolLevels];
                      std::vector<RowNorm> Nm;
                    };
                    auto o = std::make_shared<Out>();

@@ -64,15 +64,27 @@ TexelMask texel_mask(const focal::ModelConfig* cfg, int layer, int qa, int qb, i
   return !cfg || focal::window_first_key(*cfg, layer, q + 1) < kb ? kTexelVisible : kTexelWindow;
 }
 
-float HeadRows::max_log_p_in(int side, int q, int ka, int kb) const {
+void HeadRows::max_log_p_spans(int side, int q, const int* ka, const int* kb, int n, float* out) const {
   const RowNorm& nm = norm[side][(size_t)q];
-  ka = std::max(ka, nm.first);
-  kb = std::min(kb, q + 1);
-  if (ka >= kb || !std::isfinite(nm.log_z)) return -INFINITY;
   const float* rw = raw[side] + (size_t)q * T;
-  float m = rw[ka];
-  for (int k = ka + 1; k < kb; ++k) m = std::max(m, rw[k]);
-  return focal::attention_logit(m, nm.mult, softcap) - (float)nm.log_z;
+  const bool shows = std::isfinite(nm.log_z);
+  const float log_z = (float)nm.log_z;
+  for (int i = 0; i < n; ++i) {
+    const int a = std::max(ka[i], nm.first), b = std::min(kb[i], q + 1);
+    if (!shows || a >= b) {
+      out[i] = -INFINITY;
+      continue;
+    }
+    float m = rw[a];
+    for (int k = a + 1; k < b; ++k) m = std::max(m, rw[k]);
+    out[i] = focal::attention_logit(m, nm.mult, softcap) - log_z;
+  }
+}
+
+float HeadRows::max_log_p_in(int side, int q, int ka, int kb) const {
+  float out;
+  max_log_p_spans(side, q, &ka, &kb, 1, &out);
+  return out;
 }
 
 float HeadRows::max_in(int side, int q, int ka, int kb) const {
@@ -97,12 +109,12 @@ float HeadRows::max_diff_in(int q, int ka, int kb) const {
 }
 
 bool compute_head_norms(const RowSource& src, int layer, int head, std::vector<RowNorm>& N, std::vector<float>& M,
-                        std::vector<float>* pooled2d /* [3] */, const std::function<bool()>& cancelled) {
+                        std::vector<float>* pooled2d /* [kHeatPoolLevels] */, const std::function<bool()>& cancelled) {
   const int T = src.T, b0 = kHeatPoolKeys[0], n0 = (T + b0 - 1) / b0;
   N.assign((size_t)T, RowNorm{});
   M.assign((size_t)T * kNumRowMetrics, std::numeric_limits<float>::quiet_NaN());
-  int nb[3];
-  for (int i = 0; i < 3; ++i) nb[i] = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
+  int nb[kHeatPoolLevels];
+  for (int i = 0; i < kHeatPoolLevels; ++i) nb[i] = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
   pooled2d[0].assign((size_t)n0 * n0, 0.0f);
   for (int c0 = 0; c0 < n0; c0 += 32) {  // 256 rows at a time, so that a cancel is seen within them
     if (cancelled && cancelled()) return false;
@@ -125,7 +137,7 @@ bool compute_head_norms(const RowSource& src, int layer, int head, std::vector<R
       }
     }
   }
-  for (int i = 1; i < 3; ++i) {  // coarser cells: the max of f x f finer ones (the blocks nest)
+  for (int i = 1; i < kHeatPoolLevels; ++i) {  // coarser cells: the max of f x f finer ones (the blocks nest)
     const int f = kHeatPoolKeys[i] / kHeatPoolKeys[i - 1], n = nb[i], pn = nb[i - 1];
     pooled2d[i].assign((size_t)n * n, 0.0f);
     for (int a = 0; a < pn; ++a)
@@ -151,7 +163,7 @@ namespace {
 // q + 1 values; scratch holds T floats it may fill). False when cancelled.
 using SideRowFn = std::function<const float*(int side, int q, float* scratch)>;
 bool diff_cells(int T, const SideRowFn& row, const std::function<bool()>& cancelled,
-                std::array<std::vector<float>, 3>& cells) {
+                std::array<std::vector<float>, kHeatPoolLevels>& cells) {
   const int b0 = kHeatPoolKeys[0], n0 = (T + b0 - 1) / b0;
   cells[0].assign((size_t)n0 * n0, 0.0f);
   for (int c0 = 0; c0 < n0; c0 += 32) {
@@ -175,7 +187,7 @@ bool diff_cells(int T, const SideRowFn& row, const std::function<bool()>& cancel
       }
     }
   }
-  for (int i = 1; i < 3; ++i) {  // coarser cells: the signed max magnitude of f x f finer ones
+  for (int i = 1; i < kHeatPoolLevels; ++i) {  // coarser cells: the signed max magnitude of f x f finer ones
     const int f = kHeatPoolKeys[i] / kHeatPoolKeys[i - 1], pn = (T + kHeatPoolKeys[i - 1] - 1) / kHeatPoolKeys[i - 1],
               n = (T + kHeatPoolKeys[i] - 1) / kHeatPoolKeys[i];
     cells[i].assign((size_t)n * n, 0.0f);
@@ -239,7 +251,7 @@ void AppState::refresh_diff_cells() {
   views.submit("diff_cells", "B - A cells of layer " + std::to_string(h.layer) + " head " + std::to_string(h.head),
                [this, src, key](JobContext& ctx) -> std::function<void()> {
                  const int T = src->T;
-                 auto cells = std::make_shared<std::array<std::vector<float>, 3>>();
+                 auto cells = std::make_shared<std::array<std::vector<float>, kHeatPoolLevels>>();
                  const SideRowFn row = [&src, T](int s, int q, float* scratch) {
                    if (src->p[s]) return src->p[s]->data() + (size_t)q * T;
                    norm_row(src->raw[s] + (size_t)q * T, src->norm[s][(size_t)q], src->softcap, q, scratch);
@@ -250,7 +262,7 @@ void AppState::refresh_diff_cells() {
                    return {};
                  return [this, cells, key] {
                    if (diff_key_ != key) return;
-                   for (int i = 0; i < 3; ++i) rows_.diff2d[i] = std::move((*cells)[i]);
+                   for (int i = 0; i < kHeatPoolLevels; ++i) rows_.diff2d[i] = std::move((*cells)[i]);
                    rows_.diff_pending = false;
                    rows_.version++;
                  };

@@ -12,9 +12,9 @@
 namespace focalscope {
 
 // Every row's metrics M [T, kNumRowMetrics] and normaliser N [T], no [T, T] rows, and the heatmap's b x b cells
-// pooled2d[3] (from each row's max over blocks of 8 keys). False when cancelled.
+// pooled2d[kHeatPoolLevels] (from each row's max over blocks of 8 keys). False when cancelled.
 bool compute_head_norms(const RowSource& src, int layer, int head, std::vector<RowNorm>& N, std::vector<float>& M,
-                        std::vector<float>* pooled2d /* [3] */, const std::function<bool()>& cancelled);
+                        std::vector<float>* pooled2d /* [kHeatPoolLevels] */, const std::function<bool()>& cancelled);
 
 // Whether a side's rows can be computed on demand: the offset of row 0 when its run stores the raw scores of
 // (layer, head) for every query, row q at that offset + q * T; else -1.
