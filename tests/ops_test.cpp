@@ -672,6 +672,7 @@ AttnRef ref_attention(const AttnCase& c, const AttnInputs& in) {
       const int lo = c.window > 0 && n_vis > c.window ? n_vis - c.window : 0;
       const double ls = c.logit_scale > 0.0f ? (double)c.logit_scale : 1.0 / std::sqrt((double)d);
       std::vector<double> raw(n_vis, 0.0), logits;
+      logits.reserve(n_vis - lo);
       for (int j = lo; j < n_vis; ++j) {
         double s = 0.0;
         for (int i = 0; i < d; ++i)
@@ -872,8 +873,8 @@ TEST(OpsAttention, LongRowsWithWindowsAndSoftCapsMatchNaiveAttention) {
         const int n_vis = c.n_past + t + 1, lo = c.window > 0 && n_vis > c.window ? n_vis - c.window : 0;
         const auto& p = ref.probs[(size_t)h * T + t];
         const std::vector<double> vis(p.begin() + lo, p.end());
-        std::vector<int32_t> rel;
-        for (int32_t j : relevant) rel.push_back(j >= lo ? j - lo : -1);
+        std::vector<int32_t> rel(relevant.size());
+        for (size_t i = 0; i < relevant.size(); ++i) rel[i] = relevant[i] >= lo ? relevant[i] - lo : -1;
         auto want = ref_metrics(vis, topk_k, rel);
         if (lo > 0) want[kSinkMass] = 0.0;
         expect_metrics_near(run.metrics.data() + ((size_t)h * T + t) * kNumRowMetrics, want, vis);
