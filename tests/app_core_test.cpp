@@ -530,14 +530,20 @@ int expect_heat_texels_match_dense(AppState& st, const std::string& what0) {
   return compared;
 }
 
-TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
+// Layer 1, head 2, nothing propagated: A previews focal t = 0.3, a setting it did not run; B shows its run.
+focal::TempSpec preview_a_at_t03(AppState& st) {
   st.live_propagate = false;
   st.select(1, 2, -1);
   wait_idle(st);
   focal::TempSpec s = st.slots[0].spec;
   s.mode = focal::AttnMode::kFocal;
-  s.focal_temp = 0.3f;  // A previews a setting it did not run; B shows its run
+  s.focal_temp = 0.3f;
   st.set_spec(0, s);
+  return s;
+}
+
+TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
+  preview_a_at_t03(st);
   for (const bool hide : {false, true}) {
     st.view.hide_sink = hide;
     // every non-diff combination (40) and the diff ones at texels under 8 keys
@@ -546,13 +552,7 @@ TEST_F(AppStateTest, HeatmapTexelsFromRowsOnDemandEqualThoseOfTheDenseRows) {
 }
 
 TEST_F(AppStateTest, PastTheDenseRowLimitRowsAreComputedWhenReadAndEqualTheDenseRows) {
-  st.live_propagate = false;
-  st.select(1, 2, -1);
-  wait_idle(st);
-  focal::TempSpec s = st.slots[0].spec;
-  s.mode = focal::AttnMode::kFocal;
-  s.focal_temp = 0.3f;  // A previews a setting it did not run; B shows its run
-  st.set_spec(0, s);
+  focal::TempSpec s = preview_a_at_t03(st);
   const int T = st.n_tokens();
   DenseRows last_dense;
   for (const bool hide : {false, true})

@@ -705,6 +705,13 @@ struct RowCollector {
   std::vector<std::pair<int, int>> duplicates;
   std::vector<std::string> errors;
 
+  // The rows a case's attention may report (returns this).
+  RowCollector& expect(const AttnCase& c) {
+    n_past = c.n_past;
+    n_ctx = c.n_past + c.n_tokens;
+    return *this;
+  }
+
   static void callback(void* ctx, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) {
     auto* self = static_cast<RowCollector*>(ctx);
     std::lock_guard<std::mutex> lock(self->mu);
@@ -720,6 +727,13 @@ struct RowCollector {
     }
   }
 };
+
+// Wanted heads for the row callbacks: every other head, starting at 1.
+std::vector<uint8_t> every_other_head(int n_heads) {
+  std::vector<uint8_t> wanted(n_heads, 0);
+  for (int h = 1; h < n_heads; h += 2) wanted[h] = 1;
+  return wanted;
+}
 
 constexpr float kUnwritten = -12345.0f;
 
@@ -782,13 +796,9 @@ TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
     const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, n_ctx = c.n_past + T;
     // Relevant keys: two positions in the new rows (rows before n_past + 3 see none -> NaN) and one never visible.
     const std::vector<int32_t> relevant = {c.n_past + 3, c.n_past + 20, n_ctx + 100};
-    // Wanted heads: every other head, starting at 1.
-    std::vector<uint8_t> wanted(c.n_heads, 0);
-    for (int h = 1; h < c.n_heads; h += 2) wanted[h] = 1;
+    const std::vector<uint8_t> wanted = every_other_head(c.n_heads);
     RowCollector col;
-    col.n_past = c.n_past;
-    col.n_ctx = n_ctx;
-    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col);
+    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col.expect(c));
     const auto ref = ref_attention(c, in);
 
     // out. Reference: double attention. Tolerance 2e-5 absolute: |v| <= 1 and sum p = 1, so the output error is
@@ -853,12 +863,9 @@ TEST(OpsAttention, LongRowsWithWindowsAndSoftCapsMatchNaiveAttention) {
     const auto in = make_attn_inputs(c, rng);
     const int T = c.n_tokens, d = c.d_head, qs = c.n_heads * d, n_ctx = c.n_past + T;
     const std::vector<int32_t> relevant = {5, 700, 1500, c.n_past + 3, n_ctx - 2, n_ctx + 100};
-    std::vector<uint8_t> wanted(c.n_heads, 0);
-    for (int h = 1; h < c.n_heads; h += 2) wanted[h] = 1;
+    const std::vector<uint8_t> wanted = every_other_head(c.n_heads);
     RowCollector col;
-    col.n_past = c.n_past;
-    col.n_ctx = n_ctx;
-    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col);
+    const auto run = run_attention(c, in, topk_k, relevant, &wanted, &col.expect(c));
     const auto ref = ref_attention(c, in);
     // out: 2e-5 as in the short-row test, plus the fp32 p.v dot over up to n_ctx keys (sum p = 1, |v| <= 1:
     // n_ctx * 2^-24).
