@@ -113,7 +113,7 @@ struct HeadRows {
   bool pending[2] = {false, false};
   // Long prompts (computed with the rows on the view worker): each row of p max-pooled over blocks of kHeatPoolKeys[i]
   // keys, [T, ceil(T / b)], so that a heatmap texel spanning at least b keys reads a cell per block, not every key.
-  // Not past dense_rows_max_tokens (32K tokens: 704 MiB per side; the cells below serve the zoomed-out heatmap).
+  // Not past dense_rows_max_tokens (32K tokens: 680 MiB per side; the cells below serve the zoomed-out heatmap).
   std::vector<float> pooled[2][kHeatPoolLevels];
   // And over blocks of b queries too: [ceil(T / b), ceil(T / b)], for texels at least b rows high and b keys wide.
   std::vector<float> pooled2d[2][kHeatPoolLevels];
@@ -142,10 +142,9 @@ struct HeadRows {
   // so one exponential of the largest raw score); with both sides, b - a of largest magnitude over those keys.
   float max_in(int side, int q, int ka, int kb) const;
   float max_diff_in(int q, int ka, int kb) const;
-  // ln of max_in (-inf when row q shows none of those keys): a texel spanning several rows compares their logits
-  // less log Z and takes one exponential of the largest.
-  float max_log_p_in(int side, int q, int ka, int kb) const;
-  // The same for n spans of row q at once, out[i] of keys [ka[i], kb[i]) (the heatmap's texels along a row).
+  // ln of max_in for n spans of row q at once, out[i] of keys [ka[i], kb[i]) (-inf where the row shows none of
+  // them): the heatmap's texels along a row, each spanning several rows, compare their logits less log Z and take
+  // one exponential of the largest.
   void max_log_p_spans(int side, int q, const int* ka, const int* kb, int n, float* out) const;
   // Nothing shown for a side: no rows, metrics, label or pooled copies, not pending.
   void clear_side(int side) {

@@ -42,7 +42,7 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   const bool diff = show == ViewRun::kDiff;
   if (T == 0 || (!diff && !rows.shown(ps)) || (diff && (!rows.shown(0) || !rows.shown(1)))) return 1.0f;
   // Past AppState::dense_rows_max_tokens a side holds no [T, T] rows: a texel's keys are read as each row's largest
-  // raw score less its log Z (HeadRows::max_log_p_in) and one exponential of the texel's largest, B - A from both
+  // raw score less its log Z (HeadRows::max_log_p_spans) and one exponential of the texel's largest, B - A from both
   // sides' normalisers (max_diff_in).
   const bool on_demand = diff ? (!A || !B) : !P;
   // Max-pool (for differences: the value of largest magnitude) each texel's block of the matrix.
@@ -51,6 +51,16 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   std::vector<uint8_t> masked((size_t)w * h, kTexelCausal);  // TexelMask
   const focal::ModelConfig* cfg = st.config();
   const double sx = (v.k1 - v.k0) / w, sy = (v.q1 - v.q0) / h;
+  // Each texel column's keys [kav, kbv) and each texel row's queries [qav, qbv): at least one, inside the prompt.
+  std::vector<int> kav(w), kbv(w), qav(h), qbv(h);
+  for (int x = 0; x < w; ++x) {
+    kav[x] = std::max(0, (int)std::floor(v.k0 + x * sx));
+    kbv[x] = std::min(T, std::max(kav[x] + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+  }
+  for (int y = 0; y < h; ++y) {
+    qav[y] = std::max(0, (int)std::floor(v.q0 + y * sy));
+    qbv[y] = std::min(T, std::max(qav[y] + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+  }
   // Long prompts: a texel that spans at least b keys reads its rows' max over blocks of b keys (HeadRows::pooled),
   // blocks that straddle its edges included (a max over up to b - 1 keys of the next texel); B - A reads every key.
   int pool_b = 0, pool_n = 0;
@@ -86,12 +96,10 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   if (pool2) {
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; ++y) {
-      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
-                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      const int qa = qav[y], qb = qbv[y];
       const int ia = qa / pool2_b, ie = (qb - 1) / pool2_b;
       for (int x = 0; x < w; ++x) {
-        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
-                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        const int ka = kav[x], kb = kbv[x];
         const size_t o = (size_t)y * w + x;
         masked[o] = texel_mask(cfg, st.sel_layer, qa, qb, ka, kb);
         if (masked[o] != kTexelVisible) continue;
@@ -112,11 +120,6 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
     // Rows on demand, texels narrower than the cells: row by row (each row's keys read in order, its normaliser
     // once), every texel of the row's span at once (HeadRows::max_log_p_spans), the texels' largest logit less
     // log Z kept and one exponential taken per texel at the end.
-    std::vector<int> kav(w), kbv(w);  // [w] each texel column's keys
-    for (int x = 0; x < w; ++x) {
-      kav[x] = std::max(0, (int)std::floor(v.k0 + x * sx));
-      kbv[x] = std::min(T, std::max(kav[x] + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
-    }
 #pragma omp parallel
     {
       std::vector<float> best_log(w), best_rest_log(w), lp(w);  // [w]
@@ -124,13 +127,11 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
       std::vector<uint8_t> any(w), windowed(w);                 // [w]
 #pragma omp for schedule(dynamic, 8)
       for (int y = 0; y < h; ++y) {
-        const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
-                  qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
         std::fill(best_log.begin(), best_log.end(), -INFINITY);
         std::fill(best_rest_log.begin(), best_rest_log.end(), -INFINITY);
         std::fill(any.begin(), any.end(), 0);
         std::fill(windowed.begin(), windowed.end(), 0);
-        for (int q = qa; q < qb; ++q) {
+        for (int q = qav[y]; q < qbv[y]; ++q) {
           // Texels 0 .. xe - 1 hold keys the row may see (their first key is at most the row's last).
           const int xe = (int)(std::upper_bound(kav.begin(), kav.end(), q) - kav.begin());
           const int lo = cfg ? focal::window_first_key(*cfg, st.sel_layer, q + 1) : 0;
@@ -156,11 +157,9 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
   } else {
 #pragma omp parallel for schedule(dynamic, 8)
     for (int y = 0; y < h; ++y) {
-      const int qa = std::max(0, (int)std::floor(v.q0 + y * sy)),
-                qb = std::min(T, std::max(qa + 1, (int)std::floor(v.q0 + (y + 1) * sy)));
+      const int qa = qav[y], qb = qbv[y];
       for (int x = 0; x < w; ++x) {
-        const int ka = std::max(0, (int)std::floor(v.k0 + x * sx)),
-                  kb = std::min(T, std::max(ka + 1, (int)std::floor(v.k0 + (x + 1) * sx)));
+        const int ka = kav[x], kb = kbv[x];
         float best = 0.0f, best_rest = 0.0f;
         bool any = false;
         bool windowed = false;  // causally visible keys of the texel that a sliding window hides

@@ -81,15 +81,11 @@ void HeadRows::max_log_p_spans(int side, int q, const int* ka, const int* kb, in
   }
 }
 
-float HeadRows::max_log_p_in(int side, int q, int ka, int kb) const {
-  float out;
-  max_log_p_spans(side, q, &ka, &kb, 1, &out);
-  return out;
-}
-
 float HeadRows::max_in(int side, int q, int ka, int kb) const {
+  float lp;
+  max_log_p_spans(side, q, &ka, &kb, 1, &lp);
   // fp32 here (a colour, not a number shown): the exponent's rounding moves p by ~1e-6 relative.
-  return std::exp(max_log_p_in(side, q, ka, kb));
+  return std::exp(lp);
 }
 
 float HeadRows::max_diff_in(int q, int ka, int kb) const {
