@@ -29,11 +29,14 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 const char* kUsage =
     "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
+    "                          [--resident ROWS]\n"
     "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
     "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
     "weights for both and their ratio, and the tokens/s those rates would give for the 32-layer model's matrices\n"
     "(with the output matrix; 4.5 GB as Q4_K).\n"
     "--mmap FILE: the weights are written to FILE and read through a read-only memory map of it, as a GGUF is.\n"
+    "--resident ROWS: instead, one ROWS x 4096 matrix multiplied over and over (256 rows: 0.6 MB as Q4_K, held in a\n"
+    "  core's L2): the kernel's compute rate, without memory's.\n"
     "Threads: OMP_NUM_THREADS; FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel.\n";
 
 struct Shape {
@@ -76,7 +79,7 @@ uint64_t read_all(const uint8_t* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 8, reps = 5, type = ops::kQ4_K;
+  int layers = 8, reps = 5, type = ops::kQ4_K, resident = 0;
   std::string map_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -84,13 +87,13 @@ int main(int argc, char** argv) {
       std::printf("%s", kUsage);
       return 0;
     }
-    if ((a == "--layers" || a == "--reps") && i + 1 < argc) {
+    if ((a == "--layers" || a == "--reps" || a == "--resident") && i + 1 < argc) {
       const int v = std::atoi(argv[++i]);
       if (v < 1) {
         std::fprintf(stderr, "quant_matvec_bench: %s needs a positive number, not '%s'\n", a.c_str(), argv[i]);
         return 2;
       }
-      (a == "--layers" ? layers : reps) = v;
+      (a == "--layers" ? layers : a == "--reps" ? reps : resident) = v;
     } else if (a == "--type" && i + 1 < argc) {
       const std::string t = argv[++i];
       type = t == "q2_k"   ? ops::kQ2_K
@@ -110,12 +113,50 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (resident && !map_path.empty()) {
+    std::fprintf(stderr, "quant_matvec_bench: --resident and --mmap exclude each other\n");
+    return 2;
+  }
   if (const char* isa = std::getenv("FOCAL_QUANT_ISA")) {  // the kernels read it themselves; a typo is refused here
     const std::string s = isa;
     if (s != "generic" && s != "avx2" && s != "avx512") {
       std::fprintf(stderr, "quant_matvec_bench: FOCAL_QUANT_ISA='%s' is not one of generic, avx2, avx512\n", isa);
       return 2;
     }
+  }
+  std::vector<float> x(14336), y(14336);
+  {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& v : x) v = nd(rng);
+  }
+  const char* name = type == ops::kQ2_K   ? "Q2_K"
+                     : type == ops::kQ3_K ? "Q3_K"
+                     : type == ops::kQ4_K ? "Q4_K"
+                     : type == ops::kQ5_K ? "Q5_K"
+                                          : "Q6_K";
+  if (resident) {  // one small matrix, multiplied until ~0.2 GB of weights have passed, best of --reps
+    ops::QMatrix m;
+    m.type = type;
+    m.rows = resident;
+    m.cols = 4096;
+    m.row_bytes = (size_t)(m.cols / 256) * block_bytes(type);
+    const size_t bytes = (size_t)m.rows * m.row_bytes;
+    std::vector<uint8_t> w(bytes);
+    fill_blocks(type, w.data(), m.rows * (m.cols / 256), 1);
+    m.data = w.data();
+    ops::note_held_weight_bytes((int64_t)bytes);  // a model that fits the cache: the resident prefetch distance
+    const int inner = (int)std::max<size_t>(1, ((size_t)200 << 20) / bytes);
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = now();
+      for (int i = 0; i < inner; ++i) ops::matmul_xwt_q(x.data(), m, y.data(), 1);
+      best = std::min(best, now() - t0);
+    }
+    std::printf("quant_matvec_bench: one %d x 4096 matrix as %s (%.2f MB, resident), %d threads, kernel %s\n", resident,
+                name, bytes / 1e6, omp_get_max_threads(), ops::qtype_kernel(type, 1));
+    std::printf("kernel   %6.2f GB/s of weights   (checksum %g)\n", bytes * (double)inner / best / 1e9, (double)y[0]);
+    return 0;
   }
   // one buffer for all the weights, matrices back to back in decode order
   std::vector<ops::QMatrix> mats;
@@ -165,15 +206,6 @@ int main(int argc, char** argv) {
   }
   // Held as the CPU backend holds a model's matrices: the decode kernels' prefetch distance follows (quant.h).
   ops::note_held_weight_bytes((int64_t)total);
-  std::vector<float> x(14336), y(14336);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (float& v : x) v = nd(rng);
-  const char* name = type == ops::kQ2_K   ? "Q2_K"
-                     : type == ops::kQ3_K ? "Q3_K"
-                     : type == ops::kQ4_K ? "Q4_K"
-                     : type == ops::kQ5_K ? "Q5_K"
-                                          : "Q6_K";
   std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as %s, %.3f GB, %d threads, kernel %s\n", layers,
               name, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(type, 1));
   double best_k = 1e30, best_r = 1e30;
