@@ -269,9 +269,9 @@ FOCAL_AVX512 inline void k4_rows_n(const digits::XDigits& xd, const QMatrix& w, 
   // lane L of the low-nibble map: scale 2 L; of the high: 2 L + 1 (Q5_K: the qh bit of that sub-block)
   const __m512i sel_lo = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
   const __m512i sel_hi = _mm512_add_epi32(sel_lo, _mm512_set1_epi32(1));
-  const __m512i bit_lo = _mm512_set_epi32(0x40404040, 0x40404040, 0x40404040, 0x40404040, 0x10101010, 0x10101010,
-                                          0x10101010, 0x10101010, 0x04040404, 0x04040404, 0x04040404, 0x04040404,
-                                          0x01010101, 0x01010101, 0x01010101, 0x01010101);
+  const __m512i bit_lo =
+      _mm512_set_epi32(0x40404040, 0x40404040, 0x40404040, 0x40404040, 0x10101010, 0x10101010, 0x10101010, 0x10101010,
+                       0x04040404, 0x04040404, 0x04040404, 0x04040404, 0x01010101, 0x01010101, 0x01010101, 0x01010101);
   const __m512i bit_hi = _mm512_add_epi8(bit_lo, bit_lo);
   const uint8_t* rows[R];
   __m512 acc_lo[R], acc_hi[R];
@@ -294,14 +294,15 @@ FOCAL_AVX512 inline void k4_rows_n(const digits::XDigits& xd, const QMatrix& w, 
       k4_scales_mins(b + kL.scales, &sc8, &mn8);
       const __m128 dd =
           _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b + kL.d) | ((uint32_t)u16_at(b + kL.dmin) << 16))));
-      const __m512 scz = _mm512_zextps256_ps512(_mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))), _mm256_set1_ps(_mm_cvtss_f32(dd) * s)));
+      const __m512 scz = _mm512_zextps256_ps512(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
+                        _mm256_set1_ps(_mm_cvtss_f32(dd) * s)));
       const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
       off8[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf), s32, off8[i]);
       const __m512i qa = _mm512_loadu_si512(b + kL.qs), qb = _mm512_loadu_si512(b + kL.qs + 64);
       const __m512i g0 = _mm512_shuffle_i32x4(qa, qb, 0x88), g1 = _mm512_shuffle_i32x4(qa, qb, 0xDD);
-      __m512i q[4] = {_mm512_and_si512(g0, m4), _mm512_and_si512(g1, m4), _mm512_and_si512(_mm512_srli_epi16(g0, 4), m4),
-                      _mm512_and_si512(_mm512_srli_epi16(g1, 4), m4)};
+      __m512i q[4] = {_mm512_and_si512(g0, m4), _mm512_and_si512(g1, m4),
+                      _mm512_and_si512(_mm512_srli_epi16(g0, 4), m4), _mm512_and_si512(_mm512_srli_epi16(g1, 4), m4)};
       if constexpr (T == kQ5_K) {  // qh[0..15] for values 0-15 of each sub-block, qh[16..31] for 16-31
         const __m512i ha = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.high)));
         const __m512i hb = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.high + 16)));

@@ -14,7 +14,7 @@ namespace focal::ops::digits {
 
 // Value order of the digits within each group.
 enum class Order {
-  kNatural,     // x's own order
+  kNatural,      // x's own order
   kNibblePairs,  // per pair of 32-value blocks A, B: A 0..15, B 0..15, A 16..31, B 16..31 (the order in which one
                  // 32-byte load of both blocks' nibbles, low nibbles then high, lays them out)
   kChunkLanes    // per 256 values (group 256), value 64 L + 16 k + j at 64 k + 16 L + j (L, k < 4, j < 16): each 64

@@ -70,7 +70,7 @@ struct QTypeInfo {
   int digit_group;
   digits::Order digit_order;  // the AVX2 digit kernel's
   digits::Order vnni_order;   // the VNNI kernel's
-  PanelRowsFn panel_rows;  // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
+  PanelRowsFn panel_rows;     // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
 };
 
 // The row of `type`; null for a type the kernels do not know.
