@@ -8,7 +8,7 @@
 # missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
 # (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on
 # 2 cores (--mixes: about 12 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
-# first time.
+# first time. FOCAL_ISA_LEVELS="native" (or "avx2") measures that level alone, and builds only its peer.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
 if [ "${1:-}" = "--help" ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
@@ -26,9 +26,16 @@ case "${3:-}" in
 esac
 cache="${FOCAL_CACHE:-/root/.cache/focalscope}"
 levels="native avx2"
-grep -q avx512f /proc/cpuinfo || levels="native"
-lb_native="$(bench/llamacpp/build.sh | tail -1)"
+one_level=""  # set: the CPU has no AVX-512, so its native level is AVX2
+grep -q avx512f /proc/cpuinfo || { levels="native"; one_level=1; }
+case "${FOCAL_ISA_LEVELS:-}" in
+  native | avx2) [ -n "$one_level" ] || levels="$FOCAL_ISA_LEVELS" ;;
+  "") ;;
+  *) echo "run_isa.sh: FOCAL_ISA_LEVELS='$FOCAL_ISA_LEVELS' is not native or avx2" >&2; exit 2 ;;
+esac
+lb_native=""
 lb_avx2=""
+[ "$levels" = avx2 ] || lb_native="$(bench/llamacpp/build.sh | tail -1)"
 [ "$levels" = native ] || lb_avx2="$(bench/llamacpp/build.sh --avx2 | tail -1)"
 smol="$(scripts/fetch-smollm2.sh)"
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
@@ -42,7 +49,7 @@ fi
 export OMP_NUM_THREADS=$threads
 isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u '+%F %H:%M') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
-[ "$levels" = native ] && echo "(no AVX-512 on this CPU: its native level is AVX2, so the two levels are one; measured once)"
+[ -n "$one_level" ] && echo "(no AVX-512 on this CPU: its native level is AVX2, so the two levels are one; measured once)"
 for level in $levels; do
   if [ "$level" = avx2 ]; then lb="$lb_avx2"; export FOCAL_QUANT_ISA=avx2; else lb="$lb_native"; unset FOCAL_QUANT_ISA; fi
   echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, llama-bench $lb"

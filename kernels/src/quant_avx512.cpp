@@ -1,5 +1,5 @@
 // The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
-// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0 and the K formats, and the panel kernel of Q4_0, Q4_1 and Q8_0
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernel of Q4_0, Q4_1 and Q8_0
 // (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
 #include <immintrin.h>
 
@@ -154,62 +154,86 @@ template void b32_rows_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float
 template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 // ---- decode: the K formats ----
-// Q6_K, Q2_K and Q3_K (a scale per 16 values): a block of 256 values is four chunks of 64, each one zmm of unsigned
-// quants with 4 values per 32-bit lane, in x's natural order (digits of group 256: one digit scale s per block):
+// A block of 256 values is four chunks of 64, each one zmm of unsigned quants with 4 values per 32-bit lane, in x's
+// natural order (digits of group 256: one digit scale s per block):
+//   Q4_K: the 32 bytes of chunk c, low nibbles (sub-block 2c) in lanes 0-7, high nibbles (2c + 1) in lanes 8-15;
+//   Q5_K: the same, plus 16 where bit j of qh[l] is set (sub-block j, value l);
 //   Q6_K: values 64c .. 64c + 63: the 64 bytes from ql + 64 (c / 2), low nibbles for even c, high for odd, with
 //         bits 4 (c % 2) and 4 (c % 2) + 1 of qh[32 (c / 2) + l] above them for the first 32 values, the next two
 //         bits for the last 32 (0..63);
 //   Q2_K, Q3_K: the 32 bytes qs + 32 (c / 2), bits 4 (c % 2) .. + 1 for the first 32 values, the next two for the
 //         last 32 (0..3); Q3_K plus 4 where bit 2c (first 32) or 2c + 1 (last 32) of hmask[l] is set (0..7).
-// The digits are chained as for the 32-value formats: |t| <= 4 q_max 127 * 65536, < 2^31 for Q6_K (q <= 63), exact
-// in int32. Each lane's sum becomes a float once and is weighted by d s sc of its group of 16. The offsets come back
-// through fp32 sums of x over each 16: Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Four accumulators (one
-// per chunk) keep the FMA latency off the critical path; the weights are prefetched 4 KiB ahead (the streamer alone
-// left the loads waiting: +40 % measured on Q4_K), 2 KiB while the held weights pass the last-level cache (quant.h:
-// note_held_weight_bytes). Q4_K and Q5_K have their own kernel (k4_rows_vnni, below).
+// The digits are chained as for the 32-value formats: |t| <= 4 q_max 127 * 65536, < 2^30 for Q4_K / Q5_K and
+// < 2^31 for Q6_K (q <= 63), exact in int32. Each lane's sum becomes a float once and is weighted by d s sc of its
+// sub-block (32 values for Q4_K / Q5_K, 16 for Q6_K, Q3_K and Q2_K). The offsets come back through fp32 sums of x:
+// Q4_K / Q5_K's mins -dmin mn over each 32, over each 16 Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Four
+// accumulators (one per chunk) keep the FMA latency off the critical path; the weights are prefetched 4 KiB ahead
+// (the streamer alone left the loads waiting: +40 % measured on Q4_K), 2 KiB while the held weights pass the
+// last-level cache (quant.h: note_held_weight_bytes).
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
   constexpr int kBytes = kernel_block_bytes(T);
   constexpr bool kQ6 = T == kQ6_K, kLow2 = T == kQ2_K || T == kQ3_K;  // 2-bit low quants
-  static_assert(kQ6 || kLow2, "Q4_K and Q5_K: k4_rows_vnni");
+  constexpr bool k16 = kQ6 || kLow2;                                  // a scale per 16 values
   constexpr KBlockLayout kL = k_block_layout(T);
   const int64_t n_blocks = w.cols / 256;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
-  const __m512i four = _mm512_set1_epi8(4);  // Q3_K: what the high bit adds
+  const __m512i high = _mm512_set1_epi8(T == kQ3_K ? 4 : 16);  // Q5_K / Q3_K: what the high bit adds
   const size_t ahead = decode_prefetch_ahead(4096);
-  // Q6_K (qh), Q2_K and Q3_K (qs): the bit shift per half for even and odd chunks
+  // Q4_K / Q5_K: nibble shift per half; Q6_K (qh), Q2_K and Q3_K (qs): the bit shift per half for even and odd chunks
+  const __m512i shift4 = halves(_mm256_setzero_si256(), _mm256_set1_epi16(4));
   const __m512i qh_shift[2] = {halves(_mm256_set1_epi16(0), _mm256_set1_epi16(2)),
                                halves(_mm256_set1_epi16(4), _mm256_set1_epi16(6))};
-  __m512i sel[4], bit3[4];  // lane -> scale of its group of 16; Q3_K: the high bit of chunk c's two halves
+  __m512i sel[4], bit5[4];  // lane -> scale of its sub-block; Q5_K / Q3_K: the high bit of chunk c's two halves
   for (int c = 0; c < 4; ++c) {
-    sel[c] = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
-                              4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
-    bit3[c] = halves(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
+    if constexpr (k16) {
+      sel[c] = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+                                4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
+    } else {
+      sel[c] = halves(_mm256_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1));
+    }
+    bit5[c] = halves(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 off16 = _mm512_setzero_ps();  // the offsets of the 16 groups
+    __m512 off16 = _mm512_setzero_ps();  // Q6_K, Q3_K, Q2_K: the offsets of the 16 groups
+    __m256 off8 = _mm256_setzero_ps();   // Q4_K / Q5_K: -dmin mn S32 over the 8 sub-blocks
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
       for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + ahead + l, _MM_HINT_T0);
-      __m512 dsc, offm;  // d sc per group, and what multiplies its sum of x
-      if constexpr (T == kQ2_K) {
-        const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales));  // scale | min << 4
-        const __m128i m4x = _mm_set1_epi8(0x0F);
-        dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sm, m4x))),
-                            _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
-        offm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sm, 4), m4x))),
-                             _mm512_set1_ps(-_cvtsh_ss(u16_at(b + kL.dmin))));
+      __m512 scz;  // d s sc per sub-block
+      if constexpr (k16) {
+        __m512 dsc, offm;  // d sc per group, and what multiplies its sum of x
+        if constexpr (T == kQ2_K) {
+          const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales));  // scale | min << 4
+          const __m128i m4x = _mm_set1_epi8(0x0F);
+          dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sm, m4x))),
+                              _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
+          offm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sm, 4), m4x))),
+                               _mm512_set1_ps(-_cvtsh_ss(u16_at(b + kL.dmin))));
+        } else {
+          const __m128i sc8 =
+              kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales)) : k3_scales(b + kL.scales);
+          dsc =
+              _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)), _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
+          offm = _mm512_mul_ps(dsc, _mm512_set1_ps(kQ6 ? -32.0f : -4.0f));
+        }
+        scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));
+        off16 = _mm512_fmadd_ps(offm, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       } else {
-        const __m128i sc8 =
-            kQ6 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.scales)) : k3_scales(b + kL.scales);
-        dsc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)), _mm512_set1_ps(_cvtsh_ss(u16_at(b + kL.d))));
-        offm = _mm512_mul_ps(dsc, _mm512_set1_ps(kQ6 ? -32.0f : -4.0f));
+        uint64_t sc8, mn8;  // the 6-bit scales and mins as bytes
+        k4_scales_mins(b + kL.scales, &sc8, &mn8);
+        const __m128 dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b + kL.d) | ((uint32_t)u16_at(b + kL.dmin) << 16))));
+        const __m256 scf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
+                                         _mm256_set1_ps(_mm_cvtss_f32(dd) * xd.scale[(size_t)blk]));
+        scz = _mm512_zextps256_ps512(scf);
+        const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
+        off8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf),
+                               _mm256_loadu_ps(xd.sum32.data() + blk * 8), off8);
       }
-      const __m512 scz = _mm512_mul_ps(dsc, _mm512_set1_ps(xd.scale[(size_t)blk]));  // d s sc per group
-      off16 = _mm512_fmadd_ps(offm, _mm512_loadu_ps(xd.sum16.data() + blk * 16), off16);
       for (int c = 0; c < 4; ++c) {
         __m512i q;
         if constexpr (kQ6) {
@@ -218,14 +242,20 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
               _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high + 32 * (c / 2))));
           q = _mm512_or_si512(_mm512_and_si512((c & 1) ? _mm512_srli_epi16(ql, 4) : ql, m4),
                               _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, qh_shift[c & 1]), 4), m30));
-        } else {
+        } else if constexpr (kLow2) {
           const __m512i v =
               _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * (c / 2))));
           q = _mm512_and_si512(_mm512_srlv_epi16(v, qh_shift[c & 1]), m3);
+        } else {
+          q = _mm512_and_si512(
+              _mm512_srlv_epi16(
+                  _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.qs + 32 * c))),
+                  shift4),
+              m4);
         }
-        if constexpr (T == kQ3_K) {  // hmask
+        if constexpr (T == kQ5_K || T == kQ3_K) {  // qh (Q5_K), hmask (Q3_K)
           const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kL.high)));
-          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit3[c]), q, four);
+          q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit5[c]), q, high);
         }
         const int64_t at = blk * 256 + 64 * c;
         __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(x2 + at));
@@ -235,108 +265,14 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
       }
     }
     const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-    y[r] = sum + _mm512_reduce_add_ps(off16);
+    y[r] = sum + (k16 ? _mm512_reduce_add_ps(off16) : hsum8(off8));
   }
 }
 template void kquant_rows_vnni<kQ2_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_rows_vnni<kQ3_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_rows_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void kquant_rows_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void kquant_rows_vnni<kQ6_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
-
-// Q4_K and Q5_K, a block of 256 values per step with x in Order::kChunkLanes. The two 64-byte halves of qs, A and
-// B, give G0 = their 128-bit lanes 0 and 2 (qs bytes 32 L .. 32 L + 15 in lane L) and G1 = lanes 1 and 3 (bytes
-// 32 L + 16 .. 32 L + 31): low nibbles of G0 and G1 hold sub-block 2 L in lane L (values 0-15, then 16-31), high
-// nibbles sub-block 2 L + 1, so both low-nibble registers share one lane -> sub-block map, and both high ones
-// another. Each map's three digits are chained over its two registers (Q5_K: + 16 where bit 2 L, or 2 L + 1, of
-// qh[l] is set): |t| <= 8 q_max (127 * 65536 + 128 * 257) < 2^31 for q_max = 31, exact in int32. A lane's sum becomes
-// a float once per block, weighted by d s sc of its sub-block. Against four registers of 64 values in natural order,
-// each chained, converted and scaled (this kernel's form until 12-04, which Q6_K keeps): 12 dpbusd, 2 + 4 shifts, 2
-// shuffles, 2 conversions, 2 permutes and 2 FMAs a block instead of 12, 4 + 8, 0, 4, 4 and 4. On Zen 4 each of
-// those zmm operations takes a cycle (the logic ones half), and the kernel is bound by their count: a block's
-// weights resident in L2, one thread, alternating, 12.2-14.6 GB/s before, 13.8-17.3 after. Two rows share each
-// block's twelve digit loads (k4_rows_n<T, 2>): a further 5-10 % there, and the same when the weights stream from
-// memory.
-namespace {
-
-// Rows r .. r + R - 1 of k4_rows_vnni: the twelve digit registers of a block are loaded once for the R rows.
-template <int T, int R>
-FOCAL_AVX512 inline void k4_rows_n(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r) {
-  constexpr int kBytes = kernel_block_bytes(T);
-  constexpr KBlockLayout kL = k_block_layout(T);
-  const int64_t n_blocks = w.cols / 256;
-  const int8_t* xdig[3] = {xd.d[2].data(), xd.d[1].data(), xd.d[0].data()};  // the chain's order: d2, d1, d0
-  const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
-  const size_t ahead = decode_prefetch_ahead(4096);
-  // lane L of the low-nibble map: scale 2 L; of the high: 2 L + 1 (Q5_K: the qh bit of that sub-block)
-  const __m512i sel_lo = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
-  const __m512i sel_hi = _mm512_add_epi32(sel_lo, _mm512_set1_epi32(1));
-  const __m512i bit_lo =
-      _mm512_set_epi32(0x40404040, 0x40404040, 0x40404040, 0x40404040, 0x10101010, 0x10101010, 0x10101010, 0x10101010,
-                       0x04040404, 0x04040404, 0x04040404, 0x04040404, 0x01010101, 0x01010101, 0x01010101, 0x01010101);
-  const __m512i bit_hi = _mm512_add_epi8(bit_lo, bit_lo);
-  const uint8_t* rows[R];
-  __m512 acc_lo[R], acc_hi[R];
-  __m256 off8[R];  // -dmin mn S32 over the 8 sub-blocks
-  for (int i = 0; i < R; ++i) {
-    rows[i] = w.row(r + i);
-    acc_lo[i] = acc_hi[i] = _mm512_setzero_ps();
-    off8[i] = _mm256_setzero_ps();
-  }
-  for (int64_t blk = 0; blk < n_blocks; ++blk) {
-    __m512i xv[3][4];  // per digit: lo0's values, lo1's, hi0's, hi1's
-    for (int d = 0; d < 3; ++d)
-      for (int k = 0; k < 4; ++k) xv[d][k] = _mm512_loadu_si512(xdig[d] + blk * 256 + 64 * k);
-    const __m256 s32 = _mm256_loadu_ps(xd.sum32.data() + blk * 8);
-    const float s = xd.scale[(size_t)blk];
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* b = rows[i] + blk * kBytes;
-      for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(b) + ahead + l, _MM_HINT_T0);
-      uint64_t sc8, mn8;  // the 6-bit scales and mins as bytes
-      k4_scales_mins(b + kL.scales, &sc8, &mn8);
-      const __m128 dd =
-          _mm_cvtph_ps(_mm_cvtsi32_si128((int)(u16_at(b + kL.d) | ((uint32_t)u16_at(b + kL.dmin) << 16))));
-      const __m512 scz = _mm512_zextps256_ps512(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))),
-                        _mm256_set1_ps(_mm_cvtss_f32(dd) * s)));
-      const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8)));
-      off8[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))), mnf), s32, off8[i]);
-      const __m512i qa = _mm512_loadu_si512(b + kL.qs), qb = _mm512_loadu_si512(b + kL.qs + 64);
-      const __m512i g0 = _mm512_shuffle_i32x4(qa, qb, 0x88), g1 = _mm512_shuffle_i32x4(qa, qb, 0xDD);
-      __m512i q[4] = {_mm512_and_si512(g0, m4), _mm512_and_si512(g1, m4),
-                      _mm512_and_si512(_mm512_srli_epi16(g0, 4), m4), _mm512_and_si512(_mm512_srli_epi16(g1, 4), m4)};
-      if constexpr (T == kQ5_K) {  // qh[0..15] for values 0-15 of each sub-block, qh[16..31] for 16-31
-        const __m512i ha = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.high)));
-        const __m512i hb = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kL.high + 16)));
-        q[0] = _mm512_mask_add_epi8(q[0], _mm512_test_epi8_mask(ha, bit_lo), q[0], sixteen);
-        q[1] = _mm512_mask_add_epi8(q[1], _mm512_test_epi8_mask(hb, bit_lo), q[1], sixteen);
-        q[2] = _mm512_mask_add_epi8(q[2], _mm512_test_epi8_mask(ha, bit_hi), q[2], sixteen);
-        q[3] = _mm512_mask_add_epi8(q[3], _mm512_test_epi8_mask(hb, bit_hi), q[3], sixteen);
-      }
-      __m512i tl = _mm512_setzero_si512(), th = _mm512_setzero_si512();
-      for (int d = 0; d < 3; ++d) {
-        if (d > 0) {
-          tl = _mm512_slli_epi32(tl, 8);
-          th = _mm512_slli_epi32(th, 8);
-        }
-        tl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(tl, q[0], xv[d][0]), q[1], xv[d][1]);
-        th = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(th, q[2], xv[d][2]), q[3], xv[d][3]);
-      }
-      acc_lo[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tl), _mm512_permutexvar_ps(sel_lo, scz), acc_lo[i]);
-      acc_hi[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(th), _mm512_permutexvar_ps(sel_hi, scz), acc_hi[i]);
-    }
-  }
-  for (int i = 0; i < R; ++i) y[r + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc_lo[i], acc_hi[i])) + hsum8(off8[i]);
-}
-
-}  // namespace
-
-template <int T>
-FOCAL_AVX512 void k4_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) k4_rows_n<T, 2>(xd, w, y, r);
-  for (; r < r1; ++r) k4_rows_n<T, 1>(xd, w, y, r);
-}
-template void k4_rows_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
-template void k4_rows_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 // ---- decode: panels of w ----
 

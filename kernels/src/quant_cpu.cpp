@@ -93,8 +93,7 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
   // decode (one row of x) with integer digits of x (quant_digits.h)
   const DigitRowsFn digit_rows = k.vnni ? k.vnni : k.digits_avx2;
   thread_local digits::XDigits xd;
-  if (digit_rows)
-    digits::split(x, w.cols, q.digit_group, k.vnni ? q.vnni_order : q.digit_order, isa >= QuantIsa::kAvx512, &xd);
+  if (digit_rows) digits::split(x, w.cols, q.digit_group, q.digit_order, isa >= QuantIsa::kAvx512, &xd);
   const RowsFn fn = k.avx2;   // x in fp32
   std::vector<float> xsum16;  // [m, cols / 16] sums of x, for the mins
   if (fn && q.has_min) {

@@ -14,12 +14,9 @@ namespace focal::ops::digits {
 
 // Value order of the digits within each group.
 enum class Order {
-  kNatural,      // x's own order
-  kNibblePairs,  // per pair of 32-value blocks A, B: A 0..15, B 0..15, A 16..31, B 16..31 (the order in which one
-                 // 32-byte load of both blocks' nibbles, low nibbles then high, lays them out)
-  kChunkLanes    // per 256 values (group 256), value 64 L + 16 k + j at 64 k + 16 L + j (L, k < 4, j < 16): each 64
-                 // holds 16 values of each 64-value chunk, chunk L in 128-bit lane L (the order in which the Q4_K /
-                 // Q5_K VNNI kernel gathers its quants: lanes 0 and 2 of both 64-byte halves of qs, low nibbles, ...)
+  kNatural,     // x's own order
+  kNibblePairs  // per pair of 32-value blocks A, B: A 0..15, B 0..15, A 16..31, B 16..31 (the order in which one
+                // 32-byte load of both blocks' nibbles, low nibbles then high, lays them out)
 };
 
 // Lives in a thread-local buffer; resized, never shrunk.
@@ -32,11 +29,9 @@ struct XDigits {
   int group = 0;
 };
 
-// Position, within its group, of the value at offset j of the group (Order::kNibblePairs permutes each 64,
-// Order::kChunkLanes each 256).
+// Position, within its group, of the value at offset j of the group (Order::kNibblePairs permutes each 64).
 inline int64_t placed(Order order, int64_t j) {
   if (order == Order::kNatural) return j;
-  if (order == Order::kChunkLanes) return (j / 256) * 256 + (j % 64 / 16) * 64 + (j / 64 % 4) * 16 + j % 16;
   const int64_t blk = j / 32, k = j % 32;  // block A (0) or B (1) of the pair, value k
   return (k / 16) * 32 + blk * 16 + k % 16;
 }

@@ -68,9 +68,8 @@ struct QTypeInfo {
   DigitRowsFn avx2_digit_rows;
   DigitRowsFn vnni_rows;
   int digit_group;
-  digits::Order digit_order;  // the AVX2 digit kernel's
-  digits::Order vnni_order;   // the VNNI kernel's
-  PanelRowsFn panel_rows;     // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
+  digits::Order digit_order;
+  PanelRowsFn panel_rows;  // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
 };
 
 // The row of `type`; null for a type the kernels do not know.
@@ -99,10 +98,7 @@ FOCAL_AVX512 void b32_rows_vnni(const digits::XDigits& xd, const QMatrix& w, flo
                                 int64_t r1);  // Q4_0, Q4_1, Q8_0
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
-                                   int64_t r1);  // Q2_K, Q3_K, Q6_K (digits of group 256, natural order)
-template <int T>
-FOCAL_AVX512 void k4_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0,
-                               int64_t r1);  // Q4_K, Q5_K (digits of group 256, Order::kChunkLanes)
+                                   int64_t r1);  // Q2_K .. Q6_K (digits of group 256, natural order)
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
