@@ -25,14 +25,15 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // Stores probabilities and raw scores of a few heads of one layer, like `focal capture --layers L --heads ..`.
 class SelectObserver : public ForwardObserver {
  public:
-  SelectObserver(int layer, int n_heads_sel, int T, bool rows)
-      : layer_(layer),
+  SelectObserver(int layer, int n_heads_sel, int T, bool rows, bool metrics)
+      : metrics_(metrics),
+        layer_(layer),
         nh_(n_heads_sel),
         T_(T),
         rows_(rows),
         probs_(rows ? (size_t)nh_ * T * T : 0),
         raw_(rows ? (size_t)nh_ * T * T : 0) {}
-  bool wants_metrics() const override { return true; }
+  bool wants_metrics() const override { return metrics_; }
   bool wants_rows(int l, int h) const override { return rows_ && l == layer_ && h < nh_; }
   void on_rows(int, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
     for (int i = 0; i < n_rows; ++i) {
@@ -42,11 +43,16 @@ class SelectObserver : public ForwardObserver {
     }
   }
   void on_layer(const LayerRecord& rec) override {
-    sink_ += rec.metrics[kSinkMass];  // touch the metrics like a consumer would
+    if (rec.metrics) sink_ += rec.metrics[kSinkMass];  // touch the metrics like a consumer would
   }
+  // Every row's logits in blocks, as `focal capture` takes them for its next-token columns (not a [T, vocab] vector:
+  // 1.6 GB at T = 8192 for SmolLM2, whose fresh pages cost seconds of the forward's non-projection time).
+  bool wants_logits() const override { return true; }
+  void on_logits(int, int, const float* logits) override { sink_ += logits[0]; }
   double sink_ = 0;
 
  private:
+  bool metrics_;
   int layer_, nh_, T_;
   bool rows_;
   std::vector<float> probs_, raw_;
@@ -66,7 +72,9 @@ int main(int argc, char** argv) {
         "a "
         ".gguf file. Prefill tokens/s (median of reps after one warm-up; reps 0: one run, no warm-up) with no "
         "capture (plain), all-head metrics (metrics), and full capture (capture: metrics + probs/scores of "
-        "capture_heads (default 4) heads of the middle layer); modes: a comma list of those (default all three). "
+        "capture_heads (default 4) heads of the middle layer); every mode takes every row's logits in blocks, as "
+        "`focal capture` does (the output head counts as a projection); modes: a comma list of those (default all "
+        "three). "
         "Projection GEMM GFLOP/s in the forward vs standalone OpenBLAS sgemm, and the rest of each forward (attention "
         "with its softmax and metrics, norms, RoPE) against the time the causal attention's FLOPs take at the sgemm "
         "rate (projections of weights kept quantized do not go through the profiled sgemm: weights fp32 loads them "
@@ -109,11 +117,11 @@ int main(int argc, char** argv) {
       std::vector<double> ts;
       for (int r = 0; r < std::max(1, reps + 1); ++r) {
         Session s(*model, T, /*prefill_only=*/true);
-        SelectObserver obs(c.n_layers / 2, std::min(capture_heads, c.n_heads), T, mode == 2);
-        std::vector<float> logits;
+        // Every mode takes every row's logits in blocks through the observer, as `focal capture` does.
+        SelectObserver obs(c.n_layers / 2, std::min(capture_heads, c.n_heads), T, mode == 2, mode > 0);
         ops::set_matmul_profiling(true);
         const double t0 = now();
-        s.forward(ids.data(), T, spec, RunOptions{}, mode ? &obs : nullptr, &logits);
+        s.forward(ids.data(), T, spec, RunOptions{}, &obs, nullptr);
         const double el = now() - t0;
         *st = ops::matmul_stats();
         ops::set_matmul_profiling(false);

@@ -478,16 +478,19 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (tape) save(tape->x_final, x, (size_t)n * H);
     norm(x.data() + (size_t)(n - rows) * H, w.final_norm, w.final_norm_b, xn.data(), rows);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
-    float* lg = ws.logits_block.data();  // [rows, vocab]
-    DeviceBuffer all_rows;               // when more rows than the workspace's block are asked for
-    if (rows > Workspace::kLogitsBlock) {
+    logits->resize((size_t)rows * c.vocab_size);
+    // [rows, vocab]: a host backend writes the caller's vector in place (at T = 8192, SmolLM2's rows are 1.6 GB, and
+    // a buffer of them beside the vector cost 1.6 GB of fresh pages and a copy); a device one computes in its block,
+    // or in a buffer of every row when more rows than the block are asked for, and downloads.
+    float* lg = be.host_memory() ? logits->data() : ws.logits_block.data();
+    DeviceBuffer all_rows;
+    if (!be.host_memory() && rows > Workspace::kLogitsBlock) {
       all_rows = DeviceBuffer(be, (size_t)rows * c.vocab_size);
       lg = all_rows.data();
     }
     be.matmul_xwt(xn.data(), w.lm_head, lg, rows, c.vocab_size, H);
     if (final_cap > 0.0f) be.softcap(lg, (size_t)rows * c.vocab_size, final_cap);
-    logits->resize((size_t)rows * c.vocab_size);
-    be.download(logits->data(), lg, logits->size());
+    if (lg != logits->data()) be.download(logits->data(), lg, logits->size());
   }
   if (topk) {  // the last row's k best logits, selected on the backend
     norm(x.data() + (size_t)(n - 1) * H, w.final_norm, w.final_norm_b, xn.data(), 1);
