@@ -169,7 +169,7 @@ template void b32_rows_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float
 // Q4_K / Q5_K's mins -dmin mn over each 32, over each 16 Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Four
 // accumulators (one per chunk) keep the FMA latency off the critical path; the weights are prefetched 4 KiB ahead
 // (the streamer alone left the loads waiting: +40 % measured on Q4_K), 2 KiB while the held weights pass the
-// last-level cache (quant.h: note_held_weight_bytes).
+// last-level cache, 8 KiB on Zen 5 (quant.h: note_held_weight_bytes).
 template <int T>
 FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
   constexpr int kBytes = kernel_block_bytes(T);
@@ -180,7 +180,7 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
   const __m512i high = _mm512_set1_epi8(T == kQ3_K ? 4 : 16);  // Q5_K / Q3_K: what the high bit adds
-  const size_t ahead = decode_prefetch_ahead(4096);
+  const size_t ahead = decode_prefetch_ahead(4096, true);
   // Q4_K / Q5_K: nibble shift per half; Q6_K (qh), Q2_K and Q3_K (qs): the bit shift per half for even and odd chunks
   const __m512i shift4 = halves(_mm256_setzero_si256(), _mm256_set1_epi16(4));
   const __m512i qh_shift[2] = {halves(_mm256_set1_epi16(0), _mm256_set1_epi16(2)),
@@ -292,7 +292,7 @@ FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float
   const int64_t nb = w.cols / 32;
   const int8_t *x0 = xd.d[0].data(), *x1 = xd.d[1].data(), *x2 = xd.d[2].data();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const size_t ahead = decode_prefetch_ahead(6144);
+  const size_t ahead = decode_prefetch_ahead(6144, false);
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m512 acc = _mm512_setzero_ps(), acc_off = _mm512_setzero_ps();

@@ -269,8 +269,31 @@ int64_t last_level_cache_bytes() {
 
 void note_held_weight_bytes(int64_t delta) { g_held_bytes.fetch_add(delta, std::memory_order_relaxed); }
 
-size_t decode_prefetch_ahead(size_t resident) {
-  return g_held_bytes.load(std::memory_order_relaxed) > last_level_cache_bytes() ? 2048 : resident;
+namespace {
+bool cpu_is_amd_zen5_or_later() {  // CPUID leaf 0's vendor, leaf 1's family (base + extended): 0x1A is Zen 5
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned base = (a >> 8) & 0xF, ext = (a >> 20) & 0xFF;
+  return (base == 0xF ? base + ext : base) >= 0x1A;
+}
+
+// FOCAL_DECODE_PREFETCH=BYTES (decimal, at most 1 MiB): every streamed distance, for measuring another CPU; anything
+// else: unset.
+int64_t streamed_prefetch_from_env() {
+  const char* e = std::getenv("FOCAL_DECODE_PREFETCH");
+  if (!e || !*e || std::strspn(e, "0123456789") != std::strlen(e) || std::strlen(e) > 7) return -1;
+  const int64_t v = std::atoll(e);
+  return v <= (1 << 20) ? v : -1;
+}
+}  // namespace
+
+size_t decode_prefetch_ahead(size_t resident, bool k_formats) {
+  if (g_held_bytes.load(std::memory_order_relaxed) <= last_level_cache_bytes()) return resident;
+  static const int64_t from_env = streamed_prefetch_from_env();
+  if (from_env >= 0) return (size_t)from_env;
+  static const bool zen5 = cpu_is_amd_zen5_or_later();
+  return k_formats && zen5 ? 8192 : 2048;
 }
 
 bool panels_pay_off(int type, int64_t rows) {  // the kernel exists and FOCAL_QUANT_ISA / set_quant_isa allow it

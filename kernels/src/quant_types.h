@@ -110,9 +110,10 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, d
 constexpr int panel_quant_offset(int type) { return type == kQ4_1 ? 64 : 32; }
 
 // ---- quant_cpu.cpp ----
-// The decode kernels' prefetch distance in bytes: 2 KiB while the held weights pass the last-level cache, else
-// `resident` (quant.h: note_held_weight_bytes).
-size_t decode_prefetch_ahead(size_t resident);
+// The decode kernels' prefetch distance in bytes: `resident` while the held weights fit the last-level cache; past it
+// 2 KiB, or 8 KiB for the K formats (`k_formats`) on AMD Zen 5 and later; FOCAL_DECODE_PREFETCH=BYTES sets the
+// streamed distance (quant.h: note_held_weight_bytes).
+size_t decode_prefetch_ahead(size_t resident, bool k_formats);
 bool cpu_has_avx2();         // AVX2, FMA and F16C
 bool cpu_has_avx512_vnni();  // AVX-512 F, BW, VL, DQ with VNNI, and FMA
 
