@@ -94,7 +94,7 @@ const char* qtype_kernel(int type, int m = 1);
 // it, farther (the Q4_0 / Q4_1 / Q8_0 panels 6 KiB, the K formats 4 KiB). Measured on the Xeon (480 MiB L3), 2
 // threads: Llama-3-8B's shape decode at 2 KiB against the far distances, Q8_0 3.1 -> 3.6 tok/s, Q4_K_M 4.6 -> 4.8;
 // SmolLM2 (96 MB, L3-resident) decodes ~8 % faster at 6 KiB than at 2. On AMD Zen 5 the K formats stream 8 KiB
-// ahead: there the 8B shape's Q4_K decode measured 7-20 % faster than at 2 KiB, Q4_K_M -2..+11 % (three alternating
+// ahead: there the 8B shape's Q4_K decode measured 3-18 % faster than at 2 KiB, Q4_K_M -1..+14 % (three alternating
 // rounds each; docs/performance.md); the panels showed no steady difference. FOCAL_DECODE_PREFETCH=BYTES (at most
 // 1 MiB) sets the streamed distance of every decode kernel, to measure another CPU.
 void note_held_weight_bytes(int64_t delta);
