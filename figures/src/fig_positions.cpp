@@ -182,8 +182,8 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
   const int pct = (int)std::lround(f.band_level * 100);
   // A band over documents needs two of them: one document's resamples are that document, so no band is claimed.
-  const std::string auto_title = "Loss by position, " + docs +
-                                 (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "");
+  const std::string auto_title =
+      "Loss by position, " + docs + (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "");
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_legend(c, legend, left, title_space(opt), W - left - right);
