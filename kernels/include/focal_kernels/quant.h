@@ -96,7 +96,8 @@ const char* qtype_kernel(int type, int m = 1);
 // SmolLM2 (96 MB, L3-resident) decodes ~8 % faster at 6 KiB than at 2. On AMD Zen 5 the K formats stream 8 KiB
 // ahead: there the 8B shape's Q4_K decode measured 3-18 % faster than at 2 KiB, Q4_K_M -1..+14 % (three alternating
 // rounds each; docs/performance.md); the panels showed no steady difference. FOCAL_DECODE_PREFETCH=BYTES (at most
-// 1 MiB) sets the streamed distance of every decode kernel, to measure another CPU.
+// 1 MiB) sets the streamed distance of these AVX-512 K-format and panel kernels, to measure another CPU (the AVX2
+// kernels keep their own).
 void note_held_weight_bytes(int64_t delta);
 // The most a fused kernel may use, below what the CPU has: tests compare the levels, benchmarks measure each.
 // kAvx512 (all the CPU has) by default.
