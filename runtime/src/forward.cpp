@@ -15,9 +15,12 @@ namespace focal {
 // max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
 // except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
 struct Workspace {
-  DeviceBuffer x, xn;             // [max, H] residual stream, normalised input
-  DeviceBuffer q, k, v, att;      // [max, QD], [max, KD], [max, KD], [max, QD]
-  DeviceBuffer proj;              // [max, H]
+  DeviceBuffer x;                 // [max, H] residual stream
+  // xn [max, max(H, QD)]: the normalised input, and the attention's output once the projections have read it;
+  // q [max, max(QD, H)]: the queries, and the output projections (attention and MLP) once the attention has read
+  // them. Two buffers of [max, H] fewer than one per role (256 MiB of an 8B model's capture at T = 8192).
+  DeviceBuffer xn, q;
+  DeviceBuffer k, v;              // [max, KD]
   DeviceBuffer gate, up;          // [min(max, kMlpRows), I]: the MLP runs kMlpRows rows at a time (a training tape,
                                   // which keeps every row's gate and up, grows them to [n, I])
   DeviceBuffer scale;             // [n_heads, max] logit multiplier per (head, row)
@@ -30,13 +33,12 @@ struct Workspace {
 
   Workspace(Backend& be, const ModelConfig& c, int max) {
     const size_t m = (size_t)max, QD = (size_t)c.n_heads * c.d_head, KD = (size_t)c.n_kv_heads * c.d_head;
+    const size_t HQ = std::max((size_t)c.hidden, QD);
     x = DeviceBuffer(be, m * c.hidden);
-    xn = DeviceBuffer(be, m * c.hidden);
-    q = DeviceBuffer(be, m * QD);
+    xn = DeviceBuffer(be, m * HQ);
+    q = DeviceBuffer(be, m * HQ);
     k = DeviceBuffer(be, m * KD);
     v = DeviceBuffer(be, m * KD);
-    att = DeviceBuffer(be, m * QD);
-    proj = DeviceBuffer(be, m * c.hidden);
     gate = DeviceBuffer(be, std::min(m, (size_t)kMlpRows) * c.intermediate);
     up = DeviceBuffer(be, std::min(m, (size_t)kMlpRows) * c.intermediate);
     scale = DeviceBuffer(be, (size_t)c.n_heads * m);
@@ -195,7 +197,9 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   Workspace& ws = *st.ws;
   const DeviceBuffer &x = ws.x, &xn = ws.xn;  // [n, H] residual stream, normalised input
   const DeviceBuffer &q = ws.q, &k = ws.k, &v = ws.v;
-  const DeviceBuffer &att = ws.att, &proj = ws.proj;
+  // [n, QD] the attention's output, written after the projections read xn; [n, H] the output projections, written
+  // after the attention read q (Workspace)
+  const DeviceBuffer &att = ws.xn, &proj = ws.q;
   // The MLP's row passes: all n rows at once for a training tape (it keeps gate and up of every row).
   const int mlp_rows = tape ? n : std::min(n, Workspace::kMlpRows);
   if (ws.gate.size() < (size_t)mlp_rows * I) {
