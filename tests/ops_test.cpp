@@ -853,13 +853,9 @@ TEST(OpsAttention, LongRowsWithWindowsAndSoftCapsMatchNaiveAttention) {
   // wide as the first row's keys; two blocks of rows (64 + 6), GQA 6 / 2 and MQA.
   std::mt19937 rng(22);
   // Decode steps (T = 1 and 3: the matrix-vector path) behind the same long caches, windowed and soft-capped.
-  const std::vector<AttnCase> cases = {{70, 2100, 6, 2, 16},
-                                       {70, 2100, 6, 2, 16, 1500},
-                                       {70, 2100, 6, 2, 16, 0, 12.0f, 0.3f},
-                                       {20, 1030, 4, 1, 8, 1031},
-                                       {1, 2100, 6, 2, 16},
-                                       {3, 2100, 6, 2, 16, 1500},
-                                       {1, 2100, 6, 2, 16, 0, 12.0f, 0.3f}};
+  const std::vector<AttnCase> cases = {
+      {70, 2100, 6, 2, 16}, {70, 2100, 6, 2, 16, 1500}, {70, 2100, 6, 2, 16, 0, 12.0f, 0.3f}, {20, 1030, 4, 1, 8, 1031},
+      {1, 2100, 6, 2, 16},  {3, 2100, 6, 2, 16, 1500},  {1, 2100, 6, 2, 16, 0, 12.0f, 0.3f}};
   const int topk_k = 5;
   for (const auto& c : cases) {
     SCOPED_TRACE(testing::Message() << "T=" << c.n_tokens << " n_past=" << c.n_past << " window=" << c.window

@@ -408,8 +408,8 @@ void attention(const AttentionArgs& a) {
   // as the product (OpenBLAS copied them on every call: ~6 % of SmolLM2's decode), and one task per KV head leaves
   // threads idle (3 tasks on 2 threads). There each query head is its own task and each row's q.k and p.v are
   // matrix-vector products straight from the cache.
-  constexpr int kBlock = 64;    // query rows per head per task
-  constexpr int kFewRows = 4;   // at most this many new rows: a task per head, matrix-vector products
+  constexpr int kBlock = 64;   // query rows per head per task
+  constexpr int kFewRows = 4;  // at most this many new rows: a task per head, matrix-vector products
   const int T = a.n_tokens;
   const int n_ctx = a.n_past + T;
   const int n_blocks = (T + kBlock - 1) / kBlock;
@@ -423,7 +423,7 @@ void attention(const AttentionArgs& a) {
   const int n_head_sets = a.n_heads / hpt;
   const int n_tasks = n_head_sets * n_blocks;
   const size_t max_rows = (size_t)hpt * std::min(kBlock, T);  // stacked rows of one task at most
-  int n_wanted = 0;  // the most captured heads in one task's set of heads
+  int n_wanted = 0;                                           // the most captured heads in one task's set of heads
   if (a.row_fn && a.head_wanted)
     for (int g = 0; g < n_head_sets; ++g) {
       int w = 0;

@@ -15,7 +15,7 @@ namespace focal {
 // max_tokens rows (a call of n rows uses the first n), so a session allocates nothing on the backend per call
 // except an all-rows logits output ([n, vocab], only when a caller asks for every row's logits).
 struct Workspace {
-  DeviceBuffer x;                 // [max, H] residual stream
+  DeviceBuffer x;  // [max, H] residual stream
   // xn [max, max(H, QD)]: the normalised input, and the attention's output once the projections have read it;
   // q [max, max(QD, H)]: the queries, and the output projections (attention and MLP) once the attention has read
   // them. Two buffers of [max, H] fewer than one per role (256 MiB of an 8B model's capture at T = 8192).
