@@ -36,9 +36,11 @@ std::vector<int> parse_list(const char* s) {
 }
 
 const char* kUsage =
-    "usage: weights_bench MODEL [--weights native|fp32] [--mmap] [--prefill T1,T2,..] [--decode N] [--reps R]\n"
+    "usage: weights_bench MODEL [--weights native|fp32] [--mmap] [--prefill T1,T2,..] [--decode N] [--depth D]\n"
+    "                     [--reps R]\n"
     "Load seconds, weight bytes held, prefill tokens/s at each T (default 512,2048) and decode tokens/s over N\n"
-    "(default 64) one-token steps, each the median of R runs (default 3). --mmap maps a GGUF file instead of\n"
+    "(default 64) one-token steps, each the median of R runs (default 3). --depth D: each decode run starts after\n"
+    "an untimed prefill of D tokens (llama-bench's -d; default 0). --mmap maps a GGUF file instead of\n"
     "reading it into memory (Model::load's default). Threads: OMP_NUM_THREADS.\n"
     "FOCAL_QUANT_ISA=generic|avx2|avx512 caps the native kernels' instruction set (default: all the CPU has).\n";
 
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
   }
   LoadOptions lo;
   std::vector<int> prefill = {512, 2048};
-  int decode = 64, reps = 3;
+  int decode = 64, reps = 3, depth = 0;
   for (int i = 2; i < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--mmap") {  // a flag: no value
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
       prefill = parse_list(argv[i + 1]);
     } else if (k == "--decode") {
       decode = std::atoi(argv[i + 1]);
+    } else if (k == "--depth") {
+      depth = std::max(0, std::atoi(argv[i + 1]));
     } else if (k == "--reps") {
       reps = std::max(1, std::atoi(argv[i + 1]));
     } else {
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
     std::printf("load_s=%.3f weights=%s weight_bytes=%zu params=%zu\n", load_s,
                 weights_mode_name(model->weights_mode()), model->weight_bytes(), model->n_params());
     std::fflush(stdout);
-    int max_t = decode;
+    int max_t = decode > 0 ? depth + decode : 0;
     for (int T : prefill) max_t = std::max(max_t, T);
     if (max_t <= 0) return 0;  // open only
     Session s(*model, max_t);
@@ -112,11 +116,15 @@ int main(int argc, char** argv) {
       std::vector<double> runs;
       for (int r = 0; r < reps; ++r) {
         s.reset();
+        if (depth > 0) s.forward(ids.data(), depth, TempSpec(), opt, nullptr, &logits);
         const double a = now();
-        for (int i = 0; i < decode; ++i) s.forward(ids.data() + i, 1, TempSpec(), opt, nullptr, &logits);
+        for (int i = 0; i < decode; ++i) s.forward(ids.data() + depth + i, 1, TempSpec(), opt, nullptr, &logits);
         runs.push_back(now() - a);
       }
-      std::printf("decode N=%d tokens_per_s=%.2f\n", decode, decode / median(runs));
+      if (depth > 0)
+        std::printf("decode N=%d depth=%d tokens_per_s=%.2f\n", decode, depth, decode / median(runs));
+      else
+        std::printf("decode N=%d tokens_per_s=%.2f\n", decode, decode / median(runs));
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "weights_bench: %s\n", e.what());
