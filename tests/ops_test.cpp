@@ -941,31 +941,34 @@ TEST(OpsAttention, NoRowCallbacksWithoutHeadWantedAndNullMetricsAllowed) {
 
 TEST(OpsAttention, Fp16RowsAreTheRoundedFp32RowsAndNothingElseChanges) {
   std::mt19937 rng(12);
-  const AttnCase c{70, 3, 4, 2, 16};
-  const auto in = make_attn_inputs(c, rng);
-  std::vector<uint8_t> wanted = {1, 0, 0, 1};
-  RowCollector c32, c16;
-  c32.n_past = c16.n_past = c.n_past;
-  c32.n_ctx = c16.n_ctx = c.n_past + c.n_tokens;
-  const auto r32 = run_attention(c, in, 5, {}, &wanted, &c32, false);
-  const auto r16 = run_attention(c, in, 5, {}, &wanted, &c16, true);
-  // Output and metrics come from the fp32 probabilities either way: bitwise equal.
-  for (size_t i = 0; i < r32.out.size(); ++i) ASSERT_EQ(r16.out[i], r32.out[i]) << "out " << i;
-  for (size_t i = 0; i < r32.metrics.size(); ++i)  // relevant mass is NaN (no relevant keys given) in both
-    ASSERT_EQ(math::float_bits(r16.metrics[i]), math::float_bits(r32.metrics[i])) << "metrics " << i;
-  // The rows handed over are the fp32 rows rounded to fp16 (reference: F16C-checked math::round_to_half), raw
-  // scores untouched.
-  ASSERT_EQ(c16.rows.size(), c32.rows.size());
-  size_t changed = 0;
-  for (const auto& [key, pr] : c32.rows) {
-    const auto& got = c16.rows.at(key);
-    for (size_t j = 0; j < pr.first.size(); ++j) {
-      ASSERT_EQ(got.first[j], math::round_to_half(pr.first[j])) << "head " << key.first << " row " << key.second;
-      ASSERT_EQ(got.second[j], pr.second[j]);
-      changed += got.first[j] != pr.first[j];
+  // The blocked path and the decode path (2 rows behind a cache of 300).
+  for (const AttnCase& c : {AttnCase{70, 3, 4, 2, 16}, AttnCase{2, 300, 4, 2, 16}}) {
+    SCOPED_TRACE(testing::Message() << "T=" << c.n_tokens << " n_past=" << c.n_past);
+    const auto in = make_attn_inputs(c, rng);
+    std::vector<uint8_t> wanted = {1, 0, 0, 1};
+    RowCollector c32, c16;
+    c32.n_past = c16.n_past = c.n_past;
+    c32.n_ctx = c16.n_ctx = c.n_past + c.n_tokens;
+    const auto r32 = run_attention(c, in, 5, {}, &wanted, &c32, false);
+    const auto r16 = run_attention(c, in, 5, {}, &wanted, &c16, true);
+    // Output and metrics come from the fp32 probabilities either way: bitwise equal.
+    for (size_t i = 0; i < r32.out.size(); ++i) ASSERT_EQ(r16.out[i], r32.out[i]) << "out " << i;
+    for (size_t i = 0; i < r32.metrics.size(); ++i)  // relevant mass is NaN (no relevant keys given) in both
+      ASSERT_EQ(math::float_bits(r16.metrics[i]), math::float_bits(r32.metrics[i])) << "metrics " << i;
+    // The rows handed over are the fp32 rows rounded to fp16 (reference: F16C-checked math::round_to_half), raw
+    // scores untouched.
+    ASSERT_EQ(c16.rows.size(), c32.rows.size());
+    size_t changed = 0;
+    for (const auto& [key, pr] : c32.rows) {
+      const auto& got = c16.rows.at(key);
+      for (size_t j = 0; j < pr.first.size(); ++j) {
+        ASSERT_EQ(got.first[j], math::round_to_half(pr.first[j])) << "head " << key.first << " row " << key.second;
+        ASSERT_EQ(got.second[j], pr.second[j]);
+        changed += got.first[j] != pr.first[j];
+      }
     }
+    EXPECT_GT(changed, 0u) << "fp16 rounding should change some probabilities";
   }
-  EXPECT_GT(changed, 0u) << "fp16 rounding should change some probabilities";
 }
 
 TEST(OpsAttention, CausalMaskIgnoresFutureKeysAndValues) {

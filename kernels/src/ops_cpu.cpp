@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "focal_kernels/shared_math.h"
+#include "attention_rows.h"
 #include "softmax_simd.h"
 #include "target_isa.h"
 
@@ -319,14 +320,14 @@ void fill_entropy_metrics(float h, int n, float* m) {
 
 }  // namespace
 
-namespace {
+namespace rows {
 
 // p[n] = softmax(raw[n] * scale), scale >= 0; metrics as in softmax_row. With inv_z_out, p keeps the unnormalised
 // e[n] = exp(raw * scale - max) and *inv_z_out = 1 / sum e (the caller scales what it computes from p); metrics are
 // those of the normalised row either way. Hot loop of the attention: the max (omp simd) and the metrics cloned for
 // AVX2 machines, the exponentials hand-vectorised (softmax_simd.h).
 FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float* p, int n, float* metrics, int topk,
-                                            const int32_t* relevant, int n_relevant, float* inv_z_out = nullptr) {
+                                            const int32_t* relevant, int n_relevant, float* inv_z_out) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int j = 0; j < n; ++j) mx = raw[j] > mx ? raw[j] : mx;
@@ -378,16 +379,16 @@ void attention_row_scaled(const float* raw, float scale, float softcap, int firs
   std::fill(p, p + lo, 0.0f);
 }
 
-}  // namespace
+}  // namespace rows
 
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
                  int n_relevant) {
-  softmax_scaled_row(logits, 1.0f, p, n, metrics, topk, relevant, n_relevant);
+  rows::softmax_scaled_row(logits, 1.0f, p, n, metrics, topk, relevant, n_relevant);
 }
 
 void attention_row(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis, float* metrics,
                    int topk, const int32_t* relevant, int n_relevant) {
-  attention_row_scaled(raw, scale, softcap, first_key, p, n_vis, metrics, topk, relevant, n_relevant, nullptr);
+  rows::attention_row_scaled(raw, scale, softcap, first_key, p, n_vis, metrics, topk, relevant, n_relevant, nullptr);
 }
 
 void row_metrics(const float* p, int n, int topk, const int32_t* relevant, int n_relevant, float* metrics) {
@@ -404,73 +405,65 @@ void attention(const AttentionArgs& a) {
   // (causal mask) get probability 0; only the block's last diagonal tile computes any of them. The exponentials
   // overwrite the scores in place (one tile of memory traffic, not two); a captured head's scores are kept aside.
   //
-  // A decode step (T <= kFewRows) has a handful of rows: packing the keys for a product of so few rows costs as much
-  // as the product (OpenBLAS copied them on every call: ~6 % of SmolLM2's decode), and one task per KV head leaves
-  // threads idle (3 tasks on 2 threads). There each query head is its own task and each row's q.k and p.v are
-  // matrix-vector products straight from the cache.
-  constexpr int kBlock = 64;   // query rows per head per task
-  constexpr int kFewRows = 4;  // at most this many new rows: a task per head, matrix-vector products
+  // A decode step (at most kDecodeRows new rows) takes attention_decode (attention_rows.h) instead.
+  if (a.n_tokens <= rows::kDecodeRows) {
+    attention_decode(a);
+    return;
+  }
+  constexpr int kBlock = 64;  // query rows per head per task
   const int T = a.n_tokens;
   const int n_ctx = a.n_past + T;
   const int n_blocks = (T + kBlock - 1) / kBlock;
   const int group = a.n_heads / a.n_kv_heads;
-  const bool few = T <= kFewRows;
-  const int hpt = few ? 1 : group;  // query heads per task (stacked in one product): the GQA group, or one
   const int d = a.d_head;
   const int q_stride = a.n_heads * d;
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
   const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
-  const int n_head_sets = a.n_heads / hpt;
-  const int n_tasks = n_head_sets * n_blocks;
-  const size_t max_rows = (size_t)hpt * std::min(kBlock, T);  // stacked rows of one task at most
-  int n_wanted = 0;                                           // the most captured heads in one task's set of heads
+  const int n_tasks = a.n_kv_heads * n_blocks;
+  const size_t max_rows = (size_t)group * kBlock;
+  int n_wanted = 0;  // the most captured heads in one group
   if (a.row_fn && a.head_wanted)
-    for (int g = 0; g < n_head_sets; ++g) {
+    for (int g = 0; g < a.n_kv_heads; ++g) {
       int w = 0;
-      for (int i = 0; i < hpt; ++i) w += a.head_wanted[g * hpt + i] ? 1 : 0;
+      for (int i = 0; i < group; ++i) w += a.head_wanted[g * group + i] ? 1 : 0;
       n_wanted = std::max(n_wanted, w);
     }
 
 #pragma omp parallel
   {
     // Uninitialised: every element read is written first in the task.
-    std::unique_ptr<float[]> qb(new float[max_rows * d]);  // [hpt * nr, d] the block's queries, head-major
-    std::unique_ptr<float[]> ob(new float[max_rows * d]);  // [hpt * nr, d] p.v of unnormalised rows
-    std::unique_ptr<float[]> inv_z(new float[max_rows]);   // [hpt * nr] each row's 1 / sum of exponentials
-    // [hpt * nr, n_keys] q.k * logit_scale, then in place each row's exponentials, then (captured heads) its
+    std::unique_ptr<float[]> qb(new float[max_rows * d]);  // [group * nr, d] the block's queries, head-major
+    std::unique_ptr<float[]> ob(new float[max_rows * d]);  // [group * nr, d] p.v of unnormalised rows
+    std::unique_ptr<float[]> inv_z(new float[max_rows]);   // [group * nr] each row's 1 / sum of exponentials
+    // [group * nr, n_keys] q.k * logit_scale, then in place each row's exponentials, then (captured heads) its
     // probabilities
     std::unique_ptr<float[]> tile(new float[max_rows * n_ctx]);
-    // [n_wanted * nr, n_keys] the scores of the task's captured heads, in head order
-    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * std::min(kBlock, T) * n_ctx]);
+    // [n_wanted * nr, n_keys] the scores of the group's captured heads, in head order
+    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * kBlock * n_ctx]);
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
-      // Late (long) blocks first, the head sets of a block interleaved, so that the work left at the end is short.
-      const int blk = n_blocks - 1 - task / n_head_sets;
-      const int h0 = (task % n_head_sets) * hpt;  // the task's first query head
-      const int kvh = h0 / group;
+      // Late (long) blocks first, the KV heads of a block interleaved, so that the work left at the end is short.
+      const int blk = n_blocks - 1 - task / a.n_kv_heads;
+      const int kvh = task % a.n_kv_heads;
+      const int h0 = kvh * group;  // the group's first query head
       const int r0 = blk * kBlock;
       const int nr = std::min(kBlock, T - r0);
-      const int n_rows = hpt * nr;            // stacked rows: head h0 + i's row r at i * nr + r
+      const int n_rows = group * nr;          // stacked rows: head h0 + i's row r at i * nr + r
       const int n_keys = a.n_past + r0 + nr;  // keys visible to the last row of the block
       // Under a sliding window no row of the block sees a key before its first row's window: the products skip them.
       const int k_lo = math::window_first_key(a.n_past + r0 + 1, a.window);
       const float* kh = a.k_cache + (size_t)kvh * a.cache_stride * d;
       const float* vh = a.v_cache + (size_t)kvh * a.cache_stride * d;
-      for (int i = 0; i < hpt; ++i)
+      for (int i = 0; i < group; ++i)
         for (int r = 0; r < nr; ++r) {
           const float* src = a.q + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
           std::copy(src, src + d, qb.get() + ((size_t)i * nr + r) * d);
         }
       // tile[n_rows, k_lo:n_keys] = qb[n_rows, d] . kh[k_lo:n_keys, d]^T * logit_scale (columns before k_lo: per row)
-      if (few)
-        for (int sr = 0; sr < n_rows; ++sr)
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, n_keys - k_lo, d, logit_scale, kh + (size_t)k_lo * d, d,
-                      qb.get() + (size_t)sr * d, 1, 0.0f, tile.get() + (size_t)sr * n_keys + k_lo, 1);
-      else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_keys - k_lo, d, logit_scale, qb.get(), d,
-                    kh + (size_t)k_lo * d, d, 0.0f, tile.get() + k_lo, n_keys);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_keys - k_lo, d, logit_scale, qb.get(), d,
+                  kh + (size_t)k_lo * d, d, 0.0f, tile.get() + k_lo, n_keys);
       int n_kept = 0;
-      for (int i = 0; i < hpt; ++i) {
+      for (int i = 0; i < group; ++i) {
         const int h = h0 + i;
         float* kr0 = a.row_fn && a.head_wanted && a.head_wanted[h] ? kept.get() + (size_t)n_kept++ * nr * n_keys
                                                                    : nullptr;  // [nr, n_keys] or none
@@ -488,29 +481,25 @@ void attention(const AttentionArgs& a) {
             std::fill(kr + n_vis, kr + n_keys, 0.0f);
           }
           if (plain_rows)
-            softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+            rows::softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
           else
-            attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
+            rows::attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant,
+                                       &inv_z[sr]);
           std::fill(tr + n_vis, tr + n_keys, 0.0f);
         }
       }
       // ob[n_rows, d] = tile[n_rows, k_lo:n_keys] . vh[k_lo:n_keys, d] (the exponentials before k_lo are 0); each
       // output row is then normalised by its row's 1 / sum of exponentials.
-      if (few)
-        for (int sr = 0; sr < n_rows; ++sr)
-          cblas_sgemv(CblasRowMajor, CblasTrans, n_keys - k_lo, d, 1.0f, vh + (size_t)k_lo * d, d,
-                      tile.get() + (size_t)sr * n_keys + k_lo, 1, 0.0f, ob.get() + (size_t)sr * d, 1);
-      else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_rows, d, n_keys - k_lo, 1.0f, tile.get() + k_lo,
-                    n_keys, vh + (size_t)k_lo * d, d, 0.0f, ob.get(), d);
-      for (int i = 0; i < hpt; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_rows, d, n_keys - k_lo, 1.0f, tile.get() + k_lo, n_keys,
+                  vh + (size_t)k_lo * d, d, 0.0f, ob.get(), d);
+      for (int i = 0; i < group; ++i)
         for (int r = 0; r < nr; ++r) {
           const int sr = i * nr + r;
           const float* src = ob.get() + (size_t)sr * d;
           float* dst = a.out + (size_t)(r0 + r) * q_stride + (size_t)(h0 + i) * d;
           for (int c = 0; c < d; ++c) dst[c] = src[c] * inv_z[sr];
         }
-      for (int i = 0, k = 0; i < hpt && k < n_kept; ++i) {
+      for (int i = 0, k = 0; i < group && k < n_kept; ++i) {
         if (!a.head_wanted[h0 + i]) continue;
         float* pb = tile.get() + (size_t)i * nr * n_keys;  // [nr, n_keys] this head's rows
         for (int r = 0; r < nr; ++r) {
