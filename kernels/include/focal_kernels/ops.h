@@ -114,8 +114,8 @@ struct AttentionArgs {
 // Causal attention with per-(head, row) temperature scale, optional soft-cap and sliding window. Metrics count
 // only the visible keys (a window row of n_vis keys normalises its entropy by ln n_vis). CPU: blocks of 64 query rows
 // of all the heads sharing a KV head run in parallel, each as one q.k and one p.v product over the keys up to the
-// block's last row; a call of at most 4 rows (decode) runs a task per query head, each row's products
-// matrix-vector products from the cache.
+// block's last row; a call of at most 4 rows (decode) reads each cached key and value once, by key chunks over the
+// threads (attention_decode.cpp).
 void attention(const AttentionArgs& a);
 
 // Indices and values of the k largest entries of x[n], descending, ties lower index first. k <= n.
