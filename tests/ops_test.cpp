@@ -780,7 +780,7 @@ TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
   std::vector<AttnCase> cases;
   // T around the 64-row query block (one task: 64 rows of every query head of a GQA group, stacked) and past two
   // of them; n_past > 0 puts earlier positions in the KV cache; GQA groups of 2 and 3 (SmolLM2's 9 / 3), MQA (one
-  // kv head) and plain MHA. T = 1, 2 and 4 take the decode path (a task per head, matrix-vector products), 5 not.
+  // kv head) and plain MHA. T = 1, 2 and 4 take the decode path (attention_decode.cpp: a cache this short is one chunk), 5 not.
   for (int T : {1, 2, 4, 5, 31, 63, 64, 65, 129})
     for (int n_past : {0, 9})
       for (auto hk : {std::make_pair(4, 2), std::make_pair(4, 1), std::make_pair(3, 3), std::make_pair(9, 3)})
@@ -852,7 +852,8 @@ TEST(OpsAttention, LongRowsWithWindowsAndSoftCapsMatchNaiveAttention) {
   // row masks the rest of its own), a soft-cap with an architecture logit scale (Gemma 2), and a window exactly as
   // wide as the first row's keys; two blocks of rows (64 + 6), GQA 6 / 2 and MQA.
   std::mt19937 rng(22);
-  // Decode steps (T = 1 and 3: the matrix-vector path) behind the same long caches, windowed and soft-capped.
+  // Decode steps (T = 1 and 3: attention_decode.cpp over chunks of keys) behind the same long caches, windowed and
+  // soft-capped.
   const std::vector<AttnCase> cases = {
       {70, 2100, 6, 2, 16}, {70, 2100, 6, 2, 16, 1500}, {70, 2100, 6, 2, 16, 0, 12.0f, 0.3f}, {20, 1030, 4, 1, 8, 1031},
       {1, 2100, 6, 2, 16},  {3, 2100, 6, 2, 16, 1500},  {1, 2100, 6, 2, 16, 0, 12.0f, 0.3f}};
