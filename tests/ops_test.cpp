@@ -780,7 +780,8 @@ TEST(OpsAttention, MatchesNaiveCausalAttentionWithGqaCacheAndBlocks) {
   std::vector<AttnCase> cases;
   // T around the 64-row query block (one task: 64 rows of every query head of a GQA group, stacked) and past two
   // of them; n_past > 0 puts earlier positions in the KV cache; GQA groups of 2 and 3 (SmolLM2's 9 / 3), MQA (one
-  // kv head) and plain MHA. T = 1, 2 and 4 take the decode path (attention_decode.cpp: a cache this short is one chunk), 5 not.
+  // kv head) and plain MHA. T = 1, 2 and 4 take the decode path (attention_decode.cpp; a cache this short is one
+  // chunk), 5 not.
   for (int T : {1, 2, 4, 5, 31, 63, 64, 65, 129})
     for (int n_past : {0, 9})
       for (auto hk : {std::make_pair(4, 2), std::make_pair(4, 1), std::make_pair(3, 3), std::make_pair(9, 3)})
