@@ -58,7 +58,6 @@ void attention_decode(const AttentionArgs& a) {
   const int q_stride = a.n_heads * d;
   const int n_rows = a.n_heads * T;  // row (h, r) at h * T + r
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
-  const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
   // No row sees a key before the first row's window: the products skip them.
   const int k_lo = math::window_first_key(a.n_past + 1, a.window);
   const int span = n_ctx - k_lo;
@@ -90,24 +89,10 @@ void attention_decode(const AttentionArgs& a) {
                   a.q + (size_t)row * q_stride + (size_t)h * d, 1, 0.0f, e.get() + ((size_t)h * T + row) * n_ctx + j0,
                   1);
   };
-  auto softmax = [&](int sr) {  // row sr's softmax and metrics; exponentials in place, 0 outside its keys
-    const int h = sr / T, row = sr % T;
-    const int n_vis = a.n_past + row + 1;
-    float* tr = e.get() + (size_t)sr * n_ctx;
-    const float s = a.row_scale[(size_t)h * T + row];
-    float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
-    const int lo = plain_rows ? 0 : math::window_first_key(n_vis, a.window);
-    if (any_wanted && a.head_wanted[h]) {  // raw as row_fn gets it: 0 outside the window and past the last key
-      float* kr = kept.get() + (size_t)sr * n_ctx;
-      std::fill(kr, kr + lo, 0.0f);
-      std::copy(tr + lo, tr + n_vis, kr + lo);
-      std::fill(kr + n_vis, kr + n_ctx, 0.0f);
-    }
-    if (plain_rows)
-      rows::softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
-    else
-      rows::attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
-    std::fill(tr + n_vis, tr + n_ctx, 0.0f);
+  auto softmax = [&](int sr) {  // row sr's exponentials, metrics and (captured heads) kept raw scores
+    const int h = sr / T;
+    rows::attention_exps_row(a, h, sr % T, e.get() + (size_t)sr * n_ctx, n_ctx,
+                             any_wanted && a.head_wanted[h] ? kept.get() + (size_t)sr * n_ctx : nullptr, &inv_z[sr]);
   };
   auto pv = [&](int h, int c, int j0, int nj) {  // unnormalised p.v of head h's rows over values [j0, j0 + nj)
     const float* vh = a.v_cache + (size_t)(h / group) * a.cache_stride * d;
@@ -134,14 +119,7 @@ void attention_decode(const AttentionArgs& a) {
     }
     if (!any_wanted || !a.head_wanted[h]) return;
     float* pb = e.get() + (size_t)h * T * n_ctx;  // [T, n_ctx] this head's rows
-    for (int row = 0; row < T; ++row) {
-      float* pr = pb + (size_t)row * n_ctx;
-      const float iz = inv_z[(size_t)h * T + row];
-      // The values softmax_row's normalisation stores (what the preview of stored scores recomputes).
-      for (int j = 0; j < n_ctx; ++j) pr[j] *= iz;
-      if (a.probs_fp16)
-        for (int j = 0; j < n_ctx; ++j) pr[j] = math::round_to_half(pr[j]);
-    }
+    rows::captured_probs(a, pb, T, n_ctx, &inv_z[(size_t)h * T]);
     a.row_fn(a.row_ctx, h, a.n_past, T, n_ctx, pb, kept.get() + (size_t)h * T * n_ctx);
   };
 

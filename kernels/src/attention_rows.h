@@ -25,6 +25,16 @@ FOCAL_TARGET_CLONES void softmax_scaled_row(const float* raw, float scale, float
 void attention_row_scaled(const float* raw, float scale, float softcap, int first_key, float* p, int n_vis,
                           float* metrics, int topk, const int32_t* relevant, int n_relevant, float* inv_z_out);
 
+// Row `row` (of a.n_tokens) of query head h, whose scaled scores q.k * logit_scale fill tr[0, n_keys) over the
+// keys the call computed (tr[0, lo) may be unset where the row's window starts at lo): tr becomes the row's
+// unnormalised exponentials, 0 outside its window and past its last key, *inv_z their normalisation, and the
+// row's metrics go to a.metrics. kept (or null): [n_keys] the raw scores as row_fn gets them, 0 outside.
+void attention_exps_row(const AttentionArgs& a, int h, int row, float* tr, int n_keys, float* kept, float* inv_z);
+
+// A captured head's nr rows pb[nr, n_keys] of exponentials become the probabilities row_fn gets: times inv_z[r]
+// (the values softmax_row's normalisation stores), rounded to fp16 where a.probs_fp16.
+void captured_probs(const AttentionArgs& a, float* pb, int nr, int n_keys, const float* inv_z);
+
 }  // namespace rows
 
 // ops::attention for a.n_tokens <= rows::kDecodeRows: the same results (output, metrics, rows handed to row_fn)

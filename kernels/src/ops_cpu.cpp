@@ -379,6 +379,34 @@ void attention_row_scaled(const float* raw, float scale, float softcap, int firs
   std::fill(p, p + lo, 0.0f);
 }
 
+void attention_exps_row(const AttentionArgs& a, int h, int row, float* tr, int n_keys, float* kept, float* inv_z) {
+  const int T = a.n_tokens, n_vis = a.n_past + row + 1;
+  const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
+  const float s = a.row_scale[(size_t)h * T + row];
+  float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
+  const int lo = plain_rows ? 0 : math::window_first_key(n_vis, a.window);
+  if (kept) {  // raw as row_fn gets it: 0 outside the window and past the row's last key
+    std::fill(kept, kept + lo, 0.0f);
+    std::copy(tr + lo, tr + n_vis, kept + lo);
+    std::fill(kept + n_vis, kept + n_keys, 0.0f);
+  }
+  if (plain_rows)
+    softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, inv_z);
+  else
+    attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, inv_z);
+  std::fill(tr + n_vis, tr + n_keys, 0.0f);
+}
+
+void captured_probs(const AttentionArgs& a, float* pb, int nr, int n_keys, const float* inv_z) {
+  for (int r = 0; r < nr; ++r) {
+    float* pr = pb + (size_t)r * n_keys;
+    const float iz = inv_z[r];
+    for (int j = 0; j < n_keys; ++j) pr[j] *= iz;
+    if (a.probs_fp16)
+      for (int j = 0; j < n_keys; ++j) pr[j] = math::round_to_half(pr[j]);
+  }
+}
+
 }  // namespace rows
 
 void softmax_row(const float* logits, float* p, int n, float* metrics, int topk, const int32_t* relevant,
@@ -418,7 +446,6 @@ void attention(const AttentionArgs& a) {
   const int d = a.d_head;
   const int q_stride = a.n_heads * d;
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
-  const bool plain_rows = a.softcap <= 0.0f && a.window <= 0;
   const int n_tasks = a.n_kv_heads * n_blocks;
   const size_t max_rows = (size_t)group * kBlock;
   int n_wanted = 0;  // the most captured heads in one group
@@ -468,24 +495,9 @@ void attention(const AttentionArgs& a) {
         float* kr0 = a.row_fn && a.head_wanted && a.head_wanted[h] ? kept.get() + (size_t)n_kept++ * nr * n_keys
                                                                    : nullptr;  // [nr, n_keys] or none
         for (int r = 0; r < nr; ++r) {
-          const int row = r0 + r, sr = i * nr + r;
-          const int n_vis = a.n_past + row + 1;
-          float* tr = tile.get() + (size_t)sr * n_keys;
-          const float s = a.row_scale[(size_t)h * T + row];
-          float* m = a.metrics ? a.metrics + ((size_t)h * T + row) * kNumRowMetrics : nullptr;
-          const int lo = plain_rows ? 0 : math::window_first_key(n_vis, a.window);
-          if (kr0) {  // raw as row_fn gets it: 0 outside the window and past the row's last key
-            float* kr = kr0 + (size_t)r * n_keys;
-            std::fill(kr, kr + lo, 0.0f);
-            std::copy(tr + lo, tr + n_vis, kr + lo);
-            std::fill(kr + n_vis, kr + n_keys, 0.0f);
-          }
-          if (plain_rows)
-            rows::softmax_scaled_row(tr, s, tr, n_vis, m, a.topk, a.relevant, a.n_relevant, &inv_z[sr]);
-          else
-            rows::attention_row_scaled(tr, s, a.softcap, lo, tr, n_vis, m, a.topk, a.relevant, a.n_relevant,
-                                       &inv_z[sr]);
-          std::fill(tr + n_vis, tr + n_keys, 0.0f);
+          const int sr = i * nr + r;
+          rows::attention_exps_row(a, h, r0 + r, tile.get() + (size_t)sr * n_keys, n_keys,
+                                   kr0 ? kr0 + (size_t)r * n_keys : nullptr, &inv_z[sr]);
         }
       }
       // ob[n_rows, d] = tile[n_rows, k_lo:n_keys] . vh[k_lo:n_keys, d] (the exponentials before k_lo are 0); each
@@ -502,14 +514,7 @@ void attention(const AttentionArgs& a) {
       for (int i = 0, k = 0; i < group && k < n_kept; ++i) {
         if (!a.head_wanted[h0 + i]) continue;
         float* pb = tile.get() + (size_t)i * nr * n_keys;  // [nr, n_keys] this head's rows
-        for (int r = 0; r < nr; ++r) {
-          float* pr = pb + (size_t)r * n_keys;
-          const float iz = inv_z[(size_t)i * nr + r];
-          // The values softmax_row's normalisation stores (what the preview of stored scores recomputes).
-          for (int j = 0; j < n_keys; ++j) pr[j] *= iz;
-          if (a.probs_fp16)
-            for (int j = 0; j < n_keys; ++j) pr[j] = math::round_to_half(pr[j]);
-        }
+        rows::captured_probs(a, pb, nr, n_keys, &inv_z[(size_t)i * nr]);
         a.row_fn(a.row_ctx, h0 + i, a.n_past + r0, nr, n_keys, pb, kept.get() + (size_t)k++ * nr * n_keys);
       }
     }
