@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -1087,6 +1088,72 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
     EXPECT_EQ(hg, hc) << pg.name;
     std::system(("rm -rf '" + dir + "'").c_str());
   }
+}
+
+// The CUDA backend's own count of its device memory (Backend::device_bytes_held / _peak, what `focal capture` prints
+// beside nvidia-smi on a device): every allocation counted, freed buffers kept in its pool still counted (they hold
+// device memory) and reused without a new allocation. Then a prefill-only session of T = 4096 rows with one captured
+// head: the captured rows' device blocks (scores and probabilities, double-buffered) stay within their cap of 4 x 32
+// MiB, where blocks of every row (T x T floats each) would take 4 x 64 MiB.
+class OneHeadRows : public ForwardObserver {
+ public:
+  bool wants_rows(int layer, int head) const override { return layer == 0 && head == 0; }
+  void on_rows(int, int, int, int n_rows, int, const float*, const float*) override { rows += n_rows; }
+  std::atomic<int> rows{0};
+};
+
+TEST_F(CudaParity, DeviceMemoryCountAndCapturedRowBlocks) {
+  {
+    auto be = make_cuda_backend(0);
+    EXPECT_EQ(be->device_bytes_held(), 0u);
+    float* a = be->alloc(1000);
+    float* b = be->alloc(250);
+    EXPECT_EQ(be->device_bytes_held(), 5000u);
+    be->free(a);
+    EXPECT_EQ(be->device_bytes_held(), 5000u) << "a freed buffer stays in the pool, on the device";
+    float* c = be->alloc(1000);  // the pooled one, no new allocation
+    EXPECT_EQ(be->device_bytes_held(), 5000u);
+    float* d = be->alloc(3);
+    EXPECT_EQ(be->device_bytes_held(), 5012u);
+    EXPECT_EQ(be->device_bytes_peak(), 5012u);
+    for (float* p : {b, c, d}) be->free(p);
+  }
+  ModelConfig c;
+  c.vocab_size = 64;
+  c.hidden = 64;
+  c.intermediate = 128;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_head = 32;
+  c.max_positions = 4096;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  const std::string dir = test::make_temp_dir("cuda_mem");
+  ASSERT_FALSE(dir.empty());
+  write_model_dir(dir, c, random_model_tensors(c, 5), "F32", "");
+  const int T = 4096;
+  const auto ids = random_ids(T, c.vocab_size, 3);
+  RunOptions opt;
+  opt.all_logits = false;
+  size_t peak[2] = {0, 0};
+  for (int captured = 0; captured < 2; ++captured) {
+    auto gpu = Model::load(dir, Device::kCuda, exact_options());
+    const size_t loaded = gpu->device_bytes_peak();
+    EXPECT_GE(loaded, gpu->weight_bytes());
+    OneHeadRows obs;
+    Session s(*gpu, T, /*prefill_only=*/true);
+    std::vector<float> logits;
+    ASSERT_TRUE(s.forward(ids.data(), T, TempSpec(), opt, captured ? &obs : nullptr, &logits));
+    EXPECT_EQ(obs.rows.load(), captured ? T : 0);
+    peak[captured] = gpu->device_bytes_peak();
+    // at least the residual stream, the queries and one layer's K and V for every row
+    EXPECT_GE(peak[captured] - loaded, (size_t)T * (c.hidden + c.n_heads * c.d_head + 2 * c.d_head) * sizeof(float));
+  }
+  const size_t blocks = peak[1] - peak[0];
+  EXPECT_LE(blocks, (size_t(128) << 20) + (size_t(1) << 20)) << "captured rows' device blocks, bytes";
+  EXPECT_GE(blocks, size_t(64) << 20) << "the blocks were counted";
+  std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace

@@ -94,9 +94,11 @@ if want q4k; then
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
   python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
-  gstep 200 "$focal" capture $q4k --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
-    --budget 64G -o out/bench/big-q4k.h5
+  gstep 200 bash -c '"$1" capture "$2" --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
+    --budget 64G -o out/bench/big-q4k.h5 | tee /tmp/capture.txt' _ "$focal" $q4k
   echo "result device_gib_q4k_T8192 $(sort -n /tmp/smi.txt | tail -1 | awk '{printf "%.2f", $1 / 1024}')"
+  # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
+  echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
   rm -f out/bench/big-q4k.h5
 fi
 if want llamacpp; then

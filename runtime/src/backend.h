@@ -105,6 +105,11 @@ class Backend {
   virtual void download_weight(float* host_dst, const Weight& w, size_t n) = 0;
   // Bytes held by live weights (CPU: 4 per fp32 value, a stored weight's bytes in its file; CUDA: 2 or 4).
   virtual size_t weight_bytes() const = 0;
+  // Device memory this backend has allocated, in bytes: weights, activations, scratch, and the freed buffers it keeps
+  // for reuse; now and at its peak since it was made. 0 on host backends. By the backend's own count of its
+  // allocations: the CUDA context and the libraries' (cuBLAS's) memory are not in it.
+  virtual size_t device_bytes_held() const { return 0; }
+  virtual size_t device_bytes_peak() const { return 0; }
 
   // Precision::kFast (focal/device.h) when true: the CUDA backend's tensor-core GEMMs and attention; the CPU backend
   // ignores it (it always computes exact). Set once at load, before any op.

@@ -205,6 +205,8 @@ class CudaBackend final : public Backend {
   }
 
   size_t weight_bytes() const override { return weight_bytes_; }
+  size_t device_bytes_held() const override { return held_bytes_; }
+  size_t device_bytes_peak() const override { return peak_bytes_; }
 
   // A copy from pageable memory waits for the stream to drain first, so the host could not run ahead of the GPU: the
   // forward's small per-layer uploads (row scales, RoPE frequencies, a few KB) go through a ring of pinned slots
@@ -436,10 +438,10 @@ class CudaBackend final : public Backend {
       const uint8_t* d_skip = nullptr;
       if (!captured.empty()) {
         if (skip_n_ < (size_t)a.n_heads) {
-          if (skip_) FOCAL_CUDA_CHECK(cudaFree(skip_), "cudaFree");
+          if (skip_) FOCAL_CUDA_CHECK(device_free(skip_, skip_n_), "cudaFree");
           skip_ = nullptr;
           void* p = nullptr;
-          FOCAL_CUDA_CHECK(cudaMalloc(&p, (size_t)a.n_heads), "cudaMalloc");
+          FOCAL_CUDA_CHECK(device_malloc(&p, (size_t)a.n_heads), "cudaMalloc");
           skip_ = static_cast<uint8_t*>(p);
           skip_n_ = (size_t)a.n_heads;
         }
@@ -470,8 +472,10 @@ class CudaBackend final : public Backend {
     }
     if (captured.empty()) return;
 
-    // Captured heads in blocks of rows: scores [rows, n_keys] of at most kMaxBlockFloats floats per block.
-    constexpr size_t kMaxBlockFloats = size_t(1) << 25;  // 128 MiB per score buffer
+    // Captured heads in blocks of rows: scores [rows, n_keys] of at most kMaxBlockFloats floats per block. Four such
+    // buffers live on the device (scores and probabilities, double-buffered), 128 MiB in all; 2048 rows of 4096 keys
+    // a block still make GEMMs that fill the card.
+    constexpr size_t kMaxBlockFloats = size_t(1) << 23;  // 32 MiB per score buffer
     const int n_ctx = a.n_past + T;
     const int block_rows = (int)std::max<size_t>(1, std::min<size_t>((size_t)T, kMaxBlockFloats / (size_t)n_ctx));
     const size_t block_floats = (size_t)block_rows * n_ctx;
@@ -607,13 +611,13 @@ class CudaBackend final : public Backend {
       pool_.erase(it);
     } else {
       void* raw = nullptr;
-      cudaError_t e = cudaMalloc(&raw, bytes);
+      cudaError_t e = device_malloc(&raw, bytes);
       if (e == cudaErrorMemoryAllocation && !pool_.empty()) {  // give the pooled buffers back and retry once
         cudaGetLastError();
         FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-        for (auto& kv : pool_) cudaFree(kv.second);
+        for (auto& kv : pool_) device_free(kv.second, kv.first);
         pool_.clear();
-        e = cudaMalloc(&raw, bytes);
+        e = device_malloc(&raw, bytes);
       }
       if (e == cudaErrorMemoryAllocation)
         throw Error("CUDA backend: out of device memory allocating " + std::to_string(bytes >> 20) +
@@ -626,6 +630,20 @@ class CudaBackend final : public Backend {
     return p;
   }
 
+  // cudaMalloc / cudaFree, counted in held_bytes_ and its peak.
+  cudaError_t device_malloc(void** p, size_t bytes) {
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess) {
+      held_bytes_ += bytes;
+      peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    }
+    return e;
+  }
+  cudaError_t device_free(void* p, size_t bytes) {
+    held_bytes_ -= bytes;
+    return cudaFree(p);
+  }
+
   // The storage type of a dense weight's values.
   static cudaDataType dtype_of(const Weight& w) {
     return w.form == Weight::Form::kBF16 ? CUDA_R_16BF : w.form == Weight::Form::kF16 ? CUDA_R_16F : CUDA_R_32F;
@@ -636,12 +654,12 @@ class CudaBackend final : public Backend {
     if ((size_t)n > cap) {
       if (p) {
         FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-        FOCAL_CUDA_CHECK(cudaFree(p), "cudaFree");
+        FOCAL_CUDA_CHECK(device_free(p, cap * sizeof(int32_t)), "cudaFree");
       }
       p = nullptr;
       cap = 0;
       void* raw = nullptr;
-      FOCAL_CUDA_CHECK(cudaMalloc(&raw, (size_t)n * sizeof(int32_t)), "cudaMalloc");
+      FOCAL_CUDA_CHECK(device_malloc(&raw, (size_t)n * sizeof(int32_t)), "cudaMalloc");
       p = static_cast<int32_t*>(raw);
       cap = (size_t)n;
     }
@@ -664,6 +682,7 @@ class CudaBackend final : public Backend {
   std::multimap<size_t, float*> pool_;                // freed device buffers by size in bytes
   std::map<float*, size_t> live_;                     // allocated device buffers and their size in bytes
   size_t weight_bytes_ = 0;                           // bytes of the live weight allocations
+  size_t held_bytes_ = 0, peak_bytes_ = 0;            // every cudaMalloc'ed byte not yet freed (pool included)
   static constexpr size_t kUploadSlotFloats = 16384;  // 64 KiB pinned per slot
   static constexpr int kUploadSlots = 64;
   struct UploadSlot {

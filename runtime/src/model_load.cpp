@@ -311,5 +311,6 @@ uint64_t Model::weights_checksum() const {
 }
 
 size_t Model::weight_bytes() const { return backend_->weight_bytes(); }
+size_t Model::device_bytes_peak() const { return backend_->device_bytes_peak(); }
 
 }  // namespace focal

@@ -127,6 +127,10 @@ class Model {
   static uint64_t files_checksum(const std::string& path);
   WeightsMode weights_mode() const { return weights_mode_; }  // kFp32 when no matrix is held in a stored format
   size_t weight_bytes() const;  // bytes of the weight matrices as held (mapped file bytes for stored weights)
+  // Device memory (bytes) the model's backend has held at its peak so far: weights, the sessions' activations and
+  // caches, scratch, freed buffers kept for reuse; by its own count (the CUDA context and cuBLAS's memory are not in
+  // it). 0 on the CPU.
+  size_t device_bytes_peak() const;
   size_t n_params() const { return n_params_; }
   // Weight matrices re-laid out at load in the CPU decode kernel's panels of 16 rows (GGUF Q4_0 / Q4_1 / Q8_0 held
   // in memory on a CPU with AVX-512 VNNI; ops::pack_panels); 0 otherwise.
