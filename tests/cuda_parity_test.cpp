@@ -1094,12 +1094,28 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
 // beside nvidia-smi on a device): every allocation counted, freed buffers kept in its pool still counted (they hold
 // device memory) and reused without a new allocation. Then a prefill-only session of T = 4096 rows with one captured
 // head: the captured rows' device blocks (scores and probabilities, double-buffered) stay within their cap of 4 x 32
-// MiB, where blocks of every row (T x T floats each) would take 4 x 64 MiB.
+// MiB, where blocks of every row (T x T floats each) would take 4 x 64 MiB. The rows, handed over by the host's
+// threads in blocks, arrive where they belong: each row's sums of probabilities and of raw scores match the CPU's.
 class OneHeadRows : public ForwardObserver {
  public:
+  explicit OneHeadRows(int T) : prob_sum(T, -1.0), raw_sum(T), raw_abs(T) {}
   bool wants_rows(int layer, int head) const override { return layer == 0 && head == 0; }
-  void on_rows(int, int, int, int n_rows, int, const float*, const float*) override { rows += n_rows; }
+  void on_rows(int, int, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
+    rows += n_rows;
+    for (int r = 0; r < n_rows; ++r) {  // disjoint rows per call: each writes its own entries
+      double p = 0, s = 0, s_abs = 0;
+      for (int j = 0; j <= row0 + r; ++j) {
+        p += probs[(size_t)r * stride + j];
+        s += raw[(size_t)r * stride + j];
+        s_abs += std::fabs(raw[(size_t)r * stride + j]);
+      }
+      prob_sum[(size_t)(row0 + r)] = p;
+      raw_sum[(size_t)(row0 + r)] = s;
+      raw_abs[(size_t)(row0 + r)] = s_abs;
+    }
+  }
   std::atomic<int> rows{0};
+  std::vector<double> prob_sum, raw_sum, raw_abs;  // [T]
 };
 
 TEST_F(CudaParity, DeviceMemoryCountAndCapturedRowBlocks) {
@@ -1137,15 +1153,27 @@ TEST_F(CudaParity, DeviceMemoryCountAndCapturedRowBlocks) {
   RunOptions opt;
   opt.all_logits = false;
   size_t peak[2] = {0, 0};
+  OneHeadRows on_cpu(T);
+  {
+    auto cpu = Model::load(dir, Device::kCpu);
+    Session s(*cpu, T, /*prefill_only=*/true);
+    std::vector<float> logits;
+    ASSERT_TRUE(s.forward(ids.data(), T, TempSpec(), opt, &on_cpu, &logits));
+  }
   for (int captured = 0; captured < 2; ++captured) {
     auto gpu = Model::load(dir, Device::kCuda, exact_options());
     const size_t loaded = gpu->device_bytes_peak();
     EXPECT_GE(loaded, gpu->weight_bytes());
-    OneHeadRows obs;
+    OneHeadRows obs(T);
     Session s(*gpu, T, /*prefill_only=*/true);
     std::vector<float> logits;
     ASSERT_TRUE(s.forward(ids.data(), T, TempSpec(), opt, captured ? &obs : nullptr, &logits));
     EXPECT_EQ(obs.rows.load(), captured ? T : 0);
+    for (int r = 0; captured && r < T; ++r) {  // fp32 both ways: sums agree to the forward's 2e-4, relative
+      ASSERT_NEAR(obs.prob_sum[(size_t)r], 1.0, 1e-4) << "row " << r;
+      ASSERT_NEAR(obs.raw_sum[(size_t)r], on_cpu.raw_sum[(size_t)r], 2e-4 * (on_cpu.raw_abs[(size_t)r] + 1.0))
+          << "row " << r;
+    }
     peak[captured] = gpu->device_bytes_peak();
     // at least the residual stream, the queries and one layer's K and V for every row
     EXPECT_GE(peak[captured] - loaded, (size_t)T * (c.hidden + c.n_heads * c.d_head + 2 * c.d_head) * sizeof(float));

@@ -6,8 +6,8 @@
 // buffers go back to a pool keyed by size, so the next session of that shape and the capture blocks below reuse
 // them. Host transfers go through pinned staging buffers. Captured heads (an observer wants their rows) run QK^T and
 // PV through cuBLAS with the fused softmax kernel in between; their probabilities and raw scores are copied to
-// pinned host memory on a second stream while the next block computes, and handed to the observer from the calling
-// thread (in 16 bits when the capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run the
+// pinned host memory on a second stream while the next block computes, and handed to the observer by the host's
+// threads, blocks of rows in parallel (in 16 bits when the capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run the
 // flash-style fused kernel (metrics without T^2 memory).
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
@@ -508,15 +508,24 @@ class CudaBackend final : public Backend {
         host_probs16[b] = reinterpret_cast<uint16_t*>(pinned_[b][2].get(half_floats));
       }
     }
+    // Chunk i's rows to the observer, in blocks of kDeliverRows rows over the host's threads (the observer takes
+    // disjoint (head, row block)s concurrently, ForwardObserver): a layer's captured rows are GBs at T = 4096 (the
+    // app's propagate), which one thread copied into the run at a few GB/s while the device waited on the slot.
     auto deliver = [&](size_t i) {
       const int b = (int)(i & 1);
       const Chunk& ch = chunks[i];
       FOCAL_CUDA_CHECK(cudaEventSynchronize(copied_[b]), "attention (capture copy)");
-      if (fp16) {
-        const size_t nf = (size_t)ch.n_rows * ch.n_keys;
-        for (size_t j = 0; j < nf; ++j) host_probs[b][j] = math::half_bits_to_float(host_probs16[b][j]);
+      constexpr int kDeliverRows = 32;
+      const int n_blocks = (ch.n_rows + kDeliverRows - 1) / kDeliverRows;
+      const size_t bytes = (size_t)ch.n_rows * ch.n_keys * sizeof(float);
+#pragma omp parallel for schedule(dynamic) if (n_blocks > 1 && bytes >= (size_t(1) << 20))
+      for (int blk = 0; blk < n_blocks; ++blk) {
+        const int r0 = blk * kDeliverRows, nr = std::min(kDeliverRows, ch.n_rows - r0);
+        const size_t off = (size_t)r0 * ch.n_keys, nf = (size_t)nr * ch.n_keys;
+        if (fp16)
+          for (size_t j = off; j < off + nf; ++j) host_probs[b][j] = math::half_bits_to_float(host_probs16[b][j]);
+        a.row_fn(a.row_ctx, ch.head, a.n_past + ch.r0 + r0, nr, ch.n_keys, host_probs[b] + off, host_raw[b] + off);
       }
-      a.row_fn(a.row_ctx, ch.head, a.n_past + ch.r0, ch.n_rows, ch.n_keys, host_probs[b], host_raw[b]);
     };
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int b = (int)(i & 1);
