@@ -1,5 +1,6 @@
 // Writes a random-weight model of a big model's exact shape (default Llama-3-8B: 32 layers, hidden 4096, 32 / 8
-// heads, intermediate 14336, vocab 128256) for the memory and speed benchmarks (bench/run_big.sh), never committed:
+// heads, intermediate 14336, vocab 128256; --shape 70b: Llama-3-70B's 80 layers, hidden 8192, 64 / 8 heads,
+// intermediate 28672) for the memory and speed benchmarks (bench/run_big.sh), never committed:
 //   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
 //                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces);
 //                      --mix q4_k_m | q5_k_m | q8_0 gives the matrices the types llama.cpp's quantize gives those
@@ -245,7 +246,8 @@ void write_gguf(const std::string& path, const Shape& s, Mix mix) {
     kv += v;
   };
   str("general.architecture", "llama");
-  str("general.name", "random Llama-3-8B shape (focalscope bench)");
+  str("general.name", s.hidden == 8192 ? "random Llama-3-70B shape (focalscope bench)"
+                                        : "random Llama-3-8B shape (focalscope bench)");
   u32("general.alignment", 32);
   u32("llama.block_count", (uint32_t)s.layers);
   u32("llama.context_length", (uint32_t)s.context);
@@ -355,6 +357,7 @@ void write_bf16_dir(const std::string& dir, const Shape& s, const std::string& t
 
 int main(int argc, char** argv) {
   Shape s;
+  int64_t layers = 0, context = 0;  // --layers / --context, applied over --shape's
   std::string gguf, bf16, tokenizer;
   Mix mix = Mix::kQ4K;
   for (int i = 1; i < argc; ++i) {
@@ -364,11 +367,12 @@ int main(int argc, char** argv) {
       std::printf(
           "usage: make_big_model (--gguf FILE [--mix q4_k|q4_k_m|q5_k_m|q8_0] | --bf16 DIR --tokenizer "
           "tokenizer.model)\n"
-          "                      [--layers N] [--context N]\n"
+          "                      [--shape 8b|70b] [--layers N] [--context N]\n"
           "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
           "intermediate 14336, vocab 128256; context 8192 unless --context): a GGUF (~4.6 GB in Q4_K; --mix gives\n"
           "the tensor types of llama.cpp's Q4_K_M, Q5_K_M or Q8_0 files: ~4.9, ~5.7, ~8.5 GB) or a bf16\n"
-          "safetensors directory (~16 GB).\n");
+          "safetensors directory (~16 GB). --shape 70b: Llama-3-70B's (80 layers, hidden 8192, 64 / 8 heads,\n"
+          "intermediate 28672): ~39.8 GB in Q4_K.\n");
       return 0;
     } else if (a == "--gguf") {
       gguf = val();
@@ -390,15 +394,27 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--tokenizer") {
       tokenizer = val();
+    } else if (a == "--shape") {
+      const std::string m = val();
+      if (m == "70b") {
+        s.layers = 80, s.hidden = 8192, s.heads = 64, s.kv_heads = 8, s.inter = 28672;
+      } else if (m == "8b") {
+        s = Shape{};
+      } else {
+        std::fprintf(stderr, "make_big_model: --shape '%s': give 8b or 70b\n", m.c_str());
+        return 2;
+      }
     } else if (a == "--layers") {
-      s.layers = std::atoll(val().c_str());
+      layers = std::atoll(val().c_str());
     } else if (a == "--context") {
-      s.context = std::atoll(val().c_str());
+      context = std::atoll(val().c_str());
     } else {
       std::fprintf(stderr, "make_big_model: unknown option '%s' (see --help)\n", a.c_str());
       return 2;
     }
   }
+  if (layers > 0) s.layers = layers;
+  if (context > 0) s.context = context;
   if (gguf.empty() == bf16.empty()) {
     std::fprintf(stderr, "make_big_model: give one of --gguf FILE or --bf16 DIR (see --help)\n");
     return 2;

@@ -10,15 +10,17 @@
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode and the device-memory peak of a T = 8192 capture with every
 #           head's metrics (the file stays in /tmp for llamacpp)
+#   70b     (not in the default parts) the stretch target: Llama-3-70B's shape as Q4_K (~40 GB, made there) loads
+#           and decodes 32 tokens (gpu_bench), with the GPU's memory peak
 #   llamacpp  llama.cpp's CUDA llama-bench (tg128) on that file, alternating with our decode twice, from
 #           .devpack/llama.tar.xz (pack.sh): a second call, on the machine the first left warm, since the two packs
 #           and the working tree together pass the device tool's 64 MiB (without the first call's pack on the
 #           machine, llama-bench alone, and the file made again)
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
-#        parity,small,8b,live,q4k; then llamacpp in a second call)
+#        parity,small,8b,live,q4k; then llamacpp in a second call; 70b when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -100,6 +102,13 @@ if want q4k; then
   # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
   echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
   rm -f out/bench/big-q4k.h5
+fi
+if want 70b; then
+  q70=/tmp/llama3-70b-shape-q4_k.gguf
+  step 300 "$pack/bin/make_big_model" --gguf $q70 --shape 70b --context 4096
+  gstep 300 bash -c '"$1" "$2" 0 1 --precision fast --decode 32 --no-cpu --no-kernels | sed "s/^result decode_/result decode_70b_q4k_/"' \
+    _ "$pack/bin/gpu_bench" $q70
+  rm -f $q70
 fi
 if want llamacpp; then
   q4k=/tmp/llama3-8b-shape-q4_k.gguf
