@@ -246,8 +246,8 @@ void write_gguf(const std::string& path, const Shape& s, Mix mix) {
     kv += v;
   };
   str("general.architecture", "llama");
-  str("general.name", s.hidden == 8192 ? "random Llama-3-70B shape (focalscope bench)"
-                                        : "random Llama-3-8B shape (focalscope bench)");
+  str("general.name",
+      s.hidden == 8192 ? "random Llama-3-70B shape (focalscope bench)" : "random Llama-3-8B shape (focalscope bench)");
   u32("general.alignment", 32);
   u32("llama.block_count", (uint32_t)s.layers);
   u32("llama.context_length", (uint32_t)s.context);

@@ -292,9 +292,10 @@ int cmd_capture(int argc, char** argv) {
   for (auto& r : file.runs) std::printf(" %s", r.name.c_str());
   std::printf("\n");
   if (model->device_bytes_peak() > 0)  // on the GPU: what this run held there, to read beside nvidia-smi
-    std::printf("device memory at peak: %.2f GiB held by focalscope (weights %.2f GiB); the CUDA context and "
-                "cuBLAS come on top\n",
-                model->device_bytes_peak() / 1073741824.0, model->weight_bytes() / 1073741824.0);
+    std::printf(
+        "device memory at peak: %.2f GiB held by focalscope (weights %.2f GiB); the CUDA context and "
+        "cuBLAS come on top\n",
+        model->device_bytes_peak() / 1073741824.0, model->weight_bytes() / 1073741824.0);
   return 0;
 }
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Checks that the C/C++/CUDA files changed since BASE are formatted with .clang-format (clang-format 14).
 # BASE: the first argument, else $FOCAL_FORMAT_BASE, else the merge-base with origin/main or main, else HEAD~1.
+# --all checks every tracked file instead (CI: on a fresh clone of main the base would be the last commit alone).
 # Files in .clang-format-ignore-list (the CUDA emulation headers) are skipped.
 # --fix rewrites the files instead of failing. Exit status 1 lists the files that need formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fix=0
+if [ "${1:-}" = "--help" ]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+fix=0 all=0
 if [ "${1:-}" = "--fix" ]; then fix=1; shift; fi
+if [ "${1:-}" = "--all" ]; then all=1; shift; fi
 cf=$(command -v clang-format-14 || command -v clang-format || true)
 [ -n "$cf" ] || { echo "check-format: clang-format 14 is not installed (apt-get install clang-format-14)" >&2; exit 2; }
 base="${1:-${FOCAL_FORMAT_BASE:-}}"
@@ -18,6 +21,7 @@ if [ -z "$base" ]; then
   done
 fi
 [ -n "$base" ] || base=$(git rev-parse -q --verify HEAD~1 || git hash-object -t tree /dev/null)
+[ $all = 1 ] && base=$(git hash-object -t tree /dev/null)  # the empty tree: every tracked file is "changed"
 mapfile -t files < <( (git diff --name-only --diff-filter=ACMR "$base" -- '*.cpp' '*.h' '*.cu' '*.cuh';
                        git ls-files --others --exclude-standard -- '*.cpp' '*.h' '*.cu' '*.cuh') | sort -u |
                      grep -v -x -f <(grep -v '^#' .clang-format-ignore-list | sed '/^$/d') || true)
@@ -33,4 +37,5 @@ if [ ${#bad[@]} -gt 0 ]; then
   echo "fix with: scripts/check-format.sh --fix $base" >&2
   exit 1
 fi
-echo "check-format: ${#files[@]} changed file(s) since ${base:0:12} are formatted"
+if [ $all = 1 ]; then echo "check-format: all ${#files[@]} tracked C/C++/CUDA files are formatted"
+else echo "check-format: ${#files[@]} changed file(s) since ${base:0:12} are formatted"; fi
