@@ -447,7 +447,8 @@ void attention(const AttentionArgs& a) {
   const int q_stride = a.n_heads * d;
   const float logit_scale = a.logit_scale > 0.0f ? a.logit_scale : 1.0f / sqrtf((float)d);
   const int n_tasks = a.n_kv_heads * n_blocks;
-  const size_t max_rows = (size_t)group * kBlock;
+  const int block_rows = std::min(kBlock, T);  // the most rows of one head in a task
+  const size_t max_rows = (size_t)group * block_rows;
   int n_wanted = 0;  // the most captured heads in one group
   if (a.row_fn && a.head_wanted)
     for (int g = 0; g < a.n_kv_heads; ++g) {
@@ -466,7 +467,7 @@ void attention(const AttentionArgs& a) {
     // probabilities
     std::unique_ptr<float[]> tile(new float[max_rows * n_ctx]);
     // [n_wanted * nr, n_keys] the scores of the group's captured heads, in head order
-    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * kBlock * n_ctx]);
+    std::unique_ptr<float[]> kept(new float[(size_t)n_wanted * block_rows * n_ctx]);
 #pragma omp for schedule(dynamic, 1)
     for (int task = 0; task < n_tasks; ++task) {
       // Late (long) blocks first, the KV heads of a block interleaved, so that the work left at the end is short.
