@@ -99,6 +99,28 @@ bool cuda_device_present(std::string* why) { return resolve_device(Device::kAuto
 
 // Every CUDA call is checked through FOCAL_CUDA_CHECK: a failure names the call, the CUDA error and the file:line of
 // the check. Device 99 exists nowhere (and without a device the first call fails too), so this runs everywhere.
+// The device's Q4_K dot takes each sub-block's 6-bit scale and min from the 12 scale bytes as three words, in
+// registers (qblocks::scale_min_k4_words): the same values as the byte form for every sub-block, on every byte value
+// at every position (each byte swept through 0..255 over random others).
+TEST(QuantBlocks, ScaleMinFromWordsMatchesTheBytes) {
+  std::mt19937 rng(11);
+  for (int pos = 0; pos < 12; ++pos)
+    for (int value = 0; value < 256; ++value) {
+      uint8_t q[12];
+      for (uint8_t& b : q) b = (uint8_t)(rng() & 0xFF);
+      q[pos] = (uint8_t)value;
+      uint32_t w[3];
+      std::memcpy(w, q, sizeof(w));  // little-endian words, as the device loads them
+      for (int j = 0; j < 8; ++j) {
+        int sc, mn, sc_w, mn_w;
+        qblocks::scale_min_k4(j, q, &sc, &mn);
+        qblocks::scale_min_k4_words(j, w[0], w[1], w[2], &sc_w, &mn_w);
+        ASSERT_EQ(sc_w, sc) << "sub-block " << j << ", byte " << pos << " = " << value;
+        ASSERT_EQ(mn_w, mn) << "sub-block " << j << ", byte " << pos << " = " << value;
+      }
+    }
+}
+
 TEST(CudaCheck, FailureNamesTheCallTheErrorAndFileLine) {
   try {
     make_cuda_backend(99);

@@ -94,14 +94,52 @@ __device__ __forceinline__ void row_topk_push(RowTopk& t, int k, float v) {
   }
   t.v[pos] = v;
 }
+__device__ __forceinline__ void row_topk_init(RowTopk& t) { t.cnt = 0; }
+__device__ __forceinline__ float row_topk_at(const RowTopk& t, int i) { return i < t.cnt ? t.v[i] : -INFINITY; }
+// The same list for k <= kTopkRegs, in registers: its kTopkRegs largest values, descending, -inf where fewer were
+// seen (the first k of them are the k largest). Every index is a compile-time constant once the loops unroll:
+// RowTopk's run-time positions kept its 64 values in local memory, a load through L1 for every key of the row.
+constexpr int kTopkRegs = 8;
+struct RowTopkRegs {
+  float v[kTopkRegs];
+};
+__device__ __forceinline__ void row_topk_init(RowTopkRegs& t) {
+#pragma unroll
+  for (int i = 0; i < kTopkRegs; ++i) t.v[i] = -INFINITY;
+}
+__device__ __forceinline__ void row_topk_push(RowTopkRegs& t, int /*k*/, float v) {
+  if (!(v > t.v[kTopkRegs - 1])) return;
+#pragma unroll
+  for (int i = 0; i < kTopkRegs; ++i) {  // v sinks to its place; the smallest falls off the end
+    const float hi = fmaxf(t.v[i], v);
+    v = fminf(t.v[i], v);
+    t.v[i] = hi;
+  }
+}
+__device__ __forceinline__ float row_topk_at(const RowTopkRegs& t, int i) {
+  float x = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kTopkRegs; ++j) x = j == i ? t.v[j] : x;
+  return x;
+}
+template <bool kInRegisters>
+struct TopkList {
+  using type = RowTopk;
+};
+template <>
+struct TopkList<true> {
+  using type = RowTopkRegs;
+};
+
 // The sum of the k largest values over the four lanes' lists of a group (each lane gets it). Each round takes the
 // largest head (the lowest lane on a tie) and advances that lane's list; fewer than k values add nothing more.
-__device__ float group_topk_sum(const RowTopk& t, int k) {
+template <class Topk>
+__device__ float group_topk_sum(const Topk& t, int k) {
   const int lane = (int)(threadIdx.x & 31);
   int ptr = 0;
   float sum = 0.0f;
   for (int r = 0; r < k; ++r) {
-    const float mine = ptr < t.cnt ? t.v[ptr] : -INFINITY;
+    const float mine = row_topk_at(t, ptr);
     float best = mine;
     best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, 1));
     best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, 2));
@@ -207,14 +245,15 @@ __device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s,
 }
 
 // Pass 2's end: the metrics of this thread's two rows from their group's sums (all lanes take part in the shuffles).
-template <int D>
-__device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row, const int* n_vis,
+template <int D, class Topk>
+__device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row, const int* n_vis,
                               const int* lo, const float* srow, const math::OnlineSoftmax* sm, const float* tail,
-                              const float* sink, const RowTopk* tk, int k, bool want_topk, const uint16_t* Qs,
+                              const float* sink, const Topk* tk, int k, bool want_topk, const uint16_t* Qs,
                               const uint16_t* kh, float logit_scale, float cap) {
   constexpr int LQ = D + kTcPad;
   const int T = a.n_tokens;
-  for (int ri = 0; ri < 2; ++ri) {
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {  // unrolled: the rows' arrays stay in registers
     const float tail_sum = group_sum(tail[ri]);
     const float sink_p = group_sum(sink[ri]);  // one lane of the group saw key 0, if any did
     const float topk_mass = want_topk ? group_topk_sum(tk[ri], k) : 0.0f;
@@ -241,11 +280,15 @@ __device__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, c
   }
 }
 
-template <int D, bool kPass2>
+// PASS 1: out and the row states; 2: the metrics with k <= kTopkRegs (the top-k list in registers); 3: the metrics
+// with a larger k (up to kMaxTopk, the list in local memory).
+template <int D, int PASS>
 __global__ void __launch_bounds__(kTcThreads, 1)
     attention_tc_kernel(RowArgs a, const float* q, const uint16_t* k_half, const uint16_t* v_half_t, int n_pad,
                         int n_heads, int n_kv_heads, const uint8_t* skip, float* st, float* out) {
   extern __shared__ float smem[];
+  constexpr bool kPass2 = PASS >= 2;
+  using Topk = typename TopkList<PASS == 2>::type;
   constexpr int LQ = D + kTcPad, LV = kTcKeys + kTcPad;  // row lengths (fp16 values) of Qs / Ks and of Vs
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);      // [kTcRows][LQ]
   uint16_t* Ks0 = Qs + kTcRows * LQ;                     // 2 x [kTcKeys][LQ]: double-buffered key tiles
@@ -266,6 +309,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   tile_to_half<D>(q + (size_t)q0 * q_stride + (size_t)h * D, q_stride, kTcRows, n_rows, Qs);
   __syncthreads();
   uint32_t qf[D / 16][4];  // this warp's 16 rows of Q as A fragments
+  #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint16_t* r0 = Qs + (warp * 16 + g) * LQ + kk * 16 + 2 * t;
     qf[kk][0] = ld_u32(r0);
@@ -278,6 +322,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   int row[2], n_vis[2], lo[2];
   float srow[2], inv_n[2];
   math::OnlineSoftmax sm[2];
+  #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     row[ri] = q0 + warp * 16 + g + 8 * ri;
     const bool live = row[ri] < T;
@@ -293,10 +338,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   }
   const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
   const bool want_topk = kPass2 && k > 0;
-  RowTopk tk[2];
-  tk[0].cnt = tk[1].cnt = 0;
+  Topk tk[2];
+  row_topk_init(tk[0]);
+  row_topk_init(tk[1]);
   float tail[2] = {0.0f, 0.0f}, sink[2] = {0.0f, 0.0f};
   float o[D / 8][4];
+  #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
 
   // Keys of the block: from the first row's window start to the last row's position.
@@ -327,14 +374,18 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     do {
       if (!visible) break;
       float s[kTcKeys / 8][4];
+      #pragma unroll
       for (int nt = 0; nt < kTcKeys / 8; ++nt) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
         const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
+        #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
       }
       // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
       float tile_max[2] = {-INFINITY, -INFINITY};
+      #pragma unroll
       for (int nt = 0; nt < kTcKeys / 8; ++nt)
+        #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
           const bool vis = j >= lo[ri] && j < n_vis[ri];
@@ -344,18 +395,22 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         }
       if (!kPass2) {
         float r[2];
+        #pragma unroll
         for (int ri = 0; ri < 2; ++ri) {
           const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
           // Each lane keeps its own partial Z and A relative to the group's common running max.
           r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
         }
+        #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
           o[dt][0] *= r[0];
           o[dt][1] *= r[0];
           o[dt][2] *= r[1];
           o[dt][3] *= r[1];
         }
+        #pragma unroll
         for (int nt = 0; nt < kTcKeys / 8; ++nt)
+          #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1;
             const float x = s[nt][e];
@@ -368,17 +423,21 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             }
             s[nt][e] = p;
           }
+        #pragma unroll
         for (int kk = 0; kk < kTcKeys / 16; ++kk) {  // O += P V, P's C fragments reused as A fragments
           const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+          #pragma unroll
           for (int dt = 0; dt < D / 8; ++dt) {
             const uint16_t* vr = Vt + (dt * 8 + g) * LV + kk * 16 + 2 * t;
             mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
           }
         }
       } else {
+        #pragma unroll
         for (int nt = 0; nt < kTcKeys / 8; ++nt)
+          #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
             const float x = s[nt][e];
@@ -394,15 +453,18 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   }
 
   if constexpr (!kPass2) {
+    #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       // The group's partial sums share one max: the row's state is their sum.
       sm[ri].z = group_sum(sm[ri].z);
       sm[ri].a = group_sum(sm[ri].a);
     }
+    #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       if (row[ri] >= T) continue;
       const float inv_z = 1.0f / sm[ri].z;
       float* orow = out + (size_t)row[ri] * q_stride + (size_t)h * D;
+      #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         orow[dt * 8 + 2 * t] = o[dt][2 * ri] * inv_z;
         orow[dt * 8 + 2 * t + 1] = o[dt][2 * ri + 1] * inv_z;

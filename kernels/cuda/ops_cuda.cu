@@ -566,13 +566,10 @@ struct QMatvecSet {
 // 7. Measured on an H200 (Llama-3-8B's shape): the weight products 6.2 -> 5.4 ms a token, not the 2x predicted; the
 // kernel stays latency-bound (docs/performance-log.md, 2026-11-28).
 __device__ __forceinline__ float dot_sub32_q4k(const uint8_t* blk, int sub, const float* xs, float xsum) {
-  const uint32_t head = *reinterpret_cast<const uint32_t*>(blk);  // d, dmin (fp16 each)
-  const uint32_t sw[3] = {reinterpret_cast<const uint32_t*>(blk)[1], reinterpret_cast<const uint32_t*>(blk)[2],
-                          reinterpret_cast<const uint32_t*>(blk)[3]};
-  uint8_t sb[12];
-  for (int i = 0; i < 12; ++i) sb[i] = (uint8_t)(sw[i / 4] >> (8 * (i % 4)));
+  const uint4 hw = *reinterpret_cast<const uint4*>(blk);  // d, dmin (fp16 each); the 12 scale bytes
+  const uint32_t head = hw.x;
   int sc, mn;
-  qblocks::scale_min_k4(sub, sb, &sc, &mn);
+  qblocks::scale_min_k4_words(sub, hw.y, hw.z, hw.w, &sc, &mn);  // in registers (no local-memory array)
   const float d = math::half_bits_to_float((uint16_t)(head & 0xFFFF)),
               dmin = math::half_bits_to_float((uint16_t)(head >> 16));
   const uint4* qp = reinterpret_cast<const uint4*>(blk + 16 + 32 * (sub / 2));
@@ -861,8 +858,9 @@ cudaError_t attention_tc_d(const Ctx& c, const RowArgs& a, const float* q, const
   const int qk_halves = (kTcRows + 2 * kTcKeys) * (D + kTcPad);
   const size_t smem1 = (size_t)(qk_halves + 2 * D * (kTcKeys + kTcPad)) * sizeof(uint16_t);
   const size_t smem2 = (size_t)qk_halves * sizeof(uint16_t);
-  auto* pass1 = attention_tc_kernel<D, false>;
-  auto* pass2 = attention_tc_kernel<D, true>;
+  auto* pass1 = attention_tc_kernel<D, 1>;
+  const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
+  auto* pass2 = k <= kTopkRegs ? attention_tc_kernel<D, 2> : attention_tc_kernel<D, 3>;
   cudaError_t e = cudaFuncSetAttribute(pass1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1);
   if (e == cudaSuccess) e = cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem2);
   if (e != cudaSuccess) return e;

@@ -47,6 +47,22 @@ FOCAL_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
+// The same from the 12 bytes as three little-endian words (bytes 0-3, 4-7, 8-11), in registers: the device's
+// Q4_K dot reads the words with three loads, and scale_min_k4 over a byte array copied from them, indexed by a
+// run-time j, put the array in local memory (a 16-byte stack frame in the decode kernel, stores and loads through
+// L1 for every row and sub-block).
+FOCAL_HD void scale_min_k4_words(int j, uint32_t w0, uint32_t w1, uint32_t w2, int* sc, int* mn) {
+  const int shift = 8 * (j & 3);
+  const int b0 = (int)((w0 >> shift) & 0xFFu), b1 = (int)((w1 >> shift) & 0xFFu), b2 = (int)((w2 >> shift) & 0xFFu);
+  if (j < 4) {  // q[j], q[j + 4]
+    *sc = b0 & 63;
+    *mn = b1 & 63;
+  } else {  // q[j + 4] = b2, q[j - 4] = b0, q[j] = b1
+    *sc = (b2 & 0xF) | ((b0 >> 6) << 4);
+    *mn = (b2 >> 4) | ((b1 >> 6) << 4);
+  }
+}
+
 // out[32] = the 32 bytes at p. On the device two 16-byte loads: p must be 16-byte aligned, which the quant bytes and
 // Q5_K's high bits of Q4_K / Q5_K blocks are in a row whose start is (block sizes 144 and 176, offsets 16, 48 and
 // 32 c); on the host plain byte copies.
