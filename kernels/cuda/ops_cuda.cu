@@ -609,7 +609,8 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
   for (int r = 0; r < kQRows; ++r)
     for (int i = 0; i < MAX_M; ++i) acc[r][i] = 0.0f;
   for (int s = 32 * z + lane; n_r > 0 && s < n_sub; s += 32 * split) {
-    for (int i = 0; i < MAX_M; ++i) {
+#pragma unroll
+    for (int i = 0; i < MAX_M; ++i) {  // unrolled: acc's index a constant, so it stays in registers
       if (i >= m) break;
       float xs[32];
       const float4* xr = reinterpret_cast<const float4*>(x + (size_t)i * k + 32 * s);
@@ -644,6 +645,7 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
     }
   }
   for (int r = 0; r < kQRows; ++r)
+#pragma unroll
     for (int i = 0; i < MAX_M; ++i) {
       if (i >= m) break;
       const float sum = warp_sum(acc[r][i]);  // every lane of the warp takes part (r >= n_r adds zeros)
