@@ -1063,11 +1063,16 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
 // steps (the quantized matrix-vector kernel) against the CPU within the forward's tolerance (kFwdTol: fp32 sums in
 // another order). Fast: weights rounded to fp16 (relative 2^-11) and x to fp16 on tensor cores, within 1 % of the
 // logits' range and the same argmax.
+// Every matrix stays in its blocks on the device, except an untied head's token table, which stays in host memory
+// (its rows gathered there): the device holds the file's other matrices, the table's bytes are off it, and prefill,
+// decode and the downloaded table match the CPU.
 TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
-    SCOPED_TRACE(ggml_type_name(type));
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
+    for (bool untied : {false, true}) {
+    SCOPED_TRACE(std::string(ggml_type_name(type)) + (untied ? ", untied head" : ", tied head"));
     test::TinyLlamaDims d;
     d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512;
+    d.output = untied;
     d.matrix_type = type;
     d.matrix_block_elems = ggml_block_elems(type);
     d.matrix_block_bytes = ggml_block_bytes(type);
@@ -1082,6 +1087,9 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
     const size_t n = matrix_params(*gpu);
     EXPECT_EQ(gpu->backend().weight_bytes(), n / d.matrix_block_elems * d.matrix_block_bytes);
     EXPECT_EQ(cpu->backend().weight_bytes(), gpu->backend().weight_bytes());
+    // On the device: every matrix's blocks but the untied table's, and the norms (2 layers x 2 + 1, fp32).
+    const size_t table = untied ? (size_t)d.vocab * d.hidden / d.matrix_block_elems * d.matrix_block_bytes : 0;
+    EXPECT_EQ(gpu->backend().device_bytes_held(), gpu->backend().weight_bytes() - table + 5 * d.hidden * sizeof(float));
     std::vector<int32_t> ids(24);
     for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
     std::vector<float> lc, lg, lf;
@@ -1101,13 +1109,16 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
       ASSERT_TRUE(sg.forward(&next, 1, TempSpec(), opt, nullptr, &lg));
       EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
     }
-    // A downloaded matrix is the CPU's dequantised one (the same math, exactly).
-    const ParamRef& pg = gpu->weights().params.front();
-    const ParamRef& pc = cpu->weights().params.front();
-    std::vector<float> hg(pg.size), hc(pc.size);
-    gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
-    cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
-    EXPECT_EQ(hg, hc) << pg.name;
+    // A downloaded matrix is the CPU's dequantised one (the same math, exactly): the token table (on the device or
+    // in host memory) and a layer's matrix.
+    for (size_t i : {size_t(0), gpu->weights().params.size() / 2}) {
+      const ParamRef& pg = gpu->weights().params[i];
+      const ParamRef& pc = cpu->weights().params[i];
+      std::vector<float> hg(pg.size), hc(pc.size);
+      gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
+      cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
+      EXPECT_EQ(hg, hc) << pg.name;
+    }
     std::system(("rm -rf '" + dir + "'").c_str());
   }
 }

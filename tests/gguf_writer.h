@@ -121,6 +121,7 @@ struct TinyLlamaDims {
   int layers = 2, hidden = 64, heads = 2, kv_heads = 1, inter = 96, vocab = 300;
   uint32_t matrix_type = 0;  // ggml type of the 2-D tensors (0: F32 normal values; else random_blocks)
   int matrix_block_elems = 1, matrix_block_bytes = 4;  // that type's block size (gguf.h's ggml_block_*)
+  bool output = false;  // an untied head: output.weight [vocab, hidden] beside token_embd.weight
 };
 
 // Random blocks of a ggml type whose values are of order 0.05: every byte random except the fp16 scale fields,
@@ -236,6 +237,7 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
       b.tensor_f32(n, dims, rnd(cnt, base));
   };
   t("token_embd.weight", {H, V});
+  if (d.output) t("output.weight", {H, V});
   t("output_norm.weight", {H}, 1.0f);
   for (int l = 0; l < d.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

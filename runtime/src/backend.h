@@ -45,6 +45,10 @@ struct StoredWeight {
 struct BlockRows {
   ops::QMatrix q;
   std::vector<int32_t> row_map;  // [rows] or empty
+  // A device backend's token table kept in host memory (Backend::upload_table_stored): q.data points into `host`
+  // (its rows in order), and only embed and download_weight may read it.
+  std::vector<uint8_t> host;
+  bool on_host = false;
   BlockRows() = default;
   BlockRows(const BlockRows&) = delete;
   BlockRows& operator=(const BlockRows&) = delete;
@@ -100,6 +104,10 @@ class Backend {
   // read, uploads fp16 / bf16 as they are and block formats dequantised and rounded to fp16 (2 bytes per value
   // instead of 4).
   virtual Weight upload_weight_stored(const StoredWeight& w);
+  // A token table: its rows are gathered (embed) and never multiplied (not tied to the output head). A device
+  // backend may keep it in host memory and gather the rows there, as llama.cpp does (the CUDA backend, for block
+  // formats: an 8B Q4_K table is 282 MiB of device memory, a 70B one 591); the default is upload_weight_stored.
+  virtual Weight upload_table_stored(const StoredWeight& w) { return upload_weight_stored(w); }
   virtual void free_weight(const Weight& w) = 0;
   // host_dst[n] = the first n values of w, as fp32 (blocks dequantised, 16-bit values widened exactly).
   virtual void download_weight(float* host_dst, const Weight& w, size_t n) = 0;

@@ -12,7 +12,8 @@
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
 // per parameter), fp32 ones 4; GGUF blocks of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K stay as the file stores them
-// (upload_weight_stored; read by the quantized kernels of ops_cuda.h), other block formats go up as fp16. The
+// (upload_weight_stored; read by the quantized kernels of ops_cuda.h), except an untied token table, which stays in
+// host memory and has its rows gathered there (upload_table_stored); other block formats go up as fp16. The
 // backend remembers each weight allocation's type; embed widens table rows as it gathers them, and matmul_xwt
 // with a 16-bit w either runs the 16-bit matrix-vector kernel (m <= 8 rows: decode, short prompts; w read once in
 // 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
@@ -204,6 +205,30 @@ class CudaBackend final : public Backend {
     return out;
   }
 
+  // A token table in a block format stays in host memory, its rows in order (embed dequantises the rows it gathers
+  // there and uploads them: [n_tokens, hidden] floats a call); counted in weight_bytes, not in the device's bytes.
+  Weight upload_table_stored(const StoredWeight& w) override {
+    if (!qblocks::sub32_supported(w.type) || w.panels || w.cols % 32 != 0) return upload_weight_stored(w);
+    auto rows = std::make_shared<BlockRows>();
+    rows->host.resize((size_t)w.rows * w.row_bytes);
+    for (int64_t r = 0; r < w.rows; ++r)
+      std::memcpy(rows->host.data() + (size_t)r * w.row_bytes,
+                  w.data + (size_t)(w.row_map.empty() ? r : w.row_map[(size_t)r]) * w.row_bytes, w.row_bytes);
+    rows->on_host = true;
+    rows->q.type = w.type;
+    rows->q.data = rows->host.data();
+    rows->q.rows = w.rows;
+    rows->q.cols = w.cols;
+    rows->q.row_bytes = w.row_bytes;
+    Weight out;
+    out.form = Weight::Form::kBlocks;
+    out.n = (size_t)w.rows * (size_t)w.cols;
+    out.bytes = rows->host.size();
+    out.blocks = std::move(rows);
+    weight_bytes_ += out.bytes;
+    return out;
+  }
+
   size_t weight_bytes() const override { return weight_bytes_; }
   size_t device_bytes_held() const override { return held_bytes_; }
   size_t device_bytes_peak() const override { return peak_bytes_; }
@@ -235,6 +260,13 @@ class CudaBackend final : public Backend {
   void download_weight(float* dst, const Weight& w, size_t n) override {
     n = std::min(n, w.n);
     if (!n) return;
+    if (w.form == Weight::Form::kBlocks && w.blocks->on_host) {  // a host-held table: dequantised here
+      const ops::QMatrix& q = w.blocks->q;
+      std::vector<float> all((size_t)q.rows * q.cols);
+      ops::dequant_rows(q, 0, q.rows, all.data());
+      std::memcpy(dst, all.data(), n * sizeof(float));
+      return;
+    }
     if (w.form == Weight::Form::kBlocks) {  // its values, dequantised on the device
       const cuda_ops::QWeight q = qweight_of(w);
       DeviceBuffer f(*this, (size_t)q.rows * q.cols);
@@ -266,6 +298,15 @@ class CudaBackend final : public Backend {
   void synchronize() override { FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   void embed(const Weight& table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
+    if (table.form == Weight::Form::kBlocks && table.blocks->on_host) {  // rows gathered on the host, then uploaded
+      const ops::QMatrix& q = table.blocks->q;
+      table_rows_.resize((size_t)n_tokens * hidden);
+      float* rows = table_rows_.data();
+#pragma omp parallel for schedule(static) if (n_tokens >= 64)
+      for (int t = 0; t < n_tokens; ++t) ops::dequant_rows(q, ids[t], 1, rows + (size_t)t * hidden);
+      upload(out, rows, (size_t)n_tokens * hidden);
+      return;
+    }
     int32_t* d_ids = device_ints(ids_, ids_n_, n_tokens);
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(d_ids, ids, (size_t)n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
                      "embed (token ids upload)");
@@ -568,6 +609,7 @@ class CudaBackend final : public Backend {
  private:
   // The device kernels' view of a block-format weight.
   static cuda_ops::QWeight qweight_of(const Weight& w) {
+    if (w.blocks->on_host) throw Error("CUDA backend: a host-held token table was used as a device matrix");
     const ops::QMatrix& m = w.blocks->q;
     cuda_ops::QWeight q;
     q.type = m.type;
@@ -712,6 +754,9 @@ class CudaBackend final : public Backend {
   int32_t* topk_idx_ = nullptr;          // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;       // download staging
+  // a host-held token table's gathered rows [n_tokens, hidden], widened; pageable: upload() copies it (through a
+  // pinned slot, or staged by the driver) before it returns, so the next call may refill it
+  std::vector<float> table_rows_;
   PinnedBuffer pinned_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks
   DeviceBuffer blocks_[2][3];  // [slot][raw, probs, fp16 probs] capture blocks on the device
   int32_t* ids_ = nullptr;

@@ -155,7 +155,7 @@ Weight WeightBinder::keep(const std::string& name, std::vector<int64_t> shape, s
 }
 
 Weight WeightBinder::take(const std::string& name, const std::vector<Dim>& dims, bool required, bool matrix,
-                          const std::function<void(std::vector<float>&)>& host_fn) {
+                          const std::function<void(std::vector<float>&)>& host_fn, bool table) {
   const StTensor* tp = lookup(name, dims, required);
   if (!tp) return Weight{};
   const StTensor& t = *tp;
@@ -179,7 +179,8 @@ Weight WeightBinder::take(const std::string& name, const std::vector<Dim>& dims,
   const int st_type = matrix && !host_fn ? stored_type(t, false) : -1;
   if (st_type >= 0) {
     const StoredWeight sw = stored_weight(t, st_type, it->second.second, 0, t.shape[0], t.shape[1]);
-    mat = WeightBuffer(be_, be_.upload_weight_stored(sw));  // rows where the mapped file has them
+    // rows where the mapped file has them (a token table: where the backend gathers them best)
+    mat = WeightBuffer(be_, table ? be_.upload_table_stored(sw) : be_.upload_weight_stored(sw));
   } else if (matrix && !host_fn && !t.to_f32 && (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16")) {
     const WeightType type = t.dtype == "BF16"  ? WeightType::kBF16
                             : t.dtype == "F16" ? WeightType::kF16
@@ -285,12 +286,12 @@ std::unique_ptr<Model::Weights> WeightBinder::bind(const ArchSpec& spec, bool ha
   const bool gpt2 = gpt2_layout_;
   if (gpt2) {
     const Dim P{c_.max_positions, field("n_positions", "gpt2.context_length")};
-    w_->embed = take("transformer.wte.weight", {V, H}, true, true);
+    w_->embed = take("transformer.wte.weight", {V, H}, true, true, nullptr, !c_.tied_embeddings);
     w_->pos_embed = take("transformer.wpe.weight", {P, H}, true, true);
     w_->final_norm = take("transformer.ln_f.weight", {H}).f32();
     w_->final_norm_b = take("transformer.ln_f.bias", {H}).f32();
   } else {
-    w_->embed = take("model.embed_tokens.weight", {V, H}, true, true);
+    w_->embed = take("model.embed_tokens.weight", {V, H}, true, true, nullptr, !c_.tied_embeddings);
     w_->final_norm = take_norm("model.norm.weight");
   }
   if (c_.tied_embeddings) {

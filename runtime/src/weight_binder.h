@@ -64,8 +64,9 @@ class WeightBinder {
               DeviceBuffer* vec);
   // `host_fn`, when given, edits the tensor's fp32 values on the host before the upload (Gemma's 1 + w norms). A
   // matrix becomes a Weight in the form the backend keeps; a vector fp32 backend memory (Weight::f32()).
+  // table: a token table never multiplied (Backend::upload_table_stored when the file stores it in blocks).
   Weight take(const std::string& name, const std::vector<Dim>& dims, bool required = true, bool matrix = false,
-              const std::function<void(std::vector<float>&)>& host_fn = nullptr);
+              const std::function<void(std::vector<float>&)>& host_fn = nullptr, bool table = false);
   // A fused or Conv1D tensor: its fp32 values (transposed from [in, out] when `conv1d`), cut into consecutive row
   // blocks, each uploaded as its own matrix (or vector) under the name `<name>#<i>`.
   std::vector<Weight> take_parts(const std::string& name, const std::vector<Dim>& dims, bool conv1d,
