@@ -253,6 +253,24 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, 
   for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w[i] * (xr[i] * f);
 }
 
+// x[row] += y[row], then xn[row] = rmsnorm(x[row]) * w: add_kernel's sums and rmsnorm_kernel's reduction, in one
+// block per row.
+__global__ void add_rmsnorm_kernel(float* x, const float* y, const float* w, float* xn, int n, float eps) {
+  __shared__ float sh[32];
+  float* xr = x + (size_t)blockIdx.x * n;
+  const float* yr = y + (size_t)blockIdx.x * n;
+  float* nr = xn + (size_t)blockIdx.x * n;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] + yr[i];
+    xr[i] = v;
+    ss += v * v;
+  }
+  ss = block_sum(ss, sh);
+  const float f = math::rms_factor(ss, n, eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) nr[i] = w[i] * (xr[i] * f);
+}
+
 __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) {
   const int half = d_head / 2;
   const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -265,10 +283,10 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int d_head, int
   math::rope_rotate_pair(xh[i], xh[i + half], cosf(ang), sinf(ang));
 }
 
-__global__ void rope_freqs_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
-                                  float cs_scale) {
+// Pair idx of x [n_tokens, n_heads * d_head] rotated (rope_freqs_kernel's thread).
+__device__ __forceinline__ void rope_freqs_pair(float* x, int n_tokens, int n_heads, int d_head, int pos0,
+                                                const float* inv_freq, float cs_scale, size_t idx) {
   const int half = d_head / 2;
-  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= (size_t)n_tokens * n_heads * half) return;
   const int i = (int)(idx % half);
   const size_t th = idx / half;  // t * n_heads + h
@@ -276,6 +294,18 @@ __global__ void rope_freqs_kernel(float* x, int n_tokens, int n_heads, int d_hea
   const float ang = math::rope_angle(pos0 + t, inv_freq[i]);
   float* xh = x + th * d_head;
   math::rope_rotate_pair(xh[i], xh[i + half], cosf(ang) * cs_scale, sinf(ang) * cs_scale);
+}
+
+__global__ void rope_freqs_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
+                                  float cs_scale) {
+  rope_freqs_pair(x, n_tokens, n_heads, d_head, pos0, inv_freq, cs_scale,
+                  (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+// blockIdx.y 0: the queries q [.., n_heads * d_head]; 1: the keys k [.., n_kv_heads * d_head].
+__global__ void rope_freqs_qk_kernel(float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head,
+                                     int pos0, const float* inv_freq, float cs_scale) {
+  rope_freqs_pair(blockIdx.y ? k : q, n_tokens, blockIdx.y ? n_kv_heads : n_heads, d_head, pos0, inv_freq, cs_scale,
+                  (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 __global__ void layernorm_kernel(const float* x, const float* w, const float* b, float* y, int n, float eps) {
@@ -322,6 +352,18 @@ __global__ void add_row_bias_kernel(float* y, const float* b, int rows, int n) {
 }
 
 __global__ void kv_store_kernel(const float* kv, float* cache, int n_tokens, int n_kv, int d, int stride, int pos0) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)n_tokens * n_kv * d) return;
+  const int c = (int)(i % d);
+  const size_t th = i / d;
+  const int h = (int)(th % n_kv), t = (int)(th / n_kv);
+  cache[((size_t)h * stride + pos0 + t) * d + c] = kv[i];
+}
+// blockIdx.y 0: k into k_cache; 1: v into v_cache (kv_store_kernel's element each).
+__global__ void kv_store_pair_kernel(const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens,
+                                     int n_kv, int d, int stride, int pos0) {
+  const float* kv = blockIdx.y ? v : k;
+  float* cache = blockIdx.y ? v_cache : k_cache;
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (size_t)n_tokens * n_kv * d) return;
   const int c = (int)(i % d);
@@ -765,6 +807,16 @@ cudaError_t rope_freqs(const Ctx& c, float* x, int n_tokens, int n_heads, int d_
     rope_freqs_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(x, n_tokens, n_heads, d_head, pos0, inv_freq, cs_scale);
   return cudaGetLastError();
 }
+cudaError_t rope_freqs_qk(const Ctx& c, float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head,
+                          int pos0, const float* inv_freq, float cs_scale) {
+  const size_t n = (size_t)n_tokens * (n_heads > n_kv_heads ? n_heads : n_kv_heads) * (d_head / 2);
+  if (n) {
+    const dim3 grid(grid_for(n, 256), 2);
+    rope_freqs_qk_kernel<<<grid, 256, 0, c.stream>>>(q, k, n_tokens, n_heads, n_kv_heads, d_head, pos0, inv_freq,
+                                                     cs_scale);
+  }
+  return cudaGetLastError();
+}
 cudaError_t layernorm(const Ctx& c, const float* x, const float* w, const float* b, float* y, int rows, int n,
                       float eps) {
   if (rows > 0) layernorm_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, w, b, y, n, eps);
@@ -792,6 +844,11 @@ cudaError_t add_inplace(const Ctx& c, float* y, const float* x, size_t n) {
   return cudaGetLastError();
 }
 
+cudaError_t add_rmsnorm(const Ctx& c, float* x, const float* y, const float* w, float* xn, int rows, int n, float eps) {
+  if (rows > 0) add_rmsnorm_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, y, w, xn, n, eps);
+  return cudaGetLastError();
+}
+
 cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n) {
   const size_t total = (size_t)rows * n;
   if (total) add_row_bias_kernel<<<grid_for(total, 256), 256, 0, c.stream>>>(y, b, rows, n);
@@ -802,6 +859,17 @@ cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, 
                      int pos0) {
   const size_t n = (size_t)n_tokens * n_kv_heads * d_head;
   if (n) kv_store_kernel<<<grid_for(n, 256), 256, 0, c.stream>>>(kv, cache, n_tokens, n_kv_heads, d_head, stride, pos0);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_store_pair(const Ctx& c, const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens,
+                          int n_kv_heads, int d_head, int stride, int pos0) {
+  const size_t n = (size_t)n_tokens * n_kv_heads * d_head;
+  if (n) {
+    const dim3 grid(grid_for(n, 256), 2);
+    kv_store_pair_kernel<<<grid, 256, 0, c.stream>>>(k, v, k_cache, v_cache, n_tokens, n_kv_heads, d_head, stride,
+                                                     pos0);
+  }
   return cudaGetLastError();
 }
 

@@ -152,6 +152,23 @@ class Backend {
   // Copies rows [T, n_kv*d] of new keys/values into the cache [n_kv, stride, d] at positions pos0..pos0+T-1.
   virtual void kv_store(const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                         int pos0) = 0;
+  // Pairs the forward issues back to back, as one op each: a device backend runs one launch where the defaults run
+  // two (a decode step is ~14 launches a layer; the math is the two ops'). rope_freqs on q [T, n_heads * d] and k
+  // [T, n_kv_heads * d]; kv_store of k and v; and x += y followed by xn = rmsnorm(x) (the residual and the next norm).
+  virtual void rope_freqs_qk(float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head, int pos0,
+                             const float* inv_freq_host, float cs_scale) {
+    rope_freqs(q, n_tokens, n_heads, d_head, pos0, inv_freq_host, cs_scale);
+    rope_freqs(k, n_tokens, n_kv_heads, d_head, pos0, inv_freq_host, cs_scale);
+  }
+  virtual void kv_store_pair(const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens,
+                             int n_kv_heads, int d_head, int stride, int pos0) {
+    kv_store(k, k_cache, n_tokens, n_kv_heads, d_head, stride, pos0);
+    kv_store(v, v_cache, n_tokens, n_kv_heads, d_head, stride, pos0);
+  }
+  virtual void add_rmsnorm(float* x, const float* y, const float* w, float* xn, int rows, int n, float eps) {
+    add_inplace(x, y, (size_t)rows * n);
+    rmsnorm(x, w, xn, rows, n, eps);
+  }
   virtual void attention(const ops::AttentionArgs& a) = 0;
   // Per row of x[rows, n] (backend memory): the k largest values, descending, ties lower index first (ops::topk),
   // into the host arrays idx_host / val_host [rows, k]. 1 <= k <= min(n, 64). Only rows * k pairs reach the host.

@@ -391,19 +391,25 @@ class CudaBackend final : public Backend {
   }
   void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
                   float cs_scale) override {
-    const size_t half = (size_t)d_head / 2;
-    if (freq_.size() < half) {
-      freq_ = DeviceBuffer(*this, half);
-      freq_held_.clear();
-    }
-    // stream-ordered before the kernel that reads it; skipped when freq_ holds these values already (every layer
-    // and decode step of a model with fixed frequencies)
-    if (freq_held_.size() != half || !std::equal(inv_freq, inv_freq + half, freq_held_.begin())) {
-      upload(freq_.data(), inv_freq, half);
-      freq_held_.assign(inv_freq, inv_freq + half);
-    }
+    upload_freqs(inv_freq, (size_t)d_head / 2);
     FOCAL_CUDA_CHECK(cuda_ops::rope_freqs(ctx_, x, n_tokens, n_heads, d_head, pos0, freq_.data(), cs_scale),
                      "rope kernel");
+  }
+  void rope_freqs_qk(float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head, int pos0,
+                     const float* inv_freq, float cs_scale) override {
+    upload_freqs(inv_freq, (size_t)d_head / 2);
+    FOCAL_CUDA_CHECK(cuda_ops::rope_freqs_qk(ctx_, q, k, n_tokens, n_heads, n_kv_heads, d_head, pos0, freq_.data(),
+                                             cs_scale),
+                     "rope kernel (queries and keys)");
+  }
+  void kv_store_pair(const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens, int n_kv_heads,
+                     int d_head, int stride, int pos0) override {
+    FOCAL_CUDA_CHECK(
+        cuda_ops::kv_store_pair(ctx_, k, v, k_cache, v_cache, n_tokens, n_kv_heads, d_head, stride, pos0),
+        "kv_store kernel (keys and values)");
+  }
+  void add_rmsnorm(float* x, const float* y, const float* w, float* xn, int rows, int n, float eps) override {
+    FOCAL_CUDA_CHECK(cuda_ops::add_rmsnorm(ctx_, x, y, w, xn, rows, n, eps), "add + rmsnorm kernel");
   }
   void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) override {
     FOCAL_CUDA_CHECK(cuda_ops::layernorm(ctx_, x, w, b, y, rows, n, eps), "layernorm kernel");
@@ -679,6 +685,19 @@ class CudaBackend final : public Backend {
     FOCAL_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
     live_[p] = bytes;
     return p;
+  }
+
+  // freq_ = inv_freq[half] (a host array): stream-ordered before the kernel that reads it; skipped when freq_ holds
+  // these values already (every layer and decode step of a model with fixed frequencies).
+  void upload_freqs(const float* inv_freq, size_t half) {
+    if (freq_.size() < half) {
+      freq_ = DeviceBuffer(*this, half);
+      freq_held_.clear();
+    }
+    if (freq_held_.size() != half || !std::equal(inv_freq, inv_freq + half, freq_held_.begin())) {
+      upload(freq_.data(), inv_freq, half);
+      freq_held_.assign(inv_freq, inv_freq + half);
+    }
   }
 
   // cudaMalloc / cudaFree, counted in held_bytes_ and its peak.

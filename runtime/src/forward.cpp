@@ -300,18 +300,16 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       be.rmsnorm(q.data(), L.q_norm, q.data(), n * c.n_heads, c.d_head, c.rms_eps);
       be.rmsnorm(k.data(), L.k_norm, k.data(), n * c.n_kv_heads, c.d_head, c.rms_eps);
     }
-    if (c.arch.position == PositionKind::kRope) {
-      be.rope_freqs(q.data(), n, c.n_heads, c.d_head, pos0, inv_freq.data(), rope_cs_scale);
-      be.rope_freqs(k.data(), n, c.n_kv_heads, c.d_head, pos0, inv_freq.data(), rope_cs_scale);
-    }
+    if (c.arch.position == PositionKind::kRope)
+      be.rope_freqs_qk(q.data(), k.data(), n, c.n_heads, c.n_kv_heads, c.d_head, pos0, inv_freq.data(), rope_cs_scale);
     if (lt) {
       save(lt->q, q, (size_t)n * QD);
       save(lt->k, k, (size_t)n * KD);
       save(lt->v, v, (size_t)n * KD);
     }
     const size_t cl = st.prefill_only ? 0 : (size_t)l;  // the layer's cache (prefill_only: the one shared)
-    be.kv_store(k.data(), st.k_cache[cl].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
-    be.kv_store(v.data(), st.v_cache[cl].data(), n, c.n_kv_heads, c.d_head, st.max_tokens, pos0);
+    be.kv_store_pair(k.data(), v.data(), st.k_cache[cl].data(), st.v_cache[cl].data(), n, c.n_kv_heads, c.d_head,
+                     st.max_tokens, pos0);
 
     float tau_b = 0.0f;
     if (learned && spec.tau_proj) {  // a temperature file's projection: X . w_tau on the host, X downloaded
@@ -392,13 +390,18 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     be.matmul_xwt(att.data(), L.wo, proj.data(), n, H, QD);
     if (L.bo) be.add_row_bias(proj.data(), L.bo, n, H);
     if (L.post_attn_norm) norm(proj.data(), L.post_attn_norm, nullptr, proj.data(), n);
-    be.add_inplace(x.data(), proj.data(), (size_t)n * H);
-    if (lt) save(lt->x_mid, x, (size_t)n * H);
     const float* mlp_in = x.data();
-    if (L.mlp_norm) {
-      norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
+    if (L.mlp_norm && c.arch.norm != NormKind::kLayerNorm) {  // the residual and the MLP's RMSNorm as one op
+      be.add_rmsnorm(x.data(), proj.data(), L.mlp_norm, xn.data(), n, H, c.rms_eps);
       mlp_in = xn.data();
+    } else {
+      be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+      if (L.mlp_norm) {
+        norm(x.data(), L.mlp_norm, L.mlp_norm_b, xn.data(), n);
+        mlp_in = xn.data();
+      }
     }
+    if (lt) save(lt->x_mid, x, (size_t)n * H);
     for (int r0 = 0; r0 < n; r0 += mlp_rows) {  // rows r0 .. r0 + nr - 1 of the MLP
       const int nr = std::min(mlp_rows, n - r0);
       const Backend::XwtOut gate_up[2] = {{&L.w_up, up.data(), I}, {&L.w_gate, gate.data(), I}};

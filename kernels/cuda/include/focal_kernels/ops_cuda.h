@@ -38,6 +38,9 @@ cudaError_t rope(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, 
 // rope with given frequencies inv_freq[d_head / 2] (device) and cos / sin times cs_scale (ops::rope_freqs).
 cudaError_t rope_freqs(const Ctx& c, float* x, int n_tokens, int n_heads, int d_head, int pos0, const float* inv_freq,
                        float cs_scale);
+// rope_freqs on q [n_tokens, n_heads * d_head] and k [n_tokens, n_kv_heads * d_head] in one launch.
+cudaError_t rope_freqs_qk(const Ctx& c, float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head,
+                          int pos0, const float* inv_freq, float cs_scale);
 // y[rows, n] = LayerNorm(x) * w + b (ops::layernorm). One block per row.
 cudaError_t layernorm(const Ctx& c, const float* x, const float* w, const float* b, float* y, int rows, int n,
                       float eps);
@@ -51,11 +54,16 @@ cudaError_t scale(const Ctx& c, float* x, size_t n, float s);
 cudaError_t swiglu(const Ctx& c, const float* gate, const float* up, float* out, size_t n);
 // y[n] += x[n]
 cudaError_t add_inplace(const Ctx& c, float* y, const float* x, size_t n);
+// x[rows, n] += y, then xn = rmsnorm(x) * w (add_inplace, then rmsnorm: the same values), one block per row.
+cudaError_t add_rmsnorm(const Ctx& c, float* x, const float* y, const float* w, float* xn, int rows, int n, float eps);
 // y[rows, n] += b[n]
 cudaError_t add_row_bias(const Ctx& c, float* y, const float* b, int rows, int n);
 // cache[n_kv, stride, d] at positions pos0.. <- kv[n_tokens, n_kv * d]
 cudaError_t kv_store(const Ctx& c, const float* kv, float* cache, int n_tokens, int n_kv_heads, int d_head, int stride,
                      int pos0);
+// kv_store of k into k_cache and of v into v_cache in one launch.
+cudaError_t kv_store_pair(const Ctx& c, const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens,
+                          int n_kv_heads, int d_head, int stride, int pos0);
 
 // y[m, n] = x[m, k] . w[n, k]^T through cublasGemmEx, fp32 storage and fp32 accumulation (no TF32). y's rows are
 // ldy floats apart (0: n), so a caller can fill a block of y's columns from a block of w's rows.
