@@ -1069,58 +1069,60 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
 TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
     for (bool untied : {false, true}) {
-    SCOPED_TRACE(std::string(ggml_type_name(type)) + (untied ? ", untied head" : ", tied head"));
-    test::TinyLlamaDims d;
-    d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512;
-    d.output = untied;
-    d.matrix_type = type;
-    d.matrix_block_elems = ggml_block_elems(type);
-    d.matrix_block_bytes = ggml_block_bytes(type);
-    const std::string dir = test::make_temp_dir("cuda_q");
-    ASSERT_FALSE(dir.empty());
-    const std::string path = dir + "/tiny.gguf";
-    test::write_file(path, test::tiny_llama_gguf(d).bytes());
-    auto cpu = Model::load(path, Device::kCpu);
-    auto gpu = Model::load(path, Device::kCuda, exact_options());
-    auto fast = Model::load(path, Device::kCuda);
-    EXPECT_EQ(fast->precision(), Precision::kFast) << "auto is fast for a quantized model on the GPU";
-    const size_t n = matrix_params(*gpu);
-    EXPECT_EQ(gpu->backend().weight_bytes(), n / d.matrix_block_elems * d.matrix_block_bytes);
-    EXPECT_EQ(cpu->backend().weight_bytes(), gpu->backend().weight_bytes());
-    // On the device: every matrix's blocks but the untied table's, and the norms (2 layers x 2 + 1, fp32).
-    const size_t table = untied ? (size_t)d.vocab * d.hidden / d.matrix_block_elems * d.matrix_block_bytes : 0;
-    EXPECT_EQ(gpu->backend().device_bytes_held(), gpu->backend().weight_bytes() - table + 5 * d.hidden * sizeof(float));
-    std::vector<int32_t> ids(24);
-    for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
-    std::vector<float> lc, lg, lf;
-    Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32);
-    RunOptions opt;
-    opt.all_logits = false;
-    ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lc));
-    ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lg));
-    ASSERT_TRUE(sf.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lf));
-    ASSERT_EQ(lc.size(), lg.size());
-    EXPECT_LE(rel_max(lg, lc), kFwdTol) << "prefill, exact";
-    EXPECT_LE(rel_max(lf, lc), 1e-2) << "prefill, fast";
-    EXPECT_EQ(std::max_element(lf.begin(), lf.end()) - lf.begin(), std::max_element(lc.begin(), lc.end()) - lc.begin());
-    for (int step = 0; step < 3; ++step) {
-      const int32_t next = (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin());
-      ASSERT_TRUE(sc.forward(&next, 1, TempSpec(), opt, nullptr, &lc));
-      ASSERT_TRUE(sg.forward(&next, 1, TempSpec(), opt, nullptr, &lg));
-      EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + (untied ? ", untied head" : ", tied head"));
+      test::TinyLlamaDims d;
+      d.hidden = 256, d.heads = 4, d.kv_heads = 2, d.inter = 512;
+      d.output = untied;
+      d.matrix_type = type;
+      d.matrix_block_elems = ggml_block_elems(type);
+      d.matrix_block_bytes = ggml_block_bytes(type);
+      const std::string dir = test::make_temp_dir("cuda_q");
+      ASSERT_FALSE(dir.empty());
+      const std::string path = dir + "/tiny.gguf";
+      test::write_file(path, test::tiny_llama_gguf(d).bytes());
+      auto cpu = Model::load(path, Device::kCpu);
+      auto gpu = Model::load(path, Device::kCuda, exact_options());
+      auto fast = Model::load(path, Device::kCuda);
+      EXPECT_EQ(fast->precision(), Precision::kFast) << "auto is fast for a quantized model on the GPU";
+      const size_t n = matrix_params(*gpu);
+      EXPECT_EQ(gpu->backend().weight_bytes(), n / d.matrix_block_elems * d.matrix_block_bytes);
+      EXPECT_EQ(cpu->backend().weight_bytes(), gpu->backend().weight_bytes());
+      // On the device: every matrix's blocks but the untied table's, and the norms (2 layers x 2 + 1, fp32).
+      const size_t table = untied ? (size_t)d.vocab * d.hidden / d.matrix_block_elems * d.matrix_block_bytes : 0;
+      EXPECT_EQ(gpu->backend().device_bytes_held(),
+                gpu->backend().weight_bytes() - table + 5 * d.hidden * sizeof(float));
+      std::vector<int32_t> ids(24);
+      for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
+      std::vector<float> lc, lg, lf;
+      Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32);
+      RunOptions opt;
+      opt.all_logits = false;
+      ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lc));
+      ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lg));
+      ASSERT_TRUE(sf.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lf));
+      ASSERT_EQ(lc.size(), lg.size());
+      EXPECT_LE(rel_max(lg, lc), kFwdTol) << "prefill, exact";
+      EXPECT_LE(rel_max(lf, lc), 1e-2) << "prefill, fast";
+      EXPECT_EQ(std::max_element(lf.begin(), lf.end()) - lf.begin(),
+                std::max_element(lc.begin(), lc.end()) - lc.begin());
+      for (int step = 0; step < 3; ++step) {
+        const int32_t next = (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin());
+        ASSERT_TRUE(sc.forward(&next, 1, TempSpec(), opt, nullptr, &lc));
+        ASSERT_TRUE(sg.forward(&next, 1, TempSpec(), opt, nullptr, &lg));
+        EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
+      }
+      // A downloaded matrix is the CPU's dequantised one (the same math, exactly): the token table (on the device or
+      // in host memory) and a layer's matrix.
+      for (size_t i : {size_t(0), gpu->weights().params.size() / 2}) {
+        const ParamRef& pg = gpu->weights().params[i];
+        const ParamRef& pc = cpu->weights().params[i];
+        std::vector<float> hg(pg.size), hc(pc.size);
+        gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
+        cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
+        EXPECT_EQ(hg, hc) << pg.name;
+      }
+      std::system(("rm -rf '" + dir + "'").c_str());
     }
-    // A downloaded matrix is the CPU's dequantised one (the same math, exactly): the token table (on the device or
-    // in host memory) and a layer's matrix.
-    for (size_t i : {size_t(0), gpu->weights().params.size() / 2}) {
-      const ParamRef& pg = gpu->weights().params[i];
-      const ParamRef& pc = cpu->weights().params[i];
-      std::vector<float> hg(pg.size), hc(pc.size);
-      gpu->backend().download_weight(hg.data(), pg.weight, pg.size);
-      cpu->backend().download_weight(hc.data(), pc.weight, pc.size);
-      EXPECT_EQ(hg, hc) << pg.name;
-    }
-    std::system(("rm -rf '" + dir + "'").c_str());
-  }
 }
 
 // The CUDA backend's own count of its device memory (Backend::device_bytes_held / _peak, what `focal capture` prints

@@ -246,10 +246,11 @@ __device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s,
 
 // Pass 2's end: the metrics of this thread's two rows from their group's sums (all lanes take part in the shuffles).
 template <int D, class Topk>
-__device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row, const int* n_vis,
-                              const int* lo, const float* srow, const math::OnlineSoftmax* sm, const float* tail,
-                              const float* sink, const Topk* tk, int k, bool want_topk, const uint16_t* Qs,
-                              const uint16_t* kh, float logit_scale, float cap) {
+__device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row,
+                                              const int* n_vis, const int* lo, const float* srow,
+                                              const math::OnlineSoftmax* sm, const float* tail, const float* sink,
+                                              const Topk* tk, int k, bool want_topk, const uint16_t* Qs,
+                                              const uint16_t* kh, float logit_scale, float cap) {
   constexpr int LQ = D + kTcPad;
   const int T = a.n_tokens;
 #pragma unroll
@@ -309,7 +310,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   tile_to_half<D>(q + (size_t)q0 * q_stride + (size_t)h * D, q_stride, kTcRows, n_rows, Qs);
   __syncthreads();
   uint32_t qf[D / 16][4];  // this warp's 16 rows of Q as A fragments
-  #pragma unroll
+#pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint16_t* r0 = Qs + (warp * 16 + g) * LQ + kk * 16 + 2 * t;
     qf[kk][0] = ld_u32(r0);
@@ -322,7 +323,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   int row[2], n_vis[2], lo[2];
   float srow[2], inv_n[2];
   math::OnlineSoftmax sm[2];
-  #pragma unroll
+#pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     row[ri] = q0 + warp * 16 + g + 8 * ri;
     const bool live = row[ri] < T;
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   row_topk_init(tk[1]);
   float tail[2] = {0.0f, 0.0f}, sink[2] = {0.0f, 0.0f};
   float o[D / 8][4];
-  #pragma unroll
+#pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
 
   // Keys of the block: from the first row's window start to the last row's position.
@@ -374,18 +375,18 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     do {
       if (!visible) break;
       float s[kTcKeys / 8][4];
-      #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < kTcKeys / 8; ++nt) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
         const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
-        #pragma unroll
+#pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
       }
       // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
       float tile_max[2] = {-INFINITY, -INFINITY};
-      #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < kTcKeys / 8; ++nt)
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
           const bool vis = j >= lo[ri] && j < n_vis[ri];
@@ -395,22 +396,22 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         }
       if (!kPass2) {
         float r[2];
-        #pragma unroll
+#pragma unroll
         for (int ri = 0; ri < 2; ++ri) {
           const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
           // Each lane keeps its own partial Z and A relative to the group's common running max.
           r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
         }
-        #pragma unroll
+#pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
           o[dt][0] *= r[0];
           o[dt][1] *= r[0];
           o[dt][2] *= r[1];
           o[dt][3] *= r[1];
         }
-        #pragma unroll
+#pragma unroll
         for (int nt = 0; nt < kTcKeys / 8; ++nt)
-          #pragma unroll
+#pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1;
             const float x = s[nt][e];
@@ -423,21 +424,21 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             }
             s[nt][e] = p;
           }
-        #pragma unroll
+#pragma unroll
         for (int kk = 0; kk < kTcKeys / 16; ++kk) {  // O += P V, P's C fragments reused as A fragments
           const uint32_t pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-          #pragma unroll
+#pragma unroll
           for (int dt = 0; dt < D / 8; ++dt) {
             const uint16_t* vr = Vt + (dt * 8 + g) * LV + kk * 16 + 2 * t;
             mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
           }
         }
       } else {
-        #pragma unroll
+#pragma unroll
         for (int nt = 0; nt < kTcKeys / 8; ++nt)
-          #pragma unroll
+#pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
             const float x = s[nt][e];
@@ -453,18 +454,18 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   }
 
   if constexpr (!kPass2) {
-    #pragma unroll
+#pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       // The group's partial sums share one max: the row's state is their sum.
       sm[ri].z = group_sum(sm[ri].z);
       sm[ri].a = group_sum(sm[ri].a);
     }
-    #pragma unroll
+#pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       if (row[ri] >= T) continue;
       const float inv_z = 1.0f / sm[ri].z;
       float* orow = out + (size_t)row[ri] * q_stride + (size_t)h * D;
-      #pragma unroll
+#pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         orow[dt * 8 + 2 * t] = o[dt][2 * ri] * inv_z;
         orow[dt * 8 + 2 * t + 1] = o[dt][2 * ri + 1] * inv_z;

@@ -398,15 +398,14 @@ class CudaBackend final : public Backend {
   void rope_freqs_qk(float* q, float* k, int n_tokens, int n_heads, int n_kv_heads, int d_head, int pos0,
                      const float* inv_freq, float cs_scale) override {
     upload_freqs(inv_freq, (size_t)d_head / 2);
-    FOCAL_CUDA_CHECK(cuda_ops::rope_freqs_qk(ctx_, q, k, n_tokens, n_heads, n_kv_heads, d_head, pos0, freq_.data(),
-                                             cs_scale),
-                     "rope kernel (queries and keys)");
+    FOCAL_CUDA_CHECK(
+        cuda_ops::rope_freqs_qk(ctx_, q, k, n_tokens, n_heads, n_kv_heads, d_head, pos0, freq_.data(), cs_scale),
+        "rope kernel (queries and keys)");
   }
   void kv_store_pair(const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens, int n_kv_heads,
                      int d_head, int stride, int pos0) override {
-    FOCAL_CUDA_CHECK(
-        cuda_ops::kv_store_pair(ctx_, k, v, k_cache, v_cache, n_tokens, n_kv_heads, d_head, stride, pos0),
-        "kv_store kernel (keys and values)");
+    FOCAL_CUDA_CHECK(cuda_ops::kv_store_pair(ctx_, k, v, k_cache, v_cache, n_tokens, n_kv_heads, d_head, stride, pos0),
+                     "kv_store kernel (keys and values)");
   }
   void add_rmsnorm(float* x, const float* y, const float* w, float* xn, int rows, int n, float eps) override {
     FOCAL_CUDA_CHECK(cuda_ops::add_rmsnorm(ctx_, x, y, w, xn, rows, n, eps), "add + rmsnorm kernel");
@@ -772,7 +771,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer topk_val_;                // top-k values [rows, k] on the device
   int32_t* topk_idx_ = nullptr;          // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
-  PinnedBuffer staging_;       // download staging
+  PinnedBuffer staging_;  // download staging
   // a host-held token table's gathered rows [n_tokens, hidden], widened; pageable: upload() copies it (through a
   // pinned slot, or staged by the driver) before it returns, so the next call may refill it
   std::vector<float> table_rows_;
