@@ -1144,9 +1144,10 @@ class OneHeadRows : public ForwardObserver {
         s += raw[(size_t)r * stride + j];
         s_abs += std::fabs(raw[(size_t)r * stride + j]);
       }
-      prob_sum[(size_t)(row0 + r)] = p;
-      raw_sum[(size_t)(row0 + r)] = s;
-      raw_abs[(size_t)(row0 + r)] = s_abs;
+      const size_t q = (size_t)row0 + (size_t)r;
+      prob_sum[q] = p;
+      raw_sum[q] = s;
+      raw_abs[q] = s_abs;
     }
   }
   std::atomic<int> rows{0};

@@ -266,6 +266,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     }
   }
   const int last = last_layer < 0 ? c.n_layers - 1 : last_layer;
+  bool xn_ready = false;  // xn holds this layer's normalised input already (add_rmsnorm at the previous layer's end)
   for (int l = first_layer; l <= last; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
@@ -278,9 +279,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (lt) save(lt->x_in, x, (size_t)n * H);
     const float* attn_in = x.data();  // OLMo 2 projects the block input itself
     if (L.attn_norm) {
-      norm(x.data(), L.attn_norm, L.attn_norm_b, xn.data(), n);
+      if (!xn_ready) norm(x.data(), L.attn_norm, L.attn_norm_b, xn.data(), n);
       attn_in = xn.data();
     }
+    xn_ready = false;
     if (lt) save(lt->xn1, xn, (size_t)n * H);
     const Backend::XwtOut qkv[3] = {{&L.wq, q.data(), QD}, {&L.wk, k.data(), KD}, {&L.wv, v.data(), KD}};
     be.matmul_xwt_shared(attn_in, qkv, 3, n, H);
@@ -423,7 +425,13 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     }
     if (L.b_down) be.add_row_bias(proj.data(), L.b_down, n, H);
     if (L.post_mlp_norm) norm(proj.data(), L.post_mlp_norm, nullptr, proj.data(), n);
-    be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+    const float* next_norm = l < last && c.arch.norm != NormKind::kLayerNorm ? w.layers[l + 1].attn_norm : nullptr;
+    if (next_norm) {  // the residual and the next layer's RMSNorm as one op (xn is untouched until that layer)
+      be.add_rmsnorm(x.data(), proj.data(), next_norm, xn.data(), n, H, c.rms_eps);
+      xn_ready = true;
+    } else {
+      be.add_inplace(x.data(), proj.data(), (size_t)n * H);
+    }
 
     if (obs) {
       LayerRecord rec;
