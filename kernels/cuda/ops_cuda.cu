@@ -351,25 +351,23 @@ __global__ void add_row_bias_kernel(float* y, const float* b, int rows, int n) {
   if (i < (size_t)rows * n) y[i] += b[i % n];
 }
 
-__global__ void kv_store_kernel(const float* kv, float* cache, int n_tokens, int n_kv, int d, int stride, int pos0) {
-  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+// Element i of kv [n_tokens, n_kv * d] into cache [n_kv, stride, d] at position pos0 + its token.
+__device__ __forceinline__ void kv_store_elem(const float* kv, float* cache, int n_tokens, int n_kv, int d, int stride,
+                                              int pos0, size_t i) {
   if (i >= (size_t)n_tokens * n_kv * d) return;
   const int c = (int)(i % d);
   const size_t th = i / d;
   const int h = (int)(th % n_kv), t = (int)(th / n_kv);
   cache[((size_t)h * stride + pos0 + t) * d + c] = kv[i];
 }
-// blockIdx.y 0: k into k_cache; 1: v into v_cache (kv_store_kernel's element each).
+__global__ void kv_store_kernel(const float* kv, float* cache, int n_tokens, int n_kv, int d, int stride, int pos0) {
+  kv_store_elem(kv, cache, n_tokens, n_kv, d, stride, pos0, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+// blockIdx.y 0: k into k_cache; 1: v into v_cache.
 __global__ void kv_store_pair_kernel(const float* k, const float* v, float* k_cache, float* v_cache, int n_tokens,
                                      int n_kv, int d, int stride, int pos0) {
-  const float* kv = blockIdx.y ? v : k;
-  float* cache = blockIdx.y ? v_cache : k_cache;
-  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= (size_t)n_tokens * n_kv * d) return;
-  const int c = (int)(i % d);
-  const size_t th = i / d;
-  const int h = (int)(th % n_kv), t = (int)(th / n_kv);
-  cache[((size_t)h * stride + pos0 + t) * d + c] = kv[i];
+  kv_store_elem(blockIdx.y ? v : k, blockIdx.y ? v_cache : k_cache, n_tokens, n_kv, d, stride, pos0,
+                (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 // One block per row of raw[n_rows, n_keys] (head `head`, rows r0..): softmax of raw * scale over the row's visible
