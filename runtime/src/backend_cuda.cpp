@@ -7,8 +7,8 @@
 // them. Host transfers go through pinned staging buffers. Captured heads (an observer wants their rows) run QK^T and
 // PV through cuBLAS with the fused softmax kernel in between; their probabilities and raw scores are copied to
 // pinned host memory on a second stream while the next block computes, and handed to the observer by the host's
-// threads, blocks of rows in parallel (in 16 bits when the capture stores fp16 probabilities, AttentionArgs::probs_fp16). All other heads run the
-// flash-style fused kernel (metrics without T^2 memory).
+// threads, blocks of rows in parallel (in 16 bits when the capture stores fp16 probabilities,
+// AttentionArgs::probs_fp16). All other heads run the flash-style fused kernel (metrics without T^2 memory).
 //
 // Weight matrices (upload_weight) keep the file's storage: bf16 and fp16 values stay 16-bit on the device (2 bytes
 // per parameter), fp32 ones 4; GGUF blocks of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K stay as the file stores them
@@ -260,11 +260,15 @@ class CudaBackend final : public Backend {
   void download_weight(float* dst, const Weight& w, size_t n) override {
     n = std::min(n, w.n);
     if (!n) return;
-    if (w.form == Weight::Form::kBlocks && w.blocks->on_host) {  // a host-held table: dequantised here
+    if (w.form == Weight::Form::kBlocks && w.blocks->on_host) {  // a host-held table: dequantised here, into dst
       const ops::QMatrix& q = w.blocks->q;
-      std::vector<float> all((size_t)q.rows * q.cols);
-      ops::dequant_rows(q, 0, q.rows, all.data());
-      std::memcpy(dst, all.data(), n * sizeof(float));
+      const int64_t full = (int64_t)(n / (size_t)q.cols), rest = (int64_t)(n % (size_t)q.cols);
+      if (full > 0) ops::dequant_rows(q, 0, full, dst);
+      if (rest > 0) {  // the first values of one more row
+        std::vector<float> row((size_t)q.cols);
+        ops::dequant_rows(q, full, 1, row.data());
+        std::memcpy(dst + (size_t)full * q.cols, row.data(), (size_t)rest * sizeof(float));
+      }
       return;
     }
     if (w.form == Weight::Form::kBlocks) {  // its values, dequantised on the device
