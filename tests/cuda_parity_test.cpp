@@ -100,9 +100,19 @@ bool cuda_device_present(std::string* why) { return resolve_device(Device::kAuto
 // Every CUDA call is checked through FOCAL_CUDA_CHECK: a failure names the call, the CUDA error and the file:line of
 // the check. Device 99 exists nowhere (and without a device the first call fails too), so this runs everywhere.
 // The device's Q4_K dot takes each sub-block's 6-bit scale and min from the 12 scale bytes as three words, in
-// registers (qblocks::scale_min_k4_words): the same values as the byte form for every sub-block, on every byte value
-// at every position (each byte swept through 0..255 over random others).
+// registers (qblocks::scale_min_k4_words), the dequantiser from the bytes (scale_min_k4): both give the values of
+// ggml's layout (written out below as the oracle) for every sub-block, on every byte value at every position (each
+// byte swept through 0..255 over random others).
 TEST(QuantBlocks, ScaleMinFromWordsMatchesTheBytes) {
+  auto ggml = [](int j, const uint8_t* q, int* sc, int* mn) {  // get_scale_min_k4's layout
+    if (j < 4) {
+      *sc = q[j] & 63;
+      *mn = q[j + 4] & 63;
+    } else {
+      *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+      *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+  };
   std::mt19937 rng(11);
   for (int pos = 0; pos < 12; ++pos)
     for (int value = 0; value < 256; ++value) {
@@ -112,11 +122,14 @@ TEST(QuantBlocks, ScaleMinFromWordsMatchesTheBytes) {
       uint32_t w[3];
       std::memcpy(w, q, sizeof(w));  // little-endian words, as the device loads them
       for (int j = 0; j < 8; ++j) {
-        int sc, mn, sc_w, mn_w;
-        qblocks::scale_min_k4(j, q, &sc, &mn);
+        int sc, mn, sc_b, mn_b, sc_w, mn_w;
+        ggml(j, q, &sc, &mn);
+        qblocks::scale_min_k4(j, q, &sc_b, &mn_b);
         qblocks::scale_min_k4_words(j, w[0], w[1], w[2], &sc_w, &mn_w);
-        ASSERT_EQ(sc_w, sc) << "sub-block " << j << ", byte " << pos << " = " << value;
-        ASSERT_EQ(mn_w, mn) << "sub-block " << j << ", byte " << pos << " = " << value;
+        ASSERT_EQ(sc_b, sc) << "bytes, sub-block " << j << ", byte " << pos << " = " << value;
+        ASSERT_EQ(mn_b, mn) << "bytes, sub-block " << j << ", byte " << pos << " = " << value;
+        ASSERT_EQ(sc_w, sc) << "words, sub-block " << j << ", byte " << pos << " = " << value;
+        ASSERT_EQ(mn_w, mn) << "words, sub-block " << j << ", byte " << pos << " = " << value;
       }
     }
 }

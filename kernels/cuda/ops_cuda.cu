@@ -242,15 +242,20 @@ __global__ void matvec_xwt16_kernel(const float* x, const void* w, int code, flo
     matvec16_row(x, static_cast<const __half*>(w) + row, y, m, n, k, j, lane, wide);
 }
 
-__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
-  __shared__ float sh[32];
-  const float* xr = x + (size_t)blockIdx.x * n;
-  float* yr = y + (size_t)blockIdx.x * n;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+// yr[n] = w * (xr * rms_factor) for one row, ss this thread's part of the row's sum of squares (a block per row).
+__device__ __forceinline__ void rmsnorm_row(const float* xr, const float* w, float* yr, int n, float eps, float ss,
+                                            float* sh) {
   ss = block_sum(ss, sh);
   const float f = math::rms_factor(ss, n, eps);
   for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w[i] * (xr[i] * f);
+}
+
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, float eps) {
+  __shared__ float sh[32];
+  const float* xr = x + (size_t)blockIdx.x * n;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  rmsnorm_row(xr, w, y + (size_t)blockIdx.x * n, n, eps, ss, sh);
 }
 
 // x[row] += y[row], then xn[row] = rmsnorm(x[row]) * w: add_kernel's sums and rmsnorm_kernel's reduction, in one
@@ -259,16 +264,13 @@ __global__ void add_rmsnorm_kernel(float* x, const float* y, const float* w, flo
   __shared__ float sh[32];
   float* xr = x + (size_t)blockIdx.x * n;
   const float* yr = y + (size_t)blockIdx.x * n;
-  float* nr = xn + (size_t)blockIdx.x * n;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = xr[i] + yr[i];
     xr[i] = v;
     ss += v * v;
   }
-  ss = block_sum(ss, sh);
-  const float f = math::rms_factor(ss, n, eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) nr[i] = w[i] * (xr[i] * f);
+  rmsnorm_row(xr, w, xn + (size_t)blockIdx.x * n, n, eps, ss, sh);
 }
 
 __global__ void rope_kernel(float* x, int n_tokens, int n_heads, int d_head, int pos0, float theta) {

@@ -183,25 +183,14 @@ class CudaBackend final : public Backend {
     const uint8_t* src = w.data;
     if (!w.row_map.empty()) {
       rows.resize(bytes);
-      for (int64_t r = 0; r < w.rows; ++r)
-        std::memcpy(rows.data() + (size_t)r * w.row_bytes, w.data + (size_t)w.row_map[r] * w.row_bytes, w.row_bytes);
+      rows_in_order(w, rows.data());
       src = rows.data();
     }
     FOCAL_CUDA_CHECK(cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, stream_), "upload_weight_stored");
     FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "upload_weight_stored (cudaStreamSynchronize)");
-    auto rows_desc = std::make_shared<BlockRows>();  // the rows as uploaded: in order, no row map
-    rows_desc->q.type = w.type;
-    rows_desc->q.data = reinterpret_cast<const uint8_t*>(p);
-    rows_desc->q.rows = w.rows;
-    rows_desc->q.cols = w.cols;
-    rows_desc->q.row_bytes = w.row_bytes;
-    Weight out;
-    out.form = Weight::Form::kBlocks;
+    auto desc = std::make_shared<BlockRows>();
+    Weight out = blocks_weight(w, reinterpret_cast<const uint8_t*>(p), live_[p], std::move(desc));
     out.data = p;
-    out.n = (size_t)w.rows * (size_t)w.cols;
-    out.bytes = live_[p];
-    out.blocks = std::move(rows_desc);
-    weight_bytes_ += out.bytes;
     return out;
   }
 
@@ -209,24 +198,13 @@ class CudaBackend final : public Backend {
   // there and uploads them: [n_tokens, hidden] floats a call); counted in weight_bytes, not in the device's bytes.
   Weight upload_table_stored(const StoredWeight& w) override {
     if (!qblocks::sub32_supported(w.type) || w.panels || w.cols % 32 != 0) return upload_weight_stored(w);
-    auto rows = std::make_shared<BlockRows>();
-    rows->host.resize((size_t)w.rows * w.row_bytes);
-    for (int64_t r = 0; r < w.rows; ++r)
-      std::memcpy(rows->host.data() + (size_t)r * w.row_bytes,
-                  w.data + (size_t)(w.row_map.empty() ? r : w.row_map[(size_t)r]) * w.row_bytes, w.row_bytes);
-    rows->on_host = true;
-    rows->q.type = w.type;
-    rows->q.data = rows->host.data();
-    rows->q.rows = w.rows;
-    rows->q.cols = w.cols;
-    rows->q.row_bytes = w.row_bytes;
-    Weight out;
-    out.form = Weight::Form::kBlocks;
-    out.n = (size_t)w.rows * (size_t)w.cols;
-    out.bytes = rows->host.size();
-    out.blocks = std::move(rows);
-    weight_bytes_ += out.bytes;
-    return out;
+    auto desc = std::make_shared<BlockRows>();
+    desc->host.resize((size_t)w.rows * w.row_bytes);
+    rows_in_order(w, desc->host.data());
+    desc->on_host = true;
+    const uint8_t* data = desc->host.data();
+    const size_t bytes = desc->host.size();
+    return blocks_weight(w, data, bytes, std::move(desc));
   }
 
   size_t weight_bytes() const override { return weight_bytes_; }
@@ -688,6 +666,29 @@ class CudaBackend final : public Backend {
     FOCAL_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
     live_[p] = bytes;
     return p;
+  }
+
+  // w's rows, the row map applied, into dst [rows, row_bytes].
+  static void rows_in_order(const StoredWeight& w, uint8_t* dst) {
+    for (int64_t r = 0; r < w.rows; ++r)
+      std::memcpy(dst + (size_t)r * w.row_bytes,
+                  w.data + (size_t)(w.row_map.empty() ? r : w.row_map[(size_t)r]) * w.row_bytes, w.row_bytes);
+  }
+  // The block-format weight of w's rows held in order at data (device or, for a table, host memory): desc describes
+  // them (no row map), and weight_bytes counts `bytes`.
+  Weight blocks_weight(const StoredWeight& w, const uint8_t* data, size_t bytes, std::shared_ptr<BlockRows> desc) {
+    desc->q.type = w.type;
+    desc->q.data = data;
+    desc->q.rows = w.rows;
+    desc->q.cols = w.cols;
+    desc->q.row_bytes = w.row_bytes;
+    Weight out;
+    out.form = Weight::Form::kBlocks;
+    out.n = (size_t)w.rows * (size_t)w.cols;
+    out.bytes = bytes;
+    out.blocks = std::move(desc);
+    weight_bytes_ += out.bytes;
+    return out;
   }
 
   // freq_ = inv_freq[half] (a host array): stream-ordered before the kernel that reads it; skipped when freq_ holds

@@ -36,31 +36,29 @@ FOCAL_HD constexpr int block_bytes(int type) {
 
 FOCAL_HD float f16_at(const uint8_t* p) { return math::half_bits_to_float((uint16_t)(p[0] | (p[1] << 8))); }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's 12 scale bytes q.
-FOCAL_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's 12 scale bytes q, from the three bytes
+// that hold them: b0 = q[j % 4], b1 = q[4 + j % 4], b2 = q[8 + j % 4] (sub-blocks 0-3: the low 6 bits of b0 and b1;
+// 4-7: b2's two nibbles, and the top 2 bits of b0 and b1).
+FOCAL_HD void scale_min_k4_from(int j, int b0, int b1, int b2, int* sc, int* mn) {
   if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-// The same from the 12 bytes as three little-endian words (bytes 0-3, 4-7, 8-11), in registers: the device's
-// Q4_K dot reads the words with three loads, and scale_min_k4 over a byte array copied from them, indexed by a
-// run-time j, put the array in local memory (a 16-byte stack frame in the decode kernel, stores and loads through
-// L1 for every row and sub-block).
-FOCAL_HD void scale_min_k4_words(int j, uint32_t w0, uint32_t w1, uint32_t w2, int* sc, int* mn) {
-  const int shift = 8 * (j & 3);
-  const int b0 = (int)((w0 >> shift) & 0xFFu), b1 = (int)((w1 >> shift) & 0xFFu), b2 = (int)((w2 >> shift) & 0xFFu);
-  if (j < 4) {  // q[j], q[j + 4]
     *sc = b0 & 63;
     *mn = b1 & 63;
-  } else {  // q[j + 4] = b2, q[j - 4] = b0, q[j] = b1
+  } else {
     *sc = (b2 & 0xF) | ((b0 >> 6) << 4);
     *mn = (b2 >> 4) | ((b1 >> 6) << 4);
   }
+}
+FOCAL_HD void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
+  scale_min_k4_from(j, q[j & 3], q[4 + (j & 3)], q[8 + (j & 3)], sc, mn);
+}
+// The same with the 12 bytes as three little-endian words (bytes 0-3, 4-7, 8-11), in registers: the device's Q4_K
+// dot loads the words, and scale_min_k4 over a byte array copied from them, indexed by a run-time j, put the array
+// in local memory (a 16-byte stack frame in the decode kernel: stores and loads through L1 for every row and
+// sub-block).
+FOCAL_HD void scale_min_k4_words(int j, uint32_t w0, uint32_t w1, uint32_t w2, int* sc, int* mn) {
+  const int shift = 8 * (j & 3);
+  scale_min_k4_from(j, (int)((w0 >> shift) & 0xFFu), (int)((w1 >> shift) & 0xFFu), (int)((w2 >> shift) & 0xFFu), sc,
+                    mn);
 }
 
 // out[32] = the 32 bytes at p. On the device two 16-byte loads: p must be 16-byte aligned, which the quant bytes and
