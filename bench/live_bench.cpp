@@ -1,6 +1,8 @@
 // The app's propagate path without a window: LiveRunner::run on the bundled model at T tokens, as the app requests
-// it (metrics of every head, probabilities and raw scores of the selected layer, top-k next tokens and loss), for a
-// global temperature change (every layer re-runs) and a change of the last layer only. Prints medians in ms.
+// it (focal::live_capture_request: metrics of every head, the last layer's raw scores, probabilities up to 1024
+// tokens, one head's rows past the device's layer-rows threshold; top-k next tokens and loss), for a global
+// temperature change (every layer re-runs), a change of the last layer only and, when the runs hold one head's
+// rows, a switch to another head (a re-run of the layer for its rows). Prints medians in ms.
 // Threads: OMP_NUM_THREADS (the app's worker uses all cores but one). --device / --precision as the CLI's (the GPU
 // device check times the 8B shape's propagate at T = 4096 this way).
 #include <algorithm>
@@ -18,7 +20,8 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::puts(
         "usage: live_bench MODEL [T] [reps] [--device auto|cpu|cuda] [--precision auto|exact|fast] [--no-recycle]\n\n"
-        "Median ms of the app's propagate (LiveRunner::run) for a global t change and a last-layer change, each run "
+        "Median ms of the app's propagate (LiveRunner::run) for a global t change, a last-layer change and (when the "
+        "runs hold one head's rows) a head switch, each run "
         "into the buffers of the result before the last, as the app does (--no-recycle: fresh buffers each run). "
         "Threads: OMP_NUM_THREADS.");
     return argc < 2 ? 2 : 0;
@@ -45,11 +48,8 @@ int main(int argc, char** argv) {
               reps = pos.size() > 2 ? std::atoi(pos[2].c_str()) : 15;
     std::vector<int32_t> tokens(T);
     for (int i = 0; i < T; ++i) tokens[i] = i == 0 ? c.bos_id : 3 + (i * 7919) % (c.vocab_size - 3);
-    focal::CaptureRequest req;
-    req.layers = {c.n_layers - 1};
-    req.store_scores = true;
-    req.store_probs = true;
-    req.budget_bytes = size_t(8) << 30;
+    // The request the app makes for the last layer's head 0 (focal::live_capture_request, the app's defaults)
+    focal::CaptureRequest req = focal::live_capture_request(c, model->device(), T, c.n_layers - 1, 0);
     focal::LiveRunner runner(*model);
     focal::RunCapture prev, out, spare;  // as the app holds them: the last result, the new one, the one before
     focal::TempSpec spec = focal::TempSpec::focal(0.4f);
@@ -70,10 +70,17 @@ int main(int argc, char** argv) {
     };
     const double global = time_ms([&](int r) { spec = focal::TempSpec::focal(r % 2 ? 0.4f : 0.3f); });
     const double last = time_ms([&](int r) { spec.layer_temp[c.n_layers - 1] = r % 2 ? 0.5f : 0.25f; });
-    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms  (median of %d; %s, precision %s; %s)\n", T,
-                global, last, reps, focal::device_name(model->device()), focal::precision_name(model->precision()),
-                recycle ? "recycled buffers" : "fresh buffers");
+    // Another head, when the runs hold the viewed head's rows only: the app re-runs the layer for its rows.
+    const bool one_head = !req.heads.empty();
+    const double head = one_head ? time_ms([&](int r) { req.heads = {(r + 1) % c.n_heads}; }) : 0.0;
+    std::printf("T %d  global t change %.1f ms  last-layer change %.1f ms", T, global, last);
+    if (one_head) std::printf("  head switch %.1f ms", head);
+    std::printf("  (median of %d; %s, precision %s; %s; %s, %s)\n", reps, focal::device_name(model->device()),
+                focal::precision_name(model->precision()), recycle ? "recycled buffers" : "fresh buffers",
+                one_head ? "the viewed head's rows" : "every head's rows",
+                req.store_probs ? "probabilities and scores" : "scores");
     std::printf("result propagate_T%d_ms %.1f\n", T, global);
+    if (one_head) std::printf("result head_switch_T%d_ms %.1f\n", T, head);
   } catch (const focal::Error& e) {
     std::fprintf(stderr, "live_bench: %s\n", e.what());
     return 1;

@@ -32,7 +32,8 @@ class SelectObserver : public ForwardObserver {
         T_(T),
         rows_(rows),
         probs_(rows ? (size_t)nh_ * T * T : 0),
-        raw_(rows ? (size_t)nh_ * T * T : 0) {}
+        raw_(rows ? (size_t)nh_ * T * T : 0),
+        targets_((size_t)T, 1) {}
   bool wants_metrics() const override { return metrics_; }
   bool wants_rows(int l, int h) const override { return rows_ && l == layer_ && h < nh_; }
   void on_rows(int, int h, int row0, int n_rows, int stride, const float* p, const float* r) override {
@@ -45,10 +46,13 @@ class SelectObserver : public ForwardObserver {
   void on_layer(const LayerRecord& rec) override {
     if (rec.metrics) sink_ += rec.metrics[kSinkMass];  // touch the metrics like a consumer would
   }
-  // Every row's logits in blocks, as `focal capture` takes them for its next-token columns (not a [T, vocab] vector:
-  // 1.6 GB at T = 8192 for SmolLM2, whose fresh pages cost seconds of the forward's non-projection time).
-  bool wants_logits() const override { return true; }
-  void on_logits(int, int, const float* logits) override { sink_ += logits[0]; }
+  // Every row's next-token statistics (10 most likely tokens, the loss), as `focal capture` takes them for its
+  // next-token columns (from logits in blocks of rows, not a [T, vocab] vector: 1.6 GB at T = 8192 for SmolLM2).
+  int next_token_k() const override { return 10; }
+  const int32_t* next_token_targets() const override { return targets_.data(); }
+  void on_next_tokens(int, int, const float* lse, const int32_t*, const float*, const float*) override {
+    sink_ += lse[0];
+  }
   double sink_ = 0;
 
  private:
@@ -56,6 +60,7 @@ class SelectObserver : public ForwardObserver {
   int layer_, nh_, T_;
   bool rows_;
   std::vector<float> probs_, raw_;
+  std::vector<int32_t> targets_;  // [T] a next token for every row
 };
 
 double median(std::vector<double> v) {

@@ -406,7 +406,8 @@ size_t AppState::default_rows_budget_bytes() {
 }
 
 size_t AppState::rows_bytes(int T) const {
-  return app_rows_bytes(cfg_.n_heads, T, layer_rows_bytes, T <= dense_rows_max_tokens);
+  const focal::Device device = slots[0].model ? slots[0].model->device() : focal::Device::kCpu;
+  return app_rows_bytes(cfg_.n_heads, T, rows_policy().layer_rows_bytes_on(device), T <= dense_rows_max_tokens);
 }
 
 bool AppState::apply_tokens(std::vector<int32_t> ids) {
@@ -446,16 +447,10 @@ void AppState::after_tokens_changed() { propagate_all(); }
 // ---------------------------------------------------------------- temperature and runs
 
 focal::CaptureRequest AppState::request_for(int) const {
-  focal::CaptureRequest req;
-  req.layers = {sel_layer};
-  // Past layer_rows_bytes only the viewed head's rows (select() re-runs for another head).
-  const int n_heads = has_cfg_ ? cfg_.n_heads : 1;
-  if ((size_t)n_heads * n_tokens() * n_tokens() * sizeof(float) > layer_rows_bytes) req.heads = {sel_head};
-  req.store_scores = true;
-  req.store_probs = n_tokens() <= max_store_tokens;
-  // The induction score observes every head's rows: cheap on the CPU, a copy per head from a CUDA device.
-  req.induction = !slots[0].model || slots[0].model->device() == focal::Device::kCpu;
-  req.budget_bytes = size_t(8) << 30;
+  // Past the layer-rows threshold of the model's device only the viewed head's rows (select() re-runs for another).
+  const focal::Device device = slots[0].model ? slots[0].model->device() : focal::Device::kCpu;
+  focal::CaptureRequest req = focal::live_capture_request(has_cfg_ ? cfg_ : focal::ModelConfig{}, device, n_tokens(),
+                                                          sel_layer, sel_head, rows_policy());
   req.run.relevant = file.relevant;
   return req;
 }
@@ -561,7 +556,8 @@ void AppState::select(int layer, int head, int q) {
   sel_head = head;
   sel_query = q;
   state_version++;
-  // Runs past layer_rows_bytes hold the viewed head's rows only: another head is a re-run, as another layer is.
+  // Runs past the layer-rows threshold (rows_policy) hold the viewed head's rows only: another head is a re-run, as
+  // another layer is.
   const auto lacks_head = [&](const Slot& s) { return s.run && index_of(s.run->heads, head) < 0; };
   const bool head_missing = lacks_head(slots[0]) || (compare && lacks_head(slots[1]));
   if ((layer_changed || head_missing) && has_model()) propagate_all();

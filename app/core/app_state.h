@@ -29,7 +29,8 @@ constexpr int kInductionScore = focal::kNumRowMetrics;
 const char* head_metric_name(int m);  // row_metric_name, or "induction" for kInductionScore
 
 // The bytes one head's attention rows take in the app for T tokens of a model with n_heads heads per layer: each
-// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, else the viewed head's), and
+// side's stored rows (every head of the visible layer while they fit layer_rows_bytes, the threshold of the model's
+// device: focal::LiveRowsPolicy, else the viewed head's), and
 // - dense (T up to AppState::dense_rows_max_tokens): the panels' [T, T] probabilities of both sides, a third while one
 //   side's are recomputed, and the heatmap's pooled rows;
 // - else: a third run's stored rows (the one computed while the panels show the old), no [T, T] probabilities (rows
@@ -337,6 +338,11 @@ class AppState {
   // 9 heads to about 14 000 tokens); past it only the viewed head's, and choosing another head re-runs the side from
   // the kept layer input at or below the layer.
   size_t layer_rows_bytes = size_t(3) << 30;
+  // The same on a CUDA device, where each stored row crosses to the host while another head is a re-run of one layer
+  // on the device: an 8B model's 32 heads at T = 4096 (2 GiB of scores) keep the viewed head's rows only.
+  size_t device_layer_rows_bytes = size_t(256) << 20;
+  // The three above as the runs' request takes them (focal::live_capture_request).
+  focal::LiveRowsPolicy rows_policy() const { return {max_store_tokens, layer_rows_bytes, device_layer_rows_bytes}; }
   // rows_bytes past this: a prompt is refused with the estimate. 60 % of the machine's memory (at least 4 GiB).
   size_t rows_budget_bytes = default_rows_budget_bytes();
   static size_t default_rows_budget_bytes();

@@ -8,8 +8,11 @@
 #           metrics, NLL, greedy tokens); PyTorch's sdpa forward and transformers eager with output_attentions on
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
-#   q4k     the same shape as Q4_K GGUF: open, decode and the device-memory peak of a T = 8192 capture with every
-#           head's metrics (the file stays in /tmp for llamacpp)
+#   q4k     the same shape as Q4_K GGUF: open, decode (int8 x; then fp32 x, FOCAL_CUDA_DECODE_X8=0, and x rounded
+#           in the product's kernel, =2), fast against exact (greedy tokens, NLL), and the device-memory peak of a
+#           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
+#   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v):
+#           decode with int8 x and with fp32 x (decode_q4km_*, decode_q4km_fp32x_*)
 #   70b     (not in the default parts) the stretch target: Llama-3-70B's shape as Q4_K (~40 GB, made there) loads
 #           and decodes 32 tokens (gpu_bench), with the GPU's memory peak
 #   llamacpp  llama.cpp's CUDA llama-bench (tg128) on that file, alternating with our decode twice, from
@@ -18,9 +21,9 @@
 #           machine, llama-bench alone, and the file made again)
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
-#        parity,small,8b,live,q4k; then llamacpp in a second call; 70b when time is left)
+#        parity,small,8b,live,q4k; then llamacpp in a second call; q4km and 70b when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -95,6 +98,16 @@ if want q4k; then
   # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
+  # A/B in the same run: the decode product with fp32 x (the kernel before the int8-x one), results decode_q4k_fp32x_*,
+  # and with x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*
+  for v in 0:fp32x 2:x8k; do
+    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+      sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
+  done
+  # fast (int8 x in decode) against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*)
+  gstep 150 bash -c '"$1" "$2" 512 1 --precision exact,fast --accuracy 512 --no-cpu --no-kernels |
+    sed -e "s/^result accuracy_/result accuracy_q4k_/" -e "s/^result prefill_/result q4k_prefill_/"' \
+    _ "$pack/bin/gpu_bench" $q4k
   python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
   gstep 200 bash -c '"$1" capture "$2" --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
     --budget 64G -o out/bench/big-q4k.h5 | tee /tmp/capture.txt' _ "$focal" $q4k
@@ -102,6 +115,15 @@ if want q4k; then
   # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
   echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
   rm -f out/bench/big-q4k.h5
+fi
+if want q4km; then  # (not in the default parts) the Q4_K_M mix, Q6_K's int8-x kernel beside Q4_K's
+  q4km=/tmp/llama3-8b-shape-q4_k_m.gguf
+  step 150 "$pack/bin/make_big_model" --gguf $q4km --mix q4_k_m --context 16384
+  for v in 1:q4km 0:q4km_fp32x; do
+    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+      sed "s/^result decode_/result decode_$4_/"' _ "$pack/bin/gpu_bench" $q4km ${v%%:*} ${v##*:}
+  done
+  rm -f $q4km
 fi
 if want 70b; then
   q70=/tmp/llama3-70b-shape-q4_k.gguf

@@ -246,6 +246,13 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
     const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
     const size_t big = (size_t)std::max({H, QD + 2 * KD, 2 * I, c.vocab_size});
     DeviceBuffer xb(be, big), yb(be, big);
+    {  // x of random values (not the pool's leftover bytes: zeros or NaN would time something else)
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> xh(big);
+      for (float& v : xh) v = u(rng);
+      be.upload(xb.data(), xh.data(), big);
+    }
     std::vector<double> ts;
     for (int r = 0; r <= reps; ++r) {
       be.synchronize();

@@ -239,6 +239,25 @@ __global__ void kv_to_half_kernel(const float* k_cache, const float* v_cache, in
   }
 }
 
+// e^d for d <= 0 (-inf: 0) in the tiled kernel: the special-function unit's 2^x (ex2.approx.ftz, relative error
+// about 2^-22; results below 2^-126 flush to 0) of d log2(e): a multiply and one MUFU, where exp_nonpos's ~25 FP32
+// instructions a score (with --fmad=false) outweighed the tile's tensor-core work (the QK^T and PV of a score are
+// 512 flops at d = 128). P is then rounded to fp16 (2^-11) for PV anyway. The emulation computes exp2f.
+__device__ __forceinline__ float tc_exp(float d) {
+  const float x = d * 1.4426950408889634f;
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+// A probability under a row's final state (pass 2): online_softmax_prob's e^(x - m) / Z, through tc_exp.
+__device__ __forceinline__ float tc_prob(const math::OnlineSoftmax& s, float inv_z, float x) {
+  return tc_exp(x - s.m) * inv_z;
+}
+
 // The logit of a raw dot product as every path forms it (scaled_score's formula).
 __device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s, float cap) {
   return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) : (dot * logit_scale) * s;
@@ -271,7 +290,7 @@ __device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp,
           dot += math::half_bits_to_float(qrow[c]) * math::half_bits_to_float(kh[(size_t)j * D + c]);
       dot = group_sum(dot);
       if (vis) {
-        rel += math::online_softmax_prob(sm[ri], tc_logit(dot, logit_scale, srow[ri], cap));
+        rel += tc_prob(sm[ri], 1.0f / sm[ri].z, tc_logit(dot, logit_scale, srow[ri], cap));
         seen += 1.0f;
       }
     }
@@ -321,7 +340,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
   // This thread's two rows (ri = 0: g, 1: g + 8).
   int row[2], n_vis[2], lo[2];
-  float srow[2], inv_n[2];
+  float srow[2], inv_n[2], inv_z[2];
   math::OnlineSoftmax sm[2];
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -332,9 +351,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     srow[ri] = live ? a.row_scale[(size_t)h * T + row[ri]] : 0.0f;
     inv_n[ri] = live ? 1.0f / (float)(n_vis[ri] - lo[ri]) : 0.0f;  // the tail's threshold, the uniform share
     sm[ri] = math::online_softmax_init();
+    inv_z[ri] = 0.0f;
     if (kPass2 && live) {
       const float* s3 = st + ((size_t)h * T + row[ri]) * 3;
       sm[ri] = math::OnlineSoftmax{s3[0], s3[1], s3[2]};
+      inv_z[ri] = 1.0f / sm[ri].z;  // pass 2's final state: one division a row, not a score
     }
   }
   const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
@@ -417,10 +438,10 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             const float x = s[nt][e];
             float p = 0.0f;
             if (x != -INFINITY) {
-              const float d = x - sm[ri].m;
-              p = math::exp_nonpos(d);
+              const float d = x - sm[ri].m;  // finite, <= 0: p * d is finite (0 when p flushed to 0)
+              p = tc_exp(d);
               sm[ri].z += p;
-              sm[ri].a += p > 0.0f ? p * d : 0.0f;
+              sm[ri].a = fmaf(p, d, sm[ri].a);
             }
             s[nt][e] = p;
           }
@@ -443,7 +464,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
             const float x = s[nt][e];
             if (x == -INFINITY) continue;
-            const float p = math::online_softmax_prob(sm[ri], x);
+            const float p = tc_prob(sm[ri], inv_z[ri], x);
             tail[ri] += math::tail_term(p, inv_n[ri]);
             if (j == 0) sink[ri] = math::sink_mass(lo[ri], p);
             if (want_topk) row_topk_push(tk[ri], k, p);

@@ -149,6 +149,57 @@ __device__ void topk_merge(const ThreadTopk& t, int k, float* shv, int* shi, Emi
   }
 }
 
+// ThreadTopk for k <= kPairTopkRegs (the metric kernels' default k is 5), in registers: the thread's kPairTopkRegs
+// best pairs, descending, (-inf, INT_MAX) where fewer were seen. Every index is a compile-time constant once the
+// loops unroll: ThreadTopk's run-time positions kept its 64 pairs in local memory (a 520-byte stack, read for every
+// key). The values pushed are finite (probabilities, logits).
+constexpr int kPairTopkRegs = 8;
+struct ThreadTopkRegs {
+  float v[kPairTopkRegs];
+  int i[kPairTopkRegs];
+};
+__device__ __forceinline__ void topk_init(ThreadTopk& t) { t.cnt = 0; }
+__device__ __forceinline__ void topk_init(ThreadTopkRegs& t) {
+#pragma unroll
+  for (int s = 0; s < kPairTopkRegs; ++s) {
+    t.v[s] = -INFINITY;
+    t.i[s] = INT_MAX;
+  }
+}
+__device__ __forceinline__ void topk_push(ThreadTopkRegs& t, int /*k*/, float v, int idx) {
+  if (!(v > t.v[kPairTopkRegs - 1])) return;
+#pragma unroll
+  for (int s = 0; s < kPairTopkRegs; ++s) {  // the pair sinks to its place; an equal value stays behind (idx ascends)
+    const bool up = v > t.v[s];
+    const float tv = t.v[s];
+    const int ti = t.i[s];
+    t.v[s] = up ? v : tv;
+    t.i[s] = up ? idx : ti;
+    v = up ? tv : v;
+    idx = up ? ti : idx;
+  }
+}
+// topk_merge's rounds over the register list: the head is always slot 0, the list shifts up when it is taken.
+template <class Emit>
+__device__ void topk_merge(ThreadTopkRegs t, int k, float* shv, int* shi, Emit emit) {
+  for (int r = 0; r < k; ++r) {
+    float v = t.v[0];
+    int i = t.i[0];
+    block_best_pair(v, i, shv, shi);
+    if (i == INT_MAX) break;
+    if (t.i[0] == i) {
+#pragma unroll
+      for (int s = 0; s + 1 < kPairTopkRegs; ++s) {
+        t.v[s] = t.v[s + 1];
+        t.i[s] = t.i[s + 1];
+      }
+      t.v[kPairTopkRegs - 1] = -INFINITY;
+      t.i[kPairTopkRegs - 1] = INT_MAX;
+    }
+    emit(r, v, i);
+  }
+}
+
 // A row's metrics from its entropy h (nats), normaliser Z and the probability sums (as the CPU path).
 __device__ void write_metrics(float* m, float h, float z, int n_vis, float tail, float sink, float topk_mass, float rel,
                               float rel_seen) {
@@ -374,7 +425,8 @@ __global__ void kv_store_pair_kernel(const float* k, const float* v, float* k_ca
 
 // One block per row of raw[n_rows, n_keys] (head `head`, rows r0..): softmax of raw * scale over the row's visible
 // keys into probs, zeros past them, metrics in the same pass. Same formulas and order of operations as the CPU
-// softmax_scaled_row; only the summation order of the reductions differs.
+// softmax_scaled_row; only the summation order of the reductions differs. Topk: ThreadTopkRegs for a.topk <= 8.
+template <class Topk>
 __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, float* raw, float* probs,
                                     uint16_t* probs16) {
   __shared__ float sh[32];
@@ -412,8 +464,8 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
   const float inv_z = 1.0f / z;
   const float inv_n = 1.0f / (float)(n_vis - lo);
   const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
-  ThreadTopk tk;
-  tk.cnt = 0;
+  Topk tk;
+  topk_init(tk);
   float tail = 0.0f;
   for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) {
     const float v = pr[j] * inv_z;
@@ -457,7 +509,8 @@ __device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj
 
 // Flash-style attention, one block per (row, head): pass 1 keeps the online softmax state (running max m, Z, A) and
 // the top-k scores; pass 2 recomputes each score once more, forms p = e^(s-m)/Z, accumulates p.V in shared memory
-// and the tail mass. Nothing of size T^2 is stored.
+// and the tail mass. Nothing of size T^2 is stored. Topk: ThreadTopkRegs for a.topk <= 8.
+template <class Topk>
 __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k_cache, const float* v_cache,
                                        int cache_stride, int n_heads, int n_kv_heads, int d, const uint8_t* skip,
                                        float* out) {
@@ -488,8 +541,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
 
   const int k = a.topk < kMaxTopk ? a.topk : kMaxTopk;
   const bool want_topk = a.metrics && k > 0;
-  ThreadTopk tk;
-  tk.cnt = 0;
+  Topk tk;
+  topk_init(tk);
   math::OnlineSoftmax st = math::online_softmax_init();
   for (int j = lo + threadIdx.x; j < n_vis; j += blockDim.x) {
     const float x = scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap);
@@ -571,6 +624,23 @@ __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, flo
   });
 }
 
+// Per row of x[rows, n] (a block each): out[row] = (ops::log_sum_exp's max + log sum exp_nonpos(x - max), the value
+// at targets[row], NaN for a negative target).
+__global__ void row_lse_target_kernel(const float* x, int n, const int32_t* targets, float2* out) {
+  __shared__ float sh[32];
+  const float* xr = x + (size_t)blockIdx.x * n;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) mx = xr[j] > mx ? xr[j] : mx;
+  mx = block_max(mx, sh);
+  float z = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) z += math::exp_nonpos(xr[j] - mx);
+  z = block_sum(z, sh);
+  if (threadIdx.x == 0) {
+    const int t = targets[blockIdx.x];
+    out[blockIdx.x] = make_float2(mx + logf(z), t >= 0 && t < n ? xr[t] : NAN);
+  }
+}
+
 #include "attention_tc.cuh"
 
 // Quantized weights (QWeight). TYPE is a template argument, so each format's dequant_sub32 compiles to straight-line
@@ -601,6 +671,23 @@ struct QMatvecSet {
   int first[kMatvecSetMax + 1];
   int n = 0;
 };
+// A thread's place in a matrix-vector launch over a QMatvecSet: the weight its block takes (which), its lane, warp,
+// and slice z of k within the warp's group of `split`, the group's first row j0 and its n_r rows (0..kQRows).
+struct SetPlace {
+  int which, lane, warp, z, j0, n_r;
+};
+__device__ __forceinline__ SetPlace set_place(const QMatvecSet& set, int split) {
+  SetPlace p;
+  p.lane = threadIdx.x & 31;
+  p.warp = threadIdx.x >> 5;
+  p.z = p.warp % split;
+  p.which = 0;
+  while (p.which + 1 < set.n && (int)blockIdx.x >= set.first[p.which + 1]) ++p.which;
+  const int rows = set.w[p.which].rows;
+  p.j0 = ((blockIdx.x - set.first[p.which]) * (kMatvecWarps / split) + p.warp / split) * kQRows;
+  p.n_r = p.j0 >= rows ? 0 : rows - p.j0 < kQRows ? rows - p.j0 : kQRows;
+  return p;
+}
 // The dot of x's 32 values xs (their sum xsum) with sub-block `sub` of the Q4_K block at blk (16-byte aligned), as
 // d sc sum_l x_l q_l - dmin mn xsum: the same weights as qblocks::dequant_sub32 (value d sc q - dmin mn, scale_min_k4's
 // 6-bit sc and mn), with each 4-bit q widened to fp32 by a byte permute into 2^23 + q and one subtraction (no
@@ -636,17 +723,13 @@ __device__ __forceinline__ float dot_sub32_q4k(const uint8_t* blk, int sub, cons
 template <int TYPE, int MAX_M>
 __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split) {
   __shared__ float part[kMatvecWarps][kQRows][MAX_M];  // [warp][row][row of x]: each warp's sums, for its group
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int group = warp / split, z = warp % split;
-  int which = 0;
-  while (which + 1 < set.n && (int)blockIdx.x >= set.first[which + 1]) ++which;
-  const QWeight& w = set.w[which];
-  float* y = set.y[which];
-  const int j0 = ((blockIdx.x - set.first[which]) * (kMatvecWarps / split) + group) * kQRows;
+  const SetPlace pl = set_place(set, split);
+  const int lane = pl.lane, warp = pl.warp, z = pl.z, j0 = pl.j0, n_r = pl.n_r;
+  const QWeight& w = set.w[pl.which];
+  float* y = set.y[pl.which];
   constexpr int kSubs = TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K || TYPE == qblocks::kQ6_K ? 8 : 1;
   const int bb = qblocks::block_bytes(TYPE);
   const int k = w.cols, n_sub = k / 32;
-  const int n_r = j0 >= w.rows ? 0 : w.rows - j0 < kQRows ? w.rows - j0 : kQRows;
   float acc[kQRows][MAX_M];
   for (int r = 0; r < kQRows; ++r)
     for (int i = 0; i < MAX_M; ++i) acc[r][i] = 0.0f;
@@ -703,6 +786,192 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
       y[(size_t)i * w.rows + j0 + r] = sum;
     }
   }
+}
+
+// The fast precision's decode product for Q4_K with x in int8 (llama.cpp's way: x quantised per 32 values, the
+// weights' 4-bit values multiplied by dp4a, four byte products an instruction, instead of widened to fp32 one at a
+// time). quantize_x8: one warp per 32 values of x[n] (n % 32 == 0): q[n] (int8, qblocks::x8_round) and ds[n / 32] =
+// (d, the fp32 sum of the 32 values, for the weights' min term).
+__global__ void quantize_x8_kernel(const float* x, int n, int8_t* q, float2* ds) {
+  const int lane = threadIdx.x & 31;
+  const int sub = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (sub >= n / 32) return;  // the whole warp
+  const float v = x[32 * sub + lane];
+  const float amax = warp_max(fabsf(v)), sum = warp_sum(v);
+  q[32 * sub + lane] = (int8_t)qblocks::x8_round(v, qblocks::x8_inv_scale(amax));
+  if (lane == 0) ds[sub] = make_float2(qblocks::x8_scale(amax), sum);
+}
+
+// Four values rounded by qblocks::x8_round as four int8 in one word: the low byte of each fma's bits (1.5 * 2^23 + q).
+__device__ __forceinline__ int x8_pack4(float4 v, float inv) {
+  const unsigned a = __float_as_uint(fmaf(v.x, inv, qblocks::kX8RoundMagic)),
+                 b = __float_as_uint(fmaf(v.y, inv, qblocks::kX8RoundMagic)),
+                 c = __float_as_uint(fmaf(v.z, inv, qblocks::kX8RoundMagic)),
+                 d = __float_as_uint(fmaf(v.w, inv, qblocks::kX8RoundMagic));
+  return (int)__byte_perm(__byte_perm(a, b, 0x0040u), __byte_perm(c, d, 0x0040u), 0x5410u);
+}
+__device__ __forceinline__ float abs_max4(float4 v, float m) {
+  return fmaxf(fmaxf(fmaxf(m, fabsf(v.x)), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
+
+// The int8-x kernels' end: each warp's kQRows sums (warp sums of the lanes' acc), then warp z = 0 of each group adds
+// its group's `split` partial sums of row r into y[r] (rows r < n_r). part: the block's shared [kMatvecWarps][kQRows].
+__device__ __forceinline__ void x8_rows_out(const float* acc, float (*part)[kQRows], int warp, int lane, int z,
+                                            int split, int n_r, float* y) {
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r) {
+    const float sum = warp_sum(acc[r]);  // every lane takes part
+    if (lane == 0) part[warp][r] = sum;
+  }
+  __syncthreads();
+  if (z == 0 && lane < kQRows && lane < n_r) {
+    float sum = 0.0f;
+    for (int zz = 0; zz < split; ++zz) sum += part[warp + zz][lane];
+    y[lane] = sum;
+  }
+}
+
+// The int8-x matrix-vector kernels' split of k: a power of two up to kMatvecWarps with at least two steps per warp.
+__host__ __device__ constexpr int matvec_x8_split(int n_steps) {
+  int split = 1;
+  while (split < kMatvecWarps && n_steps >= 4 * split) split *= 2;
+  return split;
+}
+
+// y = x . w^T for one row of x (decode), w Q4_K. Warps in groups of `split` as matvec_q's, kQRows rows a warp; in
+// each step a warp covers 4 consecutive Q4_K blocks of its rows, lane l taking block l / 8, sub-block pair
+// p = (l / 2) % 4 and half h = l % 2: the 16 quant bytes at 16 + 32 p + 16 h, whose low nibbles are values
+// 16 h .. 16 h + 15 of sub-block 2 p and high nibbles those of 2 p + 1 (consecutive lanes, consecutive bytes; one
+// 16-byte load a row, no byte read twice), against x's 2 x 16 int8 values (loaded once for all kQRows rows).
+// A sub-block's term: d sc dx sum_l q_l xq_l - dmin mn sum(x), the min term added by the lane with h = 0.
+// X_F32: the kernel rounds x itself (fp32 x, 128 bytes a lane a step; the two lanes of a sub-block meet by one
+// shuffle for max |x| and the sum), with no quantize launch; else x as quantize_x8 wrote it (xq, xds).
+template <bool X_F32>
+__global__ void matvec_q4k_x8_kernel(const float* x, const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
+  __shared__ float part[kMatvecWarps][kQRows];  // [warp][row]: each warp's sums, for its group
+  const SetPlace pl = set_place(set, split);
+  const int lane = pl.lane, j0 = pl.j0, n_r = pl.n_r;
+  const QWeight& w = set.w[pl.which];
+  const int n_blk = w.cols / 256, n_steps = (n_blk + 3) / 4;
+  const int bl = lane >> 3, pair = (lane >> 1) & 3, h = lane & 1;
+  float acc[kQRows];
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r) acc[r] = 0.0f;
+  for (int st = pl.z; n_r > 0 && st < n_steps; st += split) {  // the same trip count for the whole warp
+    // A lane past the row's last block (n_blk % 4 != 0) reads that block and adds nothing: every lane stays in the
+    // shuffles.
+    const bool in_row = 4 * st + bl < n_blk;
+    const int b = in_row ? 4 * st + bl : n_blk - 1;
+    const int s0 = 8 * b + 2 * pair;  // x's sub-block of the low nibbles; s0 + 1 the high
+    int4 xa, xb;
+    float4 ds;  // d and sum of s0, then of s0 + 1
+    if (X_F32) {
+      const float4* p0 = reinterpret_cast<const float4*>(x + 32 * s0 + 16 * h);
+      const float4* p1 = reinterpret_cast<const float4*>(x + 32 * (s0 + 1) + 16 * h);
+      const float4 a0 = p0[0], a1 = p0[1], a2 = p0[2], a3 = p0[3], b0 = p1[0], b1 = p1[1], b2 = p1[2], b3 = p1[3];
+      float m0 = abs_max4(a3, abs_max4(a2, abs_max4(a1, abs_max4(a0, 0.0f))));
+      float m1 = abs_max4(b3, abs_max4(b2, abs_max4(b1, abs_max4(b0, 0.0f))));
+      float s0s = ((a0.x + a0.y) + (a0.z + a0.w)) + ((a1.x + a1.y) + (a1.z + a1.w)) + ((a2.x + a2.y) + (a2.z + a2.w)) +
+                  ((a3.x + a3.y) + (a3.z + a3.w));
+      float s1s = ((b0.x + b0.y) + (b0.z + b0.w)) + ((b1.x + b1.y) + (b1.z + b1.w)) + ((b2.x + b2.y) + (b2.z + b2.w)) +
+                  ((b3.x + b3.y) + (b3.z + b3.w));
+      m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));  // the other half of the sub-block (lane l ^ 1)
+      m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+      s0s += __shfl_xor_sync(0xffffffffu, s0s, 1);
+      s1s += __shfl_xor_sync(0xffffffffu, s1s, 1);
+      const float i0 = qblocks::x8_inv_scale(m0), i1 = qblocks::x8_inv_scale(m1);
+      xa = make_int4(x8_pack4(a0, i0), x8_pack4(a1, i0), x8_pack4(a2, i0), x8_pack4(a3, i0));
+      xb = make_int4(x8_pack4(b0, i1), x8_pack4(b1, i1), x8_pack4(b2, i1), x8_pack4(b3, i1));
+      ds = make_float4(qblocks::x8_scale(m0), s0s, qblocks::x8_scale(m1), s1s);
+    } else {
+      xa = *reinterpret_cast<const int4*>(xq + 32 * s0 + 16 * h);
+      xb = *reinterpret_cast<const int4*>(xq + 32 * (s0 + 1) + 16 * h);
+      ds = *reinterpret_cast<const float4*>(xds + s0);
+    }
+    // Unrolled with no early exit, as matvec_q's (rows past the matrix's end read its last row, add nothing).
+#pragma unroll
+    for (int r = 0; r < kQRows; ++r) {
+      const int row = j0 + (r < n_r ? r : n_r - 1);
+      const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * 144;
+      const uint4 hw = *reinterpret_cast<const uint4*>(blk);  // d, dmin (fp16 each); the 12 scale bytes
+      const uint4 qv = *reinterpret_cast<const uint4*>(blk + 16 + 32 * pair + 16 * h);
+      int sc_lo, mn_lo, sc_hi, mn_hi;
+      qblocks::scale_min_k4_words(2 * pair, hw.y, hw.z, hw.w, &sc_lo, &mn_lo);
+      qblocks::scale_min_k4_words(2 * pair + 1, hw.y, hw.z, hw.w, &sc_hi, &mn_hi);
+      int dot_lo = 0, dot_hi = 0;
+      dot_lo = __dp4a((int)(qv.x & 0x0F0F0F0Fu), xa.x, dot_lo);
+      dot_lo = __dp4a((int)(qv.y & 0x0F0F0F0Fu), xa.y, dot_lo);
+      dot_lo = __dp4a((int)(qv.z & 0x0F0F0F0Fu), xa.z, dot_lo);
+      dot_lo = __dp4a((int)(qv.w & 0x0F0F0F0Fu), xa.w, dot_lo);
+      dot_hi = __dp4a((int)((qv.x >> 4) & 0x0F0F0F0Fu), xb.x, dot_hi);
+      dot_hi = __dp4a((int)((qv.y >> 4) & 0x0F0F0F0Fu), xb.y, dot_hi);
+      dot_hi = __dp4a((int)((qv.z >> 4) & 0x0F0F0F0Fu), xb.z, dot_hi);
+      dot_hi = __dp4a((int)((qv.w >> 4) & 0x0F0F0F0Fu), xb.w, dot_hi);
+      const float d = math::half_bits_to_float((uint16_t)(hw.x & 0xFFFF)),
+                  dmin = math::half_bits_to_float((uint16_t)(hw.x >> 16));
+      float a = d * ((float)sc_lo * ds.x * (float)dot_lo + (float)sc_hi * ds.z * (float)dot_hi);
+      if (h == 0) a -= dmin * ((float)mn_lo * ds.y + (float)mn_hi * ds.w);
+      if (r < n_r && in_row) acc[r] += a;
+    }
+  }
+  x8_rows_out(acc, part, pl.warp, lane, pl.z, split, n_r, set.y[pl.which] + j0);
+}
+
+// Four bytes at a 2-byte-aligned address (Q6_K's 210-byte blocks leave every other block 2 bytes off a word).
+__device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+// y = x . w^T for one row of x (decode), w Q6_K, x as quantize_x8 wrote it; warps, groups and rows as
+// matvec_q4k_x8_kernel's. A step covers 2 blocks of a warp's rows, lane l taking block l / 16, half n = (l / 8) % 2
+// and values l0 = 4 (l % 8) .. l0 + 3 of each of the half's four 32-value groups m (qblocks::dequant_sub32's
+// layout): ql bytes 64 n + l0 (low nibbles: m = 0, high: m = 2) and 64 n + 32 + l0 (m = 1, 3), qh bytes 32 n + l0
+// (bits 2m, 2m + 1 on top), the scale of values 16 (l0 / 16).. of group m at 192 + 8 n + 2 m + l0 / 16. The weight
+// is d sc (q - 32): a group's term d sc dx (sum q xq - 32 sum xq), the x sums taken once for all kQRows rows.
+__global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
+  __shared__ float part[kMatvecWarps][kQRows];
+  const SetPlace pl = set_place(set, split);
+  const int lane = pl.lane, j0 = pl.j0, n_r = pl.n_r;
+  const QWeight& w = set.w[pl.which];
+  const int n_blk = w.cols / 256, n_steps = (n_blk + 1) / 2;
+  const int bl = lane >> 4, half = (lane >> 3) & 1, l0 = 4 * (lane & 7), is = l0 >> 4;
+  float acc[kQRows];
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r) acc[r] = 0.0f;
+  for (int st = pl.z; n_r > 0 && st < n_steps; st += split) {
+    const bool in_row = 2 * st + bl < n_blk;  // else (an odd n_blk's last step) read the last block, add nothing
+    const int b = in_row ? 2 * st + bl : n_blk - 1;
+    const int xv = 256 * b + 128 * half + l0;  // x's value of group 0's first; group m at xv + 32 m
+    int xw[4], xs32[4];
+    float dx[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      xw[m] = *reinterpret_cast<const int*>(xq + xv + 32 * m);
+      xs32[m] = 32 * __dp4a(xw[m], 0x01010101, 0);  // 32 sum xq of the lane's 4 values of group m
+      dx[m] = xds[(xv >> 5) + m].x;
+    }
+#pragma unroll
+    for (int r = 0; r < kQRows; ++r) {
+      const int row = j0 + (r < n_r ? r : n_r - 1);
+      const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * 210;
+      const uint32_t ql_a = load_u32_a2(blk + 64 * half + l0), ql_b = load_u32_a2(blk + 64 * half + 32 + l0);
+      const uint32_t qh = load_u32_a2(blk + 128 + 32 * half + l0);
+      const uint32_t sc01 = load_u32_a2(blk + 192 + 8 * half), sc23 = load_u32_a2(blk + 196 + 8 * half);
+      const uint32_t q[4] = {
+          (ql_a & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u), (ql_b & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u),
+          ((ql_a >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u), ((ql_b >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u)};
+      // scale bytes 2m + is of the half's 8: in sc01 (m = 0, 1) and sc23 (m = 2, 3)
+      const int sc[4] = {(int)(int8_t)(sc01 >> (8 * is)), (int)(int8_t)(sc01 >> (8 * (2 + is))),
+                         (int)(int8_t)(sc23 >> (8 * is)), (int)(int8_t)(sc23 >> (8 * (2 + is)))};
+      float a = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) a += (float)sc[m] * dx[m] * (float)(__dp4a((int)q[m], xw[m], 0) - xs32[m]);
+      const float d = math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk + 208));
+      if (r < n_r && in_row) acc[r] += d * a;
+    }
+  }
+  x8_rows_out(acc, part, pl.warp, lane, pl.z, split, n_r, set.y[pl.which] + j0);
 }
 
 // One thread per (row, 32-value sub-block): rows r0.. of w into out (fp32, or fp16 bits when half_out).
@@ -891,7 +1160,8 @@ cublasStatus_t attn_pv(const Ctx& c, const float* probs, const float* v, float* 
 
 cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n_rows, int n_keys, float* raw,
                          float* probs, uint16_t* probs16) {
-  if (n_rows > 0) softmax_rows_kernel<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs, probs16);
+  auto* kern = a.topk <= kPairTopkRegs ? softmax_rows_kernel<ThreadTopkRegs> : softmax_rows_kernel<ThreadTopk>;
+  if (n_rows > 0) kern<<<n_rows, kRowThreads, 0, c.stream>>>(a, head, r0, n_keys, raw, probs, probs16);
   return cudaGetLastError();
 }
 
@@ -901,8 +1171,9 @@ cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, cons
   if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
   const size_t smem = (size_t)(2 * d_head + kFlashThreads) * sizeof(float);
   dim3 grid((unsigned)a.n_tokens, (unsigned)n_heads);
-  attention_fused_kernel<<<grid, kFlashThreads, smem, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads,
-                                                                  n_kv_heads, d_head, skip, out);
+  auto* kern = a.topk <= kPairTopkRegs ? attention_fused_kernel<ThreadTopkRegs> : attention_fused_kernel<ThreadTopk>;
+  kern<<<grid, kFlashThreads, smem, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, d_head, skip,
+                                                out);
   return cudaGetLastError();
 }
 
@@ -996,6 +1267,21 @@ bool with_qtype(int type, F&& f) {
 }
 }  // namespace
 
+namespace {
+// The launch's QMatvecSet: weight i takes blocks first[i] .. first[i + 1] - 1, rows_per_block rows each.
+QMatvecSet make_set(const QWeight* ws, float* const* ys, int n_w, int rows_per_block) {
+  QMatvecSet set;
+  set.n = n_w;
+  set.first[0] = 0;
+  for (int i = 0; i < n_w; ++i) {
+    set.w[i] = ws[i];
+    set.y[i] = ys[i];
+    set.first[i + 1] = set.first[i] + grid_for((size_t)ws[i].rows, rows_per_block);
+  }
+  return set;
+}
+}  // namespace
+
 cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, int m) {
   return matvec_q_set(c, x, &w, &y, 1, m);
 }
@@ -1005,14 +1291,7 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
   for (int i = 0; i < n_w; ++i)
     if (ws[i].cols % 32 != 0 || ws[i].type != ws[0].type || ws[i].cols != ws[0].cols) return cudaErrorInvalidValue;
   const int split = matvec_q_split(ws[0].cols / 32), rows_per_block = kMatvecWarps / split * kQRows;
-  QMatvecSet set;
-  set.n = n_w;
-  set.first[0] = 0;
-  for (int i = 0; i < n_w; ++i) {
-    set.w[i] = ws[i];
-    set.y[i] = ys[i];
-    set.first[i + 1] = set.first[i] + grid_for((size_t)ws[i].rows, rows_per_block);
-  }
+  const QMatvecSet set = make_set(ws, ys, n_w, rows_per_block);
   if (m == 0 || set.first[n_w] == 0) return cudaSuccess;
   const bool ok = with_qtype(ws[0].type, [&](auto tc) {
     auto* kern =
@@ -1020,6 +1299,37 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
     kern<<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, set, m, split);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+bool matvec_x8_supported(const QWeight& w) {
+  return (w.type == qblocks::kQ4_K || w.type == qblocks::kQ6_K) && w.cols % 256 == 0;
+}
+size_t matvec_x8_scratch_bytes(int k) { return (size_t)k + (size_t)(k / 32) * sizeof(float2); }
+
+cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, void* scratch,
+                            bool round_in_kernel) {
+  if (n_w < 1 || n_w > kMatvecSetMax || !scratch) return cudaErrorInvalidValue;
+  for (int i = 0; i < n_w; ++i)
+    if (!matvec_x8_supported(ws[i]) || ws[i].cols != ws[0].cols || ws[i].type != ws[0].type)
+      return cudaErrorInvalidValue;
+  const int k = ws[0].cols, n_blk = k / 256;
+  const bool q4k = ws[0].type == qblocks::kQ4_K, in_kernel = round_in_kernel && q4k;
+  int8_t* xq = static_cast<int8_t*>(scratch);
+  float2* xds = reinterpret_cast<float2*>(xq + k);  // k % 256 == 0: 16-byte aligned when scratch is
+  if (!in_kernel)
+    quantize_x8_kernel<<<grid_for((size_t)k / 32, kRowThreads / 32), kRowThreads, 0, c.stream>>>(x, k, xq, xds);
+  // Steps of 4 Q4_K blocks or 2 Q6_K blocks a warp
+  const int split = matvec_x8_split(q4k ? (n_blk + 3) / 4 : (n_blk + 1) / 2),
+            rows_per_block = kMatvecWarps / split * kQRows;
+  const QMatvecSet set = make_set(ws, ys, n_w, rows_per_block);
+  if (set.first[n_w] == 0) return cudaGetLastError();
+  if (!q4k)
+    matvec_q6k_x8_kernel<<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(xq, xds, set, split);
+  else if (in_kernel)
+    matvec_q4k_x8_kernel<true><<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, nullptr, nullptr, set, split);
+  else
+    matvec_q4k_x8_kernel<false><<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, xq, xds, set, split);
+  return cudaGetLastError();
 }
 
 cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type) {
@@ -1042,6 +1352,13 @@ cudaError_t embed_q(const Ctx& c, const QWeight& w, const int32_t* ids, float* o
     kern<<<grid_for(n, 256), 256, 0, c.stream>>>(w, ids, out, n_tokens);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t row_lse_target(const Ctx& c, const float* x, int rows, int n, const int32_t* targets, float* out) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  if (rows > 0)
+    row_lse_target_kernel<<<rows, kRowThreads, 0, c.stream>>>(x, n, targets, reinterpret_cast<float2*>(out));
+  return cudaGetLastError();
 }
 
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val) {

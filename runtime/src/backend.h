@@ -173,6 +173,12 @@ class Backend {
   // Per row of x[rows, n] (backend memory): the k largest values, descending, ties lower index first (ops::topk),
   // into the host arrays idx_host / val_host [rows, k]. 1 <= k <= min(n, 64). Only rows * k pairs reach the host.
   virtual void topk_rows(const float* x, int rows, int n, int k, int32_t* idx_host, float* val_host) = 0;
+  // Per row of x[rows, n] (backend memory), into host arrays: lse[rows] = ops::log_sum_exp of the row; its k largest
+  // values and their indices, descending, ties lower index first (ops::topk; 1 <= k <= n) into val / idx [rows, k];
+  // target_val[rows] = x[row][targets[row]] (targets: a host array; an index < 0 gives NaN). A device computes them
+  // where x is: rows * (2k + 2) numbers reach the host instead of rows * n.
+  virtual void next_token_rows(const float* x, int rows, int n, int k, const int32_t* targets, float* lse, int32_t* idx,
+                               float* val, float* target_val) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

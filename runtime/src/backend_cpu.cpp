@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -152,6 +153,17 @@ class CpuBackend final : public Backend {
   void topk_rows(const float* x, int rows, int n, int k, int32_t* idx, float* val) override {
     if (k < 1 || k > n || k > 64) throw Error("topk_rows: k = " + std::to_string(k) + " is outside 1..min(n, 64)");
     for (int r = 0; r < rows; ++r) ops::topk(x + (size_t)r * n, n, k, idx + (size_t)r * k, val + (size_t)r * k);
+  }
+  void next_token_rows(const float* x, int rows, int n, int k, const int32_t* targets, float* lse, int32_t* idx,
+                       float* val, float* target_val) override {
+    if (k < 1 || k > n) throw Error("next_token_rows: k = " + std::to_string(k) + " is outside 1..n");
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + (size_t)r * n;
+      lse[r] = ops::log_sum_exp(xr, n);
+      ops::topk(xr, n, k, idx + (size_t)r * k, val + (size_t)r * k);
+      target_val[r] = targets[r] >= 0 && targets[r] < n ? xr[targets[r]] : std::numeric_limits<float>::quiet_NaN();
+    }
   }
 };
 

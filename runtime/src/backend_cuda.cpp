@@ -19,10 +19,12 @@
 // 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
 // multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
 // the exact precision. In the fast precision (set_fast, focal/device.h) x is rounded to w's 16-bit type and the
-// product runs on tensor cores (fp32 weights: TF32), and prefill attention runs the tiled tensor-core kernel
+// product runs on tensor cores (fp32 weights: TF32), a decode product with a Q4_K or Q6_K w takes x in int8 (dp4a;
+// FOCAL_CUDA_DECODE_X8=0 keeps fp32 x), and prefill attention runs the tiled tensor-core kernel
 // (cuda_ops::attention_tc); captured heads keep the fp32 cuBLAS + softmax path, so their stored rows are exact
 // softmax rows of fp32 scores.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -323,6 +325,11 @@ class CudaBackend final : public Backend {
       Backend::matmul_xwt_shared(x, outs, n_outs, m, k);
       return;
     }
+    if (use_x8(ws[0], m)) {
+      FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set_x8(ctx_, x, ws, ys, n_outs, x8_scratch(k), decode_x8_ == 2),
+                       "matmul (quantized matrix-vector kernel, int8 x)");
+      return;
+    }
     FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set(ctx_, x, ws, ys, n_outs, m), "matmul (quantized matrix-vector kernel)");
   }
 
@@ -429,6 +436,34 @@ class CudaBackend final : public Backend {
     FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "top-k (cudaStreamSynchronize)");
     std::memcpy(val, stage, nk * sizeof(float));
     std::memcpy(idx, stage + nk, nk * sizeof(int32_t));
+  }
+
+  void next_token_rows(const float* x, int rows, int n, int k, const int32_t* targets, float* lse, int32_t* idx,
+                       float* val, float* target_val) override {
+    if (k < 1 || k > n) throw Error("next_token_rows: k = " + std::to_string(k) + " is outside 1..n");
+    if (rows <= 0) return;
+    int32_t* d_targets = device_ints(ids_, ids_n_, rows);
+    FOCAL_CUDA_CHECK(
+        cudaMemcpyAsync(d_targets, targets, (size_t)rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+        "next-token targets upload");
+    if (stats_.size() < 2 * (size_t)rows) stats_ = DeviceBuffer(*this, 2 * (size_t)rows);
+    FOCAL_CUDA_CHECK(cuda_ops::row_lse_target(ctx_, x, rows, n, d_targets, stats_.data()),
+                     "log-sum-exp kernel (next-token rows)");
+    std::vector<float> pairs(2 * (size_t)rows);  // [rows][lse, target value]
+    download(pairs.data(), stats_.data(), pairs.size());
+    for (int r = 0; r < rows; ++r) {
+      lse[r] = pairs[2 * (size_t)r];
+      target_val[r] = pairs[2 * (size_t)r + 1];
+    }
+    if (k <= 64) {
+      topk_rows(x, rows, n, k, idx, val);
+      return;
+    }
+    // More than the kernel's 64: the rows go to the host for ops::topk (a request of that many is rare).
+    std::vector<float> xh((size_t)rows * n);
+    download(xh.data(), x, xh.size());
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) ops::topk(xh.data() + (size_t)r * n, n, k, idx + (size_t)r * k, val + (size_t)r * k);
   }
 
   void attention(const ops::AttentionArgs& a) override {
@@ -607,10 +642,35 @@ class CudaBackend final : public Backend {
     return q;
   }
 
+  // The fast precision's decode product with x in int8 (cuda_ops::matvec_q_set_x8: Q4_K and Q6_K, one row of x), x
+  // rounded by its own launch; for an A/B on the device, FOCAL_CUDA_DECODE_X8=0 keeps the fp32-x kernel and =2 rounds
+  // x inside the Q4_K product's kernel (no extra launch, x read in fp32).
+  bool use_x8(const cuda_ops::QWeight& q, int m) const {
+    return fast_ && m == 1 && decode_x8_ != 0 && cuda_ops::matvec_x8_supported(q);
+  }
+  void* x8_scratch(int k) {
+    const size_t need = (cuda_ops::matvec_x8_scratch_bytes(k) + sizeof(float) - 1) / sizeof(float);
+    if (x8_.size() < need) x8_ = DeviceBuffer(*this, need);
+    return x8_.data();
+  }
+  static int decode_x8_from_env() {
+    const char* e = std::getenv("FOCAL_CUDA_DECODE_X8");
+    if (!e || !*e || std::strcmp(e, "1") == 0) return 1;
+    if (std::strcmp(e, "0") == 0) return 0;
+    if (std::strcmp(e, "2") == 0) return 2;
+    throw Error(std::string("FOCAL_CUDA_DECODE_X8=") + e +
+                ": expected 0 (fp32 x), 1 (int8 x, the default) or 2 (int8 x rounded in the product's kernel)");
+  }
+
   // y[m, n] = x[m, k] . w^T for a quantized w: the matrix-vector kernel for decode (m <= 8, w read once in its
   // blocks); else blocks of w's rows dequantised into a scratch of at most 64 MiB and multiplied by cuBLAS: fp32
   // (exact, the CPU's values and an fp32 GEMM) or fp16 with x rounded to fp16 on tensor cores (fast).
   void matmul_xwt_quantized(const float* x, const cuda_ops::QWeight& q, float* y, int m, int n, int k) {
+    if (use_x8(q, m)) {
+      FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set_x8(ctx_, x, &q, &y, 1, x8_scratch(k), decode_x8_ == 2),
+                       "matmul (quantized matrix-vector kernel, int8 x)");
+      return;
+    }
     if (m <= cuda_ops::kMatvecMaxRows) {
       FOCAL_CUDA_CHECK(cuda_ops::matvec_q(ctx_, x, q, y, m), "matmul (quantized matrix-vector kernel)");
       return;
@@ -765,16 +825,19 @@ class CudaBackend final : public Backend {
   };
   UploadSlot upload_slots_[kUploadSlots];
   int upload_next_ = 0;
-  static constexpr int kTcMinRows = 16;  // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                    // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                 // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer tc_state_;                // fast mode: attention_tc's row states [n_heads, T, 3]
-  DeviceBuffer tc_stage_;                // fast mode: attention_tc's fp16 K and V^T of the layer
-  DeviceBuffer freq_;                    // [d_head / 2] rotary frequencies of the last rope_freqs
-  std::vector<float> freq_held_;         // the values freq_ holds (its one writer is rope_freqs)
-  DeviceBuffer topk_val_;                // top-k values [rows, k] on the device
-  int32_t* topk_idx_ = nullptr;          // top-k indices [rows, k] on the device
+  static constexpr int kTcMinRows = 16;   // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                     // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                  // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                 // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer x8_;                       // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
+  int decode_x8_ = decode_x8_from_env();  // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
+  DeviceBuffer tc_state_;                 // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer tc_stage_;                 // fast mode: attention_tc's fp16 K and V^T of the layer
+  DeviceBuffer freq_;                     // [d_head / 2] rotary frequencies of the last rope_freqs
+  std::vector<float> freq_held_;          // the values freq_ holds (its one writer is rope_freqs)
+  DeviceBuffer topk_val_;                 // top-k values [rows, k] on the device
+  DeviceBuffer stats_;                    // next_token_rows: [rows][log-sum-exp, target value]
+  int32_t* topk_idx_ = nullptr;           // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;  // download staging
   // a host-held token table's gathered rows [n_tokens, hidden], widened; pageable: upload() copies it (through a

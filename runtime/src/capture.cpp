@@ -93,9 +93,33 @@ class CaptureObserver final : public ForwardObserver {
   }
   // Computes RunCapture::induction of every row (the run's array must be sized [n_layers, n_heads, T]).
   void want_induction(const std::vector<int32_t>& tokens) { targets_ = induction_targets(tokens); }
-  bool wants_logits() const override { return (bool)logits_fn; }
-  void on_logits(int row0, int n_rows, const float* logits) override { logits_fn(row0, n_rows, logits); }
-  std::function<void(int, int, const float*)> logits_fn;  // set: every row's logits are wanted
+  // The run's next-token arrays (topk_ids, topk_probs, token_nll), from each row's statistics (want_next_tokens).
+  int next_token_k() const override { return next_k_; }
+  const int32_t* next_token_targets() const override { return next_targets_.data(); }
+  void on_next_tokens(int row0, int n_rows, const float* lse, const int32_t* ids, const float* vals,
+                      const float* target_vals) override {
+    const int K = next_k_;
+    for (int r = 0; r < n_rows; ++r) {
+      const size_t i = (size_t)row0 + r;
+      for (int j = 0; j < K; ++j) {
+        next_run_->topk_ids[i * K + j] = ids[(size_t)r * K + j];
+        next_run_->topk_probs[i * K + j] = std::exp(vals[(size_t)r * K + j] - lse[r]);
+      }
+      if (next_targets_[i] >= 0) next_run_->token_nll[i] = lse[r] - target_vals[r];
+    }
+  }
+  // Sizes run's next-token arrays for the K most likely tokens of each of the tokens' rows (the loss of row i: token
+  // i + 1's), filled as the forward's statistics arrive.
+  void want_next_tokens(RunCapture& run, const std::vector<int32_t>& tokens, int K) {
+    const size_t T = tokens.size();
+    run.topk_ids.assign(T * K, 0);
+    run.topk_probs.assign(T * K, 0.0f);
+    run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
+    next_run_ = &run;
+    next_k_ = K;
+    next_targets_.assign(T, -1);
+    for (size_t i = 0; i + 1 < T; ++i) next_targets_[i] = tokens[i + 1];
+  }
   bool zero_row_tails = false;  // the run's rows hold stale values (a recycled run): write each row's masked tail
   void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs, const float* raw) override {
     if (!targets_.empty())  // disjoint (head, row block)s per call: each writes its own entries
@@ -163,6 +187,9 @@ class CaptureObserver final : public ForwardObserver {
   RunCapture* held_ = nullptr;             // run a's rows of the layer being run, [1, Hc, Qc, T]
   bool holding_ = false;                   // this run is a (fills held_), else b (compares with it)
   std::vector<int> cl_, ch_, cq_;          // model layer / head / query -> index in cmp_'s selection, -1: not compared
+  RunCapture* next_run_ = nullptr;         // want_next_tokens: the run whose next-token arrays fill
+  int next_k_ = 0;                         // ... its K (0: not wanted)
+  std::vector<int32_t> next_targets_;      // [T] token i + 1 for row i, -1 for the last
 };
 
 // The (layer, head, query) rows two runs both select, in run a's order, as compare_runs compares them.
@@ -217,27 +244,6 @@ RunCapture empty_run(const ModelConfig& c, int T, const TempSpec& spec, const Ca
   else
     run.induction.clear();
   return run;
-}
-
-// Sizes run's top-k and per-position loss arrays and returns the observer callback that fills them from the logits
-// the forward hands over a block of rows at a time (logits [n_rows, V] for rows row0..row0+n_rows-1).
-std::function<void(int, int, const float*)> next_token_sink(RunCapture& run, const std::vector<int32_t>& tokens, int K,
-                                                            int V) {
-  const int T = (int)tokens.size();
-  run.topk_ids.assign((size_t)T * K, 0);
-  run.topk_probs.assign((size_t)T * K, 0.0f);
-  run.token_nll.assign(T, std::numeric_limits<float>::quiet_NaN());
-  return [&run, &tokens, K, V, T](int row0, int n_rows, const float* logits) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < n_rows; ++r) {
-      const int i = row0 + r;
-      const float* lg = logits + (size_t)r * V;
-      const float lz = ops::log_sum_exp(lg, V);
-      ops::topk(lg, V, K, &run.topk_ids[(size_t)i * K], &run.topk_probs[(size_t)i * K]);
-      for (int j = 0; j < K; ++j) run.topk_probs[(size_t)i * K + j] = std::exp(run.topk_probs[(size_t)i * K + j] - lz);
-      if (i + 1 < T) run.token_nll[i] = lz - lg[tokens[i + 1]];
-    }
-  };
 }
 
 // The display text of each top-k id, so that the capture shows text without its model (none without a tokenizer).
@@ -318,7 +324,8 @@ size_t estimate_capture_bytes(const ModelConfig& c, int T, const CaptureRequest&
   if (req.store_scores) b += rows;
   b += (size_t)c.n_layers * c.n_heads * T * (kNumRowMetrics + 1) * sizeof(float);  // metrics + row_scale
   b += (size_t)c.n_layers * T * sizeof(float);                                     // tau
-  b += 2 * (size_t)std::min(T, 256) * c.vocab_size * sizeof(float);                // logits, a block of rows
+  // logits, a block of rows on the backend, and its rows' next-token statistics (Backend::next_token_rows)
+  b += (size_t)std::min(T, 256) * ((size_t)c.vocab_size + 2 * (size_t)std::max(req.topk_tokens, 0) + 2) * sizeof(float);
   // forward working memory: KV cache (one layer's: captures run prefill-only sessions), activations, attention
   // scratch per thread
   b += 2 * (size_t)c.n_kv_heads * T * c.d_head * sizeof(float);
@@ -387,7 +394,7 @@ std::unique_ptr<RunSetup> setup_run(const Model& model, const std::vector<int32_
   s->run = empty_run(c, T, spec, req, name);
   s->obs = std::make_unique<CaptureObserver>(s->run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   if (req.induction) s->obs->want_induction(tokens);
-  s->obs->logits_fn = next_token_sink(s->run, tokens, req.topk_tokens, c.vocab_size);
+  s->obs->want_next_tokens(s->run, tokens, req.topk_tokens);
   s->opt = req.run;
   s->opt.probs_fp16 = req.probs_fp16 && req.store_probs;  // the file keeps fp16: the backend may hand over 16 bits
   return s;
@@ -570,6 +577,19 @@ struct LiveRunner::Impl {
   bool valid = false;
 };
 
+CaptureRequest live_capture_request(const ModelConfig& c, Device device, int n_tokens, int layer, int head,
+                                    const LiveRowsPolicy& policy) {
+  CaptureRequest req;
+  req.layers = {layer};
+  const size_t layer_rows = (size_t)std::max(1, c.n_heads) * (size_t)n_tokens * (size_t)n_tokens * sizeof(float);
+  if (layer_rows > policy.layer_rows_bytes_on(device)) req.heads = {head};
+  req.store_scores = true;
+  req.store_probs = n_tokens <= policy.max_store_tokens;
+  req.induction = device == Device::kCpu;
+  req.budget_bytes = size_t(8) << 30;
+  return req;
+}
+
 LiveRunner::LiveRunner(const Model& model) : impl_(new Impl{model, nullptr, {}, {}, {}, false}) {}
 LiveRunner::~LiveRunner() = default;
 const Model& LiveRunner::model() const { return impl_->model; }
@@ -645,7 +665,7 @@ bool LiveRunner::run(const std::vector<int32_t>& tokens, const TempSpec& spec, c
   }
   CaptureObserver obs(run, c, T, req.store_probs || req.store_scores, progress, cancelled);
   if (req.induction) obs.want_induction(tokens);
-  obs.logits_fn = next_token_sink(run, tokens, req.topk_tokens, c.vocab_size);
+  obs.want_next_tokens(run, tokens, req.topk_tokens);
   obs.zero_row_tails = recycle != nullptr;
   if (last < c.n_layers - 1) {  // rows only: the records after `last`, the next-token arrays and the loss as prev's
     copy_layer_records(last + 1, c.n_layers);

@@ -470,17 +470,29 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     st.kept_tau_sum = st.tau_sum;
   }
 
-  if (obs && obs->wants_logits()) {  // every row's logits, a block of rows at a time
+  const bool row_logits = obs && obs->wants_logits();
+  const int next_k = obs ? obs->next_token_k() : 0;
+  if (row_logits || next_k > 0) {  // every row's logits, or their next-token statistics, a block of rows at a time
     const int block = std::min(n, Workspace::kLogitsBlock), V = c.vocab_size;
     norm(x.data(), w.final_norm, w.final_norm_b, xn.data(), n);
-    const DeviceBuffer& lg = ws.logits_block;                           // [block, vocab]
-    std::vector<float> lg_h(be.host_memory() ? 0 : (size_t)block * V);  // a device backend's block, downloaded
+    const DeviceBuffer& lg = ws.logits_block;                                          // [block, vocab], on the backend
+    std::vector<float> lg_h(row_logits && !be.host_memory() ? (size_t)block * V : 0);  // a device's block, downloaded
+    const int32_t* targets = next_k > 0 ? obs->next_token_targets() : nullptr;         // [n]
+    std::vector<float> lse(next_k > 0 ? block : 0), top_val((size_t)block * next_k), target_val(lse.size());
+    std::vector<int32_t> top_id((size_t)block * next_k);  // [block, next_k] with top_val
     for (int r0 = 0; r0 < n; r0 += block) {
       const int m = std::min(block, n - r0);
       be.matmul_xwt(xn.data() + (size_t)r0 * H, w.lm_head, lg.data(), m, V, H);
       if (final_cap > 0.0f) be.softcap(lg.data(), (size_t)m * V, final_cap);
-      if (!be.host_memory()) be.download(lg_h.data(), lg.data(), (size_t)m * V);
-      obs->on_logits(r0, m, be.host_memory() ? lg.data() : lg_h.data());
+      if (row_logits) {
+        if (!be.host_memory()) be.download(lg_h.data(), lg.data(), (size_t)m * V);
+        obs->on_logits(r0, m, be.host_memory() ? lg.data() : lg_h.data());
+      }
+      if (next_k > 0) {
+        be.next_token_rows(lg.data(), m, V, next_k, targets + r0, lse.data(), top_id.data(), top_val.data(),
+                           target_val.data());
+        obs->on_next_tokens(r0, m, lse.data(), top_id.data(), top_val.data(), target_val.data());
+      }
     }
   }
   if (tape && !logits) {  // the trainer applies the head itself, to the rows its loss counts (loss_and_grad)

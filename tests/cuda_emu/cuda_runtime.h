@@ -61,11 +61,29 @@ struct float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct int4 {
+  int x, y, z, w;
+};
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+struct float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+// DP4A: the four signed byte products of a and b, summed into c.
+inline int __dp4a(int a, int b, int c) {
+  for (int n = 0; n < 4; ++n) c += (int)(int8_t)(a >> (8 * n)) * (int)(int8_t)(b >> (8 * n));
+  return c;
+}
 // Bit casts and PRMT's default mode: byte n of the result is byte (s >> 4n) & 7 of the 8 bytes {x, y}.
 inline float __int_as_float(int v) {
   float f;
   std::memcpy(&f, &v, sizeof f);
   return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned v;
+  std::memcpy(&v, &f, sizeof v);
+  return v;
 }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const unsigned long long xy = (unsigned long long)y << 32 | x;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns kernels/cuda/ops_cuda.cu into C++ for the CPU emulation in this directory (cuda_runtime.h):
-kernel<<<grid, block, smem, stream>>>(args); becomes
+kernel<<<grid, block, smem, stream>>>(args); (or kernel<T><<<..>>>) becomes
 emu::launch(dim3(grid), dim3(block), smem, stream, [&] { kernel(args); });
 __shared__ arrays become static (blocks run one at a time), the dynamic shared array a buffer sized by the launch;
 local includes of .cuh files beside the input are inlined first.
@@ -40,7 +40,8 @@ def main():
     out = src.replace('extern __shared__ float smem[];', 'float* smem = emu::dyn_smem_.data();')
     out = out.replace('__shared__', 'static')
     out = re.sub(r'^[ \t]*#pragma unroll.*$', '', out, flags=re.M)  # the host compiler knows no unroll hint
-    out, n = re.subn(r'(\w+)<<<(.*?)>>>\(([^;]*)\);', launch, out, flags=re.S)
+    # the kernel's name may carry template arguments: kernel<true><<<..>>>(..)
+    out, n = re.subn(r'(\w+(?:<[^<>;()]*>)?)<<<(.*?)>>>\(([^;]*)\);', launch, out, flags=re.S)
     if n == 0 or '<<<' in out or '__shared__' in out:
         sys.exit('make_emu_source.py: %s: unexpected kernel launch or shared memory syntax' % sys.argv[1])
     with open(sys.argv[2] + '.tmp', 'w') as f:

@@ -61,6 +61,16 @@ FOCAL_HD void scale_min_k4_words(int j, uint32_t w0, uint32_t w1, uint32_t w2, i
                     mn);
 }
 
+// Decode's int8 x (the CUDA fast precision's Q4_K / Q6_K matrix-vector products, as llama.cpp's q8_1 blocks): each 32
+// values of x as d q with d = max |x| / 127, and q the integer nearest x inv (ties to even), inv = 127 / max |x|,
+// by one fused multiply-add onto 1.5 * 2^23 (whose float has unit steps there: the rounding is the addition's; on the
+// device the low byte of the sum's bits is q's two's complement byte). |q| <= 127 (d = inv = q = 0 for a block of
+// zeros), and |x - d q| <= d / 2 + 2^-22 max |x|.
+constexpr float kX8RoundMagic = 12582912.0f;  // 1.5 * 2^23
+FOCAL_HD float x8_scale(float amax) { return amax / 127.0f; }
+FOCAL_HD float x8_inv_scale(float amax) { return amax > 0.0f ? 127.0f / amax : 0.0f; }
+FOCAL_HD int x8_round(float x, float inv) { return (int)(fmaf(x, inv, kX8RoundMagic) - kX8RoundMagic); }
+
 // out[32] = the 32 bytes at p. On the device two 16-byte loads: p must be 16-byte aligned, which the quant bytes and
 // Q5_K's high bits of Q4_K / Q5_K blocks are in a row whose start is (block sizes 144 and 176, offsets 16, 48 and
 // 32 c); on the host plain byte copies.

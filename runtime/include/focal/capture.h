@@ -174,6 +174,25 @@ class LiveRunner {
   std::unique_ptr<Impl> impl_;
 };
 
+// What the app's live runs store, in one place for the app (AppState::request_for) and bench/live_bench: every
+// head's metrics and the raw scores of `layer`'s heads, their probabilities too up to max_store_tokens tokens; only
+// `head`'s rows once a layer's scores would pass layer_rows_bytes, or on a CUDA device device_layer_rows_bytes (each
+// stored row crosses to the host and into the run's buffers: an H200's propagate spent ~2 s on 4.3 GB of them,
+// while another head's rows are a re-run of one layer there); the induction score, which observes every head's
+// rows, on the CPU only.
+struct LiveRowsPolicy {
+  int max_store_tokens = 1024;
+  size_t layer_rows_bytes = size_t(3) << 30;
+  size_t device_layer_rows_bytes = size_t(256) << 20;
+  // The layer-rows threshold that holds on `device` (a run of the model's device).
+  size_t layer_rows_bytes_on(Device device) const {
+    return device == Device::kCuda && device_layer_rows_bytes < layer_rows_bytes ? device_layer_rows_bytes
+                                                                                 : layer_rows_bytes;
+  }
+};
+CaptureRequest live_capture_request(const ModelConfig& c, Device device, int n_tokens, int layer, int head,
+                                    const LiveRowsPolicy& policy = {});
+
 // Fills the header fields of a capture file from the model and tokens (pieces via the model's tokenizer, if any).
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens);
 

@@ -56,9 +56,19 @@ class ForwardObserver {
   virtual void on_layer(const LayerRecord& /*rec*/) {}
   // Logits block by block, for callers that need every row ([T, vocab] at once can be GBs): when wants_logits(),
   // after the last layer the forward calls on_logits for consecutive row blocks, logits [n_rows, vocab] of this
-  // call's rows row0..row0+n_rows-1.
+  // call's rows row0..row0+n_rows-1 (a device backend downloads each block: next_token_k below keeps them there).
   virtual bool wants_logits() const { return false; }
   virtual void on_logits(int /*row0*/, int /*n_rows*/, const float* /*logits*/) {}
+  // Next-token statistics of every row (a capture's top-k tokens and loss), block by block: when next_token_k() > 0,
+  // after the last layer the forward computes, for consecutive blocks of this call's rows row0..row0+n_rows-1, each
+  // row's log-sum-exp of its logits, its k largest logits (ids and values, descending, ties lower id first) and the
+  // logit of next_token_targets()[row] (an id < 0: NaN) on the backend (Backend::next_token_rows: a device keeps the
+  // [rows, vocab] logits, 2.1 GB for an 8B model at T = 4096) and calls on_next_tokens with [n_rows] / [n_rows, k]
+  // arrays.
+  virtual int next_token_k() const { return 0; }
+  virtual const int32_t* next_token_targets() const { return nullptr; }  // [this call's rows]
+  virtual void on_next_tokens(int /*row0*/, int /*n_rows*/, const float* /*lse*/, const int32_t* /*topk_ids*/,
+                              const float* /*topk_logits*/, const float* /*target_logits*/) {}
   // Polled between layers; returning true abandons the call (Session::forward then returns false).
   virtual bool cancelled() const { return false; }
 };

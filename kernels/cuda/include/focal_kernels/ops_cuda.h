@@ -145,12 +145,25 @@ cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, i
 // ys[i][m, ws[i].rows] = x . ws[i]^T.
 constexpr int kMatvecSetMax = 3;
 cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, int m);
+// The fast precision's decode product (one row of x) for Q4_K and Q6_K (the types of a Q4_K_M file): x rounded to
+// int8 per 32 values (qblocks::x8_round, |x - d q| <= max |x| / 254 (+ 2^-22 max |x|) in each 32) into scratch
+// (matvec_x8_scratch_bytes(k), 16-byte aligned) by its own launch, then dot products of the weights' integer values
+// in int32 (dp4a) scaled in fp32: ys[i][ws[i].rows] = x . ws[i]^T, every ws[i] of one type and width.
+// round_in_kernel (Q4_K only; the device A/B): the product's kernel rounds x itself, in each warp (one launch, x
+// read in fp32; scratch unused).
+bool matvec_x8_supported(const QWeight& w);
+size_t matvec_x8_scratch_bytes(int k);
+cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, void* scratch,
+                            bool round_in_kernel = false);
 // Rows r0 .. r0 + nr - 1 of w dequantised into out[nr, w.cols] as fp32 (CUDA_R_32F: exact) or rounded to
 // CUDA_R_16F (the fast GEMM's operand).
 cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type);
 // out[n_tokens, w.cols] = the dequantised rows ids[t] of a quantized embedding table (ids: device array).
 cudaError_t embed_q(const Ctx& c, const QWeight& w, const int32_t* ids, float* out, int n_tokens);
 
+// Per row of x[rows, n]: out[2 row] = log-sum-exp (ops::log_sum_exp's formula), out[2 row + 1] = x[row][targets[row]]
+// (targets: device array; NaN for an index < 0).
+cudaError_t row_lse_target(const Ctx& c, const float* x, int rows, int n, const int32_t* targets, float* out);
 // Per row of x[rows, n]: the k largest values, descending (ties: lower index first), into idx/val[rows, k].
 // k <= min(n, 64).
 cudaError_t topk_rows(const Ctx& c, const float* x, int rows, int n, int k, int32_t* idx, float* val);
