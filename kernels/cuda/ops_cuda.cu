@@ -838,16 +838,21 @@ __host__ __device__ constexpr int matvec_x8_split(int n_steps) {
   return split;
 }
 
-// y = x . w^T for one row of x (decode), w Q4_K. Warps in groups of `split` as matvec_q's, kQRows rows a warp; in
-// each step a warp covers 4 consecutive Q4_K blocks of its rows, lane l taking block l / 8, sub-block pair
-// p = (l / 2) % 4 and half h = l % 2: the 16 quant bytes at 16 + 32 p + 16 h, whose low nibbles are values
-// 16 h .. 16 h + 15 of sub-block 2 p and high nibbles those of 2 p + 1 (consecutive lanes, consecutive bytes; one
-// 16-byte load a row, no byte read twice), against x's 2 x 16 int8 values (loaded once for all kQRows rows).
-// A sub-block's term: d sc dx sum_l q_l xq_l - dmin mn sum(x), the min term added by the lane with h = 0.
+// y = x . w^T for one row of x (decode), w Q4_K or Q5_K. Warps in groups of `split` as matvec_q's, kQRows rows a
+// warp; in each step a warp covers 4 consecutive blocks of its rows, lane l taking block l / 8, sub-block pair
+// p = (l / 2) % 4 and half h = l % 2: the 16 quant bytes at qs + 32 p + 16 h (qs = 16, Q5_K 48), whose low nibbles
+// are values 16 h .. 16 h + 15 of sub-block 2 p and high nibbles those of 2 p + 1 (consecutive lanes, consecutive
+// bytes; one 16-byte load a row, no byte read twice), against x's 2 x 16 int8 values (loaded once for all kQRows
+// rows). Q5_K: the fifth bits of the same values, bits 2 p and 2 p + 1 of the 16 qh bytes at 16 + 16 h, put above
+// the nibbles (values 0..31). A sub-block's term: d sc dx sum_l q_l xq_l - dmin mn sum(x), the min term added by
+// the lane with h = 0.
 // X_F32: the kernel rounds x itself (fp32 x, 128 bytes a lane a step; the two lanes of a sub-block meet by one
 // shuffle for max |x| and the sum), with no quantize launch; else x as quantize_x8 wrote it (xq, xds).
-template <bool X_F32>
-__global__ void matvec_q4k_x8_kernel(const float* x, const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
+template <int TYPE, bool X_F32>
+__global__ void matvec_k4_x8_kernel(const float* x, const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
+  static_assert(TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K, "Q4_K or Q5_K");
+  constexpr bool kFive = TYPE == qblocks::kQ5_K;
+  constexpr int kBytes = kFive ? 176 : 144, kQs = kFive ? 48 : 16;
   __shared__ float part[kMatvecWarps][kQRows];  // [warp][row]: each warp's sums, for its group
   const SetPlace pl = set_place(set, split);
   const int lane = pl.lane, j0 = pl.j0, n_r = pl.n_r;
@@ -892,21 +897,33 @@ __global__ void matvec_q4k_x8_kernel(const float* x, const int8_t* xq, const flo
 #pragma unroll
     for (int r = 0; r < kQRows; ++r) {
       const int row = j0 + (r < n_r ? r : n_r - 1);
-      const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * 144;
+      const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * kBytes;
       const uint4 hw = *reinterpret_cast<const uint4*>(blk);  // d, dmin (fp16 each); the 12 scale bytes
-      const uint4 qv = *reinterpret_cast<const uint4*>(blk + 16 + 32 * pair + 16 * h);
+      const uint4 qv = *reinterpret_cast<const uint4*>(blk + kQs + 32 * pair + 16 * h);
+      uint32_t lo[4] = {qv.x & 0x0F0F0F0Fu, qv.y & 0x0F0F0F0Fu, qv.z & 0x0F0F0F0Fu, qv.w & 0x0F0F0F0Fu};
+      uint32_t hi[4] = {(qv.x >> 4) & 0x0F0F0F0Fu, (qv.y >> 4) & 0x0F0F0F0Fu, (qv.z >> 4) & 0x0F0F0F0Fu,
+                        (qv.w >> 4) & 0x0F0F0F0Fu};
+      if (kFive) {
+        const uint4 qh = *reinterpret_cast<const uint4*>(blk + 16 + 16 * h);
+        const uint32_t hb[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          lo[i] |= ((hb[i] >> (2 * pair)) & 0x01010101u) << 4;
+          hi[i] |= ((hb[i] >> (2 * pair + 1)) & 0x01010101u) << 4;
+        }
+      }
       int sc_lo, mn_lo, sc_hi, mn_hi;
       qblocks::scale_min_k4_words(2 * pair, hw.y, hw.z, hw.w, &sc_lo, &mn_lo);
       qblocks::scale_min_k4_words(2 * pair + 1, hw.y, hw.z, hw.w, &sc_hi, &mn_hi);
       int dot_lo = 0, dot_hi = 0;
-      dot_lo = __dp4a((int)(qv.x & 0x0F0F0F0Fu), xa.x, dot_lo);
-      dot_lo = __dp4a((int)(qv.y & 0x0F0F0F0Fu), xa.y, dot_lo);
-      dot_lo = __dp4a((int)(qv.z & 0x0F0F0F0Fu), xa.z, dot_lo);
-      dot_lo = __dp4a((int)(qv.w & 0x0F0F0F0Fu), xa.w, dot_lo);
-      dot_hi = __dp4a((int)((qv.x >> 4) & 0x0F0F0F0Fu), xb.x, dot_hi);
-      dot_hi = __dp4a((int)((qv.y >> 4) & 0x0F0F0F0Fu), xb.y, dot_hi);
-      dot_hi = __dp4a((int)((qv.z >> 4) & 0x0F0F0F0Fu), xb.z, dot_hi);
-      dot_hi = __dp4a((int)((qv.w >> 4) & 0x0F0F0F0Fu), xb.w, dot_hi);
+      dot_lo = __dp4a((int)lo[0], xa.x, dot_lo);
+      dot_lo = __dp4a((int)lo[1], xa.y, dot_lo);
+      dot_lo = __dp4a((int)lo[2], xa.z, dot_lo);
+      dot_lo = __dp4a((int)lo[3], xa.w, dot_lo);
+      dot_hi = __dp4a((int)hi[0], xb.x, dot_hi);
+      dot_hi = __dp4a((int)hi[1], xb.y, dot_hi);
+      dot_hi = __dp4a((int)hi[2], xb.z, dot_hi);
+      dot_hi = __dp4a((int)hi[3], xb.w, dot_hi);
       const float d = math::half_bits_to_float((uint16_t)(hw.x & 0xFFFF)),
                   dmin = math::half_bits_to_float((uint16_t)(hw.x >> 16));
       float a = d * ((float)sc_lo * ds.x * (float)dot_lo + (float)sc_hi * ds.z * (float)dot_hi);
@@ -969,6 +986,55 @@ __global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatve
       for (int m = 0; m < 4; ++m) a += (float)sc[m] * dx[m] * (float)(__dp4a((int)q[m], xw[m], 0) - xs32[m]);
       const float d = math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk + 208));
       if (r < n_r && in_row) acc[r] += d * a;
+    }
+  }
+  x8_rows_out(acc, part, pl.warp, lane, pl.z, split, n_r, set.y[pl.which] + j0);
+}
+
+// y = x . w^T for one row of x (decode), w of a 32-value format (Q4_0, Q4_1, Q8_0), x as quantize_x8 wrote it; warps,
+// groups and rows as matvec_q4k_x8_kernel's. A step covers 8 blocks of a warp's rows, lane l taking block l / 4 and
+// j = l % 4: Q8_0's values 8 j .. 8 j + 7 (8 bytes at 2 + 8 j), Q4_0 / Q4_1's quant bytes 4 j .. 4 j + 3 (at 2 + 4 j,
+// Q4_1 4 + 4 j), whose low nibbles are values 4 j .. and high nibbles 16 + 4 j .. (qblocks::dequant_sub32). The
+// blocks' 18 and 34 bytes leave their quants 2-byte aligned (load_u32_a2). Terms: Q8_0 d dx sum q xq; Q4_0
+// d dx (sum q xq - 8 sum xq); Q4_1 the same plus (m + 8 d) sum(x), added by the lane with j = 0: Q4_1's weights
+// d q + m are all of one sign, and centring q on 8 puts their mean on the fp32 sum of x, not on x's rounding (the
+// tiny test models' decode logits moved 3-5 % with d dx sum q xq + m sum(x)).
+template <int TYPE>
+__global__ void matvec_b32_x8_kernel(const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
+  constexpr bool kQ8 = TYPE == qblocks::kQ8_0, kQ41 = TYPE == qblocks::kQ4_1;
+  constexpr int kBytes = qblocks::block_bytes(TYPE), kQs = kQ41 ? 4 : 2;
+  __shared__ float part[kMatvecWarps][kQRows];
+  const SetPlace pl = set_place(set, split);
+  const int lane = pl.lane, j0 = pl.j0, n_r = pl.n_r;
+  const QWeight& w = set.w[pl.which];
+  const int n_blk = w.cols / 32, n_steps = (n_blk + 7) / 8;
+  const int bl = lane >> 2, j = lane & 3;
+  float acc[kQRows];
+#pragma unroll
+  for (int r = 0; r < kQRows; ++r) acc[r] = 0.0f;
+  for (int st = pl.z; n_r > 0 && st < n_steps; st += split) {
+    const bool in_row = 8 * st + bl < n_blk;  // else read the row's last block, add nothing
+    const int b = in_row ? 8 * st + bl : n_blk - 1;
+    const int x0 = 32 * b + (kQ8 ? 8 * j : 4 * j), x1 = x0 + (kQ8 ? 4 : 16);  // the lane's two words of x
+    const int xw0 = *reinterpret_cast<const int*>(xq + x0), xw1 = *reinterpret_cast<const int*>(xq + x1);
+    const float2 ds = xds[b];
+    const int xs8 = kQ8 ? 0 : 8 * __dp4a(xw0, 0x01010101, __dp4a(xw1, 0x01010101, 0));  // Q4_0 / Q4_1: 8 sum xq
+#pragma unroll
+    for (int r = 0; r < kQRows; ++r) {
+      const int row = j0 + (r < n_r ? r : n_r - 1);
+      const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * kBytes;
+      int dot;
+      if (kQ8) {
+        dot = __dp4a((int)load_u32_a2(blk + 2 + 8 * j), xw0, __dp4a((int)load_u32_a2(blk + 6 + 8 * j), xw1, 0));
+      } else {
+        const uint32_t q = load_u32_a2(blk + kQs + 4 * j);
+        dot = __dp4a((int)(q & 0x0F0F0F0Fu), xw0, __dp4a((int)((q >> 4) & 0x0F0F0F0Fu), xw1, 0)) - xs8;
+      }
+      const float d = math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
+      float a = d * ds.x * (float)dot;
+      if (kQ41 && j == 0)
+        a += fmaf(8.0f, d, math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk + 2))) * ds.y;
+      if (r < n_r && in_row) acc[r] += a;
     }
   }
   x8_rows_out(acc, part, pl.warp, lane, pl.z, split, n_r, set.y[pl.which] + j0);
@@ -1302,7 +1368,7 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
 }
 
 bool matvec_x8_supported(const QWeight& w) {
-  return (w.type == qblocks::kQ4_K || w.type == qblocks::kQ6_K) && w.cols % 256 == 0;
+  return qblocks::sub32_supported(w.type) && w.cols % qblocks::block_values(w.type) == 0;
 }
 size_t matvec_x8_scratch_bytes(int k) { return (size_t)k + (size_t)(k / 32) * sizeof(float2); }
 
@@ -1312,23 +1378,36 @@ cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, flo
   for (int i = 0; i < n_w; ++i)
     if (!matvec_x8_supported(ws[i]) || ws[i].cols != ws[0].cols || ws[i].type != ws[0].type)
       return cudaErrorInvalidValue;
-  const int k = ws[0].cols, n_blk = k / 256;
-  const bool q4k = ws[0].type == qblocks::kQ4_K, in_kernel = round_in_kernel && q4k;
+  const int k = ws[0].cols, type = ws[0].type;
+  const bool k4 = type == qblocks::kQ4_K || type == qblocks::kQ5_K, in_kernel = round_in_kernel && k4;
   int8_t* xq = static_cast<int8_t*>(scratch);
-  float2* xds = reinterpret_cast<float2*>(xq + k);  // k % 256 == 0: 16-byte aligned when scratch is
+  float2* xds = reinterpret_cast<float2*>(xq + k);  // k % 32 == 0: 8-byte aligned when scratch is
   if (!in_kernel)
     quantize_x8_kernel<<<grid_for((size_t)k / 32, kRowThreads / 32), kRowThreads, 0, c.stream>>>(x, k, xq, xds);
-  // Steps of 4 Q4_K blocks or 2 Q6_K blocks a warp
-  const int split = matvec_x8_split(q4k ? (n_blk + 3) / 4 : (n_blk + 1) / 2),
-            rows_per_block = kMatvecWarps / split * kQRows;
+  // A warp's step: 4 Q4_K / Q5_K blocks, 2 Q6_K blocks, 8 blocks of a 32-value format (256 values each)
+  const int n_steps = k4 ? (k / 256 + 3) / 4 : type == qblocks::kQ6_K ? (k / 256 + 1) / 2 : (k / 32 + 7) / 8;
+  const int split = matvec_x8_split(n_steps), rows_per_block = kMatvecWarps / split * kQRows;
   const QMatvecSet set = make_set(ws, ys, n_w, rows_per_block);
   if (set.first[n_w] == 0) return cudaGetLastError();
-  if (!q4k)
-    matvec_q6k_x8_kernel<<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(xq, xds, set, split);
-  else if (in_kernel)
-    matvec_q4k_x8_kernel<true><<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, nullptr, nullptr, set, split);
-  else
-    matvec_q4k_x8_kernel<false><<<set.first[n_w], kMatvecWarps * 32, 0, c.stream>>>(x, xq, xds, set, split);
+  const dim3 grid(set.first[n_w]), block(kMatvecWarps * 32);
+  switch (type) {
+    case qblocks::kQ4_K:
+      if (in_kernel)
+        matvec_k4_x8_kernel<qblocks::kQ4_K, true><<<grid, block, 0, c.stream>>>(x, nullptr, nullptr, set, split);
+      else
+        matvec_k4_x8_kernel<qblocks::kQ4_K, false><<<grid, block, 0, c.stream>>>(x, xq, xds, set, split);
+      break;
+    case qblocks::kQ5_K:
+      if (in_kernel)
+        matvec_k4_x8_kernel<qblocks::kQ5_K, true><<<grid, block, 0, c.stream>>>(x, nullptr, nullptr, set, split);
+      else
+        matvec_k4_x8_kernel<qblocks::kQ5_K, false><<<grid, block, 0, c.stream>>>(x, xq, xds, set, split);
+      break;
+    case qblocks::kQ6_K: matvec_q6k_x8_kernel<<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
+    case qblocks::kQ4_0: matvec_b32_x8_kernel<qblocks::kQ4_0><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
+    case qblocks::kQ4_1: matvec_b32_x8_kernel<qblocks::kQ4_1><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
+    default: matvec_b32_x8_kernel<qblocks::kQ8_0><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
+  }
   return cudaGetLastError();
 }
 

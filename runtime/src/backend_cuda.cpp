@@ -19,7 +19,7 @@
 // 16 bits) or widens blocks of w's rows into an fp32 scratch (at most 64 MiB) and
 // multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
 // the exact precision. In the fast precision (set_fast, focal/device.h) x is rounded to w's 16-bit type and the
-// product runs on tensor cores (fp32 weights: TF32), a decode product with a Q4_K or Q6_K w takes x in int8 (dp4a;
+// product runs on tensor cores (fp32 weights: TF32), a decode product with a quantized w takes x in int8 (dp4a;
 // FOCAL_CUDA_DECODE_X8=0 keeps fp32 x), and prefill attention runs the tiled tensor-core kernel
 // (cuda_ops::attention_tc); captured heads keep the fp32 cuBLAS + softmax path, so their stored rows are exact
 // softmax rows of fp32 scores.
@@ -642,9 +642,9 @@ class CudaBackend final : public Backend {
     return q;
   }
 
-  // The fast precision's decode product with x in int8 (cuda_ops::matvec_q_set_x8: Q4_K and Q6_K, one row of x), x
-  // rounded by its own launch; for an A/B on the device, FOCAL_CUDA_DECODE_X8=0 keeps the fp32-x kernel and =2 rounds
-  // x inside the Q4_K product's kernel (no extra launch, x read in fp32).
+  // The fast precision's decode product with x in int8 (cuda_ops::matvec_q_set_x8: every block format, one row of x),
+  // x rounded by its own launch; for an A/B on the device, FOCAL_CUDA_DECODE_X8=0 keeps the fp32-x kernel and =2
+  // rounds x inside the Q4_K / Q5_K product's kernel (no extra launch, x read in fp32).
   bool use_x8(const cuda_ops::QWeight& q, int m) const {
     return fast_ && m == 1 && decode_x8_ != 0 && cuda_ops::matvec_x8_supported(q);
   }

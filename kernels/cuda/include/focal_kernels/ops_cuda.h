@@ -145,12 +145,12 @@ cudaError_t matvec_q(const Ctx& c, const float* x, const QWeight& w, float* y, i
 // ys[i][m, ws[i].rows] = x . ws[i]^T.
 constexpr int kMatvecSetMax = 3;
 cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, int m);
-// The fast precision's decode product (one row of x) for Q4_K and Q6_K (the types of a Q4_K_M file): x rounded to
-// int8 per 32 values (qblocks::x8_round, |x - d q| <= max |x| / 254 (+ 2^-22 max |x|) in each 32) into scratch
-// (matvec_x8_scratch_bytes(k), 16-byte aligned) by its own launch, then dot products of the weights' integer values
-// in int32 (dp4a) scaled in fp32: ys[i][ws[i].rows] = x . ws[i]^T, every ws[i] of one type and width.
-// round_in_kernel (Q4_K only; the device A/B): the product's kernel rounds x itself, in each warp (one launch, x
-// read in fp32; scratch unused).
+// The fast precision's decode product (one row of x) for every block format (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K: the
+// types of Q4_K_M, Q5_K_M and Q8_0 files): x rounded to int8 per 32 values (qblocks::x8_round,
+// |x - d q| <= max |x| / 254 (+ 2^-22 max |x|) in each 32) into scratch (matvec_x8_scratch_bytes(k), 16-byte
+// aligned) by its own launch, then dot products of the weights' integer values in int32 (dp4a) scaled in fp32:
+// ys[i][ws[i].rows] = x . ws[i]^T, every ws[i] of one type and width. round_in_kernel (Q4_K and Q5_K; the device
+// A/B): the product's kernel rounds x itself, in each warp (one launch, x read in fp32; scratch unused).
 bool matvec_x8_supported(const QWeight& w);
 size_t matvec_x8_scratch_bytes(int k);
 cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, void* scratch,
