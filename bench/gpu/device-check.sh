@@ -11,8 +11,9 @@
 #   q4k     the same shape as Q4_K GGUF: open, decode (int8 x; then fp32 x, FOCAL_CUDA_DECODE_X8=0, and x rounded
 #           in the product's kernel, =2), fast against exact (greedy tokens, NLL), and the device-memory peak of a
 #           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
-#   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v):
-#           decode with int8 x and with fp32 x (decode_q4km_*, decode_q4km_fp32x_*)
+#   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
+#           then as Q5_K_M and Q8_0: decode with int8 x and with fp32 x (decode_q4km_*, decode_q4km_fp32x_*;
+#           decode_q5km_*, decode_q80_*)
 #   70b     (not in the default parts) the stretch target: Llama-3-70B's shape as Q4_K (~40 GB, made there) loads
 #           and decodes 32 tokens (gpu_bench), with the GPU's memory peak
 #   llamacpp  llama.cpp's CUDA llama-bench (tg128) on that file, alternating with our decode twice, from
@@ -23,7 +24,7 @@
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
 #        parity,small,8b,live,q4k; then llamacpp in a second call; q4km and 70b when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -116,14 +117,16 @@ if want q4k; then
   echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
   rm -f out/bench/big-q4k.h5
 fi
-if want q4km; then  # (not in the default parts) the Q4_K_M mix, Q6_K's int8-x kernel beside Q4_K's
-  q4km=/tmp/llama3-8b-shape-q4_k_m.gguf
-  step 150 "$pack/bin/make_big_model" --gguf $q4km --mix q4_k_m --context 16384
-  for v in 1:q4km 0:q4km_fp32x; do
-    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
-      sed "s/^result decode_/result decode_$4_/"' _ "$pack/bin/gpu_bench" $q4km ${v%%:*} ${v##*:}
+if want q4km; then  # (not in the default parts) the mixes: Q6_K's, Q5_K's and Q8_0's int8-x kernels beside Q4_K's
+  for mix in q4_k_m:q4km q5_k_m:q5km q8_0:q80; do
+    f=/tmp/llama3-8b-shape-${mix%%:*}.gguf tag=${mix##*:}
+    step 150 "$pack/bin/make_big_model" --gguf $f --mix ${mix%%:*} --context 16384
+    for v in 1:$tag 0:${tag}_fp32x; do
+      gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+        sed "s/^result decode_/result decode_$4_/"' _ "$pack/bin/gpu_bench" $f ${v%%:*} ${v##*:}
+    done
+    rm -f $f
   done
-  rm -f $q4km
 fi
 if want 70b; then
   q70=/tmp/llama3-70b-shape-q4_k.gguf
