@@ -1291,8 +1291,9 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchParity,
 // own dequantiser math (quant_blocks.h). Exact: a 24-token prefill (dequantised rows + fp32 GEMM) and 3 decode
 // steps (the quantized matrix-vector kernel) against the CPU within the forward's tolerance (kFwdTol: fp32 sums in
 // another order). Fast: weights rounded to fp16 (relative 2^-11) and x to fp16 on tensor cores in the prefill, within
-// 1 % of the logits' range and the same argmax; the 3 decode steps (x in int8 for every format) within 3 % and the
-// fast argmax a near-tie of the CPU's (the tolerance's derivation at the check).
+// 1 % of the logits' range and the same argmax; its 3 decode steps (the blocks with fp32 x, on the prefill's keys and
+// values) within the same 1 %; with FOCAL_CUDA_DECODE_X8=1 (x in int8, every format) within 3 % and the fast argmax
+// a near-tie of the CPU's (the tolerance's derivation at the check).
 // Every matrix stays in its blocks on the device, except an untied head's token table, which stays in host memory
 // (its rows gathered there): the device holds the file's other matrices, the table's bytes are off it, and prefill,
 // decode and the downloaded table match the CPU.
@@ -1314,6 +1315,9 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
       auto gpu = Model::load(path, Device::kCuda, exact_options());
       auto fast = Model::load(path, Device::kCuda);
       EXPECT_EQ(fast->precision(), Precision::kFast) << "auto is fast for a quantized model on the GPU";
+      ::setenv("FOCAL_CUDA_DECODE_X8", "1", 1);  // read when the backend is made
+      auto fast8 = Model::load(path, Device::kCuda);
+      ::unsetenv("FOCAL_CUDA_DECODE_X8");
       const size_t n = matrix_params(*gpu);
       EXPECT_EQ(gpu->backend().weight_bytes(), n / d.matrix_block_elems * d.matrix_block_bytes);
       EXPECT_EQ(cpu->backend().weight_bytes(), gpu->backend().weight_bytes());
@@ -1323,13 +1327,14 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
                 gpu->backend().weight_bytes() - table + 5 * d.hidden * sizeof(float));
       std::vector<int32_t> ids(24);
       for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
-      std::vector<float> lc, lg, lf;
-      Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32);
+      std::vector<float> lc, lg, lf, l8;
+      Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32), s8(*fast8, 32);
       RunOptions opt;
       opt.all_logits = false;
       ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lc));
       ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lg));
       ASSERT_TRUE(sf.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lf));
+      ASSERT_TRUE(s8.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &l8));
       ASSERT_EQ(lc.size(), lg.size());
       EXPECT_LE(rel_max(lg, lc), kFwdTol) << "prefill, exact";
       EXPECT_LE(rel_max(lf, lc), 1e-2) << "prefill, fast";
@@ -1340,7 +1345,9 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
         ASSERT_TRUE(sc.forward(&next, 1, TempSpec(), opt, nullptr, &lc));
         ASSERT_TRUE(sg.forward(&next, 1, TempSpec(), opt, nullptr, &lg));
         ASSERT_TRUE(sf.forward(&next, 1, TempSpec(), opt, nullptr, &lf));
+        ASSERT_TRUE(s8.forward(&next, 1, TempSpec(), opt, nullptr, &l8));
         EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
+        EXPECT_LE(rel_max(lf, lc), 1e-2) << "decode step " << step << ", fast";
         // int8 x: a value off by up to max |x| / 254 of its 32, 2^-8 of the block's largest where fp16 is 2^-11 of
         // each value; a product of zero-mean weights (Q6_K's, Q8_0's, Q4_0's) moves by up to ~1 % of its largest |y|
         // (measured: 0.4-1 % per product here, Q4_K's 0.04-0.07 %), and two layers and the head carry it to the
@@ -1348,9 +1355,9 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
         // Q4_1 1.2-1.8 %, Q8_0 0.9-1.9 %. 3 % of the logits' range, and the fast argmax a near-tie of the CPU's (its
         // CPU logit within that of the largest).
         const double tol = 3e-2 * max_abs(lc);
-        EXPECT_LE(rel_max(lf, lc), 3e-2) << "decode step " << step << ", fast";
-        const auto af = std::max_element(lf.begin(), lf.end()) - lf.begin();
-        EXPECT_GE(lc[af], *std::max_element(lc.begin(), lc.end()) - tol) << "decode step " << step << ", fast";
+        EXPECT_LE(rel_max(l8, lc), 3e-2) << "decode step " << step << ", fast, int8 x";
+        const auto a8 = std::max_element(l8.begin(), l8.end()) - l8.begin();
+        EXPECT_GE(lc[a8], *std::max_element(lc.begin(), lc.end()) - tol) << "decode step " << step << ", int8 x";
       }
       // A downloaded matrix is the CPU's dequantised one (the same math, exactly): the token table (on the device or
       // in host memory) and a layer's matrix.
@@ -1364,6 +1371,63 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
       }
       std::system(("rm -rf '" + dir + "'").c_str());
     }
+}
+
+// The real SmolLM2-135M (Q4_1, tied head) fast against exact on the same device backend, on an English paragraph
+// (issue 32's report: the mean next-token NLL over the prompt, and greedy tokens from its first 16). Runs where
+// FOCAL_SMOLLM2_GGUF names the file (scripts/fetch-smollm2.sh; ctest's smollm2_fast_against_exact_emulated sets
+// it), else skips. Bounds: the fast prefill rounds weights and x to fp16 (2^-11 relative per product), which moved
+// the mean NLL by 4e-6 nats here: within 0.5 % of exact's; decode reads the blocks with fp32 x, so greedy decoding
+// keeps exact's tokens (measured: all 12; with FOCAL_CUDA_DECODE_X8=1's int8 x it left them at the 4th): the
+// first 8 the same, a near-tie allowed after. The values are printed for docs/performance.md.
+TEST_F(CudaParity, SmolLM2FastAgainstExact) {
+  const char* path = std::getenv("FOCAL_SMOLLM2_GGUF");
+  if (!path || !*path) GTEST_SKIP() << "FOCAL_SMOLLM2_GGUF not set (scripts/fetch-smollm2.sh prints the path)";
+  auto exact = Model::load(path, Device::kCuda, exact_options());
+  auto fast = Model::load(path, Device::kCuda);
+  ASSERT_EQ(fast->precision(), Precision::kFast);
+  const std::string text =
+      "The lighthouse keeper climbed the narrow stairs every evening at dusk. He lit the great lamp, wound the "
+      "clockwork that turned the lens, and wrote the weather in his log: wind from the west, a heavy swell, two "
+      "fishing boats returning late to the harbour. In winter the storms came often, and on the worst nights he did "
+      "not sleep at all, but sat by the window watching the beam sweep across the black water.";
+  const std::vector<int32_t> ids = exact->tokenizer()->encode(text, false);
+  const int T = (int)ids.size(), V = exact->config().vocab_size;
+  ASSERT_GT(T, 64);
+  const TempSpec spec = TempSpec::native(exact->config());
+  auto nll = [&](const Model& m) {
+    Session s(m, T);
+    RunOptions opt;
+    opt.all_logits = true;
+    std::vector<float> lg;
+    EXPECT_TRUE(s.forward(ids.data(), T, spec, opt, nullptr, &lg));
+    double sum = 0.0;
+    for (int t = 0; t + 1 < T; ++t) {
+      const float* row = lg.data() + (size_t)t * V;
+      sum += ops::log_sum_exp(row, V) - row[ids[(size_t)t + 1]];
+    }
+    return sum / (T - 1);
+  };
+  const double nll_exact = nll(*exact), nll_fast = nll(*fast);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 16);
+  SampleOptions so;
+  so.stop_at_eos = false;
+  RunOptions ro;
+  ro.all_logits = false;
+  constexpr int kNew = 12;
+  Session se(*exact, 16 + kNew), sf(*fast, 16 + kNew);
+  const auto ge = generate(se, prompt, kNew, spec, so, ro, nullptr);
+  const auto gf = generate(sf, prompt, kNew, spec, so, ro, nullptr);
+  ASSERT_EQ(ge.size(), gf.size());
+  int same = 0, prefix = 0;
+  for (size_t i = 0; i < ge.size(); ++i) same += ge[i] == gf[i];
+  while (prefix < (int)ge.size() && ge[(size_t)prefix] == gf[(size_t)prefix]) ++prefix;
+  std::printf(
+      "SmolLM2 fast against exact, %d tokens: mean NLL exact %.5f, fast %.5f (%+.3g); greedy %d: %d the same, "
+      "the first %d in a row\n",
+      T, nll_exact, nll_fast, nll_fast - nll_exact, kNew, same, prefix);
+  EXPECT_LE(std::fabs(nll_fast - nll_exact), 0.005 * nll_exact);
+  EXPECT_GE(prefix, 8);
 }
 
 // The CUDA backend's own count of its device memory (Backend::device_bytes_held / _peak, what `focal capture` prints

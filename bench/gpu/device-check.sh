@@ -8,11 +8,11 @@
 #           metrics, NLL, greedy tokens); PyTorch's sdpa forward and transformers eager with output_attentions on
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
-#   q4k     the same shape as Q4_K GGUF: open, decode (int8 x; then fp32 x, FOCAL_CUDA_DECODE_X8=0, and x rounded
-#           in the product's kernel, =2), fast against exact (greedy tokens, NLL), and the device-memory peak of a
+#   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
+#           in the product's kernel, =2), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
 #           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
-#           then as Q5_K_M and Q8_0: decode with int8 x and with fp32 x (decode_q4km_*, decode_q4km_fp32x_*;
+#           then as Q5_K_M and Q8_0: decode with fp32 x and with int8 x (decode_q4km_*, decode_q4km_x8_*;
 #           decode_q5km_*, decode_q80_*)
 #   70b     (not in the default parts) the stretch target: Llama-3-70B's shape as Q4_K (~40 GB, made there) loads
 #           and decodes 32 tokens (gpu_bench), with the GPU's memory peak
@@ -99,16 +99,19 @@ if want q4k; then
   # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
-  # A/B in the same run: the decode product with fp32 x (the kernel before the int8-x one), results decode_q4k_fp32x_*,
-  # and with x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*
-  for v in 0:fp32x 2:x8k; do
+  # A/B in the same run: the decode product with x in int8 (opt-in, llama.cpp's way), results decode_q4k_x8_*, and
+  # with x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*
+  for v in 1:x8 2:x8k; do
     gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
       sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
-  # fast (int8 x in decode) against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*)
-  gstep 150 bash -c '"$1" "$2" 512 1 --precision exact,fast --accuracy 512 --no-cpu --no-kernels |
-    sed -e "s/^result accuracy_/result accuracy_q4k_/" -e "s/^result prefill_/result q4k_prefill_/"' \
-    _ "$pack/bin/gpu_bench" $q4k
+  # fast against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*); then fast with
+  # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves)
+  for v in 0:q4k 1:q4k_x8; do
+    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 512 1 --precision exact,fast --accuracy 512 --no-cpu \
+      --no-kernels | sed -e "s/^result accuracy_/result accuracy_$4_/" -e "s/^result prefill_/result $4_prefill_/"' \
+      _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
+  done
   python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
   gstep 200 bash -c '"$1" capture "$2" --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
     --budget 64G -o out/bench/big-q4k.h5 | tee /tmp/capture.txt' _ "$focal" $q4k
@@ -121,7 +124,7 @@ if want q4km; then  # (not in the default parts) the mixes: Q6_K's, Q5_K's and Q
   for mix in q4_k_m:q4km q5_k_m:q5km q8_0:q80; do
     f=/tmp/llama3-8b-shape-${mix%%:*}.gguf tag=${mix##*:}
     step 150 "$pack/bin/make_big_model" --gguf $f --mix ${mix%%:*} --context 16384
-    for v in 1:$tag 0:${tag}_fp32x; do
+    for v in 0:$tag 1:${tag}_x8; do
       gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
         sed "s/^result decode_/result decode_$4_/"' _ "$pack/bin/gpu_bench" $f ${v%%:*} ${v##*:}
     done
