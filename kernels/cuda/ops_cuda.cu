@@ -1392,17 +1392,14 @@ cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, flo
   const dim3 grid(set.first[n_w]), block(kMatvecWarps * 32);
   switch (type) {
     case qblocks::kQ4_K:
-      if (in_kernel)
-        matvec_k4_x8_kernel<qblocks::kQ4_K, true><<<grid, block, 0, c.stream>>>(x, nullptr, nullptr, set, split);
-      else
-        matvec_k4_x8_kernel<qblocks::kQ4_K, false><<<grid, block, 0, c.stream>>>(x, xq, xds, set, split);
+    case qblocks::kQ5_K: {  // in_kernel: the kernel rounds the fp32 x itself (no xq / xds)
+      auto* kern =
+          type == qblocks::kQ4_K
+              ? (in_kernel ? matvec_k4_x8_kernel<qblocks::kQ4_K, true> : matvec_k4_x8_kernel<qblocks::kQ4_K, false>)
+              : (in_kernel ? matvec_k4_x8_kernel<qblocks::kQ5_K, true> : matvec_k4_x8_kernel<qblocks::kQ5_K, false>);
+      kern<<<grid, block, 0, c.stream>>>(x, in_kernel ? nullptr : xq, in_kernel ? nullptr : xds, set, split);
       break;
-    case qblocks::kQ5_K:
-      if (in_kernel)
-        matvec_k4_x8_kernel<qblocks::kQ5_K, true><<<grid, block, 0, c.stream>>>(x, nullptr, nullptr, set, split);
-      else
-        matvec_k4_x8_kernel<qblocks::kQ5_K, false><<<grid, block, 0, c.stream>>>(x, xq, xds, set, split);
-      break;
+    }
     case qblocks::kQ6_K: matvec_q6k_x8_kernel<<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
     case qblocks::kQ4_0: matvec_b32_x8_kernel<qblocks::kQ4_0><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
     case qblocks::kQ4_1: matvec_b32_x8_kernel<qblocks::kQ4_1><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
