@@ -9,7 +9,8 @@
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
-#           in the product's kernel, =2), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
+#           in the product's kernel, =2), decode after 16 000 tokens (split attention and, FOCAL_CUDA_SPLIT_ATTN=0,
+#           the per-row kernel), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
 #           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
 #           then as Q5_K_M and Q8_0: decode with fp32 x and with int8 x (decode_q4km_*, decode_q4km_x8_*;
@@ -104,6 +105,12 @@ if want q4k; then
   for v in 1:x8 2:x8k; do
     gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
       sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
+  done
+  # decode past a 16 000-token prompt (the KV cache 2 GiB): attention split over the keys (the default) against one
+  # block per row and head (FOCAL_CUDA_SPLIT_ATTN=0), decode_q4k_long_* and decode_q4k_long_fused_*
+  for v in 1:long 0:long_fused; do
+    gstep 150 bash -c 'FOCAL_CUDA_SPLIT_ATTN=$3 "$1" "$2" 0 1 --precision fast --decode 64 --decode-prompt 16000 \
+      --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
   # fast against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*); then fast with
   # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves)

@@ -210,20 +210,20 @@ double copy_bandwidth_gbs(int reps) {
   return 2.0 * bytes / 1e9 / (ms / 1e3);
 }
 
-// Decode: n_tokens greedy steps after a 16-token prompt, each one token through Session::forward with the logits of
-// that token downloaded (the KV cache as generate uses it). Tokens/s, and the weight bytes held on the device read
-// once per token against the copy bandwidth of the same run.
-void decode_bench(const Model& m, int n_tokens, int reps) {
+// Decode: n_tokens greedy steps after a prompt of n_prompt tokens (16 unless --decode-prompt), each one token through
+// Session::forward with the logits of that token downloaded (the KV cache as generate uses it). Tokens/s, and the
+// weight bytes held on the device read once per token against the copy bandwidth of the same run.
+void decode_bench(const Model& m, int n_tokens, int n_prompt, int reps) {
   const ModelConfig& c = m.config();
   std::vector<double> per_token;
   for (int r = 0; r <= reps; ++r) {
-    Session s(m, 16 + n_tokens);
-    std::vector<int32_t> ids(16);
-    for (int i = 0; i < 16; ++i) ids[i] = (int32_t)((i * 7919 + 3) % c.vocab_size);
+    Session s(m, n_prompt + n_tokens);
+    std::vector<int32_t> ids(n_prompt);
+    for (int i = 0; i < n_prompt; ++i) ids[i] = (int32_t)((i * 7919 + 3) % c.vocab_size);
     RunOptions opt;
     opt.all_logits = false;
     std::vector<float> logits;
-    s.forward(ids.data(), 16, TempSpec::native(c), opt, nullptr, &logits);
+    s.forward(ids.data(), n_prompt, TempSpec::native(c), opt, nullptr, &logits);
     const double t0 = now();
     for (int i = 0; i < n_tokens; ++i) {
       const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -279,9 +279,9 @@ void decode_bench(const Model& m, int n_tokens, int reps) {
     std::printf("result decode_products_ms %.3f\n", 1e3 * tw);
   }
   std::printf(
-      "\n== decode, %d tokens (median of %d) ==\n%.1f tokens/s, %.2f ms/token; weights %.2f GB read per token "
-      "= %.0f GB/s, %.0f %% of the copy bandwidth %.0f GB/s\n",
-      n_tokens, reps, tps, 1e3 * t, bytes / 1e9, bytes / t / 1e9, 100.0 * frac, copy);
+      "\n== decode, %d tokens after %d (median of %d) ==\n%.1f tokens/s, %.2f ms/token; weights %.2f GB read per "
+      "token = %.0f GB/s, %.0f %% of the copy bandwidth %.0f GB/s\n",
+      n_tokens, n_prompt, reps, tps, 1e3 * t, bytes / 1e9, bytes / t / 1e9, 100.0 * frac, copy);
   std::printf("result decode_tok_s %.2f\nresult decode_bandwidth_fraction %.4f\nresult copy_gbs %.1f\n", tps, frac,
               copy);
 }
@@ -362,12 +362,14 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::printf(
         "usage: gpu_bench MODEL [T,T,...] [reps] [--precision exact,fast] [--capture-layer] [--accuracy T]\n"
-        "                 [--decode N] [--no-cpu] [--no-kernels]\n\nCUDA backend: prefill tokens/s per precision "
+        "                 [--decode N] [--decode-prompt P] [--no-cpu] [--no-kernels]\n\nCUDA backend: prefill tokens/s "
+        "per precision "
         "(plain, "
         "all-head metrics, capture of 4 heads; --capture-layer: every head of the middle layer stored) at each T, "
         "with the CPU backend's plain rate at the first T (unless --no-cpu); --accuracy T: fast against exact on a "
-        "prompt of T tokens (attention rows, metrics, NLL, greedy tokens); --decode N: N greedy decode steps, tokens/s "
-        "and the weights' bytes per token against the copy bandwidth; T = 0 skips prefill; memory-bound kernels "
+        "prompt of T tokens (attention rows, metrics, NLL, greedy tokens); --decode N: N greedy decode steps after a "
+        "prompt of P tokens (--decode-prompt, default 16), tokens/s and the weights' bytes per token against the copy "
+        "bandwidth; T = 0 skips prefill; memory-bound kernels "
         "against cudaMemcpy "
         "D2D bandwidth and the GEMM path against cublasSgemm (unless --no-kernels). Needs a CUDA device.\n");
     return argc < 2 ? 2 : 0;
@@ -375,7 +377,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::string precisions = "exact,fast";
   bool capture_layer = false, no_cpu = false, no_kernels = false;
-  int acc_T = 0, decode_n = 0;
+  int acc_T = 0, decode_n = 0, decode_prompt = 16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--precision" && i + 1 < argc)
@@ -390,6 +392,8 @@ int main(int argc, char** argv) {
       acc_T = std::atoi(argv[++i]);
     else if (a == "--decode" && i + 1 < argc)
       decode_n = std::atoi(argv[++i]);
+    else if (a == "--decode-prompt" && i + 1 < argc)
+      decode_prompt = std::max(1, std::atoi(argv[++i]));
     else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "gpu_bench: unknown option %s (see gpu_bench --help)\n", a.c_str());
       return 2;
@@ -450,7 +454,7 @@ int main(int argc, char** argv) {
         if (capture_layer) std::printf("result prefill_%s_capture_layer_T%d %.1f\n", pn, T, lay);
         std::fflush(stdout);
       }
-      if (decode_n > 0) decode_bench(*gpu, decode_n, reps);
+      if (decode_n > 0) decode_bench(*gpu, decode_n, decode_prompt, reps);
       if (acc_T > 0 && slot < 2) keep[slot++] = std::move(gpu);
     }
     if (acc_T > 0 && keep[1]) {

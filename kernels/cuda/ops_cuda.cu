@@ -642,6 +642,7 @@ __global__ void row_lse_target_kernel(const float* x, int n, const int32_t* targ
 }
 
 #include "attention_tc.cuh"
+#include "attention_split.cuh"
 
 // Quantized weights (QWeight). TYPE is a template argument, so each format's dequant_sub32 compiles to straight-line
 // code with its 32 values in registers.
@@ -1240,6 +1241,52 @@ cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, cons
   auto* kern = a.topk <= kPairTopkRegs ? attention_fused_kernel<ThreadTopkRegs> : attention_fused_kernel<ThreadTopk>;
   kern<<<grid, kFlashThreads, smem, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, d_head, skip,
                                                 out);
+  return cudaGetLastError();
+}
+
+int attention_split_chunk_keys(int n_ctx, int n_kv_heads, int n_rows) {
+  // About 1024 blocks (a few waves on 132 SMs), chunks of 32 to 512 keys in steps of 32.
+  const int blocks_per_chunk = (n_kv_heads > 0 ? n_kv_heads : 1) * (n_rows > 0 ? n_rows : 1);
+  const int chunks = 1024 / blocks_per_chunk > 1 ? 1024 / blocks_per_chunk : 1;
+  int keys = (n_ctx + chunks - 1) / chunks;
+  keys = (keys + kSplitMinKeys - 1) / kSplitMinKeys * kSplitMinKeys;
+  return keys < kSplitMinKeys ? kSplitMinKeys : keys > kSplitMaxKeys ? kSplitMaxKeys : keys;
+}
+
+size_t attention_split_scratch_floats(const RowArgs& a, int n_heads, int n_kv_heads, int d_head) {
+  const int n_ctx = a.n_past + a.n_tokens;
+  const int keys = attention_split_chunk_keys(n_ctx, n_kv_heads, a.n_tokens);
+  const size_t n_ch = (size_t)(n_ctx + keys - 1) / keys;
+  const size_t rows_heads = (size_t)a.n_tokens * n_heads;
+  return rows_heads * n_ch * (3 + (size_t)d_head) + (a.metrics ? rows_heads * n_ctx : 0);
+}
+
+cudaError_t attention_split(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                            int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip,
+                            float* scratch, float* out) {
+  if (a.n_tokens <= 0 || n_heads <= 0) return cudaSuccess;
+  if (!scratch || n_kv_heads <= 0 || n_heads % n_kv_heads != 0) return cudaErrorInvalidValue;
+  const int n_ctx = a.n_past + a.n_tokens;
+  const int keys = attention_split_chunk_keys(n_ctx, n_kv_heads, a.n_tokens);
+  const int n_ch = (n_ctx + keys - 1) / keys;
+  const size_t rows_heads = (size_t)a.n_tokens * n_heads;
+  float* part_st = scratch;                                                   // [rows, n_heads, n_ch, 3]
+  float* part_o = part_st + rows_heads * n_ch * 3;                            // [rows, n_heads, n_ch, d]
+  float* scores = a.metrics ? part_o + rows_heads * n_ch * d_head : nullptr;  // [rows, n_heads, n_ctx]
+  const size_t smem1 = (size_t)kSplitHeads * (d_head + keys) * sizeof(float);
+  auto* split = d_head % 16 == 0 ? attention_split_kernel<true> : attention_split_kernel<false>;
+  if (smem1 > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(split, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1);
+    if (e != cudaSuccess) return e;
+  }
+  const dim3 grid1((unsigned)n_ch, (unsigned)n_kv_heads, (unsigned)a.n_tokens);
+  split<<<grid1, kSplitThreads, smem1, c.stream>>>(a, q, k_cache, v_cache, cache_stride, n_heads, n_kv_heads, d_head,
+                                                   keys, part_st, part_o, scores);
+  auto* combine = a.topk <= kPairTopkRegs ? attention_split_combine_kernel<ThreadTopkRegs>
+                                          : attention_split_combine_kernel<ThreadTopk>;
+  const dim3 grid2((unsigned)a.n_tokens, (unsigned)n_heads);
+  combine<<<grid2, kFlashThreads, (size_t)n_ch * sizeof(float), c.stream>>>(a, n_heads, d_head, skip, n_ch, part_st,
+                                                                            part_o, scores, out);
   return cudaGetLastError();
 }
 

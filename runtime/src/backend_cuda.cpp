@@ -118,6 +118,9 @@ class CudaBackend final : public Backend {
     narrowed_.reset();
     tc_state_.reset();
     tc_stage_.reset();
+    split_scratch_.reset();
+    x8_.reset();
+    stats_.reset();
     freq_.reset();
     topk_val_.reset();
     for (auto& slot : blocks_)
@@ -528,6 +531,13 @@ class CudaBackend final : public Backend {
         FOCAL_CUDA_CHECK(cuda_ops::attention_tc(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
                                                 a.n_kv_heads, d, d_skip, state, tc_stage_.data(), a.out),
                          "tensor-core attention kernel");
+      } else if (split_attn_ && T <= cuda_ops::kAttentionSplitMaxRows) {
+        // Decode: the keys split over the card, each GQA group's K and V read once.
+        const size_t need = cuda_ops::attention_split_scratch_floats(ra, a.n_heads, a.n_kv_heads, d);
+        if (split_scratch_.size() < need) split_scratch_ = DeviceBuffer(*this, need);
+        FOCAL_CUDA_CHECK(cuda_ops::attention_split(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
+                                                   a.n_kv_heads, d, d_skip, split_scratch_.data(), a.out),
+                         "split decode attention kernel");
       } else {
         FOCAL_CUDA_CHECK(cuda_ops::attention_fused(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
                                                    a.n_kv_heads, d, d_skip, a.out),
@@ -655,6 +665,14 @@ class CudaBackend final : public Backend {
     const size_t need = (cuda_ops::matvec_x8_scratch_bytes(k) + sizeof(float) - 1) / sizeof(float);
     if (x8_.size() < need) x8_ = DeviceBuffer(*this, need);
     return x8_.data();
+  }
+  // FOCAL_CUDA_SPLIT_ATTN=0 keeps decode on the per-(row, head) kernel (attention_fused), for A/B timing.
+  static bool split_attn_from_env() {
+    const char* e = std::getenv("FOCAL_CUDA_SPLIT_ATTN");
+    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw Error(std::string("FOCAL_CUDA_SPLIT_ATTN=") + e +
+                ": expected 1 (decode attention split over the keys, the default) or 0 (one block per row and head)");
   }
   static int decode_x8_from_env() {
     const char* e = std::getenv("FOCAL_CUDA_DECODE_X8");
@@ -828,19 +846,21 @@ class CudaBackend final : public Backend {
   };
   UploadSlot upload_slots_[kUploadSlots];
   int upload_next_ = 0;
-  static constexpr int kTcMinRows = 16;   // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                     // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                  // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                 // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer x8_;                       // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
-  int decode_x8_ = decode_x8_from_env();  // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
-  DeviceBuffer tc_state_;                 // fast mode: attention_tc's row states [n_heads, T, 3]
-  DeviceBuffer tc_stage_;                 // fast mode: attention_tc's fp16 K and V^T of the layer
-  DeviceBuffer freq_;                     // [d_head / 2] rotary frequencies of the last rope_freqs
-  std::vector<float> freq_held_;          // the values freq_ holds (its one writer is rope_freqs)
-  DeviceBuffer topk_val_;                 // top-k values [rows, k] on the device
-  DeviceBuffer stats_;                    // next_token_rows: [rows][log-sum-exp, target value]
-  int32_t* topk_idx_ = nullptr;           // top-k indices [rows, k] on the device
+  static constexpr int kTcMinRows = 16;      // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                        // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                     // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                    // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer x8_;                          // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
+  int decode_x8_ = decode_x8_from_env();     // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
+  bool split_attn_ = split_attn_from_env();  // FOCAL_CUDA_SPLIT_ATTN: decode attention split over the keys
+  DeviceBuffer tc_state_;                    // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer tc_stage_;                    // fast mode: attention_tc's fp16 K and V^T of the layer
+  DeviceBuffer split_scratch_;               // decode: attention_split's chunk states, partial outputs, logits
+  DeviceBuffer freq_;                        // [d_head / 2] rotary frequencies of the last rope_freqs
+  std::vector<float> freq_held_;             // the values freq_ holds (its one writer is rope_freqs)
+  DeviceBuffer topk_val_;                    // top-k values [rows, k] on the device
+  DeviceBuffer stats_;                       // next_token_rows: [rows][log-sum-exp, target value]
+  int32_t* topk_idx_ = nullptr;              // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;  // download staging
   // a host-held token table's gathered rows [n_tokens, hidden], widened; pageable: upload() copies it (through a
