@@ -606,14 +606,16 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{40, 5, 6, 2, 32, 64, true, {0, 5}, 5, true, 0, 2.5f, 0.2f},
                       AttnCase{3, 300, 4, 1, 200, 310, true, {2}, 7, false, 64, 4.0f},
                       AttnCase{33, 0, 4, 4, 16, 40, true, {0, 1, 2, 3}, 64, false, 7, 1.5f},
-                      // decode (T <= 8: attention_split, the keys in chunks): one row over 23 chunks of 32 keys,
-                      // GQA 8 / 2, float4 key loads (d % 16 == 0); a window cutting chunks; MQA with 12 heads a
-                      // group (two batches of query heads), k = 20 (the top-k list in local memory); no metrics;
-                      // soft-cap with a logit scale, every head of a row's group captured but one
+                      // decode (T <= 8) past 256 keys: attention_split, the keys in chunks (the two cases of
+                      // past 300 above too): one row over 23 chunks of 32 keys, GQA 8 / 2, float4 key loads
+                      // (d % 16 == 0); a window cutting chunks; MQA with 12 heads a group (two batches of query
+                      // heads), k = 20 (the top-k list in local memory); no metrics; soft-cap with a logit scale,
+                      // every head of a group captured but one. Then decode under 256 keys: the per-row kernel
                       AttnCase{1, 730, 8, 2, 64, 740, true, {}, 5},
                       AttnCase{2, 400, 4, 2, 32, 410, true, {}, 5, false, 70},
-                      AttnCase{8, 200, 12, 1, 16, 210, true, {}, 20}, AttnCase{4, 300, 6, 3, 48, 310, false, {}, 5},
-                      AttnCase{1, 90, 4, 2, 64, 95, true, {0, 1, 3}, 5, false, 0, 2.5f, 0.2f},
+                      AttnCase{8, 300, 12, 1, 16, 310, true, {}, 20}, AttnCase{4, 300, 6, 3, 48, 310, false, {}, 5},
+                      AttnCase{1, 290, 4, 2, 64, 295, true, {0, 1, 3}, 5, false, 0, 2.5f, 0.2f},
+                      AttnCase{3, 100, 4, 1, 200, 110, true, {2}, 7},
                       // precision fast: the tensor-core kernel (T >= 16, d of 32 / 64 / 96 / 128): GQA; two query
                       // blocks; mixed with captured heads; several key tiles with k = 64; a window starting inside a
                       // tile; soft-cap with a logit scale at d = 96; no metrics

@@ -179,6 +179,22 @@ __device__ void tile_to_half(const float* src, size_t stride, int rows, int n_va
 
 __device__ __forceinline__ uint32_t ld_u32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+// Four 8 x 8 fp16 matrices from shared memory in one instruction (ldmatrix.x4), where 2 x 4 ld_u32 a lane took
+// before: lane L gives the offset (in fp16 values from base; 16-byte aligned) of row L % 8 of matrix L / 8, and
+// r[m] receives row lane / 4, columns 2 (lane % 4) and + 1 of matrix m: mma_16816's B fragment layout. The
+// emulation fetches each matrix's row offset from the lane that gave it.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const uint16_t* base, int off) {
+#if defined(__CUDA_ARCH__)
+  const unsigned addr = (unsigned)__cvta_generic_to_shared(base + off);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  const int lane = (int)(threadIdx.x & 31);
+  for (int m = 0; m < 4; ++m) r[m] = ld_u32(base + __shfl_sync(0xffffffffu, off, m * 8 + lane / 4) + 2 * (lane & 3));
+#endif
+}
+
 // 16 bytes global -> shared without passing through registers (cp.async, completing in commit groups), or a plain
 // copy in the CPU emulation (the waits are then no-ops).
 __device__ __forceinline__ void cp_async16(void* dst_smem, const void* src) {
@@ -376,6 +392,13 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int warp_first = q0 + warp * 16;
   const int warp_end = warp_first < T ? a.n_past + (warp_first + 15 < T ? warp_first + 15 : T - 1) + 1 : 0;
   const int warp_lo = warp_first < T ? math::window_first_key(a.n_past + warp_first + 1, a.window) : 0;
+  // Tiles every row of the warp sees whole (all 16 rows live, past the last row's window start and before the first
+  // row's end) need no mask.
+  const int warp_full_lo = math::window_first_key(a.n_past + warp_first + 16, a.window);
+  const int warp_full_end = warp_first + 15 < T ? a.n_past + warp_first + 1 : -1;
+  // ldmatrix rows of this lane: row lane % 8 of matrix lane / 8; matrices 0 / 1 the low / high 8 columns of a
+  // 16-column step, 2 / 3 the same of the next step
+  const int lm_row = lane & 7, lm_col = (lane >> 4) * 16 + ((lane >> 3) & 1) * 8;
   const int first_tile = key_lo - key_lo % kTcKeys;
   load_kv_tile<D, !kPass2>(kh, vt, n_pad, first_tile, Ks0, Vs0);
   cp_async_commit();
@@ -399,22 +422,39 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
       for (int nt = 0; nt < kTcKeys / 8; ++nt) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-        const uint16_t* kr = Ks + (nt * 8 + g) * LQ + 2 * t;
+        const int kr = (nt * 8 + lm_row) * LQ + lm_col;  // keys 8 nt.., dimensions 16 kk.. and 16 (kk + 1)..
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) mma_16816(s[nt], qf[kk], ld_u32(kr + kk * 16), ld_u32(kr + kk * 16 + 8));
+        for (int kk = 0; kk < D / 16; kk += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, Ks, kr + kk * 16);
+          mma_16816(s[nt], qf[kk], b[0], b[1]);
+          mma_16816(s[nt], qf[kk + 1], b[2], b[3]);
+        }
       }
       // Logits, masked keys as -inf; element e of s[nt] is row e / 2, key j0 + 8 nt + 2t + e % 2.
       float tile_max[2] = {-INFINITY, -INFINITY};
+      if (j0 >= warp_full_lo && j0 + kTcKeys <= warp_full_end) {  // warp-uniform: no key of the tile is masked
 #pragma unroll
-      for (int nt = 0; nt < kTcKeys / 8; ++nt)
+        for (int nt = 0; nt < kTcKeys / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-          const bool vis = j >= lo[ri] && j < n_vis[ri];
-          const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
-          s[nt][e] = x;
-          tile_max[ri] = fmaxf(tile_max[ri], x);
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int ri = e >> 1;
+            const float x = tc_logit(s[nt][e], logit_scale, srow[ri], cap);
+            s[nt][e] = x;
+            tile_max[ri] = fmaxf(tile_max[ri], x);
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kTcKeys / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+            const bool vis = j >= lo[ri] && j < n_vis[ri];
+            const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
+            s[nt][e] = x;
+            tile_max[ri] = fmaxf(tile_max[ri], x);
+          }
+      }
       if (!kPass2) {
         float r[2];
 #pragma unroll
@@ -451,9 +491,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-          for (int dt = 0; dt < D / 8; ++dt) {
-            const uint16_t* vr = Vt + (dt * 8 + g) * LV + kk * 16 + 2 * t;
-            mma_16816(o[dt], pa, ld_u32(vr), ld_u32(vr + 8));
+          for (int dt = 0; dt < D / 8; dt += 2) {  // dimensions 8 dt.. and 8 (dt + 1).., keys 16 kk..
+            uint32_t b[4];
+            ldmatrix_x4(b, Vt, ((dt + (lane >> 4)) * 8 + lm_row) * LV + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma_16816(o[dt], pa, b[0], b[1]);
+            mma_16816(o[dt + 1], pa, b[2], b[3]);
           }
         }
       } else {

@@ -531,8 +531,9 @@ class CudaBackend final : public Backend {
         FOCAL_CUDA_CHECK(cuda_ops::attention_tc(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
                                                 a.n_kv_heads, d, d_skip, state, tc_stage_.data(), a.out),
                          "tensor-core attention kernel");
-      } else if (split_attn_ && T <= cuda_ops::kAttentionSplitMaxRows) {
-        // Decode: the keys split over the card, each GQA group's K and V read once.
+      } else if (split_attn_ && T <= cuda_ops::kAttentionSplitMaxRows &&
+                 a.n_past + T >= cuda_ops::kAttentionSplitMinKeys) {
+        // Decode past a few hundred keys: the keys split over the card, each GQA group's K and V read once.
         const size_t need = cuda_ops::attention_split_scratch_floats(ra, a.n_heads, a.n_kv_heads, d);
         if (split_scratch_.size() < need) split_scratch_ = DeviceBuffer(*this, need);
         FOCAL_CUDA_CHECK(cuda_ops::attention_split(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,

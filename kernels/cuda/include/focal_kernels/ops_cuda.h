@@ -104,13 +104,15 @@ cudaError_t softmax_rows(const Ctx& c, const RowArgs& a, int head, int r0, int n
 cudaError_t attention_fused(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
                             int cache_stride, int n_heads, int n_kv_heads, int d_head, const uint8_t* skip, float* out);
 
-// attention_fused for decode-sized calls (a.n_tokens <= kAttentionSplitMaxRows; attention_split.cuh): the keys in
+// attention_fused for decode-sized calls (a.n_tokens <= kAttentionSplitMaxRows, and at least kAttentionSplitMinKeys
+// keys, below which the per-row kernel's one launch is cheaper; attention_split.cuh): the keys in
 // chunks (attention_split_chunk_keys: about 1024 blocks, 32 to 512 keys a chunk), one block per (chunk, KV head, row)
 // taking every query head of the GQA group, so K and V are read once a group; a second launch merges the chunks'
 // online states per (row, head) into out and the metrics. Same arguments and results as attention_fused, plus
 // scratch: attention_split_scratch_floats device floats (chunk states and partial outputs, and the rows' logits
 // [rows, n_heads, n_ctx] when a.metrics is set).
 constexpr int kAttentionSplitMaxRows = 8;
+constexpr int kAttentionSplitMinKeys = 256;
 int attention_split_chunk_keys(int n_ctx, int n_kv_heads, int n_rows);
 size_t attention_split_scratch_floats(const RowArgs& a, int n_heads, int n_kv_heads, int d_head);
 cudaError_t attention_split(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
