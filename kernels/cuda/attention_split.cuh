@@ -62,8 +62,8 @@ __global__ void attention_split_kernel(RowArgs a, const float* q, const float* k
 #pragma unroll
             for (int g = 0; g < kSplitHeads; ++g)
               if (g < ng) {
-                const float* qg = q_sh + g * d + c;
-                dot[g] += qg[0] * kv.x + qg[1] * kv.y + qg[2] * kv.z + qg[3] * kv.w;
+                const float4 qv = *reinterpret_cast<const float4*>(q_sh + g * d + c);
+                dot[g] += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
               }
           }
         } else {

@@ -516,8 +516,8 @@ class CudaBackend final : public Backend {
                          "attention (head mask upload)");
         d_skip = skip_;
       }
-      // Fast mode: the tiled tensor-core kernel for prefill-sized calls (a block takes 64 rows; a few rows of decode
-      // stay on the per-row kernel, which reads each key once per row anyway).
+      // Fast mode: the tiled tensor-core kernel for prefill-sized calls (a block takes 128 rows); decode's few rows
+      // go to the split kernel past a few hundred keys, else to the per-row kernel, in either precision.
       if (fast_ && T >= kTcMinRows && cuda_ops::attention_tc_supported(d)) {
         float* state = nullptr;
         if (a.metrics) {
