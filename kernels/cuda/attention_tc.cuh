@@ -9,7 +9,8 @@
 // soft-cap, the causal and window masks and the online softmax (math::OnlineSoftmax: max, Z and the entropy sum A)
 // stay fp32. A thread holds rows g and g + 8 of its warp's 16 (g = lane / 4) and two keys of every 8; the four
 // lanes of a group share a row, so row reductions are two shuffles. A warp skips the tiles none of its rows sees.
-//   pass 1: out = P V / Z, and the row state (m, Z, A) into st[n_heads, T, 3] when metrics are wanted.
+//   pass 1: out = P V / Z, and the row state (m, Z, A; m and A in log2 units, tc_logit2) into st[n_heads, T, 3]
+//   when metrics are wanted.
 //   pass 2 (metrics only): S once more (no V), p = e^(x - m) / Z under the final state: tail mass (p < 1 / n), the
 //   top-k mass (each thread keeps its k largest p, then the group merges them), the sink (key 0) and the relevant
 //   mass (the listed keys' scores formed from the same fp16 q and k values); then every metric of the row.
@@ -255,12 +256,16 @@ __global__ void kv_to_half_kernel(const float* k_cache, const float* v_cache, in
   }
 }
 
-// e^d for d <= 0 (-inf: 0) in the tiled kernel: the special-function unit's 2^x (ex2.approx.ftz, relative error
-// about 2^-22; results below 2^-126 flush to 0) of d log2(e): a multiply and one MUFU, where exp_nonpos's ~25 FP32
-// instructions a score (with --fmad=false) outweighed the tile's tensor-core work (the QK^T and PV of a score are
-// 512 flops at d = 128). P is then rounded to fp16 (2^-11) for PV anyway. The emulation computes exp2f.
-__device__ __forceinline__ float tc_exp(float d) {
-  const float x = d * 1.4426950408889634f;
+// The tiled kernel works in log2 units: a logit x enters as x log2 e, and the online state (m, Z, A) keeps m and A in
+// those units (Z is the same number), so that e^(x - m) is one 2^(x2 - m2), with the row's scale, the logit scale and
+// log2 e one multiply of the dot product. The metrics convert back (A ln 2) once a row.
+constexpr float kTcLog2e = 1.4426950408889634f, kTcLn2 = 0.6931471805599453f;
+
+// 2^x for x <= 0 (-inf: 0) in the tiled kernel: the special-function unit (ex2.approx.ftz, relative error about
+// 2^-22; results below 2^-126 flush to 0), one MUFU where exp_nonpos's ~25 FP32 instructions a score (with
+// --fmad=false) outweighed the tile's tensor-core work (the QK^T and PV of a score are 512 flops at d = 128). P is
+// then rounded to fp16 (2^-11) for PV anyway. The emulation computes exp2f.
+__device__ __forceinline__ float tc_exp2(float x) {
 #if defined(__CUDA_ARCH__)
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -269,20 +274,29 @@ __device__ __forceinline__ float tc_exp(float d) {
   return exp2f(x);
 #endif
 }
-// A probability under a row's final state (pass 2): online_softmax_prob's e^(x - m) / Z, through tc_exp.
-__device__ __forceinline__ float tc_prob(const math::OnlineSoftmax& s, float inv_z, float x) {
-  return tc_exp(x - s.m) * inv_z;
+
+// The logit of a raw dot product (scaled_score's formula) in log2 units: without a soft-cap dot * c2, where
+// c2 = logit_scale * s * log2 e is the row's constant (one multiply a score); with one, the capped logit times log2 e.
+__device__ __forceinline__ float tc_logit2(float dot, float logit_scale, float s, float c2, float cap) {
+  return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) * kTcLog2e : dot * c2;
 }
 
-// The logit of a raw dot product as every path forms it (scaled_score's formula).
-__device__ __forceinline__ float tc_logit(float dot, float logit_scale, float s, float cap) {
-  return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) : (dot * logit_scale) * s;
+// math::online_softmax_rebase in log2 units: Z and A scale by r = 2^(m_old - m). Returns r.
+__device__ __forceinline__ float tc_rebase2(math::OnlineSoftmax& s, float m) {
+  const float d = s.m - m;  // <= 0
+  const float r = s.m == -INFINITY ? 0.0f : tc_exp2(d);
+  if (s.z > 0.0f) {
+    s.a = (s.a + d * s.z) * r;
+    s.z = s.z * r;
+  }
+  s.m = m;
+  return r;
 }
 
 // Pass 2's end: the metrics of this thread's two rows from their group's sums (all lanes take part in the shuffles).
 template <int D, class Topk>
 __device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp, int g, int t, const int* row,
-                                              const int* n_vis, const int* lo, const float* srow,
+                                              const int* n_vis, const int* lo, const float* srow, const float* c2,
                                               const math::OnlineSoftmax* sm, const float* tail, const float* sink,
                                               const Topk* tk, int k, bool want_topk, const uint16_t* Qs,
                                               const uint16_t* kh, float logit_scale, float cap) {
@@ -306,12 +320,13 @@ __device__ __forceinline__ void pass2_metrics(const RowArgs& a, int h, int warp,
           dot += math::half_bits_to_float(qrow[c]) * math::half_bits_to_float(kh[(size_t)j * D + c]);
       dot = group_sum(dot);
       if (vis) {
-        rel += tc_prob(sm[ri], 1.0f / sm[ri].z, tc_logit(dot, logit_scale, srow[ri], cap));
+        rel += tc_exp2(tc_logit2(dot, logit_scale, srow[ri], c2[ri], cap) - sm[ri].m) / sm[ri].z;
         seen += 1.0f;
       }
     }
     if (row[ri] >= T || t != 0) continue;
-    write_metrics(a.metrics + ((size_t)h * T + row[ri]) * ops::kNumRowMetrics, math::online_softmax_entropy(sm[ri]),
+    const math::OnlineSoftmax nat{sm[ri].m * kTcLn2, sm[ri].z, sm[ri].a * kTcLn2};  // natural units
+    write_metrics(a.metrics + ((size_t)h * T + row[ri]) * ops::kNumRowMetrics, math::online_softmax_entropy(nat),
                   sm[ri].z, n_vis[ri] - lo[ri], tail_sum, sink_p, topk_mass, rel, seen);
   }
 }
@@ -356,7 +371,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
   // This thread's two rows (ri = 0: g, 1: g + 8).
   int row[2], n_vis[2], lo[2];
-  float srow[2], inv_n[2], inv_z[2];
+  float srow[2], c2[2], inv_n[2], inv_z[2];
   math::OnlineSoftmax sm[2];
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -365,6 +380,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     n_vis[ri] = live ? a.n_past + row[ri] + 1 : 0;
     lo[ri] = live ? math::window_first_key(n_vis[ri], a.window) : 0;
     srow[ri] = live ? a.row_scale[(size_t)h * T + row[ri]] : 0.0f;
+    c2[ri] = logit_scale * srow[ri] * kTcLog2e;
     inv_n[ri] = live ? 1.0f / (float)(n_vis[ri] - lo[ri]) : 0.0f;  // the tail's threshold, the uniform share
     sm[ri] = math::online_softmax_init();
     inv_z[ri] = 0.0f;
@@ -439,7 +455,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1;
-            const float x = tc_logit(s[nt][e], logit_scale, srow[ri], cap);
+            const float x = tc_logit2(s[nt][e], logit_scale, srow[ri], c2[ri], cap);
             s[nt][e] = x;
             tile_max[ri] = fmaxf(tile_max[ri], x);
           }
@@ -450,7 +466,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
             const bool vis = j >= lo[ri] && j < n_vis[ri];
-            const float x = vis ? tc_logit(s[nt][e], logit_scale, srow[ri], cap) : -INFINITY;
+            const float x = vis ? tc_logit2(s[nt][e], logit_scale, srow[ri], c2[ri], cap) : -INFINITY;
             s[nt][e] = x;
             tile_max[ri] = fmaxf(tile_max[ri], x);
           }
@@ -461,7 +477,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         for (int ri = 0; ri < 2; ++ri) {
           const float m_new = fmaxf(sm[ri].m, group_max(tile_max[ri]));
           // Each lane keeps its own partial Z and A relative to the group's common running max.
-          r[ri] = m_new > sm[ri].m ? math::online_softmax_rebase(sm[ri], m_new) : 1.0f;
+          r[ri] = m_new > sm[ri].m ? tc_rebase2(sm[ri], m_new) : 1.0f;
         }
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
@@ -475,14 +491,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int ri = e >> 1;
-            const float x = s[nt][e];
-            float p = 0.0f;
-            if (x != -INFINITY) {
-              const float d = x - sm[ri].m;  // finite, <= 0: p * d is finite (0 when p flushed to 0)
-              p = tc_exp(d);
-              sm[ri].z += p;
-              sm[ri].a = fmaf(p, d, sm[ri].a);
-            }
+            // <= 0; a masked key (-inf, or NaN while the row's max is still -inf) clamps to -1e30 instead of a branch:
+            // p = 2^-1e30 = 0 and p * d = -0, so Z and A are unchanged
+            const float d = fmaxf(s[nt][e] - sm[ri].m, -1e30f);
+            const float p = tc_exp2(d);
+            sm[ri].z += p;
+            sm[ri].a = fmaf(p, d, sm[ri].a);
             s[nt][e] = p;
           }
 #pragma unroll
@@ -503,12 +517,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         for (int nt = 0; nt < kTcKeys / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int ri = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-            const float x = s[nt][e];
-            if (x == -INFINITY) continue;
-            const float p = tc_prob(sm[ri], inv_z[ri], x);
+            const int ri = e >> 1;
+            // a masked key's p is 2^-inf = 0 (a live row's final max is finite): nothing to the tail, the top-k
+            // mass or the sink, so no branch
+            const float p = tc_exp2(s[nt][e] - sm[ri].m) * inv_z[ri];
             tail[ri] += math::tail_term(p, inv_n[ri]);
-            if (j == 0) sink[ri] = math::sink_mass(lo[ri], p);
+            if (j0 == 0 && nt == 0 && 2 * t + (e & 1) == 0) sink[ri] = math::sink_mass(lo[ri], p);  // key 0
             if (want_topk) row_topk_push(tk[ri], k, p);
           }
       }
@@ -541,7 +555,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       }
     }
   } else {
-    pass2_metrics<D>(a, h, warp, g, t, row, n_vis, lo, srow, sm, tail, sink, tk, k, want_topk, Qs, kh, logit_scale,
+    pass2_metrics<D>(a, h, warp, g, t, row, n_vis, lo, srow, c2, sm, tail, sink, tk, k, want_topk, Qs, kh, logit_scale,
                      cap);
   }
 }

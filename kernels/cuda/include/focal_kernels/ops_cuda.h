@@ -124,8 +124,8 @@ cudaError_t attention_split(const Ctx& c, const RowArgs& a, const float* q, cons
 // attention_tc_stage_bytes), then blocks of 128 query rows share double-buffered fp16 tiles of K and V in shared
 // memory; QK^T and PV on tensor cores (mma.sync, fp32 accumulation); temperature, soft-cap, masks, the online
 // softmax and every row metric in fp32, the metrics in a second pass over the keys (no V). Same arguments as
-// attention_fused, plus state: [n_heads, T, 3] device scratch for the rows' (max, Z, A) between the passes, needed
-// when a.metrics is set.
+// attention_fused, plus state: [n_heads, T, 3] device scratch for the rows' (max, Z, A; max and A in log2 units)
+// between the passes, needed when a.metrics is set.
 bool attention_tc_supported(int d_head);
 size_t attention_tc_stage_bytes(int n_kv_heads, int n_ctx, int d_head);
 cudaError_t attention_tc(const Ctx& c, const RowArgs& a, const float* q, const float* k_cache, const float* v_cache,
