@@ -9,9 +9,10 @@
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
-#           in the product's kernel, =2), decode after 16 000 tokens (split attention and, FOCAL_CUDA_SPLIT_ATTN=0,
-#           the per-row kernel), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
+#           in the product's kernel, =2), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
 #           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
+#   long    the Q4_K file again: 32 decode steps after a 16 000-token prompt, attention split over the keys and
+#           (FOCAL_CUDA_SPLIT_ATTN=0) one block per row and head
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
 #           then as Q5_K_M and Q8_0: decode with fp32 x and with int8 x (decode_q4km_*, decode_q4km_x8_*;
 #           decode_q5km_*, decode_q80_*)
@@ -23,13 +24,13 @@
 #           machine, llama-bench alone, and the file made again)
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
-#        parity,small,8b,live,q4k; then llamacpp in a second call; q4km and 70b when time is left)
+#        parity,small,8b,live,q4k,long; then llamacpp in a second call; q4km and 70b when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
-parts=,${2:-parity,small,8b,live,q4k},
+parts=,${2:-parity,small,8b,live,q4k,long},
 want() { [[ $parts == *",$1,"* ]]; }
 pack=/tmp/devpack
 if [ -f .devpack/pack.tar.xz ]; then
@@ -106,12 +107,6 @@ if want q4k; then
     gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
       sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
-  # decode past a 16 000-token prompt (the KV cache 2 GiB): attention split over the keys (the default) against one
-  # block per row and head (FOCAL_CUDA_SPLIT_ATTN=0), decode_q4k_long_* and decode_q4k_long_fused_*
-  for v in 1:long 0:long_fused; do
-    gstep 150 bash -c 'FOCAL_CUDA_SPLIT_ATTN=$3 "$1" "$2" 0 1 --precision fast --decode 64 --decode-prompt 16000 \
-      --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
-  done
   # fast against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*); then fast with
   # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves)
   for v in 0:q4k 1:q4k_x8; do
@@ -126,6 +121,16 @@ if want q4k; then
   # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
   echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
   rm -f out/bench/big-q4k.h5
+fi
+if want long; then  # decode past a 16 000-token prompt (its fp32 KV cache 4 GiB) on the Q4_K file: attention split
+  # over the keys (the default) against one block per row and head (FOCAL_CUDA_SPLIT_ATTN=0): decode_q4k_long_*,
+  # decode_q4k_long_fused_*
+  q4k=/tmp/llama3-8b-shape-q4_k.gguf
+  [ -f $q4k ] || step 150 "$pack/bin/make_big_model" --gguf $q4k --context 16384
+  for v in 1:long 0:long_fused; do
+    gstep 120 bash -c 'FOCAL_CUDA_SPLIT_ATTN=$3 "$1" "$2" 0 1 --precision fast --decode 32 --decode-prompt 16000 \
+      --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
+  done
 fi
 if want q4km; then  # (not in the default parts) the mixes: Q6_K's, Q5_K's and Q8_0's int8-x kernels beside Q4_K's
   for mix in q4_k_m:q4km q5_k_m:q5km q8_0:q80; do
