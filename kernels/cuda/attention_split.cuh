@@ -154,20 +154,7 @@ __global__ void attention_split_combine_kernel(RowArgs a, int n_heads, int d, co
   math::OnlineSoftmax mine = math::online_softmax_init();
   for (int c = threadIdx.x; c < n_ch; c += blockDim.x)
     math::online_softmax_merge(mine, math::OnlineSoftmax{st[3 * c], st[3 * c + 1], st[3 * c + 2]});
-  st_m[threadIdx.x] = mine.m;
-  st_z[threadIdx.x] = mine.z;
-  st_a[threadIdx.x] = mine.a;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    math::OnlineSoftmax all = math::online_softmax_init();
-    for (int i = 0; i < (int)blockDim.x; ++i)
-      math::online_softmax_merge(all, math::OnlineSoftmax{st_m[i], st_z[i], st_a[i]});
-    st_m[0] = all.m;
-    st_z[0] = all.z;
-    st_a[0] = all.a;
-  }
-  __syncthreads();
-  const math::OnlineSoftmax sm{st_m[0], st_z[0], st_a[0]};  // the row's finished state
+  const math::OnlineSoftmax sm = block_merge_online(mine, st_m, st_z, st_a);  // the row's finished state
   for (int c = threadIdx.x; c < n_ch; c += blockDim.x) w_sh[c] = st[3 * c + 1] > 0.0f ? expf(st[3 * c] - sm.m) : 0.0f;
   __syncthreads();
   const float inv_z = 1.0f / sm.z;
@@ -196,20 +183,6 @@ __global__ void attention_split_combine_kernel(RowArgs a, int n_heads, int d, co
     if (j == 0) sink = math::sink_mass(lo, p);  // thread 0's, which writes the metrics
     if (want_topk) topk_push(tk, k, x, j);
   }
-  tail = block_sum(tail, sh);
-  float topk_mass = 0.0f;
-  if (want_topk) topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
-  float rel = 0.0f, seen = 0.0f;
-  for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
-    const int j = a.relevant[r];
-    if (j >= lo && j < n_vis) {
-      rel += math::online_softmax_prob(sm, sr[j]);
-      seen += 1.0f;
-    }
-  }
-  rel = block_sum(rel, sh);
-  seen = block_sum(seen, sh);
-  if (threadIdx.x == 0)
-    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
-                  sm.z, n_vis - lo, tail, sink, topk_mass, rel, seen);
+  write_online_metrics(a, h, row, lo, n_vis, sm, tail, sink, tk, want_topk ? k : 0, sh, shv, shi,
+                       [&](int j) { return sr[j]; });
 }

@@ -283,13 +283,8 @@ __device__ __forceinline__ float tc_logit2(float dot, float logit_scale, float s
 
 // math::online_softmax_rebase in log2 units: Z and A scale by r = 2^(m_old - m). Returns r.
 __device__ __forceinline__ float tc_rebase2(math::OnlineSoftmax& s, float m) {
-  const float d = s.m - m;  // <= 0
-  const float r = s.m == -INFINITY ? 0.0f : tc_exp2(d);
-  if (s.z > 0.0f) {
-    s.a = (s.a + d * s.z) * r;
-    s.z = s.z * r;
-  }
-  s.m = m;
+  const float r = s.m == -INFINITY ? 0.0f : tc_exp2(s.m - m);
+  math::online_softmax_rebase(s, m, r);
   return r;
 }
 

@@ -498,6 +498,52 @@ __global__ void softmax_rows_kernel(RowArgs a, int head, int r0, int n_keys, flo
                   n_vis - lo, tail, math::sink_mass(lo, pr[0]), topk_mass, rel, seen);
 }
 
+// The block's online softmax states merged (math::online_softmax_merge, in thread order by thread 0); every thread
+// gets the result. st_m / st_z / st_a: blockDim.x floats of shared memory each.
+__device__ math::OnlineSoftmax block_merge_online(const math::OnlineSoftmax& mine, float* st_m, float* st_z,
+                                                  float* st_a) {
+  st_m[threadIdx.x] = mine.m;
+  st_z[threadIdx.x] = mine.z;
+  st_a[threadIdx.x] = mine.a;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    math::OnlineSoftmax all = math::online_softmax_init();
+    for (int t = 0; t < (int)blockDim.x; ++t)
+      math::online_softmax_merge(all, math::OnlineSoftmax{st_m[t], st_z[t], st_a[t]});
+    st_m[0] = all.m;
+    st_z[0] = all.z;
+    st_a[0] = all.a;
+  }
+  __syncthreads();
+  return math::OnlineSoftmax{st_m[0], st_z[0], st_a[0]};
+}
+
+// The end of a row's metrics from its finished online state sm (every thread of the block): the tail mass summed over
+// the block, the top-k mass from the threads' lists of logits (k: 0 for none), the relevant mass from logit_of(j)
+// (key j's logit), and every metric written by thread 0 (entropy H = ln Z - A / Z from the state itself). tail and
+// sink: this thread's sums (sink: thread 0 saw key 0).
+template <class Topk, class LogitOf>
+__device__ void write_online_metrics(const RowArgs& a, int h, int row, int lo, int n_vis, const math::OnlineSoftmax& sm,
+                                     float tail, float sink, const Topk& tk, int k, float* sh, float* shv, int* shi,
+                                     LogitOf logit_of) {
+  tail = block_sum(tail, sh);
+  float topk_mass = 0.0f;
+  if (k > 0) topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
+  float rel = 0.0f, seen = 0.0f;
+  for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
+    const int j = a.relevant[r];
+    if (j >= lo && j < n_vis) {
+      rel += math::online_softmax_prob(sm, logit_of(j));
+      seen += 1.0f;
+    }
+  }
+  rel = block_sum(rel, sh);
+  seen = block_sum(seen, sh);
+  if (threadIdx.x == 0)
+    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
+                  sm.z, n_vis - lo, tail, sink, topk_mass, rel, seen);
+}
+
 // The logit of one key as the CPU path forms it: raw = q_sh[d] . k[d] * logit_scale, then times the row scale and
 // through the soft-cap when there is one (math::attn_logit).
 __device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj, int d, float logit_scale, float scale,
@@ -549,20 +595,7 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
     math::online_softmax_push(st, x);
     if (want_topk) topk_push(tk, k, x, j);
   }
-  st_m[threadIdx.x] = st.m;
-  st_z[threadIdx.x] = st.z;
-  st_a[threadIdx.x] = st.a;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    math::OnlineSoftmax all = math::online_softmax_init();
-    for (int t = 0; t < (int)blockDim.x; ++t)
-      math::online_softmax_merge(all, math::OnlineSoftmax{st_m[t], st_z[t], st_a[t]});
-    st_m[0] = all.m;
-    st_z[0] = all.z;
-    st_a[0] = all.a;
-  }
-  __syncthreads();
-  const math::OnlineSoftmax sm{st_m[0], st_z[0], st_a[0]};  // the row's finished online state
+  const math::OnlineSoftmax sm = block_merge_online(st, st_m, st_z, st_a);  // the row's finished online state
   const float inv_n = 1.0f / (float)(n_vis - lo);
 
   float tail = 0.0f, sink = 0.0f;
@@ -587,24 +620,8 @@ __global__ void attention_fused_kernel(RowArgs a, const float* q, const float* k
   for (int c = threadIdx.x; c < d; c += blockDim.x) out[(size_t)row * q_stride + (size_t)h * d + c] = acc_sh[c];
   if (!a.metrics) return;
 
-  tail = block_sum(tail, sh);
-  float topk_mass = 0.0f;
-  if (want_topk) topk_merge(tk, k, shv, shi, [&](int, float x, int) { topk_mass += math::online_softmax_prob(sm, x); });
-  float rel = 0.0f, seen = 0.0f;
-  for (int r = threadIdx.x; r < a.n_relevant; r += blockDim.x) {
-    const int j = a.relevant[r];
-    if (j >= lo && j < n_vis) {
-      rel += math::online_softmax_prob(sm, scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap));
-      seen += 1.0f;
-    }
-  }
-  rel = block_sum(rel, sh);
-  seen = block_sum(seen, sh);
-  if (threadIdx.x == 0) {
-    // The online state gives H = ln Z - A / Z directly (A = sum e^(s-m)(s-m)).
-    write_metrics(a.metrics + ((size_t)h * a.n_tokens + row) * ops::kNumRowMetrics, math::online_softmax_entropy(sm),
-                  sm.z, n_vis - lo, tail, sink, topk_mass, rel, seen);
-  }
+  write_online_metrics(a, h, row, lo, n_vis, sm, tail, sink, tk, want_topk ? k : 0, sh, shv, shi,
+                       [&](int j) { return scaled_score(q_sh, kh + (size_t)j * d, d, inv_sqrt_d, s, cap); });
 }
 
 __global__ void topk_rows_kernel(const float* x, int n, int k, int32_t* idx, float* val) {

@@ -223,18 +223,15 @@ FOCAL_HD void online_softmax_merge(OnlineSoftmax& s, const OnlineSoftmax& o) {
 }
 
 // Re-expresses a state relative to a new running max m >= s.m (the tiled attention moves every row of a tile to
-// the tile's max at once): Z and A scale by r = e^(s.m - m) as in online_softmax_merge. Returns r (0 while s.m is
-// still -inf), by which the caller also scales its running P.V; a partial state with Z = 0 (a lane that has not
-// seen a key of the row yet) still returns the row's r.
-FOCAL_HD float online_softmax_rebase(OnlineSoftmax& s, float m) {
-  const float d = s.m - m;  // <= 0
-  const float r = s.m == -INFINITY ? 0.0f : expf(d);
+// the tile's max at once): Z and A scale by r = e^(s.m - m) as in online_softmax_merge, the caller's r (its own
+// exponential, and 2^(s.m - m) for a state kept in log2 units; 0 while s.m is still -inf), by which it also scales
+// its running P.V. A partial state with Z = 0 (a lane that has not seen a key of the row yet) only takes the new max.
+FOCAL_HD void online_softmax_rebase(OnlineSoftmax& s, float m, float r) {
   if (s.z > 0.0f) {
-    s.a = (s.a + d * s.z) * r;
+    s.a = (s.a + (s.m - m) * s.z) * r;
     s.z = s.z * r;
   }
   s.m = m;
-  return r;
 }
 
 FOCAL_HD float online_softmax_entropy(const OnlineSoftmax& s) { return logf(s.z) - s.a / s.z; }
