@@ -534,8 +534,14 @@ class CudaBackend final : public Backend {
       } else if (split_attn_ && T <= cuda_ops::kAttentionSplitMaxRows &&
                  a.n_past + T >= cuda_ops::kAttentionSplitMinKeys) {
         // Decode past a few hundred keys: the keys split over the card, each GQA group's K and V read once.
+        // The need grows with every key (the rows' logits, the chunks): a power of two, so that a decode loop
+        // allocates a new scratch a few times, not at every token (the pool matches sizes exactly).
         const size_t need = cuda_ops::attention_split_scratch_floats(ra, a.n_heads, a.n_kv_heads, d);
-        if (split_scratch_.size() < need) split_scratch_ = DeviceBuffer(*this, need);
+        if (split_scratch_.size() < need) {
+          size_t floats = 1024;
+          while (floats < need) floats *= 2;
+          split_scratch_ = DeviceBuffer(*this, floats);
+        }
         FOCAL_CUDA_CHECK(cuda_ops::attention_split(ctx_, ra, a.q, a.k_cache, a.v_cache, a.cache_stride, a.n_heads,
                                                    a.n_kv_heads, d, d_skip, split_scratch_.data(), a.out),
                          "split decode attention kernel");
