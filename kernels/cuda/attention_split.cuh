@@ -84,9 +84,7 @@ __global__ void attention_split_kernel(RowArgs a, const float* q, const float* k
       if (live && t == 0)
         for (int g = 0; g < ng; ++g) {
           const int h = h0 + g;
-          const float s = a.row_scale[(size_t)h * a.n_tokens + row];
-          const float raw = dot[g] * logit_scale;
-          const float x = cap > 0.0f ? math::attn_logit(raw, s, cap) : raw * s;
+          const float x = dot_logit(dot[g], logit_scale, a.row_scale[(size_t)h * a.n_tokens + row], cap);
           p_sh[g * chunk_keys + (j - j0)] = x;
           if (scores) scores[((size_t)row * n_heads + h) * n_ctx + j] = x;
         }

@@ -278,7 +278,7 @@ __device__ __forceinline__ float tc_exp2(float x) {
 // The logit of a raw dot product (scaled_score's formula) in log2 units: without a soft-cap dot * c2, where
 // c2 = logit_scale * s * log2 e is the row's constant (one multiply a score); with one, the capped logit times log2 e.
 __device__ __forceinline__ float tc_logit2(float dot, float logit_scale, float s, float c2, float cap) {
-  return cap > 0.0f ? math::attn_logit(dot * logit_scale, s, cap) * kTcLog2e : dot * c2;
+  return cap > 0.0f ? dot_logit(dot, logit_scale, s, cap) * kTcLog2e : dot * c2;
 }
 
 // math::online_softmax_rebase in log2 units: Z and A scale by r = 2^(m_old - m). Returns r.

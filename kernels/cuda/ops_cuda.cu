@@ -544,13 +544,17 @@ __device__ void write_online_metrics(const RowArgs& a, int h, int row, int lo, i
                   sm.z, n_vis - lo, tail, sink, topk_mass, rel, seen);
 }
 
-// The logit of one key as the CPU path forms it: raw = q_sh[d] . k[d] * logit_scale, then times the row scale and
+// The logit of a raw dot product as the CPU path forms it: raw = dot * logit_scale, then times the row scale and
 // through the soft-cap when there is one (math::attn_logit).
+__device__ __forceinline__ float dot_logit(float dot, float logit_scale, float scale, float cap) {
+  return cap > 0.0f ? math::attn_logit(dot * logit_scale, scale, cap) : (dot * logit_scale) * scale;
+}
+// The logit of one key: q_sh[d] . k[d], summed in order, through dot_logit.
 __device__ __forceinline__ float scaled_score(const float* q_sh, const float* kj, int d, float logit_scale, float scale,
                                               float cap) {
   float dot = 0.0f;
   for (int c = 0; c < d; ++c) dot += q_sh[c] * kj[c];
-  return cap > 0.0f ? math::attn_logit(dot * logit_scale, scale, cap) : (dot * logit_scale) * scale;
+  return dot_logit(dot, logit_scale, scale, cap);
 }
 
 // Flash-style attention, one block per (row, head): pass 1 keeps the online softmax state (running max m, Z, A) and
