@@ -157,6 +157,11 @@ LoadOptions exact_options() {
   o.precision = Precision::kExact;
   return o;
 }
+LoadOptions fast_options() {
+  LoadOptions o;
+  o.precision = Precision::kFast;
+  return o;
+}
 
 class CudaParity : public ::testing::Test {
  protected:
@@ -1381,6 +1386,89 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
       }
       std::system(("rm -rf '" + dir + "'").c_str());
     }
+}
+
+// Decode steps recorded and replayed as CUDA graphs (the default; FOCAL_CUDA_GRAPHS=0 launches op by op) compute
+// what the launches compute: the same kernels in the same order on the same values, so the logits agree to 1e-6 of
+// their largest (in practice exactly), and exact stays within the forward tolerance of the CPU. The steps cross 256
+// keys, where decode attention changes kernels (per row -> split over the keys): the recorded nodes change there
+// and the graph is made again; other steps update it in place. Self-scalable softmax changes the row scales at
+// every position, so each step records a host upload of them (a stale one would show in the logits).
+TEST_F(CudaParity, DecodeStepsReplayedAsGraphsMatchTheLaunches) {
+  ModelConfig c;
+  c.vocab_size = 384;
+  c.hidden = 128;
+  c.intermediate = 256;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_head = 32;
+  c.max_positions = 512;
+  c.bos_id = 1;
+  c.eos_id = 2;
+  // fp16 weights: decode's products on the 16-bit matrix-vector kernel; fp32: on cuBLAS (TF32 in fast)
+  for (const char* dtype : {"F16", "F32"}) {
+    SCOPED_TRACE(dtype);
+    const std::string dir = test::make_temp_dir("cuda_graphs");
+    ASSERT_FALSE(dir.empty());
+    write_model_dir(dir, c, random_model_tensors(c, 41), dtype, "");
+    auto cpu = Model::load(dir, Device::kCpu);
+    ::setenv("FOCAL_CUDA_GRAPHS", "0", 1);  // read when the backend is made
+    auto plain_exact = Model::load(dir, Device::kCuda, exact_options());
+    auto plain_fast = Model::load(dir, Device::kCuda, fast_options());
+    ::unsetenv("FOCAL_CUDA_GRAPHS");
+    auto graph_exact = Model::load(dir, Device::kCuda, exact_options());
+    auto graph_fast = Model::load(dir, Device::kCuda, fast_options());
+    TempSpec spec;
+    spec.mode = AttnMode::kSsmax;
+    spec.ssmax_s = 0.5f;
+    const int n_prompt = 250, n_steps = 10;  // keys 251 .. 260
+    std::vector<int32_t> ids(n_prompt);
+    for (int i = 0; i < n_prompt; ++i) ids[(size_t)i] = (i * 31 + 7) % c.vocab_size;
+    RunOptions opt;
+    opt.all_logits = false;
+    const int total = n_prompt + n_steps;
+    Session sc(*cpu, total), spe(*plain_exact, total), spf(*plain_fast, total), sge(*graph_exact, total),
+        sgf(*graph_fast, total);
+    std::vector<float> lc, lpe, lpf, lge, lgf;
+    ASSERT_TRUE(sc.forward(ids.data(), n_prompt, spec, opt, nullptr, &lc));
+    ASSERT_TRUE(spe.forward(ids.data(), n_prompt, spec, opt, nullptr, &lpe));
+    ASSERT_TRUE(spf.forward(ids.data(), n_prompt, spec, opt, nullptr, &lpf));
+    ASSERT_TRUE(sge.forward(ids.data(), n_prompt, spec, opt, nullptr, &lge));
+    ASSERT_TRUE(sgf.forward(ids.data(), n_prompt, spec, opt, nullptr, &lgf));
+    // An observer that only watches the layers pass (and could cancel), as a generation's in the app and Python:
+    // the step is still recorded.
+    struct Watching final : ForwardObserver {
+      int layers = 0;
+      void on_layer(const LayerRecord&) override { ++layers; }
+    } watching;
+#ifdef FOCAL_CUDA_EMULATED
+    const emu::GraphCounts before = emu::graph_counts;
+#endif
+    for (int step = 0; step < n_steps; ++step) {
+      SCOPED_TRACE("decode step " + std::to_string(step) + ", " + std::to_string(n_prompt + step + 1) + " keys");
+      const int32_t next = (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin());
+      ASSERT_TRUE(sc.forward(&next, 1, spec, opt, nullptr, &lc));
+      ASSERT_TRUE(spe.forward(&next, 1, spec, opt, nullptr, &lpe));
+      ASSERT_TRUE(spf.forward(&next, 1, spec, opt, nullptr, &lpf));
+      ASSERT_TRUE(sge.forward(&next, 1, spec, opt, &watching, &lge));
+      ASSERT_TRUE(sgf.forward(&next, 1, spec, opt, nullptr, &lgf));
+      EXPECT_LE(rel_max(lge, lpe), 1e-6) << "exact: graph against launches";
+      EXPECT_LE(rel_max(lgf, lpf), 1e-6) << "fast: graph against launches";
+      EXPECT_LE(rel_max(lge, lc), kFwdTol) << "exact graph against the CPU";
+    }
+    EXPECT_EQ(watching.layers, n_steps * c.n_layers);
+#ifdef FOCAL_CUDA_EMULATED
+    // Two models recording, a launch a step each. Each made its graph at the first step, at 256 keys (the split
+    // kernel and its combine, and the first zeroing of the split's new scratch) and at the step after (no zeroing);
+    // every other step updated it in place.
+    EXPECT_EQ(emu::graph_counts.launched - before.launched, 2 * n_steps);
+    EXPECT_EQ(emu::graph_counts.instantiated - before.instantiated, 2 * 3);
+    EXPECT_EQ(emu::graph_counts.update_refused - before.update_refused, 2 * 2);
+    EXPECT_EQ(emu::graph_counts.updated - before.updated, 2 * (n_steps - 3));
+#endif
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
 }
 
 // The real SmolLM2-135M (Q4_1, tied head) fast against exact on the same device backend, on an English paragraph

@@ -9,8 +9,9 @@
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
-#           in the product's kernel, =2), fast against exact (greedy tokens, NLL; and with int8 x), the memory peak of a
-#           T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
+#           in the product's kernel, =2; then launch by launch, FOCAL_CUDA_GRAPHS=0), fast against exact (greedy
+#           tokens, NLL; and with int8 x), the memory peak of a T = 8192 capture with every head's metrics (the file
+#           stays in /tmp for llamacpp)
 #   long    the Q4_K file again: 32 decode steps after a 16 000-token prompt, attention split over the keys and
 #           (FOCAL_CUDA_SPLIT_ATTN=0) one block per row and head
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
@@ -26,7 +27,7 @@
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
 #        parity,small,8b,live,q4k,long; then llamacpp in a second call; q4km and 70b when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -107,6 +108,9 @@ if want q4k; then
     gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
       sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
+  # A/B: decode steps launch by launch instead of one CUDA graph a step (decode_q4k_nograph_*)
+  gstep 150 bash -c 'FOCAL_CUDA_GRAPHS=0 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+    sed "s/^result decode_/result decode_q4k_nograph_/"' _ "$pack/bin/gpu_bench" $q4k
   # fast against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*); then fast with
   # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves)
   for v in 0:q4k 1:q4k_x8; do

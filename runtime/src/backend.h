@@ -94,6 +94,16 @@ class Backend {
   virtual void download(float* host_dst, const float* src, size_t n) = 0;
   virtual void synchronize() = 0;
 
+  // A step recorded and replayed as one launch (the CUDA backend: a CUDA graph, FOCAL_CUDA_GRAPHS). Between
+  // record_begin() returning true and record_end(), ops and uploads are recorded, not run: nothing may be downloaded,
+  // synchronized or read back from the device, and host data an op or upload reads is copied at the call.
+  // record_end() runs what was recorded; false means the recording failed (nothing ran, and the backend records no
+  // more): the caller issues the step's ops again. record_abort() drops an open recording (an exception on the way).
+  // The default records nothing.
+  virtual bool record_begin() { return false; }
+  virtual bool record_end() { return true; }
+  virtual void record_abort() {}
+
   // Weight matrices (q/k/v/o, gate/up/down, lm_head, the embedding table), uploaded once at load: a Weight over
   // backend memory holding the n values of host_src (given in `type`). The CPU backend stores fp32 (16-bit values
   // widened exactly, as the loader always did); the CUDA backend keeps fp16 / bf16 values in 16 bits and fp32 in

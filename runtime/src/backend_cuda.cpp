@@ -33,6 +33,7 @@
 
 #include "backend.h"
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal_kernels/ops_cuda.h"
 #include "focal_kernels/quant_blocks.h"
 #include "focal_kernels/shared_math.h"
@@ -123,6 +124,9 @@ class CudaBackend final : public Backend {
     stats_.reset();
     freq_.reset();
     topk_val_.reset();
+    if (recording_) record_abort();
+    if (step_exec_) cudaGraphExecDestroy(step_exec_);
+    for (const ArenaChunk& a : arena_) cudaFreeHost(a.host);
     for (auto& slot : blocks_)
       for (DeviceBuffer& buf : slot) buf.reset();
     cudaStreamSynchronize(stream_);
@@ -222,6 +226,13 @@ class CudaBackend final : public Backend {
   // instead, each reused once the copy last issued from it has completed (its event).
   void upload(float* dst, const float* src, size_t n) override {
     if (!n) return;
+    if (recording_) {  // copied now into pinned memory that stays as it is until the recorded step has run
+      float* held = arena_floats(n);
+      std::memcpy(held, src, n * sizeof(float));
+      FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, held, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+                       "upload (recorded)");
+      return;
+    }
     if (n > kUploadSlotFloats) {
       FOCAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream_), "upload");
       return;
@@ -284,6 +295,56 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override { FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  // A decode step as one CUDA graph: its launches (a few hundred on an 8B model: each a few microseconds of host
+  // work and a gap on the device) captured on the stream, then replayed by one launch. Captured anew at every step,
+  // since positions, key counts and grids change; the executable graph is updated in place when the capture has the
+  // same nodes (every step between two changes of the attention's kernels) and made again otherwise.
+  bool record_begin() override {
+    if (!graphs_ || recording_) return false;
+    // the arena's uploads of the last recorded step have been read once the stream is idle
+    FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    arena_at_ = {0, 0};
+    FOCAL_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    recording_ = true;
+    return true;
+  }
+  bool record_end() override {
+    if (!recording_) return true;
+    recording_ = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+    if (e == cudaSuccess && graph && step_exec_) {
+      cudaGraphExecUpdateResultInfo info;
+      if (cudaGraphExecUpdate(step_exec_, graph, &info) != cudaSuccess) {  // other nodes: instantiated again
+        cudaGetLastError();
+        cudaGraphExecDestroy(step_exec_);
+        step_exec_ = nullptr;
+      }
+    }
+    if (e == cudaSuccess && graph && !step_exec_) e = cudaGraphInstantiate(&step_exec_, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess || !step_exec_) {
+      cudaGetLastError();
+      graphs_ = false;
+      freq_held_.clear();  // its upload was recorded, never run
+      log_warning(std::string("CUDA backend: recording a decode step as a CUDA graph failed (") + cudaGetErrorName(e) +
+                  "); the step runs again without one, and so do the next (FOCAL_CUDA_GRAPHS=0 "
+                  "does this from the start)");
+      return false;
+    }
+    FOCAL_CUDA_CHECK(cudaGraphLaunch(step_exec_, stream_), "cudaGraphLaunch (a recorded decode step)");
+    return true;
+  }
+  void record_abort() override {
+    if (!recording_) return;
+    recording_ = false;
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    freq_held_.clear();
+  }
 
   void embed(const Weight& table, const int32_t* ids, float* out, int n_tokens, int hidden) override {
     if (table.form == Weight::Form::kBlocks && table.blocks->on_host) {  // rows gathered on the host, then uploaded
@@ -673,6 +734,36 @@ class CudaBackend final : public Backend {
     if (x8_.size() < need) x8_ = DeviceBuffer(*this, need);
     return x8_.data();
   }
+  // FOCAL_CUDA_GRAPHS=0 runs decode steps launch by launch (record_begin), for A/B timing.
+  static bool graphs_from_env() {
+    const char* e = std::getenv("FOCAL_CUDA_GRAPHS");
+    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw Error(std::string("FOCAL_CUDA_GRAPHS=") + e +
+                ": expected 1 (decode steps replayed as CUDA graphs, the default) or 0 (launch by launch)");
+  }
+  // n floats of pinned host memory for a recorded upload: chunks in order, kept for the next recordings.
+  float* arena_floats(size_t n) {
+    for (;;) {
+      if (arena_at_.chunk == arena_.size()) {
+        ArenaChunk a;
+        a.floats = std::max(n, kArenaChunkFloats);
+        void* p = nullptr;
+        FOCAL_CUDA_CHECK(cudaMallocHost(&p, a.floats * sizeof(float)), "cudaMallocHost (recorded uploads)");
+        a.host = static_cast<float*>(p);
+        arena_.push_back(a);
+      }
+      ArenaChunk& a = arena_[arena_at_.chunk];
+      if (arena_at_.used + n <= a.floats) {
+        float* p = a.host + arena_at_.used;
+        arena_at_.used += (n + 15) / 16 * 16;  // 64-byte steps
+        return p;
+      }
+      ++arena_at_.chunk;
+      arena_at_.used = 0;
+    }
+  }
+
   // FOCAL_CUDA_SPLIT_ATTN=0 keeps decode on the per-(row, head) kernel (attention_fused), for A/B timing.
   static bool split_attn_from_env() {
     const char* e = std::getenv("FOCAL_CUDA_SPLIT_ATTN");
@@ -853,6 +944,18 @@ class CudaBackend final : public Backend {
   };
   UploadSlot upload_slots_[kUploadSlots];
   int upload_next_ = 0;
+  bool graphs_ = graphs_from_env();      // FOCAL_CUDA_GRAPHS: decode steps recorded as CUDA graphs
+  bool recording_ = false;               // a stream capture is open (record_begin .. record_end)
+  cudaGraphExec_t step_exec_ = nullptr;  // the last recorded step, updated in place by the next
+  struct ArenaChunk {
+    float* host = nullptr;  // pinned
+    size_t floats = 0;
+  };
+  static constexpr size_t kArenaChunkFloats = 65536;  // 256 KiB
+  std::vector<ArenaChunk> arena_;                     // a recorded step's uploads, held until it has run
+  struct {
+    size_t chunk, used;
+  } arena_at_ = {0, 0};                      // the next free float: chunk, and floats used in it
   static constexpr int kTcMinRows = 16;      // fast mode: calls of this many rows or more use attention_tc
   bool fast_ = false;                        // Precision::kFast (set_fast)
   DeviceBuffer widened_;                     // fp32 scratch of the 16-bit GEMM path

@@ -159,6 +159,42 @@ void layer_row_scale(const ModelConfig& c, const TempSpec& spec, int layer, int 
 
 namespace {
 
+// Calls of at most this many tokens (decode, and a few drafted tokens) are recorded where the backend can: small
+// launches that a replay issues back to back; a prefill's launches are few and long.
+constexpr int kRecordedMaxTokens = 8;
+
+// A step's device work recorded and replayed as one launch (Backend::record_begin; a CUDA graph): from the first layer
+// to the first read back (the logits' download, the head's top-k, or the end of the call).
+class StepRecording {
+ public:
+  // held: the host copy of what a recorded upload writes (the row scales), forgotten when the recording runs nothing
+  StepRecording(Backend& be, bool want, std::vector<float>* held)
+      : be_(be), held_(held), open_(want && be.record_begin()) {}
+  StepRecording(const StepRecording&) = delete;
+  StepRecording& operator=(const StepRecording&) = delete;
+  ~StepRecording() { abort(); }
+  // Drops the recording: nothing of the step runs.
+  void abort() {
+    if (!open_) return;
+    open_ = false;
+    be_.record_abort();
+    held_->clear();
+  }
+  // Runs what was recorded (nothing when no recording is open); false: the recording failed and nothing ran.
+  bool end() {
+    if (!open_) return true;
+    open_ = false;
+    if (be_.record_end()) return true;
+    held_->clear();
+    return false;
+  }
+
+ private:
+  Backend& be_;
+  std::vector<float>* held_;
+  bool open_;
+};
+
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
 bool forward_impl(const Model& model, Session::State& st, Session& session, const int32_t* ids, int n,
                   const TempSpec& spec, const RunOptions& opt, ForwardObserver* obs, std::vector<float>* logits,
@@ -266,6 +302,27 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     }
   }
   const int last = last_layer < 0 ? c.n_layers - 1 : last_layer;
+  // Decode steps with nothing read back before the logits (no tape, kept inputs, learned temperature, whose
+  // projections download, or observer that takes metrics, rows or logits: one that only watches layers pass and
+  // may cancel, as a generation's, is fine) are recorded and replayed as one launch where the backend can.
+  auto passive = [&] {
+    if (!obs) return true;
+    if (want_metrics || obs->wants_logits() || obs->next_token_k() > 0) return false;
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        if (obs->wants_rows(l, h)) return false;
+    return true;
+  };
+  StepRecording recording(be,
+                          n <= kRecordedMaxTokens && !tape && !keep && !resume && first_layer == 0 && last_layer < 0 &&
+                              !learned && passive(),
+                          &ws.scale_held);
+  // A failed recording ran nothing: the step again, from its embedding, without one (the backend records no more).
+  auto unrecorded = [&] {
+    st.n_past = pos0;
+    return forward_impl(model, st, session, ids, n, spec, opt, obs, logits, tape, first_layer, topk, last_layer,
+                        pause_after_last);
+  };
   bool xn_ready = false;  // xn holds this layer's normalised input already (add_rmsnorm at the previous layer's end)
   for (int l = first_layer; l <= last; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -448,6 +505,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       rec.tau_raw = learned ? tau_raw.data() : nullptr;
       obs->on_layer(rec);
       if (obs->cancelled()) {
+        recording.abort();
         session.reset();
         return false;
       }
@@ -517,6 +575,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     }
     be.matmul_xwt(xn.data(), w.lm_head, lg, rows, c.vocab_size, H);
     if (final_cap > 0.0f) be.softcap(lg, (size_t)rows * c.vocab_size, final_cap);
+    if (!recording.end()) return unrecorded();
     if (lg != logits->data()) be.download(logits->data(), lg, logits->size());
   }
   if (topk) {  // the last row's k best logits, selected on the backend
@@ -526,8 +585,10 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (final_cap > 0.0f) be.softcap(lg.data(), (size_t)c.vocab_size, final_cap);
     topk->idx.resize(topk->k);
     topk->val.resize(topk->k);
+    if (!recording.end()) return unrecorded();
     be.topk_rows(lg.data(), 1, c.vocab_size, topk->k, topk->idx.data(), topk->val.data());
   }
+  if (!recording.end()) return unrecorded();
   be.synchronize();
   return true;
 }

@@ -34,16 +34,19 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
   };
   float* c = (float*)C;
   if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) return CUBLAS_STATUS_INVALID_VALUE;
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      float s = 0.0f;
-      for (int p = 0; p < k; ++p) {
-        const float av = at(A, ta == CUBLAS_OP_N ? i + (size_t)p * lda : p + (size_t)i * lda);
-        const float bv = at(B, tb == CUBLAS_OP_N ? p + (size_t)j * ldb : j + (size_t)p * ldb);
-        s += av * bv;
+  // alpha and beta are read at the call (host pointer mode), the matrices when the product runs (a capture: later)
+  emu::run_or_record("gemm", [=] {
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        float s = 0.0f;
+        for (int p = 0; p < k; ++p) {
+          const float av = at(A, ta == CUBLAS_OP_N ? i + (size_t)p * lda : p + (size_t)i * lda);
+          const float bv = at(B, tb == CUBLAS_OP_N ? p + (size_t)j * ldb : j + (size_t)p * ldb);
+          s += av * bv;
+        }
+        c[i + (size_t)j * ldc] = al * s + (be != 0.0f ? be * c[i + (size_t)j * ldc] : 0.0f);
       }
-      c[i + (size_t)j * ldc] = al * s + (be != 0.0f ? be * c[i + (size_t)j * ldc] : 0.0f);
-    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <tuple>
 #include <vector>
 // NOLINTBEGIN(bugprone-reserved-identifier): this header stands in for CUDA, whose names are reserved ones
+#define FOCAL_CUDA_EMULATED 1  // tests may read the emulation's own counters (emu::graph_counts)
 #define __global__
 #define __device__
 #define __host__
@@ -22,8 +25,12 @@ struct dim3 {
   unsigned x, y, z;
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101,
+                   cudaErrorStreamCaptureUnsupported = 900, cudaErrorGraphExecUpdateFailure = 910 };
 typedef struct CUstream_st* cudaStream_t;
+namespace emu {
+bool capturing();  // a stream capture is open (emu.cpp)
+}
 typedef struct CUevent_st* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
@@ -32,20 +39,54 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
 template <class T> cudaError_t cudaMalloc(T** p, size_t n) { *p = (T*)std::malloc(n ? n : 1); std::memset((void*)*p, 0xCD, n); return cudaSuccess; }
-inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaFree(void* p) {
+  if (emu::capturing()) return cudaErrorStreamCaptureUnsupported;
+  std::free(p);
+  return cudaSuccess;
+}
 template <class T> cudaError_t cudaMallocHost(T** p, size_t n) { *p = (T*)std::malloc(n ? n : 1); return cudaSuccess; }
 inline cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
-inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) { std::memset(p, v, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = nullptr) { std::memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
+// Stream capture (CUDA graphs): while a capture is open, kernel launches, cudaMemcpyAsync and cudaMemsetAsync are
+// recorded (their arguments as they were at the call) instead of run, and a graph launch runs them in order; the
+// calls a capture forbids (synchronisation, synchronous copies, cudaFree) fail as CUDA fails them.
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
+typedef struct EmuGraph* cudaGraph_t;
+typedef struct EmuGraphExec* cudaGraphExec_t;
+struct cudaGraphExecUpdateResultInfo { int result; void* errorNode; void* errorFromNode; };
+namespace emu {
+// Runs body now, or records it (node name, for the update's topology check) while a capture is open.
+void run_or_record(const char* name, std::function<void()> body);
+struct GraphCounts { long instantiated = 0, updated = 0, update_refused = 0, launched = 0; };
+extern GraphCounts graph_counts;
+}  // namespace emu
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode);
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) {
+  emu::run_or_record("memset", [=] { std::memset(p, v, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = nullptr) {
+  emu::run_or_record("memcpy", [=] { std::memcpy(d, s, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  if (emu::capturing()) return cudaErrorStreamCaptureUnsupported;
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = (cudaStream_t)new char; return cudaSuccess; }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return emu::capturing() ? cudaErrorStreamCaptureUnsupported : cudaSuccess; }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete (char*)s; return cudaSuccess; }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = (cudaEvent_t)new char; return cudaSuccess; }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaSuccess; }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return emu::capturing() ? cudaErrorStreamCaptureUnsupported : cudaSuccess; }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (char*)e; return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 1; return cudaSuccess; }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
@@ -101,7 +142,8 @@ void syncthreads();
 void warp_sync();
 extern float* warp_f_;  // [n_warps * 32]
 extern int* warp_i_;
-void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::function<void()>& body);
+// A kernel launch: its blocks run now, or (a capture open) when the graph runs; body holds the arguments' values.
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name, std::function<void()> body);
 template <class T> T* warp_buf();
 template <> inline float* warp_buf<float>() { return warp_f_; }
 template <> inline int* warp_buf<int>() { return warp_i_; }

@@ -2,13 +2,40 @@
 // coroutines (ucontext) run by one host thread: a thread runs until it waits at a barrier (__syncthreads, or the
 // warp barrier of a shuffle) or finishes; a barrier releases when all its threads have arrived. Blocks run one
 // after another. A block whose threads can no longer all make progress (a barrier some thread never reaches) aborts.
+// Stream capture records the stream work into a graph (one chain of nodes, as one captured stream makes); an
+// update succeeds only where the two graphs' nodes are the same kinds and kernels in the same order.
 #include <ucontext.h>
 
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "cuda_runtime.h"
 
+struct EmuNode {
+  std::string name;  // the kernel's name, or memcpy / memset / gemm
+  std::function<void()> run;
+};
+struct EmuGraph {
+  std::vector<EmuNode> nodes;
+};
+struct EmuGraphExec {
+  std::vector<EmuNode> nodes;
+};
+
 namespace emu {
+
+GraphCounts graph_counts;
+namespace {
+EmuGraph* capture = nullptr;  // the graph being recorded, while a capture is open
+}  // namespace
+bool capturing() { return capture != nullptr; }
+void run_or_record(const char* name, std::function<void()> body) {
+  if (capture)
+    capture->nodes.push_back(EmuNode{name, std::move(body)});
+  else
+    body();
+}
 
 dim3 gridDim_, blockDim_, threadIdx_, blockIdx_;
 std::vector<float> dyn_smem_;
@@ -80,8 +107,17 @@ void wait(Barrier& b) {
 void syncthreads() { wait(block_bar); }
 void warp_sync() { wait(warp_bars[threadIdx_.x / 32]); }
 
-void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::function<void()>& body) {
-  (void)stream;  // launches run synchronously
+namespace {
+void run_blocks(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body);
+}  // namespace
+
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name, std::function<void()> body) {
+  (void)stream;  // launches run synchronously, in the order of the calls
+  run_or_record(name, [grid, block, smem, body = std::move(body)] { run_blocks(grid, block, smem, body); });
+}
+
+namespace {
+void run_blocks(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body) {
   gridDim_ = grid;
   blockDim_ = block;
   const int nt = (int)block.x;  // 1-D blocks only
@@ -132,4 +168,49 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const std::
   current = -1;
 }
 
+}  // namespace
+
 }  // namespace emu
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  if (emu::capture) return cudaErrorStreamCaptureUnsupported;  // one capture at a time here
+  emu::capture = new EmuGraph;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+  *graph = emu::capture;
+  emu::capture = nullptr;
+  return *graph ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (emu::capture) return cudaErrorStreamCaptureUnsupported;
+  *exec = new EmuGraphExec{graph->nodes};
+  ++emu::graph_counts.instantiated;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  bool same = exec->nodes.size() == graph->nodes.size();
+  for (size_t i = 0; same && i < graph->nodes.size(); ++i) same = exec->nodes[i].name == graph->nodes[i].name;
+  if (info) *info = cudaGraphExecUpdateResultInfo{same ? 0 : 2, nullptr, nullptr};
+  if (!same) {
+    ++emu::graph_counts.update_refused;
+    return cudaErrorGraphExecUpdateFailure;
+  }
+  exec->nodes = graph->nodes;
+  ++emu::graph_counts.updated;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  if (emu::capture) return cudaErrorStreamCaptureUnsupported;  // a graph launched into a capture: not emulated
+  for (const EmuNode& n : exec->nodes) n.run();
+  ++emu::graph_counts.launched;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}

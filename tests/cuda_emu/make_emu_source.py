@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns kernels/cuda/ops_cuda.cu into C++ for the CPU emulation in this directory (cuda_runtime.h):
 kernel<<<grid, block, smem, stream>>>(args); (or kernel<T><<<..>>>) becomes
-emu::launch(dim3(grid), dim3(block), smem, stream, [&] { kernel(args); });
+emu::launch(dim3(grid), dim3(block), smem, stream, "kernel", <a closure holding the args' values>): the arguments are
+evaluated at the launch, as CUDA copies them then (a stream capture runs the kernel later), and a kernel named by a
+local function pointer is copied too;
 __shared__ arrays become static (blocks run one at a time), the dynamic shared array a buffer sized by the launch;
 local includes of .cuh files beside the input are inlined first.
 usage: make_emu_source.py IN.cu OUT.cpp"""
@@ -27,8 +29,9 @@ def split_top(cfg):
 def launch(m):
     name, cfg, args = m.group(1), m.group(2), m.group(3)
     parts = split_top(cfg) + ['0', 'nullptr'][len(split_top(cfg)) - 2:]
-    return 'emu::launch(dim3(%s), dim3(%s), %s, %s, [&] { %s(%s); });' % (parts[0], parts[1], parts[2], parts[3],
-                                                                         name, args)
+    return ('emu::launch(dim3(%s), dim3(%s), %s, %s, "%s", [=, emu_args = std::make_tuple(%s)]() mutable { '
+            'std::apply([&](auto&... a) { %s(a...); }, emu_args); });' % (parts[0], parts[1], parts[2], parts[3], name,
+                                                                        args, name))
 
 
 def main():
