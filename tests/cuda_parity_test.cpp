@@ -1427,7 +1427,7 @@ TEST_F(CudaParity, DecodeStepsReplayedAsGraphsMatchTheLaunches) {
     for (int i = 0; i < n_prompt; ++i) ids[(size_t)i] = (i * 31 + 7) % c.vocab_size;
     RunOptions opt;
     opt.all_logits = false;
-    const int total = n_prompt + n_steps;
+    const int total = n_prompt + n_steps + 2;
     Session sc(*cpu, total), spe(*plain_exact, total), spf(*plain_fast, total), sge(*graph_exact, total),
         sgf(*graph_fast, total);
     std::vector<float> lc, lpe, lpf, lge, lgf;
@@ -1459,13 +1459,30 @@ TEST_F(CudaParity, DecodeStepsReplayedAsGraphsMatchTheLaunches) {
     }
     EXPECT_EQ(watching.layers, n_steps * c.n_layers);
 #ifdef FOCAL_CUDA_EMULATED
-    // Two models recording, a launch a step each. Each made its graph at the first step, at 256 keys (the split
-    // kernel and its combine, and the first zeroing of the split's new scratch) and at the step after (no zeroing);
-    // every other step updated it in place.
-    EXPECT_EQ(emu::graph_counts.launched - before.launched, 2 * n_steps);
-    EXPECT_EQ(emu::graph_counts.instantiated - before.instantiated, 2 * 3);
-    EXPECT_EQ(emu::graph_counts.update_refused - before.update_refused, 2 * 2);
-    EXPECT_EQ(emu::graph_counts.updated - before.updated, 2 * (n_steps - 3));
+    // Two models recording, a graph a layer and one for the head, each launched once a step. Layer 0's was made at
+    // the first step, at 256 keys (the split kernel and its combine, and the first zeroing of the split's new
+    // scratch) and at the step after (no zeroing); layer 1's at the first step and at 256 keys; the head's once.
+    // Every other recording updated its graph in place.
+    const int segments = c.n_layers + 1, made = 3 + 2 + 1;
+    EXPECT_EQ(emu::graph_counts.launched - before.launched, 2 * n_steps * segments);
+    EXPECT_EQ(emu::graph_counts.instantiated - before.instantiated, 2 * made);
+    EXPECT_EQ(emu::graph_counts.update_refused - before.update_refused, 2 * (made - segments));
+    EXPECT_EQ(emu::graph_counts.updated - before.updated, 2 * (n_steps * segments - made));
+    // A capture that fails (here the head's, after both layers ran from their graphs) runs the whole step again
+    // unrecorded, the same logits; from then on that backend records nothing.
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE("after a failed capture, step " + std::to_string(step));
+      emu::fail_capture_countdown = step == 0 ? segments : 0;
+      const long launched = emu::graph_counts.launched;
+      const int32_t next = (int32_t)(std::max_element(lc.begin(), lc.end()) - lc.begin());
+      ASSERT_TRUE(sc.forward(&next, 1, spec, opt, nullptr, &lc));
+      ASSERT_TRUE(spe.forward(&next, 1, spec, opt, nullptr, &lpe));
+      ASSERT_TRUE(sge.forward(&next, 1, spec, opt, nullptr, &lge));
+      EXPECT_EQ(emu::fail_capture_countdown, 0);
+      EXPECT_LE(rel_max(lge, lpe), 1e-6);
+      EXPECT_LE(rel_max(lge, lc), kFwdTol);
+      EXPECT_EQ(emu::graph_counts.launched - launched, step == 0 ? segments - 1 : 0);
+    }
 #endif
     std::system(("rm -rf '" + dir + "'").c_str());
   }

@@ -94,13 +94,17 @@ class Backend {
   virtual void download(float* host_dst, const float* src, size_t n) = 0;
   virtual void synchronize() = 0;
 
-  // A step recorded and replayed as one launch (the CUDA backend: a CUDA graph, FOCAL_CUDA_GRAPHS). Between
-  // record_begin() returning true and record_end(), ops and uploads are recorded, not run: nothing may be downloaded,
-  // synchronized or read back from the device, and host data an op or upload reads is copied at the call.
-  // record_end() runs what was recorded; false means the recording failed (nothing ran, and the backend records no
-  // more): the caller issues the step's ops again. record_abort() drops an open recording (an exception on the way).
-  // The default records nothing.
-  virtual bool record_begin() { return false; }
+  // Parts of a step recorded and replayed as one launch each (the CUDA backend: CUDA graphs, FOCAL_CUDA_GRAPHS).
+  // Between record_begin(segment) returning true and record_end(), ops and uploads are recorded, not run: nothing
+  // may be downloaded, synchronized or read back from the device, and host data an op or upload reads is copied at
+  // the call. record_end() runs what was recorded; false means the recording failed (nothing of it ran, and the
+  // backend records no more). segment names the part (a layer, the head): a backend may keep what it made of a
+  // segment's recording for the same segment of the next step. record_abort() drops an open recording (an
+  // exception on the way). The default records nothing.
+  virtual bool record_begin(int segment) {
+    (void)segment;
+    return false;
+  }
   virtual bool record_end() { return true; }
   virtual void record_abort() {}
 

@@ -125,7 +125,8 @@ class CudaBackend final : public Backend {
     freq_.reset();
     topk_val_.reset();
     if (recording_) record_abort();
-    if (step_exec_) cudaGraphExecDestroy(step_exec_);
+    for (cudaGraphExec_t e : seg_exec_)
+      if (e) cudaGraphExecDestroy(e);
     for (const ArenaChunk& a : arena_) cudaFreeHost(a.host);
     for (auto& slot : blocks_)
       for (DeviceBuffer& buf : slot) buf.reset();
@@ -296,44 +297,51 @@ class CudaBackend final : public Backend {
 
   void synchronize() override { FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
-  // A decode step as one CUDA graph: its launches (a few hundred on an 8B model: each a few microseconds of host
-  // work and a gap on the device) captured on the stream, then replayed by one launch. Captured anew at every step,
-  // since positions, key counts and grids change; the executable graph is updated in place when the capture has the
-  // same nodes (every step between two changes of the attention's kernels) and made again otherwise.
-  bool record_begin() override {
-    if (!graphs_ || recording_) return false;
-    // the arena's uploads of the last recorded step have been read once the stream is idle
-    FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    arena_at_ = {0, 0};
+  // A decode step as CUDA graphs, one a layer and one for the head: its launches (a few hundred on an 8B model, each a
+  // few microseconds of host work and a gap on the device) captured on the stream a layer at a time, each replayed by
+  // one launch as soon as it is captured, so the device runs a layer while the host captures the next. Captured anew
+  // at every step, since positions, key counts and grids change; a segment's executable graph is updated in place
+  // when the capture has the same nodes as that segment's last (every step between two changes of the attention's
+  // kernels) and made again otherwise.
+  bool record_begin(int segment) override {
+    if (!graphs_ || recording_ || segment < 0) return false;
+    if (segment == 0) {  // a step's first: the last step's recorded uploads have been read once the stream is idle
+      FOCAL_CUDA_CHECK(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      arena_at_ = {0, 0};
+    }
+    if ((size_t)segment >= seg_exec_.size()) seg_exec_.resize((size_t)segment + 1, nullptr);
     FOCAL_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
     recording_ = true;
+    segment_ = segment;
     return true;
   }
   bool record_end() override {
     if (!recording_) return true;
     recording_ = false;
+    cudaGraphExec_t& exec = seg_exec_[(size_t)segment_];
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(stream_, &graph);
-    if (e == cudaSuccess && graph && step_exec_) {
+    // (an update leaves a launch of exec still in flight as it was: it changes later launches)
+    if (e == cudaSuccess && graph && exec) {
       cudaGraphExecUpdateResultInfo info;
-      if (cudaGraphExecUpdate(step_exec_, graph, &info) != cudaSuccess) {  // other nodes: instantiated again
+      if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {  // other nodes: instantiated again
         cudaGetLastError();
-        cudaGraphExecDestroy(step_exec_);
-        step_exec_ = nullptr;
+        cudaGraphExecDestroy(exec);
+        exec = nullptr;
       }
     }
-    if (e == cudaSuccess && graph && !step_exec_) e = cudaGraphInstantiate(&step_exec_, graph, 0);
+    if (e == cudaSuccess && graph && !exec) e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
-    if (e != cudaSuccess || !step_exec_) {
+    if (e != cudaSuccess || !exec) {
       cudaGetLastError();
       graphs_ = false;
       freq_held_.clear();  // its upload was recorded, never run
-      log_warning(std::string("CUDA backend: recording a decode step as a CUDA graph failed (") + cudaGetErrorName(e) +
-                  "); the step runs again without one, and so do the next (FOCAL_CUDA_GRAPHS=0 "
-                  "does this from the start)");
+      log_warning(std::string("CUDA backend: recording a decode step as CUDA graphs failed (") + cudaGetErrorName(e) +
+                  "); the step runs again without them, and so do the next (FOCAL_CUDA_GRAPHS=0 does this from the "
+                  "start)");
       return false;
     }
-    FOCAL_CUDA_CHECK(cudaGraphLaunch(step_exec_, stream_), "cudaGraphLaunch (a recorded decode step)");
+    FOCAL_CUDA_CHECK(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch (a recorded part of a decode step)");
     return true;
   }
   void record_abort() override {
@@ -944,9 +952,10 @@ class CudaBackend final : public Backend {
   };
   UploadSlot upload_slots_[kUploadSlots];
   int upload_next_ = 0;
-  bool graphs_ = graphs_from_env();      // FOCAL_CUDA_GRAPHS: decode steps recorded as CUDA graphs
-  bool recording_ = false;               // a stream capture is open (record_begin .. record_end)
-  cudaGraphExec_t step_exec_ = nullptr;  // the last recorded step, updated in place by the next
+  bool graphs_ = graphs_from_env();        // FOCAL_CUDA_GRAPHS: decode steps recorded as CUDA graphs
+  bool recording_ = false;                 // a stream capture is open (record_begin .. record_end)
+  int segment_ = 0;                        // the open recording's segment
+  std::vector<cudaGraphExec_t> seg_exec_;  // [segment] its last recording, updated in place by the next
   struct ArenaChunk {
     float* host = nullptr;  // pinned
     size_t floats = 0;

@@ -163,36 +163,38 @@ namespace {
 // launches that a replay issues back to back; a prefill's launches are few and long.
 constexpr int kRecordedMaxTokens = 8;
 
-// A step's device work recorded and replayed as one launch (Backend::record_begin; a CUDA graph): from the first layer
-// to the first read back (the logits' download, the head's top-k, or the end of the call).
+// A step's device work recorded and replayed a part at a time (Backend::record_begin; CUDA graphs): each layer, then
+// the head up to the first read back (the logits' download, or the head's top-k). Each part is launched as soon as
+// it is recorded, so the device runs one while the host records the next.
 class StepRecording {
  public:
-  // held: the host copy of what a recorded upload writes (the row scales), forgotten when the recording runs nothing
-  StepRecording(Backend& be, bool want, std::vector<float>* held)
-      : be_(be), held_(held), open_(want && be.record_begin()) {}
+  // held: the host copy of what a recorded upload writes (the row scales), forgotten when a recording runs nothing
+  StepRecording(Backend& be, bool want, std::vector<float>* held) : be_(be), held_(held), want_(want) {}
   StepRecording(const StepRecording&) = delete;
   StepRecording& operator=(const StepRecording&) = delete;
   ~StepRecording() { abort(); }
-  // Drops the recording: nothing of the step runs.
+  void begin(int segment) { open_ = want_ && be_.record_begin(segment); }
+  // Drops an open recording: nothing of it runs.
   void abort() {
     if (!open_) return;
     open_ = false;
     be_.record_abort();
     held_->clear();
   }
-  // Runs what was recorded (nothing when no recording is open); false: the recording failed and nothing ran.
+  // Runs what was recorded (nothing when no recording is open); false: the recording failed and nothing of it ran.
   bool end() {
     if (!open_) return true;
     open_ = false;
     if (be_.record_end()) return true;
     held_->clear();
+    want_ = false;
     return false;
   }
 
  private:
   Backend& be_;
   std::vector<float>* held_;
-  bool open_;
+  bool want_, open_ = false;
 };
 
 // The forward pass. `tape` (training) records the activations the backward needs; it requires pos0 == 0.
@@ -317,7 +319,8 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
                           n <= kRecordedMaxTokens && !tape && !keep && !resume && first_layer == 0 && last_layer < 0 &&
                               !learned && passive(),
                           &ws.scale_held);
-  // A failed recording ran nothing: the step again, from its embedding, without one (the backend records no more).
+  // A failed recording ran nothing of its part: the step again, from its embedding, without recording (the backend
+  // records no more). The parts that ran are recomputed as they were (the same keys and values stored again).
   auto unrecorded = [&] {
     st.n_past = pos0;
     return forward_impl(model, st, session, ids, n, spec, opt, obs, logits, tape, first_layer, topk, last_layer,
@@ -327,6 +330,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   for (int l = first_layer; l <= last; ++l) {
     const LayerWeights& L = w.layers[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
+    recording.begin(l);
     if (keep) {
       if (l % st.kept_stride == 0)
         save(st.layer_in[l], x, (size_t)n * H);
@@ -489,6 +493,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     } else {
       be.add_inplace(x.data(), proj.data(), (size_t)n * H);
     }
+    if (!recording.end()) return unrecorded();
 
     if (obs) {
       LayerRecord rec;
@@ -505,7 +510,6 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
       rec.tau_raw = learned ? tau_raw.data() : nullptr;
       obs->on_layer(rec);
       if (obs->cancelled()) {
-        recording.abort();
         session.reset();
         return false;
       }
@@ -560,6 +564,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
   }
   if (logits) {
     const int rows = opt.all_logits ? n : 1;
+    recording.begin(c.n_layers);
     if (tape) save(tape->x_final, x, (size_t)n * H);
     norm(x.data() + (size_t)(n - rows) * H, w.final_norm, w.final_norm_b, xn.data(), rows);
     if (tape) save(tape->xn_final, xn, (size_t)n * H);
@@ -579,6 +584,7 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (lg != logits->data()) be.download(logits->data(), lg, logits->size());
   }
   if (topk) {  // the last row's k best logits, selected on the backend
+    recording.begin(c.n_layers + 1);
     norm(x.data() + (size_t)(n - 1) * H, w.final_norm, w.final_norm_b, xn.data(), 1);
     const DeviceBuffer& lg = ws.logits_block;  // [1, vocab]
     be.matmul_xwt(xn.data(), w.lm_head, lg.data(), 1, c.vocab_size, H);
@@ -588,7 +594,6 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
     if (!recording.end()) return unrecorded();
     be.topk_rows(lg.data(), 1, c.vocab_size, topk->k, topk->idx.data(), topk->val.data());
   }
-  if (!recording.end()) return unrecorded();
   be.synchronize();
   return true;
 }

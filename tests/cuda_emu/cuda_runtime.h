@@ -58,6 +58,8 @@ namespace emu {
 void run_or_record(const char* name, std::function<void()> body);
 struct GraphCounts { long instantiated = 0, updated = 0, update_refused = 0, launched = 0; };
 extern GraphCounts graph_counts;
+// Tests: when set to k > 0, the k-th cudaStreamEndCapture from now fails as an invalidated capture does.
+extern int fail_capture_countdown;
 }  // namespace emu
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode);
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph);

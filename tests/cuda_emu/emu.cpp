@@ -26,6 +26,7 @@ struct EmuGraphExec {
 namespace emu {
 
 GraphCounts graph_counts;
+int fail_capture_countdown = 0;
 namespace {
 EmuGraph* capture = nullptr;  // the graph being recorded, while a capture is open
 }  // namespace
@@ -180,6 +181,11 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
   *graph = emu::capture;
   emu::capture = nullptr;
+  if (*graph && emu::fail_capture_countdown > 0 && --emu::fail_capture_countdown == 0) {
+    delete *graph;
+    *graph = nullptr;
+    return cudaErrorStreamCaptureUnsupported;
+  }
   return *graph ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
