@@ -1160,9 +1160,8 @@ TEST_F(CudaParity, BundledBf16ModelKeeps16BitWeightsOnTheDevice) {
   EXPECT_EQ(hg, hc);
 }
 
-// An fp16 model (random weights written as F16): 16-bit on the device, forward and decode as the CPU path. Also an
-// fp32 file keeps 4 bytes a parameter.
-TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
+// A 2-layer GQA LLaMA of 4 heads (2 KV heads) of 32, hidden 128, for random weights.
+ModelConfig small_random_config(int max_positions) {
   ModelConfig c;
   c.vocab_size = 384;
   c.hidden = 128;
@@ -1171,9 +1170,16 @@ TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
   c.n_heads = 4;
   c.n_kv_heads = 2;
   c.d_head = 32;
-  c.max_positions = 256;
+  c.max_positions = max_positions;
   c.bos_id = 1;
   c.eos_id = 2;
+  return c;
+}
+
+// An fp16 model (random weights written as F16): 16-bit on the device, forward and decode as the CPU path. Also an
+// fp32 file keeps 4 bytes a parameter.
+TEST_F(CudaParity, RandomFp16ModelForwardAndDecode) {
+  const ModelConfig c = small_random_config(256);
   const std::vector<NamedTensor> tensors = random_model_tensors(c, 31);
   for (const char* dtype : {"F16", "F32"}) {
     SCOPED_TRACE(dtype);
@@ -1395,17 +1401,7 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
 // and the graph is made again; other steps update it in place. Self-scalable softmax changes the row scales at
 // every position, so each step records a host upload of them (a stale one would show in the logits).
 TEST_F(CudaParity, DecodeStepsReplayedAsGraphsMatchTheLaunches) {
-  ModelConfig c;
-  c.vocab_size = 384;
-  c.hidden = 128;
-  c.intermediate = 256;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_head = 32;
-  c.max_positions = 512;
-  c.bos_id = 1;
-  c.eos_id = 2;
+  const ModelConfig c = small_random_config(512);
   // fp16 weights: decode's products on the 16-bit matrix-vector kernel; fp32: on cuBLAS (TF32 in fast)
   for (const char* dtype : {"F16", "F32"}) {
     SCOPED_TRACE(dtype);

@@ -742,13 +742,12 @@ class CudaBackend final : public Backend {
     if (x8_.size() < need) x8_ = DeviceBuffer(*this, need);
     return x8_.data();
   }
-  // FOCAL_CUDA_GRAPHS=0 runs decode steps launch by launch (record_begin), for A/B timing.
-  static bool graphs_from_env() {
-    const char* e = std::getenv("FOCAL_CUDA_GRAPHS");
+  // An on/off switch in the environment, for A/B timing: unset, empty or 1 is on, 0 off; what each means, for the error.
+  static bool env_switch(const char* name, const char* on, const char* off) {
+    const char* e = std::getenv(name);
     if (!e || !*e || std::strcmp(e, "1") == 0) return true;
     if (std::strcmp(e, "0") == 0) return false;
-    throw Error(std::string("FOCAL_CUDA_GRAPHS=") + e +
-                ": expected 1 (decode steps replayed as CUDA graphs, the default) or 0 (launch by launch)");
+    throw Error(std::string(name) + "=" + e + ": expected 1 (" + on + ", the default) or 0 (" + off + ")");
   }
   // n floats of pinned host memory for a recorded upload: chunks in order, kept for the next recordings.
   float* arena_floats(size_t n) {
@@ -772,14 +771,6 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // FOCAL_CUDA_SPLIT_ATTN=0 keeps decode on the per-(row, head) kernel (attention_fused), for A/B timing.
-  static bool split_attn_from_env() {
-    const char* e = std::getenv("FOCAL_CUDA_SPLIT_ATTN");
-    if (!e || !*e || std::strcmp(e, "1") == 0) return true;
-    if (std::strcmp(e, "0") == 0) return false;
-    throw Error(std::string("FOCAL_CUDA_SPLIT_ATTN=") + e +
-                ": expected 1 (decode attention split over the keys, the default) or 0 (one block per row and head)");
-  }
   static int decode_x8_from_env() {
     const char* e = std::getenv("FOCAL_CUDA_DECODE_X8");
     if (!e || !*e || std::strcmp(e, "0") == 0) return 0;
@@ -952,7 +943,8 @@ class CudaBackend final : public Backend {
   };
   UploadSlot upload_slots_[kUploadSlots];
   int upload_next_ = 0;
-  bool graphs_ = graphs_from_env();        // FOCAL_CUDA_GRAPHS: decode steps recorded as CUDA graphs
+  // FOCAL_CUDA_GRAPHS=0: decode steps launch by launch (record_begin)
+  bool graphs_ = env_switch("FOCAL_CUDA_GRAPHS", "decode steps replayed as CUDA graphs", "launch by launch");
   bool recording_ = false;                 // a stream capture is open (record_begin .. record_end)
   int segment_ = 0;                        // the open recording's segment
   std::vector<cudaGraphExec_t> seg_exec_;  // [segment] its last recording, updated in place by the next
@@ -964,22 +956,24 @@ class CudaBackend final : public Backend {
   std::vector<ArenaChunk> arena_;                     // a recorded step's uploads, held until it has run
   struct {
     size_t chunk, used;
-  } arena_at_ = {0, 0};                      // the next free float: chunk, and floats used in it
-  static constexpr int kTcMinRows = 16;      // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                        // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                     // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                    // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer x8_;                          // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
-  int decode_x8_ = decode_x8_from_env();     // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
-  bool split_attn_ = split_attn_from_env();  // FOCAL_CUDA_SPLIT_ATTN: decode attention split over the keys
-  DeviceBuffer tc_state_;                    // fast mode: attention_tc's row states [n_heads, T, 3]
-  DeviceBuffer tc_stage_;                    // fast mode: attention_tc's fp16 K and V^T of the layer
-  DeviceBuffer split_scratch_;               // decode: attention_split's chunk states, partial outputs, logits
-  DeviceBuffer freq_;                        // [d_head / 2] rotary frequencies of the last rope_freqs
-  std::vector<float> freq_held_;             // the values freq_ holds (its one writer is rope_freqs)
-  DeviceBuffer topk_val_;                    // top-k values [rows, k] on the device
-  DeviceBuffer stats_;                       // next_token_rows: [rows][log-sum-exp, target value]
-  int32_t* topk_idx_ = nullptr;              // top-k indices [rows, k] on the device
+  } arena_at_ = {0, 0};                   // the next free float: chunk, and floats used in it
+  static constexpr int kTcMinRows = 16;   // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                     // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                  // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                 // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer x8_;                       // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
+  int decode_x8_ = decode_x8_from_env();  // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
+  // FOCAL_CUDA_SPLIT_ATTN=0: decode on the per-(row, head) kernel (attention_fused)
+  bool split_attn_ =
+      env_switch("FOCAL_CUDA_SPLIT_ATTN", "decode attention split over the keys", "one block per row and head");
+  DeviceBuffer tc_state_;         // fast mode: attention_tc's row states [n_heads, T, 3]
+  DeviceBuffer tc_stage_;         // fast mode: attention_tc's fp16 K and V^T of the layer
+  DeviceBuffer split_scratch_;    // decode: attention_split's chunk states, partial outputs, logits
+  DeviceBuffer freq_;             // [d_head / 2] rotary frequencies of the last rope_freqs
+  std::vector<float> freq_held_;  // the values freq_ holds (its one writer is rope_freqs)
+  DeviceBuffer topk_val_;         // top-k values [rows, k] on the device
+  DeviceBuffer stats_;            // next_token_rows: [rows][log-sum-exp, target value]
+  int32_t* topk_idx_ = nullptr;   // top-k indices [rows, k] on the device
   size_t topk_idx_n_ = 0;
   PinnedBuffer staging_;  // download staging
   // a host-held token table's gathered rows [n_tokens, hidden], widened; pageable: upload() copies it (through a
