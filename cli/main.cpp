@@ -336,8 +336,7 @@ int cmd_info(int argc, char** argv) {
               m->weight_bytes() / 1e6, m->n_params() ? (double)m->weight_bytes() / (double)m->n_params() : 0.0);
   if (m->decode_panels() > 0)
     std::printf(
-        "decode       %d matrices in panels of 16 rows for the AVX-512 VNNI kernel (--mmap keeps the file's "
-        "layout)\n",
+        "decode       %d matrices in panels of 16 rows for the decode kernel (--mmap keeps the file's layout)\n",
         m->decode_panels());
   return 0;
 }

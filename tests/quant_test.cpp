@@ -3,6 +3,7 @@
 // of each type, written by tests/gguf_writer.h with random blocks, loaded native and fp32 (the fp32-dequantised
 // reference of the same file): logits within 1e-4 relative, attention rows within 1e-5 absolute, the same
 // checksum, and about the stored bytes held instead of 4 per parameter.
+#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,19 +148,28 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
 
 // The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512 and
 // 544 columns (17 blocks). Unpacking gives back every row's stored bytes exactly, dequant_rows the same values as the
-// row-major matrix, and the products (the VNNI panel kernel for one row of x, else dequantised tiles through sgemm,
-// at every kernel level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the CPU has
-// no VNNI, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
+// row-major matrix, and the products (for one row of x the VNNI panel kernel, or at the AVX2 level Q4_0's and
+// Q4_1's AVX2 one, else dequantised tiles through sgemm, at every kernel level) are within 1e-5 of sum |w x| of the
+// double-precision product, as above. Where the level has no panel kernel for the type, panels_pay_off is false
+// (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
   std::mt19937 rng(12);
   const int64_t rows = 48;
   std::vector<int32_t> perm(rows);
   for (int64_t r = 0; r < rows; ++r) perm[r] = (int32_t)((r * 5) % rows);
   ops::set_quant_isa(ops::QuantIsa::kAvx512);  // all the CPU has, also where FOCAL_QUANT_ISA capped it (CI's avx2 tier)
-  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), (bool)__builtin_cpu_supports("avx512vnni"));
+  const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // F16C from CPUID: clang 14's __builtin_cpu_supports lacks "f16c"
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), vnni || avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), vnni);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_K, 48));
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // a lower kernel level packs nothing (its benchmarks stay its own)
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0 and Q4_1 have an AVX2 panel kernel, Q8_0 none
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
+  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ8_0, 48));
+  ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
   for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0}) {
@@ -183,7 +193,7 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
           ASSERT_EQ(deq[(size_t)(r * cols + c)], w.deq[(size_t)(perm[r] * cols + c)]) << r << ", " << c;
-      for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx512}) {
+      for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512}) {
         ops::set_quant_isa(isa);
         for (int m : {1, 2, 9})
           ASSERT_NO_FATAL_FAILURE(check_product(w, perm, pq, m, rng, "level " + std::to_string((int)isa)));
@@ -278,7 +288,7 @@ TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
       auto nat = Model::load(path, Device::kCpu, native_opt);
       EXPECT_EQ(nat->weights_mode(), WeightsMode::kNative);
       EXPECT_EQ(nat->weights_checksum(), ref->weights_checksum());  // panels hash as the file's own bytes
-      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1, Q8_0 where the CPU has AVX-512 VNNI
+      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1 (AVX2 or VNNI), Q8_0 (VNNI)
       EXPECT_EQ(nat->decode_panels(), panels ? 2 * 7 : 0) << "two layers of seven matrices re-laid out, or none";
       // Stored bytes instead of 4 per value: at most what the type takes per value plus the fp32 norms.
       const double per_value = (double)ggml_block_bytes(type) / ggml_block_elems(type);

@@ -403,6 +403,64 @@ FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w,
 template void b32_digit_rows_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void b32_digit_rows_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
+// ---- decode: panels of Q4_0 and Q4_1 (pack_panels), x in digits of group 32 ----
+// The layout panels_vnni reads (quant_avx512.cpp), half a panel (8 rows, one 32-bit lane each) at a time: chunk c of
+// a block holds values 8c..8c+3 of each row in its low nibbles and 8c+4..8c+7 in its high ones, so one vpmaddubsw
+// multiplies 8 rows by four broadcast digits of x, two values a 16-bit lane (at most 2 * 15 * 128 = 3840). The four
+// chunks' low and high products add up in int16 (at most 8 * 3840 = 30720, no overflow) and one vpmaddwd widens each
+// row's block sum per digit (< 2^16); digit 1 shifted by 8 plus digit 0 (< 2^24) and digit 2 become floats exactly
+// and meet as d2 65536 + (d1 256 + d0), rounded once, as in panels_vnni. No horizontal sums: each row's block sum
+// stays in its lane. Q4_0's -8 d and Q4_1's min come back through the block's sum of x.
+FOCAL_AVX2 inline __m256i bcast4(const int8_t* p) {  // four digits of x in every 32-bit lane
+  return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+}
+
+template <int T>
+FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  static_assert(T == kQ4_0 || T == kQ4_1, "Q4_0 and Q4_1 only (Q8_0's pairs would saturate vpmaddubsw)");
+  constexpr int kQo = panel_quant_offset(T);
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  const int64_t nb = w.cols / 32;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const size_t ahead = decode_prefetch_ahead(6144, false);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
+      const float s = xd.scale[(size_t)j], sum = xd.sum32[(size_t)j];
+      for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
+        __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
+        for (int c = 0; c < 4; ++c) {
+          const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + kQo + 64 * c + 32 * h));
+          const __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
+          const int64_t o = 32 * j + 8 * c;
+          for (int k = 0; k < 3; ++k)
+            t[k] = _mm256_add_epi16(t[k], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xk[k] + o)),
+                                                           _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 4))));
+        }
+        const __m256i d0 = _mm256_madd_epi16(t[0], ones), d1 = _mm256_madd_epi16(t[1], ones);
+        const __m256i d2 = _mm256_madd_epi16(t[2], ones);
+        const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d2), _mm256_set1_ps(65536.0f),
+                                         _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(d1, 8), d0)));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(s)), f, acc[h]);
+        if constexpr (T == kQ4_1) {
+          const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 32 + 16 * h)));
+          off[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(sum), off[h]);
+        } else {
+          off[h] = _mm256_fmadd_ps(d, _mm256_set1_ps(-8.0f * sum), off[h]);
+        }
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+template void panels_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
 // ---- the K formats, x in digits ----
 // Each 32-value unit's dot with the unsigned quants (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is
 // three exact integer products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale

@@ -162,15 +162,27 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
 
 namespace {
 
-bool panel_kernel_runs(const QMatrix& w, int m) {
-  return w.panels && m == 1 && g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx512 && cpu_has_avx512_vnni();
+bool vnni_level() { return g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx512 && cpu_has_avx512_vnni(); }
+
+// The kernel that reads `type`'s panels for one row of x at the current level: VNNI's, else AVX2's; null: none.
+PanelRowsFn panel_kernel(int type) {
+  const QTypeInfo* q = qtype_info(type);
+  if (!q) return nullptr;
+  if (q->panel_rows && vnni_level()) return q->panel_rows;
+  if (q->avx2_panel_rows && g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx2 && cpu_has_avx2())
+    return q->avx2_panel_rows;
+  return nullptr;
 }
+
+bool panel_kernel_runs(const QMatrix& w, int m) { return w.panels && m == 1 && panel_kernel(w.type); }
 
 // ys[i] = ws[i] x for n panel matrices of the same cols: x split once, the panels of all of them in one parallel
 // region (one fork and join for Q, K and V).
 void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, int n) {
   thread_local digits::XDigits xd;
-  digits::split(x, ws[0]->cols, 32, digits::Order::kNatural, true, &xd);
+  digits::split(x, ws[0]->cols, 32, digits::Order::kNatural, vnni_level(), &xd);
+  PanelRowsFn fn[3] = {nullptr, nullptr, nullptr};
+  for (int i = 0; i < n; ++i) fn[i] = panel_kernel(ws[i]->type);
   const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
   int64_t first[4] = {0, 0, 0, 0};   // first global panel of each matrix (n <= 3)
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + ws[i]->rows / kPanelRows;
@@ -179,7 +191,7 @@ void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, i
   for (int64_t g = 0; g < total; ++g) {
     int i = 0;
     while (g >= first[i + 1]) ++i;
-    qtype_info(ws[i]->type)->panel_rows(*xdp, *ws[i], ys[i], g - first[i], g - first[i] + 1);
+    fn[i](*xdp, *ws[i], ys[i], g - first[i], g - first[i] + 1);
   }
 }
 
@@ -296,10 +308,8 @@ size_t decode_prefetch_ahead(size_t resident, bool k_formats) {
   return k_formats && zen5 ? 8192 : 2048;
 }
 
-bool panels_pay_off(int type, int64_t rows) {  // the kernel exists and FOCAL_QUANT_ISA / set_quant_isa allow it
-  const QTypeInfo* q = qtype_info(type);
-  return q && q->panel_rows && rows > 0 && rows % kPanelRows == 0 &&
-         g_isa.load(std::memory_order_relaxed) >= QuantIsa::kAvx512 && cpu_has_avx512_vnni();
+bool panels_pay_off(int type, int64_t rows) {  // a kernel exists and FOCAL_QUANT_ISA / set_quant_isa allow it
+  return rows > 0 && rows % kPanelRows == 0 && panel_kernel(type) != nullptr;
 }
 
 }  // namespace focal::ops

@@ -27,32 +27,35 @@ using digits::Order;
 constexpr QTypeInfo kQTypes[] = {
     // type  values bytes                has_min nonfinite_at inf_exp dequant
     //   avx2_rows           avx2_digit_rows       vnni_rows              digit_group, _order  panel_rows
+    //   avx2_panel_rows
     {kQF32,  1,   4,                     false, {-1, -1},  0,       &dequant_f32,
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQF16,  1,   2,                     false, {0, -1},   0x7C00u, &dequant_f16,
-     &avx2_rows<kQF16>,  nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     &avx2_rows<kQF16>,  nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQBF16, 1,   2,                     false, {0, -1},   0x7F80u, &dequant_bf16,
-     &avx2_rows<kQBF16>, nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     &avx2_rows<kQBF16>, nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQ4_0,  32,  2 + 16,                false, {0, -1},   0x7C00u, &dequant_q4_0,  // d, qs
-     &avx2_rows<kQ4_0>,  &b32_digit_rows_avx2<kQ4_0>, &b32_rows_vnni<kQ4_0>, 64, Order::kNibblePairs, &panels_vnni<kQ4_0>},
+     &avx2_rows<kQ4_0>,  &b32_digit_rows_avx2<kQ4_0>, &b32_rows_vnni<kQ4_0>, 64, Order::kNibblePairs, &panels_vnni<kQ4_0>,
+     &panels_avx2<kQ4_0>},
     {kQ4_1,  32,  2 + 2 + 16,            true,  {0, 2},    0x7C00u, &dequant_q4_1,  // d, m, qs
-     &avx2_rows<kQ4_1>,  &b32_digit_rows_avx2<kQ4_1>, &b32_rows_vnni<kQ4_1>, 64, Order::kNibblePairs, &panels_vnni<kQ4_1>},
+     &avx2_rows<kQ4_1>,  &b32_digit_rows_avx2<kQ4_1>, &b32_rows_vnni<kQ4_1>, 64, Order::kNibblePairs, &panels_vnni<kQ4_1>,
+     &panels_avx2<kQ4_1>},
     {kQ5_0,  32,  2 + 4 + 16,            false, {0, -1},   0x7C00u, &dequant_q5_0,  // d, qh, qs
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQ5_1,  32,  2 + 2 + 4 + 16,        true,  {0, 2},    0x7C00u, &dequant_q5_1,  // d, m, qh, qs
-     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr},
+     nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQ8_0,  32,  2 + 32,                false, {0, -1},   0x7C00u, &dequant_q8_0,  // d, qs
-     &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>},
+     &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>, nullptr},
     {kQ2_K,  256, kernel_block_bytes(kQ2_K), true,  {80, 82},  0x7C00u, &dequant_q2_k,  // scales, qs, d, dmin
-     nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, nullptr, nullptr},
     {kQ3_K,  256, kernel_block_bytes(kQ3_K), false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
-     nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, nullptr, nullptr},
     {kQ4_K,  256, 2 + 2 + 12 + 128,      true,  {0, 2},    0x7C00u, &dequant_q4_k,  // d, dmin, scales, qs
-     &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, nullptr},
+     &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, nullptr, nullptr},
     {kQ5_K,  256, 2 + 2 + 12 + 32 + 128, true,  {0, 2},    0x7C00u, &dequant_q5_k,  // d, dmin, scales, qh, qs
-     nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, nullptr, nullptr},
     {kQ6_K,  256, 128 + 64 + 16 + 2,     false, {208, -1}, 0x7C00u, &dequant_q6_k,  // ql, qh, scales (int8), d
-     &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, nullptr},
+     &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, nullptr, nullptr},
 };
 // clang-format on
 

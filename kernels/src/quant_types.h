@@ -69,7 +69,8 @@ struct QTypeInfo {
   DigitRowsFn vnni_rows;
   int digit_group;
   digits::Order digit_order;
-  PanelRowsFn panel_rows;  // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
+  PanelRowsFn panel_rows;       // AVX-512 VNNI over the panel layout (pack_panels); null: the type has no panel layout
+  PanelRowsFn avx2_panel_rows;  // AVX2 over the same layout; null: none (panels are then packed only with VNNI)
 };
 
 // The row of `type`; null for a type the kernels do not know.
@@ -89,6 +90,9 @@ FOCAL_AVX2 void b32_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w,
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 
+// Q4_0 and Q4_1 over the panel layout with x in digits of group 32, natural order (the digits panels_vnni reads).
+template <int T>
+FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
 FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd);
 
