@@ -259,7 +259,7 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
   return r;
 }
 
-const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: avx512-vnni for m = 1, else sgemm)
+const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: panel_kernel for m = 1, else sgemm)
   const QTypeInfo* q = qtype_info(type);
   if (!q) return "generic";
   const Kernels k = kernels_for(*q, m, g_isa.load());
