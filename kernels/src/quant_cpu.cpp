@@ -144,16 +144,8 @@ void dequant_blocks(int type, const uint8_t* src, float* dst, int64_t n) {
 void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
   const bool par = nr * w.cols >= (1 << 16);
   const DequantFn dequant = qtype_info(w.type)->dequant;
-  if (w.panels) {  // each row back in its stored block format first (a thread's buffer), then as stored
-#pragma omp parallel if (par)
-    {
-      std::vector<uint8_t> row(w.row_bytes);
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < nr; ++r) {
-        unpack_panel_row(w, r0 + r, row.data());
-        dequant(row.data(), dst + (size_t)r * w.cols, w.cols);
-      }
-    }
+  if (w.panels) {  // straight from the panels (quant_panels.cpp)
+    dequant_panel_rows(w, r0, nr, dst);
     return;
   }
 #pragma omp parallel for schedule(static) if (par)

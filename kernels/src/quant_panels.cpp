@@ -1,11 +1,13 @@
-// The panel layout of Q4_0, Q4_1 and Q8_0 for decode (quant.h: pack_panels): packing, and unpacking a row back to
-// the stored block format. The kernel that reads it: quant_avx512.cpp (panels_vnni).
+// The panel layout of Q4_0, Q4_1 and Q8_0 for decode (quant.h: pack_panels): packing, unpacking a row back to the
+// stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The kernels that read
+// it for decode: quant_avx512.cpp (panels_vnni), quant_avx2.cpp (panels_avx2).
 #include <omp.h>
 
 #include <cstring>
 
 #include "focal_kernels/quant.h"
 #include "quant_types.h"
+#include "target_isa.h"
 
 namespace focal::ops {
 
@@ -80,6 +82,70 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
         const uint8_t lo = P[quant_byte(t, l, k, &hl)], hi = P[quant_byte(t, l, k + 16, &hh)];
         q[k] = (uint8_t)(((hl ? lo >> 4 : lo) & 15) | (((hh ? hi >> 4 : hi) & 15) << 4));
       }
+    }
+  }
+}
+
+namespace {
+
+// dst[cols] = row l of panel P's blocks, the arithmetic of qblocks::dequant_sub32 on the same values.
+template <int T>
+inline void dequant_panel_row(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr int kQo = panel_quant_offset(T);
+  const size_t pbb = panel_block_bytes(T);
+  for (int64_t j = 0; j < nb; ++j, P += pbb, dst += 32) {
+    const float d = qblocks::f16_at(P + 2 * l);
+    if constexpr (T == kQ8_0) {
+      for (int c = 0; c < 8; ++c) {
+        const uint8_t* q = P + kQo + 64 * c + 4 * l;  // values 4c .. 4c + 3, stored + 128
+        for (int i = 0; i < 4; ++i) dst[4 * c + i] = (int8_t)(q[i] ^ 0x80) * d;
+      }
+    } else {
+      const float m = T == kQ4_1 ? qblocks::f16_at(P + 32 + 2 * l) : 0.0f;
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t* q = P + kQo + 64 * c + 4 * l;  // values 8c .. 8c + 3 low, 8c + 4 .. 8c + 7 high
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (T == kQ4_1) {
+            dst[8 * c + i] = (q[i] & 0xF) * d + m;
+            dst[8 * c + 4 + i] = (q[i] >> 4) * d + m;
+          } else {
+            dst[8 * c + i] = ((q[i] & 0xF) - 8) * d;
+            dst[8 * c + 4 + i] = ((q[i] >> 4) - 8) * d;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Each compiled for the baseline, AVX2 and x86-64-v4 (target_clones takes no templates).
+FOCAL_TARGET_CLONES void panel_row_q4_0(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row<kQ4_0>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q4_1(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row<kQ4_1>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q8_0(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row<kQ8_0>(P, l, nb, y);
+}
+
+}  // namespace
+
+void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
+  const int64_t nb = w.cols / 32;
+  const size_t pbb = panel_block_bytes(w.type);
+  const bool par = nr * w.cols >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t i = 0; i < nr; ++i) {
+    const int64_t r = r0 + i;
+    const uint8_t* P = w.data + (size_t)(r / kPanelRows * nb) * pbb;
+    const int l = (int)(r % kPanelRows);
+    float* y = dst + (size_t)i * w.cols;
+    switch (w.type) {
+      case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
+      case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
+      case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
+      default: break;
     }
   }
 }

@@ -112,6 +112,9 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, d
 // A panel block (quant.h: pack_panels): kPanelRows rows' block j as [scales][mins (Q4_1)][quants]; where the quants
 // start.
 constexpr int panel_quant_offset(int type) { return type == kQ4_1 ? 64 : 32; }
+// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0), dequantised from the panels as
+// dequant_rows would from the rows as stored (quant_panels.cpp).
+void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 
 // ---- quant_cpu.cpp ----
 // The decode kernels' prefetch distance in bytes: `resident` while the held weights fit the last-level cache; past it
