@@ -76,8 +76,8 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
 // w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
-// so prefill stays GEMM-bound. Panel matrices: the panel kernel for one row of x (AVX-512 VNNI), else the sgemm path.
-// Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1), else
+// sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 // ys[i][m, ws[i]->rows] = x[m, cols] . ws[i]^T for n matrices of the same cols sharing x (Q, K, V; gate, up). One
