@@ -37,7 +37,7 @@ smol="$(scripts/fetch-smollm2.sh)"
 mkdir -p "$cache/big" out/bench
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
 bf16="$cache/big/llama3-8b-shape-bf16"
-[ -n "$only_mixes" ] || [ -f "$big" ] || build/bench/make_big_model --gguf "$big"
+[ -n "$only_mixes" ] || [ -f "$big" ] || { build/bench/make_big_model --gguf "$big"; sync; }  # sync: run_isa.sh
 export OMP_NUM_THREADS=$threads
 rss() {  # peak RSS in MiB and wall seconds of a command
   /usr/bin/time -f "%M %e" -o out/bench/time.txt "$@" >/dev/null 2>out/bench/err.txt || { cat out/bench/err.txt; return 1; }
@@ -82,7 +82,8 @@ echo -n "-- focal capture T=2048, metrics all heads + rows of layer 16: "
 rss build/cli/focal capture "$big" --prompt-file out/bench/prompt-2048.txt --layers 16 --budget 7G -o out/bench/big-q4k.h5
 build/cli/focal inspect out/bench/big-q4k.h5 | head -1 || true
 if [ -z "$skip_bf16" ]; then
-  [ -f "$bf16/model.safetensors" ] || build/bench/make_big_model --bf16 "$bf16" --tokenizer assets/models/tokenizer.model
+  [ -f "$bf16/model.safetensors" ] ||
+    { build/bench/make_big_model --bf16 "$bf16" --tokenizer assets/models/tokenizer.model; sync; }
   echo "== Llama-3-8B shape, bf16 safetensors ($bf16, $(du -sh "$bf16" | cut -f1))"
   echo "-- focalscope native (open) --"; build/bench/weights_bench "$bf16" --prefill 0 --decode 0 --reps 1
   /usr/bin/python3 -c "print(' The cat sat on the mat.' * 290)" > out/bench/prompt-bf16.txt
@@ -94,7 +95,7 @@ fi
 if [ -n "$mixes" ]; then
   for mix in q4_k_m q5_k_m q8_0; do
     f="$cache/big/llama3-8b-shape-$mix.gguf"
-    [ -f "$f" ] || build/bench/make_big_model --gguf "$f" --mix "$mix"
+    [ -f "$f" ] || { build/bench/make_big_model --gguf "$f" --mix "$mix"; sync; }
     echo "== Llama-3-8B shape, $mix mix ($f, $(du -h "$f" | cut -f1))"
     for round in 1 2; do
       echo "-- decode round $round: focalscope native (held in memory), then llama-bench --"
