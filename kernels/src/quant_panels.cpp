@@ -88,30 +88,24 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
 
 namespace {
 
-// dst[cols] = row l of panel P's blocks, the arithmetic of qblocks::dequant_sub32 on the same values.
+// dst[cols] = row l of panel P's blocks, each value through qblocks::b32_value (dequant_sub32's formula).
 template <int T>
 inline void dequant_panel_row(const uint8_t* P, int l, int64_t nb, float* dst) {
   constexpr int kQo = panel_quant_offset(T);
   const size_t pbb = panel_block_bytes(T);
   for (int64_t j = 0; j < nb; ++j, P += pbb, dst += 32) {
-    const float d = qblocks::f16_at(P + 2 * l);
+    const float d = qblocks::f16_at(P + 2 * l), m = T == kQ4_1 ? qblocks::f16_at(P + 32 + 2 * l) : 0.0f;
     if constexpr (T == kQ8_0) {
       for (int c = 0; c < 8; ++c) {
         const uint8_t* q = P + kQo + 64 * c + 4 * l;  // values 4c .. 4c + 3, stored + 128
-        for (int i = 0; i < 4; ++i) dst[4 * c + i] = (int8_t)(q[i] ^ 0x80) * d;
+        for (int i = 0; i < 4; ++i) dst[4 * c + i] = qblocks::b32_value(T, (int8_t)(q[i] ^ 0x80), d, m);
       }
     } else {
-      const float m = T == kQ4_1 ? qblocks::f16_at(P + 32 + 2 * l) : 0.0f;
       for (int c = 0; c < 4; ++c) {
         const uint8_t* q = P + kQo + 64 * c + 4 * l;  // values 8c .. 8c + 3 low, 8c + 4 .. 8c + 7 high
         for (int i = 0; i < 4; ++i) {
-          if constexpr (T == kQ4_1) {
-            dst[8 * c + i] = (q[i] & 0xF) * d + m;
-            dst[8 * c + 4 + i] = (q[i] >> 4) * d + m;
-          } else {
-            dst[8 * c + i] = ((q[i] & 0xF) - 8) * d;
-            dst[8 * c + 4 + i] = ((q[i] >> 4) - 8) * d;
-          }
+          dst[8 * c + i] = qblocks::b32_value(T, q[i] & 0xF, d, m);
+          dst[8 * c + 4 + i] = qblocks::b32_value(T, q[i] >> 4, d, m);
         }
       }
     }

@@ -84,30 +84,29 @@ FOCAL_HD void load32_aligned(const uint8_t* p, uint8_t* out) {
 #endif
 }
 
+// One value of a 32-value format's block from its stored quant q (Q4_0 / Q4_1: the nibble 0..15; Q8_0: the int8)
+// and the block's d (and Q4_1's m). Exact: an fp16 scale times an integer of at most 8 bits.
+FOCAL_HD float b32_value(int type, int q, float d, float m) {
+  return type == kQ4_0 ? (q - 8) * d : type == kQ4_1 ? q * d + m : q * d;
+}
+
 // y[32] = values 32 sub .. 32 sub + 31 of the block at b (sub = 0 for the 32-value formats, 0..7 for the K formats).
 FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
   switch (type) {
-    case kQ4_0: {
-      const float d = f16_at(b);
-      const uint8_t* qs = b + 2;
-      for (int j = 0; j < 16; ++j) {
-        y[j] = ((qs[j] & 0xF) - 8) * d;
-        y[j + 16] = ((qs[j] >> 4) - 8) * d;
-      }
-      break;
-    }
+    case kQ4_0:
     case kQ4_1: {
-      const float d = f16_at(b), m = f16_at(b + 2);
-      const uint8_t* qs = b + 4;
+      const bool q41 = type == kQ4_1;
+      const float d = f16_at(b), m = q41 ? f16_at(b + 2) : 0.0f;
+      const uint8_t* qs = b + (q41 ? 4 : 2);
       for (int j = 0; j < 16; ++j) {
-        y[j] = (qs[j] & 0xF) * d + m;
-        y[j + 16] = (qs[j] >> 4) * d + m;
+        y[j] = b32_value(type, qs[j] & 0xF, d, m);
+        y[j + 16] = b32_value(type, qs[j] >> 4, d, m);
       }
       break;
     }
     case kQ8_0: {
       const float d = f16_at(b);
-      for (int j = 0; j < 32; ++j) y[j] = (int8_t)b[2 + j] * d;
+      for (int j = 0; j < 32; ++j) y[j] = b32_value(type, (int8_t)b[2 + j], d, 0.0f);
       break;
     }
     case kQ4_K:
