@@ -29,7 +29,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 const char* kUsage =
     "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
-    "                          [--resident ROWS]\n"
+    "                          [--resident ROWS] [--rows-as-stored]\n"
     "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
     "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
     "weights for both and their ratio, and the tokens/s those rates would give for the 32-layer model's matrices\n"
@@ -37,6 +37,8 @@ const char* kUsage =
     "--mmap FILE: the weights are written to FILE and read through a read-only memory map of it, as a GGUF is.\n"
     "--resident ROWS: instead, one ROWS x 4096 matrix multiplied over and over (256 rows: 0.6 MB as Q4_K, held in a\n"
     "  core's L2): the kernel's compute rate, without memory's.\n"
+    "--rows-as-stored: keep the matrices in the file's row layout; by default they are re-laid out in panels as a\n"
+    "  model held in memory is (ops::pack_panels), where the type and the kernel level have a panel kernel.\n"
     "Threads: OMP_NUM_THREADS; FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel.\n";
 
 struct Shape {
@@ -80,6 +82,7 @@ uint64_t read_all(const uint8_t* p, size_t n) {
 
 int main(int argc, char** argv) {
   int layers = 8, reps = 5, type = ops::kQ4_K, resident = 0;
+  bool rows_as_stored = false;
   std::string map_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -106,6 +109,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k\n", t.c_str());
         return 2;
       }
+    } else if (a == "--rows-as-stored") {
+      rows_as_stored = true;
     } else if (a == "--mmap" && i + 1 < argc) {
       map_path = argv[++i];
     } else {
@@ -117,6 +122,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quant_matvec_bench: --resident and --mmap exclude each other\n");
     return 2;
   }
+  if (!map_path.empty())
+    rows_as_stored = true;  // a mapped file is read as stored (the CPU backend packs only held
+                            // weights)
   if (const char* isa = std::getenv("FOCAL_QUANT_ISA")) {  // the kernels read it themselves; a typo is refused here
     const std::string s = isa;
     if (s != "generic" && s != "avx2" && s != "avx512") {
@@ -145,6 +153,13 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> w(bytes);
     fill_blocks(type, w.data(), m.rows * (m.cols / 256), 1);
     m.data = w.data();
+    std::vector<uint8_t> packed;
+    if (!rows_as_stored && ops::panels_pay_off(type, m.rows)) {
+      packed.resize(bytes);
+      ops::pack_panels(m, packed.data());
+      m.data = packed.data();
+      m.panels = true;
+    }
     ops::note_held_weight_bytes((int64_t)bytes);  // a model that fits the cache: the resident prefetch distance
     const int inner = (int)std::max<size_t>(1, ((size_t)200 << 20) / bytes);
     double best = 1e30;
@@ -153,8 +168,9 @@ int main(int argc, char** argv) {
       for (int i = 0; i < inner; ++i) ops::matmul_xwt_q(x.data(), m, y.data(), 1);
       best = std::min(best, now() - t0);
     }
-    std::printf("quant_matvec_bench: one %d x 4096 matrix as %s (%.2f MB, resident), %d threads, kernel %s\n", resident,
-                name, bytes / 1e6, omp_get_max_threads(), ops::qtype_kernel(type, 1));
+    std::printf("quant_matvec_bench: one %d x 4096 matrix as %s (%.2f MB, resident), %d threads, kernel %s%s\n",
+                resident, name, bytes / 1e6, omp_get_max_threads(), ops::qtype_kernel(type, 1),
+                m.panels ? " (panels)" : "");
     std::printf("kernel   %6.2f GB/s of weights   (checksum %g)\n", bytes * (double)inner / best / 1e9, (double)y[0]);
     return 0;
   }
@@ -204,10 +220,26 @@ int main(int argc, char** argv) {
     std::free(buf);
     buf = mapped;
   }
+  bool panels = false;
+  if (!rows_as_stored && ops::panels_pay_off(type, 1024)) {  // every shape's rows are a multiple of 16
+    auto* packed = static_cast<uint8_t*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
+    if (!packed) {
+      std::fprintf(stderr, "quant_matvec_bench: cannot allocate %.2f GB for the panels\n", total / 1e9);
+      return 1;
+    }
+    for (ops::QMatrix& m : mats) {
+      ops::pack_panels(m, packed + (m.data - buf));
+      m.data = packed + (m.data - buf);
+      m.panels = true;
+    }
+    std::free(buf);
+    buf = packed;
+    panels = true;
+  }
   // Held as the CPU backend holds a model's matrices: the decode kernels' prefetch distance follows (quant.h).
   ops::note_held_weight_bytes((int64_t)total);
-  std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as %s, %.3f GB, %d threads, kernel %s\n", layers,
-              name, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(type, 1));
+  std::printf("quant_matvec_bench: %d layers of Llama-3-8B's matrices as %s, %.3f GB, %d threads, kernel %s%s\n",
+              layers, name, total / 1e9, omp_get_max_threads(), ops::qtype_kernel(type, 1), panels ? " (panels)" : "");
   double best_k = 1e30, best_r = 1e30;
   uint64_t sink = 0;
   for (int r = 0; r < reps; ++r) {  // the two alternate, so drift on a shared machine hits both alike

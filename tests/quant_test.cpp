@@ -146,11 +146,11 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
   }
 }
 
-// The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512 and
-// 544 columns (17 blocks). Unpacking gives back every row's stored bytes exactly, dequant_rows the same values as the
-// row-major matrix, and the products (for one row of x the VNNI panel kernel, or at the AVX2 level Q4_0's and
-// Q4_1's AVX2 one, else dequantised tiles through sgemm, at every kernel level) are within 1e-5 of sum |w x| of the
-// double-precision product, as above. Where the level has no panel kernel for the type, panels_pay_off is false
+// The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512, 544
+// (17 blocks of 32) and 768 columns (3 blocks of 256). Unpacking gives back every row's stored bytes exactly,
+// dequant_rows the same values as the row-major matrix, and the products (for one row of x the VNNI panel kernel, or
+// at the AVX2 level the AVX2 one of Q4_0, Q4_1 and Q4_K, else dequantised tiles through sgemm, at every kernel level)
+// are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel kernel for the type, panels_pay_off is false
 // (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
   std::mt19937 rng(12);
@@ -165,15 +165,18 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), vnni);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
-  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_K, 48));
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0 and Q4_1 have an AVX2 panel kernel, Q8_0 none
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), vnni || avx2);
+  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ6_K, 48));
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1 and Q4_K have an AVX2 panel kernel, Q8_0 none
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), avx2);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ8_0, 48));
   ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0}) {
-    for (int64_t cols : {512, 544}) {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+    for (int64_t cols : {512, 544, 768}) {
+      if (cols % ggml_block_elems(type) != 0) continue;
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));
       Matrix w = random_matrix(type, rows, cols, rng);
       w.q.row_map = perm.data();
@@ -376,8 +379,9 @@ TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
 }
 
 // Native GGUF weights on the CPU are read into process memory at load (LoadOptions::map_weights false, the default):
-// the same logits, bit for bit, as the mapped file (the same kernels on the same bytes, shapes and threads), and
-// they stay what was loaded when the file is rewritten afterwards — which the mapped model, reading through the page
+// the logits of the mapped file within 1e-4 of the largest |logit| (issue 14's bound; held Q4_K decodes through the
+// panel kernel, the map through the row kernel: the same products summed in another order), and they stay what was
+// loaded, bit for bit, when the file is rewritten afterwards — which the mapped model, reading through the page
 // cache, does not (the check that the two differ).
 TEST_F(NativeWeightsTest, HeldInMemoryMatchesTheMapAndOutlivesTheFile) {
   test::TinyLlamaDims d;
@@ -416,7 +420,11 @@ TEST_F(NativeWeightsTest, HeldInMemoryMatchesTheMapAndOutlivesTheFile) {
   };
   const std::vector<float> before_held = logits_of(*held), before_mapped = logits_of(*mapped);
   ASSERT_EQ(before_held.size(), before_mapped.size());
-  EXPECT_EQ(std::memcmp(before_held.data(), before_mapped.data(), before_held.size() * sizeof(float)), 0);
+  float largest = 0.0f;
+  for (float v : before_mapped) largest = std::max(largest, std::fabs(v));
+  ASSERT_GT(largest, 0.0f);
+  for (size_t i = 0; i < before_held.size(); ++i)
+    ASSERT_NEAR(before_held[i], before_mapped[i], 1e-4f * largest) << "logit " << i;
 
   // The file's last quarter (tensor data: the last layers' matrices) rewritten in place, same size.
   std::string changed = bytes;

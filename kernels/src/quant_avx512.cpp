@@ -339,4 +339,63 @@ template void panels_vnni<kQ4_0>(const digits::XDigits&, const QMatrix&, float*,
 template void panels_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void panels_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
+// Q4_K's panels (K4Panel), 16 rows a zmm, x in digits of group 256: each chunk's low and high nibbles are multiplied
+// by four broadcast digits each (vpdpbusd) into per-sub-block int32 sums (at most 32 * 15 * 128); each sub-block's
+// sum is weighted by the rows' 6-bit scales in fp32 (exact: < 2^22) and the digits meet once a block as in
+// panels_vnni. The mins come back through the fp32 sums of x over each 32 values, -dmin mn S. Against the row kernel
+// (kquant_rows_vnni) the same vpdpbusd count and about half the other instructions: the rows share each broadcast of
+// x, each scale and each conversion, and no row needs a horizontal sum.
+FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ4_K);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03);
+  const __m512i byte0 = _mm512_set1_epi32(0xFF);
+  const size_t ahead = decode_prefetch_ahead(6144, false);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
+      const __m512i w0 = _mm512_loadu_si512(P + K4Panel::kScales), w1 = _mm512_loadu_si512(P + K4Panel::kScales + 64);
+      const __m512i w2 = _mm512_loadu_si512(P + K4Panel::kScales + 128);
+      // byte s % 4 of each lane: sub-block s's scale (sc) and min (mn), s < 4 in the first, s >= 4 in the second
+      const __m512i sc[2] = {_mm512_and_si512(w0, m6),
+                             _mm512_or_si512(_mm512_and_si512(w2, m4),
+                                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), m2), 4))};
+      const __m512i mn[2] = {_mm512_and_si512(w1, m6),
+                             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), m4),
+                                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), m2), 4))};
+      const float* sum32 = xd.sum32.data() + 8 * j;
+      __m512 a[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      __m512 mins = _mm512_setzero_ps();
+      for (int s = 0; s < 8; ++s) {
+        __m512i t[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+        const uint8_t* Q = P + K4Panel::kQuants + 256 * s;
+        for (int c = 0; c < 4; ++c) {
+          const __m512i L = _mm512_loadu_si512(Q + 64 * c);
+          const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+          const int64_t o = 256 * j + 32 * s + 8 * c;
+          for (int k = 0; k < 3; ++k) {
+            t[k] = _mm512_dpbusd_epi32(t[k], lo, bcast(xk[k] + o));
+            t[k] = _mm512_dpbusd_epi32(t[k], hi, bcast(xk[k] + o + 4));
+          }
+        }
+        const int sh = 8 * (s % 4);
+        const __m512 scf = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], sh), byte0));
+        for (int k = 0; k < 3; ++k) a[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[k]), scf, a[k]);
+        const __m512 mnf = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(mn[s / 4], sh), byte0));
+        mins = _mm512_fmadd_ps(mnf, _mm512_set1_ps(sum32[s]), mins);
+      }
+      const __m512 f =
+          _mm512_fmadd_ps(a[2], _mm512_set1_ps(65536.0f), _mm512_fmadd_ps(a[1], _mm512_set1_ps(256.0f), a[0]));
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kD)));
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kDmin)));
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xd.scale[(size_t)j])), f, acc);
+      off = _mm512_fnmadd_ps(dmin, mins, off);
+    }
+    _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, off));
+  }
+}
+
 }  // namespace focal::ops

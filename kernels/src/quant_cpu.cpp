@@ -168,11 +168,11 @@ PanelRowsFn panel_kernel(int type) {
 
 bool panel_kernel_runs(const QMatrix& w, int m) { return w.panels && m == 1 && panel_kernel(w.type); }
 
-// ys[i] = ws[i] x for n panel matrices of the same cols: x split once, the panels of all of them in one parallel
+// ys[i] = ws[i] x for n panel matrices of the same cols and block size: x split once, the panels of all of them in one parallel
 // region (one fork and join for Q, K and V).
 void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, int n) {
   thread_local digits::XDigits xd;
-  digits::split(x, ws[0]->cols, 32, digits::Order::kNatural, vnni_level(), &xd);
+  digits::split(x, ws[0]->cols, qtype_info(ws[0]->type)->block_values, digits::Order::kNatural, vnni_level(), &xd);
   PanelRowsFn fn[3] = {nullptr, nullptr, nullptr};
   for (int i = 0; i < n; ++i) fn[i] = panel_kernel(ws[i]->type);
   const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
@@ -217,7 +217,9 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
 
 void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const* ys, int n, int m) {
   bool together = n >= 1 && n <= 3;
-  for (int i = 0; i < n && together; ++i) together = panel_kernel_runs(*ws[i], m) && ws[i]->cols == ws[0]->cols;
+  for (int i = 0; i < n && together; ++i)
+    together = panel_kernel_runs(*ws[i], m) && ws[i]->cols == ws[0]->cols &&
+               qtype_info(ws[i]->type)->block_values == qtype_info(ws[0]->type)->block_values;
   if (together) {
     panel_matvecs(x, ws, ys, n);
     return;

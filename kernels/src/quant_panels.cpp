@@ -1,6 +1,6 @@
-// The panel layout of Q4_0, Q4_1 and Q8_0 for decode (quant.h: pack_panels): packing, unpacking a row back to the
-// stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The kernels that read
-// it for decode: quant_avx512.cpp (panels_vnni), quant_avx2.cpp (panels_avx2).
+// The panel layout of Q4_0, Q4_1, Q8_0 and Q4_K for decode (quant.h: pack_panels): packing, unpacking a row back to
+// the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The kernels that
+// read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni), quant_avx2.cpp (panels_avx2, panels_k4_avx2).
 #include <omp.h>
 
 #include <cstring>
@@ -14,6 +14,43 @@ namespace focal::ops {
 namespace {
 
 size_t panel_block_bytes(int t) { return (size_t)kPanelRows * (size_t)qtype_block_bytes(t); }
+int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t); }
+
+// Q4_K (quant_types.h: K4Panel): the byte of lane l that holds value v (0..31) of sub-block s, and whether v sits in
+// its high nibble.
+inline size_t k4_quant_byte(int l, int s, int v, bool* high) {
+  *high = v % 8 >= 4;
+  return (size_t)(K4Panel::kQuants + 256 * s + 64 * (v / 8) + 4 * l + v % 4);
+}
+// Value v of sub-block s of a stored Q4_K block's quants qs[128]: pair s / 2's 32 bytes, low nibbles for even s.
+inline int k4_nibble(const uint8_t* qs, int s, int v) { return (qs[32 * (s / 2) + v] >> (4 * (s & 1))) & 15; }
+
+// Row l's Q4_K block b (stored) into panel block P, and back.
+void pack_k4(const uint8_t* b, int l, uint8_t* P) {
+  std::memcpy(P + K4Panel::kD + 2 * l, b, 2);
+  std::memcpy(P + K4Panel::kDmin + 2 * l, b + 2, 2);
+  for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + 4 + 4 * w, 4);
+  for (int s = 0; s < 8; ++s)
+    for (int v = 0; v < 32; ++v) {
+      bool high;
+      uint8_t& at = P[k4_quant_byte(l, s, v, &high)];
+      const int q = k4_nibble(b + 16, s, v);
+      at = high ? (uint8_t)((at & 0x0F) | (q << 4)) : (uint8_t)((at & 0xF0) | q);
+    }
+}
+void unpack_k4(const uint8_t* P, int l, uint8_t* b) {
+  std::memcpy(b, P + K4Panel::kD + 2 * l, 2);
+  std::memcpy(b + 2, P + K4Panel::kDmin + 2 * l, 2);
+  for (int w = 0; w < 3; ++w) std::memcpy(b + 4 + 4 * w, P + K4Panel::kScales + 64 * w + 4 * l, 4);
+  uint8_t* qs = b + 16;
+  std::memset(qs, 0, 128);
+  for (int s = 0; s < 8; ++s)
+    for (int v = 0; v < 32; ++v) {
+      bool high;
+      const uint8_t at = P[k4_quant_byte(l, s, v, &high)];
+      qs[32 * (s / 2) + v] |= (uint8_t)((((high ? at >> 4 : at) & 15)) << (4 * (s & 1)));
+    }
+}
 
 // Byte of lane l (row l of the panel) that holds value k of the block, and, for the 4-bit formats, whether k sits
 // in its high nibble.
@@ -36,7 +73,7 @@ inline int nibble(const uint8_t* q, int k) { return k < 16 ? q[k] & 15 : q[k - 1
 
 void pack_panels(const QMatrix& w, uint8_t* dst) {
   const int t = w.type, bb = qtype_block_bytes(t);
-  const int64_t nb = w.cols / 32, n_panels = w.rows / kPanelRows;
+  const int64_t nb = blocks_per_row(t, w.cols), n_panels = w.rows / kPanelRows;
   const size_t pbb = panel_block_bytes(t);
 #pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 18))
   for (int64_t p = 0; p < n_panels; ++p)
@@ -45,6 +82,10 @@ void pack_panels(const QMatrix& w, uint8_t* dst) {
       for (int64_t j = 0; j < nb; ++j) {
         const uint8_t* b = row + j * bb;
         uint8_t* P = dst + (size_t)(p * nb + j) * pbb;
+        if (t == kQ4_K) {
+          pack_k4(b, l, P);
+          continue;
+        }
         std::memcpy(P + 2 * l, b, 2);                           // d
         if (t == kQ4_1) std::memcpy(P + 32 + 2 * l, b + 2, 2);  // m
         const uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
@@ -62,12 +103,16 @@ void pack_panels(const QMatrix& w, uint8_t* dst) {
 
 void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
   const int t = w.type, bb = qtype_block_bytes(t);
-  const int64_t nb = w.cols / 32, p = r / kPanelRows;
+  const int64_t nb = blocks_per_row(t, w.cols), p = r / kPanelRows;
   const int l = (int)(r % kPanelRows);
   const size_t pbb = panel_block_bytes(t);
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* P = w.data + (size_t)(p * nb + j) * pbb;
     uint8_t* b = out + j * bb;
+    if (t == kQ4_K) {
+      unpack_k4(P, l, b);
+      continue;
+    }
     std::memcpy(b, P + 2 * l, 2);
     if (t == kQ4_1) std::memcpy(b + 2, P + 32 + 2 * l, 2);
     uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
@@ -112,6 +157,27 @@ inline void dequant_panel_row(const uint8_t* P, int l, int64_t nb, float* dst) {
   }
 }
 
+// dst[cols] = row l of a Q4_K panel's blocks, each value through qblocks::k4_value (dequant_sub32's formula).
+inline void dequant_panel_row_k4(const uint8_t* P, int l, int64_t nb, float* dst) {
+  const size_t pbb = panel_block_bytes(kQ4_K);
+  for (int64_t j = 0; j < nb; ++j, P += pbb) {
+    const float d = qblocks::f16_at(P + K4Panel::kD + 2 * l), dmin = qblocks::f16_at(P + K4Panel::kDmin + 2 * l);
+    const uint8_t* sw = P + K4Panel::kScales + 4 * l;  // the three scale words at 64 bytes apart
+    for (int s = 0; s < 8; ++s, dst += 32) {
+      int sc, mn;
+      qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
+      const float dd = d * sc, mm = dmin * mn;
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t* q = P + K4Panel::kQuants + 256 * s + 64 * c + 4 * l;  // values 8c .. 8c + 3 low, + 4 .. high
+        for (int i = 0; i < 4; ++i) {
+          dst[8 * c + i] = qblocks::k4_value(q[i] & 0xF, dd, mm);
+          dst[8 * c + 4 + i] = qblocks::k4_value(q[i] >> 4, dd, mm);
+        }
+      }
+    }
+  }
+}
+
 // Each compiled for the baseline, AVX2 and x86-64-v4 (target_clones takes no templates).
 FOCAL_TARGET_CLONES void panel_row_q4_0(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row<kQ4_0>(P, l, nb, y);
@@ -122,11 +188,14 @@ FOCAL_TARGET_CLONES void panel_row_q4_1(const uint8_t* P, int l, int64_t nb, flo
 FOCAL_TARGET_CLONES void panel_row_q8_0(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row<kQ8_0>(P, l, nb, y);
 }
+FOCAL_TARGET_CLONES void panel_row_q4_k(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row_k4(P, l, nb, y);
+}
 
 }  // namespace
 
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
-  const int64_t nb = w.cols / 32;
+  const int64_t nb = blocks_per_row(w.type, w.cols);
   const size_t pbb = panel_block_bytes(w.type);
   const bool par = nr * w.cols >= (1 << 16);
 #pragma omp parallel for schedule(static) if (par)
@@ -139,6 +208,7 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
       case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
       case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
       case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
+      case kQ4_K: panel_row_q4_k(P, l, nb, y); break;
       default: break;
     }
   }

@@ -46,7 +46,7 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
 // panels: the same bytes re-laid out by pack_panels (below) instead; row() then does not apply and row_map is null.
 struct QMatrix {
   int type = kQF32;
-  const uint8_t* data = nullptr;  // [stored rows, row_bytes], or [rows / kPanelRows, cols / 32, panel block]
+  const uint8_t* data = nullptr;  // [stored rows, row_bytes], or [rows / kPanelRows, cols / block values, panel block]
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   const int32_t* row_map = nullptr;  // [rows] stored row of each row, or null
@@ -54,13 +54,13 @@ struct QMatrix {
   const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
 };
 
-// The decode layout of Q4_0 and Q4_1 (weights held in process memory on a CPU with AVX2) and Q8_0 (with AVX-512
-// VNNI): rows in panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by side —
-// their fp16 scales (and Q4_1's mins), then the quants with 4 values of one row per 32-bit lane, 16 rows per 64
-// bytes (4-bit: low nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c; Q8_0: values 4c..4c+3 of chunk c,
-// stored + 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast values of x (AVX2: one vpmaddubsw 8
-// rows), with no horizontal sums (the layout llama.cpp's CPU repacking also uses). The same bytes per row as
-// stored: a re-layout, not a copy.
+// The decode layout of Q4_0, Q4_1 and Q4_K (weights held in process memory on a CPU with AVX2) and Q8_0 (with
+// AVX-512 VNNI): rows in panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by
+// side — their fp16 scales (and Q4_1's mins; Q4_K's d, dmin and scale words), then the quants with 4 values of one
+// row per 32-bit lane, 16 rows per 64 bytes (4-bit: low nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c,
+// Q4_K sub-block by sub-block; Q8_0: values 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16
+// rows at once with 4 broadcast values of x (AVX2: one vpmaddubsw 8 rows), with no horizontal sums (the layout
+// llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout, not a copy.
 constexpr int kPanelRows = 16;
 // Whether pack_panels applies to `type` with `rows`, this CPU has the kernel that reads it and the kernel level
 // (set_quant_isa, FOCAL_QUANT_ISA) allows it: a load under a lower level keeps the rows as stored.
@@ -76,7 +76,7 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
 // w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
-// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1), else
+// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1 / Q4_K), else
 // sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);

@@ -90,6 +90,9 @@ FOCAL_HD float b32_value(int type, int q, float d, float m) {
   return type == kQ4_0 ? (q - 8) * d : type == kQ4_1 ? q * d + m : q * d;
 }
 
+// One value of a Q4_K / Q5_K block from its quant q (0..31) and its sub-block's dd = d sc and mm = dmin mn.
+FOCAL_HD float k4_value(int q, float dd, float mm) { return dd * q - mm; }
+
 // y[32] = values 32 sub .. 32 sub + 31 of the block at b (sub = 0 for the 32-value formats, 0..7 for the K formats).
 FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
   switch (type) {
@@ -123,7 +126,7 @@ FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
       if (five) load32_aligned(b + 16, qh);
       const int shift = (sub & 1) * 4;
       for (int l = 0; l < 32; ++l)
-        y[l] = dd * (((ql[l] >> shift) & 0xF) + (five && ((qh[l] >> sub) & 1) ? 16 : 0)) - mm;
+        y[l] = k4_value(((ql[l] >> shift) & 0xF) + (five && ((qh[l] >> sub) & 1) ? 16 : 0), dd, mm);
       break;
     }
     case kQ6_K: {
