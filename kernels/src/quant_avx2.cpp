@@ -539,6 +539,35 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
   }
 }
 
+// dst[cols] = row l of a Q4_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4 computes
+// it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A sub-block's 16
+// bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones 8c + 4 .. 8c + 7,
+// interleaved by 32-bit lanes into value order.
+FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ4_K);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+    const float d = f16c_at(P + K4Panel::kD + 2 * l), dmin = f16c_at(P + K4Panel::kDmin + 2 * l);
+    const uint8_t* sw = P + K4Panel::kScales + 4 * l;
+    for (int s = 0; s < 8; ++s, dst += 32) {
+      int sc, mn;
+      qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
+      const __m256 dd = _mm256_set1_ps(d * (float)sc), mm = _mm256_set1_ps(dmin * (float)mn);
+      const uint8_t* q = P + K4Panel::kQuants + 256 * s + 4 * l;
+      int32_t c4[4];
+      for (int c = 0; c < 4; ++c) std::memcpy(&c4[c], q + 64 * c, 4);
+      const __m128i v = _mm_setr_epi32(c4[0], c4[1], c4[2], c4[3]);
+      const __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+      const __m128i a = _mm_unpacklo_epi32(lo, hi), b = _mm_unpackhi_epi32(lo, hi);  // values 0..15, 16..31
+      const __m128i part[4] = {a, _mm_srli_si128(a, 8), b, _mm_srli_si128(b, 8)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[k]));
+        _mm256_storeu_ps(dst + 8 * k, _mm256_sub_ps(_mm256_mul_ps(dd, qf), mm));
+      }
+    }
+  }
+}
+
 // ---- the K formats, x in digits ----
 // Each 32-value unit's dot with the unsigned quants (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is
 // three exact integer products (vpmaddubsw: pairs at most 2 * 63 * 128, no saturation), weighted by the integer scale

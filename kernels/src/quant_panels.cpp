@@ -167,13 +167,15 @@ inline void dequant_panel_row_k4(const uint8_t* P, int l, int64_t nb, float* dst
       int sc, mn;
       qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
       const float dd = d * sc, mm = dmin * mn;
+      uint8_t qv[32];  // the sub-block's quants in value order, then one vectorisable pass over them
       for (int c = 0; c < 4; ++c) {
         const uint8_t* q = P + K4Panel::kQuants + 256 * s + 64 * c + 4 * l;  // values 8c .. 8c + 3 low, + 4 .. high
         for (int i = 0; i < 4; ++i) {
-          dst[8 * c + i] = qblocks::k4_value(q[i] & 0xF, dd, mm);
-          dst[8 * c + 4 + i] = qblocks::k4_value(q[i] >> 4, dd, mm);
+          qv[8 * c + i] = q[i] & 0xF;
+          qv[8 * c + 4 + i] = q[i] >> 4;
         }
       }
+      for (int v = 0; v < 32; ++v) dst[v] = qblocks::k4_value(qv[v], dd, mm);
     }
   }
 }
@@ -208,7 +210,12 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
       case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
       case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
       case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
-      case kQ4_K: panel_row_q4_k(P, l, nb, y); break;
+      case kQ4_K:  // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
+        if (cpu_has_avx2())
+          dequant_panel_row_k4_avx2(P, l, nb, y);
+        else
+          panel_row_q4_k(P, l, nb, y);
+        break;
       default: break;
     }
   }

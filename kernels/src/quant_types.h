@@ -96,6 +96,8 @@ template <int T>
 FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // Q4_K over its panel layout (K4Panel) with x in digits of group 256, natural order.
 FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+// Row l of a Q4_K panel matrix's blocks from panel P (nb blocks), dequantised (quant_panels.cpp's dequant_panel_row_k4).
+FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst);
 // digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
 FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd);
 
