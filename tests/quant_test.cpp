@@ -149,9 +149,9 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
 // The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512, 544
 // (17 blocks of 32) and 768 columns (3 blocks of 256). Unpacking gives back every row's stored bytes exactly,
 // dequant_rows the same values as the row-major matrix, and the products (for one row of x the VNNI panel kernel, or
-// at the AVX2 level the AVX2 one of Q4_0, Q4_1 and Q4_K, else dequantised tiles through sgemm, at every kernel level)
-// are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel kernel for the type, panels_pay_off is false
-// (nothing is packed at load) and the layout still computes through sgemm.
+// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K and Q5_K, else dequantised tiles through sgemm, at every kernel
+// level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel kernel
+// for the type, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
   std::mt19937 rng(12);
   const int64_t rows = 48;
@@ -166,15 +166,17 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), vnni);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), vnni || avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), vnni || avx2);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ6_K, 48));
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1 and Q4_K have an AVX2 panel kernel, Q8_0 none
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1, Q4_K and Q5_K have an AVX2 panel kernel, Q8_0 none
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), avx2);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ8_0, 48));
   ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K}) {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K}) {
     for (int64_t cols : {512, 544, 768}) {
       if (cols % ggml_block_elems(type) != 0) continue;
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));

@@ -466,16 +466,48 @@ template void panels_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*,
 // half to the stack (panels_k4_avx2 ran at ~60 % of its rate).
 FOCAL_AVX2 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
 
-// ---- decode: panels of Q4_K (K4Panel), x in digits of group 256 ----
-// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_avx2: per sub-block of 32 values, the four chunks'
-// vpmaddubsw products add up in int16 (at most 8 * 2 * 15 * 128 = 30720) and one vpmaddwd with the rows' 6-bit
-// scales (each row's scale in both 16-bit halves of its lane) both widens and weights them (at most 2 * 30720 * 63
-// per sub-block, 8 sub-blocks < 2^25: exact in int32). The three digits' block sums become floats once a block and
-// meet as d2 65536 + d1 256 + d0, times d and the digit scale; the mins come back through the fp32 sums of x over
-// each 32 values, -dmin mn S. Per 2048 weights about 60 % of the row kernel's (kquant_digit_rows_avx2) instructions
-// and half its multiplies: the rows share each broadcast of x and each scale shuffle.
+// ---- decode: panels of Q4_K and Q5_K (K4Panel), x in digits of group 256 ----
+// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_avx2: per sub-block of 32 values, the chunks'
+// vpmaddubsw products add up in int16 (Q4_K: four chunks, at most 8 * 2 * 15 * 128 = 30720; Q5_K: two, at most
+// 4 * 2 * 31 * 128 = 31744) and one vpmaddwd with the rows' 6-bit scales (each row's scale in both 16-bit halves of
+// its lane) both widens and weights them (at most 2 * 31744 * 63 each, 16 a block < 2^26: exact in int32). The three
+// digits' block sums become floats once a block and meet as d2 65536 + d1 256 + d0, times d and the digit scale; the
+// mins come back through the fp32 sums of x over each 32 values, -dmin mn S. Q5_K's fifth bit of each value is moved
+// to bit 4 of its quant byte from the sub-block's 32 bytes of high bits (bit 2c for the low nibbles of chunk c, 2c + 1
+// for the high ones). Per 2048 Q4_K weights about 60 % of the row kernel's (kquant_digit_rows_avx2) instructions and
+// half its multiplies: the rows share each broadcast of x and each scale shuffle.
+template <int B>
+FOCAL_AVX2 inline __m256i bit_to_4(__m256i v) {  // bit B of each byte to bit 4 (other bits: mask them after)
+  if constexpr (B < 4)
+    return _mm256_slli_epi16(v, 4 - B);
+  else if constexpr (B > 4)
+    return _mm256_srli_epi16(v, B - 4);
+  else
+    return v;
+}
+template <int T, int C>
+FOCAL_AVX2 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q, __m256i H, const int8_t* const* xk,
+                                                               int64_t o, __m256i (&t)[3]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C));
+  __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
+  if constexpr (T == kQ5_K) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(bit_to_4<2 * C>(H), b4));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(bit_to_4<2 * C + 1>(H), b4));
+  }
+  for (int k = 0; k < 3; ++k) {
+    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(lo, bcast4(xk[k] + o + 8 * C)));
+    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 8 * C + 4)));
+    in_register(t[k]);
+  }
+}
+
+template <int T>
 FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ4_K);
+  static_assert(T == kQ4_K || T == kQ5_K, "Q4_K and Q5_K");
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  constexpr int kQuants = K4Panel::quants(T);
   const int64_t nb = w.cols / 256;
   const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
   const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m2 = _mm256_set1_epi8(0x03);
@@ -487,7 +519,7 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
     for (int i = 0; i < 32; ++i) ctl[i] = i % 2 ? 0x80 : (uint8_t)(4 * ((i % 16) / 4) + b);  // vpshufb: per 16 bytes
     pick[b] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
   }
-  const size_t ahead = decode_prefetch_ahead(6144, false);
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
@@ -507,19 +539,23 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
         __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
         __m256 mins = _mm256_setzero_ps();
         for (int s = 0; s < 8; ++s) {
+          const __m256i scv = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
+          const uint8_t* Q = P + kQuants + 256 * s + 32 * h;
+          const __m256i H =
+              T == kQ5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s + 32 * h))
+                         : _mm256_setzero_si256();
+          const int64_t o = 256 * j + 32 * s;
           __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
-          const uint8_t* Q = P + K4Panel::kQuants + 256 * s + 32 * h;
-          for (int c = 0; c < 4; ++c) {
-            const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * c));
-            const __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
-            const int64_t o = 256 * j + 32 * s + 8 * c;
+          k4_chunk<T, 0>(Q, H, xk, o, t);
+          k4_chunk<T, 1>(Q, H, xk, o, t);
+          if constexpr (T == kQ5_K) {  // two chunks of 5-bit products: widen before the int16 sums could overflow
             for (int k = 0; k < 3; ++k) {
-              t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(lo, bcast4(xk[k] + o)));
-              t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 4)));
-              in_register(t[k]);
+              a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
+              t[k] = _mm256_setzero_si256();
             }
           }
-          const __m256i scv = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
+          k4_chunk<T, 2>(Q, H, xk, o, t);
+          k4_chunk<T, 3>(Q, H, xk, o, t);
           for (int k = 0; k < 3; ++k) a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
           const __m256 mnf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[s / 4], 8 * (s % 4)), byte0));
           mins = _mm256_fmadd_ps(mnf, _mm256_set1_ps(sum32[s]), mins);
@@ -538,13 +574,17 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
     _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
   }
 }
+template void panels_k4_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_k4_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
-// dst[cols] = row l of a Q4_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4 computes
-// it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A sub-block's 16
-// bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones 8c + 4 .. 8c + 7,
-// interleaved by 32-bit lanes into value order.
+// dst[cols] = row l of a Q4_K / Q5_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4
+// computes it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A
+// sub-block's 16 bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones
+// 8c + 4 .. 8c + 7 (Q5_K: plus 16 from bits 2c and 2c + 1 of the row's four high-bit bytes), interleaved by 32-bit
+// lanes into value order.
+template <int T>
 FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ4_K);
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
   const __m128i m4 = _mm_set1_epi8(0x0F);
   for (int64_t j = 0; j < nb; ++j, P += kPbb) {
     const float d = f16c_at(P + K4Panel::kD + 2 * l), dmin = f16c_at(P + K4Panel::kDmin + 2 * l);
@@ -553,11 +593,19 @@ FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, f
       int sc, mn;
       qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
       const __m256 dd = _mm256_set1_ps(d * (float)sc), mm = _mm256_set1_ps(dmin * (float)mn);
-      const uint8_t* q = P + K4Panel::kQuants + 256 * s + 4 * l;
+      const uint8_t* q = P + K4Panel::quants(T) + 256 * s + 4 * l;
       int32_t c4[4];
       for (int c = 0; c < 4; ++c) std::memcpy(&c4[c], q + 64 * c, 4);
       const __m128i v = _mm_setr_epi32(c4[0], c4[1], c4[2], c4[3]);
-      const __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+      __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+      if constexpr (T ==
+                    kQ5_K) {  // lane c: the high-bit bytes shifted by 2c, so bit 0 is the low nibble's, 1 the high's
+        int32_t hw;
+        std::memcpy(&hw, P + K4Panel::kHigh + 64 * s + 4 * l, 4);
+        const __m128i hv = _mm_srlv_epi32(_mm_set1_epi32(hw), _mm_setr_epi32(0, 2, 4, 6));
+        lo = _mm_or_si128(lo, _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi8(0x01)), 4));
+        hi = _mm_or_si128(hi, _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi8(0x02)), 3));
+      }
       const __m128i a = _mm_unpacklo_epi32(lo, hi), b = _mm_unpackhi_epi32(lo, hi);  // values 0..15, 16..31
       const __m128i part[4] = {a, _mm_srli_si128(a, 8), b, _mm_srli_si128(b, 8)};
       for (int k = 0; k < 4; ++k) {
@@ -567,6 +615,8 @@ FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, f
     }
   }
 }
+template void dequant_panel_row_k4_avx2<kQ4_K>(const uint8_t*, int, int64_t, float*);
+template void dequant_panel_row_k4_avx2<kQ5_K>(const uint8_t*, int, int64_t, float*);
 
 // ---- the K formats, x in digits ----
 // Each 32-value unit's dot with the unsigned quants (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) is

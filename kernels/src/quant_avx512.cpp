@@ -339,19 +339,49 @@ template void panels_vnni<kQ4_0>(const digits::XDigits&, const QMatrix&, float*,
 template void panels_vnni<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void panels_vnni<kQ8_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
-// Q4_K's panels (K4Panel), 16 rows a zmm, x in digits of group 256: each chunk's low and high nibbles are multiplied
-// by four broadcast digits each (vpdpbusd) into per-sub-block int32 sums (at most 32 * 15 * 128); each sub-block's
-// sum is weighted by the rows' 6-bit scales in fp32 (exact: < 2^22) and the digits meet once a block as in
-// panels_vnni. The mins come back through the fp32 sums of x over each 32 values, -dmin mn S. Against the row kernel
-// (kquant_rows_vnni) the same vpdpbusd count and about half the other instructions: the rows share each broadcast of
-// x, each scale and each conversion, and no row needs a horizontal sum.
+// Q4_K's and Q5_K's panels (K4Panel), 16 rows a zmm, x in digits of group 256: each chunk's low and high nibbles (Q5_K:
+// with the fifth bit moved to bit 4 from the sub-block's high-bit bytes) are multiplied by four broadcast digits each
+// (vpdpbusd) into per-sub-block int32 sums (at most 32 * 31 * 128); each sub-block's sum is weighted by the rows'
+// 6-bit scales in fp32 (exact: < 2^23) and the digits meet once a block as in panels_vnni. The mins come back through
+// the fp32 sums of x over each 32 values, -dmin mn S. Against the row kernel (kquant_rows_vnni) the same vpdpbusd
+// count and about half the other instructions: the rows share each broadcast of x, each scale and each conversion,
+// and no row needs a horizontal sum.
+template <int B>
+FOCAL_AVX512 inline __m512i bit_to_4(__m512i v) {  // bit B of each byte to bit 4 (other bits: mask them after)
+  if constexpr (B < 4)
+    return _mm512_slli_epi16(v, 4 - B);
+  else if constexpr (B > 4)
+    return _mm512_srli_epi16(v, B - 4);
+  else
+    return v;
+}
+template <int T, int C>
+FOCAL_AVX512 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q, __m512i H, const int8_t* const* xk,
+                                                                 int64_t o, __m512i (&t)[3]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i L = _mm512_loadu_si512(Q + 64 * C);
+  __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
+  if constexpr (T == kQ5_K) {
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    lo = _mm512_or_si512(lo, _mm512_and_si512(bit_to_4<2 * C>(H), b4));
+    hi = _mm512_or_si512(hi, _mm512_and_si512(bit_to_4<2 * C + 1>(H), b4));
+  }
+  for (int k = 0; k < 3; ++k) {
+    t[k] = _mm512_dpbusd_epi32(t[k], lo, bcast(xk[k] + o + 8 * C));
+    t[k] = _mm512_dpbusd_epi32(t[k], hi, bcast(xk[k] + o + 8 * C + 4));
+  }
+}
+
+template <int T>
 FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ4_K);
+  static_assert(T == kQ4_K || T == kQ5_K, "Q4_K and Q5_K");
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  constexpr int kQuants = K4Panel::quants(T);
   const int64_t nb = w.cols / 256;
   const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
   const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03);
   const __m512i byte0 = _mm512_set1_epi32(0xFF);
-  const size_t ahead = decode_prefetch_ahead(6144, false);
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
@@ -371,16 +401,13 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
       __m512 mins = _mm512_setzero_ps();
       for (int s = 0; s < 8; ++s) {
         __m512i t[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-        const uint8_t* Q = P + K4Panel::kQuants + 256 * s;
-        for (int c = 0; c < 4; ++c) {
-          const __m512i L = _mm512_loadu_si512(Q + 64 * c);
-          const __m512i lo = _mm512_and_si512(L, m4), hi = _mm512_and_si512(_mm512_srli_epi16(L, 4), m4);
-          const int64_t o = 256 * j + 32 * s + 8 * c;
-          for (int k = 0; k < 3; ++k) {
-            t[k] = _mm512_dpbusd_epi32(t[k], lo, bcast(xk[k] + o));
-            t[k] = _mm512_dpbusd_epi32(t[k], hi, bcast(xk[k] + o + 4));
-          }
-        }
+        const uint8_t* Q = P + kQuants + 256 * s;
+        const __m512i H = T == kQ5_K ? _mm512_loadu_si512(P + K4Panel::kHigh + 64 * s) : _mm512_setzero_si512();
+        const int64_t o = 256 * j + 32 * s;
+        k4_chunk<T, 0>(Q, H, xk, o, t);
+        k4_chunk<T, 1>(Q, H, xk, o, t);
+        k4_chunk<T, 2>(Q, H, xk, o, t);
+        k4_chunk<T, 3>(Q, H, xk, o, t);
         const int sh = 8 * (s % 4);
         const __m512 scf = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], sh), byte0));
         for (int k = 0; k < 3; ++k) a[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[k]), scf, a[k]);
@@ -397,5 +424,7 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
     _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, off));
   }
 }
+template void panels_k4_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_k4_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 }  // namespace focal::ops

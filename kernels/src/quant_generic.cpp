@@ -51,10 +51,11 @@ constexpr QTypeInfo kQTypes[] = {
     {kQ3_K,  256, kernel_block_bytes(kQ3_K), false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
      nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, nullptr, nullptr},
     {kQ4_K,  256, 2 + 2 + 12 + 128,      true,  {0, 2},    0x7C00u, &dequant_q4_k,  // d, dmin, scales, qs
-     &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, &panels_k4_vnni,
-     &panels_k4_avx2},
+     &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, &panels_k4_vnni<kQ4_K>,
+     &panels_k4_avx2<kQ4_K>},
     {kQ5_K,  256, 2 + 2 + 12 + 32 + 128, true,  {0, 2},    0x7C00u, &dequant_q5_k,  // d, dmin, scales, qh, qs
-     nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, nullptr, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, &panels_k4_vnni<kQ5_K>,
+     &panels_k4_avx2<kQ5_K>},
     {kQ6_K,  256, 128 + 64 + 16 + 2,     false, {208, -1}, 0x7C00u, &dequant_q6_k,  // ql, qh, scales (int8), d
      &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, nullptr, nullptr},
 };

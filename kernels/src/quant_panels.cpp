@@ -1,6 +1,7 @@
-// The panel layout of Q4_0, Q4_1, Q8_0 and Q4_K for decode (quant.h: pack_panels): packing, unpacking a row back to
-// the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The kernels that
-// read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni), quant_avx2.cpp (panels_avx2, panels_k4_avx2).
+// The panel layout of Q4_0, Q4_1, Q8_0, Q4_K and Q5_K for decode (quant.h: pack_panels): packing, unpacking a row
+// back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
+// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni), quant_avx2.cpp (panels_avx2,
+// panels_k4_avx2).
 #include <omp.h>
 
 #include <cstring>
@@ -16,39 +17,56 @@ namespace {
 size_t panel_block_bytes(int t) { return (size_t)kPanelRows * (size_t)qtype_block_bytes(t); }
 int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t); }
 
-// Q4_K (quant_types.h: K4Panel): the byte of lane l that holds value v (0..31) of sub-block s, and whether v sits in
-// its high nibble.
-inline size_t k4_quant_byte(int l, int s, int v, bool* high) {
+// Q4_K / Q5_K (quant_types.h: K4Panel): the byte of lane l that holds value v (0..31) of sub-block s, and whether v
+// sits in its high nibble; the byte that holds v's fifth bit (Q5_K), and the bit.
+inline size_t k4_quant_byte(int t, int l, int s, int v, bool* high) {
   *high = v % 8 >= 4;
-  return (size_t)(K4Panel::kQuants + 256 * s + 64 * (v / 8) + 4 * l + v % 4);
+  return (size_t)(K4Panel::quants(t) + 256 * s + 64 * (v / 8) + 4 * l + v % 4);
 }
-// Value v of sub-block s of a stored Q4_K block's quants qs[128]: pair s / 2's 32 bytes, low nibbles for even s.
+inline size_t k5_high_byte(int l, int s, int v, int* bit) {
+  *bit = 2 * (v / 8) + (v % 8 >= 4 ? 1 : 0);
+  return (size_t)(K4Panel::kHigh + 64 * s + 4 * l + v % 4);
+}
+// Where a stored Q4_K / Q5_K block keeps its quants (qs[128]: pair s / 2's 32 bytes, low nibbles for even s) and
+// Q5_K its fifth bits (qh[32]: bit s of qh[v]).
+constexpr int k4_stored_qs(int t) { return t == kQ5_K ? 48 : 16; }
+constexpr int kK5StoredQh = 16;
 inline int k4_nibble(const uint8_t* qs, int s, int v) { return (qs[32 * (s / 2) + v] >> (4 * (s & 1))) & 15; }
 
-// Row l's Q4_K block b (stored) into panel block P, and back.
-void pack_k4(const uint8_t* b, int l, uint8_t* P) {
+// Row l's Q4_K / Q5_K block b (stored) into panel block P, and back.
+void pack_k4(int t, const uint8_t* b, int l, uint8_t* P) {
   std::memcpy(P + K4Panel::kD + 2 * l, b, 2);
   std::memcpy(P + K4Panel::kDmin + 2 * l, b + 2, 2);
   for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + 4 + 4 * w, 4);
   for (int s = 0; s < 8; ++s)
     for (int v = 0; v < 32; ++v) {
       bool high;
-      uint8_t& at = P[k4_quant_byte(l, s, v, &high)];
-      const int q = k4_nibble(b + 16, s, v);
+      uint8_t& at = P[k4_quant_byte(t, l, s, v, &high)];
+      const int q = k4_nibble(b + k4_stored_qs(t), s, v);
       at = high ? (uint8_t)((at & 0x0F) | (q << 4)) : (uint8_t)((at & 0xF0) | q);
+      if (t == kQ5_K) {
+        int bit;
+        uint8_t& hb = P[k5_high_byte(l, s, v, &bit)];
+        hb = (uint8_t)((hb & ~(1 << bit)) | (((b[kK5StoredQh + v] >> s) & 1) << bit));
+      }
     }
 }
-void unpack_k4(const uint8_t* P, int l, uint8_t* b) {
+void unpack_k4(int t, const uint8_t* P, int l, uint8_t* b) {
   std::memcpy(b, P + K4Panel::kD + 2 * l, 2);
   std::memcpy(b + 2, P + K4Panel::kDmin + 2 * l, 2);
   for (int w = 0; w < 3; ++w) std::memcpy(b + 4 + 4 * w, P + K4Panel::kScales + 64 * w + 4 * l, 4);
-  uint8_t* qs = b + 16;
+  uint8_t* qs = b + k4_stored_qs(t);
   std::memset(qs, 0, 128);
+  if (t == kQ5_K) std::memset(b + kK5StoredQh, 0, 32);
   for (int s = 0; s < 8; ++s)
     for (int v = 0; v < 32; ++v) {
       bool high;
-      const uint8_t at = P[k4_quant_byte(l, s, v, &high)];
-      qs[32 * (s / 2) + v] |= (uint8_t)((((high ? at >> 4 : at) & 15)) << (4 * (s & 1)));
+      const uint8_t at = P[k4_quant_byte(t, l, s, v, &high)];
+      qs[32 * (s / 2) + v] |= (uint8_t)(((high ? at >> 4 : at) & 15) << (4 * (s & 1)));
+      if (t == kQ5_K) {
+        int bit;
+        b[kK5StoredQh + v] |= (uint8_t)(((P[k5_high_byte(l, s, v, &bit)] >> bit) & 1) << s);
+      }
     }
 }
 
@@ -82,8 +100,8 @@ void pack_panels(const QMatrix& w, uint8_t* dst) {
       for (int64_t j = 0; j < nb; ++j) {
         const uint8_t* b = row + j * bb;
         uint8_t* P = dst + (size_t)(p * nb + j) * pbb;
-        if (t == kQ4_K) {
-          pack_k4(b, l, P);
+        if (t == kQ4_K || t == kQ5_K) {
+          pack_k4(t, b, l, P);
           continue;
         }
         std::memcpy(P + 2 * l, b, 2);                           // d
@@ -109,8 +127,8 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* P = w.data + (size_t)(p * nb + j) * pbb;
     uint8_t* b = out + j * bb;
-    if (t == kQ4_K) {
-      unpack_k4(P, l, b);
+    if (t == kQ4_K || t == kQ5_K) {
+      unpack_k4(t, P, l, b);
       continue;
     }
     std::memcpy(b, P + 2 * l, 2);
@@ -157,9 +175,10 @@ inline void dequant_panel_row(const uint8_t* P, int l, int64_t nb, float* dst) {
   }
 }
 
-// dst[cols] = row l of a Q4_K panel's blocks, each value through qblocks::k4_value (dequant_sub32's formula).
+// dst[cols] = row l of a Q4_K / Q5_K panel's blocks, each value through qblocks::k4_value (dequant_sub32's formula).
+template <int T>
 inline void dequant_panel_row_k4(const uint8_t* P, int l, int64_t nb, float* dst) {
-  const size_t pbb = panel_block_bytes(kQ4_K);
+  const size_t pbb = panel_block_bytes(T);
   for (int64_t j = 0; j < nb; ++j, P += pbb) {
     const float d = qblocks::f16_at(P + K4Panel::kD + 2 * l), dmin = qblocks::f16_at(P + K4Panel::kDmin + 2 * l);
     const uint8_t* sw = P + K4Panel::kScales + 4 * l;  // the three scale words at 64 bytes apart
@@ -167,12 +186,13 @@ inline void dequant_panel_row_k4(const uint8_t* P, int l, int64_t nb, float* dst
       int sc, mn;
       qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
       const float dd = d * sc, mm = dmin * mn;
+      const uint8_t* hb = P + K4Panel::kHigh + 64 * s + 4 * l;  // Q5_K's fifth bits
       uint8_t qv[32];  // the sub-block's quants in value order, then one vectorisable pass over them
       for (int c = 0; c < 4; ++c) {
-        const uint8_t* q = P + K4Panel::kQuants + 256 * s + 64 * c + 4 * l;  // values 8c .. 8c + 3 low, + 4 .. high
+        const uint8_t* q = P + K4Panel::quants(T) + 256 * s + 64 * c + 4 * l;  // 8c .. 8c + 3 low, + 4 .. high
         for (int i = 0; i < 4; ++i) {
-          qv[8 * c + i] = q[i] & 0xF;
-          qv[8 * c + 4 + i] = q[i] >> 4;
+          qv[8 * c + i] = (uint8_t)((q[i] & 0xF) + (T == kQ5_K ? ((hb[i] >> (2 * c)) & 1) << 4 : 0));
+          qv[8 * c + 4 + i] = (uint8_t)((q[i] >> 4) + (T == kQ5_K ? ((hb[i] >> (2 * c + 1)) & 1) << 4 : 0));
         }
       }
       for (int v = 0; v < 32; ++v) dst[v] = qblocks::k4_value(qv[v], dd, mm);
@@ -191,7 +211,10 @@ FOCAL_TARGET_CLONES void panel_row_q8_0(const uint8_t* P, int l, int64_t nb, flo
   dequant_panel_row<kQ8_0>(P, l, nb, y);
 }
 FOCAL_TARGET_CLONES void panel_row_q4_k(const uint8_t* P, int l, int64_t nb, float* y) {
-  dequant_panel_row_k4(P, l, nb, y);
+  dequant_panel_row_k4<kQ4_K>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q5_k(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row_k4<kQ5_K>(P, l, nb, y);
 }
 
 }  // namespace
@@ -210,12 +233,9 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
       case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
       case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
       case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
-      case kQ4_K:  // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
-        if (cpu_has_avx2())
-          dequant_panel_row_k4_avx2(P, l, nb, y);
-        else
-          panel_row_q4_k(P, l, nb, y);
-        break;
+      // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
+      case kQ4_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ4_K>(P, l, nb, y) : panel_row_q4_k(P, l, nb, y); break;
+      case kQ5_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ5_K>(P, l, nb, y) : panel_row_q5_k(P, l, nb, y); break;
       default: break;
     }
   }

@@ -94,9 +94,12 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
 // Q4_0 and Q4_1 over the panel layout with x in digits of group 32, natural order (the digits panels_vnni reads).
 template <int T>
 FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
-// Q4_K over its panel layout (K4Panel) with x in digits of group 256, natural order.
+// Q4_K and Q5_K over their panel layout (K4Panel) with x in digits of group 256, natural order.
+template <int T>
 FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
-// Row l of a Q4_K panel matrix's blocks from panel P (nb blocks), dequantised (quant_panels.cpp's dequant_panel_row_k4).
+// Row l of a Q4_K / Q5_K panel matrix's blocks from panel P (nb blocks), dequantised (quant_panels.cpp's
+// dequant_panel_row_k4).
+template <int T>
 FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst);
 // digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
 FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd);
@@ -110,8 +113,9 @@ FOCAL_AVX512 void kquant_rows_vnni(const digits::XDigits& xd, const QMatrix& w, 
                                    int64_t r1);  // Q2_K .. Q6_K (digits of group 256, natural order)
 template <int T>
 FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+template <int T>
 FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0,
-                                 int64_t p1);  // Q4_K (K4Panel), digits of group 256, natural order
+                                 int64_t p1);  // Q4_K, Q5_K (K4Panel), digits of group 256, natural order
 // digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
 FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
                                       digits::XDigits* xd);
@@ -119,17 +123,20 @@ FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, d
 // A panel block (quant.h: pack_panels): kPanelRows rows' block j as [scales][mins (Q4_1)][quants]; where the quants
 // start.
 constexpr int panel_quant_offset(int type) { return type == kQ4_1 ? 64 : 32; }
-// A Q4_K panel block (16 rows' block j, 2304 bytes): the rows' fp16 d, then dmin (2 bytes a row), their 12 scale
-// bytes as three words (word w of row l at kScales + 64 w + 4 l: one vector load gives one word of every row, as
-// k4_scales_mins reads them), then the quants sub-block by sub-block: sub-block s, chunk c (values 8c .. 8c + 7), row
-// l at kQuants + 256 s + 64 c + 4 l, values 8c .. 8c + 3 in the low nibbles, 8c + 4 .. 8c + 7 in the high ones (the
-// chunks of the Q4_0 panels).
+// A Q4_K / Q5_K panel block (16 rows' block j; 2304 / 2816 bytes): the rows' fp16 d, then dmin (2 bytes a row), their
+// 12 scale bytes as three words (word w of row l at kScales + 64 w + 4 l: one vector load gives one word of every
+// row, as k4_scales_mins reads them), Q5_K's fifth bits (sub-block s, row l: 4 bytes at kHigh + 64 s + 4 l, byte i's
+// bit 2c the fifth bit of value 8c + i, bit 2c + 1 that of value 8c + 4 + i), then the quants sub-block by
+// sub-block: sub-block s, chunk c (values 8c .. 8c + 7), row l at quants(T) + 256 s + 64 c + 4 l, values 8c .. 8c + 3
+// in the low nibbles, 8c + 4 .. 8c + 7 in the high ones (the chunks of the Q4_0 panels).
 struct K4Panel {
-  static constexpr int kD = 0, kDmin = 32, kScales = 64, kQuants = 256;
+  static constexpr int kD = 0, kDmin = 32, kScales = 64, kHigh = 256;
+  static constexpr int quants(int type) { return type == kQ5_K ? 768 : 256; }
 };
-static_assert(K4Panel::kQuants + 8 * 256 == kPanelRows * qblocks::block_bytes(kQ4_K), "a Q4_K panel block");
-// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q4_K), dequantised from the panels as
-// dequant_rows would from the rows as stored (quant_panels.cpp).
+static_assert(K4Panel::quants(kQ4_K) + 8 * 256 == kPanelRows * qblocks::block_bytes(kQ4_K), "a Q4_K panel block");
+static_assert(K4Panel::quants(kQ5_K) + 8 * 256 == kPanelRows * qblocks::block_bytes(kQ5_K), "a Q5_K panel block");
+// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K), dequantised from the
+// panels as dequant_rows would from the rows as stored (quant_panels.cpp).
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 
 // ---- quant_cpu.cpp ----

@@ -54,13 +54,14 @@ struct QMatrix {
   const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
 };
 
-// The decode layout of Q4_0, Q4_1 and Q4_K (weights held in process memory on a CPU with AVX2) and Q8_0 (with
+// The decode layout of Q4_0, Q4_1, Q4_K and Q5_K (weights held in process memory on a CPU with AVX2) and Q8_0 (with
 // AVX-512 VNNI): rows in panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by
-// side — their fp16 scales (and Q4_1's mins; Q4_K's d, dmin and scale words), then the quants with 4 values of one
-// row per 32-bit lane, 16 rows per 64 bytes (4-bit: low nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c,
-// Q4_K sub-block by sub-block; Q8_0: values 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16
-// rows at once with 4 broadcast values of x (AVX2: one vpmaddubsw 8 rows), with no horizontal sums (the layout
-// llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout, not a copy.
+// side — their fp16 scales (and Q4_1's mins; Q4_K / Q5_K's d, dmin, scale words and Q5_K's fifth bits), then the
+// quants with 4 values of one row per 32-bit lane, 16 rows per 64 bytes (4-bit: low nibbles values 8c..8c+3, high
+// nibbles 8c+4..8c+7 of chunk c, the K formats sub-block by sub-block; Q8_0: values 4c..4c+3 of chunk c, stored +
+// 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast values of x (AVX2: one vpmaddubsw 8 rows), with
+// no horizontal sums (the layout llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout,
+// not a copy.
 constexpr int kPanelRows = 16;
 // Whether pack_panels applies to `type` with `rows`, this CPU has the kernel that reads it and the kernel level
 // (set_quant_isa, FOCAL_QUANT_ISA) allows it: a load under a lower level keeps the rows as stored.
@@ -76,8 +77,8 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
 // w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
-// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1 / Q4_K), else
-// sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1 / Q4_K /
+// Q5_K), else sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 // ys[i][m, ws[i]->rows] = x[m, cols] . ws[i]^T for n matrices of the same cols sharing x (Q, K, V; gate, up). One
@@ -92,13 +93,14 @@ void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const*
 const char* qtype_kernel(int type, int m = 1);
 // Stored-format bytes held for decode (the CPU backend adds each matrix it binds and subtracts it when it frees it).
 // Past the last-level cache they stream from memory every token and the decode kernels prefetch 2 KiB ahead; within
-// it, farther (the Q4_0 / Q4_1 / Q8_0 panels 6 KiB, the K formats 4 KiB). Measured on the Xeon (480 MiB L3), 2
+// it, farther (the panels 6 KiB, the K formats' row kernels 4 KiB). Measured on the Xeon (480 MiB L3), 2
 // threads: Llama-3-8B's shape decode at 2 KiB against the far distances, Q8_0 3.1 -> 3.6 tok/s, Q4_K_M 4.6 -> 4.8;
 // SmolLM2 (96 MB, L3-resident) decodes ~8 % faster at 6 KiB than at 2. On AMD Zen 5 the K formats stream 8 KiB
 // ahead: there the 8B shape's Q4_K decode measured 3-18 % faster than at 2 KiB, Q4_K_M -1..+14 % (three alternating
-// rounds each; docs/performance.md); the panels showed no steady difference. FOCAL_DECODE_PREFETCH=BYTES (at most
-// 1 MiB) sets the streamed distance of these AVX-512 K-format and panel kernels, to measure another CPU (the AVX2
-// kernels keep their own).
+// rounds each, row kernels; docs/performance.md); the Q4_0 / Q4_1 panels showed no steady difference, and the Q4_K /
+// Q5_K panels (since 2026-12-05) take the K formats' distance, unmeasured there. FOCAL_DECODE_PREFETCH=BYTES (at
+// most 1 MiB) sets the streamed distance of the AVX-512 K-format kernels and of every panel kernel, to measure
+// another CPU (the AVX2 row kernels keep their own).
 void note_held_weight_bytes(int64_t delta);
 // The most a fused kernel may use, below what the CPU has: tests compare the levels, benchmarks measure each.
 // kAvx512 (all the CPU has) by default.

@@ -142,8 +142,8 @@ class Model {
   // it). 0 on the CPU.
   size_t device_bytes_peak() const;
   size_t n_params() const { return n_params_; }
-  // Weight matrices re-laid out at load in the CPU decode kernel's panels of 16 rows (GGUF Q4_0 / Q4_1 / Q4_K held
-  // in memory on a CPU with AVX2, Q8_0 with AVX-512 VNNI; ops::pack_panels); 0 otherwise.
+  // Weight matrices re-laid out at load in the CPU decode kernel's panels of 16 rows (GGUF Q4_0 / Q4_1 / Q4_K /
+  // Q5_K held in memory on a CPU with AVX2, Q8_0 with AVX-512 VNNI; ops::pack_panels); 0 otherwise.
   int decode_panels() const { return decode_panels_; }
   Device device() const { return device_; }           // kCpu or kCuda: where the weights live and the forward runs
   Precision precision() const { return precision_; }  // kExact or kFast, resolved at load (always kExact on the CPU)
