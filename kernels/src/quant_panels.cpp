@@ -21,11 +21,13 @@ int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t)
 // sits in its high nibble; the byte that holds v's fifth bit (Q5_K), and the bit.
 inline size_t k4_quant_byte(int t, int l, int s, int v, bool* high) {
   *high = v % 8 >= 4;
-  return (size_t)(K4Panel::quants(t) + 256 * s + 64 * (v / 8) + 4 * l + v % 4);
+  const int at = K4Panel::quants(t) + 256 * s + 64 * (v / 8) + 4 * l + v % 4;
+  return (size_t)at;
 }
 inline size_t k5_high_byte(int l, int s, int v, int* bit) {
   *bit = 2 * (v / 8) + (v % 8 >= 4 ? 1 : 0);
-  return (size_t)(K4Panel::kHigh + 64 * s + 4 * l + v % 4);
+  const int at = K4Panel::kHigh + 64 * s + 4 * l + v % 4;
+  return (size_t)at;
 }
 // Where a stored Q4_K / Q5_K block keeps its quants (qs[128]: pair s / 2's 32 bytes, low nibbles for even s) and
 // Q5_K its fifth bits (qh[32]: bit s of qh[v]).
