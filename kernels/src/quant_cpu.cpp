@@ -168,8 +168,8 @@ PanelRowsFn panel_kernel(int type) {
 
 bool panel_kernel_runs(const QMatrix& w, int m) { return w.panels && m == 1 && panel_kernel(w.type); }
 
-// ys[i] = ws[i] x for n panel matrices of the same cols and block size: x split once, the panels of all of them in one parallel
-// region (one fork and join for Q, K and V).
+// ys[i] = ws[i] x for n panel matrices of the same cols and block size: x split once, the panels of all of them in
+// one parallel region (one fork and join for Q, K and V).
 void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, int n) {
   thread_local digits::XDigits xd;
   digits::split(x, ws[0]->cols, qtype_info(ws[0]->type)->block_values, digits::Order::kNatural, vnni_level(), &xd);

@@ -28,7 +28,7 @@ using RowsForFn = RowsFn (*)(int m);
 // y[r] for rows r0..r1 of w and one row of x in digits.
 using DigitRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1);
 // y[16 p0 .. 16 p1) for panels p0..p1 of a panel matrix and one row of x in digits (natural order, groups of the
-// type's block: 32 values, Q4_K's 256).
+// type's block: 32 values, Q4_K's and Q5_K's 256).
 using PanelRowsFn = void (*)(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 
 // Bytes of one block of the formats with a decode kernel, at compile time: qblocks' formats, and Q2_K (scales, qs, d,
