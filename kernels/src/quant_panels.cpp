@@ -67,7 +67,8 @@ void unpack_k4(int t, const uint8_t* P, int l, uint8_t* b) {
       qs[32 * (s / 2) + v] |= (uint8_t)(((high ? at >> 4 : at) & 15) << (4 * (s & 1)));
       if (t == kQ5_K) {
         int bit;
-        b[kK5StoredQh + v] |= (uint8_t)(((P[k5_high_byte(l, s, v, &bit)] >> bit) & 1) << s);
+        const size_t at5 = k5_high_byte(l, s, v, &bit);  // sets bit: read it only after
+        b[kK5StoredQh + v] |= (uint8_t)(((P[at5] >> bit) & 1) << s);
       }
     }
 }
