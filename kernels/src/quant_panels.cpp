@@ -29,37 +29,37 @@ inline size_t k5_high_byte(int l, int s, int v, int* bit) {
   const int at = K4Panel::kHigh + 64 * s + 4 * l + v % 4;
   return (size_t)at;
 }
-// Where a stored Q4_K / Q5_K block keeps its quants (qs[128]: pair s / 2's 32 bytes, low nibbles for even s) and
-// Q5_K its fifth bits (qh[32]: bit s of qh[v]).
-constexpr int k4_stored_qs(int t) { return t == kQ5_K ? 48 : 16; }
-constexpr int kK5StoredQh = 16;
+// Value v of sub-block s of a stored Q4_K / Q5_K block's quants qs[128] (k_block_layout's qs): pair s / 2's 32
+// bytes, low nibbles for even s. Q5_K's fifth bit of it is bit s of qh[v] (k_block_layout's high).
 inline int k4_nibble(const uint8_t* qs, int s, int v) { return (qs[32 * (s / 2) + v] >> (4 * (s & 1))) & 15; }
 
 // Row l's Q4_K / Q5_K block b (stored) into panel block P, and back.
 void pack_k4(int t, const uint8_t* b, int l, uint8_t* P) {
-  std::memcpy(P + K4Panel::kD + 2 * l, b, 2);
-  std::memcpy(P + K4Panel::kDmin + 2 * l, b + 2, 2);
-  for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + 4 + 4 * w, 4);
+  const KBlockLayout kl = k_block_layout(t);
+  std::memcpy(P + K4Panel::kD + 2 * l, b + kl.d, 2);
+  std::memcpy(P + K4Panel::kDmin + 2 * l, b + kl.dmin, 2);
+  for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
   for (int s = 0; s < 8; ++s)
     for (int v = 0; v < 32; ++v) {
       bool high;
       uint8_t& at = P[k4_quant_byte(t, l, s, v, &high)];
-      const int q = k4_nibble(b + k4_stored_qs(t), s, v);
+      const int q = k4_nibble(b + kl.qs, s, v);
       at = high ? (uint8_t)((at & 0x0F) | (q << 4)) : (uint8_t)((at & 0xF0) | q);
       if (t == kQ5_K) {
         int bit;
         uint8_t& hb = P[k5_high_byte(l, s, v, &bit)];
-        hb = (uint8_t)((hb & ~(1 << bit)) | (((b[kK5StoredQh + v] >> s) & 1) << bit));
+        hb = (uint8_t)((hb & ~(1 << bit)) | (((b[kl.high + v] >> s) & 1) << bit));
       }
     }
 }
 void unpack_k4(int t, const uint8_t* P, int l, uint8_t* b) {
-  std::memcpy(b, P + K4Panel::kD + 2 * l, 2);
-  std::memcpy(b + 2, P + K4Panel::kDmin + 2 * l, 2);
-  for (int w = 0; w < 3; ++w) std::memcpy(b + 4 + 4 * w, P + K4Panel::kScales + 64 * w + 4 * l, 4);
-  uint8_t* qs = b + k4_stored_qs(t);
+  const KBlockLayout kl = k_block_layout(t);
+  std::memcpy(b + kl.d, P + K4Panel::kD + 2 * l, 2);
+  std::memcpy(b + kl.dmin, P + K4Panel::kDmin + 2 * l, 2);
+  for (int w = 0; w < 3; ++w) std::memcpy(b + kl.scales + 4 * w, P + K4Panel::kScales + 64 * w + 4 * l, 4);
+  uint8_t* qs = b + kl.qs;
   std::memset(qs, 0, 128);
-  if (t == kQ5_K) std::memset(b + kK5StoredQh, 0, 32);
+  if (t == kQ5_K) std::memset(b + kl.high, 0, 32);
   for (int s = 0; s < 8; ++s)
     for (int v = 0; v < 32; ++v) {
       bool high;
@@ -68,7 +68,7 @@ void unpack_k4(int t, const uint8_t* P, int l, uint8_t* b) {
       if (t == kQ5_K) {
         int bit;
         const size_t at5 = k5_high_byte(l, s, v, &bit);  // sets bit: read it only after
-        b[kK5StoredQh + v] |= (uint8_t)(((P[at5] >> bit) & 1) << s);
+        b[kl.high + v] |= (uint8_t)(((P[at5] >> bit) & 1) << s);
       }
     }
 }
