@@ -149,7 +149,7 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
 // The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512, 544
 // (17 blocks of 32) and 768 columns (3 blocks of 256). Unpacking gives back every row's stored bytes exactly,
 // dequant_rows the same values as the row-major matrix, and the products (for one row of x the VNNI panel kernel, or
-// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K and Q5_K, else dequantised tiles through sgemm, at every kernel
+// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, else dequantised tiles through sgemm, at every kernel
 // level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel kernel
 // for the type, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
@@ -167,16 +167,17 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), vnni || avx2);
-  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ6_K, 48));
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1, Q4_K and Q5_K have an AVX2 panel kernel, Q8_0 none
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), vnni || avx2);
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1, Q4_K, Q5_K and Q6_K have an AVX2 panel kernel, Q8_0 none
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), avx2);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ8_0, 48));
   ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K}) {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
     for (int64_t cols : {512, 544, 768}) {
       if (cols % ggml_block_elems(type) != 0) continue;
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));
@@ -184,6 +185,19 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
       w.q.row_map = perm.data();
       std::vector<uint8_t> packed(w.bytes.size());
       ops::pack_panels(w.q, packed.data());
+      {  // in place (as a model's load packs its held copy): with the row map, and the rows as they are
+        std::vector<uint8_t> here(w.bytes);
+        ops::QMatrix q = w.q;
+        q.data = here.data();
+        ops::pack_panels(q, here.data());
+        ASSERT_EQ(here, packed) << "in place, with the row map";
+        std::vector<uint8_t> apart(w.bytes.size());
+        here = w.bytes;
+        q.row_map = nullptr;
+        ops::pack_panels(q, apart.data());
+        ops::pack_panels(q, here.data());
+        ASSERT_EQ(here, apart) << "in place, without a row map";
+      }
       ops::QMatrix pq = w.q;
       pq.data = packed.data();
       pq.row_map = nullptr;

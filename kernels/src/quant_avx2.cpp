@@ -577,6 +577,92 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
 template void panels_k4_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void panels_k4_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
+// ---- decode: panels of Q6_K (Q6Panel), x in digits of group 256 ----
+// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_k4_avx2: per sub-block of 16 values, four vectors
+// of 6-bit quants (values 4k .. 4k + 3 of each row: chunk k / 2's low or high nibbles, with the high two bits moved
+// to bits 4 and 5 from the sub-block's high-bit bytes) times four broadcast digits (vpmaddubsw: pairs at most
+// 2 * 63 * 128 = 16128; two add up in int16, at most 32256), and one vpmaddwd per pair of vectors with the rows' int8
+// scales (sign-extended into both 16-bit halves of each lane) both widens and weights them (at most 4 * 32256 * 128 a
+// sub-block, 16 a block < 2^29: exact in int32). The three digits' block sums become floats once a block, as in
+// panels_k4_avx2; the -32 offset comes back through the fp32 sums of x over each 16 values, -32 d sc S.
+template <int K>
+FOCAL_AVX2 inline __m256i q6_high_to_4(__m256i h) {  // bits 2K, 2K + 1 of each byte to bits 4, 5 (mask them after)
+  if constexpr (2 * K < 4)
+    return _mm256_slli_epi16(h, 4 - 2 * K);
+  else if constexpr (2 * K > 4)
+    return _mm256_srli_epi16(h, 2 * K - 4);
+  else
+    return h;
+}
+template <int B>  // sub-block 4 w + B of one block, rows 8h .. 8h + 7: its scales are byte B of the word W
+FOCAL_AVX2 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, int s, int h, __m256i W, __m256i pick,
+                                                             const int8_t* const* xk, int64_t o, float sum16,
+                                                             __m256i (&a)[3], __m256& offs) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kHigh + 64 * s + 32 * h));
+  const uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 32 * h;
+  const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q));
+  const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64));
+  const __m256i v[4] = {
+      _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(q6_high_to_4<0>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(q6_high_to_4<1>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(q6_high_to_4<2>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(q6_high_to_4<3>(H), m30))};
+  const __m256i scv = _mm256_srai_epi16(_mm256_shuffle_epi8(W, pick), 8);  // the rows' scales in both halves
+  for (int k = 0; k < 3; ++k) {
+    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(xk[k] + o)),
+                                         _mm256_maddubs_epi16(v[1], bcast4(xk[k] + o + 4)));
+    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(xk[k] + o + 8)),
+                                         _mm256_maddubs_epi16(v[3], bcast4(xk[k] + o + 12)));
+    a[k] = _mm256_add_epi32(a[k], _mm256_add_epi32(_mm256_madd_epi16(p01, scv), _mm256_madd_epi16(p23, scv)));
+  }
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(W, 24 - 8 * B), 24));  // signed byte B
+  offs = _mm256_fmadd_ps(scf, _mm256_set1_ps(sum16), offs);
+}
+
+FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  // pick[b]: byte b of each 32-bit lane into the high byte of both of its 16-bit halves (then shifted down, signed)
+  __m256i pick[4];
+  for (int b = 0; b < 4; ++b) {
+    alignas(32) uint8_t ctl[32];
+    for (int i = 0; i < 32; ++i) ctl[i] = i % 2 ? (uint8_t)(4 * ((i % 16) / 4) + b) : 0x80;  // vpshufb: per 16 bytes
+    pick[b] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+  }
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
+      const float* sum16 = xd.sum16.data() + 16 * j;
+      for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
+        __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
+        __m256 offs = _mm256_setzero_ps();
+        for (int wd = 0; wd < 4; ++wd) {
+          const __m256i W =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kScales + 64 * wd + 32 * h));
+          const int64_t o = 256 * j + 64 * wd;
+          q6_sub<0>(P, 4 * wd + 0, h, W, pick[0], xk, o + 0, sum16[4 * wd + 0], a, offs);
+          q6_sub<1>(P, 4 * wd + 1, h, W, pick[1], xk, o + 16, sum16[4 * wd + 1], a, offs);
+          q6_sub<2>(P, 4 * wd + 2, h, W, pick[2], xk, o + 32, sum16[4 * wd + 2], a, offs);
+          q6_sub<3>(P, 4 * wd + 3, h, W, pick[3], xk, o + 48, sum16[4 * wd + 3], a, offs);
+        }
+        const __m256 f = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(a[2]), _mm256_set1_ps(65536.0f),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0])));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + Q6Panel::kD + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xd.scale[(size_t)j])), f, acc[h]);
+        off[h] = _mm256_fmadd_ps(d, _mm256_mul_ps(offs, _mm256_set1_ps(-32.0f)), off[h]);
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+
 // dst[cols] = row l of a Q4_K / Q5_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4
 // computes it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A
 // sub-block's 16 bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones

@@ -1,5 +1,5 @@
 // The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
-// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernel of Q4_0, Q4_1 and Q8_0
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K
 // (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
 #include <immintrin.h>
 
@@ -426,5 +426,77 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
 }
 template void panels_k4_vnni<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void panels_k4_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
+// Q6_K's panels (Q6Panel), 16 rows a zmm, x in digits of group 256. Per sub-block of 16 values, four vectors of 6-bit
+// quants (values 4k .. 4k + 3 of each row: chunk k / 2's low or high nibbles, with the high two bits moved to bits 4
+// and 5 from the sub-block's high-bit bytes, one vpternlogd each) times four broadcast digits (vpdpbusd). Digit 1's
+// sum is shifted by 8 and digit 0's added to it in int32 (|256 t1 + t0| <= 257 * 16 * 63 * 128 < 2^31), digit 2's
+// apart; both become floats once a sub-block, weighted by the rows' int8 scales, and meet once a block with d and the
+// digit scale. The -32 offset comes back through the fp32 sums of x over each 16 values, -32 d sc S.
+template <int K>
+FOCAL_AVX512 inline __m512i q6_high_to_4(__m512i h) {  // bits 2K, 2K + 1 of each byte to bits 4, 5 (mask them after)
+  if constexpr (2 * K < 4)
+    return _mm512_slli_epi16(h, 4 - 2 * K);
+  else if constexpr (2 * K > 4)
+    return _mm512_srli_epi16(h, 2 * K - 4);
+  else
+    return h;
+}
+template <int B>  // sub-block 4 w + B of one block: its scales are byte B of the word W
+FOCAL_AVX512 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, int s, __m512i W,
+                                                               const int8_t* const* xk, int64_t o, float sum16,
+                                                               __m512 (&a)[2], __m512& offs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i H = _mm512_loadu_si512(P + Q6Panel::kHigh + 64 * s);
+  const __m512i L0 = _mm512_loadu_si512(P + Q6Panel::kQuants + 128 * s);
+  const __m512i L1 = _mm512_loadu_si512(P + Q6Panel::kQuants + 128 * s + 64);
+  constexpr int kOr = 0xF8;  // A | (B & C)
+  const __m512i v[4] = {
+      _mm512_ternarylogic_epi32(_mm512_and_si512(L0, m4), q6_high_to_4<0>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4), q6_high_to_4<1>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(L1, m4), q6_high_to_4<2>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4), q6_high_to_4<3>(H), m30, kOr)};
+  __m512i t2 = _mm512_setzero_si512(), t1 = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    t2 = _mm512_dpbusd_epi32(t2, v[k], bcast(xk[2] + o + 4 * k));
+    t1 = _mm512_dpbusd_epi32(t1, v[k], bcast(xk[1] + o + 4 * k));
+  }
+  t1 = _mm512_slli_epi32(t1, 8);
+  for (int k = 0; k < 4; ++k) t1 = _mm512_dpbusd_epi32(t1, v[k], bcast(xk[0] + o + 4 * k));
+  const __m512 scf = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(W, 24 - 8 * B), 24));  // signed byte B
+  a[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t2), scf, a[0]);
+  a[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1), scf, a[1]);
+  offs = _mm512_fmadd_ps(scf, _mm512_set1_ps(sum16), offs);
+}
+
+FOCAL_AVX512 void panels_q6_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
+      const float* sum16 = xd.sum16.data() + 16 * j;
+      __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // digit 2; digits 1 and 0
+      __m512 offs = _mm512_setzero_ps();
+      for (int wd = 0; wd < 4; ++wd) {
+        const __m512i W = _mm512_loadu_si512(P + Q6Panel::kScales + 64 * wd);
+        const int64_t o = 256 * j + 64 * wd;
+        q6_sub<0>(P, 4 * wd + 0, W, xk, o + 0, sum16[4 * wd + 0], a, offs);
+        q6_sub<1>(P, 4 * wd + 1, W, xk, o + 16, sum16[4 * wd + 1], a, offs);
+        q6_sub<2>(P, 4 * wd + 2, W, xk, o + 32, sum16[4 * wd + 2], a, offs);
+        q6_sub<3>(P, 4 * wd + 3, W, xk, o + 48, sum16[4 * wd + 3], a, offs);
+      }
+      const __m512 f = _mm512_fmadd_ps(a[0], _mm512_set1_ps(65536.0f), a[1]);
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kD)));
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xd.scale[(size_t)j])), f, acc);
+      off = _mm512_fmadd_ps(d, _mm512_mul_ps(offs, _mm512_set1_ps(-32.0f)), off);
+    }
+    _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, off));
+  }
+}
 
 }  // namespace focal::ops

@@ -57,7 +57,8 @@ constexpr QTypeInfo kQTypes[] = {
      nullptr,            &kquant_digit_rows_avx2<kQ5_K>, &kquant_rows_vnni<kQ5_K>, 256, Order::kNatural, &panels_k4_vnni<kQ5_K>,
      &panels_k4_avx2<kQ5_K>},
     {kQ6_K,  256, 128 + 64 + 16 + 2,     false, {208, -1}, 0x7C00u, &dequant_q6_k,  // ql, qh, scales (int8), d
-     &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, nullptr, nullptr},
+     &avx2_rows<kQ6_K>,  &kquant_digit_rows_avx2<kQ6_K>, &kquant_rows_vnni<kQ6_K>, 256, Order::kNatural, &panels_q6_vnni,
+     &panels_q6_avx2},
 };
 // clang-format on
 

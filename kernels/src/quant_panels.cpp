@@ -1,10 +1,11 @@
-// The panel layout of Q4_0, Q4_1, Q8_0, Q4_K and Q5_K for decode (quant.h: pack_panels): packing, unpacking a row
-// back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
-// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni), quant_avx2.cpp (panels_avx2,
-// panels_k4_avx2).
+// The panel layout of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K for decode (quant.h: pack_panels): packing, unpacking a
+// row back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
+// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_q6_vnni), quant_avx2.cpp
+// (panels_avx2, panels_k4_avx2, panels_q6_avx2).
 #include <omp.h>
 
 #include <cstring>
+#include <vector>
 
 #include "focal_kernels/quant.h"
 #include "quant_types.h"
@@ -17,109 +18,202 @@ namespace {
 size_t panel_block_bytes(int t) { return (size_t)kPanelRows * (size_t)qtype_block_bytes(t); }
 int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t); }
 
-// Q4_K / Q5_K (quant_types.h: K4Panel): the byte of lane l that holds value v (0..31) of sub-block s, and whether v
-// sits in its high nibble; the byte that holds v's fifth bit (Q5_K), and the bit.
-inline size_t k4_quant_byte(int t, int l, int s, int v, bool* high) {
-  *high = v % 8 >= 4;
-  const int at = K4Panel::quants(t) + 256 * s + 64 * (v / 8) + 4 * l + v % 4;
-  return (size_t)at;
-}
-inline size_t k5_high_byte(int l, int s, int v, int* bit) {
-  *bit = 2 * (v / 8) + (v % 8 >= 4 ? 1 : 0);
-  const int at = K4Panel::kHigh + 64 * s + 4 * l + v % 4;
-  return (size_t)at;
-}
-// Value v of sub-block s of a stored Q4_K / Q5_K block's quants qs[128] (k_block_layout's qs): pair s / 2's 32
-// bytes, low nibbles for even s. Q5_K's fifth bit of it is bit s of qh[v] (k_block_layout's high).
-inline int k4_nibble(const uint8_t* qs, int s, int v) { return (qs[32 * (s / 2) + v] >> (4 * (s & 1))) & 15; }
+// Each packer writes whole bytes of the panel block (every byte of it once over its 16 rows), each unpacker every byte
+// of the stored block: no read-modify-write, so a panel can be packed into memory that held anything.
 
-// Row l's Q4_K / Q5_K block b (stored) into panel block P, and back.
+// Q4_K / Q5_K (quant_types.h: K4Panel). Sub-block s of a stored block: its 32 quants are the low (even s) or high
+// (odd s) nibbles of qs[32 (s / 2) ..] (k_block_layout's qs), Q5_K's fifth bit of value v is bit s of qh[v] (high).
+// In the panel, chunk c's byte i of row l holds values 8c + i (low nibble) and 8c + 4 + i (high), and the high-bit
+// byte i of sub-block s bits 2c and 2c + 1 of those two values' fifth bits.
 void pack_k4(int t, const uint8_t* b, int l, uint8_t* P) {
   const KBlockLayout kl = k_block_layout(t);
   std::memcpy(P + K4Panel::kD + 2 * l, b + kl.d, 2);
   std::memcpy(P + K4Panel::kDmin + 2 * l, b + kl.dmin, 2);
   for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
-  for (int s = 0; s < 8; ++s)
-    for (int v = 0; v < 32; ++v) {
-      bool high;
-      uint8_t& at = P[k4_quant_byte(t, l, s, v, &high)];
-      const int q = k4_nibble(b + kl.qs, s, v);
-      at = high ? (uint8_t)((at & 0x0F) | (q << 4)) : (uint8_t)((at & 0xF0) | q);
-      if (t == kQ5_K) {
-        int bit;
-        uint8_t& hb = P[k5_high_byte(l, s, v, &bit)];
-        hb = (uint8_t)((hb & ~(1 << bit)) | (((b[kl.high + v] >> s) & 1) << bit));
+  for (int s = 0; s < 8; ++s) {
+    const uint8_t* qs = b + kl.qs + 32 * (s / 2);
+    const int sh = 4 * (s & 1);
+    uint8_t* Q = P + K4Panel::quants(t) + 256 * s + 4 * l;
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i)
+        Q[64 * c + i] = (uint8_t)(((qs[8 * c + i] >> sh) & 15) | (((qs[8 * c + 4 + i] >> sh) & 15) << 4));
+    if (t == kQ5_K) {
+      const uint8_t* qh = b + kl.high;
+      uint8_t* hb = P + K4Panel::kHigh + 64 * s + 4 * l;
+      for (int i = 0; i < 4; ++i) {
+        int v = 0;
+        for (int c = 0; c < 4; ++c)
+          v |= (((qh[8 * c + i] >> s) & 1) << (2 * c)) | (((qh[8 * c + 4 + i] >> s) & 1) << (2 * c + 1));
+        hb[i] = (uint8_t)v;
       }
     }
+  }
 }
 void unpack_k4(int t, const uint8_t* P, int l, uint8_t* b) {
   const KBlockLayout kl = k_block_layout(t);
   std::memcpy(b + kl.d, P + K4Panel::kD + 2 * l, 2);
   std::memcpy(b + kl.dmin, P + K4Panel::kDmin + 2 * l, 2);
   for (int w = 0; w < 3; ++w) std::memcpy(b + kl.scales + 4 * w, P + K4Panel::kScales + 64 * w + 4 * l, 4);
-  uint8_t* qs = b + kl.qs;
-  std::memset(qs, 0, 128);
-  if (t == kQ5_K) std::memset(b + kl.high, 0, 32);
-  for (int s = 0; s < 8; ++s)
-    for (int v = 0; v < 32; ++v) {
-      bool high;
-      const uint8_t at = P[k4_quant_byte(t, l, s, v, &high)];
-      qs[32 * (s / 2) + v] |= (uint8_t)(((high ? at >> 4 : at) & 15) << (4 * (s & 1)));
-      if (t == kQ5_K) {
-        int bit;
-        const size_t at5 = k5_high_byte(l, s, v, &bit);  // sets bit: read it only after
-        b[kl.high + v] |= (uint8_t)(((P[at5] >> bit) & 1) << s);
+  for (int pair = 0; pair < 4; ++pair) {  // sub-blocks 2 pair (the low nibbles) and 2 pair + 1 (the high ones)
+    const uint8_t* Q0 = P + K4Panel::quants(t) + 256 * (2 * pair) + 4 * l;
+    const uint8_t* Q1 = Q0 + 256;
+    uint8_t* qs = b + kl.qs + 32 * pair;
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t a0 = Q0[64 * c + i], a1 = Q1[64 * c + i];
+        qs[8 * c + i] = (uint8_t)((a0 & 15) | ((a1 & 15) << 4));
+        qs[8 * c + 4 + i] = (uint8_t)((a0 >> 4) | (a1 & 0xF0));
       }
+  }
+  if (t == kQ5_K) {
+    uint8_t* qh = b + kl.high;
+    for (int v = 0; v < 32; ++v) {
+      const int i = v % 4, bit = 2 * (v / 8) + (v % 8 >= 4 ? 1 : 0);
+      int h = 0;
+      for (int s = 0; s < 8; ++s) h |= ((P[K4Panel::kHigh + 64 * s + 4 * l + i] >> bit) & 1) << s;
+      qh[v] = (uint8_t)h;
+    }
+  }
+}
+
+// Q6_K (quant_types.h: Q6Panel). Sub-block s (values 16s .. 16s + 15) of a stored block sits in one run of 16 bytes
+// of ql and of qh (dequant_sub32's Q6_K case): value 128 h + 32 g + i (i < 32) has its low four bits in
+// ql[64 h + 32 (g & 1) + i] (the high nibble for g >= 2) and its high two at bits 2g, 2g + 1 of qh[32 h + i].
+struct Q6Run {
+  int ql, ql_shift, qh, qh_shift;  // where sub-block s's bytes start in the block, and the shifts
+};
+constexpr Q6Run q6_run(int s) {
+  const int h = s / 8, g = (s % 8) / 2, i0 = 16 * (s % 2);
+  const KBlockLayout kl = k_block_layout(kQ6_K);
+  return {kl.qs + 64 * h + 32 * (g & 1) + i0, g >= 2 ? 4 : 0, kl.high + 32 * h + i0, 2 * g};
+}
+// In the panel, chunk c's byte i of row l holds values 8c + i (low nibble) and 8c + 4 + i (high) of the sub-block,
+// and the high-bit byte i bits 2k, 2k + 1 the high two bits of value 4k + i.
+void pack_q6(const uint8_t* b, int l, uint8_t* P) {
+  const KBlockLayout kl = k_block_layout(kQ6_K);
+  std::memcpy(P + Q6Panel::kD + 2 * l, b + kl.d, 2);
+  for (int w = 0; w < 4; ++w) std::memcpy(P + Q6Panel::kScales + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
+  for (int s = 0; s < 16; ++s) {
+    const Q6Run run = q6_run(s);
+    uint8_t lo[16], hi[16];  // the sub-block's low four and high two bits, in value order
+    for (int u = 0; u < 16; ++u) {
+      lo[u] = (uint8_t)((b[run.ql + u] >> run.ql_shift) & 15);
+      hi[u] = (uint8_t)((b[run.qh + u] >> run.qh_shift) & 3);
+    }
+    uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 4 * l;
+    uint8_t* hb = P + Q6Panel::kHigh + 64 * s + 4 * l;
+    for (int i = 0; i < 4; ++i) {
+      Q[i] = (uint8_t)(lo[i] | (lo[4 + i] << 4));
+      Q[64 + i] = (uint8_t)(lo[8 + i] | (lo[12 + i] << 4));
+      hb[i] = (uint8_t)(hi[i] | (hi[4 + i] << 2) | (hi[8 + i] << 4) | (hi[12 + i] << 6));
+    }
+  }
+}
+void unpack_q6(const uint8_t* P, int l, uint8_t* b) {
+  const KBlockLayout kl = k_block_layout(kQ6_K);
+  std::memcpy(b + kl.d, P + Q6Panel::kD + 2 * l, 2);
+  for (int w = 0; w < 4; ++w) std::memcpy(b + kl.scales + 4 * w, P + Q6Panel::kScales + 64 * w + 4 * l, 4);
+  uint8_t q[256];  // the block's 6-bit quants in value order
+  for (int s = 0; s < 16; ++s) {
+    const uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 4 * l;
+    const uint8_t* hb = P + Q6Panel::kHigh + 64 * s + 4 * l;
+    for (int u = 0; u < 16; ++u) {
+      const uint8_t byte = Q[64 * (u / 8) + u % 4];
+      q[16 * s + u] = (uint8_t)(((u % 8 >= 4 ? byte >> 4 : byte) & 15) | (((hb[u % 4] >> (2 * (u / 4))) & 3) << 4));
+    }
+  }
+  for (int h = 0; h < 2; ++h)  // each byte of ql and qh from the values that share it
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t* v = q + 128 * h + i;  // values 128 h + 32 g + i at v[32 g]
+      b[kl.qs + 64 * h + i] = (uint8_t)((v[0] & 15) | ((v[64] & 15) << 4));
+      b[kl.qs + 64 * h + 32 + i] = (uint8_t)((v[32] & 15) | ((v[96] & 15) << 4));
+      b[kl.high + 32 * h + i] =
+          (uint8_t)((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
     }
 }
 
-// Byte of lane l (row l of the panel) that holds value k of the block, and, for the 4-bit formats, whether k sits
-// in its high nibble.
-inline size_t quant_byte(int t, int l, int k, bool* high) {
+// Q4_0 / Q4_1 / Q8_0: row l's block b (stored) into panel block P, and back. Chunk c's byte i of row l holds values
+// 8c + i and 8c + 4 + i (4-bit; ggml keeps values 0..15 in the low nibbles of q[16], 16..31 in the high ones), or
+// value 4c + i plus 128 (Q8_0).
+void pack_b32(int t, const uint8_t* b, int l, uint8_t* P) {
+  std::memcpy(P + 2 * l, b, 2);                           // d
+  if (t == kQ4_1) std::memcpy(P + 32 + 2 * l, b + 2, 2);  // m
+  const uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
+  uint8_t* Q = P + panel_quant_offset(t) + 4 * l;
   if (t == kQ8_0) {
-    *high = false;
-    const int at = panel_quant_offset(t) + 64 * (k / 4) + 4 * l + k % 4;
-    return (size_t)at;
+    for (int c = 0; c < 8; ++c)
+      for (int i = 0; i < 4; ++i) Q[64 * c + i] = (uint8_t)(q[4 * c + i] ^ 0x80);
+    return;
   }
-  const int c = k / 8, w = k % 8;
-  *high = w >= 4;
-  const int at = panel_quant_offset(t) + 64 * c + 4 * l + w % 4;
-  return (size_t)at;
+  uint8_t v[32];
+  for (int k = 0; k < 16; ++k) {
+    v[k] = (uint8_t)(q[k] & 15);
+    v[k + 16] = (uint8_t)(q[k] >> 4);
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i) Q[64 * c + i] = (uint8_t)(v[8 * c + i] | (v[8 * c + 4 + i] << 4));
+}
+void unpack_b32(int t, const uint8_t* P, int l, uint8_t* b) {
+  std::memcpy(b, P + 2 * l, 2);
+  if (t == kQ4_1) std::memcpy(b + 2, P + 32 + 2 * l, 2);
+  uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
+  const uint8_t* Q = P + panel_quant_offset(t) + 4 * l;
+  if (t == kQ8_0) {
+    for (int c = 0; c < 8; ++c)
+      for (int i = 0; i < 4; ++i) q[4 * c + i] = (uint8_t)(Q[64 * c + i] ^ 0x80);
+    return;
+  }
+  uint8_t v[32];
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i) {
+      v[8 * c + i] = (uint8_t)(Q[64 * c + i] & 15);
+      v[8 * c + 4 + i] = (uint8_t)(Q[64 * c + i] >> 4);
+    }
+  for (int k = 0; k < 16; ++k) q[k] = (uint8_t)(v[k] | (v[k + 16] << 4));
 }
 
-// Value k (0..31) of a stored 4-bit block's quants q[16]: ggml keeps values 0..15 in the low nibbles, 16..31 high.
-inline int nibble(const uint8_t* q, int k) { return k < 16 ? q[k] & 15 : q[k - 16] >> 4; }
+// Panel p of w (its 16 rows, row_map followed; or, where `held` is set, the 16 rows held there) into dst's panel p.
+void pack_panel(const QMatrix& w, int64_t p, const uint8_t* held, uint8_t* dst) {
+  const int t = w.type, bb = qtype_block_bytes(t);
+  const int64_t nb = blocks_per_row(t, w.cols);
+  const size_t pbb = panel_block_bytes(t);
+  for (int l = 0; l < kPanelRows; ++l) {
+    const uint8_t* row = held ? held + (size_t)l * w.row_bytes : w.row(p * kPanelRows + l);
+    for (int64_t j = 0; j < nb; ++j) {
+      const uint8_t* b = row + j * bb;
+      uint8_t* P = dst + (size_t)(p * nb + j) * pbb;
+      if (t == kQ4_K || t == kQ5_K)
+        pack_k4(t, b, l, P);
+      else if (t == kQ6_K)
+        pack_q6(b, l, P);
+      else
+        pack_b32(t, b, l, P);
+    }
+  }
+}
 
 }  // namespace
 
 void pack_panels(const QMatrix& w, uint8_t* dst) {
-  const int t = w.type, bb = qtype_block_bytes(t);
-  const int64_t nb = blocks_per_row(t, w.cols), n_panels = w.rows / kPanelRows;
-  const size_t pbb = panel_block_bytes(t);
-#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 18))
-  for (int64_t p = 0; p < n_panels; ++p)
-    for (int l = 0; l < kPanelRows; ++l) {
-      const uint8_t* row = w.row(p * kPanelRows + l);
-      for (int64_t j = 0; j < nb; ++j) {
-        const uint8_t* b = row + j * bb;
-        uint8_t* P = dst + (size_t)(p * nb + j) * pbb;
-        if (t == kQ4_K || t == kQ5_K) {
-          pack_k4(t, b, l, P);
-          continue;
-        }
-        std::memcpy(P + 2 * l, b, 2);                           // d
-        if (t == kQ4_1) std::memcpy(P + 32 + 2 * l, b + 2, 2);  // m
-        const uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
-        for (int k = 0; k < 32; ++k) {
-          bool high;
-          uint8_t& at = P[quant_byte(t, l, k, &high)];
-          if (t == kQ8_0)
-            at = (uint8_t)(q[k] ^ 0x80);
-          else  // each byte holds two values: this one's nibble replaced, the other kept
-            at = high ? (uint8_t)((at & 0x0F) | (nibble(q, k) << 4)) : (uint8_t)((at & 0xF0) | nibble(q, k));
-        }
-      }
+  const int64_t n_panels = w.rows / kPanelRows;
+  const size_t panel_bytes = (size_t)kPanelRows * w.row_bytes;
+  if (dst == w.data && w.row_map) {  // in place, rows from other panels: pack from a copy of the whole matrix
+    const std::vector<uint8_t> all(w.data, w.data + (size_t)w.rows * w.row_bytes);
+    QMatrix from = w;
+    from.data = all.data();
+    pack_panels(from, dst);
+    return;
+  }
+  const bool in_place = dst == w.data;
+#pragma omp parallel if (w.rows * w.cols >= (1 << 18))
+  {
+    std::vector<uint8_t> held(in_place ? panel_bytes : 0);  // in place: the panel's rows, copied before it is packed
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < n_panels; ++p) {
+      if (in_place) std::memcpy(held.data(), w.data + (size_t)p * panel_bytes, panel_bytes);
+      pack_panel(w, p, in_place ? held.data() : nullptr, dst);
     }
+  }
 }
 
 void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
@@ -130,25 +224,12 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* P = w.data + (size_t)(p * nb + j) * pbb;
     uint8_t* b = out + j * bb;
-    if (t == kQ4_K || t == kQ5_K) {
+    if (t == kQ4_K || t == kQ5_K)
       unpack_k4(t, P, l, b);
-      continue;
-    }
-    std::memcpy(b, P + 2 * l, 2);
-    if (t == kQ4_1) std::memcpy(b + 2, P + 32 + 2 * l, 2);
-    uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
-    if (t == kQ8_0) {
-      for (int k = 0; k < 32; ++k) {
-        bool high;
-        q[k] = (uint8_t)(P[quant_byte(t, l, k, &high)] ^ 0x80);
-      }
-    } else {
-      for (int k = 0; k < 16; ++k) {
-        bool hl, hh;
-        const uint8_t lo = P[quant_byte(t, l, k, &hl)], hi = P[quant_byte(t, l, k + 16, &hh)];
-        q[k] = (uint8_t)(((hl ? lo >> 4 : lo) & 15) | (((hh ? hi >> 4 : hi) & 15) << 4));
-      }
-    }
+    else if (t == kQ6_K)
+      unpack_q6(P, l, b);
+    else
+      unpack_b32(t, P, l, b);
   }
 }
 
@@ -203,6 +284,25 @@ inline void dequant_panel_row_k4(const uint8_t* P, int l, int64_t nb, float* dst
   }
 }
 
+// dst[cols] = row l of a Q6_K panel's blocks, each value through qblocks::q6_value (dequant_sub32's formula).
+inline void dequant_panel_row_q6(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
+  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+    const float d = qblocks::f16_at(P + Q6Panel::kD + 2 * l);
+    for (int s = 0; s < 16; ++s, dst += 16) {
+      const int8_t scale = (int8_t)P[Q6Panel::kScales + 64 * (s / 4) + 4 * l + s % 4];
+      const uint8_t* hb = P + Q6Panel::kHigh + 64 * s + 4 * l;
+      for (int c = 0; c < 2; ++c) {
+        const uint8_t* q = P + Q6Panel::kQuants + 128 * s + 64 * c + 4 * l;
+        for (int i = 0; i < 4; ++i) {
+          dst[8 * c + i] = qblocks::q6_value((q[i] & 15) | (((hb[i] >> (4 * c)) & 3) << 4), scale, d);
+          dst[8 * c + 4 + i] = qblocks::q6_value((q[i] >> 4) | (((hb[i] >> (4 * c + 2)) & 3) << 4), scale, d);
+        }
+      }
+    }
+  }
+}
+
 // Each compiled for the baseline, AVX2 and x86-64-v4 (target_clones takes no templates).
 FOCAL_TARGET_CLONES void panel_row_q4_0(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row<kQ4_0>(P, l, nb, y);
@@ -218,6 +318,9 @@ FOCAL_TARGET_CLONES void panel_row_q4_k(const uint8_t* P, int l, int64_t nb, flo
 }
 FOCAL_TARGET_CLONES void panel_row_q5_k(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row_k4<kQ5_K>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q6_k(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row_q6(P, l, nb, y);
 }
 
 }  // namespace
@@ -239,6 +342,7 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
       // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
       case kQ4_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ4_K>(P, l, nb, y) : panel_row_q4_k(P, l, nb, y); break;
       case kQ5_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ5_K>(P, l, nb, y) : panel_row_q5_k(P, l, nb, y); break;
+      case kQ6_K: panel_row_q6_k(P, l, nb, y); break;
       default: break;
     }
   }

@@ -101,6 +101,8 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
 // dequant_panel_row_k4).
 template <int T>
 FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst);
+// Q6_K over its panel layout (Q6Panel) with x in digits of group 256, natural order.
+FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
 FOCAL_AVX2 void split_groups_avx2(const float* x, int64_t cols, int group, digits::Order order, digits::XDigits* xd);
 
@@ -116,6 +118,8 @@ FOCAL_AVX512 void panels_vnni(const digits::XDigits& xd, const QMatrix& w, float
 template <int T>
 FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0,
                                  int64_t p1);  // Q4_K, Q5_K (K4Panel), digits of group 256, natural order
+FOCAL_AVX512 void panels_q6_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0,
+                                 int64_t p1);  // Q6_K (Q6Panel), digits of group 256, natural order
 // digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
 FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
                                       digits::XDigits* xd);
@@ -135,7 +139,16 @@ struct K4Panel {
 };
 static_assert(K4Panel::quants(kQ4_K) + 8 * 256 == kPanelRows * qblocks::block_bytes(kQ4_K), "a Q4_K panel block");
 static_assert(K4Panel::quants(kQ5_K) + 8 * 256 == kPanelRows * qblocks::block_bytes(kQ5_K), "a Q5_K panel block");
-// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K), dequantised from the
+// A Q6_K panel block (16 rows' block j; 3360 bytes): the rows' fp16 d, their 16 int8 scales as four words (word w of
+// row l at kScales + 64 w + 4 l, byte i the scale of sub-block 4 w + i: one vector load gives four sub-blocks' scales
+// of every row), then per sub-block s of 16 values the high two bits (row l: 4 bytes at kHigh + 64 s + 4 l, byte i's
+// bits 2k, 2k + 1 those of value 4k + i) and the low four (chunk c of 8 values, row l at kQuants + 128 s + 64 c + 4 l:
+// values 8c .. 8c + 3 in the low nibbles, 8c + 4 .. 8c + 7 in the high ones, as in the other 4-bit panels).
+struct Q6Panel {
+  static constexpr int kD = 0, kScales = 32, kHigh = 288, kQuants = 1312;
+};
+static_assert(Q6Panel::kQuants + 16 * 128 == kPanelRows * qblocks::block_bytes(kQ6_K), "a Q6_K panel block");
+// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K), dequantised from the
 // panels as dequant_rows would from the rows as stored (quant_panels.cpp).
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 

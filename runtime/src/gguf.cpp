@@ -125,19 +125,18 @@ std::ptrdiff_t GgufFile::read_into_memory(const std::function<void(size_t done, 
 }
 
 void GgufFile::relayout(const uint8_t* at, int64_t rows, size_t row_bytes,
-                        const std::function<void(const uint8_t* original, uint8_t* dst)>& pack,
+                        const std::function<void(uint8_t* bytes)>& pack,
                         std::function<void(int64_t r, uint8_t* out)> original_row) {
   const size_t n = (size_t)rows * row_bytes;
   if (!in_memory_ || at < data_ || n > size_ || (size_t)(at - data_) > size_ - n)
     throw Error("internal: '" + path_ + "': relayout of bytes outside the file held in memory");
-  const std::vector<uint8_t> original(at, at + n);
   auto* dst = const_cast<uint8_t*>(at);  // the held copy is ours (copy_into_memory maps it read-only)
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uint8_t* p0 = dst - reinterpret_cast<uintptr_t>(dst) % page;  // mprotect works on whole pages
   const size_t len = (size_t)(dst + n - p0);
   if (mprotect(p0, len, PROT_READ | PROT_WRITE) != 0)
     throw Error("'" + path_ + "': cannot write to the weights held in memory: " + std::strerror(errno));
-  pack(original.data(), dst);
+  pack(dst);
   mprotect(p0, len, PROT_READ);
   Relaid r;
   r.offset = (size_t)(at - data_);

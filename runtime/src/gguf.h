@@ -101,12 +101,11 @@ class GgufFile {
   // copy_into_memory) and moves every tensor's data pointer along; returns how far the bytes moved (new - old
   // address), 0 when nothing was done (a caller's buffer, or already held). progress must not throw.
   std::ptrdiff_t read_into_memory(const std::function<void(size_t done, size_t total)>& progress);
-  // Re-lays out `rows` rows of `row_bytes` at `at`, inside a file held in memory (read_into_memory): pack(original,
-  // dst) writes the new layout to dst from a copy of the original bytes. original_row(r, out) must give back stored
-  // row r's original bytes from the new layout, so fnv1a still hashes the file as it is on disk. Throws Error if the
-  // file is not held in memory or the range is not inside it.
-  void relayout(const uint8_t* at, int64_t rows, size_t row_bytes,
-                const std::function<void(const uint8_t* original, uint8_t* dst)>& pack,
+  // Re-lays out `rows` rows of `row_bytes` at `at`, inside a file held in memory (read_into_memory): pack(bytes)
+  // rewrites them in place in the new layout. original_row(r, out) must give back stored row r's original bytes
+  // from the new layout, so fnv1a still hashes the file as it is on disk. Throws Error if the file is not held in
+  // memory or the range is not inside it.
+  void relayout(const uint8_t* at, int64_t rows, size_t row_bytes, const std::function<void(uint8_t* bytes)>& pack,
                 std::function<void(int64_t r, uint8_t* out)> original_row);
 
  private:

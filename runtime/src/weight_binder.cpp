@@ -113,7 +113,7 @@ StoredWeight WeightBinder::stored_weight(const StTensor& t, int type, const std:
                   "allow_nonfinite_weights");
     c_.warnings.push_back(what + "; loaded as they are");
   }
-  // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K rows re-laid out in panels of 16
+  // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K rows re-laid out in panels of 16
   // for decode (ops::pack_panels; row_map applied), in place; the file's checksum still hashes its own bytes.
   if (held_ && ops::panels_pay_off(type, n_rows)) {
     if (relaid_.insert(sw.data).second) {
@@ -127,9 +127,9 @@ StoredWeight WeightBinder::stored_weight(const StTensor& t, int type, const std:
       }
       gguf_->file->relayout(
           sw.data, n_rows, sw.row_bytes,
-          [&src](const uint8_t* original, uint8_t* dst) {
-            src.data = original;
-            ops::pack_panels(src, dst);
+          [&src](uint8_t* bytes) {
+            src.data = bytes;
+            ops::pack_panels(src, bytes);  // in place
           },
           [packed, stored_to_row](int64_t s, uint8_t* out) {
             ops::unpack_panel_row(packed, stored_to_row.empty() ? s : stored_to_row[(size_t)s], out);

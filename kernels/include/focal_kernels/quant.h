@@ -54,7 +54,7 @@ struct QMatrix {
   const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
 };
 
-// The decode layout of Q4_0, Q4_1, Q4_K and Q5_K (weights held in process memory on a CPU with AVX2) and Q8_0 (with
+// The decode layout of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K (weights held in process memory on a CPU with AVX2) and Q8_0 (with
 // AVX-512 VNNI): rows in panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by
 // side — their fp16 scales (and Q4_1's mins; Q4_K / Q5_K's d, dmin, scale words and Q5_K's fifth bits), then the
 // quants with 4 values of one row per 32-bit lane, 16 rows per 64 bytes (4-bit: low nibbles values 8c..8c+3, high
@@ -66,7 +66,9 @@ constexpr int kPanelRows = 16;
 // Whether pack_panels applies to `type` with `rows`, this CPU has the kernel that reads it and the kernel level
 // (set_quant_isa, FOCAL_QUANT_ISA) allows it: a load under a lower level keeps the rows as stored.
 bool panels_pay_off(int type, int64_t rows);
-// dst[rows * row_bytes] = w (row-major, row_map followed) in the panel layout. dst must not overlap w.data.
+// dst[rows * row_bytes] = w (row-major, row_map followed) in the panel layout. dst is either w.data itself (packed in
+// place: panel by panel through a copy of its 16 rows, or, with a row_map, through a copy of the whole matrix) or
+// memory that does not overlap it.
 void pack_panels(const QMatrix& w, uint8_t* dst);
 // out[row_bytes] = row r of a panel matrix in the stored block format (the bytes pack_panels read).
 void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out);

@@ -92,6 +92,8 @@ FOCAL_HD float b32_value(int type, int q, float d, float m) {
 
 // One value of a Q4_K / Q5_K block from its quant q (0..31) and its sub-block's dd = d sc and mm = dmin mn.
 FOCAL_HD float k4_value(int q, float dd, float mm) { return dd * q - mm; }
+// One value of a Q6_K block from its 6-bit quant q (0..63), its 16 values' int8 scale and the block's d.
+FOCAL_HD float q6_value(int q, int8_t scale, float d) { return d * scale * (q - 32); }
 
 // y[32] = values 32 sub .. 32 sub + 31 of the block at b (sub = 0 for the 32-value formats, 0..7 for the K formats).
 FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
@@ -139,9 +141,8 @@ FOCAL_HD void dequant_sub32(int type, const uint8_t* b, int sub, float* y) {
       const float d = f16_at(b + 208);
       const int shift = g >= 2 ? 4 : 0;
       for (int l = 0; l < 32; ++l) {
-        const int q = (((ql[l] >> shift) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
-        const int8_t scale = sc[l >> 4];  // the scale of values 0..15, then of 16..31
-        y[l] = d * scale * q;
+        const int q = ((ql[l] >> shift) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4);
+        y[l] = q6_value(q, sc[l >> 4], d);  // the scale of values 0..15, then of 16..31
       }
       break;
     }
