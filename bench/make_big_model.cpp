@@ -3,10 +3,10 @@
 // intermediate 28672) for the memory and speed benchmarks (bench/run_big.sh), never committed:
 //   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
 //                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces);
-//                      --mix q4_k_m | q5_k_m | q8_0 gives the matrices the types llama.cpp's quantize gives those
+//                      --mix q4_k_m | q5_k_m | q6_k | q8_0 gives the matrices the types llama.cpp's quantize gives those
 //                      file types (Q4_K_M: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of the
 //                      layers its "more bits" rule picks: the first and last eighth and every third between;
-//                      Q5_K_M: the same over Q5_K; Q8_0: every matrix Q8_0)
+//                      Q5_K_M: the same over Q5_K; Q6_K and Q8_0: every matrix in that type)
 //   --bf16 DIR         Hugging Face directory: config.json, model.safetensors in bf16 (values ~ +-0.02), and
 //                      tokenizer.model copied from --tokenizer FILE
 // Streams the tensors to a temporary name and renames it, printing progress with an ETA.
@@ -48,7 +48,7 @@ int block_bytes(uint32_t t) {
   }
 }
 
-enum class Mix { kQ4K, kQ4KM, kQ5KM, kQ8_0 };
+enum class Mix { kQ4K, kQ4KM, kQ5KM, kQ6K, kQ8_0 };
 
 struct Tensor {
   std::string name;
@@ -62,6 +62,7 @@ struct Tensor {
 // "more bits" help (the first and last eighth of the layers, and every third layer between).
 uint32_t mix_type(Mix mix, const std::string& name, int64_t layer, int64_t n_layers) {
   if (mix == Mix::kQ8_0) return kQ8_0;
+  if (mix == Mix::kQ6K) return kQ6_K;
   if (mix == Mix::kQ4K) return kQ4_K;
   const uint32_t base = mix == Mix::kQ4KM ? kQ4_K : kQ5_K;
   if (name == "output.weight") return kQ6_K;
@@ -365,12 +366,12 @@ int main(int argc, char** argv) {
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--help") {
       std::printf(
-          "usage: make_big_model (--gguf FILE [--mix q4_k|q4_k_m|q5_k_m|q8_0] | --bf16 DIR --tokenizer "
+          "usage: make_big_model (--gguf FILE [--mix q4_k|q4_k_m|q5_k_m|q6_k|q8_0] | --bf16 DIR --tokenizer "
           "tokenizer.model)\n"
           "                      [--shape 8b|70b] [--layers N] [--context N]\n"
           "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
           "intermediate 14336, vocab 128256; context 8192 unless --context): a GGUF (~4.6 GB in Q4_K; --mix gives\n"
-          "the tensor types of llama.cpp's Q4_K_M, Q5_K_M or Q8_0 files: ~4.9, ~5.7, ~8.5 GB) or a bf16\n"
+          "the tensor types of llama.cpp's Q4_K_M, Q5_K_M, Q6_K or Q8_0 files: ~4.9, ~5.7, ~6.6, ~8.5 GB) or a bf16\n"
           "safetensors directory (~16 GB). --shape 70b: Llama-3-70B's (80 layers, hidden 8192, 64 / 8 heads,\n"
           "intermediate 28672): ~39.8 GB in Q4_K.\n");
       return 0;
@@ -386,10 +387,12 @@ int main(int argc, char** argv) {
         mix = Mix::kQ4KM;
       } else if (m == "q5_k_m") {
         mix = Mix::kQ5KM;
+      } else if (m == "q6_k") {
+        mix = Mix::kQ6K;
       } else if (m == "q8_0") {
         mix = Mix::kQ8_0;
       } else {
-        std::fprintf(stderr, "make_big_model: --mix '%s': give q4_k, q4_k_m, q5_k_m or q8_0\n", m.c_str());
+        std::fprintf(stderr, "make_big_model: --mix '%s': give q4_k, q4_k_m, q5_k_m, q6_k or q8_0\n", m.c_str());
         return 2;
       }
     } else if (a == "--tokenizer") {
