@@ -2,6 +2,7 @@
 // row back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
 // kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_q6_vnni), quant_avx2.cpp
 // (panels_avx2, panels_k4_avx2, panels_q6_avx2).
+#include <emmintrin.h>
 #include <omp.h>
 
 #include <cstring>
@@ -21,6 +22,22 @@ int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t)
 // Each packer writes whole bytes of the panel block (every byte of it once over its 16 rows), each unpacker every byte
 // of the stored block: no read-modify-write, so a panel can be packed into memory that held anything.
 
+// 16 bytes as four 4-byte units u0..u3 (each 4 values of a row): the units' 4 bytes to 4 places 64 bytes apart (a
+// panel's chunks), starting at dst.
+inline void store_units(__m128i v, uint8_t* dst) {
+  alignas(16) uint8_t u[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(u), v);
+  for (int c = 0; c < 4; ++c) std::memcpy(dst + 64 * c, u + 4 * c, 4);
+}
+// Two runs of 16 values (a, b: values 0..15 and 16..31, one per byte, each < 16) into the 4-bit panel chunks' bytes:
+// unit c = values 8c .. 8c + 3 (low nibbles) and 8c + 4 .. 8c + 7 (high ones).
+inline __m128i nibble_chunks(__m128i a, __m128i b) {
+  const __m128 fa = _mm_castsi128_ps(a), fb = _mm_castsi128_ps(b);
+  const __m128i even = _mm_castps_si128(_mm_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));  // units 0, 2, 4, 6
+  const __m128i odd = _mm_castps_si128(_mm_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));   // units 1, 3, 5, 7
+  return _mm_or_si128(even, _mm_slli_epi16(odd, 4));
+}
+
 // Q4_K / Q5_K (quant_types.h: K4Panel). Sub-block s of a stored block: its 32 quants are the low (even s) or high
 // (odd s) nibbles of qs[32 (s / 2) ..] (k_block_layout's qs), Q5_K's fifth bit of value v is bit s of qh[v] (high).
 // In the panel, chunk c's byte i of row l holds values 8c + i (low nibble) and 8c + 4 + i (high), and the high-bit
@@ -30,13 +47,13 @@ void pack_k4(int t, const uint8_t* b, int l, uint8_t* P) {
   std::memcpy(P + K4Panel::kD + 2 * l, b + kl.d, 2);
   std::memcpy(P + K4Panel::kDmin + 2 * l, b + kl.dmin, 2);
   for (int w = 0; w < 3; ++w) std::memcpy(P + K4Panel::kScales + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
   for (int s = 0; s < 8; ++s) {
     const uint8_t* qs = b + kl.qs + 32 * (s / 2);
     const int sh = 4 * (s & 1);
-    uint8_t* Q = P + K4Panel::quants(t) + 256 * s + 4 * l;
-    for (int c = 0; c < 4; ++c)
-      for (int i = 0; i < 4; ++i)
-        Q[64 * c + i] = (uint8_t)(((qs[8 * c + i] >> sh) & 15) | (((qs[8 * c + 4 + i] >> sh) & 15) << 4));
+    const __m128i a = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), sh), m4);
+    const __m128i c = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)), sh), m4);
+    store_units(nibble_chunks(a, c), P + K4Panel::quants(t) + 256 * s + 4 * l);
     if (t == kQ5_K) {
       const uint8_t* qh = b + kl.high;
       uint8_t* hb = P + K4Panel::kHigh + 64 * s + 4 * l;
@@ -93,19 +110,30 @@ void pack_q6(const uint8_t* b, int l, uint8_t* P) {
   const KBlockLayout kl = k_block_layout(kQ6_K);
   std::memcpy(P + Q6Panel::kD + 2 * l, b + kl.d, 2);
   for (int w = 0; w < 4; ++w) std::memcpy(P + Q6Panel::kScales + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
-  for (int s = 0; s < 16; ++s) {
+  const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
+  for (int s = 0; s < 16; s += 2) {  // two sub-blocks: their 32 values side by side in ql and qh
     const Q6Run run = q6_run(s);
-    uint8_t lo[16], hi[16];  // the sub-block's low four and high two bits, in value order
-    for (int u = 0; u < 16; ++u) {
-      lo[u] = (uint8_t)((b[run.ql + u] >> run.ql_shift) & 15);
-      hi[u] = (uint8_t)((b[run.qh + u] >> run.qh_shift) & 3);
-    }
+    const __m128i lo0 =
+        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.ql)), run.ql_shift), m4);
+    const __m128i lo1 = _mm_and_si128(
+        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.ql + 16)), run.ql_shift), m4);
+    const __m128i hi0 =
+        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.qh)), run.qh_shift), m2);
+    const __m128i hi1 = _mm_and_si128(
+        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.qh + 16)), run.qh_shift), m2);
+    // the low four bits: sub-block s's chunks 0, 1 then s + 1's (64 bytes apart, then 128 - 64 further: as units)
+    alignas(16) uint8_t u[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(u), nibble_chunks(lo0, lo1));
     uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 4 * l;
-    uint8_t* hb = P + Q6Panel::kHigh + 64 * s + 4 * l;
-    for (int i = 0; i < 4; ++i) {
-      Q[i] = (uint8_t)(lo[i] | (lo[4 + i] << 4));
-      Q[64 + i] = (uint8_t)(lo[8 + i] | (lo[12 + i] << 4));
-      hb[i] = (uint8_t)(hi[i] | (hi[4 + i] << 2) | (hi[8 + i] << 4) | (hi[12 + i] << 6));
+    for (int c = 0; c < 4; ++c) std::memcpy(Q + 64 * c, u + 4 * c, 4);  // s: chunks 0, 1; s + 1: at 128 + 64 c'
+    // the high two bits: byte i of unit k of a sub-block at bits 2k: units 0..3 of s from hi0, of s + 1 from hi1
+    for (int h = 0; h < 2; ++h) {
+      const __m128i v = h ? hi1 : hi0;
+      const __m128i packed =
+          _mm_or_si128(_mm_or_si128(v, _mm_slli_epi16(_mm_srli_si128(v, 4), 2)),
+                       _mm_or_si128(_mm_slli_epi16(_mm_srli_si128(v, 8), 4), _mm_slli_epi16(_mm_srli_si128(v, 12), 6)));
+      const int32_t word = _mm_cvtsi128_si32(packed);
+      std::memcpy(P + Q6Panel::kHigh + 64 * (s + h) + 4 * l, &word, 4);
     }
   }
 }
@@ -141,17 +169,13 @@ void pack_b32(int t, const uint8_t* b, int l, uint8_t* P) {
   const uint8_t* q = b + (t == kQ4_1 ? 4 : 2);
   uint8_t* Q = P + panel_quant_offset(t) + 4 * l;
   if (t == kQ8_0) {
-    for (int c = 0; c < 8; ++c)
-      for (int i = 0; i < 4; ++i) Q[64 * c + i] = (uint8_t)(q[4 * c + i] ^ 0x80);
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    store_units(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), flip), Q);
+    store_units(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)), flip), Q + 256);
     return;
   }
-  uint8_t v[32];
-  for (int k = 0; k < 16; ++k) {
-    v[k] = (uint8_t)(q[k] & 15);
-    v[k + 16] = (uint8_t)(q[k] >> 4);
-  }
-  for (int c = 0; c < 4; ++c)
-    for (int i = 0; i < 4; ++i) Q[64 * c + i] = (uint8_t)(v[8 * c + i] | (v[8 * c + 4 + i] << 4));
+  const __m128i m4 = _mm_set1_epi8(0x0F), v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  store_units(nibble_chunks(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4)), Q);
 }
 void unpack_b32(int t, const uint8_t* P, int l, uint8_t* b) {
   std::memcpy(b, P + 2 * l, 2);
