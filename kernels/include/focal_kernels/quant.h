@@ -80,7 +80,7 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
 // w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
 // so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1 / Q4_K /
-// Q5_K), else sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+// Q5_K / Q6_K), else sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 // ys[i][m, ws[i]->rows] = x[m, cols] . ws[i]^T for n matrices of the same cols sharing x (Q, K, V; gate, up). One
@@ -100,7 +100,7 @@ const char* qtype_kernel(int type, int m = 1);
 // SmolLM2 (96 MB, L3-resident) decodes ~8 % faster at 6 KiB than at 2. On AMD Zen 5 the K formats stream 8 KiB
 // ahead: there the 8B shape's Q4_K decode measured 3-18 % faster than at 2 KiB, Q4_K_M -1..+14 % (three alternating
 // rounds each, row kernels; docs/performance.md); the Q4_0 / Q4_1 panels showed no steady difference, and the Q4_K /
-// Q5_K panels (since 2026-12-05) take the K formats' distance, unmeasured there. FOCAL_DECODE_PREFETCH=BYTES (at
+// Q5_K / Q6_K panels (since 2026-12-05) take the K formats' distance, unmeasured there. FOCAL_DECODE_PREFETCH=BYTES (at
 // most 1 MiB) sets the streamed distance of the AVX-512 K-format kernels and of every panel kernel, to measure
 // another CPU (the AVX2 row kernels keep their own).
 void note_held_weight_bytes(int64_t delta);
