@@ -22,6 +22,11 @@ int64_t blocks_per_row(int t, int64_t cols) { return cols / qtype_block_elems(t)
 // Each packer writes whole bytes of the panel block (every byte of it once over its 16 rows), each unpacker every byte
 // of the stored block: no read-modify-write, so a panel can be packed into memory that held anything.
 
+// 16 bytes from p, each shifted right by `bits` (a count known only at run time) and masked.
+inline __m128i load_bits(const uint8_t* p, int bits, __m128i mask) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(bits)), mask);
+}
 // 16 bytes as four 4-byte units u0..u3 (each 4 values of a row): the units' 4 bytes to 4 places 64 bytes apart (a
 // panel's chunks), starting at dst.
 inline void store_units(__m128i v, uint8_t* dst) {
@@ -51,9 +56,8 @@ void pack_k4(int t, const uint8_t* b, int l, uint8_t* P) {
   for (int s = 0; s < 8; ++s) {
     const uint8_t* qs = b + kl.qs + 32 * (s / 2);
     const int sh = 4 * (s & 1);
-    const __m128i a = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), sh), m4);
-    const __m128i c = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)), sh), m4);
-    store_units(nibble_chunks(a, c), P + K4Panel::quants(t) + 256 * s + 4 * l);
+    store_units(nibble_chunks(load_bits(qs, sh, m4), load_bits(qs + 16, sh, m4)),
+                P + K4Panel::quants(t) + 256 * s + 4 * l);
     if (t == kQ5_K) {
       const uint8_t* qh = b + kl.high;
       uint8_t* hb = P + K4Panel::kHigh + 64 * s + 4 * l;
@@ -113,19 +117,10 @@ void pack_q6(const uint8_t* b, int l, uint8_t* P) {
   const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
   for (int s = 0; s < 16; s += 2) {  // two sub-blocks: their 32 values side by side in ql and qh
     const Q6Run run = q6_run(s);
-    const __m128i lo0 =
-        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.ql)), run.ql_shift), m4);
-    const __m128i lo1 = _mm_and_si128(
-        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.ql + 16)), run.ql_shift), m4);
-    const __m128i hi0 =
-        _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.qh)), run.qh_shift), m2);
-    const __m128i hi1 = _mm_and_si128(
-        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + run.qh + 16)), run.qh_shift), m2);
-    // the low four bits: sub-block s's chunks 0, 1 then s + 1's (64 bytes apart, then 128 - 64 further: as units)
-    alignas(16) uint8_t u[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(u), nibble_chunks(lo0, lo1));
-    uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 4 * l;
-    for (int c = 0; c < 4; ++c) std::memcpy(Q + 64 * c, u + 4 * c, 4);  // s: chunks 0, 1; s + 1: at 128 + 64 c'
+    const __m128i lo0 = load_bits(b + run.ql, run.ql_shift, m4), lo1 = load_bits(b + run.ql + 16, run.ql_shift, m4);
+    const __m128i hi0 = load_bits(b + run.qh, run.qh_shift, m2), hi1 = load_bits(b + run.qh + 16, run.qh_shift, m2);
+    // the low four bits: sub-block s's chunks 0, 1, then s + 1's, 64 bytes apart
+    store_units(nibble_chunks(lo0, lo1), P + Q6Panel::kQuants + 128 * s + 4 * l);
     // the high two bits: byte i of unit k of a sub-block at bits 2k: units 0..3 of s from hi0, of s + 1 from hi1
     for (int h = 0; h < 2; ++h) {
       const __m128i v = h ? hi1 : hi0;
