@@ -28,7 +28,7 @@ namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 const char* kUsage =
-    "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k] [--layers N] [--reps R] [--mmap FILE]\n"
+    "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k|q8_0] [--layers N] [--reps R] [--mmap FILE]\n"
     "                          [--resident ROWS] [--rows-as-stored]\n"
     "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
     "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
@@ -48,6 +48,7 @@ struct Shape {
 constexpr Shape kLayer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},   {"v", 1024, 4096},    {"o", 4096, 4096},
                             {"gate", 14336, 4096}, {"up", 14336, 4096}, {"down", 4096, 14336}};
 int block_bytes(int type) { return ops::qtype_block_bytes(type); }
+int64_t block_values(int type) { return ops::qtype_block_elems(type); }  // 256, or 32 (Q8_0)
 
 // Random blocks with d and dmin of moderate size (fp16 0.01 and 0.005), so every product stays finite.
 void fill_blocks(int type, uint8_t* p, int64_t n_blocks, uint32_t seed) {
@@ -55,7 +56,7 @@ void fill_blocks(int type, uint8_t* p, int64_t n_blocks, uint32_t seed) {
   const int bb = block_bytes(type);
   // where d and dmin (-1: none) sit in a block
   const int d_at = type == ops::kQ6_K ? 208 : type == ops::kQ3_K ? 108 : type == ops::kQ2_K ? 80 : 0;
-  const int dmin_at = type == ops::kQ6_K || type == ops::kQ3_K ? -1 : d_at + 2;
+  const int dmin_at = type == ops::kQ6_K || type == ops::kQ3_K || type == ops::kQ8_0 ? -1 : d_at + 2;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* blk = p + b * bb;
     for (int i = 0; i + 1 < bb; i += 2) {
@@ -104,9 +105,11 @@ int main(int argc, char** argv) {
              : t == "q4_k" ? ops::kQ4_K
              : t == "q5_k" ? ops::kQ5_K
              : t == "q6_k" ? ops::kQ6_K
+             : t == "q8_0" ? ops::kQ8_0
                            : -1;
       if (type < 0) {
-        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k\n", t.c_str());
+        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k, q8_0\n",
+                     t.c_str());
         return 2;
       }
     } else if (a == "--rows-as-stored") {
@@ -142,16 +145,17 @@ int main(int argc, char** argv) {
                      : type == ops::kQ3_K ? "Q3_K"
                      : type == ops::kQ4_K ? "Q4_K"
                      : type == ops::kQ5_K ? "Q5_K"
-                                          : "Q6_K";
+                     : type == ops::kQ6_K ? "Q6_K"
+                                          : "Q8_0";
   if (resident) {  // one small matrix, multiplied until ~0.2 GB of weights have passed, best of --reps
     ops::QMatrix m;
     m.type = type;
     m.rows = resident;
     m.cols = 4096;
-    m.row_bytes = (size_t)(m.cols / 256) * block_bytes(type);
+    m.row_bytes = (size_t)(m.cols / block_values(type)) * block_bytes(type);
     const size_t bytes = (size_t)m.rows * m.row_bytes;
     std::vector<uint8_t> w(bytes);
-    fill_blocks(type, w.data(), m.rows * (m.cols / 256), 1);
+    fill_blocks(type, w.data(), m.rows * (m.cols / block_values(type)), 1);
     m.data = w.data();
     std::vector<uint8_t> packed;
     if (!rows_as_stored && ops::panels_pay_off(type, m.rows)) {
@@ -179,7 +183,7 @@ int main(int argc, char** argv) {
   const int bb = block_bytes(type);
   size_t total = 0;
   for (int l = 0; l < layers; ++l)
-    for (const Shape& s : kLayer) total += (size_t)(s.rows * (s.cols / 256) * bb);
+    for (const Shape& s : kLayer) total += (size_t)(s.rows * (s.cols / block_values(type)) * bb);
   auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
   if (!buf) {
     std::fprintf(stderr, "quant_matvec_bench: cannot allocate %.2f GB of weights\n", total / 1e9);
@@ -192,9 +196,9 @@ int main(int argc, char** argv) {
       m.type = type;
       m.rows = s.rows;
       m.cols = s.cols;
-      m.row_bytes = (size_t)(s.cols / 256) * bb;
+      m.row_bytes = (size_t)(s.cols / block_values(type)) * bb;
       m.data = buf + at;
-      fill_blocks(type, buf + at, s.rows * (s.cols / 256), (uint32_t)(1000 * l + m.rows + m.cols));
+      fill_blocks(type, buf + at, s.rows * (s.cols / block_values(type)), (uint32_t)(1000 * l + m.rows + m.cols));
       at += (size_t)s.rows * m.row_bytes;
       mats.push_back(m);
     }
@@ -250,7 +254,7 @@ int main(int argc, char** argv) {
     sink += read_all(buf, total);
     best_r = std::min(best_r, now() - t0);
   }
-  const double model_bytes = 32.0 * total / layers + 128256.0 * 16 * bb;  // + the output matrix
+  const double model_bytes = 32.0 * total / layers + 128256.0 * (4096 / block_values(type)) * bb;  // + the output
   std::printf("kernel   %7.3f s  %6.2f GB/s  -> %5.2f tokens/s for the 8B model's matrices\n", best_k,
               total / best_k / 1e9, total / best_k / model_bytes);
   std::printf("read     %7.3f s  %6.2f GB/s  -> %5.2f tokens/s\n", best_r, total / best_r / 1e9,

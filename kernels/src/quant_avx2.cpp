@@ -193,7 +193,11 @@ FOCAL_AVX2 void fused_rows_16(const float* x, const float* /*xsum16*/, const QMa
 }
 
 // The 32-value formats Q4_0, Q4_1, Q8_0: each block's quants are widened straight from memory (nibbles split in
-// one 16-byte register), two blocks per step with their own accumulators.
+// one 16-byte register), two blocks per step with their own accumulators. Each step prefetches the lines
+// kPrefetchAhead past its pair of blocks: a steady stream, where prefetch_row_ahead's burst of a whole row's lines
+// at each row start (238 for a Q8_0 row of 14336 values) left this kernel waiting on memory (Xeon, 2026-12-05, Q8_0
+// at FOCAL_QUANT_ISA=avx2: the product alone streamed 15.1-15.4 -> 17.6-18.2 GB/s, the 8B Q8_0 decode 2.1 -> 3.0
+// tok/s; 2 and 8 KiB ahead measured no better).
 template <int T, int M>
 FOCAL_AVX2 inline __attribute__((always_inline)) void block32_step(const uint8_t* b, const float* x, int64_t cols,
                                                                    int64_t c, __m256 (&acc)[M][2], float* off,
@@ -241,9 +245,9 @@ FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatri
                                int64_t r1) {
   constexpr int kBytes = qblocks::block_bytes(T);
   const int64_t cols = w.cols, nb = cols / 32, n16 = cols / 16;
+  constexpr int kLines = (2 * kBytes + 63) / 64;  // cache lines a pair of blocks spans at most
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
-    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc_a[M][2], acc_b[M][2];
     float off_a[M], off_b[M];
     for (int i = 0; i < M; ++i) {
@@ -252,6 +256,8 @@ FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatri
     }
     int64_t blk = 0;
     for (; blk + 2 <= nb; blk += 2) {
+      const char* ahead = reinterpret_cast<const char*>(row) + blk * kBytes + kPrefetchAhead;
+      for (int l = 0; l < kLines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
       block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
       block32_step<T, M>(row + (blk + 1) * kBytes, x, cols, (blk + 1) * 32, acc_b, off_b, xsum16, n16);
     }
@@ -711,7 +717,10 @@ template void dequant_panel_row_k4_avx2<kQ5_K>(const uint8_t*, int, int64_t, flo
 // minus 32, Q2_K's 4-bit scale) and summed over the block in int32 (at most 8 * 2 * 2 * 63 * 128 * 128 < 2^26 per
 // lane). Only the block's three sums become floats. The offsets come back through fp32 sums of x: Q4_K / Q5_K's mins
 // over each 32 values; over each 16 Q6_K's -32 d sc, Q3_K's -4 d sc and Q2_K's -dmin mn. Unit u of Q2_K / Q3_K is
-// bits 2 (u % 4) .. + 1 of the 32 bytes qs + 32 (u / 4), Q3_K plus 4 where bit u of hmask[l] is set.
+// bits 2 (u % 4) .. + 1 of the 32 bytes qs + 32 (u / 4), Q3_K plus 4 where bit u of hmask[l] is set. Each block
+// prefetches its lines kPrefetchAhead ahead (a steady stream, as fused_rows_b32; the row's burst at its start measured
+// 10-45 % slower streamed on the Xeon, 2026-12-05: Q2_K 9.8-10.1 -> 11.7-11.8 GB/s, Q3_K 7.3-9.3 -> 9.7-11.7, Q4_K
+// as stored 12.9 -> 14.3, Q6_K as stored 13.8 -> 19.6-21.3).
 
 template <int T>
 FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t r0, int64_t r1) {
@@ -734,11 +743,12 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.row(r);
-    prefetch_row_ahead(row, w.row_bytes);
     __m256 acc = _mm256_setzero_ps();
     __m256 off = _mm256_setzero_ps();  // the offsets (above)
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
+      for (int l = 0; l < kBytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchAhead + l, _MM_HINT_T0);
       __m256i sc_lo, sc_hi;  // units 0-3 and 4-7 read their scales here (Q4_K / Q5_K: the same register)
       if constexpr (k16) {
         __m128i sc8, om8;  // the 16 integer scales (int8) and what multiplies each group's sum of x, before its factor
