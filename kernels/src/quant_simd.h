@@ -16,7 +16,8 @@ namespace focal::ops {
 // it the AVX2 kernels waited on their loads (Intel Xeon, SmolLM2 decode at FOCAL_QUANT_ISA=avx2: 43 % of the kernel's
 // samples on the two quant loads). A prefetch of an address past the matrix does not fault; it is only wasted. The
 // decode row kernels (fused_rows_b32, kquant_digit_rows_avx2) now prefetch the same distance block by block instead,
-// which streams faster than this burst at each row's start; the other fp32 row kernels (Q4_K, Q6_K, F16 / BF16) keep it.
+// which streams faster than this burst at each row's start; the other fp32 row kernels (Q4_K, Q6_K, F16 / BF16) keep
+// it.
 constexpr size_t kPrefetchAhead = 4096;
 inline void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
   const char* p = reinterpret_cast<const char*>(row) + kPrefetchAhead;
