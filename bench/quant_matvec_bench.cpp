@@ -1,7 +1,8 @@
-// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random K-quant weights (Q2_K .. Q6_K:
-// --type) of Llama-3-8B's layer shapes, against a plain read of the same bytes: how close the kernel runs to the memory's speed, without the
-// rest of a forward. The weights of --layers layers (122.6 MB each) are streamed in a decode's order (q, k, v, o,
-// gate, up, down per layer), so nothing is served from cache once the set is larger than the last-level cache.
+// The decode matrix-vector product alone (ops::matmul_xwt_q, one row of x) on random K-quant or Q8_0 weights (Q2_K ..
+// Q6_K, Q8_0: --type) of Llama-3-8B's layer shapes, against a plain read of the same bytes: how close the kernel runs
+// to the memory's speed, without the rest of a forward. The weights of --layers layers (122.6 MB each as Q4_K) are
+// streamed in a decode's order (q, k, v, o, gate, up, down per layer), so nothing is served from cache once the set is
+// larger than the last-level cache.
 // Threads: OMP_NUM_THREADS. FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel as in weights_bench.
 // Results: docs/performance.md (issue 14).
 #include <fcntl.h>
