@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
     sink += read_all(buf, total);
     best_r = std::min(best_r, now() - t0);
   }
-  const double model_bytes = 32.0 * total / layers + 128256.0 * (4096 / block_values(type)) * bb;  // + the output
+  const double model_bytes =
+      32.0 * total / layers + 128256.0 * 4096.0 / (double)block_values(type) * bb;  // + the output
   std::printf("kernel   %7.3f s  %6.2f GB/s  -> %5.2f tokens/s for the 8B model's matrices\n", best_k,
               total / best_k / 1e9, total / best_k / model_bytes);
   std::printf("read     %7.3f s  %6.2f GB/s  -> %5.2f tokens/s\n", best_r, total / best_r / 1e9,
