@@ -3,8 +3,8 @@
 // intermediate 28672) for the memory and speed benchmarks (bench/run_big.sh), never committed:
 //   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
 //                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces);
-//                      --mix q4_k_m | q5_k_m | q6_k | q8_0 gives the matrices the types llama.cpp's quantize gives those
-//                      file types (Q4_K_M: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of the
+//                      --mix q4_k_m | q5_k_m | q6_k | q8_0 gives the matrices the types llama.cpp's quantize gives
+//                      those file types (Q4_K_M: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of the
 //                      layers its "more bits" rule picks: the first and last eighth and every third between;
 //                      Q5_K_M: the same over Q5_K; Q6_K and Q8_0: every matrix in that type)
 //   --bf16 DIR         Hugging Face directory: config.json, model.safetensors in bf16 (values ~ +-0.02), and

@@ -149,9 +149,9 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
 // The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512, 544
 // (17 blocks of 32) and 768 columns (3 blocks of 256). Unpacking gives back every row's stored bytes exactly,
 // dequant_rows the same values as the row-major matrix, and the products (for one row of x the VNNI panel kernel, or
-// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, else dequantised tiles through sgemm, at every kernel
-// level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel kernel
-// for the type, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
+// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, else dequantised tiles through sgemm, at every
+// kernel level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel
+// kernel for the type, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
   std::mt19937 rng(12);
   const int64_t rows = 48;

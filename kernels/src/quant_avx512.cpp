@@ -1,6 +1,6 @@
 // The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
-// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K
-// (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernels of the same
+// types (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
 #include <immintrin.h>
 
 // GCC 12 reports the AVX-512 headers' own _mm512_undefined_* placeholders (used by the unmasked forms of masked
