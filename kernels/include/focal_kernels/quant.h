@@ -59,9 +59,9 @@ struct QMatrix {
 // side — their fp16 scales (and Q4_1's mins; Q4_K / Q5_K's d, dmin, scale words and Q5_K's fifth bits; Q6_K's d,
 // scale words and high two bits), then the quants with 4 values of one row per 32-bit lane, 16 rows per 64 bytes
 // (4-bit: low nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c, the K formats sub-block by sub-block;
-// Q8_0: values 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast values of x (AVX2: one vpmaddubsw 8 rows), with
-// no horizontal sums (the layout llama.cpp's CPU repacking also uses). The same bytes per row as stored: a re-layout,
-// not a copy.
+// Q8_0: values 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast
+// values of x (AVX2: one vpmaddubsw 8 rows), with no horizontal sums (the layout llama.cpp's CPU repacking also
+// uses). The same bytes per row as stored: a re-layout, not a copy.
 constexpr int kPanelRows = 16;
 // Whether pack_panels applies to `type` with `rows`, this CPU has the kernel that reads it and the kernel level
 // (set_quant_isa, FOCAL_QUANT_ISA) allows it: a load under a lower level keeps the rows as stored.
