@@ -482,6 +482,13 @@ FOCAL_AVX2 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
 // to bit 4 of its quant byte from the sub-block's 32 bytes of high bits (bit 2c for the low nibbles of chunk c, 2c + 1
 // for the high ones). Per 2048 Q4_K weights about 60 % of the row kernel's (kquant_digit_rows_avx2) instructions and
 // half its multiplies: the rows share each broadcast of x and each scale shuffle.
+// The vpshufb control that copies byte b of each 32-bit lane into both of its 16-bit halves: into their low bytes
+// (high bytes zero), or, with `high`, into their high bytes (low bytes zero).
+FOCAL_AVX2 inline __m256i lane_byte_to_halves(int b, bool high) {
+  alignas(32) uint8_t ctl[32];
+  for (int i = 0; i < 32; ++i) ctl[i] = i % 2 == (high ? 1 : 0) ? (uint8_t)(4 * ((i % 16) / 4) + b) : 0x80;
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+}
 template <int B>
 FOCAL_AVX2 inline __m256i bit_to_4(__m256i v) {  // bit B of each byte to bit 4 (other bits: mask them after)
   if constexpr (B < 4)
@@ -520,11 +527,7 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
   const __m256i byte0 = _mm256_set1_epi32(0xFF);
   // pick[b]: byte b of each 32-bit lane into both of its 16-bit halves (the lane's row's scale of a sub-block)
   __m256i pick[4];
-  for (int b = 0; b < 4; ++b) {
-    alignas(32) uint8_t ctl[32];
-    for (int i = 0; i < 32; ++i) ctl[i] = i % 2 ? 0x80 : (uint8_t)(4 * ((i % 16) / 4) + b);  // vpshufb: per 16 bytes
-    pick[b] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
-  }
+  for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, false);
   const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
@@ -591,15 +594,6 @@ template void panels_k4_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, floa
 // scales (sign-extended into both 16-bit halves of each lane) both widens and weights them (at most 4 * 32256 * 128 a
 // sub-block, 16 a block < 2^29: exact in int32). The three digits' block sums become floats once a block, as in
 // panels_k4_avx2; the -32 offset comes back through the fp32 sums of x over each 16 values, -32 d sc S.
-template <int K>
-FOCAL_AVX2 inline __m256i q6_high_to_4(__m256i h) {  // bits 2K, 2K + 1 of each byte to bits 4, 5 (mask them after)
-  if constexpr (2 * K < 4)
-    return _mm256_slli_epi16(h, 4 - 2 * K);
-  else if constexpr (2 * K > 4)
-    return _mm256_srli_epi16(h, 2 * K - 4);
-  else
-    return h;
-}
 template <int B>  // sub-block 4 w + B of one block, rows 8h .. 8h + 7: its scales are byte B of the word W
 FOCAL_AVX2 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, int s, int h, __m256i W, __m256i pick,
                                                              const int8_t* const* xk, int64_t o, float sum16,
@@ -610,10 +604,10 @@ FOCAL_AVX2 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, i
   const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q));
   const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64));
   const __m256i v[4] = {
-      _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(q6_high_to_4<0>(H), m30)),
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(q6_high_to_4<1>(H), m30)),
-      _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(q6_high_to_4<2>(H), m30)),
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(q6_high_to_4<3>(H), m30))};
+      _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(bit_to_4<0>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(bit_to_4<2>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(bit_to_4<4>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(bit_to_4<6>(H), m30))};
   const __m256i scv = _mm256_srai_epi16(_mm256_shuffle_epi8(W, pick), 8);  // the rows' scales in both halves
   for (int k = 0; k < 3; ++k) {
     const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(xk[k] + o)),
@@ -632,11 +626,7 @@ FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, floa
   const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
   // pick[b]: byte b of each 32-bit lane into the high byte of both of its 16-bit halves (then shifted down, signed)
   __m256i pick[4];
-  for (int b = 0; b < 4; ++b) {
-    alignas(32) uint8_t ctl[32];
-    for (int i = 0; i < 32; ++i) ctl[i] = i % 2 ? (uint8_t)(4 * ((i % 16) / 4) + b) : 0x80;  // vpshufb: per 16 bytes
-    pick[b] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
-  }
+  for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, true);
   const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;

@@ -433,15 +433,6 @@ template void panels_k4_vnni<kQ5_K>(const digits::XDigits&, const QMatrix&, floa
 // sum is shifted by 8 and digit 0's added to it in int32 (|256 t1 + t0| <= 257 * 16 * 63 * 128 < 2^31), digit 2's
 // apart; both become floats once a sub-block, weighted by the rows' int8 scales, and meet once a block with d and the
 // digit scale. The -32 offset comes back through the fp32 sums of x over each 16 values, -32 d sc S.
-template <int K>
-FOCAL_AVX512 inline __m512i q6_high_to_4(__m512i h) {  // bits 2K, 2K + 1 of each byte to bits 4, 5 (mask them after)
-  if constexpr (2 * K < 4)
-    return _mm512_slli_epi16(h, 4 - 2 * K);
-  else if constexpr (2 * K > 4)
-    return _mm512_srli_epi16(h, 2 * K - 4);
-  else
-    return h;
-}
 template <int B>  // sub-block 4 w + B of one block: its scales are byte B of the word W
 FOCAL_AVX512 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, int s, __m512i W,
                                                                const int8_t* const* xk, int64_t o, float sum16,
@@ -452,10 +443,10 @@ FOCAL_AVX512 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P,
   const __m512i L1 = _mm512_loadu_si512(P + Q6Panel::kQuants + 128 * s + 64);
   constexpr int kOr = 0xF8;  // A | (B & C)
   const __m512i v[4] = {
-      _mm512_ternarylogic_epi32(_mm512_and_si512(L0, m4), q6_high_to_4<0>(H), m30, kOr),
-      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4), q6_high_to_4<1>(H), m30, kOr),
-      _mm512_ternarylogic_epi32(_mm512_and_si512(L1, m4), q6_high_to_4<2>(H), m30, kOr),
-      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4), q6_high_to_4<3>(H), m30, kOr)};
+      _mm512_ternarylogic_epi32(_mm512_and_si512(L0, m4), bit_to_4<0>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4), bit_to_4<2>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(L1, m4), bit_to_4<4>(H), m30, kOr),
+      _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4), bit_to_4<6>(H), m30, kOr)};
   __m512i t2 = _mm512_setzero_si512(), t1 = _mm512_setzero_si512();
   for (int k = 0; k < 4; ++k) {
     t2 = _mm512_dpbusd_epi32(t2, v[k], bcast(xk[2] + o + 4 * k));
