@@ -533,7 +533,6 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
       const float* sum32 = xd.sum32.data() + 8 * j;
       for (int h = 0; h < 2; ++h) {                                                           // rows 8h .. 8h + 7
         const __m256i* sw = reinterpret_cast<const __m256i*>(P + K4Panel::kScales + 32 * h);  // word k at 2k
@@ -548,6 +547,7 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
         __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
         __m256 mins = _mm256_setzero_ps();
         for (int s = 0; s < 8; ++s) {
+          prefetch_slice<kPbb, 16>(P + ahead, 8 * h + s);
           const __m256i scv = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
           const uint8_t* Q = P + kQuants + 256 * s + 32 * h;
           const __m256i H =
@@ -632,12 +632,12 @@ FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, floa
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
       const float* sum16 = xd.sum16.data() + 16 * j;
       for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
         __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
         __m256 offs = _mm256_setzero_ps();
         for (int wd = 0; wd < 4; ++wd) {
+          prefetch_slice<kPbb, 8>(P + ahead, 4 * h + wd);
           const __m256i W =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kScales + 64 * wd + 32 * h));
           const int64_t o = 256 * j + 64 * wd;

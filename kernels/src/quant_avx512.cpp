@@ -386,7 +386,6 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
       const __m512i w0 = _mm512_loadu_si512(P + K4Panel::kScales), w1 = _mm512_loadu_si512(P + K4Panel::kScales + 64);
       const __m512i w2 = _mm512_loadu_si512(P + K4Panel::kScales + 128);
       // byte s % 4 of each lane: sub-block s's scale (sc) and min (mn), s < 4 in the first, s >= 4 in the second
@@ -400,6 +399,7 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
       __m512 a[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       __m512 mins = _mm512_setzero_ps();
       for (int s = 0; s < 8; ++s) {
+        prefetch_slice<kPbb, 8>(P + ahead, s);
         __m512i t[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
         const uint8_t* Q = P + kQuants + 256 * s;
         const __m512i H = T == kQ5_K ? _mm512_loadu_si512(P + K4Panel::kHigh + 64 * s) : _mm512_setzero_si512();
@@ -469,11 +469,11 @@ FOCAL_AVX512 void panels_q6_vnni(const digits::XDigits& xd, const QMatrix& w, fl
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
       const float* sum16 = xd.sum16.data() + 16 * j;
       __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // digit 2; digits 1 and 0
       __m512 offs = _mm512_setzero_ps();
       for (int wd = 0; wd < 4; ++wd) {
+        prefetch_slice<kPbb, 4>(P + ahead, wd);
         const __m512i W = _mm512_loadu_si512(P + Q6Panel::kScales + 64 * wd);
         const int64_t o = 256 * j + 64 * wd;
         q6_sub<0>(P, 4 * wd + 0, W, xk, o + 0, sum16[4 * wd + 0], a, offs);
