@@ -29,7 +29,7 @@ namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 const char* kUsage =
-    "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k|q8_0] [--layers N] [--reps R] [--mmap FILE]\n"
+    "usage: quant_matvec_bench [--type q2_k|q3_k|q4_k|q5_k|q6_k|q8_0|q4_0|q4_1] [--layers N] [--reps R] [--mmap FILE]\n"
     "                          [--resident ROWS] [--rows-as-stored]\n"
     "Times the decode product (one row of x) of --type (default q4_k) over N layers of Llama-3-8B's matrices\n"
     "(default 8: 0.98 GB as Q4_K) and a plain read of the same bytes, best of R passes (default 5). Prints GB/s of\n"
@@ -37,7 +37,8 @@ const char* kUsage =
     "(with the output matrix; 4.5 GB as Q4_K).\n"
     "--mmap FILE: the weights are written to FILE and read through a read-only memory map of it, as a GGUF is.\n"
     "--resident ROWS: instead, one ROWS x 4096 matrix multiplied over and over (256 rows: 0.6 MB as Q4_K, held in a\n"
-    "  core's L2): the kernel's compute rate, without memory's.\n"
+    "  core's L2): the kernel's compute rate, without memory's; and a plain read of the same bytes as often (a matrix\n"
+    "  of tens of MB: the L3's read rate).\n"
     "--rows-as-stored: keep the matrices in the file's row layout; by default they are re-laid out in panels as a\n"
     "  model held in memory is (ops::pack_panels), where the type and the kernel level have a panel kernel.\n"
     "Threads: OMP_NUM_THREADS; FOCAL_QUANT_ISA=generic|avx2|avx512 caps the kernel.\n";
@@ -57,7 +58,8 @@ void fill_blocks(int type, uint8_t* p, int64_t n_blocks, uint32_t seed) {
   const int bb = block_bytes(type);
   // where d and dmin (-1: none) sit in a block
   const int d_at = type == ops::kQ6_K ? 208 : type == ops::kQ3_K ? 108 : type == ops::kQ2_K ? 80 : 0;
-  const int dmin_at = type == ops::kQ6_K || type == ops::kQ3_K || type == ops::kQ8_0 ? -1 : d_at + 2;
+  const int dmin_at =
+      type == ops::kQ6_K || type == ops::kQ3_K || type == ops::kQ8_0 || type == ops::kQ4_0 ? -1 : d_at + 2;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* blk = p + b * bb;
     for (int i = 0; i + 1 < bb; i += 2) {
@@ -107,9 +109,12 @@ int main(int argc, char** argv) {
              : t == "q5_k" ? ops::kQ5_K
              : t == "q6_k" ? ops::kQ6_K
              : t == "q8_0" ? ops::kQ8_0
+             : t == "q4_0" ? ops::kQ4_0
+             : t == "q4_1" ? ops::kQ4_1
                            : -1;
       if (type < 0) {
-        std::fprintf(stderr, "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k, q8_0\n",
+        std::fprintf(stderr,
+                     "quant_matvec_bench: --type %s is not one of q2_k, q3_k, q4_k, q5_k, q6_k, q8_0, q4_0, q4_1\n",
                      t.c_str());
         return 2;
       }
@@ -136,7 +141,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<float> x(14336), y(14336);
+  std::vector<float> x(14336), y((size_t)std::max(14336, resident));  // x: the widest matrix's columns
   {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -147,6 +152,8 @@ int main(int argc, char** argv) {
                      : type == ops::kQ4_K ? "Q4_K"
                      : type == ops::kQ5_K ? "Q5_K"
                      : type == ops::kQ6_K ? "Q6_K"
+                     : type == ops::kQ4_0 ? "Q4_0"
+                     : type == ops::kQ4_1 ? "Q4_1"
                                           : "Q8_0";
   if (resident) {  // one small matrix, multiplied until ~0.2 GB of weights have passed, best of --reps
     ops::QMatrix m;
@@ -176,7 +183,16 @@ int main(int argc, char** argv) {
     std::printf("quant_matvec_bench: one %d x 4096 matrix as %s (%.2f MB, resident), %d threads, kernel %s%s\n",
                 resident, name, bytes / 1e6, omp_get_max_threads(), ops::qtype_kernel(type, 1),
                 m.panels ? " (panels)" : "");
+    double best_r = 1e30;  // a plain read of the same bytes, as often: the cache's own rate
+    uint64_t sink = 0;
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = now();
+      for (int i = 0; i < inner; ++i) sink += read_all(m.data, bytes);
+      best_r = std::min(best_r, now() - t0);
+    }
     std::printf("kernel   %6.2f GB/s of weights   (checksum %g)\n", bytes * (double)inner / best / 1e9, (double)y[0]);
+    std::printf("read     %6.2f GB/s              (checksum %llu)\n", bytes * (double)inner / best_r / 1e9,
+                (unsigned long long)(sink & 0xFF));
     return 0;
   }
   // one buffer for all the weights, matrices back to back in decode order
