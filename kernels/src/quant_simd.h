@@ -16,12 +16,21 @@ namespace focal::ops {
 // it the AVX2 kernels waited on their loads (Intel Xeon, SmolLM2 decode at FOCAL_QUANT_ISA=avx2: 43 % of the kernel's
 // samples on the two quant loads). A prefetch of an address past the matrix does not fault; it is only wasted. The
 // decode row kernels (fused_rows_b32, kquant_digit_rows_avx2) now prefetch the same distance block by block instead,
-// which streams faster than this burst at each row's start; the other fp32 row kernels (Q4_K, Q6_K, F16 / BF16) keep
-// it.
+// which streams faster than this burst at each row's start, as does fused_rows_16 (F16 / BF16) line by line; the
+// other fp32 row kernels (Q4_K, Q6_K) keep it.
 constexpr size_t kPrefetchAhead = 4096;
 inline void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
   const char* p = reinterpret_cast<const char*>(row) + kPrefetchAhead;
   for (size_t l = 0; l < row_bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+}
+
+// The panel kernels' prefetch: slice i of n of a panel block's kPbb bytes at `at`, one slice per step of the block's
+// n steps — a steady stream. The whole block's lines in one burst at its start (36–53 lines for the K formats)
+// stalled the kernel on its fill buffers: 8B Q4_K_M decode at the AVX2 level +17–23 %, Q6_K +21–24 % (2026-12-05).
+template <size_t kPbb, int n>
+inline __attribute__((always_inline)) void prefetch_slice(const uint8_t* at, int i) {
+  for (size_t l = kPbb * i / n / 64 * 64; l < kPbb * (i + 1) / n; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(at) + l, _MM_HINT_T0);
 }
 
 // Q4_K / Q5_K's eight 6-bit scales and mins (qblocks::scale_min_k4 of the 12 bytes at q) as the bytes of two words,

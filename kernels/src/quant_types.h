@@ -8,8 +8,6 @@
 // The ISA kernels run only where quant_cpu.cpp found the instructions they use.
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <cstdint>
 
 #include "focal_kernels/quant.h"
@@ -159,14 +157,6 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // 2 KiB, or 8 KiB for the K formats (`k_formats`) on AMD Zen 5 and later; FOCAL_DECODE_PREFETCH=BYTES sets the
 // streamed distance (quant.h: note_held_weight_bytes).
 size_t decode_prefetch_ahead(size_t resident, bool k_formats);
-// The panel kernels' prefetch: slice i of n of a panel block's kPbb bytes at `at`, one slice per step of the block's
-// n steps — a steady stream. The whole block's lines in one burst at its start (36–53 lines for the K formats)
-// stalled the kernel on its fill buffers: 8B Q4_K_M decode at the AVX2 level +17–23 %, Q6_K +21–24 % (2026-12-05).
-template <size_t kPbb, int n>
-inline __attribute__((always_inline)) void prefetch_slice(const uint8_t* at, int i) {
-  for (size_t l = kPbb * i / n / 64 * 64; l < kPbb * (i + 1) / n; l += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(at) + l, _MM_HINT_T0);
-}
 bool cpu_has_avx2();         // AVX2, FMA and F16C
 bool cpu_has_avx512_vnni();  // AVX-512 F, BW, VL, DQ with VNNI, and FMA
 
