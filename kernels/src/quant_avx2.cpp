@@ -184,7 +184,7 @@ FOCAL_AVX2 void fused_rows_16(const float* x, const float* /*xsum16*/, const QMa
     for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     int64_t c = 0;
     for (; c + 32 <= cols; c += 32) {  // one line of the row a step, its prefetch kPrefetchAhead ahead
-      _mm_prefetch(reinterpret_cast<const char*>(row + 2 * c) + kPrefetchAhead, _MM_HINT_T0);
+      prefetch_stream(row + 2 * c + kPrefetchAhead);
       for (int u = 0; u < 32; u += 8) {
         const __m256 wv = widen16<T>(row + 2 * (c + u));
         for (int i = 0; i < M; ++i)
@@ -272,7 +272,7 @@ FOCAL_AVX2 void fused_rows_b32(const float* x, const float* xsum16, const QMatri
     int64_t blk = 0;
     for (; blk + 2 <= nb; blk += 2) {
       const char* ahead = reinterpret_cast<const char*>(row) + blk * kBytes + kPrefetchAhead;
-      for (int l = 0; l < kLines; ++l) _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
+      for (int l = 0; l < kLines; ++l) prefetch_stream(ahead + 64 * l);
       block32_step<T, M>(row + blk * kBytes, x, cols, blk * 32, acc_a, off_a, xsum16, n16);
       block32_step<T, M>(row + (blk + 1) * kBytes, x, cols, (blk + 1) * 32, acc_b, off_b, xsum16, n16);
     }
@@ -449,7 +449,7 @@ FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* 
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-      for (size_t l = 0; l < kPbb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(P) + ahead + l, _MM_HINT_T0);
+      for (size_t l = 0; l < kPbb; l += 64) prefetch_stream(P + ahead + l);
       const float s = xd.scale[(size_t)j], sum = xd.sum32[(size_t)j];
       for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
         __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
@@ -753,7 +753,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
       for (int l = 0; l < kBytes; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchAhead + l, _MM_HINT_T0);
+        prefetch_stream(b + kPrefetchAhead + l);
       __m256i sc_lo, sc_hi;  // units 0-3 and 4-7 read their scales here (Q4_K / Q5_K: the same register)
       if constexpr (k16) {
         __m128i sc8, om8;  // the 16 integer scales (int8) and what multiplies each group's sum of x, before its factor
