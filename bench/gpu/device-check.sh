@@ -23,11 +23,16 @@
 #           .devpack/llama.tar.xz (pack.sh): a second call, on the machine the first left warm, since the two packs
 #           and the working tree together pass the device tool's 64 MiB (without the first call's pack on the
 #           machine, llama-bench alone, and the file made again)
+#   smol    (not in the default parts) SmolLM2 fast against exact (attention rows of layer 15, metrics, NLL and 64
+#           greedy tokens on ~512 tokens of real text; then cuda_parity_test's SmolLM2FastAgainstExact), from the
+#           parts bench/gpu/smol-parts.sh cut here (.devpack/smol/K, one a call: the file passes the device tool's
+#           64 MiB with the tree): each call says which parts are still to carry, the one that completes them runs it
 # Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
-#        parity,small,8b,live,q4k,long; then llamacpp in a second call; q4km and 70b when time is left)
+#        parity,small,8b,live,q4k,long; then llamacpp in a second call; smol in the calls after it; q4km and 70b
+#        when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -153,6 +158,26 @@ if want 70b; then
   gstep 300 bash -c '"$1" "$2" 0 1 --precision fast --decode 32 --no-cpu --no-kernels | sed "s/^result decode_/result decode_70b_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q70
   rm -f $q70
+fi
+if want smol; then  # SmolLM2's parts gather on the warm machine, one a call (bench/gpu/smol-parts.sh)
+  sm=.devpack/smol
+  n=$(awk '/^parts / {print $2}' $sm/0/manifest 2>/dev/null)
+  have="" missing=""
+  for ((k = 0; k < ${n:-1}; ++k)); do if [ -f $sm/$k/part ]; then have+=" $k"; else missing+=" $k"; fi; done
+  if [ -z "$n" ] || [ -n "$missing" ]; then
+    echo "smol: parts here:${have:- none}; still to carry:${missing}${n:+ of $n} (.devpack/smol/K, one a call)"
+  else
+    g=/tmp/smollm2.gguf
+    for ((k = 0; k < n; ++k)); do cat $sm/$k/part; done > $g
+    if [ "$(sha256sum $g | cut -d' ' -f1)" != "$(awk '/^sha256 / {print $2}' $sm/0/manifest)" ]; then
+      echo "smol: the joined file's sha256 is not the manifest's: cut the parts again (bench/gpu/smol-parts.sh)"
+    else
+      gstep 150 bash -c '"$1" "$2" 0 1 --precision exact,fast --accuracy 512 --accuracy-text "$3" --no-cpu --no-kernels |
+        sed "s/^result accuracy_/result accuracy_smol_/"' _ "$pack/bin/gpu_bench" $g $sm/0/text.txt
+      step 120 env FOCAL_SMOLLM2_GGUF=$g "$pack/bin/cuda_parity_test" --gtest_filter=CudaParity.SmolLM2FastAgainstExact
+    fi
+    rm -f $g
+  fi
 fi
 if want llamacpp; then
   q4k=/tmp/llama3-8b-shape-q4_k.gguf

@@ -3,9 +3,10 @@
 //      all-head metrics, capture (metrics + probabilities / scores of 4 heads of the middle layer through cuBLAS +
 //      the fused softmax + pinned copies) and, with --capture-layer, every head of the middle layer stored (the
 //      issue's 8B capture); the CPU backend's plain rate at the smallest T as the named peer (not with --no-cpu);
-//   2. with --accuracy T: fast against exact on one prompt of T random tokens: the largest difference in the middle
-//      layer's attention rows, in the per-row metrics, the mean next-token NLL of each, and the greedy agreement
-//      over 64 generated tokens;
+//   2. with --accuracy T: fast against exact on one prompt of T random tokens (--accuracy-text FILE: the file's first
+//      T tokens, for a pretrained model such as SmolLM2): the largest difference in the middle layer's attention
+//      rows, in the per-row metrics, the mean next-token NLL of each, and the greedy agreement over 64 generated
+//      tokens;
 //   3. memory-bound kernels (add, swiglu, rmsnorm, decode's fp16 matrix-vector product) in GB/s against cudaMemcpy
 //      device-to-device in the same run, and the forward's GEMM path against cublasSgemm (not with --no-kernels).
 // Times are CUDA events around the stream (kernels) or wall clock around a synchronised forward (prefill);
@@ -19,13 +20,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend.h"
 #include "model_internal.h"
+#include "focal/error.h"
 #include "focal/model.h"
 #include "focal_kernels/ops_cuda.h"
 
@@ -287,11 +291,22 @@ void decode_bench(const Model& m, int n_tokens, int n_prompt, int reps) {
 }
 
 // Fast against exact on one prompt: attention rows of the middle layer, metrics, mean next-token NLL, greedy tokens.
-void accuracy(const Model& exact, const Model& fast, int T) {
+// The prompt: T random tokens, or the first T tokens of `text` (fewer when the text is shorter).
+void accuracy(const Model& exact, const Model& fast, int T, const std::string& text) {
   const ModelConfig& c = exact.config();
-  std::mt19937 rng(7);
-  std::vector<int32_t> ids(T);
-  for (auto& id : ids) id = (int32_t)(rng() % (unsigned)c.vocab_size);
+  std::vector<int32_t> ids;
+  if (text.empty()) {
+    std::mt19937 rng(7);
+    ids.resize((size_t)T);
+    for (auto& id : ids) id = (int32_t)(rng() % (unsigned)c.vocab_size);
+  } else {
+    ids = exact.require_tokenizer().encode(text, true);
+    if (ids.size() > (size_t)T) ids.resize((size_t)T);
+    if (ids.size() < 33)
+      throw Error("--accuracy-text gives " + std::to_string(ids.size()) +
+                  " tokens; it needs at least 33 (32 of prompt for the greedy run, and one to score)");
+    T = (int)ids.size();
+  }
   struct Out {
     std::vector<float> logits, probs, metrics;
   };
@@ -344,7 +359,7 @@ void accuracy(const Model& exact, const Model& fast, int T) {
   int same = 0, prefix = 0;
   for (size_t i = 0; i < ge.size() && i < gf.size(); ++i) same += ge[i] == gf[i];
   while (prefix < (int)std::min(ge.size(), gf.size()) && ge[prefix] == gf[prefix]) ++prefix;
-  std::printf("\n== fast against exact, T = %d ==\n", T);
+  std::printf("\n== fast against exact, T = %d (%s) ==\n", T, text.empty() ? "random tokens" : "text");
   std::printf("attention rows of layer %d (all heads): max |p_fast - p_exact| = %.3g\n", c.n_layers / 2, dp);
   std::printf("metrics, all heads and layers: max |d entropy| = %.3g nats, max |d mass| (max, top-k, sink) = %.3g\n",
               dm_ent, dm_mass);
@@ -362,12 +377,14 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::printf(
         "usage: gpu_bench MODEL [T,T,...] [reps] [--precision exact,fast] [--capture-layer] [--accuracy T]\n"
-        "                 [--decode N] [--decode-prompt P] [--no-cpu] [--no-kernels]\n\nCUDA backend: prefill tokens/s "
+        "                 [--accuracy-text FILE] [--decode N] [--decode-prompt P] [--no-cpu] [--no-kernels]\n\nCUDA "
+        "backend: prefill tokens/s "
         "per precision "
         "(plain, "
         "all-head metrics, capture of 4 heads; --capture-layer: every head of the middle layer stored) at each T, "
         "with the CPU backend's plain rate at the first T (unless --no-cpu); --accuracy T: fast against exact on a "
-        "prompt of T tokens (attention rows, metrics, NLL, greedy tokens); --decode N: N greedy decode steps after a "
+        "prompt of T random tokens, or of FILE's first T tokens with --accuracy-text (attention rows, metrics, NLL, "
+        "greedy tokens); --decode N: N greedy decode steps after a "
         "prompt of P tokens (--decode-prompt, default 16), tokens/s and the weights' bytes per token against the copy "
         "bandwidth; T = 0 skips prefill; memory-bound kernels "
         "against cudaMemcpy "
@@ -378,6 +395,7 @@ int main(int argc, char** argv) {
   std::string precisions = "exact,fast";
   bool capture_layer = false, no_cpu = false, no_kernels = false;
   int acc_T = 0, decode_n = 0, decode_prompt = 16;
+  std::string acc_text_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--precision" && i + 1 < argc)
@@ -390,6 +408,8 @@ int main(int argc, char** argv) {
       no_kernels = true;
     else if (a == "--accuracy" && i + 1 < argc)
       acc_T = std::atoi(argv[++i]);
+    else if (a == "--accuracy-text" && i + 1 < argc)
+      acc_text_path = argv[++i];
     else if (a == "--decode" && i + 1 < argc)
       decode_n = std::atoi(argv[++i]);
     else if (a == "--decode-prompt" && i + 1 < argc)
@@ -415,6 +435,18 @@ int main(int argc, char** argv) {
   std::vector<int> Ts;
   for (const std::string& t : split(pos.size() > 1 ? pos[1] : "512,2048,8192")) Ts.push_back(std::atoi(t.c_str()));
   const int reps = pos.size() > 2 ? std::atoi(pos[2].c_str()) : 5;
+  std::string acc_text;
+  if (!acc_text_path.empty()) {  // read before any model loads: a wrong path fails at once
+    std::ifstream in(acc_text_path, std::ios::binary);
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    acc_text = buf.str();
+    if (!in || acc_text.empty()) {
+      std::fprintf(stderr, "gpu_bench: --accuracy-text %s: cannot read it, or it is empty (give a UTF-8 text file)\n",
+                   acc_text_path.c_str());
+      return 2;
+    }
+  }
   try {
     std::string note;
     if (resolve_device(Device::kAuto, &note) != Device::kCuda) {
@@ -461,9 +493,9 @@ int main(int argc, char** argv) {
       const Model& a = *keep[0];
       const Model& b = *keep[1];
       if (a.precision() == Precision::kExact && b.precision() == Precision::kFast)
-        accuracy(a, b, acc_T);
+        accuracy(a, b, acc_T, acc_text);
       else if (b.precision() == Precision::kExact && a.precision() == Precision::kFast)
-        accuracy(b, a, acc_T);
+        accuracy(b, a, acc_T, acc_text);
     }
     if (!no_cpu) {
       auto cpu = Model::load(dir, Device::kCpu);

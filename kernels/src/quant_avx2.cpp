@@ -752,8 +752,7 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
     __m256 off = _mm256_setzero_ps();  // the offsets (above)
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       const uint8_t* b = row + blk * kBytes;
-      for (int l = 0; l < kBytes; l += 64)
-        prefetch_stream(b + kPrefetchAhead + l);
+      for (int l = 0; l < kBytes; l += 64) prefetch_stream(b + kPrefetchAhead + l);
       __m256i sc_lo, sc_hi;  // units 0-3 and 4-7 read their scales here (Q4_K / Q5_K: the same register)
       if constexpr (k16) {
         __m128i sc8, om8;  // the 16 integer scales (int8) and what multiplies each group's sum of x, before its factor

@@ -36,8 +36,7 @@ inline void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
 // stalled the kernel on its fill buffers: 8B Q4_K_M decode at the AVX2 level +17–23 %, Q6_K +21–24 % (2026-12-05).
 template <size_t kPbb, int n>
 inline __attribute__((always_inline)) void prefetch_slice(const uint8_t* at, int i) {
-  for (size_t l = kPbb * i / n / 64 * 64; l < kPbb * (i + 1) / n; l += 64)
-    prefetch_stream(at + l);
+  for (size_t l = kPbb * i / n / 64 * 64; l < kPbb * (i + 1) / n; l += 64) prefetch_stream(at + l);
 }
 
 // Q4_K / Q5_K's eight 6-bit scales and mins (qblocks::scale_min_k4 of the 12 bytes at q) as the bytes of two words,
