@@ -1,7 +1,7 @@
 // The panel layout of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K for decode (quant.h: pack_panels): packing, unpacking a
 // row back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
-// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_q6_vnni), quant_avx2.cpp
-// (panels_avx2, panels_k4_avx2, panels_q6_avx2).
+// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_q6_vnni),
+// quant_avx2_panels.cpp (panels_avx2, panels_k4_avx2, panels_q6_avx2).
 #include <emmintrin.h>
 #include <omp.h>
 

@@ -11,6 +11,13 @@
 
 namespace focal::ops {
 
+// The fp16 at p, widened by F16C (= half_bits_to_float).
+FOCAL_AVX2 inline float f16c_at(const uint8_t* p) {
+  uint16_t v;
+  __builtin_memcpy(&v, p, 2);
+  return _cvtsh_ss(v);
+}
+
 // Every decode kernel's prefetch of the weights it streams goes through here: its cache level is one fact. Into L1
 // (T0): T1 (into L2) reads a plain stream 14 % faster on the Xeon (29.2 against 25.5 GB/s, 2 threads), but 8B decode
 // did not gain (Q8_0 3.50-3.64 against 3.44-3.64 tok/s) and Q4_K_M lost 2-6 % (2026-12-05, three alternating rounds).

@@ -2,7 +2,8 @@
 // quant_generic.cpp, beside the generic kernels it points to), and the kernels of each instruction set:
 //   quant_generic.cpp  block dequantisation and the generic fused kernel (compiled for the baseline, AVX2 and
 //                      x86-64-v4, picked at load time), the split of x into digits, the table;
-//   quant_avx2.cpp     hand-written AVX2 + FMA + F16C kernels;
+//   quant_avx2.cpp     hand-written AVX2 + FMA + F16C row kernels (and the split); quant_avx2_panels.cpp: the same
+//                      level's panel kernels;
 //   quant_avx512.cpp   hand-written AVX-512 VNNI kernels (and the vectorised split);
 //   quant_cpu.cpp      what the CPU has, the level FOCAL_QUANT_ISA / set_quant_isa allow, and which kernel runs.
 // The ISA kernels run only where quant_cpu.cpp found the instructions they use.
@@ -81,7 +82,8 @@ const QTypeInfo* qtype_info(int type);
 // Rows r0..r1 of y[m, w.rows] = x[m, cols] . w^T through the type's generic dequantiser, any m up to kFusedMaxRows.
 void generic_rows(const float* x, const QMatrix& w, float* y, int m, int64_t r0, int64_t r1);
 
-// ---- quant_avx2.cpp (declared with their ISA: GCC keeps a template's target from its first declaration) ----
+// ---- quant_avx2.cpp and quant_avx2_panels.cpp (declared with their ISA: GCC keeps a template's target from its
+// first declaration) ----
 template <int T>
 RowsFn avx2_rows(int m);  // Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16
 // Q4_0 and Q4_1 with x in digits of group 64, nibble-pair order (the digits b32_rows_vnni reads).

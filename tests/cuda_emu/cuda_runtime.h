@@ -44,6 +44,11 @@ inline cudaError_t cudaFree(void* p) {
   std::free(p);
   return cudaSuccess;
 }
+inline cudaError_t cudaMemset(void* p, int v, size_t n) {  // synchronous: a capture forbids it
+  if (emu::capturing()) return cudaErrorStreamCaptureUnsupported;
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
 template <class T> cudaError_t cudaMallocHost(T** p, size_t n) { *p = (T*)std::malloc(n ? n : 1); return cudaSuccess; }
 inline cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
 // Stream capture (CUDA graphs): while a capture is open, kernel launches, cudaMemcpyAsync and cudaMemsetAsync are

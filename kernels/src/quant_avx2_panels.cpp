@@ -1,0 +1,307 @@
+// The hand-written AVX2 + FMA + F16C panel kernels (quant_types.h; the layouts: quant.h pack_panels, quant_panels.cpp):
+// the decode of Q4_0 and Q4_1 (16-row panels of 32-value blocks) and of Q4_K, Q5_K (K4Panel) and Q6_K (Q6Panel) with
+// x in three int8 digits, and a K4 panel row dequantised for prefill's sgemm tiles. The row kernels of the same level
+// are in quant_avx2.cpp. They run only where quant_cpu.cpp found AVX2, FMA and F16C.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "focal_kernels/quant_blocks.h"
+#include "quant_simd.h"
+#include "quant_types.h"
+#include "target_isa.h"
+
+namespace focal::ops {
+
+// ---- decode: panels of Q4_0 and Q4_1 (pack_panels), x in digits of group 32 ----
+// The layout panels_vnni reads (quant_avx512.cpp), half a panel (8 rows, one 32-bit lane each) at a time: chunk c of
+// a block holds values 8c..8c+3 of each row in its low nibbles and 8c+4..8c+7 in its high ones, so one vpmaddubsw
+// multiplies 8 rows by four broadcast digits of x, two values a 16-bit lane (at most 2 * 15 * 128 = 3840). The four
+// chunks' low and high products add up in int16 (at most 8 * 3840 = 30720, no overflow) and one vpmaddwd widens each
+// row's block sum per digit (< 2^16); digit 1 shifted by 8 plus digit 0 (< 2^24) and digit 2 become floats exactly
+// and meet as d2 65536 + (d1 256 + d0), rounded once, as in panels_vnni. No horizontal sums: each row's block sum
+// stays in its lane. Q4_0's -8 d and Q4_1's min come back through the block's sum of x.
+FOCAL_AVX2 inline __m256i bcast4(const int8_t* p) {  // four digits of x in every 32-bit lane
+  return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+}
+
+template <int T>
+FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  static_assert(T == kQ4_0 || T == kQ4_1, "Q4_0 and Q4_1 only (Q8_0's pairs would saturate vpmaddubsw)");
+  constexpr int kQo = panel_quant_offset(T);
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  const int64_t nb = w.cols / 32;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const size_t ahead = decode_prefetch_ahead(6144, false);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) prefetch_stream(P + ahead + l);
+      const float s = xd.scale[(size_t)j], sum = xd.sum32[(size_t)j];
+      for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
+        __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
+        for (int c = 0; c < 4; ++c) {
+          const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + kQo + 64 * c + 32 * h));
+          const __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
+          const int64_t o = 32 * j + 8 * c;
+          for (int k = 0; k < 3; ++k)
+            t[k] = _mm256_add_epi16(t[k], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xk[k] + o)),
+                                                           _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 4))));
+        }
+        const __m256i d0 = _mm256_madd_epi16(t[0], ones), d1 = _mm256_madd_epi16(t[1], ones);
+        const __m256i d2 = _mm256_madd_epi16(t[2], ones);
+        const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d2), _mm256_set1_ps(65536.0f),
+                                         _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(d1, 8), d0)));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(s)), f, acc[h]);
+        if constexpr (T == kQ4_1) {
+          const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 32 + 16 * h)));
+          off[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(sum), off[h]);
+        } else {
+          off[h] = _mm256_fmadd_ps(d, _mm256_set1_ps(-8.0f * sum), off[h]);
+        }
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+template void panels_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
+// An empty asm that takes v in a register and gives it back: the compiler cannot reorder the additions into v across
+// it. Without it GCC 12 reassociated the 24 products of a sub-block into a tree, computed all of them first and spilled
+// half to the stack (panels_k4_avx2 ran at ~60 % of its rate).
+FOCAL_AVX2 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
+
+// ---- decode: panels of Q4_K and Q5_K (K4Panel), x in digits of group 256 ----
+// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_avx2: per sub-block of 32 values, the chunks'
+// vpmaddubsw products add up in int16 (Q4_K: four chunks, at most 8 * 2 * 15 * 128 = 30720; Q5_K: two, at most
+// 4 * 2 * 31 * 128 = 31744) and one vpmaddwd with the rows' 6-bit scales (each row's scale in both 16-bit halves of
+// its lane) both widens and weights them (at most 2 * 31744 * 63 each, 16 a block < 2^26: exact in int32). The three
+// digits' block sums become floats once a block and meet as d2 65536 + d1 256 + d0, times d and the digit scale; the
+// mins come back through the fp32 sums of x over each 32 values, -dmin mn S. Q5_K's fifth bit of each value is moved
+// to bit 4 of its quant byte from the sub-block's 32 bytes of high bits (bit 2c for the low nibbles of chunk c, 2c + 1
+// for the high ones). Per 2048 Q4_K weights about 60 % of the row kernel's (kquant_digit_rows_avx2) instructions and
+// half its multiplies: the rows share each broadcast of x and each scale shuffle.
+// The vpshufb control that copies byte b of each 32-bit lane into both of its 16-bit halves: into their low bytes
+// (high bytes zero), or, with `high`, into their high bytes (low bytes zero).
+FOCAL_AVX2 inline __m256i lane_byte_to_halves(int b, bool high) {
+  alignas(32) uint8_t ctl[32];
+  for (int i = 0; i < 32; ++i) ctl[i] = i % 2 == (high ? 1 : 0) ? (uint8_t)(4 * ((i % 16) / 4) + b) : 0x80;
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+}
+template <int B>
+FOCAL_AVX2 inline __m256i bit_to_4(__m256i v) {  // bit B of each byte to bit 4 (other bits: mask them after)
+  if constexpr (B < 4)
+    return _mm256_slli_epi16(v, 4 - B);
+  else if constexpr (B > 4)
+    return _mm256_srli_epi16(v, B - 4);
+  else
+    return v;
+}
+template <int T, int C>
+FOCAL_AVX2 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q, __m256i H, const int8_t* const* xk,
+                                                               int64_t o, __m256i (&t)[3]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C));
+  __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
+  if constexpr (T == kQ5_K) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(bit_to_4<2 * C>(H), b4));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(bit_to_4<2 * C + 1>(H), b4));
+  }
+  for (int k = 0; k < 3; ++k) {
+    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(lo, bcast4(xk[k] + o + 8 * C)));
+    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 8 * C + 4)));
+    in_register(t[k]);
+  }
+}
+
+template <int T>
+FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  static_assert(T == kQ4_K || T == kQ5_K, "Q4_K and Q5_K");
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  constexpr int kQuants = K4Panel::quants(T);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i byte0 = _mm256_set1_epi32(0xFF);
+  // pick[b]: byte b of each 32-bit lane into both of its 16-bit halves (the lane's row's scale of a sub-block)
+  __m256i pick[4];
+  for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, false);
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      const float* sum32 = xd.sum32.data() + 8 * j;
+      for (int h = 0; h < 2; ++h) {                                                           // rows 8h .. 8h + 7
+        const __m256i* sw = reinterpret_cast<const __m256i*>(P + K4Panel::kScales + 32 * h);  // word k at 2k
+        const __m256i w0 = _mm256_loadu_si256(sw), w1 = _mm256_loadu_si256(sw + 2), w2 = _mm256_loadu_si256(sw + 4);
+        // byte s % 4 of each lane: sub-block s's scale (sc) and min (mn), s < 4 in the first, s >= 4 in the second
+        const __m256i sc[2] = {_mm256_and_si256(w0, m6),
+                               _mm256_or_si256(_mm256_and_si256(w2, m4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), m2), 4))};
+        const __m256i mn[2] = {_mm256_and_si256(w1, m6),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), m2), 4))};
+        __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
+        __m256 mins = _mm256_setzero_ps();
+        for (int s = 0; s < 8; ++s) {
+          prefetch_slice<kPbb, 16>(P + ahead, 8 * h + s);
+          const __m256i scv = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
+          const uint8_t* Q = P + kQuants + 256 * s + 32 * h;
+          const __m256i H =
+              T == kQ5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s + 32 * h))
+                         : _mm256_setzero_si256();
+          const int64_t o = 256 * j + 32 * s;
+          __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
+          k4_chunk<T, 0>(Q, H, xk, o, t);
+          k4_chunk<T, 1>(Q, H, xk, o, t);
+          if constexpr (T == kQ5_K) {  // two chunks of 5-bit products: widen before the int16 sums could overflow
+            for (int k = 0; k < 3; ++k) {
+              a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
+              t[k] = _mm256_setzero_si256();
+            }
+          }
+          k4_chunk<T, 2>(Q, H, xk, o, t);
+          k4_chunk<T, 3>(Q, H, xk, o, t);
+          for (int k = 0; k < 3; ++k) a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
+          const __m256 mnf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[s / 4], 8 * (s % 4)), byte0));
+          mins = _mm256_fmadd_ps(mnf, _mm256_set1_ps(sum32[s]), mins);
+        }
+        const __m256 f = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(a[2]), _mm256_set1_ps(65536.0f),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0])));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K4Panel::kD + 16 * h)));
+        const __m256 dmin =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K4Panel::kDmin + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xd.scale[(size_t)j])), f, acc[h]);
+        off[h] = _mm256_fnmadd_ps(dmin, mins, off[h]);
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+template void panels_k4_avx2<kQ4_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_k4_avx2<kQ5_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
+// ---- decode: panels of Q6_K (Q6Panel), x in digits of group 256 ----
+// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_k4_avx2: per sub-block of 16 values, four vectors
+// of 6-bit quants (values 4k .. 4k + 3 of each row: chunk k / 2's low or high nibbles, with the high two bits moved
+// to bits 4 and 5 from the sub-block's high-bit bytes) times four broadcast digits (vpmaddubsw: pairs at most
+// 2 * 63 * 128 = 16128; two add up in int16, at most 32256), and one vpmaddwd per pair of vectors with the rows' int8
+// scales (sign-extended into both 16-bit halves of each lane) both widens and weights them (at most 4 * 32256 * 128 a
+// sub-block, 16 a block < 2^29: exact in int32). The three digits' block sums become floats once a block, as in
+// panels_k4_avx2; the -32 offset comes back through the fp32 sums of x over each 16 values, -32 d sc S.
+template <int B>  // sub-block 4 w + B of one block, rows 8h .. 8h + 7: its scales are byte B of the word W
+FOCAL_AVX2 inline __attribute__((always_inline)) void q6_sub(const uint8_t* P, int s, int h, __m256i W, __m256i pick,
+                                                             const int8_t* const* xk, int64_t o, float sum16,
+                                                             __m256i (&a)[3], __m256& offs) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kHigh + 64 * s + 32 * h));
+  const uint8_t* Q = P + Q6Panel::kQuants + 128 * s + 32 * h;
+  const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q));
+  const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64));
+  const __m256i v[4] = {
+      _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(bit_to_4<0>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(bit_to_4<2>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(bit_to_4<4>(H), m30)),
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(bit_to_4<6>(H), m30))};
+  const __m256i scv = _mm256_srai_epi16(_mm256_shuffle_epi8(W, pick), 8);  // the rows' scales in both halves
+  for (int k = 0; k < 3; ++k) {
+    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(xk[k] + o)),
+                                         _mm256_maddubs_epi16(v[1], bcast4(xk[k] + o + 4)));
+    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(xk[k] + o + 8)),
+                                         _mm256_maddubs_epi16(v[3], bcast4(xk[k] + o + 12)));
+    a[k] = _mm256_add_epi32(a[k], _mm256_add_epi32(_mm256_madd_epi16(p01, scv), _mm256_madd_epi16(p23, scv)));
+  }
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(W, 24 - 8 * B), 24));  // signed byte B
+  offs = _mm256_fmadd_ps(scf, _mm256_set1_ps(sum16), offs);
+}
+
+FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  // pick[b]: byte b of each 32-bit lane into the high byte of both of its 16-bit halves (then shifted down, signed)
+  __m256i pick[4];
+  for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, true);
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      const float* sum16 = xd.sum16.data() + 16 * j;
+      for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
+        __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
+        __m256 offs = _mm256_setzero_ps();
+        for (int wd = 0; wd < 4; ++wd) {
+          prefetch_slice<kPbb, 8>(P + ahead, 4 * h + wd);
+          const __m256i W =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kScales + 64 * wd + 32 * h));
+          const int64_t o = 256 * j + 64 * wd;
+          q6_sub<0>(P, 4 * wd + 0, h, W, pick[0], xk, o + 0, sum16[4 * wd + 0], a, offs);
+          q6_sub<1>(P, 4 * wd + 1, h, W, pick[1], xk, o + 16, sum16[4 * wd + 1], a, offs);
+          q6_sub<2>(P, 4 * wd + 2, h, W, pick[2], xk, o + 32, sum16[4 * wd + 2], a, offs);
+          q6_sub<3>(P, 4 * wd + 3, h, W, pick[3], xk, o + 48, sum16[4 * wd + 3], a, offs);
+        }
+        const __m256 f = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(a[2]), _mm256_set1_ps(65536.0f),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0])));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + Q6Panel::kD + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xd.scale[(size_t)j])), f, acc[h]);
+        off[h] = _mm256_fmadd_ps(d, _mm256_mul_ps(offs, _mm256_set1_ps(-32.0f)), off[h]);
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+
+// dst[cols] = row l of a Q4_K / Q5_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4
+// computes it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A
+// sub-block's 16 bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones
+// 8c + 4 .. 8c + 7 (Q5_K: plus 16 from bits 2c and 2c + 1 of the row's four high-bit bytes), interleaved by 32-bit
+// lanes into value order.
+template <int T>
+FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+    const float d = f16c_at(P + K4Panel::kD + 2 * l), dmin = f16c_at(P + K4Panel::kDmin + 2 * l);
+    const uint8_t* sw = P + K4Panel::kScales + 4 * l;
+    for (int s = 0; s < 8; ++s, dst += 32) {
+      int sc, mn;
+      qblocks::scale_min_k4_from(s, sw[s & 3], sw[64 + (s & 3)], sw[128 + (s & 3)], &sc, &mn);
+      const __m256 dd = _mm256_set1_ps(d * (float)sc), mm = _mm256_set1_ps(dmin * (float)mn);
+      const uint8_t* q = P + K4Panel::quants(T) + 256 * s + 4 * l;
+      int32_t c4[4];
+      for (int c = 0; c < 4; ++c) std::memcpy(&c4[c], q + 64 * c, 4);
+      const __m128i v = _mm_setr_epi32(c4[0], c4[1], c4[2], c4[3]);
+      __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+      if constexpr (T ==
+                    kQ5_K) {  // lane c: the high-bit bytes shifted by 2c, so bit 0 is the low nibble's, 1 the high's
+        int32_t hw;
+        std::memcpy(&hw, P + K4Panel::kHigh + 64 * s + 4 * l, 4);
+        const __m128i hv = _mm_srlv_epi32(_mm_set1_epi32(hw), _mm_setr_epi32(0, 2, 4, 6));
+        lo = _mm_or_si128(lo, _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi8(0x01)), 4));
+        hi = _mm_or_si128(hi, _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi8(0x02)), 3));
+      }
+      const __m128i a = _mm_unpacklo_epi32(lo, hi), b = _mm_unpackhi_epi32(lo, hi);  // values 0..15, 16..31
+      const __m128i part[4] = {a, _mm_srli_si128(a, 8), b, _mm_srli_si128(b, 8)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[k]));
+        _mm256_storeu_ps(dst + 8 * k, _mm256_sub_ps(_mm256_mul_ps(dd, qf), mm));
+      }
+    }
+  }
+}
+template void dequant_panel_row_k4_avx2<kQ4_K>(const uint8_t*, int, int64_t, float*);
+template void dequant_panel_row_k4_avx2<kQ5_K>(const uint8_t*, int, int64_t, float*);
+
+}  // namespace focal::ops
