@@ -468,9 +468,10 @@ int main(int argc, char** argv) {
           dir.c_str(), gpu->n_params() / 1e6, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.d_head,
           precision_name(gpu->precision()), now() - t0);
       std::mt19937 rng(1);
-      std::printf("== prefill tokens/s, %s (median of %d) ==\n%8s %14s %14s %14s %14s\n",
-                  precision_name(gpu->precision()), reps, "T", "plain", "metrics", "capture 4h",
-                  capture_layer ? "capture layer" : "");
+      if (std::any_of(Ts.begin(), Ts.end(), [](int T) { return T > 0; }))  // T = 0 alone: no prefill table
+        std::printf("== prefill tokens/s, %s (median of %d) ==\n%8s %14s %14s %14s %14s\n",
+                    precision_name(gpu->precision()), reps, "T", "plain", "metrics", "capture 4h",
+                    capture_layer ? "capture layer" : "");
       for (size_t i = 0; i < Ts.size(); ++i) {
         const int T = Ts[i];
         if (T <= 0) continue;
