@@ -436,6 +436,10 @@ int main(int argc, char** argv) {
   for (const std::string& t : split(pos.size() > 1 ? pos[1] : "512,2048,8192")) Ts.push_back(std::atoi(t.c_str()));
   const int reps = pos.size() > 2 ? std::atoi(pos[2].c_str()) : 5;
   std::string acc_text;
+  if (!acc_text_path.empty() && acc_T <= 0) {
+    std::fprintf(stderr, "gpu_bench: --accuracy-text needs --accuracy T (how many of its tokens to compare on)\n");
+    return 2;
+  }
   if (!acc_text_path.empty()) {  // read before any model loads: a wrong path fails at once
     std::ifstream in(acc_text_path, std::ios::binary);
     std::ostringstream buf;
