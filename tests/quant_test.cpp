@@ -104,11 +104,11 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
   }
 }
 
-// The K formats' decode kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp): every quant
-// at its largest stored value (Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63) with x constant at +1 or -1 (every digit at
-// its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just under 2^31, for Q6_K) or alternating in
-// sign, 4096 columns (16 blocks), at every level: each y within 1e-5 of sum |w x| of the double-precision product, as
-// above.
+// The K formats' decode kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp,
+// quant_avx2_panels.cpp): every quant at its largest stored value (Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63) with x
+// constant at +1 or -1 (every digit at its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just under
+// 2^31, for Q6_K) or alternating in sign, 4096 columns (16 blocks), at every level: each y within 1e-5 of sum |w x| of
+// the double-precision product, as above.
 TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
   std::mt19937 rng(13);
   const int64_t rows = 16, cols = 4096;
