@@ -3,10 +3,13 @@
 // intermediate 28672) for the memory and speed benchmarks (bench/run_big.sh), never committed:
 //   --gguf FILE        llama GGUF, matrices in Q4_K (random blocks whose values average 0), norms F32, a
 //                      sentencepiece-style vocabulary (<unk>, <s>, </s>, the 256 byte pieces, then filler pieces);
-//                      --mix q4_k_m | q5_k_m | q6_k | q8_0 gives the matrices the types llama.cpp's quantize gives
-//                      those file types (Q4_K_M: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of the
-//                      layers its "more bits" rule picks: the first and last eighth and every third between;
-//                      Q5_K_M: the same over Q5_K; Q6_K and Q8_0: every matrix in that type)
+//                      --mix q2_k | q3_k_m | q4_k_m | q5_k_m | q6_k | q8_0 gives the matrices the types llama.cpp's
+//                      quantize gives those file types for a llama model with 4 query heads a KV head (Q4_K_M: Q4_K,
+//                      with Q6_K for output.weight and for attn_v / ffn_down of the layers its "more bits" rule
+//                      picks: the first and last eighth and every third between; Q5_K_M: the same over Q5_K;
+//                      Q3_K_M: Q3_K, with Q6_K output, Q4_K attn_output, Q5_K attn_v in the first two layers and
+//                      ffn_down in the first sixteenth, Q4_K for the other attn_v / ffn_down; Q2_K: Q2_K, with Q6_K
+//                      output, Q4_K attn_v, Q3_K attn_output and ffn_down; Q6_K and Q8_0: every matrix in that type)
 //   --bf16 DIR         Hugging Face directory: config.json, model.safetensors in bf16 (values ~ +-0.02), and
 //                      tokenizer.model copied from --tokenizer FILE
 // Streams the tensors to a temporary name and renames it, printing progress with an ETA.
@@ -36,11 +39,13 @@ struct Rng {  // xorshift64*
 };
 
 // GGUF tensor types (ggml's numbers) and their blocks: values per block, bytes per block.
-enum GgmlType : uint32_t { kF32 = 0, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+enum GgmlType : uint32_t { kF32 = 0, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
 int block_values(uint32_t t) { return t == kF32 ? 1 : t == kQ8_0 ? 32 : 256; }
 int block_bytes(uint32_t t) {
   switch (t) {
     case kQ8_0: return 2 + 32;                 // d, qs
+    case kQ2_K: return 16 + 64 + 2 + 2;        // scales, qs, d, dmin
+    case kQ3_K: return 32 + 64 + 12 + 2;       // hmask, qs, scales, d
     case kQ4_K: return 2 + 2 + 12 + 128;       // d, dmin, scales, qs
     case kQ5_K: return 2 + 2 + 12 + 32 + 128;  // d, dmin, scales, qh, qs
     case kQ6_K: return 128 + 64 + 16 + 2;      // ql, qh, scales (int8), d
@@ -48,7 +53,7 @@ int block_bytes(uint32_t t) {
   }
 }
 
-enum class Mix { kQ4K, kQ4KM, kQ5KM, kQ6K, kQ8_0 };
+enum class Mix { kQ4K, kQ2K, kQ3KM, kQ4KM, kQ5KM, kQ6K, kQ8_0 };
 
 struct Tensor {
   std::string name;
@@ -64,6 +69,15 @@ uint32_t mix_type(Mix mix, const std::string& name, int64_t layer, int64_t n_lay
   if (mix == Mix::kQ8_0) return kQ8_0;
   if (mix == Mix::kQ6K) return kQ6_K;
   if (mix == Mix::kQ4K) return kQ4_K;
+  const auto is = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (mix == Mix::kQ3KM || mix == Mix::kQ2K) {  // llama-quant.cpp's rules for these types, n_gqa >= 4, no experts
+    if (name == "output.weight") return kQ6_K;
+    const bool q3 = mix == Mix::kQ3KM;
+    if (is("attn_v.")) return q3 && layer < 2 ? kQ5_K : kQ4_K;
+    if (is("attn_output.")) return q3 ? kQ4_K : kQ3_K;
+    if (is("ffn_down.")) return !q3 ? kQ3_K : layer < n_layers / 16 ? kQ5_K : kQ4_K;
+    return q3 ? kQ3_K : kQ2_K;
+  }
   const uint32_t base = mix == Mix::kQ4KM ? kQ4_K : kQ5_K;
   if (name == "output.weight") return kQ6_K;
   const bool more_bits =
@@ -113,9 +127,9 @@ uint16_t half_bits(float f) {
   return (uint16_t)(sign | (exp << 10) | mant);
 }
 
-// Tensor bytes: quantized random blocks whose values average about 0 and stay within a few hundredths — Q4_K
-// (d = 1e-4, dmin = 7.5e-4), Q5_K (d = 1e-4, dmin = 1.55e-3), Q6_K (d = 1e-4, sub-block scales -8..8), Q8_0
-// (d = 1e-4) — or F32 ones for norms; bf16 ~ +-0.02 for the safetensors file.
+// Tensor bytes: quantized random blocks whose values average about 0 and stay within a few hundredths — Q2_K
+// (d = 1e-4, dmin = 1.5e-4), Q3_K (d = 1e-4), Q4_K (d = 1e-4, dmin = 7.5e-4), Q5_K (d = 1e-4, dmin = 1.55e-3), Q6_K
+// (d = 1e-4, sub-block scales -8..8), Q8_0 (d = 1e-4) — or F32 ones for norms; bf16 ~ +-0.02 for the safetensors file.
 void fill(const Tensor& t, bool bf16, Rng& rng, std::vector<uint8_t>* out) {
   const int64_t n = numel(t);
   if (!t.matrix) {
@@ -151,8 +165,10 @@ void fill(const Tensor& t, bool bf16, Rng& rng, std::vector<uint8_t>* out) {
     std::memcpy(b + i, &r, std::min<int64_t>(8, (int64_t)out->size() - i));
   }
   // where each block's fp16 scale d sits, and its min dmin (-1: none), and their values
-  const int d_at = t.type == kQ6_K ? 208 : 0, dmin_at = t.type == kQ4_K || t.type == kQ5_K ? 2 : -1;
-  const uint16_t d = half_bits(1e-4f), dmin = half_bits(t.type == kQ5_K ? 1.55e-3f : 7.5e-4f);
+  const int d_at = t.type == kQ6_K ? 208 : t.type == kQ3_K ? 108 : t.type == kQ2_K ? 80 : 0;
+  const int dmin_at = t.type == kQ4_K || t.type == kQ5_K ? 2 : t.type == kQ2_K ? 82 : -1;
+  const uint16_t d = half_bits(1e-4f);
+  const uint16_t dmin = half_bits(t.type == kQ5_K ? 1.55e-3f : t.type == kQ2_K ? 1.5e-4f : 7.5e-4f);
   for (int64_t i = 0; i < nb; ++i) {
     std::memcpy(b + i * bb + d_at, &d, 2);
     if (dmin_at >= 0) std::memcpy(b + i * bb + dmin_at, &dmin, 2);
@@ -366,14 +382,14 @@ int main(int argc, char** argv) {
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--help") {
       std::printf(
-          "usage: make_big_model (--gguf FILE [--mix q4_k|q4_k_m|q5_k_m|q6_k|q8_0] | --bf16 DIR --tokenizer "
-          "tokenizer.model)\n"
+          "usage: make_big_model (--gguf FILE [--mix q2_k|q3_k_m|q4_k|q4_k_m|q5_k_m|q6_k|q8_0] | --bf16 DIR\n"
+          "                      --tokenizer tokenizer.model)\n"
           "                      [--shape 8b|70b] [--layers N] [--context N]\n"
           "Writes a random-weight model of Llama-3-8B's shape (32 layers, hidden 4096, 32 / 8 heads,\n"
           "intermediate 14336, vocab 128256; context 8192 unless --context): a GGUF (~4.6 GB in Q4_K; --mix gives\n"
-          "the tensor types of llama.cpp's Q4_K_M, Q5_K_M, Q6_K or Q8_0 files: ~4.9, ~5.7, ~6.6, ~8.5 GB) or a bf16\n"
-          "safetensors directory (~16 GB). --shape 70b: Llama-3-70B's (80 layers, hidden 8192, 64 / 8 heads,\n"
-          "intermediate 28672): ~39.8 GB in Q4_K.\n");
+          "the tensor types of llama.cpp's Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K or Q8_0 files: ~3.2, ~4.0, ~4.9, ~5.7,\n"
+          "~6.6, ~8.5 GB) or a bf16 safetensors directory (~16 GB). --shape 70b: Llama-3-70B's (80 layers,\n"
+          "hidden 8192, 64 / 8 heads, intermediate 28672): ~39.8 GB in Q4_K.\n");
       return 0;
     } else if (a == "--gguf") {
       gguf = val();
@@ -383,6 +399,10 @@ int main(int argc, char** argv) {
       const std::string m = val();
       if (m == "q4_k") {
         mix = Mix::kQ4K;
+      } else if (m == "q2_k") {
+        mix = Mix::kQ2K;
+      } else if (m == "q3_k_m") {
+        mix = Mix::kQ3KM;
       } else if (m == "q4_k_m") {
         mix = Mix::kQ4KM;
       } else if (m == "q5_k_m") {
@@ -392,7 +412,8 @@ int main(int argc, char** argv) {
       } else if (m == "q8_0") {
         mix = Mix::kQ8_0;
       } else {
-        std::fprintf(stderr, "make_big_model: --mix '%s': give q4_k, q4_k_m, q5_k_m, q6_k or q8_0\n", m.c_str());
+        std::fprintf(stderr, "make_big_model: --mix '%s': give q2_k, q3_k_m, q4_k, q4_k_m, q5_k_m, q6_k or q8_0\n",
+                     m.c_str());
         return 2;
       }
     } else if (a == "--tokenizer") {

@@ -8,12 +8,12 @@
 #     of `focal capture` at T = 2048 with metrics for every head and
 #     the rows (probabilities and scores) of every head of layer 16;
 #  3. the same shape as bf16 safetensors: open time and peak RSS of the same capture;
-#  4. with --mixes, the same shape with the tensor types of llama.cpp's Q4_K_M, Q5_K_M, Q6_K and Q8_0 files
-#     (make_big_model --mix): decode tokens/s against llama-bench, alternating (issue 37); --only-mixes: these
-#     alone, 1-3 skipped.
+#  4. with --mixes, the same shape with the tensor types of llama.cpp's Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K and
+#     Q8_0 files (make_big_model --mix): decode tokens/s against llama-bench, alternating (issue 37);
+#     --only-mixes: these alone, 1-3 skipped.
 # llama-bench comes from bench/llamacpp/build.sh (llama.cpp vendored in PyPI's llama-cpp-python sdist, built into
 # the cache). The big models (4.5 GB and 16 GB) are written into ${FOCAL_CACHE:-/root/.cache/focalscope}/big, never
-# into the repository. Takes about 20 minutes on 2 cores (--mixes: about 25 more, and 26 GB more of cache).
+# into the repository. Takes about 20 minutes on 2 cores (--mixes: about 35 more, and 33 GB more of cache).
 # usage: bench/run_big.sh [THREADS] [--skip-bf16] [--mixes | --only-mixes]
 set -euo pipefail
 if [ "${1:-}" = "--help" ]; then sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
@@ -93,7 +93,7 @@ if [ -z "$skip_bf16" ]; then
 fi
 fi
 if [ -n "$mixes" ]; then
-  for mix in q4_k_m q5_k_m q6_k q8_0; do
+  for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
     f="$cache/big/llama3-8b-shape-$mix.gguf"
     [ -f "$f" ] || { build/bench/make_big_model --gguf "$f" --mix "$mix"; sync; }
     echo "== Llama-3-8B shape, $mix mix ($f, $(du -h "$f" | cut -f1))"

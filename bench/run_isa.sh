@@ -4,10 +4,10 @@
 # level against llama.cpp's native build. For each level: SmolLM2-135M Q4_1 prefill (T = 512) and decode, then
 # the 8B Q4_K file of bench/run_big.sh (decode only), decode in rounds that alternate the tools (a shared machine's
 # bandwidth drifts by tens of percent within minutes: compare neighbouring rows). With --mixes, each level also
-# decodes the 8B shape as Q4_K_M, Q5_K_M, Q6_K and Q8_0 (bench/run_big.sh's files, made by make_big_model --mix if
-# missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
+# decodes the 8B shape as Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K and Q8_0 (bench/run_big.sh's files, made by
+# make_big_model --mix if missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
 # (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on
-# 2 cores (--mixes: about 16 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
+# 2 cores (--mixes: about 24 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
 # first time. FOCAL_ISA_LEVELS="native" (or "avx2") measures that level alone, and builds only its peer.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
@@ -41,7 +41,7 @@ smol="$(scripts/fetch-smollm2.sh)"
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
 [ -n "$only_mixes" ] || [ -f "$big" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$big"; }
 if [ -n "$mixes" ]; then
-  for mix in q4_k_m q5_k_m q6_k q8_0; do
+  for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
     f="$cache/big/llama3-8b-shape-$mix.gguf"
     [ -f "$f" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$f" --mix "$mix"; }
   done
@@ -77,7 +77,7 @@ for level in $levels; do
   done
   fi
   if [ -n "$mixes" ]; then
-    for mix in q4_k_m q5_k_m q6_k q8_0; do
+    for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
       f="$cache/big/llama3-8b-shape-$mix.gguf"
       for round in $(seq 1 "$rounds"); do
         echo "-- 8B $mix decode, round $round: focalscope, then llama-bench --"
