@@ -107,8 +107,8 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
 // The K formats' decode kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp,
 // quant_avx2_panels.cpp): every quant at its largest stored value (Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63) with x
 // constant at +1 or -1 (every digit at its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just under
-// 2^31, for Q6_K) or alternating in sign, 4096 columns (16 blocks), at every level: each y within 1e-5 of sum |w x| of
-// the double-precision product, as above.
+// 2^31, for Q6_K) or alternating in sign, 4096 columns (16 blocks), at every level, rows as stored and in panels
+// where the level has a panel kernel: each y within 1e-5 of sum |w x| of the double-precision product, as above.
 TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
   std::mt19937 rng(13);
   const int64_t rows = 16, cols = 4096;
@@ -126,21 +126,32 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
       std::vector<float> x((size_t)cols);
       for (int64_t c = 0; c < cols; ++c)
         x[(size_t)c] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (c & 1) ? -1.0f : 1.0f;
-      for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512}) {
-        ops::set_quant_isa(isa);
-        std::vector<float> y((size_t)rows, NAN);
-        ops::matmul_xwt_q(x.data(), w.q, y.data(), 1);
-        for (int64_t r = 0; r < rows; ++r) {
-          double ref = 0.0, mag = 0.0;
-          for (int64_t c = 0; c < cols; ++c) {
-            const double p = (double)w.deq[(size_t)(r * cols + c)] * x[(size_t)c];
-            ref += p;
-            mag += std::fabs(p);
+      for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512})
+        for (bool panels : {false, true}) {
+          ops::set_quant_isa(isa);
+          if (panels && !ops::panels_pay_off((int)type, rows)) continue;
+          ops::QMatrix q = w.q;
+          std::vector<uint8_t> packed;
+          if (panels) {
+            packed.resize(w.bytes.size());
+            ops::pack_panels(w.q, packed.data());
+            q.data = packed.data();
+            q.panels = true;
           }
-          ASSERT_NEAR(y[(size_t)r], ref, 1e-5 * mag + 1e-30)
-              << ops::qtype_kernel((int)type, 1) << " pattern " << pattern << " row " << r;
+          std::vector<float> y((size_t)rows, NAN);
+          ops::matmul_xwt_q(x.data(), q, y.data(), 1);
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t c = 0; c < cols; ++c) {
+              const double p = (double)w.deq[(size_t)(r * cols + c)] * x[(size_t)c];
+              ref += p;
+              mag += std::fabs(p);
+            }
+            ASSERT_NEAR(y[(size_t)r], ref, 1e-5 * mag + 1e-30)
+                << ops::qtype_kernel((int)type, 1) << (panels ? " panels" : "") << " pattern " << pattern << " row "
+                << r;
+          }
         }
-      }
       ops::set_quant_isa(ops::QuantIsa::kAvx512);
     }
   }
@@ -149,7 +160,7 @@ TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
 // The panel layout (pack_panels) of the formats that have one: 48 rows (three panels) in a shuffled order, 512, 544
 // (17 blocks of 32) and 768 columns (3 blocks of 256). Unpacking gives back every row's stored bytes exactly,
 // dequant_rows the same values as the row-major matrix, and the products (for one row of x the VNNI panel kernel, or
-// at the AVX2 level the AVX2 one of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, else dequantised tiles through sgemm, at every
+// at the AVX2 level the AVX2 one of Q4_0, Q4_1 and Q2_K .. Q6_K, else dequantised tiles through sgemm, at every
 // kernel level) are within 1e-5 of sum |w x| of the double-precision product, as above. Where the level has no panel
 // kernel for the type, panels_pay_off is false (nothing is packed at load) and the layout still computes through sgemm.
 TEST(QuantKernels, PanelsMatchDoublePrecision) {
@@ -168,8 +179,12 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), vnni || avx2);
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1, Q4_K, Q5_K and Q6_K have an AVX2 panel kernel, Q8_0 none
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ2_K, 48), vnni || avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ3_K, 48), vnni || avx2);
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1 and Q2_K .. Q6_K have an AVX2 panel kernel, Q8_0 none
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ2_K, 48), avx2);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ3_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), avx2);
@@ -177,7 +192,7 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
-  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
     for (int64_t cols : {512, 544, 768}) {
       if (cols % ggml_block_elems(type) != 0) continue;
       SCOPED_TRACE(std::string(ggml_type_name(type)) + " cols=" + std::to_string(cols));

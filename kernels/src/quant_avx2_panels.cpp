@@ -1,7 +1,7 @@
 // The hand-written AVX2 + FMA + F16C panel kernels (quant_types.h; the layouts: quant.h pack_panels, quant_panels.cpp):
-// the decode of Q4_0 and Q4_1 (16-row panels of 32-value blocks) and of Q4_K, Q5_K (K4Panel) and Q6_K (Q6Panel) with
-// x in three int8 digits, and a K4 panel row dequantised for prefill's sgemm tiles. The row kernels of the same level
-// are in quant_avx2.cpp. They run only where quant_cpu.cpp found AVX2, FMA and F16C.
+// the decode of Q4_0 and Q4_1 (16-row panels of 32-value blocks) and of Q2_K, Q3_K (K23Panel), Q4_K, Q5_K (K4Panel)
+// and Q6_K (Q6Panel) with x in three int8 digits, and a K4 or K23 panel row dequantised for prefill's sgemm tiles.
+// The row kernels of the same level are in quant_avx2.cpp. They run only where quant_cpu.cpp found AVX2, FMA and F16C.
 #include <immintrin.h>
 
 #include <cstring>
@@ -263,6 +263,107 @@ FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, floa
   }
 }
 
+// ---- decode: panels of Q2_K and Q3_K (K23Panel), x in digits of group 256 ----
+// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_q6_avx2: per sub-block of 16 values, four vectors
+// of quants (values 4k .. 4k + 3 of each row: bits 2k, 2k + 1 of the low-bit bytes; Q3_K's high bit moved to bit 2
+// from the pair's high-bit bytes, so q + 4 in 0..7) times four broadcast digits (vpmaddubsw: pairs at most
+// 2 * 7 * 128 = 1792; the four add up in int16, at most 7168), and one vpmaddwd with the rows' scales (in both 16-bit
+// halves of each lane: Q2_K's 4-bit scale, Q3_K's 6-bit one less 32, signed) both widens and weights them (at most
+// 2 * 7168 * 32 a sub-block, 16 a block < 2^23: exact in int32). The three digits' block sums become floats once a
+// block, as in panels_q6_avx2; Q2_K's min (-dmin mn) and Q3_K's -4 come back through the fp32 sums of x over each
+// 16 values.
+template <int T>
+FOCAL_AVX2 void panels_k23_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  static_assert(T == kQ2_K || T == kQ3_K, "Q2_K and Q3_K");
+  constexpr bool kQ3 = T == kQ3_K;
+  constexpr size_t kPbb = (size_t)kPanelRows * kernel_block_bytes(T);
+  constexpr int kQuants = K23Panel::quants(T), kScales = K23Panel::scales(T);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x0F), four = _mm256_set1_epi8(0x04);
+  const __m256i byte0 = _mm256_set1_epi32(0xFF);
+  // pick[b]: byte b of each 32-bit lane into both of its 16-bit halves: the low bytes (Q2_K's unsigned scales), or
+  // the high ones, then shifted down with their sign (Q3_K's)
+  __m256i pick[4];
+  for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, kQ3);
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      const float* sum16 = xd.sum16.data() + 16 * j;
+      for (int h = 0; h < 2; ++h) {                                                               // rows 8h .. 8h + 7
+        __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
+        __m256 offs = _mm256_setzero_ps();  // Q2_K sum mn S, Q3_K sum sc S
+        __m256i W[3];
+        if constexpr (kQ3)
+          for (int k = 0; k < 3; ++k)
+            W[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + kScales + 64 * k + 32 * h));
+        for (int wd = 0; wd < 4; ++wd) {
+          prefetch_slice<kPbb, 8>(P + ahead, 4 * h + wd);
+          __m256i sc, mn = _mm256_setzero_si256();  // byte B of each lane: sub-block 4 wd + B's scale (and min)
+          if constexpr (kQ3) {                      // k3_scales' arithmetic, eight rows' words: lo | hi << 4, less 32
+            const __m256i lo = wd % 2 == 0 ? W[0] : W[1];
+            const __m256i lo4 = _mm256_and_si256(wd < 2 ? lo : _mm256_srli_epi32(lo, 4), m4);
+            const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi32(W[2], 2 * wd), m3);
+            sc = _mm256_sub_epi8(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)), _mm256_set1_epi8(32));
+          } else {
+            const __m256i S = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + kScales + 64 * wd + 32 * h));
+            sc = _mm256_and_si256(S, m4);
+            mn = _mm256_and_si256(_mm256_srli_epi32(S, 4), m4);
+          }
+          for (int B = 0; B < 4; ++B) {
+            const int s = 4 * wd + B;
+            const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + kQuants + 64 * s + 32 * h));
+            __m256i v[4] = {_mm256_and_si256(L, m3), _mm256_and_si256(_mm256_srli_epi16(L, 2), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(L, 4), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(L, 6), m3)};
+            if constexpr (kQ3) {  // value 4k + i's high bit is bit k + 4 (s % 2) of the row's byte i: to bit 2, as 4
+              const __m256i H =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K23Panel::kHigh + 64 * (s / 2) + 32 * h));
+              for (int k = 0; k < 4; ++k) {
+                const int sh = k + 4 * (s % 2) - 2;
+                const __m256i hb = sh < 0 ? _mm256_slli_epi16(H, -sh) : _mm256_srli_epi16(H, sh);
+                v[k] = _mm256_or_si256(v[k], _mm256_and_si256(hb, four));
+              }
+            }
+            __m256i scv = _mm256_shuffle_epi8(sc, pick[B]);
+            if constexpr (kQ3) scv = _mm256_srai_epi16(scv, 8);
+            const int64_t o = 256 * j + 16 * s;
+            for (int k = 0; k < 3; ++k) {
+              const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast4(xk[k] + o)),
+                                                   _mm256_maddubs_epi16(v[1], bcast4(xk[k] + o + 4)));
+              const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast4(xk[k] + o + 8)),
+                                                   _mm256_maddubs_epi16(v[3], bcast4(xk[k] + o + 12)));
+              a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_add_epi16(p01, p23), scv));
+            }
+            const __m256 by =
+                kQ3 ? _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(sc, 24 - 8 * B), 24))  // signed byte B
+                    : _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn, 8 * B), byte0));
+            offs = _mm256_fmadd_ps(by, _mm256_set1_ps(sum16[s]), offs);
+          }
+        }
+        const __m256 f = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(a[2]), _mm256_set1_ps(65536.0f),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0])));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K23Panel::kD + 16 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xd.scale[(size_t)j])), f, acc[h]);
+        if constexpr (kQ3) {
+          off[h] = _mm256_fmadd_ps(d, _mm256_mul_ps(offs, _mm256_set1_ps(-4.0f)), off[h]);
+        } else {
+          const __m256 dmin =
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K23Panel::kDmin + 16 * h)));
+          off[h] = _mm256_fnmadd_ps(dmin, offs, off[h]);
+        }
+      }
+    }
+    _mm256_storeu_ps(y + p * kPanelRows, _mm256_add_ps(acc[0], off[0]));
+    _mm256_storeu_ps(y + p * kPanelRows + 8, _mm256_add_ps(acc[1], off[1]));
+  }
+}
+template void panels_k23_avx2<kQ2_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_k23_avx2<kQ3_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
 // dst[cols] = row l of a Q4_K / Q5_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k4
 // computes it: each value dd q - mm, a product then a difference (no FMA), so the two give the same floats. A
 // sub-block's 16 bytes of row l (four bytes a chunk) in one register: low nibbles values 8c .. 8c + 3, high ones
@@ -303,5 +404,46 @@ FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, f
 }
 template void dequant_panel_row_k4_avx2<kQ4_K>(const uint8_t*, int, int64_t, float*);
 template void dequant_panel_row_k4_avx2<kQ5_K>(const uint8_t*, int, int64_t, float*);
+
+// dst[cols] = row l of a Q2_K / Q3_K panel matrix (prefill's sgemm tiles, quant_panels.cpp), as dequant_panel_row_k23
+// computes it: Q2_K dl q - ml (a product then a difference, no FMA), Q3_K dl (q - 4), so the two give the same floats.
+// A sub-block's four low-bit bytes of row l in every lane, lane k shifted by 2k: byte i of lane k is then value 4k + i
+// (value order), and Q3_K's four high-bit bytes the same way, by k + 4 (s % 2).
+template <int T>
+FOCAL_AVX2 void dequant_panel_row_k23_avx2(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr size_t kPbb = (size_t)kPanelRows * kernel_block_bytes(T);
+  const __m128i m3 = _mm_set1_epi8(0x03), m1 = _mm_set1_epi8(0x01), shifts = _mm_setr_epi32(0, 2, 4, 6);
+  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+    const float d = f16c_at(P + K23Panel::kD + 2 * l);
+    const uint8_t* sw = P + K23Panel::scales(T) + 4 * l;  // byte k of the stored scales at sw[64 (k / 4) + k % 4]
+    auto sr = [sw](int k) { return (int)sw[64 * (k / 4) + k % 4]; };
+    for (int s = 0; s < 16; ++s, dst += 16) {
+      int32_t q4;
+      std::memcpy(&q4, P + K23Panel::quants(T) + 64 * s + 4 * l, 4);
+      __m128i q = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(q4), shifts), m3);
+      __m256 dl, ml = _mm256_setzero_ps();
+      if constexpr (T == kQ2_K) {
+        const float dmin = f16c_at(P + K23Panel::kDmin + 2 * l);
+        dl = _mm256_set1_ps(d * (float)(sr(s) & 0xF));
+        ml = _mm256_set1_ps(dmin * (float)(sr(s) >> 4));
+      } else {
+        const int lo = s < 8 ? sr(s) & 0xF : sr(s - 8) >> 4, hi = (sr(8 + s % 4) >> (2 * (s / 4))) & 3;
+        dl = _mm256_set1_ps(d * (float)((lo | (hi << 4)) - 32));
+        int32_t h4;
+        std::memcpy(&h4, P + K23Panel::kHigh + 64 * (s / 2) + 4 * l, 4);
+        const __m128i hs = _mm_add_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(4 * (s % 2)));
+        const __m128i h = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h4), hs), m1);
+        q = _mm_sub_epi8(_mm_or_si128(q, _mm_slli_epi16(h, 2)), _mm_set1_epi8(4));  // q - 4, signed
+      }
+      for (int half = 0; half < 2; ++half) {
+        const __m128i part = half ? _mm_srli_si128(q, 8) : q;
+        const __m256 qf = _mm256_cvtepi32_ps(T == kQ2_K ? _mm256_cvtepu8_epi32(part) : _mm256_cvtepi8_epi32(part));
+        _mm256_storeu_ps(dst + 8 * half, _mm256_sub_ps(_mm256_mul_ps(dl, qf), ml));
+      }
+    }
+  }
+}
+template void dequant_panel_row_k23_avx2<kQ2_K>(const uint8_t*, int, int64_t, float*);
+template void dequant_panel_row_k23_avx2<kQ3_K>(const uint8_t*, int, int64_t, float*);
 
 }  // namespace focal::ops

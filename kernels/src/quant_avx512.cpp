@@ -1,6 +1,6 @@
 // The hand-written AVX-512 VNNI quant kernels (quant_types.h), all with x in three int8 digits (quant_digits.h): the
-// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, and the panel kernels of the same
-// types (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
+// vectorised split, the decode kernels of Q4_0, Q4_1, Q8_0 and Q2_K .. Q6_K, and the panel kernels of the same types
+// (quant.h: pack_panels). They run only where quant_cpu.cpp found AVX-512 (F, BW, VL, DQ) with VNNI.
 #include <immintrin.h>
 
 // GCC 12 reports the AVX-512 headers' own _mm512_undefined_* placeholders (used by the unmasked forms of masked
@@ -489,5 +489,92 @@ FOCAL_AVX512 void panels_q6_vnni(const digits::XDigits& xd, const QMatrix& w, fl
     _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, off));
   }
 }
+
+// Q2_K's and Q3_K's panels (K23Panel), 16 rows a zmm, x in digits of group 256. Per sub-block of 16 values, four
+// vectors of quants (values 4k .. 4k + 3 of each row: bits 2k, 2k + 1 of the low-bit bytes; Q3_K's high bit moved to
+// bit 2 from the pair's high-bit bytes, so q + 4 in 0..7) times four broadcast digits (vpdpbusd), the three digits
+// chained in one int32 sum, 256 (256 t2 + t1) + t0 (at most 16 * 7 * 128 * 65793 < 2^31). It becomes a float once a
+// sub-block, weighted by the rows' scales (Q2_K the low nibble of the scale byte, Q3_K the 6-bit scale less 32), and
+// meets d and the digit scale once a block. Q2_K's min (-dmin mn) and Q3_K's -4 come back through the fp32 sums of x
+// over each 16 values.
+template <int T>
+FOCAL_AVX512 void panels_k23_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  static_assert(T == kQ2_K || T == kQ3_K, "Q2_K and Q3_K");
+  constexpr bool kQ3 = T == kQ3_K;
+  constexpr size_t kPbb = (size_t)kPanelRows * kernel_block_bytes(T);
+  constexpr int kQuants = K23Panel::quants(T), kScales = K23Panel::scales(T);
+  const int64_t nb = w.cols / 256;
+  const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
+  const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+  const __m512i four = _mm512_set1_epi8(0x04);
+  __m512i pick[4];  // pick[B]: byte B of each 32-bit lane into its low byte, the other three zero (vpshufb)
+  for (int B = 0; B < 4; ++B)
+    pick[B] = _mm512_set4_epi32((int)(0x8080800Cu | B), (int)(0x80808008u | B), (int)(0x80808004u | B),
+                                (int)(0x80808000u | B));
+  const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m512 acc = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      const float* sum16 = xd.sum16.data() + 16 * j;
+      __m512 a = _mm512_setzero_ps(), offs = _mm512_setzero_ps();  // sum sc t; Q2_K sum mn S, Q3_K sum sc S
+      __m512i W[3];
+      if constexpr (kQ3)
+        for (int k = 0; k < 3; ++k) W[k] = _mm512_loadu_si512(P + kScales + 64 * k);
+      for (int wd = 0; wd < 4; ++wd) {
+        prefetch_slice<kPbb, 4>(P + ahead, wd);
+        // byte B of each lane: sub-block 4 wd + B's scale (Q2_K: its min in mn)
+        __m512i sc, mn = _mm512_setzero_si512();
+        if constexpr (kQ3) {  // k3_scales' arithmetic, four rows' words a lane: lo | hi << 4, less 32
+          const __m512i lo = wd % 2 == 0 ? W[0] : W[1];
+          const __m512i lo4 = _mm512_and_si512(wd < 2 ? lo : _mm512_srli_epi32(lo, 4), m4);
+          const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(W[2], 2 * wd), m3);
+          sc = _mm512_sub_epi8(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi8(32));
+        } else {
+          const __m512i S = _mm512_loadu_si512(P + kScales + 64 * wd);
+          sc = _mm512_and_si512(S, m4);
+          mn = _mm512_and_si512(_mm512_srli_epi32(S, 4), m4);
+        }
+        for (int B = 0; B < 4; ++B) {
+          const int s = 4 * wd + B;
+          const __m512i L = _mm512_loadu_si512(P + kQuants + 64 * s);
+          __m512i v[4] = {_mm512_and_si512(L, m3), _mm512_and_si512(_mm512_srli_epi16(L, 2), m3),
+                          _mm512_and_si512(_mm512_srli_epi16(L, 4), m3), _mm512_and_si512(_mm512_srli_epi16(L, 6), m3)};
+          if constexpr (kQ3) {  // value 4k + i's high bit is bit k + 4 (s % 2) of the row's byte i: to bit 2, as 4
+            const __m512i H = _mm512_loadu_si512(P + K23Panel::kHigh + 64 * (s / 2));
+            for (int k = 0; k < 4; ++k) {
+              const int sh = k + 4 * (s % 2) - 2;
+              const __m512i h = sh < 0 ? _mm512_slli_epi16(H, -sh) : _mm512_srli_epi16(H, sh);
+              v[k] = _mm512_ternarylogic_epi32(v[k], h, four, 0xF8);  // A | (B & C)
+            }
+          }
+          __m512i t2 = _mm512_setzero_si512(), t1 = _mm512_setzero_si512(), t0 = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            t2 = _mm512_dpbusd_epi32(t2, v[k], bcast(xk[2] + 256 * j + 16 * s + 4 * k));
+            t1 = _mm512_dpbusd_epi32(t1, v[k], bcast(xk[1] + 256 * j + 16 * s + 4 * k));
+            t0 = _mm512_dpbusd_epi32(t0, v[k], bcast(xk[0] + 256 * j + 16 * s + 4 * k));
+          }
+          const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(t2, 8), t1), 8), t0);
+          const __m512 scf = kQ3 ? _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc, 24 - 8 * B), 24))
+                                 : _mm512_cvtepi32_ps(_mm512_shuffle_epi8(sc, pick[B]));
+          a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), scf, a);
+          const __m512 by = kQ3 ? scf : _mm512_cvtepi32_ps(_mm512_shuffle_epi8(mn, pick[B]));
+          offs = _mm512_fmadd_ps(by, _mm512_set1_ps(sum16[s]), offs);
+        }
+      }
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K23Panel::kD)));
+      acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xd.scale[(size_t)j])), a, acc);
+      if constexpr (kQ3) {
+        off = _mm512_fmadd_ps(d, _mm512_mul_ps(offs, _mm512_set1_ps(-4.0f)), off);
+      } else {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K23Panel::kDmin)));
+        off = _mm512_fnmadd_ps(dmin, offs, off);
+      }
+    }
+    _mm512_storeu_ps(y + p * kPanelRows, _mm512_add_ps(acc, off));
+  }
+}
+template void panels_k23_vnni<kQ2_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+template void panels_k23_vnni<kQ3_K>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 
 }  // namespace focal::ops

@@ -47,9 +47,11 @@ constexpr QTypeInfo kQTypes[] = {
     {kQ8_0,  32,  2 + 32,                false, {0, -1},   0x7C00u, &dequant_q8_0,  // d, qs
      &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>, nullptr},
     {kQ2_K,  256, kernel_block_bytes(kQ2_K), true,  {80, 82},  0x7C00u, &dequant_q2_k,  // scales, qs, d, dmin
-     nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, nullptr, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, &panels_k23_vnni<kQ2_K>,
+     &panels_k23_avx2<kQ2_K>},
     {kQ3_K,  256, kernel_block_bytes(kQ3_K), false, {108, -1}, 0x7C00u, &dequant_q3_k,  // hmask, qs, scales, d
-     nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, nullptr, nullptr},
+     nullptr,            &kquant_digit_rows_avx2<kQ3_K>, &kquant_rows_vnni<kQ3_K>, 256, Order::kNatural, &panels_k23_vnni<kQ3_K>,
+     &panels_k23_avx2<kQ3_K>},
     {kQ4_K,  256, 2 + 2 + 12 + 128,      true,  {0, 2},    0x7C00u, &dequant_q4_k,  // d, dmin, scales, qs
      &avx2_rows<kQ4_K>,  &kquant_digit_rows_avx2<kQ4_K>, &kquant_rows_vnni<kQ4_K>, 256, Order::kNatural, &panels_k4_vnni<kQ4_K>,
      &panels_k4_avx2<kQ4_K>},

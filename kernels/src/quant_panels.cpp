@@ -1,7 +1,7 @@
-// The panel layout of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K for decode (quant.h: pack_panels): packing, unpacking a
+// The panel layout of Q4_0, Q4_1, Q8_0 and Q2_K .. Q6_K for decode (quant.h: pack_panels): packing, unpacking a
 // row back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
-// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_q6_vnni),
-// quant_avx2_panels.cpp (panels_avx2, panels_k4_avx2, panels_q6_avx2).
+// kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_k23_vnni, panels_q6_vnni),
+// quant_avx2_panels.cpp (panels_avx2, panels_k4_avx2, panels_k23_avx2, panels_q6_avx2).
 #include <emmintrin.h>
 #include <omp.h>
 
@@ -41,6 +41,15 @@ inline __m128i nibble_chunks(__m128i a, __m128i b) {
   const __m128i even = _mm_castps_si128(_mm_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));  // units 0, 2, 4, 6
   const __m128i odd = _mm_castps_si128(_mm_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));   // units 1, 3, 5, 7
   return _mm_or_si128(even, _mm_slli_epi16(odd, 4));
+}
+
+// 16 values v (one per byte, each < 2^kStep) as four bytes: byte i holds value 4k + i at bits kStep k, k = 0..3.
+template <int kStep>
+inline int32_t quads(__m128i v) {
+  const __m128i a = _mm_or_si128(v, _mm_slli_epi16(_mm_srli_si128(v, 4), kStep));
+  const __m128i b =
+      _mm_or_si128(_mm_slli_epi16(_mm_srli_si128(v, 8), 2 * kStep), _mm_slli_epi16(_mm_srli_si128(v, 12), 3 * kStep));
+  return _mm_cvtsi128_si32(_mm_or_si128(a, b));
 }
 
 // Q4_K / Q5_K (quant_types.h: K4Panel). Sub-block s of a stored block: its 32 quants are the low (even s) or high
@@ -123,11 +132,7 @@ void pack_q6(const uint8_t* b, int l, uint8_t* P) {
     store_units(nibble_chunks(lo0, lo1), P + Q6Panel::kQuants + 128 * s + 4 * l);
     // the high two bits: byte i of unit k of a sub-block at bits 2k: units 0..3 of s from hi0, of s + 1 from hi1
     for (int h = 0; h < 2; ++h) {
-      const __m128i v = h ? hi1 : hi0;
-      const __m128i packed =
-          _mm_or_si128(_mm_or_si128(v, _mm_slli_epi16(_mm_srli_si128(v, 4), 2)),
-                       _mm_or_si128(_mm_slli_epi16(_mm_srli_si128(v, 8), 4), _mm_slli_epi16(_mm_srli_si128(v, 12), 6)));
-      const int32_t word = _mm_cvtsi128_si32(packed);
+      const int32_t word = quads<2>(h ? hi1 : hi0);
       std::memcpy(P + Q6Panel::kHigh + 64 * (s + h) + 4 * l, &word, 4);
     }
   }
@@ -153,6 +158,57 @@ void unpack_q6(const uint8_t* P, int l, uint8_t* b) {
       b[kl.high + 32 * h + i] =
           (uint8_t)((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
     }
+}
+
+// Q2_K / Q3_K (quant_types.h: K23Panel). Sub-block s of a stored block (values 16 s .. 16 s + 15; block_q2k and
+// block_q3k in quant_generic.cpp): value u's low two bits are bits 2 j of qs[32 h + 16 (s % 2) + u] (h = s / 8,
+// j = s % 8 / 2), Q3_K's high bit is bit 4 h + j of hmask[16 (s % 2) + u].
+struct K23Run {
+  int qs, shift, hm, hm_bit;  // where sub-block s's bytes start in qs and in hmask, and the bits
+};
+constexpr K23Run k23_run(int s) {
+  const int h = s / 8, j = s % 8 / 2;
+  return {32 * h + 16 * (s % 2), 2 * j, 16 * (s % 2), 4 * h + j};
+}
+void pack_k23(int t, const uint8_t* b, int l, uint8_t* P) {
+  const KBlockLayout kl = k_block_layout(t);
+  std::memcpy(P + K23Panel::kD + 2 * l, b + kl.d, 2);
+  if (t == kQ2_K) std::memcpy(P + K23Panel::kDmin + 2 * l, b + kl.dmin, 2);
+  for (int w = 0; w < (t == kQ2_K ? 4 : 3); ++w)
+    std::memcpy(P + K23Panel::scales(t) + 64 * w + 4 * l, b + kl.scales + 4 * w, 4);
+  const __m128i m3 = _mm_set1_epi8(0x03), m1 = _mm_set1_epi8(0x01);
+  for (int s = 0; s < 16; ++s) {
+    const K23Run run = k23_run(s);
+    const int32_t low = quads<2>(load_bits(b + kl.qs + run.qs, run.shift, m3));
+    std::memcpy(P + K23Panel::quants(t) + 64 * s + 4 * l, &low, 4);
+  }
+  if (t == kQ3_K)
+    for (int s = 0; s < 16; s += 2) {  // sub-block s in bits 0..3 of each byte, s + 1 in bits 4..7
+      const K23Run r0 = k23_run(s), r1 = k23_run(s + 1);
+      const int32_t high = quads<1>(load_bits(b + kl.high + r0.hm, r0.hm_bit, m1)) |
+                           (quads<1>(load_bits(b + kl.high + r1.hm, r1.hm_bit, m1)) << 4);
+      std::memcpy(P + K23Panel::kHigh + 64 * (s / 2) + 4 * l, &high, 4);
+    }
+}
+void unpack_k23(int t, const uint8_t* P, int l, uint8_t* b) {
+  const KBlockLayout kl = k_block_layout(t);
+  std::memcpy(b + kl.d, P + K23Panel::kD + 2 * l, 2);
+  if (t == kQ2_K) std::memcpy(b + kl.dmin, P + K23Panel::kDmin + 2 * l, 2);
+  for (int w = 0; w < (t == kQ2_K ? 4 : 3); ++w)
+    std::memcpy(b + kl.scales + 4 * w, P + K23Panel::scales(t) + 64 * w + 4 * l, 4);
+  uint8_t qs[64] = {}, hm[32] = {};
+  for (int s = 0; s < 16; ++s) {
+    const K23Run run = k23_run(s);
+    const uint8_t* Q = P + K23Panel::quants(t) + 64 * s + 4 * l;
+    const uint8_t* H = P + K23Panel::kHigh + 64 * (s / 2) + 4 * l;
+    for (int u = 0; u < 16; ++u) {
+      qs[run.qs + u] = (uint8_t)(qs[run.qs + u] | ((Q[u % 4] >> (2 * (u / 4))) & 3) << run.shift);
+      if (t == kQ3_K)
+        hm[run.hm + u] = (uint8_t)(hm[run.hm + u] | ((H[u % 4] >> (u / 4 + 4 * (s % 2))) & 1) << run.hm_bit);
+    }
+  }
+  std::memcpy(b + kl.qs, qs, 64);
+  if (t == kQ3_K) std::memcpy(b + kl.high, hm, 32);
 }
 
 // Q4_0 / Q4_1 / Q8_0: row l's block b (stored) into panel block P, and back. Chunk c's byte i of row l holds values
@@ -203,6 +259,8 @@ void pack_panel(const QMatrix& w, int64_t p, const uint8_t* held, uint8_t* dst) 
       uint8_t* P = dst + (size_t)(p * nb + j) * pbb;
       if (t == kQ4_K || t == kQ5_K)
         pack_k4(t, b, l, P);
+      else if (t == kQ2_K || t == kQ3_K)
+        pack_k23(t, b, l, P);
       else if (t == kQ6_K)
         pack_q6(b, l, P);
       else
@@ -245,6 +303,8 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out) {
     uint8_t* b = out + j * bb;
     if (t == kQ4_K || t == kQ5_K)
       unpack_k4(t, P, l, b);
+    else if (t == kQ2_K || t == kQ3_K)
+      unpack_k23(t, P, l, b);
     else if (t == kQ6_K)
       unpack_q6(P, l, b);
     else
@@ -322,6 +382,34 @@ inline void dequant_panel_row_q6(const uint8_t* P, int l, int64_t nb, float* dst
   }
 }
 
+// dst[cols] = row l of a Q2_K / Q3_K panel's blocks, each value as block_q2k / block_q3k compute it (quant_generic.cpp):
+// Q2_K d sc q - dmin mn, Q3_K d sc (q - 4) with q the three bits and sc the 6-bit scale less 32.
+template <int T>
+inline void dequant_panel_row_k23(const uint8_t* P, int l, int64_t nb, float* dst) {
+  constexpr size_t kPbb = (size_t)kPanelRows * kernel_block_bytes(T);
+  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+    const float d = qblocks::f16_at(P + K23Panel::kD + 2 * l);
+    const uint8_t* sw = P + K23Panel::scales(T) + 4 * l;  // byte k of the stored scales at sw[64 (k / 4) + k % 4]
+    auto sr = [sw](int k) { return (int)sw[64 * (k / 4) + k % 4]; };
+    for (int s = 0; s < 16; ++s, dst += 16) {
+      const uint8_t* Q = P + K23Panel::quants(T) + 64 * s + 4 * l;
+      if constexpr (T == kQ2_K) {
+        const float dmin = qblocks::f16_at(P + K23Panel::kDmin + 2 * l);
+        const float dl = d * (float)(sr(s) & 0xF), ml = dmin * (float)(sr(s) >> 4);
+        for (int u = 0; u < 16; ++u) dst[u] = dl * (float)((Q[u % 4] >> (2 * (u / 4))) & 3) - ml;
+      } else {
+        const int lo = s < 8 ? sr(s) & 0xF : sr(s - 8) >> 4, hi = (sr(8 + s % 4) >> (2 * (s / 4))) & 3;
+        const float dl = d * (float)((lo | (hi << 4)) - 32);
+        const uint8_t* H = P + K23Panel::kHigh + 64 * (s / 2) + 4 * l;
+        for (int u = 0; u < 16; ++u) {
+          const int q = (Q[u % 4] >> (2 * (u / 4))) & 3, h = (H[u % 4] >> (u / 4 + 4 * (s % 2))) & 1;
+          dst[u] = dl * (float)(q - (h ? 0 : 4));
+        }
+      }
+    }
+  }
+}
+
 // Each compiled for the baseline, AVX2 and x86-64-v4 (target_clones takes no templates).
 FOCAL_TARGET_CLONES void panel_row_q4_0(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row<kQ4_0>(P, l, nb, y);
@@ -337,6 +425,12 @@ FOCAL_TARGET_CLONES void panel_row_q4_k(const uint8_t* P, int l, int64_t nb, flo
 }
 FOCAL_TARGET_CLONES void panel_row_q5_k(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row_k4<kQ5_K>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q2_k(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row_k23<kQ2_K>(P, l, nb, y);
+}
+FOCAL_TARGET_CLONES void panel_row_q3_k(const uint8_t* P, int l, int64_t nb, float* y) {
+  dequant_panel_row_k23<kQ3_K>(P, l, nb, y);
 }
 FOCAL_TARGET_CLONES void panel_row_q6_k(const uint8_t* P, int l, int64_t nb, float* y) {
   dequant_panel_row_q6(P, l, nb, y);
@@ -361,6 +455,8 @@ void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
       // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
       case kQ4_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ4_K>(P, l, nb, y) : panel_row_q4_k(P, l, nb, y); break;
       case kQ5_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ5_K>(P, l, nb, y) : panel_row_q5_k(P, l, nb, y); break;
+      case kQ2_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ2_K>(P, l, nb, y) : panel_row_q2_k(P, l, nb, y); break;
+      case kQ3_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ3_K>(P, l, nb, y) : panel_row_q3_k(P, l, nb, y); break;
       case kQ6_K: panel_row_q6_k(P, l, nb, y); break;
       default: break;
     }

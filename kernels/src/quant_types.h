@@ -103,6 +103,13 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
 // dequant_panel_row_k4).
 template <int T>
 FOCAL_AVX2 void dequant_panel_row_k4_avx2(const uint8_t* P, int l, int64_t nb, float* dst);
+// Q2_K and Q3_K over their panel layout (K23Panel) with x in digits of group 256, natural order.
+template <int T>
+FOCAL_AVX2 void panels_k23_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+// Row l of a Q2_K / Q3_K panel matrix's blocks from panel P (nb blocks), dequantised (quant_panels.cpp's
+// dequant_panel_row_k23).
+template <int T>
+FOCAL_AVX2 void dequant_panel_row_k23_avx2(const uint8_t* P, int l, int64_t nb, float* dst);
 // Q6_K over its panel layout (Q6Panel) with x in digits of group 256, natural order.
 FOCAL_AVX2 void panels_q6_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // digits::split's groups and block sums, 8 values per step (the same digits as split_groups_avx512).
@@ -122,6 +129,9 @@ FOCAL_AVX512 void panels_k4_vnni(const digits::XDigits& xd, const QMatrix& w, fl
                                  int64_t p1);  // Q4_K, Q5_K (K4Panel), digits of group 256, natural order
 FOCAL_AVX512 void panels_q6_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0,
                                  int64_t p1);  // Q6_K (Q6Panel), digits of group 256, natural order
+template <int T>
+FOCAL_AVX512 void panels_k23_vnni(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0,
+                                  int64_t p1);  // Q2_K, Q3_K (K23Panel), digits of group 256, natural order
 // digits::split's groups and block sums, 16 values per step (the same digits as split_groups_avx2).
 FOCAL_AVX512 void split_groups_avx512(const float* x, int64_t cols, int group, digits::Order order,
                                       digits::XDigits* xd);
@@ -150,7 +160,24 @@ struct Q6Panel {
   static constexpr int kD = 0, kScales = 32, kHigh = 288, kQuants = 1312;
 };
 static_assert(Q6Panel::kQuants + 16 * 128 == kPanelRows * qblocks::block_bytes(kQ6_K), "a Q6_K panel block");
-// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K), dequantised from the
+// A Q2_K / Q3_K panel block (16 rows' block j; 1344 / 1760 bytes): the rows' fp16 d, Q2_K's dmin, their scale bytes as
+// words (word w of row l at scales(T) + 64 w + 4 l: Q2_K's 16 scale | min << 4 bytes in four words, byte i of word
+// w for sub-block 4 w + i; Q3_K's 12 bytes of packed 6-bit scales in three, as stored), Q3_K's high bits (sub-blocks
+// s and s + 1, s even, row l: 4 bytes at kHigh + 64 (s / 2) + 4 l, byte i's bit k + 4 (s % 2) the high bit of value
+// 4k + i of sub-block s), then per sub-block s of 16 values the low two bits (row l: 4 bytes at quants(T) + 64 s + 4 l,
+// byte i's bits 2k, 2k + 1 those of value 4k + i).
+struct K23Panel {
+  static constexpr int kD = 0, kDmin = 32, kHigh = 224;  // kDmin: Q2_K; kHigh: Q3_K
+  static constexpr int scales(int type) { return type == kQ2_K ? 64 : 32; }
+  static constexpr int quants(int type) { return type == kQ2_K ? 320 : 736; }
+};
+static_assert(K23Panel::quants(kQ2_K) == K23Panel::scales(kQ2_K) + 4 * 64, "Q2_K's scale words");
+static_assert(K23Panel::kHigh == K23Panel::scales(kQ3_K) + 3 * 64 &&
+                  K23Panel::quants(kQ3_K) == K23Panel::kHigh + 8 * 64,
+              "Q3_K's scale words and high bits");
+static_assert(K23Panel::quants(kQ2_K) + 16 * 64 == kPanelRows * kernel_block_bytes(kQ2_K), "a Q2_K panel block");
+static_assert(K23Panel::quants(kQ3_K) + 16 * 64 == kPanelRows * kernel_block_bytes(kQ3_K), "a Q3_K panel block");
+// dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q2_K .. Q6_K), dequantised from the
 // panels as dequant_rows would from the rows as stored (quant_panels.cpp).
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 

@@ -113,7 +113,7 @@ StoredWeight WeightBinder::stored_weight(const StTensor& t, int type, const std:
                   "allow_nonfinite_weights");
     c_.warnings.push_back(what + "; loaded as they are");
   }
-  // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K / Q6_K rows re-laid out in panels
+  // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 / Q2_K .. Q6_K rows re-laid out in panels
   // of 16 for decode (ops::pack_panels; row_map applied), in place; the file's checksum still hashes its own bytes.
   if (held_ && ops::panels_pay_off(type, n_rows)) {
     if (relaid_.insert(sw.data).second) {

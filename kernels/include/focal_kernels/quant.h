@@ -54,12 +54,13 @@ struct QMatrix {
   const uint8_t* row(int64_t r) const { return data + (size_t)(row_map ? row_map[r] : r) * row_bytes; }
 };
 
-// The decode layout of Q4_0, Q4_1, Q4_K, Q5_K and Q6_K (weights held in process memory on a CPU with AVX2) and Q8_0
+// The decode layout of Q4_0, Q4_1 and Q2_K .. Q6_K (weights held in process memory on a CPU with AVX2) and Q8_0
 // (with AVX-512 VNNI): rows in panels of kPanelRows, and within a panel, block by block, the 16 rows' block j side by
 // side — their fp16 scales (and Q4_1's mins; Q4_K / Q5_K's d, dmin, scale words and Q5_K's fifth bits; Q6_K's d,
-// scale words and high two bits), then the quants with 4 values of one row per 32-bit lane, 16 rows per 64 bytes
-// (4-bit: low nibbles values 8c..8c+3, high nibbles 8c+4..8c+7 of chunk c, the K formats sub-block by sub-block;
-// Q8_0: values 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast
+// scale words and high two bits; Q2_K's d, dmin and scale words, Q3_K's d, scale words and high bits), then the quants
+// with 4 values of one row per 32-bit lane, 16 rows per 64 bytes (4-bit: low nibbles values 8c..8c+3, high nibbles
+// 8c+4..8c+7 of chunk c, the K formats sub-block by sub-block; 2-bit: values 4k+i at bits 2k of byte i; Q8_0: values
+// 4c..4c+3 of chunk c, stored + 128). One vpdpbusd then multiplies 16 rows at once with 4 broadcast
 // values of x (AVX2: one vpmaddubsw 8 rows), with no horizontal sums (the layout llama.cpp's CPU repacking also
 // uses). The same bytes per row as stored: a re-layout, not a copy.
 constexpr int kPanelRows = 16;
