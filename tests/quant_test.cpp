@@ -322,7 +322,7 @@ TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
       auto nat = Model::load(path, Device::kCpu, native_opt);
       EXPECT_EQ(nat->weights_mode(), WeightsMode::kNative);
       EXPECT_EQ(nat->weights_checksum(), ref->weights_checksum());  // panels hash as the file's own bytes
-      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1, Q4_K-Q6_K (AVX2 or VNNI), Q8_0 (VNNI)
+      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1, Q2_K-Q6_K (AVX2 or VNNI), Q8_0 (VNNI)
       EXPECT_EQ(nat->decode_panels(), panels ? 2 * 7 : 0) << "two layers of seven matrices re-laid out, or none";
       // Stored bytes instead of 4 per value: at most what the type takes per value plus the fp32 norms.
       const double per_value = (double)ggml_block_bytes(type) / ggml_block_elems(type);
