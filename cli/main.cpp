@@ -637,7 +637,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (std::string(argv[1]) == "--version") {
-    std::printf("focal %s\n", version());
+    std::printf("focal %s\nCPU GEMM: %s\n", version(), cpu_gemm_kernels());
     return 0;
   }
   const std::string cmd = argv[1];

@@ -140,6 +140,36 @@ TEST(OpsMatmulXwt, MatchesDoubleReferenceOnOddSizes) {
   }
 }
 
+// OpenBLAS 0.3.21 names CPUs newer than its model table "Prescott" (SSE3; seen on an Emerald Rapids Xeon): the
+// library then chooses the core from the CPU's features (blas_core.cpp). Oracle: the CPU's features as the compiler's
+// runtime reads them, and the products of a size that takes OpenBLAS's blocked kernels against double precision.
+TEST(OpsMatmulXwt, RunsOnTheKernelsOfTheCpusVectorIsa) {
+  const std::string core = blas_core();
+  SCOPED_TRACE(core);
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set: the user chose the core";
+  if (core.rfind("OpenBLAS ", 0) != 0) GTEST_SKIP() << "not OpenBLAS: " << core;
+  const std::string name = core.substr(9, core.find(' ', 9) - 9);
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512) {
+    EXPECT_TRUE(name == "SkylakeX" || name == "Cooperlake" || name == "SapphireRapids");
+  } else if (avx2) {
+    EXPECT_TRUE(name == "Haswell" || name == "Zen" || name == "Excavator");
+  }
+  std::mt19937 rng(3);
+  const int m = 64, k = 1024, n = 96;
+  const auto x = random_vec((size_t)m * k, rng), w = random_vec((size_t)n * k, rng);
+  std::vector<float> y((size_t)m * n, NAN);
+  matmul_xwt(x.data(), w.data(), y.data(), m, n, k);
+  std::vector<double> ref, abs_sum;
+  ref_matmul_xwt(x.data(), w.data(), m, n, k, ref, abs_sum);
+  for (size_t i = 0; i < y.size(); ++i)  // the fp32 dot-product bound, as above
+    ASSERT_NEAR(y[i], ref[i], (k + 1) * kEps32 * abs_sum[i] + 1e-30) << "at " << i;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // rmsnorm
 

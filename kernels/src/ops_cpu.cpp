@@ -18,6 +18,9 @@
 
 namespace focal::ops {
 
+// OpenBLAS's kernels are chosen when the library loads, before any sgemm (blas_core.cpp).
+[[maybe_unused]] const char* const g_blas_core = blas_core();
+
 namespace {
 bool g_profile = false;
 MatmulStats g_stats;

@@ -15,10 +15,14 @@
 #include <cstring>
 #include <vector>
 
+#include "focal_kernels/ops.h"
 #include "quant_digits.h"
 #include "quant_types.h"
 
 namespace focal::ops {
+
+// OpenBLAS's kernels are chosen when the library loads, before any sgemm (blas_core.cpp).
+[[maybe_unused]] const char* const g_blas_core = blas_core();
 
 // ---- the facts of a type ----
 

@@ -15,6 +15,7 @@
 #include "arch_table.h"
 #include "focal/error.h"
 #include "focal/hf_cache.h"
+#include "focal_kernels/ops.h"
 #include "focal_kernels/quant.h"
 #include "model_internal.h"
 #include "gguf_model.h"
@@ -27,6 +28,7 @@ namespace focal {
 using json = nlohmann::json;
 
 const char* version() { return "0.1.0"; }
+const char* cpu_gemm_kernels() { return ops::blas_core(); }
 
 Model::~Model() = default;
 

@@ -30,6 +30,10 @@ struct MatmulStats {
 };
 void set_matmul_profiling(bool on);  // also resets the counters
 MatmulStats matmul_stats();
+// The OpenBLAS kernels every sgemm runs on, in words, for logs and benchmarks. Where OpenBLAS's table of CPU models
+// predates the CPU (and OPENBLAS_CORETYPE is unset), the core is chosen from the CPU's features when the library
+// loads (kernels/src/blas_core.cpp), and the text says so.
+const char* blas_core();
 
 // y[rows, n] = w[n] * x * rsqrt(mean(x^2) + eps), row by row. y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps);

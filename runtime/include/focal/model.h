@@ -247,5 +247,7 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
 
 // Version string of the tool, e.g. "0.1.0".
 const char* version();
+// The CPU backend's GEMM kernels in words, e.g. "OpenBLAS SkylakeX" (focal --version and the benchmarks print it).
+const char* cpu_gemm_kernels();
 
 }  // namespace focal
