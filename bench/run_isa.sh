@@ -5,13 +5,15 @@
 # the 8B Q4_K file of bench/run_big.sh (decode only), decode in rounds that alternate the tools (a shared machine's
 # bandwidth drifts by tens of percent within minutes: compare neighbouring rows). With --mixes, each level also
 # decodes the 8B shape as Q2_K, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K and Q8_0 (bench/run_big.sh's files, made by
-# make_big_model --mix if missing); --only-mixes: those alone. On a CPU without AVX-512 the native level is AVX2: one level is measured
-# (against llama.cpp's native build, which is then an AVX2 build) and the log says so. Takes about 15 minutes on
+# make_big_model --mix if missing) and prefills the Q4_K_M file at T = 128; --only-mixes: those alone. The AVX2
+# level also holds OpenBLAS to its AVX2 kernels (OPENBLAS_CORETYPE=Haswell), as on an AVX2-only CPU. On a CPU
+# without AVX-512 the native level is AVX2: one level is measured (against llama.cpp's native build, which is then
+# an AVX2 build) and the log says so. Takes about 15 minutes on
 # 2 cores (--mixes: about 24 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
 # first time. FOCAL_ISA_LEVELS="native" (or "avx2") measures that level alone, and builds only its peer.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
@@ -54,8 +56,13 @@ isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u '+%F %H:%M') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
 [ -n "$one_level" ] && echo "(no AVX-512 on this CPU: its native level is AVX2, so the two levels are one; measured once)"
 for level in $levels; do
-  if [ "$level" = avx2 ]; then lb="$lb_avx2"; export FOCAL_QUANT_ISA=avx2; else lb="$lb_native"; unset FOCAL_QUANT_ISA; fi
-  echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, llama-bench $lb"
+  # The AVX2 level stands for an AVX2-only CPU: OpenBLAS's sgemm (prefill) is held to its AVX2 kernels too.
+  if [ "$level" = avx2 ]; then
+    lb="$lb_avx2"; export FOCAL_QUANT_ISA=avx2 OPENBLAS_CORETYPE=Haswell
+  else
+    lb="$lb_native"; unset FOCAL_QUANT_ISA OPENBLAS_CORETYPE
+  fi
+  echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, sgemm: $(build/cli/focal --version | sed -n 's/^CPU GEMM: //p'); llama-bench $lb"
   if [ -z "$only_mixes" ]; then
   echo "-- SmolLM2 prefill T = 512: focalscope, then llama-bench --"
   build/bench/weights_bench "$smol" --prefill 512 --decode 0 --reps 3 | grep prefill
@@ -77,6 +84,13 @@ for level in $levels; do
   done
   fi
   if [ -n "$mixes" ]; then
+    f="$cache/big/llama3-8b-shape-q4_k_m.gguf"
+    echo "-- 8B q4_k_m prefill T = 128: focalscope, then llama-bench --"
+    build/bench/weights_bench "$f" --prefill 128 --decode 0 --reps 1 | grep prefill
+    if ! "$lb" -m "$f" -t "$threads" -p 128 -n 0 -r 1 -o md 2>/dev/null | grep -E "pp128"; then
+      echo "(llama-bench failed with its defaults; again with --repack 0)"
+      "$lb" -m "$f" -t "$threads" -p 128 -n 0 -r 1 --repack 0 -o md 2>/dev/null | grep -E "pp128"
+    fi
     for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
       f="$cache/big/llama3-8b-shape-$mix.gguf"
       for round in $(seq 1 "$rounds"); do
