@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
     const double load_s = now() - t0;
     const ModelConfig& c = model->config();
     std::printf("load_s=%.3f weights=%s weight_bytes=%zu params=%zu\ncpu_gemm=%s\n", load_s,
-                weights_mode_name(model->weights_mode()), model->weight_bytes(), model->n_params(),
-                cpu_gemm_kernels());
+                weights_mode_name(model->weights_mode()), model->weight_bytes(), model->n_params(), cpu_gemm_kernels());
     std::fflush(stdout);
     int max_t = decode > 0 ? depth + decode : 0;
     for (int T : prefill) max_t = std::max(max_t, T);
