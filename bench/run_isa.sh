@@ -8,9 +8,9 @@
 # make_big_model --mix if missing) and prefills the Q4_K_M file at T = 128; --only-mixes: those alone. The AVX2
 # level also holds OpenBLAS to its AVX2 kernels (OPENBLAS_CORETYPE=Haswell), as on an AVX2-only CPU. On a CPU
 # without AVX-512 the native level is AVX2: one level is measured (against llama.cpp's native build, which is then
-# an AVX2 build) and the log says so. Takes about 15 minutes on
-# 2 cores (--mixes: about 24 more; one level: about half); the two llama.cpp builds take about 16 minutes each the
-# first time. FOCAL_ISA_LEVELS="native" (or "avx2") measures that level alone, and builds only its peer.
+# an AVX2 build) and the log says so. Takes about 15 minutes on 2 cores (--mixes: about 24 more; one level: about
+# half); the two llama.cpp builds take about 16 minutes each the first time. FOCAL_ISA_LEVELS="native" (or
+# "avx2") measures that level alone, and builds only its peer.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
 if [ "${1:-}" = "--help" ]; then sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
@@ -55,6 +55,13 @@ export OMP_NUM_THREADS=$threads
 isa="AVX2"; grep -q avx512_vnni /proc/cpuinfo && isa="AVX-512 VNNI"
 echo "== $(date -u '+%F %H:%M') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($isa), $threads threads, load: $(uptime | sed 's/.*average: //')"
 [ -n "$one_level" ] && echo "(no AVX-512 on this CPU: its native level is AVX2, so the two levels are one; measured once)"
+# lb_prefill MODEL T REPS: llama-bench's prefill row. llama.cpp 0.3.36's prompt processing through its AMX repack
+# crashes on Intel CPUs with AMX (as in run_big.sh): the row then comes from --repack 0, and the log says so.
+lb_prefill() {
+  "$lb" -m "$1" -t "$threads" -p "$2" -n 0 -r "$3" -o md 2>/dev/null | grep -E "pp$2" && return
+  echo "(llama-bench failed with its defaults; again with --repack 0)"
+  "$lb" -m "$1" -t "$threads" -p "$2" -n 0 -r "$3" --repack 0 -o md 2>/dev/null | grep -E "pp$2"
+}
 for level in $levels; do
   # The AVX2 level stands for an AVX2-only CPU: OpenBLAS's sgemm (prefill) is held to its AVX2 kernels too.
   if [ "$level" = avx2 ]; then
@@ -66,12 +73,7 @@ for level in $levels; do
   if [ -z "$only_mixes" ]; then
   echo "-- SmolLM2 prefill T = 512: focalscope, then llama-bench --"
   build/bench/weights_bench "$smol" --prefill 512 --decode 0 --reps 3 | grep prefill
-  # llama.cpp 0.3.36's prompt processing through its AMX repack crashes on Intel CPUs with AMX (as in run_big.sh):
-  # the prefill row then comes from --repack 0, and the log says so.
-  if ! "$lb" -m "$smol" -t "$threads" -p 512 -n 0 -r 3 -o md 2>/dev/null | grep -E "pp512"; then
-    echo "(llama-bench failed with its defaults; again with --repack 0)"
-    "$lb" -m "$smol" -t "$threads" -p 512 -n 0 -r 3 --repack 0 -o md 2>/dev/null | grep -E "pp512"
-  fi
+  lb_prefill "$smol" 512 3
   for round in $(seq 1 "$rounds"); do
     echo "-- SmolLM2 decode, round $round: focalscope, then llama-bench --"
     build/bench/weights_bench "$smol" --prefill 0 --decode 64 --reps 5 | grep decode
@@ -87,10 +89,7 @@ for level in $levels; do
     f="$cache/big/llama3-8b-shape-q4_k_m.gguf"
     echo "-- 8B q4_k_m prefill T = 128: focalscope, then llama-bench --"
     build/bench/weights_bench "$f" --prefill 128 --decode 0 --reps 1 | grep prefill
-    if ! "$lb" -m "$f" -t "$threads" -p 128 -n 0 -r 1 -o md 2>/dev/null | grep -E "pp128"; then
-      echo "(llama-bench failed with its defaults; again with --repack 0)"
-      "$lb" -m "$f" -t "$threads" -p 128 -n 0 -r 1 --repack 0 -o md 2>/dev/null | grep -E "pp128"
-    fi
+    lb_prefill "$f" 128 1
     for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
       f="$cache/big/llama3-8b-shape-$mix.gguf"
       for round in $(seq 1 "$rounds"); do
