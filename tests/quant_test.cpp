@@ -104,28 +104,82 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
   }
 }
 
-// The K formats' decode kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp,
-// quant_avx2_panels.cpp): every quant at its largest stored value (Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63) with x
-// constant at +1 or -1 (every digit at its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just under
-// 2^31, for Q6_K) or alternating in sign, 4096 columns (16 blocks), at every level, rows as stored and in panels
-// where the level has a panel kernel: each y within 1e-5 of sum |w x| of the double-precision product, as above.
-TEST(QuantKernels, KQuantsAtTheBoundsOfTheirSums) {
+// Prefill's blocked product (quant_gemm.cpp: qgemm; opt-in, quant.h: set_blocked_prefill) past each of its
+// blockings: 500 rows of x (two passes of 480, tiles of 12 or 6 with a short last one), 768 columns (three chunks of
+// 256) or 544 (a last chunk of 32), 37 weight rows as stored (row_map; a last tile of 5) or 48 in panels (a last tile
+// of one panel; Q4_0 .. Q6_K read straight from their panels, Q2_K dequantised by rows and transposed), at the AVX2
+// and AVX-512 levels: each y within 1e-5 of sum |w x| of the double-precision product.
+TEST(QuantKernels, PrefillProductsMatchDoublePrecisionPastEveryBlocking) {
+  std::mt19937 rng(17);
+  ops::set_quant_isa(ops::QuantIsa::kAvx512);
+  struct Restore {                      // the setting as it was, also when an assertion returns early
+    bool was = ops::blocked_prefill();  // off unless asked for (FOCAL_BLOCKED_PREFILL=1)
+    ~Restore() { ops::set_blocked_prefill(was); }
+  } restore;
+  ops::set_blocked_prefill(false);
+  EXPECT_STREQ(ops::qtype_kernel((int)kGgmlQ4_K, 500), "sgemm");
+  ops::set_blocked_prefill(true);
+  if (__builtin_cpu_supports("avx2")) { EXPECT_STRNE(ops::qtype_kernel((int)kGgmlQ4_K, 500), "sgemm"); }
+  for (uint32_t type : {kGgmlQ4_0, kGgmlQ4_1, kGgmlQ8_0, kGgmlQ2_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K})
+    for (bool panels : {false, true})
+      for (int64_t cols : {544, 768}) {
+        if (cols % ggml_block_elems(type) != 0) continue;
+        const int64_t rows = panels ? 48 : 37;
+        std::vector<int32_t> perm(rows);
+        for (int64_t r = 0; r < rows; ++r) perm[r] = (int32_t)((r * 5) % rows);
+        Matrix w = random_matrix(type, rows, cols, rng);
+        w.q.row_map = perm.data();
+        for (ops::QuantIsa isa : {ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512}) {
+          ops::set_quant_isa(isa);
+          ops::QMatrix q = w.q;
+          std::vector<uint8_t> packed;
+          if (panels) {
+            if (!ops::panels_pay_off((int)type, rows)) continue;
+            packed.resize(w.bytes.size());
+            ops::pack_panels(w.q, packed.data());
+            q.data = packed.data();
+            q.row_map = nullptr;
+            q.panels = true;
+          }
+          SCOPED_TRACE(std::string(ggml_type_name(type)) + (panels ? " panels" : " rows") +
+                       " cols=" + std::to_string(cols) + " level " + std::to_string((int)isa));
+          ASSERT_NO_FATAL_FAILURE(check_product(w, perm, q, 500, rng,
+                                                ops::qtype_kernel((int)type, 500)));  // packed: rows in the map's order
+        }
+        ops::set_quant_isa(ops::QuantIsa::kAvx512);
+      }
+}
+
+// The digit kernels at the bounds of their integer sums (quant_avx512.cpp, quant_avx2.cpp, quant_avx2_panels.cpp):
+// every quant at its largest stored value (Q8_0 127, 255 in the panels; Q2_K 3, Q3_K 7, Q4_K 15, Q5_K 31, Q6_K 63)
+// with x constant at +1 or -1 (every digit at its extreme: a VNNI lane's chained sum reaches 4 * 63 * 127 * 65536, just
+// under 2^31, for Q6_K), alternating in sign, or (pattern 3) each block's first value 1 and the others alternating
+// between +-32767 / (127 * 65536) and -32768 / (127 * 65536) (the low int16 digit of Q8_0's AVX2 panels at both ends),
+// 4096 columns (16 K blocks), at every level, rows as stored and in panels where the level has a panel kernel: each y
+// within 1e-5 of sum |w x| of the double-precision product, as above.
+TEST(QuantKernels, DigitKernelsAtTheBoundsOfTheirSums) {
   std::mt19937 rng(13);
   const int64_t rows = 16, cols = 4096;
-  for (uint32_t type : {kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
+  for (uint32_t type : {kGgmlQ8_0, kGgmlQ2_K, kGgmlQ3_K, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K}) {
     SCOPED_TRACE(ggml_type_name(type));
     Matrix w = random_matrix(type, rows, cols, rng);
     const int bb = ggml_block_bytes(type);
-    // the quant bytes of a block: Q6_K ql + qh, Q3_K hmask + qs, Q2_K qs, Q4_K / Q5_K (qh +) qs
-    const int q0 = type == kGgmlQ6_K || type == kGgmlQ3_K ? 0 : 16;
+    // the quant bytes of a block: Q8_0 qs, Q6_K ql + qh, Q3_K hmask + qs, Q2_K qs, Q4_K / Q5_K (qh +) qs
+    const int q0 = type == kGgmlQ8_0 ? 2 : type == kGgmlQ6_K || type == kGgmlQ3_K ? 0 : 16;
     const int q1 = type == kGgmlQ6_K ? 192 : type == kGgmlQ3_K ? 96 : type == kGgmlQ2_K ? 80 : bb;
+    const uint8_t top = type == kGgmlQ8_0 ? 0x7F : 0xFF;  // Q8_0's int8 127
     for (size_t blk = 0; blk < w.bytes.size() / (size_t)bb; ++blk)
-      for (int i = q0; i < q1; ++i) w.bytes[blk * (size_t)bb + (size_t)i] = 0xFF;
+      for (int i = q0; i < q1; ++i) w.bytes[blk * (size_t)bb + (size_t)i] = top;
     ggml_dequantize(type, w.bytes.data(), w.deq.data(), rows * cols);
-    for (int pattern = 0; pattern < 3; ++pattern) {
+    for (int pattern = 0; pattern < 4; ++pattern) {
       std::vector<float> x((size_t)cols);
+      const float lo_end = 1.0f / (127.0f * 65536.0f);
       for (int64_t c = 0; c < cols; ++c)
-        x[(size_t)c] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (c & 1) ? -1.0f : 1.0f;
+        x[(size_t)c] = pattern == 0   ? 1.0f
+                       : pattern == 1 ? -1.0f
+                       : pattern == 2 ? ((c & 1) ? -1.0f : 1.0f)
+                       : c % 32 == 0  ? 1.0f
+                                      : ((c & 1) ? -32768.0f : 32767.0f) * lo_end;
       for (ops::QuantIsa isa : {ops::QuantIsa::kGeneric, ops::QuantIsa::kAvx2, ops::QuantIsa::kAvx512})
         for (bool panels : {false, true}) {
           ops::set_quant_isa(isa);
@@ -174,21 +228,21 @@ TEST(QuantKernels, PanelsMatchDoublePrecision) {
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), vnni || avx2);
-  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), vnni);
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), vnni || avx2);
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 40));
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ2_K, 48), vnni || avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ3_K, 48), vnni || avx2);
-  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // Q4_0, Q4_1 and Q2_K .. Q6_K have an AVX2 panel kernel, Q8_0 none
+  ops::set_quant_isa(ops::QuantIsa::kAvx2);  // every panel format has an AVX2 panel kernel
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_1, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ2_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ3_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ4_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ5_K, 48), avx2);
   EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ6_K, 48), avx2);
-  EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ8_0, 48));
+  EXPECT_EQ(ops::panels_pay_off((int)kGgmlQ8_0, 48), avx2);
   ops::set_quant_isa(ops::QuantIsa::kGeneric);  // the generic level packs nothing
   EXPECT_FALSE(ops::panels_pay_off((int)kGgmlQ4_1, 48));
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
@@ -322,7 +376,7 @@ TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
       auto nat = Model::load(path, Device::kCpu, native_opt);
       EXPECT_EQ(nat->weights_mode(), WeightsMode::kNative);
       EXPECT_EQ(nat->weights_checksum(), ref->weights_checksum());  // panels hash as the file's own bytes
-      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1, Q2_K-Q6_K (AVX2 or VNNI), Q8_0 (VNNI)
+      const bool panels = ops::panels_pay_off((int)type, 256);      // Q4_0, Q4_1, Q8_0, Q2_K-Q6_K (AVX2 or VNNI)
       EXPECT_EQ(nat->decode_panels(), panels ? 2 * 7 : 0) << "two layers of seven matrices re-laid out, or none";
       // Stored bytes instead of 4 per value: at most what the type takes per value plus the fp32 norms.
       const double per_value = (double)ggml_block_bytes(type) / ggml_block_elems(type);

@@ -1,5 +1,5 @@
 // The hand-written AVX2 + FMA + F16C panel kernels (quant_types.h; the layouts: quant.h pack_panels, quant_panels.cpp):
-// the decode of Q4_0 and Q4_1 (16-row panels of 32-value blocks) and of Q2_K, Q3_K (K23Panel), Q4_K, Q5_K (K4Panel)
+// the decode of Q4_0 and Q4_1 (16-row panels of 32-value blocks), of Q8_0 (x in two int16 digits) and of Q2_K, Q3_K (K23Panel), Q4_K, Q5_K (K4Panel)
 // and Q6_K (Q6Panel) with x in three int8 digits, and a K4 or K23 panel row dequantised for prefill's sgemm tiles.
 // The row kernels of the same level are in quant_avx2.cpp. They run only where quant_cpu.cpp found AVX2, FMA and F16C.
 #include <immintrin.h>
@@ -70,6 +70,56 @@ FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* 
 }
 template void panels_avx2<kQ4_0>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
 template void panels_avx2<kQ4_1>(const digits::XDigits&, const QMatrix&, float*, int64_t, int64_t);
+
+// ---- decode: panels of Q8_0 (pack_panels), x in two int16 digits ----
+// Q8_0's panel quants are w + 128 (up to 255): with an int8 digit of x, vpmaddubsw's pairs would saturate
+// (2 * 255 * 128 > 2^15), so this kernel multiplies in int16 with x as v = w1 65536 + w0 (digits::widen16). A quarter
+// of a chunk (4 rows' 4 values: 16 bytes) widens to 16 int16 and one vpmaddwd per digit with 4 broadcast values of x
+// leaves each row's sum of two products in two int32 lanes; the 8 chunks of a block add up there (at most
+// 16 * 255 * 32768 < 2^28, exact). vphaddd folds the lane pairs into rows in the order 0 1 4 5 2 3 6 7 per 8 rows (the
+// rows' d are permuted to it, the panel's sums back at its end), the two digits become floats once a block and meet as
+// w1 65536 + w0, times d and the digit scale; the offset -128 d comes back through the block's sum of x, as in
+// panels_vnni.
+FOCAL_AVX2 void panels_q8_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
+  constexpr int kQo = panel_quant_offset(kQ8_0);
+  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ8_0);
+  const int64_t nb = w.cols / 32;
+  const int16_t *x0 = xd.w16[0].data(), *x1 = xd.w16[1].data();
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);  // its own inverse
+  const size_t ahead = decode_prefetch_ahead(6144, false);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    for (int64_t j = 0; j < nb; ++j, P += kPbb) {
+      for (size_t l = 0; l < kPbb; l += 64) prefetch_stream(P + ahead + l);
+      __m256i t0[4], t1[4];  // rows 4g .. 4g + 3, digits w0 and w1: two int32 lanes a row
+      for (int g = 0; g < 4; ++g) t0[g] = t1[g] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const int64_t o = 32 * j + 4 * c;
+        const __m256i b0 = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x0 + o)));
+        const __m256i b1 = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x1 + o)));
+        for (int g = 0; g < 4; ++g) {
+          const __m256i q =
+              _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + kQo + 64 * c + 16 * g)));
+          t0[g] = _mm256_add_epi32(t0[g], _mm256_madd_epi16(q, b0));
+          t1[g] = _mm256_add_epi32(t1[g], _mm256_madd_epi16(q, b1));
+        }
+      }
+      const float s = xd.scale[(size_t)j], sum = xd.sum32[(size_t)j];
+      for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+        const __m256i lo = _mm256_hadd_epi32(t0[2 * h], t0[2 * h + 1]);
+        const __m256i hi = _mm256_hadd_epi32(t1[2 * h], t1[2 * h + 1]);
+        const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_set1_ps(65536.0f), _mm256_cvtepi32_ps(lo));
+        const __m256 d = _mm256_permutevar8x32_ps(
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + 16 * h))), order);
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(s)), f, acc[h]);
+        off[h] = _mm256_fmadd_ps(d, _mm256_set1_ps(-128.0f * sum), off[h]);
+      }
+    }
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_ps(y + p * kPanelRows + 8 * h, _mm256_permutevar8x32_ps(_mm256_add_ps(acc[h], off[h]), order));
+  }
+}
 
 // An empty asm that takes v in a register and gives it back: the compiler cannot reorder the additions into v across
 // it. Without it GCC 12 reassociated the 24 products of a sub-block into a tree, computed all of them first and spilled

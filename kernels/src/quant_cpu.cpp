@@ -1,7 +1,8 @@
 // Stored-format weights on the CPU (quant.h): which kernel runs. What the CPU has, the level FOCAL_QUANT_ISA and
 // set_quant_isa allow, and the kernels of the type's QTypeInfo row (quant_types.h) decide: for decode the
 // hand-written AVX-512 VNNI and AVX2 kernels (quant_avx512.cpp, quant_avx2.cpp), else the generic kernel
-// (quant_generic.cpp); for prefill the generic dequantisation of panels of rows, multiplied through sgemm.
+// (quant_generic.cpp); for prefill the generic dequantisation of panels of rows, multiplied through sgemm, or, opted
+// in, the blocked product of quant_gemm.cpp where the CPU has AVX2.
 #include "focal_kernels/quant.h"
 
 #include <cblas.h>
@@ -70,6 +71,9 @@ QuantIsa isa_from_env() {
 }
 
 std::atomic<QuantIsa> g_isa{isa_from_env()};
+// FOCAL_BLOCKED_PREFILL=1 (or set_blocked_prefill): prefill through quant_gemm.cpp's blocked product (quant.h).
+std::atomic<bool> g_blocked_prefill{std::getenv("FOCAL_BLOCKED_PREFILL") != nullptr &&
+                                    std::strcmp(std::getenv("FOCAL_BLOCKED_PREFILL"), "1") == 0};
 
 // ---- which kernel runs ----
 
@@ -178,7 +182,12 @@ void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, i
   thread_local digits::XDigits xd;
   digits::split(x, ws[0]->cols, qtype_info(ws[0]->type)->block_values, digits::Order::kNatural, vnni_level(), &xd);
   PanelRowsFn fn[3] = {nullptr, nullptr, nullptr};
-  for (int i = 0; i < n; ++i) fn[i] = panel_kernel(ws[i]->type);
+  bool wide = false;  // a kernel that reads x's digits as int16 (Q8_0's AVX2 panels)
+  for (int i = 0; i < n; ++i) {
+    fn[i] = panel_kernel(ws[i]->type);
+    wide |= fn[i] == &panels_q8_avx2;
+  }
+  if (wide) digits::widen16(ws[0]->cols, &xd);
   const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
   int64_t first[4] = {0, 0, 0, 0};   // first global panel of each matrix (n <= 3)
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + ws[i]->rows / kPanelRows;
@@ -204,8 +213,13 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
     fused(x, w, y, m);
     return;
   }
-  // Prefill: panels of w's rows dequantised into a per-thread fp32 tile, each multiplied with sgemm into its
-  // column block of y (ldc = rows).
+  const QuantIsa isa = g_isa.load(std::memory_order_relaxed);
+  if (g_blocked_prefill.load(std::memory_order_relaxed) && qgemm_runs(w, m, isa)) {  // opt-in (quant.h)
+    qgemm(x, w, y, m, isa);
+    return;
+  }
+  // Prefill elsewhere (the generic level, the 16-bit rows): panels of w's rows dequantised into a per-thread fp32 tile,
+  // each multiplied with sgemm into its column block of y (ldc = rows).
   constexpr size_t kTileFloats = (size_t)2 << 20;  // 8 MiB
   thread_local std::vector<float> tile;
   const int64_t k = w.cols;
@@ -257,14 +271,23 @@ NonFiniteScan scan_nonfinite_stored(int type, const uint8_t* src, int64_t n_bloc
   return r;
 }
 
-const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: panel_kernel for m = 1, else sgemm)
+const char* qtype_kernel(int type, int m) {  // row-major matrices (panels: panel_kernel for m = 1)
   const QTypeInfo* q = qtype_info(type);
   if (!q) return "generic";
+  if (m > kFusedMaxRows) {  // as qgemm_runs / qgemm decide for a matrix of whole 32-value blocks
+    QMatrix probe;
+    probe.type = type;
+    probe.cols = 256;
+    if (!g_blocked_prefill.load() || !qgemm_runs(probe, m, g_isa.load())) return "sgemm";
+    return g_isa.load() >= QuantIsa::kAvx512 && cpu_has_avx512_vnni() ? "blocked-avx512" : "blocked-avx2";
+  }
   const Kernels k = kernels_for(*q, m, g_isa.load());
   return k.vnni ? "avx512-vnni" : k.digits_avx2 || k.avx2 ? "avx2" : "generic";
 }
 
 void set_quant_isa(QuantIsa most) { g_isa.store(most); }
+void set_blocked_prefill(bool on) { g_blocked_prefill.store(on); }
+bool blocked_prefill() { return g_blocked_prefill.load(); }
 
 namespace {
 std::atomic<int64_t> g_held_bytes{0};

@@ -21,11 +21,13 @@ enum class Order {
 
 // Lives in a thread-local buffer; resized, never shrunk.
 struct XDigits {
-  std::vector<int8_t> d[3];  // [padded cols] digits d0, d1, d2 (zero past cols, up to a whole group)
-  std::vector<float> scale;  // [groups] s per group
-  std::vector<float> sum32;  // [padded cols / 32] fp32 sums of x over each 32 values (rounded from double), 0 past
-                             // cols
-  std::vector<float> sum16;  // [padded cols / 16] the same over each 16 values (Q6_K's scale groups)
+  std::vector<int8_t> d[3];     // [padded cols] digits d0, d1, d2 (zero past cols, up to a whole group)
+  std::vector<float> scale;     // [groups] s per group
+  std::vector<float> sum32;     // [padded cols / 32] fp32 sums of x over each 32 values (rounded from double), 0 past
+                                // cols
+  std::vector<float> sum16;     // [padded cols / 16] the same over each 16 values (Q6_K's scale groups)
+  std::vector<int16_t> w16[2];  // [padded cols] the same v as two int16 digits, v = w1 65536 + w0 (widen16; read by
+                                // Q8_0's AVX2 panels, whose unsigned quants would saturate vpmaddubsw's int8 pairs)
   int group = 0;
 };
 
@@ -41,5 +43,9 @@ inline int64_t placed(Order order, int64_t j) {
 // d2 the rest; the block sums in double, rounded to float. With AVX-512 VNNI where avx512 is set, else with AVX2
 // (the same digits); only for CPUs with AVX2, where the digit kernels run.
 void split(const float* x, int64_t cols, int group, Order order, bool avx512, XDigits* xd);
+
+// After split of cols values: xd's v = d2 65536 + d1 256 + d0 of each (up to a whole group) as w0 = v's low 16 bits
+// as int16 and w1 = (v - w0) / 65536 (|w1| <= 128), exactly.
+void widen16(int64_t cols, XDigits* xd);
 
 }  // namespace focal::ops::digits

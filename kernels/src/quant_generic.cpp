@@ -45,7 +45,8 @@ constexpr QTypeInfo kQTypes[] = {
     {kQ5_1,  32,  2 + 2 + 4 + 16,        true,  {0, 2},    0x7C00u, &dequant_q5_1,  // d, m, qh, qs
      nullptr,            nullptr,              nullptr,               0,   Order::kNatural,     nullptr, nullptr},
     {kQ8_0,  32,  2 + 32,                false, {0, -1},   0x7C00u, &dequant_q8_0,  // d, qs
-     &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>, nullptr},
+     &avx2_rows<kQ8_0>,  nullptr,              &b32_rows_vnni<kQ8_0>, 64,  Order::kNatural,     &panels_vnni<kQ8_0>,
+     &panels_q8_avx2},
     {kQ2_K,  256, kernel_block_bytes(kQ2_K), true,  {80, 82},  0x7C00u, &dequant_q2_k,  // scales, qs, d, dmin
      nullptr,            &kquant_digit_rows_avx2<kQ2_K>, &kquant_rows_vnni<kQ2_K>, 256, Order::kNatural, &panels_k23_vnni<kQ2_K>,
      &panels_k23_avx2<kQ2_K>},
@@ -259,6 +260,20 @@ void digits::split(const float* x, int64_t cols, int group, Order order, bool av
     split_groups_avx512(x, cols, group, order, xd);
   else
     split_groups_avx2(x, cols, group, order, xd);
+}
+
+void digits::widen16(int64_t cols, XDigits* xd) {
+  const size_t n = (size_t)((cols + xd->group - 1) / xd->group * xd->group);
+  for (auto& w : xd->w16)
+    if (w.size() < n) w.resize(n);
+  const int8_t *d0 = xd->d[0].data(), *d1 = xd->d[1].data(), *d2 = xd->d[2].data();
+  int16_t *w0 = xd->w16[0].data(), *w1 = xd->w16[1].data();
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t v = d2[i] * 65536 + d1[i] * 256 + d0[i];
+    const int16_t lo = (int16_t)(uint16_t)((uint32_t)v & 0xFFFFu);
+    w0[i] = lo;
+    w1[i] = (int16_t)((v - lo) / 65536);
+  }
 }
 
 }  // namespace focal::ops

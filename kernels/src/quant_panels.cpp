@@ -1,7 +1,7 @@
 // The panel layout of Q4_0, Q4_1, Q8_0 and Q2_K .. Q6_K for decode (quant.h: pack_panels): packing, unpacking a
 // row back to the stored block format, and dequantising rows straight from the panels (prefill's sgemm tiles). The
 // kernels that read it for decode: quant_avx512.cpp (panels_vnni, panels_k4_vnni, panels_k23_vnni, panels_q6_vnni),
-// quant_avx2_panels.cpp (panels_avx2, panels_k4_avx2, panels_k23_avx2, panels_q6_avx2).
+// quant_avx2_panels.cpp (panels_avx2, panels_q8_avx2, panels_k4_avx2, panels_k23_avx2, panels_q6_avx2).
 #include <emmintrin.h>
 #include <omp.h>
 
@@ -438,29 +438,29 @@ FOCAL_TARGET_CLONES void panel_row_q6_k(const uint8_t* P, int l, int64_t nb, flo
 
 }  // namespace
 
+void dequant_panel_blocks(const QMatrix& w, int64_t r, int64_t b0, int64_t nb, float* y) {
+  const uint8_t* P =
+      w.data + (size_t)(r / kPanelRows * blocks_per_row(w.type, w.cols) + b0) * panel_block_bytes(w.type);
+  const int l = (int)(r % kPanelRows);
+  switch (w.type) {
+    case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
+    case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
+    case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
+    // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
+    case kQ4_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ4_K>(P, l, nb, y) : panel_row_q4_k(P, l, nb, y); break;
+    case kQ5_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ5_K>(P, l, nb, y) : panel_row_q5_k(P, l, nb, y); break;
+    case kQ2_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ2_K>(P, l, nb, y) : panel_row_q2_k(P, l, nb, y); break;
+    case kQ3_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ3_K>(P, l, nb, y) : panel_row_q3_k(P, l, nb, y); break;
+    case kQ6_K: panel_row_q6_k(P, l, nb, y); break;
+    default: break;
+  }
+}
+
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
   const int64_t nb = blocks_per_row(w.type, w.cols);
-  const size_t pbb = panel_block_bytes(w.type);
   const bool par = nr * w.cols >= (1 << 16);
 #pragma omp parallel for schedule(static) if (par)
-  for (int64_t i = 0; i < nr; ++i) {
-    const int64_t r = r0 + i;
-    const uint8_t* P = w.data + (size_t)(r / kPanelRows * nb) * pbb;
-    const int l = (int)(r % kPanelRows);
-    float* y = dst + (size_t)i * w.cols;
-    switch (w.type) {
-      case kQ4_0: panel_row_q4_0(P, l, nb, y); break;
-      case kQ4_1: panel_row_q4_1(P, l, nb, y); break;
-      case kQ8_0: panel_row_q8_0(P, l, nb, y); break;
-      // panels are packed only where a panel kernel runs, so the CPU has AVX2; the same floats either way
-      case kQ4_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ4_K>(P, l, nb, y) : panel_row_q4_k(P, l, nb, y); break;
-      case kQ5_K: cpu_has_avx2() ? dequant_panel_row_k4_avx2<kQ5_K>(P, l, nb, y) : panel_row_q5_k(P, l, nb, y); break;
-      case kQ2_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ2_K>(P, l, nb, y) : panel_row_q2_k(P, l, nb, y); break;
-      case kQ3_K: cpu_has_avx2() ? dequant_panel_row_k23_avx2<kQ3_K>(P, l, nb, y) : panel_row_q3_k(P, l, nb, y); break;
-      case kQ6_K: panel_row_q6_k(P, l, nb, y); break;
-      default: break;
-    }
-  }
+  for (int64_t i = 0; i < nr; ++i) dequant_panel_blocks(w, r0 + i, 0, nb, dst + (size_t)i * w.cols);
 }
 
 }  // namespace focal::ops

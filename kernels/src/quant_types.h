@@ -5,6 +5,7 @@
 //   quant_avx2.cpp     hand-written AVX2 + FMA + F16C row kernels (and the split); quant_avx2_panels.cpp: the same
 //                      level's panel kernels;
 //   quant_avx512.cpp   hand-written AVX-512 VNNI kernels (and the vectorised split);
+//   quant_gemm.cpp     prefill's blocked fp32 product (AVX-512 and AVX2 register tiles);
 //   quant_cpu.cpp      what the CPU has, the level FOCAL_QUANT_ISA / set_quant_isa allow, and which kernel runs.
 // The ISA kernels run only where quant_cpu.cpp found the instructions they use.
 #pragma once
@@ -96,6 +97,8 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
 // Q4_0 and Q4_1 over the panel layout with x in digits of group 32, natural order (the digits panels_vnni reads).
 template <int T>
 FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
+// Q8_0 over the panel layout with x in digits of group 32, natural order, widened to int16 (digits::widen16).
+FOCAL_AVX2 void panels_q8_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
 // Q4_K and Q5_K over their panel layout (K4Panel) with x in digits of group 256, natural order.
 template <int T>
 FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1);
@@ -180,6 +183,15 @@ static_assert(K23Panel::quants(kQ3_K) + 16 * 64 == kPanelRows * kernel_block_byt
 // dst[nr, cols] = rows r0 .. r0 + nr - 1 of a panel matrix (Q4_0, Q4_1, Q8_0, Q2_K .. Q6_K), dequantised from the
 // panels as dequant_rows would from the rows as stored (quant_panels.cpp).
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
+// y[nb * block values] = blocks b0 .. b0 + nb - 1 of row r of a panel matrix, dequantised.
+void dequant_panel_blocks(const QMatrix& w, int64_t r, int64_t b0, int64_t nb, float* y);
+
+// ---- quant_gemm.cpp ----
+// Whether qgemm takes y = x . w^T for m rows of x at kernel level `isa`: more rows than the fused kernels (or than
+// one, for panels, which the fused kernels do not read), a format of 32-value or larger blocks, and AVX2 + FMA.
+bool qgemm_runs(const QMatrix& w, int m, QuantIsa isa);
+// y[m, w.rows] = x[m, w.cols] . w^T, fp32 products and sums (AVX-512 where `isa` and the CPU allow it, else AVX2).
+void qgemm(const float* x, const QMatrix& w, float* y, int m, QuantIsa isa);
 
 // ---- quant_cpu.cpp ----
 // The decode kernels' prefetch distance in bytes: `resident` while the held weights fit the last-level cache; past it

@@ -8,10 +8,11 @@
 
 Everything here is the C++ runtime (focalscope._core); the API is described in docs/python.md.
 """
-from ._core import (Capture, FocalError, Figure, Generation, Model, Stats, Sweep, TempSpec, cached_models, cuda_built,
-                    figure, figure_kinds, load, metric_names, open_capture, open_stats, open_sweep, show, version)
+from ._core import (Capture, FocalError, Figure, Generation, Model, Stats, Sweep, TempSpec, cached_models, cpu_gemm,
+                    cuda_built, figure, figure_kinds, load, metric_names, open_capture, open_stats, open_sweep, show,
+                    version)
 
 __version__ = version()
 __all__ = ["Capture", "FocalError", "Figure", "Generation", "Model", "Stats", "Sweep", "TempSpec", "cached_models",
-           "cuda_built", "figure", "figure_kinds", "load", "metric_names", "open_capture", "open_stats", "open_sweep",
+           "cpu_gemm", "cuda_built", "figure", "figure_kinds", "load", "metric_names", "open_capture", "open_stats", "open_sweep",
            "show", "version"]

@@ -22,6 +22,10 @@ NB_MODULE(_core, mod) {
 
   mod.def(
       "version", [] { return std::string(focal::version()); }, "The runtime's version string, e.g. '0.1.0'.");
+  mod.def(
+      "cpu_gemm", [] { return std::string(focal::cpu_gemm_kernels()); },
+      "The kernels the CPU backend's fp32 matrix products run on, as `focal --version` prints them, e.g. 'OpenBLAS "
+      "SkylakeX (chosen by focalscope from the CPU's features; ...)'.");
   mod.def("cuda_built", &focal::cuda_built, "True when this build has the CUDA backend.");
   mod.def("cached_models", &focal::hf_cached_models,
           "Names ('ORG/NAME') of the models in the local Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "

@@ -363,3 +363,12 @@ def test_generate_compare_equals_cli(fs, models, cli, out_dir):
     assert_same_h5(out_dir / "parity" / "py_gen_compare.h5", path)
     with pytest.raises(ValueError, match="compare: needs capture=True"):
         models[FOCAL].generate("The little fox", 4, compare="standard")
+
+
+def test_version_and_gemm_kernels_equal_cli(fs, cli):
+    """fs.version() and fs.cpu_gemm() are the two lines `focal --version` prints (one process each: the CPU's
+    OpenBLAS core is picked when the library loads, the same way in both)."""
+    out = cli("--version").splitlines()
+    assert out[0] == f"focal {fs.version()}"
+    assert out[1] == f"CPU GEMM: {fs.cpu_gemm()}"
+    assert fs.cpu_gemm() and fs.__version__ == fs.version()

@@ -78,10 +78,11 @@ void unpack_panel_row(const QMatrix& w, int64_t r, uint8_t* out);
 void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
-// L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows: panels of
-// w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with sgemm,
-// so prefill stays GEMM-bound. Panel matrices: a panel kernel for one row of x (VNNI; AVX2 for Q4_0 / Q4_1 / Q4_K /
-// Q5_K / Q6_K), else sgemm. Multi-threaded (OpenMP over rows; OpenBLAS inside sgemm).
+// L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows (prefill):
+// panels of w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with
+// sgemm, or, opted in (set_blocked_prefill), the blocked product of quant_gemm.cpp where the CPU has AVX2. Panel
+// matrices: a panel kernel for one row of x (VNNI; AVX2 for every panel format), else as above. Multi-threaded
+// (OpenMP).
 constexpr int kFusedMaxRows = 8;
 void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m);
 // ys[i][m, ws[i]->rows] = x[m, cols] . ws[i]^T for n matrices of the same cols sharing x (Q, K, V; gate, up). One
@@ -92,7 +93,10 @@ void matmul_xwt_q_shared(const float* x, const QMatrix* const* ws, float* const*
 // Which fused kernel the CPU runs for `type` and m rows of x: "avx512-vnni" (decode, m = 1: Q4_0, Q4_1, Q8_0, Q4_K,
 // Q5_K, Q6_K with x in integer digits), "avx2" (hand-written AVX2 + FMA + F16C; decode of Q4_0, Q4_1 and the K
 // formats with x in integer digits), or "generic" (block dequantisation compiled for the baseline, AVX2 and x86-64-v4 ISAs, picked at
-// load time). For benchmarks and logs.
+// load time); for more rows than kFusedMaxRows, prefill's product: "sgemm" (dequantised tiles through the BLAS) or,
+// opted in, "blocked-avx512" / "blocked-avx2" (quant_gemm.cpp: fp32 register tiles over weights dequantised a chunk
+// at a time).
+// For benchmarks and logs.
 const char* qtype_kernel(int type, int m = 1);
 // Stored-format bytes held for decode (the CPU backend adds each matrix it binds and subtracts it when it frees it).
 // Past the last-level cache they stream from memory every token and the decode kernels prefetch 2 KiB ahead; within
@@ -109,5 +113,13 @@ void note_held_weight_bytes(int64_t delta);
 // kAvx512 (all the CPU has) by default.
 enum class QuantIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 void set_quant_isa(QuantIsa most);
+// Prefill (more rows of x than kFusedMaxRows; panels from 2) through quant_gemm.cpp's blocked product where the CPU
+// has AVX2: fp32 register tiles over chunks of w dequantised into L1, 1.6x the sgemm path on an 8B Q4_K_M prefill
+// (docs/performance.md). Off by default (FOCAL_BLOCKED_PREFILL=1 or this turns it on): its fp32 sums run in another
+// order than OpenBLAS's Haswell sgemm, and on the accuracy suite's tiny random Q4_K model that order noise alone moves
+// attention rows by up to 3e-5 against the fp32 reference (issue 14's bound: 1e-5), which the suite cannot yet tell
+// from a kernel's error. Under OpenBLAS's SkylakeX core the two agree bit for bit there.
+void set_blocked_prefill(bool on);
+bool blocked_prefill();
 
 }  // namespace focal::ops
