@@ -10,10 +10,11 @@
 # without AVX-512 the native level is AVX2: one level is measured (against llama.cpp's native build, which is then
 # an AVX2 build) and the log says so. Takes about 15 minutes on 2 cores (--mixes: about 24 more; one level: about
 # half); the two llama.cpp builds take about 16 minutes each the first time. FOCAL_ISA_LEVELS="native" (or
-# "avx2") measures that level alone, and builds only its peer.
+# "avx2") measures that level alone, and builds only its peer; FOCAL_MIXES="q4_k_m q8_0" (say) decodes those mixes
+# alone (default: all six).
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
@@ -42,8 +43,15 @@ lb_avx2=""
 smol="$(scripts/fetch-smollm2.sh)"
 big="$cache/big/llama3-8b-shape-q4_k.gguf"
 [ -n "$only_mixes" ] || [ -f "$big" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$big"; }
+mix_list="${FOCAL_MIXES:-q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0}"
+for mix in $mix_list; do
+  case "$mix" in
+    q2_k | q3_k_m | q4_k_m | q5_k_m | q6_k | q8_0) ;;
+    *) echo "run_isa.sh: FOCAL_MIXES names '$mix'; the mixes are q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0" >&2; exit 2 ;;
+  esac
+done
 if [ -n "$mixes" ]; then
-  for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
+  for mix in q4_k_m $mix_list; do
     f="$cache/big/llama3-8b-shape-$mix.gguf"
     [ -f "$f" ] || { mkdir -p "$cache/big"; build/bench/make_big_model --gguf "$f" --mix "$mix"; }
   done
@@ -90,7 +98,7 @@ for level in $levels; do
     echo "-- 8B q4_k_m prefill T = 128: focalscope, then llama-bench --"
     build/bench/weights_bench "$f" --prefill 128 --decode 0 --reps 1 | grep prefill
     lb_prefill "$f" 128 1
-    for mix in q2_k q3_k_m q4_k_m q5_k_m q6_k q8_0; do
+    for mix in $mix_list; do
       f="$cache/big/llama3-8b-shape-$mix.gguf"
       for round in $(seq 1 "$rounds"); do
         echo "-- 8B $mix decode, round $round: focalscope, then llama-bench --"

@@ -104,7 +104,7 @@ TEST(QuantKernels, ProductsMatchDoublePrecision) {
   }
 }
 
-// Prefill's blocked product (quant_gemm.cpp: qgemm; opt-in, quant.h: set_blocked_prefill) past each of its
+// Prefill's blocked product (quant_gemm.cpp: qgemm; the default, quant.h: set_blocked_prefill) past each of its
 // blockings: 500 rows of x (two passes of 480, tiles of 12 or 6 with a short last one), 768 columns (three chunks of
 // 256) or 544 (a last chunk of 32), 37 weight rows as stored (row_map; a last tile of 5) or 48 in panels (a last tile
 // of one panel; Q4_0 .. Q6_K read straight from their panels, Q2_K dequantised by rows and transposed), at the AVX2
@@ -113,7 +113,7 @@ TEST(QuantKernels, PrefillProductsMatchDoublePrecisionPastEveryBlocking) {
   std::mt19937 rng(17);
   ops::set_quant_isa(ops::QuantIsa::kAvx512);
   struct Restore {                      // the setting as it was, also when an assertion returns early
-    bool was = ops::blocked_prefill();  // off unless asked for (FOCAL_BLOCKED_PREFILL=1)
+    bool was = ops::blocked_prefill();  // on unless turned off (FOCAL_BLOCKED_PREFILL=0)
     ~Restore() { ops::set_blocked_prefill(was); }
   } restore;
   ops::set_blocked_prefill(false);
@@ -348,8 +348,9 @@ class NativeWeightsTest : public ::testing::Test {
 
 // Issue 14's accuracy at every kernel level (issue 37): for every type, the model loaded native under each level the
 // CPU has (generic, AVX2, AVX-512 VNNI; a level the CPU lacks runs the one below), against the fp32-dequantised
-// reference of the same file: logits within 1e-4 relative, attention rows within 1e-5 absolute, in prefill (sgemm
-// over dequantised panels) and in one decode step (the level's fused kernel).
+// reference of the same file: logits within 1e-4 relative, attention rows within 1e-5 absolute, in prefill (the
+// blocked product at the AVX2 and AVX-512 levels, sgemm over dequantised rows at the generic one) and in one decode
+// step (the level's fused kernel).
 TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
   for (uint32_t type : kTypes) {
     SCOPED_TRACE(ggml_type_name(type));
@@ -382,8 +383,15 @@ TEST_F(NativeWeightsTest, EveryTypeMatchesItsFp32Reference) {
       const double per_value = (double)ggml_block_bytes(type) / ggml_block_elems(type);
       EXPECT_LT((double)nat->weight_bytes(), per_value * (double)nat->n_params() + 4.0 * 4096);
 
-      for (int n_rows : {T, 1}) {  // prefill (panel sgemm), then one decode step (fused kernel)
-        SCOPED_TRACE(n_rows == 1 ? "decode" : "prefill");
+      // prefill (the blocked product where the level has it), prefill through the sgemm path, one decode step (fused)
+      for (int pass = 0; pass < 3; ++pass) {
+        const int n_rows = pass == 2 ? 1 : T;
+        SCOPED_TRACE(pass == 2 ? "decode" : pass == 1 ? "prefill, sgemm path" : "prefill");
+        struct Restore {  // the setting as it was, also when an assertion returns early
+          bool was = ops::blocked_prefill();
+          ~Restore() { ops::set_blocked_prefill(was); }
+        } restore;
+        if (pass == 1) ops::set_blocked_prefill(false);
         std::vector<std::vector<float>> logits(2);
         std::vector<Rows> rows(2, Rows(d.layers, d.heads, T));
         for (int k = 0; k < 2; ++k) {

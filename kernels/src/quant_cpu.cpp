@@ -71,9 +71,9 @@ QuantIsa isa_from_env() {
 }
 
 std::atomic<QuantIsa> g_isa{isa_from_env()};
-// FOCAL_BLOCKED_PREFILL=1 (or set_blocked_prefill): prefill through quant_gemm.cpp's blocked product (quant.h).
-std::atomic<bool> g_blocked_prefill{std::getenv("FOCAL_BLOCKED_PREFILL") != nullptr &&
-                                    std::strcmp(std::getenv("FOCAL_BLOCKED_PREFILL"), "1") == 0};
+// Prefill through quant_gemm.cpp's blocked product (quant.h) unless FOCAL_BLOCKED_PREFILL=0 (or set_blocked_prefill).
+std::atomic<bool> g_blocked_prefill{std::getenv("FOCAL_BLOCKED_PREFILL") == nullptr ||
+                                    std::strcmp(std::getenv("FOCAL_BLOCKED_PREFILL"), "0") != 0};
 
 // ---- which kernel runs ----
 
@@ -214,7 +214,7 @@ void matmul_xwt_q(const float* x, const QMatrix& w, float* y, int m) {
     return;
   }
   const QuantIsa isa = g_isa.load(std::memory_order_relaxed);
-  if (g_blocked_prefill.load(std::memory_order_relaxed) && qgemm_runs(w, m, isa)) {  // opt-in (quant.h)
+  if (g_blocked_prefill.load(std::memory_order_relaxed) && qgemm_runs(w, m, isa)) {  // the default (quant.h)
     qgemm(x, w, y, m, isa);
     return;
   }

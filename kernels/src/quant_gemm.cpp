@@ -7,7 +7,8 @@
 // it in a register tile of kMr x kNr sums, added into y. Before it, every fp32 tile of 512 weight rows was written to
 // memory, packed again by OpenBLAS (and x with it, once per tile), then multiplied: ~35 % of an 8B prefill at
 // T = 128 went to those copies. AVX-512 (kMr = 12 rows of x by kNr = 32 weight rows, 24 zmm sums) and AVX2 + FMA
-// (6 by 16, 12 ymm sums). Opt-in (quant.h: set_blocked_prefill, FOCAL_BLOCKED_PREFILL=1), for the reason given there.
+// (6 by 16, 12 ymm sums). The default where the CPU has AVX2; FOCAL_BLOCKED_PREFILL=0 (quant.h: set_blocked_prefill)
+// goes back to the sgemm path.
 #include <immintrin.h>
 #include <omp.h>
 

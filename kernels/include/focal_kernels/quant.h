@@ -80,7 +80,7 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst);
 // y[m, rows] = x[m, cols] . w^T. Up to kFusedMaxRows rows of x: each block of w is dequantised once in registers /
 // L1 and dotted with every row of x (decode reads the weights once, in their stored size). More rows (prefill):
 // panels of w's rows are dequantised into an fp32 tile (at most 8 MiB, one per calling thread) and multiplied with
-// sgemm, or, opted in (set_blocked_prefill), the blocked product of quant_gemm.cpp where the CPU has AVX2. Panel
+// sgemm, or, where the CPU has AVX2 (set_blocked_prefill), the blocked product of quant_gemm.cpp. Panel
 // matrices: a panel kernel for one row of x (VNNI; AVX2 for every panel format), else as above. Multi-threaded
 // (OpenMP).
 constexpr int kFusedMaxRows = 8;
@@ -115,10 +115,9 @@ enum class QuantIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 void set_quant_isa(QuantIsa most);
 // Prefill (more rows of x than kFusedMaxRows; panels from 2) through quant_gemm.cpp's blocked product where the CPU
 // has AVX2: fp32 register tiles over chunks of w dequantised into L1, 1.6x the sgemm path on an 8B Q4_K_M prefill
-// (docs/performance.md). Off by default (FOCAL_BLOCKED_PREFILL=1 or this turns it on): its fp32 sums run in another
-// order than OpenBLAS's Haswell sgemm, and on the accuracy suite's tiny random Q4_K model that order noise alone moves
-// attention rows by up to 3e-5 against the fp32 reference (issue 14's bound: 1e-5), which the suite cannot yet tell
-// from a kernel's error. Under OpenBLAS's SkylakeX core the two agree bit for bit there.
+// (docs/performance.md). On by default; FOCAL_BLOCKED_PREFILL=0 (or this) turns it off, for the sgemm path. Its fp32
+// sums run in the order of OpenBLAS's SkylakeX sgemm (the accuracy suite's attention rows agree bit for bit under
+// that core) and in another than its Haswell core's (5e-6 there, within issue 14's 1e-5).
 void set_blocked_prefill(bool on);
 bool blocked_prefill();
 
