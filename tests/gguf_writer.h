@@ -145,16 +145,23 @@ inline std::vector<uint8_t> random_blocks(uint32_t type, size_t n_blocks, int bl
       case 6: put(i, 0, 0x1D1F); break;
       case 7: put(i, 0, 0x1D1F), put(i, 2, 0xAD1F); break;
       case 8: put(i, 0, 0x10EA); break;
-      // Q2_K / Q4_K / Q5_K: dmin = d times the mean quant (1.5 / 7.5 / 15.5), so that d*sc*q - dmin*m has mean ~0, as
-      // in real files (whose mins span their blocks). With dmin = d every weight leant positive, the tiny model's
-      // hidden states grew along one direction and its attention rows turned near one-hot, where fp32 summation order
-      // alone moved them by 3e-5: too ill-conditioned for issue 14's 1e-5 comparison of two kernels.
+      // Q2_K / Q4_K / Q5_K: dmin = d times the mean quant (1.5 / 7.5 / 15.5), and for Q4_K / Q5_K each sub-block's
+      // min m = its scale sc (below), so that d sc q - dmin m is centred in every sub-block, as in real files (whose
+      // mins span their blocks). With dmin = d every weight leant positive, and with random m each sub-block had its
+      // own offset: the tiny model's hidden states grew along a few directions and its attention rows turned near
+      // one-hot, where fp32 summation order alone moved them by up to 3e-5, too ill-conditioned for issue 14's 1e-5
+      // comparison of two kernels.
       case 10: put(i, 80, 0x1A25), put(i, 82, 0x1C9C); break;  // 0.003, 0.0045
       case 11: put(i, 108, 0x10EA); break;
       case 12: put(i, 0, 0x0A8E), put(i, 2, 0x1225); break;  // 0.0001, 0.00075
       case 13: put(i, 0, 0x068E), put(i, 2, 0x1114); break;  // 0.00004, 0.00062
       case 14: put(i, 208, 0x0150); break;
       default: break;
+    }
+    if (type == 12 || type == 13) {  // each sub-block's 6-bit min m equal to its scale sc: d sc (q - mean q), centred
+      uint8_t* sc = &b[i * block_bytes + 4];  // 12 bytes: sc0..3 | m0..3 (low 6 bits, top 2 of sc4..7 / m4..7) | sc, m
+      for (int j = 0; j < 4; ++j) sc[4 + j] = sc[j];
+      for (int j = 8; j < 12; ++j) sc[j] = (uint8_t)((sc[j] & 0x0F) | (sc[j] << 4));
     }
     if (type == 1 || type == 30) {  // one random small value: sign, exponent near 2^-5 .. 2^-7
       const float v = ((int)(rng() % 2001) - 1000) * 8e-5f;

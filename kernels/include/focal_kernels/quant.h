@@ -117,7 +117,7 @@ void set_quant_isa(QuantIsa most);
 // has AVX2: fp32 register tiles over chunks of w dequantised into L1, 1.6x the sgemm path on an 8B Q4_K_M prefill
 // (docs/performance.md). On by default; FOCAL_BLOCKED_PREFILL=0 (or this) turns it off, for the sgemm path. Its fp32
 // sums run in the order of OpenBLAS's SkylakeX sgemm (the accuracy suite's attention rows agree bit for bit under
-// that core) and in another than its Haswell core's (5e-6 there, within issue 14's 1e-5).
+// that core) and in another than its Haswell core's (up to 4e-6 there, 6.6e-6 in a Debug build; issue 14: 1e-5).
 void set_blocked_prefill(bool on);
 bool blocked_prefill();
 
