@@ -1,8 +1,8 @@
 // Stored-format weights on the CPU (quant.h): which kernel runs. What the CPU has, the level FOCAL_QUANT_ISA and
 // set_quant_isa allow, and the kernels of the type's QTypeInfo row (quant_types.h) decide: for decode the
 // hand-written AVX-512 VNNI and AVX2 kernels (quant_avx512.cpp, quant_avx2.cpp), else the generic kernel
-// (quant_generic.cpp); for prefill the generic dequantisation of panels of rows, multiplied through sgemm, or, opted
-// in, the blocked product of quant_gemm.cpp where the CPU has AVX2.
+// (quant_generic.cpp); for prefill the blocked product of quant_gemm.cpp where the CPU has AVX2 (unless
+// FOCAL_BLOCKED_PREFILL=0), else the generic dequantisation of panels of rows, multiplied through sgemm.
 #include "focal_kernels/quant.h"
 
 #include <cblas.h>

@@ -14,5 +14,5 @@ from ._core import (Capture, FocalError, Figure, Generation, Model, Stats, Sweep
 
 __version__ = version()
 __all__ = ["Capture", "FocalError", "Figure", "Generation", "Model", "Stats", "Sweep", "TempSpec", "cached_models",
-           "cpu_gemm", "cuda_built", "figure", "figure_kinds", "load", "metric_names", "open_capture", "open_stats", "open_sweep",
-           "show", "version"]
+           "cpu_gemm", "cuda_built", "figure", "figure_kinds", "load", "metric_names", "open_capture", "open_stats",
+           "open_sweep", "show", "version"]
