@@ -22,8 +22,8 @@ if [ -z "$base" ]; then
 fi
 [ -n "$base" ] || base=$(git rev-parse -q --verify HEAD~1 || git hash-object -t tree /dev/null)
 [ $all = 1 ] && base=$(git hash-object -t tree /dev/null)  # the empty tree: every tracked file is "changed"
-mapfile -t files < <( (git diff --name-only --diff-filter=ACMR "$base" -- '*.cpp' '*.h' '*.cu' '*.cuh';
-                       git ls-files --others --exclude-standard -- '*.cpp' '*.h' '*.cu' '*.cuh') | sort -u |
+mapfile -t files < <( (git diff --name-only --diff-filter=ACMR "$base" -- '*.cpp' '*.h' '*.inc' '*.cu' '*.cuh';
+                       git ls-files --others --exclude-standard -- '*.cpp' '*.h' '*.inc' '*.cu' '*.cuh') | sort -u |
                      grep -v -x -f <(grep -v '^#' .clang-format-ignore-list | sed '/^$/d') || true)
 bad=()
 for f in "${files[@]}"; do

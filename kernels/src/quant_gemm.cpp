@@ -72,6 +72,67 @@ float* aligned_in(std::vector<float>& v, size_t floats) {  // 64-byte aligned sp
   return v.data() + ((64 - p % 64) % 64) / sizeof(float);
 }
 
+// ---- the k-major dequantisers, once for both widths (quant_kmajor.inc) ----
+// The vector operations they use, 16 and 8 floats (or 32-bit lanes) a vector.
+struct Lanes16 {
+  static constexpr int kLanes = 16;
+  using I = __m512i;
+  using F = __m512;
+  FOCAL_AVX512 static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  FOCAL_AVX512 static F half(const uint8_t* p) {  // 16 fp16 as floats
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  FOCAL_AVX512 static I set1(int v) { return _mm512_set1_epi32(v); }
+  FOCAL_AVX512 static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  FOCAL_AVX512 static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  FOCAL_AVX512 static I srl(I a, int n) { return _mm512_srli_epi32(a, n); }
+  FOCAL_AVX512 static I sll(I a, int n) { return _mm512_slli_epi32(a, n); }
+  FOCAL_AVX512 static I sra(I a, int n) { return _mm512_srai_epi32(a, n); }
+  FOCAL_AVX512 static I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
+  FOCAL_AVX512 static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  FOCAL_AVX512 static F fzero() { return _mm512_setzero_ps(); }
+  FOCAL_AVX512 static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  FOCAL_AVX512 static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  FOCAL_AVX512 static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  FOCAL_AVX512 static void store(float* p, F a) { _mm512_store_ps(p, a); }
+};
+struct Lanes8 {
+  static constexpr int kLanes = 8;
+  using I = __m256i;
+  using F = __m256;
+  FOCAL_AVX2 static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  FOCAL_AVX2 static F half(const uint8_t* p) {  // 8 fp16 as floats
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  FOCAL_AVX2 static I set1(int v) { return _mm256_set1_epi32(v); }
+  FOCAL_AVX2 static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  FOCAL_AVX2 static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  FOCAL_AVX2 static I srl(I a, int n) { return _mm256_srli_epi32(a, n); }
+  FOCAL_AVX2 static I sll(I a, int n) { return _mm256_slli_epi32(a, n); }
+  FOCAL_AVX2 static I sra(I a, int n) { return _mm256_srai_epi32(a, n); }
+  FOCAL_AVX2 static I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
+  FOCAL_AVX2 static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
+  FOCAL_AVX2 static F fzero() { return _mm256_setzero_ps(); }
+  FOCAL_AVX2 static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  FOCAL_AVX2 static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  FOCAL_AVX2 static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  FOCAL_AVX2 static void store(float* p, F a) { _mm256_store_ps(p, a); }
+};
+#define FOCAL_KMAJOR_TARGET FOCAL_AVX512
+namespace kmajor512 {
+using V = Lanes16;
+#include "quant_kmajor.inc"
+}  // namespace kmajor512
+#undef FOCAL_KMAJOR_TARGET
+#define FOCAL_KMAJOR_TARGET FOCAL_AVX2
+namespace kmajor256 {
+using V = Lanes8;
+#include "quant_kmajor.inc"
+}  // namespace kmajor256
+#undef FOCAL_KMAJOR_TARGET
+
+using KMajorFn = void (*)(const uint8_t* P, int64_t nb, float* block, int ld);
+
 // ---- AVX-512 ----
 
 // dst[c][ldd] (c < 16, 16 floats each) = column c of src[16][lds].
@@ -101,230 +162,6 @@ FOCAL_AVX512 inline void transpose16(const float* src, int64_t lds, float* dst, 
     _mm512_storeu_ps(dst + (size_t)(12 + j) * ldd, _mm512_shuffle_f32x4(v_hi, w_hi, 0xDD));
   }
 }
-
-// Straight from the panels (quant_types.h: K4Panel, Q6Panel) into the k-major block, 16 rows a vector, no transposes:
-// block[k][ld] for k < 256 nb, columns 0 .. 15 = the panel's rows, blocks P .. P + nb - 1, each value as the row
-// dequantisers compute it (K4: dd q - mm, a product then a difference; Q6_K: (d sc) (q - 32)), so the same floats.
-// Byte b of each row's 32-bit lane of v.
-FOCAL_AVX512 inline __m512i lane_byte(__m512i v, int b) {
-  return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
-}
-template <int T>
-FOCAL_AVX512 void k4_kmajor_512(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
-  const __m512i m4 = _mm512_set1_epi32(0xF), m6 = _mm512_set1_epi32(63), one = _mm512_set1_epi32(1);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kD)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kDmin)));
-    const __m512i w0 = _mm512_loadu_si512(P + K4Panel::kScales), w1 = _mm512_loadu_si512(P + K4Panel::kScales + 64);
-    const __m512i w2 = _mm512_loadu_si512(P + K4Panel::kScales + 128);
-    for (int s = 0; s < 8; ++s) {
-      const __m512i b0 = lane_byte(w0, s & 3), b1 = lane_byte(w1, s & 3);
-      __m512i sc, mn;  // qblocks::scale_min_k4_from, 16 rows at once
-      if (s < 4) {
-        sc = _mm512_and_si512(b0, m6);
-        mn = _mm512_and_si512(b1, m6);
-      } else {
-        const __m512i b2 = lane_byte(w2, s & 3);
-        sc = _mm512_or_si512(_mm512_and_si512(b2, m4), _mm512_slli_epi32(_mm512_srli_epi32(b0, 6), 4));
-        mn = _mm512_or_si512(_mm512_srli_epi32(b2, 4), _mm512_slli_epi32(_mm512_srli_epi32(b1, 6), 4));
-      }
-      const __m512 dd = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), mm = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
-      __m512i H = _mm512_setzero_si512();
-      if constexpr (T == kQ5_K) H = _mm512_loadu_si512(P + K4Panel::kHigh + 64 * s);
-      float* out = block + (size_t)(256 * j + 32 * s) * ld;
-      for (int c = 0; c < 4; ++c) {
-        const __m512i L = _mm512_loadu_si512(P + K4Panel::quants(T) + 256 * s + 64 * c);
-        for (int i = 0; i < 4; ++i) {
-          __m512i lo = _mm512_and_si512(_mm512_srli_epi32(L, 8 * i), m4);
-          __m512i hi = _mm512_and_si512(_mm512_srli_epi32(L, 8 * i + 4), m4);
-          if constexpr (T == kQ5_K) {
-            lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 8 * i + 2 * c), one), 4));
-            hi = _mm512_or_si512(hi,
-                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 8 * i + 2 * c + 1), one), 4));
-          }
-          _mm512_store_ps(out + (size_t)(8 * c + i) * ld, _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(lo)), mm));
-          _mm512_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                          _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(hi)), mm));
-        }
-      }
-    }
-  }
-}
-FOCAL_AVX512 void q6_kmajor_512(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
-  const __m512i m4 = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + Q6Panel::kD)));
-    for (int s = 0; s < 16; ++s) {
-      const __m512i sw = _mm512_loadu_si512(P + Q6Panel::kScales + 64 * (s / 4));
-      const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * (s % 4)), 24);  // the int8 scale
-      const __m512 dd = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-      const __m512i hb = _mm512_loadu_si512(P + Q6Panel::kHigh + 64 * s);
-      float* out = block + (size_t)(256 * j + 16 * s) * ld;
-      for (int c = 0; c < 2; ++c) {
-        const __m512i L = _mm512_loadu_si512(P + Q6Panel::kQuants + 128 * s + 64 * c);
-        for (int i = 0; i < 4; ++i) {
-          const __m512i lo =
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(L, 8 * i), m4),
-                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 8 * i + 4 * c), m2), 4));
-          const __m512i hi =
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(L, 8 * i + 4), m4),
-                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 8 * i + 4 * c + 2), m2), 4));
-          _mm512_store_ps(out + (size_t)(8 * c + i) * ld,
-                          _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_sub_epi32(lo, k32))));
-          _mm512_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                          _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_sub_epi32(hi, k32))));
-        }
-      }
-    }
-  }
-}
-// Q4_0, Q4_1, Q8_0 (the 32-value panels: chunk c of 16 rows' 4 bytes; Q4 values 8c + i in the low nibbles of byte i,
-// 8c + 4 + i in the high ones; Q8_0 value 4c + i, stored + 128), each as qblocks::b32_value computes it.
-template <int T>
-FOCAL_AVX512 void b32_kmajor_512(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr int kQo = panel_quant_offset(T);
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
-  const __m512i m4 = _mm512_set1_epi32(0xF), k8 = _mm512_set1_epi32(8), k128 = _mm512_set1_epi32(128);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb) {
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P)));
-    __m512 mn = _mm512_setzero_ps();
-    if constexpr (T == kQ4_1) mn = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + 32)));
-    float* out = block + (size_t)(32 * j) * ld;
-    const auto value = [&](__m512i q) FOCAL_AVX512 {
-      if constexpr (T == kQ4_0) return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, k8)), d);
-      if constexpr (T == kQ4_1) return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), mn);
-      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, k128)), d);
-    };
-    for (int c = 0; c < (T == kQ8_0 ? 8 : 4); ++c) {
-      const __m512i L = _mm512_loadu_si512(P + kQo + 64 * c);
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (T == kQ8_0) {
-          _mm512_store_ps(out + (size_t)(4 * c + i) * ld, value(lane_byte(L, i)));
-        } else {
-          _mm512_store_ps(out + (size_t)(8 * c + i) * ld, value(_mm512_and_si512(_mm512_srli_epi32(L, 8 * i), m4)));
-          _mm512_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                          value(_mm512_and_si512(_mm512_srli_epi32(L, 8 * i + 4), m4)));
-        }
-      }
-    }
-  }
-}
-
-// The same at AVX2: rows 8h .. 8h + 7 of the panel a vector (columns 8h .. 8h + 7 of the block).
-FOCAL_AVX2 inline __m256i lane_byte8(__m256i v, int b) {
-  return _mm256_and_si256(_mm256_srli_epi32(v, 8 * b), _mm256_set1_epi32(0xFF));
-}
-FOCAL_AVX2 inline __m256i load8x32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-FOCAL_AVX2 inline __m256 half8(const uint8_t* p) {  // 8 fp16 as floats
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-template <int T>
-FOCAL_AVX2 void k4_kmajor_256(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
-  const __m256i m4 = _mm256_set1_epi32(0xF), m6 = _mm256_set1_epi32(63), one = _mm256_set1_epi32(1);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb)
-    for (int h = 0; h < 2; ++h) {
-      const __m256 d = half8(P + K4Panel::kD + 16 * h), dmin = half8(P + K4Panel::kDmin + 16 * h);
-      const __m256i w0 = load8x32(P + K4Panel::kScales + 32 * h), w1 = load8x32(P + K4Panel::kScales + 64 + 32 * h);
-      const __m256i w2 = load8x32(P + K4Panel::kScales + 128 + 32 * h);
-      for (int s = 0; s < 8; ++s) {
-        const __m256i b0 = lane_byte8(w0, s & 3), b1 = lane_byte8(w1, s & 3);
-        __m256i sc, mn;
-        if (s < 4) {
-          sc = _mm256_and_si256(b0, m6);
-          mn = _mm256_and_si256(b1, m6);
-        } else {
-          const __m256i b2 = lane_byte8(w2, s & 3);
-          sc = _mm256_or_si256(_mm256_and_si256(b2, m4), _mm256_slli_epi32(_mm256_srli_epi32(b0, 6), 4));
-          mn = _mm256_or_si256(_mm256_srli_epi32(b2, 4), _mm256_slli_epi32(_mm256_srli_epi32(b1, 6), 4));
-        }
-        const __m256 dd = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), mm = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mn));
-        __m256i H = _mm256_setzero_si256();
-        if constexpr (T == kQ5_K) H = load8x32(P + K4Panel::kHigh + 64 * s + 32 * h);
-        float* out = block + (size_t)(256 * j + 32 * s) * ld + 8 * h;
-        for (int c = 0; c < 4; ++c) {
-          const __m256i L = load8x32(P + K4Panel::quants(T) + 256 * s + 64 * c + 32 * h);
-          for (int i = 0; i < 4; ++i) {
-            __m256i lo = _mm256_and_si256(_mm256_srli_epi32(L, 8 * i), m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi32(L, 8 * i + 4), m4);
-            if constexpr (T == kQ5_K) {
-              lo =
-                  _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 8 * i + 2 * c), one), 4));
-              hi = _mm256_or_si256(
-                  hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 8 * i + 2 * c + 1), one), 4));
-            }
-            _mm256_store_ps(out + (size_t)(8 * c + i) * ld,
-                            _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(lo)), mm));
-            _mm256_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                            _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(hi)), mm));
-          }
-        }
-      }
-    }
-}
-FOCAL_AVX2 void q6_kmajor_256(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(kQ6_K);
-  const __m256i m4 = _mm256_set1_epi32(0xF), m2 = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb)
-    for (int h = 0; h < 2; ++h) {
-      const __m256 d = half8(P + Q6Panel::kD + 16 * h);
-      for (int s = 0; s < 16; ++s) {
-        const __m256i sw = load8x32(P + Q6Panel::kScales + 64 * (s / 4) + 32 * h);
-        const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * (s % 4)), 24);  // the int8 scale
-        const __m256 dd = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
-        const __m256i hb = load8x32(P + Q6Panel::kHigh + 64 * s + 32 * h);
-        float* out = block + (size_t)(256 * j + 16 * s) * ld + 8 * h;
-        for (int c = 0; c < 2; ++c) {
-          const __m256i L = load8x32(P + Q6Panel::kQuants + 128 * s + 64 * c + 32 * h);
-          for (int i = 0; i < 4; ++i) {
-            const __m256i lo =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(L, 8 * i), m4),
-                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 8 * i + 4 * c), m2), 4));
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(L, 8 * i + 4), m4),
-                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(hb, 8 * i + 4 * c + 2), m2), 4));
-            _mm256_store_ps(out + (size_t)(8 * c + i) * ld,
-                            _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(lo, k32))));
-            _mm256_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                            _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(hi, k32))));
-          }
-        }
-      }
-    }
-}
-template <int T>
-FOCAL_AVX2 void b32_kmajor_256(const uint8_t* P, int64_t nb, float* block, int ld) {
-  constexpr int kQo = panel_quant_offset(T);
-  constexpr size_t kPbb = (size_t)kPanelRows * qblocks::block_bytes(T);
-  const __m256i m4 = _mm256_set1_epi32(0xF), k8 = _mm256_set1_epi32(8), k128 = _mm256_set1_epi32(128);
-  for (int64_t j = 0; j < nb; ++j, P += kPbb)
-    for (int h = 0; h < 2; ++h) {
-      const __m256 d = half8(P + 16 * h);
-      __m256 mn = _mm256_setzero_ps();
-      if constexpr (T == kQ4_1) mn = half8(P + 32 + 16 * h);
-      float* out = block + (size_t)(32 * j) * ld + 8 * h;
-      const auto value = [&](__m256i q) FOCAL_AVX2 {
-        if constexpr (T == kQ4_0) return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, k8)), d);
-        if constexpr (T == kQ4_1) return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), d), mn);
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, k128)), d);
-      };
-      for (int c = 0; c < (T == kQ8_0 ? 8 : 4); ++c) {
-        const __m256i L = load8x32(P + kQo + 64 * c + 32 * h);
-        for (int i = 0; i < 4; ++i) {
-          if constexpr (T == kQ8_0) {
-            _mm256_store_ps(out + (size_t)(4 * c + i) * ld, value(lane_byte8(L, i)));
-          } else {
-            _mm256_store_ps(out + (size_t)(8 * c + i) * ld, value(_mm256_and_si256(_mm256_srli_epi32(L, 8 * i), m4)));
-            _mm256_store_ps(out + (size_t)(8 * c + 4 + i) * ld,
-                            value(_mm256_and_si256(_mm256_srli_epi32(L, 8 * i + 4), m4)));
-          }
-        }
-      }
-    }
-}
-using KMajorFn = void (*)(const uint8_t* P, int64_t nb, float* block, int ld);
 
 // c[i][0 .. ncols) (+)= sum over k of xp[k][i] bp[k][0 .. ncols), i < mrows; xp [kc][kMr], bp [kc][32] (64-byte
 // aligned), sums in registers over the whole chunk (kMr = 12: 24 zmm).
@@ -439,12 +276,12 @@ void qgemm(const float* x, const QMatrix& w, float* y, int m) {
   KMajorFn direct = nullptr;  // the formats read straight from their panels
   if (w.panels) {
     switch (w.type) {
-      case kQ4_0: direct = kAvx512 ? &b32_kmajor_512<kQ4_0> : &b32_kmajor_256<kQ4_0>; break;
-      case kQ4_1: direct = kAvx512 ? &b32_kmajor_512<kQ4_1> : &b32_kmajor_256<kQ4_1>; break;
-      case kQ8_0: direct = kAvx512 ? &b32_kmajor_512<kQ8_0> : &b32_kmajor_256<kQ8_0>; break;
-      case kQ4_K: direct = kAvx512 ? &k4_kmajor_512<kQ4_K> : &k4_kmajor_256<kQ4_K>; break;
-      case kQ5_K: direct = kAvx512 ? &k4_kmajor_512<kQ5_K> : &k4_kmajor_256<kQ5_K>; break;
-      case kQ6_K: direct = kAvx512 ? &q6_kmajor_512 : &q6_kmajor_256; break;
+      case kQ4_0: direct = kAvx512 ? &kmajor512::b32_kmajor<kQ4_0> : &kmajor256::b32_kmajor<kQ4_0>; break;
+      case kQ4_1: direct = kAvx512 ? &kmajor512::b32_kmajor<kQ4_1> : &kmajor256::b32_kmajor<kQ4_1>; break;
+      case kQ8_0: direct = kAvx512 ? &kmajor512::b32_kmajor<kQ8_0> : &kmajor256::b32_kmajor<kQ8_0>; break;
+      case kQ4_K: direct = kAvx512 ? &kmajor512::k4_kmajor<kQ4_K> : &kmajor256::k4_kmajor<kQ4_K>; break;
+      case kQ5_K: direct = kAvx512 ? &kmajor512::k4_kmajor<kQ5_K> : &kmajor256::k4_kmajor<kQ5_K>; break;
+      case kQ6_K: direct = kAvx512 ? &kmajor512::q6_kmajor : &kmajor256::q6_kmajor; break;
       default: break;  // Q2_K, Q3_K: dequantised by rows, then transposed
     }
   }
