@@ -516,6 +516,9 @@ FOCAL_AVX2 void kquant_digit_rows_avx2(const digits::XDigits& xd, const QMatrix&
         a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, scv));
         a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, scv));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(t2, scv));
+        in_register(a0);
+        in_register(a1);
+        in_register(a2);
       }
       const float d = f16c_at(b + kL.d);
       const __m256 f =

@@ -25,12 +25,6 @@ FOCAL_AVX2 inline __m256i bcast4(const int8_t* p) {  // four digits of x in ever
   return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
 }
 
-// An empty asm that takes v in a register and gives it back: the compiler cannot reorder the additions into v across
-// it. Every panel kernel below passes its integer sums through it after each step. Without it GCC 12 reassociated a
-// block's products into a tree, computed all of them first and spilled them to the stack: panels_k4_avx2 ran at ~60 %
-// of its rate, panels_avx2 (Q4_1) at 70 % and panels_q8_avx2 at 84 % (one thread, an L2-resident matrix, Zen 5).
-FOCAL_AVX2 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
-
 template <int T>
 FOCAL_AVX2 void panels_avx2(const digits::XDigits& xd, const QMatrix& w, float* y, int64_t p0, int64_t p1) {
   static_assert(T == kQ4_0 || T == kQ4_1, "Q4_0 and Q4_1 only (Q8_0's pairs would saturate vpmaddubsw)");
