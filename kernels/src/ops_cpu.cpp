@@ -11,8 +11,9 @@
 #include <memory>
 #include <vector>
 
-#include "focal_kernels/shared_math.h"
 #include "attention_rows.h"
+#include "focal_kernels/shared_math.h"
+#include "parallel_for.h"
 #include "softmax_simd.h"
 #include "target_isa.h"
 
@@ -44,8 +45,7 @@ void matmul_xwt(const float* x, const float* w, float* y, int m, int n, int k) {
 }
 
 void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps) {
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 16, [&](int r) {
     const float* xr = x + (size_t)r * n;
     float* yr = y + (size_t)r * n;
     float ss = 0.0f;
@@ -54,7 +54,7 @@ void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float ep
     const float f = math::rms_factor(ss, n, eps);
     // HF order: weight * (x * rsqrt(var + eps))
     for (int i = 0; i < n; ++i) yr[i] = w[i] * (xr[i] * f);
-  }
+  });
 }
 
 void rope(float* x, int n_tokens, int n_heads, int d_head, int pos0, float rope_theta) {
@@ -103,13 +103,12 @@ void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const
     table.cs.resize((size_t)n_tokens * half);
     table.sn.resize((size_t)n_tokens * half);
     float *cs = table.cs.data(), *sn = table.sn.data();
-#pragma omp parallel for schedule(static) if (n_tokens > 16)
-    for (int t = 0; t < n_tokens; ++t)
+    parallel_for(n_tokens, n_tokens > 16, [&](int t) {
       rope_angles(pos0 + t, inv_freq, half, cs_scale, cs + (size_t)t * half, sn + (size_t)t * half);
+    });
   }
   const float *cs_all = table.cs.data(), *sn_all = table.sn.data();  // the calling thread's table
-#pragma omp parallel for schedule(static) if (n_tokens > 16)
-  for (int t = 0; t < n_tokens; ++t) {
+  parallel_for(n_tokens, n_tokens > 16, [&](int t) {
     float cs_own[512], sn_own[512];  // d_head/2 <= 512, when the call's table is not kept
     if (!tabled) rope_angles(pos0 + t, inv_freq, half, cs_scale, cs_own, sn_own);
     const float* cs = tabled ? cs_all + (size_t)t * half : cs_own;
@@ -119,12 +118,11 @@ void rope_freqs(float* x, int n_tokens, int n_heads, int d_head, int pos0, const
       float* xh = xt + (size_t)h * d_head;
       for (int i = 0; i < half; ++i) math::rope_rotate_pair(xh[i], xh[i + half], cs[i], sn[i]);
     }
-  }
+  });
 }
 
 void layernorm(const float* x, const float* w, const float* b, float* y, int rows, int n, float eps) {
-#pragma omp parallel for schedule(static) if (rows > 16)
-  for (int r = 0; r < rows; ++r) {
+  parallel_for(rows, rows > 16, [&](int r) {
     const float* xr = x + (size_t)r * n;
     float* yr = y + (size_t)r * n;
     float sum = 0.0f;
@@ -134,7 +132,7 @@ void layernorm(const float* x, const float* w, const float* b, float* y, int row
     for (int i = 0; i < n; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
     const float rstd = math::layernorm_rstd(ss / (float)n, eps);
     for (int i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-  }
+  });
 }
 
 namespace {
@@ -163,46 +161,40 @@ FOCAL_TARGET_CLONES void softcap_span(const float* x, float* y, size_t n, float 
 
 void swiglu(const float* gate, const float* up, float* out, size_t n) {
   const size_t spans = (n + kSpan - 1) / kSpan;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t s = 0; s < spans; ++s) {
+  parallel_for(spans, n > 65536, [&](size_t s) {
     const size_t i0 = s * kSpan;
     swiglu_span(gate + i0, up + i0, out + i0, std::min(kSpan, n - i0));
-  }
+  });
 }
 
 void act_mul(const float* gate, const float* up, float* out, size_t n, Act act) {
   if (act == Act::kSilu && up) return swiglu(gate, up, out, n);
   if (act == Act::kGeluTanh) {  // the branch-free GELU vectorises (Gemma 2, GPT-2)
     const size_t spans = (n + kSpan - 1) / kSpan;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t s = 0; s < spans; ++s) {
+    parallel_for(spans, n > 65536, [&](size_t s) {
       const size_t i0 = s * kSpan, len = std::min(kSpan, n - i0);
       gelu_tanh_span(gate + i0, up ? up + i0 : nullptr, out + i0, len);
-    }
+    });
     return;
   }
   const int code = (int)act;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) out[i] = math::activate(gate[i], code) * (up ? up[i] : 1.0f);
+  parallel_for(n, n > 65536, [&](size_t i) { out[i] = math::activate(gate[i], code) * (up ? up[i] : 1.0f); });
 }
 
 void softcap_inplace(float* x, size_t n, float cap) {
   const size_t spans = (n + kSpan - 1) / kSpan;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t s = 0; s < spans; ++s) {
+  parallel_for(spans, n > 65536, [&](size_t s) {
     const size_t i0 = s * kSpan;
     softcap_span(x + i0, x + i0, std::min(kSpan, n - i0), 1.0f, cap);
-  }
+  });
 }
 
 void scale_inplace(float* x, size_t n, float s) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) x[i] *= s;
+  parallel_for(n, n > 65536, [&](size_t i) { x[i] *= s; });
 }
 
 void add_inplace(float* y, const float* x, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+  parallel_for(n, n > 65536, [&](size_t i) { y[i] += x[i]; });
 }
 
 void embed(const float* table, const int32_t* ids, float* out, int n_tokens, int hidden) {

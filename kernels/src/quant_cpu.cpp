@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "focal_kernels/ops.h"
+#include "parallel_for.h"
 #include "quant_digits.h"
 #include "quant_types.h"
 
@@ -118,8 +119,7 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
   const int64_t n_chunks = (rows + kChunk - 1) / kChunk;
   const bool par = rows * w.cols >= (1 << 16);
   const digits::XDigits* xdp = &xd;  // the calling thread's buffer, read by every thread
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t ch = 0; ch < n_chunks; ++ch) {
+  parallel_for(n_chunks, par, [&](int64_t ch) {
     const int64_t r0 = ch * kChunk, r1 = std::min(rows, r0 + kChunk);
     if (digit_rows)
       digit_rows(*xdp, w, y, r0, r1);
@@ -127,7 +127,7 @@ void fused(const float* x, const QMatrix& w, float* y, int m) {
       fn(x, xsum16.data(), w, y, r0, r1);
     else
       generic_rows(x, w, y, m, r0, r1);
-  }
+  });
 }
 
 }  // namespace
@@ -156,8 +156,7 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
     dequant_panel_rows(w, r0, nr, dst);
     return;
   }
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t r = 0; r < nr; ++r) dequant(w.row(r0 + r), dst + (size_t)r * w.cols, w.cols);
+  parallel_for(nr, par, [&](int64_t r) { dequant(w.row(r0 + r), dst + (size_t)r * w.cols, w.cols); });
 }
 
 namespace {
@@ -192,12 +191,11 @@ void panel_matvecs(const float* x, const QMatrix* const* ws, float* const* ys, i
   int64_t first[4] = {0, 0, 0, 0};   // first global panel of each matrix (n <= 3)
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + ws[i]->rows / kPanelRows;
   const int64_t total = first[n];
-#pragma omp parallel for schedule(static) if (total * kPanelRows * ws[0]->cols >= (1 << 16))
-  for (int64_t g = 0; g < total; ++g) {
+  parallel_for(total, total * kPanelRows * ws[0]->cols >= (1 << 16), [&](int64_t g) {
     int i = 0;
     while (g >= first[i + 1]) ++i;
     fn[i](*xdp, *ws[i], ys[i], g - first[i], g - first[i] + 1);
-  }
+  });
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "focal_kernels/quant.h"
+#include "parallel_for.h"
 #include "quant_types.h"
 #include "target_isa.h"
 
@@ -459,8 +460,7 @@ void dequant_panel_blocks(const QMatrix& w, int64_t r, int64_t b0, int64_t nb, f
 void dequant_panel_rows(const QMatrix& w, int64_t r0, int64_t nr, float* dst) {
   const int64_t nb = blocks_per_row(w.type, w.cols);
   const bool par = nr * w.cols >= (1 << 16);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t i = 0; i < nr; ++i) dequant_panel_blocks(w, r0 + i, 0, nb, dst + (size_t)i * w.cols);
+  parallel_for(nr, par, [&](int64_t i) { dequant_panel_blocks(w, r0 + i, 0, nb, dst + (size_t)i * w.cols); });
 }
 
 }  // namespace focal::ops
