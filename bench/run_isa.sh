@@ -11,10 +11,11 @@
 # an AVX2 build) and the log says so. Takes about 15 minutes on 2 cores (--mixes: about 24 more; one level: about
 # half); the two llama.cpp builds take about 16 minutes each the first time. FOCAL_ISA_LEVELS="native" (or
 # "avx2") measures that level alone, and builds only its peer; FOCAL_MIXES="q4_k_m q8_0" (say) decodes those mixes
-# alone (default: all six).
+# alone (default: all six). Before and after each level a plain read of ~1 GB (quant_matvec_bench's) logs the memory's
+# rate: a shared VM's moves by half within minutes, and the 8B decode with it.
 # usage: bench/run_isa.sh [THREADS] [ROUNDS] [--mixes | --only-mixes]
 set -euo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 threads=${1:-2}
@@ -70,6 +71,11 @@ lb_prefill() {
   echo "(llama-bench failed with its defaults; again with --repack 0)"
   "$lb" -m "$1" -t "$threads" -p "$2" -n 0 -r "$3" --repack 0 -o md 2>/dev/null | grep -E "pp$2"
 }
+# mem_probe: the rate of a plain read of 0.98 GB (quant_matvec_bench's "read" row, 8 of the 8B's layers as Q4_K).
+mem_probe() {
+  echo "-- memory: plain read $(OMP_NUM_THREADS=$threads build/bench/quant_matvec_bench --type q4_k --layers 8 --reps 3 |
+    sed -n 's/^read *[0-9.]* s *\([0-9.]*\) GB\/s.*/\1 GB\/s/p') ($threads threads, 0.98 GB) --"
+}
 for level in $levels; do
   # The AVX2 level stands for an AVX2-only CPU: OpenBLAS's sgemm (prefill) is held to its AVX2 kernels too.
   if [ "$level" = avx2 ]; then
@@ -78,6 +84,7 @@ for level in $levels; do
     lb="$lb_native"; unset FOCAL_QUANT_ISA OPENBLAS_CORETYPE
   fi
   echo "=== level $level: focalscope FOCAL_QUANT_ISA=${FOCAL_QUANT_ISA:-(all the CPU has)}, sgemm: $(build/cli/focal --version | sed -n 's/^CPU GEMM: //p'); llama-bench $lb"
+  mem_probe
   if [ -z "$only_mixes" ]; then
   echo "-- SmolLM2 prefill T = 512: focalscope, then llama-bench --"
   build/bench/weights_bench "$smol" --prefill 512 --decode 0 --reps 3 | grep prefill
@@ -107,5 +114,6 @@ for level in $levels; do
       done
     done
   fi
+  mem_probe
 done
 echo "load after: $(uptime | sed 's/.*average: //')"
