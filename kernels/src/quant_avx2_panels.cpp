@@ -126,15 +126,18 @@ FOCAL_AVX2 void panels_q8_avx2(const digits::XDigits& xd, const QMatrix& w, floa
 }
 
 // ---- decode: panels of Q4_K and Q5_K (K4Panel), x in digits of group 256 ----
-// Half a panel (8 rows, one 32-bit lane each) at a time, as panels_avx2: per sub-block of 32 values, the chunks'
-// vpmaddubsw products add up in int16 (Q4_K: four chunks, at most 8 * 2 * 15 * 128 = 30720; Q5_K: two, at most
-// 4 * 2 * 31 * 128 = 31744) and one vpmaddwd with the rows' 6-bit scales (each row's scale in both 16-bit halves of
-// its lane) both widens and weights them (at most 2 * 31744 * 63 each, 16 a block < 2^26: exact in int32). The three
-// digits' block sums become floats once a block and meet as d2 65536 + d1 256 + d0, times d and the digit scale; the
-// mins come back through the fp32 sums of x over each 32 values, -dmin mn S. Q5_K's fifth bit of each value is moved
-// to bit 4 of its quant byte from the sub-block's 32 bytes of high bits (bit 2c for the low nibbles of chunk c, 2c + 1
-// for the high ones). Per 2048 Q4_K weights about 60 % of the row kernel's (kquant_digit_rows_avx2) instructions and
-// half its multiplies: the rows share each broadcast of x and each scale shuffle.
+// A whole panel (16 rows: two vectors of 8 rows, one 32-bit lane each) a chunk, so that each broadcast of x feeds the
+// vpmaddubsw of both halves: per sub-block of 32 values, the chunks' products add up in int16 (Q4_K: four chunks, at
+// most 8 * 2 * 15 * 128 = 30720; Q5_K: two, at most 4 * 2 * 31 * 128 = 31744) and one vpmaddwd with the rows' 6-bit
+// scales (each row's scale in both 16-bit halves of its lane) both widens and weights them (at most 2 * 31744 * 63
+// each, 16 a block < 2^26: exact in int32). The three digits' block sums become floats once a block and meet as
+// d2 65536 + d1 256 + d0, times d and the digit scale; the mins come back through the fp32 sums of x over each 32
+// values, -dmin mn S. Q5_K's fifth bit of each value is moved to bit 4 of its quant byte from the sub-block's 32 bytes
+// of high bits (bit 2c for the low nibbles of chunk c, 2c + 1 for the high ones). The broadcasts take a vector ALU
+// slot on AMD Zen (measured: a vpmaddubsw + vpaddw pair with a broadcast from memory ran at 0.71x the rate with a
+// plain load): sharing them across the halves took the one-thread L2-resident Q4_K rate on a Zen 5 from 24.7 to
+// 28.0 GB/s (Q5_K unchanged: its fifth bits fill the registers the sharing saves). The block's scales, mins and
+// int32 sums live in memory, touched once a sub-block; the inner loop keeps AVX2's 16 registers.
 // The vpshufb control that copies byte b of each 32-bit lane into both of its 16-bit halves: into their low bytes
 // (high bytes zero), or, with `high`, into their high bytes (low bytes zero).
 FOCAL_AVX2 inline __m256i lane_byte_to_halves(int b, bool high) {
@@ -151,21 +154,45 @@ FOCAL_AVX2 inline __m256i bit_to_4(__m256i v) {  // bit B of each byte to bit 4 
   else
     return v;
 }
+// Chunk C of sub-block s for all 16 rows of a panel (both halves): each broadcast of x feeds two vpmaddubsw.
 template <int T, int C>
-FOCAL_AVX2 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q, __m256i H, const int8_t* const* xk,
-                                                               int64_t o, __m256i (&t)[3]) {
+FOCAL_AVX2 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q, const uint8_t* P, int s,
+                                                               const int8_t* const* xk, int64_t o, __m256i (&t)[3][2]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C));
-  __m256i lo = _mm256_and_si256(L, m4), hi = _mm256_and_si256(_mm256_srli_epi16(L, 4), m4);
+  const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C));
+  const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C + 32));
+  __m256i lo0 = _mm256_and_si256(L0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(L0, 4), m4);
+  __m256i lo1 = _mm256_and_si256(L1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(L1, 4), m4);
   if constexpr (T == kQ5_K) {
     const __m256i b4 = _mm256_set1_epi8(0x10);
-    lo = _mm256_or_si256(lo, _mm256_and_si256(bit_to_4<2 * C>(H), b4));
-    hi = _mm256_or_si256(hi, _mm256_and_si256(bit_to_4<2 * C + 1>(H), b4));
+    const __m256i H0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s));
+    lo0 = _mm256_or_si256(lo0, _mm256_and_si256(bit_to_4<2 * C>(H0), b4));
+    hi0 = _mm256_or_si256(hi0, _mm256_and_si256(bit_to_4<2 * C + 1>(H0), b4));
+    const __m256i H1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s + 32));
+    lo1 = _mm256_or_si256(lo1, _mm256_and_si256(bit_to_4<2 * C>(H1), b4));
+    hi1 = _mm256_or_si256(hi1, _mm256_and_si256(bit_to_4<2 * C + 1>(H1), b4));
   }
   for (int k = 0; k < 3; ++k) {
-    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(lo, bcast4(xk[k] + o + 8 * C)));
-    t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(hi, bcast4(xk[k] + o + 8 * C + 4)));
-    in_register(t[k]);
+    const __m256i bl = bcast4(xk[k] + o + 8 * C);
+    t[k][0] = _mm256_add_epi16(t[k][0], _mm256_maddubs_epi16(lo0, bl));
+    t[k][1] = _mm256_add_epi16(t[k][1], _mm256_maddubs_epi16(lo1, bl));
+    const __m256i bh = bcast4(xk[k] + o + 8 * C + 4);
+    t[k][0] = _mm256_add_epi16(t[k][0], _mm256_maddubs_epi16(hi0, bh));
+    t[k][1] = _mm256_add_epi16(t[k][1], _mm256_maddubs_epi16(hi1, bh));
+    in_register(t[k][0]);
+    in_register(t[k][1]);
+  }
+}
+
+// The sub-block's int16 sums widened and weighted by the rows' scales into the block's int32 sums; t zeroed.
+FOCAL_AVX2 inline __attribute__((always_inline)) void k4_flush(const __m256i (&sc)[2][2], const __m256i* pick, int s,
+                                                               __m256i (&t)[3][2], __m256i (&a)[3][2]) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256i scv = _mm256_shuffle_epi8(sc[h][s / 4], pick[s % 4]);
+    for (int k = 0; k < 3; ++k) {
+      a[k][h] = _mm256_add_epi32(a[k][h], _mm256_madd_epi16(t[k][h], scv));
+      t[k][h] = _mm256_setzero_si256();
+    }
   }
 }
 
@@ -176,55 +203,56 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
   constexpr int kQuants = K4Panel::quants(T);
   const int64_t nb = w.cols / 256;
   const int8_t* xk[3] = {xd.d[0].data(), xd.d[1].data(), xd.d[2].data()};
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i m6 = _mm256_set1_epi8(0x3F), m2 = _mm256_set1_epi8(0x03);
   const __m256i byte0 = _mm256_set1_epi32(0xFF);
   // pick[b]: byte b of each 32-bit lane into both of its 16-bit halves (the lane's row's scale of a sub-block)
-  __m256i pick[4];
+  alignas(32) __m256i pick[4];
   for (int b = 0; b < 4; ++b) pick[b] = lane_byte_to_halves(b, false);
   const size_t ahead = decode_prefetch_ahead(6144, true);  // streamed: the K formats' distance
+  // Held in memory on purpose (updated once a sub-block or block): AVX2's 16 registers go to the inner loop.
+  alignas(32) __m256i sc[2][2], mn[2][2];  // [half][s / 4]: byte s % 4 of each lane, sub-block s's scale and min
+  alignas(32) __m256i a[3][2];             // [digit][half] int32 block sums
+  alignas(32) __m256 acc[2], off[2];
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* P = w.data + (size_t)(p * nb) * kPbb;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, off[2] = {acc[0], acc[1]};
+    acc[0] = acc[1] = off[0] = off[1] = _mm256_setzero_ps();
     for (int64_t j = 0; j < nb; ++j, P += kPbb) {
       const float* sum32 = xd.sum32.data() + 8 * j;
       for (int h = 0; h < 2; ++h) {                                                           // rows 8h .. 8h + 7
         const __m256i* sw = reinterpret_cast<const __m256i*>(P + K4Panel::kScales + 32 * h);  // word k at 2k
         const __m256i w0 = _mm256_loadu_si256(sw), w1 = _mm256_loadu_si256(sw + 2), w2 = _mm256_loadu_si256(sw + 4);
-        // byte s % 4 of each lane: sub-block s's scale (sc) and min (mn), s < 4 in the first, s >= 4 in the second
-        const __m256i sc[2] = {_mm256_and_si256(w0, m6),
-                               _mm256_or_si256(_mm256_and_si256(w2, m4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), m2), 4))};
-        const __m256i mn[2] = {_mm256_and_si256(w1, m6),
-                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), m2), 4))};
-        __m256i a[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int32 sums
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        sc[h][0] = _mm256_and_si256(w0, m6);
+        sc[h][1] = _mm256_or_si256(_mm256_and_si256(w2, m4),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w0, 6), m2), 4));
+        mn[h][0] = _mm256_and_si256(w1, m6);
+        mn[h][1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w1, 6), m2), 4));
+        for (int k = 0; k < 3; ++k) a[k][h] = _mm256_setzero_si256();
+      }
+      for (int s = 0; s < 8; ++s) {
+        prefetch_slice<kPbb, 8>(P + ahead, s);
+        const uint8_t* Q = P + kQuants + 256 * s;
+        const int64_t o = 256 * j + 32 * s;
+        __m256i t[3][2];  // int16 sums [digit][half]
+        for (int k = 0; k < 3; ++k) t[k][0] = t[k][1] = _mm256_setzero_si256();
+        k4_chunk<T, 0>(Q, P, s, xk, o, t);
+        k4_chunk<T, 1>(Q, P, s, xk, o, t);
+        if constexpr (T == kQ5_K) k4_flush(sc, pick, s, t, a);  // two chunks of 5-bit products: widen before the int16 sums could overflow
+        k4_chunk<T, 2>(Q, P, s, xk, o, t);
+        k4_chunk<T, 3>(Q, P, s, xk, o, t);
+        k4_flush(sc, pick, s, t, a);
+      }
+      for (int h = 0; h < 2; ++h) {
         __m256 mins = _mm256_setzero_ps();
         for (int s = 0; s < 8; ++s) {
-          prefetch_slice<kPbb, 16>(P + ahead, 8 * h + s);
-          const __m256i scv = _mm256_shuffle_epi8(sc[s / 4], pick[s % 4]);
-          const uint8_t* Q = P + kQuants + 256 * s + 32 * h;
-          const __m256i H =
-              T == kQ5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s + 32 * h))
-                         : _mm256_setzero_si256();
-          const int64_t o = 256 * j + 32 * s;
-          __m256i t[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};  // int16 sums
-          k4_chunk<T, 0>(Q, H, xk, o, t);
-          k4_chunk<T, 1>(Q, H, xk, o, t);
-          if constexpr (T == kQ5_K) {  // two chunks of 5-bit products: widen before the int16 sums could overflow
-            for (int k = 0; k < 3; ++k) {
-              a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
-              t[k] = _mm256_setzero_si256();
-            }
-          }
-          k4_chunk<T, 2>(Q, H, xk, o, t);
-          k4_chunk<T, 3>(Q, H, xk, o, t);
-          for (int k = 0; k < 3; ++k) a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(t[k], scv));
-          const __m256 mnf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[s / 4], 8 * (s % 4)), byte0));
+          const __m256 mnf =
+              _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[h][s / 4], 8 * (s % 4)), byte0));
           mins = _mm256_fmadd_ps(mnf, _mm256_set1_ps(sum32[s]), mins);
         }
         const __m256 f = _mm256_fmadd_ps(
-            _mm256_cvtepi32_ps(a[2]), _mm256_set1_ps(65536.0f),
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0])));
+            _mm256_cvtepi32_ps(a[2][h]), _mm256_set1_ps(65536.0f),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[1][h]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(a[0][h])));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K4Panel::kD + 16 * h)));
         const __m256 dmin =
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P + K4Panel::kDmin + 16 * h)));
