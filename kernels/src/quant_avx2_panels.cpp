@@ -238,7 +238,8 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
         for (int k = 0; k < 3; ++k) t[k][0] = t[k][1] = _mm256_setzero_si256();
         k4_chunk<T, 0>(Q, P, s, xk, o, t);
         k4_chunk<T, 1>(Q, P, s, xk, o, t);
-        if constexpr (T == kQ5_K) k4_flush(sc, pick, s, t, a);  // two chunks of 5-bit products: widen before the int16 sums could overflow
+        if constexpr (T == kQ5_K)
+          k4_flush(sc, pick, s, t, a);  // two chunks of 5-bit products: widen before the int16 sums could overflow
         k4_chunk<T, 2>(Q, P, s, xk, o, t);
         k4_chunk<T, 3>(Q, P, s, xk, o, t);
         k4_flush(sc, pick, s, t, a);
@@ -246,8 +247,7 @@ FOCAL_AVX2 void panels_k4_avx2(const digits::XDigits& xd, const QMatrix& w, floa
       for (int h = 0; h < 2; ++h) {
         __m256 mins = _mm256_setzero_ps();
         for (int s = 0; s < 8; ++s) {
-          const __m256 mnf =
-              _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[h][s / 4], 8 * (s % 4)), byte0));
+          const __m256 mnf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(mn[h][s / 4], 8 * (s % 4)), byte0));
           mins = _mm256_fmadd_ps(mnf, _mm256_set1_ps(sum32[s]), mins);
         }
         const __m256 f = _mm256_fmadd_ps(
