@@ -326,6 +326,15 @@ void qgemm(const float* x, const QMatrix& w, float* y, int m) {
                   transpose8(tmp + (size_t)r * kKc + kk, kKc, block + (size_t)kk * kNr + r, kNr);
               }
           }
+          if (direct && u + 1 < u1) {  // the next unit's blocks towards L2 while this one's tiles run (they are long)
+            const size_t bytes = (size_t)(kc / bv) * pbb;
+            for (int h = 0; h < kNr / kPanelRows; ++h) {
+              const int64_t panel = (j0 + kNr) / kPanelRows + h;
+              if (panel * kPanelRows >= n) break;
+              const uint8_t* next = w.data + (size_t)(panel * (k / bv) + c0 / bv) * pbb;
+              for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(next + l), _MM_HINT_T1);
+            }
+          }
           for (int ib = 0; ib < mb; ++ib) {
             const float* xb = xp + (size_t)ib * kKc * kMr;
             float* cb = y + (size_t)(m0 + ib * kMr) * (size_t)n + (size_t)j0;
