@@ -173,7 +173,8 @@ FOCAL_AVX2 inline __attribute__((always_inline)) void k4_chunk(const uint8_t* Q,
   const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q + 64 * C + 32));
   __m256i lo0 = _mm256_and_si256(L0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(L0, 4), m4);
   __m256i lo1 = _mm256_and_si256(L1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(L1, 4), m4);
-  if constexpr (T == kQ5_K) {
+  if constexpr (T == kQ5_K) {  // the sub-block's high bits loaded again each chunk (L1): two registers held across
+                               // the chunks would spill the sums
     const __m256i b4 = _mm256_set1_epi8(0x10);
     const __m256i H0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P + K4Panel::kHigh + 64 * s));
     lo0 = _mm256_or_si256(lo0, _mm256_and_si256(bit_to_4<2 * C>(H0), b4));
