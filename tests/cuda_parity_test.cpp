@@ -793,6 +793,8 @@ TEST_F(CudaParity, QuantizedMatvecEverySplitOfK) {
 //   times the sum of the terms' magnitudes;
 // - the exact x: the rounding's own bound, sum_sub (max |x| / 254 + 2^-22 max |x|) sum |w| over the sub-block, plus
 //   the same.
+// Then the same with x in two int8 digits (x_digits = 2: qblocks::x16_round, s = max |x| / (127 254), the
+// rounding's bound max |x| / 64516 + 2^-22 max |x|).
 TEST_F(CudaParity, QuantizedMatvecInt8X) {
   std::mt19937 rng(77);
   for (int type : {qblocks::kQ4_K, qblocks::kQ5_K, qblocks::kQ6_K, qblocks::kQ4_0, qblocks::kQ4_1, qblocks::kQ8_0})
@@ -830,62 +832,76 @@ TEST_F(CudaParity, QuantizedMatvecInt8X) {
         ASSERT_TRUE(cuda_ops::matvec_x8_supported(ws[i]));
       }
       cuda_ops::Ctx ctx;
-      std::vector<float> y((size_t)rows), y_in_kernel((size_t)rows);
-      ASSERT_EQ(cuda_ops::matvec_q_set_x8(ctx, xd, ws, ys, 3, scratch), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(y.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(yd, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_EQ(cuda_ops::matvec_q_set_x8(ctx, xd, ws, ys, 3, scratch, true),
-                cudaSuccess);  // Q4_K / Q5_K: in the kernel
-      ASSERT_EQ(cudaMemcpy(y_in_kernel.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int digits : {1, 2}) {
+        SCOPED_TRACE("x in " + std::to_string(digits) + " int8 digit(s)");
+        std::vector<float> y((size_t)rows), y_in_kernel((size_t)rows);
+        ASSERT_EQ(cudaMemcpy(yd, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cuda_ops::matvec_q_set_x8(ctx, xd, ws, ys, 3, scratch, false, digits), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(y.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(yd, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cuda_ops::matvec_q_set_x8(ctx, xd, ws, ys, 3, scratch, true, digits),
+                  cudaSuccess);  // Q4_K / Q5_K: in the kernel
+        ASSERT_EQ(cudaMemcpy(y_in_kernel.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        // x as the kernel rounds it, and each 32 values' rounding bound (max |x| / 254 or / 64516).
+        std::vector<double> x_hat(k), x_err(k / 32);
+        for (int s = 0; s < k / 32; ++s) {
+          float amax = 0.0f;
+          for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(x[32 * s + l]));
+          const float inv = qblocks::x8_inv_scale(amax);
+          for (int l = 0; l < 32; ++l) {
+            if (digits == 1) {
+              x_hat[32 * s + l] = (double)qblocks::x8_scale(amax) * qblocks::x8_round(x[32 * s + l], inv);
+            } else {
+              int q1 = 0, q2 = 0;
+              qblocks::x16_round(x[32 * s + l], inv, &q1, &q2);
+              ASSERT_LE(std::abs(q1), 127);
+              ASSERT_LE(std::abs(q2), 127);
+              x_hat[32 * s + l] = (double)qblocks::x16_scale(amax) * (qblocks::kX16Base * q1 + q2);
+            }
+          }
+          x_err[s] = (digits == 1 ? amax / 254.0 : amax / 64516.0) + amax * 0x1p-22;
+        }
+        for (int r = 0; r < rows; ++r) {
+          double ref_hat = 0.0, ref = 0.0, mag = 0.0, bound = 0.0;
+          for (int s = 0; s < k / 32; ++s) {
+            const uint8_t* blk = w.data() + (size_t)r * row_bytes + (size_t)(s / subs) * bb;
+            float wv[32];
+            qblocks::dequant_sub32(type, blk, s % subs, wv);
+            int sc = 0, mn = 0;
+            if (k4) qblocks::scale_min_k4(s % subs, blk + 4, &sc, &mn);
+            // minus the offset on fp32 x: Q4_K / Q5_K's dmin mn; Q4_1's -(m + 8 d) (w = d (q - 8) + m + 8 d)
+            const double min_w = k4 ? (double)qblocks::f16_at(blk + 2) * mn
+                                 : type == qblocks::kQ4_1
+                                     ? -((double)qblocks::f16_at(blk + 2) + 8.0 * qblocks::f16_at(blk))
+                                     : 0.0;
+            double w_abs = 0.0, sum_hat = 0.0, sum_x = 0.0;
+            for (int l = 0; l < 32; ++l) {
+              const int c = 32 * s + l;
+              ref_hat += wv[l] * x_hat[c];
+              ref += (double)wv[l] * x[c];
+              mag += std::fabs(wv[l] * x_hat[c]) + std::fabs(min_w) * (std::fabs(x[c]) + x_err[s]) +
+                     std::fabs(wv[l]) * x_err[s];
+              w_abs += std::fabs(wv[l]);
+              sum_hat += x_hat[c];
+              sum_x += x[c];
+            }
+            ref_hat += min_w * (sum_hat - sum_x);
+            bound += x_err[s] * w_abs;
+          }
+          const double fp32 = 8.0 * (k + 1) * kEps32 * mag;
+          for (const auto* out : {&y, &y_in_kernel}) {
+            const char* how = out == &y ? "x rounded by its own launch" : "x rounded in the kernel";
+            const float got = (*out)[r];
+            ASSERT_FALSE(std::isnan(got)) << how << ": row " << r << " not written";
+            EXPECT_LE(std::fabs(got - ref_hat), fp32) << how << ": row " << r << ", against x rounded as it must be";
+            EXPECT_LE(std::fabs(got - ref), bound + fp32) << how << ": row " << r << ", against the exact x";
+          }
+        }
+      }
       cudaFree(wd);
       cudaFree(xd);
       cudaFree(yd);
       cudaFree(scratch);
-      // x as the kernel rounds it, and each 32 values' rounding bound max |x| / 254.
-      std::vector<double> x_hat(k), x_err(k / 32);
-      for (int s = 0; s < k / 32; ++s) {
-        float amax = 0.0f;
-        for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(x[32 * s + l]));
-        const float d = qblocks::x8_scale(amax), inv = qblocks::x8_inv_scale(amax);
-        for (int l = 0; l < 32; ++l) x_hat[32 * s + l] = (double)d * qblocks::x8_round(x[32 * s + l], inv);
-        x_err[s] = amax / 254.0 + amax * 0x1p-22;
-      }
-      for (int r = 0; r < rows; ++r) {
-        double ref_hat = 0.0, ref = 0.0, mag = 0.0, bound = 0.0;
-        for (int s = 0; s < k / 32; ++s) {
-          const uint8_t* blk = w.data() + (size_t)r * row_bytes + (size_t)(s / subs) * bb;
-          float wv[32];
-          qblocks::dequant_sub32(type, blk, s % subs, wv);
-          int sc = 0, mn = 0;
-          if (k4) qblocks::scale_min_k4(s % subs, blk + 4, &sc, &mn);
-          // minus the offset on fp32 x: Q4_K / Q5_K's dmin mn; Q4_1's -(m + 8 d) (w = d (q - 8) + m + 8 d)
-          const double min_w = k4 ? (double)qblocks::f16_at(blk + 2) * mn
-                               : type == qblocks::kQ4_1
-                                   ? -((double)qblocks::f16_at(blk + 2) + 8.0 * qblocks::f16_at(blk))
-                                   : 0.0;
-          double w_abs = 0.0, sum_hat = 0.0, sum_x = 0.0;
-          for (int l = 0; l < 32; ++l) {
-            const int c = 32 * s + l;
-            ref_hat += wv[l] * x_hat[c];
-            ref += (double)wv[l] * x[c];
-            mag += std::fabs(wv[l] * x_hat[c]) + std::fabs(min_w) * (std::fabs(x[c]) + x_err[s]) +
-                   std::fabs(wv[l]) * x_err[s];
-            w_abs += std::fabs(wv[l]);
-            sum_hat += x_hat[c];
-            sum_x += x[c];
-          }
-          ref_hat += min_w * (sum_hat - sum_x);
-          bound += x_err[s] * w_abs;
-        }
-        const double fp32 = 8.0 * (k + 1) * kEps32 * mag;
-        for (const auto* out : {&y, &y_in_kernel}) {
-          const char* how = out == &y ? "x rounded by its own launch" : "x rounded in the kernel";
-          const float got = (*out)[r];
-          ASSERT_FALSE(std::isnan(got)) << how << ": row " << r << " not written";
-          EXPECT_LE(std::fabs(got - ref_hat), fp32) << how << ": row " << r << ", against x rounded as it must be";
-          EXPECT_LE(std::fabs(got - ref), bound + fp32) << how << ": row " << r << ", against the exact x";
-        }
-      }
     }
 }
 
@@ -1339,6 +1355,9 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
       ::setenv("FOCAL_CUDA_DECODE_X8", "1", 1);  // read when the backend is made
       auto fast8 = Model::load(path, Device::kCuda);
       ::unsetenv("FOCAL_CUDA_DECODE_X8");
+      ::setenv("FOCAL_CUDA_DECODE_X16", "1", 1);
+      auto fast16 = Model::load(path, Device::kCuda);
+      ::unsetenv("FOCAL_CUDA_DECODE_X16");
       const size_t n = matrix_params(*gpu);
       EXPECT_EQ(gpu->backend().weight_bytes(), n / d.matrix_block_elems * d.matrix_block_bytes);
       EXPECT_EQ(cpu->backend().weight_bytes(), gpu->backend().weight_bytes());
@@ -1348,14 +1367,15 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
                 gpu->backend().weight_bytes() - table + 5 * d.hidden * sizeof(float));
       std::vector<int32_t> ids(24);
       for (int i = 0; i < 24; ++i) ids[(size_t)i] = (i * 31 + 7) % d.vocab;
-      std::vector<float> lc, lg, lf, l8;
-      Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32), s8(*fast8, 32);
+      std::vector<float> lc, lg, lf, l8, l16;
+      Session sc(*cpu, 32), sg(*gpu, 32), sf(*fast, 32), s8(*fast8, 32), s16(*fast16, 32);
       RunOptions opt;
       opt.all_logits = false;
       ASSERT_TRUE(sc.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lc));
       ASSERT_TRUE(sg.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lg));
       ASSERT_TRUE(sf.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &lf));
       ASSERT_TRUE(s8.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &l8));
+      ASSERT_TRUE(s16.forward(ids.data(), (int)ids.size(), TempSpec(), opt, nullptr, &l16));
       ASSERT_EQ(lc.size(), lg.size());
       EXPECT_LE(rel_max(lg, lc), kFwdTol) << "prefill, exact";
       EXPECT_LE(rel_max(lf, lc), 1e-2) << "prefill, fast";
@@ -1367,6 +1387,7 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
         ASSERT_TRUE(sg.forward(&next, 1, TempSpec(), opt, nullptr, &lg));
         ASSERT_TRUE(sf.forward(&next, 1, TempSpec(), opt, nullptr, &lf));
         ASSERT_TRUE(s8.forward(&next, 1, TempSpec(), opt, nullptr, &l8));
+        ASSERT_TRUE(s16.forward(&next, 1, TempSpec(), opt, nullptr, &l16));
         EXPECT_LE(rel_max(lg, lc), kFwdTol) << "decode step " << step;
         EXPECT_LE(rel_max(lf, lc), 1e-2) << "decode step " << step << ", fast";
         // int8 x: a value off by up to max |x| / 254 of its 32, 2^-8 of the block's largest where fp16 is 2^-11 of
@@ -1379,6 +1400,11 @@ TEST_F(CudaParity, QuantizedGgufStaysQuantizedOnTheDevice) {
         EXPECT_LE(rel_max(l8, lc), 3e-2) << "decode step " << step << ", fast, int8 x";
         const auto a8 = std::max_element(l8.begin(), l8.end()) - l8.begin();
         EXPECT_GE(lc[a8], *std::max_element(lc.begin(), lc.end()) - tol) << "decode step " << step << ", int8 x";
+        // x in two int8 digits: off by up to max |x| / 64516 of its 32, 254 times less than int8's, so the decode
+        // logits stay within 3e-2 / 254 ~ 1.2e-4 of the fp32-x fast decode's range (the same prefill before them).
+        std::printf("%s step %d: |x16 - fp32 x| / range %.3g, |int8 - fp32 x| / range %.3g\n",
+                    ggml_type_name(type).c_str(), step, rel_max(l16, lf), rel_max(l8, lf));
+        EXPECT_LE(rel_max(l16, lf), 1.2e-4) << "decode step " << step << ", fast, x in two int8 digits";
       }
       // A downloaded matrix is the CPU's dequantised one (the same math, exactly): the token table (on the device or
       // in host memory) and a layer's matrix.
@@ -1490,13 +1516,17 @@ TEST_F(CudaParity, DecodeStepsReplayedAsGraphsMatchTheLaunches) {
 // it), else skips. Bounds: the fast prefill rounds weights and x to fp16 (2^-11 relative per product), which moved
 // the mean NLL by 4e-6 nats here: within 0.5 % of exact's; decode reads the blocks with fp32 x, so greedy decoding
 // keeps exact's tokens (measured: all 12; with FOCAL_CUDA_DECODE_X8=1's int8 x it left them at the 4th): the
-// first 8 the same, a near-tie allowed after. The values are printed for docs/performance.md.
+// first 8 the same, a near-tie allowed after; the same for x in two int8 digits (FOCAL_CUDA_DECODE_X16=1: 16-bit x,
+// as close as fp16 near each 32 values' largest). The values are printed for docs/performance.md.
 TEST_F(CudaParity, SmolLM2FastAgainstExact) {
   const char* path = std::getenv("FOCAL_SMOLLM2_GGUF");
   if (!path || !*path) GTEST_SKIP() << "FOCAL_SMOLLM2_GGUF not set (scripts/fetch-smollm2.sh prints the path)";
   auto exact = Model::load(path, Device::kCuda, exact_options());
   auto fast = Model::load(path, Device::kCuda);
   ASSERT_EQ(fast->precision(), Precision::kFast);
+  ::setenv("FOCAL_CUDA_DECODE_X16", "1", 1);  // read when the backend is made
+  auto fast16 = Model::load(path, Device::kCuda);
+  ::unsetenv("FOCAL_CUDA_DECODE_X16");
   const std::string text =
       "The lighthouse keeper climbed the narrow stairs every evening at dusk. He lit the great lamp, wound the "
       "clockwork that turned the lens, and wrote the weather in his log: wind from the west, a heavy swell, two "
@@ -1526,19 +1556,27 @@ TEST_F(CudaParity, SmolLM2FastAgainstExact) {
   RunOptions ro;
   ro.all_logits = false;
   constexpr int kNew = 12;
-  Session se(*exact, 16 + kNew), sf(*fast, 16 + kNew);
+  Session se(*exact, 16 + kNew), sf(*fast, 16 + kNew), s16(*fast16, 16 + kNew);
   const auto ge = generate(se, prompt, kNew, spec, so, ro, nullptr);
   const auto gf = generate(sf, prompt, kNew, spec, so, ro, nullptr);
+  const auto g16 = generate(s16, prompt, kNew, spec, so, ro, nullptr);
   ASSERT_EQ(ge.size(), gf.size());
-  int same = 0, prefix = 0;
-  for (size_t i = 0; i < ge.size(); ++i) same += ge[i] == gf[i];
-  while (prefix < (int)ge.size() && ge[(size_t)prefix] == gf[(size_t)prefix]) ++prefix;
+  ASSERT_EQ(ge.size(), g16.size());
+  auto agree = [&](const std::vector<int32_t>& g, int* same, int* prefix) {
+    *same = 0, *prefix = 0;
+    for (size_t i = 0; i < ge.size(); ++i) *same += ge[i] == g[i];
+    while (*prefix < (int)ge.size() && ge[(size_t)*prefix] == g[(size_t)*prefix]) ++*prefix;
+  };
+  int same = 0, prefix = 0, same16 = 0, prefix16 = 0;
+  agree(gf, &same, &prefix);
+  agree(g16, &same16, &prefix16);
   std::printf(
       "SmolLM2 fast against exact, %d tokens: mean NLL exact %.5f, fast %.5f (%+.3g); greedy %d: %d the same, "
-      "the first %d in a row\n",
-      T, nll_exact, nll_fast, nll_fast - nll_exact, kNew, same, prefix);
+      "the first %d in a row; with x in two int8 digits in decode: %d the same, the first %d in a row\n",
+      T, nll_exact, nll_fast, nll_fast - nll_exact, kNew, same, prefix, same16, prefix16);
   EXPECT_LE(std::fabs(nll_fast - nll_exact), 0.005 * nll_exact);
   EXPECT_GE(prefix, 8);
+  EXPECT_GE(prefix16, 8) << "x in two int8 digits (FOCAL_CUDA_DECODE_X16=1)";
 }
 
 // The CUDA backend's own count of its device memory (Backend::device_bytes_held / _peak, what `focal capture` prints

@@ -9,14 +9,14 @@
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
 #   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
-#           in the product's kernel, =2; then launch by launch, FOCAL_CUDA_GRAPHS=0), fast against exact (greedy
-#           tokens, NLL; and with int8 x), the memory peak of a T = 8192 capture with every head's metrics (the file
-#           stays in /tmp for llamacpp)
+#           in the product's kernel, =2; x in two int8 digits, FOCAL_CUDA_DECODE_X16=1; then launch by launch,
+#           FOCAL_CUDA_GRAPHS=0), fast against exact (greedy tokens, NLL; and with int8 x, and two digits), the
+#           memory peak of a T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
 #   long    the Q4_K file again: 32 decode steps after a 16 000-token prompt, attention split over the keys and
 #           (FOCAL_CUDA_SPLIT_ATTN=0) one block per row and head
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
-#           then as Q5_K_M and Q8_0: decode with fp32 x and with int8 x (decode_q4km_*, decode_q4km_x8_*;
-#           decode_q5km_*, decode_q80_*)
+#           then as Q5_K_M and Q8_0: decode with fp32 x, int8 x and two int8 digits (decode_q4km_*,
+#           decode_q4km_x8_*, decode_q4km_x16_*; decode_q5km_*, decode_q80_*)
 #   70b     (not in the default parts) the stretch target: Llama-3-70B's shape as Q4_K (~40 GB, made there) loads
 #           and decodes 32 tokens (gpu_bench), with the GPU's memory peak
 #   llamacpp  llama.cpp's CUDA llama-bench (tg128) on that file, alternating with our decode twice, from
@@ -107,19 +107,20 @@ if want q4k; then
   # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
-  # A/B in the same run: the decode product with x in int8 (opt-in, llama.cpp's way), results decode_q4k_x8_*, and
-  # with x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*
-  for v in 1:x8 2:x8k; do
-    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+  # A/B in the same run: the decode product with x in int8 (opt-in, llama.cpp's way), results decode_q4k_x8_*, with
+  # x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*, and with x in two int8 digits
+  # (16-bit x, twice the dp4a), decode_q4k_x16_*
+  for v in X8=1:x8 X8=2:x8k X16=1:x16; do
+    gstep 150 bash -c 'env FOCAL_CUDA_DECODE_$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
       sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
   # A/B: decode steps launch by launch instead of one CUDA graph a step (decode_q4k_nograph_*)
   gstep 150 bash -c 'FOCAL_CUDA_GRAPHS=0 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
     sed "s/^result decode_/result decode_q4k_nograph_/"' _ "$pack/bin/gpu_bench" $q4k
   # fast against exact on the Q4_K file: NLL, attention rows, 64 greedy tokens (accuracy_q4k_*); then fast with
-  # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves)
-  for v in 0:q4k 1:q4k_x8; do
-    gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 512 1 --precision exact,fast --accuracy 512 --no-cpu \
+  # int8 x in decode (accuracy_q4k_x8_*: the greedy tokens are what moves), and with two int8 digits
+  for v in X8=0:q4k X8=1:q4k_x8 X16=1:q4k_x16; do
+    gstep 150 bash -c 'env FOCAL_CUDA_DECODE_$3 "$1" "$2" 512 1 --precision exact,fast --accuracy 512 --no-cpu \
       --no-kernels | sed -e "s/^result accuracy_/result accuracy_$4_/" -e "s/^result prefill_/result $4_prefill_/"' \
       _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
@@ -145,8 +146,8 @@ if want q4km; then  # (not in the default parts) the mixes: Q6_K's, Q5_K's and Q
   for mix in q4_k_m:q4km q5_k_m:q5km q8_0:q80; do
     f=/tmp/llama3-8b-shape-${mix%%:*}.gguf tag=${mix##*:}
     step 150 "$pack/bin/make_big_model" --gguf $f --mix ${mix%%:*} --context 16384
-    for v in 0:$tag 1:${tag}_x8; do
-      gstep 150 bash -c 'FOCAL_CUDA_DECODE_X8=$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
+    for v in X8=0:$tag X8=1:${tag}_x8 X16=1:${tag}_x16; do
+      gstep 150 bash -c 'env FOCAL_CUDA_DECODE_$3 "$1" "$2" 0 2 --precision fast --decode 128 --no-cpu --no-kernels |
         sed "s/^result decode_/result decode_$4_/"' _ "$pack/bin/gpu_bench" $f ${v%%:*} ${v##*:}
     done
     rm -f $f

@@ -813,24 +813,52 @@ __global__ void matvec_q_kernel(const float* x, QMatvecSet set, int m, int split
 // The fast precision's decode product for Q4_K with x in int8 (llama.cpp's way: x quantised per 32 values, the
 // weights' 4-bit values multiplied by dp4a, four byte products an instruction, instead of widened to fp32 one at a
 // time). quantize_x8: one warp per 32 values of x[n] (n % 32 == 0): q[n] (int8, qblocks::x8_round) and ds[n / 32] =
-// (d, the fp32 sum of the 32 values, for the weights' min term).
+// (the scale, the fp32 sum of the 32 values, for the weights' min term). DIGITS = 2 (x16): the second digits of
+// qblocks::x16_round in q[n ..], the scale x16_scale's.
+template <int DIGITS>
 __global__ void quantize_x8_kernel(const float* x, int n, int8_t* q, float2* ds) {
   const int lane = threadIdx.x & 31;
   const int sub = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (sub >= n / 32) return;  // the whole warp
   const float v = x[32 * sub + lane];
-  const float amax = warp_max(fabsf(v)), sum = warp_sum(v);
-  q[32 * sub + lane] = (int8_t)qblocks::x8_round(v, qblocks::x8_inv_scale(amax));
-  if (lane == 0) ds[sub] = make_float2(qblocks::x8_scale(amax), sum);
+  const float amax = warp_max(fabsf(v)), sum = warp_sum(v), inv = qblocks::x8_inv_scale(amax);
+  if (DIGITS == 1) {
+    q[32 * sub + lane] = (int8_t)qblocks::x8_round(v, inv);
+  } else {
+    int q1, q2;
+    qblocks::x16_round(v, inv, &q1, &q2);
+    q[32 * sub + lane] = (int8_t)q1;
+    q[n + 32 * sub + lane] = (int8_t)q2;
+  }
+  if (lane == 0) ds[sub] = make_float2(DIGITS == 1 ? qblocks::x8_scale(amax) : qblocks::x16_scale(amax), sum);
 }
 
-// Four values rounded by qblocks::x8_round as four int8 in one word: the low byte of each fma's bits (1.5 * 2^23 + q).
-__device__ __forceinline__ int x8_pack4(float4 v, float inv) {
-  const unsigned a = __float_as_uint(fmaf(v.x, inv, qblocks::kX8RoundMagic)),
-                 b = __float_as_uint(fmaf(v.y, inv, qblocks::kX8RoundMagic)),
-                 c = __float_as_uint(fmaf(v.z, inv, qblocks::kX8RoundMagic)),
-                 d = __float_as_uint(fmaf(v.w, inv, qblocks::kX8RoundMagic));
+// The low bytes of four words as one word (the int8 in each fma's bits 1.5 * 2^23 + q).
+__device__ __forceinline__ int low_bytes4(unsigned a, unsigned b, unsigned c, unsigned d) {
   return (int)__byte_perm(__byte_perm(a, b, 0x0040u), __byte_perm(c, d, 0x0040u), 0x5410u);
+}
+// Four values' digits, as quantize_x8 writes them, as int8 in words: w[0] their qblocks::x8_round (the first digit of
+// x16_round), w[1] (DIGITS = 2) x16_round's second.
+template <int DIGITS>
+__device__ __forceinline__ void x8_pack4(float4 v, float inv, int* w) {
+  const float f[4] = {v.x, v.y, v.z, v.w};
+  unsigned b1[4], b2[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float t = fmaf(f[i], inv, qblocks::kX8RoundMagic);
+    b1[i] = __float_as_uint(t);
+    if (DIGITS == 2)
+      b2[i] = __float_as_uint(
+          fmaf(fmaf(f[i], inv, -(t - qblocks::kX8RoundMagic)), (float)qblocks::kX16Base, qblocks::kX8RoundMagic));
+  }
+  w[0] = low_bytes4(b1[0], b1[1], b1[2], b1[3]);
+  if (DIGITS == 2) w[1] = low_bytes4(b2[0], b2[1], b2[2], b2[3]);
+}
+// A dot product's digit sums as one: the first digit's alone, or 254 times it plus the second's (x16: exact in
+// int32; at most 16 values of 5 bits a lane in Q5_K: |sum| < 2^24, exact as a float too).
+template <int DIGITS>
+__device__ __forceinline__ int join_digits(const int* dot) {
+  return DIGITS == 1 ? dot[0] : qblocks::kX16Base * dot[0] + dot[DIGITS - 1];
 }
 __device__ __forceinline__ float abs_max4(float4 v, float m) {
   return fmaxf(fmaxf(fmaxf(m, fabsf(v.x)), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
@@ -869,8 +897,9 @@ __host__ __device__ constexpr int matvec_x8_split(int n_steps) {
 // the nibbles (values 0..31). A sub-block's term: d sc dx sum_l q_l xq_l - dmin mn sum(x), the min term added by
 // the lane with h = 0.
 // X_F32: the kernel rounds x itself (fp32 x, 128 bytes a lane a step; the two lanes of a sub-block meet by one
-// shuffle for max |x| and the sum), with no quantize launch; else x as quantize_x8 wrote it (xq, xds).
-template <int TYPE, bool X_F32>
+// shuffle for max |x| and the sum), with no quantize launch; else x as quantize_x8 wrote it (xq, xds). DIGITS: x in
+// one int8 digit or two (x16: each dot product is taken with both digits' words and joined, join_digits).
+template <int TYPE, bool X_F32, int DIGITS>
 __global__ void matvec_k4_x8_kernel(const float* x, const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
   static_assert(TYPE == qblocks::kQ4_K || TYPE == qblocks::kQ5_K, "Q4_K or Q5_K");
   constexpr bool kFive = TYPE == qblocks::kQ5_K;
@@ -889,9 +918,9 @@ __global__ void matvec_k4_x8_kernel(const float* x, const int8_t* xq, const floa
     // shuffles.
     const bool in_row = 4 * st + bl < n_blk;
     const int b = in_row ? 4 * st + bl : n_blk - 1;
-    const int s0 = 8 * b + 2 * pair;  // x's sub-block of the low nibbles; s0 + 1 the high
-    int4 xa, xb;
-    float4 ds;  // d and sum of s0, then of s0 + 1
+    const int s0 = 8 * b + 2 * pair;   // x's sub-block of the low nibbles; s0 + 1 the high
+    int xa[DIGITS][4], xb[DIGITS][4];  // [digit][word]: values 16 h .. 16 h + 15 of s0 (xa), of s0 + 1 (xb)
+    float4 ds;                         // scale and sum of s0, then of s0 + 1
     if (X_F32) {
       const float4* p0 = reinterpret_cast<const float4*>(x + 32 * s0 + 16 * h);
       const float4* p1 = reinterpret_cast<const float4*>(x + 32 * (s0 + 1) + 16 * h);
@@ -907,12 +936,26 @@ __global__ void matvec_k4_x8_kernel(const float* x, const int8_t* xq, const floa
       s0s += __shfl_xor_sync(0xffffffffu, s0s, 1);
       s1s += __shfl_xor_sync(0xffffffffu, s1s, 1);
       const float i0 = qblocks::x8_inv_scale(m0), i1 = qblocks::x8_inv_scale(m1);
-      xa = make_int4(x8_pack4(a0, i0), x8_pack4(a1, i0), x8_pack4(a2, i0), x8_pack4(a3, i0));
-      xb = make_int4(x8_pack4(b0, i1), x8_pack4(b1, i1), x8_pack4(b2, i1), x8_pack4(b3, i1));
-      ds = make_float4(qblocks::x8_scale(m0), s0s, qblocks::x8_scale(m1), s1s);
+      const float4 av[4] = {a0, a1, a2, a3}, bv[4] = {b0, b1, b2, b3};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        int wa[DIGITS], wb[DIGITS];
+        x8_pack4<DIGITS>(av[i], i0, wa);
+        x8_pack4<DIGITS>(bv[i], i1, wb);
+#pragma unroll
+        for (int g = 0; g < DIGITS; ++g) xa[g][i] = wa[g], xb[g][i] = wb[g];
+      }
+      ds = DIGITS == 1 ? make_float4(qblocks::x8_scale(m0), s0s, qblocks::x8_scale(m1), s1s)
+                       : make_float4(qblocks::x16_scale(m0), s0s, qblocks::x16_scale(m1), s1s);
     } else {
-      xa = *reinterpret_cast<const int4*>(xq + 32 * s0 + 16 * h);
-      xb = *reinterpret_cast<const int4*>(xq + 32 * (s0 + 1) + 16 * h);
+      const int k = w.cols;
+#pragma unroll
+      for (int g = 0; g < DIGITS; ++g) {  // digit g's plane at xq + g k
+        const int4 a = *reinterpret_cast<const int4*>(xq + (size_t)g * k + 32 * s0 + 16 * h);
+        const int4 bq = *reinterpret_cast<const int4*>(xq + (size_t)g * k + 32 * (s0 + 1) + 16 * h);
+        xa[g][0] = a.x, xa[g][1] = a.y, xa[g][2] = a.z, xa[g][3] = a.w;
+        xb[g][0] = bq.x, xb[g][1] = bq.y, xb[g][2] = bq.z, xb[g][3] = bq.w;
+      }
       ds = *reinterpret_cast<const float4*>(xds + s0);
     }
     // Unrolled with no early exit, as matvec_q's (rows past the matrix's end read its last row, add nothing).
@@ -937,15 +980,17 @@ __global__ void matvec_k4_x8_kernel(const float* x, const int8_t* xq, const floa
       int sc_lo, mn_lo, sc_hi, mn_hi;
       qblocks::scale_min_k4_words(2 * pair, hw.y, hw.z, hw.w, &sc_lo, &mn_lo);
       qblocks::scale_min_k4_words(2 * pair + 1, hw.y, hw.z, hw.w, &sc_hi, &mn_hi);
-      int dot_lo = 0, dot_hi = 0;
-      dot_lo = __dp4a((int)lo[0], xa.x, dot_lo);
-      dot_lo = __dp4a((int)lo[1], xa.y, dot_lo);
-      dot_lo = __dp4a((int)lo[2], xa.z, dot_lo);
-      dot_lo = __dp4a((int)lo[3], xa.w, dot_lo);
-      dot_hi = __dp4a((int)hi[0], xb.x, dot_hi);
-      dot_hi = __dp4a((int)hi[1], xb.y, dot_hi);
-      dot_hi = __dp4a((int)hi[2], xb.z, dot_hi);
-      dot_hi = __dp4a((int)hi[3], xb.w, dot_hi);
+      int dl[DIGITS], dh[DIGITS];
+#pragma unroll
+      for (int g = 0; g < DIGITS; ++g) {
+        dl[g] = 0, dh[g] = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          dl[g] = __dp4a((int)lo[i], xa[g][i], dl[g]);
+          dh[g] = __dp4a((int)hi[i], xb[g][i], dh[g]);
+        }
+      }
+      const int dot_lo = join_digits<DIGITS>(dl), dot_hi = join_digits<DIGITS>(dh);
       const float d = math::half_bits_to_float((uint16_t)(hw.x & 0xFFFF)),
                   dmin = math::half_bits_to_float((uint16_t)(hw.x >> 16));
       float a = d * ((float)sc_lo * ds.x * (float)dot_lo + (float)sc_hi * ds.z * (float)dot_hi);
@@ -968,6 +1013,7 @@ __device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
 // layout): ql bytes 64 n + l0 (low nibbles: m = 0, high: m = 2) and 64 n + 32 + l0 (m = 1, 3), qh bytes 32 n + l0
 // (bits 2m, 2m + 1 on top), the scale of values 16 (l0 / 16).. of group m at 192 + 8 n + 2 m + l0 / 16. The weight
 // is d sc (q - 32): a group's term d sc dx (sum q xq - 32 sum xq), the x sums taken once for all kQRows rows.
+template <int DIGITS>
 __global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
   __shared__ float part[kMatvecWarps][kQRows];
   const SetPlace pl = set_place(set, split);
@@ -982,12 +1028,15 @@ __global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatve
     const bool in_row = 2 * st + bl < n_blk;  // else (an odd n_blk's last step) read the last block, add nothing
     const int b = in_row ? 2 * st + bl : n_blk - 1;
     const int xv = 256 * b + 128 * half + l0;  // x's value of group 0's first; group m at xv + 32 m
-    int xw[4], xs32[4];
+    int xw[DIGITS][4], xs32[DIGITS][4];
     float dx[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      xw[m] = *reinterpret_cast<const int*>(xq + xv + 32 * m);
-      xs32[m] = 32 * __dp4a(xw[m], 0x01010101, 0);  // 32 sum xq of the lane's 4 values of group m
+#pragma unroll
+      for (int g = 0; g < DIGITS; ++g) {  // digit g's plane at xq + g k
+        xw[g][m] = *reinterpret_cast<const int*>(xq + (size_t)g * w.cols + xv + 32 * m);
+        xs32[g][m] = 32 * __dp4a(xw[g][m], 0x01010101, 0);  // 32 sum xq of the lane's 4 values of group m
+      }
       dx[m] = xds[(xv >> 5) + m].x;
     }
 #pragma unroll
@@ -1005,7 +1054,12 @@ __global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatve
                          (int)(int8_t)(sc23 >> (8 * is)), (int)(int8_t)(sc23 >> (8 * (2 + is)))};
       float a = 0.0f;
 #pragma unroll
-      for (int m = 0; m < 4; ++m) a += (float)sc[m] * dx[m] * (float)(__dp4a((int)q[m], xw[m], 0) - xs32[m]);
+      for (int m = 0; m < 4; ++m) {
+        int dot[DIGITS];
+#pragma unroll
+        for (int g = 0; g < DIGITS; ++g) dot[g] = __dp4a((int)q[m], xw[g][m], 0) - xs32[g][m];
+        a += (float)sc[m] * dx[m] * (float)join_digits<DIGITS>(dot);
+      }
       const float d = math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk + 208));
       if (r < n_r && in_row) acc[r] += d * a;
     }
@@ -1021,7 +1075,7 @@ __global__ void matvec_q6k_x8_kernel(const int8_t* xq, const float2* xds, QMatve
 // d dx (sum q xq - 8 sum xq); Q4_1 the same plus (m + 8 d) sum(x), added by the lane with j = 0: Q4_1's weights
 // d q + m are all of one sign, and centring q on 8 puts their mean on the fp32 sum of x, not on x's rounding (the
 // tiny test models' decode logits moved 3-5 % with d dx sum q xq + m sum(x)).
-template <int TYPE>
+template <int TYPE, int DIGITS>
 __global__ void matvec_b32_x8_kernel(const int8_t* xq, const float2* xds, QMatvecSet set, int split) {
   constexpr bool kQ8 = TYPE == qblocks::kQ8_0, kQ41 = TYPE == qblocks::kQ4_1;
   constexpr int kBytes = qblocks::block_bytes(TYPE), kQs = kQ41 ? 4 : 2;
@@ -1038,20 +1092,31 @@ __global__ void matvec_b32_x8_kernel(const int8_t* xq, const float2* xds, QMatve
     const bool in_row = 8 * st + bl < n_blk;  // else read the row's last block, add nothing
     const int b = in_row ? 8 * st + bl : n_blk - 1;
     const int x0 = 32 * b + (kQ8 ? 8 * j : 4 * j), x1 = x0 + (kQ8 ? 4 : 16);  // the lane's two words of x
-    const int xw0 = *reinterpret_cast<const int*>(xq + x0), xw1 = *reinterpret_cast<const int*>(xq + x1);
+    int xw0[DIGITS], xw1[DIGITS], xs8[DIGITS];
+#pragma unroll
+    for (int g = 0; g < DIGITS; ++g) {  // digit g's plane at xq + g k
+      xw0[g] = *reinterpret_cast<const int*>(xq + (size_t)g * w.cols + x0);
+      xw1[g] = *reinterpret_cast<const int*>(xq + (size_t)g * w.cols + x1);
+      xs8[g] = kQ8 ? 0 : 8 * __dp4a(xw0[g], 0x01010101, __dp4a(xw1[g], 0x01010101, 0));  // Q4_0 / Q4_1: 8 sum xq
+    }
     const float2 ds = xds[b];
-    const int xs8 = kQ8 ? 0 : 8 * __dp4a(xw0, 0x01010101, __dp4a(xw1, 0x01010101, 0));  // Q4_0 / Q4_1: 8 sum xq
 #pragma unroll
     for (int r = 0; r < kQRows; ++r) {
       const int row = j0 + (r < n_r ? r : n_r - 1);
       const uint8_t* blk = w.data + (size_t)row * w.row_bytes + (size_t)b * kBytes;
-      int dot;
+      // the lane's two words of quants (Q8_0's bytes; Q4_0 / Q4_1's low and high nibbles)
+      uint32_t q0, q1;
       if (kQ8) {
-        dot = __dp4a((int)load_u32_a2(blk + 2 + 8 * j), xw0, __dp4a((int)load_u32_a2(blk + 6 + 8 * j), xw1, 0));
+        q0 = load_u32_a2(blk + 2 + 8 * j), q1 = load_u32_a2(blk + 6 + 8 * j);
       } else {
         const uint32_t q = load_u32_a2(blk + kQs + 4 * j);
-        dot = __dp4a((int)(q & 0x0F0F0F0Fu), xw0, __dp4a((int)((q >> 4) & 0x0F0F0F0Fu), xw1, 0)) - xs8;
+        q0 = q & 0x0F0F0F0Fu, q1 = (q >> 4) & 0x0F0F0F0Fu;
       }
+      int dots[DIGITS];
+#pragma unroll
+      for (int g = 0; g < DIGITS; ++g) dots[g] = __dp4a((int)q0, xw0[g], __dp4a((int)q1, xw1[g], 0)) - xs8[g];
+      // x16 Q8_0: |sum| up to 2^25, its float rounded (2^-24 relative)
+      const int dot = join_digits<DIGITS>(dots);
       const float d = math::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
       float a = d * ds.x * (float)dot;
       if (kQ41 && j == 0)
@@ -1438,20 +1503,23 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
 bool matvec_x8_supported(const QWeight& w) {
   return qblocks::sub32_supported(w.type) && w.cols % qblocks::block_values(w.type) == 0;
 }
-size_t matvec_x8_scratch_bytes(int k) { return (size_t)k + (size_t)(k / 32) * sizeof(float2); }
+size_t matvec_x8_scratch_bytes(int k) { return 2 * (size_t)k + (size_t)(k / 32) * sizeof(float2); }
 
 cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, void* scratch,
-                            bool round_in_kernel) {
-  if (n_w < 1 || n_w > kMatvecSetMax || !scratch) return cudaErrorInvalidValue;
+                            bool round_in_kernel, int x_digits) {
+  if (n_w < 1 || n_w > kMatvecSetMax || !scratch || (x_digits != 1 && x_digits != 2)) return cudaErrorInvalidValue;
   for (int i = 0; i < n_w; ++i)
     if (!matvec_x8_supported(ws[i]) || ws[i].cols != ws[0].cols || ws[i].type != ws[0].type)
       return cudaErrorInvalidValue;
   const int k = ws[0].cols, type = ws[0].type;
   const bool k4 = type == qblocks::kQ4_K || type == qblocks::kQ5_K, in_kernel = round_in_kernel && k4;
-  int8_t* xq = static_cast<int8_t*>(scratch);
-  float2* xds = reinterpret_cast<float2*>(xq + k);  // k % 32 == 0: 8-byte aligned when scratch is
-  if (!in_kernel)
-    quantize_x8_kernel<<<grid_for((size_t)k / 32, kRowThreads / 32), kRowThreads, 0, c.stream>>>(x, k, xq, xds);
+  const bool two = x_digits == 2;
+  int8_t* xq = static_cast<int8_t*>(scratch);  // [x_digits][k] digits, then [k / 32] (scale, sum)
+  float2* xds = reinterpret_cast<float2*>(xq + (size_t)x_digits * k);  // k % 32 == 0: 8-byte aligned when scratch is
+  if (!in_kernel) {
+    auto* quant = two ? quantize_x8_kernel<2> : quantize_x8_kernel<1>;
+    quant<<<grid_for((size_t)k / 32, kRowThreads / 32), kRowThreads, 0, c.stream>>>(x, k, xq, xds);
+  }
   // A warp's step: 4 Q4_K / Q5_K blocks, 2 Q6_K blocks, 8 blocks of a 32-value format (256 values each)
   const int n_steps = k4 ? (k / 256 + 3) / 4 : type == qblocks::kQ6_K ? (k / 256 + 1) / 2 : (k / 32 + 7) / 8;
   const int split = matvec_x8_split(n_steps), rows_per_block = kMatvecWarps / split * kQRows;
@@ -1461,17 +1529,32 @@ cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, flo
   switch (type) {
     case qblocks::kQ4_K:
     case qblocks::kQ5_K: {  // in_kernel: the kernel rounds the fp32 x itself (no xq / xds)
-      auto* kern =
-          type == qblocks::kQ4_K
-              ? (in_kernel ? matvec_k4_x8_kernel<qblocks::kQ4_K, true> : matvec_k4_x8_kernel<qblocks::kQ4_K, false>)
-              : (in_kernel ? matvec_k4_x8_kernel<qblocks::kQ5_K, true> : matvec_k4_x8_kernel<qblocks::kQ5_K, false>);
+      auto pick = [&](auto tc) {
+        constexpr int kT = decltype(tc)::value;
+        return two ? (in_kernel ? matvec_k4_x8_kernel<kT, true, 2> : matvec_k4_x8_kernel<kT, false, 2>)
+                   : (in_kernel ? matvec_k4_x8_kernel<kT, true, 1> : matvec_k4_x8_kernel<kT, false, 1>);
+      };
+      auto* kern = type == qblocks::kQ4_K ? pick(std::integral_constant<int, qblocks::kQ4_K>())
+                                          : pick(std::integral_constant<int, qblocks::kQ5_K>());
       kern<<<grid, block, 0, c.stream>>>(x, in_kernel ? nullptr : xq, in_kernel ? nullptr : xds, set, split);
       break;
     }
-    case qblocks::kQ6_K: matvec_q6k_x8_kernel<<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
-    case qblocks::kQ4_0: matvec_b32_x8_kernel<qblocks::kQ4_0><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
-    case qblocks::kQ4_1: matvec_b32_x8_kernel<qblocks::kQ4_1><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
-    default: matvec_b32_x8_kernel<qblocks::kQ8_0><<<grid, block, 0, c.stream>>>(xq, xds, set, split); break;
+    case qblocks::kQ6_K: {
+      auto* kern = two ? matvec_q6k_x8_kernel<2> : matvec_q6k_x8_kernel<1>;
+      kern<<<grid, block, 0, c.stream>>>(xq, xds, set, split);
+      break;
+    }
+    default: {  // the 32-value formats
+      auto pick = [&](auto tc) {
+        constexpr int kT = decltype(tc)::value;
+        return two ? matvec_b32_x8_kernel<kT, 2> : matvec_b32_x8_kernel<kT, 1>;
+      };
+      auto* kern = type == qblocks::kQ4_0   ? pick(std::integral_constant<int, qblocks::kQ4_0>())
+                   : type == qblocks::kQ4_1 ? pick(std::integral_constant<int, qblocks::kQ4_1>())
+                                            : pick(std::integral_constant<int, qblocks::kQ8_0>());
+      kern<<<grid, block, 0, c.stream>>>(xq, xds, set, split);
+      break;
+    }
   }
   return cudaGetLastError();
 }

@@ -20,7 +20,8 @@
 // multiplies them with cuBLAS in fp32 (cublasGemmEx has no mixed fp32 x / 16-bit w form). Arithmetic is fp32 in
 // the exact precision. In the fast precision (set_fast, focal/device.h) x is rounded to w's 16-bit type and the
 // product runs on tensor cores (fp32 weights: TF32), a decode product with a quantized w keeps x in fp32
-// (FOCAL_CUDA_DECODE_X8=1 takes it in int8 as llama.cpp does: opt-in, see use_x8), and prefill attention runs the
+// (FOCAL_CUDA_DECODE_X8=1 takes it in int8 as llama.cpp does, FOCAL_CUDA_DECODE_X16=1 in two int8 digits: opt-in,
+// see use_x8), and prefill attention runs the
 // tiled tensor-core kernel
 // (cuda_ops::attention_tc); captured heads keep the fp32 cuBLAS + softmax path, so their stored rows are exact
 // softmax rows of fp32 scores.
@@ -399,8 +400,9 @@ class CudaBackend final : public Backend {
       return;
     }
     if (use_x8(ws[0], m)) {
-      FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set_x8(ctx_, x, ws, ys, n_outs, x8_scratch(k), decode_x8_ == 2),
-                       "matmul (quantized matrix-vector kernel, int8 x)");
+      FOCAL_CUDA_CHECK(
+          cuda_ops::matvec_q_set_x8(ctx_, x, ws, ys, n_outs, x8_scratch(k), decode_x_.in_kernel, decode_x_.digits),
+          "matmul (quantized matrix-vector kernel, int8 x)");
       return;
     }
     FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set(ctx_, x, ws, ys, n_outs, m), "matmul (quantized matrix-vector kernel)");
@@ -731,11 +733,12 @@ class CudaBackend final : public Backend {
 
   // The decode product with x in int8 (cuda_ops::matvec_q_set_x8: every block format, one row of x), opt-in in the
   // fast precision: FOCAL_CUDA_DECODE_X8=1 rounds x by its own launch, =2 inside the Q4_K / Q5_K product's kernel (no
-  // extra launch, x read in fp32); 0, the default, keeps fp32 x. Not the default because it is not 16-bit
-  // arithmetic: on the real SmolLM2 (Q4_1, emulated) greedy decoding left exact's tokens at the 4th with int8 x and
-  // matched all 12 with fp32 x (tests: CudaParity.SmolLM2FastAgainstExact).
+  // extra launch, x read in fp32); FOCAL_CUDA_DECODE_X16=1 / 2 the same with x in two int8 digits (16-bit x); unset
+  // or 0, the default, keeps fp32 x. One digit is not the default because it is not 16-bit arithmetic: on the real
+  // SmolLM2 (Q4_1, emulated) greedy decoding left exact's tokens at the 4th with int8 x and matched all 12 with fp32
+  // x (tests: CudaParity.SmolLM2FastAgainstExact).
   bool use_x8(const cuda_ops::QWeight& q, int m) const {
-    return fast_ && m == 1 && decode_x8_ != 0 && cuda_ops::matvec_x8_supported(q);
+    return fast_ && m == 1 && decode_x_.digits != 0 && cuda_ops::matvec_x8_supported(q);
   }
   void* x8_scratch(int k) {
     const size_t need = (cuda_ops::matvec_x8_scratch_bytes(k) + sizeof(float) - 1) / sizeof(float);
@@ -771,13 +774,29 @@ class CudaBackend final : public Backend {
     }
   }
 
-  static int decode_x8_from_env() {
-    const char* e = std::getenv("FOCAL_CUDA_DECODE_X8");
-    if (!e || !*e || std::strcmp(e, "0") == 0) return 0;
-    if (std::strcmp(e, "1") == 0) return 1;
-    if (std::strcmp(e, "2") == 0) return 2;
-    throw Error(std::string("FOCAL_CUDA_DECODE_X8=") + e +
-                ": expected 0 (fp32 x, the default), 1 (int8 x) or 2 (int8 x rounded in the product's kernel)");
+  // Fast decode's x in quantized products (use_x8): digits 0 (fp32 x), 1 (FOCAL_CUDA_DECODE_X8) or 2
+  // (FOCAL_CUDA_DECODE_X16); in_kernel when the variable is 2 (x rounded inside the Q4_K / Q5_K product's kernel).
+  struct DecodeX {
+    int digits = 0;
+    bool in_kernel = false;
+  };
+  static DecodeX decode_x_from_env() {
+    DecodeX dx;
+    for (int digits : {1, 2}) {
+      const char* name = digits == 1 ? "FOCAL_CUDA_DECODE_X8" : "FOCAL_CUDA_DECODE_X16";
+      const char* e = std::getenv(name);
+      if (!e || !*e || std::strcmp(e, "0") == 0) continue;
+      if (std::strcmp(e, "1") != 0 && std::strcmp(e, "2") != 0)
+        throw Error(std::string(name) + "=" + e + ": expected 0 (fp32 x, the default), 1 (x in " +
+                    (digits == 1 ? "int8" : "two int8 digits") + ") or 2 (the same, rounded in the product's kernel)");
+      if (dx.digits != 0)
+        throw Error(
+            std::string("FOCAL_CUDA_DECODE_X8 and FOCAL_CUDA_DECODE_X16 are both set: unset one (x in one "
+                        "int8 digit or in two)"));
+      dx.digits = digits;
+      dx.in_kernel = e[0] == '2';
+    }
+    return dx;
   }
 
   // y[m, n] = x[m, k] . w^T for a quantized w: the matrix-vector kernel for decode (m <= 8, w read once in its
@@ -785,8 +804,9 @@ class CudaBackend final : public Backend {
   // (exact, the CPU's values and an fp32 GEMM) or fp16 with x rounded to fp16 on tensor cores (fast).
   void matmul_xwt_quantized(const float* x, const cuda_ops::QWeight& q, float* y, int m, int n, int k) {
     if (use_x8(q, m)) {
-      FOCAL_CUDA_CHECK(cuda_ops::matvec_q_set_x8(ctx_, x, &q, &y, 1, x8_scratch(k), decode_x8_ == 2),
-                       "matmul (quantized matrix-vector kernel, int8 x)");
+      FOCAL_CUDA_CHECK(
+          cuda_ops::matvec_q_set_x8(ctx_, x, &q, &y, 1, x8_scratch(k), decode_x_.in_kernel, decode_x_.digits),
+          "matmul (quantized matrix-vector kernel, int8 x)");
       return;
     }
     if (m <= cuda_ops::kMatvecMaxRows) {
@@ -956,13 +976,13 @@ class CudaBackend final : public Backend {
   std::vector<ArenaChunk> arena_;                     // a recorded step's uploads, held until it has run
   struct {
     size_t chunk, used;
-  } arena_at_ = {0, 0};                   // the next free float: chunk, and floats used in it
-  static constexpr int kTcMinRows = 16;   // fast mode: calls of this many rows or more use attention_tc
-  bool fast_ = false;                     // Precision::kFast (set_fast)
-  DeviceBuffer widened_;                  // fp32 scratch of the 16-bit GEMM path
-  DeviceBuffer narrowed_;                 // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
-  DeviceBuffer x8_;                       // fast decode: x in int8 [k] and (d, sum) [k / 32] (matvec_q_set_x8)
-  int decode_x8_ = decode_x8_from_env();  // FOCAL_CUDA_DECODE_X8: 0, 1 or 2 (use_x8)
+  } arena_at_ = {0, 0};                  // the next free float: chunk, and floats used in it
+  static constexpr int kTcMinRows = 16;  // fast mode: calls of this many rows or more use attention_tc
+  bool fast_ = false;                    // Precision::kFast (set_fast)
+  DeviceBuffer widened_;                 // fp32 scratch of the 16-bit GEMM path
+  DeviceBuffer narrowed_;                // fast mode: x rounded to 16 bits [m, k] (2 bytes a value)
+  DeviceBuffer x8_;  // fast decode: x's int8 digits [digits][k] and (scale, sum) [k / 32] (matvec_q_set_x8)
+  DecodeX decode_x_ = decode_x_from_env();  // FOCAL_CUDA_DECODE_X8 / _X16 (use_x8)
   // FOCAL_CUDA_SPLIT_ATTN=0: decode on the per-(row, head) kernel (attention_fused)
   bool split_attn_ =
       env_switch("FOCAL_CUDA_SPLIT_ATTN", "decode attention split over the keys", "one block per row and head");

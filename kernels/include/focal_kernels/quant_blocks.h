@@ -70,6 +70,17 @@ constexpr float kX8RoundMagic = 12582912.0f;  // 1.5 * 2^23
 FOCAL_HD float x8_scale(float amax) { return amax / 127.0f; }
 FOCAL_HD float x8_inv_scale(float amax) { return amax > 0.0f ? 127.0f / amax : 0.0f; }
 FOCAL_HD int x8_round(float x, float inv) { return (int)(fmaf(x, inv, kX8RoundMagic) - kX8RoundMagic); }
+// The same x in two int8 digits, a 16-bit x (the fast precision's decode product with x16): x = s (254 q1 + q2),
+// s = x8_scale / 254, q1 = x8_round(x, inv) and q2 the integer nearest 254 (x inv - q1), the remainder taken by one
+// fma (exact but for one rounding of a number of at most 1/2). |q1|, |q2| <= 127, and
+// |x - s (254 q1 + q2)| <= max |x| / 64516 + 2^-22 max |x| (fp16 x: |x| / 4096 near max |x|).
+constexpr int kX16Base = 254;
+FOCAL_HD float x16_scale(float amax) { return amax / (127.0f * (float)kX16Base); }
+FOCAL_HD void x16_round(float x, float inv, int* q1, int* q2) {
+  const float r1 = fmaf(x, inv, kX8RoundMagic) - kX8RoundMagic;
+  *q1 = (int)r1;
+  *q2 = (int)(fmaf(fmaf(x, inv, -r1), (float)kX16Base, kX8RoundMagic) - kX8RoundMagic);
+}
 
 // out[32] = the 32 bytes at p. On the device two 16-byte loads: p must be 16-byte aligned, which the quant bytes and
 // Q5_K's high bits of Q4_K / Q5_K blocks are in a row whose start is (block sizes 144 and 176, offsets 16, 48 and

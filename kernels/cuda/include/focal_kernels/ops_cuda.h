@@ -166,10 +166,13 @@ cudaError_t matvec_q_set(const Ctx& c, const float* x, const QWeight* ws, float*
 // aligned) by its own launch, then dot products of the weights' integer values in int32 (dp4a) scaled in fp32:
 // ys[i][ws[i].rows] = x . ws[i]^T, every ws[i] of one type and width. round_in_kernel (Q4_K and Q5_K; the device
 // A/B): the product's kernel rounds x itself, in each warp (one launch, x read in fp32; scratch unused).
+// x_digits = 2 (x16): x in two int8 digits per value (qblocks::x16_round, |x - s (254 q1 + q2)| <= max |x| / 64516
+// (+ 2^-22 max |x|) in each 32: 16-bit x, as close as fp16's near max |x|), each dot product taken with both digits
+// (twice the dp4a) and joined in int32.
 bool matvec_x8_supported(const QWeight& w);
-size_t matvec_x8_scratch_bytes(int k);
+size_t matvec_x8_scratch_bytes(int k);  // enough for either x_digits
 cudaError_t matvec_q_set_x8(const Ctx& c, const float* x, const QWeight* ws, float* const* ys, int n_w, void* scratch,
-                            bool round_in_kernel = false);
+                            bool round_in_kernel = false, int x_digits = 1);
 // Rows r0 .. r0 + nr - 1 of w dequantised into out[nr, w.cols] as fp32 (CUDA_R_32F: exact) or rounded to
 // CUDA_R_16F (the fast GEMM's operand).
 cudaError_t dequant_rows(const Ctx& c, const QWeight& w, int r0, int nr, void* out, cudaDataType out_type);
