@@ -12,6 +12,7 @@
 #include "args.h"
 #include "device_option.h"
 #include "error_flags.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal_batch/batch.h"
@@ -125,7 +126,7 @@ int cmd_batch(int argc, char** argv) {
     if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
     o.resume = a.has("--resume");
     {  // a bad -o fails now, not after the model is loaded and the corpus scanned
-      const std::string probe = o.out_path + ".probe." + std::to_string((long)::getpid());
+      const std::string probe = focal::output_target(o.out_path) + ".probe." + std::to_string((long)::getpid());
       std::FILE* f = std::fopen(probe.c_str(), "wb");
       if (!f) throw Error("-o: cannot write '" + o.out_path + "': its directory does not exist or is not writable");
       std::fclose(f);

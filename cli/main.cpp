@@ -16,6 +16,7 @@
 #include "model_options.h"
 #include "temp_options.h"
 #include "error_flags.h"
+#include "focal/atomic_file.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
@@ -143,10 +144,11 @@ void check_ids(const std::vector<int32_t>& ids, const std::string& path, const M
   warn_past_context(cfg, (int)ids.size(), "--ids '" + path + "'");
 }
 
-// Checks that the output directory is writable before any long work runs.
+// Checks that the output directory is writable, and the path not a directory, device or FIFO, before any long work
+// runs.
 void check_output(const std::string& path) {
   if (path.empty()) throw UsageError{"give the output file with -o FILE.h5"};
-  const std::string probe = path + ".probe";
+  const std::string probe = focal::output_target(path) + ".probe";
   std::ofstream f(probe);
   if (!f) throw Error("cannot write output '" + path + "': its directory does not exist or is not writable");
   f.close();
@@ -632,6 +634,18 @@ int main(int argc, char** argv) {
   // A file size limit (RLIMIT_FSIZE) makes a write fail with EFBIG, reported like a full disk ("no space left on
   // FILE", exit 1, the temporary removed), instead of killing the process half-way through a file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Ctrl-C, a kill or a closed terminal during a write: the temporaries being written are removed (nothing written
+  // half stays behind), then the signal does what it would have done.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction sa = {};
+    sa.sa_handler = [](int s) {
+      focal::remove_pending_temporaries();
+      std::signal(s, SIG_DFL);
+      std::raise(s);
+    };
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::printf("%s", kMainHelp);
     return argc < 2 ? 2 : 0;

@@ -6,14 +6,19 @@
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "focal/atomic_file.h"
 #include "focal/capture.h"
+#include "focal/error.h"
 #include "test_util.h"
 
 #ifndef FOCAL_CLI_PATH
@@ -106,6 +111,58 @@ TEST(FullDisk, FigureFailsCleanlyAndKeepsTheEarlierFile) {
                            HasSubstr("any earlier file of that name is untouched")));
   EXPECT_EQ(slurp(out), "an earlier file");
   EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
+}
+
+// -o at a FIFO, a directory or a device: the rename into place would replace the node itself with a plain file (as
+// root, `-o /dev/null` would have replaced /dev/null). Refused before the model runs, naming what is there; nothing
+// is written and the node stays. A symbolic link is followed: its file gets the capture and the link stays a link.
+TEST(OutputPaths, NodesThatAreNotFilesAreRefusedAndLinksFollowed) {
+  const std::string base = test::make_temp_dir("output_nodes");
+  const std::string dir = base + "/out", err = base + "/err.txt";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/sub'").c_str()), 0);
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  const std::string capture = "capture '" + kModel + "' --prompt 'the river ran' -o ";
+  for (const auto& [node, what] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/fifo", "is a FIFO"}, {dir + "/sub", "is a directory"}, {"/dev/null", "is a device"}}) {
+    SCOPED_TRACE(node);
+    const Result r = focal_limited(capture + "'" + node + "'", 0, err);
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("-o: '" + node + "' " + what), HasSubstr("give a file path")));
+  }
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // The library's own writer refuses the same (a figure, JSON, ...), before it opens a temporary.
+  EXPECT_THROW(write_file_atomically(dir + "/fifo", "x"), Error);
+  EXPECT_THROW(write_file_atomically(dir + "/sub", "x"), Error);
+  // A link (relative, to a file that does not exist yet) is followed.
+  ASSERT_EQ(symlink("target.h5", (dir + "/link.h5").c_str()), 0);
+  const Result r = focal_limited(capture + "'" + dir + "/link.h5'", 0, err);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(lstat((dir + "/link.h5").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced";
+  EXPECT_NO_THROW(read_capture(dir + "/target.h5"));
+  std::vector<std::string> names = files_in(dir);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"fifo", "link.h5", "sub", "target.h5"})) << "a temporary was left";
+}
+
+// What an interrupted command's handler does (the CLI's for SIGINT / SIGTERM / SIGHUP): every temporary registered
+// while it is written is unlinked; one whose write has finished (its PendingTemporary gone) is not touched.
+TEST(OutputPaths, PendingTemporariesAreRemovedOnRequest) {
+  const std::string base = test::make_temp_dir("pending_tmp");
+  const std::string a = base + "/a.h5.tmp.1", b = base + "/b.h5.tmp.1", done = base + "/done.tmp";
+  for (const std::string& p : {a, b, done}) std::ofstream(p) << "partial";
+  { const PendingTemporary finished(done); }
+  {
+    const PendingTemporary pa(a), pb(b);
+    remove_pending_temporaries();
+    EXPECT_NE(access(a.c_str(), F_OK), 0);
+    EXPECT_NE(access(b.c_str(), F_OK), 0);
+  }
+  EXPECT_EQ(access(done.c_str(), F_OK), 0);
 }
 
 }  // namespace

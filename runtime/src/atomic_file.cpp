@@ -2,19 +2,91 @@
 #include "focal/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "focal/error.h"
 #include "h5_io.h"
 
 namespace focal {
 
-void write_file_atomically(const std::string& path, std::string_view bytes, const AtomicWriteOptions& opt) {
-  if (path.empty()) throw Error("output", "the output path is empty: give a file name");
+namespace {
+
+// What an existing path is, for the error: "a directory", "a device", ...; nullptr for a regular file.
+const char* not_a_file(mode_t m) {
+  if (S_ISREG(m)) return nullptr;
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+constexpr int kPendingSlots = 16;
+constexpr size_t kPendingPath = 4096;
+char g_pending[kPendingSlots][kPendingPath];
+std::atomic<bool> g_claimed[kPendingSlots];
+std::atomic<bool> g_ready[kPendingSlots];  // the slot's path is whole: the handler may unlink it
+
+}  // namespace
+
+std::string output_target(const std::string& path) {
+  std::string p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return p;  // nothing there yet (or unreadable: the write says why)
+    if (!S_ISLNK(st.st_mode)) {
+      if (const char* what = not_a_file(st.st_mode))
+        throw Error("output", "'" + path + "'" + (p == path ? "" : " (a link to '" + p + "')") + " is " + what +
+                                  ", not a file: the output is written under a temporary name and renamed into "
+                                  "place, which would replace it; give a file path");
+      return p;
+    }
+    std::string to(4096, '\0');
+    const ssize_t n = ::readlink(p.c_str(), to.data(), to.size());
+    if (n <= 0 || (size_t)n >= to.size()) return p;  // unreadable link: rename replaces the link, as before
+    to.resize((size_t)n);
+    if (to[0] != '/') {  // relative to the link's own directory
+      const size_t slash = p.rfind('/');
+      if (slash != std::string::npos) to = p.substr(0, slash + 1) + to;
+    }
+    p = to;
+  }
+  throw Error("output", "'" + path + "': too many levels of symbolic links");
+}
+
+PendingTemporary::PendingTemporary(const std::string& path) {
+  if (path.size() >= kPendingPath) return;  // not tracked: an interrupt would leave it, as before
+  for (int i = 0; i < kPendingSlots; ++i) {
+    if (g_claimed[i].exchange(true)) continue;
+    std::memcpy(g_pending[i], path.c_str(), path.size() + 1);
+    g_ready[i].store(true);
+    slot_ = i;
+    return;
+  }
+}
+
+PendingTemporary::~PendingTemporary() {
+  if (slot_ < 0) return;
+  g_ready[slot_].store(false);
+  g_claimed[slot_].store(false);
+}
+
+void remove_pending_temporaries() noexcept {
+  for (int i = 0; i < kPendingSlots; ++i)
+    if (g_ready[i].load()) ::unlink(g_pending[i]);
+}
+
+void write_file_atomically(const std::string& given, std::string_view bytes, const AtomicWriteOptions& opt) {
+  if (given.empty()) throw Error("output", "the output path is empty: give a file name");
+  const std::string path = output_target(given);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const PendingTemporary pending(tmp);
   const auto fail = [&](int err) {
     if (h5::is_out_of_space(err)) throw Error(h5::no_space_text(err, path) + ": " + opt.when_full);
     throw Error("cannot write '" + path + "': " + h5::errno_text(err, path));

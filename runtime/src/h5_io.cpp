@@ -2,6 +2,8 @@
 
 #include "h5_io.h"
 
+#include "focal/atomic_file.h"
+
 #include "h5_guard.h"
 
 #include <fcntl.h>
@@ -291,11 +293,14 @@ DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const ch
                             where_, "cannot create dataset " + path);
 }
 
-void write_atomically(const std::string& path, const char* kind, const std::function<void(hid_t root, Writer&)>& body) {
+void write_atomically(const std::string& given, const char* kind,
+                      const std::function<void(hid_t root, Writer&)>& body) {
+  if (given.empty()) throw Error(std::string("cannot create ") + kind + " file: the output path is empty");
+  const std::string path = output_target(given);  // a link's file; not a directory, device or FIFO
   const std::string tmp = path + ".tmp." + std::to_string(long(::getpid()));
+  const PendingTemporary pending(tmp);  // unlinked by the CLI's handler if the command is interrupted
   const Where create_where{std::string("cannot create ") + kind + " file '" + path + "'"};
   const Where write_where{std::string("cannot write ") + kind + " file '" + path + "'"};
-  if (path.empty()) throw Error(std::string("cannot create ") + kind + " file: the output path is empty");
 
   // Probe with open(2) first: HDF5 does not report errno reliably, and the user should hear "permission denied".
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);

@@ -21,4 +21,26 @@ struct AtomicWriteOptions {
 // 'D' does not exist, no space left, ...).
 void write_file_atomically(const std::string& path, std::string_view bytes, const AtomicWriteOptions& opt = {});
 
+// The file a write to `path` replaces: `path` itself, or, when it is a symbolic link, the file the link names
+// (followed, so the link stays a link and its file gets the new bytes). Throws focal::Error when that is an existing
+// directory, device (/dev/null), FIFO or socket, which the rename into place would replace with a plain file.
+// Both atomic writers call it; the CLI's early output checks too, before any model runs.
+std::string output_target(const std::string& path);
+
+// Temporaries being written now (the atomic writers register theirs while they write), for a signal handler:
+// remove_pending_temporaries unlinks each and is async-signal-safe (fixed slots, no allocation), so that an
+// interrupted command (Ctrl-C, a kill) leaves no PATH.tmp.PID behind. A program that wants this installs its own
+// handler (the `focal` CLI does); a library never installs one.
+class PendingTemporary {
+ public:
+  explicit PendingTemporary(const std::string& path);
+  ~PendingTemporary();
+  PendingTemporary(const PendingTemporary&) = delete;
+  PendingTemporary& operator=(const PendingTemporary&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+void remove_pending_temporaries() noexcept;
+
 }  // namespace focal
