@@ -243,18 +243,23 @@ int cmd_demo(int argc, char** argv) {
   const std::string model_dir = a.has("--model") ? a.get("--model") : default_model_dir();
   const std::string out_dir = a.get("--out", "out/demo");
   const float temp = (float)a.get_double("--temp", 0.4);
-  if (!(temp > 0.0f) || !std::isfinite(temp)) throw UsageError{"--temp must be more than 0"};
+  if (!(temp > 0.0f) || !std::isfinite(temp))  // a value refused (exit 1), as capture --temp 0
+    throw Error("--temp = " + a.get("--temp") + " must be a finite number > 0; 0.4 is the paper's focal setting");
   if (!a.has("--model") && !exists(model_dir + "/config.json"))
     throw Error("the bundled model " + model_dir + " is missing (assets/models of the source tree): give --model DIR");
-  make_dirs(out_dir);
-  const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
-
-  auto model = load_model(a, model_dir);
+  struct stat st;
+  if (out_dir.empty() || (::stat(out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)))
+    throw UsageError{"--out: '" + out_dir + "' is not a directory: give the directory the gallery goes in"};
   const std::string prompt = a.get("--prompt", kDemoPrompt);
   if (prompt.empty()) throw Error("--prompt is empty");
+
+  // The output directory is made once the model and the prompt are known to be good (none is left behind empty).
+  auto model = load_model(a, model_dir);
   const std::vector<int32_t> ids = model->require_tokenizer().encode(prompt, model->config().add_bos);
   if ((int)ids.size() > model->config().max_positions)
     throw Error("--prompt has " + std::to_string(ids.size()) + " tokens, more than the model's context");
+  make_dirs(out_dir);
+  const std::string dir = out_dir.back() == '/' ? out_dir : out_dir + "/";
 
   CaptureRequest req;
   validate_capture_request(model->config(), (int)ids.size(), req, 2);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "args.h"
@@ -168,6 +169,7 @@ void write_capture_reporting(const CaptureFile& file, const std::string& path, b
 std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, const TempSpec& spec,
                                                                const ModelConfig& cfg) {
   std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
+  if (runs[0].first.empty()) throw UsageError{"--name is empty: give the run a name, or leave --name out"};
   if (a.has("--compare")) {
     TempSpec other = compare_spec(a.get("--compare"), "--compare", cfg);
     std::string name = other.label();
@@ -348,7 +350,8 @@ const char* kSweepHelp =
 
 Runs the prompt once per focal temperature t and reports, per t, the mean over rows (from row 1) of every
 attention metric per layer and head, and the prompt's mean next-token loss. --temps also takes a list: 0.3,0.4,1.
-Per-layer/per-head overrides and --mode from the temperature options stay fixed while t varies.
+The runs are focal attention at each t; per-layer/per-head overrides from the temperature options stay fixed while
+t varies (a --mode or --temp setting other than focal is refused: t means nothing there).
   --relevant LIST   key positions counted as relevant
   --topk-mass K     k of the top-k mass metric (default 5)
 )";
@@ -388,6 +391,9 @@ int cmd_sweep(int argc, char** argv) {
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const TempSpec base = temp_spec_from(a, model->config());
+  if ((a.has("--mode") || a.has("--temp")) && base.mode != AttnMode::kFocal)
+    throw UsageError{std::string("sweep runs focal attention at each t of --temps; the setting given is ") +
+                     attn_mode_name(base.mode) + " (leave --mode / --temp out, or give a focal one)"};
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
   RunOptions run;
   run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
@@ -438,8 +444,10 @@ int cmd_generate(int argc, char** argv) {
   const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));
   SampleOptions so;
   so.sample_temp = (float)a.get_double("--sample-temp", 0.0);
-  if (so.sample_temp < 0.0f) throw UsageError{"--sample-temp must be >= 0"};
+  if (!std::isfinite(so.sample_temp) || so.sample_temp < 0.0f)
+    throw UsageError{"--sample-temp must be a number >= 0 (0: greedy)"};
   so.top_k = (int)a.get_int("--top-k", 0);
+  if (so.top_k < 0) throw UsageError{"--top-k must be >= 0 (0: all tokens)"};
   so.seed = (uint64_t)a.get_int("--seed", 1);
   // Rotary models generate past the trained context (warned once, for the longest sequence); a learned position
   // table stops at its end.
@@ -457,7 +465,14 @@ int cmd_generate(int argc, char** argv) {
     runs = capture_settings(a, spec, c);
     validate_capture_request(c, cap, req, (int)runs.size());
   }
-  Session s(*model, cap);
+  std::unique_ptr<Session> session;
+  try {
+    session = std::make_unique<Session>(*model, cap);
+  } catch (const Error& e) {  // a KV cache too large to allocate
+    throw Error("-n " + std::to_string(n_new) + " (" + std::to_string(prompt.size()) + " prompt tokens + " +
+                std::to_string(n_new) + "): " + e.what());
+  }
+  Session& s = *session;
   const Tokenizer& tok = model->require_tokenizer();
   std::printf("%s", tok.decode(prompt).c_str());
   std::vector<int32_t> all = prompt;
@@ -532,6 +547,12 @@ int cmd_inspect(int argc, char** argv) {
     for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
   }
+  if (a.has("--run") &&
+      std::none_of(f.runs.begin(), f.runs.end(), [&](const RunCapture& r) { return r.name == a.get("--run"); })) {
+    std::string names;
+    for (const RunCapture& r : f.runs) names += (names.empty() ? "" : ", ") + r.name;
+    throw Error("--run: '" + path + "' has no run named '" + a.get("--run") + "'; its runs: " + names);
+  }
   const int T = f.n_tokens(), P = f.prompt_end();
   std::string count = std::to_string(T) + " tokens";
   if (f.has_generated()) count += " (" + std::to_string(P) + " prompt + " + std::to_string(T - P) + " generated)";
@@ -548,9 +569,12 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("generated: positions %d..%d follow the prompt%s\n", P, T - 1, P < 40 ? " (|| above)" : "");
   for (const RunCapture& r : f.runs) {
     if (a.has("--run") && r.name != a.get("--run")) continue;
-    std::printf("\nrun %s  %s\n  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.name.c_str(),
-                TempSpec::brief_json(r.temp_spec_json).c_str(), r.layers.size(), r.heads.size(), r.queries.size(),
-                r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
+    std::printf("\nrun %s  %s\n", r.name.c_str(), TempSpec::brief_json(r.temp_spec_json).c_str());
+    if (r.probs.empty() && r.scores.empty())
+      std::printf("  stored rows: none (metrics only)\n");
+    else
+      std::printf("  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.layers.size(), r.heads.size(),
+                  r.queries.size(), r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
     // Prompt loss over the prompt's own tokens; a generation's tokens (the model's own choices) get their own line.
     if (P > 1) std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);
     if (f.has_generated())
@@ -566,10 +590,11 @@ int cmd_inspect(int argc, char** argv) {
         std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
                     m[kSinkMass], m[kTailMass]);
         if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));
-        if (!r.tau.empty()) {
+        if (!r.tau.empty()) {  // over rows 1..T-1 as the metrics (row 0 alone when T = 1)
+          const int first = T > 1 ? 1 : 0;
           double t = 0;
-          for (int i = 0; i < T; ++i) t += r.tau[(size_t)l * T + i];
-          std::printf(" %9.4f", t / T);
+          for (int i = first; i < T; ++i) t += r.tau[(size_t)l * T + i];
+          std::printf(" %9.4f", t / (T - first));
         }
         std::printf("\n");
       }

@@ -46,6 +46,14 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
     if (s.mode == AttnMode::kFocal && !a.has("--temp") && cfg.focal.mode != AttnMode::kFocal)
       throw UsageError{"--mode focal needs --temp T (e.g. --temp 0.4)"};
   }
+  if (s.mode == AttnMode::kStandard) s.focal_temp = 1.0f;  // as `--temp standard` records it (t unused)
+  // Options of another mode than the one that runs would be recorded in the run's spec without any effect.
+  if (a.has("--tau-scale") && s.mode != AttnMode::kLearned)
+    throw UsageError{std::string("--tau-scale applies to learned attention only; this run's mode is ") +
+                     attn_mode_name(s.mode) + " (add --mode learned, or leave --tau-scale out)"};
+  if (a.has("--ssmax-s") && s.mode != AttnMode::kSsmax)
+    throw UsageError{std::string("--ssmax-s applies to ssmax attention only; this run's mode is ") +
+                     attn_mode_name(s.mode) + " (add --mode ssmax, or leave --ssmax-s out)"};
   if (a.has("--tau-scale")) s.tau_scale = (float)a.get_double("--tau-scale", 1.0);
   if (a.has("--ssmax-s")) s.ssmax_s = (float)a.get_double("--ssmax-s", 1.0);
   for (const char* opt : {"--layer-temp", "--head-temp"}) {

@@ -659,6 +659,50 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", o, "--temp"}, 2, {"--temp", "needs a value"}, d);
 }
 
+// Values a command would have taken without effect, or crashed on (the QA pass of 2026-12-06): each is one clear
+// error before anything runs, and nothing is written.
+TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
+  const std::string d = out_dir("refused_values");
+  const std::string o = d + "/x.h5";
+  // sweep varies focal attention's t: another mode is refused (it was ignored, and the file said focal)
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.3,1", "--mode", "standard", "-o", o}, 2,
+                 {"sweep runs focal attention", "standard"}, d);
+  // a mode's own option with another mode (it was recorded in the run's spec, without effect)
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--tau-scale", "0.5", "-o", o}, 2,
+                 {"--tau-scale applies to learned attention only", "focal"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--ssmax-s", "2", "-o", o}, 2,
+                 {"--ssmax-s applies to ssmax attention only"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--name", "", "-o", o}, 2, {"--name is empty"}, d);
+  // sampling values that are not numbers of the range (nan sampled garbage, a negative top-k meant "all")
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "nan"}, 2, {"--sample-temp"},
+                 d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--top-k", "-2"}, 2, {"--top-k"}, d);
+  // -n past what memory holds: the KV cache's size in the message, exit 1 (it was "internal error: std::bad_alloc",
+  // exit 3); the one warning line before it says the positions run past the trained context
+  const CliResult r = run({"generate", *model_, "--prompt", kPrompt, "-n", "2000000000"});
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("-n 2000000000"));
+  EXPECT_THAT(r.err, HasSubstr("needs a KV cache of"));
+  EXPECT_THAT(r.err, Not(HasSubstr("internal error")));
+  // --mode standard records t = 1, as --temp standard does (it kept the native 0.4)
+  ASSERT_EQ(run({"capture", *model_, "--prompt", kPrompt, "--mode", "standard", "--store", "metrics", "-o", o}).rc, 0);
+  EXPECT_EQ(TempSpec::from_json(read_capture(o).runs[0].temp_spec_json, o).text(), "standard");
+  EXPECT_THAT(read_capture(o).runs[0].temp_spec_json, HasSubstr("\"focal_temp\":1.0"));
+  // inspect: an unknown --run is an error naming the runs there; a metrics-only capture says it stores no rows
+  const CliResult i = run({"inspect", o});
+  ASSERT_EQ(i.rc, 0) << i.err;
+  EXPECT_THAT(i.out, HasSubstr("stored rows: none (metrics only)"));
+  expect_failure({"inspect", o, "--run", "nope"}, 1, {"--run", "no run named 'nope'", "its runs: standard"}, "");
+  std::remove(o.c_str());
+  // demo: --out naming a file is refused before the model runs; a bad prompt leaves no directory behind
+  const std::string file = d + "/a_file";
+  std::ofstream(file) << "x";
+  expect_failure({"demo", "--model", *model_, "--out", file}, 2, {"--out", "is not a directory"}, "");
+  expect_failure({"demo", "--model", *model_, "--out", d + "/gallery", "--prompt", ""}, 1, {"--prompt is empty"}, "");
+  EXPECT_FALSE(exists(d + "/gallery"));
+  std::remove(file.c_str());
+}
+
 TEST_F(CliTest, BadTemperaturesExitOne) {
   const std::string d = out_dir("temp_errors");
   const std::string o = d + "/x.h5";

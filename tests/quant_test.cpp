@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "focal/byte_size.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal_kernels/quant.h"
@@ -456,7 +457,7 @@ TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
   const std::string path = dir_ + "/budget.gguf";
   test::write_file(path, test::tiny_llama_gguf(d).bytes());
   LoadOptions o;
-  o.budget_bytes = 1 << 20;  // 1 MB: the Q4_0 matrices (~0.9 MB) and fp32 norms fit, fp32 matrices (~6.6 MB) do not
+  o.budget_bytes = 1 << 20;  // 1 MiB: the Q4_0 matrices and fp32 norms fit, fp32 matrices (~5 MB) do not
   auto m = Model::load(path, Device::kCpu, o);
   EXPECT_LE(m->weight_bytes(), o.budget_bytes);
   o.weights = WeightsMode::kFp32;
@@ -466,7 +467,10 @@ TEST_F(NativeWeightsTest, BudgetRefusesWithTheEstimate) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_EQ(e.field(), "budget");
-    EXPECT_NE(what.find("needs about 0.01 GB"), std::string::npos) << what;
+    // 4 bytes a parameter over a budget of 1 MiB, each in the unit that shows it (they read "0.01 GB", "0.00 GB")
+    EXPECT_NE(what.find("needs about " + format_byte_size(4 * m->n_params()) + " for its weights"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the memory budget of 1.0 MiB"), std::string::npos) << what;
     EXPECT_NE(what.find("--weights native"), std::string::npos) << what;
   }
 }

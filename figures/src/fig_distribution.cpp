@@ -55,6 +55,11 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   if (opt.key_window > 0) k0 = std::max(first_key, query - opt.key_window + 1);
   if (opt.key_first >= 0) k0 = opt.key_first;
   if (opt.key_last >= 0) k1 = opt.key_last;
+  if (k0 > k1 && k0 >= first_key && k1 <= query)
+    throw Error("keys", "keys: " + std::to_string(k0) + ":" + std::to_string(k1) +
+                            " runs backwards: give FIRST:LAST with "
+                            "FIRST <= LAST, e.g. " +
+                            std::to_string(k1) + ":" + std::to_string(k0));
   if (k0 < first_key || k1 > query || k0 > k1)
     throw Error("keys", "keys: keys " + std::to_string(k0) + ":" + std::to_string(k1) + " are not within the keys " +
                             std::to_string(first_key) + ":" + std::to_string(query) + " that query " +

@@ -124,7 +124,12 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
                               "' come from models of different shapes; their matrices cannot be subtracted");
     const std::vector<double> vb = select(head_means(b, metric));
     require_values(vb, metric, "run '" + b.label + "'");
-    for (size_t i = 0; i < v.size(); ++i) v[i] = vb[i] - v[i];
+    // A difference under the metrics' own precision (fp32 per row: ~1e-7 of the value, 1e-6 after the mean) is
+    // shown as 0, not as a residue such as 7e-09 between equal heads.
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double d = vb[i] - v[i];
+      v[i] = std::fabs(d) <= 1e-6 * std::max(std::fabs(vb[i]), std::fabs(v[i])) ? 0.0 : d;
+    }
   }
   double lo = INFINITY, hi = -INFINITY, amax = 0;
   for (double x : v)

@@ -2,6 +2,8 @@
 // comparison of two runs.
 #include "focal/capture.h"
 
+#include "focal/byte_size.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -42,17 +44,6 @@ void check_range(const std::vector<int>& sel, int n, const char* field, const ch
 std::string short_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-std::string human_bytes(size_t b) {
-  char buf[32];
-  if (b < (size_t(1) << 20))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else if (b < (size_t(1) << 30))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
   return buf;
 }
 
@@ -360,8 +351,8 @@ void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest&
   }
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
-    throw Error("budget_bytes", "the capture needs about " + human_bytes(need) + " but budget_bytes is " +
-                                    human_bytes(req.budget_bytes) +
+    throw Error("budget_bytes", "the capture needs about " + format_byte_size(need) + " but budget_bytes is " +
+                                    format_byte_size(req.budget_bytes) +
                                     ": narrow the layers, heads or queries stored, store metrics only (no "
                                     "probabilities or scores), or raise the budget");
 }
@@ -426,8 +417,8 @@ bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& token
   const size_t held = capture_held_row_bytes(c, T, req);
   if (2 * estimate_capture_bytes(c, T, req) + held > req.budget_bytes)
     throw Error("budget_bytes", "the comparison holds one layer's compared rows of the first run (about " +
-                                    human_bytes(held) + ") beside the two runs, over budget_bytes of " +
-                                    human_bytes(req.budget_bytes) +
+                                    format_byte_size(held) + ") beside the two runs, over budget_bytes of " +
+                                    format_byte_size(req.budget_bytes) +
                                     ": narrow the heads or queries, or raise the budget");
   spec_a.validate(c);
   spec_b.validate(c);

@@ -1,6 +1,8 @@
 // The forward pass, written once against the Backend interface: LLaMA blocks with a per-(layer, head, row)
 // attention logit scale from a TempSpec. No I/O here: everything observable goes through ForwardObserver.
 #include <algorithm>
+#include <cstdio>
+#include <new>
 #include <cmath>
 
 #include "focal/calibrate.h"
@@ -77,11 +79,22 @@ Session::Session(const Model& model, int max_tokens, bool prefill_only)
   st_->prefill_only = prefill_only;
   Backend& be = model.backend();
   const size_t n = (size_t)c.n_kv_heads * max_tokens * c.d_head;
-  for (int l = 0; l < (prefill_only ? 1 : c.n_layers); ++l) {
-    st_->k_cache.emplace_back(be, n);
-    st_->v_cache.emplace_back(be, n);
+  const int cached_layers = prefill_only ? 1 : c.n_layers;
+  try {
+    for (int l = 0; l < cached_layers; ++l) {
+      st_->k_cache.emplace_back(be, n);
+      st_->v_cache.emplace_back(be, n);
+    }
+    st_->ws = std::make_unique<Workspace>(be, c, max_tokens);
+  } catch (const std::bad_alloc&) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", 2.0 * cached_layers * n * sizeof(float) / 1073741824.0);
+    throw Error("a session of " + std::to_string(max_tokens) + " tokens needs a KV cache of " + gib + " GiB (2 x " +
+                std::to_string(cached_layers) + " layers x " + std::to_string(c.n_kv_heads) + " KV heads x " +
+                std::to_string(c.d_head) +
+                " values x tokens x 4 bytes) and could not allocate it: ask "
+                "for fewer tokens");
   }
-  st_->ws = std::make_unique<Workspace>(be, c, max_tokens);
   st_->tau_sum.assign(c.n_layers, 0.0);
 }
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "arch_table.h"
+#include "focal/byte_size.h"
 #include "focal/error.h"
 #include "focal/hf_cache.h"
 #include "focal_kernels/ops.h"
@@ -200,11 +201,7 @@ void check_budget(const TensorMap& all, const std::string& dir, const LoadOption
     fp32 += 4 * t.numel();
   }
   if (held <= options.budget_bytes) return;
-  auto gb = [](size_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-    return std::string(buf);
-  };
+  const auto gb = [](size_t b) { return format_byte_size(b); };
   const std::string msg = "model '" + dir + "' needs about " + gb(held) + " for its weights (--weights " +
                           weights_mode_name(options.weights) + "; fp32 would take " + gb(fp32) + "), over " +
                           (options.budget_is_machine ? "this machine's memory of " : "the memory budget of ") +

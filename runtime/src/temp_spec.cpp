@@ -25,11 +25,11 @@ TempSpec TempSpec::native(const ModelConfig& cfg) {
 
 static std::string fmt_g(float v);
 
-// field: the TempSpec member; item: how the message names it ("layer_temp[7]").
-static void check_temp(float t, const char* field, const std::string& item) {
+// field: the TempSpec member; item: how the message names it ("layer_temp[7]"); hint: what values mean.
+static void check_temp(float t, const char* field, const std::string& item,
+                       const char* hint = "1 is standard attention, 0.4 the paper's focal setting") {
   if (!std::isfinite(t) || !(t > 0.0f))
-    throw Error(field, item + " = " + fmt_g(t) + " must be a finite number > 0; 1 is standard attention, " +
-                           "0.4 the paper's focal setting");
+    throw Error(field, item + " = " + fmt_g(t) + " must be a finite number > 0; " + hint);
 }
 
 void TempSpec::validate(const ModelConfig& cfg) const {
@@ -69,9 +69,9 @@ void TempSpec::validate(const ModelConfig& cfg) const {
                   "not \"learned\"); use mode focal with a focal_temp instead, or calibrate projections for it "
                   "(focal calibrate, granularity tau-proj)");
     }
-    check_temp(tau_scale, "tau_scale", "tau_scale");
+    check_temp(tau_scale, "tau_scale", "tau_scale", "1 keeps the learned tau as trained");
   }
-  if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "ssmax_s", "ssmax_s");
+  if (mode == AttnMode::kSsmax) check_temp(ssmax_s, "ssmax_s", "ssmax_s", "1 scales the logits by ln(n_visible) alone");
 }
 
 std::string TempSpec::to_json() const {

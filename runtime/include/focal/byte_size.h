@@ -1,8 +1,9 @@
 // Sizes as people type them, for memory budgets: "512M", "2G", "1.5GiB", "1000000". One parser for the CLI's
-// --budget and Python's budget=.
+// --budget and Python's budget=, and one way to write a size in a message.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -28,6 +29,19 @@ inline std::optional<uint64_t> parse_byte_size(const std::string& s) {
     return std::nullopt;
   if (!(v > 0) || !(v * mul < 1.8e19)) return std::nullopt;  // nan, <= 0, or past uint64
   return (uint64_t)(v * mul);
+}
+
+// A size for a message, in the unit that shows it: "512.0 KiB", "3.2 MiB", "7.45 GiB" (powers of 1024, as
+// parse_byte_size reads them).
+inline std::string format_byte_size(uint64_t b) {
+  char buf[32];
+  if (b < (uint64_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else if (b < (uint64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
 }
 
 }  // namespace focal
