@@ -441,6 +441,10 @@ int cmd_generate(int argc, char** argv) {
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);
+  if (!model->tokenizer())  // generate reads text and prints text (capture --ids takes token ids)
+    throw Error("model '" + model->path() +
+                "' has no tokenizer (tokenizer.json / tokenizer.model, or a GGUF's tokenizer.ggml.* metadata): "
+                "generate needs one to read the prompt and print the text; add the model's tokenizer files");
   const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));
   SampleOptions so;
   so.sample_temp = (float)a.get_double("--sample-temp", 0.0);

@@ -835,6 +835,8 @@ TEST_F(CliTest, BadPathsExitOne) {
                 .rc,
             0);
   expect_failure({"capture", notok, "--prompt", kPrompt, "-o", o}, 1, {"tokenizer.model"}, d);
+  // generate has no token-id input: its message does not offer one
+  expect_failure({"generate", notok, "--prompt", kPrompt, "-n", "2"}, 1, {"has no tokenizer", "generate needs one"}, d);
 }
 
 TEST_F(CliTest, BudgetMessageShowsTheBudget) {
