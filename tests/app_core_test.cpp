@@ -924,6 +924,26 @@ TEST_F(AppStateTest, ModelBWithAnotherVocabularyIsRefused) {
   EXPECT_FALSE(st.slots[1].model);
 }
 
+// Two models are compared head by head: a model B of other layers x heads is refused, and opening a model A of
+// another shape closes B and says so (B's values were shown under A's heads by flat index, with KL inf).
+TEST_F(AppStateTest, ModelsOfAnotherShapeAreNotComparedHeadByHead) {
+  const std::string recall = std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-standard";  // 2 x 4, same tokens
+  st.open_model_b(recall);
+  wait_idle(st);
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("2 layers x 4 heads but model A 4 x 6"), std::string::npos) << st.message;
+  EXPECT_FALSE(st.slots[1].model);
+  st.open_model_b(kStandard);  // 4 x 6, as A
+  wait_idle(st);
+  ASSERT_TRUE(st.slots[1].model) << st.message;
+  st.open_path(recall);
+  wait_idle(st);
+  ASSERT_EQ(st.config()->n_layers, 2);
+  EXPECT_FALSE(st.slots[1].model) << "B of another shape kept beside the new A";
+  EXPECT_NE(st.message.find("model B standard closed: it has 4 layers x 6 heads but model A 2 x 4"), std::string::npos)
+      << st.message;
+}
+
 TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   const std::string path = focal::test::make_temp_dir("app_cap") + "/c.h5";
   st.select(3, 1, -1);

@@ -196,10 +196,15 @@ void AppState::open_path(const std::string& path_in) {
           jobs.cancel("run_a");
           jobs.cancel("run_b");
           const bool had_b_model = (bool)slots[1].model;
-          if (had_b_model && slots[1].model->config().vocab_size != m->config().vocab_size) {
-            slots[1].model.reset();
-            box_[1].reset();
-            model_b_path.clear();
+          std::string b_dropped;  // model B closed: it cannot run on A's tokens or be compared head by head
+          if (had_b_model) {
+            const std::string why = model_b_mismatch(slots[1].model->config(), m->config());
+            if (!why.empty()) {
+              b_dropped = "\nmodel B " + basename_of(model_b_path) + " closed: " + why;
+              slots[1].model.reset();
+              box_[1].reset();
+              model_b_path.clear();
+            }
           }
           slots[0] = Slot{};
           slots[0].model = m;
@@ -223,7 +228,7 @@ void AppState::open_path(const std::string& path_in) {
           notify("loaded " + basename_of(path) + ": " + std::to_string(cfg_.n_layers) + " layers x " +
                      std::to_string(cfg_.n_heads) + " heads, trained with " + trained_label(m->config()) + ", on " +
                      focal::device_name(m->device()) + " (precision " + focal::precision_name(m->precision()) + ")" +
-                     warnings,
+                     warnings + b_dropped,
                  false);
           state_version++;
           if (!prompt.empty()) set_prompt(prompt);  // none after close_session: the caller gives one
@@ -236,35 +241,46 @@ void AppState::open_model_b(const std::string& path) {
     notify("compare models: load model A first", true);
     return;
   }
-  jobs.submit(
-      "load", "load B " + basename_of(path),
-      [this, path, dev = device, wm = weights, prec = precision](JobContext& ctx) -> std::function<void()> {
-        focal::LoadOptions lo;
-        lo.weights = wm;
-        lo.precision = prec;
-        lo.on_read = [&ctx](size_t done, size_t total) { ctx.set_progress((float)((double)done / (double)total)); };
-        std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
-        m->weights_checksum();  // on the worker, not the UI thread
-        return [this, path, m] {
-          if (!slots[0].model) return;
-          if (m->config().vocab_size != cfg_.vocab_size)
-            return notify("model B '" + path + "' has a vocabulary of " + std::to_string(m->config().vocab_size) +
-                              " but model A has " + std::to_string(cfg_.vocab_size) +
-                              ": two models are compared on the same token ids, so they need the same tokenizer",
-                          true);
-          jobs.cancel("run_b");
-          slots[1] = Slot{};
-          slots[1].model = m;
-          slots[1].spec = focal::TempSpec::native(m->config());
-          box_[1] = std::make_shared<RunnerBox>(m);
-          model_b_path = path;
-          compare = true;
-          add_recent(path);
-          notify("comparing with model B " + basename_of(path), false);
-          state_version++;
-          if (!file.token_ids.empty()) propagate(1);
-        };
-      });
+  jobs.submit("load", "load B " + basename_of(path),
+              [this, path, dev = device, wm = weights, prec = precision](JobContext& ctx) -> std::function<void()> {
+                focal::LoadOptions lo;
+                lo.weights = wm;
+                lo.precision = prec;
+                lo.on_read = [&ctx](size_t done, size_t total) {
+                  ctx.set_progress((float)((double)done / (double)total));
+                };
+                std::shared_ptr<const focal::Model> m(focal::Model::load(path, focal::resolve_device(dev), lo));
+                m->weights_checksum();  // on the worker, not the UI thread
+                return [this, path, m] {
+                  if (!slots[0].model) return;
+                  const std::string why = model_b_mismatch(m->config(), cfg_);
+                  if (!why.empty()) return notify("model B '" + path + "': " + why, true);
+                  jobs.cancel("run_b");
+                  slots[1] = Slot{};
+                  slots[1].model = m;
+                  slots[1].spec = focal::TempSpec::native(m->config());
+                  box_[1] = std::make_shared<RunnerBox>(m);
+                  model_b_path = path;
+                  compare = true;
+                  add_recent(path);
+                  notify("comparing with model B " + basename_of(path), false);
+                  state_version++;
+                  if (!file.token_ids.empty()) propagate(1);
+                };
+              });
+}
+
+std::string model_b_mismatch(const focal::ModelConfig& b, const focal::ModelConfig& a) {
+  if (b.vocab_size != a.vocab_size)
+    return "it has a vocabulary of " + std::to_string(b.vocab_size) + " but model A has " +
+           std::to_string(a.vocab_size) +
+           ": two models are compared on the same token ids, so they need the same "
+           "tokenizer";
+  if (b.n_layers != a.n_layers || b.n_heads != a.n_heads)
+    return "it has " + std::to_string(b.n_layers) + " layers x " + std::to_string(b.n_heads) + " heads but model A " +
+           std::to_string(a.n_layers) + " x " + std::to_string(a.n_heads) +
+           ": two models are compared head by head, so they need the same layers and heads";
+  return "";
 }
 
 focal::TempSpec default_b_spec(const focal::ModelConfig& c) {

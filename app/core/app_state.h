@@ -400,6 +400,9 @@ class AppState {
 
 // B's setting when comparing two settings of one model: focal t = 0.4 for a standard-trained model, else standard.
 focal::TempSpec default_b_spec(const focal::ModelConfig& c);
+// Why model B (config b) cannot be compared with model A (config a): another vocabulary (the same token ids run on
+// both) or other layers x heads (compared head by head); empty when it can.
+std::string model_b_mismatch(const focal::ModelConfig& b, const focal::ModelConfig& a);
 
 // Whether the model a capture names (its provenance's model_path and weights checksum) is on disk with the same
 // weights; hashes the weight files (seconds for an 8B model: call it on the worker).
