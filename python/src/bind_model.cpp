@@ -17,7 +17,8 @@ void bind_model(nb::module_& mod) {
       .def_prop_ro(
           "ids", [](const PyGeneration& g) { return g.ids; }, "The generated token ids.")
       .def_prop_ro(
-          "text", [](const PyGeneration& g) { return g.text; }, "The generated text (without the prompt).")
+          "text", [](const PyGeneration& g) { return text_of(g.text); },
+          "The generated text (without the prompt); bytes that end inside a character read as U+FFFD.")
       .def_prop_ro(
           "capture", [](const PyGeneration& g) { return g.capture; },
           "The capture of prompt + generated tokens (generate(capture=True)), else None.")
@@ -67,11 +68,12 @@ void bind_model(nb::module_& mod) {
           nb::sig("def tokenize(self, text: str, add_bos: bool | None = None) -> numpy.typing.NDArray[numpy.int32]"),
           "Token ids (int32 [n]) as `focal capture --prompt` makes them (with BOS when the model adds one).")
       .def(
-          "detokenize", [](const PyModel& m, nb::handle ids) { return m.tok().decode(m.ids_of(ids, "ids", false)); },
+          "detokenize",
+          [](const PyModel& m, nb::handle ids) { return text_of(m.tok().decode(m.ids_of(ids, "ids", false))); },
           "ids"_a,
           nb::sig(
               "def detokenize(self, ids: collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32]) -> str"),
-          "The text of token ids.")
+          "The text of token ids (bytes that end inside a character read as U+FFFD).")
       .def(
           "pieces",
           [](const PyModel& m, nb::handle ids) {

@@ -22,6 +22,27 @@ focal::TempSpec parse_temp(const std::string& text, const focal::ModelConfig* cf
 // temp argument: None -> the model's native setting; str; a number t; a TempSpec. Validated against the model.
 focal::TempSpec to_spec(nb::handle temp, const focal::ModelConfig& cfg, const char* param = "temp");
 
+// Text a tokenizer decoded, as a Python str: bytes that are not UTF-8 (a byte-level token can end inside a
+// character) become U+FFFD instead of a UnicodeDecodeError.
+inline nb::str text_of(const std::string& bytes) {
+  PyObject* o = PyUnicode_DecodeUTF8(bytes.data(), (Py_ssize_t)bytes.size(), "replace");
+  if (!o) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+
+// The end of bytes' longest prefix that does not stop inside a UTF-8 character: a generation's text is handed out
+// up to there, and the rest waits for the next token (a byte-level tokenizer spells an emoji over several tokens).
+inline size_t utf8_whole_end(const std::string& bytes) {
+  const size_t n = bytes.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const unsigned char c = (unsigned char)bytes[n - back];
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
+    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return back < len ? n - back : n;  // the lead's character lacks bytes: stop before it
+  }
+  return n;
+}
+
 // The row metrics' names in the order of the metrics arrays' last axis.
 std::vector<std::string> metric_names();
 

@@ -220,26 +220,26 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   g.prompt_ids = prompt_ids;
   std::vector<int32_t> all = prompt_ids;
   const bool has_cb = !on_token.is_none();
+  size_t sent = tok ? tok->decode(all).size() : 0;  // bytes of the text handed to on_token so far, prompt included
   {
     nb::gil_scoped_release rel;
     std::lock_guard<std::mutex> lock(m.mu);
     focal::Session s(*m.model, cap);
     try {
       focal::generate(s, prompt_ids, n_new, spec, so, focal::RunOptions{}, &obs, [&](int32_t id) {
-        std::string piece;
+        std::string piece;  // the text this token completes: up to the last whole character (utf8_whole_end)
+        all.push_back(id);
         if (tok) {
-          const std::string before = tok->decode(all);
-          all.push_back(id);
           const std::string after = tok->decode(all);
-          piece = after.substr(std::min(before.size(), after.size()));
-        } else {
-          all.push_back(id);
+          const size_t end = utf8_whole_end(after);
+          if (end > sent) piece = after.substr(sent, end - sent);
+          sent = std::max(sent, end);
         }
         g.ids.push_back(id);
         bool stop = false;
         if (has_cb)
           pending.call([&] {
-            nb::object r = on_token(id, piece);
+            nb::object r = on_token(id, text_of(piece));
             stop = r.is(nb::handle(Py_False));
           });
         if (stop || pending.pending()) throw StopGeneration{};

@@ -325,6 +325,19 @@ def test_on_token_stops_and_raises(models):
     assert sampled.ids == again.ids and len(sampled.ids) == 8
 
 
+def test_text_that_ends_inside_a_character(models):
+    # The bundled tokenizer spells an emoji as four byte tokens (byte fallback), as byte-level BPE models (SmolLM2)
+    # spell it over several tokens: text cut inside the character reads U+FFFD, it was a UnicodeDecodeError.
+    m = models[FOCAL]
+    ids = m.tokenize("a \N{GRINNING FACE}")
+    assert m.detokenize(ids).endswith("\N{GRINNING FACE}")
+    assert m.detokenize(ids[:-1]).endswith("\ufffd")
+    # on_token hands out each token's text up to the last whole character; together it is the generated text
+    pieces = []
+    g = m.generate(PROMPT, 12, stop_at_eos=False, on_token=lambda i, s: pieces.append(s))
+    assert "".join(pieces) == g.text and len(pieces) == 12
+
+
 def test_gil_is_released_during_a_forward(models):
     m = models[FOCAL]
     ids = long_ids(m, 1024)
