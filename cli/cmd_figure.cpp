@@ -243,8 +243,8 @@ int cmd_demo(int argc, char** argv) {
   const std::string model_dir = a.has("--model") ? a.get("--model") : default_model_dir();
   const std::string out_dir = a.get("--out", "out/demo");
   const float temp = (float)a.get_double("--temp", 0.4);
-  if (!(temp > 0.0f) || !std::isfinite(temp))  // a value refused (exit 1), as capture --temp 0
-    throw Error("--temp = " + a.get("--temp") + " must be a finite number > 0; 0.4 is the paper's focal setting");
+  if (!temp_in_range(temp))  // a value refused (exit 1), as capture --temp 0
+    throw Error("--temp = " + a.get("--temp") + " " + kTempRangeText + "; 0.4 is the paper's focal setting");
   if (!a.has("--model") && !exists(model_dir + "/config.json"))
     throw Error("the bundled model " + model_dir + " is missing (assets/models of the source tree): give --model DIR");
   struct stat st;

@@ -385,8 +385,11 @@ int cmd_sweep(int argc, char** argv) {
   if (!a.has("--temps")) throw UsageError{"sweep needs --temps FROM:TO:STEP (e.g. 0.3:1.0:0.1)"};
   const std::vector<float> temps = cli::parse_float_range(a.get("--temps"), "--temps");
   for (float t : temps)
-    if (!(t > 0.0f) || !std::isfinite(t))
-      throw Error("--temps: every temperature must be > 0 (got " + std::to_string(t) + ")");
+    if (!temp_in_range(t)) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%g", t);
+      throw Error(std::string("--temps: every temperature ") + kTempRangeText + " (got " + got + ")");
+    }
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));

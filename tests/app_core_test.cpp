@@ -1157,7 +1157,7 @@ TEST_F(AppStateTest, RuntimeErrorsNameTheAppsControlNotACliOption) {
   st.propagate(0);  // validates the spec against the model
   wait_idle(st);
   EXPECT_TRUE(st.message_is_error);
-  EXPECT_EQ(st.message.rfind("t slider: focal_temp = -1 must be a finite number > 0", 0), 0u) << st.message;
+  EXPECT_EQ(st.message.rfind("t slider: focal_temp = -1 must be a number in [1e-6, 1e6]", 0), 0u) << st.message;
   EXPECT_EQ(st.message.find("--"), std::string::npos) << st.message;
   EXPECT_EQ(with_control(focal::Error("relevant", "relevant position 99 \u2265 T = 40")),
             "relevant keys: relevant position 99 \u2265 T = 40");

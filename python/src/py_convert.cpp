@@ -42,8 +42,8 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
 }
 
 float check_temp(double t, const std::string& what) {
-  if (!std::isfinite(t) || !(t > 0.0))
-    raise(PyExc_ValueError, what + " must be a finite number > 0 (got " +
+  if (!focal::temp_in_range(t))  // the argument itself, before fp32 rounds 1e-50 to 0 or 1e50 to inf
+    raise(PyExc_ValueError, what + " " + focal::kTempRangeText + " (got " +
                                 nb::cast<std::string>(nb::repr(nb::float_(t))) +
                                 "); 1 is standard attention, 0.4 the paper's focal setting");
   return (float)t;

@@ -485,9 +485,9 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   const int T = (int)tokens.size();
   if (temps.empty()) throw Error("temps", "sweep: no temperatures given (temps is empty)");
   for (size_t i = 0; i < temps.size(); ++i)
-    if (!(temps[i] > 0.0f) || !std::isfinite(temps[i]))
-      throw Error("temps", "temps[" + std::to_string(i) + "] = " + short_number(temps[i]) +
-                               ": every temperature must be a finite number > 0");
+    if (!temp_in_range(temps[i]))
+      throw Error("temps", "temps[" + std::to_string(i) + "] = " + short_number(temps[i]) + ": every temperature " +
+                               kTempRangeText);
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;

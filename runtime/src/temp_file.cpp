@@ -139,9 +139,9 @@ TempFile read_temp_file(const std::string& path) {
                                      "] must hold n_heads = " + std::to_string(f.n_heads) + " values");
       for (int h = 0; h < f.n_heads; ++h) {
         const float t = r[h].is_number() ? r[h].get<float>() : NAN;
-        if (!std::isfinite(t) || !(t > 0.0f))
-          throw Error("temp_file", where + ": focal_temp[" + std::to_string(l) + "][" + std::to_string(h) +
-                                       "] must be a finite number > 0");
+        if (!temp_in_range(t))
+          throw Error("temp_file",
+                      where + ": focal_temp[" + std::to_string(l) + "][" + std::to_string(h) + "] " + kTempRangeText);
         f.focal_temp.push_back(t);
       }
     }

@@ -28,8 +28,7 @@ static std::string fmt_g(float v);
 // field: the TempSpec member; item: how the message names it ("layer_temp[7]"); hint: what values mean.
 static void check_temp(float t, const char* field, const std::string& item,
                        const char* hint = "1 is standard attention, 0.4 the paper's focal setting") {
-  if (!std::isfinite(t) || !(t > 0.0f))
-    throw Error(field, item + " = " + fmt_g(t) + " must be a finite number > 0; " + hint);
+  if (!temp_in_range(t)) throw Error(field, item + " = " + fmt_g(t) + " " + kTempRangeText + "; " + hint);
 }
 
 void TempSpec::validate(const ModelConfig& cfg) const {
@@ -166,15 +165,15 @@ const char* const kSpecGrammar =
   throw Error("spec", where + ": " + what + "; " + kSpecGrammar);
 }
 
-// A finite number > 0 spelled completely by `s` (the whole string; no leading blanks).
+// A temperature (temp_in_range) spelled completely by `s` (the whole string; no leading blanks).
 float spec_number(const std::string& s, const std::string& where, const std::string& spec, const char* what) {
   const char* b = s.c_str();
   char* end = nullptr;
   const double v = s.empty() || std::isspace((unsigned char)s[0]) ? NAN : std::strtod(b, &end);
   if (end != b + s.size() || s.empty()) bad_spec(where, "'" + spec + "': " + what + " '" + s + "' is not a number");
-  if (!std::isfinite(v) || !(v > 0.0) || !std::isfinite((float)v))  // well formed, but not a temperature
-    throw Error(where + ": '" + spec + "': " + what + " = " + s +
-                " must be a finite number > 0 (1 is standard attention, 0.4 the paper's focal setting)");
+  if (!temp_in_range(v))  // well formed, but not a temperature
+    throw Error(where + ": '" + spec + "': " + what + " = " + s + " " + kTempRangeText +
+                " (1 is standard attention, 0.4 the paper's focal setting)");
   return (float)v;
 }
 

@@ -13,6 +13,14 @@
 
 namespace focal {
 
+// The temperatures a run takes (t, per-layer and per-head t, tau_scale, ssmax_s): finite, within [1e-6, 1e6]. Past
+// them 1 / t or the scaled logits leave fp32 (t = 1e-45 gave a row scale of inf and NaN probabilities); t = 1e-6 is
+// already argmax attention for any logit gap over 1e-4.
+constexpr double kMinTemp = 1e-6, kMaxTemp = 1e6;
+inline bool temp_in_range(double t) { return t >= kMinTemp && t <= kMaxTemp; }  // false for NaN
+// What every message about a temperature out of range says.
+constexpr const char* kTempRangeText = "must be a number in [1e-6, 1e6]";
+
 // Learned-temperature projections that do not come from the model's weights: those of a temperature file made by
 // `focal calibrate --granularity tau-proj` for a model trained without tau_proj (focal/calibrate.h). The forward
 // uses them as it would the model's own: tau_i = clip(mean(X_j . weight[l]) + bias[l], tau_min, tau_max) over the

@@ -66,8 +66,7 @@ void validate(const CalibConfig& c, const ModelConfig& mc) {
   need(c.val_frac > 0 && c.val_frac < 1, "val_frac", "val_frac = " + num(c.val_frac) + " must be in (0, 1)");
   need(c.val_windows > 0, "val_windows", "val_windows = " + num(c.val_windows) + " must be positive");
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
-  need(c.init_temp > 0 && std::isfinite(c.init_temp), "init_temp",
-       "init_temp = " + num(c.init_temp) + " must be a finite number > 0");
+  need(temp_in_range(c.init_temp), "init_temp", "init_temp = " + num(c.init_temp) + " " + kTempRangeText);
 }
 
 // Adam's learning rate at `step`: cosine from lr to 10 % of it at `steps`.
@@ -356,8 +355,8 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       params.theta[p] -= lr * params.lr_mult(p) * (adam_m[p] / bc1) / (std::sqrt(adam_v[p] / bc2) + eps);
     }
     for (float t : params.head_temps())
-      if (!std::isfinite(t) || (!tau_proj && !(t > 0.0f)))
-        fail("a temperature left the float range (t = " + num(t) + ")", step + 1);
+      if (!std::isfinite(t) || (!tau_proj && !temp_in_range(t)))
+        fail("a temperature left the range a run takes, [1e-6, 1e6] (t = " + num(t) + ")", step + 1);
     log.step_loss.push_back((float)loss);
     tokens_since += n_total + (double)idx.size();
     loss_since += loss;
