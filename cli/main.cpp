@@ -459,6 +459,9 @@ int cmd_generate(int argc, char** argv) {
   // Rotary models generate past the trained context (warned once, for the longest sequence); a learned position
   // table stops at its end.
   const bool learned = c.arch.position == PositionKind::kLearned;
+  if ((int64_t)prompt.size() + n_new > INT32_MAX)  // a session holds at most 2^31 - 1 positions
+    throw Error("-n " + std::to_string(n_new) + ": " + std::to_string(prompt.size()) + " prompt tokens and " +
+                std::to_string(n_new) + " new ones pass the 2147483647 positions a session holds; ask for fewer");
   const int cap = learned ? std::min(c.max_positions, (int)prompt.size() + n_new) : (int)prompt.size() + n_new;
   if (learned && (int)prompt.size() >= c.max_positions)
     throw Error("the prompt fills the model's learned position table (" + std::to_string(c.max_positions) +

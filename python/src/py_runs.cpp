@@ -183,6 +183,9 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   // As `focal generate`: a rotary model generates past the trained context (one UserWarning, for the longest
   // sequence, unless the prompt already warned); a learned position table (GPT-2) stops at its end.
   const bool learned = cfg.arch.position == focal::PositionKind::kLearned;
+  if ((int64_t)prompt_ids.size() + n_new > INT32_MAX)  // a session holds at most 2^31 - 1 positions
+    raise(PyExc_ValueError, "n: " + std::to_string(prompt_ids.size()) + " prompt tokens and " + std::to_string(n_new) +
+                                " new ones pass the 2147483647 positions a session holds; ask for fewer");
   if (learned && (int)prompt_ids.size() >= cfg.max_positions)
     raise(PyExc_ValueError, "prompt: the prompt fills the model's learned position table (" +
                                 std::to_string(cfg.max_positions) + " positions); nothing to generate");

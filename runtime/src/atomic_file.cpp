@@ -35,6 +35,16 @@ std::atomic<bool> g_ready[kPendingSlots];  // the slot's path is whole: the hand
 
 }  // namespace
 
+const char* not_a_file_kind(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? not_a_file(st.st_mode) : nullptr;
+}
+
+void require_regular_input(const std::string& path, const std::string& what) {
+  if (const char* kind = not_a_file_kind(path))
+    throw Error(what + " '" + path + "' is " + kind + ", not a file: give a file");
+}
+
 std::string output_target(const std::string& path) {
   std::string p = path;
   for (int hops = 0; hops < 40; ++hops) {

@@ -17,13 +17,18 @@
 namespace focal {
 
 FileMap map_file(const std::string& path, size_t min_size, const std::function<std::string(size_t)>& too_small) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer for ever
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     throw Error("cannot stat '" + path + "': " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("'" + path + "' is not a regular file (a FIFO, device or socket): give a file");
   }
   const size_t size = (size_t)st.st_size;
   if (size < min_size || size == 0) {

@@ -652,6 +652,7 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     where.fail(err == ENOENT ? std::string("no such file") : errno_text(err, path));
   }
   if (S_ISDIR(st.st_mode)) where.fail("it is a directory");
+  if (!S_ISREG(st.st_mode)) where.fail("it is not a regular file (a FIFO, device or socket): give a file");
   if (::access(path.c_str(), R_OK) != 0) {
     const int err = errno;
     where.fail(errno_text(err, path));
@@ -665,7 +666,14 @@ FileId open_for_reading(const std::string& path, const char* kind) {
   // Files are replaced by rename, never modified in place, so locks buy nothing and fail on some network mounts.
   check_h5(H5Pset_file_locking(fapl.get(), 0, 1), where, "cannot disable file locking");
 #endif
-  return checked<FileId>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), where, "cannot open the file");
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (f < 0) {
+    // The file may be open already in this process with the library's default access properties (h5py in the same
+    // Python session: weak close and file locking; HDF5 refuses a second open whose properties differ): open it as
+    // that handle did. Every object this reader opens is closed by its handle, so the weak close changes nothing.
+    f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  }
+  return checked<FileId>(f, where, "cannot open the file");
 }
 
 // Checks the root format name and version; `other` is the format name of the other file kind, for a hint.

@@ -101,6 +101,9 @@ void write_temp_file(const TempFile& f, const std::string& path) {
 
 TempFile read_temp_file(const std::string& path) {
   const std::string where = "temperature file '" + path + "'";
+  try {
+    require_regular_input(path, "temperature file");  // a FIFO would block the open
+  } catch (const Error& e) { throw Error("temp_file", e.what()); }
   std::ifstream in(path);
   if (!in)
     throw Error("temp_file", where + " cannot be opened: " + std::strerror(errno) + "; give the file that " +

@@ -330,6 +330,29 @@ def test_on_token_stops_and_raises(models):
     assert sampled.ids == again.ids and len(sampled.ids) == 8
 
 
+def test_files_from_the_real_world(fs, models, tmp_path):
+    # A FIFO given as a file to read is refused at once (it blocked the open for ever, Ctrl-C included)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(fs.FocalError, match="not a regular file"):
+        fs.open_capture(fifo)
+    with pytest.raises(ValueError, match="is a FIFO, not a file"):
+        models[FOCAL].run(PROMPT, "calibrated:%s" % fifo)
+    # A capture that h5py holds open in the same session opens too (HDF5 refused it: "file locking flag values
+    # don't match"), and reads the same
+    import h5py
+
+    path = tmp_path / "c.h5"
+    models[FOCAL].run(PROMPT, "focal:0.4").save(path)
+    alone = fs.open_capture(path)
+    with h5py.File(path, "r"):
+        held = fs.open_capture(path)
+    assert np.array_equal(held.metrics(), alone.metrics(), equal_nan=True)
+    # more new tokens than a session's positions: one clear error (it was "max_tokens must be positive")
+    with pytest.raises(ValueError, match="2147483647 positions"):
+        models[FOCAL].generate(PROMPT, 2**31 - 1)
+
+
 def test_text_that_ends_inside_a_character(models):
     # The bundled tokenizer spells an emoji as four byte tokens (byte fallback), as byte-level BPE models (SmolLM2)
     # spell it over several tokens: text cut inside the character reads U+FFFD, it was a UnicodeDecodeError.

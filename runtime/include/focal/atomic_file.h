@@ -27,6 +27,15 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
 // Both atomic writers call it; the CLI's early output checks too, before any model runs.
 std::string output_target(const std::string& path);
 
+// For a reader: throws focal::Error ("WHAT 'PATH' is a FIFO, not a file: ...") when `path` exists and is not a
+// regular file. A FIFO would block its open or read for ever (Ctrl-C included), a directory or device fail oddly.
+// A path that does not exist passes: the open says so.
+void require_regular_input(const std::string& path, const std::string& what);
+
+// What an existing path's type is for a message: "a directory", "a device", "a FIFO", "a socket"; nullptr for a
+// regular file.
+const char* not_a_file_kind(const std::string& path);
+
 // Temporaries being written now (the atomic writers register theirs while they write), for a signal handler:
 // remove_pending_temporaries unlinks each and is async-signal-safe (fixed slots, no allocation), so that an
 // interrupted command (Ctrl-C, a kill) leaves no PATH.tmp.PID behind. A program that wants this installs its own
