@@ -393,18 +393,19 @@ int cmd_sweep(int argc, char** argv) {
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
-  const TempSpec base = temp_spec_from(a, model->config());
+  TempSpec base = temp_spec_from(a, model->config());
   if ((a.has("--mode") || a.has("--temp")) && base.mode != AttnMode::kFocal)
     throw UsageError{std::string("sweep runs focal attention at each t of --temps; the setting given is ") +
                      attn_mode_name(base.mode) + " (leave --mode / --temp out, or give a focal one)"};
+  base.mode = AttnMode::kFocal;  // the model's native overrides (if any) stay; t is swept
   const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
   RunOptions run;
   run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
   Progress prog("sweep: temperature");
-  print_sweep_header();
   const SweepFile sf =
       run_sweep(*model, ids, base, temps, run, [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
+  print_sweep_header();
   for (size_t s = 0; s < temps.size(); ++s) print_sweep_row(sf, s);
   if (!out.empty()) {
     write_sweep(sf, out);

@@ -46,7 +46,7 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
     if (s.mode == AttnMode::kFocal && !a.has("--temp") && cfg.focal.mode != AttnMode::kFocal)
       throw UsageError{"--mode focal needs --temp T (e.g. --temp 0.4)"};
   }
-  if (s.mode == AttnMode::kStandard) s.focal_temp = 1.0f;  // as `--temp standard` records it (t unused)
+  if (s.mode != AttnMode::kFocal) s.focal_temp = 1.0f;  // as `--temp standard` / `ssmax` record it (t unused)
   // Options of another mode than the one that runs would be recorded in the run's spec without any effect.
   if (a.has("--tau-scale") && s.mode != AttnMode::kLearned)
     throw UsageError{std::string("--tau-scale applies to learned attention only; this run's mode is ") +

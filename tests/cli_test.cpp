@@ -667,6 +667,9 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   // sweep varies focal attention's t: another mode is refused (it was ignored, and the file said focal)
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.3,1", "--mode", "standard", "-o", o}, 2,
                  {"sweep runs focal attention", "standard"}, d);
+  // overrides on every layer (the test model has 2) leave t nothing to change (each t gave the same numbers)
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.3,1", "--layer-temp", "0=0.5,1=0.5", "-o", o}, 1,
+                 {"gives every layer or head its own t", "would change nothing"}, d);
   // a mode's own option with another mode (it was recorded in the run's spec, without effect)
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--tau-scale", "0.5", "-o", o}, 2,
                  {"--tau-scale applies to learned attention only", "focal"}, d);

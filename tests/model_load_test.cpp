@@ -837,13 +837,19 @@ TEST(TempSpecTest, JsonRoundTrip) {
   EXPECT_EQ(r.focal_temp, s.focal_temp);
   EXPECT_EQ(r.layer_temp, s.layer_temp);
   EXPECT_EQ(r.head_temp, s.head_temp);
-  EXPECT_EQ(r.tau_scale, s.tau_scale);
-  EXPECT_EQ(r.ssmax_s, s.ssmax_s);
+  // the JSON records what applied: another mode's number (tau_scale, ssmax_s under focal) never scaled a logit
+  EXPECT_EQ(r.tau_scale, 1.0f);
+  EXPECT_EQ(r.ssmax_s, 1.0f);
   EXPECT_EQ(r.to_json(), s.to_json());
   for (AttnMode m : {AttnMode::kStandard, AttnMode::kLearned, AttnMode::kSsmax}) {
-    TempSpec t;
+    TempSpec t = s;  // t = 0.4, tau_scale 0.8, ssmax_s 1.25 set; each mode keeps its own
     t.mode = m;
-    EXPECT_EQ(TempSpec::from_json(t.to_json(), "spec").mode, m);
+    const TempSpec u = TempSpec::from_json(t.to_json(), "spec");
+    EXPECT_EQ(u.mode, m);
+    EXPECT_EQ(u.focal_temp, 1.0f);
+    EXPECT_EQ(u.tau_scale, m == AttnMode::kLearned ? 0.8f : 1.0f);
+    EXPECT_EQ(u.ssmax_s, m == AttnMode::kSsmax ? 1.25f : 1.0f);
+    EXPECT_EQ(u.layer_temp, s.layer_temp);
   }
   EXPECT_THAT(error_of([&] { TempSpec::from_json("{\"focal_temp\": 1", "runs/focal_t0.4"); }),
               HasSubstr("runs/focal_t0.4"));

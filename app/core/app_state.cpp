@@ -603,7 +603,8 @@ void AppState::run_sweep(float t_min, float t_max, int n) {
   std::vector<float> temps(n);
   for (int i = 0; i < n; ++i) temps[i] = t_min * std::pow(t_max / t_min, (float)i / (float)(n - 1));
   auto model = slots[0].model;
-  const focal::TempSpec base = slots[0].spec;
+  focal::TempSpec base = slots[0].spec;  // A's overrides stay; t is swept under focal attention
+  base.mode = focal::AttnMode::kFocal;
   const std::vector<int32_t> tokens = file.token_ids;
   jobs.submit("sweep", "sweep t " + std::to_string(n) + " values",
               [this, model, base, tokens, temps](JobContext& ctx) -> std::function<void()> {

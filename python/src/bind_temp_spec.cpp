@@ -39,6 +39,13 @@ void bind_temp_spec(nb::module_& mod) {
                   check_temp(v, "head_temp[(" + std::to_string(lh.first) + ", " + std::to_string(lh.second) + ")]");
             s.tau_scale = check_temp(tau_scale, "tau_scale");
             s.ssmax_s = check_temp(ssmax_s, "ssmax_s");
+            // a mode's own option with another mode would do nothing (as the CLI's --tau-scale / --ssmax-s)
+            if (tau_scale != 1.0 && s.mode != focal::AttnMode::kLearned)
+              raise(PyExc_ValueError, "tau_scale: applies to mode='learned' only (this spec's mode is '" +
+                                          std::string(focal::attn_mode_name(s.mode)) + "')");
+            if (ssmax_s != 1.0 && s.mode != focal::AttnMode::kSsmax)
+              raise(PyExc_ValueError, "ssmax_s: applies to mode='ssmax' only (this spec's mode is '" +
+                                          std::string(focal::attn_mode_name(s.mode)) + "')");
             new (self) focal::TempSpec(s);
           },
           "t"_a = nb::none(), "mode"_a = nb::none(), "layer_temp"_a = std::map<int, double>{},
@@ -70,6 +77,9 @@ void bind_temp_spec(nb::module_& mod) {
       .def_prop_ro("label", &focal::TempSpec::label, "Run name this spec gets by default, e.g. 'focal_t0.4'.")
       .def("to_json", &focal::TempSpec::to_json, "JSON as stored in a capture's temp_spec_json.")
       .def("__eq__", [](const focal::TempSpec& a, const focal::TempSpec& b) { return a.to_json() == b.to_json(); })
+      .def(
+          "__eq__", [](const focal::TempSpec&, nb::handle) { return false; },
+          nb::arg("other").none())  // another type (None included): not equal
       .def("__repr__", [](const focal::TempSpec& s) { return "TempSpec(" + s.to_json() + ")"; });
 }
 

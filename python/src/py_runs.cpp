@@ -139,7 +139,12 @@ PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle l
 focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<double>& temps, nb::handle temp,
                              nb::handle relevant, int topk_mass, nb::handle progress) {
   const focal::ModelConfig& cfg = m.cfg();
-  const focal::TempSpec base = to_spec(temp, cfg);
+  focal::TempSpec base = to_spec(temp, cfg);
+  if (!temp.is_none() && base.mode != focal::AttnMode::kFocal)  // as `focal sweep --temp/--mode`
+    raise(PyExc_ValueError,
+          std::string("temp: a sweep runs focal attention at each t of temps; the setting given is ") +
+              focal::attn_mode_name(base.mode) + " (leave temp out, or give a focal one)");
+  base.mode = focal::AttnMode::kFocal;  // temp=None: the native overrides (if any) stay; t is swept
   const std::vector<int32_t> ids = m.ids_of(prompt);
   if (temps.empty()) raise(PyExc_ValueError, "temps: give at least one temperature");
   std::vector<float> ts;

@@ -488,6 +488,19 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
     if (!temp_in_range(temps[i]))
       throw Error("temps", "temps[" + std::to_string(i) + "] = " + short_number(temps[i]) + ": every temperature " +
                                kTempRangeText);
+  // The sweep runs focal attention at each t: a learned or ssmax setting's own number would be dropped without a
+  // word, and overrides on every head leave t nothing to change (each t gave the same numbers under its own label).
+  if (base_in.mode == AttnMode::kLearned || base_in.mode == AttnMode::kSsmax)
+    throw Error("spec", std::string("the sweep's base setting is ") + attn_mode_name(base_in.mode) +
+                            "; a sweep runs focal attention at each t (give a focal or standard setting)");
+  bool every_head_fixed = true;
+  for (int l = 0; l < c.n_layers && every_head_fixed; ++l)
+    for (int h = 0; h < c.n_heads && every_head_fixed; ++h)
+      every_head_fixed = base_in.layer_temp.count(l) > 0 || base_in.head_temp.count({l, h}) > 0;
+  if (every_head_fixed)
+    throw Error("spec",
+                "the sweep's base setting gives every layer or head its own t (its overrides), so the swept "
+                "t would change nothing; leave some layers or heads to the swept t");
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;

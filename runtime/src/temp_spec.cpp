@@ -76,9 +76,11 @@ void TempSpec::validate(const ModelConfig& cfg) const {
 std::string TempSpec::to_json() const {
   json j;
   j["mode"] = attn_mode_name(mode);
-  j["focal_temp"] = short_decimal(focal_temp);
-  j["tau_scale"] = short_decimal(tau_scale);
-  j["ssmax_s"] = short_decimal(ssmax_s);
+  // What applied: a mode's own number, and 1 for the others' (a t left from a focal setting under standard, or a
+  // tau_scale under focal, never scaled a logit and is not recorded as if it had)
+  j["focal_temp"] = short_decimal(mode == AttnMode::kFocal ? focal_temp : 1.0f);
+  j["tau_scale"] = short_decimal(mode == AttnMode::kLearned ? tau_scale : 1.0f);
+  j["ssmax_s"] = short_decimal(mode == AttnMode::kSsmax ? ssmax_s : 1.0f);
   json lt = json::object();
   for (const auto& [l, t] : layer_temp) lt[std::to_string(l)] = short_decimal(t);
   j["layer_temp"] = lt;

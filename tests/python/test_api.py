@@ -330,6 +330,27 @@ def test_on_token_stops_and_raises(models):
     assert sampled.ids == again.ids and len(sampled.ids) == 8
 
 
+def test_settings_record_what_applied(fs, models):
+    # A mode's own number with another mode would do nothing: refused, as the CLI's --tau-scale / --ssmax-s
+    with pytest.raises(ValueError, match="tau_scale: applies to mode='learned' only"):
+        fs.TempSpec(0.4, tau_scale=0.8)
+    with pytest.raises(ValueError, match="ssmax_s: applies to mode='ssmax' only"):
+        fs.TempSpec(mode="standard", ssmax_s=2)
+    # a spec read from JSON records what applied (a t under standard, a tau_scale under focal never scaled a logit)
+    odd = fs.TempSpec.from_json(
+        '{"focal_temp":0.5,"head_temp":[],"layer_temp":{},"mode":"standard","ssmax_s":2.0,"tau_scale":0.8}')
+    assert odd == fs.TempSpec(mode="standard") and '"focal_temp":1.0' in odd.to_json()
+    assert (fs.TempSpec(0.4) == None) is False  # noqa: E711 (another type: not equal, no TypeError)
+    m = models[FOCAL]
+    # a sweep runs focal attention at each t: another mode, or overrides on every layer, are refused
+    with pytest.raises(ValueError, match="the setting given is ssmax"):
+        m.sweep(PROMPT, [0.3, 0.5], temp="ssmax:2")
+    with pytest.raises(fs.FocalError, match="would change nothing"):
+        m.sweep(PROMPT, [0.3, 0.5], temp="focal:0.4+0=0.5+1=0.5+2=0.5+3=0.5")
+    # a learned model's sweep (temp left out) still sweeps focal t
+    assert len(models[LEARNED].sweep(PROMPT, [0.3, 0.5]).mean_nll) == 2
+
+
 def test_files_from_the_real_world(fs, models, tmp_path):
     # A FIFO given as a file to read is refused at once (it blocked the open for ever, Ctrl-C included)
     fifo = tmp_path / "fifo"
