@@ -454,6 +454,9 @@ TEST(AppScreens, CaptureWithoutItsModelShowsOnlyWhatItHolds) {
   EXPECT_EQ(jp["spec_a"], "focal_t0.2");
   EXPECT_EQ(labels_of(jp, "output.prompt_loss.a"), std::vector<std::string>{"n/a \u2014 needs the model"});
   EXPECT_EQ(labels_of(jp, "output.run.a"), std::vector<std::string>{"focal_t0.4"});
+  // the layers x heads grid holds the stored run's numbers while t = 0.2 is previewed, and says so
+  EXPECT_EQ(labels_of(jp, "overview.run"), std::vector<std::string>{"A: run focal_t0.4 (not propagated)"});
+  EXPECT_TRUE(labels_of(jl, "overview.run").empty()) << "the live run's grid is of its own setting";
   EXPECT_EQ(labels_of(jp, "output.run_prompt_loss.a"), stored_loss);
   EXPECT_EQ(labels_of(jp, "output.prompt_loss.b").size(), 1u);                // B is as stored: its own number
   EXPECT_EQ(labels_of(jp, "output.next.a"), labels_of(jl, "output.next.a"));  // the stored run's, as text

@@ -41,10 +41,13 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];
       ImGui::SameLine();
       // With the sink hidden, H and max are of the renormalised keys 1..q; the sink mass is the whole row's.
+      // A setting not yet propagated: these are the stored scores re-tempered (preview), not a run of it
+      const std::string state = rows.pending[s]           ? " (" + rows.label[s] + "; computing the new setting)"
+                                : !st.readouts_current(s) ? std::string(" (preview)")
+                                                          : std::string();
       ImGui::TextColored(col_run_v4(s), "  %s: H %.2f nats, max %.2f, sink %.2f%s%s", side_name(s),
                          m[focal::kEntropyNats], m[focal::kMaxProb], m[focal::kSinkMass],
-                         st.view.hide_sink ? " (hidden)" : "",
-                         rows.pending[s] ? (" (" + rows.label[s] + "; computing the new setting)").c_str() : "");
+                         st.view.hide_sink ? " (hidden)" : "", state.c_str());
     }
     ui.labels["distribution.header"] = {
         fmt("sink %.2f",

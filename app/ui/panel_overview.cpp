@@ -35,6 +35,15 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     }
     const int L = c->n_layers, H = c->n_heads, m = st.view.overview_metric;
     const bool diff = st.view.overview_diff && st.slots[1].run;
+    // The grid holds the runs' numbers: a side whose setting changed since (preview) shows its run's, named.
+    std::string stale;
+    for (int s = 0; s < (diff ? 2 : 1); ++s)
+      if (!st.readouts_current(s))
+        stale += std::string(stale.empty() ? "" : ", ") + side_name(s) + ": run " + st.slots[s].run_spec.label();
+    if (!stale.empty()) {
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s (not propagated)", stale.c_str());
+      ui.labels["overview.run"] = {stale + " (not propagated)"};
+    }
     std::vector<float> val((size_t)L * H);
     float lo = INFINITY, hi = -INFINITY;
     for (int l = 0; l < L; ++l)
