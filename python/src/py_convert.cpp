@@ -26,7 +26,7 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
     raise(PyExc_TypeError, std::string(param) + ": expected None, an int or a sequence of ints, got bool");
   // An int (or a numpy integer); sequences, numpy arrays included, are iterated.
   if (PyLong_Check(h.ptr()) || (PyIndex_Check(h.ptr()) && !PySequence_Check(h.ptr()))) {
-    check(nb::cast<long long>(nb::int_(h)));
+    check(int_arg(h, param));
     return out;
   }
   if (!PySequence_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()))
@@ -36,7 +36,7 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
     if (!PyIndex_Check(item.ptr()) || PyBool_Check(item.ptr()))
       raise(PyExc_TypeError, std::string(param) + ": every item must be an int, got " +
                                  nb::cast<std::string>(nb::str(item.type().attr("__name__"))));
-    check(nb::cast<long long>(nb::int_(item)));
+    check(int_arg(item, param));
   }
   return out;
 }
@@ -89,7 +89,7 @@ std::vector<std::string> metric_names() {
 size_t parse_budget(nb::handle h) {
   if (h.is_none()) return size_t(2) << 30;
   if (PyLong_Check(h.ptr())) {
-    const long long b = nb::cast<long long>(h);
+    const long long b = int_arg(h, "budget");
     if (b <= 0) raise(PyExc_ValueError, "budget: must be > 0 bytes");
     return (size_t)b;
   }

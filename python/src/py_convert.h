@@ -12,6 +12,26 @@ inline std::string path_str(const fs::path& p) { return p.string(); }
 // None -> all; an int -> that one; a sequence of ints -> those. Checked against 0..n-1 with the parameter's name.
 std::vector<int> index_list(nb::handle h, int n, const char* param, const char* what, const char* range_owner);
 
+// An int argument as a long long: ValueError naming `param` when it does not fit (2**64), not nanobind's bare cast
+// error.
+inline long long int_arg(nb::handle h, const std::string& param) {
+  long long v = 0;
+  if (!nb::try_cast<long long>(nb::int_(h), v))
+    raise(PyExc_ValueError, param + ": " + nb::cast<std::string>(nb::repr(h)) + " is out of range");
+  return v;
+}
+
+// Text as UTF-8: ValueError naming `param` when it has no UTF-8 spelling (a lone surrogate such as '\udcff').
+inline std::string text_arg(nb::handle h, const std::string& param) {
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(h.ptr(), &n);
+  if (!s) {
+    PyErr_Clear();
+    raise(PyExc_ValueError, param + ": the text has no UTF-8 spelling (a lone surrogate such as '\\udcff'?)");
+  }
+  return std::string(s, (size_t)n);
+}
+
 // t as a temperature: finite and > 0, else ValueError naming `what`.
 float check_temp(double t, const std::string& what);
 

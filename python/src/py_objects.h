@@ -12,6 +12,7 @@
 #include "focal/model.h"
 #include "focal_batch/stats_file.h"
 #include "py_common.h"
+#include "py_convert.h"
 
 namespace focalscope::py {
 
@@ -32,7 +33,7 @@ struct PyModel {
   std::vector<int32_t> ids_of(nb::handle p, const char* param = "prompt", bool for_forward = true) const {
     std::vector<int32_t> ids;
     if (PyUnicode_Check(p.ptr())) {
-      const std::string text = nb::cast<std::string>(p);
+      const std::string text = text_arg(p, param);
       if (text.empty()) raise(PyExc_ValueError, std::string(param) + ": the prompt is empty");
       ids = tokenize(text);
     } else if (nb::hasattr(p, "__array_interface__") || nb::hasattr(p, "__dlpack__")) {

@@ -330,6 +330,17 @@ def test_on_token_stops_and_raises(models):
     assert sampled.ids == again.ids and len(sampled.ids) == 8
 
 
+def test_arguments_past_c_types_name_themselves(models):
+    # nanobind's bare "std::bad_cast" (a RuntimeError) came through for these
+    m = models[FOCAL]
+    with pytest.raises(ValueError, match="prompt: the text has no UTF-8 spelling"):
+        m.run("a\udcffb")
+    with pytest.raises(ValueError, match="layers: 18446744073709551616 is out of range"):
+        m.run("abc", layers=2**64)
+    with pytest.raises(ValueError, match="budget: .* is out of range"):
+        m.run("abc", budget=2**70)
+
+
 def test_settings_record_what_applied(fs, models):
     # A mode's own number with another mode would do nothing: refused, as the CLI's --tau-scale / --ssmax-s
     with pytest.raises(ValueError, match="tau_scale: applies to mode='learned' only"):
