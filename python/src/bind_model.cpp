@@ -1,4 +1,6 @@
 // focalscope.Model, Generation and load(): a loaded model, its tokenizer, and its runs (py_runs.h).
+#include <unistd.h>
+
 #include "focal/device.h"
 #include "focal/error.h"
 #include "focal/hf_cache.h"
@@ -143,7 +145,8 @@ void bind_model(nb::module_& mod) {
   mod.def(
       "load",
       [](const fs::path& p, const std::string& device, const std::string& precision,
-         const std::optional<std::string>& rope_scaling) {
+         const std::optional<std::string>& rope_scaling, const std::string& weights, bool mmap,
+         bool allow_nonfinite_weights) {
         const std::string path = path_str(p);
         if (!fs::exists(p) && !focal::is_hf_model_name(path))
           raise(PyExc_FileNotFoundError,
@@ -159,6 +162,15 @@ void bind_model(nb::module_& mod) {
           opt.precision = focal::parse_precision(precision);
         } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("precision: ") + e.what()); }
         if (rope_scaling) opt.rope_scaling = *rope_scaling;
+        try {
+          opt.weights = focal::parse_weights_mode(weights);
+        } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("weights: ") + e.what()); }
+        opt.map_weights = mmap;
+        opt.allow_nonfinite_weights = allow_nonfinite_weights;
+        // as the CLI: the weights must fit the machine's memory, refused before anything is allocated
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+        if (pages > 0 && page > 0) opt.budget_bytes = (size_t)pages * (size_t)page;
+        opt.budget_is_machine = true;
         auto m = std::make_unique<PyModel>();
         {
           nb::gil_scoped_release rel;
@@ -166,13 +178,17 @@ void bind_model(nb::module_& mod) {
         }
         return m;
       },
-      "path"_a, "device"_a = "auto", "precision"_a = "auto", "rope_scaling"_a = nb::none(),
+      "path"_a, "device"_a = "auto", "precision"_a = "auto", "rope_scaling"_a = nb::none(), "weights"_a = "native",
+      "mmap"_a = false, "allow_nonfinite_weights"_a = false,
       "Loads a model: a Hugging Face model directory (config.json, safetensors, tokenizer), a .gguf file, or "
       "a name 'ORG/NAME' or 'ORG/NAME@REVISION' resolved offline in the Hugging Face cache (never downloaded). device: "
       "'auto' (CUDA when usable, else the CPU), 'cpu' or 'cuda'. precision: "
       "'auto' (fast on the GPU for 16-bit and quantized weights, else exact), 'exact' or 'fast' (as focal "
       "--precision). rope_scaling: 'TYPE:FACTOR' (linear, dynamic, yarn) or 'default' replaces config.json's "
-      "rope_scaling of a rotary model (as focal --rope-scaling); captures record it in their warnings.");
+      "rope_scaling of a rotary model (as focal --rope-scaling); captures record it in their warnings. weights: "
+      "'native' (quantized and 16-bit weights kept as stored) or 'fp32' (widened at load), as focal --weights. mmap: "
+      "a GGUF file's weights read from the page cache's map instead of copied into memory (focal --mmap). "
+      "allow_nonfinite_weights: load a checkpoint whose weights hold NaN or Inf (focal --allow-nonfinite-weights).");
 }
 
 }  // namespace focalscope::py

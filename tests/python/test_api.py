@@ -447,3 +447,16 @@ def test_type_stubs_are_installed_and_cover_the_api(fs):
     run = next(n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "run")
     assert ast.unparse(run.returns) == "Capture" and ast.get_docstring(run).startswith("Runs a prompt")
     ast.parse((pkg / "__init__.pyi").read_text())
+
+
+def test_load_takes_the_clis_weight_options(fs, cli, out_dir):
+    # fs.load(weights=, mmap=, allow_nonfinite_weights=) as focal --weights / --mmap / --allow-nonfinite-weights: a
+    # capture of the bundled model with weights widened to fp32 matches the CLI's (the same forward: within 1e-6)
+    path = out_dir / "weights_fp32.h5"
+    cli("capture", FOCAL, "--device", "cpu", "--weights", "fp32", "--prompt", PROMPT, "--store", "metrics", "-o", path)
+    ref = fs.open_capture(path)
+    m = fs.load(FOCAL, device="cpu", weights="fp32", mmap=True, allow_nonfinite_weights=True)
+    got = m.run(PROMPT, probs=False, scores=False)
+    assert np.allclose(got.metrics(), ref.metrics(), atol=1e-6, equal_nan=True)
+    with pytest.raises(ValueError, match="weights: weights mode 'fp8' is not one of native, fp32"):
+        fs.load(FOCAL, weights="fp8")
