@@ -142,6 +142,16 @@ void bind_capture(nb::module_& mod) {
       .def_prop_ro("weights_checksum", [](const PyCapture& c) { return c.file.weights_checksum; })
       .def_prop_ro("tool_version", [](const PyCapture& c) { return c.file.tool_version; })
       .def_prop_ro(
+          "device", [](const PyCapture& c) { return c.file.device; },
+          "Where the forward ran: 'cpu' or 'cuda' ('' in files written before it was recorded).")
+      .def_prop_ro(
+          "precision", [](const PyCapture& c) { return c.file.precision; },
+          "How the forward computed: 'exact' or 'fast' ('' in files written before it was recorded).")
+      .def_prop_ro(
+          "warnings", [](const PyCapture& c) { return c.file.warnings; },
+          "What the run went on despite (a prompt past the trained context, a rope_scaling override), one sentence "
+          "a line; '' when nothing.")
+      .def_prop_ro(
           "created_utc", [](const PyCapture& c) { return c.file.created_utc; },
           "ISO 8601 time the file was written ('' until saved).")
       .def_prop_ro(

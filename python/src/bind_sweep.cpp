@@ -43,6 +43,21 @@ void bind_sweep(nb::module_& mod) {
             return view(s.token_ids.data(), {s.token_ids.size()}, self);
           },
           nb::sig("def tokens(self) -> numpy.typing.NDArray[numpy.int32]"), "The prompt's token ids [T].")
+      .def_prop_ro("model_path", [](const focal::SweepFile& s) { return s.model_path; })
+      .def_prop_ro("weights_checksum", [](const focal::SweepFile& s) { return s.weights_checksum; })
+      .def_prop_ro("tool_version", [](const focal::SweepFile& s) { return s.tool_version; })
+      .def_prop_ro(
+          "created_utc", [](const focal::SweepFile& s) { return s.created_utc; },
+          "ISO 8601 time the file was written ('' until saved).")
+      .def_prop_ro(
+          "device", [](const focal::SweepFile& s) { return s.device; }, "Where the forwards ran: 'cpu' or 'cuda'.")
+      .def_prop_ro(
+          "precision", [](const focal::SweepFile& s) { return s.precision; },
+          "How the forwards computed: 'exact' or 'fast'.")
+      .def_prop_ro(
+          "warnings", [](const focal::SweepFile& s) { return s.warnings; },
+          "What the runs went on despite (a prompt past the trained context, ...), one sentence a line; '' when "
+          "nothing.")
       .def_prop_ro("n_layers", [](const focal::SweepFile& s) { return s.n_layers; })
       .def_prop_ro("n_heads", [](const focal::SweepFile& s) { return s.n_heads; })
       .def_prop_ro(

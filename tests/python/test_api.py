@@ -460,3 +460,12 @@ def test_load_takes_the_clis_weight_options(fs, cli, out_dir):
     assert np.allclose(got.metrics(), ref.metrics(), atol=1e-6, equal_nan=True)
     with pytest.raises(ValueError, match="weights: weights mode 'fp8' is not one of native, fp32"):
         fs.load(FOCAL, weights="fp8")
+
+
+def test_provenance_of_captures_and_sweeps(fs, models):
+    # where and how it ran, and what it went on despite, as the files record them (focal inspect prints the same)
+    m = models[FOCAL]
+    c, s = m.run(PROMPT), m.sweep(PROMPT, [0.3, 0.5])
+    for x in (c, s):
+        assert (x.device, x.precision, x.warnings) == ("cpu", "exact", "")
+        assert (x.model_path, x.weights_checksum, x.tool_version) == (str(FOCAL), c.weights_checksum, fs.version())
