@@ -422,15 +422,16 @@ Generates N tokens with a KV cache under the chosen attention temperature and pr
   --seed S          random seed (default 1)
   --capture FILE    also write a capture .h5 of prompt + generated tokens: the attention of every generated
                     step (same selection options as capture: --layers --heads --queries --store --fp16 --budget
-                    --topk --topk-mass --relevant); the file records where the prompt ends (n_prompt_tokens)
+                    --topk --topk-mass --relevant --name); the file records where the prompt ends (n_prompt_tokens)
   --compare SPEC    with --capture: a second run over exactly the same prompt + generated tokens under SPEC (the
                     spec grammar below, e.g. standard), with per-row KL/JS, as capture --compare does
 )";
 
 int cmd_generate(int argc, char** argv) {
-  std::set<std::string> opts = with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k",
-                                                "--seed", "--capture", "--compare", "--layers", "--heads", "--queries",
-                                                "--store", "--budget", "--topk", "--topk-mass", "--relevant"});
+  std::set<std::string> opts =
+      with(kTempOpts, {"--prompt", "--prompt-file", "--n-new", "--sample-temp", "--top-k", "--seed", "--capture",
+                       "--compare", "--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
+                       "--relevant", "--name"});
   opts.insert({cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption});
   Args a(argc, argv, 2, {"--help", "--fp16", cli::kLoadFlag, cli::kMmapFlag}, opts);
   if (a.has("--help")) {
@@ -439,6 +440,10 @@ int cmd_generate(int argc, char** argv) {
   }
   const int n_new = (int)a.get_int("--n-new", 32);
   if (n_new < 1) throw UsageError{"-n must be at least 1"};
+  for (const char* opt : {"--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
+                          "--relevant", "--name", "--fp16"})
+    if (a.has(opt) && !a.has("--capture"))
+      throw UsageError{std::string(opt) + " describes the capture: it needs --capture FILE"};
   if (a.has("--compare") && !a.has("--capture"))
     throw UsageError{"--compare needs --capture FILE: it is a second run recorded in the capture"};
   if (a.has("--capture")) check_output(a.get("--capture"));

@@ -656,6 +656,9 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--budget", "lots", "-o", o}, 2, {"--budget"}, d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "-o", o}, 2, {"--temps"}, d);
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "0"}, 2, {"-n"}, d);
+  // a capture option without the capture (it was ignored without a word)
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--queries", "1"}, 2,
+                 {"--queries describes the capture: it needs --capture FILE"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", o, "--temp"}, 2, {"--temp", "needs a value"}, d);
 }
 

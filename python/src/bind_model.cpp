@@ -127,7 +127,8 @@ void bind_model(nb::module_& mod) {
           "generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
           "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
           "capture"_a = false, "compare"_a = nb::none(), "layers"_a = nb::none(), "heads"_a = nb::none(),
-          "probs"_a = true, "scores"_a = true, "fp16"_a = false,
+          "probs"_a = true, "scores"_a = true, "fp16"_a = false, "queries"_a = nb::none(), "name"_a = nb::none(),
+          "topk"_a = 10, "topk_mass"_a = 5, "relevant"_a = nb::none(), "budget"_a = nb::none(),
           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
                   "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "
@@ -135,12 +136,17 @@ void bind_model(nb::module_& mod) {
                   "compare: str | float | TempSpec | None = None, layers: int | collections.abc.Sequence[int] | None = "
                   "None, "
                   "heads: int | collections.abc.Sequence[int] | None = None, probs: bool = True, "
-                  "scores: bool = True, fp16: bool = False) -> Generation"),
+                  "scores: bool = True, fp16: bool = False, queries: int | collections.abc.Sequence[int] | None = "
+                  "None, name: str | None = None, topk: int = 10, topk_mass: int = 5, "
+                  "relevant: collections.abc.Sequence[int] | None = None, budget: int | str | None = None) -> "
+                  "Generation"),
           "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
           "sample_temp / top_k / seed). on_token(id, text) is called for each new token with its text; returning "
           "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
           "(as `focal generate --capture`) into Generation.capture; compare (with capture=True) adds a second "
-          "setting run over exactly those tokens, with per-row KL / JS (`focal generate --compare SPEC`).");
+          "setting run over exactly those tokens, with per-row KL / JS (`focal generate --compare SPEC`); "
+          "queries / name / topk / topk_mass / relevant / budget describe the capture as in Model.run (`focal "
+          "generate --queries ...`), positions counted over prompt + generated tokens.");
 
   mod.def(
       "load",

@@ -178,7 +178,9 @@ struct StopGeneration {};
 
 PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
                             uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
-                            nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16) {
+                            nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16, nb::handle queries,
+                            const std::optional<std::string>& name, int topk, int topk_mass, nb::handle relevant,
+                            nb::handle budget) {
   const focal::ModelConfig& cfg = m.cfg();
   const focal::TempSpec spec = to_spec(temp, cfg);
   const std::vector<int32_t> prompt_ids = m.ids_of(prompt);
@@ -204,11 +206,13 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     raise(PyExc_ValueError,
           "compare: needs capture=True (it is a second run recorded in the capture, as "
           "`focal generate --capture FILE --compare SPEC`)");
+  if (!capture && (!queries.is_none() || !relevant.is_none() || !budget.is_none() || name))
+    raise(PyExc_ValueError, "queries / relevant / budget / name: need capture=True (they describe the capture)");
   focal::CaptureRequest req;
   Settings runs;
   if (capture) {  // checked before generating, against the longest sequence the generation can produce
-    req = make_request(cfg, cap, layers, heads, nb::none(), probs, scores, fp16, 10, 5, nb::none(), nb::none());
-    runs = settings_of(cfg, spec, compare, std::nullopt);
+    req = make_request(cfg, cap, layers, heads, queries, probs, scores, fp16, topk, topk_mass, relevant, budget);
+    runs = settings_of(cfg, spec, compare, name);
     check_settings(cfg, cap, req, runs);
   }
   const focal::Tokenizer* tok = m.model->tokenizer();
@@ -262,9 +266,21 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   if (capture) {
     // As `focal generate --capture [--compare SPEC]`: prompt + generated tokens re-run in one pass per setting (the
     // second setting re-runs exactly these tokens; it does not generate its own).
+    // As the CLI: positions named past the tokens generated (it stopped early at end of text) are an error.
+    const int n_all = (int)all.size();
+    for (int q : req.queries)
+      if (q >= n_all)
+        raise(PyExc_ValueError, "queries: position " + std::to_string(q) + " lies beyond the " + std::to_string(n_all) +
+                                    " tokens generated (generation stopped early at end of text)");
+    for (int p : req.run.relevant)
+      if (p >= n_all)
+        raise(PyExc_ValueError, "relevant: position " + std::to_string(p) + " lies beyond the " +
+                                    std::to_string(n_all) +
+                                    " tokens generated (generation stopped early at end of text)");
     PyCapture pc;
     pc.probs_fp16 = fp16 && probs;
     pc.file = focal::make_capture_file(*m.model, all);
+    pc.file.relevant = req.run.relevant;
     pc.file.n_prompt_tokens = (int)prompt_ids.size();  // where generation begins, as `focal generate --capture`
     capture_settings_into(m, pc, runs, req, nb::none());
     g.capture = std::move(pc);

@@ -172,6 +172,23 @@ def test_generate_equals_cli(fs, models, cli, out_dir):
     assert_same_h5(out_dir / "py_gen.h5", out_dir / "cli_gen.h5")
 
 
+def test_generate_takes_the_clis_capture_options(fs, models, cli, out_dir):
+    # generate(capture=True, queries=, name=, topk=, topk_mass=, relevant=, budget=) as `focal generate --capture`
+    # with the same options: the same file, bit for bit (positions over prompt + generated tokens)
+    cli("generate", FOCAL, "--device", "cpu", "--prompt", "The little fox", "-n", "12", "--capture",
+        out_dir / "cli_gen_opts.h5", "--layers", "3", "--queries", "2,9,15", "--name", "mine", "--topk", "4",
+        "--topk-mass", "3", "--relevant", "1,12", "--budget", "1G")
+    g = models[FOCAL].generate("The little fox", 12, capture=True, layers=3, queries=[2, 9, 15], name="mine",
+                               topk=4, topk_mass=3, relevant=[1, 12], budget="1G")
+    g.capture.save(out_dir / "py_gen_opts.h5")
+    assert_same_h5(out_dir / "py_gen_opts.h5", out_dir / "cli_gen_opts.h5")
+    with pytest.raises(ValueError, match="need capture=True"):
+        models[FOCAL].generate("The little fox", 2, queries=[1])
+    with pytest.raises(ValueError, match="queries: position 20 lies beyond the"):
+        models[FOCAL].generate("The little fox", 30, capture=True, queries=[20], stop_at_eos=True,
+                               on_token=lambda i, s: len(s) < 0)  # stops after the first token
+
+
 def test_generation_capture_marks_the_prompt_and_splits_the_loss(fs, models, cli, out_dir):
     m = models[FOCAL]
     g = m.generate("The little fox", 12, capture=True, layers=3)
