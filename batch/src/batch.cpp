@@ -266,7 +266,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
 
   StatsHeader header;
   header.provenance.tool_version = version();
-  header.provenance.model_path = model.path();
+  header.provenance.model_path = model.recorded_path();
   header.provenance.model_config_json = cfg.source_json;
   header.provenance.weights_checksum = model.weights_checksum();
   header.provenance.device = device_name(model.device());

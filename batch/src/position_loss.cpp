@@ -121,7 +121,7 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
     if (!models.count(r.rope_scaling)) models[r.rope_scaling] = load(r.rope_scaling);
 
   PositionLossFile f;
-  f.model_path = base.path();
+  f.model_path = base.recorded_path();
   f.model_config_json = c.source_json;
   f.weights_checksum = base.weights_checksum();
   f.device = device_name(base.device());

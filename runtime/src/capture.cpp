@@ -463,7 +463,7 @@ bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& token
 CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& tokens) {
   CaptureFile f;
   const ModelConfig& c = model.config();
-  f.model_path = model.path();
+  f.model_path = model.recorded_path();
   f.model_config_json = c.source_json;
   f.weights_checksum = model.weights_checksum();
   f.device = device_name(model.device());
@@ -509,7 +509,7 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   validate_capture_request(c, T, req, 1);
 
   SweepFile sf;
-  sf.model_path = model.path();
+  sf.model_path = model.recorded_path();
   sf.model_config_json = c.source_json;
   sf.tool_version = version();
   sf.weights_checksum = model.weights_checksum();

@@ -1,5 +1,6 @@
 // Loading a Hugging Face model directory (config.json, safetensors single or sharded, tokenizer.model) or a GGUF
 // file (gguf_model.cpp maps it onto the same tensors).
+#include <filesystem>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -32,6 +33,14 @@ const char* version() { return "0.1.0"; }
 const char* cpu_gemm_kernels() { return ops::blas_core(); }
 
 Model::~Model() = default;
+
+// Model::recorded_path: absolute for a local path (resolved at load, against the directory the load ran in).
+static std::string recorded_path_of(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || path[0] == '/' || !std::filesystem::exists(path, ec)) return path;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
 
 const Tokenizer& Model::require_tokenizer() const {
   if (!tok_ && is_gguf_path(path_))
@@ -248,6 +257,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir_in, Device device, con
   dir = resolve_model_path(dir, &note);  // ORG/NAME[@REVISION]: its snapshot in the Hugging Face cache
   std::unique_ptr<Model> m(new Model());
   m->path_ = dir;
+  m->recorded_path_ = recorded_path_of(dir);
   OpenedFiles files = open_model_files(dir);
   if (!note.empty()) files.cfg.warnings.push_back(note);
   if (!options.rope_scaling.empty()) {  // before any check that reads the positions

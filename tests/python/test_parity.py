@@ -222,7 +222,7 @@ def test_open_stats_equals_the_runs_it_counted(fs, models, inputs, cli):
     assert st.hist_edges.shape == (M, st.n_bins + 1)
     P = len(st.pos_edges) - 1
     assert st.pos_mean.shape == st.pos_count.shape == (R, L, H, M, P)
-    assert st.n_docs == 3 and st.max_tokens == 32 and st.long == "cut" and st.model_path == FOCAL
+    assert st.n_docs == 3 and st.max_tokens == 32 and st.long == "cut" and st.model_path == str(ROOT / FOCAL)  # recorded absolute
     assert st.doc_head_means.shape == (3, R, L, H, M) and list(st.doc_n_tokens) == [
         min(32, len(models[FOCAL].tokenize(t))) for t in DOCS]
     where, probs = st.kept_rows()

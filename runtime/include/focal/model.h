@@ -126,6 +126,9 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   const std::string& path() const { return path_; }
+  // The path as files record it (captures, sweeps, batches, evaluations): absolute for a local directory or file, so
+  // that a capture opened from another directory still finds its model (a relative path was stored as typed).
+  const std::string& recorded_path() const { return recorded_path_; }
   // Null when the directory has no tokenizer; require_tokenizer() throws a clear Error instead.
   const Tokenizer* tokenizer() const { return tok_.get(); }
   const Tokenizer& require_tokenizer() const;
@@ -156,6 +159,7 @@ class Model {
   Model() = default;
   ModelConfig cfg_;
   std::string path_;
+  std::string recorded_path_;  // recorded_path(): path_ made absolute at load when it is local
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Weights> w_;

@@ -52,7 +52,7 @@ EvalFile evaluate(const Model& model, const TempSpec& spec, const EvalOptions& o
   const ModelConfig& c = model.config();
   spec.validate(c);
   EvalFile e;
-  e.model_path = model.path();
+  e.model_path = model.recorded_path();
   e.model_config_json = c.source_json;
   e.temp_spec_json = spec.to_json();
   e.tool_version = version();
