@@ -2,6 +2,7 @@
 // rows, the view or the options change, max-pooled to the panel's pixels (level of detail for long prompts);
 // wheel zooms around the cursor, drag pans, double-click resets; hover shows query, key, probabilities, raw score.
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -157,8 +158,12 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
       const char* msg = st.busy() ? "running the model..."
                                   : (T == 0 ? "type a prompt and press Run" : "no rows stored for this head");
-      const ImVec2 ts = ImGui::CalcTextSize(msg);
-      dl->AddText(ImVec2(p0.x + (side_px - ts.x) / 2, p0.y + (side_px - ts.y) / 2), IM_COL32(200, 200, 200, 255), msg);
+      // centred, wrapped to the box (a small box cut "type a prompt" at its left edge)
+      const float wrap = std::max(side_px - 12.0f, 20.0f);
+      const ImVec2 ts = ImGui::GetFont()->CalcTextSizeA(ImGui::GetFontSize(), FLT_MAX, wrap, msg);
+      dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
+                  ImVec2(p0.x + std::max(6.0f, (side_px - ts.x) / 2), p0.y + (side_px - ts.y) / 2),
+                  IM_COL32(200, 200, 200, 255), msg, nullptr, wrap);
     }
     dl->AddRect(p0, p1, IM_COL32(90, 95, 110, 255));
     if (T > 0 && hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
@@ -195,14 +200,16 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     const ScaleKind kind =
         show == 2 ? ScaleKind::kDiverging : (st.view.log_color ? ScaleKind::kLog10 : ScaleKind::kLinear);
     const double lo = kind == ScaleKind::kLog10 ? -4.0 : 0.0, hi = kind == ScaleKind::kLog10 ? 0.0 : ui.heat_vmax;
-    const float used = ui.heat_vmax < 0.0f  // nothing drawn: no scale
+    const float used = ui.heat_vmax < 0.0f || T == 0  // nothing drawn: no scale
                            ? 0.0f
                            : draw_colorbar_h(ui, "heatmap.colorbar", dl, ImVec2(l0.x, l0.y + 2), lw, 9, lo, hi, kind);
-    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y));
-    ImGui::TextDisabled("%s", show == 2 ? "B - A (blue: B lower)" : (st.view.log_color ? "p (log)" : "p"));
-    ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y + ImGui::GetTextLineHeight()));
-    ImGui::TextDisabled("keys %d..%d, queries %d..%d%s", (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0,
-                        (int)std::ceil(v.q1) - 1, tex_px < (int)(v.k1 - v.k0) ? " (max-pooled)" : "");
+    if (used > 0.0f) {  // a scale and a view only when rows are drawn (an empty session read "keys 0..-1")
+      ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y));
+      ImGui::TextDisabled("%s", show == 2 ? "B - A (blue: B lower)" : (st.view.log_color ? "p (log)" : "p"));
+      ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y + ImGui::GetTextLineHeight()));
+      ImGui::TextDisabled("keys %d..%d, queries %d..%d%s", (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0,
+                          (int)std::ceil(v.q1) - 1, tex_px < (int)(v.k1 - v.k0) ? " (max-pooled)" : "");
+    }
     ImGui::SetCursorScreenPos(ImVec2(l0.x, l0.y + std::max(used + 2, 2 * ImGui::GetTextLineHeight())));
   }
   ImGui::End();

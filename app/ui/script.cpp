@@ -56,6 +56,22 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
     --wait_frames_;
     return true;
   }
+  if (!startup_done_) {
+    if (wait_started_ < 0) wait_started_ = glfwGetTime();
+    if (st.busy()) {
+      if (glfwGetTime() - wait_started_ > 120.0) {
+        error_ = path_ + ": the file named on the command line still loading after 120 s";
+        return false;
+      }
+      return true;
+    }
+    wait_started_ = -1.0;
+    startup_done_ = true;
+    if (st.error_count != 0 && st.message_is_error) {
+      error_ = path_ + ": before the first command, the file named on the command line: " + st.message;
+      return false;
+    }
+  }
   if (awaiting_) {  // the previous command's jobs (a load replaces a queued load: never start the next one early)
     const std::string where = path_ + ":" + std::to_string(awaiting_->line);
     if (wait_started_ < 0) wait_started_ = glfwGetTime();

@@ -32,6 +32,9 @@ class ScriptRunner {
   // job has finished, and the script fails at this command's line if one of them reported an error.
   const ScriptCommand* awaiting_ = nullptr;
   uint64_t errors_before_ = 0;
+  // The model or capture named on the command line loads before the first command runs (a first command other than
+  // `wait` found no model), and a failed load fails the script.
+  bool startup_done_ = false;
   std::string error_;
 };
 
