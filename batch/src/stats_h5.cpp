@@ -423,7 +423,7 @@ StatsFile read_stats(const std::string& path, bool with_docs) {
   Reader r(where);
   r.use_checked_strings(path);
   check_format(r, root.get(), path, "batch statistics", kStatsFormat, kStatsVersion, "focalscope-capture",
-               "it is a capture: open it with focal inspect");
+               "it is a capture: open it as one (focal inspect, the app, fs.open_capture)");
   StatsFile f;
   f.provenance = read_provenance(r, root.get(), true);
   f.data_path = r.attr_string(root.get(), "/", "data_path");

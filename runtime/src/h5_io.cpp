@@ -306,7 +306,7 @@ void write_atomically(const std::string& given, const char* kind,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {
     const int err = errno;
-    create_where.fail(errno_text(err, path) + " — choose a writable -o path");
+    create_where.fail(errno_text(err, path) + " — choose a writable output path");
   }
   ::close(fd);
 
