@@ -147,9 +147,15 @@ void check_ids(const std::vector<int32_t>& ids, const std::string& path, const M
 
 // Checks that the output directory is writable, and the path not a directory, device or FIFO, before any long work
 // runs.
-void check_output(const std::string& path) {
-  if (path.empty()) throw UsageError{"give the output file with -o FILE.h5"};
-  const std::string probe = focal::output_target(path) + ".probe";
+void check_output(const std::string& path, const char* opt = "-o") {
+  if (path.empty()) throw UsageError{std::string("give the output file with ") + opt + " FILE.h5"};
+  std::string target;
+  try {
+    target = focal::output_target(path);
+  } catch (const Error& e) {  // named by the option that gave the path (generate's --capture, not -o)
+    throw Error(std::string(opt) + ": " + e.what());
+  }
+  const std::string probe = target + ".probe";
   std::ofstream f(probe);
   if (!f) throw Error("cannot write output '" + path + "': its directory does not exist or is not writable");
   f.close();
@@ -446,7 +452,7 @@ int cmd_generate(int argc, char** argv) {
       throw UsageError{std::string(opt) + " describes the capture: it needs --capture FILE"};
   if (a.has("--compare") && !a.has("--capture"))
     throw UsageError{"--compare needs --capture FILE: it is a second run recorded in the capture"};
-  if (a.has("--capture")) check_output(a.get("--capture"));
+  if (a.has("--capture")) check_output(a.get("--capture"), "--capture");
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);
