@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "error_flags.h"
+#include "focal/byte_size.h"
 #include "focal/error.h"
 
 namespace focal::cli {
@@ -74,8 +75,7 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const s
   if (a.has("--budget")) {
     opt.budget_bytes = parse_bytes(a.get("--budget"), "--budget");
   } else {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) opt.budget_bytes = (size_t)pages * (size_t)page;
+    opt.budget_bytes = machine_memory_bytes();
     opt.budget_is_machine = true;
   }
   opt.map_weights = a.has(kMmapFlag);

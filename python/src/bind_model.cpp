@@ -1,6 +1,5 @@
 // focalscope.Model, Generation and load(): a loaded model, its tokenizer, and its runs (py_runs.h).
-#include <unistd.h>
-
+#include "focal/byte_size.h"
 #include "focal/device.h"
 #include "focal/error.h"
 #include "focal/hf_cache.h"
@@ -174,8 +173,7 @@ void bind_model(nb::module_& mod) {
         opt.map_weights = mmap;
         opt.allow_nonfinite_weights = allow_nonfinite_weights;
         // as the CLI: the weights must fit the machine's memory, refused before anything is allocated
-        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-        if (pages > 0 && page > 0) opt.budget_bytes = (size_t)pages * (size_t)page;
+        opt.budget_bytes = focal::machine_memory_bytes();
         opt.budget_is_machine = true;
         auto m = std::make_unique<PyModel>();
         {

@@ -1,12 +1,10 @@
 // The forward pass, written once against the Backend interface: LLaMA blocks with a per-(layer, head, row)
 // attention logit scale from a TempSpec. No I/O here: everything observable goes through ForwardObserver.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <new>
 #include <cmath>
 
+#include "focal/byte_size.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
@@ -82,18 +80,17 @@ Session::Session(const Model& model, int max_tokens, bool prefill_only)
   Backend& be = model.backend();
   const size_t n = (size_t)c.n_kv_heads * max_tokens * c.d_head;
   const int cached_layers = prefill_only ? 1 : c.n_layers;
-  const double kv_bytes = 2.0 * cached_layers * (double)n * sizeof(float);
+  const uint64_t kv_bytes = 2 * (uint64_t)cached_layers * n * sizeof(float);
   const auto too_large = [&](const std::string& why) {
-    char gib[32];
-    std::snprintf(gib, sizeof gib, "%.1f", kv_bytes / 1073741824.0);
-    return Error("a session of " + std::to_string(max_tokens) + " tokens needs a KV cache of " + gib + " GiB (2 x " +
-                 std::to_string(cached_layers) + " layers x " + std::to_string(c.n_kv_heads) + " KV heads x " +
-                 std::to_string(c.d_head) + " values x tokens x 4 bytes), " + why + ": ask for fewer tokens");
+    return Error("a session of " + std::to_string(max_tokens) + " tokens needs a KV cache of " +
+                 format_byte_size(kv_bytes) + " (2 x " + std::to_string(cached_layers) + " layers x " +
+                 std::to_string(c.n_kv_heads) + " KV heads x " + std::to_string(c.d_head) +
+                 " values x tokens x 4 bytes), " + why + ": ask for fewer tokens");
   };
   // On the CPU, a cache larger than the machine's memory is refused before anything is allocated (as a model's
   // weights are: LoadOptions::budget_bytes); a device's own allocation failure is caught below.
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (model.device() == Device::kCpu && pages > 0 && page > 0 && kv_bytes > (double)pages * (double)page)
+  const uint64_t machine = machine_memory_bytes();
+  if (model.device() == Device::kCpu && machine > 0 && kv_bytes > machine)
     throw too_large("more than this machine's memory");
   try {
     for (int l = 0; l < cached_layers; ++l) {

@@ -2,6 +2,8 @@
 // --budget and Python's budget=, and one way to write a size in a message.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +31,13 @@ inline std::optional<uint64_t> parse_byte_size(const std::string& s) {
     return std::nullopt;
   if (!(v > 0) || !(v * mul < 1.8e19)) return std::nullopt;  // nan, <= 0, or past uint64
   return (uint64_t)(v * mul);
+}
+
+// The machine's physical memory in bytes (0 when unknown): the budget of what is refused before allocating (a
+// model's weights, a CPU session's KV cache).
+inline uint64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
 // A size for a message, in the unit that shows it: "512.0 KiB", "3.2 MiB", "7.45 GiB" (powers of 1024, as
