@@ -2,6 +2,7 @@
 // attention on a model, sweep the temperature and write a gallery of figures). Both go through focal_figures.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -136,6 +137,12 @@ int cmd_figure(int argc, char** argv) {
   }
   if (a.positional().size() < 2) throw UsageError{"figure needs a KIND and at least one FILE"};
   const std::string kind = a.positional()[0];
+  const std::vector<std::string>& kinds = figures::figure_kinds();
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+    std::string list;
+    for (const std::string& k : kinds) list += (list.empty() ? "" : ", ") + k;
+    throw UsageError{"unknown figure kind '" + kind + "' (kinds: " + list + ")"};
+  }
   const std::vector<std::string> files(a.positional().begin() + 1, a.positional().end());
   const std::string out = a.get("--output");
   if (out.empty()) throw UsageError{"give the output file with -o FILE.png|svg|pdf"};

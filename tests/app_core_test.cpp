@@ -1297,6 +1297,11 @@ TEST(Script, ParsesCommandsAndNamesTheLineOfAnError) {
     EXPECT_NE(std::string(e.what()).find("s.txt:2: unknown command 'fly'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_script("select 1\n", "s.txt"), focal::Error);
+  // counts and indices are whole numbers >= 0 when the script is read (a usage error, before anything runs)
+  for (const char* bad : {"frames abc\n", "frames -1\n", "select 1 0.5\n", "resize 800 6e2\n", "wait 1x\n",
+                          "head-temp 0 x 0.5\n", "frames 12345678901\n"})
+    EXPECT_THROW(parse_script(bad, "s.txt"), focal::Error) << bad;
+  EXPECT_EQ(parse_script("frames 0\nselect 1 2 3\nlayer-temp 1 0.25\nwait 30\n", "s.txt").size(), 4u);
 }
 
 // The script's `spec SPEC [a|b]` walks the shared table of the one spec grammar (tests/data/temp_specs.tsv) on the

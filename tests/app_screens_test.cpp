@@ -809,6 +809,11 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   EXPECT_EQ(ja["n_tokens"], 0);
   EXPECT_NE(std::string(ja["message"]).find("not the batch's model"), std::string::npos) << ja["message"];
   EXPECT_FALSE(ja["message_is_error"]);
+  // Nothing names a layer or head of no model (the token strip's line said "layer 0 head 0, A" beside head 3.5 of the
+  // Corpus tab), and Run is not offered with no model to run.
+  EXPECT_EQ(labels_of(ja, "tokens.header"),
+            std::vector<std::string>{"no model open: open one in the left column, then run a prompt"});
+  EXPECT_EQ(labels_of(ja, "prompt.run"), std::vector<std::string>{"disabled (no model)"});
   // select 3 5 is head 3.5 of the 4 x 6 stats file, not a clamp to the recall model's 2 x 4.
   EXPECT_EQ(labels_of(ja, "corpus.selected"), std::vector<std::string>{"3.5"});
   // The pane is tall on the Corpus tab (it was about 230 px at this size), and details-height sets it.
@@ -859,6 +864,9 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   EXPECT_EQ(jl["layer"], 2);
   EXPECT_EQ(jl["head"], 4);
   EXPECT_EQ(labels_of(jl, "corpus.selected"), std::vector<std::string>{"2.4"});
+  ASSERT_EQ(labels_of(jl, "tokens.header").size(), 1u);
+  EXPECT_NE(labels_of(jl, "tokens.header")[0].find("layer 2 head 4"), std::string::npos);
+  EXPECT_EQ(labels_of(jl, "prompt.run"), std::vector<std::string>{"enabled"});
   if (const char* keep = std::getenv("FOCAL_KEEP_SCREENSHOTS"))  // to look at them
     for (const char* f : {"alone.png", "linked.png"})
       std::system(("cp " + dir + "/" + f + " " + keep + "/corpus-" + f).c_str());
@@ -868,9 +876,7 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
       {"wait\nopen " + stats + "\nwait\nselect 4 0\nquit\n", "script.txt:4: select 4 0: the stats file"},
       {"wait\nopen " + stats + "\nwait\ntemp 0.3\nquit\n", "script.txt:4: 'temp' needs a loaded model"},
       {"wait\ntruncate\nquit\n", "script.txt:2: truncate: there is nothing to truncate"},
-      {"wait\nselect 1.5 0\nquit\n", "script.txt:2: '1.5' is not a whole number"},
       {"wait\nscreenshot heatmp " + dir + "/x.png\nquit\n", "script.txt:2: screenshot 'heatmp' is not a panel"},
-      {"wait\nkeys -3\nquit\n", "script.txt:2: keys takes a count >= 0"},
       {"wait\ncorpus-model\nquit\n", "script.txt:2: no corpus statistics are open"},
       {"wait\nopen " + stats + "\nwait\nrelevant 2\nquit\n",
        "script.txt:4: relevant 2: needs a loaded model and a prompt"}};
@@ -879,6 +885,39 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
     const std::string log = read_text(dir + "/log.txt");
     EXPECT_NE(log.find(want), std::string::npos) << script << "\n" << log;
   }
+  // A count or index that is not a whole number >= 0 is a usage error of the script, found before the window opens:
+  // exit 2, as a wrong number of arguments ("frames abc" exited 1, as a failed run does).
+  const std::vector<std::pair<std::string, std::string>> usage = {
+      {"wait\nselect 1.5 0\nquit\n", "script.txt:2: select: '1.5' is not a whole number >= 0"},
+      {"wait\nkeys -3\nquit\n", "script.txt:2: keys: '-3' is not a whole number >= 0"},
+      {"frames abc\nquit\n", "script.txt:1: frames: 'abc' is not a whole number >= 0"}};
+  for (const auto& [script, want] : usage) {
+    EXPECT_EQ(run_app(dir, script), 2) << script;
+    const std::string log = read_text(dir + "/log.txt");
+    EXPECT_NE(log.find(want), std::string::npos) << script << "\n" << log;
+  }
+}
+
+// The Sweep tab's lines each have their own colour: with A under learned attention the layer mean took category
+// colour 2, which is learned attention's own green, so "head 1.0" and "layer 1 mean" read alike (QA of 2026-12-06).
+TEST(AppScreens, SweepLinesKeepTheirColoursUnderLearnedAttention) {
+  const std::string dir = focal::test::make_temp_dir("app_sweep_learned");
+  ASSERT_EQ(run_app(dir, "wait\ntab sweep\nsweep\nwait\nscreenshot " + dir + "/sweep.png\nquit\n",
+                    std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-learned"),
+            0)
+      << read_text(dir + "/log.txt");
+  const nlohmann::json j = read_json(dir + "/sweep.png.json");
+  const auto runs = colours_of(j, "runs.colours");
+  const auto sweep = colours_of(j, "sweep.colours");
+  ASSERT_EQ(runs.size(), 2u) << j["labels"];
+  ASSERT_EQ(sweep.size(), 3u) << j["labels"];
+  std::set<std::string> run_cols;
+  for (const auto& [name, c] : runs) run_cols.insert(c);
+  const std::string a = labels_of(j, "runs.colours").at(0);  // A first: "LABEL=#RRGGBB"
+  ASSERT_NE(a.find("learned"), std::string::npos) << a;
+  EXPECT_EQ(sweep.at("head"), a.substr(a.find('=') + 1));  // the sweep varies A's setting
+  EXPECT_NE(sweep.at("head"), sweep.at("layer_mean"));
+  EXPECT_EQ(run_cols.count(sweep.at("layer_mean")), 0u) << "the layer mean shares a run's colour";
 }
 
 // A temperature file the app runs, shaped like the model: t of head h of layer l from `t_of`, losses 3.21875 -> 3.0625.

@@ -660,6 +660,8 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--queries", "1"}, 2,
                  {"--queries describes the capture: it needs --capture FILE"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", o, "--temp"}, 2, {"--temp", "needs a value"}, d);
+  // an unknown figure kind is a usage error naming the kinds (it exited 1, as a damaged file does)
+  expect_failure({"figure", "bars", *model_, "-o", d + "/f.png"}, 2, {"unknown figure kind 'bars'", "heatmap"}, d);
 }
 
 // Values a command would have taken without effect, or crashed on (the QA pass of 2026-12-06): each is one clear

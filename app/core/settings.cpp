@@ -99,6 +99,13 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
       {"tab", {1, 1}},        {"relevant", {1, 1}},     {"keys", {1, 1}},          {"set-temp", {3, 4}},
       {"corpus-doc", {1, 1}}, {"edit-prompt", {0, 0}},  {"spec", {1, 2}},          {"capture-generation", {0, 0}},
       {"open-model", {0, 0}}, {"corpus-model", {0, 0}}, {"details-height", {1, 1}}};
+  // name -> how many leading arguments are counts, indices or pixels: whole numbers >= 0, checked here so that
+  // "frames abc" is a usage error (exit 2) like a wrong argument count, not a failure of the run (exit 1). Ranges
+  // that depend on what is loaded (a layer of this model) are checked when the command runs.
+  static const std::map<std::string, int> kWholeArgs = {
+      {"frames", 1},     {"wait", 1},       {"select", 3},     {"relevant", 1},       {"keys", 1},
+      {"resize", 2},     {"generate", 1},   {"corpus-doc", 1}, {"details-height", 1}, {"layer-temp", 1},
+      {"head-temp", 2}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;
@@ -126,6 +133,10 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
                          (it->second.second != it->second.first ? "-" + std::to_string(it->second.second) : "") +
                          " arguments, got " + std::to_string(c.args.size()));
     }
+    if (auto w = kWholeArgs.find(c.name); w != kWholeArgs.end())
+      for (size_t i = 0; i < c.args.size() && (int)i < w->second; ++i)
+        if (c.args[i].find_first_not_of("0123456789") != std::string::npos || c.args[i].size() > 9)
+          throw focal::Error(where + ": " + c.name + ": '" + c.args[i] + "' is not a whole number >= 0");
     out.push_back(c);
   }
   return out;

@@ -19,13 +19,26 @@ fig::Ticks round_ticks(Ui& ui, const std::string& name, double lo, double hi, in
 float draw_colorbar_h(Ui& ui, const std::string& name, ImDrawList* dl, ImVec2 pos, float w, float h, double lo,
                       double hi, ScaleKind kind) {
   if (w < 8) return 0.0f;
+  const double a = kind == ScaleKind::kDiverging ? -hi : lo;
+  if (!(hi > a)) {  // every cell holds one value (a layer of zero sink mass, B = A): one colour, that value named
+    const ImU32 c = kind == ScaleKind::kDiverging ? col_diverging(0.0) : col_viridis(0.5);
+    dl->AddRectFilled(pos, ImVec2(pos.x + w, pos.y + h), c);
+    dl->AddRect(pos, ImVec2(pos.x + w, pos.y + h), IM_COL32(120, 125, 140, 255));
+    const double v = kind == ScaleKind::kDiverging ? 0.0 : kind == ScaleKind::kLog10 ? std::pow(10.0, lo) : lo;
+    const std::string label = (v == 0.0 ? std::string("0") : fmt("%.3g", v)) + " in every cell";
+    const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+    const float x = pos.x + w / 2;
+    dl->AddLine(ImVec2(x, pos.y + h), ImVec2(x, pos.y + h + 3), IM_COL32(170, 170, 180, 255));
+    dl->AddText(ImVec2(std::max(pos.x, x - ts.x / 2), pos.y + h + 3), IM_COL32(185, 185, 195, 255), label.c_str());
+    ui.labels[name] = {label};
+    return h + 3 + ImGui::GetTextLineHeight();
+  }
   for (int i = 0; i < (int)w; ++i) {
     const double f = i / std::max(1.0, (double)w - 1.0);
     const ImU32 c = kind == ScaleKind::kDiverging ? col_diverging(2.0 * f - 1.0) : col_viridis(f);
     dl->AddRectFilled(ImVec2(pos.x + i, pos.y), ImVec2(pos.x + i + 1, pos.y + h), c);
   }
   dl->AddRect(pos, ImVec2(pos.x + w, pos.y + h), IM_COL32(120, 125, 140, 255));
-  const double a = kind == ScaleKind::kDiverging ? -hi : lo;
   fig::Ticks t = kind == ScaleKind::kLog10 ? fig::log10_ticks(lo, hi, 6) : fig::nice_ticks(a, hi, 5, false);
   if (kind == ScaleKind::kLog10)  // 10⁻⁴ is not in the UI font: 1e-4
     for (size_t i = 0; i < t.labels.size(); ++i) t.labels[i] = t.values[i] == 0 ? "1" : fmt("1e%.0f", t.values[i]);

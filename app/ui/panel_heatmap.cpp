@@ -49,8 +49,11 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     ImGui::SameLine();
     if (ImGui::SmallButton("reset view")) ui.heat_view = HeatView{};
     const int side = show == 1 ? 1 : 0;
-    ImGui::TextDisabled("layer %d head %d, %s", st.sel_layer, st.sel_head,
-                        show == 2 ? "B - A" : run_title(st, side).c_str());
+    if (st.config())
+      ImGui::TextDisabled("layer %d head %d, %s", st.sel_layer, st.sel_head,
+                          show == 2 ? "B - A" : run_title(st, side).c_str());
+    else  // nothing open: no layer or head to name (a stats file alone selects in the Corpus tab)
+      ImGui::TextDisabled("no model or capture open");
     if (const focal::ModelConfig* cfg = st.config(); cfg && focal::layer_window(*cfg, st.sel_layer) > 0) {
       // A legend swatch for the keys a sliding window hides (shaded apart from the causal mask).
       ImGui::SameLine();
@@ -157,7 +160,9 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     } else {
       dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
       const char* msg = st.busy() ? "running the model..."
-                                  : (T == 0 ? "type a prompt and press Run" : "no rows stored for this head");
+                                  : (T == 0 ? (st.has_model() ? "type a prompt and press Run"
+                                                             : "open a model or a capture (left column)")
+                                          : "no rows stored for this head");
       // centred, wrapped to the box (a small box cut "type a prompt" at its left edge)
       const float wrap = std::max(side_px - 12.0f, 20.0f);
       const ImVec2 ts = ImGui::GetFont()->CalcTextSizeA(ImGui::GetFontSize(), FLT_MAX, wrap, msg);

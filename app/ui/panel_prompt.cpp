@@ -100,12 +100,22 @@ static void prompt_editor(Ui& ui) {
   }
   ImGui::SameLine();
   ImGui::BeginGroup();
+  // With no model open there is nothing to run: the prompt is kept for the model opened next.
+  const bool can_run = st.has_model() || st.capture_only();
+  ImGui::BeginDisabled(!can_run);
   if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
     st.set_prompt(ui.prompt_editing ? unwrapped(ui) : std::string(ui.prompt_buf));
     ui.prompt_dirty = false;
     ui.prompt_editing = false;
   }
-  ImGui::TextDisabled("%d tokens", st.n_tokens());
+  ImGui::EndDisabled();
+  if (!can_run && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("open a model first (left column); the prompt is kept and runs when it opens");
+  if (can_run)
+    ImGui::TextDisabled("%d tokens", st.n_tokens());
+  else
+    ImGui::TextDisabled("no model");
+  ui.labels["prompt.run"] = {can_run ? "enabled" : "disabled (no model)"};
   if (ui.prompt_dirty) ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "edited");
   ImGui::EndGroup();
   if (st.pending_truncation) {
@@ -134,8 +144,14 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     for (int s = 0; s < 2 && rows.T == T; ++s) prow[s] = rows.row(s, q);
     const int side = st.view.show == ViewRun::kB && prow[1] ? 1 : 0;
     const bool diff = st.view.show == ViewRun::kDiff && prow[0] && prow[1];
-    ImGui::TextDisabled("attention from the selected query (outlined), layer %d head %d, %s", st.sel_layer, st.sel_head,
-                        diff ? "B - A" : side_name(side));
+    // no tokens: no query, layer or head to name (a stats file alone selects its head in the Corpus tab)
+    const std::string header =
+        T > 0 ? "attention from the selected query (outlined), layer " + std::to_string(st.sel_layer) + " head " +
+                    std::to_string(st.sel_head) + ", " + (diff ? "B - A" : side_name(side))
+              : (st.has_model() ? "no tokens yet: type a prompt and press Run"
+                                : "no model open: open one in the left column, then run a prompt");
+    ImGui::TextDisabled("%s", header.c_str());
+    ui.labels["tokens.header"] = {header};
     const int gen_from = st.file.has_generated() ? st.file.prompt_end() : T;  // first generated position
     if (gen_from < T) {  // a generation capture: the prompt ends where the crimson bar stands
       ImGui::SameLine();

@@ -94,10 +94,12 @@ void draw_sweep(Ui& ui) {
   }
   const auto sw = st.sweep;
   if (!sw) {
-    ImGui::TextDisabled("runs the model once per t on the current prompt (A's per-layer / per-head overrides kept)");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("runs the model once per t on the current prompt (A's per-layer / per-head overrides kept)");
     if (st.capture_only())
-      ImGui::TextDisabled("needs the model: %s", st.capture_model.available ? "Open its model (Update section)"
-                                                                            : st.capture_model.why_not.c_str());
+      ImGui::TextWrapped("needs the model: %s", st.capture_model.available ? "Open its model (Update section)"
+                                                                           : st.capture_model.why_not.c_str());
+    ImGui::PopStyleColor();
     return;
   }
   const int S = (int)sw->temps.size(), L = sw->n_layers, H = sw->n_heads, M = focal::kNumRowMetrics;
@@ -113,19 +115,25 @@ void draw_sweep(Ui& ui) {
   const float mark =
       a.mode == focal::AttnMode::kFocal ? a.focal_temp : (a.mode == focal::AttnMode::kStandard ? 1.0f : -1.0f);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // The sweep varies A's setting: the head's line and the loss take A's colour, the layer mean the first category
+  // colour that is neither A's nor B's (category 2 was A's own green when A ran learned attention).
+  const ImU32 head_col = col_run(0);
+  ImU32 mean_col = col_run(2);
+  for (int k = 2; k < 10 && (mean_col == col_run(0) || mean_col == col_run(1)); ++k) mean_col = col_run(k + 1);
+  ui.labels["sweep.colours"] = {"head=" + col_hex(head_col), "layer_mean=" + col_hex(mean_col),
+                                "loss=" + col_hex(head_col)};
   ImGui::BeginGroup();
-  ImGui::TextColored(col_run_v4(0), "head %d.%d", st.sel_layer, st.sel_head);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(head_col), "head %d.%d", st.sel_layer, st.sel_head);
   ImGui::SameLine();
-  ImGui::TextColored(col_run_v4(2), "layer %d mean", st.sel_layer);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(mean_col), "layer %d mean", st.sel_layer);
   ImGui::SameLine();
   ImGui::TextDisabled("%s vs t (log axis); white line: A's t, dashed: t = 1", focal::row_metric_name(ui.sweep_metric));
-  plot(ui, "metric", sw->temps, {head, layer_mean}, {col_run(0), col_run(2)}, mark,
-       ImVec2(avail.x * 0.6f, avail.y - 26));
+  plot(ui, "metric", sw->temps, {head, layer_mean}, {head_col, mean_col}, mark, ImVec2(avail.x * 0.6f, avail.y - 26));
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
   ImGui::TextDisabled("prompt loss (nats/token) vs t");
-  plot(ui, "loss", sw->temps, {loss}, {col_run(1)}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
+  plot(ui, "loss", sw->temps, {loss}, {head_col}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
   ImGui::EndGroup();
 }
 

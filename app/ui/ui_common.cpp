@@ -178,7 +178,7 @@ bool temperature_controls(Ui& ui, int side) {
   if (spec.mode == focal::AttnMode::kFocal || spec.mode == focal::AttnMode::kStandard) {
     float t = spec.mode == focal::AttnMode::kStandard ? 1.0f : spec.focal_temp;
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) {
+    if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) {
       spec.mode = focal::AttnMode::kFocal;
       spec.focal_temp = t;
       changed = true;
@@ -202,11 +202,11 @@ bool temperature_controls(Ui& ui, int side) {
     }
   } else if (spec.mode == focal::AttnMode::kLearned) {
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("tau x", &spec.tau_scale, 0.1f, 4.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) changed = true;
+    if (ImGui::SliderFloat("tau x", &spec.tau_scale, 0.1f, 4.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) changed = true;
     help_marker("Multiplier on the learned tau of every layer: tau_used = clip(mean(X w_tau) + b) x this.");
   } else if (spec.mode == focal::AttnMode::kSsmax) {
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("s", &spec.ssmax_s, 0.05f, 2.0f, "%.3f", ImGuiSliderFlags_Logarithmic)) changed = true;
+    if (ImGui::SliderFloat("s", &spec.ssmax_s, 0.05f, 2.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) changed = true;
     help_marker("Scalable softmax: logits x s x ln(n), n the keys visible to the query.");
   }
   // Overrides for the selected layer and head.
@@ -225,7 +225,7 @@ bool temperature_controls(Ui& ui, int side) {
   if (has_l) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("##lt", &spec.layer_temp[L], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
+    if (ImGui::SliderFloat("##lt", &spec.layer_temp[L], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic))
       changed = true;
   }
   auto ht = spec.head_temp.find({L, H});
@@ -242,7 +242,7 @@ bool temperature_controls(Ui& ui, int side) {
   if (has_h) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic))
+    if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic))
       changed = true;
   }
   // Overrides for a set of layers (or of heads in them) at once: e.g. layers 0-5,9 (heads empty), or layers * and
@@ -254,7 +254,7 @@ bool temperature_controls(Ui& ui, int side) {
     ImGui::SetNextItemWidth(80);
     ImGui::InputTextWithHint("##set_h", "heads (all)", ui.set_heads_buf[side], sizeof ui.set_heads_buf[side]);
     ImGui::SetNextItemWidth(90);
-    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, "t %.3f", ImGuiSliderFlags_Logarithmic);
+    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic);
     ImGui::SameLine();
     const bool apply = ImGui::SmallButton("apply");
     ImGui::SameLine();

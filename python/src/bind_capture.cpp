@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "focal/error.h"
+#include "focal/provenance.h"
 #include "py_bindings.h"
 #include "py_convert.h"
 #include "py_objects.h"
@@ -318,6 +319,10 @@ void bind_capture(nb::module_& mod) {
       .def(
           "save",
           [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {
+            if (created && !focal::is_utc_timestamp(*created))
+              raise(PyExc_ValueError, "created_utc: '" + *created +
+                                          "' is not a UTC timestamp as the files record it: YYYY-MM-DDTHH:MM:SSZ, "
+                                          "e.g. '2026-12-06T17:30:00Z' (or None: now)");
             const std::string saved = c.file.created_utc;
             if (created) c.file.created_utc = *created;
             try {

@@ -32,6 +32,14 @@ inline std::string text_arg(nb::handle h, const std::string& param) {
   return std::string(s, (size_t)n);
 }
 
+// A callback argument: None or a callable, else TypeError naming `param` and how it is called (progress=5 failed
+// later, inside the run, with "'int' object is not callable").
+inline void callable_arg(nb::handle h, const std::string& param, const std::string& signature) {
+  if (h.is_none() || PyCallable_Check(h.ptr())) return;
+  raise(PyExc_TypeError, param + " must be a function called as " + signature + ", or None; got " +
+                             nb::cast<std::string>(nb::repr(h)));
+}
+
 // t as a temperature: finite and > 0, else ValueError naming `what`.
 float check_temp(double t, const std::string& what);
 

@@ -119,6 +119,7 @@ PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle l
                     nb::handle queries, nb::handle compare, const std::optional<std::string>& name, bool probs,
                     bool scores, bool fp16, int topk, int topk_mass, nb::handle relevant, nb::handle budget,
                     nb::handle progress) {
+  callable_arg(progress, "progress", "progress(run_name, layers_done, n_layers)");
   const focal::ModelConfig& cfg = m.cfg();
   const focal::TempSpec spec = to_spec(temp, cfg);
   const std::vector<int32_t> ids = m.ids_of(prompt);
@@ -138,6 +139,7 @@ PyCapture model_run(PyModel& m, nb::handle prompt, nb::handle temp, nb::handle l
 
 focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<double>& temps, nb::handle temp,
                              nb::handle relevant, int topk_mass, nb::handle progress) {
+  callable_arg(progress, "progress", "progress(t, done, total)");
   const focal::ModelConfig& cfg = m.cfg();
   focal::TempSpec base = to_spec(temp, cfg);
   if (!temp.is_none() && base.mode != focal::AttnMode::kFocal)  // as `focal sweep --temp/--mode`
@@ -181,6 +183,7 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
                             nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16, nb::handle queries,
                             const std::optional<std::string>& name, int topk, int topk_mass, nb::handle relevant,
                             nb::handle budget) {
+  callable_arg(on_token, "on_token", "on_token(id, text)");
   const focal::ModelConfig& cfg = m.cfg();
   const focal::TempSpec spec = to_spec(temp, cfg);
   const std::vector<int32_t> prompt_ids = m.ids_of(prompt);

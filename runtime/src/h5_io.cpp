@@ -106,15 +106,6 @@ std::string no_space_text(int err, const std::string& path) {
   return "no space left on '" + path + "' (" + why + ")";
 }
 
-std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -699,7 +690,7 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
   w.attr_string(root, "/", "format", format);
   w.attr_i32(root, "/", "format_version", version);
   w.attr_string(root, "/", "tool_version", p.tool_version);
-  w.attr_string(root, "/", "created_utc", p.created_utc.empty() ? now_utc() : p.created_utc);
+  w.attr_string(root, "/", "created_utc", p.created_utc.empty() ? utc_timestamp_now() : p.created_utc);
   if (with_model) w.attr_string(root, "/", "model_path", p.model_path);
   w.attr_string(root, "/", "model_config_json", p.model_config_json);
   if (with_model) w.attr_u64(root, "/", "weights_checksum", p.weights_checksum);

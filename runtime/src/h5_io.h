@@ -108,7 +108,6 @@ bool is_out_of_space(int err);
 // The one message for an output that did not fit: "no space left on 'PATH' (the file system is full)"; the caller
 // adds what was kept and how to go on.
 std::string no_space_text(int err, const std::string& path);
-std::string now_utc();          // ISO 8601, seconds
 std::string hex16(uint64_t v);  // 16 lower-case hex digits
 
 TypeId make_utf8_string_type(const Where& where);

@@ -13,6 +13,7 @@
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal/provenance.h"
 
 namespace focal {
 
@@ -42,15 +43,6 @@ namespace {
 std::string hex64(uint64_t v) {
   char b[24];
   std::snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
-  return b;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return b;
 }
 
@@ -95,7 +87,7 @@ void write_temp_file(const TempFile& f, const std::string& path) {
                       {"lr", f.lr},       {"seed", f.seed},       {"init_temp", f.init_temp}};
   j["losses"] = {{"val_loss_init", f.val_loss_init}, {"val_loss", f.val_loss}, {"train_loss", f.train_loss}};
   j["tool_version"] = f.tool_version.empty() ? std::string(version()) : f.tool_version;
-  j["created_utc"] = f.created_utc.empty() ? utc_now() : f.created_utc;
+  j["created_utc"] = f.created_utc.empty() ? utc_timestamp_now() : f.created_utc;
   write_file_atomically(path, j.dump(1) + "\n");
 }
 

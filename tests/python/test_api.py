@@ -314,6 +314,24 @@ def test_ctrl_c_cancels_generation_and_sweep(models):
     assert temps_done == [pytest.approx(0.3)]
 
 
+def test_callbacks_and_timestamps_are_checked_before_the_run(fs, models, tmp_path):
+    """progress=5 failed inside the run with "'int' object is not callable"; save(created_utc=) took any string."""
+    m = models[FOCAL]
+    with pytest.raises(TypeError, match=r"progress must be a function called as progress\(run_name"):
+        m.run(PROMPT, progress=5)
+    with pytest.raises(TypeError, match=r"progress must be a function called as progress\(t, done, total\)"):
+        m.sweep(PROMPT, [0.5], progress="tick")
+    with pytest.raises(TypeError, match=r"on_token must be a function"):
+        m.generate(PROMPT, 2, on_token=3)
+    cap = m.run(PROMPT, probs=False)
+    for bad in ("yesterday", "2026-12-06", "2026-02-30T10:00:00Z", "2026-12-06T24:00:00Z", "2026-12-06 10:00:00Z"):
+        with pytest.raises(ValueError, match="created_utc: .* YYYY-MM-DDTHH:MM:SSZ"):
+            cap.save(tmp_path / "x.h5", created_utc=bad)
+        assert not (tmp_path / "x.h5").exists()
+    cap.save(tmp_path / "leap.h5", created_utc="2024-02-29T23:59:59Z")  # a leap day is a date
+    assert fs.open_capture(tmp_path / "leap.h5").created_utc == "2024-02-29T23:59:59Z"
+
+
 def test_on_token_stops_and_raises(models):
     m = models[FOCAL]
     got = []

@@ -21,4 +21,9 @@ struct Provenance {
   std::string warnings;
 };
 
+// The time now as the files record it: ISO 8601 in UTC to the second, "2026-12-06T17:30:00Z".
+std::string utc_timestamp_now();
+// Whether s is such a timestamp (the fields in their ranges); a caller that fixes created_utc checks it.
+bool is_utc_timestamp(const std::string& s);
+
 }  // namespace focal
