@@ -103,9 +103,8 @@ std::vector<ScriptCommand> parse_script(const std::string& text, const std::stri
   // "frames abc" is a usage error (exit 2) like a wrong argument count, not a failure of the run (exit 1). Ranges
   // that depend on what is loaded (a layer of this model) are checked when the command runs.
   static const std::map<std::string, int> kWholeArgs = {
-      {"frames", 1},     {"wait", 1},       {"select", 3},     {"relevant", 1},       {"keys", 1},
-      {"resize", 2},     {"generate", 1},   {"corpus-doc", 1}, {"details-height", 1}, {"layer-temp", 1},
-      {"head-temp", 2}};
+      {"frames", 1},   {"wait", 1},       {"select", 3},         {"relevant", 1},   {"keys", 1},     {"resize", 2},
+      {"generate", 1}, {"corpus-doc", 1}, {"details-height", 1}, {"layer-temp", 1}, {"head-temp", 2}};
   std::vector<ScriptCommand> out;
   std::istringstream in(text);
   std::string line;

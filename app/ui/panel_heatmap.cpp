@@ -159,10 +159,11 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       }
     } else {
       dl->AddRectFilled(p0, p1, IM_COL32(30, 32, 38, 255));
-      const char* msg = st.busy() ? "running the model..."
-                                  : (T == 0 ? (st.has_model() ? "type a prompt and press Run"
-                                                             : "open a model or a capture (left column)")
-                                          : "no rows stored for this head");
+      const char* msg =
+          st.busy()
+              ? "running the model..."
+              : (T == 0 ? (st.has_model() ? "type a prompt and press Run" : "open a model or a capture (left column)")
+                        : "no rows stored for this head");
       // centred, wrapped to the box (a small box cut "type a prompt" at its left edge)
       const float wrap = std::max(side_px - 12.0f, 20.0f);
       const ImVec2 ts = ImGui::GetFont()->CalcTextSizeA(ImGui::GetFontSize(), FLT_MAX, wrap, msg);

@@ -36,8 +36,8 @@ inline std::string text_arg(nb::handle h, const std::string& param) {
 // later, inside the run, with "'int' object is not callable").
 inline void callable_arg(nb::handle h, const std::string& param, const std::string& signature) {
   if (h.is_none() || PyCallable_Check(h.ptr())) return;
-  raise(PyExc_TypeError, param + " must be a function called as " + signature + ", or None; got " +
-                             nb::cast<std::string>(nb::repr(h)));
+  raise(PyExc_TypeError,
+        param + " must be a function called as " + signature + ", or None; got " + nb::cast<std::string>(nb::repr(h)));
 }
 
 // t as a temperature: finite and > 0, else ValueError naming `what`.
