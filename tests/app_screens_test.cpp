@@ -920,6 +920,19 @@ TEST(AppScreens, SweepLinesKeepTheirColoursUnderLearnedAttention) {
   EXPECT_EQ(run_cols.count(sweep.at("layer_mean")), 0u) << "the layer mean shares a run's colour";
 }
 
+// The t field names a temperature below 0.01 in significant digits: t = 1e-6, the smallest a spec takes, read
+// 0.000 (QA of 2026-12-06); others keep three decimals.
+TEST(AppScreens, TemperatureFieldShowsSmallTemperatures) {
+  const std::string dir = focal::test::make_temp_dir("app_small_t");
+  ASSERT_EQ(run_app(dir, "wait\ntemp 0.000001\nwait\nscreenshot " + dir + "/t.png\nquit\n",
+                    std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4"),
+            0)
+      << read_text(dir + "/log.txt");
+  const nlohmann::json j = read_json(dir + "/t.png.json");
+  EXPECT_EQ(labels_of(j, "controls.t.A"), std::vector<std::string>{"1e-06"}) << j["labels"];
+  EXPECT_EQ(labels_of(j, "controls.t.B"), std::vector<std::string>{"1.000"}) << j["labels"];
+}
+
 // A temperature file the app runs, shaped like the model: t of head h of layer l from `t_of`, losses 3.21875 -> 3.0625.
 focal::TempFile make_temp_file(const focal::Model& m, const std::string& model_path,
                                const std::function<float(int, int)>& t_of) {

@@ -65,6 +65,13 @@ void Texture::release() {
   w = h = 0;
 }
 
+// A slider's format for a temperature-like value: three decimals, and three significant digits below 0.01 so that
+// t = 1e-6 (the smallest the specs take) does not read 0.000.
+static const char* temp_format(float v, bool with_t) {
+  if (std::fabs(v) < 0.01f && v != 0.0f) return with_t ? "t %.3g" : "%.3g";
+  return with_t ? "t %.3f" : "%.3f";
+}
+
 static ImU32 to_u32(focal::figures::Rgb8 c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
 // The colours of runs A and B now: the figures' colour of each run's name (set_run_colours).
 static ImU32 g_run_colour[2] = {to_u32(focal::figures::category8(0)), to_u32(focal::figures::category8(1))};
@@ -178,7 +185,8 @@ bool temperature_controls(Ui& ui, int side) {
   if (spec.mode == focal::AttnMode::kFocal || spec.mode == focal::AttnMode::kStandard) {
     float t = spec.mode == focal::AttnMode::kStandard ? 1.0f : spec.focal_temp;
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) {
+    ui.labels[std::string("controls.t.") + side_name(side)] = {fmt(temp_format(t, false), t)};
+    if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, temp_format(t, false), ImGuiSliderFlags_Logarithmic)) {
       spec.mode = focal::AttnMode::kFocal;
       spec.focal_temp = t;
       changed = true;
@@ -202,11 +210,15 @@ bool temperature_controls(Ui& ui, int side) {
     }
   } else if (spec.mode == focal::AttnMode::kLearned) {
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("tau x", &spec.tau_scale, 0.1f, 4.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) changed = true;
+    if (ImGui::SliderFloat("tau x", &spec.tau_scale, 0.1f, 4.0f, temp_format(spec.tau_scale, false),
+                           ImGuiSliderFlags_Logarithmic))
+      changed = true;
     help_marker("Multiplier on the learned tau of every layer: tau_used = clip(mean(X w_tau) + b) x this.");
   } else if (spec.mode == focal::AttnMode::kSsmax) {
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("s", &spec.ssmax_s, 0.05f, 2.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) changed = true;
+    if (ImGui::SliderFloat("s", &spec.ssmax_s, 0.05f, 2.0f, temp_format(spec.ssmax_s, false),
+                           ImGuiSliderFlags_Logarithmic))
+      changed = true;
     help_marker("Scalable softmax: logits x s x ln(n), n the keys visible to the query.");
   }
   // Overrides for the selected layer and head.
@@ -225,7 +237,8 @@ bool temperature_controls(Ui& ui, int side) {
   if (has_l) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("##lt", &spec.layer_temp[L], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic))
+    if (ImGui::SliderFloat("##lt", &spec.layer_temp[L], 0.05f, 2.0f, temp_format(spec.layer_temp[L], true),
+                           ImGuiSliderFlags_Logarithmic))
       changed = true;
   }
   auto ht = spec.head_temp.find({L, H});
@@ -242,7 +255,8 @@ bool temperature_controls(Ui& ui, int side) {
   if (has_h) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(-70);
-    if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic))
+    if (ImGui::SliderFloat("##ht", &spec.head_temp[{L, H}], 0.05f, 2.0f, temp_format(spec.head_temp[{L, H}], true),
+                           ImGuiSliderFlags_Logarithmic))
       changed = true;
   }
   // Overrides for a set of layers (or of heads in them) at once: e.g. layers 0-5,9 (heads empty), or layers * and
@@ -254,7 +268,8 @@ bool temperature_controls(Ui& ui, int side) {
     ImGui::SetNextItemWidth(80);
     ImGui::InputTextWithHint("##set_h", "heads (all)", ui.set_heads_buf[side], sizeof ui.set_heads_buf[side]);
     ImGui::SetNextItemWidth(90);
-    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, "t %.3g", ImGuiSliderFlags_Logarithmic);
+    ImGui::SliderFloat("##set_t", &ui.set_t[side], 0.05f, 2.0f, temp_format(ui.set_t[side], true),
+                       ImGuiSliderFlags_Logarithmic);
     ImGui::SameLine();
     const bool apply = ImGui::SmallButton("apply");
     ImGui::SameLine();

@@ -194,6 +194,19 @@ int spec_index(const std::string& s, const std::string& where, const std::string
   return std::stoi(s);
 }
 
+// printf's exponent without its sign '+' and leading zeros: "1e+06" -> "1e6", "1e-06" -> "1e-6". A '+' inside a
+// number would read as the spec's override separator ("focal:1e+06" did not parse back).
+std::string tidy_exponent(const char* b) {
+  std::string s = b;
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string mant = s.substr(0, e), exp = s.substr(e + 1);
+  const bool neg = !exp.empty() && exp[0] == '-';
+  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) exp.erase(0, 1);
+  while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+  return mant + "e" + (neg ? "-" : "") + exp;
+}
+
 // Shortest decimal that reads back as the same float.
 std::string spec_decimal(float v) {
   char b[32];
@@ -201,7 +214,7 @@ std::string spec_decimal(float v) {
     std::snprintf(b, sizeof b, "%.*g", digits, v);
     if (std::strtof(b, nullptr) == v) break;
   }
-  return b;
+  return tidy_exponent(b);
 }
 
 }  // namespace
@@ -307,7 +320,7 @@ std::string TempSpec::text() const {
 static std::string fmt_g(float v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
-  return b;
+  return tidy_exponent(b);
 }
 
 std::string TempSpec::label() const {

@@ -17,7 +17,9 @@ namespace focal {
 // them 1 / t or the scaled logits leave fp32 (t = 1e-45 gave a row scale of inf and NaN probabilities); t = 1e-6 is
 // already argmax attention for any logit gap over 1e-4.
 constexpr double kMinTemp = 1e-6, kMaxTemp = 1e6;
-inline bool temp_in_range(double t) { return t >= kMinTemp && t <= kMaxTemp; }  // false for NaN
+// Compared as the fp32 a run stores: 1e-6 itself (as a float, 9.99999997e-07) is in the range (it was refused once
+// stored). False for NaN.
+inline bool temp_in_range(double t) { return t >= (double)(float)kMinTemp && t <= kMaxTemp; }
 // What every message about a temperature out of range says.
 constexpr const char* kTempRangeText = "must be a number in [1e-6, 1e6]";
 
