@@ -92,6 +92,36 @@ TEST(FullDisk, CaptureAndSweepFailCleanlyAndKeepTheEarlierFile) {
   }
 }
 
+// The position-loss file of `focal eval --positions` (batch/): its writer did not hold the HDF5 lock that silences the
+// library's printing, so a full disk printed pages of HDF5 diagnostics and the process crashed at exit (SIGSEGV in
+// libhdf5's shutdown); now one message and exit 1, as for a capture.
+TEST(FullDisk, PositionLossFileFailsCleanly) {
+  const std::string base = test::make_temp_dir("full_disk_positions");
+  const std::string dir = base + "/out", err = base + "/err.txt", docs = base + "/docs.txt";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  {
+    std::ofstream f(docs);
+    for (int d = 0; d < 3; ++d) {
+      for (int i = 0; i < 20; ++i) f << "the lamp burned low over the quiet water while the boat drifted. ";
+      f << "\n\n";
+    }
+  }
+  const std::string out = dir + "/p.h5";
+  const std::string args = "eval '" + kModel + "' --positions --data '" + docs + "' --max-tokens 96 --bucket 8 " +
+                           "--bootstrap 10 --quiet -o '" + out + "'";
+  const Result full = focal_limited(args, 0, err);
+  ASSERT_EQ(full.rc, 0) << full.err;
+  const size_t size = slurp(out).size();
+  ASSERT_GT(size, (size_t)4 << 10);
+  std::ofstream(out, std::ios::trunc) << "an earlier file";
+  const Result r = focal_limited(args, (int)(size >> 11), err);  // half the file
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no space left on '" + out + "'"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("HDF5-DIAG")));
+  EXPECT_EQ(slurp(out), "an earlier file");
+  EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
+}
+
 TEST(FullDisk, FigureFailsCleanlyAndKeepsTheEarlierFile) {
   const std::string base = test::make_temp_dir("full_disk_figure");
   const std::string dir = base + "/out", err = base + "/err.txt", cap = base + "/c.h5";

@@ -45,6 +45,14 @@ void require_regular_input(const std::string& path, const std::string& what) {
     throw Error(what + " '" + path + "' is " + kind + ", not a file: give a file");
 }
 
+void require_directory_or_absent(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;
+  const char* kind = not_a_file(st.st_mode);
+  throw Error(what + " '" + path + "' is " + (kind ? kind : "a file") +
+              ", not a directory: give a directory (it is created when missing)");
+}
+
 std::string output_target(const std::string& path) {
   std::string p = path;
   for (int hops = 0; hops < 40; ++hops) {

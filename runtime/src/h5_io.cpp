@@ -26,8 +26,8 @@
 namespace focal::h5 {
 
 namespace {
-std::mutex g_hdf5_mutex;
-constexpr int kDeflateLevel = 4;  // zlib level of chunked datasets
+std::recursive_mutex g_hdf5_mutex;  // recursive: write_atomically holds one inside its callers' own
+constexpr int kDeflateLevel = 4;    // zlib level of chunked datasets
 
 herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* out) {
   if (err && err->desc && err->desc[0]) *static_cast<std::string*>(out) = err->desc;
@@ -286,6 +286,9 @@ DatasetId Writer::create_dataset(hid_t parent, const std::string& path, const ch
 
 void write_atomically(const std::string& given, const char* kind,
                       const std::function<void(hid_t root, Writer&)>& body) {
+  // Its own lock and silenced HDF5 printing, whether or not the caller holds them (the position-loss writer did not:
+  // a full disk printed pages of HDF5 diagnostics and crashed at exit in the library's shutdown).
+  const H5Call h5;
   if (given.empty()) throw Error(std::string("cannot create ") + kind + " file: the output path is empty");
   const std::string path = output_target(given);  // a link's file; not a directory, device or FIFO
   const std::string tmp = path + ".tmp." + std::to_string(long(::getpid()));

@@ -69,7 +69,7 @@ class H5Call {
   H5Call& operator=(const H5Call&) = delete;
 
  private:
-  std::lock_guard<std::mutex> lock_;
+  std::lock_guard<std::recursive_mutex> lock_;
   H5E_auto2_t old_func_ = nullptr;
   void* old_data_ = nullptr;
 };

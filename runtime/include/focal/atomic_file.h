@@ -32,6 +32,11 @@ std::string output_target(const std::string& path);
 // A path that does not exist passes: the open says so.
 void require_regular_input(const std::string& path, const std::string& what);
 
+// For a directory a command writes into (a checkpoint's --out, a gallery): throws focal::Error ("WHAT 'PATH' is a
+// device, not a directory: ...") when `path` exists and is not a directory (a link to one passes). The swap that
+// puts a new checkpoint in place would otherwise move a file or a device (/dev/null, as root) aside and delete it.
+void require_directory_or_absent(const std::string& path, const std::string& what);
+
 // What an existing path's type is for a message: "a directory", "a device", "a FIFO", "a socket"; nullptr for a
 // regular file.
 const char* not_a_file_kind(const std::string& path);

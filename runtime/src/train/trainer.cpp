@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "h5_io.h"
@@ -177,6 +179,20 @@ void validate(const TrainConfig& c) {
   need(c.grad_clip > 0, "grad_clip", "grad_clip = " + num(c.grad_clip) + " must be positive");
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
   need(!c.out_dir.empty(), "out_dir", "out_dir is empty: give the checkpoint directory");
+  // Before any work: the checkpoint swap renames OUT aside and deletes it (as root, --out /dev/null removed the
+  // device and left a directory in its place), and OUT.tmp / .old / .init are the trainer's to delete.
+  require_directory_or_absent(c.out_dir, "out_dir");
+  for (const char* suffix : {".tmp", ".old", ".init"})
+    require_directory_or_absent(c.out_dir + suffix, "out_dir's working name");
+}
+
+// Removes a directory tree of the trainer's own (OUT.tmp, OUT.old, OUT.init). Whatever else stands at that name (a
+// user's file, a device) is refused, not deleted.
+void remove_own_tree(const std::string& path) {
+  require_directory_or_absent(path, "the trainer's working directory");
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) throw Error("cannot remove '" + path + "': " + ec.message());
 }
 
 // Optimizer state: AdamW first and second moments per parameter (TrainStepper::m, v), saved beside the weights.
@@ -188,8 +204,7 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
   // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
   const std::string tmp = out_dir + ".tmp";
   const std::string old = out_dir + ".old";
-  std::string cmd_rm = "rm -rf '" + tmp + "'";
-  if (std::system(cmd_rm.c_str()) != 0) throw Error("cannot clear '" + tmp + "'");
+  remove_own_tree(tmp);
   std::vector<NamedTensor> weights, moments;
   for (size_t i = 0; i < model.weights().params.size(); ++i) {
     const ParamRef& p = model.weights().params[i];
@@ -215,17 +230,19 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
     write_train_log(log, tmp + "/train_log.h5");
   } catch (const Error& e) {
     // A full disk: the half-written checkpoint goes, the previous one in out_dir stays for --resume.
-    (void)std::system(cmd_rm.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
     throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) +
                 " was not saved; the previous one in '" + out_dir + "' is kept: run the same command with --resume " +
                 "once there is space");
   }
+  require_directory_or_absent(out_dir, "out_dir");
+  remove_own_tree(old);  // a crash between the renames below left it
   if (exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
     throw Error("cannot move the previous checkpoint '" + out_dir + "' aside: " + std::strerror(errno));
   if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)
     throw Error("cannot move the new checkpoint into '" + out_dir + "': " + std::strerror(errno));
-  std::string cmd_old = "rm -rf '" + old + "'";
-  if (std::system(cmd_old.c_str()) != 0) throw Error("cannot remove '" + old + "'");
+  remove_own_tree(old);
 }
 
 // One validation: its loss, and for learned tau the per-layer mean tau and the fraction at a clip bound.
@@ -421,8 +438,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     if (!tc.init_from.empty()) copy_init_tensors(tc.init_from, tensors);
     write_model_dir(init, mc, tensors, "F32", tok_path);
     model = Model::load(init, Device::kCpu, fp32_weights());
-    std::string rm = "rm -rf '" + init + "'";
-    if (std::system(rm.c_str()) != 0) throw Error("cannot remove '" + init + "'");
+    remove_own_tree(init);
     log.n_layers = mc.n_layers;
   }
   const ModelConfig& mc = model->config();
