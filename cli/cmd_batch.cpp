@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "output_option.h"
 #include "error_flags.h"
 #include "focal/atomic_file.h"
 #include "focal/error.h"
@@ -125,13 +126,7 @@ int cmd_batch(int argc, char** argv) {
     o.checkpoint_s = a.get_double("--checkpoint-every", 60);
     if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
     o.resume = a.has("--resume");
-    {  // a bad -o fails now, not after the model is loaded and the corpus scanned
-      const std::string probe = focal::output_target(o.out_path) + ".probe." + std::to_string((long)::getpid());
-      std::FILE* f = std::fopen(probe.c_str(), "wb");
-      if (!f) throw Error("-o: cannot write '" + o.out_path + "': its directory does not exist or is not writable");
-      std::fclose(f);
-      std::remove(probe.c_str());
-    }
+    check_output(o.out_path);  // a bad -o fails now, not after the model is loaded and the corpus scanned
     auto model = load_model(a, model_arg(a, argv[1]));
     o.runs = parse_runs(a.get("--runs", "standard,focal:0.4"), model->config());
     const bool quiet = a.has("--quiet");

@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "output_option.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -81,6 +82,10 @@ int cmd_calibrate(int argc, char** argv) {
   cfg.val_frac = a.get_double("--val-frac", 0.1);
   cfg.val_windows = (int)a.get_int("--val-windows", 8);
   cfg.eval_every = (int)a.get_int("--eval-every", 50);
+  // The three files it writes, before the model loads (an unwritable directory failed after the first step).
+  check_output(cfg.out_path);
+  check_output(cfg.out_path + ".ckpt.json", "-o (its checkpoint)");
+  check_output(cfg.log_path.empty() ? calib_log_path(cfg.out_path) : cfg.log_path, "--log");
 
   auto model = load_model(a, model_arg(a, "calibrate"));
   const std::vector<std::string> gaps = calibration_gaps(model->config(), cfg.seq_len);
@@ -114,8 +119,9 @@ int cmd_calibrate(int argc, char** argv) {
   } else if (f.granularity == CalibGranularity::kModel) {
     std::printf("t = %.4f for every head\n", f.focal_temp[0]);
   } else {
-    std::printf("t by layer x head%s:\nlayer", f.granularity == CalibGranularity::kLayer ? " (one t per layer)" : "");
     const int cols = f.granularity == CalibGranularity::kLayer ? 1 : f.n_heads;
+    std::printf("t by layer x head%s:\n%s", f.granularity == CalibGranularity::kLayer ? " (one t per layer)" : "",
+                cols == 1 ? "layer" : "layer\\head");
     for (int h = 0; h < cols; ++h) std::printf(cols == 1 ? "      t" : " %6d", h);
     std::printf("\n");
     for (int l = 0; l < f.n_layers; ++l) {
@@ -126,7 +132,8 @@ int cmd_calibrate(int argc, char** argv) {
   }
   std::printf("held-out loss %.5f nats/token at t = %g, %.5f calibrated (%s granularity, %d held-out tokens)\n",
               f.val_loss_init, f.init_temp, f.val_loss, calib_granularity_name(f.granularity), (int)f.n_val_tokens);
-  std::printf("wrote %s (apply with --temp calibrated:%s)\n", cfg.out_path.c_str(), cfg.out_path.c_str());
+  std::printf("wrote %s (apply with --temp %s)\n", cfg.out_path.c_str(),
+              shell_word("calibrated:" + cfg.out_path).c_str());
   return 0;
 }
 

@@ -7,6 +7,8 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "output_option.h"
+#include "focal/byte_size.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal/progress.h"
@@ -71,16 +73,9 @@ int cmd_eval_positions(int argc, char** argv) {
   if (a.has("--budget")) {
     budget = parse_bytes(a.get("--budget"), "--budget");
   } else {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) budget = (size_t)pages * (size_t)page;
+    budget = focal::machine_memory_bytes();
   }
-  {  // a bad -o fails now, not after the documents ran
-    const std::string probe = out + ".probe." + std::to_string((long)::getpid());
-    std::FILE* f = std::fopen(probe.c_str(), "wb");
-    if (!f) throw Error("-o '" + out + "': cannot create a file in its directory");
-    std::fclose(f);
-    std::remove(probe.c_str());
-  }
+  check_output(out);  // a bad -o fails now, not after the documents ran
   const std::string dir = model_arg(a, "eval");
   auto load = [&](const std::string& rope) { return load_model(a, dir, rope); };
   ProgressReporter prog("eval --positions: document-run");

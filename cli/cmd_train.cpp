@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "output_option.h"
 #include "model_options.h"
 #include "focal/error.h"
 #include "focal/progress.h"
@@ -165,6 +166,7 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
     return 0;
   }
   if (!a.has("--data")) throw UsageError{"give the data directory with --data DIR"};
+  if (a.has("--output")) check_output(a.get("--output"));  // before the evaluation runs, not after it
   auto model = load_model(a, model_arg(a, "eval"));
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;

@@ -15,6 +15,7 @@
 #include "args.h"
 #include "device_option.h"
 #include "model_options.h"
+#include "output_option.h"
 #include "temp_options.h"
 #include "error_flags.h"
 #include "focal/atomic_file.h"
@@ -27,6 +28,7 @@
 
 using namespace focal;
 using focal::cli::Args;
+using focal::cli::check_output;
 using focal::cli::compare_spec;
 using focal::cli::kTempHelp;
 using focal::cli::kTempOpts;
@@ -143,23 +145,6 @@ void check_ids(const std::vector<int32_t>& ids, const std::string& path, const M
       throw Error("--ids '" + path + "': position " + std::to_string(i) + " holds id " + std::to_string(ids[i]) +
                   ", outside the model's vocabulary 0.." + std::to_string(cfg.vocab_size - 1));
   warn_past_context(cfg, (int)ids.size(), "--ids '" + path + "'");
-}
-
-// Checks that the output directory is writable, and the path not a directory, device or FIFO, before any long work
-// runs.
-void check_output(const std::string& path, const char* opt = "-o") {
-  if (path.empty()) throw UsageError{std::string("give the output file with ") + opt + " FILE.h5"};
-  std::string target;
-  try {
-    target = focal::output_target(path);
-  } catch (const Error& e) {  // named by the option that gave the path (generate's --capture, not -o)
-    throw Error(std::string(opt) + ": " + e.what());
-  }
-  const std::string probe = target + ".probe";
-  std::ofstream f(probe);
-  if (!f) throw Error("cannot write output '" + path + "': its directory does not exist or is not writable");
-  f.close();
-  std::remove(probe.c_str());
 }
 
 using Progress = focal::ProgressReporter;

@@ -65,7 +65,7 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
   EXPECT_NE(r.out.find("held-out loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ETA"), std::string::npos) << r.out;
   ASSERT_TRUE(exists(out));
-  EXPECT_TRUE(exists(out + ".ckpt.json"));
+  EXPECT_FALSE(exists(out + ".ckpt.json"));  // removed once the run completes: the same command runs again
   EXPECT_TRUE(exists(dir + "/temps.log.h5"));
   const TempFile f = read_temp_file(out);
   EXPECT_EQ(f.granularity, CalibGranularity::kLayer);
@@ -84,12 +84,21 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
                                " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
   EXPECT_EQ(bat.rc, 0) << bat.out;
   EXPECT_NE(bat.out.find("runs standard calibrated:" + out), std::string::npos) << bat.out;
-  // Again without --resume: the checkpoint is not overwritten.
+  // Again: the finished run left no checkpoint, so the same command runs again and gives the same file (it was
+  // refused, "continue it with --resume", and --resume then said the run was at its last step). The success line's
+  // command pastes into a shell whatever the path holds.
+  const std::string spaced = dir + "/my temps.json";
   const CliRun again =
-      focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
-                " --granularity layer --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
-  EXPECT_EQ(again.rc, 1) << again.out;
-  EXPECT_NE(again.out.find("continue it with --resume"), std::string::npos) << again.out;
+      focal_cli("calibrate " + kModel + " --data " + text + " -o '" + spaced +
+                "' --granularity layer --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
+  ASSERT_EQ(again.rc, 0) << again.out;
+  EXPECT_NE(again.out.find("apply with --temp 'calibrated:" + spaced + "'"), std::string::npos) << again.out;
+  EXPECT_EQ(read_temp_file(spaced).focal_temp, f.focal_temp);
+  // An unwritable -o is refused before the model loads (it failed after the first step).
+  const CliRun bad = focal_cli("calibrate " + kModel + " --data " + text + " -o " + dir + "/no/such/dir/t.json");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find("-o: cannot write"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find(" tokens of "), std::string::npos) << "it read the data first: " << bad.out;
 }
 
 // tau-proj: the file holds each layer's projection; capture, generate and batch run it as mode learned; inspect shows

@@ -112,6 +112,9 @@ std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& pa
 double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec,
                       std::vector<double>* layer_t = nullptr);
 
+// The training log's path when CalibConfig::log_path is empty: OUT without .json, + .log.h5.
+std::string calib_log_path(const std::string& out_path);
+
 // Calibrates; writes cfg.out_path (the temperature file), OUT.ckpt.json at every evaluation and the log. Returns
 // the file written. Throws Error on bad options, on a model it cannot calibrate (calibration_gaps) and on a
 // non-finite loss (the last good checkpoint is kept and named).

@@ -110,13 +110,13 @@ std::string run_differences(const json& was, const json& now) {
   return out;
 }
 
-std::string default_log_path(const std::string& out) {
-  std::string stem = out;
+}  // namespace
+
+std::string calib_log_path(const std::string& out_path) {
+  std::string stem = out_path;
   if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
   return stem + ".log.h5";
 }
-
-}  // namespace
 
 CalibWindows split_calib_windows(const std::vector<int32_t>& tokens, int seq_len, double val_frac,
                                  const std::string& what) {
@@ -242,7 +242,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   const uint64_t data_sum = fnv1a_tokens(tokens), base_sum = model.weights_checksum();
   const json run = run_json(cfg, data_sum, base_sum);
   const std::string ckpt_path = cfg.out_path + ".ckpt.json";
-  const std::string log_path = cfg.log_path.empty() ? default_log_path(cfg.out_path) : cfg.log_path;
+  const std::string log_path = cfg.log_path.empty() ? calib_log_path(cfg.out_path) : cfg.log_path;
 
   TempParams params = TempParams::uniform(cfg.granularity, mc, cfg.init_temp);
   const size_t P = params.theta.size();
@@ -399,17 +399,29 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
         log.tau_mean.push_back((float)(s / mc.n_heads * std::sqrt((double)mc.d_head)));
       }
       log.tau_clip_frac.push_back(NAN);
-      write_train_log(log, log_path);
-      json ck;
-      ck["format"] = "focalscope-calibration-checkpoint";
-      ck["run"] = run;
-      ck["step"] = step + 1;
-      ck["theta"] = params.theta;
-      ck["adam_m"] = adam_m;
-      ck["adam_v"] = adam_v;
-      ck["val_loss_init"] = val_loss_init;
-      ck["val_loss"] = vl;
-      write_file_atomically(ckpt_path, ck.dump() + "\n", {.fsync = true});
+      // A full disk at either write: say what is left for a resume, and leave no log without a checkpoint.
+      const bool had_checkpoint = exists(ckpt_path);
+      try {
+        write_train_log(log, log_path);
+        json ck;
+        ck["format"] = "focalscope-calibration-checkpoint";
+        ck["run"] = run;
+        ck["step"] = step + 1;
+        ck["theta"] = params.theta;
+        ck["adam_m"] = adam_m;
+        ck["adam_v"] = adam_v;
+        ck["val_loss_init"] = val_loss_init;
+        ck["val_loss"] = vl;
+        write_file_atomically(ckpt_path, ck.dump() + "\n", {.fsync = true});
+      } catch (const Error& e) {
+        if (had_checkpoint)
+          throw Error(std::string(e.what()) + " — the checkpoint of the last evaluation in '" + ckpt_path +
+                      "' and its log are kept: run the same command with --resume once there is space");
+        if (!cfg.resume) std::remove(log_path.c_str());  // no checkpoint to resume from: the log alone is no use
+        throw Error(std::string(e.what()) + " — no checkpoint was saved yet" +
+                    (cfg.resume ? "" : ", so the log '" + log_path + "' was removed too") +
+                    ": run the command again once there is space");
+      }
       tokens_since = loss_since = 0.0;
       steps_since = 0;
       t_last = std::chrono::steady_clock::now();
@@ -443,6 +455,9 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   f.val_loss = last_val;
   f.train_loss = train_loss;
   write_temp_file(f, cfg.out_path);
+  // The run is complete and its result is in the temperature file: the checkpoint would only make the same command
+  // refuse to run again ("continue it with --resume", which then said the run was already at its last step).
+  std::remove(ckpt_path.c_str());
   return f;
 }
 
