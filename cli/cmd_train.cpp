@@ -199,17 +199,19 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
 }
 
 int cmd_export(int argc, char** argv) {
-  Args a(argc, argv, 2, {"--help"}, {"--dtype"});
+  Args a(argc, argv, 2, {"--help", "--force"}, {"--dtype"});
   if (a.has("--help")) {
     std::printf(
-        "usage: focal export SRC_MODEL DST_DIR [--dtype BF16|F16|F32]\n\nWrites a copy of a model directory "
-        "(config.json, model.safetensors, tokenizer.model; no optimizer state) with weights in the given "
-        "dtype (default BF16), e.g. to bundle a trained checkpoint.\n");
+        "usage: focal export SRC_MODEL DST_DIR [--dtype BF16|F16|F32] [--force]\n\nWrites a copy of a model "
+        "directory (config.json, model.safetensors, tokenizer.model; no optimizer state) with weights in the given "
+        "dtype (default BF16), e.g. to bundle a trained checkpoint. DST_DIR must be new or empty (--force: write "
+        "over its files).\n");
     return 0;
   }
   if (a.positional().size() != 2) throw UsageError{"export needs SRC_MODEL and DST_DIR"};
   const std::string dtype = a.get("--dtype", "BF16");
   if (dtype != "BF16" && dtype != "F16" && dtype != "F32") throw UsageError{"--dtype: use BF16, F16 or F32"};
+  check_new_model_dir(a.positional()[1], a.has("--force"), "DST_DIR");
   export_model(a.positional()[0], a.positional()[1], dtype);
   std::printf("wrote %s (%s)\n", a.positional()[1].c_str(), dtype.c_str());
   return 0;

@@ -59,7 +59,15 @@ Device device_arg(const Args& a) {
 }
 
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
-  return load_model(a, dir, a.has(kRopeScalingOption) ? a.get(kRopeScalingOption) : std::string());
+  const std::string rope = a.has(kRopeScalingOption) ? a.get(kRopeScalingOption) : std::string();
+  if (!rope.empty()) {  // its spelling is a usage error (exit 2) before the model loads; the model's own refusal
+    ModelConfig probe;  // (learned positions) stays an error of the model (exit 1)
+    probe.arch.position = PositionKind::kRope;
+    try {
+      apply_rope_override(probe, rope);
+    } catch (const Error& e) { throw UsageError{std::string("--rope-scaling: ") + e.what()}; }
+  }
+  return load_model(a, dir, rope);
 }
 
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling) {

@@ -87,6 +87,7 @@ std::string read_prompt(const Args& a) {
   if (a.has("--prompt") && a.has("--prompt-file")) throw UsageError{"give either --prompt or --prompt-file, not both"};
   if (a.has("--prompt")) return a.get("--prompt");
   if (a.has("--prompt-file")) {
+    focal::require_regular_input(a.get("--prompt-file"), "--prompt-file");  // a directory read as "empty"
     std::ifstream f(a.get("--prompt-file"), std::ios::binary);
     if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "'");
     std::stringstream ss;
@@ -115,6 +116,7 @@ std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
 // The token ids of `focal capture --ids FILE`: integers separated by whitespace and / or commas. Read before the
 // model loads, so a malformed file fails at once; check_ids checks them against the model.
 std::vector<int32_t> read_ids_file(const std::string& path) {
+  focal::require_regular_input(path, "--ids");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("--ids: cannot read '" + path + "'");
   std::stringstream ss;
@@ -385,7 +387,8 @@ int cmd_sweep(int argc, char** argv) {
   if (!out.empty()) check_output(out);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   TempSpec base = temp_spec_from(a, model->config());
-  if ((a.has("--mode") || a.has("--temp")) && base.mode != AttnMode::kFocal)
+  // A temperature file (calibrated:FILE) is judged by run_sweep, which names it: a layer or head file sets every t.
+  if ((a.has("--mode") || a.has("--temp")) && base.mode != AttnMode::kFocal && base.temp_file.empty())
     throw UsageError{std::string("sweep runs focal attention at each t of --temps; the setting given is ") +
                      attn_mode_name(base.mode) + " (leave --mode / --temp out, or give a focal one)"};
   base.mode = AttnMode::kFocal;  // the model's native overrides (if any) stay; t is swept
@@ -632,16 +635,18 @@ demos and tests until trained models exist. Deterministic for a seed.
   --qk-norm             add per-head q_norm / k_norm weights (Qwen3 style)
   --dtype F32|F16|BF16  (default F32)
   --seed S              (default 1)
+  --force               write into a DIR that is not empty (its config.json and weights are replaced)
 )";
 
 int cmd_init(int argc, char** argv) {
-  Args a(argc, argv, 2, with({"--help"}, cli::kModelFlags),
+  Args a(argc, argv, 2, with({"--help", "--force"}, cli::kModelFlags),
          with({"--tokenizer", "--vocab", "--dtype", "--seed"}, cli::kModelOptions));
   if (a.has("--help")) {
     std::printf("%s", kInitHelp);
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"init needs exactly one output DIR"};
+  cli::check_new_model_dir(a.positional()[0], a.has("--force"), "DIR");
   ModelConfig c = cli::model_config_from(a, cli::ArchDefaults{128, 4, 4, 2, 352, 1024});
   const std::string tok_path = a.get("--tokenizer");
   if (!tok_path.empty()) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "args.h"
@@ -25,6 +26,17 @@ void check_output(const std::string& path, const char* opt) {
     throw Error(std::string(opt) + ": cannot write '" + path + "': its directory does not exist or is not writable");
   f.close();
   std::remove(probe.c_str());
+}
+
+void check_new_model_dir(const std::string& dir, bool force, const char* opt) {
+  require_directory_or_absent(dir, opt);
+  if (force) return;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  if (std::filesystem::directory_iterator(dir, ec) == std::filesystem::directory_iterator()) return;
+  throw Error(std::string(opt) + " '" + dir + "' is not empty" +
+              (std::filesystem::exists(dir + "/config.json", ec) ? " (it holds a model: config.json)" : "") +
+              ": give a new or empty directory, or add --force to write over its files");
 }
 
 std::string shell_word(const std::string& s) {

@@ -10,6 +10,11 @@ namespace focal::cli {
 // Throws focal::Error naming `opt` (-o, --capture, --log) and the path. A missing `path` is a usage error.
 void check_output(const std::string& path, const char* opt = "-o");
 
+// For a command that writes a model directory (init, export): DIR must be new or an empty directory, unless
+// `force` (then the files it writes replace theirs). `opt` names the argument in the message. init into a trained
+// model's directory replaced its weights and left a tokenizer of another vocabulary beside them.
+void check_new_model_dir(const std::string& dir, bool force, const char* opt);
+
 // `s` as one shell word (single quotes when it holds anything but [A-Za-z0-9_./:=@%+-]), for a command line the
 // CLI prints for the user to paste: "apply with --temp calibrated:'my temps.json'".
 std::string shell_word(const std::string& s);

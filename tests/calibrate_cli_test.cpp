@@ -84,6 +84,13 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
                                " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
   EXPECT_EQ(bat.rc, 0) << bat.out;
   EXPECT_NE(bat.out.find("runs standard calibrated:" + out), std::string::npos) << bat.out;
+  // A sweep of a layer file: every layer has its own t, so the swept t changes nothing; the refusal names the file
+  // and what a sweep takes (it said "the setting given is standard", exit 2).
+  const CliRun sw =
+      focal_cli("sweep " + kModel + " --prompt 'The keeper lit the lamp.' --temp calibrated:" + out + " --temps 0.5,1");
+  EXPECT_EQ(sw.rc, 1) << sw.out;
+  EXPECT_NE(sw.out.find("the temperature file '" + out + "'"), std::string::npos) << sw.out;
+  EXPECT_NE(sw.out.find("--granularity model"), std::string::npos) << sw.out;
   // Again: the finished run left no checkpoint, so the same command runs again and gives the same file (it was
   // refused, "continue it with --resume", and --resume then said the run was at its last step). The success line's
   // command pastes into a shell whatever the path holds.

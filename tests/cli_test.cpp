@@ -423,7 +423,7 @@ TEST_F(CliTest, RopeScalingOverride) {
   }
   EXPECT_GT(moved, 1e-4) << "linear:2 halves every rotary angle: the loss moves";
   const std::string bad = out_dir("rope_bad");
-  expect_failure({"capture", *model_, "--prompt", kPrompt, "--rope-scaling", "sideways:2", "-o", bad + "/bad.h5"}, 1,
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--rope-scaling", "sideways:2", "-o", bad + "/bad.h5"}, 2,
                  {"--rope-scaling", "sideways:2"}, bad);
 }
 
@@ -692,6 +692,28 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   EXPECT_THAT(r.err, HasSubstr("-n 2000000000"));
   EXPECT_THAT(r.err, HasSubstr("needs a KV cache of"));
   EXPECT_THAT(r.err, Not(HasSubstr("internal error")));
+  // a directory given as an input file is named as one ("the prompt is empty", "data file ... is empty")
+  const std::string adir = out_dir("input_dir");
+  expect_failure({"capture", *model_, "--prompt-file", adir, "-o", o}, 1, {"--prompt-file", "is a directory"}, d);
+  expect_failure({"capture", *model_, "--ids", adir, "-o", o}, 1, {"--ids", "is a directory"}, d);
+  expect_failure({"calibrate", *model_, "--data", adir, "-o", d + "/t.json"}, 1, {"data file", "is a directory"}, d);
+  // init (and export) into a directory that holds files: refused, the files as they were (init replaced a trained
+  // model's weights and left its tokenizer of another vocabulary); --force writes over them
+  const std::string holds = out_dir("init_holds") + "/m";
+  ASSERT_EQ(run({"init", holds, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                 "--intermediate", "64"})
+                .rc,
+            0);
+  const std::string weights = slurp(holds + "/model.safetensors");
+  expect_failure({"init", holds, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--seed", "7"}, 1,
+                 {"is not empty (it holds a model: config.json)", "--force"}, "");
+  EXPECT_EQ(slurp(holds + "/model.safetensors"), weights);
+  expect_failure({"export", holds, holds}, 1, {"DST_DIR", "is not empty"}, "");
+  ASSERT_EQ(run({"init", holds, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                 "--intermediate", "64", "--seed", "7", "--force"})
+                .rc,
+            0);
+  EXPECT_NE(slurp(holds + "/model.safetensors"), weights);
   // --mode standard records t = 1, as --temp standard does (it kept the native 0.4)
   ASSERT_EQ(run({"capture", *model_, "--prompt", kPrompt, "--mode", "standard", "--store", "metrics", "-o", o}).rc, 0);
   EXPECT_EQ(TempSpec::from_json(read_capture(o).runs[0].temp_spec_json, o).text(), "standard");

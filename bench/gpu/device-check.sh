@@ -82,7 +82,7 @@ if want parity; then
   echo "fast: $(cat out/bench/gen-fast.txt)"
 fi
 if want small; then
-  "$focal" init out/bench/h1024 --vocab 8000 --hidden 1024 --layers 8 --heads 16 --kv-heads 4 --intermediate 2816 \
+  "$focal" init out/bench/h1024 --force --vocab 8000 --hidden 1024 --layers 8 --heads 16 --kv-heads 4 --intermediate 2816 \
     --context 8192 --attn focal --temp 0.4 >/dev/null
   gstep 150 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps" --no-cpu
 fi

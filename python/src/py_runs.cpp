@@ -142,7 +142,8 @@ focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<do
   callable_arg(progress, "progress", "progress(t, done, total)");
   const focal::ModelConfig& cfg = m.cfg();
   focal::TempSpec base = to_spec(temp, cfg);
-  if (!temp.is_none() && base.mode != focal::AttnMode::kFocal)  // as `focal sweep --temp/--mode`
+  if (!temp.is_none() && base.mode != focal::AttnMode::kFocal &&
+      base.temp_file.empty())  // as `focal sweep --temp/--mode`; a temperature file: run_sweep names it
     raise(PyExc_ValueError,
           std::string("temp: a sweep runs focal attention at each t of temps; the setting given is ") +
               focal::attn_mode_name(base.mode) + " (leave temp out, or give a focal one)");
@@ -209,8 +210,27 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     raise(PyExc_ValueError,
           "compare: needs capture=True (it is a second run recorded in the capture, as "
           "`focal generate --capture FILE --compare SPEC`)");
-  if (!capture && (!queries.is_none() || !relevant.is_none() || !budget.is_none() || name))
-    raise(PyExc_ValueError, "queries / relevant / budget / name: need capture=True (they describe the capture)");
+  if (!capture) {  // the capture's own options (as the CLI's without --capture): named, not ignored
+    std::string given;
+    auto note = [&](bool set, const char* what) {
+      if (set) given += std::string(given.empty() ? "" : ", ") + what;
+    };
+    note(!layers.is_none(), "layers");
+    note(!heads.is_none(), "heads");
+    note(!queries.is_none(), "queries");
+    note(!relevant.is_none(), "relevant");
+    note(!budget.is_none(), "budget");
+    note(name.has_value(), "name");
+    note(!probs, "probs");  // the defaults (probs / scores True, fp16 False, topk 10, topk_mass 5) pass
+    note(!scores, "scores");
+    note(fp16, "fp16");
+    note(topk != 10, "topk");
+    note(topk_mass != 5, "topk_mass");
+    if (!given.empty())
+      raise(PyExc_ValueError, given +
+                                  ": need capture=True (they describe the capture; without it they would be "
+                                  "ignored)");
+  }
   focal::CaptureRequest req;
   Settings runs;
   if (capture) {  // checked before generating, against the longest sequence the generation can produce

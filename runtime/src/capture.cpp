@@ -490,17 +490,22 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
                                kTempRangeText);
   // The sweep runs focal attention at each t: a learned or ssmax setting's own number would be dropped without a
   // word, and overrides on every head leave t nothing to change (each t gave the same numbers under its own label).
+  const std::string file =  // a temperature file of focal calibrate, named in the messages below
+      base_in.temp_file.empty() ? "" : " (the temperature file '" + base_in.temp_file + "')";
   if (base_in.mode == AttnMode::kLearned || base_in.mode == AttnMode::kSsmax)
-    throw Error("spec", std::string("the sweep's base setting is ") + attn_mode_name(base_in.mode) +
+    throw Error("spec", std::string("the sweep's base setting is ") + attn_mode_name(base_in.mode) + file +
                             "; a sweep runs focal attention at each t (give a focal or standard setting)");
   bool every_head_fixed = true;
   for (int l = 0; l < c.n_layers && every_head_fixed; ++l)
     for (int h = 0; h < c.n_heads && every_head_fixed; ++h)
       every_head_fixed = base_in.layer_temp.count(l) > 0 || base_in.head_temp.count({l, h}) > 0;
   if (every_head_fixed)
-    throw Error("spec",
-                "the sweep's base setting gives every layer or head its own t (its overrides), so the swept "
-                "t would change nothing; leave some layers or heads to the swept t");
+    throw Error("spec", "the sweep's base setting" + file +
+                            " gives every layer or head its own t (its overrides), so the swept t would change "
+                            "nothing; " +
+                            (file.empty() ? "leave some layers or heads to the swept t"
+                                          : "a sweep takes a file of one t for the model (focal calibrate "
+                                            "--granularity model), or leave --temp out"));
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;

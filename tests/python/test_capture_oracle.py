@@ -184,6 +184,10 @@ def test_generate_takes_the_clis_capture_options(fs, models, cli, out_dir):
     assert_same_h5(out_dir / "py_gen_opts.h5", out_dir / "cli_gen_opts.h5")
     with pytest.raises(ValueError, match="need capture=True"):
         models[FOCAL].generate("The little fox", 2, queries=[1])
+    # every capture option, as the CLI refuses each without --capture (layers=[0] returned capture=None)
+    for opt in ({"layers": [0]}, {"heads": 1}, {"probs": False}, {"fp16": True}, {"topk": 3}, {"topk_mass": 2}):
+        with pytest.raises(ValueError, match=f"^{next(iter(opt))}: need capture=True"):
+            models[FOCAL].generate("The little fox", 2, **opt)
     with pytest.raises(ValueError, match="queries: position 20 lies beyond the"):
         models[FOCAL].generate("The little fox", 30, capture=True, queries=[20], stop_at_eos=True,
                                on_token=lambda i, s: len(s) < 0)  # stops after the first token

@@ -136,6 +136,7 @@ CalibWindows split_calib_windows(const std::vector<int32_t>& tokens, int seq_len
 }
 
 std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& path) {
+  require_regular_input(path, "data file");  // a directory read as an empty file
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("data", "data file '" + path + "' cannot be opened: " + std::strerror(errno) +
