@@ -26,7 +26,7 @@ stored (each is widened into one scratch matrix while the backward passes it). F
 "text" field per line) is tokenized with the model's tokenizer and cut into windows of --seq-len tokens; the last
 --val-frac of them are held out. LLaMA-layout models (Llama 2 / 3 with RoPE scaling, SmolLM2, Qwen2 with biases,
 Qwen3 QK-norm, Mistral with a window no narrower than --seq-len); other architectures are refused, naming what the
-backward lacks. CPU only.
+backward lacks. CPU only: the model loads on the CPU whatever a GPU machine has (--device takes cpu alone).
 
 Writes TEMPS.json (format focalscope-temps: t per layer x head, the base model's weights checksum, the data, steps
 and losses), TEMPS.json.ckpt.json at every evaluation (swapped in by rename) and the training log TEMPS.log.h5
@@ -87,7 +87,13 @@ int cmd_calibrate(int argc, char** argv) {
   check_output(cfg.out_path + ".ckpt.json", "-o (its checkpoint)");
   check_output(cfg.log_path.empty() ? calib_log_path(cfg.out_path) : cfg.log_path, "--log");
 
-  auto model = load_model(a, model_arg(a, "calibrate"));
+  // The frozen-weight backward has no CUDA twin: the CPU, even where auto would pick a GPU (it loaded there and
+  // then refused, "load the model with --device cpu").
+  if (a.has(kDeviceOption) && a.get(kDeviceOption) != "cpu")
+    throw UsageError{"--device " + a.get(kDeviceOption) +
+                     ": calibration runs on the CPU only (give --device cpu, or "
+                     "leave it out)"};
+  auto model = load_model(a, model_arg(a, "calibrate"), "", Device::kCpu);
   const std::vector<std::string> gaps = calibration_gaps(model->config(), cfg.seq_len);
   if (!gaps.empty()) {  // before tokenizing: calibrate() says the same, but a big file need not be read first
     std::string list;

@@ -30,7 +30,8 @@ namespace {
 const char* kFigureHelp = R"(usage: focal figure KIND FILE... [options] -o OUT.png|OUT.svg|OUT.pdf
 
 Draws a publication figure from capture files (focal capture), sweep files (focal sweep), training logs
-(OUT/train_log.h5 of focal train) or evaluation files (focal eval -o). The format follows the extension of -o;
+(OUT/train_log.h5 of focal train), evaluation files (focal eval -o), batch statistics (focal batch), position-loss
+files (focal eval --positions) or temperature files (focal calibrate). The format follows the extension of -o;
 the same input gives the same bytes. Sizes are print sizes: text is 7-8.5 pt at --width.
 
 kinds:

@@ -71,6 +71,11 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir) {
 }
 
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling) {
+  return load_model(a, dir, rope_scaling, device_arg(a));
+}
+
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling,
+                                  Device device) {
   LoadOptions opt;
   opt.rope_scaling = rope_scaling;
   opt.allow_nonfinite_weights = a.has(kLoadFlag);
@@ -107,7 +112,7 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const s
       std::fprintf(stderr, "\rreading %s into memory: %5.1f%% of %.2f GB, %.0f s elapsed, ETA %.0f s   %s", dir.c_str(),
                    100.0 * (double)done / (double)total, (double)total / 1e9, el, eta, done == total ? "\n" : "");
     };
-  std::unique_ptr<Model> m = Model::load(dir, device_arg(a), opt);
+  std::unique_ptr<Model> m = Model::load(dir, device, opt);
   for (const std::string& w : m->config().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return m;
 }

@@ -33,5 +33,8 @@ Device device_arg(const Args& a);
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir);
 // The same with a rope_scaling override (LoadOptions::rope_scaling, TYPE:FACTOR): `focal eval --positions` runs.
 std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling);
+// The same on a device the command fixes (calibrate: the CPU, whatever auto would pick).
+std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const std::string& rope_scaling,
+                                  Device device);
 
 }  // namespace focal::cli

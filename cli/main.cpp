@@ -62,7 +62,7 @@ commands:
   generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
   inspect FILE.h5     summary of a capture (per layer x head table), sweep or batch stats file
   init DIR            write a randomly initialised model directory (for demos and tests)
-  figure KIND FILE..  publication figure (PNG, SVG, PDF) from capture or sweep files
+  figure KIND FILE..  publication figure (PNG, SVG, PDF) from captures, sweeps, logs, evaluations, stats, temps
   demo                capture standard vs focal on the demo model and write a gallery of figures
   train               train a small standard / focal / learned-temperature model on the CPU
   calibrate MODEL     learn a pretrained model's temperatures per model, layer or head, every weight frozen
@@ -408,9 +408,10 @@ int cmd_sweep(int argc, char** argv) {
   return 0;
 }
 
-const char* kGenerateHelp = R"(usage: focal generate MODEL --prompt TEXT -n N [options]
+const char* kGenerateHelp = R"(usage: focal generate MODEL (--prompt TEXT | --prompt-file FILE) [-n N] [options]
 
 Generates N tokens with a KV cache under the chosen attention temperature and prints the text.
+  -n N              new tokens (default 32)
   --sample-temp X   sampling temperature of the next-token distribution (default 0: greedy)
   --top-k K         sample among the K most likely tokens (default: all)
   --seed S          random seed (default 1)

@@ -173,10 +173,10 @@ Dims metrics_chunk(const Dims& dims) {
   return {1, h, dims[2], dims[3]};
 }
 
-// The capture / sweep root header: provenance, the checksum in hex, and the metric names the metrics axis uses.
+// The capture / sweep root header: provenance (with the checksum in hex), and the metric names the metrics axis
+// uses.
 void write_header(Writer& w, hid_t root, const char* format, int version, const Provenance& p) {
   write_root_header(w, root, format, version, p, true);
-  w.attr_string(root, "/", "weights_fnv1a64", hex16(p.weights_checksum));
   w.attr_strings(root, "/", "metric_names", metric_names());
 }
 

@@ -700,6 +700,9 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
   if (with_model && !p.device.empty()) w.attr_string(root, "/", "device", p.device);
   if (with_model && !p.precision.empty()) w.attr_string(root, "/", "precision", p.precision);
   if (!p.warnings.empty()) w.attr_string(root, "/", "warnings", p.warnings);
+  // the checksum again as text, for tools without uint64 (every file with a model: captures, sweeps, batch
+  // statistics, position-loss and evaluation files)
+  if (with_model) w.attr_string(root, "/", "weights_fnv1a64", hex16(p.weights_checksum));
 }
 
 Provenance read_provenance(Reader& r, hid_t root, bool with_model) {

@@ -100,7 +100,7 @@ TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, 
     if (d.tasks_train.empty())
       throw Error("data_dir", "data_dir: no task in '" + dir + "/tasks_train.jsonl' fits seq_len = " +
                                   std::to_string(seq_len) + (kinds.empty() ? "" : " of the chosen task kinds") +
-                                  " (set task_frac to 0 to train on text only)");
+                                  " (set the task fraction to 0, --task-frac 0, to train on text only)");
   }
   return d;
 }
