@@ -263,18 +263,24 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("warning: 40 tokens run past the model's trained context of 24"));
   const batch::PositionLossFile f = batch::read_position_loss(out);
   EXPECT_EQ(f.n_runs(), 5u);
+  // "native" is named with the setting it resolved to (the figure's legend said "native" alone); the tiny model's
+  // own setting is standard attention
+  EXPECT_EQ(f.run_names[3], "native (standard)");
   r = run_cli("figure positions " + out + " -o " + dir + "/pos.svg");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream svg(dir + "/pos.svg");
   const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(text, ::testing::HasSubstr("trained context 24"));
+  EXPECT_THAT(text, ::testing::HasSubstr("max_position_embeddings 24"));
   // Per-layer attention entropy by position of one run: a line per layer, coloured by layer, the context marked.
   r = run_cli("figure positions " + out + " --metric entropy --runs ssmax -o " + dir + "/ent.svg");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream esvg(dir + "/ent.svg");
   const std::string etext((std::istreambuf_iterator<char>(esvg)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(etext, ::testing::HasSubstr("Entropy by position: ssmax"));
-  EXPECT_THAT(etext, ::testing::HasSubstr("trained context 24"));
+  EXPECT_THAT(etext, ::testing::HasSubstr("Entropy, ssmax, "));
+  // the run as --runs spelled it selects it too
+  r = run_cli("figure positions " + out + " --metric entropy --runs native -o " + dir + "/ent_native.svg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(etext, ::testing::HasSubstr("max_position_embeddings 24"));
   EXPECT_THAT(etext, ::testing::HasSubstr("Layer"));
   r = run_cli("figure positions " + out + " --metric entropy --runs standard,ssmax -o " + dir + "/ent2.svg");
   EXPECT_EQ(r.code, 1) << r.out;

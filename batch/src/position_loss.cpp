@@ -33,7 +33,11 @@ std::vector<PositionRun> parse_position_runs(const std::string& text, const Mode
     r.spec_text = item.substr(0, at);
     if (at != std::string::npos) r.rope_scaling = item.substr(at + 1);
     try {
-      TempSpec::parse(r.spec_text, "--runs", &cfg).validate(cfg);
+      const TempSpec spec = TempSpec::parse(r.spec_text, "--runs", &cfg);
+      spec.validate(cfg);
+      // "native" alone does not say what ran: the label carries the model's own setting, "native (focal:0.4)"
+      if (r.spec_text.rfind("native", 0) == 0)
+        r.name = "native (" + spec.text() + ")" + item.substr(r.spec_text.size());
       if (!r.rope_scaling.empty()) {
         ModelConfig copy = cfg;
         apply_rope_override(copy, r.rope_scaling);

@@ -42,14 +42,16 @@ void draw_bucket_series(Canvas& c, const batch::PositionLossFile& f, const float
   flush();
 }
 
-// The model's trained context as a dashed line, labelled, when it falls inside the axis.
+// The model's context as its config.json declares it (max_position_embeddings) as a dashed line, labelled by that
+// name, when it falls inside the axis: the sequences a model was trained on may have been shorter (the bundled
+// models: 256 tokens), so "trained context" claimed more than the file knows.
 void draw_trained_context(Canvas& c, const batch::PositionLossFile& f, const Ticks& xt, const LinearMap& x,
                           const Rect& r) {
   if (f.trained_context <= 0 || f.trained_context >= xt.hi) return;
   const double xc = x(f.trained_context);
   c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
-  c.text("trained context " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false,
-         kBoundaryInk);
+  c.text("max_position_embeddings " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0,
+         false, kBoundaryInk);
 }
 
 // metric entropy: one run's attention entropy by query position, one line per layer (mean over heads and the
@@ -96,7 +98,8 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   const double plot_h = H - top - x_axis_h - kMargin;
   if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
-  const std::string auto_title = "Entropy by position: " + f.run_names[(size_t)run] + ", " + docs;
+  // The axes say what is plotted; the title says which run of which model (the model last, as the loss figure).
+  const std::string auto_title = "Entropy, " + f.run_names[(size_t)run] + ", " + docs + ": " + base_name(f.model_path);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   const Rect r{left, top, W - left - right, plot_h};
@@ -135,7 +138,16 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
     for (size_t r = 0; r < f.n_runs(); ++r) runs.push_back((int)r);
   } else {
     for (const std::string& name : opt.runs) {
-      const auto it = std::find(f.run_names.begin(), f.run_names.end(), name);
+      // a run as the file names it, or as --runs spelled it: "native" for "native (focal:0.4)"
+      auto spelled = [](const std::string& n) {
+        const size_t open = n.find(" (");
+        const size_t close = open == std::string::npos ? open : n.find(')', open);
+        return open == std::string::npos || close == std::string::npos ? n : n.substr(0, open) + n.substr(close + 1);
+      };
+      auto it = std::find(f.run_names.begin(), f.run_names.end(), name);
+      if (it == f.run_names.end())
+        it = std::find_if(f.run_names.begin(), f.run_names.end(),
+                          [&](const std::string& n) { return spelled(n) == name; });
       if (it == f.run_names.end()) {
         std::string names;
         for (const std::string& n : f.run_names) names += (names.empty() ? "" : ", ") + n;
@@ -179,11 +191,13 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const double H = page_height(opt, natural);
   const double plot_h = H - top - x_axis_h - kMargin;
   if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
-  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
   const int pct = (int)std::lround(f.band_level * 100);
   // A band over documents needs two of them: one document's resamples are that document, so no band is claimed.
-  const std::string auto_title =
-      "Loss by position, " + docs + (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "");
+  // The model last: a long name is what the title's … shortens, not the band's level.
+  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
+  const std::string auto_title = "Loss by position, " + docs +
+                                 (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "") +
+                                 ": " + base_name(f.model_path);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_legend(c, legend, left, title_space(opt), W - left - right);

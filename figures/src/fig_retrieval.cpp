@@ -32,13 +32,6 @@ struct Run {
   std::string name;   // the file, for messages
 };
 
-// The last component of a model path ("out/train/standard/" -> "standard").
-std::string base_name(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
 int kind_index(const EvalFile& e, const std::string& kind) {
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
     if (e.task_kinds[k] == kind) return (int)k;

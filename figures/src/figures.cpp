@@ -291,4 +291,10 @@ void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automati
 
 std::string quoted(const std::string& s) { return "\xE2\x80\x9C" + s + "\xE2\x80\x9D"; }
 
+std::string base_name(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
 }  // namespace focal::figures

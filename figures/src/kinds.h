@@ -36,5 +36,7 @@ void reject_option(bool set, const std::string& option, const std::string& kind)
 
 // Quoted token text for titles: “void”.
 std::string quoted(const std::string& s);
+// The last component of a model path, for titles and legends ("out/train/standard/" -> "standard").
+std::string base_name(std::string p);
 
 }  // namespace focal::figures
