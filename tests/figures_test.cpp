@@ -929,7 +929,10 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   FigureOptions o;
   o.dpi = 72;
   std::string svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
-  EXPECT_THAT(svg, HasSubstr("t.json: calibrated t per head"));
+  EXPECT_THAT(svg, HasSubstr("Calibrated t per head: t.json"));  // no model recorded: the file
+  f.base_model = "/models/SmolLM2-135M/";
+  svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
+  EXPECT_THAT(svg, HasSubstr("Calibrated t per head: SmolLM2-135M"));  // the model it was calibrated for
   EXPECT_THAT(svg, HasSubstr("held-out loss 3.000 \xE2\x86\x92 2.500 nats/token (from t = 1, 40 steps)"));
   for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">0.75<", ">1.5<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
   o.layers = {1};

@@ -83,7 +83,7 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   const double axis_depth = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double bottom = axis_depth + kMargin;
   const bool loss_known = f.val_loss_init > 0.0 && f.val_loss > 0.0;
-  const double note = loss_known ? 1.4 * kTickSize : 0.0;
+  const double note = loss_known ? 1.4 * kTickSize + 1.3 : 0.0;
   const double top = title_space(opt) + note + 2.0;
   // With a capture, the scatter of t against entropy goes under the matrix, at full width: its plot, legend of
   // layers (up to 8) and axis.
@@ -112,19 +112,21 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   if (colorbar_min_height(c, bar) > plot.h) bar.title = "log\xE2\x82\x82 t";
   if (colorbar_min_height(c, bar) > plot.h) bar.title = "";
 
-  const char* gran = f.granularity == CalibGranularity::kModel     ? "one t"
+  // What was calibrated, then the model it belongs to (named: the file's stem said nothing of it), last so that a
+  // long name is what the title's … shortens.
+  const char* gran = f.granularity == CalibGranularity::kModel     ? "t, one for the model"
                      : f.granularity == CalibGranularity::kLayer   ? "t per layer"
-                     : f.granularity == CalibGranularity::kTauProj ? "\xCF\x84 per layer (mean \xCF\x84/\xE2\x88\x9A"
-                                                                     "d)"
+                     : f.granularity == CalibGranularity::kTauProj ? "\xCF\x84 (mean t per layer)"
                                                                    : "t per head";
-  const std::string auto_title = label + ": calibrated " + gran;
+  const std::string who = f.base_model.empty() ? label : base_name(f.base_model);
+  const std::string auto_title = std::string("Calibrated ") + gran + ": " + who;
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (loss_known) {
     char b[160];
     std::snprintf(b, sizeof b, "held-out loss %.3f \xE2\x86\x92 %.3f nats/token (from t = %s, %d steps)",
                   f.val_loss_init, f.val_loss, format_sig(f.init_temp, 3).c_str(), f.steps);  // →
-    c.text(b, W / 2, title_space(opt) + 0.2, kTickSize, 0.5, 0.0, 0, false, kInk);
+    c.text(b, W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false, kInk);  // clear of the title's descenders
   }
   draw_cells(c, plot, L, Hn, [&](int l, int h, Rgb* out) {
     *out = cs(std::log2(t[(size_t)l * Hn + h]));
