@@ -518,6 +518,29 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
   return "(no error)";
 }
 
+// A log of focal calibrate (train_config_json "kind": "calibration") stores t sqrt(d_head) in tau_mean, the learned
+// temperature's unit; --tau draws t, the number its temperature file holds (it showed "Learned tau" at 5.7-7.5 for
+// t of 0.67-1.99), without the clip bounds of a learned model.
+TEST(FigureTraining, CalibrationLogDrawsTNotTau) {
+  TrainLog log = make_train_log("calib", 3.0, false);
+  log.train_config_json = R"({"kind": "calibration", "granularity": "layer", "batch": 4, "seq_len": 64})";
+  const ModelConfig mc = parse_config(log.model_config_json, "test");
+  log.tau_mean.clear();
+  for (size_t i = 0; i < log.eval_step.size(); ++i)
+    for (int l = 0; l < 3; ++l) log.tau_mean.push_back((float)((0.5 + 0.25 * l) * std::sqrt((double)mc.d_head)));
+  const std::string path = temp_dir() + "/calib.log.h5";
+  write_train_log(log, path);
+  FigureOptions o;
+  o.tau = true;
+  const std::string svg = render_figure_files("training", {path}, o, Format::kSvg);
+  EXPECT_THAT(svg, HasSubstr("calibrated t per layer"));
+  EXPECT_THAT(svg, HasSubstr("Calibrated t, mean over heads"));
+  EXPECT_THAT(svg, Not(HasSubstr("Learned \xCF\x84")));
+  // the y axis spans t (0.5 .. 1.0), not t sqrt(d_head)
+  EXPECT_THAT(svg, HasSubstr(">0.5<"));
+  EXPECT_THAT(svg, HasSubstr(">1.0<"));
+}
+
 // Figure errors name the FigureOptions field (for the app and the Python API) and never a CLI option; the CLI puts
 // its option in front (FigureCli tests below).
 TEST(FigureErrors, NameTheFieldNotACliOption) {

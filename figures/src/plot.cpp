@@ -395,23 +395,29 @@ void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::func
 
 void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
                       const std::vector<double>& v, const std::function<Rgb(double)>& color) {
-  int digits = 3;
-  auto widest_at = [&](int d) {
+  // 3 significant digits, else 2, else 2 at a smaller size (a signed difference's minus sign left "-0.8" and "-1"
+  // in a 6-column matrix at the default width), else 1.
+  auto widest_at = [&](int d, double size) {
     double w = 0;
     for (double x : v)
-      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), kTickSize));
+      if (!std::isnan(x)) w = std::max(w, c.text_width(format_sig(x, d), size));
     return w;
   };
-  double widest = widest_at(digits);
-  while (digits > 1 && widest > cell_w - 3.0) widest = widest_at(--digits);
-  if (widest > cell_w - 3.0 || cell_h < 1.6 * kTickSize) return;
+  const std::pair<int, double> tries[] = {{3, kTickSize}, {2, kTickSize}, {2, 0.85 * kTickSize}, {1, kTickSize}};
+  int digits = 1;
+  double size = kTickSize, widest = 0;
+  for (const auto& [d, s] : tries) {
+    digits = d, size = s, widest = widest_at(d, s);
+    if (widest <= cell_w - 3.0) break;
+  }
+  if (widest > cell_w - 3.0 || cell_h < 1.6 * size) return;
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < cols; ++k) {
       const double x = v[(size_t)r * cols + k];
       if (std::isnan(x)) continue;
       const Rgb ink = luminance(color(x)) > 0.35 ? kInk : Rgb{1, 1, 1};
-      c.text(format_sig(x, digits), plot.x + (k + 0.5) * cell_w, plot.y + (r + 0.5) * cell_h, kTickSize, 0.5, 0.5, 0,
-             false, ink);
+      c.text(format_sig(x, digits), plot.x + (k + 0.5) * cell_w, plot.y + (r + 0.5) * cell_h, size, 0.5, 0.5, 0, false,
+             ink);
     }
 }
 
