@@ -518,6 +518,29 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
   return "(no error)";
 }
 
+// Two top keys a few positions apart, the second lower: its label goes beside its bar instead of being dropped (a
+// centred label would cross the taller bar next to it), and no two labels overlap.
+TEST(FigureDistribution, NearbyTopKeysAreBothLabelled) {
+  CaptureFile f = make_capture(true, false);
+  const int T = (int)f.token_ids.size(), q = T - 1;
+  for (RunCapture& r : f.runs) {  // layer 0, head 0, the last query: 0.6 at key q - 1, 0.3 at key q - 3
+    float* row = &r.probs[((size_t)0 * kHeads + 0) * T * T + (size_t)q * T];
+    for (int j = 0; j < T; ++j) row[j] = 0.1f / (float)(T - 2);
+    row[q - 1] = 0.6f;
+    row[q - 3] = 0.3f;
+  }
+  FigureOptions o;
+  o.layer = 0;
+  o.head = 0;
+  o.query = q;
+  o.top_keys = 2;
+  o.runs = {"standard"};
+  o.width_in = 2.4;  // narrow: the keys' slots are a few points wide
+  const std::string svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_THAT(svg, HasSubstr("(" + std::to_string(q - 1) + ")"));
+  EXPECT_THAT(svg, HasSubstr("(" + std::to_string(q - 3) + ")"));
+}
+
 // A log of focal calibrate (train_config_json "kind": "calibration") stores t sqrt(d_head) in tau_mean, the learned
 // temperature's unit; --tau draws t, the number its temperature file holds (it showed "Learned tau" at 5.7-7.5 for
 // t of 0.67-1.99), without the clip bounds of a learned model.

@@ -168,19 +168,40 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
       order.push_back({-v, j});
     }
     std::sort(order.begin(), order.end());
-    std::vector<std::pair<double, double>> placed;  // x extents of labels drawn
+    // A label sits on its bar, centred, else ending or starting at the bar, wherever it crosses neither a label
+    // already drawn nor a taller bar (two top keys a few positions apart: the second was left unlabelled).
+    struct Box {
+      double x0, x1, y0, y1;
+    };
+    std::vector<Box> placed;
     for (int t = 0; t < top_keys && t < (int)order.size(); ++t) {
       const int j = order[t].second;
       const double v = -order[t].first;
       if (!(v > 0)) break;
       const std::string s = labels[j] + " (" + numbers[j] + ")";
-      const double w = c.text_width(s, kTopKeySize), x = std::clamp(xs[j], plot.x + w / 2, plot.right() - w / 2);
-      bool clash = false;
-      for (auto [a, b] : placed) clash |= x - w / 2 < b + 2.0 && x + w / 2 > a - 2.0;
-      if (clash) continue;
-      placed.push_back({x - w / 2, x + w / 2});
-      const double ty = std::max(y(v) - 1.0, plot.y + kTopKeySize);
-      c.text(s, x, ty, kTopKeySize, 0.5, 0.0, 0, false, kInk);
+      const double w = c.text_width(s, kTopKeySize);
+      const double ty = std::max(y(v) - 1.0, plot.y + kTopKeySize);  // baseline
+      const Box row{0, 0, ty - kTopKeySize, ty + 1.0};
+      for (double anchor : {0.5, 1.0, 0.0}) {
+        const double x0 = std::clamp(xs[j] - anchor * w +
+                                         (anchor == 1.0   ? slot / 2
+                                          : anchor == 0.0 ? -slot / 2
+                                                          : 0),
+                                     plot.x, plot.right() - w);
+        const Box b{x0, x0 + w, row.y0, row.y1};
+        bool clash = false;
+        for (const Box& o : placed) clash |= b.x0 < o.x1 + 2.0 && b.x1 > o.x0 - 2.0 && b.y0 < o.y1 && b.y1 > o.y0;
+        for (int k = 0; k < n_keys && !clash; ++k) {  // a taller bar under the label's extent
+          if (k == j || xs[k] + slot / 2 < b.x0 || xs[k] - slot / 2 > b.x1) continue;
+          double vk = 0;
+          for (int r = 0; r < n_bars; ++r) vk = std::max(vk, rows[overlay ? r : p][k]);
+          clash = y(vk) < b.y1;
+        }
+        if (clash) continue;
+        placed.push_back(b);
+        c.text(s, x0, ty, kTopKeySize, 0.0, 0.0, 0, false, kInk);
+        break;
+      }
     }
     // A generation capture: a line before the first generated key P (keys from P on were generated).
     const int gen = f0.prompt_end();
