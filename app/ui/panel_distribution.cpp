@@ -129,8 +129,11 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       top.push_back({-v, k});
     }
     std::partial_sort(top.begin(), top.begin() + std::min<size_t>(5, top.size()), top.end());
-    std::vector<std::pair<float, float>> placed;
+    // Each label on its bar: centred, else ending or starting at the bar, where it crosses no label already drawn
+    // (labels at other heights do not clash: two nearby top keys, or A's and B's, are both named).
+    std::vector<ImVec4> placed;  // x0, y0, x1, y1
     std::vector<std::string> top_labels;
+    const float key_w = W / n;
     for (size_t t = 0; t < top.size() && t < 5 && top_labels.size() < 3; ++t) {
       const int k = top[t].second;
       const float v = -top[t].first;
@@ -138,13 +141,17 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       const std::string s = short_piece(st.file.pieces[k]) + " (" + std::to_string(k) + ")";
       const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
       const float xc = p0.x + W * ((k - k0) + 0.5f) / n;
-      const float x = std::clamp(xc - ts.x / 2, p0.x, p1.x - ts.x);
-      bool clash = false;
-      for (auto [a, b] : placed) clash |= x < b + 4 && x + ts.x > a - 4;
-      if (clash) continue;
-      placed.push_back({x, x + ts.x});
-      dl->AddText(ImVec2(x, std::max(p0.y, Y(v) - ts.y - 1)), IM_COL32(230, 230, 235, 255), s.c_str());
-      top_labels.push_back(s);
+      const float y = std::max(p0.y, Y(v) - ts.y - 1);
+      for (float shift : {-ts.x / 2, -ts.x + key_w / 2, -key_w / 2}) {
+        const float x = std::clamp(xc + shift, p0.x, p1.x - ts.x);
+        bool clash = false;
+        for (const ImVec4& o : placed) clash |= x < o.z + 4 && x + ts.x > o.x - 4 && y < o.w && y + ts.y > o.y;
+        if (clash) continue;
+        placed.push_back(ImVec4(x, y, x + ts.x, y + ts.y));
+        dl->AddText(ImVec2(x, y), IM_COL32(230, 230, 235, 255), s.c_str());
+        top_labels.push_back(s);
+        break;
+      }
     }
     ui.labels["distribution.top"] = top_labels;
     // x labels: every token when they fit, else key positions at round steps.
