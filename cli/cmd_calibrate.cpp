@@ -26,7 +26,8 @@ stored (each is widened into one scratch matrix while the backward passes it). F
 "text" field per line) is tokenized with the model's tokenizer and cut into windows of --seq-len tokens; the last
 --val-frac of them are held out. LLaMA-layout models (Llama 2 / 3 with RoPE scaling, SmolLM2, Qwen2 with biases,
 Qwen3 QK-norm, Mistral with a window no narrower than --seq-len); other architectures are refused, naming what the
-backward lacks. CPU only: the model loads on the CPU whatever a GPU machine has (--device takes cpu alone).
+backward lacks. CPU only: the model loads on the CPU whatever a GPU machine has (--device takes cpu, or auto, which
+means the CPU here; the --device line below is the other commands').
 
 Writes TEMPS.json (format focalscope-temps: t per layer x head, the base model's weights checksum, the data, steps
 and losses), TEMPS.json.ckpt.json at every evaluation (swapped in by rename) and the training log TEMPS.log.h5
@@ -90,7 +91,7 @@ int cmd_calibrate(int argc, char** argv) {
 
   // The frozen-weight backward has no CUDA twin: the CPU, even where auto would pick a GPU (it loaded there and
   // then refused, "load the model with --device cpu").
-  if (a.has(kDeviceOption) && a.get(kDeviceOption) != "cpu")
+  if (a.has(kDeviceOption) && a.get(kDeviceOption) != "cpu" && a.get(kDeviceOption) != "auto")
     throw UsageError{"--device " + a.get(kDeviceOption) +
                      ": calibration runs on the CPU only (give --device cpu, or "
                      "leave it out)"};
@@ -136,7 +137,7 @@ int cmd_calibrate(int argc, char** argv) {
     for (int h = 0; h < cols; ++h) std::printf(cols == 1 ? "      t" : " %6d", h);
     std::printf("\n");
     for (int l = 0; l < f.n_layers; ++l) {
-      std::printf("%5d", l);
+      std::printf(cols == 1 ? "%5d" : "%10d", l);  // under "layer" or "layer\\head"
       for (int h = 0; h < cols; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
       std::printf("\n");
     }

@@ -87,7 +87,7 @@ std::string read_prompt(const Args& a) {
   if (a.has("--prompt") && a.has("--prompt-file")) throw UsageError{"give either --prompt or --prompt-file, not both"};
   if (a.has("--prompt")) return a.get("--prompt");
   if (a.has("--prompt-file")) {
-    focal::require_regular_input(a.get("--prompt-file"), "--prompt-file");  // a directory read as "empty"
+    focal::require_not_directory(a.get("--prompt-file"), "--prompt-file");  // read as "empty"; a pipe is fine
     std::ifstream f(a.get("--prompt-file"), std::ios::binary);
     if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "'");
     std::stringstream ss;
@@ -116,7 +116,7 @@ std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
 // The token ids of `focal capture --ids FILE`: integers separated by whitespace and / or commas. Read before the
 // model loads, so a malformed file fails at once; check_ids checks them against the model.
 std::vector<int32_t> read_ids_file(const std::string& path) {
-  focal::require_regular_input(path, "--ids");
+  focal::require_not_directory(path, "--ids");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("--ids: cannot read '" + path + "'");
   std::stringstream ss;

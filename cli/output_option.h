@@ -16,7 +16,7 @@ void check_output(const std::string& path, const char* opt = "-o");
 void check_new_model_dir(const std::string& dir, bool force, const char* opt);
 
 // `s` as one shell word (single quotes when it holds anything but [A-Za-z0-9_./:=@%+-]), for a command line the
-// CLI prints for the user to paste: "apply with --temp calibrated:'my temps.json'".
+// CLI prints for the user to paste: "apply with --temp 'calibrated:my temps.json'".
 std::string shell_word(const std::string& s);
 
 }  // namespace focal::cli

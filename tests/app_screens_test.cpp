@@ -929,7 +929,7 @@ TEST(AppScreens, TemperatureFieldShowsSmallTemperatures) {
             0)
       << read_text(dir + "/log.txt");
   const nlohmann::json j = read_json(dir + "/t.png.json");
-  EXPECT_EQ(labels_of(j, "controls.t.A"), std::vector<std::string>{"1e-06"}) << j["labels"];
+  EXPECT_EQ(labels_of(j, "controls.t.A"), std::vector<std::string>{"1e-6"}) << j["labels"];  // as the spec spells it
   EXPECT_EQ(labels_of(j, "controls.t.B"), std::vector<std::string>{"1.000"}) << j["labels"];
 }
 

@@ -90,10 +90,14 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
       focal_cli("sweep " + kModel + " --prompt 'The keeper lit the lamp.' --temp calibrated:" + out + " --temps 0.5,1");
   EXPECT_EQ(sw.rc, 1) << sw.out;
   EXPECT_NE(sw.out.find("the temperature file '" + out + "'"), std::string::npos) << sw.out;
-  EXPECT_NE(sw.out.find("--granularity model"), std::string::npos) << sw.out;
+  EXPECT_NE(sw.out.find("leave --temp out"), std::string::npos) << sw.out;
   // Again: the finished run left no checkpoint, so the same command runs again and gives the same file (it was
-  // refused, "continue it with --resume", and --resume then said the run was at its last step). The success line's
-  // command pastes into a shell whatever the path holds.
+  // refused, "continue it with --resume", and --resume then said the run was at its last step).
+  const CliRun same = focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +
+                                " --granularity layer --steps 4 --eval-every 2 --seq-len 32 --batch 2 --val-windows 2");
+  ASSERT_EQ(same.rc, 0) << same.out;
+  EXPECT_EQ(read_temp_file(out).focal_temp, f.focal_temp);
+  // The success line's command pastes into a shell whatever the path holds.
   const std::string spaced = dir + "/my temps.json";
   const CliRun again =
       focal_cli("calibrate " + kModel + " --data " + text + " -o '" + spaced +

@@ -625,6 +625,8 @@ TEST(FigureErrors, BadSelectionsNameTheOptionAndTheChoices) {
   EXPECT_THAT(error_of("entropy", {temp_dir() + "/missing.h5"}, o), HasSubstr("no such file"));
   const std::string zero = temp_dir() + "/zero.h5";
   spit(zero, "");
+  EXPECT_THAT(error_of("entropy", {zero}, o), HasSubstr("the file is empty (0 bytes)"));
+  spit(zero, "plain text, not HDF5");
   EXPECT_THAT(error_of("entropy", {zero}, o), HasSubstr("not an HDF5 file"));
   o.per_layer = true;
   o.metric = "loss";

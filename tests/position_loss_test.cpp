@@ -280,6 +280,9 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   // the run as --runs spelled it selects it too
   r = run_cli("figure positions " + out + " --metric entropy --runs native -o " + dir + "/ent_native.svg");
   ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream nsvg(dir + "/ent_native.svg");
+  const std::string ntext((std::istreambuf_iterator<char>(nsvg)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(ntext, ::testing::HasSubstr("Entropy, native (standard), "));
   EXPECT_THAT(etext, ::testing::HasSubstr("max_position_embeddings 24"));
   EXPECT_THAT(etext, ::testing::HasSubstr("Layer"));
   r = run_cli("figure positions " + out + " --metric entropy --runs standard,ssmax -o " + dir + "/ent2.svg");

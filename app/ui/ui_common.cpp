@@ -65,11 +65,16 @@ void Texture::release() {
   w = h = 0;
 }
 
-// A slider's format for a temperature-like value: three decimals, and three significant digits below 0.01 so that
-// t = 1e-6 (the smallest the specs take) does not read 0.000.
+// A slider's format for a temperature-like value: three decimals, and below 0.01 the value itself in three significant
+// digits as the specs spell it ("1e-6": t = 1e-6, the smallest a spec takes, read 0.000), as literal text (no '%':
+// ImGui shows it and leaves the value unrounded). The returned text lives until the next call.
 static const char* temp_format(float v, bool with_t) {
-  if (std::fabs(v) < 0.01f && v != 0.0f) return with_t ? "t %.3g" : "%.3g";
-  return with_t ? "t %.3f" : "%.3f";
+  if (!(std::fabs(v) < 0.01f) || v == 0.0f) return with_t ? "t %.3f" : "%.3f";
+  static std::string text;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  text = (with_t ? "t " : "") + focal::tidy_exponent(b);
+  return text.c_str();
 }
 
 static ImU32 to_u32(focal::figures::Rgb8 c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
@@ -185,7 +190,9 @@ bool temperature_controls(Ui& ui, int side) {
   if (spec.mode == focal::AttnMode::kFocal || spec.mode == focal::AttnMode::kStandard) {
     float t = spec.mode == focal::AttnMode::kStandard ? 1.0f : spec.focal_temp;
     ImGui::SetNextItemWidth(-70);
-    ui.labels[std::string("controls.t.") + side_name(side)] = {fmt(temp_format(t, false), t)};
+    ui.labels[std::string("controls.t.") + side_name(side)] = {std::string(temp_format(t, false)).find('%') == 0
+                                                                   ? fmt(temp_format(t, false), t)
+                                                                   : std::string(temp_format(t, false))};
     if (ImGui::SliderFloat("t", &t, 0.05f, 2.0f, temp_format(t, false), ImGuiSliderFlags_Logarithmic)) {
       spec.mode = focal::AttnMode::kFocal;
       spec.focal_temp = t;

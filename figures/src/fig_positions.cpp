@@ -99,7 +99,9 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
   // The axes say what is plotted; the title says which run of which model (the model last, as the loss figure).
-  const std::string auto_title = "Entropy, " + f.run_names[(size_t)run] + ", " + docs + ": " + base_name(f.model_path);
+  const std::string model = base_name(f.model_path);
+  const std::string auto_title =
+      "Entropy, " + f.run_names[(size_t)run] + ", " + docs + (model.empty() ? "" : ": " + model);
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   const Rect r{left, top, W - left - right, plot_h};
@@ -197,7 +199,7 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
   const std::string auto_title = "Loss by position, " + docs +
                                  (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "") +
-                                 ": " + base_name(f.model_path);
+                                 (base_name(f.model_path).empty() ? "" : ": " + base_name(f.model_path));
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   draw_legend(c, legend, left, title_space(opt), W - left - right);

@@ -118,7 +118,8 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
                      : f.granularity == CalibGranularity::kLayer   ? "t per layer"
                      : f.granularity == CalibGranularity::kTauProj ? "\xCF\x84 (mean t per layer)"
                                                                    : "t per head";
-  const std::string who = f.base_model.empty() ? label : base_name(f.base_model);
+  // the model, then the file (two calibrations of one model: seeds, data)
+  const std::string who = f.base_model.empty() ? label : base_name(f.base_model) + " (" + label + ")";
   const std::string auto_title = std::string("Calibrated ") + gran + ": " + who;
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);

@@ -319,7 +319,7 @@ void bind_capture(nb::module_& mod) {
       .def(
           "save",
           [](PyCapture& c, const fs::path& p, std::optional<bool> fp16, std::optional<std::string> created) {
-            if (created && !focal::is_utc_timestamp(*created))
+            if (created && !created->empty() && !focal::is_utc_timestamp(*created))  // "": now, as None
               raise(PyExc_ValueError, "created_utc: '" + *created +
                                           "' is not a UTC timestamp as the files record it: YYYY-MM-DDTHH:MM:SSZ, "
                                           "e.g. '2026-12-06T17:30:00Z' (or None: now)");

@@ -88,8 +88,9 @@ void bind_model(nb::module_& mod) {
           "Each token as a person should read it (what captures store).")
       .def("run", &model_run, "prompt"_a, "temp"_a = nb::none(), nb::kw_only(), "layers"_a = nb::none(),
            "heads"_a = nb::none(), "queries"_a = nb::none(), "compare"_a = nb::none(), "name"_a = nb::none(),
-           "probs"_a = true, "scores"_a = true, "fp16"_a = false, "topk"_a = 10, "topk_mass"_a = 5,
-           "relevant"_a = nb::none(), "budget"_a = nb::none(), "progress"_a = nb::none(),
+           "probs"_a = kDefaultProbs, "scores"_a = kDefaultScores, "fp16"_a = kDefaultFp16, "topk"_a = kDefaultTopk,
+           "topk_mass"_a = kDefaultTopkMass, "relevant"_a = nb::none(), "budget"_a = nb::none(),
+           "progress"_a = nb::none(),
            nb::sig("def run(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                    "temp: str | float | TempSpec | None = None, *, layers: int | collections.abc.Sequence[int] | None "
                    "= None, "
@@ -114,7 +115,7 @@ void bind_model(nb::module_& mod) {
            "progress(run_name, layers_done, n_layers) is called between layers; an exception from it cancels the "
            "run and is raised. The GIL is released during the forward; Ctrl-C cancels between layers.")
       .def("sweep", &model_sweep, "prompt"_a, "temps"_a, "temp"_a = nb::none(), nb::kw_only(),
-           "relevant"_a = nb::none(), "topk_mass"_a = 5, "progress"_a = nb::none(),
+           "relevant"_a = nb::none(), "topk_mass"_a = kDefaultTopkMass, "progress"_a = nb::none(),
            nb::sig("def sweep(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                    "temps: collections.abc.Sequence[float], temp: str | float | TempSpec | None = None, *, "
                    "relevant: collections.abc.Sequence[int] | None = None, topk_mass: int = 5, "
@@ -126,8 +127,9 @@ void bind_model(nb::module_& mod) {
           "generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
           "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
           "capture"_a = false, "compare"_a = nb::none(), "layers"_a = nb::none(), "heads"_a = nb::none(),
-          "probs"_a = true, "scores"_a = true, "fp16"_a = false, "queries"_a = nb::none(), "name"_a = nb::none(),
-          "topk"_a = 10, "topk_mass"_a = 5, "relevant"_a = nb::none(), "budget"_a = nb::none(),
+          "probs"_a = kDefaultProbs, "scores"_a = kDefaultScores, "fp16"_a = kDefaultFp16, "queries"_a = nb::none(),
+          "name"_a = nb::none(), "topk"_a = kDefaultTopk, "topk_mass"_a = kDefaultTopkMass, "relevant"_a = nb::none(),
+          "budget"_a = nb::none(),
           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
                   "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "

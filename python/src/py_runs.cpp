@@ -221,11 +221,11 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     note(!relevant.is_none(), "relevant");
     note(!budget.is_none(), "budget");
     note(name.has_value(), "name");
-    note(!probs, "probs");  // the defaults (probs / scores True, fp16 False, topk 10, topk_mass 5) pass
-    note(!scores, "scores");
-    note(fp16, "fp16");
-    note(topk != 10, "topk");
-    note(topk_mass != 5, "topk_mass");
+    note(probs != kDefaultProbs, "probs");  // a default value passes (the same call with capture=True would too)
+    note(scores != kDefaultScores, "scores");
+    note(fp16 != kDefaultFp16, "fp16");
+    note(topk != kDefaultTopk, "topk");
+    note(topk_mass != kDefaultTopkMass, "topk_mass");
     if (!given.empty())
       raise(PyExc_ValueError, given +
                                   ": need capture=True (they describe the capture; without it they would be "

@@ -7,6 +7,11 @@
 
 namespace focalscope::py {
 
+// The capture options' defaults of Model.run and Model.generate (the CLI's): bind_model.cpp declares them with these,
+// and generate(capture=False) refuses a value other than these as an option without its capture.
+constexpr bool kDefaultProbs = true, kDefaultScores = true, kDefaultFp16 = false;
+constexpr int kDefaultTopk = 10, kDefaultTopkMass = 5;
+
 // A CaptureRequest from the Python arguments (the CLI's selection options), checked against the model and T tokens.
 focal::CaptureRequest make_request(const focal::ModelConfig& cfg, int T, nb::handle layers, nb::handle heads,
                                    nb::handle queries, bool probs, bool scores, bool fp16, int topk, int topk_mass,

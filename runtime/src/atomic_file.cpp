@@ -45,6 +45,12 @@ void require_regular_input(const std::string& path, const std::string& what) {
     throw Error(what + " '" + path + "' is " + kind + ", not a file: give a file");
 }
 
+void require_not_directory(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(what + " '" + path + "' is a directory, not a file: give a file");
+}
+
 void require_directory_or_absent(const std::string& path, const std::string& what) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;

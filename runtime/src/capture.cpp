@@ -504,8 +504,8 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
                             " gives every layer or head its own t (its overrides), so the swept t would change "
                             "nothing; " +
                             (file.empty() ? "leave some layers or heads to the swept t"
-                                          : "a sweep takes a file of one t for the model (focal calibrate "
-                                            "--granularity model), or leave --temp out"));
+                                          : "a sweep varies t itself, so a temperature file adds nothing to it: "
+                                            "leave --temp out (or give it overrides, +L=T, on a focal setting)"));
   TempSpec base = base_in;
   base.mode = AttnMode::kFocal;
   CaptureRequest req;

@@ -3,6 +3,7 @@
 #include "h5_io.h"
 
 #include "focal/atomic_file.h"
+#include "focal/byte_size.h"
 
 #include "h5_guard.h"
 
@@ -651,6 +652,10 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     const int err = errno;
     where.fail(errno_text(err, path));
   }
+  if (st.st_size == 0)
+    where.fail(
+        std::string("the file is empty (0 bytes): an interrupted copy or download? Copy it again, or write the ") +
+        kind + " again with focal");
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 <= 0) where.fail(std::string("not an HDF5 file (expected a focalscope ") + kind + " written by focal)");
   check_in_child(path, "HDF5 file '" + path + "'");  // a damaged file: an Error, not a crash (any kind)
@@ -667,7 +672,21 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     // that handle did. Every object this reader opens is closed by its handle, so the weak close changes nothing.
     f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   }
-  return checked<FileId>(f, where, "cannot open the file");
+  if (f < 0) {
+    // A truncated file (a copy or download cut short): say how much of it is there and what to do, not only the
+    // library's "eof = ..., stored_eof = ..." numbers.
+    const std::string detail = hdf5_detail();
+    const size_t at = detail.find("stored_eof = ");
+    if (detail.find("truncated file") != std::string::npos && at != std::string::npos) {
+      const double stored = std::strtod(detail.c_str() + at + 13, nullptr);
+      where.fail("the file is truncated: " + format_byte_size((uint64_t)st.st_size) + " of the " +
+                 format_byte_size((uint64_t)stored) +
+                 " it was written with (an interrupted copy or download?): copy it again, or write the " + kind +
+                 " again with focal");
+    }
+    where.fail("cannot open the file" + detail);
+  }
+  return FileId(f);
 }
 
 // Checks the root format name and version; `other` is the format name of the other file kind, for a hint.

@@ -103,8 +103,16 @@ TempFile read_temp_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error("temp_file", where + " is not JSON (" + e.what() + "); give the file that focal calibrate wrote");
+  } catch (const json::exception&) {
+    // The parser's own message quotes the byte it stopped at, raw (a capture's '\x89'): say what the file is.
+    std::ifstream head(path, std::ios::binary);
+    char magic[8] = {};
+    head.read(magic, sizeof magic);
+    const bool hdf5 = std::string(magic, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
+    throw Error("temp_file",
+                where +
+                    (hdf5 ? " is an HDF5 file (a capture, sweep or log?), not a temperature file" : " is not JSON") +
+                    "; give the TEMPS.json file that focal calibrate wrote (-o)");
   }
   if (!j.is_object() || j.value("format", std::string()) != TempFile::kFormatName)
     throw Error("temp_file", where + " is not a temperature file (its \"format\" is not \"" +

@@ -194,19 +194,6 @@ int spec_index(const std::string& s, const std::string& where, const std::string
   return std::stoi(s);
 }
 
-// printf's exponent without its sign '+' and leading zeros: "1e+06" -> "1e6", "1e-06" -> "1e-6". A '+' inside a
-// number would read as the spec's override separator ("focal:1e+06" did not parse back).
-std::string tidy_exponent(const char* b) {
-  std::string s = b;
-  const size_t e = s.find('e');
-  if (e == std::string::npos) return s;
-  std::string mant = s.substr(0, e), exp = s.substr(e + 1);
-  const bool neg = !exp.empty() && exp[0] == '-';
-  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) exp.erase(0, 1);
-  while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
-  return mant + "e" + (neg ? "-" : "") + exp;
-}
-
 // Shortest decimal that reads back as the same float.
 std::string spec_decimal(float v) {
   char b[32];
@@ -218,6 +205,16 @@ std::string spec_decimal(float v) {
 }
 
 }  // namespace
+
+std::string tidy_exponent(const std::string& printed) {
+  const size_t e = printed.find('e');
+  if (e == std::string::npos) return printed;
+  std::string mant = printed.substr(0, e), exp = printed.substr(e + 1);
+  const bool neg = !exp.empty() && exp[0] == '-';
+  if (!exp.empty() && (exp[0] == '+' || exp[0] == '-')) exp.erase(0, 1);
+  while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+  return mant + "e" + (neg ? "-" : "") + exp;
+}
 
 bool TempSpec::parse_override(const std::string& item, const std::string& where) {
   const size_t eq = item.find('=');

@@ -442,7 +442,7 @@ def capture_cases(focal, model, out):
         "model_config_json", json.dumps(dict(json.loads(f.attrs["model_config_json"]),
                                              num_hidden_layers=BIG))), app_only=True)
 
-    for name, blob, field in [("cap-not-hdf5", b"hello, this is not HDF5\n" * 10, "HDF5"), ("cap-empty", b"", "HDF5")]:
+    for name, blob, field in [("cap-not-hdf5", b"hello, this is not HDF5\n" * 10, "HDF5"), ("cap-empty", b"", "empty (0 bytes)")]:
         p = os.path.join(d, name + ".h5")
         with open(p, "wb") as f:
             f.write(blob)

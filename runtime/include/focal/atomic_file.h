@@ -37,6 +37,10 @@ void require_regular_input(const std::string& path, const std::string& what);
 // puts a new checkpoint in place would otherwise move a file or a device (/dev/null, as root) aside and delete it.
 void require_directory_or_absent(const std::string& path, const std::string& what);
 
+// For an input that may come through a pipe (--prompt-file /dev/stdin, a FIFO of <(...)): throws focal::Error
+// ("WHAT 'PATH' is a directory, not a file: give a file") for a directory only, which a read would take as empty.
+void require_not_directory(const std::string& path, const std::string& what);
+
 // What an existing path's type is for a message: "a directory", "a device", "a FIFO", "a socket"; nullptr for a
 // regular file.
 const char* not_a_file_kind(const std::string& path);

@@ -20,6 +20,10 @@ constexpr double kMinTemp = 1e-6, kMaxTemp = 1e6;
 // Compared as the fp32 a run stores: 1e-6 itself (as a float, 9.99999997e-07) is in the range (it was refused once
 // stored). False for NaN.
 inline bool temp_in_range(double t) { return t >= (double)(float)kMinTemp && t <= kMaxTemp; }
+// printf's exponent without its sign '+' and leading zeros: "1e+06" -> "1e6", "1e-06" -> "1e-6", as spec text,
+// run names and the app's t field spell a temperature (a '+' inside a number would read as the spec's override
+// separator: "focal:1e+06" did not parse back).
+std::string tidy_exponent(const std::string& printed);
 // What every message about a temperature out of range says.
 constexpr const char* kTempRangeText = "must be a number in [1e-6, 1e6]";
 

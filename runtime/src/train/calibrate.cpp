@@ -136,7 +136,7 @@ CalibWindows split_calib_windows(const std::vector<int32_t>& tokens, int seq_len
 }
 
 std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& path) {
-  require_regular_input(path, "data file");  // a directory read as an empty file
+  require_not_directory(path, "data file");  // a directory read as an empty file; a pipe is fine
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("data", "data file '" + path + "' cannot be opened: " + std::strerror(errno) +
@@ -253,6 +253,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   int step0 = 0;
   double val_loss_init = 0.0, last_val = 0.0;
   TrainLog log;
+  bool wrote_log = false;  // whether this process wrote log_path (a full disk removes only its own log)
   if (cfg.resume) {
     if (!exists(ckpt_path))
       throw Error("resume", "resume: '" + ckpt_path + "' does not exist: no calibration to continue (run without " +
@@ -277,9 +278,10 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     if (params.theta.size() != P || adam_m.size() != P || adam_v.size() != P)
       throw Error("resume", "resume: '" + ckpt_path + "' holds " + std::to_string(params.theta.size()) +
                                 " temperatures, this model and granularity " + std::to_string(P));
-    if (step0 >= cfg.steps)
+    if (step0 >= cfg.steps)  // the run reached its end, then stopped before the temperature file was written
       throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
-                                " (steps = " + std::to_string(cfg.steps) + ")");
+                                " (steps = " + std::to_string(cfg.steps) + "): the run finished but its temperature " +
+                                "file was not written; remove '" + ckpt_path + "' and run the command again");
     log = read_train_log(log_path);
     // A crash between the log and the checkpoint leaves the log a row ahead: keep what the checkpoint covers.
     size_t rows = 0;
@@ -404,6 +406,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       const bool had_checkpoint = exists(ckpt_path);
       try {
         write_train_log(log, log_path);
+        wrote_log = true;  // this process's log now: removing it below deletes no earlier run's
         json ck;
         ck["format"] = "focalscope-calibration-checkpoint";
         ck["run"] = run;
@@ -415,13 +418,17 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
         ck["val_loss"] = vl;
         write_file_atomically(ckpt_path, ck.dump() + "\n", {.fsync = true});
       } catch (const Error& e) {
+        const std::string once = std::string(e.what()).find("no space left") != std::string::npos
+                                     ? "once there is space"
+                                     : "once the cause above is fixed";
         if (had_checkpoint)
           throw Error(std::string(e.what()) + " — the checkpoint of the last evaluation in '" + ckpt_path +
-                      "' and its log are kept: run the same command with --resume once there is space");
-        if (!cfg.resume) std::remove(log_path.c_str());  // no checkpoint to resume from: the log alone is no use
+                      "' and its log are kept: run the same command with --resume " + once);
+        const bool drop_log = !cfg.resume && wrote_log;  // no checkpoint to resume from: the log alone is no use
+        if (drop_log) std::remove(log_path.c_str());
         throw Error(std::string(e.what()) + " — no checkpoint was saved yet" +
-                    (cfg.resume ? "" : ", so the log '" + log_path + "' was removed too") +
-                    ": run the command again once there is space");
+                    (drop_log ? ", so the log '" + log_path + "' was removed too" : std::string()) +
+                    ": run the command again " + once);
       }
       tokens_since = loss_since = 0.0;
       steps_since = 0;
