@@ -255,9 +255,9 @@ int cmd_demo(int argc, char** argv) {
     throw Error("--temp = " + a.get("--temp") + " " + kTempRangeText + "; 0.4 is the paper's focal setting");
   if (!a.has("--model") && !exists(model_dir + "/config.json"))
     throw Error("the bundled model " + model_dir + " is missing (assets/models of the source tree): give --model DIR");
-  struct stat st;
-  if (out_dir.empty() || (::stat(out_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)))
-    throw UsageError{"--out: '" + out_dir + "' is not a directory: give the directory the gallery goes in"};
+  if (out_dir.empty()) throw UsageError{"--out is empty: give the directory the gallery goes in"};
+  // a file or device there is an error of the path (exit 1), as -o's of the other commands
+  focal::require_directory_or_absent(out_dir, "--out");
   const std::string prompt = a.get("--prompt", kDemoPrompt);
   if (prompt.empty()) throw Error("--prompt is empty");
 

@@ -727,7 +727,7 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   // demo: --out naming a file is refused before the model runs; a bad prompt leaves no directory behind
   const std::string file = d + "/a_file";
   std::ofstream(file) << "x";
-  expect_failure({"demo", "--model", *model_, "--out", file}, 2, {"--out", "is not a directory"}, "");
+  expect_failure({"demo", "--model", *model_, "--out", file}, 1, {"--out", "is a file, not a directory"}, "");
   expect_failure({"demo", "--model", *model_, "--out", d + "/gallery", "--prompt", ""}, 1, {"--prompt is empty"}, "");
   EXPECT_FALSE(exists(d + "/gallery"));
   std::remove(file.c_str());
