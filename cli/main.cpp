@@ -3,6 +3,7 @@
 // 2 usage error (unknown option, malformed value), 3 internal error.
 #include <csignal>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,10 @@
 #include "temp_options.h"
 #include "error_flags.h"
 #include "focal/atomic_file.h"
+#include "focal/eval.h"
+#include "focal/provenance.h"
+#include "focal/trainer.h"
+#include "focal_batch/stats_file.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
@@ -46,6 +51,11 @@ int cmd_figure(int argc, char** argv);  // cmd_figure.cpp
 int cmd_demo(int argc, char** argv);
 int cmd_batch(int argc, char** argv);        // cmd_batch.cpp
 int inspect_stats(const std::string& path);  // cmd_batch.cpp: the summary of a stats file of focal batch
+// cmd_inspect_files.cpp: the other files focalscope writes
+int inspect_position_loss(const std::string& path);
+int inspect_train_log(const std::string& path);
+int inspect_eval(const std::string& path);
+int inspect_temps(const std::string& path);
 }  // namespace focal::cli
 
 namespace {
@@ -527,37 +537,45 @@ int cmd_inspect(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help"}, {"--run", "--budget"});
   if (a.has("--help")) {
     std::printf(
-        "usage: focal inspect FILE.h5 [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per "
+        "usage: focal inspect FILE [--run NAME] [--budget SIZE]\n\nPrints a capture's tokens, runs and a table per "
         "layer "
         "and head of mean entropy (nats), normalised entropy, max probability, sink mass, tail mass and "
         "relevant mass over rows 1..T-1, and each run's prompt loss. A generation capture (focal generate\n"
         "--capture) shows where the prompt ends (|| in the tokens); its prompt loss covers the prompt's tokens only\n"
         "and the generated tokens get their own line. For a sweep file, mean metrics against t; for a stats file of "
-        "focal batch,\nits documents, tokens, runs and provenance and each run's corpus means of the metrics.\n"
+        "focal batch,\nits documents, tokens, runs and provenance and each run's corpus means of the metrics; for a "
+        "position-loss file\n(focal eval --positions), each setting's mean NLL within max_position_embeddings and "
+        "past it; for a training\nor calibration log, its evaluations; for an evaluation file, its accuracy table; "
+        "for a temperature file\n(focal calibrate), its provenance, losses and t by layer x head.\n"
         "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
         "memory);\n                  a file declaring more is refused before anything is allocated\n");
     return 0;
   }
-  if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one .h5 file"};
+  if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one file"};
   const std::string path = a.positional()[0];
   const uint64_t budget = a.has("--budget") ? cli::parse_bytes(a.get("--budget"), "--budget") : 0;
-  CaptureFile f;
-  try {
-    f = read_capture(path, budget);
-  } catch (const Error& e) {
-    // A stats file of `focal batch` is named by its format in the capture reader's refusal.
-    if (std::string(e.what()).find("its format is 'focalscope-batch-stats'") != std::string::npos)
-      return cli::inspect_stats(path);
-    SweepFile sw;
-    try {
-      sw = read_sweep(path, budget);
-    } catch (const Error&) { throw e; }
+  // What the file is, from its own header: a temperature file is JSON; the HDF5 files say their format.
+  {
+    focal::require_regular_input(path, "inspect:");
+    std::ifstream head(path, std::ios::binary);
+    char c = 0;
+    while (head.get(c) && std::isspace((unsigned char)c)) {}
+    if (head && c == '{') return cli::inspect_temps(path);
+  }
+  const std::string format = focal::read_file_format(path);
+  if (format == focal::batch::kStatsFormat) return cli::inspect_stats(path);
+  if (format == "focalscope-position-loss") return cli::inspect_position_loss(path);
+  if (format == TrainLog::kFormatName) return cli::inspect_train_log(path);
+  if (format == EvalFile::kFormatName) return cli::inspect_eval(path);
+  if (format == SweepFile::kFormatName) {
+    const SweepFile sw = read_sweep(path, budget);
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
                 sw.n_layers, sw.n_heads, sw.token_ids.size());
     print_sweep_header();
     for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
   }
+  const CaptureFile f = read_capture(path, budget);  // a capture, or the reader's refusal naming what it is
   if (a.has("--run") &&
       std::none_of(f.runs.begin(), f.runs.end(), [&](const RunCapture& r) { return r.name == a.get("--run"); })) {
     std::string names;

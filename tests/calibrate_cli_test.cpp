@@ -84,6 +84,18 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
                                " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
   EXPECT_EQ(bat.rc, 0) << bat.out;
   EXPECT_NE(bat.out.find("runs standard calibrated:" + out), std::string::npos) << bat.out;
+  // inspect reads the temperature file and its log (it took captures, sweeps and stats files only); the numbers are
+  // the file's (oracle: read_temp_file)
+  const CliRun it = focal_cli("inspect " + out);
+  ASSERT_EQ(it.rc, 0) << it.out;
+  EXPECT_NE(it.out.find("temperature file " + out + ": layer granularity, 4 layers"), std::string::npos) << it.out;
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "held-out loss %.5f -> %.5f", f.val_loss_init, f.val_loss);
+  EXPECT_NE(it.out.find(loss), std::string::npos) << it.out;
+  const CliRun il = focal_cli("inspect " + dir + "/temps.log.h5");
+  ASSERT_EQ(il.rc, 0) << il.out;
+  EXPECT_NE(il.out.find("calibration log"), std::string::npos) << il.out;
+  EXPECT_NE(il.out.find("t, mean over heads, at the last evaluation"), std::string::npos) << il.out;
   // A sweep of a layer file: every layer has its own t, so the swept t changes nothing; the refusal names the file
   // and what a sweep takes (it said "the setting given is standard", exit 2).
   const CliRun sw =

@@ -266,6 +266,12 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   // "native" is named with the setting it resolved to (the figure's legend said "native" alone); the tiny model's
   // own setting is standard attention
   EXPECT_EQ(f.run_names[3], "native (standard)");
+  // inspect: each setting's mean NLL within the context and past it (it refused the file)
+  r = run_cli("inspect " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("position-loss file " + out + ": 4 documents, 5 settings"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("native (standard)"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL >= ctx"));
   r = run_cli("figure positions " + out + " -o " + dir + "/pos.svg");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream svg(dir + "/pos.svg");

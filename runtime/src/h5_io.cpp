@@ -746,6 +746,24 @@ FileReader::FileReader(const std::string& path, const char* kind, const std::str
   check_format(reader_, root_.get(), path, kind, format, version, other_format, other_hint);
 }
 
+}  // namespace focal::h5
+
+namespace focal {
+
+std::string read_file_format(const std::string& path) {
+  h5::H5Call h5;
+  const h5::FileId file = h5::open_for_reading(path, "focalscope");
+  const h5::Where where{"focalscope file '" + path + "'"};
+  const h5::GroupId root = h5::open_root(file, where);
+  h5::Reader r(where);
+  r.use_checked_strings(path);
+  return r.has_attr(root.get(), "format") ? r.attr_string(root.get(), "/", "format") : std::string();
+}
+
+}  // namespace focal
+
+namespace focal::h5 {
+
 GroupId open_root(const FileId& file, const Where& where) {
   return checked<GroupId>(H5Gopen2(file.get(), "/", H5P_DEFAULT), where, "cannot open the root group");
 }

@@ -2,6 +2,7 @@
 #include "focal/temp_spec.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -108,10 +109,24 @@ std::string TempSpec::to_json() const {
 }
 
 std::string TempSpec::to_json_brief() const {
-  if (!tau_proj) return to_json();
+  if (!tau_proj && temp_file.empty()) return to_json();
   json j = json::parse(to_json());
-  j["tau_proj"]["weight"] =
-      "[" + std::to_string(tau_proj->n_layers) + " x " + std::to_string(tau_proj->hidden) + " values]";
+  if (tau_proj)
+    j["tau_proj"]["weight"] =
+        "[" + std::to_string(tau_proj->n_layers) + " x " + std::to_string(tau_proj->hidden) + " values]";
+  // A temperature file's t of every layer or head (SmolLM2: 270 of them) is the file's: summarised, as the weights
+  if (!temp_file.empty()) {
+    auto summary = [&](size_t n, const char* what) {
+      float lo = INFINITY, hi = -INFINITY;
+      for (const auto& [k, t] : layer_temp) lo = std::min(lo, t), hi = std::max(hi, t);
+      for (const auto& [k, t] : head_temp) lo = std::min(lo, t), hi = std::max(hi, t);
+      char b[96];
+      std::snprintf(b, sizeof b, "[%zu %s from the temperature file, t %.3g..%.3g]", n, what, lo, hi);
+      return std::string(b);
+    };
+    if (layer_temp.size() > 4) j["layer_temp"] = summary(layer_temp.size(), "layers");
+    if (head_temp.size() > 4) j["head_temp"] = summary(head_temp.size(), "heads");
+  }
   return j.dump();
 }
 

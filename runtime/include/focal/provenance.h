@@ -23,6 +23,11 @@ struct Provenance {
 
 // The time now as the files record it: ISO 8601 in UTC to the second, "2026-12-06T17:30:00Z".
 std::string utc_timestamp_now();
+// The root "format" attribute of a focalscope HDF5 file ("focalscope-capture", "focalscope-sweep", ...), for a reader
+// that takes several kinds (focal inspect); "" when the file is HDF5 without one. Throws Error naming the file when
+// it is missing, not HDF5, empty, truncated or damaged (the checks every reader makes).
+std::string read_file_format(const std::string& path);
+
 // Whether s is such a timestamp (the fields in their ranges); a caller that fixes created_utc checks it.
 bool is_utc_timestamp(const std::string& s);
 

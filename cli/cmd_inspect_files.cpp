@@ -1,0 +1,137 @@
+// `focal inspect` of the files that are not captures, sweeps or batch statistics: position-loss files (focal eval
+// --positions), training logs (focal train, focal calibrate), evaluation files (focal eval -o) and temperature files
+// (focal calibrate). Each prints what the file is, where it came from, and its numbers in a short table.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "focal/calibrate.h"
+#include "focal/config.h"
+#include "focal/error.h"
+#include "focal/temp_spec.h"
+#include "focal/eval.h"
+#include "focal/provenance.h"
+#include "focal/trainer.h"
+#include "focal_batch/position_loss.h"
+
+namespace focal::cli {
+
+namespace {
+
+void print_provenance(const Provenance& p) {
+  std::printf("model %s, tool %s, created %s\n", p.model_path.c_str(), p.tool_version.c_str(), p.created_utc.c_str());
+  if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
+  if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
+}
+
+// Token-weighted mean NLL of run r over the buckets whose first position lies in [lo, hi).
+double mean_nll_between(const batch::PositionLossFile& f, size_t r, int lo, int hi, int64_t* tokens) {
+  double sum = 0.0;
+  int64_t n = 0;
+  for (size_t d = 0; d < f.n_docs(); ++d)
+    for (size_t b = 0; b < f.n_buckets(); ++b)
+      if (f.bucket_start[b] >= lo && f.bucket_start[b] < hi) {
+        sum += f.doc_nll_sum[(r * f.n_docs() + d) * f.n_buckets() + b];
+        n += f.doc_count[d * f.n_buckets() + b];
+      }
+  *tokens = n;
+  return n > 0 ? sum / (double)n : NAN;
+}
+
+}  // namespace
+
+int inspect_position_loss(const std::string& path) {
+  const batch::PositionLossFile f = batch::read_position_loss(path);
+  std::printf("position-loss file %s: %zu documents, %zu settings, positions 0..%d in %zu buckets of %d\n",
+              path.c_str(), f.n_docs(), f.n_runs(), f.max_tokens - 1, f.n_buckets(), f.bucket_tokens);
+  print_provenance(f);
+  std::printf("max_position_embeddings %d; bands: %d bootstrap resamples of the documents at %.0f %%\n",
+              f.trained_context, f.bootstrap, 100.0 * f.band_level);
+  // The mean NLL (nats/token) within the config's context and past it: the question the file answers.
+  const bool past = f.trained_context < f.max_tokens;
+  std::printf("\n%-28s %14s%s\n", "setting", "NLL < ctx", past ? "    NLL >= ctx" : "");
+  for (size_t r = 0; r < f.n_runs(); ++r) {
+    int64_t n_in = 0, n_out = 0;
+    const double in = mean_nll_between(f, r, 0, f.trained_context, &n_in);
+    std::printf("%-28s %14.4f", f.run_names[r].c_str(), in);
+    if (past) std::printf(" %13.4f", mean_nll_between(f, r, f.trained_context, f.max_tokens, &n_out));
+    std::printf("\n");
+    if (!f.run_warnings[r].empty() && f.run_warnings[r] != f.warnings)  // the file's own is printed above
+      std::printf("  %s\n", f.run_warnings[r].c_str());
+  }
+  std::printf("(focal figure positions %s draws it by position)\n", path.c_str());
+  return 0;
+}
+
+int inspect_train_log(const std::string& path) {
+  const TrainLog log = read_train_log(path);
+  const bool calib = log.train_config_json.find("\"calibration\"") != std::string::npos;
+  const size_t N = log.eval_step.size();
+  std::printf("%s log %s: run %s, %zu evaluations, %zu steps, %d layers, tool %s, created %s\n",
+              calib ? "calibration" : "training", path.c_str(), log.run_name.c_str(), N, log.step_loss.size(),
+              log.n_layers, log.tool_version.c_str(), log.created_utc.c_str());
+  std::printf("\n%8s %12s %12s %10s %10s\n", "step", "train loss", calib ? "held-out" : "val loss", "lr", "|g|");
+  for (size_t i = 0; i < N; ++i)
+    std::printf("%8d %12.4f %12.4f %10.2e %10.3g\n", log.eval_step[i], log.train_loss[i], log.val_loss[i], log.lr[i],
+                log.grad_norm[i]);
+  if (N > 0 && log.n_layers > 0 && !std::isnan(log.tau_mean[(N - 1) * log.n_layers])) {
+    // a calibration log stores t sqrt(d_head) (the learned temperature's unit): shown as t, as its temperature file
+    double scale = 1.0;
+    if (calib) try {
+        const ModelConfig mc = parse_config(log.model_config_json, path);
+        if (mc.d_head > 0) scale = 1.0 / std::sqrt((double)mc.d_head);
+      } catch (const Error&) {}
+    std::printf("\n%s at the last evaluation, by layer:", calib && scale != 1.0 ? "t, mean over heads,"
+                                                          : calib               ? "t sqrt(d_head), mean over heads,"
+                                                                                : "learned tau");
+    for (int l = 0; l < log.n_layers; ++l) std::printf(" %.3f", log.tau_mean[(N - 1) * log.n_layers + l] * scale);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+int inspect_eval(const std::string& path) {
+  const EvalFile e = read_eval(path);
+  std::printf("evaluation %s: validation loss %.4f nats/token (perplexity %.2f) over %lld tokens, setting %s\n",
+              path.c_str(), e.val_loss, e.val_ppl, (long long)e.val_tokens,
+              TempSpec::brief_json(e.temp_spec_json).c_str());
+  print_provenance(e);
+  const size_t Ln = e.lengths.size();
+  std::printf("\n%-8s %11s %6s %9s\n", "task", e.x_axis.c_str(), "n", "accuracy");
+  for (size_t k = 0; k < e.task_kinds.size(); ++k)
+    for (size_t li = 0; li < Ln; ++li)
+      std::printf("%-8s %11d %6d %9.3f\n", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li],
+                  e.accuracy[k * Ln + li]);
+  return 0;
+}
+
+int inspect_temps(const std::string& path) {
+  const TempFile f = read_temp_file(path);
+  std::printf("temperature file %s: %s granularity, %d layers x %d heads, for %s (weights %016llx)\n", path.c_str(),
+              calib_granularity_name(f.granularity), f.n_layers, f.n_heads, f.base_model.c_str(),
+              (unsigned long long)f.base_checksum);
+  std::printf(
+      "calibrated on %s (%lld training, %lld held-out tokens): %d steps of %d x %d, lr %g, seed %llu, from t "
+      "= %g; tool %s, created %s\n",
+      f.data_path.c_str(), (long long)f.n_train_tokens, (long long)f.n_val_tokens, f.steps, f.batch, f.seq_len, f.lr,
+      (unsigned long long)f.seed, f.init_temp, f.tool_version.c_str(), f.created_utc.c_str());
+  std::printf("held-out loss %.5f -> %.5f nats/token\n", f.val_loss_init, f.val_loss);
+  std::vector<float> t = f.focal_temp;
+  std::sort(t.begin(), t.end());
+  if (!t.empty())
+    std::printf("t over the heads: min %.4g, median %.4g, max %.4g\n", t.front(), t[t.size() / 2], t.back());
+  std::printf("\nt by layer x head%s:\n", f.granularity == CalibGranularity::kTauProj
+                                              ? " (tau-proj: each layer's mean over the held-out tokens)"
+                                              : "");
+  for (int l = 0; l < f.n_layers; ++l) {
+    std::printf("%5d", l);
+    for (int h = 0; h < f.n_heads; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
+    std::printf("\n");
+  }
+  std::printf("(apply with --temp calibrated:%s; focal figure temps %s draws it)\n", path.c_str(), path.c_str());
+  return 0;
+}
+
+}  // namespace focal::cli
