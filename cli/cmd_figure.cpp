@@ -76,8 +76,8 @@ selection:
                      retrieval: accuracy, relevant_mass or entropy (default: accuracy and relevant_mass rows);
                      positions: nll (default) or entropy (one run's attention entropy per layer by position)
   --kind K           retrieval: one task kind (e.g. kv; default: one panel per kind)
-  --labels A,B       training, retrieval: legend labels, one per file (default: the run name; for retrieval
-                     the model directory's name)
+  --labels A,B       training, retrieval, sweep: legend labels, one per file (default: the run name; for retrieval
+                     the model directory's name; for sweep the file's)
 variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run

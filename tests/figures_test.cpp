@@ -717,7 +717,15 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
   EXPECT_THAT(error_of("entropy", {fx.capture}, o), HasSubstr("task_kind does not apply to the entropy figure"));
   o = {};
   o.labels = {"a"};
-  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("labels does not apply to the sweep figure"));
+  EXPECT_THAT(error_of("heatmap", {fx.capture}, o), HasSubstr("labels does not apply to the heatmap figure"));
+  // The sweep takes one label per file (its legend named the files only): the labels in the legend, a wrong count
+  // named
+  const std::string sweep2 = temp_dir() + "/sweep2.h5";
+  write_sweep(make_sweep(), sweep2);
+  o.labels = {"first run", "second run"};
+  const std::string svg = render_figure_files("sweep", {fx.sweep, sweep2}, o, Format::kSvg);
+  EXPECT_THAT(svg, AllOf(HasSubstr(">first run<"), HasSubstr(">second run<")));
+  EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("2 labels for 1 file"));
   // In memory: a source of the wrong kind.
   const CaptureFile cap = make_capture(true, false);
   EXPECT_THAT(

@@ -9,6 +9,7 @@
 #include "kinds.h"
 #include "plot.h"
 #include "select.h"
+#include "series.h"
 
 namespace focal::figures {
 
@@ -50,6 +51,11 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     std::vector<double> t, v;  // sorted by t
   };
   std::vector<Line> lines;
+  if (!opt.labels.empty() && opt.per_layer)
+    throw Error("labels", "labels name the sweep files' lines; per_layer draws one line per layer of one file");
+  std::vector<std::string> file_labels;
+  for (const Source& s : src) file_labels.push_back(s.label);
+  file_labels = given_or_automatic_labels(opt.labels, file_labels);  // one per file, in file order
   for (size_t k = 0; k < sweeps.size(); ++k) {
     const SweepFile& s = *sweeps[k];
     const int S = (int)s.focal_temps.size(), L = s.n_layers, Hn = s.n_heads;
@@ -60,7 +66,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     for (int li = 0; li < n_lines; ++li) {
       Line line;
       if (opt.per_layer) line.layer = sel_layers[li];
-      line.label = opt.per_layer ? "layer " + std::to_string(line.layer) : src[k].label;
+      line.label = opt.per_layer ? "layer " + std::to_string(line.layer) : file_labels[k];
       for (int i : order) {
         double acc = 0;
         int n = 0;

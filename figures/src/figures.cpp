@@ -66,7 +66,7 @@ void reject_log_options(const FigureOptions& opt, const std::string& kind) {
   reject_option(opt.clip, "clip", kind);
   reject_option(!opt.x_axis.empty(), "x_axis", kind);
   reject_option(!opt.task_kind.empty(), "task_kind", kind);
-  reject_option(!opt.labels.empty(), "labels", kind);
+  if (kind != "sweep") reject_option(!opt.labels.empty(), "labels", kind);  // the sweep's legend names its files too
 }
 
 // Reads a file of the kind `kind` draws; a file of another focalscope kind gets a hint at the right figure.
