@@ -290,7 +290,7 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   const std::string ntext((std::istreambuf_iterator<char>(nsvg)), std::istreambuf_iterator<char>());
   EXPECT_THAT(ntext, ::testing::HasSubstr("Entropy, native (standard), "));
   EXPECT_THAT(etext, ::testing::HasSubstr("max_position_embeddings 24"));
-  EXPECT_THAT(etext, ::testing::HasSubstr("Layer"));
+  EXPECT_THAT(etext, ::testing::HasSubstr(">layer 1<"));  // a legend of its 2 layers (a colour bar past 8)
   r = run_cli("figure positions " + out + " --metric entropy --runs standard,ssmax -o " + dir + "/ent2.svg");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_THAT(r.out, ::testing::HasSubstr("metric entropy draws one run's layers"));

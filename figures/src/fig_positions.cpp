@@ -8,6 +8,7 @@
 #include "focal_figures/positions.h"
 #include "kinds.h"
 #include "plot.h"
+#include "series.h"
 
 namespace focal::figures {
 
@@ -55,7 +56,7 @@ void draw_trained_context(Canvas& c, const batch::PositionLossFile& f, const Tic
 }
 
 // metric entropy: one run's attention entropy by query position, one line per layer (mean over heads and the
-// bucket's rows of every document), coloured by layer with a colour bar; the trained context marked.
+// bucket's rows of every document), a legend of the layers (a colour bar past 8); max_position_embeddings marked.
 std::string render_position_entropy(const batch::PositionLossFile& f, int run, const FigureOptions& opt, Format fmt) {
   const size_t B = f.n_buckets(), L = (size_t)f.n_layers;
   if (L == 0 || f.mean_entropy.size() != f.n_runs() * L * B)
@@ -88,10 +89,18 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   const Ticks xt = nice_ticks(0, x_end, 5, false);
   ColorScale cs = linear_scale(layers.front(), std::max(layers.back(), layers.front() + 1), "Layer");
   cs.span = 0.9;
+  // Up to 8 layers: a legend of one colour each, as the training figure's tau (a colour bar of 4 layers read as a
+  // continuum); more: colours along viridis and the colour bar.
+  const bool use_legend = layers.size() <= (size_t)kNumCategoryColors;
+  std::vector<LegendItem> legend;
+  auto layer_color = [&](size_t i) { return use_legend ? series_color(i, layers.size()) : cs(layers[i]); };
+  if (use_legend)
+    for (size_t i = 0; i < layers.size(); ++i)
+      legend.push_back({"layer " + std::to_string(layers[i]), layer_color(i), true});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
-  const double right = kMargin + colorbar_width(c, cs) + 4.0;
+  const double right = kMargin + (use_legend ? 0.0 : colorbar_width(c, cs) + 4.0);
   if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
-  const double top = title_space(opt) + 4.0;
+  const double top = title_space(opt) + (use_legend ? legend_height(c, legend, W - left - right) : 0.0) + 4.0;
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double natural = top + 150.0 + x_axis_h + kMargin;
   const double H = page_height(opt, natural);
@@ -108,11 +117,15 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
   const LinearMap x{xt.lo, xt.hi, r.x, r.right()};
   draw_hgrid(c, r, yt, y);
-  for (int l : layers) draw_bucket_series(c, f, me + (size_t)l * B, x_end, x, y, 0.8, 1.0, cs(l));
+  for (size_t i = 0; i < layers.size(); ++i)
+    draw_bucket_series(c, f, me + (size_t)layers[i] * B, x_end, x, y, 0.8, 1.0, layer_color(i));
   draw_trained_context(c, f, xt, x, r);
   draw_left_axis(c, r, yt, y);
   draw_bottom_axis(c, r, xt, x);
-  draw_colorbar(c, cs, r.right() + 6.0, r.y, r.h);
+  if (use_legend)
+    draw_legend(c, legend, left, title_space(opt), W - left - right);
+  else
+    draw_colorbar(c, cs, r.right() + 6.0, r.y, r.h);
   draw_y_title(c, kMargin, r, "Entropy (nats), mean over heads");
   draw_x_title(c, r, r.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
                "Query position (bucket of " + std::to_string(f.bucket_tokens) + " tokens)");
