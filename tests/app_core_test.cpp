@@ -212,6 +212,12 @@ TEST(AppStateDefaults, StandardTrainedModelOpensAgainstFocalAndTheBannerShowsThe
   EXPECT_EQ(st.slots[1].spec.label(), "standard");
   EXPECT_NE(st.posthoc_banner().find("standard is post hoc: this model was trained with focal_t0.4"), std::string::npos)
       << st.posthoc_banner();
+  // A previewed at another t (live propagate off): its run's loss would stand beside the new setting, so no banner
+  // until it is propagated (it kept t = 0.4's loss while A showed t = 0.2)
+  st.live_propagate = false;
+  st.set_spec(0, focal::TempSpec::focal(0.2f));
+  EXPECT_FALSE(st.readouts_current(0));
+  EXPECT_EQ(st.posthoc_banner(), "");
 }
 
 // Overrides for a set of layers or heads: the parser by hand, and the behaviour: overriding every layer with t is the

@@ -292,7 +292,9 @@ std::string AppState::posthoc_banner() const {
   const focal::TempSpec native = focal::TempSpec::native(cfg_);
   int nat = -1, other = -1;
   for (int s = 0; s < 2; ++s) {
-    if (!slots[s].run) return "";
+    // A side previewing another setting: its run's loss would stand beside the new setting (the Output tab says
+    // n/a there too), so no banner until it is propagated.
+    if (!slots[s].run || !readouts_current(s)) return "";
     (slots[s].run_spec.label() == native.label() ? nat : other) = s;
   }
   if (nat < 0 || other < 0) return "";

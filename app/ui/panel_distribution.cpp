@@ -141,16 +141,23 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
       const std::string s = short_piece(st.file.pieces[k]) + " (" + std::to_string(k) + ")";
       const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
       const float xc = p0.x + W * ((k - k0) + 0.5f) / n;
-      const float y = std::max(p0.y, Y(v) - ts.y - 1);
-      for (float shift : {-ts.x / 2, -ts.x + key_w / 2, -key_w / 2}) {
-        const float x = std::clamp(xc + shift, p0.x, p1.x - ts.x);
-        bool clash = false;
-        for (const ImVec4& o : placed) clash |= x < o.z + 4 && x + ts.x > o.x - 4 && y < o.w && y + ts.y > o.y;
-        if (clash) continue;
-        placed.push_back(ImVec4(x, y, x + ts.x, y + ts.y));
-        dl->AddText(ImVec2(x, y), IM_COL32(230, 230, 235, 255), s.c_str());
-        top_labels.push_back(s);
-        break;
+      // on its bar, else a line higher, else a line lower beside it (two models' top keys side by side at the same
+      // height near the top: A's was dropped)
+      bool done = false;
+      for (float lift : {0.0f, ts.y + 1.0f, -(ts.y + 1.0f), -2.0f * (ts.y + 1.0f)}) {
+        const float y = std::min(std::max(p0.y, Y(v) - ts.y - 1 - lift), p1.y - ts.y);
+        for (float shift : {-ts.x / 2, -ts.x + key_w / 2, -key_w / 2}) {
+          const float x = std::clamp(xc + shift, p0.x, p1.x - ts.x);
+          bool clash = false;
+          for (const ImVec4& o : placed) clash |= x < o.z + 4 && x + ts.x > o.x - 4 && y < o.w && y + ts.y > o.y;
+          if (clash) continue;
+          placed.push_back(ImVec4(x, y, x + ts.x, y + ts.y));
+          dl->AddText(ImVec2(x, y), IM_COL32(230, 230, 235, 255), s.c_str());
+          top_labels.push_back(s);
+          done = true;
+          break;
+        }
+        if (done) break;
       }
     }
     ui.labels["distribution.top"] = top_labels;

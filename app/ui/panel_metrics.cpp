@@ -131,7 +131,12 @@ void draw_metrics(Ui& ui) {
       char label[32];
       std::snprintf(label, sizeof label, "%d.%d", l, h);
       const bool sel = l == st.sel_layer && h == st.sel_head;
+      // a neutral grey highlight: ImGui's blue hid A's blue numbers on the selected row
+      ImGui::PushStyleColor(ImGuiCol_Header, IM_COL32(78, 80, 92, 255));
+      ImGui::PushStyleColor(ImGuiCol_HeaderHovered, IM_COL32(66, 68, 80, 255));
+      ImGui::PushStyleColor(ImGuiCol_HeaderActive, IM_COL32(90, 92, 106, 255));
       if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns)) st.select(l, h, st.sel_query);
+      ImGui::PopStyleColor(3);
       static int scrolled_to = -1;  // keep the selected head in view when it is chosen elsewhere
       if (sel && scrolled_to != l * 100000 + h) {
         ImGui::SetScrollHereY(0.5f);

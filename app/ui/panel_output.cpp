@@ -49,6 +49,7 @@ void draw_side(Ui& ui, int s, int q) {
   const int K = T ? (int)(r.topk_ids.size() / T) : 0;
   std::vector<std::string> shown;
   bool ids_only = false;
+  ImGui::PushStyleColor(ImGuiCol_PlotHistogram, col_run(s));  // the run's colour, as every other panel (not ImGui blue)
   for (int k = 0; k < K && k < 8; ++k) {
     const size_t i = (size_t)q * K + k;
     const float p = r.topk_probs[i];
@@ -64,6 +65,7 @@ void draw_side(Ui& ui, int s, int q) {
     ImGui::SameLine();
     ImGui::TextUnformatted(shown.back().c_str());
   }
+  ImGui::PopStyleColor();
   ui.labels[std::string("output.next.") + ab] = shown;
   if (ids_only)
     ImGui::TextDisabled(

@@ -232,19 +232,23 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
         }
       }
       dl->AddRectFilled(p0, p1, bg, 3.0f);
-      if (relevant)  // a relevant key: an amber bar under the token
-        dl->AddRectFilled(ImVec2(p0.x + 1, p1.y - 3.0f), ImVec2(p1.x - 1, p1.y), IM_COL32(255, 190, 40, 255), 1.0f);
+      const ImVec4 bgv = ImGui::ColorConvertU32ToFloat4(bg);
+      const bool light_bg = 0.2126f * bgv.x + 0.7152f * bgv.y + 0.0722f * bgv.z > 0.45f;
+      if (relevant) {  // a relevant key: an amber bar under the token, edged in dark so a yellow token shows it too
+        dl->AddRectFilled(ImVec2(p0.x + 1, p1.y - 4.5f), ImVec2(p1.x - 1, p1.y), IM_COL32(20, 20, 24, 255), 1.0f);
+        dl->AddRectFilled(ImVec2(p0.x + 2, p1.y - 3.5f), ImVec2(p1.x - 2, p1.y - 0.5f), IM_COL32(255, 170, 20, 255),
+                          1.0f);
+      }
       if (k >= gen_from) {  // a generated token: a crimson bar on top, and a post before the first one
         dl->AddRectFilled(ImVec2(p0.x + 1, p0.y), ImVec2(p1.x - 1, p0.y + 3.0f), col_generated(), 1.0f);
         if (k == gen_from)
           dl->AddRectFilled(ImVec2(p0.x - gap_x - 1.0f, p0.y - 2.0f), ImVec2(p0.x - 0.5f, p1.y + 2.0f),
                             col_generated());
       }
-      if (k == q)
-        dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), IM_COL32(255, 255, 255, 255), 3.0f, 0,
-                    2.0f);
-      const ImVec4 bgv = ImGui::ColorConvertU32ToFloat4(bg);
-      const bool dark_text = 0.2126f * bgv.x + 0.7152f * bgv.y + 0.0722f * bgv.z > 0.45f;
+      if (k == q)  // the selected query outlined: white, or dark on a light token (B - A's near-zero white hid it)
+        dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1),
+                    light_bg ? IM_COL32(20, 20, 24, 255) : IM_COL32(255, 255, 255, 255), 3.0f, 0, 2.0f);
+      const bool dark_text = light_bg;
       dl->AddText(ImVec2(p0.x + 3.0f, p0.y + 2.0f),
                   dark_text ? IM_COL32(10, 10, 10, 255) : IM_COL32(235, 235, 235, 255), text.c_str());
       if (hovered) {

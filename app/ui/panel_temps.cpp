@@ -184,8 +184,11 @@ float draw_matrix(Ui& ui, const focal::TempFile& f, double amax, const std::vect
   for (int hd = 0; hd < H; hd += head_step)
     dl->AddText(ImVec2(o.x, p0.y + hd * ch + (ch - line) / 2), kLabelColour, std::to_string(hd).c_str());
   const int layer_step = std::max(1, (int)std::ceil((ImGui::CalcTextSize("00").x + 6) / cw));
-  for (int l = 0; l < L; l += layer_step)
-    dl->AddText(ImVec2(p0.x + l * cw, p0.y + H * ch + 1), kLabelColour, std::to_string(l).c_str());
+  for (int l = 0; l < L; l += layer_step) {  // centred under its column, as the head numbers beside their rows
+    const std::string s = std::to_string(l);
+    dl->AddText(ImVec2(p0.x + l * cw + (cw - ImGui::CalcTextSize(s.c_str()).x) / 2, p0.y + H * ch + 1), kLabelColour,
+                s.c_str());
+  }
   ImGui::InvisibleButton("temps_matrix", ImVec2(label_w + L * cw, H * ch + label_h));
   if (ImGui::IsItemHovered()) {
     const ImVec2 mp = ImGui::GetIO().MousePos;

@@ -245,6 +245,7 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "generate") {
         const int n_new = integer(c.args[0], where);
         if (n_new < 1) throw focal::Error(where + ": generate takes a number of tokens >= 1");
+        ui.gen_n = std::min(n_new, 256);  // the Generation tab's field shows what ran (it kept its own 24)
         st.generate(n_new, 0.0f);
       } else if (c.name == "capture-generation") {  // A and B over the last generation's prompt + generated tokens
         st.capture_generation();
@@ -262,6 +263,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
           if (c.args[0] == kTabs[i]) t = i;
         if (t < 0) throw focal::Error(where + ": tab takes metrics, output, sweep, generation, tau, corpus or temps");
         ui.force_tab = t;
+        // the tab's own layout (the Corpus and Temps tabs take a taller details pane) settles over two frames: a
+        // screenshot right after `tab` showed the previous one
+        ++pc_;
+        wait_frames_ = 2;
+        return true;
       } else if (c.name == "quit") {
         pc_ = cmds_.size();
         return false;
