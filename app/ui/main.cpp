@@ -221,7 +221,13 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // The details pane: its height by the window, taller while the Corpus or Temps tab shows (a layer x head matrix
   // beside a plot), until its splitter is dragged.
   const bool tall_tab = ui.details_tab == 5 || ui.details_tab == 6;
-  const float auto_bottom = tall_tab ? std::clamp(h * 0.45f, 110.0f, 560.0f) : std::clamp(h * 0.24f, 110.0f, 280.0f);
+  const float normal_bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
+  // ... but never so tall that the heatmap, grid and distribution above it drop under 300 px (at 1280 x 720 the grid
+  // was 20 px tall and the distribution empty): in a short window the tall tabs take what is left, at least the
+  // normal height
+  const float auto_bottom =
+      tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * 0.45f, 110.0f, 560.0f), h - top - status_h - 300.0f))
+               : normal_bottom;
   const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
   const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom, 80.0f, max_bottom);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
@@ -234,7 +240,10 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   const focal::ModelConfig* cfg = st.config();
   if (ui.overview_frac <= 0.0f) ui.overview_frac = cfg && cfg->n_layers > 12 ? 0.5f : 0.42f;
   ui.overview_frac = std::clamp(ui.overview_frac, 0.15f, 0.85f);
-  const float ov_h = mid * ui.overview_frac;
+  // ... at least what its grid needs at 12 px a row (rows: the smaller of layers and heads, as it lays them out) when
+  // the column is short (a 4-layer grid drew 4 px rows at 1280 x 720 with the Temps tab open), up to 60 % of it
+  const float grid_min = cfg ? 95.0f + 12.0f * (float)std::min(cfg->n_layers, cfg->n_heads) : 0.0f;
+  const float ov_h = std::max(mid * ui.overview_frac, std::min(grid_min, mid * 0.6f));
   draw_controls(ui, ImVec4(0, 0, left, h - status_h));
   draw_prompt(ui, ImVec4(left, 0, right_w, top));
   draw_heatmap(ui, ImVec4(left, top, heat_w, mid));
