@@ -91,10 +91,12 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     const float per_col = W / cols;
     // Long prompts: say what a bar is (the top-right corner; the top keys are named at their bars).
     std::string pool_note;
+    ImVec4 pool_box(0, 0, 0, 0);  // where the note sits: the top-key labels keep out of it
     if (n > cols) {
       pool_note = fmt("%.0f keys per bar (their max)", std::ceil((double)n / cols));
       const ImVec2 ts = ImGui::CalcTextSize(pool_note.c_str());
       dl->AddText(ImVec2(p1.x - ts.x - 4, p0.y + 2), IM_COL32(150, 150, 160, 255), pool_note.c_str());
+      pool_box = ImVec4(p1.x - ts.x - 4, p0.y + 2, p1.x - 4, p0.y + 2 + ts.y);
     }
     ui.labels["distribution.pool"] = {pool_note};
     const bool split = per_col >= 4.0f && prow[0] && prow[1];
@@ -132,6 +134,7 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     // Each label on its bar: centred, else ending or starting at the bar, where it crosses no label already drawn
     // (labels at other heights do not clash: two nearby top keys, or A's and B's, are both named).
     std::vector<ImVec4> placed;  // x0, y0, x1, y1
+    if (!pool_note.empty()) placed.push_back(pool_box);
     std::vector<std::string> top_labels;
     const float key_w = W / n;
     for (size_t t = 0; t < top.size() && t < 5 && top_labels.size() < 3; ++t) {

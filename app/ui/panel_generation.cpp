@@ -35,6 +35,10 @@ void draw_generation(Ui& ui) {
     ImGui::SetTooltip("%s", st.has_model() ? "type a prompt first" : "generating needs the model: open it (Controls)");
   ui.labels["generation.generate"] = {can_generate ? "enabled" : "disabled"};
   auto g = st.gen;
+  if (!g && !can_generate)  // said on the tab, as the Sweep tab does, not only in the button's tooltip
+    ImGui::TextDisabled("%s", st.has_model()      ? "needs a prompt: type one and press Run"
+                              : st.capture_only() ? "needs the model: Open its model (Update section)"
+                                                  : "needs a model: open one (left column)");
   if (!g) {
     ImGui::TextDisabled("generates from the prompt under A's temperature; shows layer %d's attention per new token",
                         st.sel_layer);

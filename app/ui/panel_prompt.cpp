@@ -101,7 +101,7 @@ static void prompt_editor(Ui& ui) {
   ImGui::SameLine();
   ImGui::BeginGroup();
   // With no model open there is nothing to run: the prompt is kept for the model opened next.
-  const bool can_run = st.has_model() || st.capture_only();
+  const bool can_run = st.has_model();  // a capture opened alone holds fixed tokens: its model runs a new prompt
   ImGui::BeginDisabled(!can_run);
   if (ImGui::Button("Run", ImVec2(100, 0)) || ctrl_enter) {
     st.set_prompt(ui.prompt_editing ? unwrapped(ui) : std::string(ui.prompt_buf));
@@ -110,8 +110,11 @@ static void prompt_editor(Ui& ui) {
   }
   ImGui::EndDisabled();
   if (!can_run && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("open a model first (left column); the prompt is kept and runs when it opens");
-  if (can_run)
+    ImGui::SetTooltip("%s", st.capture_only() ? "this capture was opened without its model: Open its model (Update "
+                                                "section) to run a new prompt"
+                                              : "open a model first (left column); the prompt is kept and runs when "
+                                                "it opens");
+  if (can_run || st.capture_only())
     ImGui::TextDisabled("%d tokens", st.n_tokens());
   else
     ImGui::TextDisabled("no model");
