@@ -34,8 +34,7 @@ void draw_side(Ui& ui, int s, int q) {
     ImGui::TextDisabled("run %s (%s):", run_label.c_str(), st.capture_only() ? "stored" : "last propagated");
     ui.labels[std::string("output.run.") + ab] = {run_label};
   }
-  ImGui::Text("prompt loss %.3f nats/token (perplexity %.3g, as the banner)", st.prompt_loss(s),
-              std::exp(st.prompt_loss(s)));
+  ImGui::Text("prompt loss %.3f nats/token (perplexity %.3g)", st.prompt_loss(s), std::exp(st.prompt_loss(s)));
   ui.labels[std::string(current ? "output.prompt_loss." : "output.run_prompt_loss.") + ab] = {
       fmt("%.3f", st.prompt_loss(s))};
   if (st.file.has_generated()) {  // the generated tokens' own line: not part of the prompt's loss
