@@ -67,7 +67,6 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
     ui.labels[std::string("sweep.") + id + ".standard_marker"] = {fmt("%.1f", X(1.0f))};
     for (float y = p0.y; y < p1.y; y += 8)
       dl->AddLine(ImVec2(X(1.0f), y), ImVec2(X(1.0f), std::min(p1.y, y + 4)), IM_COL32(200, 200, 210, 200), 1.0f);
-    dl->AddText(ImVec2(X(1.0f) + 3, p0.y + 2), IM_COL32(200, 200, 210, 220), "standard");
   }
   for (size_t s = 0; s < ys.size(); ++s)
     for (size_t i = 0; i + 1 < xs.size(); ++i)
@@ -76,6 +75,12 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
                     s == 0 ? 2.5f : 1.5f);
   if (mark_x > 0 && mark_x >= xs.front() && mark_x <= xs.back())
     dl->AddLine(ImVec2(X(mark_x), p0.y), ImVec2(X(mark_x), p1.y), IM_COL32(255, 255, 255, 160), 1.5f);
+  if (1.0f >= xs.front() && 1.0f <= xs.back()) {  // over the curves, on the plot's background (it sat under them)
+    const ImVec2 ts = ImGui::CalcTextSize("standard");
+    const float x = std::min(X(1.0f) + 3, p1.x - ts.x - 1);
+    dl->AddRectFilled(ImVec2(x - 1, p0.y + 1), ImVec2(x + ts.x + 1, p0.y + 3 + ts.y), IM_COL32(22, 24, 30, 220));
+    dl->AddText(ImVec2(x, p0.y + 2), IM_COL32(200, 200, 210, 220), "standard");
+  }
 }
 
 void draw_sweep(Ui& ui) {
