@@ -406,7 +406,8 @@ void draw_temps(Ui& ui) {
   ImGui::BeginGroup();
   ImGui::TextDisabled("t per layer (across) x head (down); click a cell to select the head");
   const float used_w = draw_matrix(ui, f, amax, entropy, s, avail.x * 0.55f, body_h);
-  ImGui::EndGroup();
+  ImGui::Dummy(ImVec2(used_w, 0.0f));  // the group spans the colour bar's caption (drawn, not laid out): the scatter
+  ImGui::EndGroup();                   // beside it started under the caption's end
   ImGui::SameLine(0, 24);
   ImGui::BeginGroup();
   const float right_w = std::max(120.0f, avail.x - used_w - 40);
