@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app_state.h"
+#include "selection.h"
 #include "error_controls.h"
 #include "focal/metrics.h"
 #include "focal/error.h"
@@ -252,6 +253,27 @@ TEST_F(AppStateTest, OverridesForASetOfLayersOrHeads) {
   wait_idle(st);
   EXPECT_EQ(st.slots[0].run_spec.head_temp.size(), 2u);
   EXPECT_EQ(st.slots[0].run_spec.head_temp.at({2, 1}), 0.2f);
+}
+
+// With live propagate off, viewing another layer runs the model for that layer's rows under the setting the runs
+// had, not under a setting the user only previews (it propagated A's new t, the checkbox still off).
+TEST_F(AppStateTest, ALayerViewedWithPropagateOffKeepsANewSettingAPreview) {
+  st.live_propagate = false;
+  st.set_spec(0, focal::TempSpec::focal(0.2f));
+  ASSERT_FALSE(st.readouts_current(0));
+  const int other = st.sel_layer == 0 ? 1 : 0;
+  st.select(other, 0, st.sel_query);
+  wait_idle(st);
+  ASSERT_TRUE(st.slots[0].run);
+  EXPECT_EQ(st.slots[0].run_spec.label(), "focal_t0.4");  // the run's own setting
+  EXPECT_EQ(st.slots[0].spec.label(), "focal_t0.2");      // still the preview
+  EXPECT_FALSE(st.readouts_current(0));
+  EXPECT_GE(index_of(st.slots[0].run->layers, other), 0) << "the viewed layer's rows are there";
+  // Propagating applies it.
+  st.propagate_all();
+  wait_idle(st);
+  EXPECT_EQ(st.slots[0].run_spec.label(), "focal_t0.2");
+  EXPECT_TRUE(st.readouts_current(0));
 }
 
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {

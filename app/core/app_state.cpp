@@ -487,7 +487,7 @@ void AppState::toggle_relevant(int pos) {
   }
   state_version++;
   if (!compare) slots[1].run.reset();  // B re-runs with the marks when it is shown again
-  propagate_all();
+  rerun_for_view();
 }
 
 void AppState::set_spec(int side, const focal::TempSpec& spec) {
@@ -507,11 +507,19 @@ void AppState::propagate_all() {
   if (compare) propagate(1);
 }
 
-void AppState::propagate(int side) {
+void AppState::rerun_for_view() {
+  if (live_propagate) return propagate_all();
+  // Propagate off: the new layer's (or marks') rows under the settings the runs had, so that selecting a layer does
+  // not propagate a setting the user only previews (it re-ran both sides under it, the checkbox still off).
+  propagate(0, true);
+  if (compare) propagate(1, true);
+}
+
+void AppState::propagate(int side, bool as_run) {
   if (!has_model() || file.token_ids.empty()) return;
   if (!box_[side]) box_[side] = std::make_shared<RunnerBox>(model_for(side));
   auto box = box_[side];
-  const focal::TempSpec spec = slots[side].spec;
+  const focal::TempSpec spec = as_run && slots[side].run ? slots[side].run_spec : slots[side].spec;
   try {
     spec.validate(box->model->config());
   } catch (const focal::Error& e) {
@@ -578,7 +586,7 @@ void AppState::select(int layer, int head, int q) {
   // another layer is.
   const auto lacks_head = [&](const Slot& s) { return s.run && index_of(s.run->heads, head) < 0; };
   const bool head_missing = lacks_head(slots[0]) || (compare && lacks_head(slots[1]));
-  if ((layer_changed || head_missing) && has_model()) propagate_all();
+  if ((layer_changed || head_missing) && has_model()) rerun_for_view();
 }
 
 int AppState::query() const {

@@ -268,8 +268,11 @@ class AppState {
 
   // --- temperature ---
   void set_spec(int side, const focal::TempSpec& spec);  // preview now, propagate if live_propagate
-  void propagate(int side);                              // submit a re-run of that side
+  // Submit a re-run of that side under its setting, or (as_run) under the setting its last run had: a view change
+  // (another layer's rows, relevant keys) with live propagate off keeps a new setting a preview.
+  void propagate(int side, bool as_run = false);
   void propagate_all();
+  void rerun_for_view();  // the runs again for what is viewed: propagate_all, or with live propagate off as_run
   void set_compare(bool on);
 
   // --- selection ---
