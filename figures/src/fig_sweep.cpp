@@ -54,6 +54,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   if (!opt.labels.empty() && opt.per_layer)
     throw Error("labels", "labels name the sweep files' lines; per_layer draws one line per layer of one file");
   std::vector<std::string> file_labels;
+  file_labels.reserve(src.size());
   for (const Source& s : src) file_labels.push_back(s.label);
   file_labels = given_or_automatic_labels(opt.labels, file_labels);  // one per file, in file order
   for (size_t k = 0; k < sweeps.size(); ++k) {
