@@ -442,6 +442,8 @@ TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {
   EXPECT_TRUE(same(run_colors({"cap:standard"})[0], category_color(0)));
   const std::vector<Rgb> two = run_colors({"focal_t0.3", "focal_t0.4"});
   EXPECT_FALSE(same(two[0], two[1]));  // two runs of one kind still differ
+  // ... and the second takes a colour no kind owns (it took standard's blue)
+  for (int kind_colour : {0, 1, 2, 4}) EXPECT_FALSE(same(two[1], category_color(kind_colour))) << kind_colour;
   // In a figure: the focal run alone draws vermillion bars (it used to be blue when it came first).
   const CaptureFile f = make_capture(2, 2, 12, {0, 1});
   FigureOptions o;

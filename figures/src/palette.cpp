@@ -61,13 +61,20 @@ std::vector<Rgb> run_colors(const std::vector<std::string>& names) {
     const int k = run_kind(names[i]);
     if (k >= 0 && !used[kKindColor[k]]) used[kKindColor[k]] = true, idx[i] = kKindColor[k];
   }
-  int next = 0;
+  // The rest (a second run of one kind, a name of no kind) take the colours no kind owns first (orange, sky blue,
+  // black, yellow), then the free kind colours: a second focal run took blue, which says "standard".
+  static const int kFallback[kNumCategoryColors] = {3, 5, 6, 7, 0, 1, 2, 4};
   std::vector<Rgb> out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (idx[i] < 0) {
-      while (next < kNumCategoryColors && used[next]) ++next;
-      idx[i] = next < kNumCategoryColors ? next : (int)(i % kNumCategoryColors);
-      if (next < kNumCategoryColors) used[next] = true;
+      int pick = -1;
+      for (int c : kFallback)
+        if (!used[c]) {
+          pick = c;
+          break;
+        }
+      idx[i] = pick >= 0 ? pick : (int)(i % kNumCategoryColors);
+      if (pick >= 0) used[pick] = true;
     }
     out.push_back(category_color(idx[i]));
   }
