@@ -982,6 +982,7 @@ TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   wait_idle(cap);
   ASSERT_TRUE(cap.capture_only()) << cap.message;
   EXPECT_EQ(cap.file.token_ids, st.file.token_ids);
+  EXPECT_EQ(cap.prompt, st.prompt);  // the text as typed (sentencepiece's leading space of the first word dropped)
   EXPECT_EQ(cap.sel_layer, 3);
   const std::vector<float> before = cap.head_rows().p[0];
   ASSERT_FALSE(before.empty());

@@ -163,6 +163,9 @@ void AppState::open_path(const std::string& path_in) {
         prompt.clear();
         for (size_t i = 0; i < file.pieces.size(); ++i)
           if (!(i == 0 && file.token_ids[0] == cfg_.bos_id)) prompt += file.pieces[i];
+        // a sentencepiece tokenizer's first word carries the space it added in front ("▁Remember"): the text typed
+        // had none (the prompt box showed " Remember ...")
+        if (!prompt.empty() && prompt[0] == ' ') prompt.erase(0, 1);
         const focal::RunCapture& r0 = *slots[0].run;
         sel_layer = r0.layers.empty() ? 0 : r0.layers.back();
         sel_head = r0.heads.empty() ? 0 : r0.heads[0];
