@@ -46,7 +46,10 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     ImGui::SameLine();
     if (ImGui::Checkbox("hide sink", &st.view.hide_sink)) st.state_version++;
     help_marker("Drop key 0 (the first-token attention sink) and renormalise each row over the other keys.");
-    ImGui::SameLine();
+    // on the same line when it fits, else under it (at 1280 x 720 the button was cut to "re")
+    const float reset_w = ImGui::CalcTextSize("reset view").x + 2 * ImGui::GetStyle().FramePadding.x;
+    const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (right_edge - ImGui::GetItemRectMax().x >= reset_w + ImGui::GetStyle().ItemSpacing.x) ImGui::SameLine();
     if (ImGui::SmallButton("reset view")) ui.heat_view = HeatView{};
     const int side = show == 1 ? 1 : 0;
     if (st.config())
