@@ -139,11 +139,8 @@ int cmd_figure(int argc, char** argv) {
   if (a.positional().size() < 2) throw UsageError{"figure needs a KIND and at least one FILE"};
   const std::string kind = a.positional()[0];
   const std::vector<std::string>& kinds = figures::figure_kinds();
-  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
-    std::string list;
-    for (const std::string& k : kinds) list += (list.empty() ? "" : ", ") + k;
-    throw UsageError{"unknown figure kind '" + kind + "' (kinds: " + list + ")"};
-  }
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+    throw UsageError{"unknown figure kind '" + kind + "' (kinds: " + figures::figure_kinds_text() + ")"};
   const std::vector<std::string> files(a.positional().begin() + 1, a.positional().end());
   const std::string out = a.get("--output");
   if (out.empty()) throw UsageError{"give the output file with -o FILE.png|svg|pdf"};

@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "focal/calibrate.h"
-#include "focal/config.h"
-#include "focal/error.h"
 #include "focal/temp_spec.h"
 #include "focal/eval.h"
 #include "focal/provenance.h"
@@ -67,7 +65,8 @@ int inspect_position_loss(const std::string& path) {
 
 int inspect_train_log(const std::string& path) {
   const TrainLog log = read_train_log(path);
-  const bool calib = log.train_config_json.find("\"calibration\"") != std::string::npos;
+  const double t_per_tau = calib_log_t_per_tau(log);  // a calibration log's tau_mean is t sqrt(d_head)
+  const bool calib = t_per_tau > 0.0;
   const size_t N = log.eval_step.size();
   std::printf("%s log %s: run %s, %zu evaluations, %zu steps, %d layers, tool %s, created %s\n",
               calib ? "calibration" : "training", path.c_str(), log.run_name.c_str(), N, log.step_loss.size(),
@@ -77,15 +76,9 @@ int inspect_train_log(const std::string& path) {
     std::printf("%8d %12.4f %12.4f %10.2e %10.3g\n", log.eval_step[i], log.train_loss[i], log.val_loss[i], log.lr[i],
                 log.grad_norm[i]);
   if (N > 0 && log.n_layers > 0 && !std::isnan(log.tau_mean[(N - 1) * log.n_layers])) {
-    // a calibration log stores t sqrt(d_head) (the learned temperature's unit): shown as t, as its temperature file
-    double scale = 1.0;
-    if (calib) try {
-        const ModelConfig mc = parse_config(log.model_config_json, path);
-        if (mc.d_head > 0) scale = 1.0 / std::sqrt((double)mc.d_head);
-      } catch (const Error&) {}
-    std::printf("\n%s at the last evaluation, by layer:", calib && scale != 1.0 ? "t, mean over heads,"
-                                                          : calib               ? "t sqrt(d_head), mean over heads,"
-                                                                                : "learned tau");
+    // shown as t, as the log's temperature file holds it
+    const double scale = calib ? t_per_tau : 1.0;
+    std::printf("\n%s at the last evaluation, by layer:", calib ? "t, mean over heads," : "learned tau");
     for (int l = 0; l < log.n_layers; ++l) std::printf(" %.3f", log.tau_mean[(N - 1) * log.n_layers + l] * scale);
     std::printf("\n");
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "focal/calibrate.h"
 #include "focal/config.h"
 #include "focal/error.h"
 #include "focal/log.h"
@@ -49,15 +50,6 @@ struct Panel {
   bool markers = true;     // markers at the points (when there are at most 40 per line)
   Ticks yt;
 };
-
-// Whether the log is focal calibrate's (train_config_json "kind": "calibration"): its tau_mean is t sqrt(d_head) of
-// temperatures learned with the weights frozen, which the figure shows as t.
-bool is_calibration_log(const TrainLog& log) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(log.train_config_json);
-    return j.is_object() && j.value("kind", std::string()) == "calibration";
-  } catch (const std::exception&) { return false; }
-}
 
 // batch x seq_len from the log's train_config_json; 0 when it does not say.
 double tokens_per_step(const TrainLog& log) {
@@ -286,12 +278,13 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
     const size_t N = log.eval_step.size(), L = (size_t)log.n_layers;
     std::string mode;
     float tau_min = NAN, tau_max = NAN;
-    const bool calib = is_calibration_log(log);
-    double t_scale = 1.0;  // a calibration log: tau / sqrt(d_head) = t, the unit its temperature file holds
+    // a calibration log: tau / sqrt(d_head) = t, the unit its temperature file holds
+    const double t_per_tau = calib_log_t_per_tau(log);
+    const bool calib = t_per_tau > 0.0;
+    const double t_scale = calib ? t_per_tau : 1.0;
     try {
       const ModelConfig mc = parse_config(log.model_config_json, logs[0].name);
       mode = attn_mode_name(mc.focal.mode);
-      if (calib && mc.d_head > 0) t_scale = 1.0 / std::sqrt((double)mc.d_head);
       if (mc.focal.mode == AttnMode::kLearned && mc.focal.tau_max > mc.focal.tau_min)
         tau_min = mc.focal.tau_min, tau_max = mc.focal.tau_max;
     } catch (const Error& e) {
@@ -307,7 +300,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
                                                 : ": run '" + log.run_name + "' trained with " + mode + " attention")) +
                              "); tau needs a model trained with learned attention");
     Panel p;
-    p.y_title = calib && t_scale != 1.0 ? "Calibrated t, mean over heads" : std::string("Learned ") + kTau;
+    p.y_title = calib ? "Calibrated t, mean over heads" : std::string("Learned ") + kTau;
     const std::vector<int> layers = pick_indices(opt.layers, (int)L, "layer", "the training log");
     layer_bar = layers.size() > (size_t)kNumCategoryColors;
     if (layer_bar) {
@@ -350,8 +343,7 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       panels.push_back(std::move(q));
     }
     auto_title = logs[0].label +
-                 (calib && t_scale != 1.0 ? std::string(": calibrated t per layer")
-                                          : ": learned " + std::string(kTau) + " per layer") +
+                 (calib ? std::string(": calibrated t per layer") : ": learned " + std::string(kTau) + " per layer") +
                  (layers.size() == L ? std::string() : " (" + indices_text("layer", layers) + ")");
   } else {
     const std::string metric = opt.metric.empty() ? "val_loss" : opt.metric;

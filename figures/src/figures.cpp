@@ -35,12 +35,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string kinds_text() {
-  std::string s;
-  for (const auto& k : figure_kinds()) s += (s.empty() ? "" : ", ") + k;
-  return s;
-}
-
 // The file name without directory and extension, for legends.
 std::string file_label(const std::string& path) {
   std::string s = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
@@ -149,7 +143,7 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
   if (kind == "grid") return render_grid(sources, opt, format);
   if (kind == "entropy") return render_entropy(sources, opt, format);
   if (kind == "sweep") return render_sweep(sources, opt, format);
-  throw Error("unknown figure kind '" + kind + "' (kinds: " + kinds_text() + ")");
+  throw Error("unknown figure kind '" + kind + "' (kinds: " + figure_kinds_text() + ")");
 }
 
 std::string render_figure_files(const std::string& kind, const std::vector<std::string>& paths,
@@ -295,6 +289,12 @@ std::string base_name(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const size_t slash = p.find_last_of('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string figure_kinds_text() {
+  std::string s;
+  for (const auto& k : figure_kinds()) s += (s.empty() ? "" : ", ") + k;
+  return s;
 }
 
 }  // namespace focal::figures

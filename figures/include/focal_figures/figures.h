@@ -22,6 +22,8 @@ const char* format_name(Format f);  // "png", "svg", "pdf"
 
 // Figure kinds this build renders, in the order `focal figure --help` lists them.
 const std::vector<std::string>& figure_kinds();
+// The same as one line, "distribution, heatmap, ...", for a message naming the kinds.
+std::string figure_kinds_text();
 
 // What to draw and how big. Selection fields left at -1 / empty take the kind's default (docs/figures.md).
 struct FigureOptions {

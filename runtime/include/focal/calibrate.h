@@ -112,6 +112,12 @@ std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& pa
 double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>>& windows, const TempSpec& spec,
                       std::vector<double>* layer_t = nullptr);
 
+struct TrainLog;
+// A training log focal calibrate wrote (train_config_json "kind": "calibration") holds tau_mean = t sqrt(d_head), the
+// learned temperature's unit: the factor from it to t, 1 / sqrt(d_head); 0 for a log of focal train, or one whose
+// model config is unreadable. Figures and focal inspect show such a log's t.
+double calib_log_t_per_tau(const TrainLog& log);
+
 // The training log's path when CalibConfig::log_path is empty: OUT without .json, + .log.h5.
 std::string calib_log_path(const std::string& out_path);
 

@@ -112,6 +112,15 @@ std::string run_differences(const json& was, const json& now) {
 
 }  // namespace
 
+double calib_log_t_per_tau(const TrainLog& log) {
+  try {
+    const json j = json::parse(log.train_config_json);
+    if (!j.is_object() || j.value("kind", std::string()) != "calibration") return 0.0;
+    const ModelConfig mc = parse_config(log.model_config_json, "training log '" + log.run_name + "'");
+    return mc.d_head > 0 ? 1.0 / std::sqrt((double)mc.d_head) : 0.0;
+  } catch (const std::exception&) { return 0.0; }
+}
+
 std::string calib_log_path(const std::string& out_path) {
   std::string stem = out_path;
   if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
