@@ -94,6 +94,8 @@ void write_raw(hid_t parent, const Where& w, const char* name, hid_t type, const
   DatasetId ds = checked<DatasetId>(H5Dcreate2(parent, name, type, sp.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), w,
                                     std::string("cannot create ") + ppath + "/" + name);
   if (n > 0) check_h5(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), w, std::string("write ") + name);
+  // `type` is the memory's as well as the file's: the bytes written are the stored ones.
+  wr.attr_u32(ds.get(), ppath + "/" + name, kCrcAttr, crc32_add(0, data, n * H5Tget_size(type)));
   wr.attr_string(ds.get(), ppath + "/" + name, "shape", shape);
 }
 
@@ -148,7 +150,20 @@ void write_doc_datasets(hid_t docs, Writer& w, const StatsShape& s, const std::s
   DatasetId ds_ntot = create("n_tokens_total", H5T_STD_I32LE, d1, "[doc]", false);
   DatasetId ds_nwin = create("n_windows", H5T_STD_I32LE, d1, "[doc]", false);
   DatasetId ds_hm = create("head_means", H5T_IEEE_F32LE, dh, "[doc, run, layer, head, metric]", true);
-  if (n_docs == 0) return;
+  // The CRC-32 of each dataset's stored bytes, in row order (the blocks below are written in order).
+  uint32_t crc_index = 0, crc_id = 0, crc_ntok = 0, crc_ntot = 0, crc_nwin = 0, crc_hm = 0;
+  auto seal = [&] {
+    w.attr_u32(ds_index.get(), "/docs/index", kCrcAttr, crc_index);
+    w.attr_u32(ds_id.get(), "/docs/id", kCrcAttr, crc_id);
+    w.attr_u32(ds_ntok.get(), "/docs/n_tokens", kCrcAttr, crc_ntok);
+    w.attr_u32(ds_ntot.get(), "/docs/n_tokens_total", kCrcAttr, crc_ntot);
+    w.attr_u32(ds_nwin.get(), "/docs/n_windows", kCrcAttr, crc_nwin);
+    w.attr_u32(ds_hm.get(), "/docs/head_means", kCrcAttr, crc_hm);
+  };
+  if (n_docs == 0) {
+    seal();
+    return;
+  }
 
   std::FILE* f = std::fopen(row_file.c_str(), "rb");
   if (!f) throw Error("cannot read the row file '" + row_file + "'");
@@ -186,12 +201,19 @@ void write_doc_datasets(hid_t docs, Writer& w, const StatsShape& s, const std::s
       put(ds_ntot, H5T_NATIVE_INT32, d1, ntot.data());
       put(ds_nwin, H5T_NATIVE_INT32, d1, nwin.data());
       put(ds_hm, H5T_NATIVE_FLOAT, dh, hm.data());
+      crc_index = crc32_add(crc_index, index.data(), n * sizeof(int64_t));
+      crc_id = crc32_add(crc_id, ids.data(), ids.size());
+      crc_ntok = crc32_add(crc_ntok, ntok.data(), n * sizeof(int32_t));
+      crc_ntot = crc32_add(crc_ntot, ntot.data(), n * sizeof(int32_t));
+      crc_nwin = crc32_add(crc_nwin, nwin.data(), n * sizeof(int32_t));
+      crc_hm = crc32_add(crc_hm, hm.data(), hm.size() * sizeof(float));
     }
   } catch (...) {
     std::fclose(f);
     throw;
   }
   std::fclose(f);
+  seal();
 }
 
 size_t count_records(const std::string& row_file, const StatsShape& s) {
@@ -411,6 +433,8 @@ std::vector<T> read_all(Reader& r, hid_t parent, const std::string& ppath, const
   if (!v.empty())
     check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), r.where(),
              "cannot read " + p + " (after an MPI run the shard files must sit beside the stats file)");
+  TypeId ftype = checked<TypeId>(H5Dget_type(ds.get()), r.where(), "cannot read " + p);
+  if (H5Tequal(ftype.get(), mem) > 0) r.check_crc(ds.get(), p, crc32_add(0, v.data(), v.size() * sizeof(T)));
   return v;
 }
 }  // namespace
@@ -484,6 +508,7 @@ StatsFile read_stats(const std::string& path, bool with_docs) {
     std::vector<char> raw((size_t)D * kDocIdBytes, 0);
     if (D > 0)
       check_h5(H5Dread(ds.get(), idt.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), where, "cannot read /docs/id");
+    r.check_crc(ds.get(), "/docs/id", crc32_add(0, raw.data(), raw.size()));
     for (hsize_t i = 0; i < D; ++i)
       f.doc_id.emplace_back(&raw[i * kDocIdBytes], strnlen(&raw[i * kDocIdBytes], kDocIdBytes));
   }

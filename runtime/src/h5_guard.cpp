@@ -40,20 +40,23 @@ constexpr double kDefaultTimeoutS = 10.0;
 
 struct Walk {
   long n_objects = 0;
+  std::string damage;         // the first content checksum that did not match ("" none)
   CheckedStrings strings;     // every variable-length string value read, by key (see checked_strings)
   uint64_t string_bytes = 0;  // their total size: past kMaxReadBytes no more are kept (the caller reads them itself)
 };
 
-// Keeps the strings of a successful read into the variable-length string type `mem` (n values at buf).
-void keep_strings(Walk* walk, const std::string& key, hid_t mem, size_t n, const void* buf) {
-  if (!walk || key.empty() || H5Tis_variable_str(mem) <= 0) return;
+// Keeps the strings of a successful read into the variable-length string type `mem` (n values at buf) in `walk`
+// under `key`, and in *values_out when given.
+void keep_strings(Walk* walk, const std::string& key, hid_t mem, size_t n, const void* buf,
+                  std::vector<std::string>* values_out) {
+  if (H5Tis_variable_str(mem) <= 0) return;
   const char* const* ptrs = static_cast<const char* const*>(buf);
   std::vector<std::string> values;
   values.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    values.emplace_back(ptrs[i] ? ptrs[i] : "");
-    walk->string_bytes += values.back().size() + 4;
-  }
+  for (size_t i = 0; i < n; ++i) values.emplace_back(ptrs[i] ? ptrs[i] : "");
+  if (values_out) *values_out = values;
+  if (!walk || key.empty()) return;
+  for (const std::string& v : values) walk->string_bytes += v.size() + 4;
   if (walk->string_bytes <= kMaxReadBytes) walk->strings[key] = std::move(values);
 }
 
@@ -83,9 +86,10 @@ std::vector<TypeId> memory_types(hid_t ftype) {
 // Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer), into
 // each of memory_types(ftype), then frees what libhdf5 allocated for variable-length values. Failures are ignored:
 // only a crash or a hang matters here.
-// Variable-length strings that read are kept in `walk` under `key`.
+// Variable-length strings that read are kept in `walk` under `key`, and in *values_out when given.
 template <class ReadFn>
-void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, const std::string& key = "") {
+void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, const std::string& key = "",
+                std::vector<std::string>* values_out = nullptr) {
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n <= 0) return;
   for (const TypeId& mem : memory_types(ftype)) {
@@ -93,7 +97,7 @@ void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, con
     if (elem_bytes == 0 || hsize_t(n) > kMaxReadBytes / elem_bytes) continue;
     std::vector<unsigned char> buf(size_t(n) * elem_bytes, 0);  // [n * elem_bytes]
     if (read(mem.get(), buf.data()) >= 0) {
-      keep_strings(walk, key, mem.get(), size_t(n), buf.data());
+      keep_strings(walk, key, mem.get(), size_t(n), buf.data(), values_out);
       (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
     }
   }
@@ -125,19 +129,35 @@ void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& di
 struct ObjectAt {
   Walk* walk;
   std::string key;
+  std::map<std::string, std::vector<std::string>> text;  // its variable-length string attributes, by name
 };
 
 herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* data) {
-  const auto& at = *static_cast<const ObjectAt*>(data);
+  auto& at = *static_cast<ObjectAt*>(data);
   AttrId a(H5Aopen(obj, name, H5P_DEFAULT));
   if (a.get() < 0) return 0;
   TypeId ftype(H5Aget_type(a.get()));
   SpaceId space(H5Aget_space(a.get()));
   if (ftype.get() < 0 || space.get() < 0) return 0;
+  std::vector<std::string>* text = nullptr;
+  if (H5Tis_variable_str(ftype.get()) > 0) text = &at.text[name];  // an empty one counts with its name
   read_whole(
       ftype.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); }, at.walk,
-      at.key + "@" + name);
+      at.key + "@" + name, text);
   return 0;
+}
+
+// Checks the object's attrs_crc32 (h5_io.h), where it has one, against the string attributes read.
+void check_text_crc(hid_t obj, ObjectAt& at) {
+  if (!at.walk || !at.walk->damage.empty() || H5Aexists(obj, kAttrsCrcAttr) <= 0) return;
+  AttrId a(H5Aopen(obj, kAttrsCrcAttr, H5P_DEFAULT));
+  uint32_t stored = 0;
+  if (a.get() < 0 || H5Aread(a.get(), H5T_NATIVE_UINT32, &stored) < 0) return;  // the readers say what failed
+  uint32_t crc = 0;
+  for (const auto& [name, values] : at.text) crc = attrs_crc32_add(crc, name, values);  // ascending name order
+  if (crc != stored)
+    at.walk->damage = "the text attributes of " + at.key + " do not match the checksum stored with them " +
+                      crc_mismatch_text(stored, crc);
 }
 
 herr_t attribute_exists(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
@@ -152,6 +172,7 @@ void read_attributes(hid_t obj, ObjectAt& at) {
   (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, &at);
   idx = 0;
   (void)H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, attribute_exists, nullptr);
+  check_text_crc(obj, at);
 }
 
 // A group's links the way Reader::children lists them (by index, in creation order where tracked, and by name),
@@ -199,7 +220,7 @@ void read_dataset(hid_t ds, ObjectAt& at) {
 
 void read_object(hid_t obj, Walk& walk, const std::string& key) {
   ++walk.n_objects;
-  ObjectAt at{&walk, key};
+  ObjectAt at{&walk, key, {}};
   read_attributes(obj, at);
   const H5I_type_t type = H5Iget_type(obj);
   if (type == H5I_DATASET) read_dataset(obj, at);
@@ -279,8 +300,8 @@ void remember(const std::string& path, const Stamp& s, const std::string& damage
   checked_files()[path] = Checked{s, damage, std::move(strings)};
 }
 
-// Parses what run_child wrote; false unless it ends with 'K'.
-bool parse_strings(const std::string& in, CheckedStrings& out) {
+// Parses what run_child wrote; false unless it ends with 'K'. damage: what did not match its checksum, or "".
+bool parse_strings(const std::string& in, CheckedStrings& out, std::string& damage) {
   size_t at = 0;
   auto u32 = [&](uint32_t& v) {
     if (in.size() - at < 4) return false;
@@ -298,6 +319,10 @@ bool parse_strings(const std::string& in, CheckedStrings& out) {
   while (at < in.size()) {
     const char tag = in[at++];
     if (tag == 'K') return at == in.size();
+    if (tag == 'D') {
+      if (!str(damage)) return false;
+      continue;
+    }
     if (tag != 'S') return false;
     std::string key;
     uint32_t count = 0;
@@ -332,7 +357,8 @@ void die_as_crash() {
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(die_as_crash);
   Walk walk;
   walk_into(path, walk);
-  // The strings read, then 'K': 'S', u32 key length, key, u32 count, then each value as u32 length and bytes.
+  // The strings read, then 'K': 'S', u32 key length, key, u32 count, then each value as u32 length and bytes; a
+  // checksum that did not match as 'D', u32 length, text.
   std::string out;
   auto u32 = [&](size_t v) {
     const uint32_t x = uint32_t(v);
@@ -347,6 +373,11 @@ void die_as_crash() {
       u32(v.size());
       out += v;
     }
+  }
+  if (!walk.damage.empty()) {
+    out += 'D';
+    u32(walk.damage.size());
+    out += walk.damage;
   }
   out += 'K';
   size_t at = 0;
@@ -463,13 +494,17 @@ void check_in_child(const std::string& path, const std::string& where) {
   do { w = ::waitpid(pid, &status, 0); } while (w < 0 && errno == EINTR);
 
   auto strings = std::make_shared<CheckedStrings>();
-  if (!timed_out && parse_strings(got, *strings)) {
+  std::string mismatch;
+  const bool parsed = !timed_out && parse_strings(got, *strings, mismatch);
+  if (parsed && mismatch.empty()) {
     remember(path, before, "", std::move(strings));
     return;
   }
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", limit_s);
-  if (timed_out)
+  if (parsed)
+    damage = " is damaged: " + mismatch;
+  else if (timed_out)
     damage = std::string(" is damaged: the HDF5 library did not finish reading it within ") + limit +
              " s (FOCAL_H5_CHECK_TIMEOUT_S sets the limit)";
   else if (w == pid && WIFSIGNALED(status))
@@ -479,7 +514,7 @@ void check_in_child(const std::string& path, const std::string& where) {
         " is damaged: the HDF5 library stopped reading it (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
   else
     damage = " is damaged: the HDF5 library crashed reading it";
-  damage += " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
+  damage += kDamagedAdvice;
   remember(path, before, damage);
   throw Error(where + damage);
 }

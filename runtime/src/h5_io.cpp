@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <zlib.h>
+
 #include "focal_kernels/shared_math.h"
 
 namespace focal::h5 {
@@ -60,7 +62,11 @@ std::string hdf5_detail() {
   std::string desc;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &desc);
   H5Eclear2(H5E_DEFAULT);
-  return desc.empty() ? std::string() : " (HDF5: " + desc + ")";
+  if (desc.empty()) return std::string();
+  for (const char* sign : {"checksum", "inflate", "signature", "past end of allocation", "addr overflow",
+                           "bad object header", "B-tree", "global heap"})
+    if (desc.find(sign) != std::string::npos) return " (HDF5: " + desc + ")" + kDamagedAdvice;
+  return " (HDF5: " + desc + ")";
 }
 
 size_t n_elements(const Dims& dims) {
@@ -120,6 +126,40 @@ TypeId make_utf8_string_type(const Where& where) {
   return t;
 }
 
+uint32_t crc32_add(uint32_t crc, const void* data, size_t n_bytes) {
+  if (n_bytes == 0) return crc;  // zlib answers 0 for a null buffer, whatever the running value
+  return uint32_t(::crc32_z(crc, static_cast<const Bytef*>(data), n_bytes));
+}
+
+uint32_t crc32_add_string(uint32_t crc, const char* s) {
+  return crc32_add(crc, s ? s : "", (s ? std::strlen(s) : 0) + 1);  // the NUL included
+}
+
+uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::vector<std::string>& values) {
+  crc = crc32_add_string(crc, name.c_str());
+  for (const std::string& v : values) crc = crc32_add_string(crc, v.c_str());
+  return crc;
+}
+
+std::string crc_mismatch_text(uint32_t stored, uint32_t computed) {
+  char b[96];
+  std::snprintf(b, sizeof b, "(CRC-32 0x%08x read, 0x%08x stored)", unsigned(computed), unsigned(stored));
+  return b;
+}
+
+namespace {
+// The path of an object ("/" for the root or a file id), as the damaged-file check names it.
+std::string object_path(hid_t obj) {
+  if (H5Iget_type(obj) == H5I_FILE) return "/";
+  const ssize_t n = H5Iget_name(obj, nullptr, 0);
+  if (n <= 0) return "";
+  std::string name(size_t(n) + 1, '\0');
+  if (H5Iget_name(obj, &name[0], name.size()) < 0) return "";
+  name.resize(size_t(n));
+  return name;
+}
+}  // namespace
+
 TypeId make_half_type(const Where& where) {
   TypeId t = checked<TypeId>(H5Tcopy(H5T_IEEE_F32LE), where, "cannot create the float16 type");
   if (H5Tset_fields(t.get(), 15, 10, 5, 0, 10) < 0 || H5Tset_precision(t.get(), 16) < 0 ||
@@ -155,6 +195,7 @@ void Writer::attr_string(hid_t obj, const std::string& obj_path, const char* nam
   AttrId a = create_attr(obj, obj_path, name, str_type_.get(), space.get());
   const char* p = value.c_str();
   check_h5(H5Awrite(a.get(), str_type_.get(), &p), where_, "cannot write attribute " + obj_path + "@" + name);
+  note_text_attr(obj, name, {value});
 }
 
 void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* name, const std::vector<std::string>& v) {
@@ -167,12 +208,42 @@ void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* na
   if (n > 0)
     check_h5(H5Awrite(a.get(), str_type_.get(), ptrs.data()), where_,
              "cannot write attribute " + obj_path + "@" + name);
+  note_text_attr(obj, name, v);
+}
+
+void Writer::note_text_attr(hid_t obj, const char* name, std::vector<std::string> values) {
+  const std::string key = object_path(obj);
+  if (key.empty()) where_.fail_h5(std::string("cannot name the object of attribute ") + name);
+  text_attrs_[key][name] = std::move(values);
+}
+
+void Writer::finish(hid_t file) {
+  for (const auto& [key, attrs] : text_attrs_) {
+    uint32_t crc = 0;
+    for (const auto& [name, values] : attrs) crc = attrs_crc32_add(crc, name, values);  // ascending name order
+    const hid_t obj = H5Oopen(file, key.c_str(), H5P_DEFAULT);
+    if (obj < 0) where_.fail_h5("cannot open " + key);
+    try {
+      attr_u32(obj, key, kAttrsCrcAttr, crc);
+    } catch (...) {
+      (void)H5Oclose(obj);
+      throw;
+    }
+    check_h5(H5Oclose(obj), where_, "cannot close " + key);
+  }
+  text_attrs_.clear();
 }
 
 void Writer::attr_i32(hid_t obj, const std::string& obj_path, const char* name, int32_t value) {
   SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, H5T_STD_I32LE, space.get());
   check_h5(H5Awrite(a.get(), H5T_NATIVE_INT32, &value), where_, "cannot write attribute " + obj_path + "@" + name);
+}
+
+void Writer::attr_u32(hid_t obj, const std::string& obj_path, const char* name, uint32_t value) {
+  SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
+  AttrId a = create_attr(obj, obj_path, name, H5T_STD_U32LE, space.get());
+  check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT32, &value), where_, "cannot write attribute " + obj_path + "@" + name);
 }
 
 void Writer::attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value) {
@@ -196,6 +267,14 @@ void Writer::dataset(hid_t parent, const std::string& parent_path, const char* n
         kDeflateLevel);
   } else if (n_elements(dims) > 0) {
     check_h5(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_, "cannot write " + path);
+  }
+  const size_t n = n_elements(dims);
+  if (H5Tis_variable_str(file_type) > 0) {
+    uint32_t crc = 0;
+    for (size_t i = 0; i < n; ++i) crc = crc32_add_string(crc, static_cast<const char* const*>(data)[i]);
+    attr_u32(ds.get(), path, kCrcAttr, crc);
+  } else if (H5Tequal(file_type, mem_type) > 0) {  // the memory's bytes are the file's (little-endian)
+    attr_u32(ds.get(), path, kCrcAttr, crc32_add(0, data, n * elem_bytes));
   }
   attr_string(ds.get(), path, "shape", shape);
 }
@@ -233,6 +312,14 @@ void Writer::dataset_f16(hid_t parent, const std::string& parent_path, const cha
                "cannot write " + path);
     }
   }
+  uint32_t crc = 0;
+  uint16_t block[4096];  // the stored float16 bits, little-endian as the file type
+  for (size_t first = 0; first < n; first += std::size(block)) {
+    const size_t m = std::min(std::size(block), n - first);
+    for (size_t j = 0; j < m; ++j) block[j] = math::float_to_half_bits(data[first + j]);
+    crc = crc32_add(crc, block, m * sizeof(uint16_t));
+  }
+  attr_u32(ds.get(), path, kCrcAttr, crc);
   attr_string(ds.get(), path, "shape", shape);
 }
 
@@ -322,6 +409,7 @@ void write_atomically(const std::string& given, const char* kind,
                                   "cannot create the temporary file '" + tmp + "'");
     Writer w(write_where);
     body(file.get(), w);
+    w.finish(file.get());
     check_h5(file.close(), write_where, "cannot finish the file (disk full?)");
 
     // Flush the data to disk before the rename makes it visible, so a crash leaves the old file or the new one.
@@ -519,6 +607,7 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
       Dims start(rank, 0), count = out.dims;
       count[0] = 1;
       const size_t slab = out.data.size() / size_t(out.dims[0]);
+      uint32_t crc = 0;
       SpaceId mem_space =
           checked<SpaceId>(H5Screate_simple(int(rank), count.data(), nullptr), where_, "cannot read " + path);
       SpaceId file_space = checked<SpaceId>(H5Dget_space(ds.get()), where_, "cannot read " + path);
@@ -529,14 +618,33 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
                  where_, "cannot read " + path);
         check_h5(H5Dread(ds.get(), half_type_.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, half.data()),
                  where_, "cannot read " + path);
+        crc = crc32_add(crc, half.data(), half.size() * sizeof(uint16_t));
         float* dst = out.data.data() + size_t(i) * slab;
         for (size_t j = 0; j < slab; ++j) dst[j] = math::half_bits_to_float(half[j]);
       }
+      check_crc(ds.get(), path, crc);
       return out;
     }
   }
   check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()), where_, "cannot read " + path);
+  if (has_attr(ds.get(), kCrcAttr)) {
+    if (H5Tequal(type.get(), mem) > 0) {
+      check_crc(ds.get(), path, crc32_add(0, out.data.data(), out.data.size() * sizeof(T)));
+    } else {  // stored in another byte order or width: the checksum is of the stored bytes
+      std::vector<unsigned char> raw(out.data.size() * H5Tget_size(type.get()));
+      check_h5(H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), where_, "cannot read " + path);
+      check_crc(ds.get(), path, crc32_add(0, raw.data(), raw.size()));
+    }
+  }
   return out;
+}
+
+void Reader::check_crc(hid_t ds, const std::string& path, uint32_t computed) {
+  if (!has_attr(ds, kCrcAttr)) return;
+  const uint64_t stored = attr_u64(ds, path, kCrcAttr);
+  if (stored != computed)
+    where_.fail("dataset " + path + " is damaged: its data does not match the checksum stored with it " +
+                crc_mismatch_text(uint32_t(stored), computed) + kDamagedAdvice);
 }
 
 Array<float> Reader::read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
@@ -577,8 +685,25 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
   Dims dims = dataset_dims(ds.get(), path);
   if (dims.size() != 1) where_.fail(path + " should be one-dimensional, has shape " + dims_text(dims));
   check_declared(ds.get(), type.get(), path, dims, sizeof(char*) + sizeof(std::string));
-  return read_strings(type.get(), size_t(dims[0]), path, path,
-                      [&](hid_t mem, void* buf) { return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+  std::vector<std::string> out = read_strings(type.get(), size_t(dims[0]), path, path, [&](hid_t mem, void* buf) {
+    return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  });
+  if (has_attr(ds.get(), kCrcAttr)) {
+    uint32_t crc = 0;
+    if (H5Tis_variable_str(type.get()) > 0) {
+      for (const std::string& v : out) crc = crc32_add_string(crc, v.c_str());
+    } else {  // fixed length: the stored bytes, each value padded with NULs to the size
+      const size_t size = H5Tget_size(type.get());
+      std::vector<char> padded(size);
+      for (const std::string& v : out) {
+        std::fill(padded.begin(), padded.end(), '\0');
+        std::memcpy(padded.data(), v.data(), std::min(size, v.size()));
+        crc = crc32_add(crc, padded.data(), size);
+      }
+    }
+    check_crc(ds.get(), path, crc);
+  }
+  return out;
 }
 
 void Reader::expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -74,7 +75,9 @@ class H5Call {
   void* old_data_ = nullptr;
 };
 
-// The innermost message of HDF5's error stack (the most specific one), then clears the stack.
+// The innermost message of HDF5's error stack (the most specific one), then clears the stack. Where it is one of
+// the library's signs of a damaged file (a metadata checksum, inflate, a signature, an address past the end), the
+// text says so and ends with kDamagedAdvice.
 std::string hdf5_detail();
 
 // Error context: every message starts with `prefix`, e.g. "capture file 'a.h5'".
@@ -110,6 +113,27 @@ bool is_out_of_space(int err);
 std::string no_space_text(int err, const std::string& path);
 std::string hex16(uint64_t v);  // 16 lower-case hex digits
 
+// Content checksums (format note in docs/capture-format.md). HDF5 checksums its own metadata (the superblock and
+// object headers, names and numeric attributes included) but not contiguous data, chunk indexes or the global heap
+// that holds strings: a flipped bit there read back as a silently different number or token. So every dataset a
+// Writer writes carries `crc32`, the CRC-32 (zlib's, as Python's zlib.crc32) of its elements in row-major order as
+// stored (little-endian; a variable-length string as its bytes and one NUL), and every object with variable-length
+// string attributes carries `attrs_crc32` over them (attrs_crc32_add, in ascending order of name). Reader::read and
+// read_string_dataset check crc32 where a dataset has one; the damaged-file check (h5_guard) checks attrs_crc32.
+// Files written before these attributes existed have none and are read as before.
+inline constexpr const char* kCrcAttr = "crc32";
+inline constexpr const char* kAttrsCrcAttr = "attrs_crc32";
+uint32_t crc32_add(uint32_t crc, const void* data, size_t n_bytes);
+// A variable-length string value: its bytes, then one NUL.
+uint32_t crc32_add_string(uint32_t crc, const char* s);
+// One variable-length string attribute: its name and a NUL, then each value (crc32_add_string).
+uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::vector<std::string>& values);
+// "(CRC-32 0x… read, 0x… stored)": the numbers of a checksum mismatch.
+std::string crc_mismatch_text(uint32_t stored, uint32_t computed);
+// What every "is damaged" message ends with.
+inline constexpr const char* kDamagedAdvice =
+    " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
+
 TypeId make_utf8_string_type(const Where& where);
 // IEEE 754 binary16 (HDF5 1.10 has no predefined half type): sign bit 15, exponent bits 10..14 with bias 15,
 // mantissa bits 0..9. h5py reads it as numpy float16. We convert ourselves (math::float_to_half_bits /
@@ -144,6 +168,11 @@ class Writer {
 
   void attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value);
 
+  void attr_u32(hid_t obj, const std::string& obj_path, const char* name, uint32_t value);
+
+  // Writes the attrs_crc32 of every object given string attributes (write_atomically calls it after the body).
+  void finish(hid_t file);
+
   // Writes dataset `name` of `parent` (at group path `parent_path`). A non-empty `chunk` asks for chunked storage
   // with shuffle + deflate; it is clamped to the dims, and datasets with a zero-size dim stay contiguous.
   void dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
@@ -168,6 +197,9 @@ class Writer {
  private:
   AttrId create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space);
 
+  // Remembers a variable-length string attribute for its object's attrs_crc32.
+  void note_text_attr(hid_t obj, const char* name, std::vector<std::string> values);
+
   // Creates the dataset; `chunk` comes back clamped to the dims, or empty where the storage is contiguous.
   DatasetId create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
                            Dims& chunk);
@@ -176,6 +208,8 @@ class Writer {
   TypeId str_type_, half_type_;
   PlistId lcpl_;
   bool compress_;
+  // Every variable-length string attribute written, by object path ("/", "/runs/a") and name.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> text_attrs_;
 };
 
 template <class T>
@@ -245,6 +279,10 @@ class Reader {
   std::vector<std::string> read_string_dataset(hid_t parent, const std::string& parent_path, const char* name);
 
   void expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes);
+
+  // Refuses dataset `ds` (at `path`) when it carries a crc32 that `computed`, the CRC-32 of what was read, differs
+  // from. For readers that read a dataset themselves.
+  void check_crc(hid_t ds, const std::string& path, uint32_t computed);
 
  private:
   AttrId open_attr(hid_t obj, const std::string& obj_path, const char* name);

@@ -372,11 +372,26 @@ def capture_cases(focal, model, out):
         run = list(f["runs"].keys())[0]
         T = f["tokens/ids"].shape[0]
 
-    def case(name, field, edit, app_only=False):
+    def strip_checksums(f):  # what a file written by another tool lacks: the content checksums (crc32, attrs_crc32)
+        for obj in [f] + [f[n] for n in collect(f)]:
+            for a in ("crc32", "attrs_crc32"):
+                if a in obj.attrs:
+                    del obj.attrs[a]
+
+    def collect(f):
+        names = []
+        f.visit(names.append)
+        return names
+
+    # Each hand edit is made to look like a file another tool wrote (no checksums), so the field itself is checked;
+    # keep_checksums: an edit that leaves them, refused as damaged.
+    def case(name, field, edit, app_only=False, keep_checksums=False):
         p = os.path.join(d, name + ".h5")
         shutil.copy(fresh, p)
         with h5py.File(p, "r+") as f:
             edit(f)
+            if not keep_checksums:
+                strip_checksums(f)
         c = {"name": name, "kind": "capture", "path": p, "file": name + ".h5", "field": field}
         if app_only:  # provenance the CLI prints as stored; only the app interprets it
             c["entry_points"] = ["app-open"]
@@ -441,6 +456,12 @@ def capture_cases(focal, model, out):
     case("cap-config-layers-huge", "num_hidden_layers", lambda f: f.attrs.modify(
         "model_config_json", json.dumps(dict(json.loads(f.attrs["model_config_json"]),
                                              num_hidden_layers=BIG))), app_only=True)
+
+    # Edits under the checksums: a value changed in place, a text attribute changed.
+    case("cap-edited-nll", "does not match the checksum", lambda f: f[R + "/token_nll"].__setitem__(0, 0.5),
+         keep_checksums=True)
+    case("cap-edited-spec", "do not match the checksum", lambda f: f[R].attrs.modify(
+        "temp_spec_json", '{"mode":"focal","focal_temp":0.5}'), keep_checksums=True)
 
     for name, blob, field in [("cap-not-hdf5", b"hello, this is not HDF5\n" * 10, "HDF5"), ("cap-empty", b"", "empty (0 bytes)")]:
         p = os.path.join(d, name + ".h5")
