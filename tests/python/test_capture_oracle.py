@@ -1,5 +1,6 @@
 # The Python package against the `focal` CLI: the same prompt and options give the same capture, sweep, generation
-# and figure bytes, bit for bit (HDF5 datasets compared with h5py; only the created_utc timestamp may differ).
+# and figure bytes, bit for bit (HDF5 datasets compared with h5py; only the created_utc timestamp, and the root's
+# attrs_crc32 over it, may differ).
 import h5py
 import numpy as np
 import pytest
@@ -20,8 +21,10 @@ def h5_items(path):
             else:
                 out[name] = ("group", None, None, attrs)
         f.visititems(visit)
+        # created_utc is the time of writing; the root's attrs_crc32 covers it (the root's other text attributes
+        # are compared one by one here).
         out["/"] = ("group", None, None, {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                                         for k, v in f.attrs.items() if k != "created_utc"})
+                                         for k, v in f.attrs.items() if k not in ("created_utc", "attrs_crc32")})
         order = {g: list(f[g].keys()) for g in ("runs", "compare") if g in f}
     return out, order
 
