@@ -82,8 +82,9 @@ variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run
   --log              heatmap, grid: log10 colour scale; --floor P sets its lower end (default 1e-4). The grid
-                     uses it by default when its median cell is below 5 % of the largest p
-  --linear           grid: linear colour even when the mass is concentrated
+                     uses it by default when its median cell is below 5 % of the largest p, the heatmap when
+                     more than half of its rows peak below 10 % of the largest p (a diffuse head)
+  --linear           heatmap, grid: linear colour even where log would be the default
   --matrix           entropy: layer x head matrix; with --runs A,B the difference B - A (diverging colours)
   --lines            entropy: lines with markers instead of grouped bars
   --per-layer        sweep: one line per layer instead of the mean over layers

@@ -331,6 +331,29 @@ double bottom_white_fraction(const std::string& png) {
   return (double)(h - 1 - last) / h;
 }
 
+// A diffuse head over 60 tokens (uniform rows: row i peaks at 1 / (i + 1), 40 of 59 rows below a tenth of row 1's
+// 0.5) is nearly black on a linear scale: the heatmap defaults to log colour. A sharp head (one-hot rows) stays
+// linear, and --linear keeps the diffuse one linear.
+TEST(FigureScale, HeatmapOfADiffuseHeadUsesLogColourASharpOneStaysLinear) {
+  const int T = 60;
+  CaptureFile f = make_capture(1, 1, T, {0});
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      f.runs[0].probs[(size_t)i * T + j] = j <= i ? 1.0f / float(i + 1) : 0.0f;    // standard: uniform
+      f.runs[1].probs[(size_t)i * T + j] = j == std::max(0, i - 1) ? 1.0f : 0.0f;  // focal: previous token
+    }
+  FigureOptions o;
+  o.runs = {"standard"};
+  EXPECT_THAT(svg("heatmap", f, o), HasSubstr("(log scale)"));
+  o.linear_scale = true;
+  EXPECT_THAT(svg("heatmap", f, o), Not(HasSubstr("(log scale)")));
+  o = {};
+  o.runs = {"focal_t0.4"};
+  EXPECT_THAT(svg("heatmap", f, o), Not(HasSubstr("(log scale)")));
+  o.log_scale = true;
+  EXPECT_THAT(svg("heatmap", f, o), HasSubstr("(log scale)"));
+}
+
 TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsConcentrated) {
   std::vector<int> all(30);
   std::iota(all.begin(), all.end(), 0);

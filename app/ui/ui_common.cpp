@@ -34,7 +34,10 @@ void write_app_figure(const AppState& st, const std::string& kind, const std::st
     o.overlay = true;
   }
   if (kind == "distribution" || kind == "heatmap" || kind == "grid") o.no_sink = st.view.hide_sink;
-  if (kind == "heatmap" || kind == "grid") o.log_scale = st.view.log_color;
+  if (kind == "heatmap" || kind == "grid") {  // the colour the view shows, never the figures' automatic choice
+    o.log_scale = st.view.log_color;
+    o.linear_scale = !st.view.log_color;
+  }
   focal::figures::Source src;
   src.capture = &cf;
   src.label = "app";

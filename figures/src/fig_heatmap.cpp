@@ -61,6 +61,24 @@ bool mass_concentrated(const std::vector<HeadMatrix>& mats, double vmax) {
   return v[v.size() / 2] < 0.05 * vmax;
 }
 
+// Whether a linear colour scale would leave most rows nearly black: more than half of the rows with two or more
+// visible keys peak below 10 % of the largest probability (a diffuse head over a long prompt, whose early rows hold
+// the few large values). Then the heatmap defaults to log colour. A sharp head (each row peaking high) stays linear.
+bool rows_faint(const std::vector<HeadMatrix>& mats, double vmax) {
+  if (!(vmax > 0)) return false;
+  size_t rows = 0, faint = 0;
+  for (const HeadMatrix& m : mats)
+    for (int i = 1; i < m.n; ++i) {
+      if (m.missing[i]) continue;
+      double row_max = 0;
+      for (int j = 0; j <= i; ++j)
+        if (!std::isnan(m.v[(size_t)i * m.n + j])) row_max = std::max(row_max, m.v[(size_t)i * m.n + j]);
+      ++rows;
+      if (row_max < 0.1 * vmax) ++faint;
+    }
+  return rows > 0 && 2 * faint > rows;
+}
+
 // Colour of p on the figure's scale.
 struct ProbScale {
   ColorScale cs;
@@ -115,6 +133,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   reject_option(opt.overlay, "overlay", kind);
   reject_option(opt.query >= 0, "query", kind);
   reject_option(!opt.metric.empty(), "metric", kind);
+  reject_option(opt.linear_scale && opt.log_scale, "linear_scale", "heatmap with log_scale");
   check_page_options(opt);
   const std::vector<RunRef> runs = select_runs(capture_runs(src, kind), opt.runs, 1, 3, kind);
   for (const RunRef& r : runs) require_rows(r, kind);
@@ -133,7 +152,8 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
                                stored_index(r.run->heads, head, "head", "head", r), opt.no_sink));
     vmax = std::max(vmax, mats.back().max);
   }
-  const ProbScale scale = prob_scale(opt, vmax);
+  const bool auto_log = !opt.log_scale && !opt.linear_scale && rows_faint(mats, vmax);
+  const ProbScale scale = prob_scale(opt, vmax, auto_log);
   const int first = opt.no_sink ? 1 : 0, n = mats[0].n, n_panels = (int)runs.size();
   const std::vector<std::string> labels = position_labels(f0, first);
 
@@ -167,7 +187,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
 
   std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head);
   if (n_panels == 1) auto_title = runs[0].label + ": layer " + std::to_string(layer) + ", head " + std::to_string(head);
-  if (opt.log_scale) auto_title += " (log scale)";
+  if (scale.log) auto_title += " (log scale)";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   size_t cells = 0;

@@ -111,7 +111,7 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
     reject_option(opt.key_first >= 0 || opt.key_last >= 0 || opt.key_window > 0, "keys", kind);
     reject_option(opt.top_keys >= 0, "top_keys", kind);
   }
-  if (kind != "grid") reject_option(opt.linear_scale, "linear_scale", kind);
+  if (kind != "grid" && kind != "heatmap") reject_option(opt.linear_scale, "linear_scale", kind);
   if (kind == "training" || kind == "retrieval") {
     // training --tau draws a line per layer: --layers picks them; nothing else here has layers or heads to pick.
     if (kind == "retrieval" || !opt.tau) reject_option(!opt.layers.empty(), "layers", kind);
