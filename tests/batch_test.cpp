@@ -601,6 +601,24 @@ TEST_F(BatchCli, MpiDocsAreVirtualDatasetsH5pyReadsAndAMissingShardIsNamed) {
          dir_);
   ASSERT_EQ(py.rc, 0) << py.err;
   EXPECT_EQ(py.out, "True [0, 1, 2] 3\n");
+  // A flipped bit in a shard's data is caught through the view's crc32 (the view is read, never the shard itself).
+  const std::string copy = dir_ + "/damaged";
+  ASSERT_EQ(
+      sh("mkdir -p " + quote(copy) + " && cp -r " + quote(out) + " " + quote(out + ".d") + " " + quote(copy), dir_).rc,
+      0);
+  Result flip =
+      sh("/usr/bin/python3 -c \"import h5py,glob,sys; p=sorted(glob.glob(sys.argv[1]+'/v.h5.d/*/rank0.h5'))[0]; "
+         "o=h5py.File(p,'r')['docs/n_tokens'].id.get_offset(); b=bytearray(open(p,'rb').read()); "
+         "b[o]^=4; open(p,'wb').write(b)\" " +
+             quote(copy),
+         dir_);
+  ASSERT_EQ(flip.rc, 0) << flip.err;
+  try {
+    read_stats(copy + "/v.h5");
+    ADD_FAILURE() << "a damaged shard read without an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/docs/n_tokens is damaged"), std::string::npos) << e.what();
+  }
   // Without its shard folder the file's statistics still read, its documents are refused naming the shard.
   const std::string shards = out + ".d";
   ASSERT_EQ(std::rename(shards.c_str(), (shards + ".moved").c_str()), 0);

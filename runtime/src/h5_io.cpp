@@ -28,6 +28,9 @@
 
 namespace focal::h5 {
 
+// Every file type is little-endian, and the writers checksum (and convert) memory bytes as the stored ones.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the HDF5 writers assume a little-endian host");
+
 namespace {
 std::recursive_mutex g_hdf5_mutex;  // recursive: write_atomically holds one inside its callers' own
 constexpr int kDeflateLevel = 4;    // zlib level of chunked datasets
@@ -631,7 +634,12 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
     if (H5Tequal(type.get(), mem) > 0) {
       check_crc(ds.get(), path, crc32_add(0, out.data.data(), out.data.size() * sizeof(T)));
     } else {  // stored in another byte order or width: the checksum is of the stored bytes
-      std::vector<unsigned char> raw(out.data.size() * H5Tget_size(type.get()));
+      const uint64_t raw_bytes = uint64_t(out.data.size()) * H5Tget_size(type.get());
+      if (raw_bytes > budget_bytes_)
+        where_.fail(path + " of shape " + dims_text(out.dims) + " needs " + bytes_text(raw_bytes) +
+                    " more to check its checksum, over the " + bytes_text(budget_bytes_) + " left of the read budget");
+      budget_bytes_ -= raw_bytes;
+      std::vector<unsigned char> raw(raw_bytes);
       check_h5(H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), where_, "cannot read " + path);
       check_crc(ds.get(), path, crc32_add(0, raw.data(), raw.size()));
     }
