@@ -354,6 +354,22 @@ TEST(FigureScale, HeatmapOfADiffuseHeadUsesLogColourASharpOneStaysLinear) {
   EXPECT_THAT(svg("heatmap", f, o), HasSubstr("(log scale)"));
 }
 
+// Token ticks that would read the same name their positions too ("mat" four times on a repeated prompt told no
+// position); distinct ones stay bare.
+TEST(FigureScale, HeatmapTicksOfRepeatedTokensNameTheirPositions) {
+  CaptureFile f = make_capture(1, 1, 12, {0});
+  FigureOptions o;
+  std::string s = svg("heatmap", f, o);
+  EXPECT_TRUE(has_label(s, "w003")) << "distinct pieces are labelled bare";
+  EXPECT_FALSE(has_label(s, "w003 (3)"));
+  for (int i = 0; i < 12; ++i) f.pieces[(size_t)i] = i % 3 == 0 ? " the" : piece(i);
+  s = svg("heatmap", f, o);
+  EXPECT_TRUE(has_label(s, "the (3)")) << "a repeated piece names its position";
+  EXPECT_TRUE(has_label(s, "the (9)"));
+  EXPECT_TRUE(has_label(s, "w004 (4)"));
+  EXPECT_FALSE(has_label(s, "the"));
+}
+
 TEST(FigureScale, GridOfThirtyByNineFitsAColumnPageAndUsesLogColourWhenMassIsConcentrated) {
   std::vector<int> all(30);
   std::iota(all.begin(), all.end(), 0);

@@ -123,6 +123,15 @@ std::vector<std::string> position_labels(const CaptureFile& f, int first) {
   return labels;
 }
 
+// Whether two labelled ticks (every step-th label) would read the same: then each label names its position too,
+// "mat (29)", as the distribution figure names the top key (a repeated prompt showed "mat" four times).
+bool labelled_ticks_repeat(const std::vector<std::string>& labels, int step) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < labels.size(); i += (size_t)std::max(1, step)) shown.push_back(labels[i]);
+  std::sort(shown.begin(), shown.end());
+  return std::adjacent_find(shown.begin(), shown.end()) != shown.end();
+}
+
 }  // namespace
 
 std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& opt, Format fmt) {
@@ -155,7 +164,7 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const bool auto_log = !opt.log_scale && !opt.linear_scale && rows_faint(mats, vmax);
   const ProbScale scale = prob_scale(opt, vmax, auto_log);
   const int first = opt.no_sink ? 1 : 0, n = mats[0].n, n_panels = (int)runs.size();
-  const std::vector<std::string> labels = position_labels(f0, first);
+  std::vector<std::string> labels = position_labels(f0, first);
 
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt), gap = 8.0;
@@ -163,11 +172,14 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   double side = 0;
   double ylab_w = 0;
   int ystep = 1;
-  // The query labels' width depends on how many fit, which depends on the panel size: settle it in two passes.
-  for (int pass = 0; pass < 2; ++pass) {
+  // The query labels' width depends on how many fit, which depends on the panel size: settle it in two passes (a
+  // third when the labels take their positions). Keys are labelled at the same step as queries.
+  for (int pass = 0; pass < 3; ++pass) {
     const double left = kMargin + title_height() + 3.0 + kTickLen + 1.5 + ylab_w;
     side = (W - left - right - (n_panels - 1) * gap) / n_panels;
     ystep = category_step(side / n, 1.05 * kTickSize);
+    if (pass == 1 && !f0.pieces.empty() && labelled_ticks_repeat(labels, ystep))
+      for (int i = 0; i < n; ++i) labels[(size_t)i] += " (" + std::to_string(first + i) + ")";
     std::vector<std::string> shown;
     for (int i = 0; i < n; i += ystep) shown.push_back(labels[i]);
     ylab_w = max_label_width(c, shown, kTickSize);
