@@ -35,6 +35,7 @@
 #include "focal_figures/temps.h"
 #include "palette.h"
 #include "plot.h"
+#include "test_util.h"
 #include "select.h"
 #include "series.h"
 
@@ -202,11 +203,7 @@ EvalFile make_eval(const std::string& model_path, double skill, int beyond = 5,
 }
 
 std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/focal_figures_test_XXXXXX";
-    dir = mkdtemp(tmpl);
-  }
+  static const std::string dir = focal::test::make_temp_dir("figures_test");  // removed when the tests end
   return dir;
 }
 

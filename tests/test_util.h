@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iomanip>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -144,12 +146,34 @@ bool expect_allclose(const CA& actual, const CE& expected, double rtol, double a
   return (bool)r;
 }
 
+// The directories make_temp_dir made, removed with their contents when the test process ends (thousands were
+// left in /tmp); FOCAL_KEEP_TEST_DIRS=1 keeps them to look at.
+class TempDirs {
+ public:
+  void add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    const char* keep = std::getenv("FOCAL_KEEP_TEST_DIRS");
+    if (keep && *keep && std::string(keep) != "0") return;
+    std::error_code ec;
+    for (const std::string& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> dirs_;
+};
+inline TempDirs g_temp_dirs;
+
 inline std::string make_temp_dir(const std::string& tag) {
   std::string tmpl =
       (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) + "/focal_" + tag + "_XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) return "";
+  g_temp_dirs.add(buf.data());
   return buf.data();
 }
 

@@ -441,7 +441,9 @@ std::vector<T> read_all(Reader& r, hid_t parent, const std::string& ppath, const
     check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), r.where(),
              "cannot read " + p + " (after an MPI run the shard files must sit beside the stats file)");
   TypeId ftype = checked<TypeId>(H5Dget_type(ds.get()), r.where(), "cannot read " + p);
-  if (H5Tequal(ftype.get(), mem) > 0) r.check_crc(ds.get(), p, crc32_add(0, v.data(), v.size() * sizeof(T)));
+  if (r.has_attr(ds.get(), kCrcAttr) && H5Tequal(ftype.get(), mem) <= 0)  // as Reader::read: a damaged type
+    r.where().fail("dataset " + p + " is damaged: its stored type is not the one focalscope wrote" + kDamagedAdvice);
+  r.check_crc(ds.get(), p, crc32_add(0, v.data(), v.size() * sizeof(T)));
   return v;
 }
 }  // namespace

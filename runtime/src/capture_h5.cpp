@@ -367,8 +367,13 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
     file.runs.push_back(read_run(r, runs.get(), name, file));
   if (r.has(in.root(), "compare")) {
     GroupId compare = r.group(in.root(), "compare", "/compare");
-    for (const std::string& name : r.children(compare.get(), "/compare"))
+    for (const std::string& name : r.children(compare.get(), "/compare")) {
       file.comparisons.push_back(read_comparison(r, compare.get(), name, file));
+      for (const std::string& run : {file.comparisons.back().run_a, file.comparisons.back().run_b})
+        if (!file.find_run(run))  // a damaged run name in a copy without header checksums, or a deleted run
+          r.where().fail("/compare/" + name + " compares run '" + run + "', which the file does not hold" +
+                         kDamagedAdvice);
+    }
   }
   check_capture(r.where(), file);
   return file;

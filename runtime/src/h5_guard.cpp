@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <vector>
 
@@ -36,10 +37,13 @@ namespace {
 // such sizes before allocating.
 constexpr hsize_t kSmallDatasetBytes = hsize_t(1) << 20;
 constexpr hsize_t kMaxReadBytes = hsize_t(256) << 20;
+constexpr int kMaxDepth = 64;          // group nesting walked (focalscope files nest 3 deep)
+constexpr long kMaxObjects = 1 << 20;  // objects walked
 constexpr double kDefaultTimeoutS = 10.0;
 
 struct Walk {
   long n_objects = 0;
+  std::set<haddr_t> seen;     // the objects walked, by address
   std::string damage;         // the first content checksum that did not match ("" none)
   CheckedStrings strings;     // every variable-length string value read, by key (see checked_strings)
   uint64_t string_bytes = 0;  // their total size: past kMaxReadBytes no more are kept (the caller reads them itself)
@@ -129,7 +133,9 @@ void read_one(hid_t ds, hid_t ftype, hid_t space, const std::vector<hsize_t>& di
 struct ObjectAt {
   Walk* walk;
   std::string key;
-  std::map<std::string, std::vector<std::string>> text;  // its variable-length string attributes, by name
+  std::map<std::string, std::string> attr_bytes;  // what attrs_crc32 takes of each attribute read, by name
+  std::vector<std::string> crc_names;             // attrs_crc32_names, as read
+  bool has_crc_names = false;
 };
 
 herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* data) {
@@ -139,25 +145,48 @@ herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, v
   TypeId ftype(H5Aget_type(a.get()));
   SpaceId space(H5Aget_space(a.get()));
   if (ftype.get() < 0 || space.get() < 0) return 0;
-  std::vector<std::string>* text = nullptr;
-  if (H5Tis_variable_str(ftype.get()) > 0) text = &at.text[name];  // an empty one counts with its name
+  const bool text = H5Tis_variable_str(ftype.get()) > 0;
+  std::vector<std::string> values;
   read_whole(
       ftype.get(), space.get(), [&](hid_t mem, void* buf) { return H5Aread(a.get(), mem, buf); }, at.walk,
-      at.key + "@" + name, text);
+      at.key + "@" + name, text ? &values : nullptr);
+  if (text) {
+    if (std::strcmp(name, kAttrsCrcNamesAttr) == 0) at.crc_names = values, at.has_crc_names = true;
+    at.attr_bytes[name] = string_attr_bytes(values);  // an empty one counts with its name
+  } else {                                            // a number or fixed-size value: its stored bytes
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    const size_t size = H5Tget_size(ftype.get());
+    if (n >= 0 && size > 0 && hsize_t(n) <= kSmallDatasetBytes / size) {
+      std::string bytes(size_t(n) * size, '\0');
+      if (n == 0 || H5Aread(a.get(), ftype.get(), &bytes[0]) >= 0) at.attr_bytes[name] = std::move(bytes);
+    }
+  }
   return 0;
 }
 
-// Checks the object's attrs_crc32 (h5_io.h), where it has one, against the string attributes read.
-void check_text_crc(hid_t obj, ObjectAt& at) {
+// Checks the object's attrs_crc32 (h5_io.h), where it has one, over the attributes attrs_crc32_names lists.
+void check_attrs_crc(hid_t obj, ObjectAt& at) {
   if (!at.walk || !at.walk->damage.empty() || H5Aexists(obj, kAttrsCrcAttr) <= 0) return;
   AttrId a(H5Aopen(obj, kAttrsCrcAttr, H5P_DEFAULT));
   uint32_t stored = 0;
   if (a.get() < 0 || H5Aread(a.get(), H5T_NATIVE_UINT32, &stored) < 0) return;  // the readers say what failed
+  std::string damage;
   uint32_t crc = 0;
-  for (const auto& [name, values] : at.text) crc = attrs_crc32_add(crc, name, values);  // ascending name order
-  if (crc != stored)
-    at.walk->damage = "the text attributes of " + at.key + " do not match the checksum stored with them " +
-                      crc_mismatch_text(stored, crc);
+  if (!at.has_crc_names) {
+    damage = "the list of its checksummed attributes (" + std::string(kAttrsCrcNamesAttr) + ") is missing";
+  } else {
+    for (const std::string& name : at.crc_names) {
+      const auto it = at.attr_bytes.find(name);
+      if (it == at.attr_bytes.end()) {
+        damage = "its attribute '" + name + "' is missing or unreadable";
+        break;
+      }
+      crc = attrs_crc32_add(crc, name, it->second);
+    }
+    if (damage.empty() && crc != stored)
+      damage = "they do not match the checksum stored with them " + crc_mismatch_text(stored, crc);
+  }
+  if (!damage.empty()) at.walk->damage = "the attributes of " + at.key + " (" + kAttrsCrcAttr + "): " + damage;
 }
 
 herr_t attribute_exists(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* /*data*/) {
@@ -172,25 +201,28 @@ void read_attributes(hid_t obj, ObjectAt& at) {
   (void)H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, read_attribute, &at);
   idx = 0;
   (void)H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, attribute_exists, nullptr);
-  check_text_crc(obj, at);
+  check_attrs_crc(obj, at);
 }
 
 // A group's links the way Reader::children lists them (by index, in creation order where tracked, and by name),
-// each looked up by name as Reader::has does.
-void list_links(hid_t g) {
+// each looked up by name as Reader::has does. Returns the names of the name index (the objects to walk into).
+std::vector<std::string> list_links(hid_t g) {
+  std::vector<std::string> names;
   H5G_info_t info;
-  if (H5Gget_info(g, &info) < 0) return;
+  if (H5Gget_info(g, &info) < 0) return names;
   constexpr hsize_t kMaxLinks = 1 << 16;
   for (H5_index_t index : {H5_INDEX_NAME, H5_INDEX_CRT_ORDER}) {
     for (hsize_t i = 0; i < std::min(info.nlinks, kMaxLinks); ++i) {
       const ssize_t n = H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      if (n < 0 || n > (1 << 20)) break;
+      if (n < 0 || n > (1 << 20)) continue;  // a damaged entry: the others are still walked
       std::string name(size_t(n) + 1, '\0');
-      if (H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, &name[0], name.size(), H5P_DEFAULT) < 0) break;
+      if (H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, &name[0], name.size(), H5P_DEFAULT) < 0) continue;
       name.resize(size_t(n));
       (void)H5Lexists(g, name.c_str(), H5P_DEFAULT);
+      if (index == H5_INDEX_NAME) names.push_back(std::move(name));
     }
   }
+  return names;
 }
 
 void read_dataset(hid_t ds, ObjectAt& at) {
@@ -218,22 +250,28 @@ void read_dataset(hid_t ds, ObjectAt& at) {
   read_one(ds, ftype.get(), space.get(), dims, hsize_t(n) - 1);
 }
 
-void read_object(hid_t obj, Walk& walk, const std::string& key) {
+// Reads the object, and a group's members depth first. By hand rather than H5Lvisit: that stops at the first
+// object whose header does not read, and the damage in the objects after it went unread here and crashed the
+// reader (a capture copied by h5repack, two damaged bytes). Each object is walked once (hard links can form cycles).
+void read_object(hid_t obj, Walk& walk, const std::string& key, int depth = 0) {
   ++walk.n_objects;
-  ObjectAt at{&walk, key, {}};
+  ObjectAt at{&walk, key, {}, {}, false};
   read_attributes(obj, at);
   const H5I_type_t type = H5Iget_type(obj);
-  if (type == H5I_DATASET) read_dataset(obj, at);
-  if (type == H5I_GROUP) list_links(obj);
-}
-
-herr_t visit_link(hid_t group, const char* name, const H5L_info_t* /*info*/, void* data) {
-  auto& walk = *static_cast<Walk*>(data);
-  const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
-  if (obj < 0) return 0;
-  read_object(obj, walk, std::string("/") + name);
-  (void)H5Oclose(obj);
-  return 0;
+  if (type == H5I_DATASET) {
+    (void)H5Aexists(obj, kCrcAttr);  // the readers' lookup by name (a damaged header crashed there)
+    read_dataset(obj, at);
+  }
+  if (type != H5I_GROUP || depth >= kMaxDepth) return;
+  for (const std::string& name : list_links(obj)) {
+    H5L_info_t link;
+    if (H5Lget_info(obj, name.c_str(), &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) continue;
+    if (walk.n_objects >= kMaxObjects || !walk.seen.insert(link.u.address).second) continue;
+    const hid_t child = H5Oopen(obj, name.c_str(), H5P_DEFAULT);
+    if (child < 0) continue;
+    read_object(child, walk, (key == "/" ? key : key + "/") + name, depth + 1);
+    (void)H5Oclose(child);
+  }
 }
 
 double timeout_s() {
@@ -410,7 +448,6 @@ void walk_into(const std::string& path, Walk& walk) {
   const hid_t root = H5Oopen(file.get(), "/", H5P_DEFAULT);
   if (root < 0) return;
   read_object(root, walk, "/");
-  (void)H5Lvisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, visit_link, &walk);
   (void)H5Oclose(root);
   H5Eclear2(H5E_DEFAULT);
 }
@@ -503,7 +540,7 @@ void check_in_child(const std::string& path, const std::string& where) {
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", limit_s);
   if (parsed)
-    damage = " is damaged: " + mismatch;
+    damage = " is damaged: " + mismatch;  // a checksum: kEditAdvice follows kDamagedAdvice
   else if (timed_out)
     damage = std::string(" is damaged: the HDF5 library did not finish reading it within ") + limit +
              " s (FOCAL_H5_CHECK_TIMEOUT_S sets the limit)";
@@ -515,6 +552,7 @@ void check_in_child(const std::string& path, const std::string& where) {
   else
     damage = " is damaged: the HDF5 library crashed reading it";
   damage += kDamagedAdvice;
+  if (parsed) damage += kEditAdvice;
   remember(path, before, damage);
   throw Error(where + damage);
 }

@@ -67,7 +67,7 @@ std::string hdf5_detail() {
   H5Eclear2(H5E_DEFAULT);
   if (desc.empty()) return std::string();
   for (const char* sign : {"checksum", "inflate", "signature", "past end of allocation", "addr overflow",
-                           "bad object header", "B-tree", "global heap"})
+                           "bad object header", "corrupt", "B-tree", "global heap"})
     if (desc.find(sign) != std::string::npos) return " (HDF5: " + desc + ")" + kDamagedAdvice;
   return " (HDF5: " + desc + ")";
 }
@@ -138,16 +138,54 @@ uint32_t crc32_add_string(uint32_t crc, const char* s) {
   return crc32_add(crc, s ? s : "", (s ? std::strlen(s) : 0) + 1);  // the NUL included
 }
 
-uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::vector<std::string>& values) {
+std::string string_attr_bytes(const std::vector<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) {
+    out.append(v.c_str());  // as HDF5 stores it: up to the first NUL
+    out.push_back('\0');
+  }
+  return out;
+}
+
+uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::string& value_bytes) {
   crc = crc32_add_string(crc, name.c_str());
-  for (const std::string& v : values) crc = crc32_add_string(crc, v.c_str());
-  return crc;
+  return crc32_add(crc, value_bytes.data(), value_bytes.size());
 }
 
 std::string crc_mismatch_text(uint32_t stored, uint32_t computed) {
   char b[96];
   std::snprintf(b, sizeof b, "(CRC-32 0x%08x read, 0x%08x stored)", unsigned(computed), unsigned(stored));
   return b;
+}
+
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    size_t len = 0;
+    unsigned min = 0, cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, min = 0x80, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, min = 0x800, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, range, surrogate
+    i += len;
+  }
+  return true;
 }
 
 namespace {
@@ -198,7 +236,7 @@ void Writer::attr_string(hid_t obj, const std::string& obj_path, const char* nam
   AttrId a = create_attr(obj, obj_path, name, str_type_.get(), space.get());
   const char* p = value.c_str();
   check_h5(H5Awrite(a.get(), str_type_.get(), &p), where_, "cannot write attribute " + obj_path + "@" + name);
-  note_text_attr(obj, name, {value});
+  note_attr(obj, name, string_attr_bytes({value}));
 }
 
 void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* name, const std::vector<std::string>& v) {
@@ -211,48 +249,58 @@ void Writer::attr_strings(hid_t obj, const std::string& obj_path, const char* na
   if (n > 0)
     check_h5(H5Awrite(a.get(), str_type_.get(), ptrs.data()), where_,
              "cannot write attribute " + obj_path + "@" + name);
-  note_text_attr(obj, name, v);
+  note_attr(obj, name, string_attr_bytes(v));
 }
 
-void Writer::note_text_attr(hid_t obj, const char* name, std::vector<std::string> values) {
+void Writer::note_attr(hid_t obj, const char* name, std::string value_bytes) {
   const std::string key = object_path(obj);
   if (key.empty()) where_.fail_h5(std::string("cannot name the object of attribute ") + name);
-  text_attrs_[key][name] = std::move(values);
+  attrs_[key][name] = std::move(value_bytes);
 }
 
 void Writer::finish(hid_t file) {
-  for (const auto& [key, attrs] : text_attrs_) {
+  const std::map<std::string, std::map<std::string, std::string>> attrs = std::move(attrs_);
+  attrs_.clear();  // the two attributes below are not covered
+  for (const auto& [key, values] : attrs) {
     uint32_t crc = 0;
-    for (const auto& [name, values] : attrs) crc = attrs_crc32_add(crc, name, values);  // ascending name order
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : values) {  // ascending name order
+      crc = attrs_crc32_add(crc, name, bytes);
+      names.push_back(name);
+    }
     const hid_t obj = H5Oopen(file, key.c_str(), H5P_DEFAULT);
     if (obj < 0) where_.fail_h5("cannot open " + key);
     try {
       attr_u32(obj, key, kAttrsCrcAttr, crc);
+      attr_strings(obj, key, kAttrsCrcNamesAttr, names);
     } catch (...) {
       (void)H5Oclose(obj);
       throw;
     }
     check_h5(H5Oclose(obj), where_, "cannot close " + key);
   }
-  text_attrs_.clear();
+  attrs_.clear();
 }
 
 void Writer::attr_i32(hid_t obj, const std::string& obj_path, const char* name, int32_t value) {
   SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, H5T_STD_I32LE, space.get());
   check_h5(H5Awrite(a.get(), H5T_NATIVE_INT32, &value), where_, "cannot write attribute " + obj_path + "@" + name);
+  note_attr(obj, name, std::string(reinterpret_cast<const char*>(&value), sizeof value));  // little-endian, as stored
 }
 
 void Writer::attr_u32(hid_t obj, const std::string& obj_path, const char* name, uint32_t value) {
   SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, H5T_STD_U32LE, space.get());
   check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT32, &value), where_, "cannot write attribute " + obj_path + "@" + name);
+  note_attr(obj, name, std::string(reinterpret_cast<const char*>(&value), sizeof value));
 }
 
 void Writer::attr_u64(hid_t obj, const std::string& obj_path, const char* name, uint64_t value) {
   SpaceId space = checked<SpaceId>(H5Screate(H5S_SCALAR), where_, "cannot create a dataspace");
   AttrId a = create_attr(obj, obj_path, name, H5T_STD_U64LE, space.get());
   check_h5(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value), where_, "cannot write attribute " + obj_path + "@" + name);
+  note_attr(obj, name, std::string(reinterpret_cast<const char*>(&value), sizeof value));
 }
 
 void Writer::dataset(hid_t parent, const std::string& parent_path, const char* name, hid_t file_type, hid_t mem_type,
@@ -460,6 +508,11 @@ std::vector<std::string> Reader::children(hid_t g, const std::string& path) {
     if (H5Lget_name_by_idx(g, ".", index, H5_ITER_INC, i, &name[0], name.size(), H5P_DEFAULT) < 0)
       where_.fail_h5("cannot list " + path);
     name.resize(size_t(n));
+    // focalscope writes UTF-8 names (link names are UTF-8 by the writer's property list); a name that is not is a
+    // damaged one (it reached Python as a UnicodeDecodeError, or as an error with no message).
+    if (!valid_utf8(name))
+      where_.fail("a name in " + path + " is not valid UTF-8 (" + std::to_string(name.size()) + " bytes)" +
+                  kDamagedAdvice);
     names.push_back(name);
   }
   return names;
@@ -629,21 +682,13 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
       return out;
     }
   }
+  if (has_attr(ds.get(), kCrcAttr) && H5Tequal(type.get(), mem) <= 0)
+    // focalscope stores what it reads: float32 or float16, int32, little-endian. Another stored type under a
+    // checksum is a damaged type description (one byte of a float's exponent bias doubled every loss of a copy
+    // made by h5repack, whose format has no header checksums), and the checksum of the stored bytes cannot see it.
+    where_.fail("dataset " + path + " is damaged: its stored type is not the one focalscope wrote" + kDamagedAdvice);
   check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()), where_, "cannot read " + path);
-  if (has_attr(ds.get(), kCrcAttr)) {
-    if (H5Tequal(type.get(), mem) > 0) {
-      check_crc(ds.get(), path, crc32_add(0, out.data.data(), out.data.size() * sizeof(T)));
-    } else {  // stored in another byte order or width: the checksum is of the stored bytes
-      const uint64_t raw_bytes = uint64_t(out.data.size()) * H5Tget_size(type.get());
-      if (raw_bytes > budget_bytes_)
-        where_.fail(path + " of shape " + dims_text(out.dims) + " needs " + bytes_text(raw_bytes) +
-                    " more to check its checksum, over the " + bytes_text(budget_bytes_) + " left of the read budget");
-      budget_bytes_ -= raw_bytes;
-      std::vector<unsigned char> raw(raw_bytes);
-      check_h5(H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), where_, "cannot read " + path);
-      check_crc(ds.get(), path, crc32_add(0, raw.data(), raw.size()));
-    }
-  }
+  check_crc(ds.get(), path, crc32_add(0, out.data.data(), out.data.size() * sizeof(T)));
   return out;
 }
 
@@ -652,7 +697,7 @@ void Reader::check_crc(hid_t ds, const std::string& path, uint32_t computed) {
   const uint64_t stored = attr_u64(ds, path, kCrcAttr);
   if (stored != computed)
     where_.fail("dataset " + path + " is damaged: its data does not match the checksum stored with it " +
-                crc_mismatch_text(uint32_t(stored), computed) + kDamagedAdvice);
+                crc_mismatch_text(uint32_t(stored), computed) + kDamagedAdvice + kEditAdvice);
 }
 
 Array<float> Reader::read_f32(hid_t parent, const std::string& parent_path, const char* name, size_t rank,
@@ -771,9 +816,11 @@ std::vector<std::string> Reader::read_strings(hid_t type, size_t n, const std::s
   return out;
 }
 
-// Opens `path` read-only after checking that it exists and is HDF5; kind is "capture" or "sweep".
+// Opens `path` read-only after checking that it exists and is HDF5; kind is "capture", "sweep", ... or "file" (any
+// focalscope file).
 FileId open_for_reading(const std::string& path, const char* kind) {
-  const Where where{std::string("cannot read ") + kind + " file '" + path + "'"};
+  const bool any = std::strcmp(kind, "file") == 0;
+  const Where where{std::string("cannot read ") + (any ? "" : std::string(kind) + " ") + "file '" + path + "'"};
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -812,8 +859,10 @@ FileId open_for_reading(const std::string& path, const char* kind) {
     const size_t at = detail.find("stored_eof = ");
     if (detail.find("truncated file") != std::string::npos && at != std::string::npos) {
       const double stored = std::strtod(detail.c_str() + at + 13, nullptr);
-      where.fail("the file is truncated: " + format_byte_size((uint64_t)st.st_size) + " of the " +
-                 format_byte_size((uint64_t)stored) +
+      std::string have = format_byte_size((uint64_t)st.st_size), full = format_byte_size((uint64_t)stored);
+      if (have == full)  // a few bytes short: "80.2 KiB of the 80.2 KiB" said nothing
+        have = std::to_string((uint64_t)st.st_size) + " bytes", full = std::to_string((uint64_t)stored) + " bytes";
+      where.fail("the file is truncated: " + have + " of the " + full +
                  " it was written with (an interrupted copy or download?): copy it again, or write the " + kind +
                  " again with focal");
     }
@@ -885,7 +934,7 @@ namespace focal {
 
 std::string read_file_format(const std::string& path) {
   h5::H5Call h5;
-  const h5::FileId file = h5::open_for_reading(path, "focalscope");
+  const h5::FileId file = h5::open_for_reading(path, "file");
   const h5::Where where{"focalscope file '" + path + "'"};
   const h5::GroupId root = h5::open_root(file, where);
   h5::Reader r(where);

@@ -117,22 +117,33 @@ std::string hex16(uint64_t v);  // 16 lower-case hex digits
 // object headers, names and numeric attributes included) but not contiguous data, chunk indexes or the global heap
 // that holds strings: a flipped bit there read back as a silently different number or token. So every dataset a
 // Writer writes carries `crc32`, the CRC-32 (zlib's, as Python's zlib.crc32) of its elements in row-major order as
-// stored (little-endian; a variable-length string as its bytes and one NUL), and every object with variable-length
-// string attributes carries `attrs_crc32` over them (attrs_crc32_add, in ascending order of name). Reader::read and
-// read_string_dataset check crc32 where a dataset has one; the damaged-file check (h5_guard) checks attrs_crc32.
-// Files written before these attributes existed have none and are read as before.
+// stored (little-endian; a variable-length string as its bytes and one NUL), and every object with attributes
+// carries `attrs_crc32` over the attributes it wrote, whose names `attrs_crc32_names` lists in ascending order
+// (attrs_crc32_add): attributes added later, a researcher's note, are not covered and do not disturb it; one of
+// the listed missing is damage. Reader::read and read_string_dataset check crc32 where a dataset has one; the
+// damaged-file check (h5_guard) checks attrs_crc32. Files written before these attributes existed have none and
+// are read as before.
 inline constexpr const char* kCrcAttr = "crc32";
 inline constexpr const char* kAttrsCrcAttr = "attrs_crc32";
+inline constexpr const char* kAttrsCrcNamesAttr = "attrs_crc32_names";
 uint32_t crc32_add(uint32_t crc, const void* data, size_t n_bytes);
 // A variable-length string value: its bytes, then one NUL.
 uint32_t crc32_add_string(uint32_t crc, const char* s);
-// One variable-length string attribute: its name and a NUL, then each value (crc32_add_string).
-uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::vector<std::string>& values);
+// What attrs_crc32 takes of one attribute's value: a variable-length string attribute's values, each with a NUL
+// (string_attr_bytes); a number's stored bytes, little-endian.
+std::string string_attr_bytes(const std::vector<std::string>& values);
+// One attribute: its name and a NUL, then its value's bytes.
+uint32_t attrs_crc32_add(uint32_t crc, const std::string& name, const std::string& value_bytes);
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(const std::string& s);
 // "(CRC-32 0x… read, 0x… stored)": the numbers of a checksum mismatch.
 std::string crc_mismatch_text(uint32_t stored, uint32_t computed);
 // What every "is damaged" message ends with.
 inline constexpr const char* kDamagedAdvice =
     " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
+// What a checksum mismatch adds: the way to keep an edit made on purpose.
+inline constexpr const char* kEditAdvice =
+    " (an edit made on purpose: delete the crc32 / attrs_crc32 it invalidated, docs/capture-format.md)";
 
 TypeId make_utf8_string_type(const Where& where);
 // IEEE 754 binary16 (HDF5 1.10 has no predefined half type): sign bit 15, exponent bits 10..14 with bias 15,
@@ -197,8 +208,8 @@ class Writer {
  private:
   AttrId create_attr(hid_t obj, const std::string& obj_path, const char* name, hid_t type, hid_t space);
 
-  // Remembers a variable-length string attribute for its object's attrs_crc32.
-  void note_text_attr(hid_t obj, const char* name, std::vector<std::string> values);
+  // Remembers an attribute's value bytes (attrs_crc32_add) for its object's attrs_crc32.
+  void note_attr(hid_t obj, const char* name, std::string value_bytes);
 
   // Creates the dataset; `chunk` comes back clamped to the dims, or empty where the storage is contiguous.
   DatasetId create_dataset(hid_t parent, const std::string& path, const char* name, hid_t file_type, const Dims& dims,
@@ -208,8 +219,8 @@ class Writer {
   TypeId str_type_, half_type_;
   PlistId lcpl_;
   bool compress_;
-  // Every variable-length string attribute written, by object path ("/", "/runs/a") and name.
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> text_attrs_;
+  // Every attribute written, its value's bytes by object path ("/", "/runs/a") and name.
+  std::map<std::string, std::map<std::string, std::string>> attrs_;
 };
 
 template <class T>

@@ -372,9 +372,9 @@ def capture_cases(focal, model, out):
         run = list(f["runs"].keys())[0]
         T = f["tokens/ids"].shape[0]
 
-    def strip_checksums(f):  # what a file written by another tool lacks: the content checksums (crc32, attrs_crc32)
+    def strip_checksums(f):  # what a file written by another tool lacks: the content checksums
         for obj in [f] + [f[n] for n in collect(f)]:
-            for a in ("crc32", "attrs_crc32"):
+            for a in ("crc32", "attrs_crc32", "attrs_crc32_names"):
                 if a in obj.attrs:
                     del obj.attrs[a]
 
