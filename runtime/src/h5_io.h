@@ -143,7 +143,7 @@ inline constexpr const char* kDamagedAdvice =
     " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
 // What a checksum mismatch adds: the way to keep an edit made on purpose.
 inline constexpr const char* kEditAdvice =
-    " (an edit made on purpose: delete the crc32 / attrs_crc32 it invalidated, docs/capture-format.md)";
+    " (an edit made on purpose: delete the edited object's crc32 and attrs_crc32, docs/capture-format.md)";
 
 TypeId make_utf8_string_type(const Where& where);
 // IEEE 754 binary16 (HDF5 1.10 has no predefined half type): sign bit 15, exponent bits 10..14 with bias 15,
