@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <string>
@@ -398,7 +399,10 @@ TEST(CaptureH5, PromptBoundaryRoundTripsAndIsAbsentFromPromptCaptures) {
       ASSERT_GE(H5Awrite(a.get(), H5T_NATIVE_INT32, &v), 0);
       // Forged as another tool would write it, without the checksum over the root's attributes (which would refuse
       // the edit first): the reader's own check of the value is what is tested.
-      if (H5Aexists(file.get(), h5::kAttrsCrcAttr) > 0) { ASSERT_GE(H5Adelete(file.get(), h5::kAttrsCrcAttr), 0); }
+      for (const char* name : {h5::kAttrsCrcAttr, h5::kAttrsCrcNamesAttr}) {
+        if (H5Aexists(file.get(), name) <= 0) continue;
+        ASSERT_GE(H5Adelete(file.get(), name), 0);
+      }
     }
     msg = error_of([&] { read_capture(gen); });
     EXPECT_NE(msg.find(gen), std::string::npos) << msg;
@@ -703,6 +707,44 @@ TEST(CaptureH5, EveryDatasetAndTextAttributeIsChecksummed) {
   s.mean_nll = {3.0f, 2.5f};
   write_sweep(s, dir.file("s.h5"));
   EXPECT_EQ(missing_checksums(dir.file("s.h5")), "");
+}
+
+// Damage that keeps every stored byte of a checksummed attribute: its type (a byte-order bit: d_head 32 read as
+// 536870912), a checksum attribute removed with its list left, a link leading to another object (a run's probs at
+// its scores). Each is refused as damage; the copy is opened under a new name so the damaged-file check runs.
+TEST(CaptureH5, DamageThatKeepsTheCheckedBytesIsRefused) {
+  TempDir dir;
+  write_capture(fake_capture(), dir.file("c.h5"));
+  int n = 0;
+  auto refused = [&](const std::function<void(hid_t file)>& spoil) {
+    const std::string path = dir.file("spoiled" + std::to_string(n++) + ".h5");
+    fs::copy_file(dir.file("c.h5"), path);
+    {
+      const h5::H5Call call;
+      h5::FileId file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+      EXPECT_GE(file.get(), 0);
+      spoil(file.get());
+    }
+    return error_of([&] { read_capture(path); });
+  };
+  std::string msg = refused([](hid_t file) {
+    int32_t v = 0;
+    h5::AttrId a(H5Aopen(file, "d_head", H5P_DEFAULT));
+    H5Aread(a.get(), H5T_STD_I32LE, &v);  // the stored little-endian bytes
+    a.reset();
+    H5Adelete(file, "d_head");
+    h5::SpaceId s(H5Screate(H5S_SCALAR));
+    h5::AttrId be(H5Acreate2(file, "d_head", H5T_STD_I32BE, s.get(), H5P_DEFAULT, H5P_DEFAULT));
+    H5Awrite(be.get(), H5T_STD_I32BE, &v);  // the same bytes, now read big-endian
+  });
+  EXPECT_NE(msg.find("'d_head' has a stored type focalscope does not write"), std::string::npos) << msg;
+  msg = refused([](hid_t file) { H5Adelete(file, h5::kAttrsCrcAttr); });
+  EXPECT_NE(msg.find("attrs_crc32_names lists them but attrs_crc32 is missing"), std::string::npos) << msg;
+  msg = refused([](hid_t file) {
+    H5Ldelete(file, "runs/standard/probs", H5P_DEFAULT);
+    H5Lcreate_hard(file, "runs/standard/scores", file, "runs/standard/probs", H5P_DEFAULT, H5P_DEFAULT);
+  });
+  EXPECT_NE(msg.find("damaged"), std::string::npos) << msg;
 }
 
 // Single-bit flips anywhere in a capture (fp16 and fp32 probabilities): each one is refused with an error naming

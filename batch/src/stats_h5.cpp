@@ -437,9 +437,12 @@ std::vector<T> read_all(Reader& r, hid_t parent, const std::string& ppath, const
   r.expect_dims(p, got, want, "");
   std::vector<T> v(n_elements(want));
   DatasetId ds = checked<DatasetId>(H5Dopen2(parent, name, H5P_DEFAULT), r.where(), "cannot open " + p);
-  if (!v.empty())
+  if (!v.empty()) {
+    PlistId dcpl = checked<PlistId>(H5Dget_create_plist(ds.get()), r.where(), "cannot read " + p);
+    const bool view = H5Pget_layout(dcpl.get()) == H5D_VIRTUAL;  // /docs of an MPI run: over the shard files
     check_h5(H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), r.where(),
-             "cannot read " + p + " (after an MPI run the shard files must sit beside the stats file)");
+             "cannot read " + p + (view ? " (after an MPI run the shard files must sit beside the stats file)" : ""));
+  }
   TypeId ftype = checked<TypeId>(H5Dget_type(ds.get()), r.where(), "cannot read " + p);
   if (r.has_attr(ds.get(), kCrcAttr) && H5Tequal(ftype.get(), mem) <= 0)  // as Reader::read: a damaged type
     r.where().fail("dataset " + p + " is damaged: its stored type is not the one focalscope wrote" + kDamagedAdvice);

@@ -136,6 +136,8 @@ struct ObjectAt {
   std::map<std::string, std::string> attr_bytes;  // what attrs_crc32 takes of each attribute read, by name
   std::vector<std::string> crc_names;             // attrs_crc32_names, as read
   bool has_crc_names = false;
+  std::set<std::string> odd_type;  // numbers stored in a type focalscope does not write (a damaged type: its bytes
+                                   // pass the checksum while their value changes)
 };
 
 herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, void* data) {
@@ -154,6 +156,10 @@ herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, v
     if (std::strcmp(name, kAttrsCrcNamesAttr) == 0) at.crc_names = values, at.has_crc_names = true;
     at.attr_bytes[name] = string_attr_bytes(values);  // an empty one counts with its name
   } else {                                            // a number or fixed-size value: its stored bytes
+    bool known = false;
+    for (hid_t t : {H5T_STD_I32LE, H5T_STD_U32LE, H5T_STD_I64LE, H5T_STD_U64LE, H5T_IEEE_F32LE, H5T_IEEE_F64LE})
+      known = known || H5Tequal(ftype.get(), t) > 0;
+    if (!known) at.odd_type.insert(name);
     const hssize_t n = H5Sget_simple_extent_npoints(space.get());
     const size_t size = H5Tget_size(ftype.get());
     if (n >= 0 && size > 0 && hsize_t(n) <= kSmallDatasetBytes / size) {
@@ -166,12 +172,20 @@ herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t* /*info*/, v
 
 // Checks the object's attrs_crc32 (h5_io.h), where it has one, over the attributes attrs_crc32_names lists.
 void check_attrs_crc(hid_t obj, ObjectAt& at) {
-  if (!at.walk || !at.walk->damage.empty() || H5Aexists(obj, kAttrsCrcAttr) <= 0) return;
+  if (!at.walk || !at.walk->damage.empty()) return;
+  if (H5Aexists(obj, kAttrsCrcAttr) <= 0) {
+    // Without attrs_crc32 an object is read unchecked (a file of another tool, an edit kept as the docs say, both
+    // attributes deleted); with the list left, the checksum's name was damaged.
+    if (at.has_crc_names)
+      at.walk->damage = "the attributes of " + at.key + ": " + kAttrsCrcNamesAttr + " lists them but " + kAttrsCrcAttr +
+                        " is missing";
+    return;
+  }
   AttrId a(H5Aopen(obj, kAttrsCrcAttr, H5P_DEFAULT));
   uint32_t stored = 0;
   if (a.get() < 0 || H5Aread(a.get(), H5T_NATIVE_UINT32, &stored) < 0) return;  // the readers say what failed
   std::string damage;
-  uint32_t crc = 0;
+  uint32_t crc = crc32_add_string(0, at.key.c_str());  // the object's own path first: a link to another object
   if (!at.has_crc_names) {
     damage = "the list of its checksummed attributes (" + std::string(kAttrsCrcNamesAttr) + ") is missing";
   } else {
@@ -179,6 +193,10 @@ void check_attrs_crc(hid_t obj, ObjectAt& at) {
       const auto it = at.attr_bytes.find(name);
       if (it == at.attr_bytes.end()) {
         damage = "its attribute '" + name + "' is missing or unreadable";
+        break;
+      }
+      if (at.odd_type.count(name)) {
+        damage = "its attribute '" + name + "' has a stored type focalscope does not write";
         break;
       }
       crc = attrs_crc32_add(crc, name, it->second);
@@ -255,7 +273,7 @@ void read_dataset(hid_t ds, ObjectAt& at) {
 // reader (a capture copied by h5repack, two damaged bytes). Each object is walked once (hard links can form cycles).
 void read_object(hid_t obj, Walk& walk, const std::string& key, int depth = 0) {
   ++walk.n_objects;
-  ObjectAt at{&walk, key, {}, {}, false};
+  ObjectAt at{&walk, key, {}, {}, false, {}};
   read_attributes(obj, at);
   const H5I_type_t type = H5Iget_type(obj);
   if (type == H5I_DATASET) {

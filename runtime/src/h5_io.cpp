@@ -155,31 +155,10 @@ std::string crc_mismatch_text(uint32_t stored, uint32_t computed) {
 }
 
 bool valid_utf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = p[i];
-    size_t len = 0;
-    unsigned min = 0, cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, min = 0x80, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, min = 0x800, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, min = 0x10000, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, range, surrogate
-    i += len;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return false;
+    i += n;
   }
   return true;
 }
@@ -258,7 +237,7 @@ void Writer::finish(hid_t file) {
   const std::map<std::string, std::map<std::string, std::string>> attrs = std::move(attrs_);
   attrs_.clear();  // the two attributes below are not covered
   for (const auto& [key, values] : attrs) {
-    uint32_t crc = 0;
+    uint32_t crc = crc32_add_string(0, key.c_str());  // the object's path: a damaged link cannot swap objects
     std::vector<std::string> names;
     for (const auto& [name, bytes] : values) {  // ascending name order
       crc = attrs_crc32_add(crc, name, bytes);

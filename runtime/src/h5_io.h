@@ -118,9 +118,9 @@ std::string hex16(uint64_t v);  // 16 lower-case hex digits
 // that holds strings: a flipped bit there read back as a silently different number or token. So every dataset a
 // Writer writes carries `crc32`, the CRC-32 (zlib's, as Python's zlib.crc32) of its elements in row-major order as
 // stored (little-endian; a variable-length string as its bytes and one NUL), and every object with attributes
-// carries `attrs_crc32` over the attributes it wrote, whose names `attrs_crc32_names` lists in ascending order
-// (attrs_crc32_add): attributes added later, a researcher's note, are not covered and do not disturb it; one of
-// the listed missing is damage. Reader::read and read_string_dataset check crc32 where a dataset has one; the
+// carries `attrs_crc32` over its own path and the attributes it wrote, whose names `attrs_crc32_names` lists in
+// ascending order (attrs_crc32_add): attributes added later, a researcher's note, are not covered and do not disturb
+// it; one of the listed missing, or a number in another stored type, is damage. Reader::read and read_string_dataset check crc32 where a dataset has one; the
 // damaged-file check (h5_guard) checks attrs_crc32. Files written before these attributes existed have none and
 // are read as before.
 inline constexpr const char* kCrcAttr = "crc32";
@@ -143,7 +143,8 @@ inline constexpr const char* kDamagedAdvice =
     " — the file is corrupt (a truncated download, a bad sector, a hand edit?): write it again";
 // What a checksum mismatch adds: the way to keep an edit made on purpose.
 inline constexpr const char* kEditAdvice =
-    " (an edit made on purpose: delete the edited object's crc32 and attrs_crc32, docs/capture-format.md)";
+    " (an edit made on purpose: delete the edited object's crc32, attrs_crc32 and attrs_crc32_names, as "
+    "docs/capture-format.md says)";
 
 TypeId make_utf8_string_type(const Where& where);
 // IEEE 754 binary16 (HDF5 1.10 has no predefined half type): sign bit 15, exponent bits 10..14 with bias 15,
@@ -249,7 +250,13 @@ class Reader {
   // Takes variable-length strings from what the damaged-file check read of `path` (h5_guard.h), where it has them.
   void use_checked_strings(const std::string& path) { strings_ = checked_strings(path); }
 
-  bool has(hid_t parent, const char* name) { return H5Lexists(parent, name, H5P_DEFAULT) > 0; }
+  // Whether `parent` links `name`; a lookup that fails (a damaged link index) is an Error, not "absent" (it read as
+  // "missing dataset /stats/hist" with no word of damage).
+  bool has(hid_t parent, const char* name) {
+    const htri_t e = H5Lexists(parent, name, H5P_DEFAULT);
+    if (e < 0) where_.fail_h5(std::string("cannot look up '") + name + "'");
+    return e > 0;
+  }
   bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
   GroupId group(hid_t parent, const std::string& name, const std::string& path);

@@ -46,7 +46,7 @@ def check_file(path):
             names = [x.decode() if isinstance(x, bytes) else x for x in o.attrs["attrs_crc32_names"]]
             assert names == sorted(names, key=str.encode), f"{path}:{name}: names not in ascending byte order"
             assert set(names) == set(o.attrs) - {"attrs_crc32", "attrs_crc32_names"}, f"{path}:{name}"
-            crc = 0
+            crc = zlib.crc32(("/" + name if name != "/" else "/").encode() + b"\0")  # the object's path first
             for a in names:
                 crc = zlib.crc32(a.encode() + b"\0" + value_bytes(o, a), crc)
             assert crc == o.attrs["attrs_crc32"], f"{path}:{name}: attrs_crc32 differs"
@@ -86,8 +86,8 @@ def test_an_edited_value_is_refused_a_note_is_not_and_a_deleted_checksum_accepts
     with pytest.raises(fs.FocalError, match=f"/runs/{run}/token_nll is damaged"):
         fs.open_capture(edited)
     with h5py.File(edited, "r+") as f:  # the documented way to keep a deliberate edit
-        del f[f"runs/{run}/token_nll"].attrs["crc32"]
-        del f[f"runs/{run}/token_nll"].attrs["attrs_crc32"]
+        for a in ("crc32", "attrs_crc32", "attrs_crc32_names"):
+            del f[f"runs/{run}/token_nll"].attrs[a]
     assert fs.open_capture(edited).token_nll(run)[0] == pytest.approx(0.5)
 
     noted = tmp_path / "noted.h5"
