@@ -26,7 +26,7 @@ FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
 declare -A SRCS=(
   [gguf]="runtime/src/gguf.cpp runtime/src/gguf_dequant.cpp runtime/src/gguf_model.cpp runtime/src/tokenizer_bpe.cpp runtime/src/tokenizer_spm.cpp runtime/src/safetensors.cpp runtime/src/file_map.cpp runtime/src/config.cpp runtime/src/config_arch.cpp runtime/src/arch_table.cpp runtime/src/rope_scaling.cpp kernels/src/quant_cpu.cpp kernels/src/blas_core.cpp kernels/src/quant_generic.cpp kernels/src/quant_avx2.cpp kernels/src/quant_avx2_panels.cpp kernels/src/quant_avx512.cpp kernels/src/quant_gemm.cpp kernels/src/quant_panels.cpp"
   [safetensors]="runtime/src/safetensors.cpp runtime/src/file_map.cpp"
-  [capture]="runtime/src/capture_h5.cpp runtime/src/h5_io.cpp runtime/src/provenance.cpp runtime/src/atomic_file.cpp runtime/src/h5_guard.cpp runtime/src/h5_chunks.cpp runtime/src/metrics.cpp kernels/src/ops_cpu.cpp kernels/src/blas_core.cpp kernels/src/attention_decode.cpp kernels/src/softmax_simd.cpp runtime/src/config_arch.cpp runtime/src/rope_scaling.cpp"
+  [capture]="runtime/src/capture_h5.cpp runtime/src/h5_io.cpp runtime/src/h5_read.cpp runtime/src/provenance.cpp runtime/src/atomic_file.cpp runtime/src/h5_guard.cpp runtime/src/h5_chunks.cpp runtime/src/metrics.cpp kernels/src/ops_cpu.cpp kernels/src/blas_core.cpp kernels/src/attention_decode.cpp kernels/src/softmax_simd.cpp runtime/src/config_arch.cpp runtime/src/rope_scaling.cpp"
 )
 LIBS_gguf="-lsentencepiece -lutf8proc -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
   -L/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
