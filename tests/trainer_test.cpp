@@ -196,6 +196,23 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   const std::string path = test::make_temp_dir("ev") + "/d.h5";
   write_eval(d, path);
   EXPECT_EQ(read_eval(path).x_axis, "distractors");
+  // Counts below zero (a damaged file, one from another tool) are refused naming the dataset, not printed as
+  // "over -1 tokens".
+  for (const char* field : {"/val_tokens", "/n_answers", "/lengths"}) {
+    EvalFile bad = d;
+    if (std::string(field) == "/val_tokens") bad.val_tokens = -1;
+    if (std::string(field) == "/n_answers") bad.n_answers.back() = -3;
+    if (std::string(field) == "/lengths") bad.lengths.front() = -2;
+    const std::string bad_path = test::make_temp_dir("ev") + "/bad.h5";
+    write_eval(bad, bad_path);
+    try {
+      (void)read_eval(bad_path);
+      ADD_FAILURE() << field << " below zero was read";
+    } catch (const Error& err) {
+      EXPECT_THAT(err.what(), ::testing::HasSubstr(field));
+      EXPECT_THAT(err.what(), ::testing::HasSubstr(bad_path));
+    }
+  }
   eo.task_set = "bogus";
   EXPECT_THROW(evaluate(*model, TempSpec::native(model->config()), eo), Error);
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -40,11 +42,15 @@ constexpr hsize_t kMaxReadBytes = hsize_t(256) << 20;
 constexpr int kMaxDepth = 64;          // group nesting walked (focalscope files nest 3 deep)
 constexpr long kMaxObjects = 1 << 20;  // objects walked
 constexpr double kDefaultTimeoutS = 10.0;
+// Address space the child may add to what it inherits: a damaged string length (up to 4 GiB each) makes libhdf5
+// allocate and clear that much before it reads a byte, and a string that cannot be read within this is damage.
+constexpr uint64_t kChildHeadroomBytes = uint64_t(2) << 30;
 
 struct Walk {
   long n_objects = 0;
   std::set<haddr_t> seen;     // the objects walked, by address
   std::string damage;         // the first content checksum that did not match ("" none)
+  std::string unreadable;     // the first string value libhdf5 could not read ("" none)
   CheckedStrings strings;     // every variable-length string value read, by key (see checked_strings)
   uint64_t string_bytes = 0;  // their total size: past kMaxReadBytes no more are kept (the caller reads them itself)
 };
@@ -103,6 +109,9 @@ void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, con
     if (read(mem.get(), buf.data()) >= 0) {
       keep_strings(walk, key, mem.get(), size_t(n), buf.data(), values_out);
       (void)H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, buf.data());
+    } else if (walk && !key.empty() && walk->unreadable.empty() && H5Tis_variable_str(mem.get()) > 0) {
+      // The readers would fail on it too, or (a damaged length under the child's memory limit) allocate gigabytes.
+      walk->unreadable = "the HDF5 library cannot read the text of " + key + " (a damaged string length?)";
     }
   }
 }
@@ -356,8 +365,9 @@ void remember(const std::string& path, const Stamp& s, const std::string& damage
   checked_files()[path] = Checked{s, damage, std::move(strings)};
 }
 
-// Parses what run_child wrote; false unless it ends with 'K'. damage: what did not match its checksum, or "".
-bool parse_strings(const std::string& in, CheckedStrings& out, std::string& damage) {
+// Parses what run_child wrote; false unless it ends with 'K'. damage: what did not match its checksum, or "";
+// unreadable: a string libhdf5 could not read, or "".
+bool parse_strings(const std::string& in, CheckedStrings& out, std::string& damage, std::string& unreadable) {
   size_t at = 0;
   auto u32 = [&](uint32_t& v) {
     if (in.size() - at < 4) return false;
@@ -375,8 +385,8 @@ bool parse_strings(const std::string& in, CheckedStrings& out, std::string& dama
   while (at < in.size()) {
     const char tag = in[at++];
     if (tag == 'K') return at == in.size();
-    if (tag == 'D') {
-      if (!str(damage)) return false;
+    if (tag == 'D' || tag == 'U') {
+      if (!str(tag == 'D' ? damage : unreadable)) return false;
       continue;
     }
     if (tag != 'S') return false;
@@ -400,6 +410,23 @@ void die_as_crash() {
   ::abort();
 }
 
+// Limits the child's address space to what it has now plus kChildHeadroomBytes (/proc/self/statm: pages mapped).
+void limit_address_space() {
+  FILE* f = std::fopen("/proc/self/statm", "re");
+  if (!f) return;
+  unsigned long long pages = 0;
+  const bool ok = std::fscanf(f, "%llu", &pages) == 1;
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (!ok || page <= 0) return;
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_AS, &lim) != 0) return;
+  const rlim_t want = rlim_t(pages * uint64_t(page) + kChildHeadroomBytes);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur <= want) return;
+  lim.rlim_cur = want;
+  (void)setrlimit(RLIMIT_AS, &lim);
+}
+
 // The child: restores the default action of the crash signals (a front end or a sanitizer may have installed
 // handlers that would report the child's crash as the parent's), walks the file, and writes one byte when done.
 [[noreturn]] void run_child(const std::string& path, int done_fd) {
@@ -410,7 +437,11 @@ void die_as_crash() {
   // libc's own abort messages ("free(): invalid pointer") would reach the user's terminal before the one error.
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) (void)::dup2(devnull, STDERR_FILENO);
-  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(die_as_crash);
+  if (__sanitizer_set_death_callback) {
+    __sanitizer_set_death_callback(die_as_crash);
+  } else {  // a sanitizer's allocator is left as it is: its limit on one allocation ends the child instead
+    limit_address_space();
+  }
   Walk walk;
   walk_into(path, walk);
   // The strings read, then 'K': 'S', u32 key length, key, u32 count, then each value as u32 length and bytes; a
@@ -434,6 +465,11 @@ void die_as_crash() {
     out += 'D';
     u32(walk.damage.size());
     out += walk.damage;
+  }
+  if (!walk.unreadable.empty()) {
+    out += 'U';
+    u32(walk.unreadable.size());
+    out += walk.unreadable;
   }
   out += 'K';
   size_t at = 0;
@@ -549,15 +585,17 @@ void check_in_child(const std::string& path, const std::string& where) {
   do { w = ::waitpid(pid, &status, 0); } while (w < 0 && errno == EINTR);
 
   auto strings = std::make_shared<CheckedStrings>();
-  std::string mismatch;
-  const bool parsed = !timed_out && parse_strings(got, *strings, mismatch);
-  if (parsed && mismatch.empty()) {
+  std::string mismatch, unreadable;
+  const bool parsed = !timed_out && parse_strings(got, *strings, mismatch, unreadable);
+  if (parsed && mismatch.empty() && unreadable.empty()) {
     remember(path, before, "", std::move(strings));
     return;
   }
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", limit_s);
-  if (parsed)
+  if (parsed && !unreadable.empty())
+    damage = " is damaged: " + unreadable;
+  else if (parsed)
     damage = " is damaged: " + mismatch;  // a checksum: kEditAdvice follows kDamagedAdvice
   else if (timed_out)
     damage = std::string(" is damaged: the HDF5 library did not finish reading it within ") + limit +
@@ -570,7 +608,7 @@ void check_in_child(const std::string& path, const std::string& where) {
   else
     damage = " is damaged: the HDF5 library crashed reading it";
   damage += kDamagedAdvice;
-  if (parsed) damage += kEditAdvice;
+  if (parsed && unreadable.empty()) damage += kEditAdvice;
   remember(path, before, damage);
   throw Error(where + damage);
 }

@@ -128,13 +128,19 @@ EvalFile read_eval(const std::string& path) {
   r.expect_dims("/val_loss_ppl", sc.dims, {2}, "[2]");
   e.val_loss = sc.data[0];
   e.val_ppl = sc.data[1];
-  e.val_tokens = r.read_i32(in.root(), "", "val_tokens", 1).data.at(0);
+  const Dims one{1};
+  e.val_tokens = r.read_i32(in.root(), "", "val_tokens", 1, &one, "[1]").data.at(0);
+  if (e.val_tokens < 0) r.where().fail("/val_tokens = " + std::to_string(e.val_tokens) + " is negative");
   e.task_kinds = r.read_string_dataset(in.root(), "", "task_kinds");
   e.lengths = r.read_i32(in.root(), "", "lengths", 1).data;
+  for (int32_t v : e.lengths)
+    if (v < 0) r.where().fail("/lengths holds " + std::to_string(v) + ", a negative " + e.x_axis);
   const hsize_t K = e.task_kinds.size(), Ln = e.lengths.size(), L = hsize_t(e.n_layers);
   Array<int32_t> na = r.read_i32(in.root(), "", "n_answers", 2);
   r.expect_dims("/n_answers", na.dims, {K, Ln}, "[kind, length]");
   e.n_answers = std::move(na.data);
+  for (int32_t v : e.n_answers)
+    if (v < 0) r.where().fail("/n_answers holds " + std::to_string(v) + ", a negative count");
   Array<float> acc = r.read_f32(in.root(), "", "accuracy", 2);
   r.expect_dims("/accuracy", acc.dims, {K, Ln}, "[kind, length]");
   e.accuracy = std::move(acc.data);
