@@ -514,23 +514,28 @@ int expect_heat_texels_match_dense(AppState& st, const std::string& what0) {
   const HeatView whole{0, (double)T, 0, (double)T, T}, zoomed{T / 4.0, 3.0 * T / 4.0, T / 3.0, (double)T, T};
   int compared = 0;
   for (const ViewRun show : {ViewRun::kA, ViewRun::kB, ViewRun::kDiff})
-    for (const bool log_color : {false, true})
+    for (const HeatColor color : {HeatColor::kLinear, HeatColor::kLog, HeatColor::kAuto})
       for (const HeatView& v : {whole, zoomed})
         for (const int w : {1, 3, 4, T, 2 * T + 1}) {
           st.view.show = show;
-          st.view.log_color = log_color;
-          const std::string what = what0 + ": show " + std::to_string((int)show) + (log_color ? " log" : " linear") +
+          st.view.heat_color = color;
+          const std::string what = what0 + ": show " + std::to_string((int)show) + " " + heat_color_name(color) +
                                    " view k " + std::to_string(v.k0) + ".." + std::to_string(v.k1) + " w " +
                                    std::to_string(w);
           std::vector<uint8_t> px_d, px_o;
           std::vector<float> tex_d, tex_o;
-          const float vd = build_heat_pixels(st, dense, v, w, w, px_d, &tex_d);
-          const float vo = build_heat_pixels(st, od, v, w, w, px_o, &tex_o);
+          bool log_d = false, log_o = false;
+          const float vd = build_heat_pixels(st, dense, v, w, w, px_d, &tex_d, &log_d);
+          const float vo = build_heat_pixels(st, od, v, w, w, px_o, &tex_o, &log_o);
           if (show == ViewRun::kDiff && vo < 0.0f) {  // B - A spanning 8 keys without its cells: not drawn
             EXPECT_GE((v.k1 - v.k0) / w, kHeatPoolKeys[0]) << what;
             continue;
           }
           EXPECT_EQ(tex_d.size(), (size_t)w * w) << what;
+          if (color != HeatColor::kAuto) {
+            EXPECT_EQ(log_d, color == HeatColor::kLog && show != ViewRun::kDiff) << what;
+          }
+          EXPECT_EQ(log_o, log_d) << what;
           if (tex_o.size() != tex_d.size() || px_o.size() != px_d.size()) {
             ADD_FAILURE() << what << ": sizes differ";
             continue;
@@ -561,7 +566,7 @@ int expect_heat_texels_match_dense(AppState& st, const std::string& what0) {
           ++compared;
         }
   st.view.show = ViewRun::kA;
-  st.view.log_color = false;
+  st.view.heat_color = HeatColor::kAuto;
   return compared;
 }
 
@@ -1296,7 +1301,7 @@ TEST(Settings, RoundTripAndMalformedFile) {
   s.model_path = "/m";
   s.prompt = "hello";
   s.recent = {"/a", "/b"};
-  s.log_color = true;
+  s.heat_color = "log";
   s.window_w = 1234;
   s.save(dir + "/sub/settings.json");
   std::string warn;
@@ -1304,7 +1309,7 @@ TEST(Settings, RoundTripAndMalformedFile) {
   EXPECT_TRUE(warn.empty());
   EXPECT_EQ(r.model_path, "/m");
   EXPECT_EQ(r.recent, s.recent);
-  EXPECT_TRUE(r.log_color);
+  EXPECT_EQ(r.heat_color, "log");
   EXPECT_EQ(r.window_w, 1234);
   std::ofstream(dir + "/bad.json") << "{not json";
   const Settings d = Settings::load(dir + "/bad.json", &warn);
@@ -1530,6 +1535,61 @@ TEST(CorpusView, OpeningAStatsFileClosesAnUnrelatedModelAndKeepsItsOwn) {
   EXPECT_EQ(own.corpus->layer, 3);
   EXPECT_EQ(own.sel_layer, 3);
   EXPECT_EQ(own.sel_head, 1);
+}
+
+// The heatmap's automatic colour, against the rule counted by hand: T = 64, one texel per query and key; rows 1..63
+// are either sharp (p = 1 on the diagonal) or uniform (p = 1/(q+1): below 0.1 of the largest p, 1/2 at row 1, from
+// row 20 on). Log when more than half of the 63 rows are faint: uniform from row 32 on gives 32 faint rows (log),
+// from row 33 on 31 (linear). Chosen colours are kept whatever the rows.
+TEST(HeatPixels, AutoColourIsLogWhenMostRowsAreFaint) {
+  const int T = 64;
+  auto rows_with_uniform_from = [&](int first_uniform) {
+    std::vector<float> p((size_t)T * T, 0.0f);  // [T, T]
+    for (int q = 0; q < T; ++q)
+      for (int k = 0; k <= q; ++k)
+        p[(size_t)q * T + k] = q >= first_uniform ? 1.0f / float(q + 1) : (k == q ? 1.0f : 0.0f);
+    HeadRows r;
+    r.T = T;
+    r.p[0] = std::move(p);
+    return r;
+  };
+  AppState st;
+  st.view.show = ViewRun::kA;
+  const HeatView whole{0, (double)T, 0, (double)T, T};
+  std::vector<uint8_t> px;
+  bool log_used = false;
+  const HeadRows uniform = rows_with_uniform_from(1), sharp = rows_with_uniform_from(T),
+                 at32 = rows_with_uniform_from(32), at33 = rows_with_uniform_from(33);
+  const std::pair<const HeadRows*, bool> cases[] = {{&uniform, true}, {&sharp, false}, {&at32, true}, {&at33, false}};
+  for (const auto& [rows, want_log] : cases) {
+    st.view.heat_color = HeatColor::kAuto;
+    build_heat_pixels(st, *rows, whole, T, T, px, nullptr, &log_used);
+    EXPECT_EQ(log_used, want_log) << "uniform rows from "
+                                  << (rows == &uniform ? 1
+                                      : rows == &sharp ? T
+                                      : rows == &at32  ? 32
+                                                       : 33);
+    st.view.heat_color = HeatColor::kLinear;
+    build_heat_pixels(st, *rows, whole, T, T, px, nullptr, &log_used);
+    EXPECT_FALSE(log_used);
+    st.view.heat_color = HeatColor::kLog;
+    build_heat_pixels(st, *rows, whole, T, T, px, nullptr, &log_used);
+    EXPECT_TRUE(log_used);
+  }
+}
+
+TEST(Settings, HeatColourFromOlderFilesAndBadValues) {
+  const std::string dir = focal::test::make_temp_dir("app_settings_colour");
+  std::string warn;
+  std::ofstream(dir + "/old.json") << R"({"log_color": true, "window_w": 1300})";
+  EXPECT_EQ(Settings::load(dir + "/old.json", &warn).heat_color, "log");  // ticked before the choice had three ways
+  std::ofstream(dir + "/old_off.json") << R"({"log_color": false})";
+  EXPECT_EQ(Settings::load(dir + "/old_off.json", &warn).heat_color, "auto");
+  warn.clear();
+  std::ofstream(dir + "/bad.json") << R"({"heat_color": "rainbow", "window_w": 1300})";
+  const Settings bad = Settings::load(dir + "/bad.json", &warn);
+  EXPECT_NE(warn.find("rainbow"), std::string::npos) << warn;
+  EXPECT_EQ(bad.heat_color, "auto");
 }
 }  // namespace
 }  // namespace focalscope

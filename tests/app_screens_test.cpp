@@ -745,7 +745,7 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
   EXPECT_NE(std::string(j["model_b_path"]).find("standard"), std::string::npos) << j;
   std::ifstream f(dir + "/settings.json");
   const auto s = nlohmann::json::parse(f);
-  EXPECT_TRUE(s["log_color"]);
+  EXPECT_EQ(s["heat_color"], "log");
   EXPECT_NE(std::string(s["model_path"]).find("/focal-t0.4"), std::string::npos) << s["model_path"];
 }
 
@@ -922,6 +922,30 @@ TEST(AppScreens, SweepLinesKeepTheirColoursUnderLearnedAttention) {
 
 // The t field names a temperature below 0.01 in significant digits: t = 1e-6, the smallest a spec takes, read
 // 0.000 (QA of 2026-12-06); others keep three decimals.
+// The heatmap's colour: auto by default (on the recall prompt the app opens with, log for a diffuse head of the
+// standard model, layer 0 head 1; linear for the sharper layer 1 head 2: the rule itself is HeatPixels.AutoColourIsLogWhenMostRowsAreFaint), and the legend names
+// the scale whichever way it was chosen.
+TEST(AppScreens, HeatmapColourIsAutomaticAndTheLegendSaysWhich) {
+  const std::string dir = focal::test::make_temp_dir("app_heat_colour");
+  ASSERT_EQ(
+      run_app(dir, "wait\nopen " + std::string(FOCAL_SOURCE_DIR) +
+                       "/assets/models/standard\nwait\nselect 0 1\nwait\nscreenshot " + dir +
+                       "/diffuse.png\nselect 1 2\nwait\nscreenshot " + dir + "/sharp.png\nlog on\nwait\nscreenshot " +
+                       dir + "/log.png\nselect 0 1\nlog off\nwait\nscreenshot " + dir +
+                       "/linear.png\nview diff\nlog auto\nwait\nscreenshot " + dir + "/diff.png\nquit\n"),
+      0)
+      << read_text(dir + "/log.txt");
+  const std::pair<const char*, const char*> want[] = {{"diffuse", "p (log, auto)"},
+                                                      {"sharp", "p (linear, auto)"},
+                                                      {"log", "p (log)"},
+                                                      {"linear", "p"},
+                                                      {"diff", "B - A (blue: B lower)"}};
+  for (const auto& [name, legend] : want) {
+    const nlohmann::json j = read_json(dir + "/" + name + ".png.json");
+    EXPECT_EQ(labels_of(j, "heatmap.legend"), std::vector<std::string>{legend}) << name;
+  }
+}
+
 TEST(AppScreens, TemperatureFieldShowsSmallTemperatures) {
   const std::string dir = focal::test::make_temp_dir("app_small_t");
   ASSERT_EQ(run_app(dir, "wait\ntemp 0.000001\nwait\nscreenshot " + dir + "/t.png\nquit\n",

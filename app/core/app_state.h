@@ -37,8 +37,14 @@ const char* head_metric_name(int m);  // row_metric_name, or "induction" for kIn
 //   on demand, HeadRows::row), and the heatmap's b x b cells.
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense = true);
 
+// The heatmap's colour: auto is the figures' rule (log10 p when more than half the rows shown peak below a tenth
+// of the largest p: a diffuse head, which linear colour shows as one dark triangle), or linear / log as chosen.
+enum class HeatColor { kAuto, kLinear, kLog };
+const char* heat_color_name(HeatColor c);                   // "auto", "linear", "log"
+bool parse_heat_color(const std::string& s, HeatColor& c);  // false: not one of the names
+
 struct ViewOptions {
-  bool log_color = false;      // colour by log10(p)
+  HeatColor heat_color = HeatColor::kAuto;
   bool hide_sink = false;      // drop key 0 and renormalise each row over the rest
   ViewRun show = ViewRun::kA;  // heatmap: run A, run B or B - A
   int overview_metric = focal::kEntropyNats;

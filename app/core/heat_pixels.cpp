@@ -30,7 +30,8 @@ struct ColorLut {
 }  // namespace
 
 float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                        std::vector<uint8_t>& out, std::vector<float>* texels) {
+                        std::vector<uint8_t>& out, std::vector<float>* texels, bool* log_used) {
+  if (log_used) *log_used = false;
   static const ColorLut viridis(false), diverging(true);
   out.assign((size_t)w * h * 4, 0);
   const int T = rows.T;
@@ -205,7 +206,25 @@ float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView
     if (!masked[i]) vmax = std::max(vmax, std::fabs(scale_val[i]));
   if (vmax <= 0.0f) vmax = 1.0f;
   const float floor_log = -4.0f;  // log colour: 1e-4 .. 1
-  const bool log_color = st.view.log_color;
+  bool log_color = !diff && st.view.heat_color == HeatColor::kLog;
+  if (!diff && st.view.heat_color == HeatColor::kAuto) {  // the figures' rule (fig_heatmap.cpp rows_faint) on texels
+    int n_rows = 0, faint = 0;
+    for (int y = 0; y < h; ++y) {
+      if (qbv[y] <= 1) continue;  // query 0 alone: one key, p = 1
+      bool any = false;
+      float row_max = 0.0f;
+      for (int x = 0; x < w; ++x)
+        if (!masked[(size_t)y * w + x]) {
+          any = true;
+          row_max = std::max(row_max, scale_val[(size_t)y * w + x]);
+        }
+      if (!any) continue;
+      ++n_rows;
+      if (row_max < 0.1f * vmax) ++faint;
+    }
+    log_color = n_rows > 0 && 2 * faint > n_rows;
+  }
+  if (log_used) *log_used = log_color;
   const float inv_vmax = 1.0f / vmax;
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < val.size(); ++i) {

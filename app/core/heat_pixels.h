@@ -18,8 +18,9 @@ struct HeatView {
 // Builds the RGBA pixels of the heatmap view into out (w x h texels, max-pooled so single peaks stay visible).
 // Returns the value at the top of the linear scale (the largest p, or |B - A|, in view), or -1 when B - A at this
 // zoom needs cells that are not there yet. texels, if given: [h, w] each texel's max-pooled value (signed for B - A;
-// 0 where masked).
+// 0 where masked). log_used, if given: whether p was coloured by log10 p (st.view.heat_color, auto resolved on the
+// texels shown: more than half the texel rows past query 0 peak below 0.1 of the largest p).
 float build_heat_pixels(const AppState& st, const HeadRows& rows, const HeatView& v, int w, int h,
-                        std::vector<uint8_t>& out, std::vector<float>* texels = nullptr);
+                        std::vector<uint8_t>& out, std::vector<float>* texels = nullptr, bool* log_used = nullptr);
 
 }  // namespace focalscope

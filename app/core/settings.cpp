@@ -47,7 +47,13 @@ Settings Settings::load(const std::string& path, std::string* warning) {
     s.weights = j.value("weights", s.weights);
     s.precision = j.value("precision", s.precision);
     s.live_propagate = j.value("live_propagate", s.live_propagate);
-    s.log_color = j.value("log_color", s.log_color);
+    if (j.contains("heat_color")) {
+      s.heat_color = j["heat_color"].get<std::string>();
+      if (s.heat_color != "auto" && s.heat_color != "linear" && s.heat_color != "log")
+        throw std::runtime_error("heat_color '" + s.heat_color + "' is not auto, linear or log");
+    } else if (j.value("log_color", false)) {  // written before heat_color: log ticked
+      s.heat_color = "log";
+    }
     s.hide_sink = j.value("hide_sink", s.hide_sink);
     s.window_w = j.value("window_w", s.window_w);
     s.window_h = j.value("window_h", s.window_h);
@@ -80,7 +86,7 @@ void Settings::save(const std::string& path) const {
   j["weights"] = weights;
   j["precision"] = precision;
   j["live_propagate"] = live_propagate;
-  j["log_color"] = log_color;
+  j["heat_color"] = heat_color;
   j["hide_sink"] = hide_sink;
   j["window_w"] = window_w;
   j["window_h"] = window_h;

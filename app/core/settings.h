@@ -17,7 +17,8 @@ struct Settings {
   std::string device = "auto";     // auto | cpu | cuda
   std::string weights = "native";  // native | fp32 (focal::WeightsMode)
   std::string precision = "auto";  // auto | exact | fast (focal::Precision)
-  bool compare = true, live_propagate = true, log_color = false, hide_sink = false;
+  bool compare = true, live_propagate = true, hide_sink = false;
+  std::string heat_color = "auto";  // auto | linear | log (HeatColor); files before it: log_color true -> log
   int window_w = 1600, window_h = 960;
 
   static std::string default_path();
@@ -37,7 +38,7 @@ struct ScriptCommand {
 
 // Commands: open PATH | open-b PATH | prompt TEXT | temp T [a|b] | mode MODE [a|b] | layer-temp L T | head-temp L H T
 // | set-temp LAYERS HEADS T [a|b] | tau-scale X | compare on|off | select LAYER HEAD [QUERY] | view a|b|diff
-// | log on|off | sink on|off | keys N | relevant POS | propagate on|off | wait | frames N | screenshot [PANEL] PATH.png
+// | log on|off|auto | sink on|off | keys N | relevant POS | propagate on|off | wait | frames N | screenshot [PANEL] PATH.png
 // | export PATH.h5 | figure KIND PATH | sweep | generate N | resize W H | tab metrics|output|sweep|generation|tau
 // | truncate | quit. Blank lines and lines starting with # are skipped. Throws focal::Error naming the file and
 // line of an unknown command or a wrong argument count.

@@ -431,7 +431,7 @@ int run_app(int argc, char** argv) {
                 true);
     }
     st.live_propagate = settings.live_propagate;
-    st.view.log_color = settings.log_color;
+    (void)parse_heat_color(settings.heat_color, st.view.heat_color);  // checked when the settings were read
     st.view.hide_sink = settings.hide_sink;
     if (!warn.empty()) st.notify(warn, true);
     std::string source = args.source;
@@ -576,7 +576,7 @@ int run_app(int argc, char** argv) {
       settings.weights = focal::weights_mode_name(st.weights);
       settings.precision = focal::precision_name(st.precision);
       settings.live_propagate = st.live_propagate;
-      settings.log_color = st.view.log_color;
+      settings.heat_color = heat_color_name(st.view.heat_color);
       settings.hide_sink = st.view.hide_sink;
       glfwGetWindowSize(win, &settings.window_w, &settings.window_h);
       try {

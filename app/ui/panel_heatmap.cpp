@@ -42,7 +42,20 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       st.view.show = (ViewRun)show;
       st.state_version++;
     }
-    if (ImGui::Checkbox("log", &st.view.log_color)) st.state_version++;
+    {  // colour: auto (the figures' rule) / linear / log
+      int c = (int)st.view.heat_color;
+      const char* names[] = {"auto", "linear", "log"};
+      ImGui::SetNextItemWidth(ImGui::CalcTextSize("linear").x + ImGui::GetFrameHeight() +
+                              2 * ImGui::GetStyle().FramePadding.x);
+      if (ImGui::Combo("##colour", &c, names, 3)) {
+        st.view.heat_color = (HeatColor)c;
+        st.state_version++;
+      }
+      help_marker(
+          "Colour of p. auto: log10 p when most rows shown peak below a tenth of the largest p (a diffuse head), "
+          "else linear; the legend says which. A figure export takes the same choice (auto: the same rule over the "
+          "figure's whole matrix).");
+    }
     ImGui::SameLine();
     if (ImGui::Checkbox("hide sink", &st.view.hide_sink)) st.state_version++;
     help_marker("Drop key 0 (the first-token attention sink) and renormalise each row over the other keys.");
@@ -123,11 +136,11 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     // Rebuild the texture when something it shows changed.
     const int tex_px = std::max(1, std::min({(int)side_px, 2048, std::max(1, (int)std::ceil(v.k1 - v.k0))}));
     uint64_t key = mix(mix(mix(mix(rows.version, dbits(v.k0)), dbits(v.q0)), dbits(v.k1)), (uint64_t)tex_px);
-    key = mix(mix(mix(key, (uint64_t)st.view.show), (uint64_t)st.view.log_color), (uint64_t)T);
+    key = mix(mix(mix(key, (uint64_t)st.view.show), (uint64_t)st.view.heat_color), (uint64_t)T);
     if (key != ui.heat_key && T > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<uint8_t> px;
-      ui.heat_vmax = build_heat_pixels(st, rows, v, tex_px, tex_px, px);
+      ui.heat_vmax = build_heat_pixels(st, rows, v, tex_px, tex_px, px, nullptr, &ui.heat_log);
       ui.heat_tex.upload(px, tex_px, tex_px);
       ui.heat_key = key;
       ui.heat_build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -206,15 +219,19 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     ImGui::SetCursorScreenPos(ImVec2(p0.x, p1.y + 4.0f));
     const float lw = std::min(side_px * 0.55f, 260.0f);
     const ImVec2 l0 = ImGui::GetCursorScreenPos();
-    const ScaleKind kind =
-        show == 2 ? ScaleKind::kDiverging : (st.view.log_color ? ScaleKind::kLog10 : ScaleKind::kLinear);
+    const ScaleKind kind = show == 2 ? ScaleKind::kDiverging : (ui.heat_log ? ScaleKind::kLog10 : ScaleKind::kLinear);
     const double lo = kind == ScaleKind::kLog10 ? -4.0 : 0.0, hi = kind == ScaleKind::kLog10 ? 0.0 : ui.heat_vmax;
     const float used = ui.heat_vmax < 0.0f || T == 0  // nothing drawn: no scale
                            ? 0.0f
                            : draw_colorbar_h(ui, "heatmap.colorbar", dl, ImVec2(l0.x, l0.y + 2), lw, 9, lo, hi, kind);
     if (used > 0.0f) {  // a scale and a view only when rows are drawn (an empty session read "keys 0..-1")
       ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y));
-      ImGui::TextDisabled("%s", show == 2 ? "B - A (blue: B lower)" : (st.view.log_color ? "p (log)" : "p"));
+      const bool automatic = st.view.heat_color == HeatColor::kAuto;
+      const char* legend = show == 2     ? "B - A (blue: B lower)"
+                           : ui.heat_log ? (automatic ? "p (log, auto)" : "p (log)")
+                                         : (automatic ? "p (linear, auto)" : "p");
+      ImGui::TextDisabled("%s", legend);
+      ui.labels["heatmap.legend"] = {legend};  // the screenshot sidecar's record of the scale shown
       ImGui::SetCursorScreenPos(ImVec2(l0.x + lw + 12, l0.y + ImGui::GetTextLineHeight()));
       ImGui::TextDisabled("keys %d..%d, queries %d..%d%s", (int)v.k0, (int)std::ceil(v.k1) - 1, (int)v.q0,
                           (int)std::ceil(v.q1) - 1, tex_px < (int)(v.k1 - v.k0) ? " (max-pooled)" : "");

@@ -209,7 +209,12 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
           throw focal::Error(where + ": view takes a, b or diff");
         st.state_version++;
       } else if (c.name == "log") {
-        st.view.log_color = on_off(c, where);
+        if (c.args[0] == "auto")
+          st.view.heat_color = HeatColor::kAuto;
+        else if (c.args[0] == "on" || c.args[0] == "off")
+          st.view.heat_color = on_off(c, where) ? HeatColor::kLog : HeatColor::kLinear;
+        else
+          throw focal::Error(where + ": 'log' takes on, off or auto (the figures' rule), got '" + c.args[0] + "'");
         st.state_version++;
       } else if (c.name == "sink") {
         st.view.hide_sink = !on_off(c, where);

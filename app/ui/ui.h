@@ -44,6 +44,7 @@ struct Ui {
   HeatView heat_view;
   uint64_t heat_key = 0;   // what the texture shows (rows version + view + options)
   float heat_vmax = 1.0f;  // the texture's colour scale: p (or |B - A|) at the top of the scale
+  bool heat_log = false;   // and whether it colours p by log10 p (ViewOptions::heat_color resolved)
   double heat_build_ms = 0.0;
   Texture gen_tex;
   size_t gen_rows_shown = 0;

@@ -34,9 +34,9 @@ void write_app_figure(const AppState& st, const std::string& kind, const std::st
     o.overlay = true;
   }
   if (kind == "distribution" || kind == "heatmap" || kind == "grid") o.no_sink = st.view.hide_sink;
-  if (kind == "heatmap" || kind == "grid") {  // the colour the view shows, never the figures' automatic choice
-    o.log_scale = st.view.log_color;
-    o.linear_scale = !st.view.log_color;
+  if (kind == "heatmap" || kind == "grid") {  // the view's colour choice; auto: the figure's rule on what it draws
+    o.log_scale = st.view.heat_color == HeatColor::kLog;
+    o.linear_scale = st.view.heat_color == HeatColor::kLinear;
   }
   focal::figures::Source src;
   src.capture = &cf;

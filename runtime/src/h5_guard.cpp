@@ -201,7 +201,8 @@ void check_attrs_crc(hid_t obj, ObjectAt& at) {
     for (const std::string& name : at.crc_names) {
       const auto it = at.attr_bytes.find(name);
       if (it == at.attr_bytes.end()) {
-        damage = "its attribute '" + name + "' is missing or unreadable";
+        damage = "its attribute '" + name + "', listed in " + kAttrsCrcNamesAttr +
+                 ", is missing or unreadable (deleted, or a damaged name in the list)";
         break;
       }
       if (at.odd_type.count(name)) {

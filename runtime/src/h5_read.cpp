@@ -297,7 +297,9 @@ std::vector<std::string> Reader::read_string_dataset(hid_t parent, const std::st
 }
 
 void Reader::expect_dims(const std::string& path, const Dims& got, const Dims& want, const char* axes) {
-  if (got != want) where_.fail(path + " has shape " + dims_text(got) + ", expected " + axes + " " + dims_text(want));
+  if (got != want)
+    where_.fail(path + " has shape " + dims_text(got) + ", expected " + (axes && *axes ? std::string(axes) + " " : "") +
+                dims_text(want));
 }
 
 AttrId Reader::open_attr(hid_t obj, const std::string& obj_path, const char* name) {
