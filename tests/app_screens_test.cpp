@@ -323,7 +323,8 @@ focal::TempFile temp_file_for(const focal::Model& m, const std::string& model_pa
   return f;
 }
 
-// A temperature file of `focal calibrate` as A's setting (issue 34): the app names the run "calibrated" and its
+// A temperature file of `focal calibrate` as A's setting (issue 34): the app names the run "calibrated:temps" (the
+// file's stem) and its
 // prompt loss is the library's under the same file (capture_run, printed to 3 decimals as the app prints it); a file
 // made for other weights fails the script at its line, naming the file.
 TEST(AppScreens, CalibratedTemperatureFileAsASetting) {
@@ -341,7 +342,7 @@ TEST(AppScreens, CalibratedTemperatureFileAsASetting) {
                             " a\ntab output\nwait\nscreenshot " + dir + "/calib.png\nquit\n");
   ASSERT_EQ(rc, 0) << app_log(dir);
   const auto j = read_json(dir + "/calib.png.json");
-  EXPECT_EQ(j["spec_a"], "calibrated");
+  EXPECT_EQ(j["spec_a"], "calibrated:temps");
   const std::vector<int32_t> ids = m->tokenizer()->encode(prompt, c.add_bos);
   focal::CaptureRequest q;
   q.store_probs = q.store_scores = false;
@@ -398,7 +399,7 @@ TEST(AppScreens, TauProjFileRunsAndShowsTau) {
   char want[32];
   std::snprintf(want, sizeof want, "%.3f", focal::prompt_loss(ref));
   const auto jo = read_json(dir + "/out.png.json");
-  EXPECT_EQ(jo["spec_a"], "calibrated");
+  EXPECT_EQ(jo["spec_a"], "calibrated:tau");
   EXPECT_EQ(labels_of(jo, "output.prompt_loss.a"), std::vector<std::string>{want});
   const auto jt = read_json(dir + "/tau.png.json");
   const std::vector<std::string> ticks = labels_of(jt, "tau_y");
@@ -995,7 +996,7 @@ TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
                          "", "1400x900");
   ASSERT_EQ(rc, 0) << read_text(dir + "/log.txt");
   const nlohmann::json j = read_json(dir + "/with_b.png.json");
-  EXPECT_EQ(j["spec_a"], "calibrated");
+  EXPECT_EQ(j["spec_a"], "calibrated:lamps-t");
   EXPECT_EQ(labels_of(j, "temps.side"), std::vector<std::string>{"A"});
   EXPECT_EQ(labels_of(j, "temps.shape"), (std::vector<std::string>{"4", "6"}));
   char before[16], after[16];

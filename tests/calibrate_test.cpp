@@ -490,7 +490,7 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
       EXPECT_EQ(back.tau_proj->weight, f.tau_proj->weight);
       EXPECT_EQ(back.tau_proj->bias, f.tau_proj->bias);
       EXPECT_EQ(spec.mode, AttnMode::kLearned);
-      EXPECT_EQ(spec.label(), "calibrated");
+      EXPECT_EQ(spec.label(), std::string("calibrated:t_") + calib_granularity_name(g));  // the file's stem
       // The file's t is each layer's mean tau / sqrt(d_head) over the held-out rows of that run.
       std::vector<double> layer_t;
       calib_val_loss(*model, val, spec, &layer_t);

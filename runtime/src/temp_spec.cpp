@@ -336,7 +336,12 @@ static std::string fmt_g(float v) {
 }
 
 std::string TempSpec::label() const {
-  if (!temp_file.empty()) return "calibrated";  // the file's temperatures (its overrides are the setting)
+  if (!temp_file.empty()) {  // the file's temperatures (its overrides are the setting), named by the file's stem:
+    // two files compared read "calibrated:t_head" and "calibrated:t_layer", not "calibrated" and "calibrated_b"
+    std::string stem = temp_file.substr(temp_file.find_last_of('/') + 1);
+    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
+    return stem.empty() ? "calibrated" : "calibrated:" + stem;
+  }
   std::string s = spelled_mode(*this, true);
   if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";
   return s;

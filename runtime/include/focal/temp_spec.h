@@ -93,7 +93,7 @@ struct TempSpec {
   static std::string brief_json(const std::string& json);
   static TempSpec from_json(const std::string& json, const std::string& where);
   // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any;
-  // "calibrated" for a temperature file's setting.
+  // "calibrated:STEM" for a temperature file's setting (STEM: the file name without its directory and ".json").
   std::string label() const;
 
   // The logit multiplier this spec applies to raw scores (q.k/sqrt(d_head)) of (layer, head) for a query row with
