@@ -1,11 +1,13 @@
 // Option parsing helpers for the `focal` CLI.
 #include "args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 #include "focal/byte_size.h"
+#include "focal/error.h"
 
 namespace focal::cli {
 
@@ -103,9 +105,14 @@ std::vector<float> parse_float_range(const std::string& s, const std::string& op
     if (c2 == std::string::npos) throw UsageError{option + ": use FROM:TO:STEP, e.g. 0.3:1.0:0.1"};
     const double a = parse_double(s.substr(0, c1), option), b = parse_double(s.substr(c1 + 1, c2 - c1 - 1), option),
                  st = parse_double(s.substr(c2 + 1), option);
-    if (!(st > 0) || b < a) throw UsageError{option + ": need FROM <= TO and STEP > 0"};
-    const int n = (int)std::floor((b - a) / st + 1e-6) + 1;
-    if (n > 10000) throw UsageError{option + ": more than 10000 values"};
+    // Well-formed numbers that make no range are an error in a value (exit 1), as a temperature out of range is.
+    if (!(st > 0)) throw Error(option + " " + s + ": STEP must be above 0 (e.g. 0.3:1.0:0.1)");
+    if (b < a) throw Error(option + " " + s + ": FROM is above TO (e.g. 0.3:1.0:0.1)");
+    const double n_values = std::floor((b - a) / st + 1e-6) + 1;
+    if (n_values > 10000)
+      throw Error(option + " " + s + ": " + std::to_string((long long)std::min(n_values, 1e18)) +
+                  " values, more than 10000: give a larger STEP");
+    const int n = (int)n_values;
     for (int i = 0; i < n; ++i) out.push_back((float)(a + i * st));
   } else {
     size_t pos = 0;

@@ -739,6 +739,13 @@ TEST_F(CliTest, BadTemperaturesExitOne) {
   for (const char* t : {"0", "nan", "-1", "inf"})
     expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", t, "-o", o}, 1, {"--temp"}, d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0:1:0.5", "-o", o}, 1, {"--temps"}, d);
+  // A range that is well-formed but empty, backwards or too long is an error in the value too (exit 1), naming it.
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "1:0.1:0.1", "-o", o}, 1, {"--temps", "FROM"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1:0", "-o", o}, 1, {"--temps", "STEP"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1:1e-7", "-o", o}, 1, {"--temps", "9000001"},
+                 d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1", "-o", o}, 2, {"--temps", "FROM:TO:STEP"},
+                 d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.5,nan", "-o", o}, 1, {"--temps"}, d);
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--temp", "0", "--capture", o}, 1, {"--temp"},
                  d);
