@@ -213,6 +213,18 @@ TEST(AppStateDefaults, StandardTrainedModelOpensAgainstFocalAndTheBannerShowsThe
   EXPECT_EQ(st.slots[1].spec.label(), "standard");
   EXPECT_NE(st.posthoc_banner().find("standard is post hoc: this model was trained with focal_t0.4"), std::string::npos)
       << st.posthoc_banner();
+  // A native loss above ln V (a uniform guess over the vocabulary) is said; below it nothing is added. The bundled
+  // model on the story is below; the recall model, trained on synthetic tasks, is far above on its own prompt.
+  const double ln_v = std::log((double)st.config()->vocab_size);
+  ASSERT_LT(st.prompt_loss(0), ln_v);
+  EXPECT_EQ(st.posthoc_banner().find("uniform guess"), std::string::npos) << st.posthoc_banner();
+  st.open_path(std::string(FOCAL_SOURCE_DIR) + "/assets/models/recall-focal-t0.4");
+  wait_idle(st);
+  ASSERT_GT(st.prompt_loss(0), ln_v) << "the recall model on the story";
+  char uniform[96];
+  std::snprintf(uniform, sizeof uniform, "(focal_t0.4: above ln %d = %.2f, worse than a uniform guess on this text)",
+                st.config()->vocab_size, ln_v);
+  EXPECT_NE(st.posthoc_banner().find(uniform), std::string::npos) << st.posthoc_banner();
   // A previewed at another t (live propagate off): its run's loss would stand beside the new setting, so no banner
   // until it is propagated (it kept t = 0.4's loss while A showed t = 0.2)
   st.live_propagate = false;

@@ -321,7 +321,16 @@ std::string AppState::posthoc_banner() const {
                 "%s is post hoc: this model was trained with %s. Prompt loss %.3f -> %.3f nats/token (%+.3f), "
                 "perplexity %.3g -> %.3g",
                 slots[other].run_spec.label().c_str(), native.label().c_str(), a, b, b - a, std::exp(a), std::exp(b));
-  return buf;
+  std::string out = buf;
+  // A loss above ln V is worse than a uniform guess over the vocabulary: said, so that a perplexity of millions on a
+  // model trained on synthetic tasks (the bundled recall model on its own prompt: 7.16e+06) does not read as a bug.
+  const double ln_v = cfg_.vocab_size > 1 ? std::log((double)cfg_.vocab_size) : 0.0;
+  if (ln_v > 0.0 && a > ln_v) {
+    std::snprintf(buf, sizeof buf, " (%s: above ln %d = %.2f, worse than a uniform guess on this text)",
+                  native.label().c_str(), cfg_.vocab_size, ln_v);
+    out += buf;
+  }
+  return out;
 }
 
 void AppState::close_model_b() {

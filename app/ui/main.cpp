@@ -217,7 +217,13 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // At 1280 x 720 the left column, the token strip and the details table each give up a little so that the heatmap
   // and the overview stay usable.
   const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
-  const float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
+  float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
+  // A post-hoc banner that wraps (panel_prompt.cpp) takes its second line from the panels below, not from the token
+  // strip (at 1280 x 720 the strip kept one row of tokens).
+  if (const std::string banner = st.posthoc_banner(); !banner.empty()) {
+    const float text_w = std::max(80.0f, w - left) - 2.0f * ImGui::GetStyle().WindowPadding.x;
+    if (ImGui::CalcTextSize(banner.c_str()).x > text_w) top += ImGui::GetTextLineHeightWithSpacing();
+  }
   // The details pane: its height by the window, taller while the Corpus or Temps tab shows (a layer x head matrix
   // beside a plot), until its splitter is dragged.
   const bool tall_tab = ui.details_tab == 5 || ui.details_tab == 6;

@@ -135,7 +135,9 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     prompt_editor(ui);
     const std::string banner = st.posthoc_banner();  // a post-hoc t changes the loss of a model trained without it
     if (!banner.empty()) {
+      ImGui::PushTextWrapPos(0.0f);  // wrapped at the panel's edge (at 1280 px it ran past it)
       ImGui::TextColored(ImVec4(1.0f, 0.78f, 0.35f, 1.0f), "%s", banner.c_str());
+      ImGui::PopTextWrapPos();
       ui.labels["banner"] = {banner};
     }
     const HeadRows& rows = st.head_rows();
