@@ -817,6 +817,17 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   EXPECT_EQ(labels_of(ja, "prompt.run"), std::vector<std::string>{"disabled (no model)"});
   // select 3 5 is head 3.5 of the 4 x 6 stats file, not a clamp to the recall model's 2 x 4.
   EXPECT_EQ(labels_of(ja, "corpus.selected"), std::vector<std::string>{"3.5"});
+  // The documents by head 3.5's mean entropy under B (the file's own per-document means, highest first), each once:
+  // of 3, two high and one low (the middle one was listed as both).
+  const focal::batch::StatsFile sd = focal::batch::read_stats(stats);  // with the per-document tables
+  ASSERT_EQ(sd.n_docs(), 3u);
+  std::vector<size_t> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return sd.doc_head_mean(x, 1, 3, 5, focal::kEntropyNats) > sd.doc_head_mean(y, 1, 3, 5, focal::kEntropyNats);
+  });
+  EXPECT_EQ(labels_of(ja, "corpus.docs"),
+            (std::vector<std::string>{"high " + sd.doc_id[order[0]], "high " + sd.doc_id[order[1]],
+                                      "low " + sd.doc_id[order[2]]}));
   // The pane is tall on the Corpus tab (it was about 230 px at this size), and details-height sets it.
   EXPECT_GE((double)ja["rects"]["details"][3], 0.40 * 960);
   const nlohmann::json js = read_json(dir + "/short.png.json");

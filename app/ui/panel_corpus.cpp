@@ -242,7 +242,10 @@ void draw_documents(Ui& ui, CorpusView& cv) {
   const std::vector<size_t> ranked = cv.ranked_docs(run, cv.layer, cv.head);
   ImGui::TextDisabled("head %d.%d, %s mean per document (%s)", cv.layer, cv.head, focal::row_metric_name(cv.metric),
                       cv.stats.run_names[(size_t)run].c_str());
-  const size_t n_show = std::min<size_t>(4, ranked.size() / 2 + ranked.size() % 2);
+  // Up to 4 highest and 4 lowest, each document once (with 3 documents the middle one was listed as both).
+  const size_t n_high = std::min<size_t>(4, ranked.size() / 2 + ranked.size() % 2);
+  const size_t n_low = std::min<size_t>(4, ranked.size() - n_high);
+  std::vector<std::string> shown;  // the screenshot sidecar's record: "high|low doc_id"
   if (ImGui::BeginTable("corpus_docs", 3, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) {
     auto row = [&](size_t d, const char* tag) {
       ImGui::TableNextRow();
@@ -258,11 +261,13 @@ void draw_documents(Ui& ui, CorpusView& cv) {
       ImGui::Text("%s %.3f", tag, cv.stats.doc_head_mean(d, run, cv.layer, cv.head, cv.metric));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(cv.stats.doc_id[d].c_str());
+      shown.push_back(std::string(tag[0] == 'h' ? "high " : "low ") + cv.stats.doc_id[d]);
     };
-    for (size_t i = 0; i < n_show; ++i) row(ranked[i], "high");
-    for (size_t i = 0; i < n_show; ++i) row(ranked[ranked.size() - n_show + i], "low ");
+    for (size_t i = 0; i < n_high; ++i) row(ranked[i], "high");
+    for (size_t i = 0; i < n_low; ++i) row(ranked[ranked.size() - n_low + i], "low ");
     ImGui::EndTable();
   }
+  ui.labels["corpus.docs"] = shown;
   if (cv.pending_doc >= 0) ImGui::TextDisabled("loading %s ...", cv.stats.provenance.model_path.c_str());
 }
 
