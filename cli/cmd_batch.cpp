@@ -142,6 +142,7 @@ int cmd_batch(int argc, char** argv) {
       if (quiet) return;
       const bool last = p.final;  // under MPI every document is handed out before the work ends
       if (!tty && !last && p.elapsed_s - last_line_s < 5.0) return;
+      if (!last && p.docs >= p.total_docs) return;  // the final line follows (a log showed "documents 20/20" twice)
       last_line_s = p.elapsed_s;
       // The rate counts this process's documents only: after --resume the earlier ones took no time here.
       const int64_t here = p.docs - p.docs_at_start;

@@ -24,13 +24,13 @@ void print_provenance(const Provenance& p) {
   if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
 }
 
-// Token-weighted mean NLL of run r over the buckets whose first position lies in [lo, hi).
+// Token-weighted mean NLL of run r over the buckets that lie wholly in positions [lo, hi).
 double mean_nll_between(const batch::PositionLossFile& f, size_t r, int lo, int hi, int64_t* tokens) {
   double sum = 0.0;
   int64_t n = 0;
   for (size_t d = 0; d < f.n_docs(); ++d)
     for (size_t b = 0; b < f.n_buckets(); ++b)
-      if (f.bucket_start[b] >= lo && f.bucket_start[b] < hi) {
+      if (f.bucket_start[b] >= lo && std::min(f.bucket_start[b] + f.bucket_tokens, f.max_tokens) <= hi) {
         sum += f.doc_nll_sum[(r * f.n_docs() + d) * f.n_buckets() + b];
         n += f.doc_count[d * f.n_buckets() + b];
       }
@@ -47,18 +47,42 @@ int inspect_position_loss(const std::string& path) {
   print_provenance(f);
   std::printf("max_position_embeddings %d; bands: %d bootstrap resamples of the documents at %.0f %%\n",
               f.trained_context, f.bootstrap, 100.0 * f.band_level);
-  // The mean NLL (nats/token) within the config's context and past it: the question the file answers.
-  const bool past = f.trained_context < f.max_tokens;
-  std::printf("\n%-28s %14s%s\n", "setting", "NLL < ctx", past ? "    NLL >= ctx" : "");
+  // The mean NLL (nats/token) within the config's context and past it: the question the file answers. The file keeps
+  // sums per bucket, so a bucket that straddles the context counts in neither column (it was counted as within).
+  const int ctx = f.trained_context;
+  const bool past = ctx < f.max_tokens;
+  int in_end = ctx, out_start = ctx;  // positions [1, in_end) and [out_start, max_tokens)
+  for (size_t b = 0; b < f.n_buckets(); ++b) {
+    const int s = f.bucket_start[b], e = std::min(s + f.bucket_tokens, f.max_tokens);
+    if (s < ctx && e > ctx) {
+      in_end = s;
+      out_start = e;
+    }
+  }
+  const std::string in_head = "NLL 1.." + std::to_string(std::min(in_end, f.max_tokens) - 1),
+                    out_head = "NLL " + std::to_string(out_start) + ".." + std::to_string(f.max_tokens - 1);
+  std::printf("\n%-28s %16s%s\n", "setting", in_head.c_str(),
+              past ? (" " + std::string(16 - std::min<size_t>(16, out_head.size()), ' ') + out_head).c_str() : "");
+  bool none_past = false;
   for (size_t r = 0; r < f.n_runs(); ++r) {
     int64_t n_in = 0, n_out = 0;
-    const double in = mean_nll_between(f, r, 0, f.trained_context, &n_in);
-    std::printf("%-28s %14.4f", f.run_names[r].c_str(), in);
-    if (past) std::printf(" %13.4f", mean_nll_between(f, r, f.trained_context, f.max_tokens, &n_out));
+    const double in = mean_nll_between(f, r, 0, in_end, &n_in);
+    std::printf("%-28s %16.4f", f.run_names[r].c_str(), in);
+    if (past) {
+      const double out = mean_nll_between(f, r, out_start, f.max_tokens, &n_out);
+      if (n_out > 0)
+        std::printf(" %16.4f", out);
+      else
+        std::printf(" %16s", "no tokens"), none_past = true;
+    }
     std::printf("\n");
     if (!f.run_warnings[r].empty() && f.run_warnings[r] != f.warnings)  // the file's own is printed above
       std::printf("  %s\n", f.run_warnings[r].c_str());
   }
+  if (in_end < ctx)
+    std::printf("(the bucket at positions %d..%d straddles the trained context of %d: in neither column)\n", in_end,
+                out_start - 1, ctx);
+  if (none_past) std::printf("(no document runs past the trained context of %d tokens)\n", ctx);
   std::printf("(focal figure positions %s draws it by position)\n", path.c_str());
   return 0;
 }

@@ -62,9 +62,12 @@ int cmd_eval_positions(int argc, char** argv) {
   o.max_tokens = (int)a.get_int("--max-tokens", 0);
   if (o.max_tokens < 2) throw UsageError{"--max-tokens must be at least 2"};
   o.bucket_tokens = (int)a.get_int("--bucket", 0);
-  if (o.bucket_tokens < 0) throw UsageError{"--bucket must be >= 1 position"};
+  if (a.has("--bucket") && o.bucket_tokens < 1)
+    throw Error("--bucket " + a.get("--bucket") +
+                ": give at least 1 position per bucket (or leave --bucket out: N / 32)");
   o.limit_docs = a.get_int("--limit", 0);
-  if (o.limit_docs < 0) throw UsageError{"--limit must be >= 0"};
+  if (a.has("--limit") && o.limit_docs < 1)
+    throw Error("--limit " + a.get("--limit") + ": give at least 1 document (or leave --limit out: all of them)");
   o.bootstrap = (int)a.get_int("--bootstrap", 1000);
   if (o.bootstrap < 0) throw UsageError{"--bootstrap must be >= 0"};
   o.band_level = a.get_double("--level", 0.95);
@@ -91,13 +94,18 @@ int cmd_eval_positions(int argc, char** argv) {
   const size_t B = f.n_buckets();
   std::printf("%zu documents, %zu settings, %zu buckets of %d positions (trained context %d)\n", f.n_docs(), f.n_runs(),
               B, f.bucket_tokens, f.trained_context);
-  std::printf("%-28s %12s %12s\n", "setting", "first bucket", "last bucket");
-  for (size_t r = 0; r < f.n_runs(); ++r) {
-    size_t last = 0;
+  // The last bucket any document reaches (the same for every setting: they run the same tokens), and the positions
+  // the two columns cover.
+  size_t last = 0;
+  for (size_t d = 0; d < f.n_docs(); ++d)
     for (size_t b = 0; b < B; ++b)
-      if (f.mean_nll[r * B + b] == f.mean_nll[r * B + b]) last = b;
+      if (f.doc_count[d * B + b] > 0) last = std::max(last, b);
+  const int last_end = std::min<int>(f.bucket_start[last] + f.bucket_tokens, f.max_tokens) - 1;
+  std::printf("mean NLL (nats) in the first bucket (positions 1..%d) and the last one with tokens (%d..%d)\n",
+              std::min(f.bucket_tokens, f.max_tokens) - 1, std::max(1, f.bucket_start[last]), last_end);
+  std::printf("%-28s %12s %12s\n", "setting", "first bucket", "last bucket");
+  for (size_t r = 0; r < f.n_runs(); ++r)
     std::printf("%-28s %12.4f %12.4f\n", f.run_names[r].c_str(), f.mean_nll[r * B], f.mean_nll[r * B + last]);
-  }
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

@@ -208,12 +208,14 @@ print(f"  view.txt: layer {layer}, head {int(mass.argmax())} (relevant mass " +
       " ".join(f"{m:.2f}" for m in mass) + ")")
 PY
     rm -f "$dst.new/view.h5"
-    "$focal" eval "$dst.new" --data "$data" --val-sequences 1 --max-tasks 20 -o "$dst.new/eval.h5" \
-      > "$dst.new/eval.txt"
     rm -rf "$dst.old"
     [ -d "$dst" ] && mv "$dst" "$dst.old"
     mv "$dst.new" "$dst"
     rm -rf "$dst.old"
+    # Evaluated where it is bundled, so that eval.h5 and eval.txt record the model's own path (run in "$dst.new",
+    # they named "recall-focal-t0.4.new" in every legend and inspect).
+    "$focal" eval "$dst" --data "$data" --val-sequences 1 --max-tasks 20 -o "$dst/eval.h5" > "$dst/eval.txt.tmp"
+    mv "$dst/eval.txt.tmp" "$dst/eval.txt"
   done
 fi
 echo "showcase: done ($stages)"

@@ -864,7 +864,7 @@ TEST(FigureData, SeriesLabelsFallBackToDirectoriesWhenRunNamesRepeat) {
 TEST(FigureData, ScoresOnlyCapturesAreReTemperedToTheStoredProbabilities) {
   const CaptureFile full = make_capture(true, true), scores = make_capture(false, true);
   for (size_t r = 0; r < full.runs.size(); ++r) {
-    const RunRef a{&full, &full.runs[r], "a"}, b{&scores, &scores.runs[r], "b"};
+    const RunRef a{&full, &full.runs[r], "a", "a"}, b{&scores, &scores.runs[r], "b", "b"};
     for (int c : {0, 5, 12}) {
       const std::vector<double> pa = attention_row(a, 1, 2, c), pb = attention_row(b, 1, 2, c);
       ASSERT_EQ(pa.size(), (size_t)c + 1);
@@ -1041,6 +1041,33 @@ TEST(FigureData, RunsFromSeveralFilesGetFileLabelsWhenNamesRepeat) {
   EXPECT_EQ(runs[3].label, "tuned:focal_t0.4");
   EXPECT_EQ(select_runs(runs, {"tuned:standard"}, 8, 8, "entropy")[0].run, &b.runs[0]);
   EXPECT_THROW(select_runs(runs, {"standard"}, 8, 8, "entropy"), Error);
+  // FILE:RUN names a run whether or not another file holds one of that name (--help: "name a run FILE:RUN if needed";
+  // "base:focal_t0.3" was refused when only base held focal_t0.3).
+  CaptureFile c = make_capture(true, false);
+  c.runs[1].name = "focal_t0.3";
+  const std::vector<RunRef> mixed = capture_runs({{&a, nullptr, "base"}, {&c, nullptr, "other"}}, "entropy");
+  EXPECT_EQ(mixed[3].label, "focal_t0.3");
+  const std::vector<RunRef> got = select_runs(mixed, {"other:focal_t0.3", "base:focal_t0.4"}, 8, 8, "entropy");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].run, &c.runs[1]);
+  EXPECT_EQ(got[1].run, &a.runs[1]);
+  EXPECT_THROW(select_runs(mixed, {"other:focal_t0.4"}, 8, 8, "entropy"), Error);  // other holds no focal_t0.4
+}
+
+// A matrix value below a millionth of the largest is float noise, shown as 0 (an entropy difference of a sink head
+// read "1.1e-08" among values of order 1); the others keep their significant digits.
+TEST(FigurePlot, CellValuesShowFloatNoiseAsZero) {
+  Canvas c(Format::kSvg, 72);
+  c.begin(400, 100, "cells");
+  const std::vector<double> v = {0.512, -0.25, 1.1e-8, 3e-5};
+  draw_cell_values(c, Rect{0, 0, 400, 50}, 1, 4, 100, 50, v, [](double) { return Rgb{1, 1, 1}; });
+  const std::string svg = c.finish();
+  EXPECT_EQ(svg.find("e-08"), std::string::npos);
+  EXPECT_NE(svg.find(">0.512</text>"), std::string::npos);
+  // One cell reads 0 (the noise); 3e-5, 6e-5 of the largest, is a value and keeps its digits.
+  size_t zeros = 0;
+  for (size_t at = svg.find(">0</text>"); at != std::string::npos; at = svg.find(">0</text>", at + 1)) ++zeros;
+  EXPECT_EQ(zeros, 1u) << svg;
 }
 
 TEST(FigurePlot, TicksFollowTheOneTwoFiveRule) {
@@ -1154,7 +1181,7 @@ TEST(FigureCli, InspectTableAppAndFiguresAgreeOnOneCapture) {
   EXPECT_NEAR(cli_loss, cap.prompt_loss(0), 5.1e-5);  // printed with 4 decimals
   EXPECT_FLOAT_EQ(cap.prompt_loss(0), (float)focal::prompt_loss(run));
 
-  const RunRef ref{&cap.file, &run, run.name};
+  const RunRef ref{&cap.file, &run, run.name, run.name};
   const int kCols[5] = {focal::kEntropyNats, focal::kEntropyNorm, focal::kMaxProb, focal::kSinkMass, focal::kTailMass};
   for (int c = 0; c < 5; ++c) {
     const std::vector<double> fig = head_means(ref, kCols[c]);

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "focal/capture.h"
@@ -227,7 +229,7 @@ TEST(PositionLoss, RefusesBadRunsAndOverBudget) {
     (void)batch::parse_position_runs("standard@dynamic:2", gpt2);
     ADD_FAILURE() << "GPT-2 took a rope_scaling override";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("--runs item 'standard@dynamic:2': rope_scaling override 'dynamic:2': "
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("runs: item 'standard@dynamic:2': rope_scaling override 'dynamic:2': "
                                                "gpt2 has learned absolute positions"));
   }
 }
@@ -271,7 +273,10 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::HasSubstr("position-loss file " + out + ": 4 documents, 5 settings"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("native (standard)"));
-  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL >= ctx"));
+  // Buckets of 8 against a context of 24: none straddles it; the columns name their positions.
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 1..23"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 24..39"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("straddles")));
   r = run_cli("figure positions " + out + " -o " + dir + "/pos.svg");
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream svg(dir + "/pos.svg");
@@ -307,6 +312,55 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   r = run_cli("eval --positions --help");
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.out, ::testing::HasSubstr("SPEC[@ROPE]"));
+  // Buckets of 7 against the context of 24: positions 21..27 straddle it and count in neither column.
+  const std::string out3 = dir + "/straddle.h5";
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 30 --bucket 7 --runs " +
+              "standard -o " + out3 + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run_cli("inspect " + out3);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 1..20"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 28..29"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("the bucket at positions 21..27 straddles the trained context of 24"));
+  // Documents shorter than the context: no "past the trained context" warning however large --max-tokens is (it
+  // warned of positions 24..39 that no token reached); it says no document reaches past it, and inspect has no
+  // tokens past it rather than nan.
+  const std::string sdir = dir + "/short";
+  std::filesystem::create_directories(sdir);
+  const std::string short_corpus = write_corpus(sdir, {"The lamp was lit.", "A river ran by the town."});
+  const std::string out4 = dir + "/short.h5";
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + short_corpus + " --max-tokens 40 --runs " +
+              "standard,standard@dynamic:2 -o " + out4 + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("run past")));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("recomputes")));
+  const batch::PositionLossFile sf = batch::read_position_loss(out4);
+  const int longest = *std::max_element(sf.doc_tokens.begin(), sf.doc_tokens.end());
+  ASSERT_LT(longest, 24);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("no document reaches past the model's trained context of 24 tokens (the "
+                                          "longest runs " +
+                                          std::to_string(longest) + " of --max-tokens 40)"));
+  EXPECT_EQ(sf.run_warnings[0], "");
+  EXPECT_EQ(sf.run_warnings[1], "rope_scaling dynamic:2 replaces the model's own");
+  r = run_cli("inspect " + out4);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("no tokens"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("nan")));
+  // Options that would be silently replaced are refused naming them; a bad run is named once.
+  for (const char* bad : {"--bucket 0", "--limit 0"}) {
+    r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 40 " + bad + " -o " +
+                dir + "/x.h5");
+    EXPECT_EQ(r.code, 1) << bad << ": " << r.out;
+    EXPECT_THAT(r.out, ::testing::HasSubstr(std::string(bad).substr(0, std::string(bad).find(' '))));
+    EXPECT_FALSE(exists(dir + "/x.h5"));
+  }
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus +
+              " --max-tokens 40 --runs standard,focal:0 -o " + dir + "/x.h5");
+  EXPECT_NE(r.code, 0);
+  size_t n_runs_flag = 0;
+  for (size_t at = r.out.find("--runs"); at != std::string::npos; at = r.out.find("--runs", at + 1)) ++n_runs_flag;
+  EXPECT_EQ(n_runs_flag, 1u) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("focal:0"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -29,6 +30,7 @@
 namespace focal {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -215,6 +217,41 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   }
   eo.task_set = "bogus";
   EXPECT_THROW(evaluate(*model, TempSpec::native(model->config()), eo), Error);
+  eo.task_set = "eval";
+  auto refusal = [&](const Model& m, const EvalOptions& o) -> std::string {
+    try {
+      (void)evaluate(m, TempSpec::native(m.config()), o);
+    } catch (const Error& err) { return err.what(); }
+    return "";
+  };
+  // No loss over 0 windows (it read 0 nats, perplexity 1), no window past the context shrunk without a word.
+  EvalOptions none = eo;
+  none.val_sequences = 0;
+  EXPECT_THAT(refusal(*model, none), HasSubstr("--val-sequences 0"));
+  EvalOptions wide = eo;
+  wide.val_seq_len = model->config().max_positions + 1;
+  EXPECT_THAT(refusal(*model, wide), HasSubstr("--val-seq-len " + std::to_string(wide.val_seq_len)));
+  // Data tokenized with another tokenizer: its ids would be read as other tokens (a --quick data build evaluated the
+  // bundled models at perplexity 9604 against 82, without a word). Another vocabulary size ...
+  auto bundled = Model::load(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");
+  EXPECT_THAT(refusal(*bundled, eo), AllOf(HasSubstr(eo.data_dir + "/tokenizer.model"), HasSubstr("vocabulary of 300"),
+                                           HasSubstr("not the tokenizer of")));
+  // ... and the same size with other pieces (a tokenizer trained on other text).
+  const std::string other = test::make_temp_dir("otherdata");
+  for (const char* f : {"text_train.bin", "text_val.bin", "tasks_train.jsonl", "tasks_eval.jsonl"})
+    std::filesystem::copy_file(eo.data_dir + "/" + f, other + "/" + f);
+  {
+    std::ofstream text(other + "/words.txt");
+    for (int i = 0; i < 4000; ++i) text << "zebra quartz " << i * 7919 % 1000 << " yellow violin kettle\n";
+  }
+  ASSERT_EQ(std::system(("spm_train --input=" + other + "/words.txt --model_prefix=" + other +
+                         "/tokenizer --vocab_size=300 --model_type=bpe --byte_fallback=true --character_coverage=1.0 "
+                         "--bos_id=1 --eos_id=2 --unk_id=0 --pad_id=-1 --minloglevel=2 --num_threads=1")
+                            .c_str()),
+            0);
+  EvalOptions elsewhere = eo;
+  elsewhere.data_dir = other;
+  EXPECT_THAT(refusal(*model, elsewhere), AllOf(HasSubstr(other + "/tokenizer.model"), HasSubstr("there and '")));
 }
 
 TEST(Trainer, TauLearningRateMultiplierZeroFreezesTauProj) {

@@ -218,12 +218,14 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // and the overview stay usable.
   const float left = std::clamp(w * 0.2f, 250.0f, 360.0f);
   float top = std::clamp(h * 0.22f, 120.0f, 220.0f);
-  // A post-hoc banner that wraps (panel_prompt.cpp) takes its second line from the panels below, not from the token
-  // strip (at 1280 x 720 the strip kept one row of tokens).
+  // A post-hoc banner that wraps (panel_prompt.cpp) takes its second line from the details pane below, not from the
+  // token strip (at 1280 x 720 the strip kept one row of tokens) nor from the heatmap.
+  float banner_extra = 0.0f;
   if (const std::string banner = st.posthoc_banner(); !banner.empty()) {
     const float text_w = std::max(80.0f, w - left) - 2.0f * ImGui::GetStyle().WindowPadding.x;
-    if (ImGui::CalcTextSize(banner.c_str()).x > text_w) top += ImGui::GetTextLineHeightWithSpacing();
+    if (ImGui::CalcTextSize(banner.c_str()).x > text_w) banner_extra = ImGui::GetTextLineHeightWithSpacing();
   }
+  top += banner_extra;
   // The details pane: its height by the window, taller while the Corpus or Temps tab shows (a layer x head matrix
   // beside a plot), until its splitter is dragged.
   const bool tall_tab = ui.details_tab == 5 || ui.details_tab == 6;
@@ -235,7 +237,7 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
       tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * 0.45f, 110.0f, 560.0f), h - top - status_h - 300.0f))
                : normal_bottom;
   const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
-  const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom, 80.0f, max_bottom);
+  const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom - banner_extra, 80.0f, max_bottom);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
   set_run_colours(st);  // one colour per run: the main panels' A and B
   ui.labels["runs.colours"] = {st.slots[0].spec.label() + "=" + col_hex(col_run(0)),

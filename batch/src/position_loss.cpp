@@ -26,7 +26,7 @@ std::vector<PositionRun> parse_position_runs(const std::string& text, const Mode
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
     start = comma + 1;
-    if (item.empty()) throw Error("runs", "--runs '" + text + "': an empty run (give e.g. standard,focal:0.4,ssmax)");
+    if (item.empty()) throw Error("runs", "runs '" + text + "': an empty run (give e.g. standard,focal:0.4,ssmax)");
     PositionRun r;
     r.name = item;
     const size_t at = item.find('@');
@@ -42,9 +42,17 @@ std::vector<PositionRun> parse_position_runs(const std::string& text, const Mode
         ModelConfig copy = cfg;
         apply_rope_override(copy, r.rope_scaling);
       }
-    } catch (const Error& e) { throw Error("runs", "--runs item '" + item + "': " + e.what()); }
+    } catch (const Error& e) {
+      // One "--runs" (the CLI puts the option in front of a "runs:" message) and one mention of the item: the
+      // spec parser's own message already names both ("--runs: --runs item 'focal:0': --runs: 'focal:0': ...").
+      std::string msg = e.what();
+      if (msg.rfind("--runs: ", 0) == 0) msg = msg.substr(8);
+      if (msg.find("'" + item + "'") == std::string::npos && msg.find("'" + r.spec_text + "'") == std::string::npos)
+        msg = "item '" + item + "': " + msg;
+      throw Error("runs", "runs: " + msg);
+    }
     for (const PositionRun& o : runs)
-      if (o.name == r.name) throw Error("runs", "--runs names '" + item + "' twice");
+      if (o.name == r.name) throw Error("runs", "runs: '" + item + "' is named twice");
     runs.push_back(r);
   }
   return runs;
@@ -138,15 +146,7 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   f.bootstrap = opt.bootstrap;
   const int B = (opt.max_tokens - 1) / f.bucket_tokens + 1;  // positions 0..max_tokens-1
   for (int b = 0; b < B; ++b) f.bucket_start.push_back(b * f.bucket_tokens);
-  for (const PositionRun& r : runs) {
-    f.run_names.push_back(r.name);
-    const ModelConfig& rc = models[r.rope_scaling]->config();
-    std::string w = context_length_warning(rc, opt.max_tokens);
-    if (!r.rope_scaling.empty())
-      w = "rope_scaling " + r.rope_scaling + " replaces the model's own" + (w.empty() ? "" : "; " + w);
-    f.run_warnings.push_back(w);
-  }
-  f.warnings = context_length_warning(c, opt.max_tokens);
+  for (const PositionRun& r : runs) f.run_names.push_back(r.name);
 
   // Documents first (tokenized once), so progress knows its total.
   std::vector<std::vector<int32_t>> docs;
@@ -164,6 +164,20 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   }
   if (docs.empty())
     throw Error("data", "--data '" + corpus_path + "' holds no document of 2 tokens or more: nothing to evaluate");
+  // Warnings from the tokens that run, not from --max-tokens: a corpus of short documents never leaves the trained
+  // context however large --max-tokens is (it said "positions 8192..8999 were never trained on" of 3793 tokens).
+  const int longest = *std::max_element(f.doc_tokens.begin(), f.doc_tokens.end());
+  for (const PositionRun& r : runs) {
+    std::string w = context_length_warning(models[r.rope_scaling]->config(), longest);
+    if (!r.rope_scaling.empty())
+      w = "rope_scaling " + r.rope_scaling + " replaces the model's own" + (w.empty() ? "" : "; " + w);
+    f.run_warnings.push_back(w);
+  }
+  f.warnings = context_length_warning(c, longest);
+  if (f.warnings.empty() && opt.max_tokens > c.max_positions)
+    f.warnings = "no document reaches past the model's trained context of " + std::to_string(c.max_positions) +
+                 " tokens (the longest runs " + std::to_string(longest) + " of --max-tokens " +
+                 std::to_string(opt.max_tokens) + "): positions past it hold nothing; give longer documents";
   const size_t R = runs.size(), D = docs.size(), Bn = (size_t)B;
   f.doc_count.assign(D * Bn, 0);
   for (size_t d = 0; d < D; ++d)

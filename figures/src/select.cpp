@@ -40,7 +40,7 @@ std::vector<RunRef> capture_runs(const std::vector<Source>& sources, const std::
   std::vector<RunRef> all;
   for (const Source& s : sources)
     for (const RunCapture& r : s.capture->runs)
-      all.push_back({s.capture, &r, count[r.name] > 1 ? s.label + ":" + r.name : r.name});
+      all.push_back({s.capture, &r, count[r.name] > 1 ? s.label + ":" + r.name : r.name, s.label + ":" + r.name});
   if (all.empty()) {
     std::string files;
     for (const Source& s : sources) files += (files.empty() ? "'" : ", '") + s.label + "'";
@@ -66,7 +66,7 @@ std::vector<RunRef> select_runs(const std::vector<RunRef>& all, const std::vecto
     const RunRef* hit = nullptr;
     int bare = 0;
     for (const RunRef& r : all) {
-      if (r.label == n) hit = &r;
+      if (r.label == n || r.qualified == n) hit = &r;
       if (r.run->name == n) ++bare;
     }
     if (!hit && bare == 1)

@@ -15,7 +15,8 @@ namespace focal::figures {
 struct RunRef {
   const CaptureFile* file = nullptr;
   const RunCapture* run = nullptr;
-  std::string label;
+  std::string label;      // the run's name, or FILE:RUN where two files hold a run of that name
+  std::string qualified;  // FILE:RUN always (--runs takes it whether or not the name is shared)
 };
 
 // Every run of the capture sources, in file and capture order. Throws if a source is a sweep or no run exists.

@@ -21,6 +21,27 @@ bool exists(const std::string& p) {
 }
 }  // namespace
 
+void check_data_tokenizer(const std::string& data_dir, const Tokenizer* model_tok, const std::string& model_name) {
+  const std::string path = data_dir + "/tokenizer.model";
+  if (!model_tok || !exists(path)) return;
+  const auto data_tok = Tokenizer::load(path);
+  std::string differs;
+  if (data_tok->vocab_size() != model_tok->vocab_size()) {
+    differs = "a vocabulary of " + std::to_string(data_tok->vocab_size()) + " tokens against the model's " +
+              std::to_string(model_tok->vocab_size());
+  } else {
+    for (int id = 0; id < data_tok->vocab_size() && differs.empty(); ++id)
+      if (data_tok->piece(id) != model_tok->piece(id))
+        differs = "token " + std::to_string(id) + " is '" + data_tok->display(id) + "' there and '" +
+                  model_tok->display(id) + "' in the model";
+  }
+  if (!differs.empty())
+    throw Error("data_dir", "the data in '" + data_dir + "' was tokenized with its own '" + path +
+                                "', which is not the tokenizer of " + model_name + " (" + differs +
+                                "): its token ids would be read as other tokens. Use data built with the model's "
+                                "tokenizer (a --quick build of scripts/data/build_data.py trains another one)");
+}
+
 std::vector<int32_t> read_tokens(const std::string& path, int vocab_size) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw Error("cannot read '" + path + "'" + kMakeData);

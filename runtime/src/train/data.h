@@ -7,6 +7,8 @@
 
 namespace focal {
 
+class Tokenizer;
+
 struct TaskAnswer {
   int answer_pos = 0;             // index in ids of the first answer token
   int answer_len = 0;             // answer tokens ids[answer_pos .. answer_pos + answer_len - 1]
@@ -30,6 +32,10 @@ struct TrainData {
 
 // Reads int32 little-endian tokens; throws Error naming the file.
 std::vector<int32_t> read_tokens(const std::string& path, int vocab_size);
+
+// Throws Error when data_dir's tokenizer.model (what its .bin and .jsonl token ids mean) is not the model's
+// tokenizer (compared piece by piece): its ids would be read as other tokens. No check when either is absent.
+void check_data_tokenizer(const std::string& data_dir, const Tokenizer* model_tokenizer, const std::string& model_name);
 // Reads a tasks .jsonl; throws Error naming the file and line.
 std::vector<Task> read_tasks(const std::string& path, int vocab_size);
 
