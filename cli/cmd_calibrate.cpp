@@ -10,6 +10,7 @@
 #include "args.h"
 #include "device_option.h"
 #include "output_option.h"
+#include "temp_options.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
 #include "focal/model.h"
@@ -124,24 +125,7 @@ int cmd_calibrate(int argc, char** argv) {
     std::fflush(stderr);
     last_line = now;
   });
-  // The learned t per layer x head (one row per layer; model granularity: one value).
-  if (f.granularity == CalibGranularity::kTauProj) {
-    std::printf("mean t = tau / sqrt(d_head) over the held-out tokens, by layer:\nlayer      t\n");
-    for (int l = 0; l < f.n_layers; ++l) std::printf("%5d %6.3f\n", l, f.focal_temp[(size_t)l * f.n_heads]);
-  } else if (f.granularity == CalibGranularity::kModel) {
-    std::printf("t = %.4f for every head\n", f.focal_temp[0]);
-  } else {
-    const int cols = f.granularity == CalibGranularity::kLayer ? 1 : f.n_heads;
-    std::printf("t by layer x head%s:\n%s", f.granularity == CalibGranularity::kLayer ? " (one t per layer)" : "",
-                cols == 1 ? "layer" : "layer\\head");
-    for (int h = 0; h < cols; ++h) std::printf(cols == 1 ? "      t" : " %6d", h);
-    std::printf("\n");
-    for (int l = 0; l < f.n_layers; ++l) {
-      std::printf(cols == 1 ? "%5d" : "%10d", l);  // under "layer" or "layer\\head"
-      for (int h = 0; h < cols; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
-      std::printf("\n");
-    }
-  }
+  print_temp_table(f);  // the learned t per layer x head
   std::printf("held-out loss %.5f nats/token at t = %g, %.5f calibrated (%s granularity, %d held-out tokens)\n",
               f.val_loss_init, f.init_temp, f.val_loss, calib_granularity_name(f.granularity), (int)f.n_val_tokens);
   std::printf("wrote %s (apply with --temp %s)\n", cfg.out_path.c_str(),

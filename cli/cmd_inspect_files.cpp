@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_options.h"
 #include "focal/calibrate.h"
 #include "focal/temp_spec.h"
 #include "focal/eval.h"
@@ -139,14 +140,8 @@ int inspect_temps(const std::string& path) {
   std::sort(t.begin(), t.end());
   if (!t.empty())
     std::printf("t over the heads: min %.4g, median %.4g, max %.4g\n", t.front(), t[t.size() / 2], t.back());
-  std::printf("\nt by layer x head%s:\n", f.granularity == CalibGranularity::kTauProj
-                                              ? " (tau-proj: each layer's mean over the held-out tokens)"
-                                              : "");
-  for (int l = 0; l < f.n_layers; ++l) {
-    std::printf("%5d", l);
-    for (int h = 0; h < f.n_heads; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
-    std::printf("\n");
-  }
+  std::printf("\n");
+  print_temp_table(f);
   std::printf("(apply with --temp calibrated:%s; focal figure temps %s draws it)\n", path.c_str(), path.c_str());
   return 0;
 }

@@ -70,7 +70,8 @@ commands:
   capture MODEL       run a prompt and write attention probabilities, raw scores and metrics to HDF5
   sweep MODEL         attention metrics and prompt loss against the focal temperature t
   generate MODEL      greedy or sampled generation with a KV cache, optionally capturing attention
-  inspect FILE.h5     summary of a capture (per layer x head table), sweep or batch stats file
+  inspect FILE        summary of any file focal writes: capture (per layer x head table), sweep, batch stats,
+                      evaluation, position loss, training or calibration log, temperature file (.json)
   init DIR            write a randomly initialised model directory (for demos and tests)
   figure KIND FILE..  publication figure (PNG, SVG, PDF) from captures, sweeps, logs, evaluations, stats, temps
   demo                capture standard vs focal on the demo model and write a gallery of figures

@@ -1,6 +1,7 @@
 // The temperature options (temp_options.h).
 #include "temp_options.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "focal/error.h"
@@ -86,6 +87,27 @@ TempSpec compare_spec(const std::string& v, const std::string& opt, const ModelC
     throw Error(opt + ": " + v + ": " + e.what());
   }
   return s;
+}
+
+void print_temp_table(const TempFile& f) {
+  if (f.granularity == CalibGranularity::kTauProj) {
+    std::printf("mean t = tau / sqrt(d_head) over the held-out tokens, by layer:\nlayer      t\n");
+    for (int l = 0; l < f.n_layers; ++l) std::printf("%5d %6.3f\n", l, f.focal_temp[(size_t)l * f.n_heads]);
+    return;
+  }
+  if (f.granularity == CalibGranularity::kModel) {
+    std::printf("t = %.4f for every head\n", f.focal_temp[0]);
+    return;
+  }
+  const int cols = f.granularity == CalibGranularity::kLayer ? 1 : f.n_heads;
+  std::printf("t by layer x head%s:\n%s", cols == 1 ? " (one t per layer)" : "", cols == 1 ? "layer" : "layer\\head");
+  for (int h = 0; h < cols; ++h) std::printf(cols == 1 ? "      t" : " %6d", h);
+  std::printf("\n");
+  for (int l = 0; l < f.n_layers; ++l) {
+    std::printf(cols == 1 ? "%5d" : "%10d", l);  // under "layer" or "layer\\head"
+    for (int h = 0; h < cols; ++h) std::printf(" %6.3f", f.focal_temp[(size_t)l * f.n_heads + h]);
+    std::printf("\n");
+  }
 }
 
 }  // namespace focal::cli

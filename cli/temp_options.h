@@ -6,6 +6,7 @@
 #include <string>
 
 #include "args.h"
+#include "focal/calibrate.h"
 #include "focal/config.h"
 #include "focal/temp_spec.h"
 
@@ -20,5 +21,9 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg);
 
 // A setting in the spec grammar (TempSpec::parse) given to option `opt` (--compare, --runs), validated against cfg.
 TempSpec compare_spec(const std::string& v, const std::string& opt, const ModelConfig& cfg);
+
+// A temperature file's t on stdout, as calibrate and inspect print it: one value (model), a column (layer, tau-proj:
+// each layer's mean) or a layer x head table with its header row.
+void print_temp_table(const TempFile& f);
 
 }  // namespace focal::cli
