@@ -154,17 +154,24 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
       y += legend_height(c, legend, W - 2 * kMargin) + 4.0;
     }
     const double sx = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
-    const Rect sp{sx, y, W - kMargin - 4.0 - sx, scatter_h};
+    // More than 8 layers have no legend: a colour bar of the layers beside the plot says which colour is which
+    // (a 30-layer model's dots had no key).
+    ColorScale layer_cs = linear_scale(layers.front(), std::max(layers.back(), layers.front() + 1), "Layer");
+    layer_cs.span = 0.9;
+    const bool layer_bar = legend.empty() && L > 1;
+    const double bar_w = layer_bar ? colorbar_width(c, layer_cs) + 6.0 : 0.0;
+    const Rect sp{sx, y, W - kMargin - 4.0 - sx - bar_w, scatter_h};
     const LinearMap mx{xt.lo, xt.hi, sp.x, sp.right()}, my{yt.lo, yt.hi, sp.bottom(), sp.y};
     draw_hgrid(c, sp, yt, my);
     c.line(sp.x, my(1.0), sp.right(), my(1.0), 0.6, gray(0.45), true);
     for (size_t i = 0; i < t.size(); ++i) {
       if (std::isnan(ent[i])) continue;
       const int l = (int)(i / Hn);
-      c.marker(mx(ent[i]), my(t[i]), 1.8, viridis(L > 1 ? 0.9 * l / (L - 1) : 0.45));
+      c.marker(mx(ent[i]), my(t[i]), 1.8, layer_bar ? layer_cs(layers[l]) : viridis(L > 1 ? 0.9 * l / (L - 1) : 0.45));
     }
     draw_left_axis(c, sp, yt, my);
     draw_bottom_axis(c, sp, xt, mx);
+    if (layer_bar) draw_colorbar(c, layer_cs, sp.right() + 6.0, sp.y, sp.h);
     draw_y_title(c, kMargin, sp, "t");
     draw_x_title(c, sp, sp.bottom() + kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0,
                  "Entropy under " + run_name + " (nats)");
