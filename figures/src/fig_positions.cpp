@@ -96,23 +96,25 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   auto layer_color = [&](size_t i) { return use_legend ? series_color(i, layers.size()) : cs(layers[i]); };
   if (use_legend)
     for (size_t i = 0; i < layers.size(); ++i)
-      legend.push_back({"layer " + std::to_string(layers[i]), layer_color(i), true});
+      legend.push_back({"layer " + std::to_string(layers[i]), layer_color(i), true, false});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + (use_legend ? 0.0 : colorbar_width(c, cs) + 4.0);
   if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
-  const double top = title_space(opt) + (use_legend ? legend_height(c, legend, W - left - right) : 0.0) + 4.0;
+  const double note_h = 1.4 * kTickSize + 1.3;  // the line under the title
+  const double top = title_space(opt) + note_h + (use_legend ? legend_height(c, legend, W - left - right) : 0.0) + 4.0;
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double natural = top + 150.0 + x_axis_h + kMargin;
   const double H = page_height(opt, natural);
   const double plot_h = H - top - x_axis_h - kMargin;
   if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
-  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
-  // The axes say what is plotted; the title says which run of which model (the model last, as the loss figure).
+  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
+  // The title says which model (first: a long title's … cuts its end, and it cut "SmolLM2-135M-Instruc…") and what;
+  // the line under it which run over how many documents.
   const std::string model = base_name(f.model_path);
-  const std::string auto_title =
-      "Entropy, " + f.run_names[(size_t)run] + ", " + docs + (model.empty() ? "" : ": " + model);
+  const std::string auto_title = model.empty() ? "Entropy by position" : model + ": entropy by position";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
+  c.text(f.run_names[(size_t)run] + ", " + docs, W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false, kInk);
   const Rect r{left, top, W - left - right, plot_h};
   const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};
   const LinearMap x{xt.lo, xt.hi, r.x, r.right()};
@@ -123,7 +125,7 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   draw_left_axis(c, r, yt, y);
   draw_bottom_axis(c, r, xt, x);
   if (use_legend)
-    draw_legend(c, legend, left, title_space(opt), W - left - right);
+    draw_legend(c, legend, left, title_space(opt) + note_h, W - left - right);
   else
     draw_colorbar(c, cs, r.right() + 6.0, r.y, r.h);
   draw_y_title(c, kMargin, r, "Entropy (nats), mean over heads");
@@ -195,27 +197,30 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const Ticks xt = nice_ticks(0, x_end, 5, false);
   std::vector<LegendItem> legend;
   for (size_t k = 0; k < runs.size(); ++k)
-    legend.push_back({f.run_names[(size_t)runs[k]], category_color((int)k), true});
+    legend.push_back({f.run_names[(size_t)runs[k]], category_color((int)k), true, false});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0;
   if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   const double legend_h = legend_height(c, legend, W - left - right);
-  const double top = title_space(opt) + legend_h + 4.0;
+  const double note_h = 1.4 * kTickSize + 1.3;  // the line under the title
+  const double top = title_space(opt) + note_h + legend_h + 4.0;
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double natural = top + 130.0 + x_axis_h + kMargin;
   const double H = page_height(opt, natural);
   const double plot_h = H - top - x_axis_h - kMargin;
   if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   const int pct = (int)std::lround(f.band_level * 100);
-  // A band over documents needs two of them: one document's resamples are that document, so no band is claimed.
-  // The model last: a long name is what the title's … shortens, not the band's level.
-  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " doc" : " docs");
-  const std::string auto_title = "Loss by position, " + docs +
-                                 (f.bootstrap > 0 && f.n_docs() > 1 ? ", " + std::to_string(pct) + " % CI" : "") +
-                                 (base_name(f.model_path).empty() ? "" : ": " + base_name(f.model_path));
+  // The title names the model first (a long title's … cuts its end; it cut the model's name), the line under it the
+  // documents and the band. A band over documents needs two of them: one document's resamples are that document, so no
+  // band is claimed.
+  const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
+  const std::string model = base_name(f.model_path);
+  const std::string auto_title = model.empty() ? "Loss by position" : model + ": loss by position";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
-  draw_legend(c, legend, left, title_space(opt), W - left - right);
+  c.text(docs + (f.bootstrap > 0 && f.n_docs() > 1 ? "; bars: " + std::to_string(pct) + " % CI over documents" : ""),
+         W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false, kInk);
+  draw_legend(c, legend, left, title_space(opt) + note_h, W - left - right);
 
   const Rect r{left, top, W - left - right, plot_h};
   const LinearMap y{yt.lo, yt.hi, r.bottom(), r.y};

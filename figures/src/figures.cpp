@@ -288,7 +288,10 @@ std::string quoted(const std::string& s) { return "\xE2\x80\x9C" + s + "\xE2\x80
 std::string base_name(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const size_t slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
+  std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+  // A GGUF model's file name without ".gguf": titles name the model, and the extension was what they cut first.
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  return name;
 }
 
 std::string figure_kinds_text() {

@@ -87,7 +87,8 @@ int category_step(double slot, double need);
 struct LegendItem {
   std::string label;
   Rgb color;
-  bool line = false;  // a line with a marker instead of a filled box
+  bool line = false;   // a line with a marker instead of a filled box
+  bool marker = true;  // with line: the marker on it (off for lines drawn without markers)
 };
 // Legend laid out in rows left to right within `width`; returns its height.
 double legend_height(const Canvas& c, const std::vector<LegendItem>& items, double width);
