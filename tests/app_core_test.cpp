@@ -1191,6 +1191,29 @@ TEST_F(AppStateTest, GenerationCaptureMarksThePromptAndSplitsTheLoss) {
   EXPECT_EQ(st.file.n_prompt_tokens, 0);
   EXPECT_TRUE(std::isnan(st.generated_loss(0)));
   EXPECT_NEAR(st.prompt_loss(0), mean_over(st.slots[0].run->token_nll, 0, st.n_tokens() - 1), 1e-5);
+
+  // Another model opened: the generation was the previous model's. The Generation tab kept its text and
+  // capture-generation made a "generation" of the new model from it (with a generated loss).
+  st.generate(4, 0.0f);
+  wait_idle(st);
+  ASSERT_TRUE(st.gen && !st.gen->ids.empty());
+  st.open_path(kStandard);
+  wait_idle(st);
+  EXPECT_FALSE(st.gen) << "the previous model's generation is still shown";
+  const std::vector<int32_t> before = st.file.token_ids;
+  st.capture_generation();
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_EQ(st.file.token_ids, before);
+  EXPECT_EQ(st.file.n_prompt_tokens, 0);
+  // A generation that names another model than A's is refused all the same (here: none).
+  st.generate(3, 0.0f);
+  wait_idle(st);
+  ASSERT_TRUE(st.gen && !st.gen->ids.empty());
+  st.gen->model.reset();
+  st.capture_generation();
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_NE(st.message.find("made by another model"), std::string::npos) << st.message;
+  EXPECT_EQ(st.file.n_prompt_tokens, 0);
 }
 
 // A runtime error about one field is shown with the app's control for it, never with a CLI option.

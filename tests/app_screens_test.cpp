@@ -958,6 +958,35 @@ TEST(AppScreens, HeatmapColourIsAutomaticAndTheLegendSaysWhich) {
   }
 }
 
+// A figure exported from the app draws what the view shows: the heatmap of the run viewed (it drew A whatever the
+// view; B - A as both side by side), the distribution over the panel's key window; a kind the app cannot make from
+// its session is refused naming the kinds it can.
+TEST(AppScreens, FiguresFollowTheView) {
+  const std::string dir = focal::test::make_temp_dir("app_fig_view");
+  ASSERT_EQ(run_app(dir, "wait\nopen " + std::string(FOCAL_SOURCE_DIR) +
+                             "/assets/models/focal-t0.4\nwait\nprompt The old man took the lamp and went down to the "
+                             "river.\nwait\nselect 1 2\nview b\nwait\nfigure heatmap " +
+                             dir + "/b.svg\nview a\nwait\nfigure heatmap " + dir +
+                             "/a.svg\nview diff\nwait\nfigure heatmap " + dir + "/d.svg\nkeys 5\nfigure distribution " +
+                             dir + "/k.svg\nquit\n"),
+            0)
+      << read_text(dir + "/log.txt");
+  EXPECT_NE(read_text(dir + "/b.svg").find(">standard: layer 1, head 2"), std::string::npos);
+  EXPECT_NE(read_text(dir + "/a.svg").find(">focal_t0.4: layer 1, head 2"), std::string::npos);
+  const std::string d = read_text(dir + "/d.svg");
+  EXPECT_NE(d.find(">focal_t0.4<"), std::string::npos);
+  EXPECT_NE(d.find(">standard<"), std::string::npos);
+  // The last 5 keys of the query ("down to the river ."), not every key of the prompt.
+  const std::string k = read_text(dir + "/k.svg");
+  EXPECT_NE(k.find(">down<"), std::string::npos);
+  EXPECT_NE(k.find(">river<"), std::string::npos);
+  EXPECT_EQ(k.find(">lamp<"), std::string::npos) << "a key before the window is drawn";
+  ASSERT_NE(run_app(dir, "wait\nfigure sweep " + dir + "/s.svg\nquit\n"), 0);
+  EXPECT_NE(read_text(dir + "/log.txt").find("the app makes distribution, heatmap, grid, entropy, temps figures"),
+            std::string::npos)
+      << read_text(dir + "/log.txt");
+}
+
 TEST(AppScreens, TemperatureFieldShowsSmallTemperatures) {
   const std::string dir = focal::test::make_temp_dir("app_small_t");
   ASSERT_EQ(run_app(dir, "wait\ntemp 0.000001\nwait\nscreenshot " + dir + "/t.png\nquit\n",

@@ -211,6 +211,8 @@ void AppState::open_path(const std::string& path_in) {
         return [this, path, m, note] {
           jobs.cancel("run_a");
           jobs.cancel("run_b");
+          jobs.cancel("generate");
+          gen.reset();  // the previous model's generation: the Generation tab showed it, capture-generation took it
           const bool had_b_model = (bool)slots[1].model;
           std::string b_dropped;  // model B closed: it cannot run on A's tokens or be compared head by head
           if (had_b_model) {
@@ -710,6 +712,7 @@ void AppState::generate(int n_new, float sample_temp) {
     if (!warning.empty()) notify("warning: generate: " + warning, false);
   }
   auto g = std::make_shared<GenStream>();
+  g->model = model;
   g->layer = sel_layer;
   g->n_heads = cfg_.n_heads;
   g->prompt_len = (int)prompt_ids.size();
@@ -747,6 +750,8 @@ void AppState::capture_generation() {
     std::lock_guard<std::mutex> lk(gen->mu);
     if (gen->running) return notify("capture generation: the generation is still running", true);
     if (gen->ids.empty()) return notify("capture generation: nothing was generated", true);
+    if (gen->model != slots[0].model)  // kept by mistake across a model change: its tokens are another model's
+      return notify("capture generation: the generation was made by another model; generate again", true);
     ids = gen->prompt_ids;
     n_prompt = (int)ids.size();
     ids.insert(ids.end(), gen->ids.begin(), gen->ids.end());

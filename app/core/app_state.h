@@ -220,6 +220,7 @@ struct SweepResult {
 // Generation streamed from the worker: the attention rows of each new token for the selected layer.
 struct GenStream {
   std::mutex mu;
+  std::shared_ptr<const focal::Model> model;  // the model that generated (capture_generation refuses another)
   int layer = 0, n_heads = 0, prompt_len = 0;
   std::vector<int32_t> prompt_ids;  // [prompt_len] the tokens generation started from
   std::vector<int32_t> ids;         // generated ids

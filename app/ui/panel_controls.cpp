@@ -246,7 +246,7 @@ static void export_section(Ui& ui) {
   ImGui::SameLine();
   if (ImGui::Button("Figure")) {
     try {
-      write_app_figure(st, kFigureKinds[ui.figure_kind], ui.figure_buf);
+      write_app_figure(ui, kFigureKinds[ui.figure_kind], ui.figure_buf);
       st.notify(std::string("wrote figure ") + ui.figure_buf, false);
     } catch (const focal::Error& e) { st.notify(with_control(e), true); }
   }

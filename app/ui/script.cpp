@@ -141,8 +141,9 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         open_prompt_editor(ui);
       } else if (c.name == "truncate") {
         if (!st.pending_truncation)
-          throw focal::Error(where + ": truncate: there is nothing to truncate (it follows a prompt longer than the " +
-                             "model's context)");
+          throw focal::Error(where +
+                             ": truncate: there is nothing to truncate (it follows a prompt that a model with " +
+                             "learned positions, GPT-2, cannot run; a rotary model runs one past its context)");
         st.truncate_prompt();
       } else if (c.name == "temp") {
         need_config(st, c, where);
@@ -199,6 +200,8 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
                              std::to_string(st.n_tokens() - 1));
         st.toggle_relevant(pos);
       } else if (c.name == "view") {
+        if ((c.args[0] == "b" || c.args[0] == "diff") && !st.compare)  // it went on showing A
+          throw focal::Error(where + ": view " + c.args[0] + " needs a B side: compare on (or open-b MODEL) first");
         if (c.args[0] == "a")
           st.view.show = ViewRun::kA;
         else if (c.args[0] == "b")
@@ -243,7 +246,7 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
       } else if (c.name == "export") {
         st.export_capture(c.rest);
       } else if (c.name == "figure") {
-        write_app_figure(st, c.args[0], c.args[1]);
+        write_app_figure(ui, c.args[0], c.args[1]);
       } else if (c.name == "sweep") {
         st.run_sweep(0.1f, 1.5f, 15);
         ui.force_tab = 2;

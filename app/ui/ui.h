@@ -114,9 +114,10 @@ void help_marker(const char* text);
 extern const char* const kPanelNames[7];
 // The figure presets of the export section and the script's `figure` command.
 extern const char* const kFigureKinds[5];  // distribution, heatmap, grid, entropy, temps
-// Renders figure `kind` of the current state (selected layer, head and query, sink and log settings where the kind
-// takes them) to path, PNG / SVG / PDF by its extension, written atomically. Throws focal::Error.
-void write_app_figure(const AppState& st, const std::string& kind, const std::string& path);
+// Renders figure `kind` of the current state (selected layer, head and query, the heatmap's run A / B (B - A: both
+// side by side), the distribution's key window, sink and colour settings where the kind takes them) to path, PNG /
+// SVG / PDF by its extension, written atomically. Throws focal::Error naming the kinds it makes for another kind.
+void write_app_figure(const Ui& ui, const std::string& kind, const std::string& path);
 // The temps figure (focal_figures/temps.h, as `focal figure temps FILE [CAPTURE]`) of the temperature file A (else
 // B) runs, with each head's t against its entropy when the other side is a propagated standard run of the same model.
 // Throws focal::Error when neither side runs a temperature file, or the file cannot be read.

@@ -18,7 +18,14 @@ namespace focalscope {
 
 const char* const kFigureKinds[5] = {"distribution", "heatmap", "grid", "entropy", "temps"};
 
-void write_app_figure(const AppState& st, const std::string& kind, const std::string& path) {
+void write_app_figure(const Ui& ui, const std::string& kind, const std::string& path) {
+  const AppState& st = ui.st;
+  if (std::find(std::begin(kFigureKinds), std::end(kFigureKinds), kind) == std::end(kFigureKinds)) {
+    std::string kinds;  // the app's own (the figure module's list named sweep, corpus ... that need other files)
+    for (const char* k : kFigureKinds) kinds += std::string(kinds.empty() ? "" : ", ") + k;
+    throw focal::Error("figure: the app makes " + kinds + " figures of its session, not '" + kind + "' (focal figure " +
+                       kind + " draws it from the files)");
+  }
   if (kind == "temps") {  // a temperature file and a standard run, not the capture's selected head
     write_temps_figure(st, path);
     return;
@@ -32,6 +39,15 @@ void write_app_figure(const AppState& st, const std::string& kind, const std::st
   if (kind == "distribution") {
     o.query = st.query();
     o.overlay = true;
+    o.key_window = ui.dist_window;  // the keys the panel shows (its "last keys" window)
+  }
+  // The heatmap of the run the view shows (it drew A whatever the view); B - A, which no figure draws, as A and B
+  // side by side.
+  if (kind == "heatmap" && !cf.runs.empty()) {
+    const bool has_b = cf.runs.size() > 1;
+    if (st.view.show == ViewRun::kB && has_b) o.runs = {cf.runs[1].name};
+    if (st.view.show == ViewRun::kA || !has_b) o.runs = {cf.runs[0].name};
+    if (st.view.show == ViewRun::kDiff && has_b) o.runs = {cf.runs[0].name, cf.runs[1].name};
   }
   if (kind == "distribution" || kind == "heatmap" || kind == "grid") o.no_sink = st.view.hide_sink;
   if (kind == "heatmap" || kind == "grid") {  // the view's colour choice; auto: the figure's rule on what it draws
