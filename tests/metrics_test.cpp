@@ -191,14 +191,23 @@ TEST(Divergence, IdentityBoundsAndDisjointSupports) {
   const float p[] = {0.2f, 0.3f, 0.5f};
   EXPECT_EQ(kl_divergence(p, p, 3), 0.0);  // KL(p||p) = 0 exactly: every term is p ln(p/p) = 0
   EXPECT_EQ(js_divergence(p, p, 3), 0.0);
-  // q_j = 0 where p_j > 0: KL = +inf; the reverse direction skips the p_j = 0 term and stays finite.
+  // q_j = 0 where p_j > 0: a softmax probability that underflowed fp32, taken at FLT_MIN (ln FLT_MIN = -87.336544,
+  // by hand: ln 2^-126): KL(a || b) = 0.5 ln(0.5 / 1) + 0.5 (ln 0.5 + 87.336544), finite (it was +inf); the reverse
+  // direction skips the p_j = 0 term.
+  const double ln_min = -126.0 * std::log(2.0);
   const float a[] = {0.5f, 0.5f}, b[] = {1.0f, 0.0f};
-  EXPECT_EQ(kl_divergence(a, b, 2), INFINITY);
+  EXPECT_NEAR(kl_divergence(a, b, 2), 0.5 * std::log(0.5) + 0.5 * (std::log(0.5) - ln_min), kTol);
   EXPECT_NEAR(kl_divergence(b, a, 2), std::log(2.0), kTol);  // 1 * ln(1/0.5)
   // Disjoint supports: JS = ln 2 (each half contributes 1/2 * 1 * ln(1/0.5)).
   const float c[] = {0.0f, 1.0f};
   EXPECT_NEAR(js_divergence(b, c, 2), kLn2, kTol);
-  EXPECT_EQ(kl_divergence(b, c, 2), INFINITY);
+  EXPECT_NEAR(kl_divergence(b, c, 2), 0.0 - ln_min, kTol);
+  // A tail key that underflows in the sharper run where the other has 2.5e-16 (standard against focal t = 0.4 on the
+  // bundled model): a term of ~1.3e-14, not +inf.
+  const float s[] = {0.9f, 0.1f - 2.5e-16f, 2.5e-16f}, f[] = {0.95f, 0.05f, 0.0f};
+  const double want = 0.9 * std::log(0.9 / 0.95) + (double)s[1] * std::log((double)s[1] / 0.05) +
+                      2.5e-16 * (std::log(2.5e-16) - ln_min);
+  EXPECT_NEAR(kl_divergence(s, f, 3), want, kTol);
   // Random distributions: JS symmetric (to 1e-12, double sums of the same terms) and within [0, ln 2].
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);

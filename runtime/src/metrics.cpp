@@ -73,11 +73,11 @@ float induction_mass(const float* p, const std::vector<int>& targets) {
 }
 
 double kl_divergence(const float* p, const float* q, int n) {
+  static const double kLogFloor = std::log((double)std::numeric_limits<float>::min());  // an underflowed q_j
   double kl = 0.0;
   for (int j = 0; j < n; ++j) {
     if (p[j] <= 0.0f) continue;
-    if (q[j] <= 0.0f) return INFINITY;
-    kl += (double)p[j] * (std::log((double)p[j]) - std::log((double)q[j]));
+    kl += (double)p[j] * (std::log((double)p[j]) - (q[j] > 0.0f ? std::log((double)q[j]) : kLogFloor));
   }
   return kl < 0.0 ? 0.0 : kl;
 }

@@ -37,8 +37,10 @@ std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids)
 // Sum of p over the targets of one row (NaN when there are none).
 float induction_mass(const float* p, const std::vector<int>& targets);
 
-// KL(p || q) and Jensen-Shannon divergence in nats over n entries. Terms with p_j = 0 contribute 0; q_j = 0 where
-// p_j > 0 gives +inf for KL (JS stays finite, <= ln 2).
+// KL(p || q) and Jensen-Shannon divergence in nats over n entries of two softmax rows. Terms with p_j = 0 contribute
+// 0. A softmax probability is never 0: q_j = 0 is one that underflowed fp32, below FLT_MIN, and its term is taken at
+// q_j = FLT_MIN (ln = -87.34), a lower bound (a sharper run's tail keys underflow where the standard run's are
+// ~1e-16: the KL read +inf over a 22-token prompt). JS stays within [0, ln 2].
 double kl_divergence(const float* p, const float* q, int n);
 double js_divergence(const float* p, const float* q, int n);
 
