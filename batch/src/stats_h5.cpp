@@ -328,9 +328,9 @@ void write_stats_file(const std::string& path, const StatsHeader& h, const Corpu
     std::vector<double> count(s.cells()), mean(s.cells()), m2(s.cells()), var(s.cells());
     for (size_t c = 0; c < s.cells(); ++c) {
       count[c] = st.moments[c].n;
-      mean[c] = st.moments[c].n > 0 ? st.moments[c].mean : std::numeric_limits<double>::quiet_NaN();
+      mean[c] = st.moments[c].mean_or_nan();
       m2[c] = st.moments[c].m2;
-      var[c] = st.moments[c].n > 1 ? st.moments[c].variance() : std::numeric_limits<double>::quiet_NaN();
+      var[c] = st.moments[c].variance_or_nan();
     }
     write_raw(g.get(), where, "count", H5T_IEEE_F64LE, cells, count.data(), kCellShape, w, "/stats");
     write_raw(g.get(), where, "mean", H5T_IEEE_F64LE, cells, mean.data(), kCellShape, w, "/stats");

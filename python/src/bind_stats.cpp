@@ -91,13 +91,14 @@ void bind_stats(nb::module_& mod) {
           nb::rv_policy::move, nb::sig("def count(self) -> numpy.typing.NDArray[numpy.float64]"),
           "Rows counted per cell, float64 [R, L, H, M] (rows >= 1 with a value).")
       .def_prop_ro(
-          "mean", [](const PyStats& s) { return moments_array(s, [](const Moments& m) { return m.mean; }); },
+          "mean", [](const PyStats& s) { return moments_array(s, [](const Moments& m) { return m.mean_or_nan(); }); },
           nb::rv_policy::move, nb::sig("def mean(self) -> numpy.typing.NDArray[numpy.float64]"),
-          "Mean of each metric over the rows counted, float64 [R, L, H, M] (0 where count is 0).")
+          "Mean of each metric over the rows counted, float64 [R, L, H, M] (NaN where count is 0, as in the file).")
       .def_prop_ro(
-          "variance", [](const PyStats& s) { return moments_array(s, [](const Moments& m) { return m.variance(); }); },
+          "variance",
+          [](const PyStats& s) { return moments_array(s, [](const Moments& m) { return m.variance_or_nan(); }); },
           nb::rv_policy::move, nb::sig("def variance(self) -> numpy.typing.NDArray[numpy.float64]"),
-          "Sample variance (M2 / (count - 1); 0 below two rows), float64 [R, L, H, M].")
+          "Sample variance (M2 / (count - 1); NaN below two rows, as in the file), float64 [R, L, H, M].")
       .def_prop_ro(
           "min",
           [](nb::handle self) { return view(stats_of(self).file.stats.min.data(), cells(stats_of(self)), self); },

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct Moments {
   }
   void merge(const Moments& o);
   double variance() const { return n > 1 ? m2 / (n - 1) : 0.0; }  // sample variance
+  // As the stats file stores them (and Python reads them): NaN where no row (mean) or fewer than two (variance)
+  // was counted, so an empty cell never reads as a measured 0.
+  double mean_or_nan() const { return n > 0 ? mean : std::numeric_limits<double>::quiet_NaN(); }
+  double variance_or_nan() const { return n > 1 ? variance() : std::numeric_limits<double>::quiet_NaN(); }
 };
 
 struct CorpusStats {
