@@ -118,8 +118,11 @@ int cmd_batch(int argc, char** argv) {
     o.seed = (uint64_t)a.get_int("--seed", 1);
     o.n_bins = (int)a.get_int("--bins", 64);
     o.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+    if (o.topk_mass_k < 1 || o.topk_mass_k > 64)  // as capture's: 0 wrote topk_mass = 0 everywhere
+      throw Error("--topk-mass " + a.get("--topk-mass") + ": k must be in 1..64");
     o.limit = a.get_int("--limit", 0);
-    if (o.limit < 0) throw UsageError{"--limit must be >= 0"};
+    if (a.has("--limit") && o.limit < 1)  // 0 ran the whole corpus
+      throw Error("--limit " + a.get("--limit") + ": give at least 1 document (or leave --limit out: all of them)");
     const std::string oe = a.get("--on-error", "fail");
     if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
     o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;

@@ -378,6 +378,33 @@ TEST_F(BatchCli, ResumeAfterKillEqualsAnUninterruptedRun) {
   Result bad = sh(cmd(dir_ + "/x.h5", "--resume --seed 9"), dir_);
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.err.find("other options"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--seed (1 then, 9 now)"), std::string::npos) << bad.err;  // the option that differs
+  // The same command without --resume keeps the checkpoint and says how to continue (it was deleted silently).
+  Result again = sh(cmd(dir_ + "/x.h5", "--checkpoint-every 0"), dir_);
+  EXPECT_EQ(again.rc, 1);
+  EXPECT_NE(again.err.find("add --resume to continue it"), std::string::npos) << again.err;
+  EXPECT_TRUE(exists(dir_ + "/x.h5.ckpt"));
+  // An edited corpus is refused on --resume (the old documents' statistics went on under the new file).
+  { std::ofstream(dir_ + "/corpus.txt", std::ios::app) << "\n\nA document added after the kill.\n"; }
+  Result edited = sh(cmd(dir_ + "/x.h5", "--resume"), dir_);
+  EXPECT_EQ(edited.rc, 1);
+  EXPECT_NE(edited.err.find("--data's contents"), std::string::npos) << edited.err;
+  write(dir_ + "/corpus.txt", corpus_text(9));  // the corpus the runs below compare with full.h5's
+  // --data given relative to the directory the batch ran in is recorded absolute: the app and Python reopen its
+  // documents from anywhere (they looked for 'corpus.txt' in their own directory).
+  Result rel = sh("cd " + quote(dir_) + " && " + quote(kFocal) + " batch " + quote(kModel) +
+                      " --data corpus.txt --max-tokens 16 --limit 2 --quiet -o rel.h5",
+                  dir_);
+  ASSERT_EQ(rel.rc, 0) << rel.err;
+  EXPECT_EQ(read_stats(dir_ + "/rel.h5").data_path, dir_ + "/corpus.txt");
+  // Values that would be replaced silently are refused naming the option: --limit 0 ran the whole corpus,
+  // --topk-mass 0 wrote topk_mass = 0 everywhere.
+  for (const char* opt : {"--limit 0", "--topk-mass 0", "--topk-mass 65"}) {
+    Result r0 = sh(cmd(dir_ + "/o.h5", opt), dir_);
+    EXPECT_EQ(r0.rc, 1) << opt << ": " << r0.err;
+    EXPECT_NE(r0.err.find(std::string(opt).substr(0, std::string(opt).find(' '))), std::string::npos) << r0.err;
+    EXPECT_FALSE(exists(dir_ + "/o.h5"));
+  }
   // Killed before its first checkpoint (one per hour here): --resume starts over and still gives the same file.
   ASSERT_EQ(sh("FOCAL_BATCH_DIE_AFTER=2 " + cmd(dir_ + "/e.h5", "--checkpoint-every 3600"), dir_).rc, 128 + SIGKILL);
   EXPECT_FALSE(exists(dir_ + "/e.h5.ckpt"));

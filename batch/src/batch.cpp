@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <filesystem>
+#include <map>
 #include <set>
 
 #include "batch_internal.h"
@@ -180,14 +182,87 @@ std::string read_file(const std::string& path) {
   return s;
 }
 
+// --data as an absolute path (a stats file records it so that its documents reopen from any directory; a relative
+// one worked only from the directory the batch ran in).
+std::string absolute_data_path(const std::string& p) {
+  std::error_code ec;
+  if (p.empty() || p[0] == '/' || !std::filesystem::exists(p, ec)) return p;
+  const std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  return ec ? p : abs.lexically_normal().string();
+}
+
+// What --data holds, cheaply: the size and modification time of the file, or of every entry of the directory (a
+// resumed batch over an edited corpus kept the old documents' statistics under the new file's name).
+std::string data_stamp(const std::string& path) {
+  std::error_code ec;
+  auto stamp = [](const std::filesystem::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return std::string("?");
+    return std::to_string((long long)st.st_size) + "@" + std::to_string((long long)st.st_mtim.tv_sec) + "." +
+           std::to_string((long long)st.st_mtim.tv_nsec);
+  };
+  if (!std::filesystem::is_directory(path, ec)) return stamp(path);
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec))
+    entries.push_back(e.path().filename().string() + "=" + stamp(e.path()));
+  std::sort(entries.begin(), entries.end());
+  std::string s;
+  for (const std::string& e : entries) s += e + ",";
+  return s;
+}
+
 std::string options_key(const Model& model, const BatchOptions& o) {
-  std::string k = "weights=" + std::to_string(model.weights_checksum()) + ";data=" + o.data_path +
-                  ";max_tokens=" + std::to_string(o.max_tokens) + ";window=" + std::to_string(o.window) +
-                  ";keep_rows=" + std::to_string(o.keep_rows) + ";seed=" + std::to_string(o.seed) +
-                  ";bins=" + std::to_string(o.n_bins) + ";topk=" + std::to_string(o.topk_mass_k) +
-                  ";limit=" + std::to_string(o.limit) + ";on_error=" + std::to_string((int)o.on_error);
+  std::string k = "weights=" + std::to_string(model.weights_checksum()) + ";data=" + absolute_data_path(o.data_path) +
+                  ";data_stamp=" + data_stamp(o.data_path) + ";max_tokens=" + std::to_string(o.max_tokens) +
+                  ";window=" + std::to_string(o.window) + ";keep_rows=" + std::to_string(o.keep_rows) +
+                  ";seed=" + std::to_string(o.seed) + ";bins=" + std::to_string(o.n_bins) +
+                  ";topk=" + std::to_string(o.topk_mass_k) + ";limit=" + std::to_string(o.limit) +
+                  ";on_error=" + std::to_string((int)o.on_error);
   for (const BatchRun& r : o.runs) k += ";run=" + r.name + ":" + r.spec.to_json();
   return k;
+}
+
+// What differs between a checkpoint's options key and this run's, named as the options that set it.
+std::string key_difference(const std::string& was, const std::string& now) {
+  auto fields = [](const std::string& k) {
+    std::vector<std::pair<std::string, std::string>> out;
+    size_t at = 0;
+    while (at <= k.size()) {
+      const size_t end = std::min(k.find(';', at), k.size());
+      const std::string item = k.substr(at, end - at);
+      const size_t eq = item.find('=');
+      out.push_back({item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1)});
+      at = end + 1;
+    }
+    return out;
+  };
+  static const std::map<std::string, std::string> kNames = {{"weights", "the model (its weights)"},
+                                                            {"data", "--data"},
+                                                            {"data_stamp", "--data's contents"},
+                                                            {"max_tokens", "--max-tokens"},
+                                                            {"window", "--long"},
+                                                            {"keep_rows", "--keep-rows"},
+                                                            {"seed", "--seed"},
+                                                            {"bins", "--bins"},
+                                                            {"topk", "--topk-mass"},
+                                                            {"limit", "--limit"},
+                                                            {"on_error", "--on-error"},
+                                                            {"run", "--runs"}};
+  const auto a = fields(was), b = fields(now);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const bool same = i < a.size() && i < b.size() && a[i] == b[i];
+    if (same) continue;
+    const std::string& f = i < b.size() ? b[i].first : a[i].first;
+    const auto it = kNames.find(f);
+    std::string name = it == kNames.end() ? f : it->second;
+    if (f != "weights" && f != "data_stamp" && f != "run" && i < a.size() && i < b.size())
+      name += " (" + a[i].second + " then, " + b[i].second + " now)";
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "its options" : s;
 }
 
 std::string base_of(const std::string& p) {
@@ -271,7 +346,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   header.provenance.weights_checksum = model.weights_checksum();
   header.provenance.device = device_name(model.device());
   header.provenance.precision = precision_name(model.precision());
-  header.data_path = opt.data_path;
+  header.data_path = absolute_data_path(opt.data_path);
   header.window = opt.window;
   header.n_ranks = comm.size();
   for (const BatchRun& r : opt.runs) {
@@ -339,9 +414,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       std::vector<char> kb;
       c.get_v(kb);
       if (std::string(kb.begin(), kb.end()) != key)
-        throw Error(
-            "it was made with other options or another model; rerun with the same MODEL, --data, --runs, "
-            "--max-tokens, --long, --keep-rows, --seed, --bins, --topk-mass, --limit and --on-error");
+        throw Error("it was made with other options or another model: " +
+                    key_difference(std::string(kb.begin(), kb.end()), key) +
+                    "; rerun with the checkpoint's, or start again without --resume");
       uint64_t rows_bytes = 0;
       c.get(&start_index, sizeof start_index);
       c.get(&rows_bytes, sizeof rows_bytes);
@@ -356,6 +431,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
         throw Error("cannot truncate the row file '" + rows_path + "': " + std::strerror(errno));
     } catch (const Error& e) { throw Error("--resume: checkpoint '" + ckpt_path + "': " + e.what()); }
   }
+  if (!opt.resume && !mpi && ::stat(ckpt_path.c_str(), &cs) == 0 && cs.st_size > 0)  // it was thrown away silently
+    throw Error("-o: an unfinished batch writing '" + opt.out_path + "' left its checkpoint '" + ckpt_path +
+                "': add --resume to continue it, or delete it and '" + rows_path + "' to start again");
   if (!resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
   std::FILE* rows = std::fopen(rows_path.c_str(), resume ? "ab" : "wb");
   if (!rows) throw Error("-o: cannot write '" + rows_path + "': " + std::strerror(errno));
