@@ -912,6 +912,18 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
 
 // The Sweep tab's lines each have their own colour: with A under learned attention the layer mean took category
 // colour 2, which is learned attention's own green, so "head 1.0" and "layer 1 mean" read alike (QA of 2026-12-06).
+// corpus-doc reads its document once the batch's model has loaded: a document that cannot be read (the corpus file
+// gone) fails the script at its line, exit 1 (it reported the error on the status line and the script went on).
+TEST(AppScreens, CorpusDocumentThatCannotBeReadFailsTheScript) {
+  const std::string dir = focal::test::make_temp_dir("app_corpus_doc");
+  const std::string stats = make_stats_file(dir);
+  ASSERT_EQ(std::remove((dir + "/c.txt").c_str()), 0);
+  const int rc = run_app(dir, "wait\nopen " + stats + "\nwait\ncorpus-doc 0\nwait\nquit\n", "", "1400x860");
+  EXPECT_EQ(rc, 1) << read_text(dir + "/log.txt");
+  EXPECT_NE(read_text(dir + "/log.txt").find("script.txt:4"), std::string::npos) << read_text(dir + "/log.txt");
+  EXPECT_NE(read_text(dir + "/log.txt").find("c.txt"), std::string::npos) << read_text(dir + "/log.txt");
+}
+
 TEST(AppScreens, SweepLinesKeepTheirColoursUnderLearnedAttention) {
   const std::string dir = focal::test::make_temp_dir("app_sweep_learned");
   ASSERT_EQ(run_app(dir, "wait\ntab sweep\nsweep\nwait\nscreenshot " + dir + "/sweep.png\nquit\n",

@@ -75,7 +75,11 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
   if (awaiting_) {  // the previous command's jobs (a load replaces a queued load: never start the next one early)
     const std::string where = path_ + ":" + std::to_string(awaiting_->line);
     if (wait_started_ < 0) wait_started_ = glfwGetTime();
-    if (st.busy()) {
+    // corpus-doc reads its document once the batch's model is loaded (the Corpus tab, a frame later): until then it
+    // is still running, and an error reading it fails the script here (it went on, exit 0).
+    const bool doc_pending =
+        awaiting_->name == "corpus-doc" && st.corpus && st.corpus->pending_doc >= 0 && st.error_count == errors_before_;
+    if (st.busy() || doc_pending) {
       if (glfwGetTime() - wait_started_ > 120.0) {
         error_ = where + ": '" + awaiting_->name + "' still busy after 120 s";
         return false;
