@@ -1,4 +1,8 @@
 // focalscope.TempSpec: the run settings, parsed by the one spec grammar (focal::TempSpec::parse).
+#include <cstdlib>
+#include <map>
+#include <utility>
+
 #include "focal/error.h"
 #include "py_bindings.h"
 #include "py_convert.h"
@@ -6,6 +10,11 @@
 namespace focalscope::py {
 
 using namespace nb::literals;
+
+namespace {
+// A stored float as the decimal it was given as (0.3, not 0.30000001192092896): `spec.t == 0.3` holds.
+double decimal(float v) { return std::strtod(focal::shortest_decimal(v).c_str(), nullptr); }
+}  // namespace
 
 void bind_temp_spec(nb::module_& mod) {
   nb::class_<focal::TempSpec>(
@@ -65,15 +74,27 @@ void bind_temp_spec(nb::module_& mod) {
           "mode", [](const focal::TempSpec& s) { return std::string(focal::attn_mode_name(s.mode)); },
           "'standard', 'focal', 'learned' or 'ssmax'.")
       .def_prop_ro(
-          "t", [](const focal::TempSpec& s) { return s.focal_temp; }, "Global focal t (mode 'focal').")
+          "t", [](const focal::TempSpec& s) { return decimal(s.focal_temp); }, "Global focal t (mode 'focal').")
       .def_prop_ro(
-          "layer_temp", [](const focal::TempSpec& s) { return s.layer_temp; }, "{layer: t} overrides.")
+          "layer_temp",
+          [](const focal::TempSpec& s) {
+            std::map<int, double> out;
+            for (const auto& [l, t] : s.layer_temp) out[l] = decimal(t);
+            return out;
+          },
+          "{layer: t} overrides.")
       .def_prop_ro(
-          "head_temp", [](const focal::TempSpec& s) { return s.head_temp; }, "{(layer, head): t} overrides.")
+          "head_temp",
+          [](const focal::TempSpec& s) {
+            std::map<std::pair<int, int>, double> out;
+            for (const auto& [lh, t] : s.head_temp) out[lh] = decimal(t);
+            return out;
+          },
+          "{(layer, head): t} overrides.")
       .def_prop_ro(
-          "tau_scale", [](const focal::TempSpec& s) { return s.tau_scale; }, "Multiplier on a learned tau.")
+          "tau_scale", [](const focal::TempSpec& s) { return decimal(s.tau_scale); }, "Multiplier on a learned tau.")
       .def_prop_ro(
-          "ssmax_s", [](const focal::TempSpec& s) { return s.ssmax_s; }, "s of ssmax: logits * s * ln(n).")
+          "ssmax_s", [](const focal::TempSpec& s) { return decimal(s.ssmax_s); }, "s of ssmax: logits * s * ln(n).")
       .def_prop_ro("label", &focal::TempSpec::label, "Run name this spec gets by default, e.g. 'focal_t0.4'.")
       .def("to_json", &focal::TempSpec::to_json, "JSON as stored in a capture's temp_spec_json.")
       .def("__eq__", [](const focal::TempSpec& a, const focal::TempSpec& b) { return a.to_json() == b.to_json(); })

@@ -209,8 +209,11 @@ int spec_index(const std::string& s, const std::string& where, const std::string
   return std::stoi(s);
 }
 
-// Shortest decimal that reads back as the same float.
-std::string spec_decimal(float v) {
+std::string spec_decimal(float v) { return shortest_decimal(v); }
+
+}  // namespace
+
+std::string shortest_decimal(float v) {
   char b[32];
   for (int digits = 6; digits <= 9; ++digits) {
     std::snprintf(b, sizeof b, "%.*g", digits, v);
@@ -218,8 +221,6 @@ std::string spec_decimal(float v) {
   }
   return tidy_exponent(b);
 }
-
-}  // namespace
 
 std::string tidy_exponent(const std::string& printed) {
   const size_t e = printed.find('e');

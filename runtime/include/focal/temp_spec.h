@@ -24,6 +24,9 @@ inline bool temp_in_range(double t) { return t >= (double)(float)kMinTemp && t <
 // run names and the app's t field spell a temperature (a '+' inside a number would read as the spec's override
 // separator: "focal:1e+06" did not parse back).
 std::string tidy_exponent(const std::string& printed);
+// The shortest decimal that reads back as the same float ("0.3" for 0.3f, where double(0.3f) prints
+// 0.30000001192092896): how specs spell their temperatures, and what Python's TempSpec returns.
+std::string shortest_decimal(float v);
 // What every message about a temperature out of range says.
 constexpr const char* kTempRangeText = "must be a number in [1e-6, 1e6]";
 
