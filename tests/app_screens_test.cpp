@@ -1111,7 +1111,8 @@ TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
   focal::write_model_dir(tiny, c, focal::random_model_tensors(c, 5), "F32", tok_path);
   auto mt = focal::Model::load(tiny, focal::Device::kCpu);
   const std::string tiny_temps = dir + "/tiny-t.json";
-  focal::write_temp_file(make_temp_file(*mt, tiny, [](int l, int h) { return l == h ? 0.5f : 2.0f; }), tiny_temps);
+  focal::write_temp_file(
+      make_temp_file(*mt, tiny, [](int l, int h) { return l == h ? 0.5f : (l == 0 ? 1.04f : 2.0f); }), tiny_temps);
   ASSERT_EQ(run_app(dir,
                     "open " + tiny + "\nprompt the old man took the lamp\nspec calibrated:" + tiny_temps +
                         " b\nspec standard a\ntab temps\nwait\nscreenshot " + dir + "/tiny.png\nquit\n",
@@ -1121,7 +1122,8 @@ TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
   const nlohmann::json jt = read_json(dir + "/tiny.png.json");
   EXPECT_EQ(labels_of(jt, "temps.side"), std::vector<std::string>{"B"});
   EXPECT_EQ(labels_of(jt, "temps.entropy"), (std::vector<std::string>{"A", "standard"}));
-  EXPECT_EQ(labels_of(jt, "temps.cells"), (std::vector<std::string>{"0.5", "2", "2", "0.5"}));
+  // Two decimals: t = 1.04 printed "1" with two significant digits, as if exactly standard.
+  EXPECT_EQ(labels_of(jt, "temps.cells"), (std::vector<std::string>{"0.50", "1.04", "2.00", "0.50"}));
   if (const char* keep = std::getenv("FOCAL_KEEP_SCREENSHOTS"))  // to look at them
     for (const char* shot_name : {"with_b.png", "focal_b.png", "none.png", "tiny.png"})
       std::system(("cp " + dir + "/" + shot_name + " " + keep + "/temps-" + shot_name).c_str());

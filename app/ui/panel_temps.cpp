@@ -166,7 +166,9 @@ float draw_matrix(Ui& ui, const focal::TempFile& f, double amax, const std::vect
       const ImVec2 a(p0.x + l * cw, p0.y + hd * ch), b(a.x + cw - (cw >= 6 ? 1 : 0), a.y + ch - (ch >= 6 ? 1 : 0));
       dl->AddRectFilled(a, b, t_colour(t, amax));
       if (values) {  // dark text on the pale middle of the scale, white on its saturated ends
-        const std::string s = fig::format_sig(t, 2);
+        // Two decimals, as the cell width allows for ("0.00"): 2 significant digits printed t = 1.04 as "1", which
+        // reads as exactly standard.
+        const std::string s = fmt("%.2f", t);
         const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
         const bool pale = std::fabs(2.0 * log_t_frac(t, amax) - 1.0) < 0.55;
         dl->AddText(ImVec2(a.x + (b.x - a.x - ts.x) / 2, a.y + (b.y - a.y - ts.y) / 2),

@@ -135,6 +135,9 @@ std::string pending_suffix(const HeadRows& rows, int side) {
 std::string run_title(const AppState& st, int side) {
   const Slot& s = st.slots[side];
   std::string t = std::string(side_name(side)) + ": ";
+  // With no model or capture open the spec is a default that runs nothing ("B: standard" stood beside a corpus
+  // whose B was focal_t0.4).
+  if (!st.config()) return t + "no model";
   if (side == 1 && s.model) t += st.model_b_path.substr(st.model_b_path.find_last_of('/') + 1) + ", ";
   t += s.spec.label();
   return t;
