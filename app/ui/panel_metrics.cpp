@@ -131,12 +131,16 @@ void draw_metrics(Ui& ui) {
       char label[32];
       std::snprintf(label, sizeof label, "%d.%d", l, h);
       const bool sel = l == st.sel_layer && h == st.sel_head;
-      // a neutral grey highlight: ImGui's blue hid A's blue numbers on the selected row
-      ImGui::PushStyleColor(ImGuiCol_Header, IM_COL32(78, 80, 92, 255));
-      ImGui::PushStyleColor(ImGuiCol_HeaderHovered, IM_COL32(66, 68, 80, 255));
-      ImGui::PushStyleColor(ImGuiCol_HeaderActive, IM_COL32(90, 92, 106, 255));
+      // A dark highlight with a light frame: ImGui's blue hid A's blue numbers on the selected row, and a mid grey
+      // left the blue ones barely legible.
+      ImGui::PushStyleColor(ImGuiCol_Header, IM_COL32(44, 46, 58, 255));
+      ImGui::PushStyleColor(ImGuiCol_HeaderHovered, IM_COL32(52, 54, 66, 255));
+      ImGui::PushStyleColor(ImGuiCol_HeaderActive, IM_COL32(58, 60, 74, 255));
       if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns)) st.select(l, h, st.sel_query);
       ImGui::PopStyleColor(3);
+      if (sel)
+        ImGui::GetWindowDrawList()->AddRect(ImGui::GetItemRectMin(), ImGui::GetItemRectMax(),
+                                            IM_COL32(200, 200, 210, 255));
       static int scrolled_to = -1;  // keep the selected head in view when it is chosen elsewhere
       if (sel && scrolled_to != l * 100000 + h) {
         ImGui::SetScrollHereY(0.5f);

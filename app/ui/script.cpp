@@ -52,6 +52,12 @@ int side_arg(const ScriptCommand& c, size_t i, const std::string& where) {
 bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
   AppState& st = ui.st;
   if (!error_.empty()) return false;
+  if (st.state_version != seen_version_) {
+    seen_version_ = st.state_version;
+    frames_since_change_ = 0;
+  } else {
+    ++frames_since_change_;
+  }
   if (wait_frames_ > 0) {
     --wait_frames_;
     return true;
@@ -236,6 +242,9 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
                              (st.capture_only() ? " (open the capture's model with open-model)" : ""));
         st.live_propagate = on;
       } else if (c.name == "screenshot") {  // screenshot PATH.png, or screenshot PANEL PATH.png for one panel
+        // Tables lay out their columns over the frames after their contents change: a screenshot as the script's
+        // first command showed the Metrics table's columns one character wide.
+        if (frames_since_change_ < 3) return true;
         const bool panel = c.args.size() == 2 && std::find(std::begin(kPanelNames), std::end(kPanelNames), c.args[0]) !=
                                                      std::end(kPanelNames);
         if (c.args.size() == 2 && !panel && c.args[0].find_first_of("./") == std::string::npos) {  // a mistyped panel

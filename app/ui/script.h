@@ -3,6 +3,7 @@
 // next one starts, and a command that fails stops the script with its line number.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ class ScriptRunner {
   std::string path_;
   size_t pc_ = 0;
   int wait_frames_ = 0;
+  uint64_t seen_version_ = ~uint64_t(0);  // AppState::state_version when last looked at
+  int frames_since_change_ = 0;           // frames drawn since it changed
   int idle_frames_ = 0;
   double wait_started_ = -1.0;
   // A command whose work runs on the worker (open, open-b, prompt, truncate): the next command waits until every
