@@ -226,9 +226,10 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
     if (ImGui::CalcTextSize(banner.c_str()).x > text_w) banner_extra = ImGui::GetTextLineHeightWithSpacing();
   }
   top += banner_extra;
-  // The details pane: its height by the window, taller while the Corpus or Temps tab shows (a layer x head matrix
-  // beside a plot), until its splitter is dragged.
-  const bool tall_tab = ui.details_tab == 5 || ui.details_tab == 6;
+  // The details pane: its height by the window, taller while the Sweep tab (two plots: at 1280 x 720 they were
+  // about 40 px tall), the Corpus or Temps tab (a layer x head matrix beside a plot) shows, until its splitter is
+  // dragged.
+  const bool tall_tab = ui.details_tab == 2 || ui.details_tab == 5 || ui.details_tab == 6;
   const float normal_bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
   // ... but never so tall that the heatmap, grid and distribution above it drop under 300 px (at 1280 x 720 the grid
   // was 20 px tall and the distribution empty): in a short window the tall tabs take what is left, at least the

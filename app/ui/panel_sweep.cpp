@@ -75,11 +75,27 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
                     s == 0 ? 2.5f : 1.5f);
   if (mark_x > 0 && mark_x >= xs.front() && mark_x <= xs.back())
     dl->AddLine(ImVec2(X(mark_x), p0.y), ImVec2(X(mark_x), p1.y), IM_COL32(255, 255, 255, 160), 1.5f);
-  if (1.0f >= xs.front() && 1.0f <= xs.back()) {  // over the curves, on the plot's background (it sat under them)
+  if (1.0f >= xs.front() && 1.0f <= xs.back()) {
+    // At the top of the plot or at its bottom, whichever the curves leave free over the label's width (its box hid
+    // the curves past t = 1, which rise to the top there); over them, on the plot's background, when neither is.
     const ImVec2 ts = ImGui::CalcTextSize("standard");
     const float x = std::min(X(1.0f) + 3, p1.x - ts.x - 1);
-    dl->AddRectFilled(ImVec2(x - 1, p0.y + 1), ImVec2(x + ts.x + 1, p0.y + 3 + ts.y), IM_COL32(22, 24, 30, 220));
-    dl->AddText(ImVec2(x, p0.y + 2), IM_COL32(200, 200, 210, 220), "standard");
+    float curve_top = INFINITY, curve_bottom = -INFINITY;  // screen y of the curves within the label's x span
+    for (size_t s = 0; s < ys.size(); ++s)
+      for (size_t i = 0; i + 1 < xs.size(); ++i) {
+        const float xa = X(xs[i]), xb = X(xs[i + 1]);
+        if (xb < x - 1 || xa > x + ts.x + 1 || !std::isfinite(ys[s][i]) || !std::isfinite(ys[s][i + 1])) continue;
+        for (float y : {Y(ys[s][i]), Y(ys[s][i + 1])}) {
+          curve_top = std::min(curve_top, y);
+          curve_bottom = std::max(curve_bottom, y);
+        }
+      }
+    const float top_y = p0.y + 2, bottom_y = p1.y - ts.y - 2;
+    const bool top_free = curve_top > top_y + ts.y + 2, bottom_free = curve_bottom < bottom_y - 2;
+    const float y = top_free || !bottom_free ? top_y : bottom_y;
+    if (!top_free && !bottom_free)
+      dl->AddRectFilled(ImVec2(x - 1, y - 1), ImVec2(x + ts.x + 1, y + 1 + ts.y), IM_COL32(22, 24, 30, 220));
+    dl->AddText(ImVec2(x, y), IM_COL32(200, 200, 210, 220), "standard");
   }
 }
 
