@@ -41,7 +41,10 @@ void draw_tau(Ui& ui) {
   const float lo = 0.0f, hi = proj ? tau_seen * 1.15f : tau_max * std::max(1.0f, spec.tau_scale) * 1.1f;
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const float w1 = avail.x * 0.35f, hgt = avail.y - 8;
-  const ImVec2 a0(o.x + 40, o.y + 4), a1(o.x + w1, o.y + hgt - 16);
+  // Each plot's title above it (drawn inside, the per-position line ran through it at the clip bound).
+  const float title_h = ImGui::GetTextLineHeight() + 2;
+  const ImVec2 a0(o.x + 40, o.y + 4 + title_h), a1(o.x + w1, o.y + hgt - 16);
+  dl->AddText(ImVec2(a0.x, o.y + 2), IM_COL32(170, 170, 180, 255), "mean tau over positions, by layer");
   dl->AddRectFilled(a0, a1, IM_COL32(24, 26, 32, 255));
   auto Y = [&](float v) { return a1.y - (v - lo) / (hi - lo) * (a1.y - a0.y); };
   // Round ticks of tau on the left of each plot (both share the axis).
@@ -76,22 +79,22 @@ void draw_tau(Ui& ui) {
     dl->AddRectFilled(ImVec2(tp.x - 2, tp.y), ImVec2(tp.x + ts.x + 2, tp.y + ts.y), IM_COL32(24, 26, 32, 220));
     dl->AddText(tp, IM_COL32(230, 160, 60, 255), bl.c_str());
   }
-  // Per position of the selected layer.
-  const ImVec2 b0(o.x + w1 + 40, o.y + 4), b1(o.x + avail.x - 8, o.y + hgt - 16);
+  // Per position of the selected layer, under the same clip bounds.
+  const ImVec2 b0(o.x + w1 + 40, o.y + 4 + title_h), b1(o.x + avail.x - 8, o.y + hgt - 16);
   dl->AddRectFilled(b0, b1, IM_COL32(24, 26, 32, 255));
   auto Y2 = [&](float v) { return b1.y - (v - lo) / (hi - lo) * (b1.y - b0.y); };
   draw_y_ticks(b0.x, b0.y, b1.y);
+  for (float b : {tau_min * spec.tau_scale, tau_max * spec.tau_scale})
+    if (b <= hi && b - lo >= 0.08f * (hi - lo))
+      dl->AddLine(ImVec2(b0.x, Y2(b)), ImVec2(b1.x, Y2(b)), IM_COL32(230, 160, 60, 140), 1.0f);
   for (int i = 0; i + 1 < T; ++i) {
     const float x0 = b0.x + (b1.x - b0.x) * i / std::max(1, T - 1),
                 x1 = b0.x + (b1.x - b0.x) * (i + 1) / std::max(1, T - 1);
     dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])),
                 ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
   }
-  // The title over the line, on the plot's background so a line through it stays readable.
   const std::string title = "layer " + std::to_string(st.sel_layer) + ": tau per position";
-  const ImVec2 tts = ImGui::CalcTextSize(title.c_str());
-  dl->AddRectFilled(ImVec2(b0.x + 6, b0.y + 1), ImVec2(b0.x + tts.x + 12, b0.y + tts.y + 3), IM_COL32(24, 26, 32, 220));
-  dl->AddText(ImVec2(b0.x + 8, b0.y + 2), IM_COL32(170, 170, 180, 255), title.c_str());
+  dl->AddText(ImVec2(b0.x, o.y + 2), IM_COL32(170, 170, 180, 255), title.c_str());
   ImGui::Dummy(avail);
 }
 
