@@ -1,6 +1,7 @@
 // focalscope.Figure, focalscope.figure and focalscope.show: every kind `focal figure` draws (captures, sweeps,
 // training logs, evaluation files, batch stats files), rendered by the project's cairo figure module with the same
 // options, so the same inputs give the same bytes as the CLI.
+#include <cctype>
 #include <cmath>
 
 #include "focal/atomic_file.h"
@@ -356,8 +357,19 @@ void bind_figure(nb::module_& mod) {
       .def_prop_ro(
           "format", [](const PyFigure& f) { return f.format; }, "'png', 'svg' or 'pdf'.")
       .def(
-          "save", [](const PyFigure& f, const fs::path& p) { focal::write_file_atomically(path_str(p), f.data); },
-          "path"_a, "Writes the bytes to path.")
+          "save",
+          [](const PyFigure& f, const fs::path& p) {
+            // A path whose extension names another format would hold this one's bytes (x.svg of PNG bytes).
+            std::string ext = p.extension().string();
+            for (char& ch : ext) ch = (char)std::tolower((unsigned char)ch);
+            if ((ext == ".png" || ext == ".svg" || ext == ".pdf") && ext.substr(1) != f.format)
+              throw nb::value_error(("Figure.save: '" + path_str(p) + "' names " + ext.substr(1) +
+                                     " but the figure is " + f.format + ": render it with format='" + ext.substr(1) +
+                                     "', or save it as ." + f.format)
+                                        .c_str());
+            focal::write_file_atomically(path_str(p), f.data);
+          },
+          "path"_a, "Writes the bytes to path (its extension, if .png / .svg / .pdf, must be the figure's format).")
       .def("_repr_png_",
            [](const PyFigure& f) -> nb::object {
              if (f.format != "png") return nb::none();

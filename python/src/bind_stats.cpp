@@ -34,10 +34,10 @@ Array<double> moments_array(const PyStats& s, F field) {
 const PyStats& stats_of(nb::handle self) { return nb::cast<const PyStats&>(self); }
 
 void need_docs(const PyStats& s, const char* what) {
-  if (!s.with_docs)
-    raise(PyExc_ValueError, std::string(what) +
-                                ": the file was opened with docs=False; open it with "
-                                "open_stats(path) to read the per-document datasets");
+  if (!s.with_docs)  // AttributeError: hasattr(stats, "doc_ids") is False, not an exception
+    raise(PyExc_AttributeError, std::string(what) +
+                                    ": the file was opened with docs=False; open it with "
+                                    "open_stats(path) to read the per-document datasets");
 }
 
 }  // namespace

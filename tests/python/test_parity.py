@@ -185,6 +185,18 @@ def test_show_takes_sweeps_stats_and_figure_options(fs, cli, inputs, out_dir):
     assert fs.show(cap, layer=3, head=2, run=1).data == fs.show(cap, layer=3, head=2, runs="standard").data
 
 
+def test_figure_save_takes_the_figures_format(fs, inputs, tmp_path):
+    """Figure.save to a path whose extension names another format is refused (x.svg held PNG bytes); the figure's
+    own extension, or none of the three, writes the bytes as rendered."""
+    fig = fs.figure("heatmap", fs.open_capture(inputs["capture"]))
+    assert fig.format == "png"
+    with pytest.raises(ValueError, match="names svg but the figure is png: render it with format='svg'"):
+        fig.save(tmp_path / "x.svg")
+    assert not (tmp_path / "x.svg").exists()
+    fig.save(tmp_path / "x.PNG")
+    assert (tmp_path / "x.PNG").read_bytes() == fig.data
+
+
 def test_figure_bad_input_raises_one_clear_exception(fs, inputs):
     cap = fs.open_capture(inputs["capture"])
     with pytest.raises(ValueError, match="kind: 'pie' is not a figure kind .*'corpus'"):
@@ -269,8 +281,9 @@ def test_open_stats_equals_the_runs_it_counted(fs, models, inputs, cli):
     pooled = (st.mean[1] * st.count[1]).sum(axis=(0, 1))[cols] / st.count[1].sum(axis=(0, 1))[cols]
     np.testing.assert_allclose(printed, pooled, atol=5.01e-5)
     assert fs.open_stats(inputs["stats"], docs=False).n_docs == 3
-    with pytest.raises(ValueError, match="docs=False"):
+    with pytest.raises(AttributeError, match="docs=False"):
         fs.open_stats(inputs["stats"], docs=False).doc_head_means
+    assert not hasattr(fs.open_stats(inputs["stats"], docs=False), "doc_ids")  # it raised ValueError
     with pytest.raises(FileNotFoundError):
         fs.open_stats("/nonexistent/stats.h5")
 
