@@ -951,13 +951,13 @@ TEST(AppScreens, SweepLinesKeepTheirColoursUnderLearnedAttention) {
 // the scale whichever way it was chosen.
 TEST(AppScreens, HeatmapColourIsAutomaticAndTheLegendSaysWhich) {
   const std::string dir = focal::test::make_temp_dir("app_heat_colour");
-  ASSERT_EQ(
-      run_app(dir, "wait\nopen " + std::string(FOCAL_SOURCE_DIR) +
-                       "/assets/models/standard\nwait\nselect 0 1\nwait\nscreenshot " + dir +
-                       "/diffuse.png\nselect 1 2\nwait\nscreenshot " + dir + "/sharp.png\nlog on\nwait\nscreenshot " +
-                       dir + "/log.png\nselect 0 1\nlog off\nwait\nscreenshot " + dir +
-                       "/linear.png\nview diff\nlog auto\nwait\nscreenshot " + dir + "/diff.png\nquit\n"),
-      0)
+  ASSERT_EQ(run_app(dir, "wait\nopen " + std::string(FOCAL_SOURCE_DIR) +
+                             "/assets/models/standard\nwait\nselect 0 1\nwait\nscreenshot " + dir +
+                             "/diffuse.png\nscreenshot heatmap " + dir + "/panel.png\nselect 1 2\nwait\nscreenshot " +
+                             dir + "/sharp.png\nlog on\nwait\nscreenshot " + dir +
+                             "/log.png\nselect 0 1\nlog off\nwait\nscreenshot " + dir +
+                             "/linear.png\nview diff\nlog auto\nwait\nscreenshot " + dir + "/diff.png\nquit\n"),
+            0)
       << read_text(dir + "/log.txt");
   const std::pair<const char*, const char*> want[] = {{"diffuse", "p (log, auto)"},
                                                       {"sharp", "p (linear, auto)"},
@@ -968,6 +968,12 @@ TEST(AppScreens, HeatmapColourIsAutomaticAndTheLegendSaysWhich) {
     const nlohmann::json j = read_json(dir + "/" + name + ".png.json");
     EXPECT_EQ(labels_of(j, "heatmap.legend"), std::vector<std::string>{legend}) << name;
   }
+  // `screenshot heatmap` takes the whole panel, its legend and colour bar included (it took the matrix alone).
+  const nlohmann::json jp = read_json(dir + "/diffuse.png.json");  // the same frame's panels (a panel shot has none)
+  const Image panel = read_png(dir + "/panel.png");
+  EXPECT_EQ(panel.w, (int)std::lround((double)jp["rects"]["heatmap.panel"][2]));
+  EXPECT_EQ(panel.h, (int)std::lround((double)jp["rects"]["heatmap.panel"][3]));
+  EXPECT_GT(panel.h, (double)jp["rects"]["heatmap"][3] + 40);
 }
 
 // A figure exported from the app draws what the view shows: the heatmap of the run viewed (it drew A whatever the

@@ -313,7 +313,8 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   for (int y = 0; y < fb_h; ++y)
     std::memcpy(&flipped[(size_t)y * fb_w * 4], &px[(size_t)(fb_h - 1 - y) * fb_w * 4], (size_t)fb_w * 4);
   if (!ui.screenshot_panel.empty() && ui.screenshot_panel != "window") {  // one panel: crop to its rectangle
-    auto it = ui.rects.find(ui.screenshot_panel);
+    // The heatmap's whole panel (its options, colour bar and legend), not only the matrix "heatmap" records.
+    auto it = ui.rects.find(ui.screenshot_panel == "heatmap" ? "heatmap.panel" : ui.screenshot_panel);
     if (it == ui.rects.end()) throw focal::Error("screenshot: there is no panel '" + ui.screenshot_panel + "'");
     const float sx = (float)fb_w / std::max(1.0f, ImGui::GetIO().DisplaySize.x);
     const float sy = (float)fb_h / std::max(1.0f, ImGui::GetIO().DisplaySize.y);

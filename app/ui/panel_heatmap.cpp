@@ -22,6 +22,7 @@ static uint64_t dbits(double d) {
 void draw_heatmap(Ui& ui, const ImVec4& r) {
   AppState& st = ui.st;
   if (begin_panel("Head heatmap", r, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) {
+    ui.record_rect("heatmap.panel");  // the panel a `screenshot heatmap` takes
     const HeadRows& rows = st.head_rows();
     const int T = rows.T;
     // Options row.
