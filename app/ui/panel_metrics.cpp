@@ -40,6 +40,8 @@ void draw_metrics(Ui& ui) {
   const bool two = st.compare && st.slots[1].run;
   const bool rel = !st.file.relevant.empty();
   const LayerDivergence& dv = st.layer_divergence();
+  // A short pane (1280 x 720: the table kept two rows) keeps the table's rows: the hint goes behind a (?).
+  const bool short_pane = ImGui::GetContentRegionAvail().y < 160.0f;
   ImGui::TextDisabled("means over query rows 1..T-1 of the propagated runs; KL / JS on the visible layer %d (%s)",
                       st.sel_layer,
                       !two         ? "turn on B to compare"
@@ -47,6 +49,8 @@ void draw_metrics(Ui& ui) {
                                    : "A vs B, the same runs");
   if (rel)
     ImGui::TextDisabled("relevant mass R over %d marked key(s); noise = 1 - R", (int)st.file.relevant.size());
+  else if (!st.capture_only() && short_pane)
+    help_marker("right-click tokens in the token strip to mark relevant keys (relevant mass, noise)");
   else if (!st.capture_only())
     ImGui::TextDisabled("right-click tokens in the token strip to mark relevant keys (relevant mass, noise)");
   // The table holds the runs' numbers: a side whose setting changed since shows its run's, named.
