@@ -1056,18 +1056,31 @@ TEST(FigureData, RunsFromSeveralFilesGetFileLabelsWhenNamesRepeat) {
 
 // A matrix value below a millionth of the largest is float noise, shown as 0 (an entropy difference of a sink head
 // read "1.1e-08" among values of order 1); the others keep their significant digits.
-TEST(FigurePlot, CellValuesShowFloatNoiseAsZero) {
-  Canvas c(Format::kSvg, 72);
-  c.begin(400, 100, "cells");
-  const std::vector<double> v = {0.512, -0.25, 1.1e-8, 3e-5};
-  draw_cell_values(c, Rect{0, 0, 400, 50}, 1, 4, 100, 50, v, [](double) { return Rgb{1, 1, 1}; });
-  const std::string svg = c.finish();
+TEST(FigureData, DifferenceMatrixShowsFloatNoiseAsZero) {
+  // Entropy rows set by hand: run B = run A + 0.3 on every head but head (0, 0), where both are ~0 (a pure sink
+  // head) and 1.1e-8 apart. That cell is float noise at the matrix's scale (0.3): the figure is the one where the two
+  // are exactly equal (it read "1.1e-08"). A one-run matrix keeps a small value's digits (a value there).
+  auto with_sink = [](float a, float b) {
+    CaptureFile cap = make_capture(false, false);
+    const int T = cap.n_tokens();
+    for (int r = 0; r < 2; ++r)
+      for (int l = 0; l < kLayers; ++l)
+        for (int h = 0; h < kHeads; ++h)
+          for (int i = 0; i < T; ++i)
+            cap.runs[r].metrics[(((size_t)l * kHeads + h) * T + i) * kNumRowMetrics + kEntropyNats] =
+                l == 0 && h == 0 ? (r == 0 ? a : b) : (r == 0 ? 1.0f : 1.3f);
+    return cap;
+  };
+  FigureOptions o;
+  o.matrix = true;
+  o.runs = {"standard", "focal_t0.4"};
+  const CaptureFile noisy = with_sink(2e-8f, 3.1e-8f), exact = with_sink(2e-8f, 2e-8f);
+  const std::string svg = render_figure("entropy", {{&noisy, nullptr, ""}}, o, Format::kSvg);
   EXPECT_EQ(svg.find("e-08"), std::string::npos);
-  EXPECT_NE(svg.find(">0.512</text>"), std::string::npos);
-  // One cell reads 0 (the noise); 3e-5, 6e-5 of the largest, is a value and keeps its digits.
-  size_t zeros = 0;
-  for (size_t at = svg.find(">0</text>"); at != std::string::npos; at = svg.find(">0</text>", at + 1)) ++zeros;
-  EXPECT_EQ(zeros, 1u) << svg;
+  EXPECT_EQ(svg, render_figure("entropy", {{&exact, nullptr, ""}}, o, Format::kSvg));
+  o.runs = {"standard"};
+  const std::string one = render_figure("entropy", {{&noisy, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_NE(one.find(">2e-08</text>"), std::string::npos) << "the sink head's own 2e-8";
 }
 
 TEST(FigurePlot, TicksFollowTheOneTwoFiveRule) {

@@ -125,10 +125,14 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
     const std::vector<double> vb = select(head_means(b, metric));
     require_values(vb, metric, "run '" + b.label + "'");
     // A difference under the metrics' own precision (fp32 per row: ~1e-7 of the value, 1e-6 after the mean) is
-    // shown as 0, not as a residue such as 7e-09 between equal heads.
+    // shown as 0, not as a residue such as 7e-09 between equal heads; the precision of values near 0 is that of the
+    // matrix's scale (a pure sink head, entropy ~0 in both runs, read "1.1e-08" among differences of order 1).
+    double scale = 0;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isnan(v[i]) && !std::isnan(vb[i])) scale = std::max({scale, std::fabs(v[i]), std::fabs(vb[i])});
     for (size_t i = 0; i < v.size(); ++i) {
       const double d = vb[i] - v[i];
-      v[i] = std::fabs(d) <= 1e-6 * std::max(std::fabs(vb[i]), std::fabs(v[i])) ? 0.0 : d;
+      v[i] = std::fabs(d) <= 1e-6 * std::max({std::fabs(vb[i]), std::fabs(v[i]), scale}) ? 0.0 : d;
     }
   }
   double lo = INFINITY, hi = -INFINITY, amax = 0;

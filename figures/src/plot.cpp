@@ -396,12 +396,8 @@ void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::func
 void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
                       const std::vector<double>& v, const std::function<Rgb(double)>& color) {
   // 3 significant digits, else 2, else 2 at a smaller size (a signed difference's minus sign left "-0.8" and "-1"
-  // in a 6-column matrix at the default width), else 1. A value below a millionth of the largest is float noise
-  // (a sink head's entropy difference read "1.1e-08" among values of order 1): shown as 0.
-  double vmax = 0;
-  for (double x : v)
-    if (!std::isnan(x)) vmax = std::max(vmax, std::fabs(x));
-  auto text_of = [&](double x, int d) { return format_sig(std::fabs(x) < 1e-6 * vmax ? 0.0 : x, d); };
+  // in a 6-column matrix at the default width), else 1.
+  auto text_of = [&](double x, int d) { return format_sig(x, d); };
   auto widest_at = [&](int d, double size) {
     double w = 0;
     for (double x : v)
