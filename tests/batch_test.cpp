@@ -421,6 +421,29 @@ TEST_F(BatchCli, ResumeAfterKillEqualsAnUninterruptedRun) {
   EXPECT_NE(none.err.find("no checkpoint"), std::string::npos) << none.err;
 }
 
+// A directory corpus with the output beside its .txt files: the batch's own row and checkpoint files do not count
+// as the corpus changing (the resume key stamps only the files the reader reads), so --resume continues it.
+TEST_F(BatchCli, ResumeOfADirectoryCorpusWithTheOutputInside) {
+  const std::string docs = dir_ + "/docs";
+  ASSERT_EQ(::mkdir(docs.c_str(), 0755), 0);
+  for (int i = 0; i < 5; ++i) write(docs + "/d" + std::to_string(i) + ".txt", corpus_text(1 + i % 3));
+  const std::string base = quote(kFocal) + " batch " + quote(kModel) + " --data " + quote(docs) +
+                           " --runs standard --max-tokens 16 --quiet --checkpoint-every 0 -o " + quote(docs + "/s.h5");
+  ASSERT_EQ(sh("FOCAL_BATCH_DIE_AFTER=2 " + base, dir_).rc, 128 + SIGKILL);
+  ASSERT_TRUE(exists(docs + "/s.h5.ckpt"));
+  Result r = sh(base + " --resume", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_stats(docs + "/s.h5").n_docs(), 5u);
+  // An edited .txt file is a changed corpus all the same.
+  ASSERT_EQ(
+      sh("FOCAL_BATCH_DIE_AFTER=2 " + base.substr(0, base.rfind(" -o ")) + " -o " + quote(docs + "/t.h5"), dir_).rc,
+      128 + SIGKILL);
+  write(docs + "/d4.txt", corpus_text(2) + "\n\nOne more paragraph.\n");
+  Result e = sh(base.substr(0, base.rfind(" -o ")) + " -o " + quote(docs + "/t.h5") + " --resume", dir_);
+  EXPECT_EQ(e.rc, 1);
+  EXPECT_NE(e.err.find("--data's contents"), std::string::npos) << e.err;
+}
+
 // A full disk (the file size limit, RLIMIT_FSIZE through ulimit; the CLI ignores SIGXFSZ, so writes fail with EFBIG
 // as they would with ENOSPC) stops the batch with "no space left on FILE", exit 1, no output; once there is space,
 // the same command with --resume finishes from the last checkpoint and gives the uninterrupted run's file. Two

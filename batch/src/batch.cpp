@@ -191,24 +191,25 @@ std::string absolute_data_path(const std::string& p) {
   return ec ? p : abs.lexically_normal().string();
 }
 
-// What --data holds, cheaply: the size and modification time of the file, or of every entry of the directory (a
-// resumed batch over an edited corpus kept the old documents' statistics under the new file's name).
+// What --data holds, cheaply: FNV-1a 64 over the name, size and modification time of each file the corpus reader
+// reads (a resumed batch over an edited corpus kept the old documents' statistics under the new file's name; files
+// it does not read, such as the batch's own -o beside a directory's .txt files, do not count).
 std::string data_stamp(const std::string& path) {
-  std::error_code ec;
-  auto stamp = [](const std::filesystem::path& p) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) return std::string("?");
-    return std::to_string((long long)st.st_size) + "@" + std::to_string((long long)st.st_mtim.tv_sec) + "." +
-           std::to_string((long long)st.st_mtim.tv_nsec);
+  uint64_t h = 1469598103934665603ULL;
+  auto add = [&](const std::string& s) {
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
   };
-  if (!std::filesystem::is_directory(path, ec)) return stamp(path);
-  std::vector<std::string> entries;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    entries.push_back(e.path().filename().string() + "=" + stamp(e.path()));
-  std::sort(entries.begin(), entries.end());
-  std::string s;
-  for (const std::string& e : entries) s += e + ",";
-  return s;
+  const CorpusReader reader(path, OnError::kSkip, /*quiet=*/true);  // named: a temporary's files() would dangle
+  for (const std::string& f : reader.files()) {
+    struct stat st {};
+    add(f.substr(f.find_last_of('/') + 1) + "=");
+    if (::stat(f.c_str(), &st) == 0)
+      add(std::to_string((long long)st.st_size) + "@" + std::to_string((long long)st.st_mtim.tv_sec) + "." +
+          std::to_string((long long)st.st_mtim.tv_nsec) + ";");
+  }
+  char b[24];
+  std::snprintf(b, sizeof b, "%016llx", (unsigned long long)h);
+  return b;
 }
 
 std::string options_key(const Model& model, const BatchOptions& o) {
@@ -222,16 +223,18 @@ std::string options_key(const Model& model, const BatchOptions& o) {
   return k;
 }
 
-// What differs between a checkpoint's options key and this run's, named as the options that set it.
+// What differs between a checkpoint's options key and this run's, named as the options that set it; fields are
+// compared by name (the runs as one list), so a checkpoint of an older key names what it can.
 std::string key_difference(const std::string& was, const std::string& now) {
   auto fields = [](const std::string& k) {
-    std::vector<std::pair<std::string, std::string>> out;
+    std::map<std::string, std::string> out;
     size_t at = 0;
     while (at <= k.size()) {
       const size_t end = std::min(k.find(';', at), k.size());
       const std::string item = k.substr(at, end - at);
       const size_t eq = item.find('=');
-      out.push_back({item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1)});
+      std::string& v = out[item.substr(0, eq)];
+      v += (v.empty() ? "" : ";") + (eq == std::string::npos ? "" : item.substr(eq + 1));
       at = end + 1;
     }
     return out;
@@ -250,15 +253,17 @@ std::string key_difference(const std::string& was, const std::string& now) {
                                                             {"run", "--runs"}};
   const auto a = fields(was), b = fields(now);
   std::vector<std::string> names;
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const bool same = i < a.size() && i < b.size() && a[i] == b[i];
-    if (same) continue;
-    const std::string& f = i < b.size() ? b[i].first : a[i].first;
+  std::set<std::string> all;
+  for (const auto& [f, v] : a) all.insert(f);
+  for (const auto& [f, v] : b) all.insert(f);
+  for (const std::string& f : all) {
+    const auto ia = a.find(f), ib = b.find(f);
+    if (ia != a.end() && ib != b.end() && ia->second == ib->second) continue;
     const auto it = kNames.find(f);
     std::string name = it == kNames.end() ? f : it->second;
-    if (f != "weights" && f != "data_stamp" && f != "run" && i < a.size() && i < b.size())
-      name += " (" + a[i].second + " then, " + b[i].second + " now)";
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    if (f != "weights" && f != "data_stamp" && f != "run" && ia != a.end() && ib != b.end())
+      name += " (" + ia->second + " then, " + ib->second + " now)";
+    names.push_back(name);
   }
   std::string s;
   for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -354,6 +359,20 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     header.run_specs_json.push_back(r.spec.to_json());
   }
 
+  // A checkpoint of an unfinished single-process batch writing -o: without --resume it was thrown away silently
+  // (hours of a batch lost to a forgotten flag), and an MPI run over the same -o left it to meet a later --resume.
+  // Refused before the counting pass over the corpus.
+  {
+    struct stat ks {};
+    const std::string ckpt = opt.out_path + ".ckpt";
+    if (comm.rank() == 0 && (!opt.resume || comm.size() > 1) && ::stat(ckpt.c_str(), &ks) == 0 && ks.st_size > 0)
+      throw Error("-o: an unfinished batch writing '" + opt.out_path + "' left its checkpoint '" + ckpt + "': " +
+                  (comm.size() > 1 ? std::string("continue it in one process with --resume, or delete it and '") +
+                                         opt.out_path + ".rows' to start again"
+                                   : std::string("add --resume to continue it, or delete it and '") + opt.out_path +
+                                         ".rows' to start again"));
+  }
+
   int64_t total = 0;
   uint64_t n_skipped = 0;  // malformed lines before the last document read (rank 0's counting pass)
   if (comm.rank() == 0) {
@@ -416,7 +435,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       if (std::string(kb.begin(), kb.end()) != key)
         throw Error("it was made with other options or another model: " +
                     key_difference(std::string(kb.begin(), kb.end()), key) +
-                    "; rerun with the checkpoint's, or start again without --resume");
+                    "; rerun with the checkpoint's, or delete it and '" + rows_path + "' to start again");
       uint64_t rows_bytes = 0;
       c.get(&start_index, sizeof start_index);
       c.get(&rows_bytes, sizeof rows_bytes);
@@ -425,15 +444,11 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
       struct stat rs {};
       if (::stat(rows_path.c_str(), &rs) != 0 || (uint64_t)rs.st_size < rows_bytes)
         throw Error("the row file '" + rows_path +
-                    "' is missing or shorter than the checkpoint says; start again "
-                    "without --resume");
+                    "' is missing or shorter than the checkpoint says; delete the checkpoint and start again");
       if (::truncate(rows_path.c_str(), (off_t)rows_bytes) != 0)
         throw Error("cannot truncate the row file '" + rows_path + "': " + std::strerror(errno));
     } catch (const Error& e) { throw Error("--resume: checkpoint '" + ckpt_path + "': " + e.what()); }
   }
-  if (!opt.resume && !mpi && ::stat(ckpt_path.c_str(), &cs) == 0 && cs.st_size > 0)  // it was thrown away silently
-    throw Error("-o: an unfinished batch writing '" + opt.out_path + "' left its checkpoint '" + ckpt_path +
-                "': add --resume to continue it, or delete it and '" + rows_path + "' to start again");
   if (!resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
   std::FILE* rows = std::fopen(rows_path.c_str(), resume ? "ab" : "wb");
   if (!rows) throw Error("-o: cannot write '" + rows_path + "': " + std::strerror(errno));
@@ -596,8 +611,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
 
   if (!mpi) {
     write_stats_file(opt.out_path, header, stats, kept, rows_path, nullptr);
+    ::unlink(ckpt_path.c_str());  // first: a kill between the two leaves rows without a checkpoint (started over)
     ::unlink(rows_path.c_str());
-    ::unlink(ckpt_path.c_str());
     return;
   }
 

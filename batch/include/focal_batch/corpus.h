@@ -31,6 +31,7 @@ class CorpusReader {
   bool next(Document& doc);
   uint64_t skipped() const { return skipped_; }
   const std::string& path() const { return path_; }
+  const std::vector<std::string>& files() const { return files_; }  // the files it reads, in order
 
  private:
   bool next_line(std::string& line);  // from the current file; opens the next file of a directory at its end
