@@ -22,6 +22,7 @@
 #include <memory>
 #include <set>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "h5_io.h"
@@ -42,8 +43,10 @@ constexpr hsize_t kMaxReadBytes = hsize_t(256) << 20;
 constexpr int kMaxDepth = 64;          // group nesting walked (focalscope files nest 3 deep)
 constexpr long kMaxObjects = 1 << 20;  // objects walked
 constexpr double kDefaultTimeoutS = 10.0;
-// Address space the child may add to what it inherits: a damaged string length (up to 4 GiB each) makes libhdf5
-// allocate and clear that much before it reads a byte, and a string that cannot be read within this is damage.
+// Address space the child may add to what it inherits: this plus 8 bytes per byte of the file (a file holds at most
+// one 16-byte string descriptor per 16 bytes, and the walk keeps each string it reads as a std::string and a pointer:
+// ~48 bytes a string). A damaged string length (up to 4 GiB each) makes libhdf5 allocate and clear that much before
+// it reads a byte, and a string that cannot be read within the limit is damage.
 constexpr uint64_t kChildHeadroomBytes = uint64_t(2) << 30;
 
 struct Walk {
@@ -94,8 +97,9 @@ std::vector<TypeId> memory_types(hid_t ftype) {
 }
 
 // Reads every element of an attribute or dataset of file type `ftype` over `space` with read(mem_type, buffer), into
-// each of memory_types(ftype), then frees what libhdf5 allocated for variable-length values. Failures are ignored:
-// only a crash or a hang matters here.
+// each of memory_types(ftype), then frees what libhdf5 allocated for variable-length values. A variable-length string
+// that does not read is recorded in walk->unreadable (damage); other failures are left to the readers' own messages:
+// here only a crash or a hang matters.
 // Variable-length strings that read are kept in `walk` under `key`, and in *values_out when given.
 template <class ReadFn>
 void read_whole(hid_t ftype, hid_t space, ReadFn read, Walk* walk = nullptr, const std::string& key = "",
@@ -411,8 +415,9 @@ void die_as_crash() {
   ::abort();
 }
 
-// Limits the child's address space to what it has now plus kChildHeadroomBytes (/proc/self/statm: pages mapped).
-void limit_address_space() {
+// Limits the child's address space to what it has now (/proc/self/statm: pages mapped) plus kChildHeadroomBytes and
+// 8 bytes per byte of the file.
+void limit_address_space(uint64_t file_bytes) {
   FILE* f = std::fopen("/proc/self/statm", "re");
   if (!f) return;
   unsigned long long pages = 0;
@@ -422,7 +427,7 @@ void limit_address_space() {
   if (!ok || page <= 0) return;
   struct rlimit lim;
   if (getrlimit(RLIMIT_AS, &lim) != 0) return;
-  const rlim_t want = rlim_t(pages * uint64_t(page) + kChildHeadroomBytes);
+  const rlim_t want = rlim_t(pages * uint64_t(page) + kChildHeadroomBytes + 8 * file_bytes);
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur <= want) return;
   lim.rlim_cur = want;
   (void)setrlimit(RLIMIT_AS, &lim);
@@ -438,13 +443,19 @@ void limit_address_space() {
   // libc's own abort messages ("free(): invalid pointer") would reach the user's terminal before the one error.
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull >= 0) (void)::dup2(devnull, STDERR_FILENO);
-  if (__sanitizer_set_death_callback) {
-    __sanitizer_set_death_callback(die_as_crash);
-  } else {  // a sanitizer's allocator is left as it is: its limit on one allocation ends the child instead
-    limit_address_space();
-  }
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(die_as_crash);
+    // Not under AddressSanitizer or ThreadSanitizer: their shadow memory and allocators reserve address space as they
+    // go (a damaged length then ends the child by the time limit or the allocator's own limit instead).
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  struct stat fs {};
+  limit_address_space(::stat(path.c_str(), &fs) == 0 ? uint64_t(fs.st_size) : 0);
+#endif
   Walk walk;
-  walk_into(path, walk);
+  try {
+    walk_into(path, walk);
+  } catch (const std::bad_alloc&) {  // the walk's own copies under the limit: a string too long to hold is damage
+    if (walk.unreadable.empty()) walk.unreadable = "the check ran out of memory reading its strings";
+  }
   // The strings read, then 'K': 'S', u32 key length, key, u32 count, then each value as u32 length and bytes; a
   // checksum that did not match as 'D', u32 length, text.
   std::string out;

@@ -62,9 +62,9 @@ std::string hdf5_detail() {
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &desc);
   H5Eclear2(H5E_DEFAULT);
   if (desc.empty()) return std::string();
-  for (const char* sign : {"checksum", "inflate", "signature", "past end of allocation", "addr overflow",
-                           "bad object header", "corrupt", "B-tree", "global heap", "message type not found",
-                           "fill size exceeds buffer size", "unable to decode", "bad version number"})
+  for (const char* sign :
+       {"checksum", "inflate", "signature", "past end of allocation", "addr overflow", "bad object header", "corrupt",
+        "B-tree", "global heap", "message type not found", "fill size exceeds buffer size"})
     if (desc.find(sign) != std::string::npos) return " (HDF5: " + desc + ")" + kDamagedAdvice;
   return " (HDF5: " + desc + ")";
 }
