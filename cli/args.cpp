@@ -106,6 +106,8 @@ std::vector<float> parse_float_range(const std::string& s, const std::string& op
     const double a = parse_double(s.substr(0, c1), option), b = parse_double(s.substr(c1 + 1, c2 - c1 - 1), option),
                  st = parse_double(s.substr(c2 + 1), option);
     // Well-formed numbers that make no range are an error in a value (exit 1), as a temperature out of range is.
+    if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(st))  // nan:1:0.1 gave an empty list
+      throw Error(option + " " + s + ": FROM, TO and STEP must be finite numbers (e.g. 0.3:1.0:0.1)");
     if (!(st > 0)) throw Error(option + " " + s + ": STEP must be above 0 (e.g. 0.3:1.0:0.1)");
     if (b < a) throw Error(option + " " + s + ": FROM is above TO (e.g. 0.3:1.0:0.1)");
     const double n_values = std::floor((b - a) / st + 1e-6) + 1;
@@ -153,6 +155,11 @@ std::string model_arg(const Args& a, const char* command) {
   if (a.positional().size() > 1)
     throw UsageError{std::string(command) + " takes one MODEL (a model directory or a .gguf file)"};
   return a.positional().empty() ? default_model_dir() : a.positional()[0];
+}
+
+void check_limit_option(const Args& a) {
+  if (a.get_int("--limit", 0) < 1)
+    throw Error("--limit " + a.get("--limit") + ": give at least 1 document (or leave --limit out: all of them)");
 }
 
 }  // namespace focal::cli

@@ -44,4 +44,7 @@ std::string default_model_dir();
 // The MODEL positional argument of `command`, or the bundled default when none is given.
 std::string model_arg(const Args& a, const char* command);
 
+// --limit given: at least 1 document (0 ran the whole corpus); throws Error naming the option.
+void check_limit_option(const Args& a);
+
 }  // namespace focal::cli

@@ -117,12 +117,9 @@ int cmd_batch(int argc, char** argv) {
     o.keep_rows = (int)a.get_int("--keep-rows", 0);
     o.seed = (uint64_t)a.get_int("--seed", 1);
     o.n_bins = (int)a.get_int("--bins", 64);
-    o.topk_mass_k = (int)a.get_int("--topk-mass", 5);
-    if (o.topk_mass_k < 1 || o.topk_mass_k > 64)  // as capture's: 0 wrote topk_mass = 0 everywhere
-      throw Error("--topk-mass " + a.get("--topk-mass") + ": k must be in 1..64");
+    o.topk_mass_k = (int)a.get_int("--topk-mass", 5);  // checked by run_batch
     o.limit = a.get_int("--limit", 0);
-    if (a.has("--limit") && o.limit < 1)  // 0 ran the whole corpus
-      throw Error("--limit " + a.get("--limit") + ": give at least 1 document (or leave --limit out: all of them)");
+    if (a.has("--limit")) check_limit_option(a);
     const std::string oe = a.get("--on-error", "fail");
     if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
     o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;

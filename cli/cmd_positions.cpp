@@ -66,8 +66,7 @@ int cmd_eval_positions(int argc, char** argv) {
     throw Error("--bucket " + a.get("--bucket") +
                 ": give at least 1 position per bucket (or leave --bucket out: N / 32)");
   o.limit_docs = a.get_int("--limit", 0);
-  if (a.has("--limit") && o.limit_docs < 1)
-    throw Error("--limit " + a.get("--limit") + ": give at least 1 document (or leave --limit out: all of them)");
+  if (a.has("--limit")) check_limit_option(a);
   o.bootstrap = (int)a.get_int("--bootstrap", 1000);
   if (o.bootstrap < 0) throw UsageError{"--bootstrap must be >= 0"};
   o.band_level = a.get_double("--level", 0.95);

@@ -60,7 +60,7 @@ const char* kEvalHelp = R"(usage: focal eval MODEL --data DIR [-o EVAL.h5] [opti
 Validation loss and perplexity on held-out text (DIR/text_val.bin), retrieval accuracy by task kind and context
 length (DIR/tasks_eval.jsonl, lengths beyond training included; tasks longer than the model's context are skipped),
 and the mean attention mass on the relevant tokens (and entropy) at each answer's query row, per layer.
-  --val-seq-len N      validation window (default 256)
+  --val-seq-len N      validation window (default 256, or the model's context when shorter)
   --val-sequences N    validation windows (default 32)
   --max-tasks N        tasks per (kind, length) (default all)
   --tasks eval|distract  eval (default): DIR/tasks_eval.jsonl by context length; distract: DIR/tasks_distract.jsonl
@@ -171,7 +171,9 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;
   opt.data_dir = a.get("--data");
-  opt.val_seq_len = (int)a.get_int("--val-seq-len", 256);
+  opt.val_seq_len = (int)a.get_int("--val-seq-len", 0);  // 0: 256, or the model's context when shorter
+  if (a.has("--val-seq-len") && opt.val_seq_len < 2)
+    throw Error("--val-seq-len " + a.get("--val-seq-len") + ": give a window of at least 2 tokens");
   opt.val_sequences = (int)a.get_int("--val-sequences", 32);
   opt.max_tasks = (int)a.get_int("--max-tasks", 0);
   opt.task_set = a.get("--tasks", "eval");

@@ -1625,6 +1625,7 @@ TEST(Settings, HeatColourFromOlderFilesAndBadValues) {
   const Settings bad = Settings::load(dir + "/bad.json", &warn);
   EXPECT_NE(warn.find("rainbow"), std::string::npos) << warn;
   EXPECT_EQ(bad.heat_color, "auto");
+  EXPECT_EQ(bad.window_w, 1300);  // the other settings stay (all of them were dropped)
 }
 }  // namespace
 }  // namespace focalscope

@@ -742,6 +742,7 @@ TEST_F(CliTest, BadTemperaturesExitOne) {
   // A range that is well-formed but empty, backwards or too long is an error in the value too (exit 1), naming it.
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "1:0.1:0.1", "-o", o}, 1, {"--temps", "FROM"}, d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1:0", "-o", o}, 1, {"--temps", "STEP"}, d);
+  expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "nan:1:0.1", "-o", o}, 1, {"--temps", "finite"}, d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1:1e-7", "-o", o}, 1, {"--temps", "9000001"},
                  d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.1:1", "-o", o}, 2, {"--temps", "FROM:TO:STEP"},

@@ -231,6 +231,10 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   EvalOptions wide = eo;
   wide.val_seq_len = model->config().max_positions + 1;
   EXPECT_THAT(refusal(*model, wide), HasSubstr("--val-seq-len " + std::to_string(wide.val_seq_len)));
+  // Left at its default the window fits the context (a 128-token model failed on a --val-seq-len 256 never given).
+  EvalOptions dflt = eo;
+  dflt.val_seq_len = 0;
+  EXPECT_EQ(refusal(*model, dflt), "");
   // Data tokenized with another tokenizer: its ids would be read as other tokens (a --quick data build evaluated the
   // bundled models at perplexity 9604 against 82, without a word). Another vocabulary size ...
   auto bundled = Model::load(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4");

@@ -48,9 +48,11 @@ Settings Settings::load(const std::string& path, std::string* warning) {
     s.precision = j.value("precision", s.precision);
     s.live_propagate = j.value("live_propagate", s.live_propagate);
     if (j.contains("heat_color")) {
-      s.heat_color = j["heat_color"].get<std::string>();
-      if (s.heat_color != "auto" && s.heat_color != "linear" && s.heat_color != "log")
-        throw std::runtime_error("heat_color '" + s.heat_color + "' is not auto, linear or log");
+      const std::string c = j["heat_color"].get<std::string>();
+      if (c == "auto" || c == "linear" || c == "log")
+        s.heat_color = c;
+      else if (warning)  // this field only (a later version's mode, say): the rest of the settings stay
+        *warning = "settings '" + path + "': heat_color '" + c + "' is not auto, linear or log; using auto";
     } else if (j.value("log_color", false)) {  // written before heat_color: log ticked
       s.heat_color = "log";
     }
@@ -87,6 +89,7 @@ void Settings::save(const std::string& path) const {
   j["precision"] = precision;
   j["live_propagate"] = live_propagate;
   j["heat_color"] = heat_color;
+  j["log_color"] = heat_color == "log";  // what builds before heat_color read
   j["hide_sink"] = hide_sink;
   j["window_w"] = window_w;
   j["window_h"] = window_h;

@@ -328,6 +328,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
                 " (longer documents are cut, or split with --long window)");
   if (opt.keep_rows < 0) throw Error("--keep-rows must be >= 0");
   if (opt.n_bins < 2 || opt.n_bins > 4096) throw Error("--bins must be in 2..4096");
+  if (opt.topk_mass_k < 1 || opt.topk_mass_k > 64)  // as capture's; 0 wrote topk_mass = 0 everywhere
+    throw Error("--topk-mass " + std::to_string(opt.topk_mass_k) + ": k must be in 1..64");
+  if (opt.limit < 0) throw Error("--limit must be >= 0 (0: every document)");
   for (const BatchRun& r : opt.runs) r.spec.validate(cfg);
   if (opt.resume && comm.size() > 1)
     throw Error("--resume works for single-process runs only; rerun the MPI job from the start");

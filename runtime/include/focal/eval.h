@@ -35,7 +35,7 @@ struct EvalOptions {
   std::string data_dir;  // text_val.bin, tasks_eval.jsonl (scripts/data/build_data.py)
   // "eval": tasks_eval.jsonl by context length; "distract": tasks_distract.jsonl by number of distractor pairs
   std::string task_set = "eval";
-  int val_seq_len = 256;  // validation windows
+  int val_seq_len = 0;  // validation windows; 0: 256, or the model's context when shorter
   int val_sequences = 32;
   int max_tasks = 0;  // per (kind, length or distractor count); 0 = all
 };

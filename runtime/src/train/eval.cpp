@@ -63,11 +63,12 @@ EvalFile evaluate(const Model& model, const TempSpec& spec, const EvalOptions& o
   if (opt.val_sequences < 1)
     throw Error("val_sequences", "--val-sequences " + std::to_string(opt.val_sequences) +
                                      ": give at least 1 validation window (a loss over 0 tokens would read 0)");
-  if (opt.val_seq_len < 2 || opt.val_seq_len > c.max_positions)
+  // A window given is refused past the context (it was shrunk to it without a word); the default fits any context.
+  if (opt.val_seq_len != 0 && (opt.val_seq_len < 2 || opt.val_seq_len > c.max_positions))
     throw Error("val_seq_len", "--val-seq-len " + std::to_string(opt.val_seq_len) + " is outside 2.." +
                                    std::to_string(c.max_positions) + " (the model's context)");
   const std::vector<int32_t> val = read_tokens(opt.data_dir + "/text_val.bin", c.vocab_size);
-  const int T = opt.val_seq_len;
+  const int T = opt.val_seq_len > 0 ? opt.val_seq_len : std::min(256, c.max_positions);
   if ((int)val.size() <= T + 1) throw Error("'" + opt.data_dir + "/text_val.bin' is shorter than one window");
   if (opt.task_set != "eval" && opt.task_set != "distract")
     throw Error("task_set", "task set '" + opt.task_set +
