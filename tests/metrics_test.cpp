@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "focal/capture.h"
 #include "focal/metrics.h"
 #include "focal/model.h"
 
@@ -208,6 +209,12 @@ TEST(Divergence, IdentityBoundsAndDisjointSupports) {
   const double want = 0.9 * std::log(0.9 / 0.95) + (double)s[1] * std::log((double)s[1] / 0.05) +
                       2.5e-16 * (std::log(2.5e-16) - ln_min);
   EXPECT_NEAR(kl_divergence(s, f, 3), want, kTol);
+  // Another floor for rows that went through fp16 (a 0 there is anything below 2^-25), and any q below the floor is
+  // taken at it: a denormal 1e-40 adds no more than a 0 (the term is a lower bound either way).
+  const double ln_fp16 = -25.0 * std::log(2.0);
+  EXPECT_NEAR(kl_divergence(a, b, 2, kFp16ProbFloor), 0.5 * std::log(0.5) + 0.5 * (std::log(0.5) - ln_fp16), kTol);
+  const float d[] = {1.0f, 1e-40f};
+  EXPECT_DOUBLE_EQ(kl_divergence(a, d, 2), kl_divergence(a, b, 2));
   // Random distributions: JS symmetric (to 1e-12, double sums of the same terms) and within [0, ln 2].
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
@@ -260,6 +267,33 @@ TEST(Induction, TargetsAndMassByHand) {
   const float p[7] = {0.1f, 0.2f, 0.05f, 0.05f, 0.4f, 0.1f, 0.1f};
   EXPECT_FLOAT_EQ(induction_mass(p, t[6]), 0.6f);
   EXPECT_TRUE(std::isnan(induction_mass(p, t[0])));
+}
+
+// compare_runs on rows read from an fp16 capture (every value an fp16 value) floors a 0 at 2^-25, what fp16 rounds to
+// 0; fp32 rows keep FLT_MIN. By hand: row 1 of a is (0.5, 0.5), of b (1, 0).
+TEST(Divergence, CompareRunsFloorsByTheRowsPrecision) {
+  CaptureFile f;
+  f.n_layers = 1;
+  f.n_heads = 1;
+  f.token_ids = {1, 2};
+  for (const char* name : {"a", "b"}) {
+    RunCapture r;
+    r.name = name;
+    r.layers = {0};
+    r.heads = {0};
+    r.queries = {0, 1};
+    r.probs = std::string(name) == "a" ? std::vector<float>{1.0f, 0.0f, 0.5f, 0.5f}
+                                       : std::vector<float>{1.0f, 0.0f, 1.0f, 0.0f};
+    f.runs.push_back(r);
+  }
+  Comparison c = compare_runs(f, "a", "b");
+  ASSERT_EQ(c.kl.size(), 2u);
+  EXPECT_NEAR(c.kl[0], 0.0, 1e-7);
+  EXPECT_NEAR(c.kl[1], 0.5 * std::log(0.5) + 0.5 * (std::log(0.5) + 25.0 * std::log(2.0)), 1e-6);
+  f.runs[1].probs[2] = 0.99999994f;  // not an fp16 value: fp32 rows
+  f.runs[1].probs[3] = 0.0f;
+  c = compare_runs(f, "a", "b");
+  EXPECT_NEAR(c.kl[1], 0.5 * std::log(0.5 / 0.99999994) + 0.5 * (std::log(0.5) + 126.0 * std::log(2.0)), 1e-5);
 }
 
 }  // namespace focal

@@ -14,6 +14,7 @@
 #include "focal/error.h"
 #include "focal/metrics.h"
 #include "focal_kernels/ops.h"
+#include "focal_kernels/shared_math.h"
 #include "model_internal.h"
 
 namespace focal {
@@ -563,13 +564,21 @@ Comparison compare_runs(const CaptureFile& file, const std::string& a_name, cons
     throw Error("compare: runs '" + a_name + "' and '" + b_name + "' share no captured (layer, head, query) rows");
   const int T = file.n_tokens();
   auto row = [&](const RunCapture& r, int l, int h, int q) { return r.probs.data() + find_stored_row(r, l, h, q, T); };
+  // Rows read from an fp16 capture (every value an fp16 value): a 0 there stands for anything below 2^-25, and KL's
+  // floor is that (FLT_MIN overstated each such term ~70-fold).
+  auto fp16_values = [](const std::vector<float>& v) {
+    for (float x : v)
+      if (x != math::round_to_half(x)) return false;
+    return true;
+  };
+  const float q_floor = fp16_values(b->probs) ? kFp16ProbFloor : std::numeric_limits<float>::min();
   int done = 0;
   for (int l : cmp.layers) {
     for (int h : cmp.heads)
       for (int q : cmp.queries) {
         const float* pa = row(*a, l, h, q);
         const float* pb = row(*b, l, h, q);
-        cmp.kl.push_back((float)kl_divergence(pa, pb, q + 1));
+        cmp.kl.push_back((float)kl_divergence(pa, pb, q + 1, q_floor));
         cmp.js.push_back((float)js_divergence(pa, pb, q + 1));
       }
     if (progress) progress(++done, (int)cmp.layers.size());

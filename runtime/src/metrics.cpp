@@ -5,6 +5,7 @@
 #include "focal_kernels/shared_math.h"
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -72,12 +73,11 @@ float induction_mass(const float* p, const std::vector<int>& targets) {
   return (float)s;
 }
 
-double kl_divergence(const float* p, const float* q, int n) {
-  static const double kLogFloor = std::log((double)std::numeric_limits<float>::min());  // an underflowed q_j
+double kl_divergence(const float* p, const float* q, int n, float q_floor) {
   double kl = 0.0;
   for (int j = 0; j < n; ++j) {
     if (p[j] <= 0.0f) continue;
-    kl += (double)p[j] * (std::log((double)p[j]) - (q[j] > 0.0f ? std::log((double)q[j]) : kLogFloor));
+    kl += (double)p[j] * (std::log((double)p[j]) - std::log((double)std::max(q[j], q_floor)));
   }
   return kl < 0.0 ? 0.0 : kl;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "focal/model.h"
@@ -38,10 +39,12 @@ std::vector<std::vector<int>> induction_targets(const std::vector<int32_t>& ids)
 float induction_mass(const float* p, const std::vector<int>& targets);
 
 // KL(p || q) and Jensen-Shannon divergence in nats over n entries of two softmax rows. Terms with p_j = 0 contribute
-// 0. A softmax probability is never 0: q_j = 0 is one that underflowed fp32, below FLT_MIN, and its term is taken at
-// q_j = FLT_MIN (ln = -87.34), a lower bound (a sharper run's tail keys underflow where the standard run's are
-// ~1e-16: the KL read +inf over a 22-token prompt). JS stays within [0, ln 2].
-double kl_divergence(const float* p, const float* q, int n);
+// 0. A softmax probability is never 0: q_j below q_floor is one its storage could not hold (fp32: FLT_MIN, where a
+// flush-to-zero device rounds to 0; fp16-stored rows: 2^-25, kFp16ProbFloor), and its term is taken at q_j = q_floor,
+// so the KL is a lower bound there (a sharper run's tail keys underflow where the standard run's are ~1e-16: the KL
+// read +inf over a 22-token prompt). JS stays within [0, ln 2].
+inline constexpr float kFp16ProbFloor = 2.98023224e-8f;  // 2^-25: below it a probability rounds to 0 in fp16
+double kl_divergence(const float* p, const float* q, int n, float q_floor = std::numeric_limits<float>::min());
 double js_divergence(const float* p, const float* q, int n);
 
 // noise = 1 - R and SNR = R / (1 - R) from the relevant mass R (inf when R == 1, NaN when R is NaN).
