@@ -42,12 +42,21 @@ void write_app_figure(const Ui& ui, const std::string& kind, const std::string& 
     o.key_window = ui.dist_window;  // the keys the panel shows (its "last keys" window)
   }
   // The heatmap of the run the view shows (it drew A whatever the view); B - A, which no figure draws, as A and B
-  // side by side.
-  if (kind == "heatmap" && !cf.runs.empty()) {
-    const bool has_b = cf.runs.size() > 1;
-    if (st.view.show == ViewRun::kB && has_b) o.runs = {cf.runs[1].name};
-    if (st.view.show == ViewRun::kA || !has_b) o.runs = {cf.runs[0].name};
-    if (st.view.show == ViewRun::kDiff && has_b) o.runs = {cf.runs[0].name, cf.runs[1].name};
+  // side by side. The capture's runs by side: capture_file() leaves out a side without a run (then B's run came
+  // first and a figure "of A" drew B) and renames B's on a name clash.
+  if (kind == "heatmap") {
+    std::string name_of[2];
+    size_t i = 0;
+    for (int side = 0; side < 2 && i < cf.runs.size(); ++side)
+      if ((side == 0 || st.compare) && st.slots[side].run) name_of[side] = cf.runs[i++].name;
+    const bool a = st.view.show != ViewRun::kB, b = st.view.show != ViewRun::kA;
+    for (int side = 0; side < 2; ++side)
+      if ((side == 0 ? a : b) && name_of[side].empty())
+        throw focal::Error(std::string("figure heatmap: ") + side_name(side) +
+                           " has no run to draw yet (press Propagate, or view the other side)");
+    o.runs.clear();
+    if (a) o.runs.push_back(name_of[0]);
+    if (b) o.runs.push_back(name_of[1]);
   }
   if (kind == "distribution" || kind == "heatmap" || kind == "grid") o.no_sink = st.view.hide_sink;
   if (kind == "heatmap" || kind == "grid") {  // the view's colour choice; auto: the figure's rule on what it draws
