@@ -205,9 +205,10 @@ int cmd_export(int argc, char** argv) {
   if (a.has("--help")) {
     std::printf(
         "usage: focal export SRC_MODEL DST_DIR [--dtype BF16|F16|F32] [--force]\n\nWrites a copy of a model "
-        "directory (config.json, model.safetensors, tokenizer.model; no optimizer state) with weights in the given "
-        "dtype (default BF16), e.g. to bundle a trained checkpoint. DST_DIR must be new or empty (--force: write "
-        "over its files).\n");
+        "directory (config.json, model.safetensors, tokenizer.model or tokenizer.json with tokenizer_config.json, "
+        "special_tokens_map.json and generation_config.json; no optimizer state) with weights in the given dtype "
+        "(default BF16), e.g. to bundle a trained checkpoint. DST_DIR must be new or empty (--force: write over its "
+        "files) and not SRC_MODEL itself; a GGUF file is refused (it runs as it is).\n");
     return 0;
   }
   if (a.positional().size() != 2) throw UsageError{"export needs SRC_MODEL and DST_DIR"};

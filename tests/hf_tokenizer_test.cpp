@@ -12,6 +12,7 @@
 #include "focal/config.h"
 #include "focal/error.h"
 #include "focal/model.h"
+#include "focal/model_writer.h"
 #include "test_util.h"
 #include "tokenizer_internal.h"
 
@@ -99,6 +100,27 @@ TEST(HfTokenizerModel, LoadedWithTheModel) {
   for (const json& c : exp["cases"])
     EXPECT_EQ(m->tokenizer()->encode(c["text"], m->config().add_bos), c["hf_ids"].get<std::vector<int32_t>>())
         << c["text"];
+}
+
+// `focal export` of a model whose tokenizer is tokenizer.json: the copy tokenizes as the original (it had no
+// tokenizer: only tokenizer.model was copied), and exporting over the source itself is refused.
+TEST(HfTokenizerModel, ExportKeepsTheTokenizerFiles) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const std::string dir = fixtures_dir() + "/llama3_model", out = test::make_temp_dir("hftok_export") + "/m";
+  export_model(dir, out, "BF16");
+  const auto a = Model::load(dir), b = Model::load(out);
+  ASSERT_NE(b->tokenizer(), nullptr);
+  const json exp = read_json(dir + "/expected.json");
+  for (const json& c : exp["cases"])
+    EXPECT_EQ(b->tokenizer()->encode(c["text"], b->config().add_bos),
+              a->tokenizer()->encode(c["text"], a->config().add_bos))
+        << c["text"];
+  try {
+    export_model(out, out, "BF16");
+    ADD_FAILURE() << "exported over itself";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is SRC_MODEL itself"), std::string::npos) << e.what();
+  }
 }
 
 // A directory with a sentencepiece tokenizer.model keeps it when its tokenizer.json is not byte-level BPE.

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "focal/atomic_file.h"
+#include "gguf.h"
 #include "focal/error.h"
 #include "json_util.h"
 #include "focal/model.h"
@@ -166,6 +168,15 @@ void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::
 }
 
 void export_model(const std::string& src, const std::string& dst, const std::string& dtype) {
+  if (is_gguf_path(src))  // no directory of files to copy: its tokenizer lives in its metadata
+    throw Error("export: '" + src +
+                "' is a GGUF file; export copies a model directory (config.json, safetensors, "
+                "tokenizer files) into another dtype. A GGUF file runs as it is, its tokenizer inside it");
+  std::error_code ec;
+  if (std::filesystem::exists(dst, ec) && std::filesystem::equivalent(src, dst, ec))
+    throw Error("export: DST_DIR '" + dst +
+                "' is SRC_MODEL itself: its weights would be rounded in place (a "
+                "training checkpoint's optimizer state then no longer matches them); give another directory");
   auto m = Model::load(src);
   std::vector<NamedTensor> tensors;
   for (const ParamRef& p : m->weights().params) {
@@ -176,6 +187,17 @@ void export_model(const std::string& src, const std::string& dst, const std::str
   struct stat st {};
   const std::string tok = src + "/tokenizer.model";
   write_model_dir(dst, m->config(), tensors, dtype, stat(tok.c_str(), &st) == 0 ? tok : "");
+  // The Hugging Face tokenizer and generation files as they are (tokenizer.json alone left an exported Llama 3,
+  // Qwen2 or SmolLM2 unable to tokenize).
+  for (const char* name :
+       {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+    const std::string from = src + "/" + name;
+    if (stat(from.c_str(), &st) != 0) continue;
+    std::ifstream in(from, std::ios::binary);
+    if (!in) throw Error("export: cannot read '" + from + "'");
+    write_file_atomically(dst + "/" + name,
+                          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
 }
 
 }  // namespace focal
