@@ -26,9 +26,17 @@ ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
   m.d_head = m.hidden / m.n_heads;
   m.tied_embeddings = true;
   m.qk_norm = a.has("--qk-norm");
-  m.focal.mode = parse_attn_mode(a.get("--attn", "standard"), "--attn");
-  if (m.focal.mode == AttnMode::kSsmax)
-    throw UsageError{"--attn: ssmax is an inference-time comparison, not a model's"};
+  const std::string attn = a.get("--attn", "standard");
+  if (attn == "ssmax")  // before the mode parser, whose error lists ssmax among the modes
+    throw UsageError{"--attn: ssmax is an inference-time comparison, not a model's (use standard, focal or learned)"};
+  m.focal.mode = parse_attn_mode(attn, "--attn");
+  // An option of another mode is refused, as capture's are (--attn standard --temp 0.3 wrote a standard model).
+  for (const char* opt : {"--temp"})
+    if (a.has(opt) && m.focal.mode != AttnMode::kFocal)
+      throw UsageError{std::string(opt) + " is for --attn focal, not " + attn};
+  for (const char* opt : {"--tau-mode", "--tau-min", "--tau-max"})
+    if (a.has(opt) && m.focal.mode != AttnMode::kLearned)
+      throw UsageError{std::string(opt) + " is for --attn learned, not " + attn};
   if (m.focal.mode == AttnMode::kFocal) {
     m.focal.focal_temp = (float)a.get_double("--temp", 0.4);
     if (!(m.focal.focal_temp > 0) || !std::isfinite(m.focal.focal_temp)) throw Error("--temp must be > 0");
