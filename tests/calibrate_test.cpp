@@ -577,6 +577,13 @@ TEST(CalibBadInput, DivergenceKeepsTheLastGoodCheckpoint) {
     const std::string m = e.what();
     EXPECT_NE(m.find("calibration diverged"), std::string::npos) << m;
     EXPECT_NE(m.find("last good checkpoint '" + cfg.out_path + ".ckpt.json' is kept"), std::string::npos) << m;
+    // The step as the progress line counts it (from 1) and the learning rate that step ran at (the cosine schedule
+    // by hand: lr (0.1 + 0.45 (1 + cos(pi (K - 1) / steps)))); it named the next step's.
+    int k = 0;
+    double lr_shown = 0;
+    ASSERT_EQ(std::sscanf(m.c_str() + m.find(" at step "), " at step %d (learning rate %lf", &k, &lr_shown), 2) << m;
+    const double want = cfg.lr * (0.1 + 0.45 * (1.0 + std::cos(M_PI * (k - 1) / cfg.steps)));
+    EXPECT_NEAR(lr_shown, want, 1e-4 * want) << m;
   }
   EXPECT_FALSE(std::ifstream(cfg.out_path).good());  // no temperature file
   std::ifstream ck(cfg.out_path + ".ckpt.json");

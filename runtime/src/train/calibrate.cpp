@@ -321,13 +321,15 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   log.n_layers = mc.n_layers;
   log.step_loss.resize(std::min<size_t>(log.step_loss.size(), (size_t)step0));
 
+  // `step`: the 0-based index of the step that failed, shown 1-based as the progress line counts, with the learning
+  // rate that step used (it named the next step's).
   auto fail = [&](const std::string& what, int step) {
     const std::string kept =
         exists(ckpt_path)
             ? "the last good checkpoint '" + ckpt_path + "' is kept (continue from it with --resume, or lower --lr " +
                   "and start again)"
             : "no checkpoint was written yet (the first is at step " + std::to_string(cfg.eval_every) + ")";
-    throw Error("calibration diverged: " + what + " at step " + std::to_string(step) + " (learning rate " +
+    throw Error("calibration diverged: " + what + " at step " + std::to_string(step + 1) + " (learning rate " +
                 num(calib_lr(cfg, step)) + "); nothing else is written; " + kept);
   };
 
@@ -368,7 +370,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
     }
     for (float t : params.head_temps())
       if (!std::isfinite(t) || (!tau_proj && !temp_in_range(t)))
-        fail("a temperature left the range a run takes, [1e-6, 1e6] (t = " + num(t) + ")", step + 1);
+        fail("a temperature left the range a run takes, [1e-6, 1e6] (t = " + num(t) + ")", step);
     log.step_loss.push_back((float)loss);
     tokens_since += n_total + (double)idx.size();
     loss_since += loss;
@@ -396,7 +398,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
         for (int l = 0; l < mc.n_layers; ++l)
           std::fill_n(t.begin() + (ptrdiff_t)l * mc.n_heads, mc.n_heads, (float)val_t[l]);
       last_t = t;
-      if (!std::isfinite(vl)) fail("the held-out loss is " + num(vl), step + 1);
+      if (!std::isfinite(vl)) fail("the held-out loss is " + num(vl), step);
       last_val = pr.val_loss = vl;
       log.eval_step.push_back(step + 1);
       log.train_loss.push_back((float)(loss_since / steps_since));
