@@ -24,6 +24,7 @@
 #include "focal/provenance.h"
 #include "focal/trainer.h"
 #include "focal_batch/stats_file.h"
+#include "focal/calibrate.h"
 #include "focal/capture.h"
 #include "focal/error.h"
 #include "focal/metrics.h"
@@ -422,7 +423,7 @@ int cmd_sweep(int argc, char** argv) {
 const char* kGenerateHelp = R"(usage: focal generate MODEL (--prompt TEXT | --prompt-file FILE) [-n N] [options]
 
 Generates N tokens with a KV cache under the chosen attention temperature and prints the text.
-  -n N              new tokens (default 32)
+  -n, --n-new N     new tokens (default 32)
   --sample-temp X   sampling temperature of the next-token distribution (default 0: greedy)
   --top-k K         sample among the K most likely tokens (default: all)
   --seed S          random seed (default 1)
@@ -445,7 +446,7 @@ int cmd_generate(int argc, char** argv) {
     return 0;
   }
   const int n_new = (int)a.get_int("--n-new", 32);
-  if (n_new < 1) throw UsageError{"-n must be at least 1"};
+  if (n_new < 1) throw UsageError{"-n must be at least 1"};  // get_int names it --n-new, -n's long form
   for (const char* opt : {"--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
                           "--relevant", "--name", "--fp16"})
     if (a.has(opt) && !a.has("--capture"))
@@ -456,7 +457,8 @@ int cmd_generate(int argc, char** argv) {
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);
-  if (!model->tokenizer())  // generate reads text and prints text (capture --ids takes token ids)
+  check_spec_weights(spec, *model);  // before the prompt is printed (it was, then a temperature file was refused)
+  if (!model->tokenizer())           // generate reads text and prints text (capture --ids takes token ids)
     throw Error("model '" + model->path() +
                 "' has no tokenizer (tokenizer.json / tokenizer.model, or a GGUF's tokenizer.ggml.* metadata): "
                 "generate needs one to read the prompt and print the text; add the model's tokenizer files");

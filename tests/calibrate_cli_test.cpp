@@ -122,6 +122,13 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
   EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("-o: cannot write"), std::string::npos) << bad.out;
   EXPECT_EQ(bad.out.find(" tokens of "), std::string::npos) << "it read the data first: " << bad.out;
+  // generate with the file on other weights of the same shape: one error and nothing on stdout (it printed the
+  // prompt, then refused the file).
+  const CliRun other = focal_cli("generate " + std::string(FOCAL_SOURCE_DIR) +
+                                 "/assets/models/focal-t0.4 --prompt 'The keeper lit' -n 3 --temp calibrated:" + out);
+  EXPECT_EQ(other.rc, 1);
+  EXPECT_EQ(other.out.rfind("focal generate: error: temperature file", 0), 0u)
+      << "printed before the refusal: " << other.out;
 }
 
 // tau-proj: the file holds each layer's projection; capture, generate and batch run it as mode learned; inspect shows
