@@ -982,11 +982,25 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   FigureOptions o;
   o.dpi = 72;
   std::string svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
-  EXPECT_THAT(svg, HasSubstr("Calibrated t per head: t.json"));  // no model recorded: the file
+  EXPECT_THAT(svg, HasSubstr(">Calibrated t per head<"));  // no model recorded
+  EXPECT_THAT(svg, HasSubstr(">t.json: held-out loss"));   // the file under the title
   f.base_model = "/models/SmolLM2-135M/";
   svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
-  EXPECT_THAT(svg, HasSubstr("Calibrated t per head: SmolLM2-135M"));  // the model it was calibrated for
-  EXPECT_THAT(svg, HasSubstr("held-out loss 3.000 \xE2\x86\x92 2.500 nats/token (from t = 1, 40 steps)"));
+  // The model first, where a long title's … cannot cut it (it cut "SmolLM2-135M-Instruct.…").
+  EXPECT_THAT(svg, HasSubstr(">SmolLM2-135M: calibrated t per head<"));
+  // The line under the title in the longest form that fits a single column.
+  EXPECT_THAT(svg, HasSubstr("t.json: held-out loss 3.000 \xE2\x86\x92 2.500 nats (from t = 1, 40 steps)"));
+  // A change under 0.005 nats gets 5 decimals (3 printed 4.75243 -> 4.75172 as "4.752 -> 4.752"); a model in the
+  // Hugging Face cache is named ORG/NAME, not by its snapshot's hash.
+  f.val_loss_init = 4.75243;
+  f.val_loss = 4.75172;
+  f.base_model = "/root/.cache/huggingface/hub/models--HuggingFaceTB--SmolLM2-135M/snapshots/abc123def4567890";
+  const std::string close = render_temps(f, "t.json", nullptr, o, Format::kSvg);
+  EXPECT_THAT(close, HasSubstr("held-out loss 4.75243 \xE2\x86\x92 4.75172"));
+  EXPECT_THAT(close, HasSubstr(">HuggingFaceTB/SmolLM2-135M: calibrated t per head<"));
+  f.val_loss_init = 3.0;
+  f.val_loss = 2.5;
+  f.base_model = "/models/SmolLM2-135M/";
   for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">0.75<", ">1.5<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
   o.layers = {1};
   o.heads = {0, 2};

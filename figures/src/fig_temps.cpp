@@ -83,7 +83,7 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   const double axis_depth = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double bottom = axis_depth + kMargin;
   const bool loss_known = f.val_loss_init > 0.0 && f.val_loss > 0.0;
-  const double note = loss_known ? 1.4 * kTickSize + 1.3 : 0.0;
+  const double note = 1.4 * kTickSize + 1.3;  // the line under the title: the file (and its losses)
   const double top = title_space(opt) + note + 2.0;
   // With a capture, the scatter of t against entropy goes under the matrix, at full width: its plot, legend of
   // layers (up to 8) and axis.
@@ -119,15 +119,31 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
                      : f.granularity == CalibGranularity::kTauProj ? "\xCF\x84 (mean t per layer)"
                                                                    : "t per head";
   // the model, then the file (two calibrations of one model: seeds, data)
-  const std::string who = f.base_model.empty() ? label : base_name(f.base_model) + " (" + label + ")";
-  const std::string auto_title = std::string("Calibrated ") + gran + ": " + who;
+  // The model first (a long title's … cuts its end: it cut the model's name), the file and the losses on the line
+  // under it.
+  const std::string model = f.base_model.empty() ? "" : base_name(f.base_model);
+  const std::string auto_title = model.empty() ? std::string("Calibrated ") + gran : model + ": calibrated " + gran;
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (loss_known) {
-    char b[160];
-    std::snprintf(b, sizeof b, "held-out loss %.3f \xE2\x86\x92 %.3f nats/token (from t = %s, %d steps)",
-                  f.val_loss_init, f.val_loss, format_sig(f.init_temp, 3).c_str(), f.steps);  // →
-    c.text(b, W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false, kInk);  // clear of the title's descenders
+    // Decimals enough to show the change (3 printed 4.75243 -> 4.75172 as "4.752 -> 4.752").
+    const int dec = std::fabs(f.val_loss - f.val_loss_init) >= 0.005 ? 3 : 5;
+    char loss[96], run[64];
+    std::snprintf(loss, sizeof loss, "held-out loss %.*f \xE2\x86\x92 %.*f", dec, f.val_loss_init, dec,
+                  f.val_loss);  // →
+    std::snprintf(run, sizeof run, "from t = %s, %d steps", format_sig(f.init_temp, 3).c_str(), f.steps);
+    // The longest form that fits the page (a single column cut it at both ends).
+    std::string line;
+    for (const std::string& s :
+         {label + ": " + loss + " nats/token (" + run + ")", label + ": " + loss + " nats (" + run + ")",
+          label + ": " + loss + " nats", std::string(loss) + " nats"}) {
+      line = s;
+      if (c.text_width(s, kTickSize) <= W - 2 * kMargin) break;
+    }
+    c.text(line, W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false,
+           kInk);  // clear of the title's descenders
+  } else {
+    c.text(label, W / 2, title_space(opt) + 1.5, kTickSize, 0.5, 0.0, 0, false, kInk);
   }
   draw_cells(c, plot, L, Hn, [&](int l, int h, Rgb* out) {
     *out = cs(std::log2(t[(size_t)l * Hn + h]));
