@@ -588,6 +588,22 @@ TEST(Trainer, BadInputs) {
   tc = tiny(base + "/m2", AttnMode::kStandard);
   tc.seq_len = 1000;
   EXPECT_THROW(train(tc), Error);  // longer than the context
+  // A validation file shorter than one sequence is named (the message blamed --data, whose train file holds plenty).
+  {
+    const std::string short_data = test::make_temp_dir("shortval");
+    for (const char* f : {"tokenizer.model", "text_train.bin", "tasks_train.jsonl", "tasks_eval.jsonl"})
+      std::filesystem::copy_file(make_data_dir() + "/" + f, short_data + "/" + f);
+    const int32_t few[3] = {1, 5, 6};
+    std::ofstream(short_data + "/text_val.bin", std::ios::binary).write((const char*)few, sizeof few);
+    tc = tiny(base + "/m4", AttnMode::kStandard);
+    tc.data_dir = short_data;
+    try {
+      train(tc);
+      FAIL() << "a 3-token validation file trained";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("text_val.bin holds 3 tokens, fewer than one sequence"));
+    }
+  }
   tc = tiny(base + "/m3", AttnMode::kStandard);
   tc.resume = true;
   try {

@@ -105,9 +105,12 @@ TrainData load_train_data(const std::string& dir, int seq_len, bool with_tasks, 
   d.vocab_size = tok->vocab_size();
   d.text_train = read_tokens(dir + "/text_train.bin", d.vocab_size);
   d.text_val = read_tokens(dir + "/text_val.bin", d.vocab_size);
-  if ((int)d.text_train.size() <= seq_len + 1 || (int)d.text_val.size() <= seq_len + 1)
-    throw Error("data_dir",
-                "data_dir '" + dir + "' holds fewer tokens than one sequence of seq_len = " + std::to_string(seq_len));
+  for (const auto& [name, ids] : {std::pair<const char*, const std::vector<int32_t>*>{"text_train.bin", &d.text_train},
+                                  {"text_val.bin", &d.text_val}})
+    if ((int)ids->size() <= seq_len + 1)  // named: the other file may hold millions
+      throw Error("data_dir", "data_dir '" + dir + "': " + name + " holds " + std::to_string(ids->size()) +
+                                  " tokens, fewer than one sequence of seq_len = " + std::to_string(seq_len) +
+                                  " (lower --seq-len, or build more data)");
   if (with_tasks) {
     auto keep = [&](const Task& t) {
       return (int)t.ids.size() <= seq_len &&
