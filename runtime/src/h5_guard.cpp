@@ -417,7 +417,7 @@ void die_as_crash() {
 
 // Limits the child's address space to what it has now (/proc/self/statm: pages mapped) plus kChildHeadroomBytes and
 // 8 bytes per byte of the file.
-void limit_address_space(uint64_t file_bytes) {
+[[maybe_unused]] void limit_address_space(uint64_t file_bytes) {  // unused under ASan / TSan
   FILE* f = std::fopen("/proc/self/statm", "re");
   if (!f) return;
   unsigned long long pages = 0;
