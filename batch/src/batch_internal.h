@@ -9,7 +9,19 @@
 
 #include "focal_batch/stats_file.h"
 
+namespace focal {
+class Model;
+}
+
 namespace focal::batch {
+
+struct BatchOptions;
+
+// The checkpoint's options key (resume_key.cpp): the model's weights, --data (absolute) and a stamp of its files,
+// and every option that shapes the statistics; and the options two keys differ in, named as the CLI spells them.
+std::string absolute_data_path(const std::string& p);  // as given when it does not exist
+std::string options_key(const Model& model, const BatchOptions& o);
+std::string key_difference(const std::string& was, const std::string& now);
 
 // One document's summary as it sits in the row file: a fixed-size header followed by head_means [R, L, H, M].
 struct DocRecord {
