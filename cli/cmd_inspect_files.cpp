@@ -71,10 +71,12 @@ int inspect_position_loss(const std::string& path) {
     std::printf("%-28s %16.4f", f.run_names[r].c_str(), in);
     if (past) {
       const double out = mean_nll_between(f, r, out_start, f.max_tokens, &n_out);
-      if (n_out > 0)
+      if (n_out > 0) {
         std::printf(" %16.4f", out);
-      else
-        std::printf(" %16s", "no tokens"), none_past = true;
+      } else {
+        std::printf(" %16s", "no tokens");
+        none_past = true;
+      }
     }
     std::printf("\n");
     if (!f.run_warnings[r].empty() && f.run_warnings[r] != f.warnings)  // the file's own is printed above

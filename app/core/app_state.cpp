@@ -18,19 +18,6 @@
 
 namespace focalscope {
 
-const char* heat_color_name(HeatColor c) {
-  return c == HeatColor::kLog ? "log" : c == HeatColor::kLinear ? "linear" : "auto";
-}
-
-bool parse_heat_color(const std::string& s, HeatColor& c) {
-  for (HeatColor k : {HeatColor::kAuto, HeatColor::kLinear, HeatColor::kLog})
-    if (s == heat_color_name(k)) {
-      c = k;
-      return true;
-    }
-  return false;
-}
-
 using focal::kNumRowMetrics;
 
 struct AppState::RunnerBox {

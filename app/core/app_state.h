@@ -16,6 +16,7 @@
 #include "focal/capture.h"
 #include "focal/device.h"
 #include "focal/model.h"
+#include "heat_color.h"
 #include "corpus_view.h"
 #include "jobs.h"
 
@@ -36,12 +37,6 @@ const char* head_metric_name(int m);  // row_metric_name, or "induction" for kIn
 // - else: a third run's stored rows (the one computed while the panels show the old), no [T, T] probabilities (rows
 //   on demand, HeadRows::row), and the heatmap's b x b cells.
 size_t app_rows_bytes(int n_heads, int T, size_t layer_rows_bytes, bool dense = true);
-
-// The heatmap's colour: auto is the figures' rule (log10 p when more than half the rows shown peak below a tenth
-// of the largest p: a diffuse head, which linear colour shows as one dark triangle), or linear / log as chosen.
-enum class HeatColor { kAuto, kLinear, kLog };
-const char* heat_color_name(HeatColor c);                   // "auto", "linear", "log"
-bool parse_heat_color(const std::string& s, HeatColor& c);  // false: not one of the names
 
 struct ViewOptions {
   HeatColor heat_color = HeatColor::kAuto;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "focal/atomic_file.h"
+#include "heat_color.h"
 #include "focal/error.h"
 
 namespace focalscope {
@@ -49,7 +50,8 @@ Settings Settings::load(const std::string& path, std::string* warning) {
     s.live_propagate = j.value("live_propagate", s.live_propagate);
     if (j.contains("heat_color")) {
       const std::string c = j["heat_color"].get<std::string>();
-      if (c == "auto" || c == "linear" || c == "log")
+      HeatColor parsed;
+      if (parse_heat_color(c, parsed))
         s.heat_color = c;
       else if (warning)  // this field only (a later version's mode, say): the rest of the settings stay
         *warning = "settings '" + path + "': heat_color '" + c + "' is not auto, linear or log; using auto";

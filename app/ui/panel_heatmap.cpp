@@ -1,6 +1,7 @@
 // The head heatmap: queries down, keys across, for the selected layer and head. A texture rebuilt only when the
 // rows, the view or the options change, max-pooled to the panel's pixels (level of detail for long prompts);
 // wheel zooms around the cursor, drag pans, double-click resets; hover shows query, key, probabilities, raw score.
+#include <iterator>
 #include <algorithm>
 #include <cfloat>
 #include <chrono>
@@ -45,11 +46,12 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
     }
     {  // colour: auto (the figures' rule) / linear / log
       int c = (int)st.view.heat_color;
-      const char* names[] = {"auto", "linear", "log"};
+      const char* names[std::size(kHeatColors)];
+      for (size_t k = 0; k < std::size(kHeatColors); ++k) names[k] = heat_color_name(kHeatColors[k]);
       ImGui::SetNextItemWidth(ImGui::CalcTextSize("linear").x + ImGui::GetFrameHeight() +
                               2 * ImGui::GetStyle().FramePadding.x);
-      if (ImGui::Combo("##colour", &c, names, 3)) {
-        st.view.heat_color = (HeatColor)c;
+      if (ImGui::Combo("##colour", &c, names, (int)std::size(kHeatColors))) {
+        st.view.heat_color = kHeatColors[c];
         st.state_version++;
       }
       help_marker(
