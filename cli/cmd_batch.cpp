@@ -161,7 +161,7 @@ int cmd_batch(int argc, char** argv) {
     return 0;
   } catch (const UsageError& e) {
     if (comm->size() > 1) {
-      std::fprintf(stderr, "focal batch [rank %d]: %s (see focal batch --help)\n", comm->rank(), e.msg.c_str());
+      std::fprintf(stderr, "focal batch [rank %d]: error: %s (see focal batch --help)\n", comm->rank(), e.msg.c_str());
       batch::abort_job(*comm, 2);
     }
     throw;
@@ -184,6 +184,7 @@ int inspect_stats(const std::string& path) {
   std::printf("model %s, tool %s, created %s, %d rank%s\n", p.model_path.c_str(), p.tool_version.c_str(),
               p.created_utc.c_str(), f.n_ranks, f.n_ranks == 1 ? "" : "s");
   if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
+  if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
   std::printf("corpus %s, --max-tokens %d, --long %s\n", f.data_path.c_str(), s.max_tokens,
               f.window ? "window" : "cut");
   std::printf("runs:");

@@ -85,6 +85,9 @@ int cmd_calibrate(int argc, char** argv) {
   cfg.val_frac = a.get_double("--val-frac", 0.1);
   cfg.val_windows = (int)a.get_int("--val-windows", 8);
   cfg.eval_every = (int)a.get_int("--eval-every", 50);
+  // Every option, and the checkpoint --resume continues, before the model loads (an 8B model takes seconds); the
+  // default --init-temp is a focal model's own t, known after loading, so it is checked then.
+  check_calib_options(cfg);
   // The three files it writes, before the model loads (an unwritable directory failed after the first step).
   check_output(cfg.out_path);
   check_output(cfg.out_path + ".ckpt.json", "-o (its checkpoint)");
@@ -118,7 +121,7 @@ int cmd_calibrate(int argc, char** argv) {
     const auto now = std::chrono::steady_clock::now();
     const bool eval = p.val_loss >= 0;
     if (!eval && !tty && now - last_line < std::chrono::seconds(5)) return;
-    std::fprintf(stderr, "%sstep %5d/%d  loss %.4f", tty ? "\r" : "", p.step, p.steps, p.train_loss);
+    std::fprintf(stderr, "%sstep %5d/%d  step loss %.4f", tty ? "\r" : "", p.step, p.steps, p.train_loss);
     if (eval) std::fprintf(stderr, "  held-out %.4f", p.val_loss);
     std::fprintf(stderr, "  |g| %.3g  lr %.2e  t %.3f..%.3f  %.0f tok/s  ETA %.0fs%s", p.grad_norm, p.lr, p.temp_min,
                  p.temp_max, p.tokens_per_s, p.eta_s, eval || !tty ? "\n" : "   ");

@@ -98,10 +98,14 @@ int inspect_train_log(const std::string& path) {
   std::printf("%s log %s: run %s, %zu evaluations, %zu steps, %d layers, tool %s, created %s\n",
               calib ? "calibration" : "training", path.c_str(), log.run_name.c_str(), N, log.step_loss.size(),
               log.n_layers, log.tool_version.c_str(), log.created_utc.c_str());
-  std::printf("\n%8s %12s %12s %10s %10s\n", "step", "train loss", calib ? "held-out" : "val loss", "lr", "|g|");
+  std::printf("\n%8s %12s %12s %10s %10s\n", "step", "train (mean)", calib ? "held-out" : "val loss", "lr", "|g|");
   for (size_t i = 0; i < N; ++i)
     std::printf("%8d %12.4f %12.4f %10.2e %10.3g\n", log.eval_step[i], log.train_loss[i], log.val_loss[i], log.lr[i],
                 log.grad_norm[i]);
+  if (N > 1)
+    std::printf(
+        "(train (mean): the training loss averaged since the previous evaluation; the step loss of the "
+        "progress line is one step's)\n");
   if (N > 0 && log.n_layers > 0 && !std::isnan(log.tau_mean[(N - 1) * log.n_layers])) {
     // shown as t, as the log's temperature file holds it
     const double scale = calib ? t_per_tau : 1.0;

@@ -133,8 +133,8 @@ int cmd_train(int argc, char** argv) {
     const char* cr = tty ? "\r" : "";
     const auto now = std::chrono::steady_clock::now();
     if (p.val_loss >= 0) {
-      std::fprintf(stderr, "%sstep %6d/%d  loss %.4f  %s %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr, p.step,
-                   p.steps, p.train_loss, p.val_on_tasks ? "val(tasks)" : "val", p.val_loss, p.lr, p.grad_norm,
+      std::fprintf(stderr, "%sstep %6d/%d  step loss %.4f  %s %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr,
+                   p.step, p.steps, p.train_loss, p.val_on_tasks ? "val(tasks)" : "val", p.val_loss, p.lr, p.grad_norm,
                    p.tokens_per_s, p.eta_s);
       if (!p.tau_mean.empty() && !std::isnan(p.tau_mean[0])) {
         std::fprintf(stderr, "  tau");
@@ -144,10 +144,10 @@ int cmd_train(int argc, char** argv) {
       std::fprintf(stderr, "\n");
       last_line = now;
     } else if (tty) {
-      std::fprintf(stderr, "\rstep %6d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs   ", p.step, p.steps,
-                   p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+      std::fprintf(stderr, "\rstep %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs   ", p.step,
+                   p.steps, p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
     } else if (now - last_line >= std::chrono::seconds(5) || p.step == p.steps) {
-      std::fprintf(stderr, "step %6d/%d  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs\n", p.step, p.steps,
+      std::fprintf(stderr, "step %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs\n", p.step, p.steps,
                    p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
       last_line = now;
     }

@@ -65,6 +65,10 @@ std::string flag_for_field(const std::string& field) {
       {"init_std", "--init-std"},
       {"tau_lr_mult", "--tau-lr-mult"},
       {"task_set", "--tasks"},
+      {"val_frac", "--val-frac"},
+      {"val_windows", "--val-windows"},
+      {"init_temp", "--init-temp"},
+      {"out_path", "-o"},
   };
   const auto it = kFlags.find(field);
   return it == kFlags.end() ? std::string() : it->second;

@@ -425,8 +425,8 @@ const char* kGenerateHelp = R"(usage: focal generate MODEL (--prompt TEXT | --pr
 Generates N tokens with a KV cache under the chosen attention temperature and prints the text.
   -n, --n-new N     new tokens (default 32)
   --sample-temp X   sampling temperature of the next-token distribution (default 0: greedy)
-  --top-k K         sample among the K most likely tokens (default: all)
-  --seed S          random seed (default 1)
+  --top-k K         sample among the K most likely tokens (default: all; with --sample-temp above 0)
+  --seed S          sampling seed (default 1; with --sample-temp above 0)
   --capture FILE    also write a capture .h5 of prompt + generated tokens: the attention of every generated
                     step (same selection options as capture: --layers --heads --queries --store --fp16 --budget
                     --topk --topk-mass --relevant --name); the file records where the prompt ends (n_prompt_tokens)
@@ -453,6 +453,19 @@ int cmd_generate(int argc, char** argv) {
       throw UsageError{std::string(opt) + " describes the capture: it needs --capture FILE"};
   if (a.has("--compare") && !a.has("--capture"))
     throw UsageError{"--compare needs --capture FILE: it is a second run recorded in the capture"};
+  SampleOptions so;  // before the model loads
+  so.sample_temp = (float)a.get_double("--sample-temp", 0.0);
+  if (!std::isfinite(so.sample_temp) || so.sample_temp < 0.0f)
+    throw UsageError{"--sample-temp must be a number >= 0 (0: greedy)"};
+  so.top_k = (int)a.get_int("--top-k", 0);
+  if (so.top_k < 0) throw UsageError{"--top-k must be >= 0 (0: all tokens)"};
+  so.seed = (uint64_t)a.get_int("--seed", 1);
+  for (const char* opt : {"--top-k", "--seed"})  // greedy decoding takes the most likely token: nothing to draw
+    if (a.has(opt) && so.sample_temp == 0.0f)
+      throw UsageError{std::string(opt) + " " + a.get(opt) +
+                       " shapes sampling, and the decoding is greedy: give --sample-temp above 0 (1: the model's "
+                       "own distribution), or leave " +
+                       opt + " out"};
   if (a.has("--capture")) check_output(a.get("--capture"), "--capture");
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
@@ -463,13 +476,6 @@ int cmd_generate(int argc, char** argv) {
                 "' has no tokenizer (tokenizer.json / tokenizer.model, or a GGUF's tokenizer.ggml.* metadata): "
                 "generate needs one to read the prompt and print the text; add the model's tokenizer files");
   const std::vector<int32_t> prompt = tokenize_prompt(*model, read_prompt(a));
-  SampleOptions so;
-  so.sample_temp = (float)a.get_double("--sample-temp", 0.0);
-  if (!std::isfinite(so.sample_temp) || so.sample_temp < 0.0f)
-    throw UsageError{"--sample-temp must be a number >= 0 (0: greedy)"};
-  so.top_k = (int)a.get_int("--top-k", 0);
-  if (so.top_k < 0) throw UsageError{"--top-k must be >= 0 (0: all tokens)"};
-  so.seed = (uint64_t)a.get_int("--seed", 1);
   // Rotary models generate past the trained context (warned once, for the longest sequence); a learned position
   // table stops at its end.
   const bool learned = c.arch.position == PositionKind::kLearned;
@@ -742,10 +748,10 @@ int main(int argc, char** argv) {
         std::any_of(argv + 2, argv + argc, [](const char* s) { return !std::strcmp(s, "--positions"); }))
       return focal::cli::cmd_eval_positions(argc, argv);
     if (cmd == "eval") return focal::cli::cmd_eval(argc, argv, &temp_spec_from);
-    std::fprintf(stderr, "focal: unknown command '%s' (see focal --help)\n", cmd.c_str());
+    std::fprintf(stderr, "focal: error: unknown command '%s' (see focal --help)\n", cmd.c_str());
     return 2;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "focal %s: %s (see focal %s --help)\n", cmd.c_str(), e.msg.c_str(), cmd.c_str());
+    std::fprintf(stderr, "focal %s: error: %s (see focal %s --help)\n", cmd.c_str(), e.msg.c_str(), cmd.c_str());
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "focal %s: error: %s\n", cmd.c_str(), with_flag(e).c_str());

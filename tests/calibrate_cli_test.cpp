@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "focal/calibrate.h"
 #include "test_util.h"
@@ -166,6 +168,10 @@ TEST(CalibrateCli, BadInputFailsWithOneMessage) {
   CliRun r = focal_cli("calibrate " + kModel + " --data " + dir + "/empty.txt -o " + dir + "/t.json");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("empty.txt' is empty"), std::string::npos) << r.out;
+  std::ofstream(dir + "/latin1.txt") << "The caf\xe9 on the corner.\nA second line.\n";  // Latin-1, not UTF-8
+  r = focal_cli("calibrate " + kModel + " --data " + dir + "/latin1.txt -o " + dir + "/t.json");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("latin1.txt' is not UTF-8 text: byte 0xe9 at offset 7 (line 1)"), std::string::npos) << r.out;
   r = focal_cli("calibrate " + kModel + " --data " + text + " -o " + dir + "/t.json --seq-len 1000");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("tokens; calibration needs at least 2 x seq_len"), std::string::npos) << r.out;
@@ -176,6 +182,20 @@ TEST(CalibrateCli, BadInputFailsWithOneMessage) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_FALSE(exists(dir + "/t.json"));
   EXPECT_EQ(focal_cli("calibrate --help").rc, 0);
+  // Option values and the checkpoint are checked before the model loads (a model that is not there is not reached),
+  // each error naming the option as given.
+  const std::string no_model = dir + "/no-such-model";
+  for (const auto& [opts, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--val-frac 2", "--val-frac: val_frac = 2 must be in (0, 1)"},
+           {"--val-windows 0", "--val-windows: val_windows = 0 must be positive"},
+           {"--init-temp 0", "--init-temp: init_temp = 0"},
+           {"--steps 0", "--steps: steps = 0 must be positive"},
+           {"--resume", "--resume: '" + dir + "/t.json.ckpt.json' does not exist"}}) {
+    r = focal_cli("calibrate " + no_model + " --data " + text + " -o " + dir + "/t.json " + opts);
+    EXPECT_EQ(r.rc, 1) << opts << ": " << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << opts << ": " << r.out;
+    EXPECT_EQ(r.out.find("no-such-model"), std::string::npos) << opts << ": " << r.out;
+  }
   // A file for another model: the recall model has 2 layers of 4 heads, the file 4 of 6.
   const std::string out = dir + "/temps.json";
   ASSERT_EQ(focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +

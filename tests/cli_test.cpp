@@ -685,6 +685,11 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "nan"}, 2, {"--sample-temp"},
                  d);
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--top-k", "-2"}, 2, {"--top-k"}, d);
+  // sampling options under greedy decoding would be ignored without a word
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--top-k", "5"}, 2,
+                 {"--top-k 5 shapes sampling", "--sample-temp above 0"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--seed", "7", "--sample-temp", "0"}, 2,
+                 {"--seed 7 shapes sampling"}, d);
   // -n past what memory holds: the KV cache's size in the message, exit 1 (it was "internal error: std::bad_alloc",
   // exit 3); the one warning line before it says the positions run past the trained context
   const CliResult r = run({"generate", *model_, "--prompt", kPrompt, "-n", "2000000000"});

@@ -998,6 +998,10 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   const std::string close = render_temps(f, "t.json", nullptr, o, Format::kSvg);
   EXPECT_THAT(close, HasSubstr("held-out loss 4.75243 \xE2\x86\x92 4.75172"));
   EXPECT_THAT(close, HasSubstr(">HuggingFaceTB/SmolLM2-135M: calibrated t per head<"));
+  // A GGUF file of a cached repository keeps its file's name (the quantization) after ORG/NAME.
+  f.base_model = "/hub/models--bartowski--SmolLM2-GGUF/snapshots/abc123/SmolLM2-Q4_K_M.gguf";
+  EXPECT_THAT(render_temps(f, "t.json", nullptr, o, Format::kSvg),
+              HasSubstr(">bartowski/SmolLM2-GGUF/SmolLM2-Q4_K_M: calibrated t per head<"));
   f.val_loss_init = 3.0;
   f.val_loss = 2.5;
   f.base_model = "/models/SmolLM2-135M/";

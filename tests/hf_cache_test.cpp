@@ -1,6 +1,7 @@
 // Models by their Hugging Face name (focal/hf_cache.h): a hub cache laid out as huggingface_hub lays it out (refs/,
 // snapshots/ of symlinks into blobs/), built here from the bundled model; resolution by name, revision and commit,
-// the errors for what is not cached, a local directory of the same name winning, and `focal info ORG/NAME`.
+// the errors for what is not cached, a local directory of the same name winning (unless it holds no model),
+// incomplete downloads, GGUF-only snapshots, and `focal info ORG/NAME`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -80,6 +81,15 @@ TEST(HfName, CacheDirFollowsHuggingfaceHub) {
   EXPECT_EQ(hf_hub_cache_dir(), std::string(std::getenv("HOME")) + "/.cache/huggingface/hub");
 }
 
+TEST(HfName, ACachedPathIsShownByItsName) {
+  EXPECT_EQ(hf_cache_display_name("/h/hub/models--HuggingFaceTB--SmolLM2-135M/snapshots/abc123/"),
+            "HuggingFaceTB/SmolLM2-135M");
+  EXPECT_EQ(hf_cache_display_name("/h/hub/models--bartowski--X-GGUF/snapshots/abc/X-Q4_K_M.gguf"),
+            "bartowski/X-GGUF/X-Q4_K_M");
+  EXPECT_EQ(hf_cache_display_name("/models/SmolLM2-135M"), "");
+  EXPECT_EQ(hf_cache_display_name("/x/snapshots/abc/models--a--b"), "");  // not the cache's layout
+}
+
 TEST_F(HfCacheTest, NameRevisionAndCommitResolveToTheSnapshot) {
   const std::string snap = (hub_ / "models--focal--tiny" / "snapshots" / kCommit).string();
   EXPECT_EQ(resolve_model_path("focal/tiny"), snap);
@@ -120,6 +130,47 @@ TEST_F(HfCacheTest, ALocalDirectoryOfTheSameNameWinsAndSaysSo) {
   EXPECT_EQ(resolve_model_path("focal/tiny", &note), "focal/tiny");
   EXPECT_THAT(note, AllOf(HasSubstr("also a model in the Hugging Face cache"), HasSubstr("the path is used")));
   fs::current_path(cwd);
+}
+
+TEST_F(HfCacheTest, ALocalDirectoryWithoutAModelDoesNotHideTheCachedOne) {
+  const fs::path cwd = fs::current_path();
+  fs::create_directories(root_ / "work" / "focal" / "tiny");  // a run's outputs named after the model, say
+  std::ofstream(root_ / "work" / "focal" / "tiny" / "capture.h5") << "x";
+  fs::current_path(root_ / "work");
+  std::string note;
+  const std::string snap = (hub_ / "models--focal--tiny" / "snapshots" / kCommit).string();
+  EXPECT_EQ(resolve_model_path("focal/tiny", &note), snap);
+  EXPECT_THAT(note, AllOf(HasSubstr("without a model"), HasSubstr("cache's model is used"), HasSubstr(snap)));
+  fs::current_path(cwd);
+}
+
+TEST_F(HfCacheTest, ASnapshotLinkingToAMissingBlobIsAnIncompleteDownload) {
+  fs::remove(hub_ / "models--focal--tiny" / "blobs" / "blob0");
+  try {
+    resolve_model_path("focal/tiny");
+    FAIL() << "a snapshot with a dangling link resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("incomplete download"), HasSubstr("links to a blob that is missing"),
+                                HasSubstr("huggingface-cli download focal/tiny")));
+  }
+}
+
+TEST_F(HfCacheTest, AGgufOnlySnapshotIsItsFileOrNamesThem) {
+  const fs::path snap = hub_ / "models--gguf--one" / "snapshots" / "c1";
+  fs::create_directories(snap);
+  std::ofstream(snap / "model-Q4_K_M.gguf") << "GGUF";
+  std::ofstream(snap / "README.md") << "readme";
+  std::string note;
+  EXPECT_EQ(resolve_model_path("gguf/one@c1", &note), (snap / "model-Q4_K_M.gguf").string());
+  EXPECT_THAT(note, AllOf(HasSubstr("holds a GGUF file and no config.json"), HasSubstr("model-Q4_K_M.gguf")));
+  std::ofstream(snap / "model-Q8_0.gguf") << "GGUF";
+  try {
+    resolve_model_path("gguf/one@c1");
+    FAIL() << "a snapshot of two GGUF files resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("2 GGUF files and no config.json"), HasSubstr("model-Q4_K_M.gguf, "),
+                                HasSubstr("model-Q8_0.gguf")));
+  }
 }
 
 TEST_F(HfCacheTest, FocalInfoOpensAModelByName) {

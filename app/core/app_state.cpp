@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "focal/error.h"
+#include "focal/hf_cache.h"
 #include "error_controls.h"
 #include "focal/log.h"
 #include "focal/metrics.h"
@@ -34,7 +35,9 @@ namespace {
 
 struct Cancelled {};
 
+// A file's or model's name for messages: a model in the Hugging Face cache as ORG/NAME (not its snapshot's hash).
 std::string basename_of(std::string p) {
+  if (std::string hf = focal::hf_cache_display_name(p); !hf.empty()) return hf;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const size_t s = p.find_last_of('/');
   return s == std::string::npos ? p : p.substr(s + 1);

@@ -15,6 +15,7 @@
 
 #include "focal/error.h"
 #include "focal/eval.h"
+#include "focal/hf_cache.h"
 #include "focal/trainer.h"
 #include "focal_figures/corpus.h"
 #include "focal_figures/positions.h"
@@ -287,17 +288,12 @@ std::string quoted(const std::string& s) { return "\xE2\x80\x9C" + s + "\xE2\x80
 
 std::string base_name(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
-  // A model in the Hugging Face cache, .../models--ORG--NAME/snapshots/HASH[/file]: its ORG/NAME (the snapshot's
-  // hash named it in titles).
-  if (const size_t m = p.find("/models--"), s = p.find("/snapshots/");
-      m != std::string::npos && s != std::string::npos && s > m) {
-    std::string repo = p.substr(m + 9, s - m - 9);
-    if (const size_t dash = repo.find("--"); dash != std::string::npos) return repo.replace(dash, 2, "/");
-  }
   const size_t slash = p.find_last_of('/');
   std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
   // A GGUF model's file name without ".gguf": titles name the model, and the extension was what they cut first.
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  // A model in the Hugging Face cache by its ORG/NAME (the snapshot's hash named it in titles).
+  if (std::string hf = hf_cache_display_name(p); !hf.empty()) return hf;
   return name;
 }
 

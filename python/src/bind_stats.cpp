@@ -87,6 +87,15 @@ void bind_stats(nb::module_& mod) {
       .def_prop_ro("tool_version", [](const PyStats& s) { return s.file.provenance.tool_version; })
       .def_prop_ro("created_utc", [](const PyStats& s) { return s.file.provenance.created_utc; })
       .def_prop_ro(
+          "device", [](const PyStats& s) { return s.file.provenance.device; },
+          "Where the forwards ran: 'cpu' or 'cuda' ('' in files written before it was recorded).")
+      .def_prop_ro(
+          "precision", [](const PyStats& s) { return s.file.provenance.precision; },
+          "How the forwards computed: 'exact' or 'fast' ('' in files written before it was recorded).")
+      .def_prop_ro(
+          "warnings", [](const PyStats& s) { return s.file.provenance.warnings; },
+          "What the batch went on despite (a rope_scaling override, ...), one sentence a line; '' when nothing.")
+      .def_prop_ro(
           "count", [](const PyStats& s) { return moments_array(s, [](const Moments& m) { return m.n; }); },
           nb::rv_policy::move, nb::sig("def count(self) -> numpy.typing.NDArray[numpy.float64]"),
           "Rows counted per cell, float64 [R, L, H, M] (rows >= 1 with a value).")
@@ -174,6 +183,24 @@ void bind_stats(nb::module_& mod) {
           },
           nb::sig("def doc_n_tokens(self) -> numpy.typing.NDArray[numpy.int32]"),
           "Tokens run per document, int32 [D] (after the cut), a view.")
+      .def_prop_ro(
+          "doc_n_tokens_total",
+          [](nb::handle self) {
+            const PyStats& s = stats_of(self);
+            need_docs(s, "doc_n_tokens_total");
+            return view(s.file.doc_n_tokens_total.data(), {s.file.doc_n_tokens_total.size()}, self);
+          },
+          nb::sig("def doc_n_tokens_total(self) -> numpy.typing.NDArray[numpy.int32]"),
+          "Each document's tokens before the cut, int32 [D] (equal to doc_n_tokens where nothing was cut), a view.")
+      .def_prop_ro(
+          "doc_n_windows",
+          [](nb::handle self) {
+            const PyStats& s = stats_of(self);
+            need_docs(s, "doc_n_windows");
+            return view(s.file.doc_n_windows.data(), {s.file.doc_n_windows.size()}, self);
+          },
+          nb::sig("def doc_n_windows(self) -> numpy.typing.NDArray[numpy.int32]"),
+          "Forwards run per document, int32 [D]: 1 under --long cut, the windows under --long window.")
       .def_prop_ro(
           "doc_head_means",
           [](nb::handle self) {

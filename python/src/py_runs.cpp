@@ -191,6 +191,10 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   if (n_new < 1) raise(PyExc_ValueError, "n: generate at least 1 token");
   if (!std::isfinite(sample_temp) || sample_temp < 0) raise(PyExc_ValueError, "sample_temp: must be >= 0 (0: greedy)");
   if (top_k < 0) raise(PyExc_ValueError, "top_k: must be >= 0 (0: the whole vocabulary)");
+  if (top_k > 0 && sample_temp == 0)  // as focal generate: greedy decoding would ignore it without a word
+    raise(PyExc_ValueError,
+          "top_k: " + std::to_string(top_k) +
+              " shapes sampling, and the decoding is greedy: give sample_temp above 0, or leave top_k 0");
   // As `focal generate`: a rotary model generates past the trained context (one UserWarning, for the longest
   // sequence, unless the prompt already warned); a learned position table (GPT-2) stops at its end.
   const bool learned = cfg.arch.position == focal::PositionKind::kLearned;

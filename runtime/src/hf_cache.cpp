@@ -52,6 +52,52 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+bool is_link(const std::string& p) {
+  struct stat st {};
+  return lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Whether a local directory holds a model the loader could open: config.json, or a .gguf file given directly.
+bool holds_model(const std::string& p) { return !is_dir(p) || exists(p + "/config.json"); }
+
+// A snapshot as a model path: refused when a file links to a blob that is not there (huggingface_hub writes the
+// blob, then the link; an interrupted or pruned download leaves the link alone); a snapshot of GGUF files and no
+// config.json is its one .gguf file (*note says so), or an error listing them.
+std::string checked_snapshot(const std::string& snap, const std::string& model, const std::string& repo,
+                             std::string* note) {
+  std::vector<std::string> names, missing, ggufs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(snap, ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    const std::string p = snap + "/" + n;
+    if (is_link(p) && !exists(p)) missing.push_back(n);
+    if (ends_with(lower(n), ".gguf")) ggufs.push_back(p);
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  };
+  if (!missing.empty())
+    throw Error("model '" + model + "': the Hugging Face cache's snapshot " + snap +
+                " is an incomplete download: " + join(missing) + (missing.size() == 1 ? " links" : " link") +
+                " to a blob that is missing. Fetch it again with huggingface-cli download " + repo);
+  if (exists(snap + "/config.json") || ggufs.empty()) return snap;
+  if (ggufs.size() == 1) {
+    if (note)
+      *note =
+          "'" + model + "' in the Hugging Face cache holds a GGUF file and no config.json: " + ggufs[0] + " is opened";
+    return ggufs[0];
+  }
+  throw Error("model '" + model + "' in the Hugging Face cache holds " + std::to_string(ggufs.size()) +
+              " GGUF files and no config.json: give one of them as the model: " + join(ggufs));
+}
+
 std::string read_ref(const std::string& path) {
   std::ifstream f(path);
   std::string s;
@@ -97,25 +143,51 @@ std::vector<std::string> hf_cached_models() {
   return out;
 }
 
+std::string hf_cache_display_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t m = p.find("/models--"), s = p.find("/snapshots/");
+  if (m == std::string::npos || s == std::string::npos || s < m) return "";
+  std::string repo = p.substr(m + 9, s - m - 9);
+  const size_t dash = repo.find("--");
+  if (dash == std::string::npos) return "";
+  repo.replace(dash, 2, "/");
+  std::string file = p.substr(p.find_last_of('/') + 1);
+  if (ends_with(lower(file), ".gguf")) return repo + "/" + file.substr(0, file.size() - 5);
+  return repo;
+}
+
 std::string resolve_model_path(const std::string& model, std::string* note) {
   if (note) note->clear();
   const bool name = is_hf_model_name(model);
   const std::string hub = hf_hub_cache_dir();
   const std::string repo = model.substr(0, model.find('@'));
+  const std::string revision = model.find('@') == std::string::npos ? "main" : model.substr(model.find('@') + 1);
+  const std::string base = hub + "/" + repo_folder(repo);
+  std::string snap;  // the name's snapshot, when the cache holds it
+  if (name && is_dir(base)) {
+    std::string commit = revision;
+    if (exists(base + "/refs/" + revision)) commit = read_ref(base + "/refs/" + revision);
+    if (!commit.empty() && is_dir(base + "/snapshots/" + commit)) snap = base + "/snapshots/" + commit;
+  }
   if (exists(model)) {
-    if (name && note && is_dir(hub + "/" + repo_folder(repo)))
+    // A directory here of the same relative name that holds no model (a run's outputs, say) does not hide the
+    // cached one; a model here wins, and says so.
+    if (!snap.empty() && !holds_model(model)) {
+      const std::string path = checked_snapshot(snap, model, repo, nullptr);
+      if (note)
+        *note = "'" + model + "' is a directory here without a model (no config.json): the Hugging Face cache's " +
+                "model is used (" + path + ")";
+      return path;
+    }
+    if (name && note && is_dir(base))
       *note = "'" + model + "' is a path here and also a model in the Hugging Face cache (" + hub +
               "): the path is used (give ./" + model + " or the snapshot directory to be explicit)";
     return model;
   }
   if (!name) return model;
-  const std::string revision = model.find('@') == std::string::npos ? "main" : model.substr(model.find('@') + 1);
-  const std::string base = hub + "/" + repo_folder(repo);
   if (is_dir(base)) {
-    std::string commit = revision;
-    if (exists(base + "/refs/" + revision)) commit = read_ref(base + "/refs/" + revision);
-    std::string snap = base + "/snapshots/" + commit;
-    if (!commit.empty() && is_dir(snap)) return snap;
+    if (!snap.empty()) return checked_snapshot(snap, model, repo, note);
     std::vector<std::string> snaps;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(base + "/snapshots", ec)) snaps.push_back(e.path().filename().string());

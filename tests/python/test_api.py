@@ -348,6 +348,9 @@ def test_on_token_stops_and_raises(models):
     sampled = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     again = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     assert sampled.ids == again.ids and len(sampled.ids) == 8
+    # top_k under greedy decoding would change nothing: refused, as `focal generate --top-k` without --sample-temp
+    with pytest.raises(ValueError, match="top_k: 20 shapes sampling, and the decoding is greedy"):
+        m.generate(PROMPT, 2, top_k=20)
 
 
 def test_arguments_past_c_types_name_themselves(models):

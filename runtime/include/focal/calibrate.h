@@ -121,6 +121,11 @@ double calib_log_t_per_tau(const TrainLog& log);
 // The training log's path when CalibConfig::log_path is empty: OUT without .json, + .log.h5.
 std::string calib_log_path(const std::string& out_path);
 
+// The options alone, before a model is loaded: every count and rate in range, and the checkpoint OUT.ckpt.json there
+// with --resume (absent: nothing to continue) and absent without it (a run would throw it away). Throws Error whose
+// field is the CalibConfig member ("val_frac", "resume", ...). calibrate() checks the same first.
+void check_calib_options(const CalibConfig& cfg);
+
 // Calibrates; writes cfg.out_path (the temperature file), OUT.ckpt.json at every evaluation and the log. Returns
 // the file written. Throws Error on bad options, on a model it cannot calibrate (calibration_gaps) and on a
 // non-finite loss (the last good checkpoint is kept and named).

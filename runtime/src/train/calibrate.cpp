@@ -53,20 +53,10 @@ uint64_t fnv1a_tokens(const std::vector<int32_t>& ids) {
 }
 
 void validate(const CalibConfig& c, const ModelConfig& mc) {
-  auto need = [](bool ok, const char* field, const std::string& msg) {
-    if (!ok) throw Error(field, msg);
-  };
-  need(!c.out_path.empty(), "out_path", "give the temperature file to write (-o FILE)");
-  need(c.steps > 0, "steps", "steps = " + num(c.steps) + " must be positive");
-  need(c.batch > 0, "batch", "batch = " + num(c.batch) + " must be positive");
-  need(c.seq_len >= 2, "seq_len", "seq_len = " + num(c.seq_len) + " must be at least 2");
-  need(c.seq_len <= mc.max_positions, "seq_len",
-       "seq_len = " + num(c.seq_len) + " exceeds the model's context, max_positions = " + num(mc.max_positions));
-  need(c.lr > 0 && std::isfinite(c.lr), "lr", "lr = " + num(c.lr) + " must be a positive number");
-  need(c.val_frac > 0 && c.val_frac < 1, "val_frac", "val_frac = " + num(c.val_frac) + " must be in (0, 1)");
-  need(c.val_windows > 0, "val_windows", "val_windows = " + num(c.val_windows) + " must be positive");
-  need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
-  need(temp_in_range(c.init_temp), "init_temp", "init_temp = " + num(c.init_temp) + " " + kTempRangeText);
+  check_calib_options(c);
+  if (c.seq_len > mc.max_positions)
+    throw Error("seq_len", "seq_len = " + num(c.seq_len) +
+                               " exceeds the model's context, max_positions = " + num(mc.max_positions));
 }
 
 // Adam's learning rate at `step`: cosine from lr to 10 % of it at `steps`.
@@ -112,6 +102,28 @@ std::string run_differences(const json& was, const json& now) {
 
 }  // namespace
 
+void check_calib_options(const CalibConfig& c) {
+  auto need = [](bool ok, const char* field, const std::string& msg) {
+    if (!ok) throw Error(field, msg);
+  };
+  need(!c.out_path.empty(), "out_path", "give the temperature file to write (-o FILE)");
+  need(c.steps > 0, "steps", "steps = " + num(c.steps) + " must be positive");
+  need(c.batch > 0, "batch", "batch = " + num(c.batch) + " must be positive");
+  need(c.seq_len >= 2, "seq_len", "seq_len = " + num(c.seq_len) + " must be at least 2");
+  need(c.lr > 0 && std::isfinite(c.lr), "lr", "lr = " + num(c.lr) + " must be a positive number");
+  need(c.val_frac > 0 && c.val_frac < 1, "val_frac", "val_frac = " + num(c.val_frac) + " must be in (0, 1)");
+  need(c.val_windows > 0, "val_windows", "val_windows = " + num(c.val_windows) + " must be positive");
+  need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
+  need(temp_in_range(c.init_temp), "init_temp", "init_temp = " + num(c.init_temp) + " " + kTempRangeText);
+  const std::string ckpt_path = c.out_path + ".ckpt.json";
+  if (c.resume && !exists(ckpt_path))
+    throw Error("resume", "resume: '" + ckpt_path + "' does not exist: no calibration to continue (run without " +
+                              "--resume to start one)");
+  if (!c.resume && exists(ckpt_path))
+    throw Error("out_path", "'" + ckpt_path + "' holds a calibration checkpoint; continue it with --resume, or " +
+                                "remove it to start again");
+}
+
 double calib_log_t_per_tau(const TrainLog& log) {
   try {
     const json j = json::parse(log.train_config_json);
@@ -153,6 +165,20 @@ std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& pa
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
+  // Latin-1 or UTF-16 text would calibrate on the byte-level tokens of mis-decoded characters, without a word.
+  for (size_t i = 0, line = 1; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) {
+      char b[8];
+      std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[i]);
+      throw Error("data", "data file '" + path + "' is not UTF-8 text: byte " + b + " at offset " + std::to_string(i) +
+                              " (line " + std::to_string(line) +
+                              ") starts no UTF-8 character; convert it (iconv -f latin1 -t utf-8, say) or give " +
+                              "UTF-8 text");
+    }
+    line += text[i] == '\n';
+    i += n;
+  }
   const bool jsonl = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
   if (jsonl) {
     std::string joined, line;
@@ -263,10 +289,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   double val_loss_init = 0.0, last_val = 0.0;
   TrainLog log;
   bool wrote_log = false;  // whether this process wrote log_path (a full disk removes only its own log)
-  if (cfg.resume) {
-    if (!exists(ckpt_path))
-      throw Error("resume", "resume: '" + ckpt_path + "' does not exist: no calibration to continue (run without " +
-                                "--resume to start one)");
+  if (cfg.resume) {        // the checkpoint is there (validate)
     json ck;
     try {
       std::ifstream in(ckpt_path);
@@ -299,10 +322,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       v->resize(rows);
     log.eval_step.resize(rows);
     log.tau_mean.resize(rows * (size_t)mc.n_layers);
-  } else {
-    if (exists(ckpt_path))
-      throw Error("out_path", "'" + ckpt_path + "' holds a calibration checkpoint; continue it with --resume, or " +
-                                  "remove it to start again");
+  } else {  // no checkpoint to throw away (validate)
     val_loss_init = last_val = calib_val_loss(model, val, params.spec());
     // Row 0 of the log: the start (no training loss, gradient or speed yet), so a figure shows where it began.
     log.eval_step.push_back(0);

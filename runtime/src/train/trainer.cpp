@@ -22,6 +22,7 @@
 #include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/model_writer.h"
+#include "focal/temp_spec.h"
 #include "h5_io.h"
 #include "model_internal.h"
 #include "safetensors.h"
@@ -88,11 +89,13 @@ std::string train_config_json(const TrainConfig& c) {
 std::string resume_differences(const json& saved, const TrainConfig& tc, const ModelConfig& run) {
   std::vector<std::string> diffs;
   const json now = json::parse(train_config_json(tc));
+  // TrainConfig's rates are float: shown as the float they are (0.003, not its double 0.003000000026077032).
+  auto shown = [](const json& v) { return v.is_number_float() ? shortest_decimal((float)v.get<double>()) : v.dump(); };
   for (const char* k : {"seed", "steps", "batch", "seq_len", "task_frac", "task_kinds", "task_loss", "lr",
                         "warmup_steps", "min_lr_frac", "beta1", "beta2", "adam_eps", "weight_decay", "grad_clip",
                         "tau_lr_mult", "eval_every", "eval_sequences"})
     if (saved.contains(k) && saved.at(k) != now.at(k))
-      diffs.push_back(std::string(k) + " " + saved.at(k).dump() + " (run) vs " + now.at(k).dump() + " (now)");
+      diffs.push_back(std::string(k) + " " + shown(saved.at(k)) + " (run) vs " + shown(now.at(k)) + " (now)");
   const ModelConfig& m = tc.model;
   auto num = [](double v) {
     char buf[32];
