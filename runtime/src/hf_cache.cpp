@@ -174,7 +174,7 @@ std::string resolve_model_path(const std::string& model, std::string* note) {
     // A directory here of the same relative name that holds no model (a run's outputs, say) does not hide the
     // cached one; a model here wins, and says so.
     if (!snap.empty() && !holds_model(model)) {
-      const std::string path = checked_snapshot(snap, model, repo, nullptr);
+      std::string path = checked_snapshot(snap, model, repo, nullptr);
       if (note)
         *note = "'" + model + "' is a directory here without a model (no config.json): the Hugging Face cache's " +
                 "model is used (" + path + ")";
