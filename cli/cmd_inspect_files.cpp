@@ -17,13 +17,13 @@
 
 namespace focal::cli {
 
-namespace {
-
 void print_provenance(const Provenance& p) {
   std::printf("model %s, tool %s, created %s\n", p.model_path.c_str(), p.tool_version.c_str(), p.created_utc.c_str());
   if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
   if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
 }
+
+namespace {
 
 // Token-weighted mean NLL of run r over the buckets that lie wholly in positions [lo, hi).
 double mean_nll_between(const batch::PositionLossFile& f, size_t r, int lo, int hi, int64_t* tokens) {
@@ -125,9 +125,13 @@ int inspect_eval(const std::string& path) {
   const size_t Ln = e.lengths.size();
   std::printf("\n%-8s %11s %6s %9s\n", "task", e.x_axis.c_str(), "n", "accuracy");
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
-    for (size_t li = 0; li < Ln; ++li)
-      std::printf("%-8s %11d %6d %9.3f\n", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li],
-                  e.accuracy[k * Ln + li]);
+    for (size_t li = 0; li < Ln; ++li) {
+      std::printf("%-8s %11d %6d", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li]);
+      if (e.n_answers[k * Ln + li] > 0)
+        std::printf(" %9.3f\n", e.accuracy[k * Ln + li]);
+      else  // no task of this length ran (longer than the context): no accuracy, not a NaN one
+        std::printf(" %9s   (no task fits the context)\n", "-");
+    }
   return 0;
 }
 

@@ -188,8 +188,13 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   const size_t Ln = e.lengths.size(), L = e.n_layers;
   for (size_t k = 0; k < e.task_kinds.size(); ++k)
     for (size_t li = 0; li < Ln; ++li) {
-      std::printf("%-8s %11d %6d %9.3f  ", e.task_kinds[k].c_str(), e.lengths[li], e.n_answers[k * Ln + li],
-                  e.accuracy[k * Ln + li]);
+      const int n = e.n_answers[k * Ln + li];
+      std::printf("%-8s %11d %6d", e.task_kinds[k].c_str(), e.lengths[li], n);
+      if (n == 0) {  // no task of this length ran (longer than the context): nothing measured, not a NaN
+        std::printf(" %9s   (no task fits the context)\n", "-");
+        continue;
+      }
+      std::printf(" %9.3f  ", e.accuracy[k * Ln + li]);
       for (size_t l = 0; l < L; ++l) std::printf(" %.3f", e.relevant_mass[(k * Ln + li) * L + l]);
       std::printf("\n");
     }

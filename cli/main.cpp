@@ -57,6 +57,7 @@ int inspect_position_loss(const std::string& path);
 int inspect_train_log(const std::string& path);
 int inspect_eval(const std::string& path);
 int inspect_temps(const std::string& path);
+void print_provenance(const Provenance& p);  // model, tool, created; device and precision; warnings
 }  // namespace focal::cli
 
 namespace {
@@ -569,6 +570,8 @@ int cmd_inspect(int argc, char** argv) {
     std::ifstream head(path, std::ios::binary);
     char c = 0;
     while (head.get(c) && std::isspace((unsigned char)c)) {}
+    if (head && c == '{' && a.has("--run"))  // it would be ignored
+      throw UsageError{"--run picks a run of a capture; '" + path + "' is a temperature file"};
     if (head && c == '{') return cli::inspect_temps(path);
   }
   const std::string format = focal::read_file_format(path);
@@ -576,10 +579,16 @@ int cmd_inspect(int argc, char** argv) {
   if (format == "focalscope-position-loss") return cli::inspect_position_loss(path);
   if (format == TrainLog::kFormatName) return cli::inspect_train_log(path);
   if (format == EvalFile::kFormatName) return cli::inspect_eval(path);
+  if (a.has("--run") && !format.empty() && format != focal::CaptureFile::kFormatName)  // it would be ignored
+    throw UsageError{"--run picks a run of a capture; '" + path + "' is a " + format + " file"};
   if (format == SweepFile::kFormatName) {
     const SweepFile sw = read_sweep(path, budget);
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
                 sw.n_layers, sw.n_heads, sw.token_ids.size());
+    cli::print_provenance(sw);
+    // The setting each t replaced the focal_temp of: per-layer / per-head overrides stay at every row.
+    std::printf("swept setting %s (t below replaces its focal_temp)\n",
+                TempSpec::brief_json(sw.base_spec_json).c_str());
     print_sweep_header();
     for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
@@ -597,6 +606,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("capture %s: %s, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), count.c_str(),
               f.n_layers, f.n_heads, f.model_path.c_str(), f.tool_version.c_str(), f.created_utc.c_str());
   if (!f.device.empty()) std::printf("computed on %s, precision %s\n", f.device.c_str(), f.precision.c_str());
+  if (!f.warnings.empty()) std::printf("warnings: %s\n", f.warnings.c_str());
   std::printf("tokens:");
   for (int i = 0; i < T && i < 40; ++i) {
     if (f.has_generated() && i == P) std::printf(" ||");  // where generation begins

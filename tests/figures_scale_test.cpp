@@ -479,6 +479,14 @@ TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {
   EXPECT_TRUE(same(b[0], category_color(1)));  // focal: vermillion, even first
   EXPECT_TRUE(same(run_colors({"learned"})[0], category_color(2)));
   EXPECT_TRUE(same(run_colors({"cap:standard"})[0], category_color(0)));
+  // A position-loss file's runs are named as spelled: "focal:0.2" is focal (it took the next free colour), as are
+  // "native (focal:0.4)" and a qualified one; "standard@dynamic:2" is standard.
+  EXPECT_EQ(run_kind("focal:0.2"), 1);
+  EXPECT_EQ(run_kind("native (focal:0.4)"), 1);
+  EXPECT_EQ(run_kind("pos:focal:0.2"), 1);
+  EXPECT_EQ(run_kind("standard@dynamic:2"), 0);
+  EXPECT_EQ(run_kind("standard_runs:focal_t0.4"), 1);
+  EXPECT_EQ(run_kind("native (standard)"), 0);
   const std::vector<Rgb> two = run_colors({"focal_t0.3", "focal_t0.4"});
   EXPECT_FALSE(same(two[0], two[1]));  // two runs of one kind still differ
   // ... and the second takes a colour no kind owns (it took standard's blue)

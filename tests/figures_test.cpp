@@ -723,6 +723,24 @@ TEST(FigureErrors, TrainingAndRetrievalSelectionsNameTheOptionOrTheFile) {
   const std::string svg = render_figure_files("sweep", {fx.sweep, sweep2}, o, Format::kSvg);
   EXPECT_THAT(svg, AllOf(HasSubstr(">first run<"), HasSubstr(">second run<")));
   EXPECT_THAT(error_of("sweep", {fx.sweep}, o), HasSubstr("2 labels for 1 file"));
+  // A sweep that held a layer fixed: its line says which, and t = 1 is not marked "standard" (it was not).
+  {
+    SweepFile plain = make_sweep(), held = make_sweep();
+    held.base_spec_json = TempSpec::parse("focal:1+0=0.3", "test").to_json();
+    const std::string both =
+        render_figure("sweep", {{nullptr, &held, "held"}, {nullptr, &plain, "plain"}}, {}, Format::kSvg);
+    EXPECT_THAT(both, AllOf(HasSubstr(">held (fixed 0=0.3)<"), HasSubstr(">t = 1<"), Not(HasSubstr(">standard<"))));
+    EXPECT_THAT(render_figure("sweep", {{nullptr, &held, "held"}}, {}, Format::kSvg),
+                HasSubstr("against focal temperature (fixed 0=0.3)<"));
+    EXPECT_THAT(render_figure("sweep", {{nullptr, &plain, "plain"}}, {}, Format::kSvg), HasSubstr(">standard<"));
+    // A label longer than the legend is shortened in its middle, not cut at the page's edge.
+    o = {};
+    o.labels = {"held_" + std::string(120, 'x') + "_END", "plain"};
+    const std::string long_label =
+        render_figure("sweep", {{nullptr, &held, "held"}, {nullptr, &plain, "plain"}}, o, Format::kSvg);
+    EXPECT_THAT(long_label, AllOf(HasSubstr("\xE2\x80\xA6"), HasSubstr("x_END (fixed 0=0.3)<")));
+    EXPECT_THAT(long_label, Not(HasSubstr(std::string(120, 'x'))));
+  }
   // In memory: a source of the wrong kind.
   const CaptureFile cap = make_capture(true, false);
   EXPECT_THAT(
@@ -857,6 +875,20 @@ TEST(FigureData, SeriesLabelsFallBackToDirectoriesWhenRunNamesRepeat) {
   const std::string svg =
       render_figure_files("training", {d + "/alpha_dir/train_log.h5", d + "/beta_dir/train_log.h5"}, {}, Format::kSvg);
   EXPECT_THAT(svg, AllOf(HasSubstr(">alpha_dir<"), HasSubstr(">beta_dir<")));
+  // The same run in directories of the same name: the fewest path components that tell them apart (the full paths
+  // were cut to one prefix); a log renamed from train_log.h5 is named by its own name, not its directory's.
+  for (const char* seed : {"/seed1/standard", "/seed2/standard"}) {
+    mkdir((d + seed).substr(0, (d + seed).rfind('/')).c_str(), 0755);
+    mkdir((d + seed).c_str(), 0755);
+    write_train_log(make_train_log("same", 2.0, false), d + seed + "/train_log.h5");
+  }
+  const std::string seeds = render_figure_files(
+      "training", {d + "/seed1/standard/train_log.h5", d + "/seed2/standard/train_log.h5"}, {}, Format::kSvg);
+  EXPECT_THAT(seeds, AllOf(HasSubstr(">seed1/standard<"), HasSubstr(">seed2/standard<")));
+  write_train_log(make_train_log("same", 2.0, false), d + "/train_log-seed2-standard.h5");
+  EXPECT_THAT(render_figure_files("training", {d + "/alpha_dir/train_log.h5", d + "/train_log-seed2-standard.h5"}, {},
+                                  Format::kSvg),
+              AllOf(HasSubstr(">alpha_dir<"), HasSubstr(">train_log-seed2-standard<")));
   const std::string r = render_figure_files("retrieval", {files().eval_focal, files().eval_learned}, {}, Format::kSvg);
   EXPECT_THAT(r, AllOf(HasSubstr(">focal_t0.4<"), HasSubstr(">learned<")));
 }

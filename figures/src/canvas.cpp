@@ -238,6 +238,11 @@ std::string utf8_prefix(const std::string& s, size_t n) {
   return s.substr(0, i);
 }
 
+std::string utf8_suffix(const std::string& s, size_t n) {
+  const size_t len = utf8_length(s);
+  return len <= n ? s : s.substr(utf8_prefix(s, len - n).size());
+}
+
 Canvas::Canvas(Format format, double dpi) : format_(format), dpi_(dpi) {
   regular_ = fonts().regular;
   bold_ = fonts().bold;

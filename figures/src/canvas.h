@@ -27,6 +27,8 @@ std::string clean_utf8(const std::string& s);
 size_t utf8_length(const std::string& s);
 // The first n code points of valid UTF-8.
 std::string utf8_prefix(const std::string& s, size_t n);
+// The last n code points of valid UTF-8.
+std::string utf8_suffix(const std::string& s, size_t n);
 
 class Canvas {
  public:

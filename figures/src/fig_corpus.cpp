@@ -179,9 +179,12 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const double right_pos =
       std::max(right_plain, kMargin + c.text_width(std::to_string(f.pos_edges[(size_t)n_pos]), kTickSize) / 2);
   if (W - left - right_bar < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  std::vector<std::string> shown_names;
+  for (int k = 0; k < n_runs; ++k) shown_names.push_back(f.run_names[(size_t)runs[(size_t)k]]);
+  const std::vector<Rgb> run_col = run_colors(shown_names);  // by attention kind, as in every figure
   std::vector<LegendItem> legend;
   legend.reserve((size_t)n_runs);
-  for (int k = 0; k < n_runs; ++k) legend.push_back({f.run_names[(size_t)runs[(size_t)k]], category_color(k), false});
+  for (int k = 0; k < n_runs; ++k) legend.push_back({shown_names[(size_t)k], run_col[(size_t)k], false});
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const std::string title_a = std::string("(a) Per layer: 5/25/50/75/95 % and mean (dot), rows \xE2\x89\xA5 1") +
                               (all_heads ? "" : ", " + indices_text("head", heads));
@@ -258,7 +261,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
     draw_hgrid(c, r, yt, y);
     const double slot = r.w / L, group = std::min(0.8 * slot, slot - 0.5), bw = group / n_runs;
     for (int k = 0; k < n_runs; ++k) {
-      const Rgb col = category_color(k);
+      const Rgb col = run_col[(size_t)k];
       for (int l = 0; l < L; ++l) {
         const Box& b = boxes[(size_t)k][(size_t)l];
         if (std::isnan(b.p50)) continue;
@@ -290,8 +293,8 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
           xs.push_back(x(b + 0.5));
           ys.push_back(y(pos[(size_t)k][(size_t)b]));
         }
-      c.polyline(xs, ys, 1.2, category_color(k));
-      for (size_t i = 0; i < xs.size(); ++i) c.marker(xs[i], ys[i], 1.8, category_color(k));
+      c.polyline(xs, ys, 1.2, run_col[(size_t)k]);
+      for (size_t i = 0; i < xs.size(); ++i) c.marker(xs[i], ys[i], 1.8, run_col[(size_t)k]);
     }
     draw_left_axis(c, r, pt, y);
     c.line(r.x, r.bottom(), r.right(), r.bottom(), kAxisWidth, kInk);

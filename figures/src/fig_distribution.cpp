@@ -213,7 +213,8 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
     draw_left_axis(c, plot, yt, y);
     c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);
     if (!overlay && runs.size() > 1)
-      c.text(runs[p].label, plot.x, plot.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, colors[p]);
+      c.text(fit_text_middle(c, runs[p].label, kPanelSize, plot.w, true), plot.x, plot.y - 0.35 * kPanelSize,
+             kPanelSize, 0.0, 0.0, 0, true, colors[p]);
     if (p + 1 < n_panels)
       for (int j = 0; j < n_keys; j += xa.step) c.line(xs[j], plot.bottom(), xs[j], plot.bottom() + 1.2, 0.4, kInk);
   }

@@ -223,7 +223,9 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
         c.line(area.x - kTickLen, y, area.x, y, kAxisWidth, kInk);
         c.text(labels[i], area.x - kTickLen - 1.5, y, kTickSize, 1.0, 0.5, 0, false, kInk);
       }
-    if (n_panels > 1) c.text(runs[p].label, area.x, area.y - 0.35 * kPanelSize, kPanelSize, 0.0, 0.0, 0, true, kInk);
+    if (n_panels > 1)  // within its panel: a long run name ran over the next panel's title
+      c.text(fit_text_middle(c, runs[p].label, kPanelSize, side, true), area.x, area.y - 0.35 * kPanelSize, kPanelSize,
+             0.0, 0.0, 0, true, kInk);
     // A generation capture: the first generated position P, as a row edge (queries from P on were generated) and a
     // column edge (keys from P on), each running to the diagonal; labelled in the empty upper triangle.
     const int gen = f0.prompt_end() - first;

@@ -98,7 +98,9 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
     for (size_t i = 0; i < layers.size(); ++i)
       legend.push_back({"layer " + std::to_string(layers[i]), layer_color(i), true, false});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
-  const double right = kMargin + (use_legend ? 0.0 : colorbar_width(c, cs) + 4.0);
+  // The axis' last tick label is centred on its end: half of it must fit in the right margin (it read "20" for 200).
+  const double right = kMargin + (use_legend ? c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0
+                                             : colorbar_width(c, cs) + 4.0);
   if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   const double note_h = 1.4 * kTickSize + 1.3;  // the line under the title
   const double top = title_space(opt) + note_h + (use_legend ? legend_height(c, legend, W - left - right) : 0.0) + 4.0;
@@ -195,9 +197,11 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const double W = page_width(opt);
   const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
   const Ticks xt = nice_ticks(0, x_end, 5, false);
+  std::vector<std::string> shown_names;
+  for (int r : runs) shown_names.push_back(f.run_names[(size_t)r]);
+  const std::vector<Rgb> run_col = run_colors(shown_names);  // by attention kind, as in every figure
   std::vector<LegendItem> legend;
-  for (size_t k = 0; k < runs.size(); ++k)
-    legend.push_back({f.run_names[(size_t)runs[k]], category_color((int)k), true, false});
+  for (size_t k = 0; k < runs.size(); ++k) legend.push_back({shown_names[k], run_col[k], true, false});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0;
   if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
@@ -237,11 +241,11 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
       const float l = f.band_lo[rr * B + b], h = f.band_hi[rr * B + b];
       if (std::isnan(l) || !(h > l)) continue;
       const double xm = x(bucket_mid(f, b, x_end)) + dx;
-      c.line(xm, y(l), xm, y(h), 1.2, tint(category_color((int)k), 0.45));
+      c.line(xm, y(l), xm, y(h), 1.2, tint(run_col[k], 0.45));
     }
   }
   for (size_t k = 0; k < runs.size(); ++k)
-    draw_bucket_series(c, f, f.mean_nll.data() + (size_t)runs[k] * B, x_end, x, y, 1.0, 1.2, category_color((int)k));
+    draw_bucket_series(c, f, f.mean_nll.data() + (size_t)runs[k] * B, x_end, x, y, 1.0, 1.2, run_col[k]);
   draw_trained_context(c, f, xt, x, r);
   draw_left_axis(c, r, yt, y);
   draw_bottom_axis(c, r, xt, x);

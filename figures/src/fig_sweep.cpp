@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "focal/error.h"
+#include "focal/temp_spec.h"
 #include "kinds.h"
 #include "plot.h"
 #include "select.h"
@@ -57,9 +58,27 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   file_labels.reserve(src.size());
   for (const Source& s : src) file_labels.push_back(s.label);
   file_labels = given_or_automatic_labels(opt.labels, file_labels);  // one per file, in file order
+  // A sweep whose setting fixed some layers or heads (--layer-temp, --head-temp) swept t elsewhere only: its lines say
+  // which, and t = 1 is not standard attention there.
+  std::vector<std::string> fixed(sweeps.size());
+  for (size_t k = 0; k < sweeps.size(); ++k) {
+    try {
+      const TempSpec base = TempSpec::from_json(sweeps[k]->base_spec_json, "the sweep's setting");
+      if (!base.layer_temp.empty() || !base.head_temp.empty()) {
+        const std::string text = base.text();
+        std::string over = text.substr(text.find('+') + 1);
+        for (char& ch : over)
+          if (ch == '+') ch = ' ';
+        fixed[k] = "fixed " + over;
+      }
+    } catch (const Error&) {  // unreadable: nothing claimed either way
+    }
+  }
+  const bool any_fixed = std::any_of(fixed.begin(), fixed.end(), [](const std::string& f) { return !f.empty(); });
   for (size_t k = 0; k < sweeps.size(); ++k) {
     const SweepFile& s = *sweeps[k];
     const int S = (int)s.focal_temps.size(), L = s.n_layers, Hn = s.n_heads;
+    if (!fixed[k].empty() && sweeps.size() > 1) file_labels[k] += " (" + fixed[k] + ")";
     std::vector<int> order(S);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s.focal_temps[a] < s.focal_temps[b]; });
@@ -137,15 +156,16 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
 
   std::string auto_title = metric_noun(metric) + " against focal temperature";
   auto_title[0] = (char)std::toupper((unsigned char)auto_title[0]);
+  if (sweeps.size() == 1 && !fixed[0].empty()) auto_title += " (" + fixed[0] + ")";
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (!legend.empty()) draw_legend(c, legend, left, title_space(opt), plot_w);
   const LinearMap x{xt.lo, xt.hi, plot.x, plot.right()};
   const LinearMap y{yt.lo, yt.hi, plot.bottom(), plot.y};
   draw_hgrid(c, plot, yt, y);
-  if (xt.lo <= 1.0 && 1.0 <= xt.hi) {  // standard attention is t = 1
+  if (xt.lo <= 1.0 && 1.0 <= xt.hi) {  // standard attention is t = 1, where no layer or head was held fixed
     c.line(x(1.0), plot.y, x(1.0), plot.bottom(), 0.6, gray(0.45), true);
-    c.text("standard", x(1.0) - 2.0, plot.y + 1.0, kTickSize, 1.0, 1.0, 0, false, gray(0.35));
+    c.text(any_fixed ? "t = 1" : "standard", x(1.0) - 2.0, plot.y + 1.0, kTickSize, 1.0, 1.0, 0, false, gray(0.35));
   }
   const bool many = lines.size() > 4 || lines[0].t.size() > 25;
   for (size_t k = 0; k < lines.size(); ++k) {

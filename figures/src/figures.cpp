@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -44,15 +45,56 @@ std::string file_label(const std::string& path) {
   return s;
 }
 
-// The name of the directory holding the file ("out/train/standard/train_log.h5" -> "standard"), else the file
-// label: training logs and evaluation files have fixed names inside their run's directory.
+// Training logs and evaluation files have fixed names inside their run's directory (train_log.h5, eval.h5): such a
+// file is named by its directory ("out/train/standard/train_log.h5" -> "standard"), one renamed by its own name
+// ("results/train_log-seed2-standard.h5" -> "train_log-seed2-standard").
 std::string dir_label(const std::string& path) {
+  const std::string stem = file_label(path);
+  if (stem != "train_log" && stem != "eval") return stem;
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos || slash == 0) return file_label(path);
   std::string dir = path.substr(0, slash);
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const std::string name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   return name.empty() || name == "." || name == ".." ? file_label(path) : name;
+}
+
+// labels[i] where no other label is the same; else the fewest last components of paths[i] (its directories, then
+// the label) that no other such label shares, from the absolute path (a relative and an absolute path of two files
+// compare alike).
+std::vector<std::string> distinct_path_labels(const std::vector<std::string>& paths, std::vector<std::string> labels) {
+  const size_t n = paths.size();
+  std::vector<std::vector<std::string>> dirs(n);  // each path's directories, innermost first
+  for (size_t i = 0; i < n; ++i) {
+    std::error_code ec;
+    std::string abs = std::filesystem::absolute(paths[i], ec).lexically_normal().string();
+    if (ec) abs = paths[i];
+    abs = abs.substr(0, abs.find_last_of('/') == std::string::npos ? 0 : abs.find_last_of('/'));
+    while (!abs.empty()) {
+      const size_t slash = abs.find_last_of('/');
+      dirs[i].push_back(abs.substr(slash == std::string::npos ? 0 : slash + 1));
+      abs = slash == std::string::npos ? "" : abs.substr(0, slash);
+    }
+  }
+  const std::vector<std::string> base = labels;
+  size_t deepest = 0;
+  for (const auto& d : dirs) deepest = std::max(deepest, d.size());
+  for (size_t depth = 1;; ++depth) {
+    bool clash = false;
+    std::vector<std::string> next = labels;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j)
+        if (i != j && labels[i] == labels[j] && depth <= dirs[i].size()) {
+          // A directory already named by the label (dir_label) is not repeated.
+          const std::string& d = dirs[i][depth - 1];
+          next[i] = d + "/" + labels[i];
+          if (depth == 1 && d == base[i]) next[i] = labels[i];
+          clash = true;
+          break;
+        }
+    if (!clash || depth > deepest) return labels;
+    labels.swap(next);
+  }
 }
 
 // The options only the training and retrieval figures read are refused by the other kinds.
@@ -195,13 +237,12 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
     }
     sources.push_back(s);
   }
-  // Same labels from different directories: fall back to the paths as given.
-  for (size_t i = 0; i < sources.size(); ++i)
-    for (size_t j = i + 1; j < sources.size(); ++j)
-      if (sources[i].label == sources[j].label) {
-        for (size_t k = 0; k < sources.size(); ++k) sources[k].label = paths[k];
-        break;
-      }
+  // Same labels from different directories: each of those takes as many of its path's last components as tell it
+  // apart ("seed1/standard", "seed2/standard"; the paths as given were cut to the same prefix in the legend).
+  std::vector<std::string> labels;
+  for (const Source& s : sources) labels.push_back(s.label);
+  labels = distinct_path_labels(paths, labels);
+  for (size_t k = 0; k < sources.size(); ++k) sources[k].label = labels[k];
   return render_figure(kind, sources, opt, format);
 }
 
@@ -247,6 +288,19 @@ std::string fit_text(const Canvas& c, const std::string& s0, double size, double
   return utf8_prefix(s, n) + "\xE2\x80\xA6";
 }
 
+std::string fit_text_middle(const Canvas& c, const std::string& s0, double size, double max_w, bool bold) {
+  std::string s = clean_utf8(s0);
+  if (c.text_width(s, size, bold) <= max_w) return s;
+  const size_t n = utf8_length(s);
+  // Keep the end's share a little larger: a file name or a run's setting sits there.
+  for (size_t keep = n - 1; keep > 1; --keep) {
+    const size_t head = keep * 2 / 5, tail = keep - head;
+    const std::string t = utf8_prefix(s, head) + "\xE2\x80\xA6" + utf8_suffix(s, tail);
+    if (c.text_width(t, size, bold) <= max_w) return t;
+  }
+  return "\xE2\x80\xA6";
+}
+
 std::vector<std::string> wrap_text(const Canvas& c, const std::string& s0, double size, double max_w, bool bold) {
   const std::string s = clean_utf8(s0);
   std::vector<std::string> lines;
@@ -280,7 +334,16 @@ std::vector<std::string> wrap_text(const Canvas& c, const std::string& s0, doubl
 
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic) {
   if (!opt.has_title) return;
-  const std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, c.width() - 2 * kMargin, true);
+  const double max_w = c.width() - 2 * kMargin;
+  std::string t = fit_text(c, title_text(opt, automatic), kTitleSize, max_w, true);
+  // An automatic "NAME: what is shown" too wide for the page: NAME is shortened in its middle and what is shown
+  // kept (a long run name cut "...: attention by layer and head (log)" away).
+  const size_t colon = automatic.find(": ");
+  if (opt.title.empty() && t != clean_utf8(automatic) && colon != std::string::npos) {
+    const std::string rest = clean_utf8(automatic.substr(colon));
+    const double name_w = max_w - c.text_width(rest, kTitleSize, true);
+    if (name_w >= 0.25 * max_w) t = fit_text_middle(c, automatic.substr(0, colon), kTitleSize, name_w, true) + rest;
+  }
   c.text(t, c.width() / 2, kMargin, kTitleSize, 0.5, 1.0, 0, true, kInk);
 }
 

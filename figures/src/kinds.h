@@ -27,6 +27,9 @@ std::string title_text(const FigureOptions& opt, const std::string& automatic);
 void draw_title(Canvas& c, const FigureOptions& opt, const std::string& automatic);
 // s shortened with … to fit max_w at `size`.
 std::string fit_text(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
+// s shortened in its middle with … to fit max_w at `size`: legend labels, whose ends tell them apart (two paths cut
+// at their end read the same).
+std::string fit_text_middle(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
 // s broken at spaces into lines no wider than max_w at `size` (a word wider than max_w alone is shortened with …).
 std::vector<std::string> wrap_text(const Canvas& c, const std::string& s, double size, double max_w, bool bold = false);
 // Checks the options that every kind shares (--width, --height, --dpi, --log-floor).

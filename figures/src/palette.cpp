@@ -40,8 +40,8 @@ Rgb category_color(int i) {
   return hex(kOkabeIto[((i % kNumCategoryColors) + kNumCategoryColors) % kNumCategoryColors]);
 }
 
-int run_kind(const std::string& name_in) {
-  std::string n = name_in.substr(name_in.rfind(':') == std::string::npos ? 0 : name_in.rfind(':') + 1);
+namespace {
+int kind_named(std::string n) {
   for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
   static const char* kKinds[] = {"standard", "focal", "learned", "ssmax"};
   size_t best = std::string::npos;
@@ -51,6 +51,15 @@ int run_kind(const std::string& name_in) {
     if (at < best) best = at, kind = k;
   }
   return kind;
+}
+}  // namespace
+
+int run_kind(const std::string& name) {
+  // The run part of FILE:RUN first; a name whose part after its last ':' names no kind is a run's own spelling with
+  // a ':' ("focal:0.2", "native (focal:0.4)", "standard@dynamic:2": a position-loss file's runs), read whole.
+  const size_t colon = name.rfind(':');
+  const int k = kind_named(colon == std::string::npos ? name : name.substr(colon + 1));
+  return k >= 0 || colon == std::string::npos ? k : kind_named(name);
 }
 
 std::vector<Rgb> run_colors(const std::vector<std::string>& names) {

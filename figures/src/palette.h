@@ -18,7 +18,8 @@ constexpr int kNumCategoryColors = 8;
 // One colour per run, stable across figures by the kind of attention its name says: the first standard run blue,
 // the first focal run vermillion, the first learned run bluish green, the first ssmax run reddish purple; further
 // runs of a kind, and runs of no known kind, take the unused Okabe-Ito colours in order. A name is matched on its
-// run part (after FILE:) and case-insensitively ("standard", "focal_t0.4", "learned", "ssmax_s0.3").
+// run part (after FILE:) and case-insensitively ("standard", "focal_t0.4", "learned", "ssmax_s0.3", and the
+// position-loss files' spellings "focal:0.2", "native (focal:0.4)", "standard@dynamic:2").
 std::vector<Rgb> run_colors(const std::vector<std::string>& names);
 // The kind a run name says: 0 standard, 1 focal, 2 learned, 3 ssmax, -1 none.
 int run_kind(const std::string& name);

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "focal/error.h"
+#include "kinds.h"
 
 namespace focal::figures {
 namespace {
@@ -216,8 +217,13 @@ void draw_category_axis(Canvas& c, const CategoryAxis& a, const std::vector<doub
 
 namespace {
 constexpr double kSwatch = 6.0, kLineSwatch = 11.0, kSwatchGap = 2.5, kItemGap = 8.0;
-double item_width(const Canvas& c, const LegendItem& it) {
-  return (it.line ? kLineSwatch : kSwatch) + kSwatchGap + c.text_width(it.label, kLegendSize);
+// The label as drawn: shortened in its middle where the item would be wider than the legend (a long run name ran
+// off the page).
+std::string item_label(const Canvas& c, const LegendItem& it, double width) {
+  return fit_text_middle(c, it.label, kLegendSize, width - (it.line ? kLineSwatch : kSwatch) - kSwatchGap);
+}
+double item_width(const Canvas& c, const LegendItem& it, double width) {
+  return (it.line ? kLineSwatch : kSwatch) + kSwatchGap + c.text_width(item_label(c, it, width), kLegendSize);
 }
 double legend_row_height() { return 1.4 * kLegendSize; }
 }  // namespace
@@ -227,7 +233,7 @@ double legend_height(const Canvas& c, const std::vector<LegendItem>& items, doub
   int rows = 1;
   double x = 0;
   for (const auto& it : items) {
-    const double w = item_width(c, it);
+    const double w = item_width(c, it, width);
     if (x > 0 && x + w > width) {
       ++rows;
       x = 0;
@@ -240,7 +246,7 @@ double legend_height(const Canvas& c, const std::vector<LegendItem>& items, doub
 void draw_legend(Canvas& c, const std::vector<LegendItem>& items, double x0, double y0, double width) {
   double x = 0, y = y0 + legend_row_height() / 2;
   for (const auto& it : items) {
-    const double w = item_width(c, it);
+    const double w = item_width(c, it, width);
     if (x > 0 && x + w > width) {
       x = 0;
       y += legend_row_height();
@@ -252,8 +258,8 @@ void draw_legend(Canvas& c, const std::vector<LegendItem>& items, double x0, dou
     } else {
       c.fill_rect(x0 + x, cy - kSwatch / 2, kSwatch, kSwatch, it.color);
     }
-    c.text(it.label, x0 + x + (it.line ? kLineSwatch : kSwatch) + kSwatchGap, cy, kLegendSize, 0.0, 0.5, 0, false,
-           kInk);
+    c.text(item_label(c, it, width), x0 + x + (it.line ? kLineSwatch : kSwatch) + kSwatchGap, cy, kLegendSize, 0.0, 0.5,
+           0, false, kInk);
     x += w + kItemGap;
   }
 }

@@ -6,6 +6,7 @@
 
 #include "focal/error.h"
 #include "palette.h"
+#include "kinds.h"
 #include "plot.h"
 
 namespace focal::figures {
@@ -14,8 +15,12 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kLineSwatch = 13.0, kSwatchGap = 2.5, kItemGap = 8.0;
 
-double item_width(const Canvas& c, const SeriesItem& it) {
-  return kLineSwatch + kSwatchGap + c.text_width(it.label, kLegendSize);
+// The label as drawn: shortened in its middle where the item would be wider than the legend.
+std::string item_label(const Canvas& c, const SeriesItem& it, double width) {
+  return fit_text_middle(c, it.label, kLegendSize, width - kLineSwatch - kSwatchGap);
+}
+double item_width(const Canvas& c, const SeriesItem& it, double width) {
+  return kLineSwatch + kSwatchGap + c.text_width(item_label(c, it, width), kLegendSize);
 }
 double row_height() { return 1.4 * kLegendSize; }
 
@@ -83,7 +88,7 @@ double series_legend_height(const Canvas& c, const std::vector<SeriesItem>& item
   int rows = 1;
   double x = 0;
   for (const auto& it : items) {
-    const double w = item_width(c, it);
+    const double w = item_width(c, it, width);
     if (x > 0 && x + w > width) ++rows, x = 0;
     x += w + kItemGap;
   }
@@ -93,11 +98,11 @@ double series_legend_height(const Canvas& c, const std::vector<SeriesItem>& item
 void draw_series_legend(Canvas& c, const std::vector<SeriesItem>& items, double x0, double y0, double width) {
   double x = 0, y = y0 + row_height() / 2;
   for (const auto& it : items) {
-    const double w = item_width(c, it);
+    const double w = item_width(c, it, width);
     if (x > 0 && x + w > width) x = 0, y += row_height();
     c.line(x0 + x, y, x0 + x + kLineSwatch, y, 1.2, it.color);
     if (it.marker) draw_shape(c, x0 + x + kLineSwatch / 2, y, 1.9, it.shape, it.color);
-    c.text(it.label, x0 + x + kLineSwatch + kSwatchGap, y, kLegendSize, 0.0, 0.5, 0, false, kInk);
+    c.text(item_label(c, it, width), x0 + x + kLineSwatch + kSwatchGap, y, kLegendSize, 0.0, 0.5, 0, false, kInk);
     x += w + kItemGap;
   }
 }
