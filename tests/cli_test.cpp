@@ -407,6 +407,9 @@ TEST_F(CliTest, RopeScalingOverride) {
   const CaptureFile lin = read_capture(d + "/caplinear:2.h5"), own = read_capture(d + "/cap.h5");
   EXPECT_THAT(lin.warnings, HasSubstr("rope_scaling linear:2 replaces the model's own"));
   EXPECT_EQ(own.warnings, "");
+  r = run({"inspect", d + "/caplinear:2.h5"});  // the summary says what the run went on despite
+  EXPECT_THAT(r.out, HasSubstr("warnings: rope_scaling linear:2 replaces the model's own"));
+  EXPECT_THAT(run({"inspect", d + "/cap.h5"}).out, Not(HasSubstr("warnings:")));
   LoadOptions lo;
   lo.rope_scaling = "linear:2";
   auto m = Model::load(*model_, Device::kCpu, lo);
@@ -446,6 +449,10 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   r = run({"inspect", out});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("sweep " + out), HasSubstr("4 temperatures, 2 layers x 4 heads")));
+  // The provenance and the setting whose focal_temp was swept; --run names a run of a capture only.
+  EXPECT_THAT(r.out, AllOf(HasSubstr("model " + *model_), HasSubstr("computed on cpu, precision exact"),
+                           HasSubstr("swept setting {\"focal_temp\":")));
+  expect_failure({"inspect", out, "--run", "x"}, 2, {"--run picks a run of a capture", "focalscope-sweep"}, "");
   const std::vector<SweepRow> again = parse_sweep_table(r.out);
   ASSERT_EQ(again.size(), rows.size()) << r.out;
   for (size_t i = 0; i < rows.size(); ++i) {
