@@ -36,6 +36,10 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
             throw UsageError{"option " + name + " needs a value"};
           value = argv[++i];
         }
+        // Given twice, one value would be dropped without a word (capture --compare A --compare B ran B alone).
+        if (const auto it = values_.find(name); it != values_.end())
+          throw UsageError{"option " + name + " is given twice ('" + it->second + "', then '" + value +
+                           "'): give it once"};
         values_[name] = value;
       } else {
         throw UsageError{"unknown option '" + name + "'"};

@@ -173,6 +173,13 @@ int cmd_figure(int argc, char** argv) {
   opt.top_keys = non_negative(a, "--top-keys");
   opt.layers = parse_index_list(a.get("--layers"), "--layers");
   opt.heads = parse_index_list(a.get("--heads"), "--heads");
+  // The API's own refusals name its fields (log_scale, per_layer); these two are the CLI's flags together.
+  if (a.has("--linear") && a.has("--log"))
+    throw UsageError{"--linear and --log ask for opposite colour scales: give one of them"};
+  if (a.has("--per-layer") && a.get("--metric", "") == "loss")
+    throw UsageError{
+        "--per-layer draws one line per layer, and the loss is one value per temperature: drop "
+        "--per-layer or give --metric another metric"};
   opt.linear_scale = a.has("--linear");
   opt.runs = split_names(a.get("--runs"));
   if (a.has("--runs") && opt.runs.empty()) throw UsageError{"--runs needs run names, e.g. --runs standard,focal_t0.4"};

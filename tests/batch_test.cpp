@@ -317,9 +317,12 @@ class BatchCli : public ::testing::Test {
     dir_ = tmp_dir();
     write(dir_ + "/corpus.txt", corpus_text(9));
   }
+  // extra may give its own --max-tokens (an option given twice is refused).
   std::string cmd(const std::string& out, const std::string& extra = "") const {
+    const bool own_max = extra.find("--max-tokens") != std::string::npos;
     return quote(kFocal) + " batch " + quote(kModel) + " --data " + quote(dir_ + "/corpus.txt") +
-           " --runs standard,focal:0.4 --max-tokens 32 --keep-rows 6 --quiet -o " + quote(out) + " " + extra;
+           " --runs standard,focal:0.4" + (own_max ? "" : " --max-tokens 32") + " --keep-rows 6 --quiet -o " +
+           quote(out) + " " + extra;
   }
   std::string dir_;
 };

@@ -658,6 +658,8 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "abc", "-o", o}, 2, {"--temp", "abc"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--layers", "1-x", "-o", o}, 2, {"--layers"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "sideways", "-o", o}, 2, {"--compare"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--compare", "learned:0.8", "--compare", "ssmax", "-o", o},
+                 2, {"option --compare is given twice ('learned:0.8', then 'ssmax')"}, d);
   expect_failure({"capture", *model_, *model_, "--prompt", kPrompt, "-o", o}, 2, {"MODEL"}, d);
   expect_failure({"capture", *model_, "-o", o}, 2, {"--prompt"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--budget", "lots", "-o", o}, 2, {"--budget"}, d);

@@ -530,6 +530,19 @@ TEST(FigureScale, MatrixCellsUseSignificantDigitsNeverMinusZero) {
   const std::string s = svg("entropy", g, o);
   EXPECT_FALSE(has_label(s, kMinus + "0")) << "a −0 cell";
   EXPECT_FALSE(has_label(s, "0.00"));
+  // One difference a thousand times under the rest reads "≈0" (its digits took every value off the matrix).
+  CaptureFile k = g;
+  for (size_t i = 0; i < k.runs[1].metrics.size(); i += kNumRowMetrics) {
+    const int h = (int)(i / kNumRowMetrics / T) % H;  // B - A = -0.6, -3.5e-5, +0.6
+    k.runs[1].metrics[i + kEntropyNats] =
+        k.runs[0].metrics[i + kEntropyNats] + (h == 1 ? -3.5e-5f : 0.6f * (float)(h - 1));
+  }
+  const std::string tiny = svg("entropy", k, o);
+  EXPECT_TRUE(has_label(tiny,
+                        "\xE2\x89\x88"
+                        "0"))
+      << "≈0";
+  EXPECT_TRUE(has_label(tiny, kMinus + "0.6"));
   EXPECT_THAT(s, HasSubstr(">0.0012")) << "significant digits";
   EXPECT_EQ(format_number(-0.3, 1.0), "0");
   EXPECT_EQ(format_sig(-0.00012, 2), kMinus + "0.00012");

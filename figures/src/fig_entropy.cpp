@@ -176,7 +176,8 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   });
   // Values in the cells when they fit at the tick size: 3 significant digits, else 2, else 1 (never rounded to
   // a bare integer, so a small difference never reads "−0").
-  draw_cell_values(c, plot, L, Hn, cell_w, cell_h, v, [&](double x) { return cs(x); });
+  draw_cell_values(
+      c, plot, L, Hn, cell_w, cell_h, v, [&](double x) { return cs(x); }, diff);
   draw_matrix_ticks(c, plot, cell_w, cell_h, row_labels, col_labels);
   c.stroke_rect(plot.x, plot.y, plot.w, plot.h, 0.4, kInk);
   draw_colorbar(c, cs, plot.right(), plot.y, plot.h);

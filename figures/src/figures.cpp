@@ -257,7 +257,8 @@ void check_page_options(const FigureOptions& opt) {
   if (!(opt.dpi >= 30.0 && opt.dpi <= 1200.0))
     throw Error("dpi", "dpi: " + format_sig(opt.dpi, 4) + " is outside 30-1200");
   if (!(opt.log_floor > 0.0f && opt.log_floor < 0.5f))
-    throw Error("log_floor", "log_floor: " + format_sig(opt.log_floor, 4) + " must lie between 0 and 0.5 (e.g. 1e-4)");
+    throw Error("log_floor", "log_floor: " + format_sig(opt.log_floor, 4) +
+                                 " must be above 0 and below 0.5 (the probability the log scale starts at; e.g. 1e-4)");
 }
 
 void reject_option(bool set, const std::string& option, const std::string& kind) {

@@ -400,10 +400,30 @@ void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::func
 }
 
 void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
-                      const std::vector<double>& v, const std::function<Rgb(double)>& color) {
+                      const std::vector<double>& v, const std::function<Rgb(double)>& color, bool difference) {
   // 3 significant digits, else 2, else 2 at a smaller size (a signed difference's minus sign left "-0.8" and "-1"
   // in a 6-column matrix at the default width), else 1.
-  auto text_of = [&](double x, int d) { return format_sig(x, d); };
+  // A difference matrix counts its digits from its largest value and prints every cell with the same decimals
+  // ("−0.57", "−0.0013" took each its own three and "−0.00129" was wider than the cell, which took every value off
+  // the matrix); a difference that rounds to 0 there reads "≈0", an exact one "0". A matrix of values keeps each
+  // value's own digits (a small value is a value there).
+  double amax = 0;
+  for (double x : v)
+    if (!std::isnan(x)) amax = std::max(amax, std::fabs(x));
+  const int top_exp = amax > 0 ? (int)std::floor(std::log10(amax)) : 0;
+  auto text_of = [&](double x, int d) {
+    if (!difference || x == 0 || amax == 0) return format_sig(x, d);
+    const int decimals = std::max(0, d - 1 - top_exp);
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", decimals, x);
+    std::string t = b;
+    if (t.find_first_of("123456789") == std::string::npos) return std::string("\xE2\x89\x88") + "0";  // ≈0
+    if (t.find('.') != std::string::npos) {  // as format_sig: no trailing zeros (never a bare "-0")
+      while (t.back() == '0') t.pop_back();
+      if (t.back() == '.') t.pop_back();
+    }
+    return with_minus(t);
+  };
   auto widest_at = [&](int d, double size) {
     double w = 0;
     for (double x : v)

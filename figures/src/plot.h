@@ -121,8 +121,9 @@ void draw_cells(Canvas& c, const Rect& area, int rows, int cols, const std::func
                 bool force_image = false);
 // A matrix's values printed in its cells of cell_w x cell_h at `plot` (3 significant digits, fewer to fit, none when
 // even 1 does not fit or the cells are too short), in ink that reads on each cell's colour color(v); NaN left blank.
+// difference: a B − A matrix, whose values under a thousandth of its largest read "≈0".
 void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double cell_w, double cell_h,
-                      const std::vector<double>& v, const std::function<Rgb(double)>& color);
+                      const std::vector<double>& v, const std::function<Rgb(double)>& color, bool difference = false);
 // A matrix's column ticks and labels under it and row ticks and labels left of it, thinned to fit the cells.
 void draw_matrix_ticks(Canvas& c, const Rect& plot, double cell_w, double cell_h,
                        const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels);
