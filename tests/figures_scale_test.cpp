@@ -583,7 +583,7 @@ TEST(FigureScale, CorpusOfThirtyByNineHeadsKeepsEveryLabelOnThePage) {
     o.width_in = width;
     const std::string s = render_corpus(f, o, Format::kSvg);
     EXPECT_EQ(labels_off_the_page(s), "") << width << " in";
-    EXPECT_TRUE(has_label(s, "\xCE\x94 mean")) << width << " in";
+    EXPECT_TRUE(has_label(s, "\xCE\x94 Entropy (nats)")) << width << " in";  // the metric and its unit
     o.heads = {6};
     o.layers = {3, 4, 5, 7};
     EXPECT_EQ(labels_off_the_page(render_corpus(f, o, Format::kSvg)), "") << width << " in, a selection";

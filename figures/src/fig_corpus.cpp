@@ -152,8 +152,9 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const std::string what = metric_title(metric);
   const std::string name_a = f.run_names[(size_t)runs[0]];
   const std::string name_b = diff ? f.run_names[(size_t)runs[1]] : "";
-  const ColorScale cs = diff ? diverging_scale(amax > 0 ? amax : 1.0, "\xCE\x94 mean")
-                             : linear_scale(mlo, mhi > mlo ? mhi : mlo + 1, "mean");
+  // The colour bar names the metric and its unit, as the entropy figure's matrix (it read "Δ mean").
+  const ColorScale cs = diff ? diverging_scale(amax > 0 ? amax : 1.0, "\xCE\x94 " + what)
+                             : linear_scale(mlo, mhi > mlo ? mhi : mlo + 1, what);
   // The position axis ends with the last bucket that holds a row of the drawn runs, layers and heads: documents of
   // 24 tokens end it at 32, not at --max-tokens.
   int n_pos = 0;
