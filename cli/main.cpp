@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -102,7 +103,7 @@ std::string read_prompt(const Args& a) {
   if (a.has("--prompt-file")) {
     focal::require_not_directory(a.get("--prompt-file"), "--prompt-file");  // read as "empty"; a pipe is fine
     std::ifstream f(a.get("--prompt-file"), std::ios::binary);
-    if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "'");
+    if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "': " + std::strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
@@ -131,7 +132,7 @@ std::vector<int32_t> tokenize_prompt(const Model& m, const std::string& text) {
 std::vector<int32_t> read_ids_file(const std::string& path) {
   focal::require_not_directory(path, "--ids");
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("--ids: cannot read '" + path + "'");
+  if (!f) throw Error("--ids: cannot read '" + path + "': " + std::strerror(errno));
   std::stringstream ss;
   ss << f.rdbuf();
   std::string text = ss.str();
@@ -698,7 +699,10 @@ int cmd_init(int argc, char** argv) {
     c.eos_id = 2;
   }
   const std::string dir = a.positional()[0];
-  write_model_dir(dir, c, random_model_tensors(c, (uint64_t)a.get_int("--seed", 1)), a.get("--dtype", "F32"), tok_path);
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, (uint64_t)a.get_int("--seed", 1));
+  write_model_dir_staged(dir, [&](const std::string& stage) {  // whole or not at all, over --force's files too
+    write_model_dir(stage, c, tensors, a.get("--dtype", "F32"), tok_path);
+  });
   std::printf("wrote %s (%s attention)\n", dir.c_str(), attn_mode_name(c.focal.mode));
   return 0;
 }

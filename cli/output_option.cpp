@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,11 +23,31 @@ void check_output(const std::string& path, const char* opt) {
   } catch (const Error& e) {  // named by the option that gave the path (generate's --capture, not -o)
     throw Error(std::string(opt) + ": " + e.what());
   }
-  const std::string probe = target + ".probe." + std::to_string((long)::getpid());
-  std::ofstream f(probe);
-  if (!f)
-    throw Error(std::string(opt) + ": cannot write '" + path + "': its directory does not exist or is not writable");
-  f.close();
+  // The writers' temporary is TARGET.tmp.PID: a name that fits only without the suffix fails there, after the work.
+  const std::string probe = target + ".tmp." + std::to_string((long)::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) {
+    const int err = errno;
+    const size_t slash = target.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : target.substr(0, slash + 1);
+    std::string why;
+    switch (err) {
+      case ENAMETOOLONG:
+        why =
+            "the name is too long for the file system with the temporary suffix a write adds (.tmp.PID): "
+            "give a shorter name";
+        break;
+      case EROFS: why = "its file system is read-only: write elsewhere"; break;
+      case ENOENT: why = "the directory '" + dir + "' does not exist: create it first"; break;
+      case EACCES:
+      case EPERM: why = "the directory '" + dir + "' is not writable (permission denied): write elsewhere"; break;
+      case ENOSPC:
+      case EDQUOT: why = "the file system is full: free some space, or write elsewhere"; break;
+      default: why = std::strerror(err);
+    }
+    throw Error(std::string(opt) + ": cannot write '" + path + "': " + why);
+  }
+  std::fclose(f);
   std::remove(probe.c_str());
 }
 

@@ -4,6 +4,8 @@
 // (statistics within 1e-6 relative, per-document rows identical) and a rank that dies; progress counts each
 // document's tokens once, and `focal inspect` summarises a stats file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -473,6 +475,47 @@ TEST_F(BatchCli, AFullDiskStopsCleanlyAndResumeFinishes) {
     expect_close_stats(a.stats, b.stats, 0.0);  // the same operations in the same order: bit for bit
     expect_same_docs(a, b);
   }
+}
+
+TEST_F(BatchCli, ASecondBatchOverTheSameOutputIsRefusedAndAKilledRunsTemporariesGo) {
+  // A batch still running holds OUT.rows (flock): a second one over the same -o — a --resume of it wrote an empty
+  // per-document table and exited 0 — is refused, naming -o, and writes nothing.
+  const std::string out = dir_ + "/busy.h5";
+  const int fd = ::open((out + ".rows").c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  for (const char* extra : {"", "--resume"}) {
+    const Result r = sh(cmd(out, extra), dir_);
+    EXPECT_EQ(r.rc, 1) << extra;
+    EXPECT_NE(r.err.find("-o: another focal batch is writing '" + out + "' now"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(out));
+  }
+  ::close(fd);
+  // Once it is free the batch runs; the empty row file left by the holder is not a checkpoint's.
+  // What a killed writer left (OUT.tmp.PID, OUT.ckpt.tmp.PID of a process that is gone) is removed; a live
+  // process's temporary is not touched.
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string stale = out + ".tmp." + std::to_string(gone),
+                    stale_ckpt = out + ".ckpt.tmp." + std::to_string(gone);
+  const std::string live = out + ".tmp." + std::to_string(::getpid());
+  for (const std::string& p : {stale, stale_ckpt, live}) std::ofstream(p) << "half";
+  const Result ok = sh(cmd(out), dir_);
+  ASSERT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_FALSE(exists(stale));
+  EXPECT_FALSE(exists(stale_ckpt));
+  EXPECT_TRUE(exists(live));
+  EXPECT_FALSE(exists(out + ".rows"));
+  ::unlink(live.c_str());
+  // A corpus refused before its first document leaves no empty row file behind.
+  write(dir_ + "/none.txt", "\n");
+  const Result none = sh(quote(kFocal) + " batch " + quote(kModel) + " --data " + quote(dir_ + "/none.txt") +
+                             " --quiet -o " + quote(dir_ + "/none.h5"),
+                         dir_);
+  EXPECT_EQ(none.rc, 1);
+  EXPECT_FALSE(exists(dir_ + "/none.h5.rows"));
 }
 
 TEST_F(BatchCli, ProgressOffATerminalIsWholeLinesWithDocumentsTokensAndTheEnd) {

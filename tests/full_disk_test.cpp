@@ -143,6 +143,54 @@ TEST(FullDisk, FigureFailsCleanlyAndKeepsTheEarlierFile) {
   EXPECT_EQ(files_in(dir).size(), 1u) << "a temporary was left behind";
 }
 
+// export and init write a whole model directory: on a full disk (here: the safetensors past the limit) a new
+// directory is not created at all (a half-written one without config.json blocked the rerun: "not empty"), and
+// --force over an existing model leaves it as it was (not new weights under its old config.json).
+TEST(FullDisk, ExportAndInitWriteAWholeModelDirectoryOrNone) {
+  const std::string base = test::make_temp_dir("full_disk_export");
+  const std::string err = base + "/err.txt", fresh = base + "/fresh", kept = base + "/kept";
+  Result r = focal_limited("export '" + kModel + "' '" + fresh + "'", 1024, err);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no space left on"));
+  EXPECT_EQ(files_in(base), (std::vector<std::string>{"err.txt"})) << "a half-written directory or its stage";
+  ASSERT_EQ(focal_limited("export '" + kModel + "' '" + fresh + "'", 0, err).rc, 0) << slurp(err);  // then it runs
+  ASSERT_EQ(focal_limited("init '" + kept + "' --attn focal --temp 0.3", 0, err).rc, 0) << slurp(err);
+  const std::string config = slurp(kept + "/config.json"), weights = slurp(kept + "/model.safetensors");
+  std::ofstream(kept + "/notes.txt") << "mine";
+  for (const std::string& args : {"export '" + kModel + "' '" + kept + "' --force --dtype F32",
+                                  "init '" + kept + "' --force --seed 7 --layers 8"}) {
+    r = focal_limited(args, 1024, err);
+    EXPECT_EQ(r.rc, 1) << args << ": " << r.err;
+    EXPECT_EQ(slurp(kept + "/config.json"), config) << args;
+    EXPECT_EQ(slurp(kept + "/model.safetensors"), weights) << args;
+    EXPECT_EQ(files_in(base).size(), 3u) << args << ": a stage left beside it";
+  }
+  // Done whole: the files replaced, another file of the directory kept.
+  ASSERT_EQ(focal_limited("export '" + kModel + "' '" + kept + "' --force", 0, err).rc, 0) << slurp(err);
+  EXPECT_EQ(slurp(kept + "/config.json"), slurp(fresh + "/config.json"));
+  EXPECT_EQ(slurp(kept + "/notes.txt"), "mine");
+}
+
+// A model directory copied with its relative tokenizer link (cp -r of a bundled model): the link to nothing is
+// named, where the model read as having no tokenizer and export wrote one without.
+TEST(OutputPaths, ALinkToNothingInAModelIsNamed) {
+  const std::string base = test::make_temp_dir("dangling_tokenizer"), copy = base + "/copy", err = base + "/err.txt";
+  ASSERT_EQ(std::system(("cp -r '" + kModel + "' '" + copy + "'").c_str()), 0);  // keeps ../tokenizer.model
+  for (const std::string& args : {"info '" + copy + "'", "export '" + copy + "' '" + base + "/out'"}) {
+    const Result r = focal_limited(args, 0, err);
+    EXPECT_EQ(r.rc, 1) << args;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("'" + copy +
+                                       "/tokenizer.model' is a symbolic link to '../tokenizer.model', "
+                                       "which does not exist")))
+        << args;
+  }
+  // -o with a name that fits only without the writers' temporary suffix: said so, before the model runs.
+  const std::string long_name = base + "/" + std::string(250, 'b') + ".h5";
+  const Result r = focal_limited("capture '" + kModel + "' --prompt hi -o '" + long_name + "'", 0, err);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.err, HasSubstr("the name is too long for the file system with the temporary suffix"));
+}
+
 // -o at a FIFO, a directory or a device: the rename into place would replace the node itself with a plain file (as
 // root, `-o /dev/null` would have replaced /dev/null). Refused before the model runs, naming what is there; nothing
 // is written and the node stays. A symbolic link is followed: its file gets the capture and the link stays a link.

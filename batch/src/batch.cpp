@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <memory>
 #include <set>
 
 #include "batch_internal.h"
@@ -274,6 +275,11 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     header.run_specs_json.push_back(r.spec.to_json());
   }
 
+  // Single process: the lock on -o first, so that the checkpoint a running batch is writing is not taken for an
+  // unfinished one's (a --resume of it mixed two runs' rows and wrote an empty per-document table).
+  std::unique_ptr<OutputLock> out_lock;
+  if (comm.size() == 1) out_lock = std::make_unique<OutputLock>(opt.out_path);
+
   // A checkpoint of an unfinished single-process batch writing -o: without --resume it was thrown away silently
   // (hours of a batch lost to a forgotten flag), and an MPI run over the same -o left it to meet a later --resume.
   // Refused before the counting pass over the corpus.
@@ -328,9 +334,9 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   struct stat cs {};
   if (resume && !mpi && (::stat(ckpt_path.c_str(), &cs) != 0 || cs.st_size == 0)) {
     // Killed before its first checkpoint (one comes every --checkpoint-every seconds): its row file is there but
-    // nothing to resume from, so the batch starts from the first document.
-    struct stat rs {};
-    if (::stat(rows_path.c_str(), &rs) != 0)
+    // nothing to resume from, so the batch starts from the first document. (The row file as it was before this
+    // run's lock made one; a kill may leave it empty, its rows in an unflushed buffer.)
+    if (!out_lock->rows_existed())
       throw Error("--resume: no checkpoint '" + ckpt_path + "' (the batch finished, or never started with this -o)");
     log_warning("--resume: the batch writing '" + opt.out_path +
                 "' was stopped before its first checkpoint; starting from the first document");
@@ -362,7 +368,13 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
                     "' is missing or shorter than the checkpoint says; delete the checkpoint and start again");
       if (::truncate(rows_path.c_str(), (off_t)rows_bytes) != 0)
         throw Error("cannot truncate the row file '" + rows_path + "': " + std::strerror(errno));
-    } catch (const Error& e) { throw Error("--resume: checkpoint '" + ckpt_path + "': " + e.what()); }
+    } catch (const Error& e) {
+      const std::string why = e.what();  // with what to do, when the reason did not say ("truncated")
+      throw Error("--resume: checkpoint '" + ckpt_path + "': " + why +
+                  (why.find("start again") == std::string::npos
+                       ? "; delete it and '" + rows_path + "' to start again, without --resume"
+                       : std::string()));
+    }
   }
   if (!resume && !mpi) ::unlink(ckpt_path.c_str());  // a stale checkpoint must never meet a new row file
   std::FILE* rows = std::fopen(rows_path.c_str(), resume ? "ab" : "wb");
@@ -407,8 +419,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     put(b, &rows_bytes, sizeof rows_bytes);
     b += serialize_stats(stats, kept);
     write_file_atomically(ckpt_path, b,
-                          {.when_full = "the batch stopped; its last checkpoint is kept — free some space and run the "
-                                        "same command with --resume",
+                          {.when_full = "the batch stopped — free some space and run the same command with --resume "
+                                        "(it goes on from its last checkpoint, or from the first document before one)",
                            .fsync = true});
     last_ckpt = std::chrono::steady_clock::now();
   };
@@ -528,6 +540,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
     write_stats_file(opt.out_path, header, stats, kept, rows_path, nullptr);
     ::unlink(ckpt_path.c_str());  // first: a kill between the two leaves rows without a checkpoint (started over)
     ::unlink(rows_path.c_str());
+    out_lock->done();
     return;
   }
 

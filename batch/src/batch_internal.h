@@ -23,6 +23,26 @@ std::string absolute_data_path(const std::string& p);  // as given when it does 
 std::string options_key(const Model& model, const BatchOptions& o);
 std::string key_difference(const std::string& was, const std::string& now);
 
+// One single-process batch writes an -o at a time (output_lock.cpp): an exclusive lock (flock) on OUT.rows, held
+// until the run ends, so that a second batch over the same -o — a --resume of a batch still running — is refused
+// rather than mixing two runs' rows into one file. Taking it removes the temporaries a killed run left beside OUT and
+// its checkpoint. A run that ends without done() removes the row file when it is still empty and no checkpoint is
+// there (a corpus refused before its first document left an empty OUT.rows).
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& out_path);  // throws Error naming -o when another batch holds it
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  void done() { done_ = true; }
+  bool rows_existed() const { return rows_existed_; }  // whether OUT.rows was there before the lock made it
+
+ private:
+  int fd_ = -1;
+  std::string rows_, ckpt_;
+  bool done_ = false, rows_existed_ = false;
+};
+
 // One document's summary as it sits in the row file: a fixed-size header followed by head_means [R, L, H, M].
 struct DocRecord {
   int64_t index = 0;
@@ -30,8 +50,8 @@ struct DocRecord {
   std::string id;
   std::vector<float> head_means;  // [R, L, H, M]
 };
-// Throws the error for a failed write of `path` with errno `err`: a full disk names the file and says that the last
-// checkpoint is kept, so the same command with --resume goes on once there is space.
+// Throws the error for a failed write of `path` with errno `err`: a full disk names the file and says that the same
+// command with --resume goes on once there is space (from the last checkpoint, or from the start before one).
 [[noreturn]] void write_failed(const std::string& path, int err);
 size_t doc_record_bytes(const StatsShape& s);
 void write_doc_record(std::FILE* f, const StatsShape& s, const DocRecord& r, const std::string& path);

@@ -50,8 +50,8 @@ void write_doc_record(std::FILE* f, const StatsShape& s, const DocRecord& r, con
 void write_failed(const std::string& path, int err) {
   if (is_out_of_space(err))
     throw Error(no_space_text(err, path) +
-                ": the batch stopped; its last checkpoint is kept — free some space and run the same command with "
-                "--resume");
+                ": the batch stopped — free some space and run the same command with --resume (it goes on from its "
+                "last checkpoint, or from the first document before one)");
   throw Error("cannot write '" + path + "': " + errno_text(err, path));
 }
 

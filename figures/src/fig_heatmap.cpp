@@ -292,7 +292,7 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   const int pool = full > kThumbMaxCells ? (full + kThumbMaxCells - 1) / kThumbMaxCells : 1;
   const int gen = run.file->prompt_end();
   const bool mark_gen = run.file->has_generated() && gen > first && gen < T;
-  const double note = mark_gen ? 1.3 * kTickSize : 0.0;
+  const double note = mark_gen ? 1.3 * kTickSize + 1.6 : 0.0;
   Canvas c(fmt, opt.dpi);
   const double W = page_width(opt);
   const double header = 1.4 * kTickSize;
@@ -352,7 +352,8 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
   if (mark_gen)
-    draw_boundary_label(c, "dashed: generated from token " + std::to_string(gen), g.left, title_space(opt) + 0.2);
+    draw_boundary_label(c, "dashed: generated from token " + std::to_string(gen), g.left,
+                        title_space(opt) + 1.8);  // clear of the title's descenders (it touched "focal_t0.4"'s _)
   size_t cells = 0;
   for (const auto& m : mats) cells += (size_t)m.n * (m.n + 1) / 2;
   const int col_step = category_step(g.sw + g.gap, max_label_width(c, g.col_labels, kTickSize) + 2.0);

@@ -1,14 +1,19 @@
 // focal/atomic_file.h: write to PATH.tmp.PID, then rename.
 #include "focal/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "focal/error.h"
 #include "h5_io.h"
@@ -145,6 +150,38 @@ void write_file_atomically(const std::string& given, std::string_view bytes, con
     ::unlink(tmp.c_str());
     throw Error("cannot rename '" + tmp + "' into '" + path + "': " + h5::errno_text(err, path));
   }
+}
+
+void remove_stale_temporaries(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == (long)::getpid()) continue;
+    if (::kill((pid_t)pid, 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const std::string& p : stale) (void)::unlink(p.c_str());
+}
+
+void require_link_target(const std::string& path) {
+  struct stat ls {
+  }, st{};
+  if (::lstat(path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode) || ::stat(path.c_str(), &st) == 0) return;
+  char target[4096];
+  const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+  const std::string to = n > 0 ? std::string(target, (size_t)n) : std::string("?");
+  throw Error("'" + path + "' is a symbolic link to '" + to +
+              "', which does not exist (a copy that kept a relative link?): copy the file itself there (cp -L), or "
+              "remove the link");
 }
 
 }  // namespace focal

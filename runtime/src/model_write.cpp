@@ -1,5 +1,6 @@
 // Safetensors and config.json writing, and deterministic random LLaMA weights.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -167,6 +168,67 @@ void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::
   write_file_atomically(dir + "/config.json", config_to_json(cfg, dtype));
 }
 
+void write_model_dir_staged(const std::string& dst_in, const std::function<void(const std::string& stage)>& write) {
+  namespace fs = std::filesystem;
+  std::string dst = dst_in;
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::string stage = dst + ".tmp." + std::to_string((long)::getpid());
+  std::error_code ec;
+  fs::remove_all(stage, ec);
+  // Parents first (write_model_dir makes the stage itself).
+  for (size_t at = stage.find('/', 1); at != std::string::npos; at = stage.find('/', at + 1))
+    if (mkdir(stage.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error("cannot create directory '" + stage.substr(0, at) + "' (for the model directory '" + dst +
+                  "'): " + std::strerror(errno));
+  try {
+    write(stage);
+  } catch (...) {
+    fs::remove_all(stage, ec);
+    throw;
+  }
+  const bool existed = fs::exists(dst, ec);
+  if (!existed || (fs::is_directory(dst, ec) && fs::is_empty(dst, ec))) {
+    if (existed) (void)::rmdir(dst.c_str());
+    if (std::rename(stage.c_str(), dst.c_str()) == 0) return;
+    const int err = errno;
+    fs::remove_all(stage, ec);
+    throw Error("cannot put the model directory '" + dst + "' in place: " + std::strerror(err) +
+                "; nothing was written");
+  }
+  // Over an existing directory's files: each staged file in, its earlier one aside (into the stage, as NAME.old);
+  // undone in reverse on the first failure.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(stage, ec)) names.push_back(e.path().filename().string());
+  std::vector<std::pair<std::string, bool>> done;  // name, whether an earlier file was moved aside
+  auto undo = [&]() {
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      const std::string in = dst + "/" + it->first;
+      (void)std::rename(in.c_str(), (stage + "/" + it->first).c_str());
+      if (it->second) (void)std::rename((stage + "/" + it->first + ".old").c_str(), in.c_str());
+    }
+  };
+  for (const std::string& n : names) {
+    const std::string to = dst + "/" + n, aside = stage + "/" + n + ".old";
+    struct stat st {};
+    const bool had = ::lstat(to.c_str(), &st) == 0;
+    if (had && std::rename(to.c_str(), aside.c_str()) != 0) {
+      const int err = errno;
+      undo();
+      fs::remove_all(stage, ec);
+      throw Error("cannot replace '" + to + "': " + std::strerror(err) + "; '" + dst + "' is as it was");
+    }
+    if (std::rename((stage + "/" + n).c_str(), to.c_str()) != 0) {
+      const int err = errno;
+      if (had) (void)std::rename(aside.c_str(), to.c_str());
+      undo();
+      fs::remove_all(stage, ec);
+      throw Error("cannot write '" + to + "': " + std::strerror(err) + "; '" + dst + "' is as it was");
+    }
+    done.emplace_back(n, had);
+  }
+  fs::remove_all(stage, ec);  // the earlier files
+}
+
 void export_model(const std::string& src, const std::string& dst, const std::string& dtype) {
   if (is_gguf_path(src))  // no directory of files to copy: its tokenizer lives in its metadata
     throw Error("export: '" + src +
@@ -186,18 +248,22 @@ void export_model(const std::string& src, const std::string& dst, const std::str
   }
   struct stat st {};
   const std::string tok = src + "/tokenizer.model";
-  write_model_dir(dst, m->config(), tensors, dtype, stat(tok.c_str(), &st) == 0 ? tok : "");
-  // The Hugging Face tokenizer and generation files as they are (tokenizer.json alone left an exported Llama 3,
-  // Qwen2 or SmolLM2 unable to tokenize).
-  for (const char* name :
-       {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
-    const std::string from = src + "/" + name;
-    if (stat(from.c_str(), &st) != 0) continue;
-    std::ifstream in(from, std::ios::binary);
-    if (!in) throw Error("export: cannot read '" + from + "'");
-    write_file_atomically(dst + "/" + name,
-                          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
-  }
+  require_link_target(tok);  // a copy of a model that left a relative link behind exported one without a tokenizer
+  write_model_dir_staged(dst, [&](const std::string& stage) {
+    write_model_dir(stage, m->config(), tensors, dtype, stat(tok.c_str(), &st) == 0 ? tok : "");
+    // The Hugging Face tokenizer and generation files as they are (tokenizer.json alone left an exported Llama 3,
+    // Qwen2 or SmolLM2 unable to tokenize).
+    for (const char* name :
+         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+      const std::string from = src + "/" + name;
+      require_link_target(from);
+      if (stat(from.c_str(), &st) != 0) continue;
+      std::ifstream in(from, std::ios::binary);
+      if (!in) throw Error("export: cannot read '" + from + "'");
+      write_file_atomically(stage + "/" + name,
+                            std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    }
+  });
 }
 
 }  // namespace focal

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "focal/config.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "tokenizer_internal.h"
 
@@ -351,6 +352,8 @@ HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelConfig* cfg) {
   const std::string spm_path = dir + "/tokenizer.model", json_path = dir + "/tokenizer.json";
+  require_link_target(json_path);  // a link to nothing read as no tokenizer ("has no tokenizer.model": ls shows one)
+  require_link_target(spm_path);
   std::unique_ptr<Tokenizer> tok;
   std::string path;
   bool use_json = false;

@@ -41,9 +41,19 @@ void require_directory_or_absent(const std::string& path, const std::string& wha
 // ("WHAT 'PATH' is a directory, not a file: give a file") for a directory only, which a read would take as empty.
 void require_not_directory(const std::string& path, const std::string& what);
 
+// For a file a model directory may hold (tokenizer.model, tokenizer.json, ...): throws focal::Error when `path` is a
+// symbolic link to nothing ("'m/tokenizer.model' is a symbolic link to '../tokenizer.model', which does not exist:
+// ..."). `cp -r` of a bundled model keeps its relative link; the file then read as absent, without a word.
+void require_link_target(const std::string& path);
+
 // What an existing path's type is for a message: "a directory", "a device", "a FIFO", "a socket"; nullptr for a
 // regular file.
 const char* not_a_file_kind(const std::string& path);
+
+// The temporaries PATH.tmp.PID that a killed process (kill -9, a crash) left beside `path`: each whose PID names no
+// running process is removed (a live one's is not touched: it may be writing). Long work calls it for its outputs
+// when it starts or resumes, so that a kill leaves nothing behind once the work is done.
+void remove_stale_temporaries(const std::string& path);
 
 // Temporaries being written now (the atomic writers register theirs while they write), for a signal handler:
 // remove_pending_temporaries unlinks each and is async-signal-safe (fixed slots, no allocation), so that an

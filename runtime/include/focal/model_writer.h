@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ std::vector<NamedTensor> random_model_tensors(const ModelConfig& cfg, uint64_t s
 // dir/tokenizer.model.
 void write_model_dir(const std::string& dir, const ModelConfig& cfg, const std::vector<NamedTensor>& tensors,
                      const std::string& dtype, const std::string& tokenizer_model);
+
+// Writes the model directory `dst` through a staging directory beside it (DST.tmp.PID, one file system): `write`
+// fills the stage; then a new or empty `dst` is the stage renamed, and an existing one (--force) gets each staged
+// file moved in, its earlier file of that name moved aside and dropped at the end. A failure anywhere — a full
+// disk while writing, a file that cannot be replaced — removes the stage, moves back what had moved, and throws
+// focal::Error saying that `dst` is as it was: a model never ends as new weights under an old config.json, nor as
+// a half-written directory that blocks the next run.
+void write_model_dir_staged(const std::string& dst, const std::function<void(const std::string& stage)>& write);
 
 // Re-writes the model directory `src` as `dst` with weights in `dtype` (e.g. BF16 for the bundled models):
 // config.json, model.safetensors and tokenizer.model only (no optimizer state).

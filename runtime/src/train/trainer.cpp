@@ -235,9 +235,12 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
     // A full disk: the half-written checkpoint goes, the previous one in out_dir stays for --resume.
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
-    throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) +
-                " was not saved; the previous one in '" + out_dir + "' is kept: run the same command with --resume " +
-                "once there is space");
+    const bool previous = exists(out_dir + "/trainer_state.json");
+    throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) + " was not saved; " +
+                (previous ? "the previous one in '" + out_dir +
+                                "' is kept: run the same command with --resume once there is space"
+                          : std::string("no checkpoint was saved yet: run the same command again (without "
+                                        "--resume) once there is space")));
   }
   require_directory_or_absent(out_dir, "out_dir");
   remove_own_tree(old);  // a crash between the renames below left it
@@ -439,8 +442,14 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     const std::string init = tc.out_dir + ".init";
     std::vector<NamedTensor> tensors = random_model_tensors(mc, tc.seed, /*training_init=*/true, tc.init_std);
     if (!tc.init_from.empty()) copy_init_tensors(tc.init_from, tensors);
-    write_model_dir(init, mc, tensors, "F32", tok_path);
-    model = Model::load(init, Device::kCpu, fp32_weights());
+    try {
+      write_model_dir(init, mc, tensors, "F32", tok_path);
+      model = Model::load(init, Device::kCpu, fp32_weights());
+    } catch (const Error&) {  // a full disk: the half-written start goes too (it was left as an empty directory)
+      std::error_code ec;
+      std::filesystem::remove_all(init, ec);
+      throw;
+    }
     remove_own_tree(init);
     log.n_layers = mc.n_layers;
   }
