@@ -181,6 +181,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
       std::max(right_plain, kMargin + c.text_width(std::to_string(f.pos_edges[(size_t)n_pos]), kTickSize) / 2);
   if (W - left - right_bar < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
   std::vector<std::string> shown_names;
+  shown_names.reserve((size_t)n_runs);
   for (int k = 0; k < n_runs; ++k) shown_names.push_back(f.run_names[(size_t)runs[(size_t)k]]);
   const std::vector<Rgb> run_col = run_colors(shown_names);  // by attention kind, as in every figure
   std::vector<LegendItem> legend;

@@ -198,6 +198,7 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const Ticks yt = nice_ticks(lo, hi > lo ? hi : lo + 1, 5, true);
   const Ticks xt = nice_ticks(0, x_end, 5, false);
   std::vector<std::string> shown_names;
+  shown_names.reserve(runs.size());
   for (int r : runs) shown_names.push_back(f.run_names[(size_t)r]);
   const std::vector<Rgb> run_col = run_colors(shown_names);  // by attention kind, as in every figure
   std::vector<LegendItem> legend;

@@ -49,7 +49,7 @@ std::string file_label(const std::string& path) {
 // file is named by its directory ("out/train/standard/train_log.h5" -> "standard"), one renamed by its own name
 // ("results/train_log-seed2-standard.h5" -> "train_log-seed2-standard").
 std::string dir_label(const std::string& path) {
-  const std::string stem = file_label(path);
+  std::string stem = file_label(path);
   if (stem != "train_log" && stem != "eval") return stem;
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos || slash == 0) return file_label(path);
@@ -240,6 +240,7 @@ std::string render_figure_files(const std::string& kind, const std::vector<std::
   // Same labels from different directories: each of those takes as many of its path's last components as tell it
   // apart ("seed1/standard", "seed2/standard"; the paths as given were cut to the same prefix in the legend).
   std::vector<std::string> labels;
+  labels.reserve(sources.size());
   for (const Source& s : sources) labels.push_back(s.label);
   labels = distinct_path_labels(paths, labels);
   for (size_t k = 0; k < sources.size(); ++k) sources[k].label = labels[k];
@@ -296,7 +297,7 @@ std::string fit_text_middle(const Canvas& c, const std::string& s0, double size,
   // Keep the end's share a little larger: a file name or a run's setting sits there.
   for (size_t keep = n - 1; keep > 1; --keep) {
     const size_t head = keep * 2 / 5, tail = keep - head;
-    const std::string t = utf8_prefix(s, head) + "\xE2\x80\xA6" + utf8_suffix(s, tail);
+    std::string t = utf8_prefix(s, head) + "\xE2\x80\xA6" + utf8_suffix(s, tail);
     if (c.text_width(t, size, bold) <= max_w) return t;
   }
   return "\xE2\x80\xA6";
