@@ -169,6 +169,13 @@ TEST(FullDisk, ExportAndInitWriteAWholeModelDirectoryOrNone) {
   ASSERT_EQ(focal_limited("export '" + kModel + "' '" + kept + "' --force", 0, err).rc, 0) << slurp(err);
   EXPECT_EQ(slurp(kept + "/config.json"), slurp(fresh + "/config.json"));
   EXPECT_EQ(slurp(kept + "/notes.txt"), "mine");
+  // A link to an empty directory: the directory gets the model, the link stays a link.
+  ASSERT_EQ(std::system(("mkdir '" + base + "/real' && ln -s real '" + base + "/link'").c_str()), 0);
+  ASSERT_EQ(focal_limited("export '" + kModel + "' '" + base + "/link'", 0, err).rc, 0) << slurp(err);
+  struct stat ls {};
+  ASSERT_EQ(::lstat((base + "/link").c_str(), &ls), 0);
+  EXPECT_TRUE(S_ISLNK(ls.st_mode));
+  EXPECT_EQ(slurp(base + "/real/config.json"), slurp(fresh + "/config.json"));
 }
 
 // A model directory copied with its relative tokenizer link (cp -r of a bundled model): the link to nothing is

@@ -172,6 +172,11 @@ void write_model_dir_staged(const std::string& dst_in, const std::function<void(
   namespace fs = std::filesystem;
   std::string dst = dst_in;
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  std::error_code link_ec;
+  if (fs::is_symlink(dst, link_ec)) {  // a link to a directory: its directory gets the model, the link stays
+    const fs::path to = fs::canonical(dst, link_ec);
+    if (!link_ec) dst = to.string();
+  }
   const std::string stage = dst + ".tmp." + std::to_string((long)::getpid());
   std::error_code ec;
   fs::remove_all(stage, ec);
