@@ -536,6 +536,18 @@ TEST(CalibFile, ResumeGivesTheSameTemperatures) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("lr 0.1 (run) vs 0.2 (now)"), std::string::npos) << e.what();
   }
+  // The run's log gone: the resume says what to do (it named the file alone).
+  const std::string log_path = calib_log_path(cut.out_path);
+  std::rename(log_path.c_str(), (log_path + ".away").c_str());
+  try {
+    calibrate(*model, tokens, cut);
+    FAIL() << "a resume without its log was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "resume");
+    EXPECT_NE(std::string(e.what()).find("put it back, or remove '" + cut.out_path + ".ckpt.json'"), std::string::npos)
+        << e.what();
+  }
+  std::rename((log_path + ".away").c_str(), log_path.c_str());
   const TempFile b = calibrate(*model, tokens, cut);
   EXPECT_EQ(a.focal_temp, b.focal_temp);  // bitwise
   EXPECT_EQ(a.val_loss, b.val_loss);

@@ -314,7 +314,13 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
                                 " (steps = " + std::to_string(cfg.steps) + "): the run finished but its temperature " +
                                 "file was not written; remove '" + ckpt_path + "' and run the command again");
-    log = read_train_log(log_path);
+    try {
+      log = read_train_log(log_path);
+    } catch (const Error& e) {  // removed or damaged since: said with what to do (it named the file alone)
+      throw Error("resume", "resume: the run's training log cannot be read (" + std::string(e.what()) +
+                                "): put it back, or remove '" + ckpt_path +
+                                "' and run without --resume to start again");
+    }
     // A crash between the log and the checkpoint leaves the log a row ahead: keep what the checkpoint covers.
     size_t rows = 0;
     while (rows < log.eval_step.size() && log.eval_step[rows] <= step0) ++rows;
