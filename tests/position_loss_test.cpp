@@ -294,6 +294,12 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   std::ifstream nsvg(dir + "/ent_native.svg");
   const std::string ntext((std::istreambuf_iterator<char>(nsvg)), std::istreambuf_iterator<char>());
   EXPECT_THAT(ntext, ::testing::HasSubstr(">native (standard), 4 documents<"));
+  // ... and by the name every other file gives the setting ("focal_t0.4" for the run spelled "focal:0.4").
+  r = run_cli("figure positions " + out + " --metric entropy --runs focal_t0.4 -o " + dir + "/ent_label.svg");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream lsvg(dir + "/ent_label.svg");
+  EXPECT_THAT(std::string((std::istreambuf_iterator<char>(lsvg)), std::istreambuf_iterator<char>()),
+              ::testing::HasSubstr(">focal:0.4, 4 documents<"));
   EXPECT_THAT(etext, ::testing::HasSubstr("max_position_embeddings 24"));
   EXPECT_THAT(etext, ::testing::HasSubstr(">layer 1<"));  // a legend of its 2 layers (a colour bar past 8)
   r = run_cli("figure positions " + out + " --metric entropy --runs standard,ssmax -o " + dir + "/ent2.svg");

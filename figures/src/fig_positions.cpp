@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "focal/error.h"
+#include "focal/temp_spec.h"
 #include "focal_figures/positions.h"
 #include "kinds.h"
 #include "plot.h"
@@ -167,6 +168,18 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
       if (it == f.run_names.end())
         it = std::find_if(f.run_names.begin(), f.run_names.end(),
                           [&](const std::string& n) { return spelled(n) == name; });
+      // or by the name other files give the setting: "focal_t0.2" for the run spelled "focal:0.2" (same rope)
+      auto label_of = [](const std::string& n) {
+        const size_t at = n.find('@');
+        try {
+          return TempSpec::parse(n.substr(0, at), "run").label() + (at == std::string::npos ? "" : n.substr(at));
+        } catch (const Error&) { return std::string(); }
+      };
+      if (it == f.run_names.end())
+        it = std::find_if(f.run_names.begin(), f.run_names.end(), [&](const std::string& n) {
+          const std::string l = label_of(n);
+          return !l.empty() && l == name;
+        });
       if (it == f.run_names.end()) {
         std::string names;
         for (const std::string& n : f.run_names) names += (names.empty() ? "" : ", ") + n;
