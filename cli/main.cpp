@@ -177,6 +177,9 @@ std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, co
                                                                const ModelConfig& cfg) {
   std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
   if (runs[0].first.empty()) throw UsageError{"--name is empty: give the run a name, or leave --name out"};
+  if (const std::string other = spec.other_setting_named(runs[0].first); !other.empty())
+    throw Error("--name " + runs[0].first + " names the setting " + other + ", and the run is " + spec.label() +
+                ": every figure and table would show it under that setting; give another name, or leave --name out");
   if (a.has("--compare")) {
     TempSpec other = compare_spec(a.get("--compare"), "--compare", cfg);
     std::string name = other.label();

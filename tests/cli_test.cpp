@@ -690,6 +690,9 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--ssmax-s", "2", "-o", o}, 2,
                  {"--ssmax-s applies to ssmax attention only"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--name", "", "-o", o}, 2, {"--name is empty"}, d);
+  // a name that spells another setting would label a t = 0.3 run as t = 0.4 in every figure and table
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "0.3", "--name", "focal_t0.4", "-o", o}, 1,
+                 {"--name focal_t0.4 names the setting focal_t0.4, and the run is focal_t0.3"}, d);
   // sampling values that are not numbers of the range (nan sampled garbage, a negative top-k meant "all")
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "nan"}, 2, {"--sample-temp"},
                  d);

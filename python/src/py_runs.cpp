@@ -37,6 +37,10 @@ Settings settings_of(const focal::ModelConfig& cfg, const focal::TempSpec& spec,
                      const std::optional<std::string>& name) {
   if (name && (name->empty() || name->find('/') != std::string::npos))
     raise(PyExc_ValueError, "name: a run name must be non-empty and contain no '/'");
+  if (name)  // as focal capture --name
+    if (const std::string other = spec.other_setting_named(*name); !other.empty())
+      raise(PyExc_ValueError, "name: '" + *name + "' names the setting " + other + ", and the run is " + spec.label() +
+                                  ": give another name, or leave name out");
   Settings runs = {{name ? *name : spec.label(), spec}};
   if (!compare.is_none()) {
     focal::TempSpec other = to_spec(compare, cfg, "compare");

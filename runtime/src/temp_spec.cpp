@@ -348,6 +348,17 @@ std::string TempSpec::label() const {
   return s;
 }
 
+std::string TempSpec::other_setting_named(const std::string& name) const {
+  TempSpec named;
+  try {
+    named = TempSpec::parse(name, "name");
+  } catch (const Error&) {  // not a setting's spelling (or one that needs the model, as native): a name
+    return "";
+  }
+  const std::string l = named.label();
+  return l == label() ? "" : l;
+}
+
 float TempSpec::row_multiplier(const ModelConfig& cfg, int layer, int head, int n_visible, float tau_clipped) const {
   auto ht = head_temp.find({layer, head});
   if (ht != head_temp.end()) return math::focal_scale(ht->second);

@@ -348,6 +348,10 @@ def test_on_token_stops_and_raises(models):
     sampled = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     again = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     assert sampled.ids == again.ids and len(sampled.ids) == 8
+    # a run name that spells another setting (as focal capture --name)
+    with pytest.raises(ValueError, match="name: 'focal_t0.4' names the setting focal_t0.4, and the run is focal_t0.3"):
+        m.run(PROMPT, 0.3, name="focal_t0.4")
+    assert m.run(PROMPT, 0.3, name="focal_t0.3", probs=False).runs == ["focal_t0.3"]
     # top_k under greedy decoding would change nothing: refused, as `focal generate --top-k` without --sample-temp
     with pytest.raises(ValueError, match="top_k: 20 shapes sampling, and the decoding is greedy"):
         m.generate(PROMPT, 2, top_k=20)

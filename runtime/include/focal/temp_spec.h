@@ -98,6 +98,10 @@ struct TempSpec {
   // Short run name, e.g. "standard", "focal_t0.4", "learned", "learned_x0.8", "ssmax_s1"; "+overrides" if any;
   // "calibrated:STEM" for a temperature file's setting (STEM: the file name without its directory and ".json").
   std::string label() const;
+  // A run's own name (--name, name=) that spells another setting than this one ("focal_t0.4" for a run at t = 0.3):
+  // the label it spells, which every figure and table would then show; "" for a name that spells no setting
+  // ("mine") or this one.
+  std::string other_setting_named(const std::string& name) const;
 
   // The logit multiplier this spec applies to raw scores (q.k/sqrt(d_head)) of (layer, head) for a query row with
   // n_visible keys. tau_clipped is the learned tau of that row after the clip and before tau_scale (used in kLearned
