@@ -96,7 +96,9 @@ TEST_F(DamagedH5, EachIsRefusedAsDamagedInProcessAndGoodFilesStillOpen) {
     SCOPED_TRACE(name);
     const std::string path = kDamaged + "/" + name;
     const std::string msg = open_as(kind, path);
-    EXPECT_THAT(msg, HasSubstr("'" + path + "' is damaged: the HDF5 library "));
+    EXPECT_THAT(msg, ::testing::AnyOf(HasSubstr("'" + path + "' is damaged: the HDF5 library "),
+                                      HasSubstr("'" + path + "' could not be checked: the HDF5 library ")));
+    if (name.find("hang") == std::string::npos) { EXPECT_THAT(msg, HasSubstr("'" + path + "' is damaged: ")); }
     // The hanging file's string length is damaged (4 GiB): libhdf5 clears and copies that much before it reads a
     // byte (8.4 GB and 9 s here without the check). The child's address-space limit stops it at once; under a
     // sanitizer (no limit set: its shadow memory) the time limit ends the child, or its allocator as a crash.
@@ -125,16 +127,24 @@ TEST_F(DamagedH5, ACheckPastItsTimeLimitIsRefusedAsAHang) {
   setenv("FOCAL_H5_CHECK_TIMEOUT_S", "0.000001", 1);
   const std::string msg = open_as("capture", copy);
   setenv("FOCAL_H5_CHECK_TIMEOUT_S", "3", 1);
-  EXPECT_THAT(msg, HasSubstr("'" + copy + "' is damaged: the HDF5 library did not finish reading it within 1e-06 s"));
+  EXPECT_THAT(msg, HasSubstr("'" + copy +
+                             "' could not be checked: the HDF5 library did not finish reading it "
+                             "within 1e-06 s — the file is damaged, or the machine was too busy"));
   EXPECT_THAT(msg, HasSubstr("FOCAL_H5_CHECK_TIMEOUT_S"));
+  // A time-out is not a verdict on the file: with time enough, the same file opens (it was refused for the
+  // process's life while the time-out was cached).
+  const long n = focal::h5::checks_run();
+  EXPECT_EQ(open_as("capture", copy), "");
+  EXPECT_EQ(focal::h5::checks_run(), n + 1) << "the file was not checked again";
 }
 
 TEST_F(DamagedH5, TheVerdictIsCachedPerFileAndOwnFilesAreNotChecked) {
-  const std::string hang = kDamaged + "/eval-hang.h5";
-  (void)open_as("eval", hang);
+  // A file that crashes libhdf5 (under a sanitizer the hanging one can end by the time limit, which is not cached).
+  const std::string crash = kDamaged + "/stats-abort.h5";
+  (void)open_as("stats", crash);
   const long n = focal::h5::checks_run();
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_THAT(open_as("eval", hang), HasSubstr("is damaged"));
+  EXPECT_THAT(open_as("stats", crash), HasSubstr("is damaged"));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0)
       << "a second open of a file found damaged waits for the check again";
   EXPECT_EQ(focal::h5::checks_run(), n);

@@ -609,10 +609,12 @@ void check_in_child(const std::string& path, const std::string& where) {
     damage = " is damaged: " + unreadable;
   else if (parsed)
     damage = " is damaged: " + mismatch;  // a checksum: kEditAdvice follows kDamagedAdvice
-  else if (timed_out)
-    damage = std::string(" is damaged: the HDF5 library did not finish reading it within ") + limit +
-             " s (FOCAL_H5_CHECK_TIMEOUT_S sets the limit)";
-  else if (w == pid && WIFSIGNALED(status))
+  else if (timed_out) {
+    // Not remembered: a good file on a busy machine can miss the limit, and the next open checks it again.
+    throw Error(where + " could not be checked: the HDF5 library did not finish reading it within " + limit +
+                " s — the file is damaged, or the machine was too busy (FOCAL_H5_CHECK_TIMEOUT_S sets the limit; "
+                "opening it again checks it again)");
+  } else if (w == pid && WIFSIGNALED(status))
     damage = " is damaged: the HDF5 library crashed reading it (" + signal_text(WTERMSIG(status)) + ")";
   else if (w == pid && WIFEXITED(status))
     damage =
