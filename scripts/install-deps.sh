@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libhdf5-dev libsentencepiece-dev sentencepiece libutf8proc-dev
       nlohmann-json3-dev libgtest-dev libgmock-dev python3 python3-venv python3-dev python3-torch python3-h5py python3-numpy libxml2-utils
       golang-github-bkaradzic-go-lz4-dev golang-github-colinmarc-hdfs-dev wordnet-base python3-sentencepiece
-      bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core
+      bible-kjv libcairo2-dev libfreetype-dev fonts-dejavu-core fonts-droid-fallback fonts-symbola  # figures: CJK, emoji
       libimgui-dev libglfw3-dev libgl-dev xvfb xauth libgl1-mesa-dri
       clang-14 libclang-rt-14-dev
       libopenmpi-dev openmpi-bin  # focal batch over MPI (FOCAL_MPI=AUTO builds it when found)

@@ -219,6 +219,35 @@ std::string labels_off_the_page(const std::string& svg) {
   return bad;
 }
 
+// The PNG of one piece of text, 40 pt on a 120 x 60 pt page.
+std::string png_of_text(const std::string& text, bool bold = false) {
+  Canvas c(Format::kPng, 72);
+  c.begin(120, 60, "t");
+  c.text(text, 10, 45, 40, 0, 0, 0, bold);
+  return c.finish();
+}
+
+TEST(FigureScale, CharactersDejaVuLacksAreDrawnFromAFallbackFontNotAsBoxes) {
+  // DejaVu Sans has no CJK ideographs and no emoji: drawn from it, every such character is the same missing-glyph
+  // box, so two different characters give the same pixels. From a fallback font (scripts/install-deps.sh installs
+  // fonts-droid-fallback and fonts-symbola) they differ, in plain and bold text, and so do their widths' sums.
+  const Canvas measure(Format::kPng, 72);
+  for (const auto& [a, b] : {std::pair<std::string, std::string>{"\xE6\xB3\xA8", "\xE6\x84\x8F"},  // 注 意
+                             {"\xF0\x9F\x98\x80", "\xF0\x9F\x9A\x80"}}) {                          // 😀 🚀
+    SCOPED_TRACE(a + " " + b);
+    EXPECT_NE(png_of_text(a), png_of_text(b)) << "both drawn as the missing-glyph box";
+    EXPECT_NE(png_of_text(a, true), png_of_text(b, true)) << "bold: both drawn as the missing-glyph box";
+    EXPECT_GT(measure.text_width(a, 40), 0.0);
+  }
+  // A character no font has (plane 16's private use) is still the box; text around it keeps its own font, and a
+  // mixed string's width is the sum of its runs' widths (within rounding).
+  const std::string none = "\xF4\x8F\xBF\xBD", none2 = "\xF4\x8F\xBF\xBC";
+  EXPECT_EQ(png_of_text(none), png_of_text(none2));
+  const std::string mixed = "t = 0.4 \xE6\xB3\xA8";
+  EXPECT_NEAR(measure.text_width(mixed, 10),
+              measure.text_width("t = 0.4 ", 10) + measure.text_width("\xE6\xB3\xA8", 10), 1e-9);
+}
+
 TEST(FigureScale, DistributionAtThreeHundredKeysNumbersTheAxisAndLabelsThePeak) {
   const CaptureFile f = make_capture(1, 1, 300, {0});
   FigureOptions o;

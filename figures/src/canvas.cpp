@@ -12,6 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "focal/error.h"
 #include "focal/model.h"
@@ -75,35 +78,134 @@ std::string find_font_dir() {
       "FOCAL_FONT_DIR to a directory holding them");
 }
 
-struct Fonts {
-  cairo_font_face_t* regular = nullptr;
-  cairo_font_face_t* bold = nullptr;
-};
-
 cairo_user_data_key_t g_ft_face_key;
 
-cairo_font_face_t* load_face(FT_Library lib, const std::string& path) {
+// An FT face for cairo to draw with (cairo owns it through the user data); `bold` asks cairo to embolden it.
+cairo_font_face_t* load_face(FT_Library lib, const std::string& path, bool synthetic_bold = false) {
   FT_Face face = nullptr;
   if (FT_New_Face(lib, path.c_str(), 0, &face) != 0) throw Error("cannot load the font " + path + " (FreeType)");
   cairo_font_face_t* f = cairo_ft_font_face_create_for_ft_face(face, 0);
   cairo_font_face_set_user_data(f, &g_ft_face_key, face, [](void* p) { FT_Done_Face(static_cast<FT_Face>(p)); });
   if (cairo_font_face_status(f) != CAIRO_STATUS_SUCCESS) throw Error("cairo cannot use the font " + path);
+  if (synthetic_bold) cairo_ft_font_face_set_synthesize(f, CAIRO_FT_SYNTHESIZE_BOLD);
   return f;
+}
+
+// One font: the faces cairo draws with, and a face of its own that answers which characters it has (cairo locks
+// the faces it draws with; this one is only read under g_cover_mutex).
+struct Font {
+  cairo_font_face_t* regular = nullptr;
+  cairo_font_face_t* bold = nullptr;
+  FT_Face cover = nullptr;
+};
+
+std::mutex g_cover_mutex;
+
+bool has_glyph(const Font& f, uint32_t cp) {
+  std::lock_guard<std::mutex> lock(g_cover_mutex);
+  return FT_Get_Char_Index(f.cover, cp) != 0;
+}
+
+FT_Library freetype() {
+  static FT_Library lib = [] {
+    FT_Library l = nullptr;
+    if (FT_Init_FreeType(&l) != 0) throw Error("cannot initialise FreeType for the figure fonts");
+    return l;
+  }();
+  return lib;
+}
+
+FT_Face cover_face(const std::string& path) {
+  FT_Face face = nullptr;
+  if (FT_New_Face(freetype(), path.c_str(), 0, &face) != 0) throw Error("cannot load the font " + path + " (FreeType)");
+  return face;
 }
 
 // Loaded once per process and kept: cairo caches faces past their last use, so they must outlive every surface.
 // Cairo locks an FT face while it uses it, so the faces may be shared between threads.
-const Fonts& fonts() {
-  static const Fonts f = [] {
+const Font& dejavu() {
+  static const Font f = [] {
     const std::string dir = find_font_dir();
-    static FT_Library lib = nullptr;
-    if (!lib && FT_Init_FreeType(&lib) != 0) throw Error("cannot initialise FreeType for the figure fonts");
-    Fonts x;
-    x.regular = load_face(lib, dir + "/DejaVuSans.ttf");
-    x.bold = load_face(lib, dir + "/DejaVuSans-Bold.ttf");
+    Font x;
+    x.regular = load_face(freetype(), dir + "/DejaVuSans.ttf");
+    x.bold = load_face(freetype(), dir + "/DejaVuSans-Bold.ttf");
+    x.cover = cover_face(dir + "/DejaVuSans.ttf");
     return x;
   }();
   return f;
+}
+
+// Fonts for the characters DejaVu Sans lacks (CJK, emoji, most scripts beyond Latin, Greek and Cyrillic), tried in
+// order: the files named in FOCAL_FONT_FALLBACK (colon-separated), then the Debian packages' files that exist. Bold
+// text takes the regular face emboldened. Loaded at the first character DejaVu Sans lacks.
+const char* const kFallbackFiles[] = {
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",      // fonts-noto-cjk
+    "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",   // fonts-droid-fallback
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",              // fonts-wqy-microhei
+    "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",                // fonts-wqy-zenhei
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",         // fonts-noto-core
+    "/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf",  // fonts-symbola (emoji, symbols)
+    "/usr/share/fonts/opentype/unifont/unifont.otf",               // fonts-unifont (every BMP character)
+};
+
+const std::vector<Font>& fallbacks() {
+  static const std::vector<Font> v = [] {
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("FOCAL_FONT_FALLBACK")) {
+      std::string list = env;
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(':', at), list.size());
+        if (end > at) paths.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
+    }
+    for (const char* p : kFallbackFiles) paths.emplace_back(p);
+    std::vector<Font> fonts;
+    for (const std::string& p : paths) {
+      if (::access(p.c_str(), R_OK) != 0) continue;
+      try {
+        Font f;
+        f.cover = cover_face(p);
+        f.regular = load_face(freetype(), p);
+        f.bold = load_face(freetype(), p, /*synthetic_bold=*/true);
+        fonts.push_back(f);
+      } catch (const Error&) {
+        // A file FreeType cannot read is skipped: the characters it would have drawn fall to the next font.
+      }
+    }
+    return fonts;
+  }();
+  return v;
+}
+
+// The font that draws code point cp: DejaVu Sans when it has it, else the first fallback that does, else DejaVu
+// Sans (its missing-glyph box). 0 is DejaVu Sans, k > 0 fallbacks()[k - 1].
+size_t font_for(uint32_t cp) {
+  if (cp < 0x80 || has_glyph(dejavu(), cp)) return 0;
+  const std::vector<Font>& fb = fallbacks();
+  for (size_t k = 0; k < fb.size(); ++k)
+    if (has_glyph(fb[k], cp)) return k + 1;
+  return 0;
+}
+
+cairo_font_face_t* face_of(size_t font, bool bold) {
+  const Font& f = font == 0 ? dejavu() : fallbacks()[font - 1];
+  return bold ? f.bold : f.regular;
+}
+
+// Splits cleaned text into runs drawn by one font each.
+std::vector<std::pair<size_t, std::string>> font_runs(const std::string& s) {
+  std::vector<std::pair<size_t, std::string>> runs;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    int n = utf8_seq(s, i, &cp);
+    if (n == 0) n = 1;  // not reached for cleaned text
+    const size_t font = font_for(cp);
+    if (runs.empty() || runs.back().first != font) runs.emplace_back(font, std::string());
+    runs.back().second.append(s, i, size_t(n));
+    i += size_t(n);
+  }
+  return runs;
 }
 
 cairo_status_t append_to_string(void* closure, const unsigned char* data, unsigned int n) {
@@ -244,8 +346,7 @@ std::string utf8_suffix(const std::string& s, size_t n) {
 }
 
 Canvas::Canvas(Format format, double dpi) : format_(format), dpi_(dpi) {
-  regular_ = fonts().regular;
-  bold_ = fonts().bold;
+  (void)dejavu();  // Error now if DejaVu Sans is missing
   // No hinting: glyph positions scale exactly with the page, so PNG, SVG and PDF share one layout.
   font_options_ = cairo_font_options_create();
   cairo_font_options_set_hint_style(font_options_, CAIRO_HINT_STYLE_NONE);
@@ -264,17 +365,20 @@ Canvas::~Canvas() {
   cairo_font_options_destroy(font_options_);
 }
 
-void Canvas::set_font(cairo_t* cr, double size, bool bold) const {
-  cairo_set_font_face(cr, bold ? bold_ : regular_);
+void Canvas::set_font(cairo_t* cr, size_t font, double size, bool bold) const {
+  cairo_set_font_face(cr, face_of(font, bold));
   cairo_set_font_size(cr, size);
 }
 
 double Canvas::text_width(const std::string& s, double size, bool bold) const {
-  const std::string t = clean_utf8(s);
-  set_font(measure_cr_, size, bold);
-  cairo_text_extents_t e;
-  cairo_text_extents(measure_cr_, t.c_str(), &e);
-  return e.x_advance;
+  double w = 0.0;
+  for (const auto& [font, run] : font_runs(clean_utf8(s))) {
+    set_font(measure_cr_, font, size, bold);
+    cairo_text_extents_t e;
+    cairo_text_extents(measure_cr_, run.c_str(), &e);
+    w += e.x_advance;
+  }
+  return w;
 }
 
 void Canvas::begin(double width_pt, double height_pt, const std::string& title) {
@@ -325,10 +429,12 @@ void Canvas::text(const std::string& s0, double x, double y, double size, double
   cairo_save(cr_);
   cairo_translate(cr_, x, y);
   cairo_rotate(cr_, -angle_deg * kPi / 180.0);
-  set_font(cr_, size, bold);
   cairo_set_source_rgb(cr_, color.r, color.g, color.b);
   cairo_move_to(cr_, dx, dy);
-  cairo_show_text(cr_, s.c_str());
+  for (const auto& [font, run] : font_runs(s)) {  // each run moves the current point on by its advance
+    set_font(cr_, font, size, bold);
+    cairo_show_text(cr_, run.c_str());
+  }
   cairo_restore(cr_);
   check("drawing text");
   if (format_ == Format::kSvg) texts_.push_back({s, x, y, size, dx, dy, angle_deg, bold});

@@ -70,15 +70,13 @@ class Canvas {
     double x, y, size, dx, dy, angle_deg;
     bool bold;
   };
-  void set_font(cairo_t* cr, double size, bool bold) const;
+  void set_font(cairo_t* cr, size_t font, double size, bool bold) const;  // font: 0 DejaVu Sans, k a fallback
   void check(const char* what) const;
 
   Format format_;
   double dpi_;
   double width_ = 0, height_ = 0;
   std::string title_;
-  cairo_font_face_t* regular_ = nullptr;  // process-wide, not owned
-  cairo_font_face_t* bold_ = nullptr;
   cairo_font_options_t* font_options_ = nullptr;
   cairo_surface_t* measure_surface_ = nullptr;
   cairo_t* measure_cr_ = nullptr;
