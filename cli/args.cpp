@@ -141,6 +141,27 @@ std::vector<std::string> split_names(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> split_labels(const std::string& s) {
+  std::vector<std::string> out;
+  std::string item;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == ',' || s[i + 1] == '\\')) {
+      item += s[++i];
+    } else if (s[i] == ',') {
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += s[i];
+    }
+  }
+  out.push_back(item);
+  for (size_t k = 0; k < out.size(); ++k)
+    if (out[k].empty())
+      throw UsageError{"--labels: label " + std::to_string(k + 1) + " of '" + s +
+                       "' is empty (one label per file, separated by commas; write \\, for a comma inside a label)"};
+  return out;
+}
+
 size_t parse_bytes(const std::string& s, const std::string& option) {
   const std::optional<uint64_t> v = parse_byte_size(s);
   if (!v) throw UsageError{option + ": '" + s + "' is not a positive size (use e.g. 512M or 2G)"};

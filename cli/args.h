@@ -35,6 +35,8 @@ std::vector<int> parse_index_list(const std::string& s, const std::string& optio
 std::vector<float> parse_float_range(const std::string& s, const std::string& option);
 // "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_names(const std::string& s);
+// --labels: comma-separated, \, a comma inside a label (\\ a backslash); an empty label is a UsageError.
+std::vector<std::string> split_labels(const std::string& s);
 // "512M", "2G", "1000000" -> bytes.
 size_t parse_bytes(const std::string& s, const std::string& option);
 double parse_double(const std::string& s, const std::string& option);

@@ -77,7 +77,7 @@ selection:
                      positions: nll (default) or entropy (one run's attention entropy per layer by position)
   --kind K           retrieval: one task kind (e.g. kv; default: one panel per kind)
   --labels A,B       training, retrieval, sweep: legend labels, one per file (default: the run name; for retrieval
-                     the model directory's name; for sweep the file's)
+                     the model directory's name; for sweep the file's); \, is a comma inside a label
 variants:
   --no-sink          distribution, heatmap, grid: drop the first token and renormalise each row over the rest
   --overlay          distribution: grouped bars in one panel instead of one panel per run
@@ -198,8 +198,10 @@ int cmd_figure(int argc, char** argv) {
   opt.clip = a.has("--clip");
   opt.task_kind = a.get("--kind");
   if (a.has("--kind") && opt.task_kind.empty()) throw UsageError{"--kind needs a task kind, e.g. --kind kv"};
-  opt.labels = split_names(a.get("--labels"));
-  if (a.has("--labels") && opt.labels.empty()) throw UsageError{"--labels needs labels, e.g. --labels standard,focal"};
+  if (a.has("--labels")) {
+    if (a.get("--labels").empty()) throw UsageError{"--labels needs labels, e.g. --labels standard,focal"};
+    opt.labels = split_labels(a.get("--labels"));
+  }
   opt.has_title = !a.has("--no-title");
   opt.title = a.get("--title");
   if (a.has("--title") && a.has("--no-title")) throw UsageError{"give --title or --no-title, not both"};

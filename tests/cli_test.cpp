@@ -463,6 +463,14 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   EXPECT_EQ(sf.focal_temps.size(), 4u);
   EXPECT_EQ((int)sf.token_ids.size(), prompt_tokens(kPrompt));
 
+  // A legend label with a comma in it: "\\," (it could not hold one); an empty label is refused, not dropped.
+  r = run({"figure", "sweep", out, "--labels", "seed 1\\, lr 3e-4", "-o", d + "/sweep.svg"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(slurp(d + "/sweep.svg"), HasSubstr(">seed 1, lr 3e-4<"));
+  expect_failure({"figure", "sweep", out, "--labels", "a,", "-o", d + "/empty.svg"}, 2,
+                 {"--labels: label 2 of 'a,' is empty", "\\, for a comma"}, "");
+  std::remove((d + "/sweep.svg").c_str());
+
   // Without -o the table is printed and nothing is written.
   r = run({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.5,1"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -145,7 +145,8 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
     return lines.size() <= (size_t)kNumCategoryColors ? category_color((int)i)
                                                       : viridis(0.9 * (double)i / (lines.size() - 1));
   };
-  if (lines.size() > 1 && !layer_bar)
+  // One line has no legend, unless --labels named it (a label given was dropped without a word).
+  if ((lines.size() > 1 || !opt.labels.empty()) && !layer_bar)
     for (size_t i = 0; i < lines.size(); ++i) legend.push_back({lines[i].label, color(i), true});
   const double top = title_space(opt) + (legend.empty() ? 0.0 : legend_height(c, legend, plot_w) + 4.0);
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
