@@ -729,6 +729,20 @@ TEST(AppScreens, PromptEditorWrapsLongLines) {
   EXPECT_EQ(labels_of(j, "prompt.edited"), std::vector<std::string>{"no"});
 }
 
+TEST(AppScreens, PromptInOtherScriptsIsDrawnNotAsQuestionMarks) {
+  // The atlas held Latin, Greek, Cyrillic and symbols only: CJK (a Qwen2 prompt), Hebrew or Armenian drew as "?".
+  // Their characters are now merged in from DejaVu Sans or a fallback font (scripts/install-deps.sh installs
+  // fonts-droid-fallback) when the text first shows them.
+  const std::string dir = focal::test::make_temp_dir("app_screens_scripts");
+  const std::string p =
+      "\xE6\xB3\xA8\xE6\x84\x8F\xE5\x8A\x9B is attention, \xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D, "
+      "\xD5\xA2\xD5\xA1\xD6\x80\xD5\xA5\xD6\x82";  // 注意力 … שלום, բարեւ
+  ASSERT_EQ(run_app(dir, "wait\nprompt " + p + "\nwait\nframes 3\nscreenshot " + dir + "/s.png\nquit\n"), 0);
+  const auto j = read_json(dir + "/s.png.json");
+  EXPECT_EQ(j["prompt"], p);
+  EXPECT_EQ(j["glyphs_missing"], nlohmann::json::array()) << "code points the app drew as '?'";
+}
+
 TEST(AppScreens, SettingsPersistBetweenLaunches) {
   const std::string dir = focal::test::make_temp_dir("app_screens4");
   const std::string settings = "--settings " + dir + "/settings.json";

@@ -192,22 +192,7 @@ void setup_style_and_fonts(Ui& ui) {
   c[ImGuiCol_TabHovered] = ImVec4(0.26f, 0.40f, 0.60f, 1.0f);
   c[ImGuiCol_PlotHistogram] = ImVec4(0.0f, 0.45f, 0.70f, 1.0f);
 
-  // DejaVu (Debian fonts-dejavu-core) with Greek, arrows, maths and block pieces (sentencepiece's U+2581).
-  static ImVector<ImWchar> ranges;
-  ImFontGlyphRangesBuilder b;
-  b.AddRanges(io.Fonts->GetGlyphRangesDefault());
-  static const ImWchar extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2010, 0x205E,
-                                  0x2190, 0x21FF, 0x2200, 0x22FF, 0x2580, 0x259F, 0};
-  b.AddRanges(extra);
-  b.BuildRanges(&ranges);
-  const char* sans = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  const char* mono = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf";
-  if (exists(sans)) {
-    ui.font = io.Fonts->AddFontFromFileTTF(sans, 15.0f, nullptr, ranges.Data);
-    ui.font_small = io.Fonts->AddFontFromFileTTF(sans, 13.0f, nullptr, ranges.Data);
-  }
-  if (exists(mono)) ui.font_mono = io.Fonts->AddFontFromFileTTF(mono, 14.0f, nullptr, ranges.Data);
-  if (!ui.font) ui.font = io.Fonts->AddFontDefault();
+  build_fonts(ui);  // fonts.cpp
 }
 
 // Panel rectangles for a window of w x h pixels.
@@ -346,6 +331,7 @@ void save_screenshot(Ui& ui, const std::string& path, int fb_w, int fb_h) {
   js["model_path"] = ui.st.loaded.path;
   for (const auto& [name, l] : ui.labels) js["labels"][name] = l;
   js["model_b_path"] = ui.st.model_b_path;
+  js["glyphs_missing"] = glyphs_missing(ui);  // code points drawn as "?"
   focal::write_file_atomically(path + ".json", js.dump(1) + "\n");
 }
 
@@ -472,6 +458,7 @@ int run_app(int argc, char** argv) {
     float fps = 0.0f;
     bool was_loaded = false;
     std::string shown_path;
+    long frames_begun = 0;  // the backend makes its font texture in the first NewFrame
     while (!glfwWindowShouldClose(win)) {
       if (headless_run || st.busy())
         glfwPollEvents();
@@ -524,7 +511,9 @@ int run_app(int argc, char** argv) {
       }
       if (!args.bench.empty()) bench.before_frame(ui);
 
+      add_glyphs_for_shown_text(ui, /*texture_exists=*/frames_begun > 0);  // CJK tokens etc.: fonts.cpp
       ImGui_ImplOpenGL3_NewFrame();
+      ++frames_begun;
       ImGui_ImplGlfw_NewFrame();
       // A script has no user at the mouse: Xvfb's pointer sits wherever it was, and its hover tooltips would land
       // in the screenshots. Park it outside the window.

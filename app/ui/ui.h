@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct Ui {
   ImFont* font = nullptr;
   ImFont* font_small = nullptr;
   ImFont* font_mono = nullptr;
+  // Characters merged into the atlas beyond its base ranges, by font file: [c, c] pairs ending in 0 (fonts.cpp).
+  std::map<std::string, std::vector<ImWchar>> glyph_ranges;
+  std::set<unsigned> glyphs_tried;  // looked up once each, found or not
+  size_t shown_text_sig = 0;        // of the text last scanned for missing characters
 
   // Layout: panel rectangles of this frame by name (x, y, w, h in window pixels).
   std::map<std::string, ImVec4> rects;
@@ -123,6 +128,12 @@ void write_app_figure(const Ui& ui, const std::string& kind, const std::string& 
 // Throws focal::Error when neither side runs a temperature file, or the file cannot be read.
 void write_temps_figure(const AppState& st, const std::string& path);
 // Heading text in the accent colour.
+// fonts.cpp: the atlas at start-up, and before a frame the characters of the shown text it lacks (true if it was
+// rebuilt; texture_exists: the OpenGL backend's font texture is made, so it is made again).
+void build_fonts(Ui& ui);
+bool add_glyphs_for_shown_text(Ui& ui, bool texture_exists);
+// The characters of the prompt and the tokens that the atlas cannot draw (ImGui shows "?"), for the screenshot sidecar.
+std::vector<unsigned> glyphs_missing(const Ui& ui);
 void section(const char* text);
 // Temperature widgets for one side; returns true when the spec changed (already applied to the state).
 bool temperature_controls(Ui& ui, int side);

@@ -19,6 +19,7 @@
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal_figures/figures.h"
+#include "focal_figures/fonts.h"
 
 namespace focal::figures {
 namespace {
@@ -94,6 +95,7 @@ cairo_font_face_t* load_face(FT_Library lib, const std::string& path, bool synth
 // One font: the faces cairo draws with, and a face of its own that answers which characters it has (cairo locks
 // the faces it draws with; this one is only read under g_cover_mutex).
 struct Font {
+  std::string path;  // the regular face's file
   cairo_font_face_t* regular = nullptr;
   cairo_font_face_t* bold = nullptr;
   FT_Face cover = nullptr;
@@ -130,6 +132,7 @@ const Font& dejavu() {
     x.regular = load_face(freetype(), dir + "/DejaVuSans.ttf");
     x.bold = load_face(freetype(), dir + "/DejaVuSans-Bold.ttf");
     x.cover = cover_face(dir + "/DejaVuSans.ttf");
+    x.path = dir + "/DejaVuSans.ttf";
     return x;
   }();
   return f;
@@ -165,6 +168,7 @@ const std::vector<Font>& fallbacks() {
       if (::access(p.c_str(), R_OK) != 0) continue;
       try {
         Font f;
+        f.path = p;
         f.cover = cover_face(p);
         f.regular = load_face(freetype(), p);
         f.bold = load_face(freetype(), p, /*synthetic_bold=*/true);
@@ -285,6 +289,12 @@ std::string canonical_svg_ids(const std::string& svg) {
 }
 
 }  // namespace
+
+std::string font_file_for(uint32_t code_point) {
+  const size_t font = font_for(code_point);
+  if (font > 0) return fallbacks()[font - 1].path;
+  return has_glyph(dejavu(), code_point) ? dejavu().path : std::string();
+}
 
 std::string xml_escape(const std::string& s) {
   std::string o;
