@@ -177,7 +177,7 @@ std::vector<std::pair<std::string, TempSpec>> capture_settings(const Args& a, co
                                                                const ModelConfig& cfg) {
   std::vector<std::pair<std::string, TempSpec>> runs = {{a.get("--name", spec.label()), spec}};
   if (runs[0].first.empty()) throw UsageError{"--name is empty: give the run a name, or leave --name out"};
-  if (const std::string other = spec.other_setting_named(runs[0].first); !other.empty())
+  if (const std::string other = spec.other_setting_named(runs[0].first, &cfg); !other.empty())
     throw Error("--name " + runs[0].first + " names the setting " + other + ", and the run is " + spec.label() +
                 ": every figure and table would show it under that setting; give another name, or leave --name out");
   if (a.has("--compare")) {
@@ -631,6 +631,15 @@ int cmd_inspect(int argc, char** argv) {
     if (P > 1) std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);
     if (f.has_generated())
       std::printf("  generated loss %.4f nats/token (generated tokens %d..%d)\n", generated_loss(r, P), P, T - 1);
+    // A head whose override (+L=T, +L:H=T) replaced the learned tau: its tau column says so.
+    TempSpec run_spec;
+    try {
+      run_spec = TempSpec::from_json(r.temp_spec_json, "the run's setting");
+    } catch (const Error&) {  // unreadable: no head marked
+    }
+    auto head_overridden = [&](int l, int h) {
+      return run_spec.layer_temp.count(l) > 0 || run_spec.head_temp.count({l, h}) > 0;
+    };
     const bool rel = !f.relevant.empty();  // relevant mass / noise only when the capture names relevant keys
     std::printf("  %5s %4s %9s %9s %9s %9s %9s", "layer", "head", "entropy", "H/lnN", "max_p", "sink", "tail");
     if (rel) std::printf(" %9s %9s", "relevant", "noise");
@@ -642,7 +651,9 @@ int cmd_inspect(int argc, char** argv) {
         std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
                     m[kSinkMass], m[kTailMass]);
         if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));
-        if (!r.tau.empty()) {  // over rows 1..T-1 as the metrics (row 0 alone when T = 1)
+        if (!r.tau.empty() && head_overridden(l, h)) {
+          std::printf(" %9s", "override");  // its own t replaced tau (the layer's tau is other heads')
+        } else if (!r.tau.empty()) {        // over rows 1..T-1 as the metrics (row 0 alone when T = 1)
           const int first = T > 1 ? 1 : 0;
           double t = 0;
           for (int i = first; i < T; ++i) t += r.tau[(size_t)l * T + i];

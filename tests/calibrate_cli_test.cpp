@@ -159,6 +159,14 @@ TEST(CalibrateCli, TauProjFileRunsAsLearnedEverywhere) {
   const CliRun bat = focal_cli("batch " + kModel + " --data " + text + " --runs standard,calibrated:" + out +
                                " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
   EXPECT_EQ(bat.rc, 0) << bat.out;
+  // A sweep runs focal attention at each t: the projections would be dropped while the file recorded them as the
+  // swept setting (the sweep ran plain focal attention and named it calibrated:FILE).
+  const CliRun sw =
+      focal_cli("sweep " + kModel + " --prompt 'The keeper lit the lamp.' --temps 0.3,0.5 --temp calibrated:" + out +
+                " -o " + dir + "/sweep.h5");
+  EXPECT_EQ(sw.rc, 1) << sw.out;
+  EXPECT_NE(sw.out.find("is learned attention (a tau-proj file's projections"), std::string::npos) << sw.out;
+  EXPECT_FALSE(exists(dir + "/sweep.h5"));
 }
 
 TEST(CalibrateCli, BadInputFailsWithOneMessage) {

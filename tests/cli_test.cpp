@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -297,6 +299,34 @@ TEST_F(CliTest, InitFocalAndLearnedModels) {
   ASSERT_NE(f.find_run("learned"), nullptr);
   EXPECT_EQ(f.find_run("learned")->tau.size(), (size_t)2 * f.n_tokens());
   EXPECT_TRUE(f.find_run("standard")->tau.empty());
+
+  // Overrides replace tau where they apply: layer 1 (every head) records NaN, not a tau no head used, and inspect's
+  // per-head tau column says "override" for those heads and for head 0:1; head 0:0 ran at tau.
+  r = run({"capture", learned, "--prompt", kPrompt, "--temp", "learned+1=0.5+0:1=0.25", "-o", d + "/o.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const CaptureFile fo = read_capture(d + "/o.h5");
+  const RunCapture& ro = fo.runs.at(0);
+  const int T = fo.n_tokens();
+  ASSERT_EQ(ro.tau.size(), (size_t)2 * T);
+  for (int i = 0; i < T; ++i) {
+    EXPECT_TRUE(std::isfinite(ro.tau[i])) << "layer 0 row " << i;
+    EXPECT_TRUE(std::isnan(ro.tau[(size_t)T + i])) << "layer 1 row " << i;
+  }
+  r = run({"inspect", d + "/o.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::map<std::string, std::string> tau_of;  // "L H" -> the last column
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ls(line);
+    std::vector<std::string> w;
+    for (std::string x; ls >> x;) w.push_back(x);
+    if (w.size() >= 8 && std::isdigit((unsigned char)w[0][0]) && std::isdigit((unsigned char)w[1][0]))
+      tau_of[w[0] + " " + w[1]] = w.back();
+  }
+  ASSERT_EQ(tau_of.size(), 4u) << r.out;
+  EXPECT_NE(tau_of["0 0"], "override") << r.out;
+  EXPECT_GT(std::stod(tau_of["0 0"]), 0.0) << r.out;
+  for (const char* lh : {"0 1", "1 0", "1 1"}) EXPECT_EQ(tau_of[lh], "override") << lh << "\n" << r.out;
 }
 
 // ---- capture, sweep, generate, inspect ----
@@ -701,6 +731,11 @@ TEST_F(CliTest, OptionsWithoutEffectAndImpossibleSizesAreRefused) {
   // a name that spells another setting would label a t = 0.3 run as t = 0.4 in every figure and table
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "0.3", "--name", "focal_t0.4", "-o", o}, 1,
                  {"--name focal_t0.4 names the setting focal_t0.4, and the run is focal_t0.3"}, d);
+  // ... and so do "native" (the model's own setting) and a compared run's "_b" form
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "0.3", "--name", "native", "-o", o}, 1,
+                 {"--name native names the setting ", ", and the run is focal_t0.3"}, d);
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "0.3", "--name", "standard_b", "-o", o}, 1,
+                 {"--name standard_b names the setting standard, and the run is focal_t0.3"}, d);
   // sampling values that are not numbers of the range (nan sampled garbage, a negative top-k meant "all")
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "nan"}, 2, {"--sample-temp"},
                  d);

@@ -923,6 +923,11 @@ TEST(CaptureRequestTest, Validation) {
               AllOf(HasSubstr("queries lists query position 10"), HasSubstr("0..9")));
   EXPECT_THAT(with([](CaptureRequest& q) { q.queries = {5, 5}; }), AllOf(HasSubstr("queries"), HasSubstr("twice")));
   EXPECT_THAT(with([](CaptureRequest& q) { q.run.relevant = {10}; }), HasSubstr("relevant position 10 ≥ T = 10"));
+  // R sums p over a set of keys: a key listed twice counted twice (R up to 2, noise below 0).
+  EXPECT_THAT(with([](CaptureRequest& q) {
+                q.run.relevant = {2, 5, 2};
+              }),
+              HasSubstr("relevant lists key position 2 twice"));
   EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("topk_tokens = 0"));
 
   // Over budget: the message names budget_bytes and what to narrow, in the API's words.

@@ -32,6 +32,13 @@ void draw_tau(Ui& ui) {
   ImGui::Text("tau = clip(mean(X w_tau) + b, %.2f, %.2f) x %.2f, mode %s%s", tau_min, tau_max, spec.tau_scale,
               focal::tau_mode_name(proj ? proj->tau_mode : c->focal.tau_mode),
               proj ? " (projections of the temperature file)" : "");
+  // The run's values: when A's setting changed since (a preview, or no model to run it), say whose they are.
+  if (!st.readouts_current(0)) {
+    const std::string stale =
+        "A: run " + spec.label() + " (A is now " + st.slots[0].spec.label() + "; the run " + st.readout_gap(0) + ")";
+    ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", stale.c_str());
+    ui.labels["tau.run"] = {stale};
+  }
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   // Per layer: bars of the mean tau, clip bounds dashed. A calibrated projection's bounds are wide (0.05 to 20
@@ -65,7 +72,12 @@ void draw_tau(Ui& ui) {
     for (int i = 0; i < T; ++i) acc += run->tau[(size_t)l * T + i];
     const float m = (float)(acc / std::max(1, T));
     const ImU32 col = l == st.sel_layer ? col_run(0) : IM_COL32(110, 130, 160, 255);
-    dl->AddRectFilled(ImVec2(a0.x + l * bw + 2, Y(m)), ImVec2(a0.x + (l + 1) * bw - 2, a1.y), col);
+    if (std::isfinite(m)) {
+      dl->AddRectFilled(ImVec2(a0.x + l * bw + 2, Y(m)), ImVec2(a0.x + (l + 1) * bw - 2, a1.y), col);
+    } else if (bw > 12) {  // every head of the layer ran at an override's t: no tau (NaN in the run)
+      const char* text = bw > 60 ? "override" : "-";
+      dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y - ImGui::GetTextLineHeight() - 2), IM_COL32(150, 150, 160, 255), text);
+    }
     if (bw > 20)
       dl->AddText(ImVec2(a0.x + l * bw + 4, a1.y + 1), IM_COL32(150, 150, 160, 255), ("L" + std::to_string(l)).c_str());
   }
@@ -93,7 +105,9 @@ void draw_tau(Ui& ui) {
     dl->AddLine(ImVec2(x0, Y2(run->tau[(size_t)st.sel_layer * T + i])),
                 ImVec2(x1, Y2(run->tau[(size_t)st.sel_layer * T + i + 1])), col_run(0), 1.5f);
   }
-  const std::string title = "layer " + std::to_string(st.sel_layer) + ": tau per position";
+  const bool layer_overridden = T > 0 && !std::isfinite(run->tau[(size_t)st.sel_layer * T]);
+  const std::string title = "layer " + std::to_string(st.sel_layer) + ": tau per position" +
+                            (layer_overridden ? " (none: an override sets every head's t)" : "");
   dl->AddText(ImVec2(b0.x, o.y + 2), IM_COL32(170, 170, 180, 255), title.c_str());
   ImGui::Dummy(avail);
 }

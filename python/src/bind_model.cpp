@@ -125,14 +125,14 @@ void bind_model(nb::module_& mod) {
            "Ctrl-C cancels between layers.")
       .def(
           "generate", &model_generate, "prompt"_a, "n"_a = 32, "temp"_a = nb::none(), nb::kw_only(),
-          "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = 1, "stop_at_eos"_a = true, "on_token"_a = nb::none(),
-          "capture"_a = false, "compare"_a = nb::none(), "layers"_a = nb::none(), "heads"_a = nb::none(),
-          "probs"_a = kDefaultProbs, "scores"_a = kDefaultScores, "fp16"_a = kDefaultFp16, "queries"_a = nb::none(),
-          "name"_a = nb::none(), "topk"_a = kDefaultTopk, "topk_mass"_a = kDefaultTopkMass, "relevant"_a = nb::none(),
-          "budget"_a = nb::none(),
+          "sample_temp"_a = 0.0, "top_k"_a = 0, "seed"_a = nb::none(), "stop_at_eos"_a = true,
+          "on_token"_a = nb::none(), "capture"_a = false, "compare"_a = nb::none(), "layers"_a = nb::none(),
+          "heads"_a = nb::none(), "probs"_a = kDefaultProbs, "scores"_a = kDefaultScores, "fp16"_a = kDefaultFp16,
+          "queries"_a = nb::none(), "name"_a = nb::none(), "topk"_a = kDefaultTopk, "topk_mass"_a = kDefaultTopkMass,
+          "relevant"_a = nb::none(), "budget"_a = nb::none(),
           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
-                  "top_k: int = 0, seed: int = 1, stop_at_eos: bool = True, "
+                  "top_k: int = 0, seed: int | None = None, stop_at_eos: bool = True, "
                   "on_token: collections.abc.Callable[[int, str], object] | None = None, capture: bool = False, "
                   "compare: str | float | TempSpec | None = None, layers: int | collections.abc.Sequence[int] | None = "
                   "None, "
@@ -142,7 +142,8 @@ void bind_model(nb::module_& mod) {
                   "relevant: collections.abc.Sequence[int] | None = None, budget: int | str | None = None) -> "
                   "Generation"),
           "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
-          "sample_temp / top_k / seed). on_token(id, text) is called for each new token with its text; returning "
+          "sample_temp / top_k / seed; seed defaults to 1, and top_k / seed are refused under greedy decoding). "
+          "on_token(id, text) is called for each new token with its text; returning "
           "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
           "(as `focal generate --capture`) into Generation.capture; compare (with capture=True) adds a second "
           "setting run over exactly those tokens, with per-row KL / JS (`focal generate --compare SPEC`); "

@@ -38,7 +38,7 @@ Settings settings_of(const focal::ModelConfig& cfg, const focal::TempSpec& spec,
   if (name && (name->empty() || name->find('/') != std::string::npos))
     raise(PyExc_ValueError, "name: a run name must be non-empty and contain no '/'");
   if (name)  // as focal capture --name
-    if (const std::string other = spec.other_setting_named(*name); !other.empty())
+    if (const std::string other = spec.other_setting_named(*name, &cfg); !other.empty())
       raise(PyExc_ValueError, "name: '" + *name + "' names the setting " + other + ", and the run is " + spec.label() +
                                   ": give another name, or leave name out");
   Settings runs = {{name ? *name : spec.label(), spec}};
@@ -184,7 +184,7 @@ focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<do
 struct StopGeneration {};
 
 PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
-                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
+                            nb::handle seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
                             nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16, nb::handle queries,
                             const std::optional<std::string>& name, int topk, int topk_mass, nb::handle relevant,
                             nb::handle budget) {
@@ -199,6 +199,10 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     raise(PyExc_ValueError,
           "top_k: " + std::to_string(top_k) +
               " shapes sampling, and the decoding is greedy: give sample_temp above 0, or leave top_k 0");
+  if (!seed.is_none() && sample_temp == 0)  // likewise
+    raise(PyExc_ValueError, "seed: " + nb::cast<std::string>(nb::str(seed)) +
+                                " shapes sampling, and the decoding is greedy: give sample_temp above 0, or leave "
+                                "seed out");
   // As `focal generate`: a rotary model generates past the trained context (one UserWarning, for the longest
   // sequence, unless the prompt already warned); a learned position table (GPT-2) stops at its end.
   const bool learned = cfg.arch.position == focal::PositionKind::kLearned;
@@ -250,7 +254,12 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   focal::SampleOptions so;
   so.sample_temp = (float)sample_temp;
   so.top_k = top_k;
-  so.seed = seed;
+  so.seed = 1;
+  if (!seed.is_none()) {
+    if (!nb::isinstance<nb::int_>(seed) || nb::cast<long long>(seed) < 0)
+      raise(PyExc_TypeError, "seed: an integer >= 0");
+    so.seed = nb::cast<uint64_t>(seed);
+  }
   so.stop_at_eos = stop_at_eos;
 
   struct CancelObserver final : focal::ForwardObserver {

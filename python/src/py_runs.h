@@ -26,7 +26,7 @@ focal::SweepFile model_sweep(PyModel& m, nb::handle prompt, const std::vector<do
                              nb::handle relevant, int topk_mass, nb::handle progress);
 
 PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle temp, double sample_temp, int top_k,
-                            uint64_t seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
+                            nb::handle seed, bool stop_at_eos, nb::handle on_token, bool capture, nb::handle compare,
                             nb::handle layers, nb::handle heads, bool probs, bool scores, bool fp16, nb::handle queries,
                             const std::optional<std::string>& name, int topk, int topk_mass, nb::handle relevant,
                             nb::handle budget);

@@ -350,6 +350,8 @@ void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest&
                                   " (the prompt's positions are 0.." + std::to_string(T - 1) + ")");
     if (r < 0) throw Error("relevant", "relevant position " + std::to_string(r) + " < 0");
   }
+  check_range(std::vector<int>(req.run.relevant.begin(), req.run.relevant.end()), T, "relevant", "key position",
+              "the prompt has positions");
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
     throw Error("budget_bytes", "the capture needs about " + format_byte_size(need) +
@@ -493,6 +495,12 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   // word, and overrides on every head leave t nothing to change (each t gave the same numbers under its own label).
   const std::string file =  // a temperature file of focal calibrate, named in the messages below
       base_in.temp_file.empty() ? "" : " (the temperature file '" + base_in.temp_file + "')";
+  // A tau-proj file's projections set tau per token (learned attention); a front end that set the mode to focal
+  // for the sweep would drop them without a word while the file recorded the setting as swept.
+  if (base_in.tau_proj)
+    throw Error("spec", "the sweep's base setting" + file +
+                            " is learned attention (a tau-proj file's projections set tau per token); a sweep runs "
+                            "focal attention at each t: give a model-granularity temperature file or none");
   if (base_in.mode == AttnMode::kLearned || base_in.mode == AttnMode::kSsmax)
     throw Error("spec", std::string("the sweep's base setting is ") + attn_mode_name(base_in.mode) + file +
                             "; a sweep runs focal attention at each t (give a focal or standard setting)");

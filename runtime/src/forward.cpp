@@ -1,6 +1,7 @@
 // The forward pass, written once against the Backend interface: LLaMA blocks with a per-(layer, head, row)
 // attention logit scale from a TempSpec. No I/O here: everything observable goes through ForwardObserver.
 #include <algorithm>
+#include <limits>
 #include <new>
 #include <cmath>
 
@@ -232,6 +233,15 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
                   " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
   spec.validate(c);
   check_spec_weights(spec, model);  // a temperature file of other weights (calibrated:PATH)
+  // R sums p over a set of keys: a position listed twice counted twice (R up to 2, noise below 0).
+  for (size_t i = 0; i < opt.relevant.size(); ++i) {
+    if (opt.relevant[i] < 0)
+      throw Error("relevant", "relevant key position " + std::to_string(opt.relevant[i]) + " is negative");
+    for (size_t j = 0; j < i; ++j)
+      if (opt.relevant[j] == opt.relevant[i])
+        throw Error("relevant", "relevant lists key position " + std::to_string(opt.relevant[i]) +
+                                    " twice (the relevant mass sums p over a set of keys)");
+  }
 
   const int H = c.hidden, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head, I = c.intermediate;
   const int pos0 = st.n_past;
@@ -523,6 +533,12 @@ bool forward_impl(const Model& model, Session::State& st, Session& session, cons
         rec.metrics = metrics_h.data();
       }
       rec.row_scale = scale_h.data();
+      if (learned) {  // a layer whose every head an override sets ran without tau: NaN, not a tau nobody used
+        bool tau_unused = true;
+        if (!spec.layer_temp.count(l))
+          for (int h = 0; h < c.n_heads && tau_unused; ++h) tau_unused = spec.head_temp.count({l, h}) > 0;
+        if (tau_unused) std::fill(tau.begin(), tau.begin() + n, std::numeric_limits<float>::quiet_NaN());
+      }
       rec.tau = learned ? tau.data() : nullptr;
       rec.tau_raw = learned ? tau_raw.data() : nullptr;
       obs->on_layer(rec);

@@ -348,11 +348,14 @@ std::string TempSpec::label() const {
   return s;
 }
 
-std::string TempSpec::other_setting_named(const std::string& name) const {
+std::string TempSpec::other_setting_named(const std::string& name, const ModelConfig* native_of) const {
+  // "X_b" is the name a compared run gets when its label clashes with the main run's: it names setting X too.
+  std::string spelled = name;
+  if (spelled.size() > 2 && spelled.compare(spelled.size() - 2, 2, "_b") == 0) spelled.resize(spelled.size() - 2);
   TempSpec named;
   try {
-    named = TempSpec::parse(name, "name");
-  } catch (const Error&) {  // not a setting's spelling (or one that needs the model, as native): a name
+    named = TempSpec::parse(spelled, "name", native_of);
+  } catch (const Error&) {  // not a setting's spelling (or native without the model): a name
     return "";
   }
   const std::string l = named.label();

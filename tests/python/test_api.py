@@ -352,9 +352,16 @@ def test_on_token_stops_and_raises(models):
     with pytest.raises(ValueError, match="name: 'focal_t0.4' names the setting focal_t0.4, and the run is focal_t0.3"):
         m.run(PROMPT, 0.3, name="focal_t0.4")
     assert m.run(PROMPT, 0.3, name="focal_t0.3", probs=False).runs == ["focal_t0.3"]
+    # ... "native" (the model's own setting) and a compared run's "_b" form name settings too
+    with pytest.raises(ValueError, match="name: 'native' names the setting "):
+        m.run(PROMPT, 0.3, name="native")
+    with pytest.raises(ValueError, match="name: 'standard_b' names the setting standard"):
+        m.run(PROMPT, 0.3, name="standard_b")
     # top_k under greedy decoding would change nothing: refused, as `focal generate --top-k` without --sample-temp
     with pytest.raises(ValueError, match="top_k: 20 shapes sampling, and the decoding is greedy"):
         m.generate(PROMPT, 2, top_k=20)
+    with pytest.raises(ValueError, match="seed: 5 shapes sampling, and the decoding is greedy"):
+        m.generate(PROMPT, 2, seed=5)
 
 
 def test_arguments_past_c_types_name_themselves(models):

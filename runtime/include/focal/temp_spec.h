@@ -100,8 +100,9 @@ struct TempSpec {
   std::string label() const;
   // A run's own name (--name, name=) that spells another setting than this one ("focal_t0.4" for a run at t = 0.3):
   // the label it spells, which every figure and table would then show; "" for a name that spells no setting
-  // ("mine") or this one.
-  std::string other_setting_named(const std::string& name) const;
+  // ("mine") or this one. "X_b" (a compared run's name when its label clashes) names X; "native" names native_of's
+  // own setting (not checked without it).
+  std::string other_setting_named(const std::string& name, const ModelConfig* native_of = nullptr) const;
 
   // The logit multiplier this spec applies to raw scores (q.k/sqrt(d_head)) of (layer, head) for a query row with
   // n_visible keys. tau_clipped is the learned tau of that row after the clip and before tau_scale (used in kLearned
