@@ -514,6 +514,36 @@ TEST(AppScreens, CaptureWithoutItsModelShowsOnlyWhatItHolds) {
   const std::vector<std::string> ids = labels_of(read_json(dir + "/old.png.json"), "output.next.a");
   ASSERT_FALSE(ids.empty());
   for (const std::string& n : ids) EXPECT_EQ(n.rfind("id ", 0), 0u) << n;
+
+  // A capture of metrics only (focal capture --store metrics): no rows, so the heatmap and the distribution say so
+  // (they drew an all-zero matrix under a log colour bar and "H nan nats"), also after a temperature change.
+  focal::CaptureFile metrics_only = focal::read_capture(cap);
+  for (focal::RunCapture& r : metrics_only.runs) {
+    r.probs.clear();
+    r.scores.clear();
+  }
+  focal::write_capture(metrics_only, dir + "/metrics.h5");
+  rc = run_app(dir,
+               "wait\nscreenshot " + dir + "/m1.png\ntemp 0.2\nwait\nscreenshot " + dir + "/m2.png\n" +
+                   "spec standard a\nwait\nscreenshot " + dir + "/m3.png\nquit\n",
+               dir + "/metrics.h5");
+  ASSERT_EQ(rc, 0) << app_log(dir);
+  // A set to standard without the model: A's columns still hold the stored focal run, and keep its colour (they
+  // took standard's blue, and the stored standard run B took another).
+  const std::vector<std::string> colours = labels_of(read_json(dir + "/m3.png.json"), "runs.colours");
+  ASSERT_EQ(colours.size(), 2u);
+  EXPECT_EQ(colours[0].rfind("focal_t0.4=", 0), 0u) << colours[0];
+  EXPECT_EQ(colours[1].rfind("standard=", 0), 0u) << colours[1];
+  EXPECT_NE(colours[0].substr(colours[0].find('=')), colours[1].substr(colours[1].find('=')));
+  for (const char* shot : {"/m1.png.json", "/m2.png.json"}) {
+    const auto jm = read_json(dir + shot);
+    for (const char* gap : {"heatmap.gap", "distribution.gap"}) {
+      const std::vector<std::string> g = labels_of(jm, gap);
+      ASSERT_EQ(g.size(), 1u) << shot << " " << gap << "\n" << jm;
+      EXPECT_NE(g[0].find("this capture stores metrics only"), std::string::npos) << g[0];
+    }
+    EXPECT_TRUE(labels_of(jm, "heatmap.legend").empty()) << "a colour bar over rows that do not exist";
+  }
 }
 
 // Pixels of the generation boundary's crimson (ui.h col_generated, 240 64 128; antialiased edges qualify too) in a

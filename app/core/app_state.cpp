@@ -176,8 +176,11 @@ void AppState::open_path(const std::string& path_in) {
         loaded = {path, true, std::string()};
         capture_model = offer;
         add_recent(path);
-        notify("opened capture " + basename_of(path) + " (" + std::to_string(file.n_tokens()) +
-                   " tokens, no model: temperature changes preview the stored raw scores; " +
+        const bool has_scores = !r0.scores.empty(), has_rows = has_scores || !r0.probs.empty();
+        notify("opened capture " + basename_of(path) + " (" + std::to_string(file.n_tokens()) + " tokens, no model: " +
+                   (has_scores ? "temperature changes preview the stored raw scores; "
+                    : has_rows ? "it stores probabilities, no raw scores: a temperature change cannot be previewed; "
+                               : "it stores metrics only, no attention rows; ") +
                    (offer.available ? "its model " + offer.path + " is on disk: open it to propagate)"
                                     : "propagate, sweep and generation need the model)"),
                false);

@@ -314,6 +314,9 @@ class AppState {
   // Why a head metric is unavailable in a side's run for every head ("" when it was computed): the induction score
   // is not stored in capture files, nor computed on a CUDA device.
   std::string head_metric_gap(int side, int metric) const;
+  // Why no attention rows can be shown ("" when they can): a capture stored with metrics only holds no
+  // probabilities and no raw scores, so the heatmap, the distribution and the token strip have nothing to draw.
+  std::string rows_gap() const;
 
   // --- export ---
   focal::CaptureFile capture_file() const;  // the current state: tokens and both propagated runs

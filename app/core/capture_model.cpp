@@ -112,4 +112,13 @@ std::string AppState::head_metric_gap(int side, int metric) const {
   return "";
 }
 
+std::string AppState::rows_gap() const {
+  const Slot& s = slots[0];
+  if (!s.run || !s.run->probs.empty() || !s.run->scores.empty()) return "";
+  return std::string(
+             "no attention rows: this capture stores metrics only (focal capture --store metrics); its "
+             "per-head metrics are in Layers x heads and the Metrics tab") +
+         (capture_model.available ? "; open its model to see rows" : "");
+}
+
 }  // namespace focalscope

@@ -257,7 +257,8 @@ void AppState::refresh_head_rows() {
     rows_key_[side] = key;
     changed = true;
     const bool shown = !(side == 1 && !compare) && s.run && has_cfg_ && T > 0 &&
-                       index_of(s.run->layers, sel_layer) >= 0 && index_of(s.run->heads, sel_head) >= 0;
+                       index_of(s.run->layers, sel_layer) >= 0 && index_of(s.run->heads, sel_head) >= 0 &&
+                       (!s.run->probs.empty() || !s.run->scores.empty());  // a metrics-only capture: nothing to show
     const char* job_key = side == 0 ? "rows_a" : "rows_b";
     // Past dense_rows_max_tokens, rows on demand from the stored scores (a run without them keeps dense rows).
     const std::ptrdiff_t raw_off =

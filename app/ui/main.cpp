@@ -226,8 +226,8 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom - banner_extra, 80.0f, max_bottom);
   const float mid = std::max(60.0f, h - top - bottom - status_h);
   set_run_colours(st);  // one colour per run: the main panels' A and B
-  ui.labels["runs.colours"] = {st.slots[0].spec.label() + "=" + col_hex(col_run(0)),
-                               st.slots[1].spec.label() + "=" + col_hex(col_run(1))};
+  ui.labels["runs.colours"] = {run_colour_label(st, 0) + "=" + col_hex(col_run(0)),
+                               run_colour_label(st, 1) + "=" + col_hex(col_run(1))};
   const float right_w = std::max(80.0f, w - left);
   const float heat_w = std::max(60.0f, std::min(mid + 30.0f, right_w * 0.48f));
   // The overview's share of the column: more for many layers; drag the splitter under it to change it.

@@ -205,6 +205,8 @@ static void update_section(Ui& ui) {
         ImGui::SetTooltip("the same setting, another layer or head viewed: the layers after it are as before");
     } else if (exact)
       ImGui::TextDisabled("propagated: layers %d.. re-run in %.1f ms", s.first_layer_run, s.run_ms);
+    else if (!st.rows_gap().empty())  // a metrics-only capture: nothing to preview
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "not run (metrics only, no rows to preview)");
     else
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "preview (not propagated)");
   }

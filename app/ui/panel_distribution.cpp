@@ -29,7 +29,15 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     const HeadRows& rows = st.head_rows();
     const int T = rows.T, q = st.query();
     if (T == 0 || (!rows.shown(0) && !rows.shown(1))) {
-      ImGui::TextDisabled(rows.pending[0] || rows.pending[1] ? "computing the rows..." : "no run yet");
+      const std::string gap = st.rows_gap();
+      if (!gap.empty()) {
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextDisabled("%s", gap.c_str());
+        ImGui::PopTextWrapPos();
+        ui.labels["distribution.gap"] = {gap};
+      } else {
+        ImGui::TextDisabled(rows.pending[0] || rows.pending[1] ? "computing the rows..." : "no run yet");
+      }
       ImGui::End();
       return;
     }

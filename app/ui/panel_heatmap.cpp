@@ -99,6 +99,14 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
       ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", pending_note.c_str());
     }
 
+    if (const std::string gap = st.rows_gap(); !gap.empty()) {  // a metrics-only capture: no matrix to draw
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", gap.c_str());
+      ImGui::PopTextWrapPos();
+      ui.labels["heatmap.gap"] = {gap};
+      ImGui::End();
+      return;
+    }
     // The image area: square, as large as fits, with room for axis labels.
     ImVec2 avail = ImGui::GetContentRegionAvail();
     const float legend_h = 2 * ImGui::GetTextLineHeightWithSpacing() + 8.0f;  // the colour bar and its numbers

@@ -57,9 +57,11 @@ void draw_metrics(Ui& ui) {
   std::vector<std::string> notes;
   for (int s = 0; s < (two ? 2 : 1); ++s) {
     if (st.readouts_current(s)) continue;
-    const std::string note = std::string(side_name(s)) + " columns: run " + st.slots[s].run_spec.label() + "; " +
-                             st.slots[s].spec.label() + " is previewed on the visible head only (the table " +
-                             st.readout_gap(s) + ")";
+    const std::string note =
+        std::string(side_name(s)) + " columns: run " + st.slots[s].run_spec.label() + "; " + st.slots[s].spec.label() +
+        (st.rows_gap().empty()
+             ? " is previewed on the visible head only (the table " + st.readout_gap(s) + ")"
+             : " is not shown anywhere (metrics only, no rows to preview: it " + st.readout_gap(s) + ")");
     ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", note.c_str());
     notes.push_back(note);
   }

@@ -150,11 +150,13 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     const int side = st.view.show == ViewRun::kB && prow[1] ? 1 : 0;
     const bool diff = st.view.show == ViewRun::kDiff && prow[0] && prow[1];
     // no tokens: no query, layer or head to name (a stats file alone selects its head in the Corpus tab)
+    const std::string gap = st.rows_gap();
     const std::string header =
-        T > 0 ? "attention from the selected query (outlined), layer " + std::to_string(st.sel_layer) + " head " +
-                    std::to_string(st.sel_head) + ", " + (diff ? "B - A" : side_name(side))
-              : (st.has_model() ? "no tokens yet: type a prompt and press Run"
-                                : "no model open: open one in the left column, then run a prompt");
+        T > 0 && !gap.empty() ? "tokens (" + gap.substr(0, gap.find(';')) + ")"
+        : T > 0 ? "attention from the selected query (outlined), layer " + std::to_string(st.sel_layer) + " head " +
+                      std::to_string(st.sel_head) + ", " + (diff ? "B - A" : side_name(side))
+                : (st.has_model() ? "no tokens yet: type a prompt and press Run"
+                                  : "no model open: open one in the left column, then run a prompt");
     ImGui::TextDisabled("%s", header.c_str());
     ui.labels["tokens.header"] = {header};
     const int gen_from = st.file.has_generated() ? st.file.prompt_end() : T;  // first generated position

@@ -100,8 +100,10 @@ struct Ui {
 // file's runs while it draws. Sides 2.. are plain Okabe-Ito colours.
 ImU32 col_run(int side);
 void set_run_colours(const std::string& name_a, const std::string& name_b);
-void set_run_colours(const AppState& st);  // the labels of A's and B's specs
-std::string col_hex(ImU32 c);              // "#RRGGBB"
+void set_run_colours(const AppState& st);  // by run_colour_label of A and B
+// The setting a side's colour follows: its run's while the run is not of the current setting, else the current one.
+std::string run_colour_label(const AppState& st, int side);
+std::string col_hex(ImU32 c);  // "#RRGGBB"
 ImU32 col_viridis(double t);
 ImU32 col_diverging(double t);
 ImVec4 col_run_v4(int side);

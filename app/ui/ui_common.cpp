@@ -113,7 +113,14 @@ void set_run_colours(const std::string& name_a, const std::string& name_b) {
   g_run_colour[0] = to_u32(c[0]);
   g_run_colour[1] = to_u32(c[1]);
 }
-void set_run_colours(const AppState& st) { set_run_colours(st.slots[0].spec.label(), st.slots[1].spec.label()); }
+// A side's colour is its run's kind: the setting whose numbers the tables, the Output tab and the overview show —
+// the run's own while a changed setting is not propagated (a capture's stored run, opened without its model, kept
+// its numbers and took the new setting's colour: the stored focal run's columns read as standard's blue).
+std::string run_colour_label(const AppState& st, int side) {
+  const Slot& slot = st.slots[side];
+  return slot.run && !st.readouts_current(side) ? slot.run_spec.label() : slot.spec.label();
+}
+void set_run_colours(const AppState& st) { set_run_colours(run_colour_label(st, 0), run_colour_label(st, 1)); }
 ImU32 col_run(int side) { return side >= 0 && side < 2 ? g_run_colour[side] : to_u32(focal::figures::category8(side)); }
 std::string col_hex(ImU32 c) {
   char buf[8];
