@@ -524,10 +524,28 @@ TEST(AppScreens, CaptureWithoutItsModelShowsOnlyWhatItHolds) {
   }
   focal::write_capture(metrics_only, dir + "/metrics.h5");
   rc = run_app(dir,
-               "wait\nscreenshot " + dir + "/m1.png\ntemp 0.2\nwait\nscreenshot " + dir + "/m2.png\n" +
+               "wait\ntab metrics\nscreenshot " + dir + "/m1.png\ntemp 0.2\nwait\nscreenshot " + dir + "/m2.png\n" +
                    "spec standard a\nwait\nscreenshot " + dir + "/m3.png\nquit\n",
                dir + "/metrics.h5");
   ASSERT_EQ(rc, 0) << app_log(dir);
+  // KL / JS of the visible layer come from the capture's stored per-row values (they read "-"): their means over
+  // rows 1..T-1, as the full capture's rows give them.
+  {
+    const focal::Comparison& cmp = metrics_only.comparisons.at(0);
+    const auto jm = read_json(dir + "/m1.png.json");
+    const std::vector<std::string> kl = labels_of(jm, "metrics.kl");
+    const int layer = jm["layer"], T = metrics_only.n_tokens();
+    const int li = (int)(std::find(cmp.layers.begin(), cmp.layers.end(), layer) - cmp.layers.begin());
+    ASSERT_LT(li, (int)cmp.layers.size());
+    ASSERT_EQ(kl.size(), cmp.heads.size()) << jm["labels"];
+    for (size_t hc = 0; hc < cmp.heads.size(); ++hc) {
+      double want = 0.0;
+      for (int q = 1; q < T; ++q) want += cmp.kl[((size_t)li * cmp.heads.size() + hc) * cmp.queries.size() + q];
+      want /= T - 1;
+      ASSERT_NE(kl[hc], "-") << hc;
+      EXPECT_NEAR(std::stod(kl[hc]), want, 6e-5) << "head " << cmp.heads[hc];  // printed to 4 decimals
+    }
+  }
   // A set to standard without the model: A's columns still hold the stored focal run, and keep its colour (they
   // took standard's blue, and the stored standard run B took another).
   const std::vector<std::string> colours = labels_of(read_json(dir + "/m3.png.json"), "runs.colours");

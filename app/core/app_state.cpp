@@ -154,6 +154,7 @@ void AppState::open_path(const std::string& path_in) {
         has_cfg_ = true;
         file = *cf;
         file.runs.clear();
+        stored_comparisons_ = std::move(file.comparisons);  // KL / JS of a capture without rows (layer_divergence)
         file.comparisons.clear();
         for (int s = 0; s < 2 && s < (int)cf->runs.size(); ++s) {
           auto run = std::make_shared<focal::RunCapture>(cf->runs[s]);
@@ -229,6 +230,7 @@ void AppState::open_path(const std::string& path_in) {
           cfg_ = m->config();
           has_cfg_ = true;
           file = focal::make_capture_file(*m, {});
+          stored_comparisons_.clear();
           loaded = {path, false, note};
           capture_model = CaptureModel{};
           add_recent(path);
@@ -352,6 +354,7 @@ void AppState::close_session() {
   cfg_ = focal::ModelConfig{};
   has_cfg_ = false;
   file = focal::CaptureFile{};
+  stored_comparisons_.clear();
   loaded = LoadedInfo{};
   model_b_path.clear();
   sweep.reset();

@@ -293,6 +293,7 @@ class AppState {
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed
   const LayerDivergence& layer_divergence();
+  void stored_divergence();  // fills layer_divergence's heads without rows from a capture's stored KL / JS
   // The raw score q.k/sqrt(d_head) of (query q, key k) of the viewed head in run A, read from the run (NaN when it
   // keeps no scores of that row).
   float raw_score(int q, int k) const;
@@ -397,6 +398,7 @@ class AppState {
   struct RunnerBox;  // a side's LiveRunner and its last result, used on the worker only
   std::shared_ptr<RunnerBox> box_[2];
   LayerDivergence div_;
+  std::vector<focal::Comparison> stored_comparisons_;  // a capture opened without its model: its stored KL / JS
   struct HeadMeans {  // head_metric's means of one side's run: [kNumRowMetrics][n_layers x n_heads], filled on demand
     const focal::RunCapture* run = nullptr;  // with the slot's version: a new run at a freed one's address differs
     uint64_t version = 0;

@@ -374,6 +374,36 @@ bool layer_divergence_of(const RowSource& a, const RowSource& b, int layer, int 
 
 }  // namespace
 
+void AppState::stored_divergence() {
+  // A capture opened without its model whose rows were not stored (metrics only) holds the runs' KL / JS per row:
+  // the heads the rows could not give take their means over rows 1..T-1 from it (full rows: not with the sink hidden).
+  if (!capture_only() || view.hide_sink || !slots[0].run || !slots[1].run) return;
+  const int T = n_tokens();
+  for (const focal::Comparison& cmp : stored_comparisons_) {
+    if (cmp.run_a != slots[0].run->name || cmp.run_b != slots[1].run->name) continue;
+    const int li = index_of(cmp.layers, sel_layer), Hc = (int)cmp.heads.size(), Qc = (int)cmp.queries.size();
+    if (li < 0 || cmp.kl.size() != (size_t)cmp.layers.size() * Hc * Qc || cmp.js.size() != cmp.kl.size()) return;
+    std::vector<int> qi(T, -1);  // row q's index in the comparison's queries
+    for (int k = 0; k < Qc; ++k)
+      if (cmp.queries[k] >= 0 && cmp.queries[k] < T) qi[cmp.queries[k]] = k;
+    for (int q = 1; q < T; ++q)
+      if (qi[q] < 0) return;  // not every row: no mean over rows 1..T-1
+    for (int hc = 0; hc < Hc; ++hc) {
+      const int h = cmp.heads[hc];
+      if (h < 0 || h >= (int)div_.kl.size() || !std::isnan(div_.kl[h])) continue;
+      double kl = 0.0, js = 0.0;
+      for (int q = 1; q < T; ++q) {
+        const size_t at = ((size_t)li * Hc + hc) * Qc + qi[q];
+        kl += cmp.kl[at];
+        js += cmp.js[at];
+      }
+      div_.kl[h] = T > 1 ? (float)(kl / (T - 1)) : NAN;
+      div_.js[h] = T > 1 ? (float)(js / (T - 1)) : NAN;
+    }
+    return;
+  }
+}
+
 const LayerDivergence& AppState::layer_divergence() {
   const std::string key = std::to_string(slots[0].version) + "|" + std::to_string(slots[1].version) + "|" +
                           std::to_string(sel_layer) + "|" + std::to_string(compare) + "|" +
@@ -390,6 +420,7 @@ const LayerDivergence& AppState::layer_divergence() {
   const int T = n_tokens(), H = cfg_.n_heads;
   if (T <= sync_rows_max_tokens) {
     layer_divergence_of(row_source(0, true), row_source(1, true), sel_layer, H, div_.kl, div_.js, nullptr);
+    stored_divergence();
     return div_;
   }
   div_.pending = true;
@@ -415,6 +446,7 @@ const LayerDivergence& AppState::layer_divergence() {
                    div_.kl = std::move(*kl);
                    div_.js = std::move(*js);
                    div_.pending = false;
+                   stored_divergence();
                  };
                });
   return div_;

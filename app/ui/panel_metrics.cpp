@@ -176,6 +176,7 @@ void draw_metrics(Ui& ui) {
           ImGui::Text("%.4f", dv.kl[h]);
         else
           ImGui::TextDisabled("%s", none);
+        if (l == dv.layer) ui.labels["metrics.kl"].push_back(have ? fmt("%.4f", dv.kl[h]) : std::string(none));
         ImGui::TableSetColumnIndex(col++);
         if (have)
           ImGui::Text("%.4f", dv.js[h]);
