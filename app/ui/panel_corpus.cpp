@@ -364,6 +364,14 @@ void draw_corpus(Ui& ui) {
   ImGui::TextDisabled("%zu documents, %llu tokens, %d rank(s), %d layers x %d heads; %s", cv.stats.n_docs(),
                       (unsigned long long)cv.stats.stats.n_tokens, cv.stats.n_ranks, cv.n_layers(), cv.n_heads(),
                       cv.path.c_str());
+  if (cv.stats.run_names.size() > 2) {  // the tab compares two runs: the others are named, not hidden
+    std::string others;
+    for (size_t k = 0; k < cv.stats.run_names.size(); ++k)
+      if ((int)k != cv.run_a && (int)k != cv.run_b) others += (others.empty() ? "" : ", ") + cv.stats.run_names[k];
+    const std::string note = "also in the file, not shown: " + others + " (the tab shows its first two runs)";
+    ImGui::TextDisabled("%s", note.c_str());
+    ui.labels["corpus.runs_not_shown"] = {note};
+  }
   draw_model_line(ui, cv);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float body_h = std::max(40.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
@@ -373,8 +381,8 @@ void draw_corpus(Ui& ui) {
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
-  ImGui::TextDisabled("head %d.%d: %s over the corpus (A filled, B outline)", cv.layer, cv.head,
-                      focal::row_metric_name(cv.metric));
+  ImGui::TextDisabled("head %d.%d: %s over the corpus (%s)", cv.layer, cv.head, focal::row_metric_name(cv.metric),
+                      cv.run_b >= 0 ? "A filled, B outline" : "A");
   draw_histogram(ui, cv, ImVec2(avail.x * 0.30f, body_h));
   ImGui::EndGroup();
   ImGui::SameLine();
