@@ -288,6 +288,21 @@ TEST_F(AppStateTest, ALayerViewedWithPropagateOffKeepsANewSettingAPreview) {
   EXPECT_TRUE(st.readouts_current(0));
 }
 
+// Turning live propagate on propagates what is only previewed (the box read on while A stayed a preview until the
+// next change); turning it off leaves the runs as they are.
+TEST_F(AppStateTest, TurningLivePropagateOnPropagatesThePreview) {
+  st.set_live_propagate(false);
+  st.set_spec(0, focal::TempSpec::focal(0.2f));
+  wait_idle(st);
+  ASSERT_FALSE(st.readouts_current(0));
+  st.set_live_propagate(true);
+  wait_idle(st);
+  EXPECT_EQ(st.slots[0].run_spec.label(), "focal_t0.2");
+  EXPECT_TRUE(st.readouts_current(0));
+  st.set_live_propagate(false);
+  EXPECT_FALSE(st.busy());
+}
+
 TEST_F(AppStateTest, PreviewReTempersTheStoredScoresWithoutRunningTheModel) {
   st.live_propagate = false;
   st.select(2, 3, -1);

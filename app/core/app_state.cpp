@@ -530,6 +530,14 @@ void AppState::propagate_all() {
   if (compare) propagate(1);
 }
 
+void AppState::set_live_propagate(bool on) {
+  const bool turned_on = on && !live_propagate;
+  live_propagate = on;
+  if (!turned_on || !has_model()) return;
+  for (int side = 0; side < (compare ? 2 : 1); ++side)
+    if (slots[side].run && !readouts_current(side)) propagate(side);
+}
+
 void AppState::rerun_for_view() {
   if (live_propagate) return propagate_all();
   // Propagate off: the new layer's (or marks') rows under the settings the runs had, so that selecting a layer does

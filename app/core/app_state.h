@@ -274,6 +274,9 @@ class AppState {
   // (another layer's rows, relevant keys) with live propagate off keeps a new setting a preview.
   void propagate(int side, bool as_run = false);
   void propagate_all();
+  // Turns live propagate on or off; turned on, it propagates what is only previewed now (the box read on while A
+  // stayed "preview (not propagated)" until the next change).
+  void set_live_propagate(bool on);
   void rerun_for_view();  // the runs again for what is viewed: propagate_all, or with live propagate off as_run
   void set_compare(bool on);
 

@@ -157,7 +157,7 @@ static void update_section(Ui& ui) {
   const bool can_run = st.has_model();
   ImGui::BeginDisabled(!can_run);
   bool live = st.live_propagate && can_run;
-  if (ImGui::Checkbox("live propagate", &live)) st.live_propagate = live;
+  if (ImGui::Checkbox("live propagate", &live)) st.set_live_propagate(live);
   ImGui::EndDisabled();
   help_marker(
       "Preview re-applies softmax to the stored raw scores of the visible layer at once, without running the model "

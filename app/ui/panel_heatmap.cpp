@@ -59,7 +59,13 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
           "else linear; the legend says which. A figure export takes the same choice (auto: the same rule over the "
           "figure's whole matrix).");
     }
-    ImGui::SameLine();
+    {  // on the same line when it and its (?) fit, else under it (a narrow panel cut it at its edge)
+      const ImGuiStyle& sty = ImGui::GetStyle();
+      const float need = ImGui::GetFrameHeight() + sty.ItemInnerSpacing.x + ImGui::CalcTextSize("hide sink (?)").x +
+                         2 * sty.ItemSpacing.x;
+      const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+      if (right - ImGui::GetItemRectMax().x >= need) ImGui::SameLine();
+    }
     if (ImGui::Checkbox("hide sink", &st.view.hide_sink)) st.state_version++;
     help_marker("Drop key 0 (the first-token attention sink) and renormalise each row over the other keys.");
     // on the same line when it fits, else under it (at 1280 x 720 the button was cut to "re")

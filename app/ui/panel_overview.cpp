@@ -79,7 +79,6 @@ void draw_overview(Ui& ui, const ImVec4& r) {
     const float cell_w = std::max(cell_h, std::min(fit_w, std::max(3.0f * cell_h, 16.0f)));
     // A 1 px gap separates cells of 6 px or more; smaller ones touch, so the grid reads as one heatmap.
     const float gap_w = cell_w >= 6.0f ? 1.0f : 0.0f, gap_h = cell_h >= 6.0f ? 1.0f : 0.0f;
-    const float cell = std::min(cell_w, cell_h);
     ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImU32 label_col = IM_COL32(160, 160, 170, 255);
@@ -112,9 +111,10 @@ void draw_overview(Ui& ui, const ImVec4& r) {
         }
         dl->AddRectFilled(a, b, col);
         if (l == st.sel_layer && h == st.sel_head) dl->AddRect(a, b, IM_COL32(255, 255, 255, 255), 0, 0, 2.0f);
-        if (cell > 40 && !std::isnan(v)) {
-          const std::string s = fmt(std::fabs(v) < 10 ? "%.2f" : "%.0f", v);
-          const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+        const std::string s = std::isnan(v) ? std::string() : fmt(std::fabs(v) < 10 ? "%.2f" : "%.0f", v);
+        const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
+        // The value in its cell whenever it fits (a wide, short cell kept none: the test was 40 px both ways).
+        if (!s.empty() && ts.x + 6.0f <= cell_w - gap_w && ts.y + 2.0f <= cell_h - gap_h) {
           dl->AddText(ImVec2(a.x + (cell_w - ts.x) / 2, a.y + (cell_h - ts.y) / 2),
                       (!diff && t > 0.6) ? IM_COL32(10, 10, 10, 255) : IM_COL32(240, 240, 240, 255), s.c_str());
         }

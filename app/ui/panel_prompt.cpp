@@ -252,9 +252,15 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
           dl->AddRectFilled(ImVec2(p0.x - gap_x - 1.0f, p0.y - 2.0f), ImVec2(p0.x - 0.5f, p1.y + 2.0f),
                             col_generated());
       }
-      if (k == q)  // the selected query outlined: white, or dark on a light token (B - A's near-zero white hid it)
+      if (k == q) {  // the selected query outlined: white, and on a light token (B - A's near-zero white) also a dark
+                     // ring inside and the white one further out, on the panel's dark ground (every light token
+                     // looked outlined, and the query like the others)
         dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1),
                     light_bg ? IM_COL32(20, 20, 24, 255) : IM_COL32(255, 255, 255, 255), 3.0f, 0, 2.0f);
+        if (light_bg)
+          dl->AddRect(ImVec2(p0.x - 3.5f, p0.y - 3.5f), ImVec2(p1.x + 3.5f, p1.y + 3.5f), IM_COL32(255, 255, 255, 255),
+                      4.0f, 0, 1.5f);
+      }
       const bool dark_text = light_bg;
       dl->AddText(ImVec2(p0.x + 3.0f, p0.y + 2.0f),
                   dark_text ? IM_COL32(10, 10, 10, 255) : IM_COL32(235, 235, 235, 255), text.c_str());

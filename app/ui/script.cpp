@@ -240,7 +240,7 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         if (on && !st.has_model())
           throw focal::Error(where + ": propagate on: propagating runs the model, and none is open" +
                              (st.capture_only() ? " (open the capture's model with open-model)" : ""));
-        st.live_propagate = on;
+        st.set_live_propagate(on);
       } else if (c.name == "screenshot") {  // screenshot PATH.png, or screenshot PANEL PATH.png for one panel
         // Tables lay out their columns over the frames after their contents change: a screenshot as the script's
         // first command showed the Metrics table's columns one character wide.
