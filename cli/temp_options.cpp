@@ -2,6 +2,7 @@
 #include "temp_options.h"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "focal/error.h"
@@ -57,6 +58,7 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
                      attn_mode_name(s.mode) + " (add --mode ssmax, or leave --ssmax-s out)"};
   if (a.has("--tau-scale")) s.tau_scale = (float)a.get_double("--tau-scale", 1.0);
   if (a.has("--ssmax-s")) s.ssmax_s = (float)a.get_double("--ssmax-s", 1.0);
+  std::set<std::pair<int, int>> seen;  // a layer or head given twice is refused
   for (const char* opt : {"--layer-temp", "--head-temp"}) {
     if (!a.has(opt)) continue;
     const bool per_head = std::string(opt) == "--head-temp";
@@ -65,8 +67,10 @@ TempSpec temp_spec_from(const Args& a, const ModelConfig& cfg) {
     while (std::getline(ss, item, ',')) {
       bool was_head = false;
       try {
-        was_head = s.parse_override(item, opt);
+        was_head = s.parse_override(item, opt, &seen);
       } catch (const Error& e) {
+        if (e.field() == "spec" && std::string(e.what()).find("given twice") != std::string::npos)
+          throw UsageError{std::string(opt) + ": '" + item + "' gives a layer or head a second t"};
         if (e.field() == "spec")
           throw UsageError{std::string(opt) + ": '" + item + "' must look like " + (per_head ? "L:H=T" : "L=T")};
         throw;

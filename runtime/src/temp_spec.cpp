@@ -186,8 +186,11 @@ const char* const kSpecGrammar =
 float spec_number(const std::string& s, const std::string& where, const std::string& spec, const char* what) {
   const char* b = s.c_str();
   char* end = nullptr;
-  const double v = s.empty() || std::isspace((unsigned char)s[0]) ? NAN : std::strtod(b, &end);
-  if (end != b + s.size() || s.empty()) bad_spec(where, "'" + spec + "': " + what + " '" + s + "' is not a number");
+  // Decimal only: strtod also reads hexadecimal ("0x10" ran as t = 16); inf and nan fail the range below.
+  const bool decimal = s.find_first_not_of("0123456789.eE+-") == std::string::npos || s == "inf" || s == "nan";
+  const double v = s.empty() || !decimal ? NAN : std::strtod(b, &end);
+  if (!decimal || end != b + s.size() || s.empty())
+    bad_spec(where, "'" + spec + "': " + what + " '" + s + "' is not a number");
   if (!temp_in_range(v))  // well formed, but not a temperature
     throw Error(where + ": '" + spec + "': " + what + " = " + s + " " + kTempRangeText +
                 " (1 is standard attention, 0.4 the paper's focal setting)");
@@ -232,18 +235,24 @@ std::string tidy_exponent(const std::string& printed) {
   return mant + "e" + (neg ? "-" : "") + exp;
 }
 
-bool TempSpec::parse_override(const std::string& item, const std::string& where) {
+bool TempSpec::parse_override(const std::string& item, const std::string& where, std::set<std::pair<int, int>>* seen) {
   const size_t eq = item.find('=');
   if (eq == std::string::npos) bad_spec(where, "override '" + item + "' must look like L=T or L:H=T");
   const float t = spec_number(item.substr(eq + 1), where, item, "t");
   const std::string key = item.substr(0, eq);
   const size_t colon = key.find(':');
-  if (colon == std::string::npos) {
-    layer_temp[spec_index(key, where, item, "layer")] = t;
+  const int layer = spec_index(colon == std::string::npos ? key : key.substr(0, colon), where, item, "layer");
+  const int head = colon == std::string::npos ? -1 : spec_index(key.substr(colon + 1), where, item, "head");
+  if (seen && !seen->insert({layer, head}).second)
+    bad_spec(where, "override '" + item + "': " +
+                        (head < 0 ? "layer " + std::to_string(layer)
+                                  : "layer " + std::to_string(layer) + " head " + std::to_string(head)) +
+                        " is given twice (give each layer or head one t)");
+  if (head < 0) {
+    layer_temp[layer] = t;
     return false;
   }
-  head_temp[{spec_index(key.substr(0, colon), where, item, "layer"),
-             spec_index(key.substr(colon + 1), where, item, "head")}] = t;
+  head_temp[{layer, head}] = t;
   return true;
 }
 
@@ -296,11 +305,12 @@ TempSpec TempSpec::parse(const std::string& text, const std::string& where, cons
   if (rest == "overrides")
     bad_spec(where, "'" + text + "' is a run name whose overrides are not spelled out; give each as +L=T or +L:H=T");
   size_t start = 0;
+  std::set<std::pair<int, int>> seen;
   while (true) {
     const size_t next = rest.find('+', start);
     const std::string item = rest.substr(start, next == std::string::npos ? std::string::npos : next - start);
     if (item.empty()) bad_spec(where, "'" + text + "' has an empty override");
-    s.parse_override(item, where);
+    s.parse_override(item, where, &seen);
     if (next == std::string::npos) break;
     start = next + 1;
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -84,8 +85,9 @@ struct TempSpec {
   // calibrated:PATH reads a temperature file (PATH without '+'; read_temp_file's errors, field "temp_file") and, with
   // native_of, refuses one whose shape differs from that model's; text() spells its temperatures out.
   static TempSpec parse(const std::string& text, const std::string& where, const ModelConfig* native_of = nullptr);
-  // Adds one OVERRIDE ("L=T" or "L:H=T") with the same rules; returns true if it was a per-head override.
-  bool parse_override(const std::string& item, const std::string& where);
+  // Adds one OVERRIDE ("L=T" or "L:H=T") with the same rules; returns true if it was a per-head override. seen: the
+  // (layer, head or -1) of the list's earlier overrides; one given twice is refused (the last one won, unsaid).
+  bool parse_override(const std::string& item, const std::string& where, std::set<std::pair<int, int>>* seen = nullptr);
   // The canonical spelling in the grammar above, e.g. "focal:0.4+2=0.3+2:1=0.5": parse(text()) == *this.
   std::string text() const;
 
