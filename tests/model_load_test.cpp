@@ -150,6 +150,7 @@ TEST_F(ModelLoadTest, ValidModelLoads) {
   const std::string dir = make_model("ok");
   auto m = Model::load(dir + "/");  // a trailing slash is accepted
   EXPECT_EQ(m->path(), dir);
+  EXPECT_EQ(m->recorded_path(), dir) << "one spelling in the files' provenance";  // dir is absolute and normal
   EXPECT_EQ(m->config().n_layers, 2);
   EXPECT_EQ(m->config().n_kv_heads, 2);
   EXPECT_FALSE(m->config().qk_norm);

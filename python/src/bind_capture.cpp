@@ -336,7 +336,8 @@ void bind_capture(nb::module_& mod) {
           },
           "path"_a, "fp16"_a = nb::none(), "created_utc"_a = nb::none(),
           "Writes the HDF5 capture file `focal capture` writes (docs/capture-format.md). fp16: store probabilities "
-          "as float16 (default: as the capture was made). created_utc: fix the timestamp (default: now).")
+          "as float16 (default: as the capture was made, or as the opened file stored them). created_utc: fix the "
+          "timestamp (default: the capture's own: when it was made, or the opened file's).")
       .def("_repr_html_", &capture_html)
       .def("__repr__", [](const PyCapture& c) {
         std::string runs;
@@ -355,6 +356,7 @@ void bind_capture(nb::module_& mod) {
           nb::gil_scoped_release rel;
           c.file = focal::read_capture(path);
         }
+        c.probs_fp16 = c.file.probs_fp16;  // save() keeps the file's float16 probabilities
         return c;
       },
       "path"_a, "Reads a capture file (from focal capture, focal generate --capture, the app or Capture.save).");

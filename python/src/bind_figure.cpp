@@ -384,18 +384,19 @@ void bind_figure(nb::module_& mod) {
         return "<focalscope.Figure " + f.format + ", " + std::to_string(f.data.size()) + " bytes>";
       });
 
-  mod.def("figure_kinds", &focal::figures::figure_kinds,
-          "The figure kinds, in the order `focal figure --help` lists them: distribution, heatmap, grid, entropy, "
-          "sweep, training, retrieval, corpus.");
+  static const std::string kinds_doc =
+      "The figure kinds, in the order `focal figure --help` lists them: " + kinds_list() + ".";
+  mod.def("figure_kinds", &focal::figures::figure_kinds, kinds_doc.c_str());
 
   static const std::string figure_doc =
       std::string(
           "`focal figure KIND INPUT... [options]` from Python: renders a figure with the project's figure "
           "module (docs/figures.md) and returns a Figure, which Jupyter displays inline (PNG or SVG).\n\n"
           "kind: one of figure_kinds(). inputs: Capture objects or capture files (distribution, heatmap, "
-          "grid, entropy), Sweep objects or sweep files (sweep), paths of training logs (training) or "
-          "evaluation files (retrieval), a Stats object or stats file (corpus); an input may be a "
-          "(label, input) pair to name it in legends. Paths alone give exactly the CLI's bytes for the same "
+          "grid, entropy), Sweep objects or sweep files (sweep), paths of training logs (training), "
+          "evaluation files (retrieval), position-loss files (positions) or a temperature file (temps), a Stats "
+          "object or stats file (corpus); a Capture, Sweep or Stats input may be a (label, input) pair to name it "
+          "in legends (paths are named by the files). Paths alone give exactly the CLI's bytes for the same "
           "files and options; objects are labelled 'capture' / 'sweep' (numbered when several).\n\n") +
       kOptionsDoc;
   mod.def("figure", &figure, "kind"_a, "inputs"_a, "format"_a = "png", "options"_a,

@@ -169,7 +169,14 @@ void bind_model(nb::module_& mod) {
         try {
           opt.precision = focal::parse_precision(precision);
         } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("precision: ") + e.what()); }
-        if (rope_scaling) opt.rope_scaling = *rope_scaling;
+        if (rope_scaling) {  // its spelling is checked here (a ValueError); whether the model takes it, by load
+          focal::ModelConfig rotary;
+          rotary.arch.position = focal::PositionKind::kRope;
+          try {
+            focal::apply_rope_override(rotary, *rope_scaling);
+          } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("rope_scaling: ") + e.what()); }
+          opt.rope_scaling = *rope_scaling;
+        }
         try {
           opt.weights = focal::parse_weights_mode(weights);
         } catch (const focal::Error& e) { raise(PyExc_ValueError, std::string("weights: ") + e.what()); }

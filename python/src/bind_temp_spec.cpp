@@ -46,8 +46,8 @@ void bind_temp_spec(nb::module_& mod) {
             for (auto& [lh, v] : head_temp)
               s.head_temp[lh] =
                   check_temp(v, "head_temp[(" + std::to_string(lh.first) + ", " + std::to_string(lh.second) + ")]");
-            s.tau_scale = check_temp(tau_scale, "tau_scale");
-            s.ssmax_s = check_temp(ssmax_s, "ssmax_s");
+            s.tau_scale = check_temp(tau_scale, "tau_scale", "1 keeps the learned tau as trained");
+            s.ssmax_s = check_temp(ssmax_s, "ssmax_s", "1 scales the logits by ln(n_visible) alone");
             // a mode's own option with another mode would do nothing (as the CLI's --tau-scale / --ssmax-s)
             if (tau_scale != 1.0 && s.mode != focal::AttnMode::kLearned)
               raise(PyExc_ValueError, "tau_scale: applies to mode='learned' only (this spec's mode is '" +

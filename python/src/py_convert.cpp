@@ -41,11 +41,10 @@ std::vector<int> index_list(nb::handle h, int n, const char* param, const char* 
   return out;
 }
 
-float check_temp(double t, const std::string& what) {
+float check_temp(double t, const std::string& what, const char* hint) {
   if (!focal::temp_in_range(t))  // the argument itself, before fp32 rounds 1e-50 to 0 or 1e50 to inf
     raise(PyExc_ValueError, what + " " + focal::kTempRangeText + " (got " +
-                                nb::cast<std::string>(nb::repr(nb::float_(t))) +
-                                "); 1 is standard attention, 0.4 the paper's focal setting");
+                                nb::cast<std::string>(nb::repr(nb::float_(t))) + "); " + hint);
   return (float)t;
 }
 

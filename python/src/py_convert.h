@@ -41,7 +41,8 @@ inline void callable_arg(nb::handle h, const std::string& param, const std::stri
 }
 
 // t as a temperature: finite and > 0, else ValueError naming `what`.
-float check_temp(double t, const std::string& what);
+float check_temp(double t, const std::string& what,
+                 const char* hint = "1 is standard attention, 0.4 the paper's focal setting");
 
 // The one spec grammar (focal::TempSpec::parse); a malformed or non-positive spec is a ValueError. `native` needs
 // cfg.

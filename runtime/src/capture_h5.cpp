@@ -230,7 +230,7 @@ void check_metric_names(Reader& r, hid_t root) {
   }
 }
 
-RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const CaptureFile& file) {
+RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const CaptureFile& file, bool& probs_fp16) {
   const std::string path = "/runs/" + name;
   GroupId g = r.group(runs, name, path);
   RunCapture run;
@@ -246,6 +246,7 @@ RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const Captur
   if (r.has(g.get(), "probs")) {
     Array<float> a = r.read_f32(g.get(), path, "probs", 4, &rd, rows_axes);
     run.probs = std::move(a.data);
+    if (a.stored_f16) probs_fp16 = true;
   }
   if (r.has(g.get(), "scores")) {
     Array<float> a = r.read_f32(g.get(), path, "scores", 4, &rd, rows_axes);
@@ -364,7 +365,7 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
 
   GroupId runs = r.group(in.root(), "runs", "/runs");
   for (const std::string& name : r.children(runs.get(), "/runs"))
-    file.runs.push_back(read_run(r, runs.get(), name, file));
+    file.runs.push_back(read_run(r, runs.get(), name, file, file.probs_fp16));
   if (r.has(in.root(), "compare")) {
     GroupId compare = r.group(in.root(), "compare", "/compare");
     for (const std::string& name : r.children(compare.get(), "/compare")) {

@@ -228,6 +228,7 @@ template <class T>
 struct Array {
   Dims dims;
   std::vector<T> data;
+  bool stored_f16 = false;  // read_f32: the file stored float16 (widened here)
 };
 
 // Memory a reader may allocate for one file unless told otherwise: half the machine's memory, and half the

@@ -197,6 +197,7 @@ Array<T> Reader::read(hid_t parent, const std::string& parent_path, const char* 
   if (out.data.empty()) return out;
   if constexpr (std::is_same<T, float>::value) {
     if (H5Tequal(type.get(), half_type_.get()) > 0) {  // float16: read the bits a slab at a time, widen them
+      out.stored_f16 = true;
       Dims start(rank, 0), count = out.dims;
       count[0] = 1;
       const size_t slab = out.data.size() / size_t(out.dims[0]);

@@ -34,12 +34,16 @@ const char* cpu_gemm_kernels() { return ops::blas_core(); }
 
 Model::~Model() = default;
 
-// Model::recorded_path: absolute for a local path (resolved at load, against the directory the load ran in).
+// Model::recorded_path: absolute for a local path (resolved at load, against the directory the load ran in), in one
+// spelling: "." and "DIR/" recorded "DIR/" with its slash, unlike "DIR".
 static std::string recorded_path_of(const std::string& path) {
   std::error_code ec;
-  if (path.empty() || path[0] == '/' || !std::filesystem::exists(path, ec)) return path;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return path;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);
-  return ec ? path : abs.lexically_normal().string();
+  if (ec) return path;
+  std::string s = abs.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
 }
 
 const Tokenizer& Model::require_tokenizer() const {

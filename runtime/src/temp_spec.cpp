@@ -193,7 +193,7 @@ float spec_number(const std::string& s, const std::string& where, const std::str
     bad_spec(where, "'" + spec + "': " + what + " '" + s + "' is not a number");
   if (!temp_in_range(v))  // well formed, but not a temperature
     throw Error(where + ": '" + spec + "': " + what + " = " + s + " " + kTempRangeText +
-                " (1 is standard attention, 0.4 the paper's focal setting)");
+                (std::string(what) == "t" ? " (1 is standard attention, 0.4 the paper's focal setting)" : ""));
   return (float)v;
 }
 

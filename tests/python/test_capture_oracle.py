@@ -149,6 +149,17 @@ def test_open_capture_reads_cli_file(fs, models, oracle):
         assert bits_equal(cap.metrics(run), mine.metrics(run))
     assert cap.created_utc.endswith("Z") and mine.created_utc == ""
 
+def test_resaving_an_opened_fp16_capture_keeps_float16(fs, oracle, out_dir):
+    # Capture.save()'s fp16 defaults to "as the capture was made": an opened float16 file was rewritten as float32
+    # (twice the size, and no longer saying it held rounded rows).
+    cap = fs.open_capture(oracle["focal_compare_fp16"])
+    cap.save(out_dir / "resaved_fp16.h5")
+    with h5py.File(oracle["focal_compare_fp16"], "r") as a, h5py.File(out_dir / "resaved_fp16.h5", "r") as b:
+        for run in cap.runs:
+            assert a["runs"][run]["probs"].dtype == np.float16
+            assert b["runs"][run]["probs"].dtype == np.float16
+            assert bits_equal(b["runs"][run]["probs"][()], a["runs"][run]["probs"][()])
+
 
 def test_sweep_equals_cli(fs, models, cli, out_dir):
     cli("sweep", FOCAL, "--device", "cpu", "--prompt", PROMPT, "--temps", "0.3,0.5,1", "--relevant", "2",

@@ -74,6 +74,8 @@ struct CaptureFile : Provenance {  // provenance: model_path, model_config_json,
   // generation capture, Model.generate(capture=True)); 0: not recorded, the whole sequence is the prompt. Stored as
   // the root attribute n_prompt_tokens, only when set.
   int n_prompt_tokens = 0;
+  // read_capture: a run's probabilities were stored as float16 (write_capture's probs_fp16); rewriting keeps it.
+  bool probs_fp16 = false;
   std::vector<RunCapture> runs;
   std::vector<Comparison> comparisons;
 
