@@ -561,6 +561,36 @@ TEST(FigureTraining, CalibrationLogDrawsTNotTau) {
   EXPECT_THAT(svg, HasSubstr(">1.0<"));
 }
 
+// The tau bounds' labels sit where no layer's line runs: a log whose layers start on tau_min (1.77) and climb puts
+// "tau min" at the right end of its line (it sat under the lines at the left end), "tau max" stays at the left.
+TEST(FigureTraining, TauBoundLabelsAvoidTheLayersLines) {
+  TrainLog log = make_train_log("learned_low", 3.0, true);
+  log.tau_mean.clear();
+  for (size_t i = 0; i < log.eval_step.size(); ++i) {
+    log.eval_step[i] = (int)(i * 60);  // from step 0: the first points lie under the labels' left end
+    const double f = (double)i / (log.eval_step.size() - 1);
+    for (int l = 0; l < 3; ++l) log.tau_mean.push_back((float)(1.78 + f * (0.9 + 0.2 * l)));
+  }
+  const std::string path = temp_dir() + "/learned_low.log.h5";
+  write_train_log(log, path);
+  FigureOptions o;
+  o.tau = true;
+  const std::string svg = render_figure_files("training", {path}, o, Format::kSvg);
+  // The SVG text layer: <text transform="translate(X Y)" x="DX" ...>LABEL</text>
+  auto label_x = [&](const std::string& label) {
+    const size_t at = svg.find(">" + label + "<");
+    EXPECT_NE(at, std::string::npos) << label;
+    const size_t open = svg.rfind("translate(", at);
+    return std::stod(svg.substr(open + 10));
+  };
+  const double min_x = label_x("\xCF\x84 min"), max_x = label_x("\xCF\x84 max");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("viewBox=\"0 0 ([0-9.]+) ")));
+  const double W = std::stod(m[1]);
+  EXPECT_GT(min_x, 0.6 * W) << "tau min's label is not at the right end";
+  EXPECT_LT(max_x, 0.4 * W) << "tau max's label left its place at the left end";
+}
+
 // Figure errors name the FigureOptions field (for the app and the Python API) and never a CLI option; the CLI puts
 // its option in front (FigureCli tests below).
 TEST(FigureErrors, NameTheFieldNotACliOption) {

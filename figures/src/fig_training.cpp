@@ -150,12 +150,39 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
     y0 = plot.bottom() + gap;
     const LinearMap y{p.yt.lo, p.yt.hi, plot.bottom(), plot.y};
     draw_hgrid(c, plot, p.yt, y);
+    auto page_x = [&](const Line& l, size_t i) { return x(l.steps[i] * l.per_step); };
+    // Whether a data line (with its markers' radius) crosses the box [x0, x1] x [ya, yb] on the page.
+    auto crosses = [&](double x0, double x1, double ya, double yb) {
+      const double pad = 2.5;
+      for (const Line& l : p.lines)
+        for (size_t i = 0; i < l.y.size(); ++i) {
+          if (std::isnan(l.y[i])) continue;
+          const double xa = page_x(l, i), ya0 = y(l.y[i]);
+          if (xa >= x0 - pad && xa <= x1 + pad && ya0 >= ya - pad && ya0 <= yb + pad) return true;
+          if (i + 1 >= l.y.size() || std::isnan(l.y[i + 1])) continue;
+          const double xb = page_x(l, i + 1), yb0 = y(l.y[i + 1]);
+          const double lo = std::max(x0, std::min(xa, xb)), hi = std::min(x1, std::max(xa, xb));
+          if (lo > hi || xb == xa) continue;
+          const double y_lo = ya0 + (yb0 - ya0) * (lo - xa) / (xb - xa),
+                       y_hi = ya0 + (yb0 - ya0) * (hi - xa) / (xb - xa);
+          if (std::max(y_lo, y_hi) >= ya - 1.0 && std::min(y_lo, y_hi) <= yb + 1.0) return true;
+        }
+      return false;
+    };
     for (const RefLine& r : p.refs) {
       c.line(plot.x, y(r.y), plot.right(), y(r.y), 0.6, gray(0.45), true);
-      c.text(r.label, plot.x + 3.0, y(r.y) + (r.label_below ? 2.0 : -2.0), kTickSize, 0.0, r.label_below ? 1.0 : 0.0, 0,
-             false, gray(0.35));
+      // At the left end, else the right end, else the middle: wherever no layer's line runs through it.
+      const double w = c.text_width(r.label, kTickSize), h = kCapHeight * kTickSize;
+      const double base = y(r.y) + (r.label_below ? 2.0 : -2.0);
+      const double top_y = r.label_below ? base : base - h, bottom_y = r.label_below ? base + h : base;
+      double lx = plot.x + 3.0;
+      for (const double cand : {plot.x + 3.0, plot.right() - 3.0 - w, plot.x + 0.5 * (plot.w - w)})
+        if (!crosses(cand, cand + w, top_y, bottom_y)) {
+          lx = cand;
+          break;
+        }
+      c.text(r.label, lx, base, kTickSize, 0.0, r.label_below ? 1.0 : 0.0, 0, false, gray(0.35));
     }
-    auto page_x = [&](const Line& l, size_t i) { return x(l.steps[i] * l.per_step); };
     for (const Line& l : p.lines) {
       if (l.raw.empty()) continue;
       std::vector<double> xs, ys;
