@@ -1050,8 +1050,9 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
   // The model first, where a long title's … cannot cut it (it cut "SmolLM2-135M-Instruct.…").
   EXPECT_THAT(svg, HasSubstr(">SmolLM2-135M: calibrated t per head<"));
-  // The line under the title in the longest form that fits a single column.
-  EXPECT_THAT(svg, HasSubstr("t.json: held-out loss 3.000 \xE2\x86\x92 2.500 nats (from t = 1, 40 steps)"));
+  // The line under the title in the longest form that fits a single column: the loss's unit whole ("nats/token"),
+  // the steps dropped first.
+  EXPECT_THAT(svg, HasSubstr("t.json: held-out loss 3.000 \xE2\x86\x92 2.500 nats/token (from t = 1)"));
   // A change under 0.005 nats gets 5 decimals (3 printed 4.75243 -> 4.75172 as "4.752 -> 4.752"); a model in the
   // Hugging Face cache is named ORG/NAME, not by its snapshot's hash.
   f.val_loss_init = 4.75243;

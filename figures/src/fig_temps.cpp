@@ -90,7 +90,8 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   std::vector<LegendItem> legend;
   if (cap && L <= 8)
     for (int i = 0; i < L; ++i)
-      legend.push_back({"layer " + std::to_string(layers[i]), viridis(L > 1 ? 0.9 * i / (L - 1) : 0.45), true});
+      legend.push_back({"layer " + std::to_string(layers[i]), viridis(L > 1 ? 0.9 * i / (L - 1) : 0.45), true, true,
+                        /*stroke=*/false});  // dots, as the scatter draws them
   const double scatter_h = cap ? 0.42 * W : 0.0;
   const double scatter_block =
       cap ? 12.0 + (legend.empty() ? 0.0 : legend_height(c, legend, W - 2 * kMargin) + 4.0) + scatter_h + axis_depth
@@ -135,8 +136,9 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
     // The longest form that fits the page (a single column cut it at both ends).
     std::string line;
     for (const std::string& s :
-         {label + ": " + loss + " nats/token (" + run + ")", label + ": " + loss + " nats (" + run + ")",
-          label + ": " + loss + " nats", std::string(loss) + " nats"}) {
+         {label + ": " + loss + " nats/token (" + run + ")",
+          label + ": " + loss + " nats/token (from t = " + format_sig(f.init_temp, 3) + ")",
+          label + ": " + loss + " nats/token", std::string(loss) + " nats/token", std::string(loss) + " nats"}) {
       line = s;
       if (c.text_width(s, kTickSize) <= W - 2 * kMargin) break;
     }
@@ -180,6 +182,7 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
     const LinearMap mx{xt.lo, xt.hi, sp.x, sp.right()}, my{yt.lo, yt.hi, sp.bottom(), sp.y};
     draw_hgrid(c, sp, yt, my);
     c.line(sp.x, my(1.0), sp.right(), my(1.0), 0.6, gray(0.45), true);
+    c.text("t = 1 (standard)", sp.right() - 2.0, my(1.0) + 2.0, kTickSize, 1.0, 1.0, 0, false, gray(0.35));
     for (size_t i = 0; i < t.size(); ++i) {
       if (std::isnan(ent[i])) continue;
       const int l = (int)(i / Hn);

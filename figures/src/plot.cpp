@@ -253,7 +253,7 @@ void draw_legend(Canvas& c, const std::vector<LegendItem>& items, double x0, dou
     }
     const double cy = y;
     if (it.line) {
-      c.line(x0 + x, cy, x0 + x + kLineSwatch, cy, 1.2, it.color);
+      if (it.stroke) c.line(x0 + x, cy, x0 + x + kLineSwatch, cy, 1.2, it.color);
       if (it.marker) c.marker(x0 + x + kLineSwatch / 2, cy, 1.7, it.color);
     } else {
       c.fill_rect(x0 + x, cy - kSwatch / 2, kSwatch, kSwatch, it.color);

@@ -89,6 +89,7 @@ struct LegendItem {
   Rgb color;
   bool line = false;   // a line with a marker instead of a filled box
   bool marker = true;  // with line: the marker on it (off for lines drawn without markers)
+  bool stroke = true;  // with line: the line itself (off for a scatter's dots: the marker alone)
 };
 // Legend laid out in rows left to right within `width`; returns its height.
 double legend_height(const Canvas& c, const std::vector<LegendItem>& items, double width);
