@@ -367,20 +367,29 @@ t varies (a --mode or --temp setting other than focal is refused: t means nothin
 )";
 
 // One row of the sweep table: t, prompt loss, and entropy / sink / tail mass averaged over layers and heads.
-void print_sweep_header() {
-  std::printf("%8s %12s %12s %12s %12s\n", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
+// The sweep table: mean over heads of each metric at each t; relevant mass and noise when the sweep had relevant keys.
+void print_sweep_header(const SweepFile& sf) {
+  std::printf("%8s %12s %12s %12s %12s", "t", "loss_nats", "entropy", "sink_mass", "tail_mass");
+  std::printf(sf.relevant.empty() ? "\n" : " %12s %12s\n", "relevant", "noise");
 }
 
 void print_sweep_row(const SweepFile& sf, size_t s) {
   const size_t per = (size_t)sf.n_layers * sf.n_heads;
-  double e = 0, sk = 0, tl = 0;
+  double e = 0, sk = 0, tl = 0, rm = 0;
+  int n_rel = 0;
   for (size_t i = 0; i < per; ++i) {
     const float* m = &sf.head_metrics[(s * per + i) * kNumRowMetrics];
     e += m[kEntropyNats];
     sk += m[kSinkMass];
     tl += m[kTailMass];
+    if (!std::isnan(m[kRelevantMass])) rm += m[kRelevantMass], ++n_rel;
   }
-  std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f\n", sf.focal_temps[s], sf.mean_nll[s], e / per, sk / per, tl / per);
+  std::printf("%8.3g %12.4f %12.4f %12.4f %12.4f", sf.focal_temps[s], sf.mean_nll[s], e / per, sk / per, tl / per);
+  if (!sf.relevant.empty()) {
+    const float r = n_rel ? (float)(rm / n_rel) : NAN;
+    std::printf(" %12.4f %12.4f", r, noise_mass(r));
+  }
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -416,7 +425,7 @@ int cmd_sweep(int argc, char** argv) {
   Progress prog("sweep: temperature");
   const SweepFile sf =
       run_sweep(*model, ids, base, temps, run, [&](size_t s) { prog.update((int)s + 1, (int)temps.size()); });
-  print_sweep_header();
+  print_sweep_header(sf);
   for (size_t s = 0; s < temps.size(); ++s) print_sweep_row(sf, s);
   if (!out.empty()) {
     write_sweep(sf, out);
@@ -593,7 +602,12 @@ int cmd_inspect(int argc, char** argv) {
     // The setting each t replaced the focal_temp of: per-layer / per-head overrides stay at every row.
     std::printf("swept setting %s (t below replaces its focal_temp)\n",
                 TempSpec::brief_json(sw.base_spec_json).c_str());
-    print_sweep_header();
+    if (!sw.relevant.empty()) {
+      std::printf("relevant keys:");
+      for (int32_t k : sw.relevant) std::printf(" %d", k);
+      std::printf(" (relevant mass R over them, noise 1 - R)\n");
+    }
+    print_sweep_header(sw);
     for (size_t s = 0; s < sw.focal_temps.size(); ++s) print_sweep_row(sw, s);
     return 0;
   }

@@ -493,6 +493,35 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   EXPECT_EQ(sf.focal_temps.size(), 4u);
   EXPECT_EQ((int)sf.token_ids.size(), prompt_tokens(kPrompt));
 
+  // With relevant keys, the file records them and the table adds R and 1 - R: the mean over heads of the stored
+  // relevant_mass (the table had no such column, and the file did not say which keys R was over).
+  r = run({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.4,1", "--relevant", "2,3", "-o", d + "/rel.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const SweepFile rel = read_sweep(d + "/rel.h5");
+  EXPECT_EQ(rel.relevant, (std::vector<int32_t>{2, 3}));
+  r = run({"inspect", d + "/rel.h5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("relevant keys: 2 3"));
+  {
+    std::stringstream ss(r.out);
+    std::string line;
+    size_t s = 0;
+    while (std::getline(ss, line)) {
+      double t, loss, ent, sink, tail, rm, noise;
+      if (std::sscanf(line.c_str(), "%lf %lf %lf %lf %lf %lf %lf", &t, &loss, &ent, &sink, &tail, &rm, &noise) != 7)
+        continue;
+      ASSERT_LT(s, rel.focal_temps.size());
+      const size_t per = (size_t)rel.n_layers * rel.n_heads;
+      double want = 0;
+      for (size_t i = 0; i < per; ++i) want += rel.head_metrics[(s * per + i) * kNumRowMetrics + kRelevantMass];
+      EXPECT_NEAR(rm, want / per, 1e-4) << line;  // printed to 4 decimals
+      EXPECT_NEAR(noise, 1.0 - rm, 1e-4) << line;
+      ++s;
+    }
+    EXPECT_EQ(s, rel.focal_temps.size()) << r.out;
+  }
+  EXPECT_TRUE(read_sweep(out).relevant.empty());
+
   // A legend label with a comma in it: "\\," (it could not hold one); an empty label is refused, not dropped.
   r = run({"figure", "sweep", out, "--labels", "seed 1\\, lr 3e-4", "-o", d + "/sweep.svg"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -1,4 +1,6 @@
 // focalscope.Sweep and open_sweep: metrics against the focal temperature.
+#include <vector>
+
 #include "focal/capture.h"
 #include "py_bindings.h"
 #include "py_convert.h"
@@ -60,6 +62,9 @@ void bind_sweep(nb::module_& mod) {
           "nothing.")
       .def_prop_ro("n_layers", [](const focal::SweepFile& s) { return s.n_layers; })
       .def_prop_ro("n_heads", [](const focal::SweepFile& s) { return s.n_heads; })
+      .def_prop_ro(
+          "relevant", [](const focal::SweepFile& s) { return std::vector<int>(s.relevant.begin(), s.relevant.end()); },
+          "The key positions relevant_mass is over (sweep(relevant=...)); [] when none were given.")
       .def_prop_ro(
           "base_spec", [](const focal::SweepFile& s) { return focal::TempSpec::from_json(s.base_spec_json, "sweep"); },
           "The setting whose t was swept.")

@@ -531,6 +531,7 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   sf.precision = precision_name(model.precision());
   sf.warnings = run_warnings(c, T);
   sf.base_spec_json = base.to_json();
+  sf.relevant = run_opt.relevant;
   sf.n_layers = c.n_layers;
   sf.n_heads = c.n_heads;
   sf.token_ids = tokens;

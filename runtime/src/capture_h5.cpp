@@ -150,6 +150,10 @@ void check_sweep(const Where& where, const SweepFile& file) {
                {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)},
                "[temps, n_layers, n_heads, metrics]");
   check_values(where, "mean_nll", file.mean_nll.size(), {S}, "[temps]");
+  for (int32_t k : file.relevant)
+    if (k < 0 || (size_t)k >= file.token_ids.size())
+      where.fail("relevant key " + std::to_string(k) + " is outside the prompt's " +
+                 std::to_string(file.token_ids.size()) + " positions");
 }
 
 std::vector<std::string> metric_names() {
@@ -394,6 +398,8 @@ void write_sweep(const SweepFile& file, const std::string& path) {
     const Dims hd = {S, hsize_t(file.n_layers), hsize_t(file.n_heads), hsize_t(kNumRowMetrics)};
     w.dataset_f32(root, "", "head_metrics", hd, file.head_metrics.data(), kShapeHeadMetrics, {1, hd[1], hd[2], hd[3]});
     w.dataset_f32(root, "", "mean_nll", {S}, file.mean_nll.data(), kShapeTemp);
+    if (!file.relevant.empty())
+      w.dataset_i32(root, "", "relevant", {hsize_t(file.relevant.size())}, file.relevant.data(), kShapeRelevant);
   });
 }
 
@@ -421,6 +427,11 @@ SweepFile read_sweep(const std::string& path, uint64_t read_budget_bytes) {
   Array<float> nll = r.read_f32(in.root(), "", "mean_nll", 1);
   r.expect_dims("/mean_nll", nll.dims, {S}, "[temps]");
   file.mean_nll = std::move(nll.data);
+  if (r.has(in.root(), "relevant")) {  // written since 2026-12-07, when the sweep was given relevant keys
+    const std::vector<int> rel =
+        r.read_index(in.root(), "", "relevant", hsize_t(file.token_ids.size()), "the token count");
+    file.relevant.assign(rel.begin(), rel.end());
+  }
   return file;
 }
 

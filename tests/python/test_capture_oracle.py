@@ -170,6 +170,7 @@ def test_sweep_equals_cli(fs, models, cli, out_dir):
     assert_same_h5(out_dir / "py_sweep.h5", out_dir / "cli_sweep.h5")
     back = fs.open_sweep(out_dir / "cli_sweep.h5")
     assert bits_equal(back.head_metrics, sw.head_metrics)
+    assert back.relevant == sw.relevant == [2]  # the keys relevant_mass is over, recorded
 
 
 def test_generate_equals_cli(fs, models, cli, out_dir):

@@ -225,6 +225,7 @@ struct SweepFile : Provenance {
   std::vector<float> focal_temps;   // [S]
   std::vector<float> head_metrics;  // [S, n_layers, n_heads, kNumRowMetrics] mean over rows 1..T-1
   std::vector<float> mean_nll;      // [S] mean next-token loss of the prompt in nats
+  std::vector<int32_t> relevant;    // [R] key positions of the relevant_mass metric (empty: none; absent before 12-07)
 };
 // Runs `tokens` once per focal temperature: `base` with its focal_temp replaced by each value of `temps` (mode set to
 // focal; per-layer / per-head overrides kept). Metrics per head are averaged over rows 1..T-1, ignoring NaN.
