@@ -3,8 +3,13 @@
 // generation. Models are random, written by random_model_tensors and loaded through Model::load.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 
 #include "focal/error.h"
 #include "focal/model.h"
@@ -317,6 +322,33 @@ TEST(Forward, GenerateGreedyIsDeterministicAndMatchesArgmax) {
     EXPECT_EQ(tok, std::max_element(last, last + c.vocab_size) - last);
     seq.push_back(tok);
   }
+  // Generation ends at any end token: config.json's eos_token_id list, replaced by generation_config.json's (it
+  // stopped at the list's first id only, and never read generation_config.json).
+  auto stops_after = [&](const std::string& config_eos, const std::string& gen_config) {
+    const std::string dir = test::make_temp_dir("fwd_eos");
+    for (const char* f : {"model.safetensors"}) std::filesystem::copy_file(tm.dir + "/" + f, dir + "/" + f);
+    std::ifstream in(tm.dir + "/config.json");
+    std::string cj((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    cj = std::regex_replace(cj, std::regex("\"eos_token_id\": *[0-9]+"), "\"eos_token_id\": " + config_eos);
+    EXPECT_NE(cj.find("\"eos_token_id\": " + config_eos), std::string::npos) << cj;
+    std::ofstream(dir + "/config.json") << cj;
+    if (!gen_config.empty()) std::ofstream(dir + "/generation_config.json") << gen_config;
+    std::unique_ptr<Model> m = Model::load(dir);
+    SampleOptions greedy;
+    Session se(*m, 40);
+    return generate(se, prompt, 10, TempSpec::native(c), greedy, RunOptions{}, nullptr).size();
+  };
+  // k: the first generated token after the first that is new (a repeat would stop earlier); never: an id not generated.
+  size_t k = 1;
+  while (k < g1.size() && std::find(g1.begin(), g1.begin() + k, g1[k]) != g1.begin() + k) ++k;
+  ASSERT_LT(k, g1.size());
+  int never_id = c.vocab_size - 1;
+  while (std::find(g1.begin(), g1.end(), never_id) != g1.end()) --never_id;
+  const std::string stop = std::to_string(g1[k]), never = std::to_string(never_id);
+  EXPECT_EQ(stops_after("[" + never + ", " + stop + "]", ""), k + 1) << "the list's second id";
+  EXPECT_EQ(stops_after(never, "{\"eos_token_id\": [" + never + ", " + stop + "]}"), k + 1)
+      << "generation_config.json's list";
+  EXPECT_EQ(stops_after(stop, "{\"eos_token_id\": " + never + "}"), 10u) << "generation_config.json replaces it";
   so.sample_temp = 1.0f;
   so.seed = 3;
   Session s3(*tm.model, 40), s4(*tm.model, 40);

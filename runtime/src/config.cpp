@@ -1,6 +1,7 @@
 // Parsing of config.json (Hugging Face LlamaForCausalLM family plus focalscope's "focal" object).
 #include "focal/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -114,6 +115,7 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
   c.attention_bias = f.boolean("attention_bias", false);
   c.bos_id = f.token_id("bos_token_id");
   c.eos_id = f.token_id("eos_token_id");
+  c.eos_ids = f.token_ids("eos_token_id");
 
   if (c.n_heads % c.n_kv_heads != 0)
     throw Error(path + ": " + f.name("num_attention_heads") + " (" + std::to_string(c.n_heads) +
@@ -133,6 +135,8 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
                            f.name("vocab_size") + " " + std::to_string(c.vocab_size) + "); it is ignored");
       *id = -1;
     }
+  c.eos_ids.erase(std::remove_if(c.eos_ids.begin(), c.eos_ids.end(), [&](int id) { return id >= c.vocab_size; }),
+                  c.eos_ids.end());
 
   if (const json* fj = f.object("focal")) {
     const Fields ff(*fj, path, "focal.", aliases);

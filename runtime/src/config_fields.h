@@ -107,6 +107,20 @@ class Fields {
       fail(key, "= " + first->dump() + " is not a valid token id");
     return int(first->get<int64_t>());
   }
+  // Every id of a token id or a list of them (eos_token_id: [128001, 128008, 128009]); empty: absent.
+  std::vector<int> token_ids(const char* key) const {
+    std::vector<int> out;
+    const json* v = find(key);
+    if (!v) return out;
+    const std::vector<json> items = v->is_array() ? v->get<std::vector<json>>() : std::vector<json>{*v};
+    for (const json& x : items) {
+      if (!x.is_number_integer()) fail(key, "must be an integer token id or a list of them, found " + describe(*v));
+      if (x.get<int64_t>() < 0 || x.get<int64_t>() > (1LL << 30))
+        fail(key, "= " + x.dump() + " is not a valid token id");
+      out.push_back(int(x.get<int64_t>()));
+    }
+    return out;
+  }
   const json* object(const char* key) const {
     const json* v = find(key);
     if (v && !v->is_object()) fail(key, "must be an object, found " + describe(*v));

@@ -8,6 +8,13 @@
 
 namespace focal {
 
+// Any of the model's end tokens (Llama 3.x Instruct: <|eot_id|> as well as <|end_of_text|>); a config made in
+// memory may give eos_id alone.
+static bool ends_generation(const ModelConfig& c, int32_t id) {
+  if (c.eos_ids.empty()) return id == c.eos_id && id >= 0;
+  return std::find(c.eos_ids.begin(), c.eos_ids.end(), id) != c.eos_ids.end();
+}
+
 namespace {
 
 // Draws a token from softmax(logits / sample_temp) restricted to the top_k largest logits (all when top_k <= 0).
@@ -61,7 +68,7 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
     }
     out.push_back(next);
     if (on_token) on_token(next);
-    if (so.stop_at_eos && next == s.model().config().eos_id) break;
+    if (so.stop_at_eos && ends_generation(s.model().config(), next)) break;
     if (step + 1 == n_new || s.n_past() >= s.max_tokens()) break;
     if (!step_forward(&next, 1)) break;
   }

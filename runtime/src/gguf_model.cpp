@@ -350,7 +350,14 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
       throw Error(m.where + ": special token id " + std::to_string(id) + " is outside the vocabulary of " +
                   std::to_string(vocab) + " — inconsistent metadata");
   if (bos >= 0) c["bos_token_id"] = bos;
-  if (eos >= 0) c["eos_token_id"] = eos;
+  // llama.cpp ends generation at the end-of-turn token too (Llama 3.x Instruct's <|eot_id|>).
+  const int eot = m.token_id("tokenizer.ggml.eot_token_id");
+  if (eos >= 0 && eot >= 0 && eot != eos)
+    c["eos_token_id"] = nlohmann::json::array({eos, eot});
+  else if (eos >= 0)
+    c["eos_token_id"] = eos;
+  else if (eot >= 0)
+    c["eos_token_id"] = eot;
   c["add_bos_token"] = m.bool_opt("tokenizer.ggml.add_bos_token", model_kind != "gpt2");
   c["gguf_file"] = path;
   if (const GgufValue* name = f.find("general.name"); name && name->type == kGgufString) c["gguf_name"] = name->str;

@@ -95,6 +95,28 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
   if (!file_exists(cfg_path)) throw Error("model '" + dir + "': config.json is missing");
   *cfg_path_out = cfg_path;
   *cfg = parse_config(read_text(cfg_path), cfg_path);
+  // transformers' generate stops at generation_config.json's eos_token_id when the directory has one (Llama 3.x
+  // Instruct lists <|eot_id|> there and in config.json); a file that does not parse is noted and left out.
+  const std::string gen_path = dir + "/generation_config.json";
+  if (file_exists(gen_path)) {
+    try {
+      const nlohmann::json gj = nlohmann::json::parse(read_text(gen_path));
+      if (gj.is_object() && gj.contains("eos_token_id") && !gj["eos_token_id"].is_null()) {
+        std::vector<int> ids;
+        const nlohmann::json& e = gj["eos_token_id"];
+        for (const nlohmann::json& x : e.is_array() ? e : nlohmann::json::array({e}))
+          if (x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < cfg->vocab_size)
+            ids.push_back(x.get<int>());
+        if (!ids.empty()) {
+          cfg->eos_ids = ids;
+          cfg->eos_id = ids[0];
+        }
+      }
+    } catch (const nlohmann::json::exception& e) {
+      cfg->warnings.push_back(gen_path + " is not JSON (" + std::string(e.what()) +
+                              "); generation stops at config.json's eos_token_id");
+    }
+  }
 
   // Weight files.
   std::vector<std::string> files;

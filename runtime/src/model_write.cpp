@@ -76,7 +76,10 @@ std::string config_to_json(const ModelConfig& c, const std::string& dtype) {
   j["hidden_act"] = "silu";
   j["torch_dtype"] = dtype == "BF16" ? "bfloat16" : dtype == "F16" ? "float16" : "float32";
   if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
-  if (c.eos_id >= 0) j["eos_token_id"] = c.eos_id;
+  if (c.eos_ids.size() > 1)
+    j["eos_token_id"] = c.eos_ids;  // every end token, as the model's own config.json listed them
+  else if (c.eos_id >= 0)
+    j["eos_token_id"] = c.eos_id;
   if (c.focal.mode != AttnMode::kStandard) {
     json f;
     f["mode"] = attn_mode_name(c.focal.mode);

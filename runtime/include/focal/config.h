@@ -97,6 +97,9 @@ struct ModelConfig {
   ArchConfig arch;              // what differs from LLaMA (norms, activation, masks, positions, scales)
   int bos_id = -1;              // -1: none
   int eos_id = -1;
+  // Every id that ends generation: config.json's eos_token_id (a list: each of them), replaced by the one of
+  // generation_config.json beside it (as transformers' generate takes it); eos_id is the first.
+  std::vector<int> eos_ids;
   bool add_bos = true;  // prepend BOS when tokenizing prompts
   FocalConfig focal;
   std::string source_json;            // config.json text as read
