@@ -106,6 +106,8 @@ std::string read_prompt(const Args& a) {
     if (!f) throw Error("--prompt-file: cannot read '" + a.get("--prompt-file") + "': " + std::strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
+    // Latin-1 text ran as U+FFFD pieces (sentencepiece) or its raw bytes (byte-level BPE), without a word.
+    focal::require_utf8_text(ss.str(), "--prompt-file '" + a.get("--prompt-file") + "'");
     return ss.str();
   }
   throw UsageError{"give the prompt with --prompt TEXT or --prompt-file FILE"};
@@ -518,16 +520,26 @@ int cmd_generate(int argc, char** argv) {
   }
   Session& s = *session;
   const Tokenizer& tok = model->require_tokenizer();
-  std::printf("%s", tok.decode(prompt).c_str());
+  // The text goes out as UTF-8, a whole character at a time: a byte-level token that ends inside a character waits
+  // for the next, and what never completes (a stray byte, a character cut off by -n) is U+FFFD, as transformers'
+  // decode writes it (raw bytes made the output undecodable).
+  std::string text = tok.decode(prompt);
+  size_t printed = 0;
+  auto print_whole = [&](bool last) {
+    const size_t end = last ? text.size() : std::max(printed, utf8_whole_end(text));
+    std::printf("%s", utf8_replaced(text.substr(printed, end - printed)).c_str());
+    printed = end;
+    std::fflush(stdout);
+  };
+  print_whole(false);
   std::vector<int32_t> all = prompt;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> gen = generate(s, prompt, n_new, spec, so, RunOptions{}, nullptr, [&](int32_t id) {
-    std::vector<int32_t> prev = all;
     all.push_back(id);
-    const std::string a_txt = tok.decode(prev), b_txt = tok.decode(all);
-    std::printf("%s", b_txt.substr(std::min(a_txt.size(), b_txt.size())).c_str());
-    std::fflush(stdout);
+    text = tok.decode(all);
+    print_whole(false);
   });
+  print_whole(true);
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("\n");
   std::fflush(stdout);  // the text's line ends before the timing line on stderr
@@ -548,10 +560,11 @@ int cmd_generate(int argc, char** argv) {
     file.n_prompt_tokens = (int)prompt.size();
     capture_settings_into(file, *model, runs, req);
     write_capture_reporting(file, a.get("--capture"), req.probs_fp16);
-    std::printf("wrote %s: %zu prompt + %zu generated tokens, runs:", a.get("--capture").c_str(), prompt.size(),
-                gen.size());
-    for (const RunCapture& r : file.runs) std::printf(" %s", r.name.c_str());
-    std::printf("\n");
+    // On stderr: stdout holds the generated text alone (the line ran into a redirected text).
+    std::fprintf(stderr, "wrote %s: %zu prompt + %zu generated tokens, runs:", a.get("--capture").c_str(),
+                 prompt.size(), gen.size());
+    for (const RunCapture& r : file.runs) std::fprintf(stderr, " %s", r.name.c_str());
+    std::fprintf(stderr, "\n");
   }
   return 0;
 }

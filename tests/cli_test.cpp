@@ -551,9 +551,11 @@ TEST_F(CliTest, GenerateAndCapture) {
   ASSERT_TRUE(exists(g));
   EXPECT_EQ(list_dir(d), std::vector<std::string>{"g.h5"});
   int n_prompt = -1, n_gen = -1;
-  const size_t w = r.out.find("wrote " + g + ": ");
-  ASSERT_NE(w, std::string::npos) << r.out;
-  ASSERT_EQ(std::sscanf(r.out.c_str() + w + g.size() + 8, "%d prompt + %d generated", &n_prompt, &n_gen), 2) << r.out;
+  // The "wrote" line goes to stderr: stdout is the generated text alone (it ran into a redirected text).
+  EXPECT_EQ(r.out.find("wrote "), std::string::npos) << r.out;
+  const size_t w = r.err.find("wrote " + g + ": ");
+  ASSERT_NE(w, std::string::npos) << r.err;
+  ASSERT_EQ(std::sscanf(r.err.c_str() + w + g.size() + 8, "%d prompt + %d generated", &n_prompt, &n_gen), 2) << r.err;
   EXPECT_EQ(n_prompt, prompt_tokens("The quick brown"));
   EXPECT_GE(n_gen, 1);
   EXPECT_LE(n_gen, 5);
@@ -601,8 +603,8 @@ TEST_F(CliTest, GenerateCompareMarksThePromptAndMatchesCaptureOfTheIds) {
                      "--layers", "1", "--heads", "0,2", "--capture", g});
   ASSERT_EQ(r.rc, 0) << r.err;
   const int P = prompt_tokens(prompt);
-  EXPECT_THAT(r.out, HasSubstr("wrote " + g + ": " + std::to_string(P) + " prompt + "));
-  EXPECT_THAT(r.out, HasSubstr("runs: focal_t0.5 standard"));
+  EXPECT_THAT(r.err, HasSubstr("wrote " + g + ": " + std::to_string(P) + " prompt + "));  // stdout: the text alone
+  EXPECT_THAT(r.err, HasSubstr("runs: focal_t0.5 standard"));
   EXPECT_THAT(r.err, HasSubstr("compare focal_t0.5 vs standard: layer 1/1  done in"));
   const CaptureFile f = read_capture(g);
   const int T = f.n_tokens();
@@ -736,6 +738,11 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--queries", "1"}, 2,
                  {"--queries describes the capture: it needs --capture FILE"}, d);
   expect_failure({"capture", *model_, "--prompt", kPrompt, "-o", o, "--temp"}, 2, {"--temp", "needs a value"}, d);
+  // a prompt file that is not UTF-8 (Latin-1) ran as replacement pieces or raw bytes, without a word
+  const std::string latin1 = out_dir("latin1_prompt") + "/latin1.txt";
+  std::ofstream(latin1) << "caf\xe9 au lait";
+  expect_failure({"capture", *model_, "--prompt-file", latin1, "-o", o}, 1,
+                 {"--prompt-file '" + latin1 + "' is not UTF-8 text: byte 0xe9 at offset 3", "iconv"}, d);
   // an unknown figure kind is a usage error naming the kinds (it exited 1, as a damaged file does)
   expect_failure({"figure", "bars", *model_, "-o", d + "/f.png"}, 2, {"unknown figure kind 'bars'", "heatmap"}, d);
 }

@@ -13,6 +13,7 @@
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
+#include "focal/tokenizer.h"
 #include "test_util.h"
 #include "tokenizer_internal.h"
 
@@ -65,6 +66,32 @@ TEST_P(HfTokenizer, EncodeDecodeMatchTokenizers) {
 
 // NFC (Qwen2's normalizer; libutf8proc) equals tokenizers' NFC on every code point with a canonical decomposition
 // (Python's unicodedata where the two libraries' Unicode versions differ: at most a few).
+// Generated text as UTF-8, hand-computed: a byte-level token that ends inside a character waits (utf8_whole_end);
+// what never completes is one U+FFFD per broken sequence, as Python's decode(errors="replace") writes it (the CLI
+// printed the raw bytes E3 81 at the end of a generation).
+TEST(Utf8Text, WholeCharactersAndReplacement) {
+  const std::string o = "\xE3\x81\x8A";  // お
+  EXPECT_EQ(focal::utf8_whole_end("ab" + o), 5u);
+  EXPECT_EQ(focal::utf8_whole_end("ab\xE3\x81"), 2u);
+  EXPECT_EQ(focal::utf8_whole_end("ab\xF0"), 2u);
+  EXPECT_EQ(focal::utf8_whole_end(""), 0u);
+  const std::string rep = "\xEF\xBF\xBD";
+  EXPECT_EQ(focal::utf8_replaced(o + "\xE3\x81"), o + rep);              // cut short at the end: one U+FFFD
+  EXPECT_EQ(focal::utf8_replaced("comp\xE3ile"), "comp" + rep + "ile");  // a lead byte alone in the middle
+  EXPECT_EQ(focal::utf8_replaced("a\x80\x80"
+                                 "b"),
+            "a" + rep + rep + "b");                               // two stray continuation bytes
+  EXPECT_EQ(focal::utf8_replaced("caf\xC3\xA9"), "caf\xC3\xA9");  // well formed: unchanged
+  try {
+    focal::require_utf8_text("ok\nline \xE9t\xE9", "prompt file 'p.txt'");
+    ADD_FAILURE() << "Latin-1 accepted";
+  } catch (const focal::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt file 'p.txt' is not UTF-8 text: byte 0xe9 at offset 8 (line 2)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HfTokenizerNfc, MatchesTokenizersNormalizer) {
   ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
   const json exp = read_json(fixtures_dir() + "/nfc.json");

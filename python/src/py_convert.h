@@ -2,6 +2,7 @@
 #pragma once
 
 #include "focal/config.h"
+#include "focal/tokenizer.h"
 #include "focal/temp_spec.h"
 #include "py_common.h"
 
@@ -59,18 +60,7 @@ inline nb::str text_of(const std::string& bytes) {
   return nb::steal<nb::str>(o);
 }
 
-// The end of bytes' longest prefix that does not stop inside a UTF-8 character: a generation's text is handed out
-// up to there, and the rest waits for the next token (a byte-level tokenizer spells an emoji over several tokens).
-inline size_t utf8_whole_end(const std::string& bytes) {
-  const size_t n = bytes.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const unsigned char c = (unsigned char)bytes[n - back];
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
-    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    return back < len ? n - back : n;  // the lead's character lacks bytes: stop before it
-  }
-  return n;
-}
+using focal::utf8_whole_end;  // focal/tokenizer.h: the end of the longest prefix of whole characters
 
 // The row metrics' names in the order of the metrics arrays' last axis.
 std::vector<std::string> metric_names();

@@ -181,8 +181,8 @@ def test_generate_equals_cli(fs, models, cli, out_dir):
                                on_token=lambda i, piece: seen.append((i, piece)))
     assert [i for i, _ in seen] == g.ids and "".join(p for _, p in seen) == g.text
     assert len(g.ids) == 12
-    # The CLI prints the prompt, the generated text and then "wrote ...".
-    assert text.startswith(models[FOCAL].detokenize(g.prompt_ids) + g.text + "\n")
+    # The CLI prints the prompt and the generated text on stdout ("wrote ..." goes to stderr).
+    assert text == models[FOCAL].detokenize(g.prompt_ids) + g.text + "\n"
     g.capture.save(out_dir / "py_gen.h5")
     assert_same_h5(out_dir / "py_gen.h5", out_dir / "cli_gen.h5")
 

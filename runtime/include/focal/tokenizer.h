@@ -28,6 +28,16 @@ class Tokenizer {
   virtual int eos_id() const = 0;
 };
 
+// Generated text, streamed a token at a time: the end of `bytes`' longest prefix that does not stop inside a UTF-8
+// character (a byte-level tokenizer spells an emoji over several tokens; the rest waits for the next token).
+size_t utf8_whole_end(const std::string& bytes);
+// `bytes` as UTF-8 text: each ill-formed sequence (a stray continuation byte, a character cut short) becomes one
+// U+FFFD, as Python's decode(errors="replace") and transformers' decode write it.
+std::string utf8_replaced(const std::string& bytes);
+// Throws Error unless `text` is UTF-8: "<what> is not UTF-8 text: byte 0xNN at offset I (line L) ...", naming the
+// way to convert it. what: e.g. "data file 'x.txt'", "prompt file 'p.txt'".
+void require_utf8_text(const std::string& text, const std::string& what, const std::string& field = "");
+
 // A piece as a person should read it: "\u2581" (word start) becomes a space, byte-fallback pieces "<0xNN>" become the
 // character when printable and "\n", "\t", "\xNN" otherwise.
 std::string display_piece(const std::string& piece);

@@ -17,6 +17,7 @@
 #include "focal/atomic_file.h"
 #include "focal/calibrate.h"
 #include "focal/error.h"
+#include "focal/tokenizer.h"
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal/trainer.h"
@@ -166,19 +167,7 @@ std::vector<int32_t> load_calib_tokens(const Model& model, const std::string& pa
   ss << in.rdbuf();
   std::string text = ss.str();
   // Latin-1 or UTF-16 text would calibrate on the byte-level tokens of mis-decoded characters, without a word.
-  for (size_t i = 0, line = 1; i < text.size();) {
-    const size_t n = utf8_sequence_length(text, i);
-    if (n == 0) {
-      char b[8];
-      std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[i]);
-      throw Error("data", "data file '" + path + "' is not UTF-8 text: byte " + b + " at offset " + std::to_string(i) +
-                              " (line " + std::to_string(line) +
-                              ") starts no UTF-8 character; convert it (iconv -f latin1 -t utf-8, say) or give " +
-                              "UTF-8 text");
-    }
-    line += text[i] == '\n';
-    i += n;
-  }
+  require_utf8_text(text, "data file '" + path + "'", "data");
   const bool jsonl = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
   if (jsonl) {
     std::string joined, line;
