@@ -335,10 +335,10 @@ int cmd_info(int argc, char** argv) {
   std::printf("layers       %d\nhidden       %d\nintermediate %d\n", c.n_layers, c.hidden, c.intermediate);
   std::printf("heads        %d query, %d key/value (GQA group %d), head_dim %d\n", c.n_heads, c.n_kv_heads,
               c.n_heads / c.n_kv_heads, c.d_head);
-  std::printf("vocab        %d\ncontext      %d\nrope_theta   %g\nrms_eps      %g\n", c.vocab_size, c.max_positions,
-              c.rope_theta, c.rms_eps);
-  std::printf("tied         %s\nqk_norm      %s\nbias         %s\n", c.tied_embeddings ? "yes" : "no",
-              c.qk_norm ? "yes" : "no", c.attention_bias ? "yes" : "no");
+  // The norms' epsilon (RMSNorm's, or LayerNorm's for GPT-2); rope theta, biases and qk_norm are in the summary
+  // above (a "bias no" line contradicted its "biases q/k/v", and GPT-2 got a rope_theta it does not have).
+  std::printf("vocab        %d\ncontext      %d\nnorm_eps     %g\n", c.vocab_size, c.max_positions, c.rms_eps);
+  std::printf("tied         %s\n", c.tied_embeddings ? "yes" : "no");
   std::printf("attention    %s", attn_mode_name(c.focal.mode));
   if (c.focal.mode == AttnMode::kFocal) std::printf(" (focal_temp %g)", c.focal.focal_temp);
   if (c.focal.mode == AttnMode::kLearned)

@@ -259,6 +259,11 @@ TEST_F(CliTest, InitThenInfo) {
   EXPECT_THAT(r.out, HasSubstr("4 query, 2 key/value"));
   EXPECT_THAT(r.out, HasSubstr("head_dim 16"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("vocab +384\n"));
+  // One line per fact: biases and RoPE theta in the summary, the norms' epsilon by its own name ("bias no" below
+  // "biases q/k/v" contradicted it; GPT-2 showed a rope_theta it does not have and its LayerNorm eps as rms_eps).
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("biases +none\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("norm_eps +1e-06\n"));  // focal init writes rms_norm_eps 1e-6
+  EXPECT_THAT(r.out, Not(::testing::ContainsRegex("\nbias +|rope_theta|rms_eps")));
   EXPECT_THAT(r.out, HasSubstr("384 pieces"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("attention +standard"));
 
