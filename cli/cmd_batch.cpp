@@ -187,9 +187,12 @@ int inspect_stats(const std::string& path) {
   if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
   std::printf("corpus %s, --max-tokens %d, --long %s\n", f.data_path.c_str(), s.max_tokens,
               f.window ? "window" : "cut");
+  // Each run's setting as capture inspect shows it: a temperature file's t summarised, not every head's (270 for
+  // SmolLM2 on one line).
   std::printf("runs:");
   for (int r = 0; r < s.n_runs; ++r)
-    std::printf("%s %s %s", r ? "," : "", f.run_names[(size_t)r].c_str(), f.run_specs_json[(size_t)r].c_str());
+    std::printf("%s %s %s", r ? "," : "", f.run_names[(size_t)r].c_str(),
+                TempSpec::brief_json(f.run_specs_json[(size_t)r]).c_str());
   std::printf("\n");
 
   // Corpus means: every layer, head and row >= 1 pooled (each cell weighted by its rows), as the figure's boxes.

@@ -159,6 +159,12 @@ TEST(CalibrateCli, TauProjFileRunsAsLearnedEverywhere) {
   const CliRun bat = focal_cli("batch " + kModel + " --data " + text + " --runs standard,calibrated:" + out +
                                " --max-tokens 32 --limit 2 -o " + dir + "/stats.h5");
   EXPECT_EQ(bat.rc, 0) << bat.out;
+  // inspect of the stats file summarises the file's setting as capture inspect does (it printed every weight)
+  const CliRun bins = focal_cli("inspect " + dir + "/stats.h5");
+  EXPECT_EQ(bins.rc, 0) << bins.out;
+  EXPECT_NE(bins.out.find("\"weight\":\"[4 x " + std::to_string(f.hidden) + " values]\""), std::string::npos)
+      << bins.out;
+  EXPECT_LT(bins.out.size(), 20000u);
   // A sweep runs focal attention at each t: the projections would be dropped while the file recorded them as the
   // swept setting (the sweep ran plain focal attention and named it calibrated:FILE).
   const CliRun sw =
