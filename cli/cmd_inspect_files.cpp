@@ -60,7 +60,9 @@ int inspect_position_loss(const std::string& path) {
       out_start = e;
     }
   }
-  const std::string in_head = "NLL 1.." + std::to_string(std::min(in_end, f.max_tokens) - 1),
+  const bool none_within = std::min(in_end, f.max_tokens) <= 1;  // the first bucket already straddles the context
+  const std::string in_head = none_within ? std::string("NLL within")
+                                          : "NLL 1.." + std::to_string(std::min(in_end, f.max_tokens) - 1),
                     out_head = "NLL " + std::to_string(out_start) + ".." + std::to_string(f.max_tokens - 1);
   std::printf("\n%-28s %16s%s\n", "setting", in_head.c_str(),
               past ? (" " + std::string(16 - std::min<size_t>(16, out_head.size()), ' ') + out_head).c_str() : "");
@@ -68,7 +70,10 @@ int inspect_position_loss(const std::string& path) {
   for (size_t r = 0; r < f.n_runs(); ++r) {
     int64_t n_in = 0, n_out = 0;
     const double in = mean_nll_between(f, r, 0, in_end, &n_in);
-    std::printf("%-28s %16.4f", f.run_names[r].c_str(), in);
+    if (none_within)
+      std::printf("%-28s %16s", f.run_names[r].c_str(), "-");
+    else
+      std::printf("%-28s %16.4f", f.run_names[r].c_str(), in);
     if (past) {
       const double out = mean_nll_between(f, r, out_start, f.max_tokens, &n_out);
       if (n_out > 0) {
@@ -82,7 +87,12 @@ int inspect_position_loss(const std::string& path) {
     if (!f.run_warnings[r].empty() && f.run_warnings[r] != f.warnings)  // the file's own is printed above
       std::printf("  %s\n", f.run_warnings[r].c_str());
   }
-  if (in_end < ctx)
+  if (none_within)
+    std::printf(
+        "(the first bucket, positions 0..%d, straddles the trained context of %d, so no bucket lies within it:"
+        " run focal eval --positions with --bucket %d or less for the loss within)\n",
+        out_start - 1, ctx, std::max(1, ctx / 2));
+  else if (in_end < ctx)
     std::printf("(the bucket at positions %d..%d straddles the trained context of %d: in neither column)\n", in_end,
                 out_start - 1, ctx);
   if (none_past) std::printf("(no document runs past the trained context of %d tokens)\n", ctx);

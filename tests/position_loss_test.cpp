@@ -328,6 +328,19 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 1..20"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 28..29"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("the bucket at positions 21..27 straddles the trained context of 24"));
+  // Buckets of 30 against the context of 24: the first already straddles it, so no bucket lies within ("NLL 1..-1"
+  // read nan): "-", and how to get the loss within.
+  const std::string out5 = dir + "/first_straddles.h5";
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 60 --bucket 30 --runs " +
+              "standard -o " + out5 + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run_cli("inspect " + out5);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("1..-1")));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("nan")));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NLL within"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("the first bucket, positions 0..29, straddles the trained context of 24"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("--bucket 12 or less"));
   // Documents shorter than the context: no "past the trained context" warning however large --max-tokens is (it
   // warned of positions 24..39 that no token reached); it says no document reaches past it, and inspect has no
   // tokens past it rather than nan.

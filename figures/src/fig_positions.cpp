@@ -52,8 +52,20 @@ void draw_trained_context(Canvas& c, const batch::PositionLossFile& f, const Tic
   if (f.trained_context <= 0 || f.trained_context >= xt.hi) return;
   const double xc = x(f.trained_context);
   c.line(xc, r.y, xc, r.bottom(), 0.8, kBoundaryInk, true);
-  c.text("max_position_embeddings " + std::to_string(f.trained_context), xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0,
-         false, kBoundaryInk);
+  // Left of the line when it fits inside the plot, else right of it (a context near the left edge put the label off
+  // the page, over the y axis's labels), else the short form.
+  for (const std::string& label : {"max_position_embeddings " + std::to_string(f.trained_context),
+                                   "context " + std::to_string(f.trained_context)}) {
+    const double w = c.text_width(label, kTickSize);
+    if (xc - 2.0 - w >= r.x + 1.0) {
+      c.text(label, xc - 2.0, r.y + 2.0, kTickSize, 1.0, 1.0, 0, false, kBoundaryInk);
+      return;
+    }
+    if (xc + 2.0 + w <= r.right() - 1.0) {
+      c.text(label, xc + 2.0, r.y + 2.0, kTickSize, 0.0, 1.0, 0, false, kBoundaryInk);
+      return;
+    }
+  }
 }
 
 // metric entropy: one run's attention entropy by query position, one line per layer (mean over heads and the
