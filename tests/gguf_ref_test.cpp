@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "focal/calibrate.h"
 #include "focal/model.h"
 #include "gguf.h"
 #include "test_util.h"
@@ -140,6 +141,22 @@ TEST(SmolLM2Reference, TokenizationMatchesTokenizers) {
     EXPECT_EQ(m->tokenizer()->encode(text, false), want) << "text: " << text;
     EXPECT_EQ(m->tokenizer()->decode(want), text);
   }
+}
+
+// focal calibrate's data is tokenized as one text, as capture and Python tokenize it: it was cut into ~2 kB pieces
+// after a "\n\n", which SmolLM2's byte-level BPE spells as one token at a piece's end and as two inside the text
+// (before a word): the held-out loss was of a token stream no other command sees.
+TEST(SmolLM2Reference, CalibrationDataIsTokenizedAsOneText) {
+  auto m = smollm();
+  std::string text;
+  for (int p = 0; p < 24; ++p) {
+    for (int w = 0; w < 40; ++w) text += w ? " word" + std::to_string((p * 7 + w) % 13) : "Paragraph";
+    text += ".\n\n";
+  }
+  const std::string path = test::make_temp_dir("calib_tokens") + "/data.txt";
+  std::ofstream(path) << text;
+  const std::vector<int32_t> want = m->tokenizer()->encode(text, m->config().add_bos);
+  EXPECT_EQ(focal::load_calib_tokens(*m, path), want) << "tokens: " << want.size();
 }
 
 TEST(SmolLM2Reference, LogitsMatchTransformers) {
