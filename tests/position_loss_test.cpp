@@ -328,6 +328,23 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 1..20"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("NLL 28..29"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("the bucket at positions 21..27 straddles the trained context of 24"));
+  // The file's warning says what ran: one run under dynamic NTK is not "its rotary positions extrapolate" (the
+  // model's own RoPE sentence); runs that differ get the past-context fact alone, each its own in run_warnings.
+  const std::string out_dyn = dir + "/dynamic.h5", out_mix = dir + "/mixed.h5";
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 30 --runs " +
+              "standard@dynamic:2 -o " + out_dyn + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const batch::PositionLossFile dyn = batch::read_position_loss(out_dyn);
+  EXPECT_THAT(dyn.warnings, ::testing::HasSubstr("dynamic NTK"));
+  EXPECT_THAT(dyn.warnings, ::testing::Not(::testing::HasSubstr("extrapolate")));
+  EXPECT_EQ(dyn.warnings, dyn.run_warnings.at(0));
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 30 --runs " +
+              "standard,standard@dynamic:2 -o " + out_mix + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const batch::PositionLossFile mix = batch::read_position_loss(out_mix);
+  EXPECT_THAT(mix.warnings, ::testing::HasSubstr("each setting's warning says how it computed its rotary positions"));
+  EXPECT_THAT(mix.run_warnings.at(0), ::testing::HasSubstr("extrapolate"));
+  EXPECT_THAT(mix.run_warnings.at(1), ::testing::HasSubstr("dynamic NTK"));
   // Buckets of 30 against the context of 24: the first already straddles it, so no bucket lies within ("NLL 1..-1"
   // read nan): "-", and how to get the loss within.
   const std::string out5 = dir + "/first_straddles.h5";

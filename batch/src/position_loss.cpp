@@ -173,7 +173,20 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
       w = "rope_scaling " + r.rope_scaling + " replaces the model's own" + (w.empty() ? "" : "; " + w);
     f.run_warnings.push_back(w);
   }
-  f.warnings = context_length_warning(c, longest);
+  // The file's warning says what ran: the settings' own when they agree, else the past-context fact alone (the
+  // model's own RoPE sentence described rotary positions no run used: "extrapolate" above runs under dynamic NTK).
+  f.warnings = f.run_warnings.empty() ? context_length_warning(c, longest) : f.run_warnings[0];
+  for (const std::string& w : f.run_warnings)
+    if (w != f.warnings) {
+      f.warnings = longest > c.max_positions
+                       ? std::to_string(longest) + " tokens run past the model's trained context of " +
+                             std::to_string(c.max_positions) + " (max_position_embeddings): positions " +
+                             std::to_string(c.max_positions) + ".." + std::to_string(longest - 1) +
+                             " were never trained on; each setting's warning says how it computed its rotary "
+                             "positions"
+                       : std::string();
+      break;
+    }
   if (f.warnings.empty() && opt.max_tokens > c.max_positions)
     f.warnings = "no document reaches past the model's trained context of " + std::to_string(c.max_positions) +
                  " tokens (the longest runs " + std::to_string(longest) + " of --max-tokens " +
