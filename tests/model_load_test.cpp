@@ -761,6 +761,31 @@ TEST_F(ModelLoadTest, TokenizerLoadsAndMustFitVocabulary) {
   EXPECT_EQ(ids[0], 1);
   EXPECT_EQ(m->tokenizer()->decode(std::vector<int32_t>(ids.begin() + 1, ids.end())), "the quick brown fox");
 
+  // Tokens tokenizer_config.json adds past tokenizer.model's pieces (Phi-3's chat tokens): decoded as their text,
+  // shown as their piece (one of them made the whole decode empty, its piece "<?>"); add_bos_token false there is
+  // taken (config.json's was read alone).
+  {
+    ModelConfig c2 = c;
+    c2.vocab_size = 388;
+    const std::string dir3 = root_ + "/withtok_added";
+    write_model_dir(dir3, c2, random_model_tensors(c2, 3), "F32", tok);
+    write_bytes(dir3 + "/tokenizer_config.json",
+                R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": false, "added_tokens_decoder": {)"
+                R"("1": {"content": "<s>", "special": true}, "386": {"content": "<|end|>", "special": true}}})");
+    auto m3 = Model::load(dir3);
+    const Tokenizer& t3 = m3->require_tokenizer();
+    EXPECT_FALSE(m3->config().add_bos);
+    const std::vector<int32_t> fox = t3.encode("the quick brown fox", false);
+    std::vector<int32_t> with_end = fox;
+    with_end.push_back(386);
+    EXPECT_EQ(t3.decode(with_end), "the quick brown fox<|end|>");
+    std::vector<int32_t> end_first = {386};
+    end_first.insert(end_first.end(), fox.begin(), fox.end());
+    EXPECT_EQ(t3.decode(end_first), "<|end|> the quick brown fox");  // the word-start space kept after it
+    EXPECT_EQ(t3.piece(386), "<|end|>");
+    EXPECT_EQ(t3.decode({1, fox[0]}), t3.decode({fox[0]})) << "tokenizer.model's own <s> decodes as before";
+  }
+
   // The same tokenizer next to a model with a smaller vocabulary is refused, naming both sides.
   const std::string dir2 = root_ + "/tok_too_big";
   write_model_dir(dir2, small_config(), random_model_tensors(small_config(), 3), "F32", tok);

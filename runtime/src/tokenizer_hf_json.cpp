@@ -373,7 +373,27 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
     path = json_path;
     cfg->add_bos = h.add_bos;
   } else if (is_file(spm_path)) {
-    tok = Tokenizer::load(spm_path);
+    // tokenizer_config.json beside it: the tokens added past tokenizer.model's pieces (Phi-3's chat tokens) and
+    // whether prompts start with BOS (config.json's add_bos_token was read alone).
+    std::map<int32_t, std::string> added;
+    const std::string tc_path = dir + "/tokenizer_config.json";
+    if (is_file(tc_path)) {
+      const json tc = read_json_file(tc_path);
+      if (tc.is_object() && tc.contains("added_tokens_decoder") && tc["added_tokens_decoder"].is_object())
+        for (const auto& [key, v] : tc["added_tokens_decoder"].items()) {
+          char* end = nullptr;
+          const long id = std::strtol(key.c_str(), &end, 10);
+          if (end == key.c_str() || *end || id < 0 || id >= kMaxTokenId) continue;
+          if (v.is_object() && v.contains("content") && v["content"].is_string())
+            added[(int32_t)id] = v["content"].get<std::string>();
+        }
+      if (tc.is_object() && tc.contains("add_bos_token")) {
+        if (!tc["add_bos_token"].is_boolean() && !tc["add_bos_token"].is_null())
+          throw Error("'" + tc_path + "': field \"add_bos_token\" must be true or false");
+        if (tc["add_bos_token"].is_boolean()) cfg->add_bos = tc["add_bos_token"].get<bool>() && cfg->bos_id >= 0;
+      }
+    }
+    tok = load_spm_with_added(spm_path, std::move(added));
     path = spm_path;
   } else {
     return nullptr;

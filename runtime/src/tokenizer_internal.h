@@ -1,6 +1,7 @@
 // Tokenizers built from a vocabulary held in memory (the GGUF tokenizer.ggml.* metadata); runtime-internal.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,9 @@ struct SpmVocab {
 // Sentencepiece BPE model (llama's tokenizer) built from the vocabulary: a ModelProto is written and loaded into
 // sentencepiece. No normaliser beyond whitespace handling is stored in GGUF, so none is applied.
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::string& where);
+// A sentencepiece tokenizer.model with the tokens an HF directory adds beside it (id -> text; decode and piece show
+// them).
+std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, std::map<int32_t, std::string> added);
 
 // A Hugging Face tokenizer.json (byte-level BPE) with the special tokens of its directory.
 struct HfJsonTokenizer {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <utility>
 
 #include "focal/error.h"
 #include "focal/tokenizer.h"
@@ -37,14 +39,45 @@ class SpmTokenizer final : public Tokenizer {
     return out;
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
-    std::vector<int> v(ids.begin(), ids.end());
-    std::string s;
-    sp_.Decode(v, &s);
-    return s;
+    // sentencepiece decodes its own pieces; an added token (tokenizer_config.json's added_tokens_decoder: Phi-3's
+    // <|end|>, <|assistant|> past tokenizer.model's 32000) is its text, and an id neither knows is left out. One
+    // such id made sentencepiece return nothing for the whole sequence.
+    std::string out, part;
+    std::vector<int> run;
+    auto flush = [&] {
+      if (run.empty()) return;
+      part.clear();
+      sp_.Decode(run, &part);
+      // sentencepiece drops the word-start space of its first piece; after an added token it is a space of the text
+      // ("<|end|> Hi", as transformers decodes it).
+      if (!out.empty() && sp_.IdToPiece(run[0]).rfind("\xE2\x96\x81", 0) == 0 && part.rfind(' ', 0) != 0)
+        part.insert(0, " ");
+      out += part;
+      run.clear();
+    };
+    for (int32_t id : ids) {
+      const auto it = added_.find(id);
+      if (it != added_.end()) {
+        flush();
+        out += it->second;
+      } else if (id >= 0 && id < sp_.GetPieceSize()) {
+        run.push_back(id);
+      }
+    }
+    flush();
+    return out;
   }
   std::string piece(int32_t id) const override {
+    const auto it = added_.find(id);
+    if (it != added_.end()) return it->second;
     if (id < 0 || id >= sp_.GetPieceSize()) return "<?>";
     return sp_.IdToPiece(id);
+  }
+  // Only ids past tokenizer.model's pieces: its own (<s>, </s> listed again in added_tokens_decoder) decode as
+  // sentencepiece decodes them.
+  void set_added(std::map<int32_t, std::string> added) {
+    added_ = std::move(added);
+    for (auto it = added_.begin(); it != added_.end();) it = it->first < sp_.GetPieceSize() ? added_.erase(it) : ++it;
   }
   int vocab_size() const override { return sp_.GetPieceSize(); }
   int bos_id() const override { return sp_.bos_id(); }
@@ -52,6 +85,7 @@ class SpmTokenizer final : public Tokenizer {
 
  private:
   sentencepiece::SentencePieceProcessor sp_;
+  std::map<int32_t, std::string> added_;  // id -> text of tokens added beside tokenizer.model (HF directories)
 };
 
 // ---- protobuf wire format, just what a sentencepiece ModelProto needs ----
@@ -126,6 +160,12 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::stri
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) { return std::make_unique<SpmTokenizer>(path); }
+
+std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, std::map<int32_t, std::string> added) {
+  auto t = std::make_unique<SpmTokenizer>(path);
+  t->set_added(std::move(added));
+  return t;
+}
 
 std::string display_piece(const std::string& piece) {
   // Byte-fallback piece "<0xNN>".
