@@ -178,10 +178,18 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     } else if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "exaone" ||
                pre == "minerva") {
       v.pre = BpePre::kDigitsGpt2;
+    } else if (pre == "llama-bpe" || pre == "llama3") {
+      // Llama 3.x as llama.cpp's converter names it: the regex of its tokenizer.json, and a pre-tokenized word that
+      // is itself a token stays whole (tokenizer.json's ignore_merges).
+      v.pre = BpePre::kLlama3;
+      v.ignore_merges = true;
+    } else if (pre == "qwen2") {
+      v.pre = BpePre::kQwen2;
+      v.nfc = true;  // Qwen2's tokenizer.json normalizes to NFC first
     } else {
       throw Error(m.where + ": tokenizer.ggml.pre '" + pre +
                   "' is not supported (focalscope's byte-level BPE "
-                  "knows gpt2, smollm, starcoder, refact, codeshell, exaone, minerva)");
+                  "knows gpt2, llama-bpe, qwen2, smollm, starcoder, refact, codeshell, exaone, minerva)");
     }
     return make_bpe_tokenizer(std::move(v), where);
   }
