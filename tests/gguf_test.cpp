@@ -431,5 +431,32 @@ TEST(BpeTokenizer, PreTokenizerSplits) {
   EXPECT_EQ(t->piece(ids2[1]), "t");
 }
 
+// llama.cpp's names of Llama 3.x's and Qwen2's pre-tokenizers open (they were refused, so no Llama 3 or Qwen2 GGUF
+// did) and the text round-trips; their patterns are the tokenizer.json engine's, checked against the `tokenizers`
+// library in hf_tokenizer_test. An unknown name is still refused, naming the ones known.
+TEST(BpeTokenizer, LlamaBpeAndQwen2PreTokenizersOpen) {
+  auto with_pre = [](const std::string& pre) {
+    GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "tokenizer.ggml.pre");
+    b.str("tokenizer.ggml.pre", pre);
+    const std::string bytes = b.bytes();
+    GgufFile f(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "tiny-" + pre);
+    return gguf_tokenizer(f);
+  };
+  const std::string text = "the  the\n\n2024 \xC3\xA9t\xC3\xA9";
+  for (const char* pre : {"llama-bpe", "qwen2"}) {
+    SCOPED_TRACE(pre);
+    auto t = with_pre(pre);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->decode(t->encode(text, false)), text);
+  }
+  try {
+    (void)with_pre("falcon3");
+    ADD_FAILURE() << "an unknown pre-tokenizer was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("tokenizer.ggml.pre 'falcon3' is not supported"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("llama-bpe, qwen2"));
+  }
+}
+
 }  // namespace
 }  // namespace focal

@@ -222,7 +222,7 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
     types.push_back(5);
   }
   if (skip_key != "tokenizer.ggml.model") b.str("tokenizer.ggml.model", "gpt2");
-  b.str("tokenizer.ggml.pre", "gpt2");
+  if (skip_key != "tokenizer.ggml.pre") b.str("tokenizer.ggml.pre", "gpt2");
   b.strs("tokenizer.ggml.tokens", toks);
   b.i32s("tokenizer.ggml.token_type", types);
   b.strs("tokenizer.ggml.merges", {"\xC4\xA0 t", "h e", "\xC4\xA0t he"});
