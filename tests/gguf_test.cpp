@@ -416,6 +416,12 @@ TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
   EXPECT_EQ(t->piece(ids[2]), "\xC4\x8A");
   EXPECT_EQ(t->display(ids[3]), "\\xC3");        // half of é alone is no text
   EXPECT_EQ(t->encode("x", true).front(), 259);  // add_bos puts the BOS id first
+  // A backslash reads "\\": the two characters backslash-n apart from a newline's "\n".
+  const std::vector<int32_t> bs = t->encode("\\n", false);
+  ASSERT_EQ(bs.size(), 2u);
+  EXPECT_EQ(t->display(bs[0]) + t->display(bs[1]), "\\\\n");
+  EXPECT_EQ(display_piece("<0x5C>"), "\\\\");
+  EXPECT_EQ(display_piece("a\\b"), "a\\\\b");
 }
 
 TEST(BpeTokenizer, PreTokenizerSplits) {

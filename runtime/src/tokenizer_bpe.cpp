@@ -319,6 +319,8 @@ class BpeTokenizer final : public Tokenizer {
       const uint32_t cp = next_cp(b, i, &len);
       if (cp == '\n')
         out += "\\n";
+      else if (cp == '\\')  // escaped, so a token spelling backslash-n reads apart from a newline
+        out += "\\\\";
       else if (cp == '\t')
         out += "\\t";
       else if (cp == '\r')

@@ -174,6 +174,7 @@ std::string display_piece(const std::string& piece) {
     if (v == '\n') return "\\n";
     if (v == '\t') return "\\t";
     if (v == '\r') return "\\r";
+    if (v == '\\') return "\\\\";
     if (v >= 0x20 && v < 0x7f) return std::string(1, (char)v);
     char b[8];
     std::snprintf(b, sizeof b, "\\x%02X", v);
@@ -185,6 +186,9 @@ std::string display_piece(const std::string& piece) {
     if (piece.compare(i, 3, kWordStart) == 0) {
       out += ' ';
       i += 3;
+    } else if (piece[i] == '\\') {  // escaped, so a piece spelling backslash-n reads apart from a newline
+      out += "\\\\";
+      ++i;
     } else {
       out += piece[i++];
     }

@@ -20,8 +20,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(const std::string& text, bool add_bos) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual std::string piece(int32_t id) const = 0;  // the raw piece, e.g. "\u2581the", "<0x0A>"
-  // The token as a person should read it (captures store this): spaces as spaces, "\n" for a newline, "\xNN" for
-  // a byte that is not printable text. Default: display_piece(piece(id)) for sentencepiece pieces.
+  // The token as a person should read it (captures store this): spaces as spaces, "\n" for a newline, "\\" for a
+  // backslash (so a token spelling backslash-n reads apart from a newline), "\xNN" for a byte that is not printable
+  // text. Default: display_piece(piece(id)) for sentencepiece pieces.
   virtual std::string display(int32_t id) const { return display_piece(piece(id)); }
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;  // -1 if none
