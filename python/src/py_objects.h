@@ -70,7 +70,7 @@ struct PyModel {
                                  ": expected a str, a list of token ids or an int32 numpy array, got " +
                                  nb::cast<std::string>(nb::str(p.type().attr("__name__"))));
     }
-    if (ids.empty()) raise(PyExc_ValueError, std::string(param) + ": no tokens to run");
+    if (ids.empty() && for_forward) raise(PyExc_ValueError, std::string(param) + ": no tokens to run");
     const int V = cfg().vocab_size;
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= V)

@@ -352,6 +352,8 @@ def test_on_token_stops_and_raises(models):
     with pytest.raises(ValueError, match="name: 'focal_t0.4' names the setting focal_t0.4, and the run is focal_t0.3"):
         m.run(PROMPT, 0.3, name="focal_t0.4")
     assert m.run(PROMPT, 0.3, name="focal_t0.3", probs=False).runs == ["focal_t0.3"]
+    # no ids decode to no text (it raised "no tokens to run"), as transformers' decode([]) gives ''
+    assert m.detokenize([]) == "" and m.pieces([]) == []
     # ... "native" (the model's own setting) and a compared run's "_b" form name settings too
     with pytest.raises(ValueError, match="name: 'native' names the setting "):
         m.run(PROMPT, 0.3, name="native")
