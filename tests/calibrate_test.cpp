@@ -483,6 +483,21 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
     EXPECT_NEAR(applied, f.val_loss, 1e-5 * f.val_loss) << calib_granularity_name(g);
     const TempFile back = read_temp_file(cfg.out_path);
     EXPECT_EQ(back.focal_temp, f.focal_temp);
+    if (g == CalibGranularity::kModel || g == CalibGranularity::kLayer) {
+      // One t per model or per layer: a file edited to hold another for one head is refused (it ran the group's
+      // first t, while inspect reported the edited one).
+      TempFile edited = back;
+      edited.focal_temp[(size_t)1 * c.n_heads + 1] *= 1.5f;
+      const std::string path = dir + "/edited_" + calib_granularity_name(g) + ".json";
+      write_temp_file(edited, path);
+      try {
+        (void)read_temp_file(path);
+        ADD_FAILURE() << "an edited " << calib_granularity_name(g) << " file was read";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("focal_temp[1][1] = "), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("set granularity to head"), std::string::npos) << e.what();
+      }
+    }
     EXPECT_EQ(back.base_checksum, model->weights_checksum());
     EXPECT_EQ(back.granularity, g);
     if (g == CalibGranularity::kTauProj) {

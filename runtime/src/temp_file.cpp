@@ -148,6 +148,22 @@ TempFile read_temp_file(const std::string& path) {
         f.focal_temp.push_back(t);
       }
     }
+    // A model file holds one t and a layer file one per layer: a value that differs (a hand edit) was applied as the
+    // first of its group, without a word, while inspect reported the differing one.
+    if (f.granularity == CalibGranularity::kModel || f.granularity == CalibGranularity::kLayer)
+      for (int l = 0; l < f.n_layers; ++l)
+        for (int h = 0; h < f.n_heads; ++h) {
+          const int l0 = f.granularity == CalibGranularity::kModel ? 0 : l;
+          const float t = f.focal_temp[(size_t)l * f.n_heads + h], t0 = f.focal_temp[(size_t)l0 * f.n_heads];
+          if (t != t0)
+            throw Error("temp_file", where + ": granularity " + calib_granularity_name(f.granularity) +
+                                         " holds one t " +
+                                         (f.granularity == CalibGranularity::kModel ? "for the model" : "per layer") +
+                                         ", but focal_temp[" + std::to_string(l) + "][" + std::to_string(h) +
+                                         "] = " + shortest_decimal(t) + " differs from focal_temp[" +
+                                         std::to_string(l0) + "][0] = " + shortest_decimal(t0) +
+                                         " (an edited file?): give them one value, or set granularity to head");
+        }
     if (f.granularity == CalibGranularity::kTauProj) {
       const json& t = j.at("tau_proj");
       auto p = std::make_shared<TauProj>();
