@@ -66,31 +66,39 @@ void add_fonts(Ui& ui) {
   if (!ui.font) ui.font = io.Fonts->AddFontDefault();
 }
 
-// The shown text's characters the atlas lacks, added to ui.glyph_ranges by the file that has them; true if any.
-bool collect_missing(Ui& ui, const std::string& s) {
-  bool added = false;
+// Calls f(code point) for each character of UTF-8 text, as ImGui decodes it (U+FFFD for a broken sequence).
+template <typename F>
+void for_each_code_point(const std::string& s, F f) {
   const char* p = s.data();
   const char* end = p + s.size();
   while (p < end) {
     unsigned int c = 0;
     const int n = ImTextCharFromUtf8(&c, p, end);
     p += n > 0 ? n : 1;
-    if (c < 0x80 || c > 0xFFFF || c == 0xFFFD) continue;  // ASCII is built in; ImWchar holds the BMP only
-    if (!ui.glyphs_tried.insert(c).second) continue;
-    if (ui.font && ui.font->FindGlyphNoFallback((ImWchar)c)) continue;
+    f(c);
+  }
+}
+
+// The shown text's characters the atlas lacks, added to ui.glyph_ranges by the file that has them; true if any.
+bool collect_missing(Ui& ui, const std::string& s) {
+  bool added = false;
+  for_each_code_point(s, [&](unsigned c) {
+    if (c < 0x80 || c > 0xFFFF || c == 0xFFFD) return;  // ASCII is built in; ImWchar holds the BMP only
+    if (!ui.glyphs_tried.insert(c).second) return;
+    if (ui.font && ui.font->FindGlyphNoFallback((ImWchar)c)) return;
     std::string file;
     try {
       file = focal::figures::font_file_for(c);
     } catch (const focal::Error&) {  // no DejaVu Sans: the app runs on ImGui's own font
     }
-    if (file.empty()) continue;
+    if (file.empty()) return;
     std::vector<ImWchar>& r = ui.glyph_ranges[file];
     if (!r.empty()) r.pop_back();  // the terminating 0
     r.push_back((ImWchar)c);
     r.push_back((ImWchar)c);
     r.push_back(0);
     added = true;
-  }
+  });
   return added;
 }
 
@@ -103,7 +111,7 @@ void build_fonts(Ui& ui) {
 
 bool add_glyphs_for_shown_text(Ui& ui, bool texture_exists) {
   const AppState& st = ui.st;
-  // Cheap test for a change: the strings' sizes and hashes of the short ones, the pieces' count and last piece.
+  // Cheap test for a change: hashes of the prompt and the message, the pieces' count and last piece.
   const std::hash<std::string> h;
   size_t sig = h(st.prompt) ^ (h(st.message) * 3) ^ (st.file.pieces.size() * 0x9E3779B97F4A7C15ull);
   if (!st.file.pieces.empty()) sig ^= h(st.file.pieces.back()) * 7;
@@ -132,15 +140,10 @@ std::vector<unsigned> glyphs_missing(const Ui& ui) {
   std::vector<unsigned> out;
   std::set<unsigned> seen;
   auto scan = [&](const std::string& s) {
-    const char* p = s.data();
-    const char* end = p + s.size();
-    while (p < end) {
-      unsigned int c = 0;
-      const int n = ImTextCharFromUtf8(&c, p, end);
-      p += n > 0 ? n : 1;
-      if (c < 0x20 || c == 0xFFFD || !seen.insert(c).second) continue;
+    for_each_code_point(s, [&](unsigned c) {
+      if (c < 0x20 || c == 0xFFFD || !seen.insert(c).second) return;
       if (c > 0xFFFF || !ui.font || !ui.font->FindGlyphNoFallback((ImWchar)c)) out.push_back(c);
-    }
+    });
   };
   scan(ui.st.prompt);
   for (const std::string& piece : ui.st.file.pieces) scan(piece);

@@ -79,19 +79,6 @@ std::string find_font_dir() {
       "FOCAL_FONT_DIR to a directory holding them");
 }
 
-cairo_user_data_key_t g_ft_face_key;
-
-// An FT face for cairo to draw with (cairo owns it through the user data); `bold` asks cairo to embolden it.
-cairo_font_face_t* load_face(FT_Library lib, const std::string& path, bool synthetic_bold = false) {
-  FT_Face face = nullptr;
-  if (FT_New_Face(lib, path.c_str(), 0, &face) != 0) throw Error("cannot load the font " + path + " (FreeType)");
-  cairo_font_face_t* f = cairo_ft_font_face_create_for_ft_face(face, 0);
-  cairo_font_face_set_user_data(f, &g_ft_face_key, face, [](void* p) { FT_Done_Face(static_cast<FT_Face>(p)); });
-  if (cairo_font_face_status(f) != CAIRO_STATUS_SUCCESS) throw Error("cairo cannot use the font " + path);
-  if (synthetic_bold) cairo_ft_font_face_set_synthesize(f, CAIRO_FT_SYNTHESIZE_BOLD);
-  return f;
-}
-
 // One font: the faces cairo draws with, and a face of its own that answers which characters it has (cairo locks
 // the faces it draws with; this one is only read under g_cover_mutex).
 struct Font {
@@ -117,10 +104,24 @@ FT_Library freetype() {
   return lib;
 }
 
-FT_Face cover_face(const std::string& path) {
+// A FreeType face of the font file (the first face of a collection).
+FT_Face open_face(const std::string& path) {
   FT_Face face = nullptr;
   if (FT_New_Face(freetype(), path.c_str(), 0, &face) != 0) throw Error("cannot load the font " + path + " (FreeType)");
   return face;
+}
+
+cairo_user_data_key_t g_ft_face_key;
+
+// A face for cairo to draw with (cairo owns its FT face through the user data); synthetic_bold asks cairo to
+// embolden it.
+cairo_font_face_t* load_face(const std::string& path, bool synthetic_bold = false) {
+  FT_Face face = open_face(path);
+  cairo_font_face_t* f = cairo_ft_font_face_create_for_ft_face(face, 0);
+  cairo_font_face_set_user_data(f, &g_ft_face_key, face, [](void* p) { FT_Done_Face(static_cast<FT_Face>(p)); });
+  if (cairo_font_face_status(f) != CAIRO_STATUS_SUCCESS) throw Error("cairo cannot use the font " + path);
+  if (synthetic_bold) cairo_ft_font_face_set_synthesize(f, CAIRO_FT_SYNTHESIZE_BOLD);
+  return f;
 }
 
 // Loaded once per process and kept: cairo caches faces past their last use, so they must outlive every surface.
@@ -129,9 +130,9 @@ const Font& dejavu() {
   static const Font f = [] {
     const std::string dir = find_font_dir();
     Font x;
-    x.regular = load_face(freetype(), dir + "/DejaVuSans.ttf");
-    x.bold = load_face(freetype(), dir + "/DejaVuSans-Bold.ttf");
-    x.cover = cover_face(dir + "/DejaVuSans.ttf");
+    x.regular = load_face(dir + "/DejaVuSans.ttf");
+    x.bold = load_face(dir + "/DejaVuSans-Bold.ttf");
+    x.cover = open_face(dir + "/DejaVuSans.ttf");
     x.path = dir + "/DejaVuSans.ttf";
     return x;
   }();
@@ -169,9 +170,9 @@ const std::vector<Font>& fallbacks() {
       try {
         Font f;
         f.path = p;
-        f.cover = cover_face(p);
-        f.regular = load_face(freetype(), p);
-        f.bold = load_face(freetype(), p, /*synthetic_bold=*/true);
+        f.cover = open_face(p);
+        f.regular = load_face(p);
+        f.bold = load_face(p, /*synthetic_bold=*/true);
         fonts.push_back(f);
       } catch (const Error&) {
         // A file FreeType cannot read is skipped: the characters it would have drawn fall to the next font.
