@@ -1422,8 +1422,8 @@ TEST(Script, SpecCommandTakesTheSharedSpecTable) {
 namespace focalscope {
 namespace {
 TEST(CorpusView, MatrixIsTheDifferenceOfCorpusMeansAndDocumentsRankByTheirHeadMean) {
-  char t[] = "/tmp/focal_corpus_view.XXXXXX";
-  const std::string dir = mkdtemp(t);
+  const std::string dir = focal::test::make_temp_dir("corpus_view");  // removed when the test process ends
+  ASSERT_FALSE(dir.empty());
   std::ofstream(dir + "/c.txt") << "the river ran past the town\n\nand every night the lamps burned low over the "
                                    "quiet water\n\nkings\n";
   auto model = focal::Model::load(kBundled);

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "focal/error.h"
 #include "focal/model.h"
@@ -32,9 +33,9 @@ using namespace focal::batch;
 namespace {
 
 std::string tmp_dir() {
-  char t[] = "/tmp/focal_batch_test.XXXXXX";
-  const char* d = mkdtemp(t);
-  return d ? d : "/tmp";
+  const std::string d = focal::test::make_temp_dir("batch_test");  // removed when the test process ends
+  if (d.empty()) throw std::runtime_error("could not make a temporary directory");
+  return d;
 }
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 std::string slurp(const std::string& path) {
