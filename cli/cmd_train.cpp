@@ -176,6 +176,7 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
     throw Error("--val-seq-len " + a.get("--val-seq-len") + ": give a window of at least 2 tokens");
   opt.val_sequences = (int)a.get_int("--val-sequences", 32);
   opt.max_tasks = (int)a.get_int("--max-tasks", 0);
+  if (opt.max_tasks < 0) throw UsageError{"--max-tasks must be >= 0 (0: every task)"};
   opt.task_set = a.get("--tasks", "eval");
   if (opt.task_set != "eval" && opt.task_set != "distract")
     throw UsageError{"--tasks: use eval (tasks by context length) or distract (by number of distractor pairs)"};

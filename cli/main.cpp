@@ -165,6 +165,20 @@ void check_ids(const std::vector<int32_t>& ids, const std::string& path, const M
   warn_past_context(cfg, (int)ids.size(), "--ids '" + path + "'");
 }
 
+// The input of capture and sweep: --ids FILE, read by read_ids_file before the model loads (`preread`), checked
+// against the model here; else the tokenized --prompt / --prompt-file.
+std::vector<int32_t> input_ids(const Args& a, const Model& model, std::vector<int32_t> preread) {
+  if (!a.has("--ids")) return tokenize_prompt(model, read_prompt(a));
+  check_ids(preread, a.get("--ids"), model.config());
+  return preread;
+}
+std::vector<int32_t> read_ids_option(const Args& a) {
+  if (!a.has("--ids")) return {};
+  if (a.has("--prompt") || a.has("--prompt-file"))
+    throw UsageError{"give the input as --ids FILE or as a prompt (--prompt / --prompt-file), not both"};
+  return read_ids_file(a.get("--ids"));  // a malformed file fails before the model loads
+}
+
 using Progress = focal::ProgressReporter;
 
 // Writes a capture with progress per run and comparison, and says how large the file came out.
@@ -282,20 +296,13 @@ int cmd_capture(int argc, char** argv) {
     std::printf("%s%s%s\n%s", kCaptureHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
   }
-  if (a.has("--ids") && (a.has("--prompt") || a.has("--prompt-file")))
-    throw UsageError{"give the input as --ids FILE or as a prompt (--prompt / --prompt-file), not both"};
   const std::string out = a.get("--output");
   check_output(out);
-  const std::string ids_path = a.get("--ids");
-  std::vector<int32_t> ids;
-  if (a.has("--ids")) ids = read_ids_file(ids_path);  // a malformed file fails before the model loads
+  std::vector<int32_t> ids = read_ids_option(a);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& cfg = model->config();
   const TempSpec spec = temp_spec_from(a, cfg);
-  if (a.has("--ids"))
-    check_ids(ids, ids_path, cfg);
-  else
-    ids = tokenize_prompt(*model, read_prompt(a));
+  ids = input_ids(a, *model, std::move(ids));
   const CaptureRequest req = request_from(a, cfg);
   const std::vector<std::pair<std::string, TempSpec>> runs = capture_settings(a, spec, cfg);
   validate_capture_request(cfg, (int)ids.size(), req, (int)runs.size());
@@ -358,12 +365,14 @@ int cmd_info(int argc, char** argv) {
 }
 
 const char* kSweepHelp =
-    R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
+    R"(usage: focal sweep MODEL (--prompt TEXT | --prompt-file FILE | --ids FILE) --temps FROM:TO:STEP [-o SWEEP.h5]
 
 Runs the prompt once per focal temperature t and reports, per t, the mean over rows (from row 1) of every
 attention metric per layer and head, and the prompt's mean next-token loss. --temps also takes a list: 0.3,0.4,1.
 The runs are focal attention at each t; per-layer/per-head overrides from the temperature options stay fixed while
 t varies (a --mode or --temp setting other than focal is refused: t means nothing there).
+  --ids FILE        token ids as they are (no tokenizer, no BOS added), as capture's --ids: for a model that
+                    stores no tokenizer
   --relevant LIST   key positions counted as relevant
   --topk-mass K     k of the top-k mass metric (default 5)
 )";
@@ -397,7 +406,7 @@ void print_sweep_row(const SweepFile& sf, size_t s) {
 
 int cmd_sweep(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", cli::kLoadFlag, cli::kMmapFlag},
-         with(kTempOpts, {"--prompt", "--prompt-file", "--temps", "--output", "--relevant", "--topk-mass",
+         with(kTempOpts, {"--prompt", "--prompt-file", "--ids", "--temps", "--output", "--relevant", "--topk-mass",
                           cli::kDeviceOption, cli::kWeightsOption, cli::kPrecisionOption, cli::kRopeScalingOption}));
   if (a.has("--help")) {
     std::printf("%s%s%s\n%s", kSweepHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
@@ -413,6 +422,7 @@ int cmd_sweep(int argc, char** argv) {
     }
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
+  std::vector<int32_t> preread = read_ids_option(a);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   TempSpec base = temp_spec_from(a, model->config());
   // A temperature file (calibrated:FILE) is judged by run_sweep, which names it: a layer or head file sets every t.
@@ -420,7 +430,7 @@ int cmd_sweep(int argc, char** argv) {
     throw UsageError{std::string("sweep runs focal attention at each t of --temps; the setting given is ") +
                      attn_mode_name(base.mode) + " (leave --mode / --temp out, or give a focal one)"};
   base.mode = AttnMode::kFocal;  // the model's native overrides (if any) stay; t is swept
-  const std::vector<int32_t> ids = tokenize_prompt(*model, read_prompt(a));
+  const std::vector<int32_t> ids = input_ids(a, *model, std::move(preread));
   RunOptions run;
   run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
@@ -690,13 +700,9 @@ int cmd_inspect(int argc, char** argv) {
       }
   }
   for (const Comparison& cmp : f.comparisons) {
-    double kl = 0, js = 0;
-    for (size_t i = 0; i < cmp.kl.size(); ++i) {
-      kl += cmp.kl[i];
-      js += cmp.js[i];
-    }
-    std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows\n", cmp.run_a.c_str(),
-                cmp.run_b.c_str(), kl / cmp.kl.size(), js / cmp.js.size(), cmp.kl.size());
+    const ComparisonMeans m = comparison_means(cmp);
+    std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows%s\n", cmp.run_a.c_str(),
+                cmp.run_b.c_str(), m.kl, m.js, m.n_rows, m.without_query0 ? " (queries 1..T-1, as the table)" : "");
   }
   return 0;
 }

@@ -2,8 +2,11 @@
 #include "model_options.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "focal/error.h"
+#include "focal/temp_spec.h"
 
 namespace focal::cli {
 
@@ -20,8 +23,13 @@ ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
   m.n_kv_heads = (int)a.get_int("--kv-heads", d.kv_heads);
   m.intermediate = (int)a.get_int("--intermediate", d.intermediate);
   m.max_positions = (int)a.get_int("--context", d.context);
-  if (m.hidden <= 0 || m.n_heads <= 0 || m.n_kv_heads <= 0 || m.n_layers <= 0 || m.intermediate <= 0 ||
-      m.max_positions <= 0 || m.hidden % m.n_heads || m.n_heads % m.n_kv_heads || (m.hidden / m.n_heads) % 2)
+  // Each size is named on its own (--layers 0 read "--hidden must be a multiple of --heads").
+  const std::pair<const char*, int> sizes[] = {
+      {"--hidden", m.hidden},       {"--layers", m.n_layers},           {"--heads", m.n_heads},
+      {"--kv-heads", m.n_kv_heads}, {"--intermediate", m.intermediate}, {"--context", m.max_positions}};
+  for (const auto& [opt, v] : sizes)
+    if (v <= 0) throw UsageError{std::string(opt) + " " + std::to_string(v) + ": give a size of at least 1"};
+  if (m.hidden % m.n_heads || m.n_heads % m.n_kv_heads || (m.hidden / m.n_heads) % 2)
     throw UsageError{"--hidden must be a multiple of --heads (with an even head size), --heads of --kv-heads"};
   m.d_head = m.hidden / m.n_heads;
   m.tied_embeddings = true;
@@ -39,7 +47,9 @@ ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
       throw UsageError{std::string(opt) + " is for --attn learned, not " + attn};
   if (m.focal.mode == AttnMode::kFocal) {
     m.focal.focal_temp = (float)a.get_double("--temp", 0.4);
-    if (!(m.focal.focal_temp > 0) || !std::isfinite(m.focal.focal_temp)) throw Error("--temp must be > 0");
+    const double t = a.get_double("--temp", 0.4);
+    if (!(t >= kMinTemp && t <= kMaxTemp))  // past the range a run refused it inside the training step (an abort)
+      throw Error("--temp " + a.get("--temp") + ": " + kTempRangeText + " (the paper's t is about 0.4)");
   }
   if (m.focal.mode == AttnMode::kLearned) {
     const float s = std::sqrt(m.d_head / 128.0f);  // the paper's 5 and 10 at d_head = 128

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "batch_internal.h"
 #include "focal/error.h"
 #include "focal/model.h"
 #include "focal_batch/batch.h"
@@ -33,7 +34,7 @@ using namespace focal::batch;
 namespace {
 
 std::string tmp_dir() {
-  const std::string d = focal::test::make_temp_dir("batch_test");  // removed when the test process ends
+  std::string d = focal::test::make_temp_dir("batch_test");  // removed when the test process ends
   if (d.empty()) throw std::runtime_error("could not make a temporary directory");
   return d;
 }
@@ -233,7 +234,65 @@ TEST(Corpus, MalformedLineNamesItsLine) {
   EXPECT_EQ(skip.skipped(), 2u);
 }
 
+// A refused --resume names each option that changed in its own spelling (hand-written keys).
+TEST(Resume, KeyDifferenceNamesOptionsAsTheyAreSpelled) {
+  const std::string was =
+      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.4}";
+  EXPECT_EQ(key_difference(was, was), "its options");
+  const std::string now =
+      "weights=1;data=/c.txt;data_stamp=bb;window=1;on_error=1;limit=20;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.5:{\"t\":0.5}";
+  EXPECT_EQ(key_difference(was, now),
+            "--data's contents, --limit (all then, 20 now), --on-error (fail then, skip now), --runs "
+            "(standard,focal_t0.4 then, standard,focal_t0.5 now), --long (cut then, window now)");
+  const std::string same_names =
+      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.3}";
+  EXPECT_EQ(key_difference(was, same_names), "--runs (standard,focal_t0.4, with other settings)");
+}
+
 // ----- a batch against the forward's own metrics -----
+
+// Text that is not UTF-8 (a Latin-1 file) is refused naming its file, line and column, or skipped; an empty JSONL
+// "text" is no document (a corpus of only those is empty).
+TEST(Corpus, NonUtf8TextIsRefusedOrSkippedAndEmptyTextIsNoDocument) {
+  const std::string d = tmp_dir();
+  write(d + "/l.txt", "fine\n\nsecond line\ncaf\xe9 au lait\n\nlast\n");
+  CorpusReader fail(d + "/l.txt", OnError::kFail);
+  Document doc;
+  ASSERT_TRUE(fail.next(doc));
+  try {
+    fail.next(doc);
+    FAIL() << "a Latin-1 document was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("l.txt' line 4 is not UTF-8 text: byte 0xe9 at column 4"), std::string::npos)
+        << e.what();
+  }
+  CorpusReader skip(d + "/l.txt", OnError::kSkip, true);
+  std::vector<std::string> texts;
+  while (skip.next(doc)) texts.push_back(doc.text);
+  EXPECT_EQ(texts, (std::vector<std::string>{"fine", "last"}));
+  EXPECT_EQ(skip.skipped(), 1u);
+
+  ::mkdir((d + "/dir").c_str(), 0777);
+  write(d + "/dir/a.txt", "ok\nthen \xff");
+  CorpusReader dir(d + "/dir", OnError::kFail);
+  try {
+    dir.next(doc);
+    FAIL() << "a file with byte 0xff was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a.txt' line 2 is not UTF-8 text: byte 0xff at column 6"), std::string::npos)
+        << e.what();
+  }
+
+  write(d + "/e.jsonl", "{\"text\": \"\"}\n{\"text\": \"  \\n\"}\n{\"text\": \"x\"}\n");
+  CorpusReader e(d + "/e.jsonl", OnError::kFail);
+  ASSERT_TRUE(e.next(doc));
+  EXPECT_EQ(doc.text, "x");
+  EXPECT_EQ(doc.index, 0);
+  EXPECT_FALSE(e.next(doc));
+}
 
 TEST(Batch, StatisticsMatchMetricsRecordedFromTheForward) {
   const std::string d = tmp_dir();

@@ -375,6 +375,28 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
   EXPECT_EQ(a->probs.size(), (size_t)2 * T * T);
   ASSERT_EQ(f.comparisons.size(), 1u);
   EXPECT_EQ(f.comparisons[0].kl.size(), (size_t)2 * T);
+  // inspect's compare line: the mean over queries 1..T-1 of both heads, as its tables (hand mean of the file's
+  // rows; printed to 4 decimals). Query 0 (KL = 0) was averaged in.
+  {
+    double kl = 0, js = 0;
+    for (int h = 0; h < 2; ++h)
+      for (int q = 1; q < T; ++q) {
+        kl += f.comparisons[0].kl[(size_t)h * T + q];
+        js += f.comparisons[0].js[(size_t)h * T + q];
+      }
+    const size_t at = r.out.find("compare focal_t0.4 vs standard: mean KL ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    double kl_shown = NAN, js_shown = NAN;
+    size_t rows = 0;
+    ASSERT_EQ(
+        std::sscanf(r.out.c_str() + at, "compare focal_t0.4 vs standard: mean KL %lf nats, mean JS %lf nats over %zu",
+                    &kl_shown, &js_shown, &rows),
+        3)
+        << r.out;
+    EXPECT_EQ(rows, (size_t)2 * (T - 1));
+    EXPECT_NEAR(kl_shown, kl / (2 * (T - 1)), 6e-5);
+    EXPECT_NEAR(js_shown, js / (2 * (T - 1)), 6e-5);
+  }
 
   // --fp16 stores fp16 probabilities, but KL / JS still come from the fp32 rows: the same values as above
   // (reference: the fp32 capture's comparison; 1e-6 relative: the same fp32 rows), and the stored rows are the
@@ -534,6 +556,22 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   expect_failure({"figure", "sweep", out, "--labels", "a,", "-o", d + "/empty.svg"}, 2,
                  {"--labels: label 2 of 'a,' is empty", "\\, for a comma"}, "");
   std::remove((d + "/sweep.svg").c_str());
+
+  // --ids runs the ids as given: the prompt's own ids give the prompt's table (the same forward; 1e-4: printed).
+  {
+    std::ofstream ids(d + "/ids.txt");
+    for (int32_t id : sf.token_ids) ids << id << " ";
+  }
+  r = run({"sweep", *model_, "--ids", d + "/ids.txt", "--temps", "0.4:1.0:0.2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<SweepRow> by_ids = parse_sweep_table(r.out);
+  ASSERT_EQ(by_ids.size(), rows.size()) << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_NEAR(by_ids[i].entropy, rows[i].entropy, 1e-4);
+    EXPECT_NEAR(by_ids[i].loss, rows[i].loss, 1e-4);
+  }
+  expect_failure({"sweep", *model_, "--ids", d + "/ids.txt", "--prompt", "x", "--temps", "0.5"}, 2,
+                 {"--ids FILE or as a prompt"}, "");
 
   // Without -o the table is printed and nothing is written.
   r = run({"sweep", *model_, "--prompt", kPrompt, "--temps", "0.5,1"});

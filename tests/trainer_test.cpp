@@ -503,7 +503,32 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
     EXPECT_THAT(e.what(), HasSubstr("attn learned (run) vs focal (now)"));
     EXPECT_THAT(e.what(), Not(HasSubstr("seed")));
   }
+  // The same options over other data (a copy of the directory with two tokens swapped) are refused too; the same
+  // data under another spelling of its directory is not (below).
+  const std::string edited = test::make_temp_dir("edited_data");
+  for (const auto& f : std::filesystem::directory_iterator(c.data_dir))
+    std::filesystem::copy_file(f.path(), edited + "/" + f.path().filename().string());
+  {
+    std::vector<int32_t> ids(4);
+    std::fstream bin(edited + "/text_train.bin", std::ios::binary | std::ios::in | std::ios::out);
+    bin.read((char*)ids.data(), 16);
+    ASSERT_NE(ids[1], ids[2]);
+    std::swap(ids[1], ids[2]);
+    bin.seekp(0);
+    bin.write((const char*)ids.data(), 16);
+  }
+  TrainConfig on_edited = c;
+  on_edited.resume = true;
+  on_edited.data_dir = edited;
+  try {
+    train(on_edited);
+    FAIL() << "a resume over edited data was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "resume");
+    EXPECT_THAT(e.what(), HasSubstr("the data in data_dir (its tokens' checksum"));
+  }
   c.resume = true;
+  c.data_dir += "/.";  // the same data, spelled otherwise
   train(c);
   const std::vector<float> wa = all_weights(a.out_dir), wc = all_weights(c.out_dir);
   ASSERT_EQ(wa.size(), wc.size());
@@ -604,6 +629,29 @@ TEST(Trainer, BadInputs) {
       EXPECT_THAT(e.what(), HasSubstr("text_val.bin holds 3 tokens, fewer than one sequence"));
     }
   }
+  // A focal t past [1e-6, 1e6] or a weight decay below 0 / NaN is refused before any work (t = 1e9 was refused
+  // inside the step's parallel region: an abort).
+  for (float t : {1e9f, 1e-9f}) {
+    tc = tiny(base + "/mt", AttnMode::kFocal);
+    tc.model.focal.focal_temp = t;
+    try {
+      train(tc);
+      FAIL() << t;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "model.focal_temp");
+      EXPECT_THAT(e.what(), HasSubstr("must be a number in [1e-6, 1e6]"));
+    }
+  }
+  for (float wd : {-1.0f, NAN}) {
+    tc = tiny(base + "/mw", AttnMode::kStandard);
+    tc.weight_decay = wd;
+    try {
+      train(tc);
+      FAIL() << wd;
+    } catch (const Error& e) { EXPECT_EQ(e.field(), "weight_decay"); }
+  }
+  EXPECT_FALSE(std::filesystem::exists(base + "/mt"));
+  EXPECT_FALSE(std::filesystem::exists(base + "/mw"));
   tc = tiny(base + "/m3", AttnMode::kStandard);
   tc.resume = true;
   try {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -19,6 +20,30 @@ bool ends_with(const std::string& s, const std::string& suf) {
 }
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 }  // namespace
+
+bool CorpusReader::utf8_or_skip(const std::string& text, const std::string& file, int64_t first_line) {
+  int64_t line = first_line;
+  size_t line_start = 0, i = 0;
+  while (i < text.size()) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) break;
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += n;
+  }
+  if (i >= text.size()) return true;
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[i]);
+  const std::string msg = "--data '" + file + "' line " + std::to_string(line) + " is not UTF-8 text: byte " + b +
+                          " at column " + std::to_string(i - line_start + 1) +
+                          " starts no UTF-8 character; convert the file (iconv -f latin1 -t utf-8, say)";
+  if (on_error_ == OnError::kFail) throw Error(msg + " or use --on-error skip to skip such documents");
+  if (!quiet_) log_warning(msg + "; its document is skipped (--on-error skip)");
+  ++skipped_;
+  return false;
+}
 
 CorpusReader::CorpusReader(const std::string& path, OnError on_error, bool quiet)
     : path_(path), on_error_(on_error), quiet_(quiet) {
@@ -103,7 +128,7 @@ bool CorpusReader::next(Document& doc) {
         return false;
       }
       if (blank(line)) continue;
-      if (!parse_jsonl(line, doc)) continue;
+      if (!parse_jsonl(line, doc) || blank(doc.text)) continue;  // an empty "text" is no document, as a blank block
     } else if (kind_ == Kind::kText) {
       // One document per blank-line-separated block; its lines joined by "\n".
       std::string text;
@@ -120,6 +145,7 @@ bool CorpusReader::next(Document& doc) {
         file_i_ = files_.size();
         return false;
       }
+      if (!utf8_or_skip(text, path_, first)) continue;
       doc.text = std::move(text);
       doc.id = path_ + ":" + std::to_string(first);
       doc.relevant.clear();
@@ -135,7 +161,7 @@ bool CorpusReader::next(Document& doc) {
         in_.open(files_[file_i_], std::ios::binary);
         if (!in_) throw Error("--data '" + files_[file_i_] + "': cannot open the file for reading");
       }
-      if (blank(doc.text)) continue;
+      if (blank(doc.text) || !utf8_or_skip(doc.text, files_[file_i_ - 1], 1)) continue;
     }
     doc.index = next_index_++;
     return true;

@@ -50,6 +50,25 @@ std::string data_stamp(const std::string& path) {
   return b;
 }
 
+// A key field's value as the option is spelled: --long cut / window, --on-error fail / skip, --limit all, --runs
+// as its run names (a changed setting under the same names says so).
+std::string option_value(const std::string& field, const std::string& v) {
+  if (field == "window") return v == "1" ? "window" : v == "0" ? "cut" : v;
+  if (field == "on_error") return v == "1" ? "skip" : v == "0" ? "fail" : v;
+  if (field == "limit") return v == "0" ? "all" : v;
+  if (field != "run") return v;
+  std::string names;  // "name:{spec};name:{spec}" -> "name,name"
+  size_t at = 0;
+  while (at < v.size()) {
+    const size_t colon = v.find(':', at);
+    names += (names.empty() ? "" : ",") + v.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    const size_t next = v.find(';', at);  // a spec's JSON holds no ';' (the key's separator)
+    if (colon == std::string::npos || next == std::string::npos) break;
+    at = next + 1;
+  }
+  return names;
+}
+
 }  // namespace
 
 std::string options_key(const Model& model, const BatchOptions& o) {
@@ -101,12 +120,14 @@ std::string key_difference(const std::string& was, const std::string& now) {
     if (ia != a.end() && ib != b.end() && ia->second == ib->second) continue;
     const auto it = kNames.find(f);
     std::string name = it == kNames.end() ? f : it->second;
-    if (f != "weights" && f != "data_stamp" && f != "run" && ia != a.end() && ib != b.end())
-      name += " (" + ia->second + " then, " + ib->second + " now)";
+    if (f != "weights" && f != "data_stamp" && ia != a.end() && ib != b.end()) {
+      const std::string then = option_value(f, ia->second), now = option_value(f, ib->second);
+      name += then == now ? " (" + then + ", with other settings)" : " (" + then + " then, " + now + " now)";
+    }
     names.push_back(name);
   }
   std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  for (const std::string& n : names) { s += (s.empty() ? "" : ", ") + n; }
   return s.empty() ? "its options" : s;
 }
 

@@ -134,7 +134,9 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   }
   if (!(lo <= hi))
     throw Error("metric", "metric: the stats file holds no value of " + std::string(row_metric_name(metric)) +
-                              " (relevant_mass needs documents with \"relevant\" positions)");
+                              (std::string(row_metric_name(metric)) == "relevant_mass"
+                                   ? " (relevant_mass needs documents with \"relevant\" positions)"
+                                   : " (its documents gave no attention row past the first token)"));
   std::vector<double> mat((size_t)L * Hn, NAN);  // [L, H]: b - a, or a
   double amax = 0, mlo = INFINITY, mhi = -INFINITY;
   for (int li = 0; li < L; ++li)

@@ -65,15 +65,11 @@ std::string capture_html(const PyCapture& c) {
       << (r.tau.empty() ? "" : " tau") << "</td></tr>";
   h << "</table>";
   for (const focal::Comparison& cmp : f.comparisons) {
-    double kl = 0, js = 0;
-    for (size_t i = 0; i < cmp.kl.size(); ++i) {
-      kl += cmp.kl[i];
-      js += cmp.js[i];
-    }
-    if (!cmp.kl.empty())
+    const focal::ComparisonMeans m = focal::comparison_means(cmp);
+    if (m.n_rows > 0)
       h << "<p>" << focal::figures::xml_escape(cmp.run_a) << " vs " << focal::figures::xml_escape(cmp.run_b)
-        << ": mean KL " << kl / cmp.kl.size() << " nats, mean JS " << js / cmp.js.size() << " nats over "
-        << cmp.kl.size() << " rows</p>";
+        << ": mean KL " << m.kl << " nats, mean JS " << m.js << " nats over " << m.n_rows << " rows"
+        << (m.without_query0 ? " (queries 1..T-1)" : "") << "</p>";
   }
   if (!f.runs.empty() && !f.runs[0].probs.empty()) {
     try {

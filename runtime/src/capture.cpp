@@ -555,6 +555,23 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   return sf;
 }
 
+ComparisonMeans comparison_means(const Comparison& cmp) {
+  ComparisonMeans m;
+  const size_t Qc = cmp.queries.size();
+  if (Qc == 0 || cmp.kl.empty() || cmp.js.size() != cmp.kl.size()) return m;
+  m.without_query0 = Qc > 1 && cmp.queries[0] == 0;
+  double kl = 0, js = 0;
+  for (size_t i = 0; i < cmp.kl.size(); ++i) {
+    if (m.without_query0 && i % Qc == 0) continue;
+    kl += cmp.kl[i];
+    js += cmp.js[i];
+    ++m.n_rows;
+  }
+  m.kl = kl / (double)m.n_rows;
+  m.js = js / (double)m.n_rows;
+  return m;
+}
+
 Comparison compare_runs(const CaptureFile& file, const std::string& a_name, const std::string& b_name,
                         const std::function<void(int, int)>& progress) {
   const RunCapture* a = file.find_run(a_name);

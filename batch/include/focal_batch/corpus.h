@@ -26,8 +26,9 @@ class CorpusReader {
   // quiet: skipped lines are counted but not logged (the batch's readers; its counting pass reports them once).
   CorpusReader(const std::string& path, OnError on_error, bool quiet = false);
   ~CorpusReader();
-  // The next valid document, false at the end. A malformed JSONL line is an Error naming the file and line under
-  // kFail; under kSkip it is reported through log_warning (same message) and counted in skipped().
+  // The next valid document, false at the end. A malformed JSONL line, or a text document that is not UTF-8, is an
+  // Error naming the file and line under kFail; under kSkip it is reported through log_warning (same message) and
+  // counted in skipped().
   bool next(Document& doc);
   uint64_t skipped() const { return skipped_; }
   const std::string& path() const { return path_; }
@@ -36,6 +37,9 @@ class CorpusReader {
  private:
   bool next_line(std::string& line);  // from the current file; opens the next file of a directory at its end
   bool parse_jsonl(const std::string& line, Document& doc);
+  // True when `text` (from `file`, starting at line `first_line`) is UTF-8; else refused or skipped as parse_jsonl's
+  // malformed lines are.
+  bool utf8_or_skip(const std::string& text, const std::string& file, int64_t first_line);
 
   enum class Kind { kJsonl, kText, kDir } kind_;
   std::string path_;

@@ -2,6 +2,8 @@
 // file (format: docs/capture-format.md). The app and the figures read captures without the model.
 #pragma once
 
+#include <cmath>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -202,6 +204,15 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
 // share no stored rows. progress(done, total), when set, is called after each compared layer.
 Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b,
                         const std::function<void(int, int)>& progress = {});
+
+// A comparison's mean KL and JS over the rows the per-head tables average (head_metric_mean): query 0 (one key, so
+// KL = JS = 0 in every pair of runs) is left out unless it is the only row. NaN and n_rows 0 when nothing is stored.
+struct ComparisonMeans {
+  double kl = NAN, js = NAN;  // nats
+  size_t n_rows = 0;
+  bool without_query0 = false;
+};
+ComparisonMeans comparison_means(const Comparison& cmp);
 
 // Writes the HDF5 file under a temporary name in the same directory and renames it into place; on any failure the
 // temporary is removed and Error names the path. Probabilities are stored as fp16 when probs_fp16 is set.

@@ -56,9 +56,40 @@ bool exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
-std::string train_config_json(const TrainConfig& c) {
+// What the run trains and validates on: FNV-1a 64 over the token streams and the tasks' ids and answers, as hex (a
+// --resume over edited data went on under the old run's record).
+std::string tokens_checksum(const TrainData& d) {
+  uint64_t h = 1469598103934665603ULL;
+  auto add = [&](const void* p, size_t n) {
+    const unsigned char* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  };
+  auto add_ids = [&](const std::vector<int32_t>& v) {
+    const uint64_t n = v.size();
+    add(&n, sizeof n);
+    add(v.data(), v.size() * sizeof(int32_t));
+  };
+  add_ids(d.text_train);
+  add_ids(d.text_val);
+  for (const std::vector<Task>* tasks : {&d.tasks_train, &d.tasks_val})
+    for (const Task& t : *tasks) {
+      add(t.kind.data(), t.kind.size());
+      add_ids(t.ids);
+      for (const TaskAnswer& a : t.answers) {
+        add(&a.answer_pos, sizeof a.answer_pos);
+        add(&a.answer_len, sizeof a.answer_len);
+        add_ids(a.relevant);
+      }
+    }
+  char b[24];
+  std::snprintf(b, sizeof b, "%016llx", (unsigned long long)h);
+  return b;
+}
+
+std::string train_config_json(const TrainConfig& c, const std::string& data_checksum) {
   json j;
   j["data_dir"] = c.data_dir;
+  j["data_checksum"] = data_checksum;
   j["seed"] = c.seed;
   j["steps"] = c.steps;
   j["batch"] = c.batch;
@@ -86,9 +117,14 @@ std::string train_config_json(const TrainConfig& c) {
 // --resume continues a run exactly only under the options it started with: the ones that shape the trajectory
 // (train_config, as trainer_state.json saved it) and the model (its config.json). Returns "name run-value (run) vs
 // given-value (now)" for each that differs, comma-separated; empty when they agree.
-std::string resume_differences(const json& saved, const TrainConfig& tc, const ModelConfig& run) {
+std::string resume_differences(const json& saved, const TrainConfig& tc, const ModelConfig& run,
+                               const std::string& data_checksum) {
   std::vector<std::string> diffs;
-  const json now = json::parse(train_config_json(tc));
+  const json now = json::parse(train_config_json(tc, data_checksum));
+  // The data's tokens (data_dir's spelling may change; what it holds may not).
+  if (saved.contains("data_checksum") && saved.at("data_checksum") != now.at("data_checksum"))
+    diffs.push_back("the data in data_dir (its tokens' checksum " + saved.at("data_checksum").get<std::string>() +
+                    " (run) vs " + data_checksum + " (now))");
   // TrainConfig's rates are float: shown as the float they are (0.003, not its double 0.003000000026077032).
   auto shown = [](const json& v) { return v.is_number_float() ? shortest_decimal((float)v.get<double>()) : v.dump(); };
   for (const char* k : {"seed", "steps", "batch", "seq_len", "task_frac", "task_kinds", "task_loss", "lr",
@@ -180,6 +216,12 @@ void validate(const TrainConfig& c) {
   need(c.tau_lr_mult >= 0 && std::isfinite(c.tau_lr_mult), "tau_lr_mult",
        "tau_lr_mult = " + num(c.tau_lr_mult) + " must be a number >= 0");
   need(c.grad_clip > 0, "grad_clip", "grad_clip = " + num(c.grad_clip) + " must be positive");
+  need(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "weight_decay",
+       "weight_decay = " + num(c.weight_decay) + " must be a number >= 0");
+  // The model's own temperature: past this range the step refused it inside its parallel region (an abort).
+  need(c.model.focal.mode != AttnMode::kFocal ||
+           (c.model.focal.focal_temp >= kMinTemp && c.model.focal.focal_temp <= kMaxTemp),
+       "model.focal_temp", "focal_temp = " + num(c.model.focal.focal_temp) + " " + kTempRangeText);
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
   need(!c.out_dir.empty(), "out_dir", "out_dir is empty: give the checkpoint directory");
   // Before any work: the checkpoint swap renames OUT aside and deletes it (as root, --out /dev/null removed the
@@ -203,7 +245,7 @@ using Moments = std::vector<std::vector<float>>;
 
 void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const Moments& adam_m,
                      const Moments& adam_v, const TrainConfig& tc, int step, const TrainLog& log,
-                     const std::string& tokenizer_path) {
+                     const std::string& tokenizer_path, const std::string& data_checksum) {
   // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
   const std::string tmp = out_dir + ".tmp";
   const std::string old = out_dir + ".old";
@@ -220,7 +262,7 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
     write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
     json st;
     st["step"] = step;
-    st["train_config"] = json::parse(train_config_json(tc));
+    st["train_config"] = json::parse(train_config_json(tc, data_checksum));
     std::ofstream state(tmp + "/trainer_state.json");
     state << st.dump(2) << "\n";
     state.flush();
@@ -405,6 +447,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0, tc.task_kinds,
                                          /*with_val_tasks=*/tc.task_frac >= 1.0f);
   const std::string tok_path = tc.data_dir + "/tokenizer.model";
+  const std::string data_sum = tokens_checksum(data);
 
   std::unique_ptr<Model> model;
   int step0 = 0;
@@ -420,7 +463,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     const json state = json::parse(f);
     step0 = state.at("step").get<int>();
     const std::string diffs = resume_differences(
-        state.contains("train_config") ? state.at("train_config") : json::object(), tc, model->config());
+        state.contains("train_config") ? state.at("train_config") : json::object(), tc, model->config(), data_sum);
     if (!diffs.empty())
       throw Error("resume", "resume: the options differ from the run in '" + tc.out_dir + "': " + diffs +
                                 "; resume with the command that started it (its options are in '" + tc.out_dir +
@@ -460,7 +503,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     while (name.size() > 1 && name.back() == '/') name.pop_back();
     log.run_name = name.substr(name.rfind('/') + 1);
   }
-  log.train_config_json = train_config_json(tc);
+  log.train_config_json = train_config_json(tc, data_sum);
   log.model_config_json = config_to_json(mc);
   log.tool_version = version();
   log.n_layers = mc.n_layers;
@@ -482,6 +525,16 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
   int steps_since = 0;
   TrainProgress pr;
   pr.steps = tc.steps;
+  // Steps are counted from 1, as the progress lines count them; a checkpoint is named only when one was written.
+  auto diverged = [&](const std::string& what, int step, double lr) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.3g", lr);
+    std::error_code ec;
+    const bool kept = std::filesystem::is_directory(tc.out_dir, ec);
+    return "training diverged: " + what + " at step " + std::to_string(step + 1) + " (learning rate " + rate + "); " +
+           (kept ? "the last good checkpoint in '" + tc.out_dir + "' is kept" : "no checkpoint was written yet") +
+           " — lower --lr or raise --warmup";
+  };
   for (int step = step0; step < tc.steps; ++step) {
     std::vector<std::vector<uint8_t>> masks;
     const auto batch = sample_batch(tc, data, step, tc.task_loss_answers ? &masks : nullptr);
@@ -490,10 +543,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     const double lr = lr_at(tc, step);
     const StepResult sr = stepper.step(batch, spec, step, lr, hp, tc.task_loss_answers ? &masks : nullptr);
     const double loss = sr.loss, gnorm = sr.grad_norm;
-    if (!sr.updated)
-      throw Error("training diverged: the loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
-                  " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
-                  "' is kept — lower --lr or raise --warmup");
+    if (!sr.updated) throw Error(diverged("the loss is " + std::to_string(loss), step, lr));
     log.step_loss.push_back((float)loss);
     loss_since += loss;
     tokens_since += n_total + batch.size();
@@ -526,11 +576,8 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       // the last good one with a model that refuses to load, so it is not written.
       for (const ParamRef& p : model->weights().params)
         for (size_t i = 0; i < p.size; ++i)
-          if (!std::isfinite(p.data[i]))
-            throw Error("training diverged: weight '" + p.name + "' is not finite at step " + std::to_string(step + 1) +
-                        " (learning rate " + std::to_string(lr) + "); the last good checkpoint in '" + tc.out_dir +
-                        "' is kept — lower --lr or raise --warmup");
-      save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc, step + 1, log, tok_path);
+          if (!std::isfinite(p.data[i])) throw Error(diverged("weight '" + p.name + "' is not finite", step, lr));
+      save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc, step + 1, log, tok_path, data_sum);
       loss_since = tokens_since = 0.0;
       steps_since = 0;
       t_last_eval = std::chrono::steady_clock::now();
