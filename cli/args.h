@@ -23,6 +23,7 @@ class Args {
   double get_double(const std::string& name, double def) const;
   long long get_int(const std::string& name, long long def) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  const std::map<std::string, std::string>& values() const { return values_; }  // --name -> value ("" for flags)
 
  private:
   std::map<std::string, std::string> values_;

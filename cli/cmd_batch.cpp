@@ -127,6 +127,7 @@ int cmd_batch(int argc, char** argv) {
     if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
     o.resume = a.has("--resume");
     check_output(o.out_path);  // a bad -o fails now, not after the model is loaded and the corpus scanned
+    check_outputs_apart(a, {"--output", "-o"}, {model_arg(a, argv[1])});
     auto model = load_model(a, model_arg(a, argv[1]));
     o.runs = parse_runs(a.get("--runs", "standard,focal:0.4"), model->config());
     const bool quiet = a.has("--quiet");

@@ -92,6 +92,7 @@ int cmd_calibrate(int argc, char** argv) {
   check_output(cfg.out_path);
   check_output(cfg.out_path + ".ckpt.json", "-o (its checkpoint)");
   check_output(cfg.log_path.empty() ? calib_log_path(cfg.out_path) : cfg.log_path, "--log");
+  check_outputs_apart(a, {"--output", "--log"}, {model_arg(a, "calibrate")});
 
   // The frozen-weight backward has no CUDA twin: the CPU, even where auto would pick a GPU (it loaded there and
   // then refused, "load the model with --device cpu").

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "args.h"
+#include "output_option.h"
 #include "device_option.h"
 #include "focal/atomic_file.h"
 #include "focal/capture.h"
@@ -145,6 +146,7 @@ int cmd_figure(int argc, char** argv) {
   const std::vector<std::string> files(a.positional().begin() + 1, a.positional().end());
   const std::string out = a.get("--output");
   if (out.empty()) throw UsageError{"give the output file with -o FILE.png|svg|pdf"};
+  check_outputs_apart(a, {"--output"});
   const figures::Format format = figures::format_from_path(out);
 
   figures::FigureOptions opt;

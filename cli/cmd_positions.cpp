@@ -79,6 +79,7 @@ int cmd_eval_positions(int argc, char** argv) {
   }
   check_output(out);  // a bad -o fails now, not after the documents ran
   const std::string dir = model_arg(a, "eval");
+  check_outputs_apart(a, {"--output"}, {dir});
   auto load = [&](const std::string& rope) { return load_model(a, dir, rope); };
   ProgressReporter prog("eval --positions: document-run");
   const bool quiet = a.has("--quiet");

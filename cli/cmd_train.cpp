@@ -167,6 +167,7 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   }
   if (!a.has("--data")) throw UsageError{"give the data directory with --data DIR"};
   if (a.has("--output")) check_output(a.get("--output"));  // before the evaluation runs, not after it
+  check_outputs_apart(a, {"--output"}, {model_arg(a, "eval")});
   auto model = load_model(a, model_arg(a, "eval"));
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;

@@ -298,6 +298,7 @@ int cmd_capture(int argc, char** argv) {
   }
   const std::string out = a.get("--output");
   check_output(out);
+  check_outputs_apart(a, {"--output"}, {cli::model_arg(a, argv[1])});
   std::vector<int32_t> ids = read_ids_option(a);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& cfg = model->config();
@@ -422,6 +423,7 @@ int cmd_sweep(int argc, char** argv) {
     }
   const std::string out = a.get("--output");
   if (!out.empty()) check_output(out);
+  check_outputs_apart(a, {"--output"}, {cli::model_arg(a, argv[1])});
   std::vector<int32_t> preread = read_ids_option(a);
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   TempSpec base = temp_spec_from(a, model->config());
@@ -493,6 +495,7 @@ int cmd_generate(int argc, char** argv) {
                        "own distribution), or leave " +
                        opt + " out"};
   if (a.has("--capture")) check_output(a.get("--capture"), "--capture");
+  check_outputs_apart(a, {"--capture"}, {cli::model_arg(a, argv[1])});
   auto model = cli::load_model(a, cli::model_arg(a, argv[1]));
   const ModelConfig& c = model->config();
   const TempSpec spec = temp_spec_from(a, c);

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "args.h"
 #include "focal/atomic_file.h"
@@ -49,6 +51,90 @@ void check_output(const std::string& path, const char* opt) {
   }
   std::fclose(f);
   std::remove(probe.c_str());
+}
+
+namespace {
+
+// Whether a file inside a directory argument is one a command reads from it (a model's weights, configuration and
+// tokenizer; a corpus's texts; training data), not an output written beside them (a capture or figure saved into
+// the model directory, batch's stats file among its .txt documents).
+bool read_from_a_directory(const std::filesystem::path& f) {
+  static const char* const kExt[] = {".safetensors", ".gguf", ".model", ".bin", ".txt", ".jsonl"};
+  static const char* const kJson[] = {
+      "config.json",           "generation_config.json",       "tokenizer.json",
+      "tokenizer_config.json", "model.safetensors.index.json", "special_tokens_map.json",
+      "manifest.json"};
+  const std::string ext = f.extension().string(), name = f.filename().string();
+  return std::find(std::begin(kExt), std::end(kExt), ext) != std::end(kExt) ||
+         std::find(std::begin(kJson), std::end(kJson), name) != std::end(kJson);
+}
+
+// The files an argument names: itself when it is an existing file; each file directly inside when it is a directory;
+// each part of a comma list and what follows a "calibrated:" / "temps:"-style prefix, the same way.
+void add_input_files(const std::string& value, const std::string& label,
+                     std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> parts = {value};
+  for (size_t at = 0; at <= value.size();) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string item = value.substr(at, comma - at);
+    if (item != value) parts.push_back(item);
+    const size_t colon = item.find(':');
+    if (colon != std::string::npos) parts.push_back(item.substr(colon + 1));
+    at = comma + 1;
+  }
+  for (const std::string& p : parts) {
+    if (p.empty()) continue;
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(p, ec);
+    if (ec) continue;
+    if (std::filesystem::is_regular_file(st)) {
+      files.emplace_back(p, label.rfind("--", 0) == 0 ? "the " + label + " file '" + p + "'"
+                            : label == "the model"    ? "the model '" + p + "'"
+                                                      : "the input '" + p + "'");
+    } else if (std::filesystem::is_directory(st)) {
+      for (const auto& e : std::filesystem::directory_iterator(p, ec))
+        if (e.is_regular_file(ec) && read_from_a_directory(e.path()))
+          files.emplace_back(e.path().string(),
+                             "a file of " + (label.rfind("--", 0) == 0 ? label + " " : std::string()) + "'" + p + "'");
+    }
+  }
+}
+
+}  // namespace
+
+void check_outputs_apart(const Args& a, const std::vector<std::string>& outputs,
+                         const std::vector<std::string>& extra_inputs) {
+  auto is_output = [&](const std::string& name) {
+    return std::find(outputs.begin(), outputs.end(), name) != outputs.end();
+  };
+  auto shown = [](const std::string& opt) { return opt == "--output" ? std::string("-o") : opt; };
+  std::vector<std::pair<std::string, std::string>> inputs;  // file, what it is
+  for (const std::string& p : a.positional()) add_input_files(p, "an argument", inputs);
+  for (const std::string& p : extra_inputs) add_input_files(p, "the model", inputs);
+  static const char* const kText[] = {"--prompt", "--name", "--labels", "--title"};  // text, not paths
+  for (const auto& [name, value] : a.values())
+    if (!is_output(name) && !value.empty() && std::find(std::begin(kText), std::end(kText), name) == std::end(kText))
+      add_input_files(value, name, inputs);
+  std::vector<std::pair<std::string, std::string>> outs;  // option, path
+  for (const std::string& o : outputs)
+    if (a.has(o) && !a.get(o).empty()) outs.emplace_back(o, a.get(o));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::error_code ec;
+    const std::filesystem::path canon = std::filesystem::weakly_canonical(outs[i].second, ec);
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec2;
+      if (!ec && std::filesystem::weakly_canonical(outs[j].second, ec2) == canon && !ec2)
+        throw Error(shown(outs[i].first) + " '" + outs[i].second + "' is also " + shown(outs[j].first) +
+                    "'s file: give each output its own path");
+    }
+    if (!std::filesystem::exists(outs[i].second, ec)) continue;  // a new file replaces no input
+    for (const auto& [file, what] : inputs) {
+      std::error_code ec3;
+      if (std::filesystem::equivalent(outs[i].second, file, ec3) && !ec3)
+        throw Error(shown(outs[i].first) + " '" + outs[i].second + "' is " + what +
+                    ", which this command reads: writing there would replace it; give another path");
+    }
+  }
 }
 
 void check_new_model_dir(const std::string& dir, bool force, const char* opt) {

@@ -55,6 +55,12 @@ bool exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
+// Writes `text` to `path`; returns the path.
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
@@ -1014,6 +1020,43 @@ TEST_F(CliTest, BadPathsExitOne) {
   expect_failure({"capture", notok, "--prompt", kPrompt, "-o", o}, 1, {"tokenizer.model"}, d);
   // generate has no token-id input: its message does not offer one
   expect_failure({"generate", notok, "--prompt", kPrompt, "-n", "2"}, 1, {"has no tokenizer", "generate needs one"}, d);
+}
+
+// An output at one of the command's inputs is refused and the input left as it was: -o at a file of the model
+// directory, the --prompt-file, a figure's capture, the --data corpus, a temperature file; two outputs at one path.
+// (Each wrote over the input and exited 0.)
+TEST_F(CliTest, AnOutputOverAnInputIsRefused) {
+  const std::string d = out_dir("over_inputs");
+  const std::string model = d + "/m";
+  ASSERT_EQ(run({"init", model, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                 "--intermediate", "64"})
+                .rc,
+            0);
+  const std::string weights = slurp(model + "/model.safetensors");
+  expect_failure({"capture", model, "--ids", write_file(d + "/ids.txt", "1 2 3"), "-o", model + "/model.safetensors"},
+                 1, {"-o '" + model + "/model.safetensors' is a file of '" + model + "'", "give another path"}, "");
+  EXPECT_EQ(slurp(model + "/model.safetensors"), weights);
+  const std::string prompt = write_file(d + "/p.txt", "the prompt");
+  expect_failure({"capture", *model_, "--prompt-file", prompt, "-o", prompt}, 1, {"is the --prompt-file file"}, "");
+  expect_failure({"generate", *model_, "--prompt-file", prompt, "-n", "1", "--capture", prompt}, 1,
+                 {"--capture '" + prompt + "' is the --prompt-file file"}, "");
+  EXPECT_EQ(slurp(prompt), "the prompt");
+  const std::string cap = d + "/cap.h5";
+  ASSERT_EQ(run({"capture", *model_, "--prompt", kPrompt, "-o", cap}).rc, 0);
+  const std::string held = slurp(cap);
+  expect_failure({"figure", "heatmap", cap, "-o", cap}, 1, {"is the input '" + cap + "'"}, "");
+  expect_failure({"capture", *model_, "--prompt", kPrompt, "--temp", "calibrated:" + cap, "-o", cap}, 1,
+                 {"is the --temp file"}, "");
+  EXPECT_EQ(slurp(cap), held);
+  const std::string corpus = write_file(d + "/c.txt", "one doc\n\nanother\n");
+  expect_failure({"batch", *model_, "--data", corpus, "--max-tokens", "16", "-o", corpus}, 1, {"is the --data file"},
+                 "");
+  EXPECT_EQ(slurp(corpus), "one doc\n\nanother\n");
+  expect_failure({"calibrate", *model_, "--data", corpus, "-o", d + "/t.json", "--log", d + "/t.json"}, 1,
+                 {"--log '" + d + "/t.json' is also -o's file"}, "");
+  EXPECT_FALSE(exists(d + "/t.json"));
+  // Writing over an earlier output is what -o is for.
+  EXPECT_EQ(run({"capture", *model_, "--prompt", kPrompt, "-o", cap}).rc, 0);
 }
 
 TEST_F(CliTest, BudgetMessageShowsTheBudget) {

@@ -650,6 +650,24 @@ TEST(Trainer, BadInputs) {
       FAIL() << wd;
     } catch (const Error& e) { EXPECT_EQ(e.field(), "weight_decay"); }
   }
+  // --out at a directory of other files (here the data directory itself) is refused and left whole: the checkpoint
+  // swap replaced it, deleting the data.
+  {
+    const std::string data = test::make_temp_dir("data_as_out");
+    for (const auto& f : std::filesystem::directory_iterator(make_data_dir()))
+      std::filesystem::copy_file(f.path(), data + "/" + f.path().filename().string());
+    tc = tiny(data, AttnMode::kStandard);
+    tc.data_dir = data;
+    try {
+      train(tc);
+      FAIL() << "training into the data directory was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "out_dir");
+      EXPECT_THAT(e.what(), HasSubstr("is a directory of other files"));
+    }
+    EXPECT_TRUE(std::filesystem::exists(data + "/text_train.bin"));
+    EXPECT_FALSE(std::filesystem::exists(data + "/trainer_state.json"));
+  }
   EXPECT_FALSE(std::filesystem::exists(base + "/mt"));
   EXPECT_FALSE(std::filesystem::exists(base + "/mw"));
   tc = tiny(base + "/m3", AttnMode::kStandard);

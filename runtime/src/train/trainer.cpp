@@ -227,6 +227,17 @@ void validate(const TrainConfig& c) {
   // Before any work: the checkpoint swap renames OUT aside and deletes it (as root, --out /dev/null removed the
   // device and left a directory in its place), and OUT.tmp / .old / .init are the trainer's to delete.
   require_directory_or_absent(c.out_dir, "out_dir");
+  // A directory of other files (the data itself, a project folder) is not the trainer's: the checkpoint swap would
+  // replace it, deleting them (--out DATA_DIR deleted the data).
+  std::error_code ec;
+  if (!c.resume && std::filesystem::is_directory(c.out_dir, ec) && !exists(c.out_dir + "/trainer_state.json")) {
+    std::filesystem::directory_iterator it(c.out_dir, ec);
+    if (!ec && it != std::filesystem::directory_iterator())
+      throw Error("out_dir", "out_dir '" + c.out_dir + "' is a directory of other files ('" +
+                                 it->path().filename().string() +
+                                 "', ...) and no checkpoint: training would replace it with its checkpoint; give a "
+                                 "new or empty directory");
+  }
   for (const char* suffix : {".tmp", ".old", ".init"})
     require_directory_or_absent(c.out_dir + suffix, "out_dir's working name");
 }
