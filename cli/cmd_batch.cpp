@@ -36,7 +36,7 @@ rows. Memory does not grow with the corpus. Format: docs/batch.md.
   --runs LIST           settings, comma-separated, each in the spec grammar of `focal capture --help`: standard,
                         native, focal:T, learned[:X], ssmax[:S], +L=T / +L:H=T overrides (default standard,focal:0.4)
   -o, --output FILE     the stats file (written under a temporary name and renamed)
-  --max-tokens N        tokens per forward (default 512, at most the model's context)
+  --max-tokens N        tokens per forward (default 512, or the model's context when shorter)
   --long cut|window     a longer document: keep its first N tokens (cut, default) or run it in windows of N
   --keep-rows N         keep N attention rows sampled uniformly over the corpus (default 0)
   --seed S              the row sample's seed (default 1)
@@ -129,6 +129,9 @@ int cmd_batch(int argc, char** argv) {
     check_output(o.out_path);  // a bad -o fails now, not after the model is loaded and the corpus scanned
     check_outputs_apart(a, {"--output", "-o"}, {model_arg(a, argv[1])});
     auto model = load_model(a, model_arg(a, argv[1]));
+    // The default is 512 tokens, or the model's context when that is shorter (a small model's batch failed with
+    // the default); a --max-tokens given past the context is still refused.
+    if (!a.has("--max-tokens")) o.max_tokens = std::min(o.max_tokens, model->config().max_positions);
     o.runs = parse_runs(a.get("--runs", "standard,focal:0.4"), model->config());
     const bool quiet = a.has("--quiet");
     if (comm->rank() == 0 && !quiet)

@@ -62,6 +62,8 @@ std::string flag_for_field(const std::string& field) {
       {"resume", "--resume"},
       {"data_dir", "--data"},
       {"grad_clip", "--grad-clip"},
+      {"weight_decay", "--weight-decay"},
+      {"model.focal_temp", "--temp"},
       {"init_std", "--init-std"},
       {"tau_lr_mult", "--tau-lr-mult"},
       {"task_set", "--tasks"},

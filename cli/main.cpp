@@ -153,7 +153,8 @@ std::vector<int32_t> read_ids_file(const std::string& path) {
                   "' is not a token id (integers separated by spaces, newlines or commas)");
     ids.push_back((int32_t)v);
   }
-  if (ids.empty()) throw Error("--ids '" + path + "' holds no token ids (integers separated by spaces or commas)");
+  if (ids.empty())
+    throw Error("--ids '" + path + "' holds no token ids (integers separated by spaces, newlines or commas)");
   return ids;
 }
 

@@ -32,9 +32,13 @@ def main():
     ap.add_argument("--type", default="F32", help="type of the 2-D weight matrices (default F32)")
     a = ap.parse_args()
 
-    import gguf
-    import torch
-    from safetensors.torch import load_file
+    try:
+        import gguf
+        import torch
+        from safetensors.torch import load_file
+    except ModuleNotFoundError as e:
+        sys.exit(f"hf_to_gguf.py: {e.name} is not installed: run it with the venv of tests/hf/setup_venv.sh "
+                 "(.venv/bin/python scripts/hf_to_gguf.py ...)")
 
     cfg = json.load(open(os.path.join(a.model_dir, "config.json")))
     archs = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Gemma2ForCausalLM": "gemma2",
@@ -43,6 +47,10 @@ def main():
     if cls not in archs or cfg.get("focal", {}).get("mode", "standard") == "learned":
         sys.exit(f"hf_to_gguf.py: {cls} does not convert (supported: {', '.join(archs)}; no learned-tau tensors in GGUF)")
     arch = archs[cls]
+    focal = cfg.get("focal", {})
+    if focal.get("mode", "standard") == "focal":  # GGUF has no key for it: the file would run standard attention
+        print(f"hf_to_gguf.py: warning: the model's focal t = {focal.get('focal_temp')} is not stored in GGUF; the "
+              f".gguf runs standard attention unless given --temp {focal.get('focal_temp')}", file=sys.stderr)
     if arch == "gpt2":  # GPT-2's own config names
         for k, g in [("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"),
                      ("max_position_embeddings", "n_positions"), ("rms_norm_eps", "layer_norm_epsilon")]:

@@ -890,8 +890,10 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   EXPECT_EQ(labels_of(ja, "corpus.docs"),
             (std::vector<std::string>{"high " + sd.doc_id[order[0]], "high " + sd.doc_id[order[1]],
                                       "low " + sd.doc_id[order[2]]}));
-  // The pane is tall on the Corpus tab (it was about 230 px at this size), and details-height sets it.
-  EXPECT_GE((double)ja["rects"]["details"][3], 0.40 * 960);
+  // The pane is tall on the Corpus tab (it was about 230 px at this size), but leaves the heatmap, grid and
+  // distribution 380 px (at 0.45 of the window a 30-layer model's distribution had no room for its chart), and
+  // details-height sets it.
+  EXPECT_GE((double)ja["rects"]["details"][3], 0.34 * 960);
   const nlohmann::json js = read_json(dir + "/short.png.json");
   EXPECT_NEAR((double)js["rects"]["details"][3], 300, 40);
   expect_layout(js, 1600, 960);

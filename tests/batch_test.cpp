@@ -707,6 +707,23 @@ TEST_F(BatchCli, EmptyCorpusAndLongDocuments) {
   EXPECT_EQ(win.stats.n_tokens, (uint64_t)total);
   // Position buckets never see a row at or beyond --max-tokens.
   EXPECT_EQ(win.pos_edges.back(), 32);
+  // Without --max-tokens, a model whose context is under the default 512 runs at its context (it was refused).
+  ASSERT_EQ(sh(quote(kFocal) + " init " + quote(dir_ + "/short") + " --tokenizer " +
+                   quote(std::string(FOCAL_SOURCE_DIR) + "/assets/models/tokenizer.model") +
+                   " --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 --context 24",
+               dir_)
+                .rc,
+            0);
+  Result s = sh(quote(kFocal) + " batch " + quote(dir_ + "/short") + " --data " + quote(dir_ + "/long.txt") +
+                    " --quiet -o " + quote(dir_ + "/short.h5"),
+                dir_);
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_EQ(read_stats(dir_ + "/short.h5").doc_n_tokens[0], 24);
+  Result over = sh(quote(kFocal) + " batch " + quote(dir_ + "/short") + " --data " + quote(dir_ + "/long.txt") +
+                       " --max-tokens 25 --quiet -o " + quote(dir_ + "/over.h5"),
+                   dir_);
+  EXPECT_EQ(over.rc, 1);
+  EXPECT_NE(over.err.find("--max-tokens 25 is longer than the model's context of 24"), std::string::npos) << over.err;
 }
 
 #ifdef FOCAL_MPIEXEC

@@ -500,6 +500,28 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
     }
     EXPECT_EQ(back.base_checksum, model->weights_checksum());
     EXPECT_EQ(back.granularity, g);
+    if (g == CalibGranularity::kHead) {
+      // A field of the wrong type is named (the JSON library's words came alone: "cannot use at() with array").
+      const std::string text = [&] {
+        std::ifstream in(cfg.out_path);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      }();
+      const std::pair<const char*, const char*> edits[] = {
+          {"shape", "[1000000, 1000000]"}, {"losses", "null"}, {"base_checksum", "5"}};
+      for (const auto& [field, value] : edits) {
+        nlohmann::json j = nlohmann::json::parse(text);
+        j[field] = nlohmann::json::parse(value);
+        const std::string path = dir + "/bad_" + field + ".json";
+        std::ofstream(path) << j.dump();
+        try {
+          (void)read_temp_file(path);
+          ADD_FAILURE() << field << " = " << value << " was read";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(std::string("field \"") + field), std::string::npos) << e.what();
+          EXPECT_EQ(std::string(e.what()).find("[json.exception"), std::string::npos) << e.what();
+        }
+      }
+    }
     if (g == CalibGranularity::kTauProj) {
       ASSERT_TRUE(back.tau_proj && f.tau_proj);
       EXPECT_EQ(back.tau_proj->weight, f.tau_proj->weight);

@@ -516,6 +516,19 @@ TEST(FigureScale, RunColoursFollowTheAttentionKindNotTheOrder) {
   EXPECT_EQ(run_kind("standard@dynamic:2"), 0);
   EXPECT_EQ(run_kind("standard_runs:focal_t0.4"), 1);
   EXPECT_EQ(run_kind("native (standard)"), 0);
+  // "learned" anywhere is the learned kind (the bundled focal-learned model drew as a second focal run); a label
+  // giving t is focal.
+  EXPECT_EQ(run_kind("focal-learned"), 2);
+  EXPECT_EQ(run_kind("focal_learned"), 2);
+  EXPECT_EQ(run_kind("t=0.3"), 1);
+  EXPECT_EQ(run_kind("t = 0.5"), 1);
+  EXPECT_EQ(run_kind("t=1.0 (standard)"), 0);
+  EXPECT_EQ(run_kind("temps"), -1);
+  // Five lines of a temperature sweep: none yellow (faint on white) while another colour is free.
+  const std::vector<Rgb> sweep = run_colors({"t=0.3", "t=0.4", "t=0.5", "t=0.6", "t=1.0 (standard)"});
+  for (const Rgb& c : sweep) EXPECT_FALSE(same(c, category_color(7)));
+  EXPECT_TRUE(same(sweep[0], category_color(1)));
+  EXPECT_TRUE(same(sweep[4], category_color(0)));
   const std::vector<Rgb> two = run_colors({"focal_t0.3", "focal_t0.4"});
   EXPECT_FALSE(same(two[0], two[1]));  // two runs of one kind still differ
   // ... and the second takes a colour no kind owns (it took standard's blue)

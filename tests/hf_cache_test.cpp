@@ -145,12 +145,32 @@ TEST_F(HfCacheTest, ALocalDirectoryWithoutAModelDoesNotHideTheCachedOne) {
 }
 
 TEST_F(HfCacheTest, ASnapshotLinkingToAMissingBlobIsAnIncompleteDownload) {
-  fs::remove(hub_ / "models--focal--tiny" / "blobs" / "blob0");
+  const fs::path snap = hub_ / "models--focal--tiny" / "snapshots" / kCommit;
+  // A dangling link the loader never reads (README.md) does not refuse the model.
+  fs::create_symlink(fs::path("../../blobs") / "gone", snap / "README.md");
+  EXPECT_EQ(resolve_model_path("focal/tiny"), snap.string());
+  // One it reads does.
+  fs::remove(snap.parent_path().parent_path() / "blobs" / fs::read_symlink(snap / "config.json").filename());
   try {
     resolve_model_path("focal/tiny");
     FAIL() << "a snapshot with a dangling link resolved";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), AllOf(HasSubstr("incomplete download"), HasSubstr("links to a blob that is missing"),
+                                HasSubstr("huggingface-cli download focal/tiny")));
+  }
+}
+
+// An interrupted download: the weights' blob is still SHA.incomplete and not linked into the snapshot. The message
+// names the model and the fix (it said "neither model.safetensors nor ... is present" about the snapshot path).
+TEST_F(HfCacheTest, AnInterruptedDownloadIsNamedWithTheFix) {
+  const fs::path repo = hub_ / "models--focal--tiny";
+  fs::remove(repo / "snapshots" / kCommit / "model.safetensors");
+  std::ofstream(repo / "blobs" / "0123abcd.incomplete") << "partial";
+  try {
+    resolve_model_path("focal/tiny");
+    FAIL() << "a snapshot without its weights resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("model 'focal/tiny'"), HasSubstr("incomplete download (it lacks its weights"),
                                 HasSubstr("huggingface-cli download focal/tiny")));
   }
 }

@@ -233,6 +233,20 @@ TEST_F(ModelLoadTest, UnsupportedArchitecture) {
   EXPECT_NO_THROW(parse_config(j.dump(), "c.json"));
 }
 
+// GPTQ / AWQ checkpoints (quantization_config) and pickle-only directories are named as such, with what to use
+// instead (they read "tensor q_proj.weight is missing" and "neither model.safetensors nor ... is present").
+TEST_F(ModelLoadTest, QuantizedAndPickleCheckpointsAreNamed) {
+  json j = base_config_json();
+  j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  EXPECT_THAT(error_of([&] { parse_config(j.dump(), "cfg.json"); }),
+              AllOf(HasSubstr("cfg.json: quantization_config.quant_method 'gptq' is not read"),
+                    HasSubstr("unquantized checkpoint")));
+  const std::string dir = make_model("pickle");
+  ASSERT_EQ(std::remove((dir + "/model.safetensors").c_str()), 0);
+  write_bytes(dir + "/pytorch_model.bin", "PK");
+  EXPECT_THAT(load_error(dir), AllOf(HasSubstr("pytorch_model.bin"), HasSubstr("safe_serialization=True")));
+}
+
 // Issue 13: inconsistent architecture fields are refused with an error naming the field.
 TEST_F(ModelLoadTest, ArchitectureFieldsAreCheckedByName) {
   auto err = [&](const std::function<void(json&)>& edit) {

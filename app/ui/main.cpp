@@ -216,11 +216,11 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // dragged.
   const bool tall_tab = ui.details_tab == 2 || ui.details_tab == 5 || ui.details_tab == 6;
   const float normal_bottom = std::clamp(h * 0.24f, 110.0f, 280.0f);
-  // ... but never so tall that the heatmap, grid and distribution above it drop under 300 px (at 1280 x 720 the grid
-  // was 20 px tall and the distribution empty): in a short window the tall tabs take what is left, at least the
-  // normal height
+  // ... but never so tall that the heatmap, grid and distribution above it drop under 380 px (at 1280 x 720 the grid
+  // was 20 px tall and the distribution empty; at 300 px a 30-layer model's grid left the distribution its header
+  // and no chart): in a short window the tall tabs take what is left, at least the normal height
   const float auto_bottom =
-      tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * 0.45f, 110.0f, 560.0f), h - top - status_h - 300.0f))
+      tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * 0.45f, 110.0f, 560.0f), h - top - status_h - 380.0f))
                : normal_bottom;
   const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
   const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom - banner_extra, 80.0f, max_bottom);

@@ -71,7 +71,8 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     const float axis_w = 40.0f, axis_h = 18.0f;
     const ImVec2 o = ImGui::GetCursorScreenPos();
     const ImVec2 p0(o.x + axis_w, o.y + 6), p1(o.x + avail.x - 6, o.y + avail.y - axis_h);
-    if (p1.x - p0.x < 20 || p1.y - p0.y < 20) {
+    if (p1.x - p0.x < 20 || p1.y - p0.y < 20) {  // say so: the panel showed its header over nothing
+      ImGui::TextDisabled("no room for the chart: drag the splitter under the layers x heads grid up");
       ImGui::End();
       return;
     }

@@ -43,13 +43,17 @@ Rgb category_color(int i) {
 namespace {
 int kind_named(std::string n) {
   for (char& ch : n) ch = (char)std::tolower((unsigned char)ch);
+  // A learned temperature is focal attention with a learned tau: "focal-learned" (the bundled model) is learned.
+  if (n.find("learned") != std::string::npos) return 2;
   static const char* kKinds[] = {"standard", "focal", "learned", "ssmax"};
   size_t best = std::string::npos;
   int kind = -1;
-  for (int k = 0; k < 4; ++k) {  // the kind named first wins ("focal_learned" is focal)
+  for (int k = 0; k < 4; ++k) {  // otherwise the kind named first wins
     const size_t at = n.find(kKinds[k]);
     if (at < best) best = at, kind = k;
   }
+  // A label that gives a temperature ("t=0.3", "t = 0.5") is a focal run.
+  if (kind < 0 && (n.rfind("t=", 0) == 0 || n.rfind("t =", 0) == 0)) kind = 1;
   return kind;
 }
 }  // namespace
@@ -71,8 +75,10 @@ std::vector<Rgb> run_colors(const std::vector<std::string>& names) {
     if (k >= 0 && !used[kKindColor[k]]) used[kKindColor[k]] = true, idx[i] = kKindColor[k];
   }
   // The rest (a second run of one kind, a name of no kind) take the colours no kind owns first (orange, sky blue,
-  // black, yellow), then the free kind colours: a second focal run took blue, which says "standard".
-  static const int kFallback[kNumCategoryColors] = {3, 5, 6, 7, 0, 1, 2, 4};
+  // black), then the colours of kinds the figure does not draw (a second focal run took blue, which says
+  // "standard", so that comes last of them), and yellow last of all: it is faint on white (five t labels drew one
+  // line yellow while three colours stood unused).
+  static const int kFallback[kNumCategoryColors] = {3, 5, 6, 2, 4, 1, 0, 7};
   std::vector<Rgb> out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (idx[i] < 0) {

@@ -78,6 +78,16 @@ ModelConfig parse_config(const std::string& text, const std::string& path, const
     if (!it->is_string()) throw Error(path + ": field \"model_type\" must be a string, found " + describe(*it));
     model_type = it->get<std::string>();
   }
+  // GPTQ / AWQ / bitsandbytes / FP8 checkpoints store packed weights under other tensor names (qweight, scales): say
+  // so, not "tensor q_proj.weight is missing".
+  if (auto it = j.find("quantization_config"); it != j.end() && it->is_object()) {
+    const std::string method = it->contains("quant_method") && (*it)["quant_method"].is_string()
+                                   ? (*it)["quant_method"].get<std::string>()
+                                   : std::string("unnamed");
+    throw Error(path + ": quantization_config.quant_method '" + method +
+                "' is not read by focalscope (its packed tensors are not plain weights): use the model's "
+                "unquantized checkpoint (bf16 / fp16 / fp32 safetensors), or a GGUF file of it");
+  }
   const ArchSpec* spec = find_arch_hf(arch_class, model_type);
   if (!spec)
     throw Error(path + ": unsupported architecture '" + (arch_class.empty() ? model_type : arch_class) +

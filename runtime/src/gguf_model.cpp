@@ -287,9 +287,11 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     throw Error(m.where + ": " + A + "vocab_size (" + std::to_string(m.int_req(A + "vocab_size")) +
                 ") disagrees with token_embd.weight's " + std::to_string(vocab) + " rows — inconsistent metadata");
   if (const GgufValue* toks = m.array("tokenizer.ggml.tokens", kGgufString))
-    if ((int64_t)toks->strs.size() > vocab)
-      throw Error(m.where + ": tokenizer.ggml.tokens has " + std::to_string(toks->strs.size()) +
-                  " entries but token_embd.weight has only " + std::to_string(vocab) + " rows — inconsistent metadata");
+    if ((int64_t)toks->strs.size() != vocab)  // fewer: ids past the list decoded as "" and prompts as unknown
+      throw Error(m.where + ": tokenizer.ggml.tokens has " + std::to_string(toks->strs.size()) + " entries but " +
+                  "token_embd.weight has " + std::to_string(vocab) +
+                  " rows — inconsistent metadata (a converter pads the list to the embedding's rows; llama.cpp "
+                  "refuses such a file too)");
 
   const std::string model_kind = m.str_opt("tokenizer.ggml.model", "");
   json c;

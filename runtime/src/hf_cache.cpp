@@ -73,9 +73,15 @@ std::string checked_snapshot(const std::string& snap, const std::string& model, 
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(snap, ec)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
+  // Files the loader reads; a missing README.md or LICENSE does not make the model incomplete.
+  auto read_by_loader = [](const std::string& n) {
+    const std::string l = lower(n);
+    return ends_with(l, ".safetensors") || ends_with(l, ".gguf") || ends_with(l, ".json") || ends_with(l, ".model") ||
+           ends_with(l, ".txt") || ends_with(l, ".tiktoken");
+  };
   for (const std::string& n : names) {
     const std::string p = snap + "/" + n;
-    if (is_link(p) && !exists(p)) missing.push_back(n);
+    if (is_link(p) && !exists(p) && read_by_loader(n)) missing.push_back(n);
     if (ends_with(lower(n), ".gguf")) ggufs.push_back(p);
   }
   auto join = [](const std::vector<std::string>& v) {
@@ -87,6 +93,19 @@ std::string checked_snapshot(const std::string& snap, const std::string& model, 
     throw Error("model '" + model + "': the Hugging Face cache's snapshot " + snap +
                 " is an incomplete download: " + join(missing) + (missing.size() == 1 ? " links" : " link") +
                 " to a blob that is missing. Fetch it again with huggingface-cli download " + repo);
+  // An interrupted download: huggingface_hub writes blobs/SHA.incomplete and links a file only once it is whole, so
+  // the snapshot lacks config.json or its weights (the loader said "config.json is missing").
+  const bool whole = exists(snap + "/config.json") &&
+                     (exists(snap + "/model.safetensors") || exists(snap + "/model.safetensors.index.json"));
+  if (!whole && ggufs.empty()) {
+    const std::string blobs = snap.substr(0, snap.rfind("/snapshots/")) + "/blobs";
+    for (const auto& e : fs::directory_iterator(blobs, ec))
+      if (ends_with(e.path().filename().string(), ".incomplete"))
+        throw Error("model '" + model + "': the Hugging Face cache's snapshot " + snap +
+                    " is an incomplete download (it lacks " +
+                    (exists(snap + "/config.json") ? "its weights" : "config.json") + "; " + blobs +
+                    " holds a partial blob, *.incomplete). Fetch it again with huggingface-cli download " + repo);
+  }
   if (exists(snap + "/config.json") || ggufs.empty()) return snap;
   if (ggufs.size() == 1) {
     if (note)

@@ -15,6 +15,7 @@
 
 #include "arch_table.h"
 #include "focal/byte_size.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "focal/hf_cache.h"
 #include "focal_kernels/ops.h"
@@ -121,6 +122,8 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
   // Weight files.
   std::vector<std::string> files;
   const std::string index_path = dir + "/model.safetensors.index.json";
+  require_link_target(dir + "/model.safetensors");  // a dangling link read as "neither ... is present"
+  require_link_target(index_path);
   if (file_exists(dir + "/model.safetensors")) {
     files.push_back(dir + "/model.safetensors");
   } else if (file_exists(index_path)) {
@@ -144,6 +147,11 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
       if (!file_exists(dir + "/" + s)) throw Error(index_path + " names shard '" + s + "', which is missing");
       files.push_back(dir + "/" + s);
     }
+  } else if (file_exists(dir + "/pytorch_model.bin") || file_exists(dir + "/pytorch_model.bin.index.json")) {
+    throw Error("model '" + dir +
+                "' holds PyTorch pickle weights (pytorch_model.bin), which focalscope does not read (a pickle can run "
+                "code): convert them once with transformers, model.save_pretrained(DIR, safe_serialization=True), "
+                "and open DIR");
   } else {
     throw Error("model '" + dir + "': neither model.safetensors nor model.safetensors.index.json is present");
   }

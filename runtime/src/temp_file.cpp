@@ -118,12 +118,16 @@ TempFile read_temp_file(const std::string& path) {
     throw Error("temp_file", where + " is not a temperature file (its \"format\" is not \"" +
                                  std::string(TempFile::kFormatName) + "\"); give the file that focal calibrate wrote");
   TempFile f;
+  std::string field;  // the one being read, for a malformed value's message
   try {
+    field = "format_version";
     if (j.at("format_version").get<int>() > TempFile::kFormatVersion)
       throw Error("temp_file", where + ": format_version " + std::to_string(j.at("format_version").get<int>()) +
                                    " is newer than this focalscope reads (" + std::to_string(TempFile::kFormatVersion) +
                                    "); update focalscope");
+    field = "granularity";
     f.granularity = parse_calib_granularity(j.at("granularity").get<std::string>(), where + ": granularity");
+    field = "shape";
     const json& s = j.at("shape");
     f.n_layers = s.at("n_layers").get<int>();
     f.n_heads = s.at("n_heads").get<int>();
@@ -131,6 +135,7 @@ TempFile read_temp_file(const std::string& path) {
     f.d_head = s.at("d_head").get<int>();
     f.hidden = s.at("hidden").get<int>();
     f.vocab_size = s.at("vocab_size").get<int>();
+    field = "focal_temp";
     const json& rows = j.at("focal_temp");
     if (!rows.is_array() || (int)rows.size() != f.n_layers || f.n_layers <= 0 || f.n_heads <= 0)
       throw Error("temp_file",
@@ -164,6 +169,7 @@ TempFile read_temp_file(const std::string& path) {
                                          std::to_string(l0) + "][0] = " + shortest_decimal(t0) +
                                          " (an edited file?): give them one value, or set granularity to head");
         }
+    field = "tau_proj";
     if (f.granularity == CalibGranularity::kTauProj) {
       const json& t = j.at("tau_proj");
       auto p = std::make_shared<TauProj>();
@@ -195,8 +201,11 @@ TempFile read_temp_file(const std::string& path) {
         throw Error("temp_file", where + ": tau_proj needs 0 < tau_min < tau_max");
       f.tau_proj = std::move(p);
     }
+    field = "base_model";
     f.base_model = j.value("base_model", std::string());
+    field = "base_checksum";
     f.base_checksum = std::stoull(j.at("base_checksum").get<std::string>(), nullptr, 16);
+    field = "data";
     if (j.contains("data")) {
       const json& d = j.at("data");
       f.data_path = d.value("path", std::string());
@@ -204,6 +213,7 @@ TempFile read_temp_file(const std::string& path) {
       f.n_train_tokens = d.value("n_train_tokens", (int64_t)0);
       f.n_val_tokens = d.value("n_val_tokens", (int64_t)0);
     }
+    field = "calibration";
     if (j.contains("calibration")) {
       const json& c = j.at("calibration");
       f.steps = c.value("steps", 0);
@@ -213,16 +223,23 @@ TempFile read_temp_file(const std::string& path) {
       f.seed = c.value("seed", (uint64_t)0);
       f.init_temp = c.value("init_temp", 1.0);
     }
+    field = "losses";
     if (j.contains("losses")) {
       const json& lo = j.at("losses");
       f.val_loss_init = lo.value("val_loss_init", 0.0);
       f.val_loss = lo.value("val_loss", 0.0);
       f.train_loss = lo.value("train_loss", 0.0);
     }
+    field = "tool_version / created_utc";
     f.tool_version = j.value("tool_version", std::string());
     f.created_utc = j.value("created_utc", std::string());
   } catch (const json::exception& e) {
-    throw Error("temp_file", where + ": " + e.what() + "; give the file that focal calibrate wrote");
+    // The library's words without its tag ("[json.exception.type_error.302] type must be string, but is number").
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos)
+      why = why.substr(why.find("] ") + 2);
+    throw Error("temp_file", where + ": field \"" + field + "\" is malformed (" + why +
+                                 "); give the file that focal calibrate wrote");
   } catch (const std::invalid_argument&) {
     throw Error("temp_file", where + ": base_checksum must be 16 hexadecimal digits");
   } catch (const std::out_of_range&) {

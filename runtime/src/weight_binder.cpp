@@ -109,8 +109,8 @@ StoredWeight WeightBinder::stored_weight(const StTensor& t, int type, const std:
                              std::to_string(nf.first_block * ops::qtype_block_elems(type)) + ")";
     if (!options_.allow_nonfinite_weights)
       throw Error(what +
-                  " — the checkpoint is broken; to study it, load it with the load option "
-                  "allow_nonfinite_weights");
+                  " — the checkpoint is broken; to study it anyway, load it with --allow-nonfinite-weights (focal) "
+                  "or allow_nonfinite_weights=True (Python)");
     c_.warnings.push_back(what + "; loaded as they are");
   }
   // Held in memory on a CPU with the kernel for it: Q4_0 / Q4_1 / Q8_0 / Q2_K .. Q6_K rows re-laid out in panels
@@ -169,8 +169,8 @@ Weight WeightBinder::take(const std::string& name, const std::vector<Dim>& dims,
                              std::to_string(nf.first) + ")";
     if (!options_.allow_nonfinite_weights)
       throw Error(what +
-                  " — the checkpoint is broken; to study it, load it with the load option "
-                  "allow_nonfinite_weights");
+                  " — the checkpoint is broken; to study it anyway, load it with --allow-nonfinite-weights (focal) "
+                  "or allow_nonfinite_weights=True (Python)");
     c_.warnings.push_back(what + "; loaded as they are");
   };
   const size_t n = t.numel();
@@ -230,8 +230,8 @@ std::vector<Weight> WeightBinder::take_parts(const std::string& name, const std:
                              " NaN and " + std::to_string(nf.inf) + " infinite values";
     if (!options_.allow_nonfinite_weights)
       throw Error(what +
-                  " — the checkpoint is broken; to study it, load it with the load option "
-                  "allow_nonfinite_weights");
+                  " — the checkpoint is broken; to study it anyway, load it with --allow-nonfinite-weights (focal) "
+                  "or allow_nonfinite_weights=True (Python)");
     c_.warnings.push_back(what + "; loaded as they are");
   }
   const int64_t cols = t.shape.size() == 2 ? (conv1d ? t.shape[0] : t.shape[1]) : 1;
