@@ -485,6 +485,25 @@ def test_type_stubs_are_installed_and_cover_the_api(fs):
     ast.parse((pkg / "__init__.pyi").read_text())
 
 
+def test_repr_html_compare_line_is_the_clis(fs, models, cli, out_dir):
+    # The notebook summary's mean KL / JS and row count are focal inspect's: over queries 1..T-1 (query 0, KL = 0,
+    # was averaged in by both); the reference is the file's own per-row values, averaged here.
+    import re
+    path = out_dir / "html_compare.h5"
+    cap = models[FOCAL].run(PROMPT, compare="standard", layers=[3], heads=[1])
+    cap.save(path)
+    shown = cli("inspect", path)
+    m = re.search(r"mean KL ([0-9.]+) nats, mean JS ([0-9.]+) nats over (\d+) rows", shown)
+    assert m, shown
+    html = cap._repr_html_()
+    h = re.search(r"mean KL ([0-9.e-]+) nats, mean JS ([0-9.e-]+) nats over (\d+) rows", html)
+    assert h, html
+    kl = np.asarray(fs.open_capture(path).kl_js("focal_t0.4", "standard")[0]).reshape(-1)
+    want = float(np.mean(kl[1:]))
+    assert int(m.group(3)) == int(h.group(3)) == kl.size - 1
+    assert abs(float(m.group(1)) - want) <= 6e-5 and abs(float(h.group(1)) - want) <= 1e-5 * max(want, 1e-3)
+
+
 def test_load_takes_the_clis_weight_options(fs, cli, out_dir):
     # fs.load(weights=, mmap=, allow_nonfinite_weights=) as focal --weights / --mmap / --allow-nonfinite-weights: a
     # capture of the bundled model with weights widened to fp32 matches the CLI's (the same forward: within 1e-6)
