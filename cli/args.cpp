@@ -33,7 +33,7 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& flags,
           // A following "--option" is never taken as a value (negative numbers like -1 still are).
           if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0 || std::string(argv[i + 1]) == "-o" ||
               std::string(argv[i + 1]) == "-n")
-            throw UsageError{"option " + name + " needs a value"};
+            throw UsageError{"option " + (a == "-o" ? std::string("-o") : name) + " needs a value"};
           value = argv[++i];
         }
         // Given twice, one value would be dropped without a word (capture --compare A --compare B ran B alone).

@@ -34,7 +34,8 @@ rows. Memory does not grow with the corpus. Format: docs/batch.md.
   --data PATH           a .jsonl file ({"text": ..., optional "id", optional "relevant": [key positions]}),
                         a text file (one document per blank-line-separated block) or a directory of .txt files
   --runs LIST           settings, comma-separated, each in the spec grammar of `focal capture --help`: standard,
-                        native, focal:T, learned[:X], ssmax[:S], +L=T / +L:H=T overrides (default standard,focal:0.4)
+                        native, focal:T, learned[:X], ssmax[:S], calibrated:FILE, +L=T / +L:H=T overrides
+                        (default standard,focal:0.4)
   -o, --output FILE     the stats file (written under a temporary name and renamed)
   --max-tokens N        tokens per forward (default 512, or the model's context when shorter)
   --long cut|window     a longer document: keep its first N tokens (cut, default) or run it in windows of N

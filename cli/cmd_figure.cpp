@@ -66,8 +66,8 @@ selection:
   --keys A:B         distribution: only keys A..B (inclusive); --keys last:N the N keys ending at the query
   --top-keys K       distribution: label the K most attended keys with token and position (default 3 when the
                      axis is too dense to name every key, which then shows key positions; 0: none)
-  --layers LIST      grid, entropy, sweep, corpus, temps, training --tau: only these layers (e.g. 0,2,10-14);
-                     distribution, heatmap: one layer
+  --layers LIST      grid, entropy, sweep, corpus, temps, training --tau, positions --metric entropy: only these
+                     layers (e.g. 0,2,10-14); distribution, heatmap: one layer
   --heads LIST       grid, entropy, sweep, corpus, temps: only these heads; distribution, heatmap: one head
   --runs A,B         runs to draw, in order (default: distribution all, at most 3; heatmap, grid and
                      --matrix the first; entropy all). With several files name a run FILE:RUN if needed.

@@ -88,7 +88,8 @@ MODEL is a Hugging Face model directory (config.json, model.safetensors[.index.j
 tokenizer.model), a .gguf file, or a name ORG/NAME[@REVISION] resolved offline in the Hugging Face cache
 ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub; never downloaded); of Llama 3.x, Qwen2, Mistral,
 Gemma 2, Phi-3, OLMo 2 or GPT-2. When it is left out, the bundled focal model assets/models/focal-t0.4 is used.
--v, --verbose with any command: informational notes on stderr (e.g. the device auto chose and why).
+-v, --verbose with any command (before or after it): informational notes on stderr (e.g. the device auto chose
+and why). focal --version: the version and the CPU GEMM kernels this machine runs.
 exit codes: 0 success, 1 error in a file, model or value, 2 usage error, 3 internal error.
 )";
 
@@ -783,6 +784,12 @@ int main(int argc, char** argv) {
   if (std::string(argv[1]) == "--version") {
     std::printf("focal %s\nCPU GEMM: %s\n", version(), cpu_gemm_kernels());
     return 0;
+  }
+  // -v before the command as after it ("focal -v inspect F" read "-v" as the command).
+  while (argc > 2 && (std::string(argv[1]) == "-v" || std::string(argv[1]) == "--verbose")) {
+    focal::cli::g_verbose = true;
+    ++argv;
+    --argc;
   }
   const std::string cmd = argv[1];
   // -v / --verbose applies to every command: strip it before the command parses its options.

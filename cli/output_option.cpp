@@ -19,6 +19,8 @@ namespace focal::cli {
 
 void check_output(const std::string& path, const char* opt) {
   if (path.empty()) throw UsageError{std::string("give the output file with ") + opt + " FILE"};
+  if (path.back() == '/')  // "the directory 'newdir/' does not exist: create it first" led to the next error
+    throw Error(std::string(opt) + ": '" + path + "' ends in '/', which names a directory: give a file path");
   std::string target;
   try {
     target = focal::output_target(path);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,6 +96,23 @@ TEST_F(HfCacheTest, NameRevisionAndCommitResolveToTheSnapshot) {
   EXPECT_EQ(resolve_model_path("focal/tiny"), snap);
   EXPECT_EQ(resolve_model_path("focal/tiny@v1"), snap);
   EXPECT_EQ(resolve_model_path(std::string("focal/tiny@") + kCommit), snap);
+  // A commit in upper case, a unique prefix of it, and a pull request's ref (they read as paths or were not found).
+  std::string upper = kCommit;
+  for (char& c : upper) c = (char)std::toupper((unsigned char)c);
+  EXPECT_EQ(resolve_model_path("focal/tiny@" + upper), snap);
+  EXPECT_EQ(resolve_model_path("focal/tiny@0123456"), snap);
+  fs::create_directories(hub_ / "models--focal--tiny" / "refs" / "pr");
+  std::ofstream(hub_ / "models--focal--tiny" / "refs" / "pr" / "1") << kCommit;
+  EXPECT_TRUE(is_hf_model_name("focal/tiny@refs/pr/1"));
+  EXPECT_EQ(resolve_model_path("focal/tiny@refs/pr/1"), snap);
+  // A ref whose snapshot is gone says so, naming its commit.
+  std::ofstream(hub_ / "models--focal--tiny" / "refs" / "gone") << "fedcba9876543210fedcba9876543210fedcba98";
+  try {
+    resolve_model_path("focal/tiny@gone");
+    FAIL() << "a ref without its snapshot resolved";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("points at commit fedcba98"), HasSubstr("--revision gone")));
+  }
   EXPECT_EQ(hf_cached_models(), (std::vector<std::string>{"focal/tiny", "other/thing"}));
   // The model loads by name and computes what the bundled directory computes (the same files).
   auto by_name = Model::load("focal/tiny", Device::kCpu);

@@ -247,6 +247,29 @@ TEST_F(ModelLoadTest, QuantizedAndPickleCheckpointsAreNamed) {
   EXPECT_THAT(load_error(dir), AllOf(HasSubstr("pytorch_model.bin"), HasSubstr("safe_serialization=True")));
 }
 
+// A tied config whose file also stores lm_head.weight: the same copy loads quietly; a copy that differs is a warning
+// (the embedding is the head; transformers would load lm_head into both).
+TEST_F(ModelLoadTest, ATiedConfigWithADifferentStoredHeadWarns) {
+  ModelConfig c = small_config();
+  c.tied_embeddings = true;
+  std::vector<NamedTensor> ts = random_model_tensors(c, 7);
+  const NamedTensor* emb = nullptr;
+  for (const NamedTensor& t : ts)
+    if (t.name == "model.embed_tokens.weight") emb = &t;
+  ASSERT_NE(emb, nullptr);
+  NamedTensor head = *emb;
+  head.name = "lm_head.weight";
+  ts.push_back(head);
+  auto same = Model::load(make_model("tied_same", c, ts), Device::kCpu);
+  for (const std::string& w : same->config().warnings) EXPECT_EQ(w.find("lm_head"), std::string::npos) << w;
+  ts.back().data[0] += 1.0f;
+  auto differs = Model::load(make_model("tied_differs", c, ts), Device::kCpu);
+  bool warned = false;
+  for (const std::string& w : differs->config().warnings)
+    warned |= w.find("stored lm_head.weight differs") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
 // Issue 13: inconsistent architecture fields are refused with an error naming the field.
 TEST_F(ModelLoadTest, ArchitectureFieldsAreCheckedByName) {
   auto err = [&](const std::function<void(json&)>& edit) {

@@ -114,6 +114,7 @@ void remove_pending_temporaries() noexcept {
 void write_file_atomically(const std::string& given, std::string_view bytes, const AtomicWriteOptions& opt) {
   if (given.empty()) throw Error("output", "the output path is empty: give a file name");
   const std::string path = output_target(given);
+  remove_stale_temporaries(path);  // a killed earlier write's PATH.tmp.PID (kill -9 leaves it: no handler runs)
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const PendingTemporary pending(tmp);
   const auto fail = [&](int err) {

@@ -406,6 +406,7 @@ void write_atomically(const std::string& given, const char* kind,
   const H5Call h5;
   if (given.empty()) throw Error(std::string("cannot create ") + kind + " file: the output path is empty");
   const std::string path = output_target(given);  // a link's file; not a directory, device or FIFO
+  remove_stale_temporaries(path);  // a killed earlier write's PATH.tmp.PID (kill -9 leaves it: no handler runs)
   const std::string tmp = path + ".tmp." + std::to_string(long(::getpid()));
   const PendingTemporary pending(tmp);  // unlinked by the CLI's handler if the command is interrupted
   const Where create_where{std::string("cannot create ") + kind + " file '" + path + "'"};

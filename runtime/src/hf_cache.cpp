@@ -143,7 +143,9 @@ bool is_hf_model_name(const std::string& s) {
   for (char ch : repo)
     if (!(std::isalnum((unsigned char)ch) || ch == '-' || ch == '_' || ch == '.' || ch == '/')) return false;
   const size_t at = s.find('@');
-  return at == std::string::npos || (at + 1 < s.size() && s.find('/', at) == std::string::npos);
+  // A revision is a branch, tag or commit, or a pull request's ref ("refs/pr/1", as the cache stores it).
+  return at == std::string::npos ||
+         (at + 1 < s.size() && (s.find('/', at) == std::string::npos || s.compare(at + 1, 8, "refs/pr/") == 0));
 }
 
 std::vector<std::string> hf_cached_models() {
@@ -185,8 +187,26 @@ std::string resolve_model_path(const std::string& model, std::string* note) {
   const std::string base = hub + "/" + repo_folder(repo);
   std::string snap;  // the name's snapshot, when the cache holds it
   if (name && is_dir(base)) {
+    const std::string ref = base + (revision.rfind("refs/", 0) == 0 ? "/" : "/refs/") + revision;
     std::string commit = revision;
-    if (exists(base + "/refs/" + revision)) commit = read_ref(base + "/refs/" + revision);
+    if (exists(ref)) {
+      commit = read_ref(ref);
+    } else if (revision.size() >= 7 && revision.size() <= 40 &&
+               revision.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) {
+      // A commit as printed elsewhere: upper case, or a unique prefix (git's 7 digits and more).
+      commit = lower(revision);
+      if (commit.size() < 40) {
+        std::vector<std::string> hits;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(base + "/snapshots", ec))
+          if (e.path().filename().string().rfind(commit, 0) == 0) hits.push_back(e.path().filename().string());
+        if (hits.size() > 1)
+          throw Error("model '" + model + "': revision '" + revision + "' is the start of " +
+                      std::to_string(hits.size()) + " cached commits (" + hits[0] + ", " + hits[1] +
+                      "): give more of the commit");
+        if (hits.size() == 1) commit = hits[0];
+      }
+    }
     if (!commit.empty() && is_dir(base + "/snapshots/" + commit)) snap = base + "/snapshots/" + commit;
   }
   if (exists(model)) {
@@ -213,6 +233,12 @@ std::string resolve_model_path(const std::string& model, std::string* note) {
     std::sort(snaps.begin(), snaps.end());
     std::string list;
     for (const std::string& s : snaps) list += (list.empty() ? "" : ", ") + s;
+    const std::string ref = base + (revision.rfind("refs/", 0) == 0 ? "/" : "/refs/") + revision;
+    if (exists(ref))  // the ref was written, its snapshot is gone (pruned, or the download stopped before it)
+      throw Error("model '" + model + "': revision '" + revision + "' points at commit " + read_ref(ref) +
+                  ", whose snapshot is not in the Hugging Face cache (" + base +
+                  "/snapshots): fetch it again with huggingface-cli download " + repo +
+                  (revision == "main" ? "" : " --revision " + revision));
     throw Error("model '" + model + "': revision '" + revision + "' is not in the Hugging Face cache (" + base +
                 "; cached snapshots: " + (list.empty() ? "none" : list) +
                 "). focalscope never downloads: fetch it with huggingface-cli download " + repo +

@@ -297,6 +297,20 @@ std::unique_ptr<Model::Weights> WeightBinder::bind(const ArchSpec& spec, bool ha
   if (c_.tied_embeddings) {
     w_->lm_head = w_->embed;
     used_.insert("lm_head.weight");  // some exporters store the tied copy too
+    // ... and a copy that differs (an edited or mis-exported file) is said: the embedding is the head here, while
+    // transformers loads the stored lm_head into both.
+    const auto head = all_.find("lm_head.weight");
+    const auto emb = all_.find(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
+    if (head != all_.end() && emb != all_.end()) {
+      const StTensor &h = *head->second.first, &e = *emb->second.first;
+      if (h.data && e.data &&
+          (h.dtype != e.dtype || h.shape != e.shape || h.n_bytes != e.n_bytes ||
+           std::memcmp(h.data, e.data, h.n_bytes) != 0))
+        c_.warnings.push_back("'" + head->second.second +
+                              "': config.json ties the embeddings (tie_word_embeddings), but the stored "
+                              "lm_head.weight differs from the embedding: the embedding is used as the output head "
+                              "(transformers 4.47.1 loads lm_head.weight into both)");
+    }
   } else {
     w_->lm_head = take("lm_head.weight", {V, H}, true, true);
   }
