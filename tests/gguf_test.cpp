@@ -305,6 +305,17 @@ TEST_F(GgufFileTest, InconsistentMetadata) {
                                  "': llama.vocab_size (512) disagrees with token_embd.weight's 300 rows — "
                                  "inconsistent metadata");
   }
+  {  // a token list shorter than the embedding (ids past it decoded as "", prompts as unknown tokens)
+    test::TinyLlamaDims d;
+    d.n_tokens = 280;
+    const std::string p = write("e.gguf", tiny_llama_gguf(d).bytes());
+    EXPECT_EQ(load_error(p).rfind("'" + p +
+                                      "': tokenizer.ggml.tokens has 280 entries but token_embd.weight has 300 "
+                                      "rows — inconsistent metadata",
+                                  0),
+              0u)
+        << load_error(p);
+  }
   {  // a tensor whose shape disagrees with the metadata
     GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "", "blk.1.ffn_up.weight");
     b.tensor_f32("blk.1.ffn_up.weight", {64, 32}, std::vector<float>(64 * 32, 0.0f));

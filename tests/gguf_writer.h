@@ -122,6 +122,7 @@ struct TinyLlamaDims {
   uint32_t matrix_type = 0;  // ggml type of the 2-D tensors (0: F32 normal values; else random_blocks)
   int matrix_block_elems = 1, matrix_block_bytes = 4;  // that type's block size (gguf.h's ggml_block_*)
   bool output = false;  // an untied head: output.weight [vocab, hidden] beside token_embd.weight
+  int n_tokens = -1;    // entries of tokenizer.ggml.tokens (-1: vocab, as a converter pads them)
 };
 
 // Random blocks of a ggml type whose values are of order 0.05: every byte random except the fp16 scale fields,
@@ -217,7 +218,7 @@ inline GgufBuilder tiny_llama_gguf(const TinyLlamaDims& d = {}, const std::strin
   toks.push_back("<|im_start|>");
   std::vector<int32_t> types(toks.size(), 1);
   types.back() = 3;
-  while ((int)toks.size() < d.vocab) {
+  while ((int)toks.size() < (d.n_tokens >= 0 ? d.n_tokens : d.vocab)) {
     toks.push_back("<unused" + std::to_string(toks.size()) + ">");
     types.push_back(5);
   }
