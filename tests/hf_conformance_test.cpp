@@ -248,6 +248,30 @@ TEST_P(HfPastContext, GreedyGenerateMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfPastContext, ::testing::Values("llama_dynamic_3x", "llama_default_past_ctx"),
                          [](const auto& info) { return info.param; });
 
+// Phi-3's longrope across original_max_position_embeddings (32): transformers' generate() drops the KV cache when
+// the sequence first passes it and runs the whole sequence again with the long factors; focal::generate does the
+// same, so greedy decoding from 20 prompt tokens gives transformers' 24 tokens (with the short-factor keys kept,
+// they parted at the 9th token past the crossing in a QA run).
+TEST(HfPastContext, Phi3LongropeGenerateRerunsPastTheOriginalContext) {
+  const std::string dir = fixtures_dir() + "/phi3_longrope";
+  auto model = Model::load(dir);
+  SafetensorsFile ref(dir + "/reference.safetensors");
+  const std::vector<float> ids_f = tensor_to_f32(ref.tensors().at("input_ids"), ref.path());
+  const int P = (int)tensor_to_f32(ref.tensors().at("gen_prompt_len"), ref.path())[0];
+  const std::vector<float> ref_tokens = tensor_to_f32(ref.tensors().at("gen_tokens"), ref.path());
+  const int N = (int)ref_tokens.size();
+  ASSERT_LT(P, 32);
+  ASSERT_GT(P + N, 33) << "the generation must cross original_max_position_embeddings";
+  const std::vector<int32_t> prompt(ids_f.begin(), ids_f.begin() + P);
+  Session s(*model, P + N);
+  SampleOptions greedy;
+  greedy.stop_at_eos = false;
+  const std::vector<int32_t> got = generate(s, prompt, N, TempSpec::standard(), greedy, RunOptions{}, nullptr);
+  ASSERT_EQ(got.size(), (size_t)N);
+  for (int i = 0; i < N; ++i)
+    EXPECT_EQ(got[i], (int32_t)ref_tokens[i]) << "token " << i << " (position " << P + i << ")";
+}
+
 // GPT-2's positions are a learned table: past it, refused with the reason; a rope_scaling override refused by name.
 TEST(HfPastContext, LearnedPositionsRefuse) {
   const std::string dir = fixtures_dir() + "/gpt2";

@@ -41,6 +41,34 @@ int32_t sample_token(const std::vector<float>& logits, const SampleOptions& so, 
   return idx[pick];
 }
 
+// The observer of a re-run prefill (below) sees only the rows from `first_row` on: the earlier ones were reported
+// when they ran.
+class RowsFrom final : public ForwardObserver {
+ public:
+  RowsFrom(ForwardObserver* inner, int first_row) : inner_(inner), first_(first_row) {}
+  bool wants_rows(int layer, int head) const override { return inner_ && inner_->wants_rows(layer, head); }
+  void on_rows(int layer, int head, int row0, int n_rows, int stride, const float* probs,
+               const float* scores) override {
+    const int skip = std::max(0, first_ - row0);
+    if (skip >= n_rows) return;
+    inner_->on_rows(layer, head, row0 + skip, n_rows - skip, stride, probs ? probs + (size_t)skip * stride : nullptr,
+                    scores ? scores + (size_t)skip * stride : nullptr);
+  }
+  bool cancelled() const override { return inner_ && inner_->cancelled(); }
+
+ private:
+  ForwardObserver* inner_;
+  int first_;
+};
+
+// Phi-3's longrope: transformers (Phi3ForCausalLM.prepare_inputs_for_generation) drops the KV cache when the sequence
+// first passes original_max_position_embeddings and runs it all again, every key then rotated with the long factors;
+// a cache kept from before held short-factor keys (greedy text left transformers' there).
+bool reruns_past_original_context(const ModelConfig& c, int n_cached) {
+  return c.arch.rope.type == RopeType::kLongrope && c.arch.rope.original_max_positions > 0 &&
+         n_cached == c.arch.rope.original_max_positions;
+}
+
 }  // namespace
 
 std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, int n_new, const TempSpec& spec,
@@ -59,6 +87,7 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
     return greedy ? forward_topk(s, ids, n, spec, opt, obs, &best) : s.forward(ids, n, spec, opt, obs, &logits);
   };
   if (!step_forward(prompt.data(), (int)prompt.size())) return out;
+  std::vector<int32_t> seq = prompt;  // every token so far, for a re-run
   for (int step = 0; step < n_new; ++step) {
     int32_t next = 0;
     if (greedy) {
@@ -70,6 +99,15 @@ std::vector<int32_t> generate(Session& s, const std::vector<int32_t>& prompt, in
     if (on_token) on_token(next);
     if (so.stop_at_eos && ends_generation(s.model().config(), next)) break;
     if (step + 1 == n_new || s.n_past() >= s.max_tokens()) break;
+    seq.push_back(next);
+    if (reruns_past_original_context(s.model().config(), s.n_past())) {
+      RowsFrom new_rows(obs, (int)seq.size() - 1);
+      s.reset();
+      const bool ran = greedy ? forward_topk(s, seq.data(), (int)seq.size(), spec, opt, &new_rows, &best)
+                              : s.forward(seq.data(), (int)seq.size(), spec, opt, &new_rows, &logits);
+      if (!ran) break;
+      continue;
+    }
     if (!step_forward(&next, 1)) break;
   }
   return out;

@@ -135,6 +135,9 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
     }
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
       throw Error(index_path + ": \"weight_map\" object is missing");
+    if (idx["weight_map"]
+            .empty())  // read as "the weights hold no layers — the config does not belong to these weights"
+      throw Error(index_path + ": \"weight_map\" is empty: it names no tensor and no shard (an interrupted export?)");
     std::set<std::string> shard_names;
     for (auto& [k, v] : idx["weight_map"].items()) {
       if (!v.is_string()) throw Error(index_path + ": weight_map entry '" + k + "' is not a file name");

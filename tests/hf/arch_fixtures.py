@@ -43,7 +43,9 @@ ARCH_CONFIGS = [
     _c("mistral_window", 2006, "mistral", max_pos=128, window=24),
     _c("gemma2", 2007, "gemma2", gguf=True, layers=3, head_dim=16, max_pos=128, window=24, attn_cap=5.0, final_cap=3.0,
        qpas=24, T=80),
-    _c("phi3_longrope", 2008, "phi3", gguf=True, max_pos=128, orig_max=32, T=80),
+    # generate: 20 + 24 tokens cross original_max_position_embeddings (32), where transformers runs the sequence
+    # again with the long factors.
+    _c("phi3_longrope", 2008, "phi3", gguf=True, max_pos=128, orig_max=32, T=80, generate=(20, 24)),
     # Within the original context: the short factors; the type under its older name "su".
     _c("phi3_su_short", 2012, "phi3", max_pos=128, orig_max=32, T=30, rope_type="su"),
     _c("olmo2", 2009, "olmo2", gguf=True, max_pos=128, T=80),
