@@ -2,6 +2,9 @@
 #include "args.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -70,9 +73,31 @@ long long Args::get_int(const std::string& name, long long def) const {
   if (!has(name)) return def;
   const std::string s = get(name);
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0') throw UsageError{name + ": '" + s + "' is not an integer"};
+  if (errno == ERANGE) throw UsageError{name + ": " + s + " is out of range"};
   return v;
+}
+
+int Args::get_int32(const std::string& name, int def) const {
+  const long long v = get_int(name, def);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    throw UsageError{name + ": " + get(name) + " is out of range (at most " +
+                     std::to_string(std::numeric_limits<int>::max()) + ")"};
+  return (int)v;
+}
+
+uint64_t Args::get_u64(const std::string& name, uint64_t def) const {
+  if (!has(name)) return def;
+  const std::string s = get(name);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || s.find('-') != std::string::npos)
+    throw UsageError{name + ": '" + s + "' is not an integer >= 0"};
+  if (errno == ERANGE) throw UsageError{name + ": " + s + " is out of range (at most 18446744073709551615)"};
+  return (uint64_t)v;
 }
 
 std::vector<int> parse_index_list(const std::string& s, const std::string& option) {

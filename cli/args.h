@@ -2,6 +2,7 @@
 // list and range syntaxes shared by several commands.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -21,7 +22,11 @@ class Args {
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& def = "") const;
   double get_double(const std::string& name, double def) const;
+  // An integer option; out of long long's range (or, for get_int32, of int's; for get_u64, below 0 or past 2^64 - 1)
+  // is a UsageError naming it (-n 4294967298 wrapped to 2, --seed -1 became 2^64 - 1).
   long long get_int(const std::string& name, long long def) const;
+  int get_int32(const std::string& name, int def) const;
+  uint64_t get_u64(const std::string& name, uint64_t def) const;
   const std::vector<std::string>& positional() const { return positional_; }
   const std::map<std::string, std::string>& values() const { return values_; }  // --name -> value ("" for flags)
 

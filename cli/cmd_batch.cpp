@@ -111,14 +111,14 @@ int cmd_batch(int argc, char** argv) {
     if (o.data_path.empty()) throw UsageError{"give the corpus with --data PATH"};
     o.out_path = a.has("-o") ? a.get("-o") : a.get("--output");
     if (o.out_path.empty()) throw UsageError{"give the output file with -o STATS.h5"};
-    o.max_tokens = (int)a.get_int("--max-tokens", 512);
+    o.max_tokens = a.get_int32("--max-tokens", 512);
     const std::string lng = a.get("--long", "cut");
     if (lng != "cut" && lng != "window") throw UsageError{"--long: '" + lng + "' is not cut or window"};
     o.window = lng == "window";
-    o.keep_rows = (int)a.get_int("--keep-rows", 0);
-    o.seed = (uint64_t)a.get_int("--seed", 1);
-    o.n_bins = (int)a.get_int("--bins", 64);
-    o.topk_mass_k = (int)a.get_int("--topk-mass", 5);  // checked by run_batch
+    o.keep_rows = a.get_int32("--keep-rows", 0);
+    o.seed = a.get_u64("--seed", 1);
+    o.n_bins = a.get_int32("--bins", 64);
+    o.topk_mass_k = a.get_int32("--topk-mass", 5);  // checked by run_batch
     o.limit = a.get_int("--limit", 0);
     if (a.has("--limit")) check_limit_option(a);
     const std::string oe = a.get("--on-error", "fail");

@@ -76,15 +76,15 @@ int cmd_calibrate(int argc, char** argv) {
   try {
     cfg.granularity = parse_calib_granularity(a.get("--granularity", "head"), "--granularity");
   } catch (const Error& e) { throw UsageError{e.what()}; }
-  cfg.steps = (int)a.get_int("--steps", 200);
-  cfg.batch = (int)a.get_int("--batch", 4);
-  cfg.seq_len = (int)a.get_int("--seq-len", 256);
+  cfg.steps = a.get_int32("--steps", 200);
+  cfg.batch = a.get_int32("--batch", 4);
+  cfg.seq_len = a.get_int32("--seq-len", 256);
   cfg.lr = a.get_double("--lr", 0.05);
-  cfg.seed = (uint64_t)a.get_int("--seed", 1);
+  cfg.seed = a.get_u64("--seed", 1);
   cfg.init_temp = a.get_double("--init-temp", 1.0);
   cfg.val_frac = a.get_double("--val-frac", 0.1);
-  cfg.val_windows = (int)a.get_int("--val-windows", 8);
-  cfg.eval_every = (int)a.get_int("--eval-every", 50);
+  cfg.val_windows = a.get_int32("--val-windows", 8);
+  cfg.eval_every = a.get_int32("--eval-every", 50);
   // Every option, and the checkpoint --resume continues, before the model loads (an 8B model takes seconds); the
   // default --init-temp is a focal model's own t, known after loading, so it is checked then.
   check_calib_options(cfg);

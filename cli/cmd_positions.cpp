@@ -59,15 +59,15 @@ int cmd_eval_positions(int argc, char** argv) {
   const std::string out = a.has("-o") ? a.get("-o") : a.get("--output", "");
   if (out.empty()) throw UsageError{"give the output file with -o LOSS.h5"};
   batch::PositionLossOptions o;
-  o.max_tokens = (int)a.get_int("--max-tokens", 0);
+  o.max_tokens = a.get_int32("--max-tokens", 0);
   if (o.max_tokens < 2) throw UsageError{"--max-tokens must be at least 2"};
-  o.bucket_tokens = (int)a.get_int("--bucket", 0);
+  o.bucket_tokens = a.get_int32("--bucket", 0);
   if (a.has("--bucket") && o.bucket_tokens < 1)
     throw Error("--bucket " + a.get("--bucket") +
                 ": give at least 1 position per bucket (or leave --bucket out: N / 32)");
   o.limit_docs = a.get_int("--limit", 0);
   if (a.has("--limit")) check_limit_option(a);
-  o.bootstrap = (int)a.get_int("--bootstrap", 1000);
+  o.bootstrap = a.get_int32("--bootstrap", 1000);
   if (o.bootstrap < 0) throw UsageError{"--bootstrap must be >= 0"};
   o.band_level = a.get_double("--level", 0.95);
   if (!(o.band_level > 0.0 && o.band_level < 1.0)) throw UsageError{"--level must lie between 0 and 1 (e.g. 0.95)"};

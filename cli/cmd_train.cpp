@@ -98,11 +98,11 @@ int cmd_train(int argc, char** argv) {
   if (!(tc.model.rope_theta > 1.0f) || !std::isfinite(tc.model.rope_theta))
     throw UsageError{"--rope-theta: give a RoPE base above 1 (default 10000)"};
   tc.model.rms_eps = 1e-5f;
-  tc.steps = (int)a.get_int("--steps", 1000);
-  tc.batch = (int)a.get_int("--batch", 8);
-  tc.seq_len = (int)a.get_int("--seq-len", 256);
+  tc.steps = a.get_int32("--steps", 1000);
+  tc.batch = a.get_int32("--batch", 8);
+  tc.seq_len = a.get_int32("--seq-len", 256);
   tc.lr = (float)a.get_double("--lr", 3e-3);
-  tc.warmup_steps = (int)a.get_int("--warmup", 100);
+  tc.warmup_steps = a.get_int32("--warmup", 100);
   tc.weight_decay = (float)a.get_double("--weight-decay", 0.05);
   tc.grad_clip = (float)a.get_double("--grad-clip", 1.0);
   tc.task_frac = (float)a.get_double("--task-frac", 0.25);
@@ -121,9 +121,9 @@ int cmd_train(int argc, char** argv) {
   if (task_loss != "all" && task_loss != "answers")
     throw UsageError{"--task-loss: use all (every token of a task sequence) or answers (its answer tokens only)"};
   tc.task_loss_answers = task_loss == "answers";
-  tc.seed = (uint64_t)a.get_int("--seed", 1);
-  tc.eval_every = (int)a.get_int("--eval-every", 100);
-  tc.eval_sequences = (int)a.get_int("--eval-sequences", 16);
+  tc.seed = a.get_u64("--seed", 1);
+  tc.eval_every = a.get_int32("--eval-every", 100);
+  tc.eval_sequences = a.get_int32("--eval-sequences", 16);
 
   // On a terminal the step line is rewritten in place; in a log (not a terminal) it is a whole line at most every
   // 5 s, besides every evaluation line.
@@ -172,11 +172,11 @@ int cmd_eval(int argc, char** argv, TempSpec (*spec_from)(const Args&, const Mod
   const TempSpec spec = spec_from(a, model->config());
   EvalOptions opt;
   opt.data_dir = a.get("--data");
-  opt.val_seq_len = (int)a.get_int("--val-seq-len", 0);  // 0: 256, or the model's context when shorter
+  opt.val_seq_len = a.get_int32("--val-seq-len", 0);  // 0: 256, or the model's context when shorter
   if (a.has("--val-seq-len") && opt.val_seq_len < 2)
     throw Error("--val-seq-len " + a.get("--val-seq-len") + ": give a window of at least 2 tokens");
-  opt.val_sequences = (int)a.get_int("--val-sequences", 32);
-  opt.max_tasks = (int)a.get_int("--max-tasks", 0);
+  opt.val_sequences = a.get_int32("--val-sequences", 32);
+  opt.max_tasks = a.get_int32("--max-tasks", 0);
   if (opt.max_tasks < 0) throw UsageError{"--max-tasks must be >= 0 (0: every task)"};
   opt.task_set = a.get("--tasks", "eval");
   if (opt.task_set != "eval" && opt.task_set != "distract")

@@ -251,8 +251,8 @@ CaptureRequest request_from(const Args& a, const ModelConfig& cfg) {
     throw UsageError{"--store: use probs, scores, probs,scores or metrics"};
   r.probs_fp16 = a.has("--fp16");
   if (a.has("--budget")) r.budget_bytes = cli::parse_bytes(a.get("--budget"), "--budget");
-  r.topk_tokens = (int)a.get_int("--topk", 10);
-  r.run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+  r.topk_tokens = a.get_int32("--topk", 10);
+  r.run.topk_mass_k = a.get_int32("--topk-mass", 5);
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) r.run.relevant.push_back(p);
   (void)cfg;
   return r;
@@ -436,7 +436,7 @@ int cmd_sweep(int argc, char** argv) {
   base.mode = AttnMode::kFocal;  // the model's native overrides (if any) stay; t is swept
   const std::vector<int32_t> ids = input_ids(a, *model, std::move(preread));
   RunOptions run;
-  run.topk_mass_k = (int)a.get_int("--topk-mass", 5);
+  run.topk_mass_k = a.get_int32("--topk-mass", 5);
   for (int p : cli::parse_index_list(a.get("--relevant"), "--relevant")) run.relevant.push_back(p);
   Progress prog("sweep: temperature");
   const SweepFile sf =
@@ -475,7 +475,7 @@ int cmd_generate(int argc, char** argv) {
     std::printf("%s%s%s\n%s", kGenerateHelp, cli::kDeviceHelp, cli::kRopeScalingHelp, kTempHelp);
     return 0;
   }
-  const int n_new = (int)a.get_int("--n-new", 32);
+  const int n_new = a.get_int32("--n-new", 32);
   if (n_new < 1) throw UsageError{"-n must be at least 1"};  // get_int names it --n-new, -n's long form
   for (const char* opt : {"--layers", "--heads", "--queries", "--store", "--budget", "--topk", "--topk-mass",
                           "--relevant", "--name", "--fp16"})
@@ -487,9 +487,9 @@ int cmd_generate(int argc, char** argv) {
   so.sample_temp = (float)a.get_double("--sample-temp", 0.0);
   if (!std::isfinite(so.sample_temp) || so.sample_temp < 0.0f)
     throw UsageError{"--sample-temp must be a number >= 0 (0: greedy)"};
-  so.top_k = (int)a.get_int("--top-k", 0);
+  so.top_k = a.get_int32("--top-k", 0);
   if (so.top_k < 0) throw UsageError{"--top-k must be >= 0 (0: all tokens)"};
-  so.seed = (uint64_t)a.get_int("--seed", 1);
+  so.seed = a.get_u64("--seed", 1);
   for (const char* opt : {"--top-k", "--seed"})  // greedy decoding takes the most likely token: nothing to draw
     if (a.has(opt) && so.sample_temp == 0.0f)
       throw UsageError{std::string(opt) + " " + a.get(opt) +
@@ -562,6 +562,9 @@ int cmd_generate(int argc, char** argv) {
   if (a.has("--capture")) {
     // KV-cache decoding reproduces a prefill of the full sequence (tests/forward_test.cpp), so the capture re-runs
     // prompt + generated tokens in one pass: the attention row of every generated step, laid out as `focal capture`.
+    std::string note;
+    all.resize(generation_capture_tokens(model->config(), all.size(), &note));
+    if (!note.empty()) std::fprintf(stderr, "warning: %s\n", note.c_str());
     if (!req.queries.empty() && *std::max_element(req.queries.begin(), req.queries.end()) >= (int)all.size())
       throw Error("--queries: a query position lies beyond the " + std::to_string(all.size()) +
                   " tokens generated (generation stopped early at end of text)");
@@ -746,12 +749,12 @@ int cmd_init(int argc, char** argv) {
     c.bos_id = tok->bos_id();
     c.eos_id = tok->eos_id();
   } else {
-    c.vocab_size = (int)a.get_int("--vocab", 512);
+    c.vocab_size = a.get_int32("--vocab", 512);
     c.bos_id = 1;
     c.eos_id = 2;
   }
   const std::string dir = a.positional()[0];
-  const std::vector<NamedTensor> tensors = random_model_tensors(c, (uint64_t)a.get_int("--seed", 1));
+  const std::vector<NamedTensor> tensors = random_model_tensors(c, a.get_u64("--seed", 1));
   write_model_dir_staged(dir, [&](const std::string& stage) {  // whole or not at all, over --force's files too
     write_model_dir(stage, c, tensors, a.get("--dtype", "F32"), tok_path);
   });

@@ -17,12 +17,12 @@ const std::set<std::string> kModelFlags = {"--qk-norm"};
 
 ModelConfig model_config_from(const Args& a, const ArchDefaults& d) {
   ModelConfig m;
-  m.hidden = (int)a.get_int("--hidden", d.hidden);
-  m.n_layers = (int)a.get_int("--layers", d.layers);
-  m.n_heads = (int)a.get_int("--heads", d.heads);
-  m.n_kv_heads = (int)a.get_int("--kv-heads", d.kv_heads);
-  m.intermediate = (int)a.get_int("--intermediate", d.intermediate);
-  m.max_positions = (int)a.get_int("--context", d.context);
+  m.hidden = a.get_int32("--hidden", d.hidden);
+  m.n_layers = a.get_int32("--layers", d.layers);
+  m.n_heads = a.get_int32("--heads", d.heads);
+  m.n_kv_heads = a.get_int32("--kv-heads", d.kv_heads);
+  m.intermediate = a.get_int32("--intermediate", d.intermediate);
+  m.max_positions = a.get_int32("--context", d.context);
   // Each size is named on its own (--layers 0 read "--hidden must be a multiple of --heads").
   const std::pair<const char*, int> sizes[] = {
       {"--hidden", m.hidden},       {"--layers", m.n_layers},           {"--heads", m.n_heads},

@@ -1231,6 +1231,49 @@ TEST_F(AppStateTest, GenerationCaptureMarksThePromptAndSplitsTheLoss) {
   EXPECT_EQ(st.file.n_prompt_tokens, 0);
 }
 
+// A generation of an earlier A or prompt is marked as such and not captured: after A's t changes the tab showed the
+// old text under the new setting, and after a new prompt capture-generation brought the old prompt back.
+TEST_F(AppStateTest, AGenerationOfAnotherSettingOrPromptIsMarkedAndNotCaptured) {
+  st.generate(4, 0.0f);
+  wait_idle(st);
+  ASSERT_TRUE(st.gen && !st.gen->ids.empty());
+  EXPECT_EQ(st.generation_gap(), "");
+  const focal::TempSpec was = st.slots[0].spec;
+  focal::TempSpec other = was;
+  other.mode = focal::AttnMode::kFocal;
+  other.focal_temp = 0.1f;
+  st.set_spec(0, other);
+  wait_idle(st);
+  EXPECT_NE(st.generation_gap().find("generated under " + was.label() + "; A is now " + other.label()),
+            std::string::npos)
+      << st.generation_gap();
+  const std::vector<int32_t> before = st.file.token_ids;
+  st.capture_generation();
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_EQ(st.file.token_ids, before);
+  st.set_spec(0, was);  // back to the setting that generated: it is that generation again
+  wait_idle(st);
+  EXPECT_EQ(st.generation_gap(), "");
+  st.set_prompt("A dog ran far away into the big dark forest.");
+  wait_idle(st);
+  EXPECT_NE(st.generation_gap().find("earlier prompt"), std::string::npos) << st.generation_gap();
+  const std::vector<int32_t> new_prompt = st.file.token_ids;
+  st.capture_generation();
+  EXPECT_TRUE(st.message_is_error);
+  EXPECT_EQ(st.file.token_ids, new_prompt);
+}
+
+// The Sweep tab's key: what a sweep keeps fixed while t varies. Another override of A is another sweep; another t
+// (or standard) is the same one.
+TEST(SweepKey, OverridesMakeAnotherSweepTAloneDoesNot) {
+  focal::TempSpec a = focal::TempSpec::focal(0.4f);
+  EXPECT_EQ(sweep_key(a), sweep_key(focal::TempSpec::focal(0.2f)));
+  EXPECT_EQ(sweep_key(a), sweep_key(focal::TempSpec::standard()));
+  focal::TempSpec o = a;
+  o.head_temp[{2, 3}] = 0.15f;
+  EXPECT_NE(sweep_key(a), sweep_key(o));
+}
+
 // A runtime error about one field is shown with the app's control for it, never with a CLI option.
 TEST_F(AppStateTest, RuntimeErrorsNameTheAppsControlNotACliOption) {
   focal::TempSpec s = st.slots[0].spec;

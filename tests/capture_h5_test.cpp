@@ -311,6 +311,21 @@ TEST(CaptureH5, RoundTripFp32) {
   if (const char* keep = std::getenv("FOCAL_CAPTURE_SAMPLE")) write_capture(f, keep);
 }
 
+// A run of another model (the app's two-models export) keeps that model's path and checksum; the other runs have none.
+TEST(CaptureH5, ARunOfAnotherModelKeepsItsModel) {
+  TempDir dir;
+  CaptureFile f = fake_capture();
+  f.runs[1].model_path = "/models/standard";
+  f.runs[1].weights_checksum = 0x0123456789abcdefULL;
+  const std::string path = dir.file("two.h5");
+  write_capture(f, path);
+  const CaptureFile r = read_capture(path);
+  EXPECT_EQ(r.runs[0].model_path, "");
+  EXPECT_EQ(r.runs[0].weights_checksum, 0u);
+  EXPECT_EQ(r.runs[1].model_path, "/models/standard");
+  EXPECT_EQ(r.runs[1].weights_checksum, 0x0123456789abcdefULL);
+}
+
 // A file written before device and precision were recorded (no such attributes) reads them as empty.
 TEST(CaptureH5, ProvenanceWithoutDeviceAndPrecisionReadsEmpty) {
   TempDir dir;

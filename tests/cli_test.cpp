@@ -783,6 +783,15 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   expect_failure({"capture", *model_, "--prompt", kPrompt, "--budget", "lots", "-o", o}, 2, {"--budget"}, d);
   expect_failure({"sweep", *model_, "--prompt", kPrompt, "-o", o}, 2, {"--temps"}, d);
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "0"}, 2, {"-n"}, d);
+  // integers past their type are refused, not wrapped (-n 4294967298 generated 2 tokens, --seed -1 ran as 2^64 - 1)
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "4294967298"}, 2,
+                 {"--n-new: 4294967298 is out of range (at most 2147483647)"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "99999999999999999999"}, 2, {"is out of range"}, d);
+  expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "1", "--seed", "-1"}, 2,
+                 {"--seed: '-1' is not an integer >= 0"}, d);
+  expect_failure(
+      {"generate", *model_, "--prompt", kPrompt, "-n", "2", "--sample-temp", "1", "--seed", "18446744073709551616"}, 2,
+      {"--seed: 18446744073709551616 is out of range"}, d);
   // a capture option without the capture (it was ignored without a word)
   expect_failure({"generate", *model_, "--prompt", kPrompt, "-n", "2", "--queries", "1"}, 2,
                  {"--queries describes the capture: it needs --capture FILE"}, d);

@@ -633,6 +633,13 @@ int AppState::poll() {
 
 // ---------------------------------------------------------------- sweep and generation
 
+std::string sweep_key(const focal::TempSpec& a) {
+  focal::TempSpec k = a;
+  k.mode = focal::AttnMode::kFocal;
+  k.focal_temp = 1.0f;
+  return k.to_json();
+}
+
 void AppState::run_sweep(float t_min, float t_max, int n) {
   if (capture_only())
     return notify("sweep: runs the model at each t, and this capture was opened without it: " +
@@ -663,6 +670,7 @@ void AppState::run_sweep(float t_min, float t_max, int n) {
                 res->n_layers = sf.n_layers;
                 res->n_heads = sf.n_heads;
                 res->base_label = base.label();
+                res->base_key = sweep_key(base);
                 return [this, res, tokens] {
                   if (tokens == file.token_ids) sweep = res;
                 };
@@ -721,6 +729,8 @@ void AppState::generate(int n_new, float sample_temp) {
   g->n_heads = cfg_.n_heads;
   g->prompt_len = (int)prompt_ids.size();
   g->prompt_ids = prompt_ids;
+  g->spec_json = spec.to_json();
+  g->spec_label = spec.label();
   g->running = true;
   gen = g;
   jobs.submit("generate", "generate " + std::to_string(n_new) + " tokens",
@@ -746,8 +756,22 @@ void AppState::generate(int n_new, float sample_temp) {
               });
 }
 
+std::string AppState::generation_gap() const {
+  if (!gen) return "";
+  std::lock_guard<std::mutex> lk(gen->mu);
+  const std::vector<int32_t>& t = file.token_ids;
+  if (t.size() < gen->prompt_ids.size() || !std::equal(gen->prompt_ids.begin(), gen->prompt_ids.end(), t.begin()))
+    return "generated from an earlier prompt: generate again";
+  if (slots[0].spec.to_json() != gen->spec_json)
+    return "generated under " + gen->spec_label + "; A is now " + slots[0].spec.label() +
+           ": set A back, or generate again";
+  return "";
+}
+
 void AppState::capture_generation() {
   if (!gen) return notify("capture generation: generate some tokens first (Generation tab)", true);
+  // A capture records A's run as the setting that generated: tokens of an earlier prompt or setting are not that.
+  if (const std::string gap = generation_gap(); !gap.empty()) return notify("capture generation: " + gap, true);
   std::vector<int32_t> ids;
   int n_prompt = 0;
   {
@@ -761,12 +785,15 @@ void AppState::capture_generation() {
     ids.insert(ids.end(), gen->ids.begin(), gen->ids.end());
   }
   if (!has_model()) return notify("capture generation: load a model first", true);
+  std::string table_note;  // GPT-2: the last token, predicted at the position table's end, has no position
+  ids.resize(focal::generation_capture_tokens(slots[0].model->config(), ids.size(), &table_note));
   const std::string text = slots[0].model->tokenizer() ? slots[0].model->tokenizer()->decode(ids) : prompt;
   if (!apply_tokens(std::move(ids))) return;
   prompt = text;
   file.n_prompt_tokens = n_prompt;
   notify("capture of prompt + generated tokens: positions 0.." + std::to_string(n_prompt - 1) + " are the prompt, " +
-             std::to_string(n_prompt) + ".." + std::to_string(n_tokens() - 1) + " were generated",
+             std::to_string(n_prompt) + ".." + std::to_string(n_tokens() - 1) + " were generated" +
+             (table_note.empty() ? "" : " (" + table_note + ")"),
          false);
 }
 
@@ -789,6 +816,10 @@ focal::CaptureFile AppState::capture_file() const {
                                 " back to " + slots[side].run_spec.label() + " to export the stored runs"
                           : std::string("press Propagate, then export")));
     f.runs.push_back(*slots[side].run);
+    if (side == 1 && slots[1].model) {  // two models: B's run names its own (the file's provenance is A's)
+      f.runs.back().model_path = model_b_path;
+      f.runs.back().weights_checksum = slots[1].model->weights_checksum();
+    }
   }
   if (f.runs.empty()) throw focal::Error("export: nothing has been run yet");
   if (f.runs.size() == 2 && f.runs[0].name == f.runs[1].name) f.runs[1].name += "_b";

@@ -210,15 +210,21 @@ struct SweepResult {
   std::vector<float> mean_nll;      // [S]
   int n_layers = 0, n_heads = 0;
   std::string base_label;
+  std::string base_key;  // sweep_key of the setting swept: a later A with other overrides makes the sweep stale
 };
+
+// What a sweep of `a` keeps fixed while t varies (its overrides, tau scale, ...): the spec as focal attention at t = 1,
+// as JSON. Equal keys: the same sweep.
+std::string sweep_key(const focal::TempSpec& a);
 
 // Generation streamed from the worker: the attention rows of each new token for the selected layer.
 struct GenStream {
   std::mutex mu;
   std::shared_ptr<const focal::Model> model;  // the model that generated (capture_generation refuses another)
   int layer = 0, n_heads = 0, prompt_len = 0;
-  std::vector<int32_t> prompt_ids;  // [prompt_len] the tokens generation started from
-  std::vector<int32_t> ids;         // generated ids
+  std::vector<int32_t> prompt_ids;    // [prompt_len] the tokens generation started from
+  std::string spec_json, spec_label;  // A's setting that generated (TempSpec::to_json, label)
+  std::vector<int32_t> ids;           // generated ids
   std::vector<std::string> pieces;
   std::vector<std::vector<float>> rows;  // per step: [n_heads, prompt_len + step + 1]
   bool running = false;
@@ -292,6 +298,9 @@ class AppState {
   // Makes the finished generation the session's tokens: prompt + generated ids, with file.n_prompt_tokens marking
   // where the prompt ends, and runs A and B over exactly those tokens (export writes them as a generation capture).
   void capture_generation();
+  // Why the finished generation is not of the current A and prompt ("" when it is): A's setting changed since, or
+  // the prompt no longer starts with the tokens it generated from. The tab says so; capture_generation refuses.
+  std::string generation_gap() const;
 
   // --- derived views ---
   const HeadRows& head_rows();  // recomputed when the selection, specs, runs or view options changed

@@ -67,6 +67,14 @@ void AppState::open_capture_model() {
             return notify("open the capture's model: " + path + " has another shape than the capture", true);
           jobs.cancel("run_a");
           jobs.cancel("run_b");
+          // B's stored run of another model (a two-models capture) is not re-run on A's model under B's label.
+          std::string b_note;
+          if (slots[1].run && !slots[1].run->model_path.empty()) {
+            b_note = "; B's stored run was of model " + slots[1].run->model_path +
+                     ": B is closed (open that model as model B to compare again)";
+            slots[1].run.reset();
+            compare = false;
+          }
           // The capture's tokens, relevant keys, prompt boundary and both sides' settings stay; the stored runs
           // stay shown until the model's runs replace them.
           const focal::CaptureFile header = focal::make_capture_file(*m, {});
@@ -81,8 +89,8 @@ void AppState::open_capture_model() {
           loaded = {path, false, note};
           capture_model = CaptureModel{};
           add_recent(path);
-          notify("opened the capture's model " + path + " (same weights): A and B re-run on the capture's " +
-                     std::to_string(n_tokens()) + " tokens",
+          notify("opened the capture's model " + path + " (same weights): " + (compare ? "A and B" : "A") +
+                     " re-run on the capture's " + std::to_string(n_tokens()) + " tokens" + b_note,
                  false);
           state_version++;
           propagate_all();

@@ -44,6 +44,14 @@ void draw_distribution(Ui& ui, const ImVec4& r) {
     // Row q of each side (nullptr: not shown); past dense_rows_max_tokens computed here from the stored scores.
     const float* prow[2] = {rows.row(0, q), rows.row(1, q)};
     ImGui::Text("query %d '%s'", q, short_piece(st.file.pieces[q]).c_str());
+    if (st.view.hide_sink && q == 0) {  // its one key is the sink: nothing is left to renormalise (it read "H nan")
+      const char* why = "query 0 sees only the first token, which hide sink hides: choose a later query";
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", why);
+      ui.labels["distribution.header"] = {why};
+      ImGui::End();
+      return;
+    }
     for (int s = 0; s < 2; ++s) {
       if (!rows.shown(s)) continue;
       const float* m = &rows.metrics[s][(size_t)q * focal::kNumRowMetrics];

@@ -57,7 +57,9 @@ void draw_generation(Ui& ui) {
     n_heads = g->n_heads;
     plen = g->prompt_len;
   }
-  if (!running && steps_done(g)) {
+  const std::string gap = running ? std::string() : st.generation_gap();
+  ui.labels["generation.stale"] = {gap};
+  if (!running && steps_done(g) && gap.empty()) {
     ImGui::SameLine();
     if (ImGui::Button("Capture prompt + generated")) st.capture_generation();
     if (ImGui::IsItemHovered())
@@ -65,6 +67,7 @@ void draw_generation(Ui& ui) {
           "Run A and B over exactly the prompt and the generated tokens; the token strip, the heatmap "
           "and the Output tab mark where generation begins, and export writes a generation capture");
   }
+  if (!gap.empty()) ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", gap.c_str());  // a stale generation
   ImGui::TextWrapped("%s%s", text.c_str(), running ? " ..." : "");
   const int head = std::min(st.sel_head, n_heads - 1);
   const int steps = (int)rows.size();

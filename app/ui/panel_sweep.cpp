@@ -9,8 +9,9 @@ namespace focalscope {
 
 // One plot: lines against t on a log axis, round y ticks, t labels that never overlap, a dashed marker at t = 1
 // (standard attention) and a solid one at A's t. name: where the labels drawn are recorded.
+// one_label: the t = 1 marker's words ("standard", or "t = 1" when overrides stay fixed and t = 1 is not standard).
 static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std::vector<std::vector<float>>& ys,
-                 const std::vector<ImU32>& cols, float mark_x, ImVec2 size) {
+                 const std::vector<ImU32>& cols, float mark_x, ImVec2 size, const char* one_label) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, size);
@@ -58,10 +59,17 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
     dl->AddText(ImVec2(x, p1.y + 3), label_col, s.c_str());
     shown.push_back(s);
   }
-  std::sort(shown.begin(), shown.end(),
-            [](const std::string& a, const std::string& b) { return std::stof(a) < std::stof(b); });
-  ui.labels[std::string("sweep.") + id + ".t"] = shown;
-  ui.labels[std::string("sweep.") + id + ".t.extent"] = extents;
+  // Both lists in t order, each label beside its own extent (the extents stayed in drawing order).
+  std::vector<size_t> order(shown.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::stof(shown[a]) < std::stof(shown[b]); });
+  std::vector<std::string> shown_t, extents_t;
+  for (size_t i : order) {
+    shown_t.push_back(shown[i]);
+    extents_t.push_back(extents[i]);
+  }
+  ui.labels[std::string("sweep.") + id + ".t"] = shown_t;
+  ui.labels[std::string("sweep.") + id + ".t.extent"] = extents_t;
   // t = 1: standard attention, dashed.
   if (1.0f >= xs.front() && 1.0f <= xs.back()) {
     ui.labels[std::string("sweep.") + id + ".standard_marker"] = {fmt("%.1f", X(1.0f))};
@@ -78,7 +86,7 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
   if (1.0f >= xs.front() && 1.0f <= xs.back()) {
     // At the top of the plot or at its bottom, whichever the curves leave free over the label's width (its box hid
     // the curves past t = 1, which rise to the top there); over them, on the plot's background, when neither is.
-    const ImVec2 ts = ImGui::CalcTextSize("standard");
+    const ImVec2 ts = ImGui::CalcTextSize(one_label);
     const float x = std::min(X(1.0f) + 3, p1.x - ts.x - 1);
     float curve_top = INFINITY, curve_bottom = -INFINITY;  // screen y of the curves within the label's x span
     for (size_t s = 0; s < ys.size(); ++s)
@@ -95,7 +103,8 @@ static void plot(Ui& ui, const char* id, const std::vector<float>& xs, const std
     const float y = top_free || !bottom_free ? top_y : bottom_y;
     if (!top_free && !bottom_free)
       dl->AddRectFilled(ImVec2(x - 1, y - 1), ImVec2(x + ts.x + 1, y + 1 + ts.y), IM_COL32(22, 24, 30, 220));
-    dl->AddText(ImVec2(x, y), IM_COL32(200, 200, 210, 220), "standard");
+    dl->AddText(ImVec2(x, y), IM_COL32(200, 200, 210, 220), one_label);
+    ui.labels[std::string("sweep.") + id + ".one_label"] = {one_label};
   }
 }
 
@@ -133,6 +142,15 @@ void draw_sweep(Ui& ui) {
     layer_mean[s] = (float)(acc / H);
   }
   const focal::TempSpec& a = st.slots[0].spec;
+  // A's fixed part changed since the sweep ran (an override): its curves are of another setting.
+  const bool stale = sweep_key(a) != sw->base_key;
+  const std::string stale_text =
+      stale ? "swept t with the rest of A as " + sw->base_label + "; A is now " + a.label() + ": run the sweep again"
+            : "";
+  ui.labels["sweep.stale"] = {stale_text};
+  if (stale) ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", stale_text.c_str());
+  // t = 1 is standard attention only without overrides
+  const char* one_label = sw->base_key == sweep_key(focal::TempSpec::focal(1.0f)) ? "standard" : "t = 1";
   const float mark =
       a.mode == focal::AttnMode::kFocal ? a.focal_temp : (a.mode == focal::AttnMode::kStandard ? 1.0f : -1.0f);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -149,12 +167,14 @@ void draw_sweep(Ui& ui) {
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(mean_col), "layer %d mean", st.sel_layer);
   ImGui::SameLine();
   ImGui::TextDisabled("%s vs t (log axis); white line: A's t, dashed: t = 1", focal::row_metric_name(ui.sweep_metric));
-  plot(ui, "metric", sw->temps, {head, layer_mean}, {head_col, mean_col}, mark, ImVec2(avail.x * 0.6f, avail.y - 26));
+  const float plot_h = avail.y - 26 - (stale ? ImGui::GetTextLineHeightWithSpacing() : 0.0f);
+  plot(ui, "metric", sw->temps, {head, layer_mean}, {head_col, mean_col}, mark, ImVec2(avail.x * 0.6f, plot_h),
+       one_label);
   ImGui::EndGroup();
   ImGui::SameLine();
   ImGui::BeginGroup();
   ImGui::TextDisabled("prompt loss (nats/token) vs t");
-  plot(ui, "loss", sw->temps, {loss}, {head_col}, mark, ImVec2(avail.x * 0.38f, avail.y - 26));
+  plot(ui, "loss", sw->temps, {loss}, {head_col}, mark, ImVec2(avail.x * 0.38f, plot_h), one_label);
   ImGui::EndGroup();
 }
 

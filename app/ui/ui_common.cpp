@@ -155,6 +155,9 @@ std::string run_title(const AppState& st, int side) {
   // whose B was focal_t0.4).
   if (!st.config()) return t + "no model";
   if (side == 1 && s.model) t += st.model_b_path.substr(st.model_b_path.find_last_of('/') + 1) + ", ";
+  // A stored run of another model (a two-models capture opened alone) names it as well.
+  if (side == 1 && !s.model && s.run && !s.run->model_path.empty())
+    t += s.run->model_path.substr(s.run->model_path.find_last_of('/') + 1) + ", ";
   t += s.spec.label();
   return t;
 }

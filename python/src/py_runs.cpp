@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "focal/error.h"
 #include "py_convert.h"
@@ -256,9 +257,12 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
   so.top_k = top_k;
   so.seed = 1;
   if (!seed.is_none()) {
-    if (!nb::isinstance<nb::int_>(seed) || nb::cast<long long>(seed) < 0)
-      raise(PyExc_TypeError, "seed: an integer >= 0");
-    so.seed = nb::cast<uint64_t>(seed);
+    if (!nb::isinstance<nb::int_>(seed)) raise(PyExc_TypeError, "seed: an integer >= 0");
+    // The CLI's range, 0 .. 2^64 - 1 (a seed of 2^63 or more failed with "std::bad_cast" through long long).
+    if (!nb::try_cast<uint64_t>(seed, so.seed))
+      raise(PyExc_ValueError, "seed: " + nb::cast<std::string>(nb::str(seed)) +
+                                  " is out of range: give an integer in 0.." +
+                                  std::to_string(std::numeric_limits<uint64_t>::max()));
   }
   so.stop_at_eos = stop_at_eos;
 
@@ -307,6 +311,10 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
     // As `focal generate --capture [--compare SPEC]`: prompt + generated tokens re-run in one pass per setting (the
     // second setting re-runs exactly these tokens; it does not generate its own).
     // As the CLI: positions named past the tokens generated (it stopped early at end of text) are an error.
+    std::string note;  // a learned position table's end (GPT-2): the last token is left out, as the CLI says
+    all.resize(focal::generation_capture_tokens(m.model->config(), all.size(), &note));
+    if (!note.empty() && PyErr_WarnEx(PyExc_UserWarning, ("generate: " + note).c_str(), 1) != 0)
+      throw nb::python_error();
     const int n_all = (int)all.size();
     for (int q : req.queries)
       if (q >= n_all)

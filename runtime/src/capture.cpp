@@ -555,6 +555,16 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   return sf;
 }
 
+size_t generation_capture_tokens(const ModelConfig& c, size_t n_tokens, std::string* note) {
+  if (note) note->clear();
+  if (c.arch.position != PositionKind::kLearned || n_tokens <= (size_t)c.max_positions) return n_tokens;
+  if (note)
+    *note = "the capture holds the first " + std::to_string(c.max_positions) + " of the " + std::to_string(n_tokens) +
+            " tokens: the last generated token was predicted at the learned position table's last position and has "
+            "no position of its own";
+  return (size_t)c.max_positions;
+}
+
 ComparisonMeans comparison_means(const Comparison& cmp) {
   ComparisonMeans m;
   const size_t Qc = cmp.queries.size();

@@ -190,6 +190,10 @@ void write_run(Writer& w, hid_t runs, const CaptureFile& file, const RunCapture&
   const hsize_t L = hsize_t(file.n_layers), H = hsize_t(file.n_heads), T = hsize_t(file.n_tokens());
   w.attr_string(g.get(), path, "temp_spec_json", run.temp_spec_json);
   w.attr_i32(g.get(), path, "topk_mass_k", run.topk_mass_k);
+  if (!run.model_path.empty()) {  // a run of another model than the file's
+    w.attr_string(g.get(), path, "model_path", run.model_path);
+    w.attr_u64(g.get(), path, "weights_checksum", run.weights_checksum);
+  }
   w.dataset_i32(g.get(), path, "layers", run.layers, kShapeLayer);
   w.dataset_i32(g.get(), path, "heads", run.heads, kShapeHead);
   w.dataset_i32(g.get(), path, "queries", run.queries, kShapeQuery);
@@ -240,6 +244,10 @@ RunCapture read_run(Reader& r, hid_t runs, const std::string& name, const Captur
   RunCapture run;
   run.name = name;
   run.temp_spec_json = r.attr_string(g.get(), path, "temp_spec_json");
+  if (r.has_attr(g.get(), "model_path")) {
+    run.model_path = r.attr_string(g.get(), path, "model_path");
+    run.weights_checksum = r.attr_u64(g.get(), path, "weights_checksum");
+  }
   run.topk_mass_k = r.attr_int_in(g.get(), path, "topk_mass_k", 0, std::numeric_limits<int>::max());
   const int n_tokens = file.n_tokens();
   run.layers = r.read_index(g.get(), path, "layers", hsize_t(file.n_layers), "n_layers");

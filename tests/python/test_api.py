@@ -348,6 +348,12 @@ def test_on_token_stops_and_raises(models):
     sampled = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     again = m.generate(PROMPT, 8, sample_temp=0.8, top_k=20, seed=7, stop_at_eos=False)
     assert sampled.ids == again.ids and len(sampled.ids) == 8
+    # the seed takes the CLI's range, 0 .. 2^64 - 1 (2^63 and up failed with "std::bad_cast"); outside it is named
+    top = m.generate(PROMPT, 3, sample_temp=0.8, seed=2**64 - 1, stop_at_eos=False)
+    assert len(top.ids) == 3
+    for bad in (-1, 2**64):
+        with pytest.raises(ValueError, match=r"seed: -?\d+ is out of range: give an integer in 0\.\.18446744073709551615"):
+            m.generate(PROMPT, 2, sample_temp=0.8, seed=bad)
     # a run name that spells another setting (as focal capture --name)
     with pytest.raises(ValueError, match="name: 'focal_t0.4' names the setting focal_t0.4, and the run is focal_t0.3"):
         m.run(PROMPT, 0.3, name="focal_t0.4")

@@ -38,6 +38,10 @@ struct CaptureRequest {
 struct RunCapture {
   std::string name;            // e.g. "standard", "focal_t0.4"
   std::string temp_spec_json;  // TempSpec::to_json()
+  // A run of another model than the file's (the app's two-models compare): its path and weights checksum; empty and
+  // 0 for a run of the file's own model.
+  std::string model_path;
+  uint64_t weights_checksum = 0;
   std::vector<int> layers, heads, queries;
   std::vector<float> probs;       // [Lc, Hc, Qc, T], keys beyond the query position are 0; empty if not stored
   std::vector<float> scores;      // [Lc, Hc, Qc, T] raw logits q.k * scale (1/sqrt(d_head) or the architecture's),
@@ -204,6 +208,12 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
 // share no stored rows. progress(done, total), when set, is called after each compared layer.
 Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const std::string& run_b,
                         const std::function<void(int, int)>& progress = {});
+
+// The tokens a capture of a generation (prompt + generated) re-runs: all n_tokens, except past a learned position
+// table (GPT-2), which ends at max_position_embeddings: the last generated token, predicted at the table's last
+// position, has no position of its own and is left out (the re-run refused the whole capture). *note says so, ""
+// when nothing is left out.
+size_t generation_capture_tokens(const ModelConfig& c, size_t n_tokens, std::string* note);
 
 // A comparison's mean KL and JS over the rows the per-head tables average (head_metric_mean): query 0 (one key, so
 // KL = JS = 0 in every pair of runs) is left out unless it is the only row. NaN and n_rows 0 when nothing is stored.
