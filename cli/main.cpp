@@ -579,8 +579,9 @@ int cmd_generate(int argc, char** argv) {
     capture_settings_into(file, *model, runs, req);
     write_capture_reporting(file, a.get("--capture"), req.probs_fp16);
     // On stderr: stdout holds the generated text alone (the line ran into a redirected text).
-    std::fprintf(stderr, "wrote %s: %zu prompt + %zu generated tokens, runs:", a.get("--capture").c_str(),
-                 prompt.size(), gen.size());
+    std::fprintf(stderr, "wrote %s: %zu prompt + %zu generated tokens%s, runs:", a.get("--capture").c_str(),
+                 prompt.size(), all.size() - prompt.size(),
+                 all.size() - prompt.size() < gen.size() ? (" (of " + std::to_string(gen.size()) + ")").c_str() : "");
     for (const RunCapture& r : file.runs) std::fprintf(stderr, " %s", r.name.c_str());
     std::fprintf(stderr, "\n");
   }

@@ -311,6 +311,22 @@ TEST(CaptureH5, RoundTripFp32) {
   if (const char* keep = std::getenv("FOCAL_CAPTURE_SAMPLE")) write_capture(f, keep);
 }
 
+// A generation capture past a learned position table's end (GPT-2) re-runs the first max_positions tokens and says
+// so; a rotary model's runs them all (hand values).
+TEST(GenerationCapture, ALearnedPositionTableEndsTheTokensCaptured) {
+  ModelConfig c;
+  c.max_positions = 128;
+  c.arch.position = PositionKind::kLearned;
+  std::string note;
+  EXPECT_EQ(generation_capture_tokens(c, 128, &note), 128u);
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(generation_capture_tokens(c, 129, &note), 128u);
+  EXPECT_NE(note.find("the first 128 of the 129 tokens"), std::string::npos) << note;
+  c.arch.position = PositionKind::kRope;
+  EXPECT_EQ(generation_capture_tokens(c, 300, &note), 300u);
+  EXPECT_EQ(note, "");
+}
+
 // A run of another model (the app's two-models export) keeps that model's path and checksum; the other runs have none.
 TEST(CaptureH5, ARunOfAnotherModelKeepsItsModel) {
   TempDir dir;
