@@ -234,26 +234,6 @@ TEST(Corpus, MalformedLineNamesItsLine) {
   EXPECT_EQ(skip.skipped(), 2u);
 }
 
-// A refused --resume names each option that changed in its own spelling (hand-written keys).
-TEST(Resume, KeyDifferenceNamesOptionsAsTheyAreSpelled) {
-  const std::string was =
-      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
-      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.4}";
-  EXPECT_EQ(key_difference(was, was), "its options");
-  const std::string now =
-      "weights=1;data=/c.txt;data_stamp=bb;window=1;on_error=1;limit=20;seed=1;"
-      "run=standard:{\"kind\":\"standard\"};run=focal_t0.5:{\"t\":0.5}";
-  EXPECT_EQ(key_difference(was, now),
-            "--data's contents, --limit (all then, 20 now), --on-error (fail then, skip now), --runs "
-            "(standard,focal_t0.4 then, standard,focal_t0.5 now), --long (cut then, window now)");
-  const std::string same_names =
-      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
-      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.3}";
-  EXPECT_EQ(key_difference(was, same_names), "--runs (standard,focal_t0.4, with other settings)");
-}
-
-// ----- a batch against the forward's own metrics -----
-
 // Text that is not UTF-8 (a Latin-1 file) is refused naming its file, line and column, or skipped; an empty JSONL
 // "text" is no document (a corpus of only those is empty).
 TEST(Corpus, NonUtf8TextIsRefusedOrSkippedAndEmptyTextIsNoDocument) {
@@ -293,6 +273,26 @@ TEST(Corpus, NonUtf8TextIsRefusedOrSkippedAndEmptyTextIsNoDocument) {
   EXPECT_EQ(doc.index, 0);
   EXPECT_FALSE(e.next(doc));
 }
+
+// A refused --resume names each option that changed in its own spelling (hand-written keys).
+TEST(Resume, KeyDifferenceNamesOptionsAsTheyAreSpelled) {
+  const std::string was =
+      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.4}";
+  EXPECT_EQ(key_difference(was, was), "its options");
+  const std::string now =
+      "weights=1;data=/c.txt;data_stamp=bb;window=1;on_error=1;limit=20;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.5:{\"t\":0.5}";
+  EXPECT_EQ(key_difference(was, now),
+            "--data's contents, --limit (all then, 20 now), --on-error (fail then, skip now), --runs "
+            "(standard,focal_t0.4 then, standard,focal_t0.5 now), --long (cut then, window now)");
+  const std::string same_names =
+      "weights=1;data=/c.txt;data_stamp=aa;window=0;on_error=0;limit=0;seed=1;"
+      "run=standard:{\"kind\":\"standard\"};run=focal_t0.4:{\"t\":0.3}";
+  EXPECT_EQ(key_difference(was, same_names), "--runs (standard,focal_t0.4, with other settings)");
+}
+
+// ----- a batch against the forward's own metrics -----
 
 TEST(Batch, StatisticsMatchMetricsRecordedFromTheForward) {
   const std::string d = tmp_dir();

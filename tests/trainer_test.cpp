@@ -97,6 +97,14 @@ std::string make_data_dir() {
   return dir;
 }
 
+// A new temporary directory holding a copy of make_data_dir()'s files, to edit or to misuse.
+std::string copy_of_data_dir(const std::string& tag) {
+  std::string dir = test::make_temp_dir(tag);
+  for (const auto& f : std::filesystem::directory_iterator(make_data_dir()))
+    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
+  return dir;
+}
+
 TrainConfig tiny(const std::string& out, AttnMode mode) {
   TrainConfig tc;
   tc.data_dir = make_data_dir();
@@ -505,9 +513,7 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
   }
   // The same options over other data (a copy of the directory with two tokens swapped) are refused too; the same
   // data under another spelling of its directory is not (below).
-  const std::string edited = test::make_temp_dir("edited_data");
-  for (const auto& f : std::filesystem::directory_iterator(c.data_dir))
-    std::filesystem::copy_file(f.path(), edited + "/" + f.path().filename().string());
+  const std::string edited = copy_of_data_dir("edited_data");
   {
     std::vector<int32_t> ids(4);
     std::fstream bin(edited + "/text_train.bin", std::ios::binary | std::ios::in | std::ios::out);
@@ -653,9 +659,7 @@ TEST(Trainer, BadInputs) {
   // --out at a directory of other files (here the data directory itself) is refused and left whole: the checkpoint
   // swap replaced it, deleting the data.
   {
-    const std::string data = test::make_temp_dir("data_as_out");
-    for (const auto& f : std::filesystem::directory_iterator(make_data_dir()))
-      std::filesystem::copy_file(f.path(), data + "/" + f.path().filename().string());
+    const std::string data = copy_of_data_dir("data_as_out");
     tc = tiny(data, AttnMode::kStandard);
     tc.data_dir = data;
     try {

@@ -11,6 +11,7 @@
 
 #include "focal/error.h"
 #include "focal/log.h"
+#include "focal/tokenizer.h"
 
 namespace focal::batch {
 
@@ -22,22 +23,12 @@ bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std:
 }  // namespace
 
 bool CorpusReader::utf8_or_skip(const std::string& text, const std::string& file, int64_t first_line) {
-  int64_t line = first_line;
-  size_t line_start = 0, i = 0;
-  while (i < text.size()) {
-    const size_t n = utf8_sequence_length(text, i);
-    if (n == 0) break;
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-    i += n;
-  }
-  if (i >= text.size()) return true;
+  Utf8Fault f;
+  if (!find_non_utf8(text, &f)) return true;
   char b[8];
-  std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[i]);
-  const std::string msg = "--data '" + file + "' line " + std::to_string(line) + " is not UTF-8 text: byte " + b +
-                          " at column " + std::to_string(i - line_start + 1) +
+  std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[f.offset]);
+  const std::string msg = "--data '" + file + "' line " + std::to_string(first_line + (int64_t)f.line - 1) +
+                          " is not UTF-8 text: byte " + b + " at column " + std::to_string(f.column) +
                           " starts no UTF-8 character; convert the file (iconv -f latin1 -t utf-8, say)";
   if (on_error_ == OnError::kFail) throw Error(msg + " or use --on-error skip to skip such documents");
   if (!quiet_) log_warning(msg + "; its document is skipped (--on-error skip)");

@@ -127,7 +127,7 @@ std::string key_difference(const std::string& was, const std::string& now) {
     names.push_back(name);
   }
   std::string s;
-  for (const std::string& n : names) { s += (s.empty() ? "" : ", ") + n; }
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
   return s.empty() ? "its options" : s;
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "file_map.h"
+#include "fnv1a.h"
 #include "focal/error.h"
 
 namespace focal {
@@ -149,12 +150,7 @@ void GgufFile::relayout(const uint8_t* at, int64_t rows, size_t row_bytes,
 }
 
 uint64_t GgufFile::fnv1a(uint64_t h) const {
-  auto fold = [&h](const uint8_t* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 0x100000001b3ULL;
-    }
-  };
+  auto fold = [&h](const uint8_t* p, size_t n) { h = fnv1a_fold(h, p, n); };
   size_t at = 0;
   std::vector<uint8_t> row;
   for (const Relaid& r : relaid_) {  // the file's own bytes of re-laid-out ranges, row by row

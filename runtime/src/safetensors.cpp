@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "file_map.h"
+#include "fnv1a.h"
 #include "focal/error.h"
 #include "focal_kernels/shared_math.h"
 
@@ -135,13 +136,7 @@ SafetensorsFile::~SafetensorsFile() {
   if (mapped_) unmap_file(FileMap{map_, size_});
 }
 
-uint64_t SafetensorsFile::fnv1a(uint64_t h) const {
-  for (size_t i = 0; i < size_; ++i) {
-    h ^= map_[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t SafetensorsFile::fnv1a(uint64_t h) const { return fnv1a_fold(h, map_, size_); }
 
 std::vector<float> tensor_to_f32(const StTensor& t, const std::string& file) {
   if (t.to_f32) return t.to_f32();

@@ -40,20 +40,28 @@ std::string utf8_replaced(const std::string& bytes) {
   return out;
 }
 
-void require_utf8_text(const std::string& text, const std::string& what, const std::string& field) {
-  for (size_t i = 0, line = 1; i < text.size();) {
+bool find_non_utf8(const std::string& text, Utf8Fault* fault) {
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_sequence_length(text, i);
     if (n == 0) {
-      char b[8];
-      std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[i]);
-      throw Error(field, what + " is not UTF-8 text: byte " + b + " at offset " + std::to_string(i) + " (line " +
-                             std::to_string(line) +
-                             ") starts no UTF-8 character; convert it (iconv -f latin1 -t utf-8, say) or give UTF-8 "
-                             "text");
+      *fault = Utf8Fault{i, line, i - line_start + 1};
+      return true;
     }
-    line += text[i] == '\n';
+    if (text[i] == '\n') ++line, line_start = i + 1;
     i += n;
   }
+  return false;
+}
+
+void require_utf8_text(const std::string& text, const std::string& what, const std::string& field) {
+  Utf8Fault f;
+  if (!find_non_utf8(text, &f)) return;
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", (unsigned)(unsigned char)text[f.offset]);
+  throw Error(field, what + " is not UTF-8 text: byte " + b + " at offset " + std::to_string(f.offset) + " (line " +
+                         std::to_string(f.line) +
+                         ") starts no UTF-8 character; convert it (iconv -f latin1 -t utf-8, say) or give UTF-8 text");
 }
 
 }  // namespace focal

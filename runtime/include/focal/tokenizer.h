@@ -35,6 +35,12 @@ size_t utf8_whole_end(const std::string& bytes);
 // `bytes` as UTF-8 text: each ill-formed sequence (a stray continuation byte, a character cut short) becomes one
 // U+FFFD, as Python's decode(errors="replace") and transformers' decode write it.
 std::string utf8_replaced(const std::string& bytes);
+// The first byte of `text` that starts no UTF-8 character: its offset and 1-based line and column (in bytes); false
+// when the text is UTF-8.
+struct Utf8Fault {
+  size_t offset = 0, line = 1, column = 1;
+};
+bool find_non_utf8(const std::string& text, Utf8Fault* fault);
 // Throws Error unless `text` is UTF-8: "<what> is not UTF-8 text: byte 0xNN at offset I (line L) ...", naming the
 // way to convert it. what: e.g. "data file 'x.txt'", "prompt file 'p.txt'".
 void require_utf8_text(const std::string& text, const std::string& what, const std::string& field = "");

@@ -21,6 +21,7 @@
 #include "focal/model.h"
 #include "focal/model_writer.h"
 #include "focal/trainer.h"
+#include "fnv1a.h"
 #include "focal_kernels/backward.h"
 #include "train/calib_grad.h"
 
@@ -41,16 +42,9 @@ std::string num(double v) {
   return b;
 }
 
+// The ids' little-endian bytes (x86-64 holds them so).
 uint64_t fnv1a_tokens(const std::vector<int32_t>& ids) {
-  uint64_t h = 1469598103934665603ULL;
-  for (int32_t id : ids) {
-    const auto u = (uint32_t)id;
-    for (int b = 0; b < 4; ++b) {
-      h ^= (u >> (8 * b)) & 0xFFu;
-      h *= 1099511628211ULL;
-    }
-  }
-  return h;
+  return fnv1a_fold(kFnv1aOffset, ids.data(), ids.size() * sizeof(int32_t));
 }
 
 void validate(const CalibConfig& c, const ModelConfig& mc) {

@@ -23,6 +23,7 @@
 #include "focal/error.h"
 #include "focal/model_writer.h"
 #include "focal/temp_spec.h"
+#include "fnv1a.h"
 #include "h5_io.h"
 #include "model_internal.h"
 #include "safetensors.h"
@@ -59,11 +60,8 @@ bool exists(const std::string& p) {
 // What the run trains and validates on: FNV-1a 64 over the token streams and the tasks' ids and answers, as hex (a
 // --resume over edited data went on under the old run's record).
 std::string tokens_checksum(const TrainData& d) {
-  uint64_t h = 1469598103934665603ULL;
-  auto add = [&](const void* p, size_t n) {
-    const unsigned char* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
-  };
+  uint64_t h = kFnv1aOffset;
+  auto add = [&](const void* p, size_t n) { h = fnv1a_fold(h, p, n); };
   auto add_ids = [&](const std::vector<int32_t>& v) {
     const uint64_t n = v.size();
     add(&n, sizeof n);
