@@ -124,8 +124,7 @@ int cmd_batch(int argc, char** argv) {
     const std::string oe = a.get("--on-error", "fail");
     if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
     o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;
-    o.checkpoint_s = a.get_double("--checkpoint-every", 60);
-    if (o.checkpoint_s < 0) throw UsageError{"--checkpoint-every must be >= 0 seconds"};
+    o.checkpoint_s = a.get_double("--checkpoint-every", 60);  // checked by run_batch
     o.resume = a.has("--resume");
     check_output(o.out_path);  // a bad -o fails now, not after the model is loaded and the corpus scanned
     check_outputs_apart(a, {"--output", "-o"}, {model_arg(a, argv[1])});

@@ -463,8 +463,10 @@ TEST_F(BatchCli, ResumeAfterKillEqualsAnUninterruptedRun) {
   ASSERT_EQ(rel.rc, 0) << rel.err;
   EXPECT_EQ(read_stats(dir_ + "/rel.h5").data_path, dir_ + "/corpus.txt");
   // Values that would be replaced silently are refused naming the option: --limit 0 ran the whole corpus,
-  // --topk-mass 0 wrote topk_mass = 0 everywhere.
-  for (const char* opt : {"--limit 0", "--topk-mass 0", "--topk-mass 65"}) {
+  // --topk-mass 0 wrote topk_mass = 0 everywhere, --checkpoint-every nan never checkpointed; a value out of range
+  // exits 1 like --bins 0 (--checkpoint-every -1 exited 2, as if malformed).
+  for (const char* opt : {"--limit 0", "--topk-mass 0", "--topk-mass 65", "--bins 0", "--checkpoint-every -1",
+                          "--checkpoint-every nan"}) {
     Result r0 = sh(cmd(dir_ + "/o.h5", opt), dir_);
     EXPECT_EQ(r0.rc, 1) << opt << ": " << r0.err;
     EXPECT_NE(r0.err.find(std::string(opt).substr(0, std::string(opt).find(' '))), std::string::npos) << r0.err;

@@ -151,7 +151,9 @@ TEST(FullDisk, ExportAndInitWriteAWholeModelDirectoryOrNone) {
   const std::string err = base + "/err.txt", fresh = base + "/fresh", kept = base + "/kept";
   Result r = focal_limited("export '" + kModel + "' '" + fresh + "'", 1024, err);
   EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("no space left on"));
+  // Named by the directory asked for (it named the internal stage, FRESH.tmp.PID/model.safetensors).
+  EXPECT_THAT(r.err, HasSubstr("no space left on '" + fresh + "/model.safetensors'"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr(".tmp.")));
   EXPECT_EQ(files_in(base), (std::vector<std::string>{"err.txt"})) << "a half-written directory or its stage";
   ASSERT_EQ(focal_limited("export '" + kModel + "' '" + fresh + "'", 0, err).rc, 0) << slurp(err);  // then it runs
   ASSERT_EQ(focal_limited("init '" + kept + "' --attn focal --temp 0.3", 0, err).rc, 0) << slurp(err);

@@ -270,6 +270,15 @@ TEST_F(GgufFileTest, TensorDataPastTheEnd) {
   EXPECT_THAT(load_error(p), HasSubstr("the file is truncated"));
 }
 
+TEST_F(GgufFileTest, TensorsSharingBytesRefused) {
+  // Tensor 1 stored at tensor 0's offset: each would read (and a panel relayout rewrite) the other's bytes.
+  GgufBuilder b = tiny_llama_gguf();
+  const std::string p = write("overlap.gguf", b.bytes({-1, 0}));
+  EXPECT_THAT(load_error(p), HasSubstr("' share data bytes from offset 0 — the file is corrupt"));
+  EXPECT_THAT(load_error(p), HasSubstr("'" + p + "': tensors '"));
+  EXPECT_EQ(Model::load(write("whole.gguf", b.bytes()))->config().n_layers, 2);  // the same file, offsets intact
+}
+
 TEST_F(GgufFileTest, UnknownAndUnsupportedTypes) {
   for (uint32_t type : {99u, 17u}) {
     GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "", "output_norm.weight");

@@ -593,6 +593,27 @@ TEST_F(ShardedTest, TensorInTwoShards) {
                                      HasSubstr("model-00002-of-00002.safetensors")));
 }
 
+TEST_F(ShardedTest, IndexPlacingTensorsElsewhereWarns) {
+  const auto ts = random_model_tensors(small_config(), 7);
+  const std::string dir = make_sharded("misplaced", ts);
+  for (const std::string& w : Model::load(dir)->config().warnings)
+    EXPECT_EQ(w.find("does not hold"), std::string::npos) << w;  // the index as written: no warning
+  const std::string idx_path = dir + "/model.safetensors.index.json";
+  json idx = json::parse(read_bytes(idx_path));
+  ASSERT_EQ(idx["weight_map"]["model.norm.weight"], "model-00002-of-00002.safetensors");
+  idx["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors";   // held by shard 2
+  idx["weight_map"]["model.extra.weight"] = "model-00001-of-00002.safetensors";  // held by none
+  write_bytes(idx_path, idx.dump(2));
+  auto m = Model::load(dir);  // each tensor still comes from the shard that holds it
+  const std::vector<float> a = logits_of(*m), b = logits_of(*Model::load(make_model("whole", small_config(), ts)));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;  // same weights, same forward
+  std::string warning;
+  for (const std::string& w : m->config().warnings)
+    if (w.find("does not hold") != std::string::npos) warning = w;
+  EXPECT_THAT(warning, AllOf(HasSubstr(idx_path), HasSubstr("places 2 tensors"), HasSubstr("one revision")));
+}
+
 // ---- half-precision weights ----
 
 // Independent reference roundings: the compiler's _Float16 conversion (IEEE round to nearest even) and, for bfloat16,

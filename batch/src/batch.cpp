@@ -242,6 +242,8 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   if (opt.topk_mass_k < 1 || opt.topk_mass_k > 64)  // as capture's; 0 wrote topk_mass = 0 everywhere
     throw Error("--topk-mass " + std::to_string(opt.topk_mass_k) + ": k must be in 1..64");
   if (opt.limit < 0) throw Error("--limit must be >= 0 (0: every document)");
+  if (!(opt.checkpoint_s >= 0))  // NaN never checkpointed
+    throw Error("--checkpoint-every must be a number of seconds >= 0 (0: after every document)");
   for (const BatchRun& r : opt.runs) r.spec.validate(cfg);
   if (opt.resume && comm.size() > 1)
     throw Error("--resume works for single-process runs only; rerun the MPI job from the start");

@@ -277,6 +277,18 @@ void GgufFile::parse() {
                   std::to_string(data_size) + " bytes) — the file is truncated");
     t.data = data_ + data_start + t.offset;
   }
+  // Two tensors on one byte range would read each other's weights, and a panel relayout of one (done in place in
+  // the memory held) would rewrite the other: refused as safetensors' data_offsets are.
+  std::vector<std::pair<uint64_t, const GgufTensor*>> ranges;  // [n nonempty tensors] (offset, tensor)
+  for (const GgufTensor& t : tensors_)
+    if (t.n_bytes > 0) ranges.push_back({t.offset, &t});
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const GgufTensor& prev = *ranges[i - 1].second;
+    if (ranges[i].first < prev.offset + prev.n_bytes)
+      throw Error("'" + p + "': tensors '" + prev.name + "' and '" + ranges[i].second->name +
+                  "' share data bytes from offset " + std::to_string(ranges[i].first) + " — the file is corrupt");
+  }
 }
 
 bool is_gguf_path(const std::string& path) {

@@ -121,6 +121,7 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
 
   // Weight files.
   std::vector<std::string> files;
+  std::map<std::string, std::string> index_map;  // tensor name -> the shard path model.safetensors.index.json names
   const std::string index_path = dir + "/model.safetensors.index.json";
   require_link_target(dir + "/model.safetensors");  // a dangling link read as "neither ... is present"
   require_link_target(index_path);
@@ -145,6 +146,7 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
       if (s.find('/') != std::string::npos)
         throw Error(index_path + ": shard name '" + s + "' must be a plain file name");
       shard_names.insert(s);
+      index_map[k] = dir + "/" + s;
     }
     for (auto& s : shard_names) {
       if (!file_exists(dir + "/" + s)) throw Error(index_path + " names shard '" + s + "', which is missing");
@@ -167,6 +169,20 @@ static void open_hf_dir(const std::string& dir, ModelConfig* cfg, std::string* c
       all[name] = {&t, f};
     }
   }
+  // Each tensor is read from the shard that holds it; an index that places tensors elsewhere (shards of two
+  // revisions mixed, or an index edited by hand) is said once, since the files may not belong together.
+  size_t misplaced = 0;
+  std::string example;
+  for (const auto& [name, shard] : index_map) {
+    const auto it = all.find(name);
+    const std::string held = it == all.end() ? std::string("no shard") : "'" + it->second.second + "'";
+    if (it != all.end() && it->second.second == shard) continue;
+    if (misplaced++ == 0) example = "'" + name + "' in '" + shard + "', but " + held + " holds it";
+  }
+  if (misplaced > 0)
+    cfg->warnings.push_back(index_path + " places " + std::to_string(misplaced) + " tensor" +
+                            (misplaced == 1 ? "" : "s") + " in a shard that does not hold them (first: " + example +
+                            "): were the shards downloaded from one revision?");
 }
 
 // The layer indices the weights hold: 1 + the largest N of "model.layers.N." (0 without any).

@@ -190,6 +190,12 @@ void write_model_dir_staged(const std::string& dst_in, const std::function<void(
                   "'): " + std::strerror(errno));
   try {
     write(stage);
+  } catch (const Error& e) {  // named by the directory asked for, not its stage (a full disk named DST.tmp.PID/...)
+    fs::remove_all(stage, ec);
+    std::string m = e.what();
+    for (size_t at = m.find(stage); at != std::string::npos; at = m.find(stage, at + dst.size()))
+      m.replace(at, stage.size(), dst);
+    throw Error(m);
   } catch (...) {
     fs::remove_all(stage, ec);
     throw;
