@@ -7,7 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <climits>
 #include <fstream>
+#include <map>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -423,6 +427,67 @@ TEST(BpeTokenizer, MergesByRank) {
   EXPECT_EQ(t->piece(ids[2]), "\xC4\xA0the");
   EXPECT_EQ(t->decode(ids), "the the");
   EXPECT_EQ(t->display(ids[2]), " the");
+}
+
+// The merge order against a naive oracle: every round merges all occurrences of the lowest-ranked adjacent pair,
+// left to right (the rule as tokenizers states it). Merge tables grown like a trained one (each merge joins two
+// existing tokens), words of up to 1500 letters over three letters so that hundreds of merges apply per word.
+std::vector<std::string> naive_bpe(std::vector<std::string> sym, const std::map<std::string, int>& ranks) {
+  while (sym.size() > 1) {
+    int best = INT_MAX;
+    std::string pair;
+    for (size_t i = 0; i + 1 < sym.size(); ++i) {
+      auto it = ranks.find(sym[i] + " " + sym[i + 1]);
+      if (it != ranks.end() && it->second < best) {
+        best = it->second;
+        pair = it->first;
+      }
+    }
+    if (best == INT_MAX) break;
+    std::vector<std::string> next;
+    for (size_t i = 0; i < sym.size(); ++i) {
+      if (i + 1 < sym.size() && sym[i] + " " + sym[i + 1] == pair) {
+        next.push_back(sym[i] + sym[i + 1]);
+        ++i;
+      } else {
+        next.push_back(sym[i]);
+      }
+    }
+    sym.swap(next);
+  }
+  return sym;
+}
+
+TEST(BpeTokenizer, MergeOrderMatchesTheRoundByRoundRuleOnLongWords) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    std::mt19937 rng(seed);
+    BpeVocab v;
+    v.tokens = {"a", "b", "c"};
+    std::map<std::string, int> ranks;
+    std::set<std::string> have(v.tokens.begin(), v.tokens.end());
+    while (v.merges.size() < 300) {
+      const std::string& x = v.tokens[rng() % v.tokens.size()];
+      const std::string& y = v.tokens[rng() % v.tokens.size()];
+      if (x.size() + y.size() > 12 || have.count(x + y)) continue;
+      ranks[x + " " + y] = (int)v.merges.size();
+      v.merges.push_back(x + " " + y);
+      have.insert(x + y);
+      v.tokens.push_back(x + y);
+    }
+    auto tok = make_bpe_tokenizer(v, "test");
+    for (int w = 0; w < 40; ++w) {
+      const size_t n = 1 + rng() % (w < 30 ? 60 : 1500);
+      std::string word;
+      std::vector<std::string> sym;
+      for (size_t i = 0; i < n; ++i) {
+        word += (char)('a' + rng() % 3);
+        sym.push_back(word.substr(i, 1));
+      }
+      std::vector<std::string> got;
+      for (int32_t id : tok->encode(word, false)) got.push_back(tok->piece(id));
+      ASSERT_EQ(got, naive_bpe(sym, ranks)) << "seed " << seed << ", word " << word;
+    }
+  }
 }
 
 TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
