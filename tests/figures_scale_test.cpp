@@ -446,6 +446,24 @@ TEST(FigureScale, PerLayerSweepPastEightLayersTradesTheLegendForAColourBar) {
   EXPECT_FALSE(has_label(sel, "layer 4"));
 }
 
+// Sweeps of models of other shapes: each line is its own file's mean over all of its layers and heads (t (1 + 0.1 l
+// + 0.01 h) averages to 2.49 t over 30 x 9 and 1.155 t over 4 x 2). The first file's selection was applied to all:
+// the 30-layer sweep drew 1.155 t when second, and a smaller second file was read past its end.
+TEST(FigureScale, SweepsOfModelsOfOtherShapesAverageTheirOwnHeads) {
+  const SweepFile many = make_sweep(30, 9), few = make_sweep(4, 2);
+  FigureOptions o;
+  o.width_in = 5;
+  for (bool many_first : {true, false}) {
+    const SweepFile& a = many_first ? many : few;
+    const SweepFile& b = many_first ? few : many;
+    const std::string s = render_figure("sweep", {{nullptr, &a, "a"}, {nullptr, &b, "b"}}, o, Format::kSvg);
+    EXPECT_TRUE(has_label(s, "2.5")) << "the 30 x 9 sweep's 2.49 at t = 1 sets the top tick";
+    EXPECT_FALSE(has_label(s, "3.0")) << "nothing above 2.49";
+  }
+  o.layers = {0};  // a selection across models of other shapes names no common heads
+  EXPECT_THROW(render_figure("sweep", {{nullptr, &many, "a"}, {nullptr, &few, "b"}}, o, Format::kSvg), Error);
+}
+
 // A learned-tau log of a 12-layer model: the tau figure colours its 12 lines by layer with a colour bar, no legend.
 TEST(FigureScale, TauPerLayerPastEightLayersTradesTheLegendForAColourBar) {
   auto make_log = [](int L) {

@@ -538,6 +538,34 @@ TEST(FigureDistribution, NearbyTopKeysAreBothLabelled) {
   EXPECT_THAT(svg, HasSubstr("(" + std::to_string(q - 3) + ")"));
 }
 
+// The runner-up right beside the top key, both above a third key far off: the runner-up's label, with no room at its
+// bar, goes above the top key's. It was skipped and the third key labelled, which read as the runner-up.
+TEST(FigureDistribution, TheRunnerUpBesideTheTopKeyIsLabelledAboveIt) {
+  CaptureFile f = make_capture(true, false);
+  const int T = (int)f.token_ids.size(), q = T - 1;
+  ASSERT_GE(T, 12);
+  for (RunCapture& r : f.runs) {  // layer 0, head 0, the last query: 0.55 at key q, 0.35 at key q - 1, 0.05 at q - 10
+    float* row = &r.probs[((size_t)0 * kHeads + 0) * T * T + (size_t)q * T];
+    for (int j = 0; j <= q; ++j) row[j] = 0.05f / (float)(T - 3);
+    row[q] = 0.55f;
+    row[q - 1] = 0.35f;
+    row[q - 10] = 0.05f;
+  }
+  FigureOptions o;
+  o.layer = 0;
+  o.head = 0;
+  o.query = q;
+  o.top_keys = 3;
+  o.runs = {"standard"};
+  o.width_in = 3.4;
+  const std::string svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  for (int k : {q, q - 1, q - 10}) EXPECT_THAT(svg, HasSubstr("(" + std::to_string(k) + ")<")) << "key " << k;
+  o.top_keys = 2;  // K keys labelled are the first K of the ranking
+  const std::string two = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  EXPECT_THAT(two, HasSubstr("(" + std::to_string(q - 1) + ")<"));
+  EXPECT_THAT(two, Not(HasSubstr("(" + std::to_string(q - 10) + ")<")));
+}
+
 // A log of focal calibrate (train_config_json "kind": "calibration") stores t sqrt(d_head) in tau_mean, the learned
 // temperature's unit; --tau draws t, the number its temperature file holds (it showed "Learned tau" at 5.7-7.5 for
 // t of 0.67-1.99), without the clip bounds of a learned model.

@@ -1,6 +1,7 @@
 // distribution: attention probability over the context tokens for one (layer, head, query), one panel per run
 // (or grouped bars in one panel with --overlay) — the paper's Fig. 1, standard vs focal.
 #include <algorithm>
+#include <functional>
 #include <cmath>
 
 #include "focal/error.h"
@@ -11,8 +12,8 @@
 namespace focal::figures {
 
 namespace {
-constexpr double kMinBar = 0.8;      // pt: the narrowest bar drawn
-constexpr double kTopKeySize = 6.0;  // pt: labels of the top keys
+constexpr double kMinBar = 0.8;            // pt: the narrowest bar drawn
+constexpr double kTopKeySize = kTickSize;  // pt: labels of the top keys (7 pt, as the docs say of all labels)
 // Narrow slots get 2 pt of room inside each end of the axis, so that the first bar is not hidden by the spine.
 double key_pad(double plot_w, int n_keys) { return plot_w / n_keys < 4.0 ? 2.0 : 0.0; }
 double key_slot(double plot_w, int n_keys) { return (plot_w - 2 * key_pad(plot_w, n_keys)) / n_keys; }
@@ -180,35 +181,54 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
       if (!(v > 0)) break;
       const std::string s = labels[j] + " (" + numbers[j] + ")";
       const double w = c.text_width(s, kTopKeySize);
-      const double ty = std::max(y(v) - 1.0, plot.y + kTopKeySize);  // baseline
-      const Box row{0, 0, ty - kTopKeySize, ty + 1.0};
-      for (double anchor : {0.5, 1.0, 0.0}) {
-        const double x0 = std::clamp(xs[j] - anchor * w +
-                                         (anchor == 1.0   ? slot / 2
-                                          : anchor == 0.0 ? -slot / 2
-                                                          : 0),
-                                     plot.x, plot.right() - w);
-        const Box b{x0, x0 + w, row.y0, row.y1};
-        bool clash = false;
-        for (const Box& o : placed) clash |= b.x0 < o.x1 + 2.0 && b.x1 > o.x0 - 2.0 && b.y0 < o.y1 && b.y1 > o.y0;
-        for (int k = 0; k < n_keys && !clash; ++k) {  // a taller bar under the label's extent
-          if (k == j || xs[k] + slot / 2 < b.x0 || xs[k] - slot / 2 > b.x1) continue;
-          double vk = 0;
-          for (int r = 0; r < n_bars; ++r) vk = std::max(vk, rows[overlay ? r : p][k]);
-          clash = y(vk) < b.y1;
+      // At the bar's top, else stacked just above a label already drawn (a runner-up beside the top key: its label
+      // goes above the top key's, its position in parentheses saying which bar it names).
+      const double base = std::max(y(v) - 1.0, plot.y + kTopKeySize);  // baseline at the bar
+      std::vector<double> tys = {base};
+      for (const Box& o : placed)
+        if (o.y0 - 1.5 < base && o.y0 - 1.5 >= plot.y + kTopKeySize) tys.push_back(o.y0 - 1.5);
+      std::sort(tys.begin(), tys.end(), std::greater<>());  // lowest on the page first
+      bool drawn = false;
+      for (size_t level = 0; level < tys.size() && !drawn; ++level) {
+        const double ty = tys[level];
+        const Box row{0, 0, ty - kTopKeySize, ty + 1.0};
+        for (double anchor : {0.5, 1.0, 0.0}) {
+          const double x0 = std::clamp(xs[j] - anchor * w +
+                                           (anchor == 1.0   ? slot / 2
+                                            : anchor == 0.0 ? -slot / 2
+                                                            : 0),
+                                       plot.x, plot.right() - w);
+          const Box b{x0, x0 + w, row.y0, row.y1};
+          bool clash = false;
+          for (const Box& o : placed) clash |= b.x0 < o.x1 + 2.0 && b.x1 > o.x0 - 2.0 && b.y0 < o.y1 && b.y1 > o.y0;
+          for (int k = 0; k < n_keys && !clash; ++k) {  // a taller bar under the label's extent
+            if (k == j || xs[k] + slot / 2 < b.x0 || xs[k] - slot / 2 > b.x1) continue;
+            double vk = 0;
+            for (int r = 0; r < n_bars; ++r) vk = std::max(vk, rows[overlay ? r : p][k]);
+            clash = y(vk) < b.y1;
+          }
+          if (clash) continue;
+          placed.push_back(b);
+          c.text(s, x0, ty, kTopKeySize, 0.0, 0.0, 0, false, kInk);
+          drawn = true;
+          break;
         }
-        if (clash) continue;
-        placed.push_back(b);
-        c.text(s, x0, ty, kTopKeySize, 0.0, 0.0, 0, false, kInk);
-        break;
       }
+      // The labels name the first keys of the ranking and no others: a key without room ends them (labelling the
+      // next one instead read as the runner-up, a key of 0.047 beside an unlabelled 0.362).
+      if (!drawn) break;
     }
     // A generation capture: a line before the first generated key P (keys from P on were generated).
     const int gen = f0.prompt_end();
     if (f0.has_generated() && gen > k0 && gen <= k1) {
       const double xg = xs[gen - k0] - slot / 2;
       draw_boundary(c, xg, plot.y, xg, plot.bottom());
-      if (p == 0) draw_boundary_label(c, "generated \xE2\x86\x92", xg + 2.0, plot.y + kTickSize);  // →
+      // Right of the line, else ending at it (the arrow still points at the generated keys): past the page's edge
+      // it was cut to "gene".
+      const std::string label = "generated \xE2\x86\x92";  // →
+      const double lw = c.text_width(label, kTickSize);
+      if (p == 0)
+        draw_boundary_label(c, label, xg + 2.0 + lw <= plot.right() ? xg + 2.0 : xg - 2.0 - lw, plot.y + kTickSize);
     }
     draw_left_axis(c, plot, yt, y);
     c.line(plot.x, plot.bottom(), plot.right(), plot.bottom(), kAxisWidth, kInk);

@@ -234,12 +234,12 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
       draw_boundary(c, area.x, yg, xg, yg);
       draw_boundary(c, xg, yg, xg, area.bottom());
       const std::string label = "generated from " + std::to_string(f0.prompt_end());
-      const double lw = c.text_width(label, kTickSize - 0.5);
+      const double lw = c.text_width(label, kTickSize);
       // Its baseline just above the row edge, or, where the label has to start left of the column edge to fit,
       // higher: above the diagonal at its first key, in the masked triangle (it was drawn over row P - 1's cells).
       const double lx = std::min(xg + 2.0, area.right() - lw);
       double ly = std::min(yg - 2.0, area.y + std::floor((lx - area.x) / cell) * cell - 1.5);
-      if (ly - kCapHeight * (kTickSize - 0.5) < area.y) ly = yg - 2.0;  // no room above the diagonal
+      if (ly - kCapHeight * kTickSize < area.y) ly = yg - 2.0;  // no room above the diagonal
       if (p == 0) draw_boundary_label(c, label, lx, ly);
     }
   }

@@ -78,6 +78,10 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   for (size_t k = 0; k < sweeps.size(); ++k) {
     const SweepFile& s = *sweeps[k];
     const int S = (int)s.focal_temps.size(), L = s.n_layers, Hn = s.n_heads;
+    // Each file's own layers and heads: files of models of other shapes are each averaged over all of theirs (the
+    // first file's selection read past a smaller model's metrics); a selection across shapes is refused above.
+    const std::vector<int> file_layers = L == L0 ? sel_layers : pick_indices({}, L, "layer", "the sweep"),
+                           file_heads = Hn == H0 ? sel_heads : pick_indices({}, Hn, "head", "the sweep");
     if (!fixed[k].empty() && sweeps.size() > 1) file_labels[k] += " (" + fixed[k] + ")";
     std::vector<int> order(S);
     std::iota(order.begin(), order.end(), 0);
@@ -94,9 +98,9 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
           acc = s.mean_nll[i];
           n = std::isnan(acc) ? 0 : 1;
         } else {
-          for (int l : sel_layers) {
+          for (int l : file_layers) {
             if (opt.per_layer && l != line.layer) continue;
-            for (int h : sel_heads) {
+            for (int h : file_heads) {
               const float x = s.head_metrics[(((size_t)i * L + l) * Hn + h) * kNumRowMetrics + metric];
               if (!std::isnan(x)) acc += x, ++n;
             }

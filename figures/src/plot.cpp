@@ -160,7 +160,7 @@ void draw_boundary(Canvas& c, double x0, double y0, double x1, double y1) {
 }
 
 void draw_boundary_label(Canvas& c, const std::string& label, double lx, double ly) {
-  if (!label.empty()) c.text(label, lx, ly, kTickSize - 0.5, 0.0, 0.0, 0, false, kBoundaryInk);
+  if (!label.empty()) c.text(label, lx, ly, kTickSize, 0.0, 0.0, 0, false, kBoundaryInk);
 }
 
 std::string token_label(const std::string& piece, size_t max_chars) {
