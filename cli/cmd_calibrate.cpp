@@ -93,6 +93,10 @@ int cmd_calibrate(int argc, char** argv) {
   check_output(cfg.out_path + ".ckpt.json", "-o (its checkpoint)");
   check_output(cfg.log_path.empty() ? calib_log_path(cfg.out_path) : cfg.log_path, "--log");
   check_outputs_apart(a, {"--output", "--log"}, {model_arg(a, "calibrate")});
+  // The checkpoint is written beside -o and deleted at the end: a --log there was overwritten, then removed.
+  if (!cfg.log_path.empty() && same_path(cfg.log_path, cfg.out_path + ".ckpt.json"))
+    throw Error("--log '" + cfg.log_path + "' is -o's checkpoint file (" + cfg.out_path +
+                ".ckpt.json, written during the run and removed at its end): give the log another path");
 
   // The frozen-weight backward has no CUDA twin: the CPU, even where auto would pick a GPU (it loaded there and
   // then refused, "load the model with --device cpu").

@@ -37,6 +37,8 @@ context with a warning; GPT-2 (learned positions) refuses.
   -o, --output FILE    the file (written under a temporary name and renamed)
   --bucket N           positions per bucket (default N / 32)
   --limit D            only the first D documents
+  --on-error fail|skip a malformed JSONL line or a document that is not UTF-8: stop (default) or skip it with a
+                       warning
   --bootstrap K        resamples of the documents for the bands (default 1000; 0: none)
   --level L            the band's coverage (default 0.95)
   --budget SIZE        memory one forward may take (default: the machine's memory); a larger --max-tokens is
@@ -48,8 +50,8 @@ context with a warning; GPT-2 (learned positions) refuses.
 
 int cmd_eval_positions(int argc, char** argv) {
   Args a(argc, argv, 2, {"--help", "--positions", "--quiet", kLoadFlag, kMmapFlag},
-         {"--data", "--max-tokens", "--runs", "-o", "--output", "--bucket", "--limit", "--bootstrap", "--level",
-          "--budget", kDeviceOption, kWeightsOption, kPrecisionOption});
+         {"--data", "--max-tokens", "--runs", "-o", "--output", "--bucket", "--limit", "--on-error", "--bootstrap",
+          "--level", "--budget", kDeviceOption, kWeightsOption, kPrecisionOption});
   if (a.has("--help")) {
     std::printf("%s%s", kPositionsHelp, kDeviceHelp);
     return 0;
@@ -67,6 +69,9 @@ int cmd_eval_positions(int argc, char** argv) {
                 ": give at least 1 position per bucket (or leave --bucket out: N / 32)");
   o.limit_docs = a.get_int("--limit", 0);
   if (a.has("--limit")) check_limit_option(a);
+  const std::string oe = a.get("--on-error", "fail");
+  if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
+  o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;
   o.bootstrap = a.get_int32("--bootstrap", 1000);
   if (o.bootstrap < 0) throw UsageError{"--bootstrap must be >= 0"};
   o.band_level = a.get_double("--level", 0.95);
@@ -96,16 +101,20 @@ int cmd_eval_positions(int argc, char** argv) {
               B, f.bucket_tokens, f.trained_context);
   // The last bucket any document reaches (the same for every setting: they run the same tokens), and the positions
   // the two columns cover.
-  size_t last = 0;
+  // The first and last buckets any document reaches (the same for every setting: they run the same tokens); with
+  // --bucket 1 the first bucket, position 0, holds no prediction (it printed "positions 1..0", nan).
+  size_t first = B, last = 0;
   for (size_t d = 0; d < f.n_docs(); ++d)
     for (size_t b = 0; b < B; ++b)
-      if (f.doc_count[d * B + b] > 0) last = std::max(last, b);
-  const int last_end = std::min<int>(f.bucket_start[last] + f.bucket_tokens, f.max_tokens) - 1;
-  std::printf("mean NLL (nats) in the first bucket (positions 1..%d) and the last one with tokens (%d..%d)\n",
-              std::min(f.bucket_tokens, f.max_tokens) - 1, std::max(1, f.bucket_start[last]), last_end);
+      if (f.doc_count[d * B + b] > 0) first = std::min(first, b), last = std::max(last, b);
+  if (first == B) first = 0;
+  auto bucket_end = [&](size_t b) { return std::min<int>(f.bucket_start[b] + f.bucket_tokens, f.max_tokens) - 1; };
+  std::printf("mean NLL (nats) in the first bucket with tokens (positions %d..%d) and the last one (%d..%d)\n",
+              std::max(1, f.bucket_start[first]), bucket_end(first), std::max(1, f.bucket_start[last]),
+              bucket_end(last));
   std::printf("%-28s %12s %12s\n", "setting", "first bucket", "last bucket");
   for (size_t r = 0; r < f.n_runs(); ++r)
-    std::printf("%-28s %12.4f %12.4f\n", f.run_names[r].c_str(), f.mean_nll[r * B], f.mean_nll[r * B + last]);
+    std::printf("%-28s %12.4f %12.4f\n", f.run_names[r].c_str(), f.mean_nll[r * B + first], f.mean_nll[r * B + last]);
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

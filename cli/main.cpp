@@ -559,6 +559,12 @@ int cmd_generate(int argc, char** argv) {
   std::printf("\n");
   std::fflush(stdout);  // the text's line ends before the timing line on stderr
   std::fprintf(stderr, "[%zu tokens in %.2fs, %s]\n", gen.size(), el, spec.label().c_str());
+  // A learned position table ends the generation at its last row: said (it gave 25 of -n 40 tokens, exit 0, unsaid).
+  if (learned && (int64_t)gen.size() < n_new && (int)(prompt.size() + gen.size()) >= c.max_positions)
+    std::fprintf(stderr,
+                 "warning: generation stopped after %zu of %lld tokens: %s's learned position table ends at %d "
+                 "positions (max_position_embeddings)\n",
+                 gen.size(), (long long)n_new, c.arch.name.c_str(), c.max_positions);
   if (a.has("--capture")) {
     // KV-cache decoding reproduces a prefill of the full sequence (tests/forward_test.cpp), so the capture re-runs
     // prompt + generated tokens in one pass: the attention row of every generated step, laid out as `focal capture`.

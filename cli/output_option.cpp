@@ -104,6 +104,15 @@ void add_input_files(const std::string& value, const std::string& label,
 
 }  // namespace
 
+bool same_path(const std::string& a, const std::string& b) {
+  // Made absolute first: weakly_canonical leaves a relative path none of whose parts exist relative ("x.json"),
+  // while "./x.json" came back absolute, so the two spellings of one new file compared unequal.
+  std::error_code ea, eb;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return !ea && !eb && pa == pb;
+}
+
 void check_outputs_apart(const Args& a, const std::vector<std::string>& outputs,
                          const std::vector<std::string>& extra_inputs) {
   auto is_output = [&](const std::string& name) {
@@ -122,13 +131,10 @@ void check_outputs_apart(const Args& a, const std::vector<std::string>& outputs,
     if (a.has(o) && !a.get(o).empty()) outs.emplace_back(o, a.get(o));
   for (size_t i = 0; i < outs.size(); ++i) {
     std::error_code ec;
-    const std::filesystem::path canon = std::filesystem::weakly_canonical(outs[i].second, ec);
-    for (size_t j = 0; j < i; ++j) {
-      std::error_code ec2;
-      if (!ec && std::filesystem::weakly_canonical(outs[j].second, ec2) == canon && !ec2)
+    for (size_t j = 0; j < i; ++j)
+      if (same_path(outs[j].second, outs[i].second))
         throw Error(shown(outs[i].first) + " '" + outs[i].second + "' is also " + shown(outs[j].first) +
                     "'s file: give each output its own path");
-    }
     if (!std::filesystem::exists(outs[i].second, ec)) continue;  // a new file replaces no input
     for (const auto& [file, what] : inputs) {
       std::error_code ec3;

@@ -19,6 +19,8 @@ void check_output(const std::string& path, const char* opt = "-o");
 // argument is an input where it names an existing file, or a directory (then each file directly in it); the parts of
 // a list ("standard,calibrated:T.json") count one by one. `extra_inputs`: inputs the command line does not spell
 // (the bundled default model). Throws Error naming the output option and the input.
+// Whether two paths name one file, existing or not, however spelled (relative, "./", "..", links in the directories).
+bool same_path(const std::string& a, const std::string& b);
 void check_outputs_apart(const Args& a, const std::vector<std::string>& outputs,
                          const std::vector<std::string>& extra_inputs = {});
 

@@ -250,6 +250,18 @@ TEST_F(AppStateTest, OverridesForASetOfLayersOrHeads) {
   EXPECT_EQ(heads.head_temp.at({3, 2}), 0.3f);
   EXPECT_TRUE(heads.layer_temp.empty());
   EXPECT_TRUE(with_overrides(heads, {1, 3}, {0, 2}, 0.0f).head_temp.empty());  // t <= 0 clears them
+  // A head-granularity temperature file's setting: a layer's t replaces the file's t of that layer's heads (they
+  // won over it, so the layer's slider moved nothing), and the label says the file was changed.
+  focal::TempSpec file;
+  file.temp_file = "/x/t_head.json";
+  file.base_checksum = 1;
+  for (int h = 0; h < 4; ++h) file.head_temp[{1, h}] = file.head_temp[{2, h}] = 0.7f;
+  const focal::TempSpec layer1 = with_overrides(file, {1}, {}, 0.3f);
+  EXPECT_EQ(layer1.layer_temp.at(1), 0.3f);
+  EXPECT_EQ(layer1.head_temp.count({1, 0}), 0u);
+  EXPECT_EQ(layer1.head_temp.at({2, 0}), 0.7f);
+  EXPECT_EQ(file.label(), "calibrated:t_head");
+  EXPECT_EQ(layer1.label(), "calibrated:t_head+overrides");
   const int L = st.config()->n_layers;
   std::vector<int> all((size_t)L);
   std::iota(all.begin(), all.end(), 0);

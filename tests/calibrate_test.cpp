@@ -501,6 +501,18 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
     EXPECT_EQ(back.base_checksum, model->weights_checksum());
     EXPECT_EQ(back.granularity, g);
     if (g == CalibGranularity::kHead) {
+      // A layer's t given after a head-granularity file sets that layer's heads (the file's per-head t won over it:
+      // "+0=0.5" changed nothing), a head given before it in the list stays; the label says the file was changed.
+      const TempSpec over = TempSpec::parse("calibrated:" + cfg.out_path + "+0:1=0.3+0=0.5", "--temp", &c);
+      const TempSpec half = TempSpec::focal(0.5f), third = TempSpec::focal(0.3f);
+      for (int h = 0; h < c.n_heads; ++h) {
+        EXPECT_EQ(over.row_multiplier(c, 0, h, 5, 0.0f), (h == 1 ? third : half).row_multiplier(c, 0, h, 5, 0.0f));
+        EXPECT_EQ(over.row_multiplier(c, 1, h, 5, 0.0f), spec.row_multiplier(c, 1, h, 5, 0.0f));
+      }
+      EXPECT_NE(over.row_multiplier(c, 0, 0, 5, 0.0f), spec.row_multiplier(c, 0, 0, 5, 0.0f));
+      EXPECT_EQ(over.label(), "calibrated:t_head+overrides");
+      EXPECT_EQ(TempSpec::from_json(over.to_json(), "test").label(), "calibrated:t_head+overrides");
+      EXPECT_EQ(spec.label(), "calibrated:t_head");
       // A field of the wrong type is named (the JSON library's words came alone: "cannot use at() with array").
       const std::string text = [&] {
         std::ifstream in(cfg.out_path);

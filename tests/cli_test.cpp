@@ -1064,6 +1064,17 @@ TEST_F(CliTest, AnOutputOverAnInputIsRefused) {
   expect_failure({"calibrate", *model_, "--data", corpus, "-o", d + "/t.json", "--log", d + "/t.json"}, 1,
                  {"--log '" + d + "/t.json' is also -o's file"}, "");
   EXPECT_FALSE(exists(d + "/t.json"));
+  // The same new file spelled two ways ("t2.json", "./t2.json": the first compared relative, the second absolute),
+  // and --log at -o's checkpoint, which the run overwrites and then removes.
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir(d.c_str()), 0);
+  expect_failure({"calibrate", *model_, "--data", corpus, "-o", "t2.json", "--log", "./t2.json"}, 1,
+                 {"--log './t2.json' is also -o's file"}, "");
+  expect_failure({"calibrate", *model_, "--data", corpus, "-o", "t2.json", "--log", "t2.json.ckpt.json"}, 1,
+                 {"--log 't2.json.ckpt.json' is -o's checkpoint file"}, "");
+  ASSERT_EQ(chdir(cwd), 0);
+  EXPECT_FALSE(exists(d + "/t2.json"));
   // Writing over an earlier output is what -o is for.
   EXPECT_EQ(run({"capture", *model_, "--prompt", kPrompt, "-o", cap}).rc, 0);
 }

@@ -216,7 +216,9 @@ TEST(PositionLoss, RefusesBadRunsAndOverBudget) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("--max-tokens 40 needs an estimated"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("over the memory budget"));
   }
-  for (const char* bad : {"standard,", "focal:-1", "standard@ntk:2", "standard,standard"})
+  // ... and an empty override, and one setting spelled twice (each ran, the model loaded once per spelling)
+  for (const char* bad : {"standard,", "focal:-1", "standard@ntk:2", "standard,standard", "standard@", "focal:0.4,0.4",
+                          "standard@dynamic:2,standard@dynamic:2.0"})
     EXPECT_THROW((void)batch::run_position_loss(loader(tiny_model_dir()), corpus, bad, o, 0, nullptr, nullptr), Error)
         << bad;
   ModelConfig gpt2;  // learned absolute positions: a rope override is refused, naming it
@@ -381,6 +383,24 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   r = run_cli("inspect " + out4);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::HasSubstr("no tokens"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("nan")));
+  // A document that is not UTF-8 stops the run, its message offering --on-error skip, which eval takes (the hint
+  // named an option only batch had); skipped, the other documents run. --bucket 1: the summary's first bucket is
+  // the first with tokens, position 1 (it printed "positions 1..0" and nan for position 0, which predicts nothing).
+  const std::string bdir = dir + "/latin1";
+  std::filesystem::create_directories(bdir);
+  const std::string bad_corpus = write_corpus(bdir, {"The lamp was lit by the river.", "caf\xE9 au lait and bread."});
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + bad_corpus +
+              " --max-tokens 20 --runs standard -o " + dir + "/x.h5 --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("is not UTF-8 text"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("--on-error skip"));
+  EXPECT_FALSE(exists(dir + "/x.h5"));
+  r = run_cli("eval " + tiny_model_dir() + " --positions --data " + bad_corpus +
+              " --max-tokens 20 --runs standard --on-error skip --bucket 1 -o " + dir + "/skip.h5 --quiet");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(batch::read_position_loss(dir + "/skip.h5").n_docs(), 1u);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("first bucket with tokens (positions 1..1)"));
   EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("nan")));
   // Options that would be silently replaced are refused naming them; a bad run is named once.
   for (const char* bad : {"--bucket 0", "--limit 0"}) {

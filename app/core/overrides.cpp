@@ -47,12 +47,18 @@ std::vector<int> parse_index_set(const std::string& text, int n, const std::stri
 
 focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& layers, const std::vector<int>& heads,
                                float t) {
+  if (!spec.temp_file.empty()) spec.file_overridden = true;
   for (int l : layers) {
     if (heads.empty()) {
-      if (t > 0)
+      if (t > 0) {
         spec.layer_temp[l] = t;
-      else
+        // as TempSpec::parse_override: a temperature file's t of the layer's heads would win over it
+        if (!spec.temp_file.empty())
+          for (auto it = spec.head_temp.lower_bound({l, 0}); it != spec.head_temp.end() && it->first.first == l;)
+            it = spec.head_temp.erase(it);
+      } else {
         spec.layer_temp.erase(l);
+      }
     }
     for (int h : heads) {
       if (t > 0)

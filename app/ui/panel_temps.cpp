@@ -371,7 +371,8 @@ void draw_temps(Ui& ui) {
   const std::string name = std::filesystem::path(path).filename().string();
   ui.labels["temps.side"] = {side_name(cal)};
   ui.labels["temps.shape"] = {std::to_string(L), std::to_string(H)};
-  ImGui::TextColored(col_run_v4(cal), "%s runs %s", side_name(cal), name.c_str());
+  ImGui::TextColored(col_run_v4(cal), "%s runs %s%s", side_name(cal), name.c_str(),
+                     st.slots[cal].spec.file_overridden ? " with overrides (the cells show the file's own t)" : "");
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", path.c_str());
   ImGui::SameLine();
   const std::string data = std::filesystem::path(f.data_path).filename().string();

@@ -173,14 +173,15 @@ bool ScriptRunner::step(Ui& ui, GLFWwindow* win) {
         st.set_spec(side, s);
       } else if (c.name == "layer-temp") {
         need_config(st, c, where);
-        focal::TempSpec s = st.slots[0].spec;
-        s.layer_temp[integer(c.args[0], where)] = number(c.args[1], where);
-        st.set_spec(0, s);
+        // with_overrides' rules: on a temperature file's setting, the layer's t replaces the file's per-head t
+        const float t = number(c.args[1], where);
+        if (!(t > 0)) throw focal::Error(where + ": t must be > 0");
+        st.set_spec(0, with_overrides(st.slots[0].spec, {integer(c.args[0], where)}, {}, t));
       } else if (c.name == "head-temp") {
         need_config(st, c, where);
-        focal::TempSpec s = st.slots[0].spec;
-        s.head_temp[{integer(c.args[0], where), integer(c.args[1], where)}] = number(c.args[2], where);
-        st.set_spec(0, s);
+        const float t = number(c.args[2], where);
+        if (!(t > 0)) throw focal::Error(where + ": t must be > 0");
+        st.set_spec(0, with_overrides(st.slots[0].spec, {integer(c.args[0], where)}, {integer(c.args[1], where)}, t));
       } else if (c.name == "set-temp") {  // set-temp LAYERS HEADS T [a|b]: e.g. set-temp 0-5 * 0.3; HEADS - for layers
         const int side = side_arg(c, 3, where);
         const focal::ModelConfig* cfg = st.config();

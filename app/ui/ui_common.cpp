@@ -276,10 +276,14 @@ bool temperature_controls(Ui& ui, int side) {
   char label[64];
   std::snprintf(label, sizeof label, "layer %d", L);
   if (ImGui::Checkbox(label, &has_l)) {
-    if (has_l)
+    if (has_l) {
       spec.layer_temp[L] = spec.mode == focal::AttnMode::kFocal ? spec.focal_temp : 1.0f;
-    else
+      // A head-granularity file's t of the layer would win over the layer's slider (it moved nothing).
+      if (!spec.temp_file.empty())
+        for (int h = 0; h < cfg->n_heads; ++h) spec.head_temp.erase({L, h});
+    } else {
       spec.layer_temp.erase(L);
+    }
     changed = true;
   }
   if (has_l) {
@@ -337,12 +341,18 @@ bool temperature_controls(Ui& ui, int side) {
     if (ImGui::SmallButton("reset overrides")) {
       spec.layer_temp.clear();
       spec.head_temp.clear();
+      // A temperature file's t are its overrides: without them the setting is no longer the file's (it kept the
+      // label "calibrated:FILE" over the mode's plain setting).
+      spec.temp_file.clear();
+      spec.base_checksum = 0;
+      spec.file_overridden = false;
       changed = true;
     }
     ImGui::SameLine();
     ImGui::TextDisabled("%zu override%s", n_over, n_over == 1 ? "" : "s");
   }
   ImGui::PopID();
+  if (changed && !spec.temp_file.empty()) spec.file_overridden = true;  // labelled "calibrated:STEM+overrides"
   if (changed) st.set_spec(side, spec);
   return changed;
 }

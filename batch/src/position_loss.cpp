@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <random>
@@ -21,6 +23,7 @@ using h5::Writer;
 
 std::vector<PositionRun> parse_position_runs(const std::string& text, const ModelConfig& cfg) {
   std::vector<PositionRun> runs;
+  std::vector<std::string> sames;  // [runs] each one's setting as it runs
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
@@ -32,8 +35,23 @@ std::vector<PositionRun> parse_position_runs(const std::string& text, const Mode
     const size_t at = item.find('@');
     r.spec_text = item.substr(0, at);
     if (at != std::string::npos) r.rope_scaling = item.substr(at + 1);
+    if (at != std::string::npos && r.rope_scaling.empty())  // "standard@" ran as a run named so, the @ unsaid
+      throw Error("runs", "runs: item '" + item + "': give a rope_scaling override after '@' (e.g. " + r.spec_text +
+                              "@dynamic:2), or leave the '@' out");
+    std::string same;  // the setting as it runs, whatever its spelling: focal:0.4 and 0.4, dynamic:2 and dynamic:2.0
     try {
       const TempSpec spec = TempSpec::parse(r.spec_text, "--runs", &cfg);
+      // native names itself apart ("native (standard)"), so it may sit beside the setting it resolves to
+      same = (r.spec_text.rfind("native", 0) == 0 ? "native " : "") + spec.text();
+      if (!r.rope_scaling.empty()) {
+        const size_t colon = r.rope_scaling.find(':');
+        same += "@" + r.rope_scaling.substr(0, colon);
+        if (colon != std::string::npos) {
+          char b[32];
+          std::snprintf(b, sizeof b, ":%.9g", std::strtod(r.rope_scaling.c_str() + colon + 1, nullptr));
+          same += b;
+        }
+      }
       spec.validate(cfg);
       // "native" alone does not say what ran: the label carries the model's own setting, "native (focal:0.4)"
       if (r.spec_text.rfind("native", 0) == 0)
@@ -51,9 +69,14 @@ std::vector<PositionRun> parse_position_runs(const std::string& text, const Mode
         msg = "item '" + item + "': " + msg;
       throw Error("runs", "runs: " + msg);
     }
-    for (const PositionRun& o : runs)
-      if (o.name == r.name) throw Error("runs", "runs: '" + item + "' is named twice");
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (runs[k].name == r.name || sames[k] == same)
+        throw Error("runs", "runs: '" + item + "' is " +
+                                (runs[k].name == r.name ? std::string("named twice")
+                                                        : "the setting of '" + runs[k].name + "' again") +
+                                " (each setting runs once)");
     runs.push_back(r);
+    sames.push_back(same);
   }
   return runs;
 }
@@ -122,7 +145,13 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   const Model& base = *models[""];
   const ModelConfig& c = base.config();
   const std::vector<PositionRun> runs = parse_position_runs(runs_text, c);
-  (void)context_length_warning(c, opt.max_tokens);  // GPT-2 refuses here, before any document runs
+  // Learned positions (GPT-2) refuse here, before any document runs, naming this option (context_length_warning's
+  // own refusal names a prompt's length).
+  if (c.arch.position == PositionKind::kLearned && opt.max_tokens > c.max_positions)
+    throw Error("max_tokens", "--max-tokens " + std::to_string(opt.max_tokens) + ": " + c.arch.name +
+                                  " has learned absolute positions, a table of " + std::to_string(c.max_positions) +
+                                  " rows (max_position_embeddings) with no row past it; give --max-tokens " +
+                                  std::to_string(c.max_positions) + " or less");
   const size_t need = estimate_position_loss_bytes(c, opt.max_tokens);
   if (budget_bytes > 0 && need > budget_bytes)
     throw Error("max_tokens", "--max-tokens " + std::to_string(opt.max_tokens) + " needs an estimated " +
@@ -151,7 +180,7 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   // Documents first (tokenized once), so progress knows its total.
   std::vector<std::vector<int32_t>> docs;
   {
-    CorpusReader reader(corpus_path, OnError::kFail);
+    CorpusReader reader(corpus_path, opt.on_error);
     Document d;
     while ((opt.limit_docs == 0 || (int64_t)docs.size() < opt.limit_docs) && reader.next(d)) {
       std::vector<int32_t> ids = base.require_tokenizer().encode(d.text, c.add_bos);

@@ -94,6 +94,7 @@ std::string TempSpec::to_json() const {
     char b[24];
     std::snprintf(b, sizeof b, "%016llx", (unsigned long long)base_checksum);
     j["base_checksum"] = b;
+    if (file_overridden) j["temp_file_overridden"] = true;
   }
   if (tau_proj) {
     const TauProj& p = *tau_proj;
@@ -152,6 +153,7 @@ TempSpec TempSpec::from_json(const std::string& text, const std::string& where) 
     if (j.contains("base_checksum")) {
       s.temp_file = j.value("temp_file", std::string());
       s.base_checksum = std::stoull(j.at("base_checksum").get<std::string>(), nullptr, 16);
+      s.file_overridden = j.value("temp_file_overridden", false);
     }
     if (j.contains("tau_proj")) {
       const json& t = j.at("tau_proj");
@@ -248,8 +250,12 @@ bool TempSpec::parse_override(const std::string& item, const std::string& where,
                         (head < 0 ? "layer " + std::to_string(layer)
                                   : "layer " + std::to_string(layer) + " head " + std::to_string(head)) +
                         " is given twice (give each layer or head one t)");
+  if (!temp_file.empty()) file_overridden = true;
   if (head < 0) {
     layer_temp[layer] = t;
+    if (!temp_file.empty())  // a head-granularity file's t of this layer would win over it: +0=0.5 changed nothing
+      for (auto it = head_temp.lower_bound({layer, 0}); it != head_temp.end() && it->first.first == layer;)
+        it = seen && seen->count(it->first) ? std::next(it) : head_temp.erase(it);
     return false;
   }
   head_temp[{layer, head}] = t;
@@ -351,7 +357,7 @@ std::string TempSpec::label() const {
     // two files compared read "calibrated:t_head" and "calibrated:t_layer", not "calibrated" and "calibrated_b"
     std::string stem = temp_file.substr(temp_file.find_last_of('/') + 1);
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
-    return stem.empty() ? "calibrated" : "calibrated:" + stem;
+    return (stem.empty() ? "calibrated" : "calibrated:" + stem) + (file_overridden ? "+overrides" : "");
   }
   std::string s = spelled_mode(*this, true);
   if (!layer_temp.empty() || !head_temp.empty()) s += "+overrides";

@@ -13,6 +13,7 @@
 #include "focal/model.h"
 #include "focal/provenance.h"
 #include "focal/temp_spec.h"
+#include "focal_batch/corpus.h"
 
 namespace focal::batch {
 
@@ -29,11 +30,12 @@ struct PositionRun {
 std::vector<PositionRun> parse_position_runs(const std::string& text, const ModelConfig& cfg);
 
 struct PositionLossOptions {
-  int max_tokens = 0;      // a document's first max_tokens tokens (shorter documents: all of theirs)
-  int bucket_tokens = 0;   // bucket width in positions; 0: max_tokens / 32 (at least 1)
-  int64_t limit_docs = 0;  // 0: every document
-  int bootstrap = 1000;    // resamples of the documents for the band; 0: no band (lo = hi = mean)
-  uint64_t seed = 1;       // of the bootstrap's generator
+  int max_tokens = 0;                 // a document's first max_tokens tokens (shorter documents: all of theirs)
+  int bucket_tokens = 0;              // bucket width in positions; 0: max_tokens / 32 (at least 1)
+  int64_t limit_docs = 0;             // 0: every document
+  OnError on_error = OnError::kFail;  // --on-error: a malformed or non-UTF-8 document stops the run, or is skipped
+  int bootstrap = 1000;               // resamples of the documents for the band; 0: no band (lo = hi = mean)
+  uint64_t seed = 1;                  // of the bootstrap's generator
   double band_level = 0.95;
 };
 

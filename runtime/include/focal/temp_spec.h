@@ -54,6 +54,9 @@ struct TempSpec {
   // weights checksum of the model it was calibrated for; a forward on other weights is refused. 0: no file.
   std::string temp_file;
   uint64_t base_checksum = 0;
+  // A temperature file's setting changed by overrides given after it (`calibrated:h.json+0=0.5`, the app's sliders):
+  // its label says "+overrides" (two captures, with and without, were both "calibrated:h").
+  bool file_overridden = false;
   // kLearned: projections used instead of the model's tau_proj weights (a `tau-proj` temperature file); null: the
   // model's. Shared by copies of the spec; never modified once set.
   std::shared_ptr<const TauProj> tau_proj;
@@ -87,6 +90,8 @@ struct TempSpec {
   static TempSpec parse(const std::string& text, const std::string& where, const ModelConfig* native_of = nullptr);
   // Adds one OVERRIDE ("L=T" or "L:H=T") with the same rules; returns true if it was a per-head override. seen: the
   // (layer, head or -1) of the list's earlier overrides; one given twice is refused (the last one won, unsaid).
+  // On a temperature file's setting, L=T sets the whole layer: the file's per-head t of layer L (which would win
+  // over a layer's t) are dropped, the heads given in `seen` kept.
   bool parse_override(const std::string& item, const std::string& where, std::set<std::pair<int, int>>* seen = nullptr);
   // The canonical spelling in the grammar above, e.g. "focal:0.4+2=0.3+2:1=0.5": parse(text()) == *this.
   std::string text() const;
