@@ -606,6 +606,15 @@ TEST(FigureScale, MatrixCellsUseSignificantDigitsNeverMinusZero) {
   EXPECT_THAT(s, HasSubstr(">0.0012")) << "significant digits";
   EXPECT_EQ(format_number(-0.3, 1.0), "0");
   EXPECT_EQ(format_sig(-0.00012, 2), kMinus + "0.00012");
+  // Ticks finer than 1e-4 in powers of ten (a probability axis read "0.0000015"), zero as "0".
+  EXPECT_EQ(format_number(1.5e-6, 5e-7),
+            "1.5\xC3\x97"
+            "10\xE2\x81\xBB\xE2\x81\xB6");  // 1.5×10⁻⁶
+  EXPECT_EQ(format_number(5e-7, 5e-7),
+            "5\xC3\x97"
+            "10\xE2\x81\xBB\xE2\x81\xB7");  // 5×10⁻⁷
+  EXPECT_EQ(format_number(0.0, 5e-7), "0");
+  EXPECT_EQ(format_number(0.25, 0.05), "0.25");
 }
 
 TEST(FigureScale, DistributionProbabilityAxisStopsAtOne) {

@@ -584,6 +584,9 @@ TEST(FigureTraining, CalibrationLogDrawsTNotTau) {
   EXPECT_THAT(svg, HasSubstr("calibrated t per layer"));
   EXPECT_THAT(svg, HasSubstr("Calibrated t, mean over heads"));
   EXPECT_THAT(svg, Not(HasSubstr("Learned \xCF\x84")));
+  FigureOptions clip = o;  // calibrated t is not clipped: no clip panel (it drew an empty one over a 0..1 axis)
+  clip.clip = true;
+  EXPECT_THROW(render_figure_files("training", {path}, clip, Format::kSvg), Error);
   // the y axis spans t (0.5 .. 1.0), not t sqrt(d_head)
   EXPECT_THAT(svg, HasSubstr(">0.5<"));
   EXPECT_THAT(svg, HasSubstr(">1.0<"));
@@ -1096,12 +1099,13 @@ TEST(FigureData, TempsFigureShowsEveryTemperatureAndTheLoss) {
   f.val_loss_init = 3.0;
   f.val_loss = 2.5;
   f.base_model = "/models/SmolLM2-135M/";
-  for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">0.75<", ">1.5<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
+  // three significant digits in every cell, trailing zeros kept ("0.75" beside "0.875" read as less precise)
+  for (const char* t : {">0.500<", ">0.625<", ">1.25<", ">0.750<", ">1.50<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
   o.layers = {1};
   o.heads = {0, 2};
   svg = render_temps(f, "t.json", nullptr, o, Format::kSvg);
-  for (const char* t : {">0.75<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
-  for (const char* t : {">0.5<", ">0.625<", ">1.25<", ">1.5<"}) EXPECT_THAT(svg, Not(HasSubstr(t)));
+  for (const char* t : {">0.750<", ">0.875<"}) EXPECT_THAT(svg, HasSubstr(t));
+  for (const char* t : {">0.500<", ">0.625<", ">1.25<", ">1.50<"}) EXPECT_THAT(svg, Not(HasSubstr(t)));
   o = FigureOptions();
   o.runs = {"standard"};
   EXPECT_THROW(render_temps(f, "t.json", nullptr, o, Format::kSvg), Error);

@@ -181,7 +181,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   // Panel (b) names its last bucket edge under the axis' end: half that label must fit inside the margin.
   const double right_pos =
       std::max(right_plain, kMargin + c.text_width(std::to_string(f.pos_edges[(size_t)n_pos]), kTickSize) / 2);
-  if (W - left - right_bar < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (W - left - right_bar < 60) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
   std::vector<std::string> shown_names;
   shown_names.reserve((size_t)n_runs);
   for (int k = 0; k < n_runs; ++k) shown_names.push_back(f.run_names[(size_t)runs[(size_t)k]]);
@@ -219,7 +219,7 @@ std::string render_corpus(const batch::StatsFile& f, const FigureOptions& opt, F
   const double natural = top + titles_h + box_h + pos_h + mat_h + 3 * x_axis_h + 2 * gap + kMargin;
   const double H = page_height(opt, natural);
   const double scale = (H - (natural - box_h - pos_h - mat_h)) / (box_h + pos_h + mat_h);
-  if (scale <= 0.3) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (scale <= 0.3) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
 
   // The longest automatic title that fits the page.
   const std::string docs = std::to_string(f.stats.n_docs) + (f.stats.n_docs == 1 ? " document" : " documents");

@@ -128,8 +128,8 @@ std::string render_distribution(const std::vector<Source>& src, const FigureOpti
   const double H = page_height(opt, top + n_panels * (strip + natural_panel) + (n_panels - 1) * gap + bottom);
   const double panel_h = (H - top - bottom - (n_panels - 1) * gap) / n_panels - strip;
   if (panel_h < 20 || plot_w < 40)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(n_keys) +
-                                " tokens in " + std::to_string(n_panels) + " panel(s); make it larger");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(n_keys) + " tokens in " +
+                                std::to_string(n_panels) + " panel(s); make it wider or taller");
 
   std::string auto_title =
       "Layer " + std::to_string(layer) + ", head " + std::to_string(head) + ", query " + std::to_string(query);

@@ -54,8 +54,7 @@ std::string render_layer_means(const std::vector<RunRef>& runs, int metric, cons
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 105.0 + bottom);
   const Rect plot{left, top, plot_w, H - top - bottom};
-  if (plot.h < 20 || plot.w < 40)
-    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (plot.h < 20 || plot.w < 40) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
 
   const std::string auto_title = "Mean " + metric_noun(metric) + " per layer";
   c.begin(W, H, title_text(opt, auto_title));
@@ -160,8 +159,8 @@ std::string render_matrix(const std::vector<RunRef>& runs, int metric, const Fig
   if (opt.height_in <= 0) cell_w = std::min(cell_w, std::max(cell_h, 2.5 * cell_h));
   const double cell = std::min(cell_w, cell_h);
   if (cell < 1.0)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
-                                std::to_string(Hn) + " cells; make it larger");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(L) + " x " + std::to_string(Hn) +
+                                " cells; make it wider or taller");
   left += (W - left - right - cell_w * Hn) / 2;  // centre the block when cells are capped
   const Rect plot{left, top, cell_w * Hn, cell_h * L};
 

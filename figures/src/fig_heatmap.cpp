@@ -193,8 +193,8 @@ std::string render_heatmap(const std::vector<Source>& src, const FigureOptions& 
   const double H = page_height(opt, top + side + bottom);
   side = std::min(side, H - top - bottom);
   if (side < 30)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(n_panels) +
-                                " heatmap panel(s); make it larger");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(n_panels) +
+                                " heatmap panel(s); make it wider or taller");
   xa = layout_category_axis(c, labels, side / n, kTickSize, false);
 
   std::string auto_title = "Layer " + std::to_string(layer) + ", head " + std::to_string(head);
@@ -341,8 +341,8 @@ std::string render_grid(const std::vector<Source>& src, const FigureOptions& opt
     if (colorbar_min_height(c, scale.cs) > block_h) scale.cs.title = short_title;
   const bool short_bar = scale.cs.title != full_bar_title;
   if (std::min(g.sw, g.sh) < 3)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(Lc) + " x " +
-                                std::to_string(Hc) + " thumbnails; make it larger or select --layers / --heads");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(Lc) + " x " + std::to_string(Hc) +
+                                " thumbnails; make it wider or taller, or select fewer layers / heads");
 
   const std::string auto_title =
       run.label +

@@ -114,14 +114,14 @@ std::string render_position_entropy(const batch::PositionLossFile& f, int run, c
   // The axis' last tick label is centred on its end: half of it must fit in the right margin (it read "20" for 200).
   const double right = kMargin + (use_legend ? c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0
                                              : colorbar_width(c, cs) + 4.0);
-  if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (W - left - right < 60) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
   const double note_h = 1.4 * kTickSize + 1.3;  // the line under the title
   const double top = title_space(opt) + note_h + (use_legend ? legend_height(c, legend, W - left - right) : 0.0) + 4.0;
   const double x_axis_h = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height();
   const double natural = top + 150.0 + x_axis_h + kMargin;
   const double H = page_height(opt, natural);
   const double plot_h = H - top - x_axis_h - kMargin;
-  if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (plot_h < 40) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
   const std::string docs = std::to_string(f.n_docs()) + (f.n_docs() == 1 ? " document" : " documents");
   // The title says which model (first: a long title's … cuts its end, and it cut "SmolLM2-135M-Instruc…") and what;
   // the line under it which run over how many documents.
@@ -230,7 +230,7 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   for (size_t k = 0; k < runs.size(); ++k) legend.push_back({shown_names[k], run_col[k], true, false});
   const double left = kMargin + title_height() + 3.0 + left_axis_width(c, yt);
   const double right = kMargin + c.text_width(std::to_string((int)xt.hi), kTickSize) / 2 + 2.0;
-  if (W - left - right < 60) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (W - left - right < 60) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
   const double legend_h = legend_height(c, legend, W - left - right);
   const double note_h = 1.4 * kTickSize + 1.3;  // the line under the title
   const double top = title_space(opt) + note_h + legend_h + 4.0;
@@ -238,7 +238,7 @@ std::string render_positions(const batch::PositionLossFile& f, const FigureOptio
   const double natural = top + 130.0 + x_axis_h + kMargin;
   const double H = page_height(opt, natural);
   const double plot_h = H - top - x_axis_h - kMargin;
-  if (plot_h < 40) throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (plot_h < 40) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
   const int pct = (int)std::lround(f.band_level * 100);
   // The title names the model first (a long title's … cuts its end; it cut the model's name), the line under it the
   // documents and the band. A band over documents needs two of them: one document's resamples are that document, so no

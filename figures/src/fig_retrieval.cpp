@@ -323,9 +323,8 @@ std::string render_retrieval(const std::vector<Source>& src, const FigureOptions
   const double H = page_height(opt, top + R * natural_row + (R - 1) * row_gap + bottom);
   const double row_h = (H - top - bottom - (R - 1) * row_gap) / R;
   if (row_h < 25 || panel_w < 35)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(C) + " x " +
-                                std::to_string(R) +
-                                " panels; make it larger (width_in 7) or pick one task kind with task_kind");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(C) + " x " + std::to_string(R) +
+                                " panels; make it wider (7 in, two columns) or taller, or draw one task kind alone");
 
   std::string auto_title;
   if (R == 2)

@@ -156,8 +156,7 @@ std::string render_sweep(const std::vector<Source>& src, const FigureOptions& op
   const double bottom = kTickLen + 1.5 + (kCapHeight + kDescent) * kTickSize + 3.0 + title_height() + kMargin;
   const double H = page_height(opt, top + 110.0 + bottom);
   const Rect plot{left, top, plot_w, H - top - bottom};
-  if (plot.h < 20 || plot.w < 40)
-    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+  if (plot.h < 20 || plot.w < 40) throw Error("width_in", "width_in: the page is too small; make it wider or taller");
 
   std::string auto_title = metric_noun(metric) + " against focal temperature";
   auto_title[0] = (char)std::toupper((unsigned char)auto_title[0]);

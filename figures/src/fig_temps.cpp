@@ -20,7 +20,10 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   reject_option(opt.head >= 0, "head", kind);
   reject_option(opt.query >= 0, "query", kind);
   reject_option(!opt.metric.empty(), "metric", kind);
-  reject_option(!cap && !opt.runs.empty(), "runs", "temps without a capture");
+  if (!cap && !opt.runs.empty())  // "runs does not apply to the temps without a capture figure"
+    throw Error("runs",
+                "runs picks the capture's standard run, and no capture was given (focal figure temps FILE "
+                "CAPTURE)");
   reject_option(opt.log_scale, "log_scale", kind);
   reject_option(opt.no_sink, "no_sink", kind);
   reject_option(opt.matrix, "matrix", kind);
@@ -104,8 +107,8 @@ std::string render_temps(const TempFile& f, const std::string& label, const Capt
   cell_h = std::min(cell_h, (H - top - bottom - scatter_block) / L);
   if (opt.height_in <= 0) cell_w = std::min(cell_w, std::max(cell_h, 2.5 * cell_h));
   if (std::min(cell_w, cell_h) < 1.0)
-    throw Error("width_in", "width_in/height_in: the figure is too small for " + std::to_string(L) + " x " +
-                                std::to_string(Hn) + " cells; make it larger");
+    throw Error("width_in", "width_in: the page is too small for " + std::to_string(L) + " x " + std::to_string(Hn) +
+                                " cells; make it wider or taller");
   left += (W - left - right - cell_w * Hn) / 2;
   const Rect plot{left, top, cell_w * Hn, cell_h * L};
   // A short bar cannot hold the rotated title: the short one then.

@@ -137,7 +137,7 @@ std::string draw_panels(std::vector<Panel>& panels, const std::vector<SeriesItem
   const double H = page_height(opt, top + natural + gap * (panels.size() - 1) + bottom);
   const double avail = H - top - bottom - gap * (panels.size() - 1);
   if (avail < 20.0 * panels.size() || plot_w < 40)
-    throw Error("width_in", "width_in/height_in: the figure is too small; make it larger");
+    throw Error("width_in", "width_in: the page is too small; make it wider or taller");
 
   c.begin(W, H, title_text(opt, auto_title));
   draw_title(c, opt, auto_title);
@@ -354,6 +354,11 @@ std::string render_training(const std::vector<Source>& src, const FigureOptions&
       p.refs.push_back({tau_min, kTau + std::string(" min"), false});
     }
     panels.push_back(std::move(p));
+    if (opt.clip && (calib || all_nan(log.tau_clip_frac)))  // it drew an empty panel over a 0..1 axis
+      throw Error("clip", "clip: the log '" + logs[0].name + "' records no clipped fraction of " + kTau +
+                              (calib ? std::string(" (a calibration log: calibrated t is not clipped)")
+                                     : std::string(" (NaN at every evaluation)")) +
+                              "; leave clip out");
     if (opt.clip) {
       Panel q;
       q.y_title = "Clipped (%)";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 
@@ -40,6 +41,18 @@ std::string format_number(double v, double step) {
   if (step > 0 && std::isfinite(step)) decimals = std::max(0, (int)-std::floor(std::log10(step) + 1e-9));
   if (std::fabs(v) < step * 1e-6) v = 0.0;
   char b[64];
+  if (decimals >= 5 && v == 0.0) return "0";
+  if (decimals >= 5) {  // steps below 1e-4 in powers of ten: "1.5×10⁻⁶", not "0.0000015"
+    const int digits =
+        std::max(0, (int)std::floor(std::log10(std::fabs(v)) + 1e-9) - (int)std::floor(std::log10(step) + 1e-9));
+    std::snprintf(b, sizeof b, "%.*e", digits, v);
+    const std::string m = b;
+    const size_t e = m.find('e');
+    return with_minus(m.substr(0, e)) +
+           "\xC3\x97"
+           "10" +
+           superscript(std::atoi(m.c_str() + e + 1));  // ×10⁻⁶
+  }
   std::snprintf(b, sizeof b, "%.*f", decimals, v);
   std::string s = b;
   if (s[0] == '-' && s.find_first_not_of("0.", 1) == std::string::npos) s = s.substr(1);  // "-0.0" rounds to 0
@@ -411,17 +424,23 @@ void draw_cell_values(Canvas& c, const Rect& plot, int rows, int cols, double ce
   for (double x : v)
     if (!std::isnan(x)) amax = std::max(amax, std::fabs(x));
   const int top_exp = amax > 0 ? (int)std::floor(std::log10(amax)) : 0;
+  // Trailing zeros kept, so that cells side by side show the same precision ("0.9" beside "0.919" read as a value
+  // known to one digit; "−0.5" beside "−0.45").
   auto text_of = [&](double x, int d) {
-    if (!difference || x == 0 || amax == 0) return format_sig(x, d);
-    const int decimals = std::max(0, d - 1 - top_exp);
     char b[64];
+    if (!difference || amax == 0) {
+      if (x == 0) return std::string("0");
+      std::snprintf(b, sizeof b, "%#.*g", d, x);
+      std::string t = b;
+      if (t.find('e') != std::string::npos) return format_sig(x, d);  // "2e-08", not the wider "2.00e-08"
+      if (t.back() == '.') t.pop_back();
+      return with_minus(t);
+    }
+    if (x == 0) return std::string("0");
+    const int decimals = std::max(0, d - 1 - top_exp);
     std::snprintf(b, sizeof b, "%.*f", decimals, x);
     std::string t = b;
     if (t.find_first_of("123456789") == std::string::npos) return std::string("\xE2\x89\x88") + "0";  // ≈0
-    if (t.find('.') != std::string::npos) {  // as format_sig: no trailing zeros (never a bare "-0")
-      while (t.back() == '0') t.pop_back();
-      if (t.back() == '.') t.pop_back();
-    }
     return with_minus(t);
   };
   auto widest_at = [&](int d, double size) {
