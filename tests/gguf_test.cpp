@@ -507,6 +507,12 @@ TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
   EXPECT_EQ(t->display(bs[0]) + t->display(bs[1]), "\\\\n");
   EXPECT_EQ(display_piece("<0x5C>"), "\\\\");
   EXPECT_EQ(display_piece("a\\b"), "a\\\\b");
+  // A sentencepiece piece's control characters are escaped as the byte-level ones (inspect printed a raw carriage
+  // return), and so are the C1 controls and the line / paragraph separators a terminal breaks its line at.
+  EXPECT_EQ(display_piece("\xE2\x96\x81" "a\rb\tc"), " a\\rb\\tc");
+  EXPECT_EQ(display_piece("\x0B\x7F"), "\\x0B\\x7F");
+  EXPECT_EQ(display_piece("x\xC2\x85" "y"), "x\\u0085y");
+  EXPECT_EQ(display_text("\xE2\x80\xA8\xE2\x80\xA9\xC3\xA9"), "\\u2028\\u2029\xC3\xA9");  // é stays
 }
 
 TEST(BpeTokenizer, PreTokenizerSplits) {

@@ -313,31 +313,7 @@ class BpeTokenizer final : public Tokenizer {
     return v_.tokens[id];
   }
 
-  std::string display(int32_t id) const override {
-    const std::string b = token_bytes(id);
-    std::string out;
-    for (size_t i = 0; i < b.size();) {
-      size_t len;
-      const uint32_t cp = next_cp(b, i, &len);
-      if (cp == '\n')
-        out += "\\n";
-      else if (cp == '\\')  // escaped, so a token spelling backslash-n reads apart from a newline
-        out += "\\\\";
-      else if (cp == '\t')
-        out += "\\t";
-      else if (cp == '\r')
-        out += "\\r";
-      else if (cp == 0xFFFFFFFFu || cp < 0x20 || cp == 0x7F) {
-        char h[8];
-        std::snprintf(h, sizeof h, "\\x%02X", (uint8_t)b[i]);
-        out += h;
-      } else {
-        out.append(b, i, len);
-      }
-      i += len;
-    }
-    return out;
-  }
+  std::string display(int32_t id) const override { return display_text(token_bytes(id)); }
 
   int vocab_size() const override { return (int)v_.tokens.size(); }
   int bos_id() const override { return v_.bos_id; }
@@ -499,6 +475,34 @@ class BpeTokenizer final : public Tokenizer {
 };
 
 }  // namespace
+
+std::string display_text(const std::string& b) {
+  std::string out;
+  for (size_t i = 0; i < b.size();) {
+    size_t len;
+    const uint32_t cp = next_cp(b, i, &len);
+    char h[12];
+    if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\\') {  // escaped, so a token spelling backslash-n reads apart from a newline
+      out += "\\\\";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == 0xFFFFFFFFu || cp < 0x20 || cp == 0x7F) {
+      std::snprintf(h, sizeof h, "\\x%02X", (uint8_t)b[i]);
+      out += h;
+    } else if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029) {
+      std::snprintf(h, sizeof h, "\\u%04X", (unsigned)cp);
+      out += h;
+    } else {
+      out.append(b, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
 
 const std::string& bpe_byte_to_utf8(uint8_t b) { return byte_map().to_utf8[b]; }
 

@@ -181,19 +181,16 @@ std::string display_piece(const std::string& piece) {
     return b;
   }
   static const std::string kWordStart = "\xE2\x96\x81";  // U+2581
-  std::string out;
+  std::string text;
   for (size_t i = 0; i < piece.size();) {
     if (piece.compare(i, 3, kWordStart) == 0) {
-      out += ' ';
+      text += ' ';
       i += 3;
-    } else if (piece[i] == '\\') {  // escaped, so a piece spelling backslash-n reads apart from a newline
-      out += "\\\\";
-      ++i;
     } else {
-      out += piece[i++];
+      text += piece[i++];
     }
   }
-  return out;
+  return display_text(text);  // control characters escaped as byte-level tokens have them ("\r" was printed raw)
 }
 
 }  // namespace focal

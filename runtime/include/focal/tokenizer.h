@@ -46,7 +46,12 @@ bool find_non_utf8(const std::string& text, Utf8Fault* fault);
 void require_utf8_text(const std::string& text, const std::string& what, const std::string& field = "");
 
 // A piece as a person should read it: "\u2581" (word start) becomes a space, byte-fallback pieces "<0xNN>" become the
-// character when printable and "\n", "\t", "\xNN" otherwise.
+// character when printable and "\n", "\t", "\xNN" otherwise; the rest as display_text.
 std::string display_piece(const std::string& piece);
+// Token bytes as one line of readable text, the rule of every tokenizer's display(): "\n", "\t", "\r", "\\" for a
+// backslash, "\xNN" for another control byte, DEL or a byte that starts no UTF-8 character, "\uNNNN" for the C1
+// controls U+0080..U+009F and the line / paragraph separators U+2028 / U+2029 (a terminal or a table would break
+// its line at them: inspect printed a piece's raw carriage return).
+std::string display_text(const std::string& bytes);
 
 }  // namespace focal
