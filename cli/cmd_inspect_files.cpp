@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,11 @@ int inspect_position_loss(const std::string& path) {
   std::printf("position-loss file %s: %zu documents, %zu settings, positions 0..%d in %zu buckets of %d\n",
               path.c_str(), f.n_docs(), f.n_runs(), f.max_tokens - 1, f.n_buckets(), f.bucket_tokens);
   print_provenance(f);
-  std::printf("max_position_embeddings %d; bands: %d bootstrap resamples of the documents at %.0f %%\n",
-              f.trained_context, f.bootstrap, 100.0 * f.band_level);
+  if (f.bootstrap > 0)
+    std::printf("max_position_embeddings %d; bands: %d bootstrap resamples of the documents at %.0f %%\n",
+                f.trained_context, f.bootstrap, 100.0 * f.band_level);
+  else
+    std::printf("max_position_embeddings %d; no bands (--bootstrap 0)\n", f.trained_context);
   // The mean NLL (nats/token) within the config's context and past it: the question the file answers. The file keeps
   // sums per bucket, so a bucket that straddles the context counts in neither column (it was counted as within).
   const int ctx = f.trained_context;
@@ -108,10 +112,32 @@ int inspect_train_log(const std::string& path) {
   std::printf("%s log %s: run %s, %zu evaluations, %zu steps, %d layers, tool %s, created %s\n",
               calib ? "calibration" : "training", path.c_str(), log.run_name.c_str(), N, log.step_loss.size(),
               log.n_layers, log.tool_version.c_str(), log.created_utc.c_str());
-  std::printf("\n%8s %12s %12s %10s %10s\n", "step", "train (mean)", calib ? "held-out" : "val loss", "lr", "|g|");
-  for (size_t i = 0; i < N; ++i)
-    std::printf("%8d %12.4f %12.4f %10.2e %10.3g\n", log.eval_step[i], log.train_loss[i], log.val_loss[i], log.lr[i],
-                log.grad_norm[i]);
+  // A run of tasks only (--task-frac 1) holds out tasks, not text: its validation loss is the tasks'.
+  bool tasks_only = false;
+  try {
+    const nlohmann::json tc = nlohmann::json::parse(log.train_config_json);
+    tasks_only = tc.is_object() && tc.value("task_frac", 0.0) >= 1.0;
+  } catch (const nlohmann::json::exception&) {  // unreadable: the plain label
+  }
+  std::printf("\n%8s %12s %12s %10s %10s\n", "step", "train (mean)",
+              calib        ? "held-out"
+              : tasks_only ? "val (tasks)"
+                           : "val loss",
+              "lr", "|g|");
+  auto cell = [](int width, const char* fmt, double v) {  // "-" where the log has no value (step 0's train loss)
+    if (std::isnan(v)) return std::printf(" %*s", width, "-");
+    char b[32];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::printf(" %*s", width, b);
+  };
+  for (size_t i = 0; i < N; ++i) {
+    std::printf("%8d", log.eval_step[i]);
+    cell(12, "%.4f", log.train_loss[i]);
+    cell(12, "%.4f", log.val_loss[i]);
+    cell(10, "%.2e", log.lr[i]);
+    cell(10, "%.3g", log.grad_norm[i]);
+    std::printf("\n");
+  }
   if (N > 1)
     std::printf(
         "(train (mean): the training loss averaged since the previous evaluation; the step loss of the "
@@ -156,10 +182,23 @@ int inspect_temps(const std::string& path) {
       f.data_path.c_str(), (long long)f.n_train_tokens, (long long)f.n_val_tokens, f.steps, f.batch, f.seq_len, f.lr,
       (unsigned long long)f.seed, f.init_temp, f.tool_version.c_str(), f.created_utc.c_str());
   std::printf("held-out loss %.5f -> %.5f nats/token\n", f.val_loss_init, f.val_loss);
-  std::vector<float> t = f.focal_temp;
+  // One value per t the file holds: per head, per layer (its heads repeat it), or one for the model.
+  std::vector<float> t;
+  const bool per_head = f.granularity == CalibGranularity::kHead;
+  const bool per_model = f.granularity == CalibGranularity::kModel;
+  for (int l = 0; l < (per_model ? std::min(f.n_layers, 1) : f.n_layers); ++l)
+    for (int h = 0; h < (per_head ? f.n_heads : std::min(f.n_heads, 1)); ++h)
+      if ((size_t)l * f.n_heads + h < f.focal_temp.size()) t.push_back(f.focal_temp[(size_t)l * f.n_heads + h]);
   std::sort(t.begin(), t.end());
-  if (!t.empty())
-    std::printf("t over the heads: min %.4g, median %.4g, max %.4g\n", t.front(), t[t.size() / 2], t.back());
+  if (!t.empty()) {
+    const size_t n = t.size();  // the median of an even count is the mean of the middle two (it took the upper)
+    const double median = n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + t[n / 2]);
+    std::printf("t over the %s: min %.4g, median %.4g, max %.4g\n",
+                per_head    ? "heads"
+                : per_model ? "model"
+                            : "layers",
+                t.front(), median, t.back());
+  }
   std::printf("\n");
   print_temp_table(f);
   std::printf("(apply with --temp calibrated:%s; focal figure temps %s draws it)\n", path.c_str(), path.c_str());

@@ -608,8 +608,9 @@ int cmd_inspect(int argc, char** argv) {
         "position-loss file\n(focal eval --positions), each setting's mean NLL within max_position_embeddings and "
         "past it; for a training\nor calibration log, its evaluations; for an evaluation file, its accuracy table; "
         "for a temperature file\n(focal calibrate), its provenance, losses and t by layer x head.\n"
-        "  --budget SIZE   memory the file may take when read, e.g. 512M, 8G (default: half the machine's "
-        "memory);\n                  a file declaring more is refused before anything is allocated\n");
+        "  --run NAME      a capture: only this run's table\n"
+        "  --budget SIZE   a capture or a sweep: memory the file may take when read, e.g. 512M, 8G (default: half\n"
+        "                  the machine's memory); a file declaring more is refused before anything is allocated\n");
     return 0;
   }
   if (a.positional().size() != 1) throw UsageError{"inspect needs exactly one file"};
@@ -623,15 +624,21 @@ int cmd_inspect(int argc, char** argv) {
     while (head.get(c) && std::isspace((unsigned char)c)) {}
     if (head && c == '{' && a.has("--run"))  // it would be ignored
       throw UsageError{"--run picks a run of a capture; '" + path + "' is a temperature file"};
+    if (head && c == '{' && a.has("--budget"))
+      throw UsageError{"--budget bounds the reading of a capture or a sweep; '" + path + "' is a temperature file"};
     if (head && c == '{') return cli::inspect_temps(path);
   }
   const std::string format = focal::read_file_format(path);
+  // Options the other kinds' summaries would ignore (a stats file's --run nosuch printed every run, exit 0)
+  if (a.has("--run") && !format.empty() && format != focal::CaptureFile::kFormatName)
+    throw UsageError{"--run picks a run of a capture; '" + path + "' is a " + format + " file"};
+  if (a.has("--budget") && !format.empty() && format != focal::CaptureFile::kFormatName &&
+      format != SweepFile::kFormatName)
+    throw UsageError{"--budget bounds the reading of a capture or a sweep; '" + path + "' is a " + format + " file"};
   if (format == focal::batch::kStatsFormat) return cli::inspect_stats(path);
   if (format == "focalscope-position-loss") return cli::inspect_position_loss(path);
   if (format == TrainLog::kFormatName) return cli::inspect_train_log(path);
   if (format == EvalFile::kFormatName) return cli::inspect_eval(path);
-  if (a.has("--run") && !format.empty() && format != focal::CaptureFile::kFormatName)  // it would be ignored
-    throw UsageError{"--run picks a run of a capture; '" + path + "' is a " + format + " file"};
   if (format == SweepFile::kFormatName) {
     const SweepFile sw = read_sweep(path, budget);
     std::printf("sweep %s: %zu temperatures, %d layers x %d heads, %zu tokens\n", path.c_str(), sw.focal_temps.size(),
@@ -680,7 +687,10 @@ int cmd_inspect(int argc, char** argv) {
       std::printf("  stored rows: %zu layers x %zu heads x %zu queries (%s%s)\n", r.layers.size(), r.heads.size(),
                   r.queries.size(), r.probs.empty() ? "" : "probs ", r.scores.empty() ? "" : "scores");
     // Prompt loss over the prompt's own tokens; a generation's tokens (the model's own choices) get their own line.
-    if (P > 1) std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);
+    if (P > 1)
+      std::printf("  prompt loss %.4f nats/token (tokens 1..%d)\n", prompt_loss(r, P), P - 1);
+    else  // left out unsaid; Python gives NaN
+      std::printf("  prompt loss - (a one-token prompt has no token to predict)\n");
     if (f.has_generated())
       std::printf("  generated loss %.4f nats/token (generated tokens %d..%d)\n", generated_loss(r, P), P, T - 1);
     // A head whose override (+L=T, +L:H=T) replaced the learned tau: its tau column says so.
@@ -700,9 +710,14 @@ int cmd_inspect(int argc, char** argv) {
       for (int h = 0; h < f.n_heads; ++h) {
         double m[kNumRowMetrics];
         for (int k = 0; k < kNumRowMetrics; ++k) m[k] = head_metric_mean(r, f.n_heads, T, l, h, k);
-        std::printf("  %5d %4d %9.4f %9.4f %9.4f %9.4f %9.4f", l, h, m[kEntropyNats], m[kEntropyNorm], m[kMaxProb],
-                    m[kSinkMass], m[kTailMass]);
-        if (rel) std::printf(" %9.4f %9.4f", m[kRelevantMass], noise_mass((float)m[kRelevantMass]));
+        // A mean over no row (relevant keys no row sees, under a sliding window) is "-", not nan.
+        auto cell = [](double v) { std::isnan(v) ? std::printf(" %9s", "-") : std::printf(" %9.4f", v); };
+        std::printf("  %5d %4d", l, h);
+        for (int k : {kEntropyNats, kEntropyNorm, kMaxProb, kSinkMass, kTailMass}) cell(m[k]);
+        if (rel) {
+          cell(m[kRelevantMass]);
+          cell(noise_mass((float)m[kRelevantMass]));
+        }
         if (!r.tau.empty() && head_overridden(l, h)) {
           std::printf(" %9s", "override");  // its own t replaced tau (the layer's tau is other heads')
         } else if (!r.tau.empty()) {        // over rows 1..T-1 as the metrics (row 0 alone when T = 1)
@@ -716,8 +731,14 @@ int cmd_inspect(int argc, char** argv) {
   }
   for (const Comparison& cmp : f.comparisons) {
     const ComparisonMeans m = comparison_means(cmp);
-    std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows%s\n", cmp.run_a.c_str(),
-                cmp.run_b.c_str(), m.kl, m.js, m.n_rows, m.without_query0 ? " (queries 1..T-1, as the table)" : "");
+    if (m.n_rows == 0)
+      std::printf(
+          "\ncompare %s vs %s: no compared row past query 0 (query 0 sees one key: KL = JS = 0 in every "
+          "pair of runs)\n",
+          cmp.run_a.c_str(), cmp.run_b.c_str());
+    else
+      std::printf("\ncompare %s vs %s: mean KL %.4f nats, mean JS %.4f nats over %zu rows (%s)\n", cmp.run_a.c_str(),
+                  cmp.run_b.c_str(), m.kl, m.js, m.n_rows, m.rows.c_str());
   }
   return 0;
 }

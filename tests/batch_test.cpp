@@ -613,6 +613,12 @@ TEST_F(BatchCli, InspectSummarisesAStatsFile) {
   ASSERT_EQ(sh(cmd(out), dir_).rc, 0);
   Result r = sh(quote(kFocal) + " inspect " + quote(out), dir_);
   ASSERT_EQ(r.rc, 0) << r.err;
+  // --run and --budget apply to captures (and sweeps): here they were ignored, --run nosuch printing every run
+  for (const char* opt : {" --run nosuch", " --budget 1"}) {
+    Result o = sh(quote(kFocal) + " inspect " + quote(out) + opt, dir_);
+    EXPECT_EQ(o.rc, 2) << opt;
+    EXPECT_NE(o.err.find("focalscope-batch-stats file"), std::string::npos) << o.err;
+  }
   StatsFile f = read_stats(out);
   const int L = f.stats.shape.n_layers, H = f.stats.shape.n_heads;
   unsigned long long tokens = 0, rows = 0;  // a document of n tokens gives rows 1..n-1 to every layer x head

@@ -2,6 +2,7 @@
 // model writes the file, its checkpoint and a training log that `focal figure training` draws; capture and batch
 // take calibrated:FILE; bad data, a bad granularity and a file for another model each fail with one message and the
 // documented exit code, writing nothing.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -94,10 +95,21 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
   char loss[64];
   std::snprintf(loss, sizeof loss, "held-out loss %.5f -> %.5f", f.val_loss_init, f.val_loss);
   EXPECT_NE(it.out.find(loss), std::string::npos) << it.out;
+  {  // one t per layer (not the heads' repeats), the median of an even count the mean of the middle two
+    std::vector<double> lt;
+    for (int l = 0; l < f.n_layers; ++l) lt.push_back(f.focal_temp[(size_t)l * f.n_heads]);
+    std::sort(lt.begin(), lt.end());
+    ASSERT_EQ(lt.size(), 4u);
+    char line[128];
+    std::snprintf(line, sizeof line, "t over the layers: min %.4g, median %.4g, max %.4g", lt[0], 0.5 * (lt[1] + lt[2]),
+                  lt[3]);
+    EXPECT_NE(it.out.find(line), std::string::npos) << line << "\n" << it.out;
+  }
   const CliRun il = focal_cli("inspect " + dir + "/temps.log.h5");
   ASSERT_EQ(il.rc, 0) << il.out;
   EXPECT_NE(il.out.find("calibration log"), std::string::npos) << il.out;
   EXPECT_NE(il.out.find("t, mean over heads, at the last evaluation"), std::string::npos) << il.out;
+  EXPECT_EQ(il.out.find("nan"), std::string::npos) << "step 0 has no training loss or |g|: '-'\n" << il.out;
   // A sweep of a layer file: every layer has its own t, so the swept t changes nothing; the refusal names the file
   // and what a sweep takes (it said "the setting given is standard", exit 2).
   const CliRun sw =

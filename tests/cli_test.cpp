@@ -402,6 +402,18 @@ TEST_F(CliTest, CaptureWithCompareThenInspect) {
     EXPECT_EQ(rows, (size_t)2 * (T - 1));
     EXPECT_NEAR(kl_shown, kl / (2 * (T - 1)), 6e-5);
     EXPECT_NEAR(js_shown, js / (2 * (T - 1)), 6e-5);
+    // ... naming the rows it averaged (it said "queries 1..T-1, as the table" of any selection)
+    EXPECT_THAT(r.out,
+                HasSubstr(" rows (layers 1 \xC3\x97 heads 0-1 \xC3\x97 queries 1-" + std::to_string(T - 1) + ")"));
+  }
+  {  // a comparison of query 0 alone has no row to average (it printed mean KL 0.0000 over the heads' query 0)
+    const std::string q0 = d + "/q0.h5";
+    ASSERT_EQ(run({"capture", *model_, "--prompt", kPrompt, "--compare", "standard", "--queries", "0", "-o", q0}).rc,
+              0);
+    const CliResult i0 = run({"inspect", q0});
+    ASSERT_EQ(i0.rc, 0) << i0.err;
+    EXPECT_THAT(i0.out, HasSubstr("no compared row past query 0"));
+    EXPECT_THAT(i0.out, Not(HasSubstr("mean KL")));
   }
 
   // --fp16 stores fp16 probabilities, but KL / JS still come from the fp32 rows: the same values as above

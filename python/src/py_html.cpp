@@ -68,8 +68,8 @@ std::string capture_html(const PyCapture& c) {
     const focal::ComparisonMeans m = focal::comparison_means(cmp);
     if (m.n_rows > 0)
       h << "<p>" << focal::figures::xml_escape(cmp.run_a) << " vs " << focal::figures::xml_escape(cmp.run_b)
-        << ": mean KL " << m.kl << " nats, mean JS " << m.js << " nats over " << m.n_rows << " rows"
-        << (m.without_query0 ? " (queries 1..T-1)" : "") << "</p>";
+        << ": mean KL " << m.kl << " nats, mean JS " << m.js << " nats over " << m.n_rows << " rows ("
+        << focal::figures::xml_escape(m.rows) << ")</p>";
   }
   if (!f.runs.empty() && !f.runs[0].probs.empty()) {
     try {

@@ -565,18 +565,34 @@ size_t generation_capture_tokens(const ModelConfig& c, size_t n_tokens, std::str
   return (size_t)c.max_positions;
 }
 
+// "0-3,5,7-9" of sorted indices.
+static std::string ranges_text(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    i = j + 1;
+  }
+  return s;
+}
+
 ComparisonMeans comparison_means(const Comparison& cmp) {
   ComparisonMeans m;
   const size_t Qc = cmp.queries.size();
   if (Qc == 0 || cmp.kl.empty() || cmp.js.size() != cmp.kl.size()) return m;
-  m.without_query0 = Qc > 1 && cmp.queries[0] == 0;
+  const bool has_query0 = cmp.queries[0] == 0;
+  std::vector<int> queries(cmp.queries.begin() + (has_query0 ? 1 : 0), cmp.queries.end());
+  m.rows = "layers " + ranges_text(cmp.layers) + " \xC3\x97 heads " + ranges_text(cmp.heads) + " \xC3\x97 queries " +
+           (queries.empty() ? std::string("none past 0") : ranges_text(queries));
   double kl = 0, js = 0;
   for (size_t i = 0; i < cmp.kl.size(); ++i) {
-    if (m.without_query0 && i % Qc == 0) continue;
+    if (has_query0 && i % Qc == 0) continue;
     kl += cmp.kl[i];
     js += cmp.js[i];
     ++m.n_rows;
   }
+  if (m.n_rows == 0) return m;
   m.kl = kl / (double)m.n_rows;
   m.js = js / (double)m.n_rows;
   return m;

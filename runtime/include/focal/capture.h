@@ -216,11 +216,12 @@ Comparison compare_runs(const CaptureFile& file, const std::string& run_a, const
 size_t generation_capture_tokens(const ModelConfig& c, size_t n_tokens, std::string* note);
 
 // A comparison's mean KL and JS over the rows the per-head tables average (head_metric_mean): query 0 (one key, so
-// KL = JS = 0 in every pair of runs) is left out unless it is the only row. NaN and n_rows 0 when nothing is stored.
+// KL = JS = 0 in every pair of runs) is left out, always (a capture of --queries 0 read "mean KL 0.0000"). NaN and
+// n_rows 0 when no other row is stored. rows: the rows averaged, e.g. "layers 1,3 x heads 0,2 x queries 3-7".
 struct ComparisonMeans {
   double kl = NAN, js = NAN;  // nats
   size_t n_rows = 0;
-  bool without_query0 = false;
+  std::string rows;
 };
 ComparisonMeans comparison_means(const Comparison& cmp);
 
