@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "focal/device.h"
 #include "focal/calibrate.h"
 #include "focal/capture.h"
 #include "focal/model_writer.h"
@@ -810,6 +811,21 @@ TEST(AppScreens, SettingsPersistBetweenLaunches) {
   const auto s = nlohmann::json::parse(f);
   EXPECT_EQ(s["heat_color"], "log");
   EXPECT_NE(std::string(s["model_path"]).find("/focal-t0.4"), std::string::npos) << s["model_path"];
+  // Settings written on a machine with a GPU (device cuda, precision fast) opened on one without: auto, said, and
+  // the model opens (no model opened at all, on every later start); a choice that failed is not saved.
+  if (focal::resolve_device(focal::Device::kAuto) != focal::Device::kCuda) {
+    nlohmann::json gpu = s;
+    gpu["device"] = "cuda";
+    gpu["precision"] = "fast";
+    std::ofstream(dir + "/settings.json") << gpu.dump();
+    ASSERT_EQ(run("wait\nwait\nscreenshot " + dir + "/nogpu.png\nquit\n"), 0);
+    EXPECT_EQ(read_json(dir + "/nogpu.png.json")["spec_a"], "focal_t0.3");
+    EXPECT_NE(run_app(dir, "wait\nquit\n", "--device cuda", "900x600", settings), 0);  // asked for: fails as asked
+    std::ifstream g(dir + "/settings.json");
+    const auto after = nlohmann::json::parse(g);
+    EXPECT_EQ(after["device"], "auto");
+    EXPECT_EQ(after["precision"], "auto");
+  }
 }
 
 TEST(AppScreens, ScriptErrorsAndBadFlagsExitNonZero) {

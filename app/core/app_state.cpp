@@ -202,7 +202,10 @@ void AppState::open_path(const std::string& path_in) {
         std::shared_ptr<const focal::Model> m(focal::Model::load(path, resolved, lo));
         m->require_tokenizer();
         m->weights_checksum();  // hashed here, on the worker: a native 8B file takes seconds, the UI thread none
-        return [this, path, m, note] {
+        return [this, path, m, note, dev, prec] {
+          loaded_device = dev;
+          loaded_precision = prec;
+          loaded_choice = true;
           jobs.cancel("run_a");
           jobs.cancel("run_b");
           jobs.cancel("generate");

@@ -346,6 +346,11 @@ class AppState {
   focal::Device device = focal::Device::kAuto;               // where the next model loads (open_path / open_model_b)
   focal::WeightsMode weights = focal::WeightsMode::kNative;  // how its weight matrices are held (focal/model.h)
   focal::Precision precision = focal::Precision::kAuto;      // how the GPU computes (focal/device.h)
+  // The choices model A last loaded under (the settings keep these: a device or precision that failed to load
+  // was saved, and every later start failed with it). loaded_choice: a model loaded this session.
+  focal::Device loaded_device = focal::Device::kAuto;
+  focal::Precision loaded_precision = focal::Precision::kAuto;
+  bool loaded_choice = false;
   std::string model_b_path;
   int sel_layer = 0, sel_head = 0, sel_query = -1;
   ViewOptions view;

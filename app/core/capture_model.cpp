@@ -61,8 +61,11 @@ void AppState::open_capture_model() {
           throw focal::Error("open the capture's model: the weights at " + path +
                              " changed since the capture was opened (checksum " + hex16(m->weights_checksum()) +
                              ", the capture's " + hex16(want) + ")");
-        return [this, path, m, note] {
+        return [this, path, m, note, dev, prec] {
           if (!capture_only()) return;  // something else was opened meanwhile
+          loaded_device = dev;
+          loaded_precision = prec;
+          loaded_choice = true;
           if (m->config().n_layers != cfg_.n_layers || m->config().n_heads != cfg_.n_heads)
             return notify("open the capture's model: " + path + " has another shape than the capture", true);
           jobs.cancel("run_a");

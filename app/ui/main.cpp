@@ -426,6 +426,21 @@ int run_app(int argc, char** argv) {
       st.notify(settings_path + ": precision '" + settings.precision + "' is not auto, exact or fast; using auto",
                 true);
     }
+    // A settings file from a machine with a GPU (device cuda, precision fast) on one without: auto, said (no model
+    // opened at all). A --device / --precision given here is the user's and fails as asked.
+    {
+      std::string why;
+      const bool no_gpu = focal::resolve_device(focal::Device::kAuto, &why) != focal::Device::kCuda;
+      if (no_gpu && args.device.empty() && st.device == focal::Device::kCuda) {
+        st.device = focal::Device::kAuto;
+        st.notify(settings_path + ": device cuda, but no CUDA device is usable here; using auto (" + why + ")", true);
+      }
+      if (no_gpu && args.precision.empty() && st.precision == focal::Precision::kFast &&
+          st.device != focal::Device::kCuda) {
+        st.precision = focal::Precision::kAuto;
+        st.notify(settings_path + ": precision fast needs a CUDA device; using auto", true);
+      }
+    }
     st.live_propagate = settings.live_propagate;
     (void)parse_heat_color(settings.heat_color, st.view.heat_color);  // checked when the settings were read
     st.view.hide_sink = settings.hide_sink;
@@ -571,9 +586,11 @@ int run_app(int argc, char** argv) {
       settings.spec_a_json = st.slots[0].spec.to_json();
       settings.spec_b_json = st.slots[1].spec.to_json();
       settings.compare = st.compare;
-      settings.device = focal::device_name(st.device);
+      if (st.loaded_choice) {  // what a model loaded under; otherwise the file's earlier choice stays
+        settings.device = focal::device_name(st.loaded_device);
+        settings.precision = focal::precision_name(st.loaded_precision);
+      }
       settings.weights = focal::weights_mode_name(st.weights);
-      settings.precision = focal::precision_name(st.precision);
       settings.live_propagate = st.live_propagate;
       settings.heat_color = heat_color_name(st.view.heat_color);
       settings.hide_sink = st.view.hide_sink;
