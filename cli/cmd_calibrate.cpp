@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "device_option.h"
+#include "error_flags.h"
 #include "output_option.h"
 #include "temp_options.h"
 #include "focal/calibrate.h"
@@ -100,10 +101,19 @@ int cmd_calibrate(int argc, char** argv) {
 
   // The frozen-weight backward has no CUDA twin: the CPU, even where auto would pick a GPU (it loaded there and
   // then refused, "load the model with --device cpu").
-  if (a.has(kDeviceOption) && a.get(kDeviceOption) != "cpu" && a.get(kDeviceOption) != "auto")
-    throw UsageError{"--device " + a.get(kDeviceOption) +
-                     ": calibration runs on the CPU only (give --device cpu, or "
-                     "leave it out)"};
+  if (a.has(kDeviceOption)) {
+    Device d = Device::kAuto;
+    try {
+      d = parse_device(a.get(kDeviceOption));  // a typo is named as one (it read "runs on the CPU only")
+    } catch (const Error& e) { throw UsageError{with_flag(e)}; }
+    if (d == Device::kCuda)
+      throw UsageError{"--device cuda: calibration runs on the CPU only (give --device cpu, or leave it out)"};
+  }
+  // The CPU computes exactly: fast would be refused by the load with advice (choose device cuda) calibrate refuses.
+  if (a.has(kPrecisionOption) && a.get(kPrecisionOption) == "fast")
+    throw UsageError{
+        "--precision fast: calibration runs on the CPU, which computes exactly (give --precision exact, "
+        "or leave it out)"};
   auto model = load_model(a, model_arg(a, "calibrate"), "", Device::kCpu);
   // The start, and the loss the result is compared with, is what the model runs: a focal model's own t (starting a
   // focal-t0.4 model at t = 1 reported a gain over a setting it never runs).

@@ -25,6 +25,7 @@ std::string flag_for_field(const std::string& field) {
       {"temps", "--temps"},
       {"device", "--device"},
       {"precision", "--precision"},
+      {"weights", "--weights"},
       {"rope_scaling", "--rope-scaling"},
       {"budget", "--budget"},
       {"layer", "--layer"},

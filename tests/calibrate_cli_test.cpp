@@ -222,6 +222,16 @@ TEST(CalibrateCli, BadInputFailsWithOneMessage) {
     EXPECT_NE(r.out.find(want), std::string::npos) << opts << ": " << r.out;
     EXPECT_EQ(r.out.find("no-such-model"), std::string::npos) << opts << ": " << r.out;
   }
+  // Device and precision: a typo is named as one (it read "runs on the CPU only"), cuda and fast are refused for
+  // what calibrate is (fast's advice was "choose device cuda", which calibrate refuses); all usage errors.
+  for (const auto& [opts, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--device bogus", "--device: unknown device 'bogus'"},
+           {"--device cuda", "--device cuda: calibration runs on the CPU only"},
+           {"--precision fast", "--precision fast: calibration runs on the CPU, which computes exactly"}}) {
+    r = focal_cli("calibrate " + no_model + " --data " + text + " -o " + dir + "/t.json " + opts);
+    EXPECT_EQ(r.rc, 2) << opts << ": " << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << opts << ": " << r.out;
+  }
   // A file for another model: the recall model has 2 layers of 4 heads, the file 4 of 6.
   const std::string out = dir + "/temps.json";
   ASSERT_EQ(focal_cli("calibrate " + kModel + " --data " + text + " -o " + out +

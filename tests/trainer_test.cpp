@@ -206,6 +206,9 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   const std::string path = test::make_temp_dir("ev") + "/d.h5";
   write_eval(d, path);
   EXPECT_EQ(read_eval(path).x_axis, "distractors");
+  // where and how it ran, as every other file records it (an eval on a GPU in fast precision read as exact)
+  EXPECT_EQ(read_eval(path).device, "cpu");
+  EXPECT_EQ(read_eval(path).precision, "exact");
   // Counts below zero (a damaged file, one from another tool) are refused naming the dataset, not printed as
   // "over -1 tokens".
   for (const char* field : {"/val_tokens", "/n_answers", "/lengths"}) {

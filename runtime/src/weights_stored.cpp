@@ -47,7 +47,7 @@ const char* weights_mode_name(WeightsMode m) { return m == WeightsMode::kFp32 ? 
 WeightsMode parse_weights_mode(const std::string& s) {
   if (s == "native") return WeightsMode::kNative;
   if (s == "fp32") return WeightsMode::kFp32;
-  throw Error("weights mode '" + s + "' is not one of native, fp32");
+  throw Error("weights", "'" + s + "' is not one of native, fp32");
 }
 
 }  // namespace focal

@@ -519,7 +519,7 @@ def test_load_takes_the_clis_weight_options(fs, cli, out_dir):
     m = fs.load(FOCAL, device="cpu", weights="fp32", mmap=True, allow_nonfinite_weights=True)
     got = m.run(PROMPT, probs=False, scores=False)
     assert np.allclose(got.metrics(), ref.metrics(), atol=1e-6, equal_nan=True)
-    with pytest.raises(ValueError, match="weights: weights mode 'fp8' is not one of native, fp32"):
+    with pytest.raises(ValueError, match="weights: 'fp8' is not one of native, fp32"):
         fs.load(FOCAL, weights="fp8")
 
 

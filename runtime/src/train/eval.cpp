@@ -5,6 +5,7 @@
 #include <map>
 
 #include "focal/error.h"
+#include "focal/device.h"
 #include "focal/eval.h"
 #include "focal/metrics.h"
 #include "train/backward.h"
@@ -57,6 +58,8 @@ EvalFile evaluate(const Model& model, const TempSpec& spec, const EvalOptions& o
   e.temp_spec_json = spec.to_json();
   e.tool_version = version();
   e.weights_checksum = model.weights_checksum();
+  e.device = device_name(model.device());  // where and how it ran, as the other files record (a fast table read
+  e.precision = precision_name(model.precision());  // as an exact one)
   e.n_layers = c.n_layers;
 
   check_data_tokenizer(opt.data_dir, model.tokenizer(), model.recorded_path());
