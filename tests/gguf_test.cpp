@@ -490,6 +490,20 @@ TEST(BpeTokenizer, MergeOrderMatchesTheRoundByRoundRuleOnLongWords) {
   }
 }
 
+// tokenizer.json's model.fuse_unk: a run of pieces outside the vocabulary within a word is one <unk> (tokenizers'
+// rule; it was one each). Bytes 0x04 0x06 form one word of the GPT-2 pattern, neither in this vocabulary.
+TEST(BpeTokenizer, FuseUnkJoinsARunOfUnknownPieces) {
+  BpeVocab v;
+  v.tokens = {"a", "b", "<unk>"};
+  v.unk_id = 2;
+  const std::string text =
+      "a\x04\x06"
+      "b";
+  EXPECT_EQ(make_bpe_tokenizer(v, "test")->encode(text, false), (std::vector<int32_t>{0, 2, 2, 1}));
+  v.fuse_unk = true;
+  EXPECT_EQ(make_bpe_tokenizer(v, "test")->encode(text, false), (std::vector<int32_t>{0, 2, 1}));
+}
+
 TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
   auto t = tiny_bpe();
   const std::string text = "<|im_start|>a\n\xC3\xA9 \xF0\x9F\x98\x80";  // a, newline, é, space, emoji
@@ -509,9 +523,13 @@ TEST(BpeTokenizer, BytesSpecialTokensAndDisplay) {
   EXPECT_EQ(display_piece("a\\b"), "a\\\\b");
   // A sentencepiece piece's control characters are escaped as the byte-level ones (inspect printed a raw carriage
   // return), and so are the C1 controls and the line / paragraph separators a terminal breaks its line at.
-  EXPECT_EQ(display_piece("\xE2\x96\x81" "a\rb\tc"), " a\\rb\\tc");
+  EXPECT_EQ(display_piece("\xE2\x96\x81"
+                          "a\rb\tc"),
+            " a\\rb\\tc");
   EXPECT_EQ(display_piece("\x0B\x7F"), "\\x0B\\x7F");
-  EXPECT_EQ(display_piece("x\xC2\x85" "y"), "x\\u0085y");
+  EXPECT_EQ(display_piece("x\xC2\x85"
+                          "y"),
+            "x\\u0085y");
   EXPECT_EQ(display_text("\xE2\x80\xA8\xE2\x80\xA9\xC3\xA9"), "\\u2028\\u2029\xC3\xA9");  // é stays
 }
 

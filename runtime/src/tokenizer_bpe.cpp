@@ -455,13 +455,16 @@ class BpeTokenizer final : public Tokenizer {
       push(prev[l]);
       push(c.left);
     }
+    bool last_unk = false;  // the previous piece of this word went out as unk_id (fuse_unk: one for the run)
     for (int i = 0; i < n; i = next[(size_t)i]) {
       const std::string& p = sym[(size_t)i];
       auto it = ids_.find(p);
       if (it != ids_.end()) {
         out->push_back(it->second);
+        last_unk = false;
       } else if (v_.unk_id >= 0) {
-        out->push_back(v_.unk_id);
+        if (!(v_.fuse_unk && last_unk)) out->push_back(v_.unk_id);
+        last_unk = true;
       }
       // A piece outside a byte-level vocabulary without <unk> cannot be represented; it is dropped.
     }

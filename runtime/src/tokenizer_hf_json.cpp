@@ -248,6 +248,7 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
   if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
     throw Error(file + ": field \"model.dropout\" must be null (BPE dropout is for training)");
   v.ignore_merges = bool_field(model, "ignore_merges", false, file + ": field \"model\"");
+  v.fuse_unk = bool_field(model, "fuse_unk", false, file + ": field \"model\"");
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = piece_id.find(model["unk_token"].get<std::string>());
     if (it == piece_id.end()) throw Error(file + ": field \"model.unk_token\" is not in model.vocab");

@@ -45,6 +45,7 @@ struct BpeVocab {
   int bos_id = -1, eos_id = -1, unk_id = -1;
   BpePre pre = BpePre::kGpt2;
   bool ignore_merges = false;        // a pre-tokenized word that is itself in the vocabulary is one token (Llama 3)
+  bool fuse_unk = false;             // a run of pieces outside the vocabulary within a word is one unk_id
   bool add_prefix_space = false;     // a space is put before text that does not start with one (ByteLevel option)
   std::vector<uint8_t> added_flags;  // [vocab] AddedFlag bits of control / user-defined tokens (empty: none)
   bool nfc = false;                  // text between added tokens is put in Unicode NFC first (Qwen2's normalizer)
