@@ -512,6 +512,15 @@ TEST(CalibFile, AppliedFileGivesTheReportedLoss) {
       EXPECT_NE(over.row_multiplier(c, 0, 0, 5, 0.0f), spec.row_multiplier(c, 0, 0, 5, 0.0f));
       EXPECT_EQ(over.label(), "calibrated:t_head+overrides");
       EXPECT_EQ(TempSpec::from_json(over.to_json(), "test").label(), "calibrated:t_head+overrides");
+      // The file's t read back from a capture's JSON are the same floats (7 digits read some back as a neighbour:
+      // the app took a capture's own calibrated setting for another one and refused to export it).
+      const TempSpec back = TempSpec::from_json(spec.to_json(), "test");
+      EXPECT_EQ(back.head_temp, spec.head_temp);
+      EXPECT_EQ(back.first_changed_layer(spec, c), c.n_layers);
+      TempSpec odd = TempSpec::focal(0.4f);  // floats that need 8 and 9 digits
+      for (int k = 0; k < 64; ++k) odd.head_temp[{k / 8, k % 8}] = std::nextafter(1.0f + 0.01371f * (float)k, 2.0f);
+      EXPECT_EQ(TempSpec::from_json(odd.to_json(), "test").head_temp, odd.head_temp);
+      EXPECT_NE(odd.to_json().find("\"focal_temp\":0.4,"), std::string::npos) << "0.4 stays 0.4";
       EXPECT_EQ(spec.label(), "calibrated:t_head");
       // A field of the wrong type is named (the JSON library's words came alone: "cannot use at() with array").
       const std::string text = [&] {
