@@ -14,6 +14,7 @@
 #include "focal/error.h"
 #include "focal/hf_cache.h"
 #include "error_controls.h"
+#include "overrides.h"
 #include "focal/log.h"
 #include "focal/metrics.h"
 
@@ -673,6 +674,7 @@ void AppState::run_sweep(float t_min, float t_max, int n) {
                 res->n_layers = sf.n_layers;
                 res->n_heads = sf.n_heads;
                 res->base_label = base.label();
+                res->base_spec_json = base.to_json();
                 res->base_key = sweep_key(base);
                 return [this, res, tokens] {
                   if (tokens == file.token_ids) sweep = res;
@@ -765,9 +767,13 @@ std::string AppState::generation_gap() const {
   const std::vector<int32_t>& t = file.token_ids;
   if (t.size() < gen->prompt_ids.size() || !std::equal(gen->prompt_ids.begin(), gen->prompt_ids.end(), t.begin()))
     return "generated from an earlier prompt: generate again";
-  if (slots[0].spec.to_json() != gen->spec_json)
-    return "generated under " + gen->spec_label + "; A is now " + slots[0].spec.label() +
-           ": set A back, or generate again";
+  if (slots[0].spec.to_json() != gen->spec_json) {
+    std::pair<std::string, std::string> names{gen->spec_label, slots[0].spec.label()};
+    try {  // equal labels of other settings are told apart by their overrides
+      names = labels_apart(focal::TempSpec::from_json(gen->spec_json, "generation"), slots[0].spec);
+    } catch (const focal::Error&) {}
+    return "generated under " + names.first + "; A is now " + names.second + ": set A back, or generate again";
+  }
   return "";
 }
 

@@ -210,7 +210,8 @@ struct SweepResult {
   std::vector<float> mean_nll;      // [S]
   int n_layers = 0, n_heads = 0;
   std::string base_label;
-  std::string base_key;  // sweep_key of the setting swept: a later A with other overrides makes the sweep stale
+  std::string base_spec_json;  // the setting swept (TempSpec::to_json): what a stale message compares
+  std::string base_key;        // sweep_key of the setting swept: a later A with other overrides makes the sweep stale
 };
 
 // What a sweep of `a` keeps fixed while t varies (its overrides, tau scale, ...): the spec as focal attention at t = 1,

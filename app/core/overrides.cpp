@@ -2,6 +2,8 @@
 #include "overrides.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
 #include <cstdlib>
 #include <sstream>
 
@@ -77,6 +79,52 @@ focal::TempSpec parse_spec_command(const std::string& text, const focal::ModelCo
     s.validate(*cfg);
   } catch (const focal::Error& e) { throw focal::Error(where + ": spec " + text + ": " + e.what()); }
   return s;
+}
+
+std::pair<std::string, std::string> labels_apart(const focal::TempSpec& was, const focal::TempSpec& now) {
+  std::string a = was.label(), b = now.label();
+  if (a != b) return {a, b};
+  char buf[48];
+  auto t_text = [&](const float* t) {
+    if (!t) return std::string("none");
+    std::snprintf(buf, sizeof buf, "%.3g", *t);
+    return std::string(buf);
+  };
+  std::vector<std::pair<std::string, std::string>> diffs;  // per differing override: its text in was, in now
+  std::set<int> layers;
+  for (const auto& [l, t] : was.layer_temp) layers.insert(l);
+  for (const auto& [l, t] : now.layer_temp) layers.insert(l);
+  for (int l : layers) {
+    auto x = was.layer_temp.find(l), y = now.layer_temp.find(l);
+    const float* tx = x == was.layer_temp.end() ? nullptr : &x->second;
+    const float* ty = y == now.layer_temp.end() ? nullptr : &y->second;
+    if (tx && ty && *tx == *ty) continue;
+    const std::string what = "layer " + std::to_string(l) + " t ";
+    diffs.push_back({what + t_text(tx), what + t_text(ty)});
+  }
+  std::set<std::pair<int, int>> heads;
+  for (const auto& [lh, t] : was.head_temp) heads.insert(lh);
+  for (const auto& [lh, t] : now.head_temp) heads.insert(lh);
+  for (const auto& lh : heads) {
+    auto x = was.head_temp.find(lh), y = now.head_temp.find(lh);
+    const float* tx = x == was.head_temp.end() ? nullptr : &x->second;
+    const float* ty = y == now.head_temp.end() ? nullptr : &y->second;
+    if (tx && ty && *tx == *ty) continue;
+    const std::string what = "head " + std::to_string(lh.first) + "." + std::to_string(lh.second) + " t ";
+    diffs.push_back({what + t_text(tx), what + t_text(ty)});
+  }
+  if (diffs.empty()) return {a, b + " (another setting)"};  // a tau projection or a file of other t
+  std::string da, db;
+  for (size_t i = 0; i < diffs.size() && i < 3; ++i) {
+    da += (i ? ", " : "") + diffs[i].first;
+    db += (i ? ", " : "") + diffs[i].second;
+  }
+  if (diffs.size() > 3) {
+    const std::string more = ", " + std::to_string(diffs.size() - 3) + " more";
+    da += more;
+    db += more;
+  }
+  return {a + " (" + da + ")", b + " (" + db + ")"};
 }
 
 }  // namespace focalscope

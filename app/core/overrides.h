@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "focal/temp_spec.h"
@@ -22,5 +23,10 @@ focal::TempSpec with_overrides(focal::TempSpec spec, const std::vector<int>& lay
 // the open model's setting, validated against that model. Every error is one focal::Error that starts with `where`
 // (the script's file:line). cfg null (no model open) is an error too.
 focal::TempSpec parse_spec_command(const std::string& text, const focal::ModelConfig* cfg, const std::string& where);
+
+// Names for two settings that a message sets side by side ("generated under X; A is now Y"): their labels, and
+// where the labels are equal but the settings are not (focal_t0.4+overrides before and after a layer's t moved), each
+// with the overrides that differ, e.g. "focal_t0.4+overrides (layer 1 t = 0.2)" and "... (layer 1 t = 0.6)".
+std::pair<std::string, std::string> labels_apart(const focal::TempSpec& was, const focal::TempSpec& now);
 
 }  // namespace focalscope

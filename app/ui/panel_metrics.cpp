@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "overrides.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -57,8 +58,9 @@ void draw_metrics(Ui& ui) {
   std::vector<std::string> notes;
   for (int s = 0; s < (two ? 2 : 1); ++s) {
     if (st.readouts_current(s)) continue;
+    const auto names = labels_apart(st.slots[s].run_spec, st.slots[s].spec);  // apart where the labels are equal
     const std::string note =
-        std::string(side_name(s)) + " columns: run " + st.slots[s].run_spec.label() + "; " + st.slots[s].spec.label() +
+        std::string(side_name(s)) + " columns: run " + names.first + "; " + names.second +
         (st.rows_gap().empty()
              ? " is previewed on the visible head only (the table " + st.readout_gap(s) + ")"
              : " is not shown anywhere (metrics only, no rows to preview: it " + st.readout_gap(s) + ")");

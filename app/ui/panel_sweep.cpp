@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "focal/error.h"
+#include "overrides.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -144,8 +146,14 @@ void draw_sweep(Ui& ui) {
   const focal::TempSpec& a = st.slots[0].spec;
   // A's fixed part changed since the sweep ran (an override): its curves are of another setting.
   const bool stale = sweep_key(a) != sw->base_key;
+  std::pair<std::string, std::string> names{sw->base_label, a.label()};
+  if (stale) {
+    try {  // equal labels of other settings are told apart by their overrides
+      names = labels_apart(focal::TempSpec::from_json(sw->base_spec_json, "sweep"), a);
+    } catch (const focal::Error&) {}
+  }
   const std::string stale_text =
-      stale ? "swept t with the rest of A as " + sw->base_label + "; A is now " + a.label() + ": run the sweep again"
+      stale ? "swept t with the rest of A as " + names.first + "; A is now " + names.second + ": run the sweep again"
             : "";
   ui.labels["sweep.stale"] = {stale_text};
   if (stale) ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", stale_text.c_str());

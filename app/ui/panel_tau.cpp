@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "overrides.h"
 #include "ui.h"
 
 namespace focalscope {
@@ -34,8 +35,9 @@ void draw_tau(Ui& ui) {
               proj ? " (projections of the temperature file)" : "");
   // The run's values: when A's setting changed since (a preview, or no model to run it), say whose they are.
   if (!st.readouts_current(0)) {
+    const auto names = labels_apart(spec, st.slots[0].spec);  // apart where the labels are equal
     const std::string stale =
-        "A: run " + spec.label() + " (A is now " + st.slots[0].spec.label() + "; the run " + st.readout_gap(0) + ")";
+        "A: run " + names.first + " (A is now " + names.second + "; the run " + st.readout_gap(0) + ")";
     ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.3f, 1.0f), "%s", stale.c_str());
     ui.labels["tau.run"] = {stale};
   }
