@@ -1014,10 +1014,17 @@ TEST(CaptureRequestTest, Validation) {
               HasSubstr("relevant lists key position 2 twice"));
   EXPECT_THAT(with([](CaptureRequest& q) { q.topk_tokens = 0; }), HasSubstr("topk_tokens = 0"));
 
-  // Over budget: the message names budget_bytes and what to narrow, in the API's words.
+  // Over budget: the error's field is budget_bytes (a front end names its own control: --budget, budget=), the
+  // message what to narrow, in no front end's words.
   const std::string msg = with([](CaptureRequest& q) { q.budget_bytes = 1024; });
-  EXPECT_THAT(msg, AllOf(HasSubstr("budget_bytes"), HasSubstr("layers, heads or queries"),
-                         HasSubstr("store metrics only"), Not(HasSubstr("--"))));
+  EXPECT_THAT(msg, AllOf(HasSubstr("over the memory budget of 1.0 KiB"), HasSubstr("layers, heads or queries"),
+                         HasSubstr("store metrics only"), Not(HasSubstr("--")), Not(HasSubstr("budget_bytes"))));
+  try {
+    CaptureRequest q;
+    q.budget_bytes = 1024;
+    validate_capture_request(c, 10, q, 1);
+    ADD_FAILURE() << "over the budget";
+  } catch (const Error& e) { EXPECT_EQ(e.field(), "budget_bytes"); }
   // Each error names its field, so a front end can point at its own control for it.
   try {
     validate_capture_request(
@@ -1034,7 +1041,7 @@ TEST(CaptureRequestTest, Validation) {
   CaptureRequest q;
   q.budget_bytes = estimate_capture_bytes(c, 10, q);
   EXPECT_NO_THROW(validate_capture_request(c, 10, q, 1));
-  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("budget_bytes"));
+  EXPECT_THAT(error_of([&] { validate_capture_request(c, 10, q, 2); }), HasSubstr("over the memory budget"));
 }
 
 TEST(CaptureRequestTest, EstimateShrinksWithSelection) {
