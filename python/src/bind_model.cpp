@@ -190,6 +190,10 @@ void bind_model(nb::module_& mod) {
           nb::gil_scoped_release rel;
           m->model = focal::Model::load(path, focal::resolve_device(d), opt);
         }
+        // What loading assumed or chose, as the CLI's "warning:" lines (a local path beside a cached name of the
+        // same spelling, a tied lm_head that differs, a rope_scaling override, ...): one UserWarning each.
+        for (const std::string& w : m->model->config().warnings)
+          if (PyErr_WarnEx(PyExc_UserWarning, ("load: " + w).c_str(), 1) != 0) throw nb::python_error();
         return m;
       },
       "path"_a, "device"_a = "auto", "precision"_a = "auto", "rope_scaling"_a = nb::none(), "weights"_a = "native",

@@ -61,7 +61,9 @@ def test_rope_scaling_override_as_the_cli(fs, short_model, tmp_path, focal_cli):
     import subprocess
     import numpy as np
     plain = fs.load(short_model, device="cpu")
-    m = fs.load(short_model, device="cpu", rope_scaling="dynamic:2")
+    # what loading chose is said as the CLI's "warning:" line says it (Python said nothing)
+    with pytest.warns(UserWarning, match="load: rope_scaling dynamic:2 replaces the model's own"):
+        m = fs.load(short_model, device="cpu", rope_scaling="dynamic:2")
     with pytest.warns(UserWarning, match="past the model's trained context of 16"):
         cap = m.run(PROMPT, probs=False, scores=False)
         ref = plain.run(PROMPT, probs=False, scores=False)
