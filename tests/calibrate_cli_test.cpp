@@ -97,6 +97,7 @@ TEST(CalibrateCli, WritesTheFileCheckpointAndALogThatOtherCommandsTake) {
   EXPECT_NE(it.out.find(loss), std::string::npos) << it.out;
   {  // one t per layer (not the heads' repeats), the median of an even count the mean of the middle two
     std::vector<double> lt;
+    lt.reserve((size_t)f.n_layers);
     for (int l = 0; l < f.n_layers; ++l) lt.push_back(f.focal_temp[(size_t)l * f.n_heads]);
     std::sort(lt.begin(), lt.end());
     ASSERT_EQ(lt.size(), 4u);

@@ -219,8 +219,12 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // ... but never so tall that the heatmap, grid and distribution above it drop under 380 px (at 1280 x 720 the grid
   // was 20 px tall and the distribution empty; at 300 px a 30-layer model's grid left the distribution its header
   // and no chart): in a short window the tall tabs take what is left, at least the normal height
+  // With nothing to show above (a stats file opened alone: "no run yet" in each panel) the tab takes the room the
+  // panels would (the Corpus tab's matrix was 25 px tall at 1280 x 720 under three empty panels).
+  const float above_min = st.slots[0].run ? 380.0f : 120.0f;
   const float auto_bottom =
-      tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * 0.45f, 110.0f, 560.0f), h - top - status_h - 380.0f))
+      tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * (st.slots[0].run ? 0.45f : 0.7f), 110.0f, 900.0f),
+                                                  h - top - status_h - above_min))
                : normal_bottom;
   const float max_bottom = std::max(110.0f, h - top - status_h - 60.0f);
   const float bottom = std::clamp(ui.details_h > 0.0f ? ui.details_h : auto_bottom - banner_extra, 80.0f, max_bottom);
@@ -229,7 +233,9 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   ui.labels["runs.colours"] = {run_colour_label(st, 0) + "=" + col_hex(col_run(0)),
                                run_colour_label(st, 1) + "=" + col_hex(col_run(1))};
   const float right_w = std::max(80.0f, w - left);
-  const float heat_w = std::max(60.0f, std::min(mid + 30.0f, right_w * 0.48f));
+  // (wide enough for its one line of text while it has no run: squeezed beside a tall tab it wrapped a word a line)
+  const float heat_w =
+      std::max(st.slots[0].run ? 60.0f : std::min(260.0f, right_w * 0.4f), std::min(mid + 30.0f, right_w * 0.48f));
   // The overview's share of the column: more for many layers; drag the splitter under it to change it.
   const focal::ModelConfig* cfg = st.config();
   if (ui.overview_frac <= 0.0f) ui.overview_frac = cfg && cfg->n_layers > 12 ? 0.5f : 0.42f;

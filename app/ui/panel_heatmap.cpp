@@ -197,12 +197,14 @@ void draw_heatmap(Ui& ui, const ImVec4& r) {
               ? "running the model..."
               : (T == 0 ? (st.has_model() ? "type a prompt and press Run" : "open a model or a capture (left column)")
                         : "no rows stored for this head");
-      // centred, wrapped to the box (a small box cut "type a prompt" at its left edge)
+      // centred, wrapped to the box (a small box cut "type a prompt" at its left edge); a box too small for it
+      // stays empty (a word a line ran past it), the line above it saying the same
       const float wrap = std::max(side_px - 12.0f, 20.0f);
       const ImVec2 ts = ImGui::GetFont()->CalcTextSizeA(ImGui::GetFontSize(), FLT_MAX, wrap, msg);
-      dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
-                  ImVec2(p0.x + std::max(6.0f, (side_px - ts.x) / 2), p0.y + (side_px - ts.y) / 2),
-                  IM_COL32(200, 200, 200, 255), msg, nullptr, wrap);
+      if (ts.y <= side_px - 8.0f && side_px >= 90.0f)
+        dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
+                    ImVec2(p0.x + std::max(6.0f, (side_px - ts.x) / 2), p0.y + (side_px - ts.y) / 2),
+                    IM_COL32(200, 200, 200, 255), msg, nullptr, wrap);
     }
     dl->AddRect(p0, p1, IM_COL32(90, 95, 110, 255));
     if (T > 0 && hovered && !ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
