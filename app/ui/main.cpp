@@ -221,7 +221,11 @@ void layout_and_draw(Ui& ui, float w, float h, float fps) {
   // and no chart): in a short window the tall tabs take what is left, at least the normal height
   // With nothing to show above (a stats file opened alone: "no run yet" in each panel) the tab takes the room the
   // panels would (the Corpus tab's matrix was 25 px tall at 1280 x 720 under three empty panels).
-  const float above_min = st.slots[0].run ? 380.0f : 120.0f;
+  // A model of few layers needs less above than 380 px (its grid is short): at 1280 x 720 the Temps tab's matrix of
+  // a 4-layer model was 20 px tall while its grid above used 70 px of 160.
+  const focal::ModelConfig* shape = st.config();
+  const float grid_need = shape ? 95.0f + 12.0f * (float)std::min(shape->n_layers, shape->n_heads) : 285.0f;
+  const float above_min = st.slots[0].run ? std::clamp(grid_need + 175.0f, 300.0f, 380.0f) : 120.0f;
   const float auto_bottom =
       tall_tab ? std::max(normal_bottom, std::min(std::clamp(h * (st.slots[0].run ? 0.45f : 0.7f), 110.0f, 900.0f),
                                                   h - top - status_h - above_min))
