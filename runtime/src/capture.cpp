@@ -354,8 +354,8 @@ void validate_capture_request(const ModelConfig& c, int T, const CaptureRequest&
               "the prompt has positions");
   const size_t need = estimate_capture_bytes(c, T, req) * (size_t)std::max(1, n_runs);
   if (need > req.budget_bytes)
-    throw Error("budget_bytes", "the capture needs about " + format_byte_size(need) +
-                                    ", over the memory budget of " + format_byte_size(req.budget_bytes) +
+    throw Error("budget_bytes", "the capture needs about " + format_byte_size(need) + ", over the memory budget of " +
+                                    format_byte_size(req.budget_bytes) +
                                     ": narrow the layers, heads or queries stored, store metrics only (no "
                                     "probabilities or scores), or raise the budget");
 }
@@ -419,10 +419,10 @@ bool capture_runs_lockstep(const Model& model, const std::vector<int32_t>& token
   validate_capture_request(c, T, req, 2);
   const size_t held = capture_held_row_bytes(c, T, req);
   if (2 * estimate_capture_bytes(c, T, req) + held > req.budget_bytes)
-    throw Error("budget_bytes",
-                "the comparison holds one layer's compared rows of the first run (about " +
-                    format_byte_size(held) + ") beside the two runs, over the memory budget of " +
-                    format_byte_size(req.budget_bytes) + ": narrow the heads or queries, or raise the budget");
+    throw Error("budget_bytes", "the comparison holds one layer's compared rows of the first run (about " +
+                                    format_byte_size(held) + ") beside the two runs, over the memory budget of " +
+                                    format_byte_size(req.budget_bytes) +
+                                    ": narrow the heads or queries, or raise the budget");
   spec_a.validate(c);
   spec_b.validate(c);
   std::function<void(int, int)> prog_a, prog_b;  // one count over both runs: a's layer l, then b's
