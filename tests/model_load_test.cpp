@@ -818,6 +818,23 @@ TEST_F(ModelLoadTest, TokenizerLoadsAndMustFitVocabulary) {
   ASSERT_GE(ids.size(), 2u);
   EXPECT_EQ(ids[0], 1);
   EXPECT_EQ(m->tokenizer()->decode(std::vector<int32_t>(ids.begin() + 1, ids.end())), "the quick brown fox");
+  {  // the model's control and unknown pieces written in the text are those tokens, the text between them encoded
+     // on its own (as transformers' Llama tokenizers split special tokens out); they were encoded as < / s >
+    const Tokenizer& t = *m->tokenizer();
+    std::vector<int32_t> want = t.encode("the fox", false);
+    want.push_back(2);
+    const std::vector<int32_t> jumps = t.encode("jumps", false);
+    want.insert(want.end(), jumps.begin(), jumps.end());
+    EXPECT_EQ(t.encode("the fox</s>jumps", false), want);
+    EXPECT_EQ(t.encode("<s>", false), std::vector<int32_t>{1});
+    EXPECT_EQ(t.encode("<unk>", true), (std::vector<int32_t>{1, 0}));
+    // the bundled models' tokenizer against transformers 4.47.1 (LlamaTokenizer and LlamaTokenizerFast agree):
+    // "<s> bos text </s>" -> [1, 1, 274, 391, 3297, 2], "a</s>b" -> [1, 260, 2, 274]
+    const std::unique_ptr<Tokenizer> bundled =
+        Tokenizer::load(std::string(FOCAL_SOURCE_DIR) + "/assets/models/focal-t0.4/tokenizer.model");
+    EXPECT_EQ(bundled->encode("<s> bos text </s>", true), (std::vector<int32_t>{1, 1, 274, 391, 3297, 2}));
+    EXPECT_EQ(bundled->encode("a</s>b", true), (std::vector<int32_t>{1, 260, 2, 274}));
+  }
 
   // Tokens tokenizer_config.json adds past tokenizer.model's pieces (Phi-3's chat tokens): decoded as their text,
   // shown as their piece (one of them made the whole decode empty, its piece "<?>"); add_bos_token false there is

@@ -1,11 +1,13 @@
 // Tokenizer backed by sentencepiece; the only file that includes sentencepiece headers.
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "focal/error.h"
 #include "focal/tokenizer.h"
@@ -21,21 +23,49 @@ class SpmTokenizer final : public Tokenizer {
   SpmTokenizer(const std::string& proto, const std::string& where, bool) {
     const auto st = sp_.LoadFromSerializedProto(proto);
     if (!st.ok()) throw Error(where + ": sentencepiece refuses the vocabulary: " + st.ToString());
+    find_specials();
   }
   explicit SpmTokenizer(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error("tokenizer '" + path + "' cannot be opened (put a sentencepiece tokenizer.model there)");
     const auto st = sp_.Load(path);
     if (!st.ok()) throw Error("tokenizer '" + path + "' is not a sentencepiece model: " + st.ToString());
+    find_specials();
   }
+  // The model's control and unknown pieces written in the text ("<s>", "</s>", "<unk>") are those tokens, the text
+  // between them encoded piece by piece as sentencepiece encodes a text of its own, as transformers' Llama
+  // tokenizers (slow and fast) split their special tokens out; they were encoded as the letters < s >.
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override {
-    std::vector<int> ids;
-    const auto st = sp_.Encode(text, &ids);
-    if (!st.ok()) throw Error("tokenizer: cannot encode text: " + st.ToString());
     std::vector<int32_t> out;
-    out.reserve(ids.size() + 1);
     if (add_bos && sp_.bos_id() >= 0) out.push_back(sp_.bos_id());
-    out.insert(out.end(), ids.begin(), ids.end());
+    std::vector<int> ids;
+    auto plain = [&](size_t b, size_t e) {
+      if (e <= b) return;
+      const auto st = sp_.Encode(text.substr(b, e - b), &ids);
+      if (!st.ok()) throw Error("tokenizer: cannot encode text: " + st.ToString());
+      out.insert(out.end(), ids.begin(), ids.end());
+    };
+    size_t seg = 0;
+    for (size_t i = 0; i < text.size();) {
+      int32_t hit = -1;
+      size_t len = 0;
+      if (text[i] == '<')  // every control piece of these vocabularies is spelled <...>
+        for (const auto& [piece, id] : specials_)
+          if (text.compare(i, piece.size(), piece) == 0) {
+            hit = id;
+            len = piece.size();
+            break;
+          }
+      if (hit < 0) {
+        ++i;
+        continue;
+      }
+      plain(seg, i);
+      out.push_back(hit);
+      i += len;
+      seg = i;
+    }
+    plain(seg, text.size());
     return out;
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
@@ -84,8 +114,19 @@ class SpmTokenizer final : public Tokenizer {
   int eos_id() const override { return sp_.eos_id(); }
 
  private:
+  void find_specials() {
+    for (int id = 0; id < sp_.GetPieceSize(); ++id)
+      if (sp_.IsControl(id) || sp_.IsUnknown(id)) {
+        const std::string p = sp_.IdToPiece(id);
+        if (p.size() > 2 && p.front() == '<' && p.back() == '>') specials_.emplace_back(p, (int32_t)id);
+      }
+    std::stable_sort(specials_.begin(), specials_.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });  // longest first
+  }
+
   sentencepiece::SentencePieceProcessor sp_;
   std::map<int32_t, std::string> added_;  // id -> text of tokens added beside tokenizer.model (HF directories)
+  std::vector<std::pair<std::string, int32_t>> specials_;  // control / unknown pieces "<s>", and their ids
 };
 
 // ---- protobuf wire format, just what a sentencepiece ModelProto needs ----
