@@ -314,6 +314,10 @@ TEST(FigureScale, LayerAndHeadSelectionForEveryKind) {
   EXPECT_THAT(svg("distribution", f, o), HasSubstr("Layer 3, head 4"));
   o.layers = {3, 4};
   EXPECT_THAT(error_of([&] { svg("heatmap", f, o); }), HasSubstr("layers: the heatmap figure draws one head"));
+  o.layers = {2};
+  o.layer = 1;  // both spellings with other layers: said as such (it read "draws one head: give one layer (layer 2)")
+  EXPECT_THAT(error_of([&] { svg("heatmap", f, o); }),
+              HasSubstr("layers 2 and the one layer given (1) name different layers"));
   o = {};
   o.layers = {30};
   EXPECT_THAT(error_of([&] { svg("grid", f, o); }), HasSubstr("layer 30"));

@@ -164,7 +164,10 @@ std::string render_figure(const std::string& kind, const std::vector<Source>& so
     for (auto [list, one, name] : {std::tuple<std::vector<int>*, int*, std::string>{&opt.layers, &opt.layer, "layer"},
                                    {&opt.heads, &opt.head, "head"}}) {
       if (list->empty()) continue;
-      if (list->size() > 1 || (*one >= 0 && *one != list->front()))
+      if (list->size() == 1 && *one >= 0 && *one != list->front())  // both spellings, other values
+        throw Error(name + "s", name + "s " + std::to_string(list->front()) + " and the one " + name + " given (" +
+                                    std::to_string(*one) + ") name different " + name + "s: give one of them");
+      if (list->size() > 1)
         throw Error(name + "s", name + "s: the " + kind + " figure draws one head: give one " + name + " (" + name +
                                     " " + std::to_string(list->front()) + "), or draw several with the grid figure");
       *one = list->front();
