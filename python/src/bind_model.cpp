@@ -79,7 +79,9 @@ void bind_model(nb::module_& mod) {
           "pieces",
           [](const PyModel& m, nb::handle ids) {
             std::vector<std::string> v;
-            for (int32_t id : m.ids_of(ids, "ids", false)) v.push_back(m.tok().display(id));
+            // a model without a tokenizer shows ids as text, as its captures' pieces do (it raised here)
+            const focal::Tokenizer* t = m.model->tokenizer();
+            for (int32_t id : m.ids_of(ids, "ids", false)) v.push_back(t ? t->display(id) : std::to_string(id));
             return v;
           },
           "ids"_a,

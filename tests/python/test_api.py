@@ -532,3 +532,13 @@ def test_provenance_of_captures_and_sweeps(fs, models):
         # the model path is recorded absolute (the fixture loads "assets/models/..." from the repository root)
         assert x.model_path == str(ROOT / FOCAL) and os.path.isabs(x.model_path)
         assert (x.weights_checksum, x.tool_version) == (c.weights_checksum, fs.version())
+
+
+def test_pieces_of_a_model_without_a_tokenizer_are_its_ids(fs, cli, out_dir):
+    # as its captures store them (pieces() raised: "has no tokenizer.json or tokenizer.model")
+    d = out_dir / "notok"
+    cli("init", d, "--vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+        "--intermediate", "64")
+    m = fs.load(d, device="cpu")
+    assert m.pieces([1, 50]) == ["1", "50"]
+    assert m.run(np.array([1, 50], dtype=np.int32), probs=False, scores=False).pieces == ["1", "50"]
