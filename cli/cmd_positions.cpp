@@ -62,7 +62,8 @@ int cmd_eval_positions(int argc, char** argv) {
   if (out.empty()) throw UsageError{"give the output file with -o LOSS.h5"};
   batch::PositionLossOptions o;
   o.max_tokens = a.get_int32("--max-tokens", 0);
-  if (o.max_tokens < 2) throw UsageError{"--max-tokens must be at least 2"};
+  if (o.max_tokens < 2)
+    throw Error("--max-tokens " + a.get("--max-tokens") + ": give at least 2 (a token and its successor)");
   o.bucket_tokens = a.get_int32("--bucket", 0);
   if (a.has("--bucket") && o.bucket_tokens < 1)
     throw Error("--bucket " + a.get("--bucket") +
@@ -73,9 +74,10 @@ int cmd_eval_positions(int argc, char** argv) {
   if (oe != "fail" && oe != "skip") throw UsageError{"--on-error: '" + oe + "' is not fail or skip"};
   o.on_error = oe == "skip" ? batch::OnError::kSkip : batch::OnError::kFail;
   o.bootstrap = a.get_int32("--bootstrap", 1000);
-  if (o.bootstrap < 0) throw UsageError{"--bootstrap must be >= 0"};
+  if (o.bootstrap < 0) throw Error("--bootstrap " + a.get("--bootstrap") + ": give 0 or more resamples (0: no band)");
   o.band_level = a.get_double("--level", 0.95);
-  if (!(o.band_level > 0.0 && o.band_level < 1.0)) throw UsageError{"--level must lie between 0 and 1 (e.g. 0.95)"};
+  if (!(o.band_level > 0.0 && o.band_level < 1.0))  // a value out of range exits 1, as --bucket 0 (it exited 2)
+    throw Error("--level " + a.get("--level") + ": the band's coverage must lie between 0 and 1 (e.g. 0.95)");
   size_t budget = 0;
   if (a.has("--budget")) {
     budget = parse_bytes(a.get("--budget"), "--budget");

@@ -403,7 +403,8 @@ TEST(PositionLossCli, EvalPositionsAndItsFigure) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("first bucket with tokens (positions 1..1)"));
   EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("nan")));
   // Options that would be silently replaced are refused naming them; a bad run is named once.
-  for (const char* bad : {"--bucket 0", "--limit 0"}) {
+  // ... exit 1 as values out of range (--level 0 and --bootstrap -1 exited 2, as if malformed)
+  for (const char* bad : {"--bucket 0", "--limit 0", "--level 0", "--bootstrap -1"}) {
     r = run_cli("eval " + tiny_model_dir() + " --positions --data " + corpus + " --max-tokens 40 " + bad + " -o " +
                 dir + "/x.h5");
     EXPECT_EQ(r.code, 1) << bad << ": " << r.out;
