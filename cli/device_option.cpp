@@ -92,6 +92,9 @@ std::unique_ptr<Model> load_model(const Args& a, const std::string& dir, const s
     opt.budget_is_machine = true;
   }
   opt.map_weights = a.has(kMmapFlag);
+  if (opt.map_weights && opt.weights == WeightsMode::kFp32)  // accepted without a word, and changed nothing
+    std::fprintf(stderr,
+                 "warning: --mmap maps native weights; with --weights fp32 they are widened in memory anyway\n");
   if (a.has(kPrecisionOption)) {
     try {
       opt.precision = parse_precision(a.get(kPrecisionOption));
