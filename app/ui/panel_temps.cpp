@@ -388,8 +388,11 @@ void draw_temps(Ui& ui) {
     const std::string before = fmt("%.3f", f.val_loss_init), after = fmt("%.3f", f.val_loss);
     ui.labels["temps.loss"] = {before, after};
     const std::string from = f.init_temp == 1.0 ? "standard" : "t = " + fig::format_sig(f.init_temp, 3);
-    ImGui::Text("held-out loss: %s before (%s) \xE2\x86\x92 %s after, %+.3f nats/token", before.c_str(), from.c_str(),
-                after.c_str(), f.val_loss - f.val_loss_init);
+    // a change under 0.0005 in two significant digits ("-0.000" read as no change, or as a sign error)
+    const double d = f.val_loss - f.val_loss_init;
+    const std::string change = std::fabs(d) >= 0.0005 || d == 0.0 ? fmt("%+.3f", d) : fmt("%+.2g", d);
+    ImGui::Text("held-out loss: %s before (%s) \xE2\x86\x92 %s after, %s nats/token", before.c_str(), from.c_str(),
+                after.c_str(), change.c_str());
     ImGui::SameLine();
     disabled_wrapped("the calibrator's numbers, on its own " + std::to_string(f.n_val_tokens) + " held-out tokens of " +
                      (data.empty() ? "its data" : data) + " (not this prompt)");

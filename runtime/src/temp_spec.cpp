@@ -121,8 +121,9 @@ std::string TempSpec::to_json_brief() const {
       float lo = INFINITY, hi = -INFINITY;
       for (const auto& [k, t] : layer_temp) lo = std::min(lo, t), hi = std::max(hi, t);
       for (const auto& [k, t] : head_temp) lo = std::min(lo, t), hi = std::max(hi, t);
-      char b[96];
-      std::snprintf(b, sizeof b, "[%zu %s from the temperature file, t %.3g..%.3g]", n, what, lo, hi);
+      char b[128];
+      std::snprintf(b, sizeof b, "[%zu %s from the temperature file%s, t %.3g..%.3g]", n, what,
+                    file_overridden ? " and overrides" : "", lo, hi);
       return std::string(b);
     };
     if (layer_temp.size() > 4) j["layer_temp"] = summary(layer_temp.size(), "layers");
