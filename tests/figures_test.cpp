@@ -515,25 +515,35 @@ std::string error_of(const std::string& kind, const std::vector<std::string>& pa
   return "(no error)";
 }
 
+// A capture whose layer 0, head 0 row of the last query q = T - 1 is `rest` spread over the keys and the peaks on top,
+// and the options drawing that row of the standard run with K top keys at `width_in`.
+struct LastRow {
+  CaptureFile f = make_capture(true, false);
+  int T = (int)f.token_ids.size(), q = T - 1;
+  FigureOptions o;
+  LastRow(float rest, int n_rest, const std::vector<std::pair<int, float>>& peaks, int top_keys, double width_in) {
+    for (RunCapture& r : f.runs) {
+      float* row = &r.probs[((size_t)0 * kHeads + 0) * T * T + (size_t)q * T];  // [T] keys of query q
+      for (int j = 0; j < T; ++j) row[j] = rest / (float)n_rest;
+      for (const auto& [k, p] : peaks) row[k] = p;
+    }
+    o.layer = 0;
+    o.head = 0;
+    o.query = q;
+    o.top_keys = top_keys;
+    o.runs = {"standard"};
+    o.width_in = width_in;
+  }
+  std::string svg() const { return render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg); }
+};
+
 // Two top keys a few positions apart, the second lower: its label goes beside its bar instead of being dropped (a
 // centred label would cross the taller bar next to it), and no two labels overlap.
 TEST(FigureDistribution, NearbyTopKeysAreBothLabelled) {
-  CaptureFile f = make_capture(true, false);
-  const int T = (int)f.token_ids.size(), q = T - 1;
-  for (RunCapture& r : f.runs) {  // layer 0, head 0, the last query: 0.6 at key q - 1, 0.3 at key q - 3
-    float* row = &r.probs[((size_t)0 * kHeads + 0) * T * T + (size_t)q * T];
-    for (int j = 0; j < T; ++j) row[j] = 0.1f / (float)(T - 2);
-    row[q - 1] = 0.6f;
-    row[q - 3] = 0.3f;
-  }
-  FigureOptions o;
-  o.layer = 0;
-  o.head = 0;
-  o.query = q;
-  o.top_keys = 2;
-  o.runs = {"standard"};
-  o.width_in = 2.4;  // narrow: the keys' slots are a few points wide
-  const std::string svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  const int q = LastRow(0, 1, {}, 0, 1).q;
+  // 0.6 at key q - 1, 0.3 at key q - 3; narrow: the keys' slots are a few points wide
+  const LastRow r(0.1f, q - 1, {{q - 1, 0.6f}, {q - 3, 0.3f}}, 2, 2.4);
+  const std::string svg = r.svg();
   EXPECT_THAT(svg, HasSubstr("(" + std::to_string(q - 1) + ")"));
   EXPECT_THAT(svg, HasSubstr("(" + std::to_string(q - 3) + ")"));
 }
@@ -541,27 +551,14 @@ TEST(FigureDistribution, NearbyTopKeysAreBothLabelled) {
 // The runner-up right beside the top key, both above a third key far off: the runner-up's label, with no room at its
 // bar, goes above the top key's. It was skipped and the third key labelled, which read as the runner-up.
 TEST(FigureDistribution, TheRunnerUpBesideTheTopKeyIsLabelledAboveIt) {
-  CaptureFile f = make_capture(true, false);
-  const int T = (int)f.token_ids.size(), q = T - 1;
-  ASSERT_GE(T, 12);
-  for (RunCapture& r : f.runs) {  // layer 0, head 0, the last query: 0.55 at key q, 0.35 at key q - 1, 0.05 at q - 10
-    float* row = &r.probs[((size_t)0 * kHeads + 0) * T * T + (size_t)q * T];
-    for (int j = 0; j <= q; ++j) row[j] = 0.05f / (float)(T - 3);
-    row[q] = 0.55f;
-    row[q - 1] = 0.35f;
-    row[q - 10] = 0.05f;
-  }
-  FigureOptions o;
-  o.layer = 0;
-  o.head = 0;
-  o.query = q;
-  o.top_keys = 3;
-  o.runs = {"standard"};
-  o.width_in = 3.4;
-  const std::string svg = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  const int q = LastRow(0, 1, {}, 0, 1).q;
+  ASSERT_GE(q, 11);
+  // 0.55 at key q, 0.35 at key q - 1, 0.05 at q - 10
+  LastRow r(0.05f, q - 2, {{q, 0.55f}, {q - 1, 0.35f}, {q - 10, 0.05f}}, 3, 3.4);
+  const std::string svg = r.svg();
   for (int k : {q, q - 1, q - 10}) EXPECT_THAT(svg, HasSubstr("(" + std::to_string(k) + ")<")) << "key " << k;
-  o.top_keys = 2;  // K keys labelled are the first K of the ranking
-  const std::string two = render_figure("distribution", {{&f, nullptr, ""}}, o, Format::kSvg);
+  r.o.top_keys = 2;  // K keys labelled are the first K of the ranking
+  const std::string two = r.svg();
   EXPECT_THAT(two, HasSubstr("(" + std::to_string(q - 1) + ")<"));
   EXPECT_THAT(two, Not(HasSubstr("(" + std::to_string(q - 10) + ")<")));
 }

@@ -6,6 +6,7 @@
 #include <set>
 #include <cstdlib>
 #include <sstream>
+#include <type_traits>
 
 #include "focal/error.h"
 
@@ -91,28 +92,24 @@ std::pair<std::string, std::string> labels_apart(const focal::TempSpec& was, con
     return std::string(buf);
   };
   std::vector<std::pair<std::string, std::string>> diffs;  // per differing override: its text in was, in now
-  std::set<int> layers;
-  for (const auto& [l, t] : was.layer_temp) layers.insert(l);
-  for (const auto& [l, t] : now.layer_temp) layers.insert(l);
-  for (int l : layers) {
-    auto x = was.layer_temp.find(l), y = now.layer_temp.find(l);
-    const float* tx = x == was.layer_temp.end() ? nullptr : &x->second;
-    const float* ty = y == now.layer_temp.end() ? nullptr : &y->second;
-    if (tx && ty && *tx == *ty) continue;
-    const std::string what = "layer " + std::to_string(l) + " t ";
-    diffs.push_back({what + t_text(tx), what + t_text(ty)});
-  }
-  std::set<std::pair<int, int>> heads;
-  for (const auto& [lh, t] : was.head_temp) heads.insert(lh);
-  for (const auto& [lh, t] : now.head_temp) heads.insert(lh);
-  for (const auto& lh : heads) {
-    auto x = was.head_temp.find(lh), y = now.head_temp.find(lh);
-    const float* tx = x == was.head_temp.end() ? nullptr : &x->second;
-    const float* ty = y == now.head_temp.end() ? nullptr : &y->second;
-    if (tx && ty && *tx == *ty) continue;
-    const std::string what = "head " + std::to_string(lh.first) + "." + std::to_string(lh.second) + " t ";
-    diffs.push_back({what + t_text(tx), what + t_text(ty)});
-  }
+  // One pass per override map (layer -> t, (layer, head) -> t): every key either side holds whose t differs.
+  auto compare = [&](const auto& x_map, const auto& y_map, const auto& name_of) {
+    std::set<typename std::decay_t<decltype(x_map)>::key_type> keys;
+    for (const auto& [k, t] : x_map) keys.insert(k);
+    for (const auto& [k, t] : y_map) keys.insert(k);
+    for (const auto& k : keys) {
+      auto x = x_map.find(k), y = y_map.find(k);
+      const float* tx = x == x_map.end() ? nullptr : &x->second;
+      const float* ty = y == y_map.end() ? nullptr : &y->second;
+      if (tx && ty && *tx == *ty) continue;
+      const std::string what = name_of(k) + " t ";
+      diffs.push_back({what + t_text(tx), what + t_text(ty)});
+    }
+  };
+  compare(was.layer_temp, now.layer_temp, [](int l) { return "layer " + std::to_string(l); });
+  compare(was.head_temp, now.head_temp, [](const std::pair<int, int>& lh) {
+    return "head " + std::to_string(lh.first) + "." + std::to_string(lh.second);
+  });
   if (diffs.empty()) return {a, b + " (another setting)"};  // a tau projection or a file of other t
   std::string da, db;
   for (size_t i = 0; i < diffs.size() && i < 3; ++i) {
