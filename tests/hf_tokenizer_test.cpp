@@ -114,7 +114,8 @@ TEST(HfTokenizerNfc, MatchesTokenizersNormalizer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HfTokenizer,
-                         ::testing::Values("gpt2", "llama3", "llama3_cls", "qwen2", "olmo2", "smollm", "roberta"));
+                         ::testing::Values("gpt2", "llama3", "llama3_cls", "qwen2", "olmo2", "smollm", "roberta",
+                                           "spm_legacy", "spm_first", "spm_gemma", "spm_split"));
 
 // The HF directory loader picks tokenizer.json and takes the BOS rule from it.
 TEST(HfTokenizerModel, LoadedWithTheModel) {
@@ -150,22 +151,70 @@ TEST(HfTokenizerModel, ExportKeepsTheTokenizerFiles) {
   }
 }
 
-// A directory with a sentencepiece tokenizer.model keeps it when its tokenizer.json is not byte-level BPE.
-TEST(HfTokenizerModel, SentencepieceDirectoryKeepsTokenizerModel) {
+// A directory with tokenizer.model and tokenizer.json reads tokenizer.json, as AutoTokenizer does (the spm_legacy
+// fixture with the bundled tokenizer.model beside it gives transformers' ids, tokenizer.model alone does not: its
+// chat tokens past the vocabulary are text to it); one whose tokenizer.json focalscope does not read keeps its
+// tokenizer.model and says so.
+TEST(HfTokenizerModel, SentencepieceDirectoryReadsTokenizerJson) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
   const std::string src = std::string(FOCAL_SOURCE_DIR) + "/assets/models/standard/tokenizer.model";
   const std::string dir = test::make_temp_dir("hftok_spm");
   ASSERT_FALSE(dir.empty());
-  std::ifstream in(src, std::ios::binary);
-  std::ofstream(dir + "/tokenizer.model", std::ios::binary) << in.rdbuf();
-  write_text(dir + "/tokenizer.json",
-             R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Metaspace"}})");
+  auto copy = [](const std::string& from, const std::string& to) {
+    std::ifstream in(from, std::ios::binary);
+    std::ofstream(to, std::ios::binary) << in.rdbuf();
+  };
+  copy(src, dir + "/tokenizer.model");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    copy(fixtures_dir() + "/spm_legacy/" + f, dir + "/" + f);
+  const json exp = read_json(fixtures_dir() + "/spm_legacy/expected.json");
   ModelConfig cfg;
   cfg.vocab_size = 1 << 20;
   const auto tok = load_hf_dir_tokenizer(dir, &cfg);
   ASSERT_NE(tok, nullptr);
+  EXPECT_TRUE(cfg.add_bos);
+  EXPECT_TRUE(cfg.warnings.empty());
+  int chat = 0;
+  for (const json& c : exp["cases"]) {
+    EXPECT_EQ(tok->encode(c["text"], true), c["hf_ids"].get<std::vector<int32_t>>()) << c["text"];
+    chat += c["text"].get<std::string>().find("<|user|>") != std::string::npos;
+  }
+  EXPECT_GE(chat, 2);
+
+  write_text(dir + "/tokenizer.json",
+             R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}, "pre_tokenizer": {"type": "Metaspace"}})");
+  ModelConfig cfg2;
+  cfg2.vocab_size = 1 << 20;
+  const auto tok2 = load_hf_dir_tokenizer(dir, &cfg2);
+  ASSERT_NE(tok2, nullptr);
   const auto ref = Tokenizer::load(src);
-  EXPECT_EQ(tok->vocab_size(), ref->vocab_size());
-  EXPECT_EQ(tok->encode("Hello world", true), ref->encode("Hello world", true));
+  EXPECT_EQ(tok2->vocab_size(), ref->vocab_size());
+  EXPECT_EQ(tok2->encode("Hello world", true), ref->encode("Hello world", true));
+  ASSERT_EQ(cfg2.warnings.size(), 1u);
+  EXPECT_NE(cfg2.warnings[0].find("model.type"), std::string::npos) << cfg2.warnings[0];
+  EXPECT_NE(cfg2.warnings[0].find("tokenizer.model is used instead"), std::string::npos) << cfg2.warnings[0];
+}
+
+// A sentencepiece tokenizer.model with tokenizer_config.json's added tokens (Phi-3's layout without tokenizer.json):
+// the chat tokens written in a prompt are those tokens, with their rstrip / lstrip, as transformers' LlamaTokenizer
+// (slow: the same sentencepiece model and normaliser) encodes them; they were encoded as text.
+TEST(HfTokenizerModel, SentencepieceModelMatchesAddedTokens) {
+  ASSERT_FALSE(fixtures_dir().empty()) << "FOCAL_HF_TOKENIZER_FIXTURES is not set";
+  const std::string dir = fixtures_dir() + "/spm_model_only";
+  ModelConfig cfg;
+  cfg.vocab_size = 1 << 20;
+  cfg.bos_id = 1;
+  const auto tok = load_hf_dir_tokenizer(dir, &cfg);
+  ASSERT_NE(tok, nullptr);
+  int n = 0, chat = 0;
+  const json slow = read_json(dir + "/slow.json");
+  for (const json& c : slow["cases"]) {
+    EXPECT_EQ(tok->encode(c["text"], cfg.add_bos), c["ids"].get<std::vector<int32_t>>()) << c["text"];
+    chat += c["text"].get<std::string>().find("<|user|>") != std::string::npos;
+    ++n;
+  }
+  EXPECT_GE(n, 400);
+  EXPECT_GE(chat, 2);
 }
 
 // Malformed tokenizer.json: one error naming tokenizer.json and the field.
@@ -207,10 +256,31 @@ TEST(HfTokenizerBadInput, RefusedNamingFileAndField) {
                                                               {{"type", "ByteLevel"}, {"use_regex", false}}})}};
        }),
        "pre_tokenizer.pretokenizers[0].pattern.Regex"},
-      {"not byte-level", edit([](json& j) {
-         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+      {"unknown pre-tokenizer", edit([](json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
        }),
        "pre_tokenizer"},
+      {"sentencepiece-style, unknown normalizer step", edit([](json& j) {
+         j.erase("pre_tokenizer");
+         j["normalizer"] = {
+             {"type", "Sequence"},
+             {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}}, {{"type", "Lowercase"}}})}};
+       }),
+       "normalizer.normalizers[1]"},
+      {"sentencepiece-style, spaces kept", edit([](json& j) {
+         j.erase("pre_tokenizer");
+         j["normalizer"] = {{"type", "Prepend"}, {"prepend", "\u2581"}};
+       }),
+       "normalizer"},
+      {"Metaspace replacement", edit([](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
+       }),
+       "pre_tokenizer.replacement"},
+      {"Metaspace scheme", edit([](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+       }),
+       "pre_tokenizer.prepend_scheme"},
+      {"byte_fallback in byte-level", edit([](json& j) { j["model"]["byte_fallback"] = true; }), "model.byte_fallback"},
       {"unigram", edit([](json& j) { j["model"]["type"] = "Unigram"; }), "model.type"},
       {"duplicate id", edit([](json& j) { j["model"]["vocab"]["c"] = 1; }), "model.vocab"},
       {"huge id", edit([](json& j) { j["model"]["vocab"]["c"] = 1LL << 40; }), "model.vocab"},

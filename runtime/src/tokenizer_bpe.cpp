@@ -3,6 +3,7 @@
 // stand-in alphabet, then merges applied lowest rank first. Unicode categories and NFC come from libutf8proc.
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,8 @@
 namespace focal {
 
 namespace {
+
+const char kMetaSpace[] = "\xE2\x96\x81";  // U+2581, sentencepiece's space
 
 // ---- GPT-2 byte alphabet: printable Latin-1 bytes stand for themselves, the other 68 bytes map to U+0100.. ----
 struct ByteMap {
@@ -44,28 +47,6 @@ const ByteMap& byte_map() {
   return m;
 }
 
-// ---- UTF-8 and Unicode classes ----
-// Decodes one code point at s[i]; invalid or truncated sequences decode as one byte with cp = 0xFFFFFFFF (no class).
-uint32_t next_cp(const std::string& s, size_t i, size_t* len) {
-  const uint8_t c = (uint8_t)s[i];
-  int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) {
-    *len = 1;
-    return 0xFFFFFFFFu;
-  }
-  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-  for (int k = 1; k < n; ++k) {
-    const uint8_t d = (uint8_t)s[i + k];
-    if ((d >> 6) != 2) {
-      *len = 1;
-      return 0xFFFFFFFFu;
-    }
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  *len = (size_t)n;
-  return cp;
-}
-
 enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
 
 // Sets of Unicode general categories (bit c: utf8proc_category_t c) and whether a code point's category, from
@@ -88,10 +69,7 @@ CharClass classify(uint32_t cp) {
     return kOther;
   }
   if (cp == 0xFFFFFFFFu) return kOther;
-  // Unicode White_Space (what \s matches in the regex engines of tokenizers).
-  if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-      cp == 0x202F || cp == 0x205F || cp == 0x3000)
-    return kSpace;
+  if (white_space(cp)) return kSpace;
   if (in_categories(cp, kCatLetter)) return kLetter;
   if (in_categories(cp, kCatNumber)) return kNumber;
   return kOther;
@@ -212,19 +190,6 @@ void split_cl100k(const std::vector<Cp>& c, size_t b, size_t e, size_t max_digit
   }
 }
 
-// A word character as \\w of the regex engine behind tokenizers' single_word test (Alphabetic, marks, Nd, Pc,
-// Join_Control). Alphabetic is L, Nl and Other_Alphabetic, which is marks but for the circled and squared Latin
-// letters (So; PropList.txt).
-bool word_char(uint32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
-  if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
-      (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
-    return true;
-  return in_categories(cp, kCatLetter | cat_bit(UTF8PROC_CATEGORY_MN) | cat_bit(UTF8PROC_CATEGORY_MC) |
-                               cat_bit(UTF8PROC_CATEGORY_ME) | cat_bit(UTF8PROC_CATEGORY_ND) |
-                               cat_bit(UTF8PROC_CATEGORY_NL) | cat_bit(UTF8PROC_CATEGORY_PC));
-}
-
 class BpeTokenizer final : public Tokenizer {
  public:
   BpeTokenizer(BpeVocab v, const std::string& where) : v_(std::move(v)) {
@@ -236,18 +201,34 @@ class BpeTokenizer final : public Tokenizer {
       if (id >= (int)v_.tokens.size())
         throw Error(where + ": special token id " + std::to_string(id) + " is outside the vocabulary of " +
                     std::to_string(v_.tokens.size()));
-    ids_.reserve(v_.tokens.size());
-    for (size_t i = 0; i < v_.tokens.size(); ++i) {
-      ids_.emplace(v_.tokens[i], (int32_t)i);  // first occurrence wins
-      const int t = v_.types.empty() ? kTokNormal : v_.types[i];
-      if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[i].empty()) special_.push_back((int32_t)i);
-    }
     if (!v_.added_flags.empty() && v_.added_flags.size() != v_.tokens.size())
       throw Error(where + ": " + std::to_string(v_.added_flags.size()) + " added-token flags for " +
                   std::to_string(v_.tokens.size()) + " tokens");
-    for (int32_t id : special_) first_byte_[(uint8_t)v_.tokens[id][0]] = true;
-    std::stable_sort(special_.begin(), special_.end(),
-                     [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
+    ids_.reserve(v_.tokens.size());
+    std::vector<AddedToken> added, normalized;
+    for (size_t i = 0; i < v_.tokens.size(); ++i) {
+      ids_.emplace(v_.tokens[i], (int32_t)i);  // first occurrence wins
+      const int t = v_.types.empty() ? kTokNormal : v_.types[i];
+      if ((t != kTokControl && t != kTokUserDefined) || v_.tokens[i].empty()) continue;
+      const uint8_t fl = v_.added_flags.empty() ? (uint8_t)0 : v_.added_flags[i];
+      // A normalized token of a sentencepiece-style normalizer is looked for as the normalizer writes it
+      // ("focalword" as "\u2581focalword" after Prepend) in the normalized text; other normalizers (NFC) leave the
+      // tokens' text as it is and are matched in the raw text.
+      if ((fl & kAddedNormalized) && v_.pre == BpePre::kMetaspace && v_.meta_normalizer)
+        normalized.push_back({with_meta_spaces(v_.tokens[i], v_.meta_prefix == MetaPrefix::kEvery), (int32_t)i, fl});
+      else
+        added.push_back({v_.tokens[i], (int32_t)i, fl});
+    }
+    added_ = AddedTokens(std::move(added));
+    normalized_added_ = AddedTokens(std::move(normalized));
+    std::fill(byte_id_, byte_id_ + 256, -1);
+    if (v_.pre == BpePre::kMetaspace)
+      for (int b = 0; b < 256; ++b) {
+        char p[8];
+        std::snprintf(p, sizeof p, "<0x%02X>", b);
+        const auto it = ids_.find(p);
+        if (it != ids_.end()) byte_id_[b] = it->second;
+      }
     ranks_.reserve(v_.merges.size());
     for (size_t r = 0; r < v_.merges.size(); ++r) {
       const std::string& m = v_.merges[r];
@@ -263,48 +244,16 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override {
     std::vector<int32_t> out;
     if (add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
-    // Added tokens, leftmost-longest like the Aho-Corasick matcher of tokenizers; a single_word token touching a
-    // word is skipped together with the text it matched.
-    size_t seg = 0, i = 0;
-    while (i < text.size()) {
-      int32_t hit = -1;
-      if (first_byte_[(uint8_t)text[i]])
-        for (int32_t id : special_) {
-          const std::string& s = v_.tokens[id];
-          if (text.compare(i, s.size(), s) == 0) {
-            hit = id;
-            break;
-          }
-        }
-      if (hit < 0) {
-        ++i;
-        continue;
-      }
-      const uint8_t fl = v_.added_flags.empty() ? 0 : v_.added_flags[hit];
-      const size_t match_end = i + v_.tokens[hit].size();
-      size_t start = i, stop = match_end;
-      if ((fl & kAddedSingleWord) && (touches_word_before(text, start) || touches_word_after(text, stop))) {
-        i = stop;
-        continue;
-      }
-      bool more = (fl & kAddedLstrip) != 0;
-      while (more && start > seg) more = is_space_before(text, start, &start);
-      more = (fl & kAddedRstrip) != 0;
-      while (more && stop < text.size()) more = is_space_at(text, stop, &stop);
-      if (start > seg) encode_plain(text.substr(seg, start - seg), &out);
-      out.push_back(hit);
-      // The search goes on from the match's own end (an added token may start in the whitespace rstrip took), the
-      // plain text from after the stripped whitespace, as in tokenizers.
-      i = match_end;
-      seg = std::max(seg, stop);
-    }
-    if (seg < text.size()) encode_plain(text.substr(seg), &out);
+    added_.split(
+        text, [&](size_t b, size_t e) { encode_plain(text.substr(b, e - b), b == 0, &out); },
+        [&](int32_t id) { out.push_back(id); });
     return out;
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::string out;
     for (int32_t id : ids) out += token_bytes(id);
+    if (v_.strip_decoded_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
     return out;
   }
 
@@ -327,6 +276,21 @@ class BpeTokenizer final : public Tokenizer {
     const int t = v_.types.empty() ? kTokNormal : v_.types[id];
     if (t == kTokControl || t == kTokUserDefined) return p;
     std::string out;
+    if (v_.pre == BpePre::kMetaspace) {  // <0xNN> is its byte, U+2581 a space
+      if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
+        const int b = (int)std::strtol(p.substr(3, 2).c_str(), nullptr, 16);
+        if (b >= 0 && b < 256 && byte_id_[b] == id) return std::string(1, (char)b);
+      }
+      for (size_t i = 0; i < p.size(); ++i) {
+        if (p.compare(i, 3, kMetaSpace) == 0) {
+          out += ' ';
+          i += 2;
+        } else {
+          out += p[i];
+        }
+      }
+      return out;
+    }
     for (size_t i = 0; i < p.size();) {
       size_t len;
       const uint32_t cp = next_cp(p, i, &len);
@@ -340,37 +304,47 @@ class BpeTokenizer final : public Tokenizer {
     return out;
   }
 
-  // Whether the code point ending at / starting at byte `at` is a word character.
-  static bool touches_word_before(const std::string& t, size_t at) {
-    if (at == 0) return false;
-    size_t b = at - 1, len = 0;
-    while (b > 0 && ((uint8_t)t[b] >> 6) == 2 && at - b < 4) --b;
-    const uint32_t cp = next_cp(t, b, &len);
-    return b + len == at && word_char(cp);
-  }
-  static bool touches_word_after(const std::string& t, size_t at) {
-    if (at >= t.size()) return false;
-    size_t len = 0;
-    return word_char(next_cp(t, at, &len));
-  }
-  // If the code point ending at byte `at` (starting at `at`) is whitespace, moves *to past it and returns true.
-  static bool is_space_before(const std::string& t, size_t at, size_t* to) {
-    size_t b = at - 1, len = 0;
-    while (b > 0 && ((uint8_t)t[b] >> 6) == 2 && at - b < 4) --b;
-    const uint32_t cp = next_cp(t, b, &len);
-    if (b + len != at || classify(cp) != kSpace) return false;
-    *to = b;
-    return true;
-  }
-  static bool is_space_at(const std::string& t, size_t at, size_t* to) {
-    size_t len = 0;
-    if (classify(next_cp(t, at, &len)) != kSpace) return false;
-    *to = at + len;
-    return true;
+  // Sentencepiece-style text: spaces as U+2581, one put first where meta_prefix says (`first`: the text's first
+  // stretch), then one word (or, with Metaspace split, a word from each U+2581 on) of characters.
+  void encode_metaspace(const std::string& text, bool first, std::vector<int32_t>* out) const {
+    const bool starts_space = text[0] == ' ' || text.compare(0, 3, kMetaSpace) == 0;
+    const MetaPrefix mp = v_.meta_prefix;
+    const std::string s =
+        with_meta_spaces(text, mp == MetaPrefix::kEvery || (mp == MetaPrefix::kEveryUnlessSpace && !starts_space) ||
+                                   (mp == MetaPrefix::kFirstUnlessSpace && first && !starts_space));
+    normalized_added_.split(
+        s,
+        [&](size_t b, size_t e) {
+          size_t w = b;
+          if (v_.meta_split)
+            for (size_t i = b + 1; i + 3 <= e; ++i)
+              if (s.compare(i, 3, kMetaSpace) == 0) {
+                bpe_word(s, w, i, out);
+                w = i;
+                i += 2;
+              }
+          bpe_word(s, w, e, out);
+        },
+        [&](int32_t id) { out->push_back(id); });
   }
 
-  void encode_plain(const std::string& text, std::vector<int32_t>* out) const {
+  // `t` with its spaces as U+2581, one put first if `prefix`.
+  static std::string with_meta_spaces(const std::string& t, bool prefix) {
+    std::string s = prefix ? kMetaSpace : "";
+    for (char c : t)
+      if (c == ' ')
+        s += kMetaSpace;
+      else
+        s += c;
+    return s;
+  }
+
+  void encode_plain(const std::string& text, bool first, std::vector<int32_t>* out) const {
     if (text.empty()) return;
+    if (v_.pre == BpePre::kMetaspace) {
+      encode_metaspace(text, first, out);
+      return;
+    }
     std::string s = v_.nfc ? nfc(text) : text;
     if (v_.add_prefix_space && s[0] != ' ') s.insert(0, 1, ' ');
     std::vector<Cp> cps;
@@ -406,12 +380,21 @@ class BpeTokenizer final : public Tokenizer {
   // tokenizers' BPE (a heap of (rank, position)). The symbols form a linked list and each candidate pair sits in a
   // heap, so a word of n bytes takes O(n log n) (merging every occurrence of the best pair per round took O(n^2):
   // minutes for one 20K-byte word).
+  // Sentencepiece-style vocabularies start from one symbol per character (a byte that starts none is one too).
   void bpe_word(const std::string& s, size_t o0, size_t o1, std::vector<int32_t>* out) const {
     const ByteMap& bm = byte_map();
-    const int n = (int)(o1 - o0);
-    std::vector<std::string> sym;  // [n] the piece starting at each byte; a merged-away piece is empty
-    sym.reserve((size_t)n);
-    for (size_t i = o0; i < o1; ++i) sym.push_back(bm.to_utf8[(uint8_t)s[i]]);
+    std::vector<std::string> sym;  // [n] the symbols in order; a merged-away piece is empty
+    sym.reserve(o1 - o0);
+    if (v_.pre == BpePre::kMetaspace) {
+      for (size_t i = o0, len = 0; i < o1; i += len) {
+        (void)next_cp(s, i, &len);
+        len = std::min(len, o1 - i);
+        sym.push_back(s.substr(i, len));
+      }
+    } else {
+      for (size_t i = o0; i < o1; ++i) sym.push_back(bm.to_utf8[(uint8_t)s[i]]);
+    }
+    const int n = (int)sym.size();
     if (v_.ignore_merges && n > 1) {
       std::string whole;
       for (const std::string& p : sym) whole += p;
@@ -462,6 +445,10 @@ class BpeTokenizer final : public Tokenizer {
       if (it != ids_.end()) {
         out->push_back(it->second);
         last_unk = false;
+      } else if (v_.byte_fallback &&
+                 std::all_of(p.begin(), p.end(), [&](char c) { return byte_id_[(uint8_t)c] >= 0; })) {
+        for (char c : p) out->push_back(byte_id_[(uint8_t)c]);
+        last_unk = false;
       } else if (v_.unk_id >= 0) {
         if (!(v_.fuse_unk && last_unk)) out->push_back(v_.unk_id);
         last_unk = true;
@@ -473,11 +460,50 @@ class BpeTokenizer final : public Tokenizer {
   BpeVocab v_;
   std::unordered_map<std::string, int32_t> ids_;
   std::unordered_map<std::string, int> ranks_;
-  std::vector<int32_t> special_;  // control / user-defined ids, longest text first
-  bool first_byte_[256] = {};     // whether some special_ token starts with this byte
+  AddedTokens added_;             // control / user-defined tokens, matched whole in the text
+  AddedTokens normalized_added_;  // kMetaspace: those matched in the normalized text
+  int32_t byte_id_[256];          // kMetaspace: the id of piece <0xNN>, -1 if none
 };
 
 }  // namespace
+
+uint32_t next_cp(const std::string& s, size_t i, size_t* len) {
+  const uint8_t c = (uint8_t)s[i];
+  int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) {
+    *len = 1;
+    return 0xFFFFFFFFu;
+  }
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (int k = 1; k < n; ++k) {
+    const uint8_t d = (uint8_t)s[i + k];
+    if ((d >> 6) != 2) {
+      *len = 1;
+      return 0xFFFFFFFFu;
+    }
+    cp = (cp << 6) | (d & 0x3F);
+  }
+  *len = (size_t)n;
+  return cp;
+}
+
+bool white_space(uint32_t cp) {
+  if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// Alphabetic is L, Nl and Other_Alphabetic, which is marks but for the circled and squared Latin letters (So;
+// PropList.txt).
+bool word_char(uint32_t cp) {
+  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+      (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
+    return true;
+  return in_categories(cp, kCatLetter | cat_bit(UTF8PROC_CATEGORY_MN) | cat_bit(UTF8PROC_CATEGORY_MC) |
+                               cat_bit(UTF8PROC_CATEGORY_ME) | cat_bit(UTF8PROC_CATEGORY_ND) |
+                               cat_bit(UTF8PROC_CATEGORY_NL) | cat_bit(UTF8PROC_CATEGORY_PC));
+}
 
 std::string display_text(const std::string& b) {
   std::string out;

@@ -137,6 +137,93 @@ void read_pre_tokenizer(const json& pt, const std::string& file, BpeVocab* v) {
   if (!split) v->pre = digits ? BpePre::kDigitsGpt2 : BpePre::kGpt2;
 }
 
+const char* const kMetaSpace = "\xE2\x96\x81";  // U+2581
+
+// Whether a tokenizer.json is sentencepiece-style: a Metaspace pre-tokenizer, or a normalizer that writes spaces as
+// U+2581 (Llama 2, Mistral, Gemma, Phi-3 as transformers converts their tokenizer.model).
+bool is_metaspace(const json& tj) {
+  const json pt = tj.value("pre_tokenizer", json()), nm = tj.value("normalizer", json());
+  return (pt.is_object() && pt.value("type", std::string()) == "Metaspace") ||
+         (nm.is_object() && nm.dump().find(kMetaSpace) != std::string::npos);
+}
+
+// Reads a sentencepiece-style tokenizer.json's normalizer (Prepend("▁"), Replace(" ", "▁"), or a Sequence of
+// them), pre_tokenizer (none, or Metaspace("▁")) and decoder (its Strip) into v. Any other step is refused by name.
+void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
+  v->pre = BpePre::kMetaspace;
+  const auto where = [&](const std::string& path) { return file + ": field \"" + path + "\""; };
+  const std::string unsupported =
+      "' is not supported in a sentencepiece-style tokenizer.json (focalscope reads Prepend(\"\xE2\x96\x81\") and "
+      "Replace(\" \", \"\xE2\x96\x81\") normalizers and a Metaspace pre-tokenizer; put the model's tokenizer.model "
+      "in the directory)";
+  const json nm = tj.value("normalizer", json());
+  std::vector<std::pair<json, std::string>> norms;  // (step, its field path)
+  const std::string nt = type_of(nm, where("normalizer"));
+  if (nt == "Sequence") {
+    if (!nm.contains("normalizers") || !nm["normalizers"].is_array())
+      throw Error(where("normalizer.normalizers") + " is missing (a Sequence needs a list)");
+    for (size_t k = 0; k < nm["normalizers"].size(); ++k)
+      norms.emplace_back(nm["normalizers"][k], "normalizer.normalizers[" + std::to_string(k) + "]");
+  } else if (!nt.empty()) {
+    norms.emplace_back(nm, "normalizer");
+  }
+  bool spaces = false;
+  for (const auto& [n, path] : norms) {
+    const std::string t = type_of(n, where(path));
+    if (t == "Prepend" && n.value("prepend", std::string()) == kMetaSpace) {
+      v->meta_prefix = MetaPrefix::kEvery;
+    } else if (t == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
+               n["pattern"].value("String", std::string("-")) == " " &&
+               n.value("content", std::string()) == kMetaSpace) {
+      spaces = true;
+      v->meta_normalizer = true;
+    } else {
+      throw Error(where(path) + ": type '" + t + (t == "Prepend" || t == "Replace" ? " " + n.dump() : "") +
+                  unsupported);
+    }
+  }
+  const json pt = tj.value("pre_tokenizer", json());
+  const std::string ptt = type_of(pt, where("pre_tokenizer"));
+  if (ptt == "Metaspace") {
+    if (pt.value("replacement", std::string(kMetaSpace)) != kMetaSpace)
+      throw Error(where("pre_tokenizer.replacement") + " must be \"\xE2\x96\x81\" (U+2581)");
+    spaces = true;
+    // prepend_scheme (tokenizers >= 0.15), else the older add_prefix_space (true: always).
+    std::string scheme = "always";
+    if (pt.contains("prepend_scheme") && pt["prepend_scheme"].is_string())
+      scheme = pt["prepend_scheme"].get<std::string>();
+    else if (pt.contains("add_prefix_space") && pt["add_prefix_space"].is_boolean() &&
+             !pt["add_prefix_space"].get<bool>())
+      scheme = "never";
+    if (scheme == "first" && v->meta_prefix != MetaPrefix::kEvery)
+      v->meta_prefix = MetaPrefix::kFirstUnlessSpace;
+    else if (scheme == "always" && v->meta_prefix != MetaPrefix::kEvery)
+      v->meta_prefix = MetaPrefix::kEveryUnlessSpace;
+    else if (scheme != "first" && scheme != "always" && scheme != "never")
+      throw Error(where("pre_tokenizer.prepend_scheme") + " is '" + scheme + "' (first, always or never)");
+    v->meta_split = bool_field(pt, "split", true, where("pre_tokenizer"));
+  } else if (!ptt.empty()) {
+    throw Error(where("pre_tokenizer") + ": type '" + ptt + unsupported);
+  }
+  if (!spaces)
+    throw Error(where("normalizer") +
+                " writes U+2581 but not for spaces: a sentencepiece-style tokenizer.json needs "
+                "Replace(\" \", \"\xE2\x96\x81\") or a Metaspace pre-tokenizer");
+  // decoder: Replace, ByteFallback, Fuse are what decode does; Strip(" ", 1, 0) drops the text's first space.
+  const json dec = tj.value("decoder", json());
+  if (dec.is_object()) {
+    std::vector<json> steps;
+    if (dec.value("type", std::string()) == "Sequence" && dec.contains("decoders") && dec["decoders"].is_array())
+      for (const json& d : dec["decoders"]) steps.push_back(d);
+    else
+      steps.push_back(dec);
+    for (const json& d : steps)
+      if (d.is_object() && d.value("type", std::string()) == "Strip" && d.value("content", std::string()) == " " &&
+          d.value("start", 0) >= 1)
+        v->strip_decoded_space = true;
+  }
+}
+
 // A special token in tokenizer_config.json: "text", {"content": "text", ...} or null.
 std::string token_text(const json& cfg, const char* key, const std::string& file) {
   if (!cfg.contains(key) || cfg[key].is_null()) return "";
@@ -162,8 +249,8 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
   const std::string mtype = type_of(model, file + ": field \"model\"");
   if (mtype != "BPE")
     throw Error(file + ": field \"model.type\" is '" + mtype +
-                "'; focalscope reads byte-level BPE tokenizer.json files (for sentencepiece models put "
-                "tokenizer.model in the directory)");
+                "'; focalscope reads BPE tokenizer.json files, byte-level or sentencepiece-style (for other "
+                "sentencepiece models put tokenizer.model in the directory)");
   BpeVocab v;
   // model.vocab {piece: id} and added_tokens [{id, content, special, lstrip, rstrip, single_word}] fill one id
   // space; ids no entry names stay empty, unused pieces.
@@ -203,7 +290,8 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
       piece_id[content] = (int)id;
       flags[id] = (bool_field(a, "lstrip", false, aw) ? kAddedLstrip : 0) |
                   (bool_field(a, "rstrip", false, aw) ? kAddedRstrip : 0) |
-                  (bool_field(a, "single_word", false, aw) ? kAddedSingleWord : 0);
+                  (bool_field(a, "single_word", false, aw) ? kAddedSingleWord : 0) |
+                  (bool_field(a, "normalized", !special, aw) ? kAddedNormalized : 0);
     }
   }
   const size_t n = (size_t)by_id.rbegin()->first + 1;
@@ -234,7 +322,9 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
       a = m[0].get<std::string>();
       b = m[1].get<std::string>();
       if (a.find(' ') != std::string::npos || b.find(' ') != std::string::npos)
-        throw Error(mw + ": pieces with a space are not supported by byte-level BPE");
+        throw Error(mw +
+                    ": pieces with a space are not supported (byte-level and sentencepiece-style BPE spell "
+                    "spaces as other characters)");
     } else {
       throw Error(mw + " must be an \"a b\" string or an [a, b] pair, found " + m.dump());
     }
@@ -255,13 +345,22 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
     v.unk_id = it->second;
   }
 
-  // normalizer: none, or NFC.
-  const std::string norm = type_of(tj.value("normalizer", json()), file + ": field \"normalizer\"");
-  v.nfc = norm == "NFC";
-  if (!norm.empty() && norm != "NFC")
-    throw Error(file + ": field \"normalizer\": type '" + norm +
-                "' is not supported (byte-level BPE tokenizers have none or NFC)");
-  read_pre_tokenizer(tj.value("pre_tokenizer", json()), file, &v);
+  if (is_metaspace(tj)) {
+    read_metaspace(tj, file, &v);
+    v.byte_fallback = bool_field(model, "byte_fallback", false, file + ": field \"model\"");
+  } else {
+    // normalizer: none, or NFC.
+    const std::string norm = type_of(tj.value("normalizer", json()), file + ": field \"normalizer\"");
+    v.nfc = norm == "NFC";
+    if (!norm.empty() && norm != "NFC")
+      throw Error(file + ": field \"normalizer\": type '" + norm +
+                  "' is not supported (byte-level BPE tokenizers have none or NFC)");
+    read_pre_tokenizer(tj.value("pre_tokenizer", json()), file, &v);
+    if (bool_field(model, "byte_fallback", false, file + ": field \"model\""))
+      throw Error(file +
+                  ": field \"model.byte_fallback\" is true in a byte-level BPE tokenizer (its pieces cover "
+                  "every byte already; set it false)");
+  }
 
   // post_processor: a TemplateProcessing whose "single" template starts with a special token puts it first.
   HfJsonTokenizer out;
@@ -357,26 +456,28 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
   require_link_target(spm_path);
   std::unique_ptr<Tokenizer> tok;
   std::string path;
-  bool use_json = false;
-  json tj;
   if (is_file(json_path)) {
-    // Byte-level BPE tokenizer.json first; a sentencepiece directory that also ships tokenizer.json (Llama 2:
-    // model.type BPE with a Metaspace pre-tokenizer) keeps its tokenizer.model.
-    tj = read_json_file(json_path);
-    const bool byte_level = tj.is_object() && tj.contains("model") && tj["model"].is_object() &&
-                            tj["model"].value("type", std::string()) == "BPE" &&
-                            tj.value("pre_tokenizer", json()).dump().find("\"ByteLevel\"") != std::string::npos;
-    use_json = byte_level || !is_file(spm_path);
+    // tokenizer.json first, as transformers' AutoTokenizer reads it (byte-level BPE, or the sentencepiece-style BPE
+    // transformers converts Llama 2 / Mistral / Gemma / Phi-3 tokenizers into); a sentencepiece directory whose
+    // tokenizer.json has a shape focalscope does not read keeps its tokenizer.model, and says so.
+    const json tj = read_json_file(json_path);
+    try {
+      HfJsonTokenizer h = from_parsed_checked(dir, tj);
+      tok = std::move(h.tok);
+      path = json_path;
+      cfg->add_bos = h.add_bos;
+    } catch (const Error& e) {
+      if (!is_file(spm_path)) throw;
+      cfg->warnings.push_back(std::string(e.what()) +
+                              "; its tokenizer.model is used instead (transformers' slow "
+                              "tokenizer: a few texts may tokenize otherwise)");
+    }
   }
-  if (use_json) {
-    HfJsonTokenizer h = from_parsed_checked(dir, tj);
-    tok = std::move(h.tok);
-    path = json_path;
-    cfg->add_bos = h.add_bos;
-  } else if (is_file(spm_path)) {
-    // tokenizer_config.json beside it: the tokens added past tokenizer.model's pieces (Phi-3's chat tokens) and
-    // whether prompts start with BOS (config.json's add_bos_token was read alone).
-    std::map<int32_t, std::string> added;
+  if (!tok && is_file(spm_path)) {
+    // tokenizer_config.json beside it: the tokens added past tokenizer.model's pieces (Phi-3's chat tokens), matched
+    // in the text with their lstrip / rstrip / single_word, and whether prompts start with BOS (config.json's
+    // add_bos_token was read alone).
+    std::vector<AddedToken> added;
     const std::string tc_path = dir + "/tokenizer_config.json";
     if (is_file(tc_path)) {
       const json tc = read_json_file(tc_path);
@@ -385,8 +486,12 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
           char* end = nullptr;
           const long id = std::strtol(key.c_str(), &end, 10);
           if (end == key.c_str() || *end || id < 0 || id >= kMaxTokenId) continue;
-          if (v.is_object() && v.contains("content") && v["content"].is_string())
-            added[(int32_t)id] = v["content"].get<std::string>();
+          if (!v.is_object() || !v.contains("content") || !v["content"].is_string()) continue;
+          const std::string aw = "'" + tc_path + "': field \"added_tokens_decoder." + key + "\"";
+          added.push_back({v["content"].get<std::string>(), (int32_t)id,
+                           (uint8_t)((bool_field(v, "lstrip", false, aw) ? kAddedLstrip : 0) |
+                                     (bool_field(v, "rstrip", false, aw) ? kAddedRstrip : 0) |
+                                     (bool_field(v, "single_word", false, aw) ? kAddedSingleWord : 0))});
         }
       if (tc.is_object() && tc.contains("add_bos_token")) {
         if (!tc["add_bos_token"].is_boolean() && !tc["add_bos_token"].is_null())
@@ -394,11 +499,10 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
         if (tc["add_bos_token"].is_boolean()) cfg->add_bos = tc["add_bos_token"].get<bool>() && cfg->bos_id >= 0;
       }
     }
-    tok = load_spm_with_added(spm_path, std::move(added));
+    tok = load_spm_with_added(spm_path, added);
     path = spm_path;
-  } else {
-    return nullptr;
   }
+  if (!tok) return nullptr;
   if (tok->vocab_size() > cfg->vocab_size)
     throw Error("'" + path + "' has " + std::to_string(tok->vocab_size()) + " tokens but config.json vocab_size is " +
                 std::to_string(cfg->vocab_size));

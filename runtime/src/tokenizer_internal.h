@@ -1,6 +1,7 @@
 // Tokenizers built from a vocabulary held in memory (the GGUF tokenizer.ggml.* metadata); runtime-internal.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,17 @@ enum class BpePre {
   // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
   kQwen2,  // Llama 3's regex with \p{N} instead of \p{N}{1,3}: digits one by one
+  // Sentencepiece-style tokenizer.json (Llama 2, Mistral, Gemma, Phi-3): no split (or one word a space with
+  // Metaspace split), spaces as U+2581, pieces of characters rather than GPT-2's byte alphabet.
+  kMetaspace,
+};
+
+// Where a sentencepiece-style tokenizer.json puts a U+2581 before a stretch of text (between added tokens).
+enum class MetaPrefix : uint8_t {
+  kNone,              // Gemma: normalizer Replace only; Metaspace prepend_scheme "never"
+  kEvery,             // normalizer Prepend (Llama 2, Phi-3): every stretch, even one starting with a space
+  kEveryUnlessSpace,  // Metaspace prepend_scheme "always": every stretch not starting with a space
+  kFirstUnlessSpace,  // Metaspace prepend_scheme "first" (legacy: false): the text's first stretch only
 };
 
 // Flags of an added token (tokenizer.json added_tokens) for how it is matched in the text.
@@ -36,6 +48,7 @@ enum AddedFlag : uint8_t {
   kAddedLstrip = 1,      // the match swallows the whitespace before it
   kAddedRstrip = 2,      // ... and after it
   kAddedSingleWord = 4,  // only matched when no word character touches it on either side
+  kAddedNormalized = 8,  // matched in the normalized text (as normalized itself), not the raw text
 };
 
 struct BpeVocab {
@@ -49,6 +62,42 @@ struct BpeVocab {
   bool add_prefix_space = false;     // a space is put before text that does not start with one (ByteLevel option)
   std::vector<uint8_t> added_flags;  // [vocab] AddedFlag bits of control / user-defined tokens (empty: none)
   bool nfc = false;                  // text between added tokens is put in Unicode NFC first (Qwen2's normalizer)
+  // pre == kMetaspace only:
+  MetaPrefix meta_prefix = MetaPrefix::kNone;
+  bool meta_normalizer = false;      // the normalizer writes the spaces (else the Metaspace pre-tokenizer does)
+  bool meta_split = false;           // Metaspace split: every U+2581 starts a word of its own
+  bool byte_fallback = false;        // a character outside the vocabulary is its <0xNN> pieces (else unk_id)
+  bool strip_decoded_space = false;  // decoder Strip(" ", 1, 0): the decoded text's first space is dropped
+};
+
+// One code point of UTF-8 at s[i], its length in *len; a byte that starts none (or a sequence cut short) is one
+// byte with cp 0xFFFFFFFF, of no class.
+uint32_t next_cp(const std::string& s, size_t i, size_t* len);
+// Unicode White_Space (what \s matches in the regex engines of tokenizers).
+bool white_space(uint32_t cp);
+// A word character as \w of the regex engine behind tokenizers' single_word test (Alphabetic, marks, Nd, Pc,
+// Join_Control).
+bool word_char(uint32_t cp);
+
+// Tokens matched whole in the text before anything else (tokenizer.json added_tokens, a vocabulary's control
+// pieces), leftmost-longest as tokenizers' matcher: lstrip / rstrip take the whitespace beside a match with it, and a
+// single_word token touching a word character is not matched there. One rule for every tokenizer.
+struct AddedToken {
+  std::string text;
+  int32_t id = -1;
+  uint8_t flags = 0;  // AddedFlag bits
+};
+class AddedTokens {  // tokenizer_added.cpp
+ public:
+  explicit AddedTokens(std::vector<AddedToken> tokens = {});
+  bool empty() const { return tokens_.empty(); }
+  // Calls plain(b, e) for each stretch text[b, e) between matches (e > b) and token(id) for each match, in order.
+  void split(const std::string& text, const std::function<void(size_t, size_t)>& plain,
+             const std::function<void(int32_t)>& token) const;
+
+ private:
+  std::vector<AddedToken> tokens_;  // longest text first
+  bool first_byte_[256] = {};       // whether some token starts with this byte
 };
 
 // Unicode NFC of UTF-8 text (libutf8proc; tokenizer_bpe.cpp); text that is not valid UTF-8 is returned unchanged.
@@ -71,11 +120,13 @@ struct SpmVocab {
 // Sentencepiece BPE model (llama's tokenizer) built from the vocabulary: a ModelProto is written and loaded into
 // sentencepiece. No normaliser beyond whitespace handling is stored in GGUF, so none is applied.
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::string& where);
-// A sentencepiece tokenizer.model with the tokens an HF directory adds beside it (id -> text; decode and piece show
-// them).
-std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, std::map<int32_t, std::string> added);
+// A sentencepiece tokenizer.model with the tokens an HF directory adds beside it (tokenizer_config.json's
+// added_tokens_decoder): those past the model's pieces (Phi-3's <|end|>) are matched in the text with their flags,
+// decoded as their text and shown as their piece.
+std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, const std::vector<AddedToken>& added);
 
-// A Hugging Face tokenizer.json (byte-level BPE) with the special tokens of its directory.
+// A Hugging Face tokenizer.json (byte-level BPE, or sentencepiece-style BPE) with the special tokens of its
+// directory.
 struct HfJsonTokenizer {
   std::unique_ptr<Tokenizer> tok;
   int bos_id = -1, eos_id = -1;          // tokenizer_config.json, else the template, generation_config, config.json
@@ -84,12 +135,14 @@ struct HfJsonTokenizer {
   bool add_bos = false;                  // whether transformers' encode(add_special_tokens=True) starts with BOS
 };
 // Reads DIR/tokenizer.json (+ tokenizer_config.json, generation_config.json, config.json when present). Throws
-// Error naming the file and field for anything malformed or not byte-level BPE.
+// Error naming the file and field for anything malformed or of a shape focalscope does not read.
 HfJsonTokenizer load_hf_json_tokenizer(const std::string& dir);
 
 struct ModelConfig;
-// The tokenizer of an HF model directory: a byte-level BPE tokenizer.json, else a sentencepiece tokenizer.model,
-// else nullptr. For tokenizer.json, cfg->add_bos follows the tokenizer files. Checks the size against cfg.
+// The tokenizer of an HF model directory: tokenizer.json as transformers' AutoTokenizer reads it (byte-level or
+// sentencepiece-style BPE), else a sentencepiece tokenizer.model (also when tokenizer.json has a shape focalscope
+// does not read: noted in cfg->warnings), else nullptr. cfg->add_bos follows the tokenizer files. Checks the size
+// against cfg.
 std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelConfig* cfg);
 
 // Maps of GPT-2's byte-level alphabet: byte -> UTF-8 of its stand-in code point, and back (-1 if none).

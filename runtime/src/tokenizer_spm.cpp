@@ -32,40 +32,22 @@ class SpmTokenizer final : public Tokenizer {
     if (!st.ok()) throw Error("tokenizer '" + path + "' is not a sentencepiece model: " + st.ToString());
     find_specials();
   }
-  // The model's control and unknown pieces written in the text ("<s>", "</s>", "<unk>") are those tokens, the text
-  // between them encoded piece by piece as sentencepiece encodes a text of its own, as transformers' Llama
-  // tokenizers (slow and fast) split their special tokens out; they were encoded as the letters < s >.
+  // The model's control and unknown pieces written in the text ("<s>", "</s>", "<unk>") and the tokens an HF
+  // directory adds are those tokens, the text between them encoded piece by piece as sentencepiece encodes a text of
+  // its own, as transformers' Llama tokenizers (slow and fast) split their special tokens out; they were encoded as
+  // the letters < s >.
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override {
     std::vector<int32_t> out;
     if (add_bos && sp_.bos_id() >= 0) out.push_back(sp_.bos_id());
     std::vector<int> ids;
-    auto plain = [&](size_t b, size_t e) {
-      if (e <= b) return;
-      const auto st = sp_.Encode(text.substr(b, e - b), &ids);
-      if (!st.ok()) throw Error("tokenizer: cannot encode text: " + st.ToString());
-      out.insert(out.end(), ids.begin(), ids.end());
-    };
-    size_t seg = 0;
-    for (size_t i = 0; i < text.size();) {
-      int32_t hit = -1;
-      size_t len = 0;
-      if (text[i] == '<')  // every control piece of these vocabularies is spelled <...>
-        for (const auto& [piece, id] : specials_)
-          if (text.compare(i, piece.size(), piece) == 0) {
-            hit = id;
-            len = piece.size();
-            break;
-          }
-      if (hit < 0) {
-        ++i;
-        continue;
-      }
-      plain(seg, i);
-      out.push_back(hit);
-      i += len;
-      seg = i;
-    }
-    plain(seg, text.size());
+    specials_.split(
+        text,
+        [&](size_t b, size_t e) {
+          const auto st = sp_.Encode(text.substr(b, e - b), &ids);
+          if (!st.ok()) throw Error("tokenizer: cannot encode text: " + st.ToString());
+          out.insert(out.end(), ids.begin(), ids.end());
+        },
+        [&](int32_t id) { out.push_back(id); });
     return out;
   }
   std::string decode(const std::vector<int32_t>& ids) const override {
@@ -103,11 +85,15 @@ class SpmTokenizer final : public Tokenizer {
     if (id < 0 || id >= sp_.GetPieceSize()) return "<?>";
     return sp_.IdToPiece(id);
   }
-  // Only ids past tokenizer.model's pieces: its own (<s>, </s> listed again in added_tokens_decoder) decode as
-  // sentencepiece decodes them.
-  void set_added(std::map<int32_t, std::string> added) {
-    added_ = std::move(added);
-    for (auto it = added_.begin(); it != added_.end();) it = it->first < sp_.GetPieceSize() ? added_.erase(it) : ++it;
+  // Every added token is matched in the text; only those past tokenizer.model's pieces decode as their text (its own,
+  // <s> and </s> listed again in added_tokens_decoder, decode as sentencepiece decodes them).
+  void set_added(const std::vector<AddedToken>& added) {
+    std::vector<AddedToken> all = added;
+    for (const AddedToken& t : added)
+      if (t.id >= sp_.GetPieceSize()) added_[t.id] = t.text;
+    for (const AddedToken& t : model_specials_)
+      if (std::none_of(added.begin(), added.end(), [&](const AddedToken& a) { return a.id == t.id; })) all.push_back(t);
+    specials_ = AddedTokens(std::move(all));
   }
   int vocab_size() const override { return sp_.GetPieceSize(); }
   int bos_id() const override { return sp_.bos_id(); }
@@ -118,15 +104,15 @@ class SpmTokenizer final : public Tokenizer {
     for (int id = 0; id < sp_.GetPieceSize(); ++id)
       if (sp_.IsControl(id) || sp_.IsUnknown(id)) {
         const std::string p = sp_.IdToPiece(id);
-        if (p.size() > 2 && p.front() == '<' && p.back() == '>') specials_.emplace_back(p, (int32_t)id);
+        if (p.size() > 2 && p.front() == '<' && p.back() == '>') model_specials_.push_back({p, (int32_t)id, 0});
       }
-    std::stable_sort(specials_.begin(), specials_.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });  // longest first
+    specials_ = AddedTokens(model_specials_);
   }
 
   sentencepiece::SentencePieceProcessor sp_;
-  std::map<int32_t, std::string> added_;  // id -> text of tokens added beside tokenizer.model (HF directories)
-  std::vector<std::pair<std::string, int32_t>> specials_;  // control / unknown pieces "<s>", and their ids
+  std::map<int32_t, std::string> added_;    // id -> text of tokens added past tokenizer.model's pieces
+  std::vector<AddedToken> model_specials_;  // control / unknown pieces "<s>", and their ids
+  AddedTokens specials_;                    // those and the directory's added tokens, matched in the text
 };
 
 // ---- protobuf wire format, just what a sentencepiece ModelProto needs ----
@@ -202,9 +188,9 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::stri
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) { return std::make_unique<SpmTokenizer>(path); }
 
-std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, std::map<int32_t, std::string> added) {
+std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, const std::vector<AddedToken>& added) {
   auto t = std::make_unique<SpmTokenizer>(path);
-  t->set_added(std::move(added));
+  t->set_added(added);
   return t;
 }
 

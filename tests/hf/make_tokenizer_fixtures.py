@@ -14,6 +14,19 @@ for what these pre-tokenizers do differently, and 400 random strings of pieces t
   smollm/   Digits + ByteLevel as SmolLM2; add_bos_token true, which GPT2TokenizerFast ignores
   roberta/  ByteLevel(add_prefix_space) with <s> put first by a TemplateProcessing
 
+Sentencepiece-style tokenizer.json files, as transformers converts the bundled models' tokenizer.model
+(LlamaTokenizerFast, from_slow) with chat tokens added (<|user|> rstrip, <|sys|> lstrip, <|end|>, and a non-special
+single_word "focalword"); tokenizer.model is not kept, so the directory is what a tokenizer.json-only download is:
+
+  spm_legacy/  legacy true (Llama 2, Mistral v0.1, Phi-3): normalizer Prepend("▁") + Replace(" ", "▁"), byte_fallback,
+               decoder Strip(1)
+  spm_first/   legacy false (newer conversions): Metaspace(prepend_scheme first, split false)
+  spm_gemma/   spm_legacy with Gemma's normalizer (Replace alone) and no Strip in the decoder
+  spm_split/   spm_first with Metaspace(prepend_scheme always, split true), the older tokenizers default
+  spm_model_only/  the bundled tokenizer.model with spm_legacy's tokenizer_config.json (its added tokens) and no
+               tokenizer.json; slow.json: transformers' LlamaTokenizer (slow: sentencepiece with the model's own
+               normalizer) on the texts without the single_word token, whose rule differs between slow and fast
+
 Each DIR/<name>/ holds tokenizer.json, tokenizer_config.json (and config.json / generation_config.json where the
 case needs them) and expected.json: {"add_bos": bool, "bos_id", "eos_id", "vocab_size", "cases": [{"text",
 "ids" (tokenizers' encode, add_special_tokens=False), "hf_ids" (transformers AutoTokenizer, special tokens added),
@@ -190,7 +203,11 @@ def write_variant(out, name, v, texts):
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump({k: ids_of(x) for k, x in v["model_config"].items()}, f)
 
-    hf = transformers.AutoTokenizer.from_pretrained(d)
+    return d, write_expected(d, tk, transformers.AutoTokenizer.from_pretrained(d), texts, name)
+
+
+def write_expected(d, tk, hf, texts, name):
+    """expected.json of tokenizer `tk` (tokenizers) and `hf` (AutoTokenizer) in `d` over `texts`."""
     cases = []
     for s in texts:
         ids = tk.encode(s, add_special_tokens=False).ids
@@ -204,7 +221,64 @@ def write_variant(out, name, v, texts):
            "vocab_size": tk.get_vocab_size(with_added_tokens=True), "cases": cases}
     with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
         json.dump(exp, f, ensure_ascii=False, indent=1)
-    return d, exp
+    return exp
+
+
+SPM_CASES = [
+    "<|user|>\n  Hello there<|end|>\n<|sys|>  sys text <|sys|>x",
+    " leading space", "  two leading", "trailing  ", "a<|end|> b<|end|>  c", "x  <|user|>  y", "<s>x</s>y",
+    "focalword focalwords afocalword focalword.", "tab\there\nnew line \u2581 literal", "ünïcödé 中文 😀 \x00",
+    "", " ", "<|end|>", "<|end|> ",
+]
+
+
+def spm_variants(out, texts):
+    """The sentencepiece-style tokenizer.json fixtures (see the module's docstring)."""
+    src = os.path.join(ROOT, "assets", "models", "focal-t0.4", "tokenizer.model")
+    texts = texts + SPM_CASES
+    made = {}
+    for name, legacy in (("spm_legacy", True), ("spm_first", False)):
+        d = os.path.join(out, name)
+        t = transformers.LlamaTokenizerFast(vocab_file=src, legacy=legacy, add_prefix_space=True, from_slow=True)
+        t.add_special_tokens({"additional_special_tokens": [
+            AddedToken("<|user|>", rstrip=True, special=True), AddedToken("<|sys|>", lstrip=True, special=True),
+            AddedToken("<|end|>", special=True)]})
+        t.add_tokens([AddedToken("focalword", single_word=True, special=False)])
+        t.save_pretrained(d)
+        made[name] = d
+    edits = {"spm_gemma": ("spm_legacy", lambda j: (j.__setitem__("normalizer", {"type": "Replace", "pattern": {
+        "String": " "}, "content": "\u2581"}), j["decoder"].__setitem__("decoders", [
+            x for x in j["decoder"]["decoders"] if x["type"] != "Strip"]))),
+             "spm_split": ("spm_first", lambda j: j["pre_tokenizer"].update(prepend_scheme="always", split=True))}
+    for name, (base, edit) in edits.items():
+        d = os.path.join(out, name)
+        shutil.copytree(made[base], d)
+        j = json.load(open(os.path.join(d, "tokenizer.json"), encoding="utf-8"))
+        edit(j)
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(j, f, ensure_ascii=False, indent=1)
+        made[name] = d
+    d = os.path.join(out, "spm_model_only")
+    os.makedirs(d)
+    shutil.copy(os.path.join(made["spm_legacy"], "tokenizer.model"), d)
+    shutil.copy(os.path.join(made["spm_legacy"], "tokenizer_config.json"), d)
+    slow = transformers.LlamaTokenizer.from_pretrained(d, legacy=True)
+    cases = [{"text": s, "ids": slow(s)["input_ids"]} for s in texts if "focalword" not in s]
+    with open(os.path.join(d, "slow.json"), "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False, indent=1)
+    for name, d in made.items():
+        os.remove(os.path.join(d, "tokenizer.model"))
+        cfg_path = os.path.join(d, "tokenizer_config.json")
+        cfg = json.load(open(cfg_path, encoding="utf-8"))
+        for k in ("add_prefix_space", "legacy", "vocab_file"):  # they would make transformers convert tokenizer.model
+            cfg.pop(k, None)
+        with open(cfg_path, "w", encoding="utf-8") as f:
+            json.dump(cfg, f, ensure_ascii=False, indent=1)
+        tk = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        hf = transformers.AutoTokenizer.from_pretrained(d)
+        assert type(hf).__name__ == "LlamaTokenizerFast", (name, type(hf))
+        exp = write_expected(d, tk, hf, texts, name)
+        print("%-10s vocab %d, add_bos %s" % (name, exp["vocab_size"], exp["add_bos"]))
 
 
 def llama3_model(out, tok_dir, vocab):
@@ -255,6 +329,7 @@ def main():
         print("%-7s vocab %d, add_bos %s" % (name, exp["vocab_size"], exp["add_bos"]))
         if name == "llama3":
             llama3_model(tmp, d, exp["vocab_size"])
+    spm_variants(tmp, texts)
     print("nfc     %d strings, %d where tokenizers' Unicode version differs" % nfc_cases(tmp))
     shutil.rmtree(a.out, ignore_errors=True)
     os.rename(tmp, a.out)

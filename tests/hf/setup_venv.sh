@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PY=/usr/bin/python3
-PINS=(transformers==4.47.1 safetensors sentencepiece "gguf==0.19.0" "tokenizers>=0.21,<0.22")
+PINS=(transformers==4.47.1 safetensors sentencepiece "gguf==0.19.0" "tokenizers>=0.21,<0.22" "protobuf==3.20.3")
 
 die() { echo "setup_venv.sh: ERROR: $*" >&2; exit 1; }
 
@@ -22,8 +22,11 @@ else
 fi
 
 if "$VENV/bin/python" - <<'PYEOF' 2>/dev/null
-import transformers, safetensors, sentencepiece, torch, gguf, tokenizers
+import transformers, safetensors, sentencepiece, torch, gguf, tokenizers, google.protobuf
 assert transformers.__version__ == "4.47.1", transformers.__version__
+# LlamaTokenizerFast's conversion of a tokenizer.model (the sentencepiece-style fixtures) reads Debian's
+# sentencepiece_model_pb2, which protobuf 4 and later refuse.
+assert google.protobuf.__version__ == "3.20.3", google.protobuf.__version__
 from gguf import quants  # the GGUF tests' dequantisation reference
 PYEOF
 then
