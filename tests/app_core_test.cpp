@@ -1016,6 +1016,25 @@ TEST_F(AppStateTest, ModelsOfAnotherShapeAreNotComparedHeadByHead) {
       << st.message;
 }
 
+// The prompt box of a capture opened without its model holds the text its pieces stand for, escapes undone: typed
+// back (opening the model re-tokenizes it) it gives the capture's tokens. A backslash and characters outside the
+// vocabulary (byte pieces, displayed "\xE4") came back as the escapes' letters.
+TEST_F(AppStateTest, CapturePromptBoxIsTheTextOfItsPieces) {
+  st.set_prompt("a back\\slash, caf\u00e9 and \u4E2D\u6587 outside the vocabulary");
+  wait_idle(st);
+  const std::string path = focal::test::make_temp_dir("app_cap_text") + "/c.h5";
+  st.export_capture(path);
+  AppState cap;
+  cap.open_path(path);
+  wait_idle(cap);
+  ASSERT_TRUE(cap.capture_only()) << cap.message;
+  bool escaped = false;  // the case needs pieces whose display differs from their text
+  for (const std::string& p : cap.file.pieces) escaped |= p.find('\\') != std::string::npos;
+  EXPECT_TRUE(escaped);
+  const focal::Tokenizer& tok = *st.slots[0].model->tokenizer();
+  EXPECT_EQ(tok.encode(cap.prompt, st.config()->add_bos), st.file.token_ids) << cap.prompt;
+}
+
 TEST_F(AppStateTest, ExportedCaptureReopensWithoutTheModelAndStillPreviews) {
   const std::string path = focal::test::make_temp_dir("app_cap") + "/c.h5";
   st.select(3, 1, -1);

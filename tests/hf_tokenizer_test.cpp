@@ -64,6 +64,26 @@ TEST_P(HfTokenizer, EncodeDecodeMatchTokenizers) {
   EXPECT_GE(n, 30);
 }
 
+// bytes_of_display undoes display_text on any bytes (random strings of control bytes, backslashes, the letters of
+// the escapes, C1 and U+2028 characters, UTF-8 cut short) and display_piece on sentencepiece byte pieces.
+TEST(DisplayText, BytesOfDisplayRoundTrips) {
+  const std::string atoms[] = {"\n",   "\t",       "\r",           "\\",   "\\n",      "x",    "\x01",
+                               "\x7f", "\xc2\x85", "\xe2\x80\xa8", "\xe4", "\xe4\xb8", "\xff", "u0085",
+                               "\\u",  "\\x4",     "\xe4\xb8\xad", " ",    "\x00"};
+  uint64_t seed = 7;
+  for (int n = 0; n < 2000; ++n) {
+    std::string s;
+    for (int k = 0; k < 12; ++k) {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      s += atoms[(seed >> 33) % (sizeof atoms / sizeof atoms[0])];
+    }
+    EXPECT_EQ(bytes_of_display(display_text(s)), s) << display_text(s);
+  }
+  EXPECT_EQ(bytes_of_display(display_piece("<0x0A>")), "\n");
+  EXPECT_EQ(bytes_of_display(display_piece("<0xE4>")), "\xe4");
+  EXPECT_EQ(bytes_of_display(display_piece("\u2581the")), " the");
+}
+
 // NFC (Qwen2's normalizer; libutf8proc) equals tokenizers' NFC on every code point with a canonical decomposition
 // (Python's unicodedata where the two libraries' Unicode versions differ: at most a few).
 // Generated text as UTF-8, hand-computed: a byte-level token that ends inside a character waits (utf8_whole_end);

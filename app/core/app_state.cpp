@@ -166,8 +166,8 @@ void AppState::open_path(const std::string& path_in) {
         }
         compare = cf->runs.size() > 1;
         prompt.clear();
-        for (size_t i = 0; i < file.pieces.size(); ++i)
-          if (!(i == 0 && file.token_ids[0] == cfg_.bos_id)) prompt += file.pieces[i];
+        for (size_t i = 0; i < file.pieces.size(); ++i)  // the stored display pieces, their escapes undone
+          if (!(i == 0 && file.token_ids[0] == cfg_.bos_id)) prompt += focal::bytes_of_display(file.pieces[i]);
         // a sentencepiece tokenizer's first word carries the space it added in front ("▁Remember"): the text typed
         // had none (the prompt box showed " Remember ...")
         if (!prompt.empty() && prompt[0] == ' ') prompt.erase(0, 1);

@@ -211,11 +211,11 @@ class BpeTokenizer final : public Tokenizer {
       const int t = v_.types.empty() ? kTokNormal : v_.types[i];
       if ((t != kTokControl && t != kTokUserDefined) || v_.tokens[i].empty()) continue;
       const uint8_t fl = v_.added_flags.empty() ? (uint8_t)0 : v_.added_flags[i];
-      // A normalized token of a sentencepiece-style normalizer is looked for as the normalizer writes it
-      // ("focalword" as "\u2581focalword" after Prepend) in the normalized text; other normalizers (NFC) leave the
-      // tokens' text as it is and are matched in the raw text.
-      if ((fl & kAddedNormalized) && v_.pre == BpePre::kMetaspace && v_.meta_normalizer)
-        normalized.push_back({with_meta_spaces(v_.tokens[i], v_.meta_prefix == MetaPrefix::kEvery), (int32_t)i, fl});
+      // As tokenizers: tokens not normalized are matched in the raw text first, then normalized ones in each stretch
+      // between them once normalized, looked for as the normalizer writes them ("focalword" as "\u2581focalword"
+      // after Prepend).
+      if (fl & kAddedNormalized)
+        normalized.push_back({normalize(v_.tokens[i]), (int32_t)i, fl});
       else
         added.push_back({v_.tokens[i], (int32_t)i, fl});
     }
@@ -274,10 +274,11 @@ class BpeTokenizer final : public Tokenizer {
     if (id < 0 || id >= (int32_t)v_.tokens.size()) return "";
     const std::string& p = v_.tokens[id];
     const int t = v_.types.empty() ? kTokNormal : v_.types[id];
-    if (t == kTokControl || t == kTokUserDefined) return p;
+    const bool added = t == kTokControl || t == kTokUserDefined;
+    if (added && v_.pre != BpePre::kMetaspace) return p;
     std::string out;
-    if (v_.pre == BpePre::kMetaspace) {  // <0xNN> is its byte, U+2581 a space
-      if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
+    if (v_.pre == BpePre::kMetaspace) {  // <0xNN> is its byte, U+2581 a space (in added tokens too: "\u2581\u2581")
+      if (!added && p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
         const int b = (int)std::strtol(p.substr(3, 2).c_str(), nullptr, 16);
         if (b >= 0 && b < 256 && byte_id_[b] == id) return std::string(1, (char)b);
       }
@@ -304,48 +305,62 @@ class BpeTokenizer final : public Tokenizer {
     return out;
   }
 
-  // Sentencepiece-style text: spaces as U+2581, one put first where meta_prefix says (`first`: the text's first
-  // stretch), then one word (or, with Metaspace split, a word from each U+2581 on) of characters.
-  void encode_metaspace(const std::string& text, bool first, std::vector<int32_t>* out) const {
-    const bool starts_space = text[0] == ' ' || text.compare(0, 3, kMetaSpace) == 0;
-    const MetaPrefix mp = v_.meta_prefix;
-    const std::string s =
-        with_meta_spaces(text, mp == MetaPrefix::kEvery || (mp == MetaPrefix::kEveryUnlessSpace && !starts_space) ||
-                                   (mp == MetaPrefix::kFirstUnlessSpace && first && !starts_space));
-    normalized_added_.split(
-        s,
-        [&](size_t b, size_t e) {
-          size_t w = b;
-          if (v_.meta_split)
-            for (size_t i = b + 1; i + 3 <= e; ++i)
-              if (s.compare(i, 3, kMetaSpace) == 0) {
-                bpe_word(s, w, i, out);
-                w = i;
-                i += 2;
-              }
-          bpe_word(s, w, e, out);
-        },
-        [&](int32_t id) { out->push_back(id); });
+  // The normalizer: NFC, or a sentencepiece-style one (U+2581 put first, spaces as U+2581).
+  std::string normalize(const std::string& text) const {
+    if (v_.pre == BpePre::kMetaspace) return with_meta_spaces(text, v_.norm_prepend, v_.norm_spaces);
+    return v_.nfc ? nfc(text) : text;
   }
 
-  // `t` with its spaces as U+2581, one put first if `prefix`.
-  static std::string with_meta_spaces(const std::string& t, bool prefix) {
+  // `t` with U+2581 put first if `prefix`, and its spaces as U+2581 if `spaces`.
+  static std::string with_meta_spaces(const std::string& t, bool prefix, bool spaces) {
     std::string s = prefix ? kMetaSpace : "";
     for (char c : t)
-      if (c == ' ')
+      if (c == ' ' && spaces)
         s += kMetaSpace;
       else
         s += c;
     return s;
   }
 
+  // A stretch of text between added tokens (`first`: it starts the text): normalized, split at the normalized added
+  // tokens, each piece pre-tokenized into words and merged.
   void encode_plain(const std::string& text, bool first, std::vector<int32_t>* out) const {
     if (text.empty()) return;
+    const std::string s = normalize(text);
+    normalized_added_.split(
+        s, [&](size_t b, size_t e) { encode_piece(s.substr(b, e - b), first && b == 0, out); },
+        [&](int32_t id) { out->push_back(id); });
+  }
+
+  // Sentencepiece-style pre-tokenization: Metaspace's spaces as U+2581 and its U+2581 put first, then one word (or,
+  // with split, a word from each U+2581 on) of characters.
+  void encode_metaspace(const std::string& piece, bool first, std::vector<int32_t>* out) const {
+    std::string s = piece;
+    if (v_.meta_pre) {
+      const bool starts_space = piece[0] == ' ' || piece.compare(0, 3, kMetaSpace) == 0;
+      const MetaPrefix mp = v_.meta_prefix;
+      s = with_meta_spaces(
+          piece,
+          (mp == MetaPrefix::kEveryUnlessSpace || (mp == MetaPrefix::kFirstUnlessSpace && first)) && !starts_space,
+          true);
+    }
+    size_t w = 0;
+    if (v_.meta_pre && v_.meta_split)
+      for (size_t i = 1; i + 3 <= s.size(); ++i)
+        if (s.compare(i, 3, kMetaSpace) == 0) {
+          bpe_word(s, w, i, out);
+          w = i;
+          i += 2;
+        }
+    bpe_word(s, w, s.size(), out);
+  }
+
+  void encode_piece(std::string s, bool first, std::vector<int32_t>* out) const {
+    if (s.empty()) return;
     if (v_.pre == BpePre::kMetaspace) {
-      encode_metaspace(text, first, out);
+      encode_metaspace(s, first, out);
       return;
     }
-    std::string s = v_.nfc ? nfc(text) : text;
     if (v_.add_prefix_space && s[0] != ' ') s.insert(0, 1, ' ');
     std::vector<Cp> cps;
     for (size_t i = 0; i < s.size();) {
@@ -536,6 +551,51 @@ std::string display_text(const std::string& b) {
 const std::string& bpe_byte_to_utf8(uint8_t b) { return byte_map().to_utf8[b]; }
 
 int bpe_codepoint_to_byte(uint32_t cp) { return cp < 512 ? byte_map().from_cp[cp] : -1; }
+
+std::string bytes_of_display(const std::string& d) {
+  std::string out;
+  auto hex = [&](size_t at, size_t n, uint32_t* v) {  // n hex digits at d[at], all there
+    if (at + n > d.size()) return false;
+    *v = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const char c = d[at + k];
+      const int x = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                           : -1;
+      if (x < 0) return false;
+      *v = *v * 16 + (uint32_t)x;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (d[i] != '\\' || i + 1 >= d.size()) {
+      out += d[i];
+      continue;
+    }
+    const char e = d[i + 1];
+    uint32_t v = 0;
+    if (e == 'n' || e == 't' || e == 'r' || e == '\\') {
+      out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : '\\';
+      ++i;
+    } else if (e == 'x' && hex(i + 2, 2, &v)) {
+      out += (char)v;
+      i += 3;
+    } else if (e == 'u' && hex(i + 2, 4, &v)) {  // U+0080..U+FFFF as UTF-8 (display_text writes C1, U+2028/9)
+      if (v < 0x800) {
+        out += (char)(0xC0 | (v >> 6));
+      } else {
+        out += (char)(0xE0 | (v >> 12));
+        out += (char)(0x80 | ((v >> 6) & 0x3F));
+      }
+      out += (char)(0x80 | (v & 0x3F));
+      i += 5;
+    } else {
+      out += d[i];  // not an escape display_text writes: kept as it is
+    }
+  }
+  return out;
+}
 
 std::string nfc(const std::string& s) {
   // Below U+0300 nothing decomposes or composes: most text takes this path unchanged.

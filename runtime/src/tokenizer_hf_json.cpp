@@ -143,12 +143,13 @@ const char* const kMetaSpace = "\xE2\x96\x81";  // U+2581
 // U+2581 (Llama 2, Mistral, Gemma, Phi-3 as transformers converts their tokenizer.model).
 bool is_metaspace(const json& tj) {
   const json pt = tj.value("pre_tokenizer", json()), nm = tj.value("normalizer", json());
-  return (pt.is_object() && pt.value("type", std::string()) == "Metaspace") ||
+  return (pt.is_object() && pt.dump().find("\"Metaspace\"") != std::string::npos) ||
          (nm.is_object() && nm.dump().find(kMetaSpace) != std::string::npos);
 }
 
 // Reads a sentencepiece-style tokenizer.json's normalizer (Prepend("▁"), Replace(" ", "▁"), or a Sequence of
-// them), pre_tokenizer (none, or Metaspace("▁")) and decoder (its Strip) into v. Any other step is refused by name.
+// them), pre_tokenizer (none, Metaspace("▁"), Split(" ") after Replace) and decoder (its Strip) into v. Any other
+// normalizer or pre-tokenizer step is refused by name.
 void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
   v->pre = BpePre::kMetaspace;
   const auto where = [&](const std::string& path) { return file + ": field \"" + path + "\""; };
@@ -167,45 +168,61 @@ void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
   } else if (!nt.empty()) {
     norms.emplace_back(nm, "normalizer");
   }
-  bool spaces = false;
   for (const auto& [n, path] : norms) {
     const std::string t = type_of(n, where(path));
     if (t == "Prepend" && n.value("prepend", std::string()) == kMetaSpace) {
-      v->meta_prefix = MetaPrefix::kEvery;
+      v->norm_prepend = true;
     } else if (t == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
                n["pattern"].value("String", std::string("-")) == " " &&
                n.value("content", std::string()) == kMetaSpace) {
-      spaces = true;
-      v->meta_normalizer = true;
+      v->norm_spaces = true;
     } else {
       throw Error(where(path) + ": type '" + t + (t == "Prepend" || t == "Replace" ? " " + n.dump() : "") +
                   unsupported);
     }
   }
+  // pre_tokenizer: none, Metaspace, or a Sequence of them and Split(" ") (Gemma's: nothing to split once the
+  // normalizer has written the spaces as U+2581).
   const json pt = tj.value("pre_tokenizer", json());
+  std::vector<std::pair<json, std::string>> pres;
   const std::string ptt = type_of(pt, where("pre_tokenizer"));
-  if (ptt == "Metaspace") {
-    if (pt.value("replacement", std::string(kMetaSpace)) != kMetaSpace)
-      throw Error(where("pre_tokenizer.replacement") + " must be \"\xE2\x96\x81\" (U+2581)");
-    spaces = true;
-    // prepend_scheme (tokenizers >= 0.15), else the older add_prefix_space (true: always).
-    std::string scheme = "always";
-    if (pt.contains("prepend_scheme") && pt["prepend_scheme"].is_string())
-      scheme = pt["prepend_scheme"].get<std::string>();
-    else if (pt.contains("add_prefix_space") && pt["add_prefix_space"].is_boolean() &&
-             !pt["add_prefix_space"].get<bool>())
-      scheme = "never";
-    if (scheme == "first" && v->meta_prefix != MetaPrefix::kEvery)
-      v->meta_prefix = MetaPrefix::kFirstUnlessSpace;
-    else if (scheme == "always" && v->meta_prefix != MetaPrefix::kEvery)
-      v->meta_prefix = MetaPrefix::kEveryUnlessSpace;
-    else if (scheme != "first" && scheme != "always" && scheme != "never")
-      throw Error(where("pre_tokenizer.prepend_scheme") + " is '" + scheme + "' (first, always or never)");
-    v->meta_split = bool_field(pt, "split", true, where("pre_tokenizer"));
+  if (ptt == "Sequence") {
+    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array())
+      throw Error(where("pre_tokenizer.pretokenizers") + " is missing (a Sequence needs a list)");
+    for (size_t k = 0; k < pt["pretokenizers"].size(); ++k)
+      pres.emplace_back(pt["pretokenizers"][k], "pre_tokenizer.pretokenizers[" + std::to_string(k) + "]");
   } else if (!ptt.empty()) {
-    throw Error(where("pre_tokenizer") + ": type '" + ptt + unsupported);
+    pres.emplace_back(pt, "pre_tokenizer");
   }
-  if (!spaces)
+  for (const auto& [p, path] : pres) {
+    const std::string t = type_of(p, where(path));
+    if (t == "Metaspace") {
+      if (v->meta_pre) throw Error(where(path) + ": a second Metaspace is not supported");
+      if (p.contains("replacement") && p["replacement"] != json(kMetaSpace))
+        throw Error(where(path + ".replacement") + " must be \"\xE2\x96\x81\" (U+2581)");
+      v->meta_pre = true;
+      // prepend_scheme (tokenizers >= 0.15), else the older add_prefix_space (true: always).
+      std::string scheme = bool_field(p, "add_prefix_space", true, where(path)) ? "always" : "never";
+      if (p.contains("prepend_scheme") && !p["prepend_scheme"].is_null()) {
+        if (!p["prepend_scheme"].is_string())
+          throw Error(where(path + ".prepend_scheme") + " must be \"first\", \"always\" or \"never\"");
+        scheme = p["prepend_scheme"].get<std::string>();
+      }
+      if (scheme == "first")
+        v->meta_prefix = MetaPrefix::kFirstUnlessSpace;
+      else if (scheme == "always")
+        v->meta_prefix = MetaPrefix::kEveryUnlessSpace;
+      else if (scheme != "never")
+        throw Error(where(path + ".prepend_scheme") + " is '" + scheme + "' (first, always or never)");
+      v->meta_split = bool_field(p, "split", true, where(path));
+    } else if (t == "Split" && v->norm_spaces && p.contains("pattern") && p["pattern"].is_object() &&
+               p["pattern"].value("String", std::string("-")) == " " && !bool_field(p, "invert", false, where(path))) {
+      // no space is left to split at
+    } else {
+      throw Error(where(path) + ": type '" + t + unsupported);
+    }
+  }
+  if (!v->norm_spaces && !v->meta_pre)
     throw Error(where("normalizer") +
                 " writes U+2581 but not for spaces: a sentencepiece-style tokenizer.json needs "
                 "Replace(\" \", \"\xE2\x96\x81\") or a Metaspace pre-tokenizer");
@@ -412,10 +429,10 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
                         cls == "CohereTokenizer" || cls == "GPTNeoXTokenizer";
   if (tc.contains("add_bos_token") && !tc["add_bos_token"].is_null() && !tc["add_bos_token"].is_boolean())
     throw Error(tc_file + ": field \"add_bos_token\" must be true or false");
-  if (rebuilds)
-    out.add_bos_explicit = tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()
-                               ? tc["add_bos_token"].get<bool>()
-                               : cls != "GPTNeoXTokenizer";
+  if (rebuilds)  // absent: the class's default; null: None, which adds no BOS
+    out.add_bos_explicit = !tc.contains("add_bos_token")      ? cls != "GPTNeoXTokenizer"
+                           : tc["add_bos_token"].is_boolean() ? tc["add_bos_token"].get<bool>()
+                                                              : false;
   const json gc = is_file(dir + "/generation_config.json") ? read_json_file(dir + "/generation_config.json") : json();
   const json cc = is_file(dir + "/config.json") ? read_json_file(dir + "/config.json") : json();
   if (out.bos_id < 0) out.bos_id = out.bos_from_template;
@@ -459,15 +476,17 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
   if (is_file(json_path)) {
     // tokenizer.json first, as transformers' AutoTokenizer reads it (byte-level BPE, or the sentencepiece-style BPE
     // transformers converts Llama 2 / Mistral / Gemma / Phi-3 tokenizers into); a sentencepiece directory whose
-    // tokenizer.json has a shape focalscope does not read keeps its tokenizer.model, and says so.
+    // tokenizer.json is not byte-level and has a shape focalscope does not read keeps its tokenizer.model, and says so.
     const json tj = read_json_file(json_path);
+    const bool byte_level =
+        tj.is_object() && tj.value("pre_tokenizer", json()).dump().find("\"ByteLevel\"") != std::string::npos;
     try {
       HfJsonTokenizer h = from_parsed_checked(dir, tj);
       tok = std::move(h.tok);
       path = json_path;
       cfg->add_bos = h.add_bos;
     } catch (const Error& e) {
-      if (!is_file(spm_path)) throw;
+      if (byte_level || !is_file(spm_path)) throw;
       cfg->warnings.push_back(std::string(e.what()) +
                               "; its tokenizer.model is used instead (transformers' slow "
                               "tokenizer: a few texts may tokenize otherwise)");
@@ -496,7 +515,7 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
       if (tc.is_object() && tc.contains("add_bos_token")) {
         if (!tc["add_bos_token"].is_boolean() && !tc["add_bos_token"].is_null())
           throw Error("'" + tc_path + "': field \"add_bos_token\" must be true or false");
-        if (tc["add_bos_token"].is_boolean()) cfg->add_bos = tc["add_bos_token"].get<bool>() && cfg->bos_id >= 0;
+        cfg->add_bos = tc["add_bos_token"].is_boolean() && tc["add_bos_token"].get<bool>() && cfg->bos_id >= 0;
       }
     }
     tok = load_spm_with_added(spm_path, added);

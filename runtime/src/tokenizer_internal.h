@@ -35,12 +35,11 @@ enum class BpePre {
   kMetaspace,
 };
 
-// Where a sentencepiece-style tokenizer.json puts a U+2581 before a stretch of text (between added tokens).
+// Where a sentencepiece-style tokenizer.json's Metaspace pre-tokenizer puts a U+2581 before a piece of text.
 enum class MetaPrefix : uint8_t {
-  kNone,              // Gemma: normalizer Replace only; Metaspace prepend_scheme "never"
-  kEvery,             // normalizer Prepend (Llama 2, Phi-3): every stretch, even one starting with a space
-  kEveryUnlessSpace,  // Metaspace prepend_scheme "always": every stretch not starting with a space
-  kFirstUnlessSpace,  // Metaspace prepend_scheme "first" (legacy: false): the text's first stretch only
+  kNone,              // prepend_scheme "never"
+  kEveryUnlessSpace,  // "always": every piece not starting with a space
+  kFirstUnlessSpace,  // "first" (transformers' legacy: false): the text's first piece only
 };
 
 // Flags of an added token (tokenizer.json added_tokens) for how it is matched in the text.
@@ -62,9 +61,12 @@ struct BpeVocab {
   bool add_prefix_space = false;     // a space is put before text that does not start with one (ByteLevel option)
   std::vector<uint8_t> added_flags;  // [vocab] AddedFlag bits of control / user-defined tokens (empty: none)
   bool nfc = false;                  // text between added tokens is put in Unicode NFC first (Qwen2's normalizer)
-  // pre == kMetaspace only:
+  // pre == kMetaspace only. The normalizer, on each stretch of text between added tokens:
+  bool norm_prepend = false;  // Prepend("\u2581") (Llama 2, Phi-3): every stretch starts with U+2581
+  bool norm_spaces = false;   // Replace(" ", "\u2581") (Llama 2, Gemma)
+  // The pre-tokenizer, on each piece between the normalized added tokens:
+  bool meta_pre = false;  // Metaspace: spaces as U+2581, one put first by meta_prefix
   MetaPrefix meta_prefix = MetaPrefix::kNone;
-  bool meta_normalizer = false;      // the normalizer writes the spaces (else the Metaspace pre-tokenizer does)
   bool meta_split = false;           // Metaspace split: every U+2581 starts a word of its own
   bool byte_fallback = false;        // a character outside the vocabulary is its <0xNN> pieces (else unk_id)
   bool strip_decoded_space = false;  // decoder Strip(" ", 1, 0): the decoded text's first space is dropped

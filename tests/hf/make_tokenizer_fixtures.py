@@ -16,12 +16,13 @@ for what these pre-tokenizers do differently, and 400 random strings of pieces t
 
 Sentencepiece-style tokenizer.json files, as transformers converts the bundled models' tokenizer.model
 (LlamaTokenizerFast, from_slow) with chat tokens added (<|user|> rstrip, <|sys|> lstrip, <|end|>, and a non-special
-single_word "focalword"); tokenizer.model is not kept, so the directory is what a tokenizer.json-only download is:
+single_word "focalword"; spm_first also a non-normalized "raw tok" and "\u2581\u2581", which decodes as two
+spaces); tokenizer.model is not kept, so the directory is what a tokenizer.json-only download is:
 
   spm_legacy/  legacy true (Llama 2, Mistral v0.1, Phi-3): normalizer Prepend("▁") + Replace(" ", "▁"), byte_fallback,
                decoder Strip(1)
   spm_first/   legacy false (newer conversions): Metaspace(prepend_scheme first, split false)
-  spm_gemma/   spm_legacy with Gemma's normalizer (Replace alone) and no Strip in the decoder
+  spm_gemma/   GemmaTokenizerFast's conversion: normalizer Replace alone, Split(" ") pre-tokenizer, no Strip
   spm_split/   spm_first with Metaspace(prepend_scheme always, split true), the older tokenizers default
   spm_model_only/  the bundled tokenizer.model with spm_legacy's tokenizer_config.json (its added tokens) and no
                tokenizer.json; slow.json: transformers' LlamaTokenizer (slow: sentencepiece with the model's own
@@ -228,7 +229,7 @@ SPM_CASES = [
     "<|user|>\n  Hello there<|end|>\n<|sys|>  sys text <|sys|>x",
     " leading space", "  two leading", "trailing  ", "a<|end|> b<|end|>  c", "x  <|user|>  y", "<s>x</s>y",
     "focalword focalwords afocalword focalword.", "tab\there\nnew line \u2581 literal", "ünïcödé 中文 😀 \x00",
-    "", " ", "<|end|>", "<|end|> ",
+    "", " ", "<|end|>", "<|end|> ", "raw tokfocalword raw tok focalword", "a  b  c", "raw tok\u2581\u2581x",
 ]
 
 
@@ -237,19 +238,22 @@ def spm_variants(out, texts):
     src = os.path.join(ROOT, "assets", "models", "focal-t0.4", "tokenizer.model")
     texts = texts + SPM_CASES
     made = {}
-    for name, legacy in (("spm_legacy", True), ("spm_first", False)):
+    for name, legacy in (("spm_legacy", True), ("spm_first", False), ("spm_gemma", None)):
         d = os.path.join(out, name)
-        t = transformers.LlamaTokenizerFast(vocab_file=src, legacy=legacy, add_prefix_space=True, from_slow=True)
+        if legacy is None:
+            t = transformers.GemmaTokenizerFast(vocab_file=src, from_slow=True)
+        else:
+            t = transformers.LlamaTokenizerFast(vocab_file=src, legacy=legacy, add_prefix_space=True, from_slow=True)
         t.add_special_tokens({"additional_special_tokens": [
             AddedToken("<|user|>", rstrip=True, special=True), AddedToken("<|sys|>", lstrip=True, special=True),
             AddedToken("<|end|>", special=True)]})
         t.add_tokens([AddedToken("focalword", single_word=True, special=False)])
+        if name == "spm_first":
+            t.add_tokens([AddedToken("raw tok", normalized=False, special=False),
+                          AddedToken("\u2581\u2581", normalized=False, special=False)])
         t.save_pretrained(d)
         made[name] = d
-    edits = {"spm_gemma": ("spm_legacy", lambda j: (j.__setitem__("normalizer", {"type": "Replace", "pattern": {
-        "String": " "}, "content": "\u2581"}), j["decoder"].__setitem__("decoders", [
-            x for x in j["decoder"]["decoders"] if x["type"] != "Strip"]))),
-             "spm_split": ("spm_first", lambda j: j["pre_tokenizer"].update(prepend_scheme="always", split=True))}
+    edits = {"spm_split": ("spm_first", lambda j: j["pre_tokenizer"].update(prepend_scheme="always", split=True))}
     for name, (base, edit) in edits.items():
         d = os.path.join(out, name)
         shutil.copytree(made[base], d)
@@ -276,7 +280,7 @@ def spm_variants(out, texts):
             json.dump(cfg, f, ensure_ascii=False, indent=1)
         tk = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
         hf = transformers.AutoTokenizer.from_pretrained(d)
-        assert type(hf).__name__ == "LlamaTokenizerFast", (name, type(hf))
+        assert type(hf).__name__ in ("LlamaTokenizerFast", "GemmaTokenizerFast"), (name, type(hf))
         exp = write_expected(d, tk, hf, texts, name)
         print("%-10s vocab %d, add_bos %s" % (name, exp["vocab_size"], exp["add_bos"]))
 

@@ -53,5 +53,9 @@ std::string display_piece(const std::string& piece);
 // controls U+0080..U+009F and the line / paragraph separators U+2028 / U+2029 (a terminal or a table would break
 // its line at them: inspect printed a piece's raw carriage return).
 std::string display_text(const std::string& bytes);
+// The bytes a display text (display_text, display_piece) stands for: its escapes undone, so that pieces stored for
+// display (a capture's `pieces`) join into the text they were tokenized from (the app's prompt box of a capture
+// opened without its model: "\n" was typed back as a backslash and an n).
+std::string bytes_of_display(const std::string& display);
 
 }  // namespace focal
