@@ -19,6 +19,7 @@
 #include "focal_batch/batch.h"
 #include "focal_batch/stats_file.h"
 #include "temp_options.h"
+#include "print_provenance.h"
 
 namespace focal::cli {
 
@@ -187,8 +188,7 @@ int inspect_stats(const std::string& path) {
               (unsigned long long)f.stats.n_tokens, s.n_layers, s.n_heads);
   std::printf("model %s, tool %s, created %s, %d rank%s\n", p.model_path.c_str(), p.tool_version.c_str(),
               p.created_utc.c_str(), f.n_ranks, f.n_ranks == 1 ? "" : "s");
-  if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
-  if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
+  print_computed(p);
   std::printf("corpus %s, --max-tokens %d, --long %s\n", f.data_path.c_str(), s.max_tokens,
               f.window ? "window" : "cut");
   // Each run's setting as capture inspect shows it: a temperature file's t summarised, not every head's (270 for

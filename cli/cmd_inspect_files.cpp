@@ -15,13 +15,19 @@
 #include "focal/provenance.h"
 #include "focal/trainer.h"
 #include "focal_batch/position_loss.h"
+#include "print_provenance.h"
 
 namespace focal::cli {
 
+void print_computed(const Provenance& p) {
+  if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
+  if (!p.tokenizer.empty()) std::printf("tokenizer %s\n", p.tokenizer.c_str());
+  if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
+}
+
 void print_provenance(const Provenance& p) {
   std::printf("model %s, tool %s, created %s\n", p.model_path.c_str(), p.tool_version.c_str(), p.created_utc.c_str());
-  if (!p.device.empty()) std::printf("computed on %s, precision %s\n", p.device.c_str(), p.precision.c_str());
-  if (!p.warnings.empty()) std::printf("warnings: %s\n", p.warnings.c_str());
+  print_computed(p);
 }
 
 namespace {

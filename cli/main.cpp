@@ -32,6 +32,7 @@
 #include "focal/model.h"
 #include "focal/progress.h"
 #include "focal/model_writer.h"
+#include "print_provenance.h"
 
 using namespace focal;
 using focal::cli::Args;
@@ -58,7 +59,6 @@ int inspect_position_loss(const std::string& path);
 int inspect_train_log(const std::string& path);
 int inspect_eval(const std::string& path);
 int inspect_temps(const std::string& path);
-void print_provenance(const Provenance& p);  // model, tool, created; device and precision; warnings
 }  // namespace focal::cli
 
 namespace {
@@ -355,7 +355,9 @@ int cmd_info(int argc, char** argv) {
     std::printf(" (tau in [%g, %g], %s%s)", c.focal.tau_min, c.focal.tau_max, tau_mode_name(c.focal.tau_mode),
                 c.focal.tau_bias ? ", with bias" : "");
   std::printf("\ntokenizer    %s\nchecksum     fnv1a64:%016llx\n",
-              m->tokenizer() ? (std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str() : "none",
+              m->tokenizer()
+                  ? (m->tokenizer()->source + ", " + std::to_string(m->tokenizer()->vocab_size()) + " pieces").c_str()
+                  : "none",
               (unsigned long long)m->weights_checksum());
   std::printf("device       %s\nprecision    %s\n", device_name(m->device()), precision_name(m->precision()));
   std::printf("weights      %s, %.1f MB held (%.2f bytes per parameter)\n", weights_mode_name(m->weights_mode()),
@@ -668,8 +670,7 @@ int cmd_inspect(int argc, char** argv) {
   if (f.has_generated()) count += " (" + std::to_string(P) + " prompt + " + std::to_string(T - P) + " generated)";
   std::printf("capture %s: %s, %d layers x %d heads, model %s, tool %s, created %s\n", path.c_str(), count.c_str(),
               f.n_layers, f.n_heads, f.model_path.c_str(), f.tool_version.c_str(), f.created_utc.c_str());
-  if (!f.device.empty()) std::printf("computed on %s, precision %s\n", f.device.c_str(), f.precision.c_str());
-  if (!f.warnings.empty()) std::printf("warnings: %s\n", f.warnings.c_str());
+  cli::print_computed(f);
   std::printf("tokens:");
   for (int i = 0; i < T && i < 40; ++i) {
     if (f.has_generated() && i == P) std::printf(" ||");  // where generation begins

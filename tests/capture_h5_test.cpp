@@ -207,6 +207,7 @@ CaptureFile fake_capture(const Shape& s = Shape()) {
   f.created_utc = "2024-05-06T07:08:09Z";
   f.device = "cuda";
   f.precision = "fast";
+  f.tokenizer = "tokenizer.json (sentencepiece-style BPE)";
   f.n_layers = s.n_layers;
   f.n_heads = s.n_heads;
   f.d_head = s.d_head;
@@ -240,6 +241,7 @@ void expect_same_capture(const CaptureFile& a, const CaptureFile& b, bool fp16_p
   EXPECT_EQ(a.created_utc, b.created_utc);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.precision, b.precision);
+  EXPECT_EQ(a.tokenizer, b.tokenizer);
   EXPECT_EQ(a.n_layers, b.n_layers);
   EXPECT_EQ(a.n_heads, b.n_heads);
   EXPECT_EQ(a.d_head, b.d_head);
@@ -348,11 +350,13 @@ TEST(CaptureH5, ProvenanceWithoutDeviceAndPrecisionReadsEmpty) {
   CaptureFile f = fake_capture();
   f.device.clear();
   f.precision.clear();
+  f.tokenizer.clear();
   const std::string path = dir.file("old.h5");
   write_capture(f, path);
   const CaptureFile r = read_capture(path);
   EXPECT_EQ(r.device, "");
   EXPECT_EQ(r.precision, "");
+  EXPECT_EQ(r.tokenizer, "");
   EXPECT_EQ(r.model_path, f.model_path);
 }
 

@@ -270,7 +270,7 @@ TEST_F(CliTest, InitThenInfo) {
   EXPECT_THAT(r.out, ::testing::ContainsRegex("biases +none\n"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("norm_eps +1e-06\n"));  // focal init writes rms_norm_eps 1e-6
   EXPECT_THAT(r.out, Not(::testing::ContainsRegex("\nbias +|rope_theta|rms_eps")));
-  EXPECT_THAT(r.out, HasSubstr("384 pieces"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("tokenizer +tokenizer.model \\(sentencepiece\\), 384 pieces\n"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("attention +standard"));
 
   // Same seed, same bytes: the checksum printed by info is reproducible.
@@ -526,6 +526,7 @@ TEST_F(CliTest, SweepEntropyRisesWithTemperature) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("sweep " + out), HasSubstr("4 temperatures, 2 layers x 4 heads")));
   // The provenance and the setting whose focal_temp was swept; --run names a run of a capture only.
   EXPECT_THAT(r.out, AllOf(HasSubstr("model " + *model_), HasSubstr("computed on cpu, precision exact"),
+                           HasSubstr("tokenizer tokenizer.model (sentencepiece)\n"),
                            HasSubstr("swept setting {\"focal_temp\":")));
   expect_failure({"inspect", out, "--run", "x"}, 2, {"--run picks a run of a capture", "focalscope-sweep"}, "");
   const std::vector<SweepRow> again = parse_sweep_table(r.out);

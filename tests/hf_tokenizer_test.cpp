@@ -194,6 +194,7 @@ TEST(HfTokenizerModel, SentencepieceDirectoryReadsTokenizerJson) {
   ASSERT_NE(tok, nullptr);
   EXPECT_TRUE(cfg.add_bos);
   EXPECT_TRUE(cfg.warnings.empty());
+  EXPECT_EQ(tok->source, "tokenizer.json (sentencepiece-style BPE)");  // focal info and the files say which
   int chat = 0;
   for (const json& c : exp["cases"]) {
     EXPECT_EQ(tok->encode(c["text"], true), c["hf_ids"].get<std::vector<int32_t>>()) << c["text"];
@@ -210,6 +211,7 @@ TEST(HfTokenizerModel, SentencepieceDirectoryReadsTokenizerJson) {
   const auto ref = Tokenizer::load(src);
   EXPECT_EQ(tok2->vocab_size(), ref->vocab_size());
   EXPECT_EQ(tok2->encode("Hello world", true), ref->encode("Hello world", true));
+  EXPECT_EQ(tok2->source, "tokenizer.model (sentencepiece)");
   ASSERT_EQ(cfg2.warnings.size(), 1u);
   EXPECT_NE(cfg2.warnings[0].find("model.type"), std::string::npos) << cfg2.warnings[0];
   EXPECT_NE(cfg2.warnings[0].find("tokenizer.model is used instead"), std::string::npos) << cfg2.warnings[0];

@@ -267,6 +267,7 @@ void run_batch(const Model& model, const BatchOptions& opt, Comm& comm_base,
   header.provenance.weights_checksum = model.weights_checksum();
   header.provenance.device = device_name(model.device());
   header.provenance.precision = precision_name(model.precision());
+  header.provenance.tokenizer = model.tokenizer() ? model.tokenizer()->source : std::string();
   header.provenance.warnings =
       run_warnings(cfg, opt.max_tokens);  // a rope_scaling override (no run passes the context)
   header.data_path = absolute_data_path(opt.data_path);

@@ -167,6 +167,7 @@ PositionLossFile run_position_loss(const ModelLoader& load, const std::string& c
   f.weights_checksum = base.weights_checksum();
   f.device = device_name(base.device());
   f.precision = precision_name(base.precision());
+  f.tokenizer = base.tokenizer() ? base.tokenizer()->source : std::string();
   f.tool_version = version();
   f.max_tokens = opt.max_tokens;
   f.bucket_tokens = opt.bucket_tokens > 0 ? opt.bucket_tokens : std::max(1, opt.max_tokens / 32);

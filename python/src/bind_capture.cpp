@@ -149,6 +149,10 @@ void bind_capture(nb::module_& mod) {
           "precision", [](const PyCapture& c) { return c.file.precision; },
           "How the forward computed: 'exact' or 'fast' ('' in files written before it was recorded).")
       .def_prop_ro(
+          "tokenizer", [](const PyCapture& c) { return c.file.tokenizer; },
+          "The tokenizer the tokens came from, e.g. 'tokenizer.json (byte-level BPE)' ('' for a model without one and "
+          "in files written before it was recorded).")
+      .def_prop_ro(
           "warnings", [](const PyCapture& c) { return c.file.warnings; },
           "What the run went on despite (a prompt past the trained context, a rope_scaling override), one sentence "
           "a line; '' when nothing.")

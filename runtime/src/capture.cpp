@@ -471,6 +471,7 @@ CaptureFile make_capture_file(const Model& model, const std::vector<int32_t>& to
   f.weights_checksum = model.weights_checksum();
   f.device = device_name(model.device());
   f.precision = precision_name(model.precision());
+  f.tokenizer = model.tokenizer() ? model.tokenizer()->source : std::string();
   f.warnings = run_warnings(c, (int)tokens.size());
   f.tool_version = version();
   f.n_layers = c.n_layers;
@@ -529,6 +530,7 @@ SweepFile run_sweep(const Model& model, const std::vector<int32_t>& tokens, cons
   sf.weights_checksum = model.weights_checksum();
   sf.device = device_name(model.device());
   sf.precision = precision_name(model.precision());
+  sf.tokenizer = model.tokenizer() ? model.tokenizer()->source : std::string();
   sf.warnings = run_warnings(c, T);
   sf.base_spec_json = base.to_json();
   sf.relevant = run_opt.relevant;

@@ -191,7 +191,9 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
                   "' is not supported (focalscope's byte-level BPE "
                   "knows gpt2, llama-bpe, qwen2, smollm, starcoder, refact, codeshell, exaone, minerva)");
     }
-    return make_bpe_tokenizer(std::move(v), where);
+    auto t = make_bpe_tokenizer(std::move(v), where);
+    t->source = "GGUF '" + model + "' (byte-level BPE)";
+    return t;
   }
   if (model == "llama") {
     SpmVocab v;
@@ -208,7 +210,9 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     v.pad_id = m.token_id("tokenizer.ggml.padding_token_id");
     v.add_space_prefix = m.bool_opt("tokenizer.ggml.add_space_prefix", true);
     v.remove_extra_whitespaces = m.bool_opt("tokenizer.ggml.remove_extra_whitespaces", false);
-    return make_spm_tokenizer(v, where);
+    auto t = make_spm_tokenizer(v, where);
+    t->source = "GGUF '" + model + "' (sentencepiece)";
+    return t;
   }
   throw Error(m.where + ": tokenizer.ggml.model '" + model +
               "' is not supported (focalscope reads 'llama' "

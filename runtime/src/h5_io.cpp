@@ -472,6 +472,7 @@ void write_root_header(Writer& w, hid_t root, const char* format, int version, c
   if (with_model) w.attr_u64(root, "/", "weights_checksum", p.weights_checksum);
   if (with_model && !p.device.empty()) w.attr_string(root, "/", "device", p.device);
   if (with_model && !p.precision.empty()) w.attr_string(root, "/", "precision", p.precision);
+  if (with_model && !p.tokenizer.empty()) w.attr_string(root, "/", "tokenizer", p.tokenizer);
   if (!p.warnings.empty()) w.attr_string(root, "/", "warnings", p.warnings);
   // the checksum again as text, for tools without uint64 (every file with a model: captures, sweeps, batch
   // statistics, position-loss and evaluation files)

@@ -439,6 +439,7 @@ Provenance read_provenance(Reader& r, hid_t root, bool with_model) {
   if (with_model) p.weights_checksum = r.attr_u64(root, "/", "weights_checksum");
   if (with_model && r.has_attr(root, "device")) p.device = r.attr_string(root, "/", "device");
   if (with_model && r.has_attr(root, "precision")) p.precision = r.attr_string(root, "/", "precision");
+  if (with_model && r.has_attr(root, "tokenizer")) p.tokenizer = r.attr_string(root, "/", "tokenizer");
   if (r.has_attr(root, "warnings")) p.warnings = r.attr_string(root, "/", "warnings");
   return p;
 }

@@ -483,6 +483,7 @@ std::unique_ptr<Tokenizer> load_hf_dir_tokenizer(const std::string& dir, ModelCo
     try {
       HfJsonTokenizer h = from_parsed_checked(dir, tj);
       tok = std::move(h.tok);
+      tok->source = is_metaspace(tj) ? "tokenizer.json (sentencepiece-style BPE)" : "tokenizer.json (byte-level BPE)";
       path = json_path;
       cfg->add_bos = h.add_bos;
     } catch (const Error& e) {

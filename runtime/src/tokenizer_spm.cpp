@@ -186,11 +186,16 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const SpmVocab& v, const std::stri
   return std::make_unique<SpmTokenizer>(proto, where, true);
 }
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) { return std::make_unique<SpmTokenizer>(path); }
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
+  auto t = std::make_unique<SpmTokenizer>(path);
+  t->source = "tokenizer.model (sentencepiece)";
+  return t;
+}
 
 std::unique_ptr<Tokenizer> load_spm_with_added(const std::string& path, const std::vector<AddedToken>& added) {
   auto t = std::make_unique<SpmTokenizer>(path);
   t->set_added(added);
+  t->source = "tokenizer.model (sentencepiece)";
   return t;
 }
 

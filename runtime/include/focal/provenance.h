@@ -16,6 +16,9 @@ struct Provenance {
   // Where and how the forward ran: "cpu" / "cuda" and "exact" / "fast" (focal/device.h Precision); empty in files
   // written before they were recorded.
   std::string device, precision;
+  // The tokenizer the tokens came from (Tokenizer::source): "tokenizer.json (byte-level BPE)"; empty for files
+  // written before it was recorded, and for a model without a tokenizer.
+  std::string tokenizer;
   // What the run went on despite, one sentence a line: a prompt past the model's trained context
   // (context_length_warning), a rope_scaling override; empty when nothing.
   std::string warnings;

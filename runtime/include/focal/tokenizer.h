@@ -27,6 +27,11 @@ class Tokenizer {
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;  // -1 if none
   virtual int eos_id() const = 0;
+
+  // What it was read from, and its kind: "tokenizer.json (sentencepiece-style BPE)", "GGUF 'gpt2' (byte-level
+  // BPE)". `focal info` shows it and files record it (Provenance::tokenizer): the same model directory tokenizes
+  // otherwise with its tokenizer.json than with its tokenizer.model.
+  std::string source;
 };
 
 // Generated text, streamed a token at a time: the end of `bytes`' longest prefix that does not stop inside a UTF-8
