@@ -34,8 +34,8 @@ const ImWchar* base_ranges() {
     ImVector<ImWchar> r;
     ImFontGlyphRangesBuilder b;
     b.AddRanges(ImGui::GetIO().Fonts->GetGlyphRangesDefault());
-    static const ImWchar extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2010, 0x205E,
-                                    0x2190, 0x21FF, 0x2200, 0x22FF, 0x2580, 0x259F, 0};
+    static const ImWchar extra[] = {0x0100, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2010, 0x205E, 0x2190,
+                                    0x21FF, 0x2200, 0x22FF, 0x2423, 0x2423, 0x2580, 0x259F, 0};  // ␣: a space token
     b.AddRanges(extra);
     b.BuildRanges(&r);
     return r;

@@ -10,14 +10,15 @@ namespace focalscope {
 
 namespace {
 
-// Token text for a label: newlines as spaces, at most 12 characters.
+// Token text for a label: leading spaces dropped (a space-only piece is ␣, as figures draw it), at most 12 bytes.
 std::string short_piece(const std::string& piece) {
   std::string s = piece;
-  for (char& c : s)
-    if (c == '\n') c = ' ';
   const size_t b = s.find_first_not_of(' ');
-  s = b == std::string::npos ? "_" : s.substr(b);
-  return s.size() > 12 ? s.substr(0, 11) + "~" : s;
+  s = b == std::string::npos ? "\xE2\x90\xA3" : s.substr(b);
+  if (s.size() <= 12) return s;
+  size_t n = 11;  // cut at a character's start (a CJK piece cut inside a character drew "?")
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "~";
 }
 
 }  // namespace

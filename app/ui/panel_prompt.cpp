@@ -203,9 +203,7 @@ void draw_prompt(Ui& ui, const ImVec4& r) {
     int first_shown = -1, last_shown = -1;
     for (int k = 0; k < T; ++k) {
       std::string text = st.file.pieces[k];
-      for (char& c : text)
-        if (c == '\n') c = ' ';
-      if (text.empty()) text = " ";
+      if (text.find_first_not_of(' ') == std::string::npos) text = "\xE2\x90\xA3";  // ␣ for a space, as figures
       const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
       const float w = sz.x + 6.0f;
       if (k > 0 && x + w > avail) {
