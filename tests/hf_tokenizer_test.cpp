@@ -62,6 +62,17 @@ TEST_P(HfTokenizer, EncodeDecodeMatchTokenizers) {
     ++n;
   }
   EXPECT_GE(n, 30);
+  // Sentencepiece-style shapes: id sequences with <0xNN> runs that are not UTF-8, as tokenizers' ByteFallback
+  // decodes them (one U+FFFD a byte; they were left as raw bytes).
+  if (exp.contains("decode_cases")) {
+    int bad_runs = 0;
+    for (const json& c : exp["decode_cases"]) {
+      const std::string want = c["decoded"];
+      EXPECT_EQ(h.tok->decode(c["ids"].get<std::vector<int32_t>>()), want) << GetParam() << " ids " << c["ids"];
+      bad_runs += want.find("\xEF\xBF\xBD") != std::string::npos;
+    }
+    EXPECT_GE(bad_runs, 20);
+  }
 }
 
 // bytes_of_display undoes display_text on any bytes (random strings of control bytes, backslashes, the letters of

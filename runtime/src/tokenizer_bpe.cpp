@@ -252,9 +252,50 @@ class BpeTokenizer final : public Tokenizer {
 
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::string out;
-    for (int32_t id : ids) out += token_bytes(id);
+    if (v_.pre != BpePre::kMetaspace) {
+      for (int32_t id : ids) out += token_bytes(id);
+      return out;
+    }
+    // tokenizers' ByteFallback decoder: a run of <0xNN> pieces that is not UTF-8 is one U+FFFD a byte. A run that
+    // ends the ids cut inside its last character stays bytes: the next token may complete it (generated text is
+    // printed a whole character at a time, utf8_whole_end).
+    std::string run;
+    auto flush = [&](bool last) {
+      bool ok = true;
+      for (size_t i = 0; i < run.size() && ok;) {
+        const size_t n = utf8_sequence_length(run, i);
+        ok = n > 0 || (last && i >= utf8_whole_end(run) && utf8_prefix_ok(run, i));
+        i = n > 0 ? i + n : run.size();
+      }
+      if (ok)
+        out += run;
+      else
+        for (size_t i = 0; i < run.size(); ++i) out += "\xEF\xBF\xBD";  // U+FFFD
+      run.clear();
+    };
+    for (int32_t id : ids) {
+      const std::string b = token_bytes(id);
+      if (b.size() == 1 && byte_id_[(uint8_t)b[0]] == id) {
+        run += b;
+        continue;
+      }
+      flush(false);
+      out += b;
+    }
+    flush(true);
     if (v_.strip_decoded_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
     return out;
+  }
+
+  // Whether s[i..] is the start of one UTF-8 character cut short: a lead byte and fewer continuation bytes than it
+  // needs.
+  static bool utf8_prefix_ok(const std::string& s, size_t i) {
+    const unsigned c = (unsigned char)s[i];
+    const size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (need == 0 || s.size() - i >= need) return false;
+    for (size_t k = i + 1; k < s.size(); ++k)
+      if (((unsigned char)s[k] & 0xC0) != 0x80) return false;
+    return true;
   }
 
   std::string piece(int32_t id) const override {

@@ -282,6 +282,18 @@ def spm_variants(out, texts):
         hf = transformers.AutoTokenizer.from_pretrained(d)
         assert type(hf).__name__ in ("LlamaTokenizerFast", "GemmaTokenizerFast"), (name, type(hf))
         exp = write_expected(d, tk, hf, texts, name)
+        # Decode of id sequences a model may generate: <0xNN> runs that are not UTF-8 (tokenizers' ByteFallback
+        # writes one U+FFFD a byte), each sequence ending with a piece that is not a byte.
+        rng = random.Random(29)
+        byte_ids = [i for i in (tk.token_to_id("<0x%02X>" % b) for b in range(256)) if i is not None]
+        words = [i for i in range(tk.get_vocab_size()) if i not in byte_ids and i > 2][:400]
+        exp["decode_cases"] = []
+        for _ in range(300):
+            ids = [rng.choice(byte_ids) if rng.random() < 0.6 else rng.choice(words) for _ in range(rng.randint(1, 8))]
+            ids.append(rng.choice(words))
+            exp["decode_cases"].append({"ids": ids, "decoded": tk.decode(ids, skip_special_tokens=False)})
+        with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
+            json.dump(exp, f, ensure_ascii=False, indent=1)
         print("%-10s vocab %d, add_bos %s" % (name, exp["vocab_size"], exp["add_bos"]))
 
 
