@@ -250,6 +250,45 @@ TEST(HfTokenizerModel, SentencepieceModelMatchesAddedTokens) {
   EXPECT_GE(chat, 2);
 }
 
+// A sentencepiece-style tokenizer.json's decoder: Strip(" ", N, 0) drops the first N spaces, a Metaspace decoder
+// that prepends drops one; hand-computed from tokenizers' decoders on a four-piece vocabulary.
+TEST(HfTokenizerModel, SentencepieceStyleDecoderStrip) {
+  const std::string dir = test::make_temp_dir("hftok_strip");
+  ASSERT_FALSE(dir.empty());
+  const json base = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", {{"<unk>", 0}, {"\u2581", 1}, {"a", 2}, {"\u2581a", 3}}},
+        {"merges", json::array({json::array({"\u2581", "a"})})},
+        {"unk_token", "<unk>"}}},
+      {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}}}};
+  auto decode_with = [&](const json& decoder, const std::vector<int32_t>& ids) {
+    json j = base;
+    j["decoder"] = decoder;
+    write_text(dir + "/tokenizer.json", j.dump());
+    const HfJsonTokenizer h = load_hf_json_tokenizer(dir);
+    EXPECT_EQ(h.tok->encode(" a a", false), (std::vector<int32_t>{3, 3}));
+    return h.tok->decode(ids);
+  };
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}};
+  auto strip = [&](int n) {
+    return json{
+        {"type", "Sequence"},
+        {"decoders",
+         json::array({replace, {{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", n}, {"stop", 0}}})}};
+  };
+  EXPECT_EQ(decode_with(strip(1), {1, 3, 3}), " a a");
+  EXPECT_EQ(decode_with(strip(2), {1, 3, 3}), "a a");
+  EXPECT_EQ(decode_with(json{{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}}, {3, 3}),
+            "a a");
+  EXPECT_EQ(decode_with(json{{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "never"}}, {3, 3}),
+            " a a");
+  json j = base;
+  j["decoder"] = 5;
+  write_text(dir + "/tokenizer.json", j.dump());
+  EXPECT_THROW((void)load_hf_json_tokenizer(dir), Error);
+}
+
 // Malformed tokenizer.json: one error naming tokenizer.json and the field.
 TEST(HfTokenizerBadInput, RefusedNamingFileAndField) {
   const std::string dir = test::make_temp_dir("hftok_bad");

@@ -283,7 +283,9 @@ class BpeTokenizer final : public Tokenizer {
       out += b;
     }
     flush(true);
-    if (v_.strip_decoded_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
+    size_t strip = 0;
+    while (strip < (size_t)v_.strip_decoded_spaces && strip < out.size() && out[strip] == ' ') ++strip;
+    out.erase(0, strip);
     return out;
   }
 

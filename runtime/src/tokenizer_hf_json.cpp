@@ -4,6 +4,7 @@
 // generation_config.json and config.json as fallbacks (docs/model-format.md, "Tokenizers of HF directories").
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -226,18 +227,29 @@ void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
     throw Error(where("normalizer") +
                 " writes U+2581 but not for spaces: a sentencepiece-style tokenizer.json needs "
                 "Replace(\" \", \"\xE2\x96\x81\") or a Metaspace pre-tokenizer");
-  // decoder: Replace, ByteFallback, Fuse are what decode does; Strip(" ", 1, 0) drops the text's first space.
+  // decoder: Replace, ByteFallback, Fuse are what decode does; Strip(" ", N, 0) drops the text's first N spaces, a
+  // Metaspace decoder whose scheme prepends its first one.
   const json dec = tj.value("decoder", json());
+  if (!dec.is_null() && !dec.is_object()) throw Error(where("decoder") + " must be an object or null");
   if (dec.is_object()) {
     std::vector<json> steps;
     if (dec.value("type", std::string()) == "Sequence" && dec.contains("decoders") && dec["decoders"].is_array())
       for (const json& d : dec["decoders"]) steps.push_back(d);
     else
       steps.push_back(dec);
-    for (const json& d : steps)
-      if (d.is_object() && d.value("type", std::string()) == "Strip" && d.value("content", std::string()) == " " &&
-          d.value("start", 0) >= 1)
-        v->strip_decoded_space = true;
+    for (const json& d : steps) {
+      if (!d.is_object()) continue;
+      const std::string t = d.value("type", std::string());
+      if (t == "Strip" && d.value("content", std::string()) == " " && d.contains("start") &&
+          d["start"].is_number_unsigned())
+        v->strip_decoded_spaces = (int)std::min<uint64_t>(d["start"].get<uint64_t>(), 1u << 20);
+      if (t == "Metaspace") {
+        const json ps = d.value("prepend_scheme", json());
+        const bool prepends = ps.is_string() ? ps.get<std::string>() != "never"
+                                             : bool_field(d, "add_prefix_space", true, where("decoder"));
+        if (prepends) v->strip_decoded_spaces = std::max(v->strip_decoded_spaces, 1);
+      }
+    }
   }
 }
 

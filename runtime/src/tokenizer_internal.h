@@ -67,9 +67,10 @@ struct BpeVocab {
   // The pre-tokenizer, on each piece between the normalized added tokens:
   bool meta_pre = false;  // Metaspace: spaces as U+2581, one put first by meta_prefix
   MetaPrefix meta_prefix = MetaPrefix::kNone;
-  bool meta_split = false;           // Metaspace split: every U+2581 starts a word of its own
-  bool byte_fallback = false;        // a character outside the vocabulary is its <0xNN> pieces (else unk_id)
-  bool strip_decoded_space = false;  // decoder Strip(" ", 1, 0): the decoded text's first space is dropped
+  bool meta_split = false;       // Metaspace split: every U+2581 starts a word of its own
+  bool byte_fallback = false;    // a character outside the vocabulary is its <0xNN> pieces (else unk_id)
+  int strip_decoded_spaces = 0;  // decoder Strip(" ", N, 0): the decoded text's first N spaces are dropped (a
+                                 // Metaspace decoder that prepends: one)
 };
 
 // One code point of UTF-8 at s[i], its length in *len; a byte that starts none (or a sequence cut short) is one
