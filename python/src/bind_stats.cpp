@@ -93,6 +93,10 @@ void bind_stats(nb::module_& mod) {
           "precision", [](const PyStats& s) { return s.file.provenance.precision; },
           "How the forwards computed: 'exact' or 'fast' ('' in files written before it was recorded).")
       .def_prop_ro(
+          "tokenizer", [](const PyStats& s) { return s.file.provenance.tokenizer; },
+          "The tokenizer the documents were tokenized with, e.g. 'tokenizer.model (sentencepiece)' ('' in files "
+          "written before it was recorded).")
+      .def_prop_ro(
           "warnings", [](const PyStats& s) { return s.file.provenance.warnings; },
           "What the batch went on despite (a rope_scaling override, ...), one sentence a line; '' when nothing.")
       .def_prop_ro(

@@ -57,6 +57,9 @@ void bind_sweep(nb::module_& mod) {
           "precision", [](const focal::SweepFile& s) { return s.precision; },
           "How the forwards computed: 'exact' or 'fast'.")
       .def_prop_ro(
+          "tokenizer", [](const focal::SweepFile& s) { return s.tokenizer; },
+          "The tokenizer the tokens came from, e.g. 'tokenizer.model (sentencepiece)' ('' when none is recorded).")
+      .def_prop_ro(
           "warnings", [](const focal::SweepFile& s) { return s.warnings; },
           "What the runs went on despite (a prompt past the trained context, ...), one sentence a line; '' when "
           "nothing.")

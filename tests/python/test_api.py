@@ -529,6 +529,7 @@ def test_provenance_of_captures_and_sweeps(fs, models):
     c, s = m.run(PROMPT), m.sweep(PROMPT, [0.3, 0.5])
     for x in (c, s):
         assert (x.device, x.precision, x.warnings) == ("cpu", "exact", "")
+        assert x.tokenizer == "tokenizer.model (sentencepiece)"  # the file and kind, as focal info names them
         # the model path is recorded absolute (the fixture loads "assets/models/..." from the repository root)
         assert x.model_path == str(ROOT / FOCAL) and os.path.isabs(x.model_path)
         assert (x.weights_checksum, x.tool_version) == (c.weights_checksum, fs.version())

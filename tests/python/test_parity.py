@@ -239,7 +239,7 @@ def test_open_stats_equals_the_runs_it_counted(fs, models, inputs, cli):
     assert st.doc_head_means.shape == (3, R, L, H, M) and list(st.doc_n_tokens) == [
         min(32, len(models[FOCAL].tokenize(t))) for t in DOCS]
     # the fields `focal inspect` prints: where it ran, its warnings, each document's tokens before the cut
-    assert (st.device, st.precision, st.warnings) == ("cpu", "exact", "")
+    assert (st.device, st.precision, st.warnings, st.tokenizer) == ("cpu", "exact", "", "tokenizer.model (sentencepiece)")
     assert list(st.doc_n_tokens_total) == [len(models[FOCAL].tokenize(t)) for t in DOCS]
     assert list(st.doc_n_windows) == [1, 1, 1]  # --long cut: one forward a document
     where, probs = st.kept_rows()
