@@ -61,27 +61,34 @@ bool bool_field(const json& j, const char* key, bool def, const std::string& whe
   return j[key].get<bool>();
 }
 
-// Reads the pre_tokenizer into v->pre / v->add_prefix_space. Supported shapes: ByteLevel(use_regex=true);
+// The steps of tokenizer.json component `field` (normalizer, pre_tokenizer): a Sequence's list `list`, one step
+// alone, or none; each with its field path ("pre_tokenizer.pretokenizers[1]") for error messages.
+std::vector<std::pair<json, std::string>> steps_of(const json& tj, const std::string& field, const char* list,
+                                                   const std::string& file) {
+  const auto where = [&](const std::string& path) { return file + ": field \"" + path + "\""; };
+  const json c = tj.value(field, json());
+  const std::string t = type_of(c, where(field));
+  std::vector<std::pair<json, std::string>> steps;
+  if (t == "Sequence") {
+    if (!c.contains(list) || !c[list].is_array())
+      throw Error(where(field + "." + list) + " is missing (a Sequence needs a list)");
+    for (size_t k = 0; k < c[list].size(); ++k)
+      steps.emplace_back(c[list][k], field + "." + list + "[" + std::to_string(k) + "]");
+  } else if (!t.empty()) {
+    steps.emplace_back(c, field);
+  }
+  return steps;
+}
+
+// Reads tokenizer.json tj's pre_tokenizer into v->pre / v->add_prefix_space. Supported shapes: ByteLevel(use_regex=true);
 // Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)]; Sequence[Split(Regex=known, Isolated),
 // ByteLevel(use_regex=false)].
-void read_pre_tokenizer(const json& pt, const std::string& file, BpeVocab* v) {
+void read_pre_tokenizer(const json& tj, const std::string& file, BpeVocab* v) {
   const auto where = [&](const std::string& path) { return file + ": field \"" + path + "\""; };
-  const std::string t = type_of(pt, where("pre_tokenizer"));
-  std::vector<json> parts;
-  if (t == "Sequence") {
-    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array())
-      throw Error(where("pre_tokenizer.pretokenizers") + " is missing (a Sequence needs a list)");
-    for (const json& p : pt["pretokenizers"]) parts.push_back(p);
-  } else if (!t.empty()) {
-    parts.push_back(pt);
-  }
   bool byte_level = false, split = false, digits = false, use_regex = true;
-  for (size_t k = 0; k < parts.size(); ++k) {
-    const std::string path =
-        "pre_tokenizer" + (t == "Sequence" ? ".pretokenizers[" + std::to_string(k) + "]" : std::string());
+  for (const auto& [p, path] : steps_of(tj, "pre_tokenizer", "pretokenizers", file)) {
     const std::string pw = where(path);
-    const std::string pk = type_of(parts[k], pw);
-    const json& p = parts[k];
+    const std::string pk = type_of(p, pw);
     if (pk == "ByteLevel") {
       if (byte_level) throw Error(pw + ": a second ByteLevel is not supported");
       byte_level = true;
@@ -158,18 +165,7 @@ void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
       "' is not supported in a sentencepiece-style tokenizer.json (focalscope reads Prepend(\"\xE2\x96\x81\") and "
       "Replace(\" \", \"\xE2\x96\x81\") normalizers and a Metaspace pre-tokenizer; put the model's tokenizer.model "
       "in the directory)";
-  const json nm = tj.value("normalizer", json());
-  std::vector<std::pair<json, std::string>> norms;  // (step, its field path)
-  const std::string nt = type_of(nm, where("normalizer"));
-  if (nt == "Sequence") {
-    if (!nm.contains("normalizers") || !nm["normalizers"].is_array())
-      throw Error(where("normalizer.normalizers") + " is missing (a Sequence needs a list)");
-    for (size_t k = 0; k < nm["normalizers"].size(); ++k)
-      norms.emplace_back(nm["normalizers"][k], "normalizer.normalizers[" + std::to_string(k) + "]");
-  } else if (!nt.empty()) {
-    norms.emplace_back(nm, "normalizer");
-  }
-  for (const auto& [n, path] : norms) {
+  for (const auto& [n, path] : steps_of(tj, "normalizer", "normalizers", file)) {
     const std::string t = type_of(n, where(path));
     if (t == "Prepend" && n.value("prepend", std::string()) == kMetaSpace) {
       v->norm_prepend = true;
@@ -184,18 +180,7 @@ void read_metaspace(const json& tj, const std::string& file, BpeVocab* v) {
   }
   // pre_tokenizer: none, Metaspace, or a Sequence of them and Split(" ") (Gemma's: nothing to split once the
   // normalizer has written the spaces as U+2581).
-  const json pt = tj.value("pre_tokenizer", json());
-  std::vector<std::pair<json, std::string>> pres;
-  const std::string ptt = type_of(pt, where("pre_tokenizer"));
-  if (ptt == "Sequence") {
-    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array())
-      throw Error(where("pre_tokenizer.pretokenizers") + " is missing (a Sequence needs a list)");
-    for (size_t k = 0; k < pt["pretokenizers"].size(); ++k)
-      pres.emplace_back(pt["pretokenizers"][k], "pre_tokenizer.pretokenizers[" + std::to_string(k) + "]");
-  } else if (!ptt.empty()) {
-    pres.emplace_back(pt, "pre_tokenizer");
-  }
-  for (const auto& [p, path] : pres) {
+  for (const auto& [p, path] : steps_of(tj, "pre_tokenizer", "pretokenizers", file)) {
     const std::string t = type_of(p, where(path));
     if (t == "Metaspace") {
       if (v->meta_pre) throw Error(where(path) + ": a second Metaspace is not supported");
@@ -384,7 +369,7 @@ HfJsonTokenizer from_parsed(const std::string& dir, const json& tj) {
     if (!norm.empty() && norm != "NFC")
       throw Error(file + ": field \"normalizer\": type '" + norm +
                   "' is not supported (byte-level BPE tokenizers have none or NFC)");
-    read_pre_tokenizer(tj.value("pre_tokenizer", json()), file, &v);
+    read_pre_tokenizer(tj, file, &v);
     if (bool_field(model, "byte_fallback", false, file + ": field \"model\""))
       throw Error(file +
                   ": field \"model.byte_fallback\" is true in a byte-level BPE tokenizer (its pieces cover "
