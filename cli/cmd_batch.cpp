@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -80,6 +81,18 @@ std::vector<batch::BatchRun> parse_runs(const std::string& list, const ModelConf
   return runs;
 }
 
+// An error on one rank of an MPI job ends the job. Every rank parses the same options and opens the same files, so
+// most errors happen on all of them at once: rank 0 reports and ends the job at once; another rank waits a moment
+// first and reports only what rank 0 did not end the job for (a file its node lacks, a document it held), so that
+// 64 ranks print one message, not 64 copies of it.
+[[noreturn]] void report_and_abort(batch::Comm& comm, const std::string& message, int code) {
+  if (comm.rank() != 0) ::sleep(3);
+  std::fprintf(stderr, "focal batch [rank %d]: error: %s\n", comm.rank(), message.c_str());
+  std::fflush(stderr);
+  batch::abort_job(comm, code);
+  std::exit(code);
+}
+
 }  // namespace
 
 int cmd_batch(int argc, char** argv) {
@@ -100,13 +113,14 @@ int cmd_batch(int argc, char** argv) {
                                       kDeviceOption,
                                       kWeightsOption,
                                       kPrecisionOption};
-  Args a(argc, argv, 2, flags, opts);
-  if (a.has("--help")) {
-    std::printf("%s%s\n", kBatchHelp, kDeviceHelp);
-    return 0;
-  }
+  // The job first (MPI_Init under mpirun / srun), so that an error in the options is reported once, not by each rank.
   std::unique_ptr<batch::Comm> comm = batch::make_comm(&argc, &argv);
   try {
+    Args a(argc, argv, 2, flags, opts);
+    if (a.has("--help")) {
+      std::printf("%s%s\n", kBatchHelp, kDeviceHelp);
+      return 0;
+    }
     batch::BatchOptions o;
     o.data_path = a.get("--data");
     if (o.data_path.empty()) throw UsageError{"give the corpus with --data PATH"};
@@ -165,16 +179,10 @@ int cmd_batch(int argc, char** argv) {
     if (comm->rank() == 0) std::printf("wrote %s\n", o.out_path.c_str());
     return 0;
   } catch (const UsageError& e) {
-    if (comm->size() > 1) {
-      std::fprintf(stderr, "focal batch [rank %d]: error: %s (see focal batch --help)\n", comm->rank(), e.msg.c_str());
-      batch::abort_job(*comm, 2);
-    }
+    if (comm->size() > 1) report_and_abort(*comm, e.msg + " (see focal batch --help)", 2);
     throw;
   } catch (const Error& e) {
-    if (comm->size() > 1) {
-      std::fprintf(stderr, "focal batch [rank %d]: error: %s\n", comm->rank(), with_flag(e).c_str());
-      batch::abort_job(*comm, 1);
-    }
+    if (comm->size() > 1) report_and_abort(*comm, with_flag(e), 1);
     throw;
   }
 }

@@ -758,6 +758,25 @@ TEST_F(BatchCli, MpiRanksEqualTheSingleProcess) {
   }
 }
 
+TEST_F(BatchCli, MpiErrorEveryRankHitsIsReportedOnce) {
+  // An error every rank hits alike is one message (rank 0's), not one per rank: an option given twice (found before
+  // the model loads) and a layer past the model's (after). mpirun's own exit status says only that the job failed.
+  const std::string out = dir_ + "/bad.h5";
+  const std::string base = quote(kFocal) + " batch " + quote(kModel) + " --data " + quote(dir_ + "/corpus.txt") +
+                           " --max-tokens 32 --quiet -o " + quote(out);
+  for (const auto& [extra, said] : std::vector<std::pair<std::string, std::string>>{
+           {" --runs standard --runs focal:0.4", "option --runs is given twice"},
+           {" --runs standard,focal:0.4+99=0.3", "layer 99 is out of range"}}) {
+    Result r = sh(mpirun(3) + base + extra, dir_);
+    EXPECT_NE(r.rc, 0) << r.err;
+    size_t reported = 0;
+    for (size_t at = 0; (at = r.err.find(said, at)) != std::string::npos; ++at) ++reported;
+    EXPECT_EQ(reported, 1u) << r.err;
+    EXPECT_NE(r.err.find("focal batch [rank 0]: error: "), std::string::npos) << r.err;
+    EXPECT_FALSE(std::ifstream(out).good());
+  }
+}
+
 TEST_F(BatchCli, MpiDocsAreVirtualDatasetsH5pyReadsAndAMissingShardIsNamed) {
   // A malformed line under --on-error skip: reported once (by rank 0's counting pass) and counted once, not per rank.
   write(dir_ + "/m.jsonl",
