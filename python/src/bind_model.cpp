@@ -18,8 +18,13 @@ void bind_model(nb::module_& mod) {
       .def_prop_ro(
           "ids", [](const PyGeneration& g) { return g.ids; }, "The generated token ids.")
       .def_prop_ro(
-          "text", [](const PyGeneration& g) { return text_of(g.text); },
-          "The generated text (without the prompt); bytes that end inside a character read as U+FFFD.")
+          "text",
+          [](const PyGeneration& g) -> std::optional<nb::str> {
+            if (!g.text) return std::nullopt;
+            return text_of(*g.text);
+          },
+          "The generated text (without the prompt); bytes that end inside a character read as U+FFFD. None for a "
+          "model without a tokenizer (its ids are in .ids).")
       .def_prop_ro(
           "capture", [](const PyGeneration& g) { return g.capture; },
           "The capture of prompt + generated tokens (generate(capture=True)), else None.")
@@ -135,7 +140,7 @@ void bind_model(nb::module_& mod) {
           nb::sig("def generate(self, prompt: str | collections.abc.Sequence[int] | numpy.typing.NDArray[numpy.int32], "
                   "n: int = 32, temp: str | float | TempSpec | None = None, *, sample_temp: float = 0.0, "
                   "top_k: int = 0, seed: int | None = None, stop_at_eos: bool = True, "
-                  "on_token: collections.abc.Callable[[int, str], object] | None = None, capture: bool = False, "
+                  "on_token: collections.abc.Callable[[int, str | None], object] | None = None, capture: bool = False, "
                   "compare: str | float | TempSpec | None = None, layers: int | collections.abc.Sequence[int] | None = "
                   "None, "
                   "heads: int | collections.abc.Sequence[int] | None = None, probs: bool = True, "
@@ -145,7 +150,7 @@ void bind_model(nb::module_& mod) {
                   "Generation"),
           "`focal generate`: up to n new tokens with a KV cache under temp (greedy, or sampled with "
           "sample_temp / top_k / seed; seed defaults to 1, and top_k / seed are refused under greedy decoding). "
-          "on_token(id, text) is called for each new token with its text; returning "
+          "on_token(id, text) is called for each new token with its text (None without a tokenizer); returning "
           "False stops, an exception stops and is raised. capture=True also captures prompt + generated tokens "
           "(as `focal generate --capture`) into Generation.capture; compare (with capture=True) adds a second "
           "setting run over exactly those tokens, with per-row KL / JS (`focal generate --compare SPEC`); "

@@ -174,7 +174,7 @@ struct PyFigure {
 
 struct PyGeneration {
   std::vector<int32_t> prompt_ids, ids;
-  std::string text;
+  std::optional<std::string> text;  // none for a model without a tokenizer
   std::optional<PyCapture> capture;
 };
 

@@ -295,7 +295,7 @@ PyGeneration model_generate(PyModel& m, nb::handle prompt, int n_new, nb::handle
         bool stop = false;
         if (has_cb)
           pending.call([&] {
-            nb::object r = on_token(id, text_of(piece));
+            nb::object r = tok ? on_token(id, text_of(piece)) : on_token(id, nb::none());
             stop = r.is(nb::handle(Py_False));
           });
         if (stop || pending.pending()) throw StopGeneration{};

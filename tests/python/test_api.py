@@ -543,3 +543,8 @@ def test_pieces_of_a_model_without_a_tokenizer_are_its_ids(fs, cli, out_dir):
     m = fs.load(d, device="cpu")
     assert m.pieces([1, 50]) == ["1", "50"]
     assert m.run(np.array([1, 50], dtype=np.int32), probs=False, scores=False).pieces == ["1", "50"]
+    # generate from ids: no text to give, None (it was "", as if nothing had been generated), in on_token too
+    seen = []
+    g = m.generate([1, 50], n=3, stop_at_eos=False, on_token=lambda i, t: seen.append((i, t)))
+    assert len(g.ids) == 3 and g.text is None
+    assert seen == [(i, None) for i in g.ids]
