@@ -1128,9 +1128,10 @@ TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
   const int rc = run_app(dir,
                          "open " + model + "\nprompt The keeper lit the lamp by the door and walked to the river.\n" +
                              "spec calibrated:" + temps + " a\nspec standard b\ntab temps\nwait\nscreenshot " + dir +
-                             "/with_b.png\nfigure temps " + dir + "/fig.svg\nexport " + dir + "/cap.h5\n" +
-                             "spec focal:0.4 b\nwait\nscreenshot " + dir + "/focal_b.png\nspec standard a\nwait\n" +
-                             "screenshot " + dir + "/none.png\nquit\n",
+                             "/with_b.png\nresize 1280 720\nframes 3\nscreenshot " + dir +
+                             "/short.png\nresize 1400 900\nframes 3\n" + "figure temps " + dir + "/fig.svg\nexport " +
+                             dir + "/cap.h5\n" + "spec focal:0.4 b\nwait\nscreenshot " + dir +
+                             "/focal_b.png\nspec standard a\nwait\n" + "screenshot " + dir + "/none.png\nquit\n",
                          "", "1400x900");
   ASSERT_EQ(rc, 0) << read_text(dir + "/log.txt");
   const nlohmann::json j = read_json(dir + "/with_b.png.json");
@@ -1162,6 +1163,10 @@ TEST(AppScreens, TempsTabShowsTheCalibratedFile) {
     }
   EXPECT_GT(blue, n / 4);
   EXPECT_GT(red, n / 4);
+  // At 1280 x 720 the pane is short: the matrix keeps 14 px a head (it drew 4 px rows) and the tab scrolls.
+  const nlohmann::json js = read_json(dir + "/short.png.json");
+  ASSERT_TRUE(js["rects"].contains("temps.matrix")) << js["rects"];
+  EXPECT_GE((double)js["rects"]["temps.matrix"][3], 6 * 14.0 - 1) << js["rects"];
   // The app's figure is `focal figure temps FILE CAPTURE` of the app's own capture, byte for byte.
   const std::string cli_svg = focal::figures::render_figure_files(
       "temps", {temps, dir + "/cap.h5"}, focal::figures::FigureOptions(), focal::figures::Format::kSvg);

@@ -408,7 +408,11 @@ void draw_temps(Ui& ui) {
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) entropy.push_back(st.head_metric(s, l, h, focal::kEntropyNats));
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float body_h = std::max(60.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
+  // What is left of a short pane (1280 x 720: ~80 px under the file's lines) drew 4 px rows and no scatter: the
+  // matrix and the scatter keep 14 px a head (up to 320 px in all), and the tab scrolls.
+  const float line = ImGui::GetTextLineHeight(),
+              min_body = std::min(320.0f, std::max(160.0f, 14.0f * (float)H + 2.0f * line + 26.0f));
+  const float body_h = std::max(min_body, avail.y - ImGui::GetTextLineHeightWithSpacing());
   ImGui::BeginGroup();
   ImGui::TextDisabled("t per layer (across) x head (down); click a cell to select the head");
   const float used_w = draw_matrix(ui, f, amax, entropy, s, avail.x * 0.55f, body_h);
