@@ -2,18 +2,18 @@
 # The GPU checks of a lent machine in one run, from the pack that bench/gpu/pack.sh made here (.devpack/pack.tar.xz,
 # carried). Parts (each step has its own time limit; the script goes on past a failed one):
 #   parity  cuda_parity_test (every case, exact and fast); the same greedy text on cpu and cuda (exact); fast's text
-#   small   a 98M model (fp32 weights: fast is TF32) at T = 512, 2048, 8192, exact and fast (gpu_bench)
 #   8b      Llama-3-8B's shape in bf16 safetensors (random weights): prefill with every head's metrics and the
 #           one-layer capture, fast (T = 2048, 8192) and exact (T = 2048); fast against exact (attention rows,
 #           metrics, NLL, greedy tokens); PyTorch's sdpa forward and transformers eager with output_attentions on
 #           the same files (bench/gpu/torch_llama.py)
 #   live    the app's propagate on the same 8B files at T = 4096 (live_bench)
-#   q4k     the same shape as Q4_K GGUF: open, decode (fp32 x; then int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded
-#           in the product's kernel, =2; x in two int8 digits, FOCAL_CUDA_DECODE_X16=1; then launch by launch,
-#           FOCAL_CUDA_GRAPHS=0), fast against exact (greedy tokens, NLL; and with int8 x, and two digits), the
-#           memory peak of a T = 8192 capture with every head's metrics (the file stays in /tmp for llamacpp)
+#   q4k     the same shape as Q4_K GGUF: open, decode, the memory peak of a T = 8192 capture with every head's
+#           metrics; then decode A/B (int8 x, FOCAL_CUDA_DECODE_X8=1, and x rounded in the product's kernel, =2; x in
+#           two int8 digits, FOCAL_CUDA_DECODE_X16=1; launch by launch, FOCAL_CUDA_GRAPHS=0), fast against exact
+#           (greedy tokens, NLL; and with int8 x, and two digits) (the file stays in /tmp for llamacpp)
 #   long    the Q4_K file again: 32 decode steps after a 16 000-token prompt, attention split over the keys and
 #           (FOCAL_CUDA_SPLIT_ATTN=0) one block per row and head
+#   small   a 98M model (fp32 weights: fast is TF32) at T = 512, 2048, 8192, exact and fast (gpu_bench)
 #   q4km    (not in the default parts) the same shape as a Q4_K_M mix (Q6_K output, half of ffn_down and attn_v),
 #           then as Q5_K_M and Q8_0: decode with fp32 x, int8 x and two int8 digits (decode_q4km_*,
 #           decode_q4km_x8_*, decode_q4km_x16_*; decode_q5km_*, decode_q80_*)
@@ -27,12 +27,14 @@
 #           greedy tokens on ~512 tokens of real text; then cuda_parity_test's SmolLM2FastAgainstExact), from the
 #           parts bench/gpu/smol-parts.sh cut here (.devpack/smol/K, one a call: the file passes the device tool's
 #           64 MiB with the tree): each call says which parts are still to carry, the one that completes them runs it
-# Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py).
+# The parts run in this order: parity, 8b, live, q4k, long, small, q4km, 70b, smol, llamacpp (the issue's
+# measurements first). Writes $OUT/device-check.log and $OUT/gpu-latest.json (the issue-32 keys; bench/gpu/results_json.py),
+# the JSON again after every step, so that a call cut short by its time limit still brings back what was measured.
 # usage: bench/gpu/device-check.sh [REPS] [PARTS]   REPS default 3; PARTS a comma list (default
 #        parity,small,8b,live,q4k,long; then llamacpp in a second call; smol in the calls after it; q4km and 70b
 #        when time is left)
 set -uo pipefail
-if [ "${1:-}" = "--help" ]; then sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "--help" ]; then sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 2
 reps=${1:-3}
@@ -60,6 +62,7 @@ focal=$pack/bin/focal
 step() {  # step SECONDS COMMAND..: a command under a time limit, its exit status and time
   local t=$1; shift; echo; echo "== $(date -u +%T) $*"; local s=$SECONDS
   timeout "$t" "$@"; echo "-- rc=$? in $((SECONDS - s)) s"
+  python3 bench/gpu/results_json.py "$log" > "$out/gpu-latest.json" 2>/dev/null  # what is measured so far
 }
 gstep() {  # gstep SECONDS COMMAND..: step, and the whole GPU's memory.used peak (MiB) while it runs
   local f=/tmp/smi.txt; : > $f
@@ -80,11 +83,6 @@ if want parity; then
   step 60 bash -c '"$1" generate assets/models/focal-t0.4 --prompt "Once upon a time" -n 64 --device cuda \
     --precision fast > out/bench/gen-fast.txt' _ "$focal"
   echo "fast: $(cat out/bench/gen-fast.txt)"
-fi
-if want small; then
-  "$focal" init out/bench/h1024 --force --vocab 8000 --hidden 1024 --layers 8 --heads 16 --kv-heads 4 --intermediate 2816 \
-    --context 8192 --attn focal --temp 0.4 >/dev/null
-  gstep 150 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps" --no-cpu
 fi
 big=/tmp/llama3-8b-shape-bf16
 if want 8b || want live; then
@@ -107,6 +105,15 @@ if want q4k; then
   # decode (the quantized matrix-vector kernels) and its share of the copy bandwidth; results renamed decode_q4k_*
   gstep 150 bash -c '"$1" "$2" 0 3 --precision fast --decode 128 --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_/"' \
     _ "$pack/bin/gpu_bench" $q4k
+  # the memory peak of a T = 8192 capture with every head's metrics (before the A/B runs below, so that a run cut
+  # short by the call's time limit still has it)
+  python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
+  gstep 200 bash -c '"$1" capture "$2" --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
+    --budget 64G -o out/bench/big-q4k.h5 | tee /tmp/capture.txt' _ "$focal" $q4k
+  echo "result device_gib_q4k_T8192 $(sort -n /tmp/smi.txt | tail -1 | awk '{printf "%.2f", $1 / 1024}')"
+  # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
+  echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
+  rm -f out/bench/big-q4k.h5
   # A/B in the same run: the decode product with x in int8 (opt-in, llama.cpp's way), results decode_q4k_x8_*, with
   # x rounded inside the product's kernel (no quantize launch), decode_q4k_x8k_*, and with x in two int8 digits
   # (16-bit x, twice the dp4a), decode_q4k_x16_*
@@ -124,13 +131,6 @@ if want q4k; then
       --no-kernels | sed -e "s/^result accuracy_/result accuracy_$4_/" -e "s/^result prefill_/result $4_prefill_/"' \
       _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
-  python3 -c "print('x' * 8190)" > out/bench/prompt-8192.txt
-  gstep 200 bash -c '"$1" capture "$2" --device cuda --prompt-file out/bench/prompt-8192.txt --layers 16 --heads 0 \
-    --budget 64G -o out/bench/big-q4k.h5 | tee /tmp/capture.txt' _ "$focal" $q4k
-  echo "result device_gib_q4k_T8192 $(sort -n /tmp/smi.txt | tail -1 | awk '{printf "%.2f", $1 / 1024}')"
-  # focalscope's own count of what it held there (weights, activations, scratch, pool), beside nvidia-smi's whole
-  echo "result device_held_gib_q4k_T8192 $(awk '/^device memory at peak:/ {print $5}' /tmp/capture.txt)"
-  rm -f out/bench/big-q4k.h5
 fi
 if want long; then  # decode past a 16 000-token prompt (its fp32 KV cache 4 GiB) on the Q4_K file: attention split
   # over the keys (the default) against one block per row and head (FOCAL_CUDA_SPLIT_ATTN=0): decode_q4k_long_*,
@@ -141,6 +141,11 @@ if want long; then  # decode past a 16 000-token prompt (its fp32 KV cache 4 GiB
     gstep 120 bash -c 'FOCAL_CUDA_SPLIT_ATTN=$3 "$1" "$2" 0 1 --precision fast --decode 32 --decode-prompt 16000 \
       --no-cpu --no-kernels | sed "s/^result decode_/result decode_q4k_$4_/"' _ "$pack/bin/gpu_bench" $q4k ${v%%:*} ${v##*:}
   done
+fi
+if want small; then
+  "$focal" init out/bench/h1024 --force --vocab 8000 --hidden 1024 --layers 8 --heads 16 --kv-heads 4 --intermediate 2816 \
+    --context 8192 --attn focal --temp 0.4 >/dev/null
+  gstep 150 "$pack/bin/gpu_bench" out/bench/h1024 512,2048,8192 "$reps" --no-cpu
 fi
 if want q4km; then  # (not in the default parts) the mixes: Q6_K's, Q5_K's and Q8_0's int8-x kernels beside Q4_K's
   for mix in q4_k_m:q4km q5_k_m:q5km q8_0:q80; do
