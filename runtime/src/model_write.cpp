@@ -28,7 +28,10 @@ using json = nlohmann::json;
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, const std::string& dtype) {
   const int es = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
   if (!es) throw Error("write_safetensors: dtype must be F32, F16 or BF16, not '" + dtype + "'");
+  // {"format": "pt"}, as torch's safetensors writer puts it: transformers 4.47.1's from_pretrained reads the
+  // metadata and failed on a file without it ("'NoneType' object has no attribute 'get'").
   json h = json::object();
+  h["__metadata__"] = {{"format", "pt"}};
   size_t off = 0;
   for (const auto& t : tensors) {
     size_t n = 1;
