@@ -113,6 +113,8 @@ def main():
         sys.exit(f"hf_to_gguf.py: rope_scaling type '{rtype}' has no llama.cpp GGUF form (linear, yarn, llama3 do)")
     if arch == "qwen2" and cfg.get("use_sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
+    if arch == "phi3":  # as llama.cpp's converter: 0 for "sliding_window": null (Phi-4), which readers take as none
+        w.add_sliding_window(int(cfg.get("sliding_window") or 0))
     if arch == "phi3" and cfg.get("rope_scaling"):
         rs = cfg["rope_scaling"]
         w.add_string("phi3.rope.scaling.type", "longrope")

@@ -548,7 +548,9 @@ TEST(BpeTokenizer, PreTokenizerSplits) {
 
 // llama.cpp's names of Llama 3.x's and Qwen2's pre-tokenizers open (they were refused, so no Llama 3 or Qwen2 GGUF
 // did) and the text round-trips; their patterns are the tokenizer.json engine's, checked against the `tokenizers`
-// library in hf_tokenizer_test. An unknown name is still refused, naming the ones known.
+// library in hf_tokenizer_test. The other names llama.cpp's converter writes for these patterns ("gpt-2" for GPT-2,
+// "dbrx" for OLMo 2's cl100k, "deepseek-r1-qwen" for the Qwen2.5 distills; refused before) tokenize as their
+// pattern's first name. An unknown name is still refused, naming the ones known.
 TEST(BpeTokenizer, LlamaBpeAndQwen2PreTokenizersOpen) {
   auto with_pre = [](const std::string& pre) {
     GgufBuilder b = tiny_llama_gguf(test::TinyLlamaDims{}, "tokenizer.ggml.pre");
@@ -564,12 +566,25 @@ TEST(BpeTokenizer, LlamaBpeAndQwen2PreTokenizersOpen) {
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->decode(t->encode(text, false)), text);
   }
+  const std::string mixed = "it's 12345 cats,\n  dogs' \xC3\xA9t\xC3\xA9 the the";
+  for (const auto& [alias, name] : std::vector<std::pair<std::string, std::string>>{{"gpt-2", "gpt2"},
+                                                                                    {"phi-2", "gpt2"},
+                                                                                    {"olmo", "gpt2"},
+                                                                                    {"llama-v3", "llama-bpe"},
+                                                                                    {"dbrx", "llama-bpe"},
+                                                                                    {"smaug-bpe", "llama-bpe"},
+                                                                                    {"deepseek-r1-qwen", "qwen2"}}) {
+    SCOPED_TRACE(alias);
+    auto a = with_pre(alias), b = with_pre(name);
+    EXPECT_EQ(a->encode(mixed, false), b->encode(mixed, false));
+    EXPECT_EQ(a->decode(a->encode(mixed, false)), mixed);
+  }
   try {
     (void)with_pre("falcon3");
     ADD_FAILURE() << "an unknown pre-tokenizer was accepted";
   } catch (const Error& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("tokenizer.ggml.pre 'falcon3' is not supported"));
-    EXPECT_THAT(std::string(e.what()), HasSubstr("llama-bpe, qwen2"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("llama-bpe / llama3 / llama-v3, dbrx / smaug-bpe, qwen2"));
   }
 }
 

@@ -31,6 +31,12 @@ struct Meta {
     return v->i64;
   }
   int64_t int_opt(const std::string& k, int64_t def) const { return get(k) ? int_req(k) : def; }
+  // An integer key whose 0 means "none", as llama.cpp reads it (ARCH.attention.sliding_window: the converter writes 0
+  // for a Phi-3-family config with "sliding_window": null, Phi-4's); present and not 0: int_req's checks.
+  bool nonzero_int(const std::string& k) const {
+    const GgufValue* v = get(k);
+    return v && !(v->is_int() && v->i64 == 0);
+  }
   double num_opt(const std::string& k, double def) const {
     const GgufValue* v = get(k);
     if (!v) return def;
@@ -69,6 +75,9 @@ struct Meta {
     return v;
   }
 };
+
+// ARCH.attention.sliding_window present and not 0 (Meta::nonzero_int).
+bool window_set(const Meta& m, const std::string& A) { return m.nonzero_int(A + "attention.sliding_window"); }
 
 // GGUF tensor name (llama.cpp's names for `arch`) -> HF name; "" if the name is no tensor of that architecture.
 std::string hf_name(const std::string& g, const ArchSpec& arch) {
@@ -173,23 +182,29 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
     v.eos_id = m.token_id("tokenizer.ggml.eos_token_id");
     v.unk_id = m.token_id("tokenizer.ggml.unknown_token_id");
     const std::string pre = m.str_opt("tokenizer.ggml.pre", "gpt2");
-    if (pre == "gpt2") {
+    // The names llama.cpp's converter writes (its hash of the tokenizer) and llama.cpp reads, by the pattern they
+    // select there: "gpt-2" is openai-community/gpt2's (the older "gpt2" too), "dbrx" the cl100k tokenizer of
+    // OLMo 2, "deepseek-r1-qwen" the Qwen2.5 distills'.
+    if (pre == "gpt2" || pre == "gpt-2" || pre == "phi-2" || pre == "mpt" || pre == "olmo") {
       v.pre = BpePre::kGpt2;
     } else if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell" || pre == "exaone" ||
                pre == "minerva") {
       v.pre = BpePre::kDigitsGpt2;
-    } else if (pre == "llama-bpe" || pre == "llama3") {
+    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
       // Llama 3.x as llama.cpp's converter names it: the regex of its tokenizer.json, and a pre-tokenized word that
       // is itself a token stays whole (tokenizer.json's ignore_merges).
       v.pre = BpePre::kLlama3;
       v.ignore_merges = true;
-    } else if (pre == "qwen2") {
+    } else if (pre == "dbrx" || pre == "smaug-bpe") {
+      v.pre = BpePre::kLlama3;  // the same pattern, merged as usual (llama.cpp sets no ignore_merges for them)
+    } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
       v.pre = BpePre::kQwen2;
       v.nfc = true;  // Qwen2's tokenizer.json normalizes to NFC first
     } else {
       throw Error(m.where + ": tokenizer.ggml.pre '" + pre +
-                  "' is not supported (focalscope's byte-level BPE "
-                  "knows gpt2, llama-bpe, qwen2, smollm, starcoder, refact, codeshell, exaone, minerva)");
+                  "' is not supported (focalscope's byte-level BPE knows gpt2 / gpt-2 / phi-2 / mpt / olmo, "
+                  "llama-bpe / llama3 / llama-v3, dbrx / smaug-bpe, qwen2 / deepseek-r1-qwen, smollm, starcoder, "
+                  "refact, codeshell, exaone, minerva)");
     }
     auto t = make_bpe_tokenizer(std::move(v), where);
     t->source = "GGUF '" + model + "' (byte-level BPE)";
@@ -322,14 +337,14 @@ std::unique_ptr<GgufModel> open_gguf_model(const std::string& path) {
     // (query_pre_attn_scalar 144, head_dim 128), head_dim for the 2B and 9B.
     c["attn_logit_softcapping"] = m.num_opt(A + "attn_logit_softcapping", 50.0);
     c["final_logit_softcapping"] = m.num_opt(A + "final_logit_softcapping", 30.0);
-    if (m.get(A + "attention.sliding_window")) c["sliding_window"] = m.int_req(A + "attention.sliding_window");
+    if (window_set(m, A)) c["sliding_window"] = m.int_req(A + "attention.sliding_window");
     const double scale = m.num_opt(A + "attention.scale", 0.0);
     c["query_pre_attn_scalar"] = scale > 0.0      ? 1.0 / (scale * scale)
                                  : n_layers == 46 ? (double)hidden / (double)n_heads
                                                   : (double)d_head;
   }
   if (spec.gguf_sliding_window) {
-    if (m.get(A + "attention.sliding_window")) {
+    if (window_set(m, A)) {
       c["sliding_window"] = m.int_req(A + "attention.sliding_window");
       c["use_sliding_window"] = true;
     }
