@@ -1,6 +1,7 @@
 // `focal train` and `focal eval`: training the small standard / focal / learned-temperature models and evaluating
 // them (loss, perplexity, retrieval accuracy and relevant-token attention mass by context length).
 #include <cmath>
+#include <csignal>
 #include <chrono>
 #include <unistd.h>
 #include <cstdio>
@@ -53,6 +54,7 @@ optimisation:
                         prev drill): tensors of the same name are copied, the others initialised as usual
   --resume              continue the checkpoint in --out from its step: give the command that started it plus
                         --resume (options that differ from the run's are refused, each named)
+Ctrl-C (or SIGTERM) saves the step under way as a checkpoint and stops (exit 130); --resume goes on from it exactly.
 )";
 
 const char* kEvalHelp = R"(usage: focal eval MODEL --data DIR [-o EVAL.h5] [options]
@@ -70,6 +72,13 @@ and the mean attention mass on the relevant tokens (and entropy) at each answer'
                        (focal eval --positions --help)
 )";
 
+}  // namespace
+
+namespace {
+// Set by the first Ctrl-C / SIGTERM of a training run; the handlers it replaced (main.cpp's: remove the temporaries
+// being written, then die), put back for the next one.
+volatile std::sig_atomic_t g_train_stop = 0;
+struct sigaction g_prev_int = {}, g_prev_term = {};
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
@@ -129,31 +138,54 @@ int cmd_train(int argc, char** argv) {
   // 5 s, besides every evaluation line.
   const bool tty = ::isatty(::fileno(stderr)) == 1;
   auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  train(tc, [&](const TrainProgress& p) {
-    const char* cr = tty ? "\r" : "";
-    const auto now = std::chrono::steady_clock::now();
-    if (p.val_loss >= 0) {
-      std::fprintf(stderr, "%sstep %6d/%d  step loss %.4f  %s %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr,
-                   p.step, p.steps, p.train_loss, p.val_on_tasks ? "val(tasks)" : "val", p.val_loss, p.lr, p.grad_norm,
-                   p.tokens_per_s, p.eta_s);
-      if (!p.tau_mean.empty() && !std::isnan(p.tau_mean[0])) {
-        std::fprintf(stderr, "  tau");
-        for (float t : p.tau_mean) std::fprintf(stderr, " %.2f", t);
-        std::fprintf(stderr, " (clipped %.0f%%)", 100.0 * p.tau_clip_frac);
-      }
-      std::fprintf(stderr, "\n");
-      last_line = now;
-    } else if (tty) {
-      std::fprintf(stderr, "\rstep %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs   ", p.step,
-                   p.steps, p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
-    } else if (now - last_line >= std::chrono::seconds(5) || p.step == p.steps) {
-      std::fprintf(stderr, "step %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs\n", p.step, p.steps,
-                   p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
-      last_line = now;
-    }
-    std::fflush(stderr);
-  });
-  std::printf("checkpoint: %s (train log %s/train_log.h5)\n", tc.out_dir.c_str(), tc.out_dir.c_str());
+  // Ctrl-C (or SIGTERM, a scheduler's end of the job) asks for a stop: the step under way finishes and is saved as a
+  // checkpoint, then the run ends. A second one ends the process at once (main.cpp's handler).
+  g_train_stop = 0;
+  struct sigaction sa = {};
+  sa.sa_handler = [](int sig) {
+    g_train_stop = 1;
+    sigaction(sig, sig == SIGINT ? &g_prev_int : &g_prev_term, nullptr);
+  };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_prev_int);
+  sigaction(SIGTERM, &sa, &g_prev_term);
+  const int done = train(
+      tc,
+      [&](const TrainProgress& p) {
+        const char* cr = tty ? "\r" : "";
+        const auto now = std::chrono::steady_clock::now();
+        if (p.val_loss >= 0) {
+          std::fprintf(stderr, "%sstep %6d/%d  step loss %.4f  %s %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs", cr,
+                       p.step, p.steps, p.train_loss, p.val_on_tasks ? "val(tasks)" : "val", p.val_loss, p.lr,
+                       p.grad_norm, p.tokens_per_s, p.eta_s);
+          if (!p.tau_mean.empty() && !std::isnan(p.tau_mean[0])) {
+            std::fprintf(stderr, "  tau");
+            for (float t : p.tau_mean) std::fprintf(stderr, " %.2f", t);
+            std::fprintf(stderr, " (clipped %.0f%%)", 100.0 * p.tau_clip_frac);
+          }
+          std::fprintf(stderr, "\n");
+          last_line = now;
+        } else if (tty) {
+          std::fprintf(stderr, "\rstep %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs   ", p.step,
+                       p.steps, p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+        } else if (now - last_line >= std::chrono::seconds(5) || p.step == p.steps) {
+          std::fprintf(stderr, "step %6d/%d  step loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %.0fs\n", p.step,
+                       p.steps, p.train_loss, p.lr, p.grad_norm, p.tokens_per_s, p.eta_s);
+          last_line = now;
+        }
+        std::fflush(stderr);
+      },
+      [] { return g_train_stop != 0; });
+  std::string out = tc.out_dir;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  std::printf("checkpoint: %s (train log %s/train_log.h5)\n", out.c_str(), out.c_str());
+  if (done < tc.steps) {
+    std::fprintf(stderr,
+                 "%sfocal train: stopped at step %d of %d (interrupted); its checkpoint is saved: run the same "
+                 "command with --resume to go on\n",
+                 tty ? "\n" : "", done, tc.steps);
+    return 130;
+  }
   return 0;
 }
 

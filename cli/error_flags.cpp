@@ -59,6 +59,7 @@ std::string flag_for_field(const std::string& field) {
       {"lr", "--lr"},
       {"warmup_steps", "--warmup"},
       {"eval_every", "--eval-every"},
+      {"eval_sequences", "--eval-sequences"},
       {"out_dir", "--out"},
       {"resume", "--resume"},
       {"data_dir", "--data"},

@@ -78,7 +78,11 @@ TrainLog read_train_log(const std::string& path);
 double lr_at(const TrainConfig& cfg, int step);
 
 // Trains (or resumes) and writes checkpoints and out_dir/train_log.h5. progress() is called after every step.
-// Throws Error on bad data, bad configuration, or a non-finite loss (the last good checkpoint is kept).
-void train(const TrainConfig& cfg, const std::function<void(const TrainProgress&)>& progress = {});
+// stop_requested() (Ctrl-C in the CLI) is asked after every step: when it says true, the step just done is saved as
+// a checkpoint (one --resume continues exactly) and train returns early. Returns the step the checkpoint in out_dir
+// holds: cfg.steps when the run finished. out_dir is locked for the run (OUT.lock): a second trainer there is
+// refused. Throws Error on bad data, bad configuration, or a non-finite loss (the last good checkpoint is kept).
+int train(const TrainConfig& cfg, const std::function<void(const TrainProgress&)>& progress = {},
+          const std::function<bool()>& stop_requested = {});
 
 }  // namespace focal

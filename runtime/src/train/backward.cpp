@@ -23,11 +23,11 @@ Grads make_grads(const Model& model) {
   return gr;
 }
 
-double loss_only(const Model& model, const int32_t* ids, int T, const TempSpec& spec) {
+double loss_only(const Model& model, const int32_t* ids, int T, const TempSpec& spec, ForwardObserver* obs) {
   Session s(model, T);
   std::vector<float> logits;
   RunOptions opt;
-  s.forward(ids, T, spec, opt, nullptr, &logits);
+  s.forward(ids, T, spec, opt, obs, &logits);
   std::vector<float> dl(logits.size());
   return ops::cross_entropy<float>(logits.data(), ids, T, model.config().vocab_size, 1.0, dl.data());
 }

@@ -31,6 +31,6 @@ double tau_backward(const float* dscale, const float* tau, const float* tau_pre,
                     float tau_min, float tau_max, float tau_scale, TauMode mode, std::vector<double>& ds);
 
 // Loss only (same definition), no gradients.
-double loss_only(const Model& model, const int32_t* ids, int T, const TempSpec& spec);
+double loss_only(const Model& model, const int32_t* ids, int T, const TempSpec& spec, ForwardObserver* obs = nullptr);
 
 }  // namespace focal

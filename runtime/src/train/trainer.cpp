@@ -21,6 +21,7 @@
 
 #include "focal/atomic_file.h"
 #include "focal/error.h"
+#include "focal/log.h"
 #include "focal/model_writer.h"
 #include "focal/temp_spec.h"
 #include "fnv1a.h"
@@ -28,6 +29,7 @@
 #include "model_internal.h"
 #include "safetensors.h"
 #include "train/backward.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/step.h"
 
@@ -119,17 +121,23 @@ std::string resume_differences(const json& saved, const TrainConfig& tc, const M
                                const std::string& data_checksum) {
   std::vector<std::string> diffs;
   const json now = json::parse(train_config_json(tc, data_checksum));
-  // The data's tokens (data_dir's spelling may change; what it holds may not).
-  if (saved.contains("data_checksum") && saved.at("data_checksum") != now.at("data_checksum"))
-    diffs.push_back("the data in data_dir (its tokens' checksum " + saved.at("data_checksum").get<std::string>() +
-                    " (run) vs " + data_checksum + " (now))");
   // TrainConfig's rates are float: shown as the float they are (0.003, not its double 0.003000000026077032).
   auto shown = [](const json& v) { return v.is_number_float() ? shortest_decimal((float)v.get<double>()) : v.dump(); };
+  bool data_options = false;  // the options that choose which tokens are used (their checksum follows them)
   for (const char* k : {"seed", "steps", "batch", "seq_len", "task_frac", "task_kinds", "task_loss", "lr",
                         "warmup_steps", "min_lr_frac", "beta1", "beta2", "adam_eps", "weight_decay", "grad_clip",
                         "tau_lr_mult", "eval_every", "eval_sequences"})
-    if (saved.contains(k) && saved.at(k) != now.at(k))
+    if (saved.contains(k) && saved.at(k) != now.at(k)) {
       diffs.push_back(std::string(k) + " " + shown(saved.at(k)) + " (run) vs " + shown(now.at(k)) + " (now)");
+      data_options = data_options || std::string(k) == "seq_len" || std::string(k) == "task_frac" ||
+                     std::string(k) == "task_kinds";
+    }
+  // The data's tokens (data_dir's spelling may change; what it holds may not), when no option above explains it (the
+  // checksum is over the tasks that --task-kinds and --seq-len keep: a changed option read as changed data).
+  if (!data_options && saved.contains("data_checksum") && saved.at("data_checksum") != now.at("data_checksum"))
+    diffs.insert(diffs.begin(), "the data in data_dir (its tokens' checksum " +
+                                    saved.at("data_checksum").get<std::string>() + " (run) vs " + data_checksum +
+                                    " (now))");
   const ModelConfig& m = tc.model;
   auto num = [](double v) {
     char buf[32];
@@ -221,6 +229,7 @@ void validate(const TrainConfig& c) {
            (c.model.focal.focal_temp >= kMinTemp && c.model.focal.focal_temp <= kMaxTemp),
        "model.focal_temp", "focal_temp = " + num(c.model.focal.focal_temp) + " " + kTempRangeText);
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
+  need(c.eval_sequences > 0, "eval_sequences", "eval_sequences = " + num(c.eval_sequences) + " must be positive");
   need(!c.out_dir.empty(), "out_dir", "out_dir is empty: give the checkpoint directory");
   // Before any work: the checkpoint swap renames OUT aside and deletes it (as root, --out /dev/null removed the
   // device and left a directory in its place), and OUT.tmp / .old / .init are the trainer's to delete.
@@ -238,68 +247,6 @@ void validate(const TrainConfig& c) {
   }
   for (const char* suffix : {".tmp", ".old", ".init"})
     require_directory_or_absent(c.out_dir + suffix, "out_dir's working name");
-}
-
-// Removes a directory tree of the trainer's own (OUT.tmp, OUT.old, OUT.init). Whatever else stands at that name (a
-// user's file, a device) is refused, not deleted.
-void remove_own_tree(const std::string& path) {
-  require_directory_or_absent(path, "the trainer's working directory");
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) throw Error("cannot remove '" + path + "': " + ec.message());
-}
-
-// Optimizer state: AdamW first and second moments per parameter (TrainStepper::m, v), saved beside the weights.
-using Moments = std::vector<std::vector<float>>;
-
-void save_checkpoint(const std::string& out_dir, const Model& model, const ModelConfig& cfg, const Moments& adam_m,
-                     const Moments& adam_v, const TrainConfig& tc, int step, const TrainLog& log,
-                     const std::string& tokenizer_path, const std::string& data_checksum) {
-  // Write everything into a fresh directory, then swap it in: a crash or a full disk leaves the previous checkpoint.
-  const std::string tmp = out_dir + ".tmp";
-  const std::string old = out_dir + ".old";
-  remove_own_tree(tmp);
-  std::vector<NamedTensor> weights, moments;
-  for (size_t i = 0; i < model.weights().params.size(); ++i) {
-    const ParamRef& p = model.weights().params[i];
-    weights.push_back({p.name, p.shape, std::vector<float>(p.data, p.data + p.size)});
-    moments.push_back({"m." + p.name, p.shape, adam_m[i]});
-    moments.push_back({"v." + p.name, p.shape, adam_v[i]});
-  }
-  try {
-    write_model_dir(tmp, cfg, weights, tc.save_dtype, tokenizer_path);
-    write_safetensors(tmp + "/optimizer.safetensors", moments, "F32");
-    json st;
-    st["step"] = step;
-    st["train_config"] = json::parse(train_config_json(tc, data_checksum));
-    std::ofstream state(tmp + "/trainer_state.json");
-    state << st.dump(2) << "\n";
-    state.flush();
-    if (!state) {
-      const int err = errno;
-      const std::string path = tmp + "/trainer_state.json";
-      throw Error(h5::is_out_of_space(err) ? h5::no_space_text(err, path)
-                                           : "cannot write '" + path + "': " + h5::errno_text(err, path));
-    }
-    write_train_log(log, tmp + "/train_log.h5");
-  } catch (const Error& e) {
-    // A full disk: the half-written checkpoint goes, the previous one in out_dir stays for --resume.
-    std::error_code ec;
-    std::filesystem::remove_all(tmp, ec);
-    const bool previous = exists(out_dir + "/trainer_state.json");
-    throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) + " was not saved; " +
-                (previous ? "the previous one in '" + out_dir +
-                                "' is kept: run the same command with --resume once there is space"
-                          : std::string("no checkpoint was saved yet: run the same command again (without "
-                                        "--resume) once there is space")));
-  }
-  require_directory_or_absent(out_dir, "out_dir");
-  remove_own_tree(old);  // a crash between the renames below left it
-  if (exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
-    throw Error("cannot move the previous checkpoint '" + out_dir + "' aside: " + std::strerror(errno));
-  if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)
-    throw Error("cannot move the new checkpoint into '" + out_dir + "': " + std::strerror(errno));
-  remove_own_tree(old);
 }
 
 // One validation: its loss, and for learned tau the per-layer mean tau and the fraction at a clip bound.
@@ -417,19 +364,17 @@ EvalResult run_eval(const Model& model, const TrainConfig& tc, const TrainData& 
   // Fixed, evenly spaced validation windows.
   const int n = tc.eval_sequences;
   const size_t span = d.text_val.size() - tc.seq_len - 1;
+  // Learned tau over the same windows as the loss (it was measured on the first window alone).
+  const bool learned = spec.mode == AttnMode::kLearned;
+  TauObserver obs(c.n_layers, c.focal.tau_min, c.focal.tau_max);
   double loss = 0.0;
   for (int i = 0; i < n; ++i) {
     const size_t o = span * i / std::max(1, n);
-    loss += loss_only(model, d.text_val.data() + o, tc.seq_len, spec);
+    loss += loss_only(model, d.text_val.data() + o, tc.seq_len, spec, learned ? &obs : nullptr);
   }
   r.val_loss = loss / ((double)n * (tc.seq_len - 1));
   r.tau_mean.assign(c.n_layers, NAN);
-  if (spec.mode == AttnMode::kLearned) {
-    TauObserver obs(c.n_layers, c.focal.tau_min, c.focal.tau_max);
-    Session s(model, tc.seq_len);
-    s.forward(d.text_val.data(), tc.seq_len, spec, RunOptions{}, &obs, nullptr);
-    obs.summarise(&r);
-  }
+  if (learned) obs.summarise(&r);
   return r;
 }
 
@@ -450,9 +395,14 @@ void load_moments(const std::string& dir, const Model& model, TrainStepper& a) {
 
 }  // namespace
 
-void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgress&)>& progress) {
+int train(const TrainConfig& cfg_in, const std::function<void(const TrainProgress&)>& progress,
+          const std::function<bool()>& stop_requested) {
   TrainConfig tc = cfg_in;
+  // OUT/ names OUT: the working names are OUT.tmp, OUT.old (OUT/.tmp, inside OUT, cannot be swapped with OUT).
+  while (tc.out_dir.size() > 1 && tc.out_dir.back() == '/') tc.out_dir.pop_back();
   validate(tc);
+  const OutDirLock lock(tc.out_dir);
+  if (const std::string note = recover_interrupted_swap(tc.out_dir); !note.empty()) log_warning(note);
   const TrainData data = load_train_data(tc.data_dir, tc.seq_len, tc.task_frac > 0, tc.task_kinds,
                                          /*with_val_tasks=*/tc.task_frac >= 1.0f);
   const std::string tok_path = tc.data_dir + "/tokenizer.model";
@@ -468,16 +418,35 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     if (model->config().vocab_size != data.vocab_size)
       throw Error("resume",
                   "resume: the checkpoint's vocabulary differs from the tokenizer in data_dir '" + tc.data_dir + "'");
-    std::ifstream f(tc.out_dir + "/trainer_state.json");
-    const json state = json::parse(f);
-    step0 = state.at("step").get<int>();
-    const std::string diffs = resume_differences(
-        state.contains("train_config") ? state.at("train_config") : json::object(), tc, model->config(), data_sum);
+    const TrainerState state = read_trainer_state(tc.out_dir);
+    step0 = state.step;
+    const json saved = json::parse(state.train_config_json);
+    const std::string diffs = resume_differences(saved, tc, model->config(), data_sum);
     if (!diffs.empty())
       throw Error("resume", "resume: the options differ from the run in '" + tc.out_dir + "': " + diffs +
                                 "; resume with the command that started it (its options are in '" + tc.out_dir +
                                 "/trainer_state.json' and config.json), or train into another directory");
+    // Steps are the same for any thread count; their sums are not, in the last bits (the gradient reduction).
+    if (saved.contains("threads") && saved.at("threads").is_number_integer() &&
+        saved.at("threads").get<int>() != omp_get_max_threads()) {
+      auto threads = [](int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); };
+      log_warning("resume: the run's steps so far ran on " + threads(saved.at("threads").get<int>()) +
+                  " and these run on " + threads(omp_get_max_threads()) +
+                  " (OMP_NUM_THREADS): the result will differ in the last bits from an uninterrupted run's");
+    }
     log = read_train_log(tc.out_dir + "/train_log.h5");
+    // Rows past the checkpoint's step (a log saved with a later state than trainer_state.json's) are dropped: the
+    // steps after it run again and write them.
+    while (!log.eval_step.empty() && log.eval_step.back() > step0) {
+      log.eval_step.pop_back();
+      log.train_loss.pop_back();
+      log.val_loss.pop_back();
+      log.lr.pop_back();
+      log.grad_norm.pop_back();
+      log.tokens_per_s.pop_back();
+      log.tau_clip_frac.pop_back();
+      log.tau_mean.resize(log.eval_step.size() * (size_t)log.n_layers);
+    }
     if (step0 >= tc.steps)
       throw Error("resume", "resume: the checkpoint is already at step " + std::to_string(step0) +
                                 " (steps = " + std::to_string(tc.steps) + ")");
@@ -530,8 +499,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
 
   auto t_start = std::chrono::steady_clock::now();
   auto t_last_eval = t_start;
-  double loss_since = 0.0, tokens_since = 0.0;
-  int steps_since = 0;
+  double tokens_since = 0.0;
   TrainProgress pr;
   pr.steps = tc.steps;
   // Steps are counted from 1, as the progress lines count them; a checkpoint is named only when one was written.
@@ -544,6 +512,16 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
            (kept ? "the last good checkpoint in '" + tc.out_dir + "' is kept" : "no checkpoint was written yet") +
            " — lower --lr or raise --warmup";
   };
+  // The checkpoint of the step just done (0-based `step`).
+  auto checkpoint = [&](int step, double lr) {
+    // Weights can overflow while the loss still looks finite: a checkpoint with non-finite weights would replace
+    // the last good one with a model that refuses to load, so it is not written.
+    for (const ParamRef& p : model->weights().params)
+      for (size_t i = 0; i < p.size; ++i)
+        if (!std::isfinite(p.data[i])) throw Error(diverged("weight '" + p.name + "' is not finite", step, lr));
+    save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc.save_dtype, step + 1,
+                    train_config_json(tc, data_sum), log, tok_path);
+  };
   for (int step = step0; step < tc.steps; ++step) {
     std::vector<std::vector<uint8_t>> masks;
     const auto batch = sample_batch(tc, data, step, tc.task_loss_answers ? &masks : nullptr);
@@ -554,9 +532,7 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
     const double loss = sr.loss, gnorm = sr.grad_norm;
     if (!sr.updated) throw Error(diverged("the loss is " + std::to_string(loss), step, lr));
     log.step_loss.push_back((float)loss);
-    loss_since += loss;
     tokens_since += n_total + batch.size();
-    ++steps_since;
 
     const auto now = std::chrono::steady_clock::now();
     const double el = std::chrono::duration<double>(now - t_start).count();
@@ -573,26 +549,33 @@ void train(const TrainConfig& cfg_in, const std::function<void(const TrainProgre
       pr.val_on_tasks = validates_on_tasks(tc, data);
       pr.tau_mean = ev.tau_mean;
       pr.tau_clip_frac = ev.clip_frac;
+      // The mean of the step losses since the last evaluation, from the log (a run resumed from a checkpoint that a
+      // stop saved between evaluations has run only the later ones of them here).
+      const int since = log.eval_step.empty() ? 0 : log.eval_step.back();
+      double interval_loss = 0.0;
+      for (int k = since; k <= step; ++k) interval_loss += log.step_loss[(size_t)k];
       log.eval_step.push_back(step + 1);
-      log.train_loss.push_back((float)(loss_since / steps_since));
+      log.train_loss.push_back((float)(interval_loss / (step + 1 - since)));
       log.val_loss.push_back((float)ev.val_loss);
       log.lr.push_back((float)lr);
       log.grad_norm.push_back((float)gnorm);
       log.tokens_per_s.push_back((float)pr.tokens_per_s);
       log.tau_mean.insert(log.tau_mean.end(), ev.tau_mean.begin(), ev.tau_mean.end());
       log.tau_clip_frac.push_back((float)ev.clip_frac);
-      // Weights can overflow while the loss still looks finite: a checkpoint with non-finite weights would replace
-      // the last good one with a model that refuses to load, so it is not written.
-      for (const ParamRef& p : model->weights().params)
-        for (size_t i = 0; i < p.size; ++i)
-          if (!std::isfinite(p.data[i])) throw Error(diverged("weight '" + p.name + "' is not finite", step, lr));
-      save_checkpoint(tc.out_dir, *model, mc, stepper.m, stepper.v, tc, step + 1, log, tok_path, data_sum);
-      loss_since = tokens_since = 0.0;
-      steps_since = 0;
+      checkpoint(step, lr);
+      tokens_since = 0.0;
       t_last_eval = std::chrono::steady_clock::now();
+      if (progress) progress(pr);
+      if (stop_requested && stop_requested()) return step + 1;
+      continue;
     }
     if (progress) progress(pr);
+    if (stop_requested && stop_requested() && step + 1 < tc.steps) {
+      checkpoint(step, lr);  // as it is (no evaluation row): --resume goes on from the next step exactly
+      return step + 1;
+    }
   }
+  return tc.steps;
 }
 
 }  // namespace focal
