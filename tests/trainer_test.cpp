@@ -601,19 +601,19 @@ TEST(Trainer, AFullDiskKeepsThePreviousCheckpointAndResumeFinishes) {
 // A stop request (the CLI's Ctrl-C) between evaluations saves the step just done as a checkpoint (no evaluation
 // row), and --resume from it ends with an uninterrupted run's weights and log rows: the rows' training loss is the
 // mean over the whole interval, the steps before the stop included. A second trainer on the same directory is
-// refused while one runs, and OUT/ names OUT.
+// refused while one runs, OUT/ names OUT, and OUT's missing parents are made (the lock beside OUT needs them).
 TEST(Trainer, AStopSavesTheStepAndResumeGoesOnExactly) {
   const std::string base = test::make_temp_dir("stop");
   TrainConfig a = tiny(base + "/straight", AttnMode::kLearned);
   a.steps = 20;
   EXPECT_EQ(train(a), 20);
-  TrainConfig c = tiny(base + "/stopped/", AttnMode::kLearned);
+  TrainConfig c = tiny(base + "/not/yet/stopped/", AttnMode::kLearned);  // parents made; OUT/ is OUT
   c.steps = 20;
   int seen = 0;
   EXPECT_EQ(train(
                 c, [&](const TrainProgress& p) { seen = p.step; }, [&] { return seen == 7; }),
             7);
-  const std::string out = base + "/stopped";
+  const std::string out = base + "/not/yet/stopped";
   std::stringstream state;
   state << std::ifstream(out + "/trainer_state.json").rdbuf();
   EXPECT_THAT(state.str(), HasSubstr("\"step\": 7"));

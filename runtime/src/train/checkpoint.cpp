@@ -134,6 +134,10 @@ TrainerState read_trainer_state(const std::string& out_dir) {
 }
 
 OutDirLock::OutDirLock(const std::string& out_dir) : path_(out_dir + ".lock") {
+  // --out may name directories that do not exist yet: the lock beside OUT needs OUT's parent.
+  const std::filesystem::path parent = std::filesystem::path(out_dir).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd_ < 0) throw Error("out_dir", "out_dir: cannot write '" + path_ + "': " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -194,7 +194,19 @@ void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors
   }
   if (copied == 0)
     throw Error("init_from", "init_from: '" + path + "' holds none of the tensors of the model to train");
-  std::printf("init: %d of %zu tensors from %s, the rest random\n", copied, tensors.size(), path.c_str());
+  // The source's tensors the new model has no place for (a learned model's tau_proj under --attn standard): named,
+  // not dropped without a word.
+  std::vector<std::string> unused;
+  for (const auto& [name, info] : src.tensors())
+    if (std::none_of(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; }))
+      unused.push_back(name);
+  std::printf("init: %d of %zu tensors from %s, the rest random", copied, tensors.size(), path.c_str());
+  if (!unused.empty()) {
+    std::printf("; not used, this model has no such tensor: %s", unused[0].c_str());
+    for (size_t i = 1; i < std::min<size_t>(unused.size(), 4); ++i) std::printf(", %s", unused[i].c_str());
+    if (unused.size() > 4) std::printf(" and %zu more", unused.size() - 4);
+  }
+  std::printf("\n");
 }
 
 void validate(const TrainConfig& c) {
@@ -247,6 +259,19 @@ void validate(const TrainConfig& c) {
   }
   for (const char* suffix : {".tmp", ".old", ".init"})
     require_directory_or_absent(c.out_dir + suffix, "out_dir's working name");
+  // Missing directories are created; a file among them fails now, naming --out (it failed at the first write,
+  // naming the working name OUT.init).
+  for (std::filesystem::path up = std::filesystem::path(c.out_dir).parent_path(); !up.empty(); up = up.parent_path()) {
+    struct stat st {};
+    if (::stat(up.c_str(), &st) != 0) {
+      if (up == up.parent_path()) break;
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode))
+      throw Error("out_dir", "out_dir '" + c.out_dir + "': '" + up.string() +
+                                 "' is a file, not a directory: give a directory whose parents are directories");
+    break;
+  }
 }
 
 // One validation: its loss, and for learned tau the per-layer mean tau and the fraction at a clip bound.
@@ -407,6 +432,9 @@ int train(const TrainConfig& cfg_in, const std::function<void(const TrainProgres
                                          /*with_val_tasks=*/tc.task_frac >= 1.0f);
   const std::string tok_path = tc.data_dir + "/tokenizer.model";
   const std::string data_sum = tokens_checksum(data);
+  if (tc.task_frac >= 1.0f && data.tasks_val.empty())  // the help promises held-out tasks: say why it is text
+    log_warning("no held-out task of '" + tc.data_dir + "/tasks_eval.jsonl' fits --seq-len " +
+                std::to_string(tc.seq_len) + ": the validation loss is on text windows (val), not on tasks");
 
   std::unique_ptr<Model> model;
   int step0 = 0;
