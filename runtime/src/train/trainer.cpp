@@ -197,9 +197,9 @@ void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors
   // The source's tensors the new model has no place for (a learned model's tau_proj under --attn standard): named,
   // not dropped without a word.
   std::vector<std::string> unused;
-  for (const auto& [name, info] : src.tensors())
-    if (std::none_of(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; }))
-      unused.push_back(name);
+  for (const auto& kv : src.tensors())
+    if (std::none_of(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == kv.first; }))
+      unused.push_back(kv.first);
   std::printf("init: %d of %zu tensors from %s, the rest random", copied, tensors.size(), path.c_str());
   if (!unused.empty()) {
     std::printf("; not used, this model has no such tensor: %s", unused[0].c_str());
