@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <sys/sysmacros.h>
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "focal/error.h"
@@ -643,6 +645,60 @@ TEST(Trainer, AStopSavesTheStepAndResumeGoesOnExactly) {
   test::expect_allclose(lc.train_loss, la.train_loss, 0.0, 1e-6, "interval training loss");
   test::expect_allclose(lc.val_loss, la.val_loss, 0.0, 1e-6, "validation loss");
   EXPECT_FALSE(std::ifstream(out + ".lock").good()) << "the lock file is removed at the end";
+}
+
+// The CLI's Ctrl-C: focal train is sent SIGINT once it has printed its first evaluation; it finishes the step under
+// way, saves it, says so and exits 130 (the resume from such a checkpoint: AStopSavesTheStepAndResumeGoesOnExactly).
+TEST(Trainer, CtrlCInTheCliSavesTheStepAndSaysSo) {
+  const std::string base = test::make_temp_dir("ctrl_c");
+  const std::string out = base + "/run";
+  const std::vector<std::string> args = {FOCAL_CLI_PATH, "train", "--data",           make_data_dir(),
+                                         "--out",        out,     "--steps",          "100000",
+                                         "--eval-every", "5",     "--hidden",         "32",
+                                         "--layers",     "1",     "--heads",          "2",
+                                         "--kv-heads",   "1",     "--intermediate",   "64",
+                                         "--context",    "128",   "--seq-len",        "32",
+                                         "--batch",      "2",     "--eval-sequences", "1",
+                                         "--warmup",     "2"};
+  int err_pipe[2];
+  ASSERT_EQ(::pipe(err_pipe), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(err_pipe[1], 2);
+    ::close(err_pipe[0]);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(err_pipe[1]);
+  std::string err;
+  char buf[4096];
+  bool signalled = false;
+  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof buf)) > 0;) {
+    err.append(buf, (size_t)n);
+    if (!signalled && err.find(" val ") != std::string::npos) {  // the first evaluation's line: a checkpoint exists
+      ::kill(pid, SIGINT);
+      signalled = true;
+    }
+  }
+  ::close(err_pipe[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(signalled) << err;
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_THAT(err, HasSubstr("(interrupted); its checkpoint is saved: run the same command with --resume"));
+  std::stringstream state;
+  state << std::ifstream(out + "/trainer_state.json").rdbuf();
+  const int step = nlohmann::json::parse(state.str()).at("step").get<int>();
+  EXPECT_GE(step, 5);
+  EXPECT_LT(step, 100000);
+  EXPECT_FALSE(std::ifstream(out + ".lock").good());
 }
 
 // A kill between the checkpoint swap's two renames (OUT moved to OUT.old, OUT.tmp whole, no OUT): the next run
