@@ -660,6 +660,10 @@ TEST(Trainer, CtrlCInTheCliSavesTheStepAndSaysSo) {
                                          "--context",    "128",   "--seq-len",        "32",
                                          "--batch",      "2",     "--eval-sequences", "1",
                                          "--warmup",     "2"};
+  std::vector<char*> argv;  // made before the fork: the child only calls what is safe after it
+  argv.reserve(args.size() + 1);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   int err_pipe[2];
   ASSERT_EQ(::pipe(err_pipe), 0);
   const pid_t pid = ::fork();
@@ -669,10 +673,6 @@ TEST(Trainer, CtrlCInTheCliSavesTheStepAndSaysSo) {
     ::close(err_pipe[0]);
     const int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, 1);
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
