@@ -790,6 +790,11 @@ TEST(AppScreens, PromptInOtherScriptsIsDrawnNotAsQuestionMarks) {
   const auto j = read_json(dir + "/s.png.json");
   EXPECT_EQ(j["prompt"], p);
   EXPECT_EQ(j["glyphs_missing"], nlohmann::json::array()) << "code points the app drew as '?'";
+  // What it cannot draw is reported: an emoji (past the 16-bit atlas) in the prompt box, as "?" on screen (the
+  // sidecar listed nothing: ImGui decodes it as U+FFFD).
+  const std::string e = "smile \xF0\x9F\x98\x80 now";
+  ASSERT_EQ(run_app(dir, "wait\nprompt " + e + "\nwait\nframes 3\nscreenshot " + dir + "/e.png\nquit\n"), 0);
+  EXPECT_EQ(read_json(dir + "/e.png.json")["glyphs_missing"], nlohmann::json::array({0x1F600}));
 }
 
 TEST(AppScreens, SettingsPersistBetweenLaunches) {

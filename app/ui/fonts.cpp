@@ -142,10 +142,21 @@ std::vector<unsigned> glyphs_missing(const Ui& ui) {
   auto scan = [&](const std::string& s) {
     for_each_code_point(s, [&](unsigned c) {
       if (c < 0x20 || c == 0xFFFD || !seen.insert(c).second) return;
-      if (c > 0xFFFF || !ui.font || !ui.font->FindGlyphNoFallback((ImWchar)c)) out.push_back(c);
+      if (!ui.font || !ui.font->FindGlyphNoFallback((ImWchar)c)) out.push_back(c);
     });
+    // ImGui 1.86 decodes a character past the BMP (an emoji) as U+FFFD, skipped above, and draws it as "?": these
+    // are decoded here (a four-byte sequence).
+    for (size_t i = 0; i + 3 < s.size(); ++i) {
+      const auto b = [&](size_t k) { return (unsigned)(unsigned char)s[i + k]; };
+      if (b(0) < 0xF0 || b(0) > 0xF4 || (b(1) & 0xC0) != 0x80 || (b(2) & 0xC0) != 0x80 || (b(3) & 0xC0) != 0x80)
+        continue;
+      const unsigned c = ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+      if (c > 0xFFFF && c <= 0x10FFFF && seen.insert(c).second) out.push_back(c);
+      i += 3;
+    }
   };
   scan(ui.st.prompt);
+  scan(ui.prompt_buf);  // the prompt box's own text (a capture opened alone: its tokens' text, not st.prompt)
   for (const std::string& piece : ui.st.file.pieces) scan(piece);
   return out;
 }
