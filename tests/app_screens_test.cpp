@@ -880,12 +880,14 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   const std::string dir = focal::test::make_temp_dir("app_corpus");
   const std::string stats = make_stats_file(dir);
   const focal::batch::StatsFile sf = focal::batch::read_stats(stats, false);
-  ASSERT_EQ(run_app(dir,
-                    "wait\nopen " + stats + "\nwait\nselect 3 5\nwait\nscreenshot " + dir +
-                        "/alone.png\ndetails-height 300\nwait\nscreenshot " + dir + "/short.png\ncorpus-model\nwait\n" +
-                        "select 2 4\nwait\nscreenshot " + dir + "/linked.png\nquit\n",
-                    "", "1600x960"),
-            0)
+  ASSERT_EQ(
+      run_app(dir,
+              "wait\nopen " + stats + "\nwait\nselect 3 5\nwait\nscreenshot " + dir +
+                  "/alone.png\ndetails-height 300\nwait\nscreenshot " + dir + "/short.png\ndetails-height 180\nwait\n" +
+                  "screenshot " + dir + "/shorter.png\ndetails-height 0\ncorpus-model\nwait\n" +
+                  "select 2 4\nwait\nscreenshot " + dir + "/linked.png\nquit\n",
+              "", "1600x960"),
+      0)
       << read_text(dir + "/log.txt");
   const nlohmann::json ja = read_json(dir + "/alone.png.json");
   // The recall model the app started with is gone from every panel (no "perplexity 7.16e+06" banner over the corpus).
@@ -918,6 +920,10 @@ TEST(AppScreens, CorpusTabStandsOnItsOwn) {
   const nlohmann::json js = read_json(dir + "/short.png.json");
   EXPECT_NEAR((double)js["rects"]["details"][3], 300, 40);
   expect_layout(js, 1600, 960);
+  // A shorter pane scrolls rather than squeeze the matrix: 12 px a head (it drew 4 px rows).
+  const nlohmann::json jt = read_json(dir + "/shorter.png.json");
+  ASSERT_TRUE(jt["rects"].contains("corpus.matrix")) << jt["rects"];
+  EXPECT_GE((double)jt["rects"]["corpus.matrix"][3], 6 * 12.0 - 1) << jt["rects"];
   // The matrix has a numbered colour bar (B - A: symmetric, so a negative and a positive end).
   const std::vector<std::string> bar = labels_of(ja, "corpus.colorbar");
   ASSERT_GE(bar.size(), 2u);

@@ -75,6 +75,7 @@ void draw_matrix(Ui& ui, CorpusView& cv, ImVec2 size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   const ImVec2 p0(o.x + label_w, o.y);
+  ui.rects["corpus.matrix"] = ImVec4(p0.x, p0.y, L * cw, H * ch);
   const char* cell_fmt = amax >= 10 ? "%.1f" : amax >= 1 ? "%.2f" : "%.3f";
   const bool values = cw >= ImGui::CalcTextSize("-0.000").x + 4 && ch >= line + 2;  // room to print each value
   for (int l = 0; l < L; ++l)
@@ -374,7 +375,11 @@ void draw_corpus(Ui& ui) {
   }
   draw_model_line(ui, cv);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float body_h = std::max(40.0f, avail.y - ImGui::GetTextLineHeightWithSpacing());
+  // A short pane (1280 x 720) drew 7 px rows: the matrix keeps 12 px a head (up to 320 px in all) and the tab
+  // scrolls, as the Temps tab.
+  const float line = ImGui::GetTextLineHeight(),
+              min_body = std::min(320.0f, std::max(120.0f, 12.0f * (float)cv.n_heads() + 2.0f * line + 30.0f));
+  const float body_h = std::max(min_body, avail.y - ImGui::GetTextLineHeightWithSpacing());
   ImGui::BeginGroup();
   ImGui::TextDisabled("corpus mean %s per layer (across) x head (down)", cv.run_b >= 0 ? "B - A" : "A");
   draw_matrix(ui, cv, ImVec2(avail.x * 0.36f, body_h));
