@@ -57,20 +57,6 @@ void check_output(const std::string& path, const char* opt) {
 
 namespace {
 
-// Whether a file inside a directory argument is one a command reads from it (a model's weights, configuration and
-// tokenizer; a corpus's texts; training data), not an output written beside them (a capture or figure saved into
-// the model directory, batch's stats file among its .txt documents).
-bool read_from_a_directory(const std::filesystem::path& f) {
-  static const char* const kExt[] = {".safetensors", ".gguf", ".model", ".bin", ".txt", ".jsonl"};
-  static const char* const kJson[] = {
-      "config.json",           "generation_config.json",       "tokenizer.json",
-      "tokenizer_config.json", "model.safetensors.index.json", "special_tokens_map.json",
-      "manifest.json"};
-  const std::string ext = f.extension().string(), name = f.filename().string();
-  return std::find(std::begin(kExt), std::end(kExt), ext) != std::end(kExt) ||
-         std::find(std::begin(kJson), std::end(kJson), name) != std::end(kJson);
-}
-
 // The files an argument names: itself when it is an existing file; each file directly inside when it is a directory;
 // each part of a comma list and what follows a "calibrated:" / "temps:"-style prefix, the same way.
 void add_input_files(const std::string& value, const std::string& label,
@@ -95,7 +81,7 @@ void add_input_files(const std::string& value, const std::string& label,
                                                       : "the input '" + p + "'");
     } else if (std::filesystem::is_directory(st)) {
       for (const auto& e : std::filesystem::directory_iterator(p, ec))
-        if (e.is_regular_file(ec) && read_from_a_directory(e.path()))
+        if (e.is_regular_file(ec) && read_from_a_directory(e.path().string()))
           files.emplace_back(e.path().string(),
                              "a file of " + (label.rfind("--", 0) == 0 ? label + " " : std::string()) + "'" + p + "'");
     }

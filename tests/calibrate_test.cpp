@@ -5,7 +5,10 @@
 // on the analytic side). Planted recovery: data sampled from a tiny model at known per-head temperatures, then
 // calibrated from t = 1, recovers them within 10 % (4.4 % at most when written). The temperature file, applied through calibrated:PATH, gives
 // the held-out loss the calibrator reported (1e-5 relative); resume, divergence, other models and bad data.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <cmath>
@@ -629,6 +632,32 @@ TEST(CalibFile, ResumeGivesTheSameTemperatures) {
   EXPECT_EQ(ta.tau_proj->weight, tb.tau_proj->weight);
   EXPECT_EQ(ta.tau_proj->bias, tb.tau_proj->bias);
   EXPECT_EQ(ta.val_loss, tb.val_loss);
+}
+
+// Two calibrations on one -o shared its checkpoint and log, and one's result was lost: while one runs (here its lock
+// taken by hand) another is refused, naming the lock, and writes nothing.
+TEST(CalibBadInput, ASecondCalibrationOnTheSameOutputIsRefused) {
+  const ModelConfig c = tiny(false);
+  auto model = make_model(c, 5, "locked");
+  const std::vector<int32_t> tokens = random_ids(16 * 10, c.vocab_size, 4);
+  const std::string dir = test::make_temp_dir("lockedrun");
+  const CalibConfig cfg = small_run(dir + "/t.json");
+  const int fd = ::open((cfg.out_path + ".lock").c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  try {
+    calibrate(*model, tokens, cfg);
+    ADD_FAILURE() << "a second calibration on the same -o was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "out_path");
+    EXPECT_NE(std::string(e.what()).find("another focal calibrate is writing there now"), std::string::npos)
+        << e.what();
+  }
+  ::close(fd);
+  EXPECT_FALSE(std::ifstream(cfg.out_path + ".ckpt.json").good());
+  calibrate(*model, tokens, cfg);  // once the other is done
+  EXPECT_TRUE(std::ifstream(cfg.out_path).good());
+  EXPECT_FALSE(std::ifstream(cfg.out_path + ".lock").good());
 }
 
 TEST(CalibBadInput, DivergenceKeepsTheLastGoodCheckpoint) {

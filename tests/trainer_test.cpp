@@ -633,7 +633,7 @@ TEST(Trainer, AStopSavesTheStepAndResumeGoesOnExactly) {
       ADD_FAILURE() << "a second trainer on the same directory was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.field(), "out_dir");
-      EXPECT_THAT(e.what(), HasSubstr("another focal train is writing its checkpoints there now"));
+      EXPECT_THAT(e.what(), HasSubstr("another focal train is writing there now"));
     }
     ::close(fd);
   }

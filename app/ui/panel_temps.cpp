@@ -340,6 +340,7 @@ void write_temps_figure(const AppState& st, const std::string& path) {
     cap.comparisons.clear();
     opt.runs = {cap.runs[0].name};
   }
+  focal::require_not_model_file(path, st.file.model_path, "figure file");  // not over the model the app runs
   focal::write_file_atomically(path, fig::render_temps(f, std::filesystem::path(temps).stem().string(),
                                                        s >= 0 ? &cap : nullptr, opt, fig::format_from_path(path)));
 }

@@ -66,6 +66,7 @@ void write_app_figure(const Ui& ui, const std::string& kind, const std::string& 
   focal::figures::Source src;
   src.capture = &cf;
   src.label = "app";
+  focal::require_not_model_file(path, cf.model_path, "figure file");  // not over the model the app runs
   focal::write_file_atomically(path,
                                focal::figures::render_figure(kind, {src}, o, focal::figures::format_from_path(path)));
 }

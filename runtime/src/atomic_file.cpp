@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +56,40 @@ void require_not_directory(const std::string& path, const std::string& what) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error(what + " '" + path + "' is a directory, not a file: give a file");
+}
+
+bool read_from_a_directory(const std::string& file) {
+  static const char* const kExt[] = {".safetensors", ".gguf", ".model", ".bin", ".txt", ".jsonl"};
+  static const char* const kJson[] = {
+      "config.json",           "generation_config.json",       "tokenizer.json",
+      "tokenizer_config.json", "model.safetensors.index.json", "special_tokens_map.json",
+      "manifest.json"};
+  const std::filesystem::path f(file);
+  const std::string ext = f.extension().string(), name = f.filename().string();
+  return std::find(std::begin(kExt), std::end(kExt), ext) != std::end(kExt) ||
+         std::find(std::begin(kJson), std::end(kJson), name) != std::end(kJson);
+}
+
+void require_not_model_file(const std::string& out, const std::string& model_path, const std::string& what) {
+  std::error_code ec;
+  if (model_path.empty() || out.empty() || !std::filesystem::exists(out, ec)) return;
+  auto refuse = [&](const std::string& file) {
+    throw Error(what + " '" + out + "' is the model file '" + file +
+                "' (the model this data came from): writing there would replace it; give another path");
+  };
+  const std::filesystem::file_status st = std::filesystem::status(model_path, ec);
+  if (ec) return;
+  if (std::filesystem::is_regular_file(st)) {
+    if (std::filesystem::equivalent(out, model_path, ec) && !ec) refuse(model_path);
+    return;
+  }
+  if (!std::filesystem::is_directory(st)) return;
+  for (const auto& e : std::filesystem::directory_iterator(model_path, ec)) {
+    std::error_code ec2;
+    if (e.is_regular_file(ec2) && read_from_a_directory(e.path().string()) &&
+        std::filesystem::equivalent(out, e.path(), ec2) && !ec2)
+      refuse(e.path().string());
+  }
 }
 
 void require_directory_or_absent(const std::string& path, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "focal/capture.h"
+#include "focal/atomic_file.h"
 #include "focal/error.h"
 #include "h5_io.h"
 
@@ -318,6 +319,8 @@ Comparison read_comparison(Reader& r, hid_t compare, const std::string& name, co
 void write_capture(const CaptureFile& file, const std::string& path, bool probs_fp16,
                    const std::function<void(int, int)>& progress) {
   check_capture(Where{"cannot write capture file '" + path + "'"}, file);
+  require_not_model_file(path, file.model_path, "capture file");
+  for (const RunCapture& r : file.runs) require_not_model_file(path, r.model_path, "capture file");
   H5Call h5;
   write_atomically(path, "capture", [&](hid_t root, Writer& w) {
     write_header(w, root, CaptureFile::kFormatName, CaptureFile::kFormatVersion, file);
@@ -394,6 +397,7 @@ CaptureFile read_capture(const std::string& path, uint64_t read_budget_bytes) {
 
 void write_sweep(const SweepFile& file, const std::string& path) {
   check_sweep(Where{"cannot write sweep file '" + path + "'"}, file);
+  require_not_model_file(path, file.model_path, "sweep file");
   H5Call h5;
   write_atomically(path, "sweep", [&](hid_t root, Writer& w) {
     write_header(w, root, SweepFile::kFormatName, SweepFile::kFormatVersion, file);

@@ -548,3 +548,24 @@ def test_pieces_of_a_model_without_a_tokenizer_are_its_ids(fs, cli, out_dir):
     g = m.generate([1, 50], n=3, stop_at_eos=False, on_token=lambda i, t: seen.append((i, t)))
     assert len(g.ids) == 3 and g.text is None
     assert seen == [(i, None) for i in g.ids]
+
+
+def test_save_over_the_models_own_files_is_refused(fs, out_dir):
+    # Capture.save / Sweep.save to a file of the model the data came from replaced the model (a capture written over
+    # model.safetensors): refused, the model untouched; a capture saved into the model's directory under its own name
+    # is fine, again and again.
+    import shutil
+    d = out_dir / "model_copy"
+    shutil.copytree(ROOT / FOCAL, d, symlinks=False, dirs_exist_ok=True)
+    weights = (d / "model.safetensors").read_bytes()
+    m = fs.load(d, device="cpu")
+    cap = m.run("The cat sat.", compare="standard")
+    for name in ("model.safetensors", "config.json", "tokenizer.model"):
+        with pytest.raises(fs.FocalError, match="is the model file"):
+            cap.save(d / name)
+    with pytest.raises(fs.FocalError, match="is the model file"):
+        m.sweep("The cat sat.", temps=[0.5, 1.0]).save(d / "model.safetensors")
+    assert (d / "model.safetensors").read_bytes() == weights
+    cap.save(d / "cap.h5")
+    cap.save(d / "cap.h5")
+    assert fs.open_capture(d / "cap.h5").n_tokens == cap.n_tokens

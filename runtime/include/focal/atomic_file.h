@@ -46,6 +46,17 @@ void require_not_directory(const std::string& path, const std::string& what);
 // ..."). `cp -r` of a bundled model keeps its relative link; the file then read as absent, without a word.
 void require_link_target(const std::string& path);
 
+// Whether a file inside a directory is one a command reads from it (a model's weights, configuration and tokenizer;
+// a corpus's texts; training data), not an output written beside them (a capture or figure saved into the model
+// directory, a batch's stats file among its .txt documents).
+bool read_from_a_directory(const std::string& file);
+
+// For a writer that knows the model its data came from (a capture's or sweep's model_path, the app's loaded model):
+// throws focal::Error ("WHAT 'OUT' is the model file 'M/model.safetensors' ...") when `out` is an existing file of
+// that model (the .gguf itself, or a file of its directory that read_from_a_directory names): the write would
+// replace the model. A new file, or one the model does not read, passes.
+void require_not_model_file(const std::string& out, const std::string& model_path, const std::string& what);
+
 // What an existing path's type is for a message: "a directory", "a device", "a FIFO", "a socket"; nullptr for a
 // regular file.
 const char* not_a_file_kind(const std::string& path);

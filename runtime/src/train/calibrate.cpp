@@ -24,6 +24,7 @@
 #include "fnv1a.h"
 #include "focal_kernels/backward.h"
 #include "train/calib_grad.h"
+#include "train/checkpoint.h"
 
 namespace focal {
 
@@ -233,6 +234,9 @@ double calib_val_loss(const Model& model, const std::vector<std::vector<int32_t>
 TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const CalibConfig& cfg,
                    const std::function<void(const CalibProgress&)>& progress) {
   const ModelConfig& mc = model.config();
+  // One calibration writes an -o at a time (two shared its checkpoint and log, and one's result was lost); taken
+  // before the checks of its checkpoint, which another run may be writing.
+  const OutDirLock lock(cfg.out_path, "focal calibrate", "out_path");
   validate(cfg, mc);
   const std::vector<std::string> gaps = calibration_gaps(mc, cfg.seq_len);
   if (!gaps.empty()) {

@@ -133,23 +133,22 @@ TrainerState read_trainer_state(const std::string& out_dir) {
   return st;
 }
 
-OutDirLock::OutDirLock(const std::string& out_dir) : path_(out_dir + ".lock") {
+OutDirLock::OutDirLock(const std::string& out_dir, const std::string& who, const std::string& field)
+    : path_(out_dir + ".lock") {
   // --out may name directories that do not exist yet: the lock beside OUT needs OUT's parent.
   const std::filesystem::path parent = std::filesystem::path(out_dir).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw Error("out_dir", "out_dir: cannot write '" + path_ + "': " + std::strerror(errno));
+  if (fd_ < 0) throw Error(field, "cannot write '" + path_ + "': " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK)
-      throw Error("out_dir", "out_dir '" + out_dir +
-                                 "': another focal train is writing its checkpoints there now (it "
-                                 "holds '" +
-                                 path_ + "'): wait for it to finish, or give another --out");
-    throw Error("out_dir", "out_dir: cannot lock '" + path_ + "': " + std::strerror(err));
+      throw Error(field, "'" + out_dir + "': another " + who + " is writing there now (it holds '" + path_ +
+                             "'): wait for it to finish, or give another path");
+    throw Error(field, "cannot lock '" + path_ + "': " + std::strerror(err));
   }
 }
 

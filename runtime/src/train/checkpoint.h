@@ -35,11 +35,13 @@ struct TrainerState {
 };
 TrainerState read_trainer_state(const std::string& out_dir);
 
-// An exclusive lock on out_dir for the whole run (flock on OUT.lock, removed at the end): a second trainer given the
-// same out_dir is refused instead of writing its checkpoints over the first one's.
+// An exclusive lock on an output for the whole run (flock on OUT.lock, removed at the end): a second trainer given
+// the same out_dir (or calibration given the same -o) is refused instead of writing its checkpoints over the first
+// one's. who: "focal train"; field: the Error field that names the option ("out_dir": --out).
 class OutDirLock {
  public:
-  explicit OutDirLock(const std::string& out_dir);
+  explicit OutDirLock(const std::string& out_dir, const std::string& who = "focal train",
+                      const std::string& field = "out_dir");
   ~OutDirLock();
   OutDirLock(const OutDirLock&) = delete;
   OutDirLock& operator=(const OutDirLock&) = delete;
