@@ -555,24 +555,29 @@ TEST(Trainer, DeterministicAndResumeIsExact) {
   for (float t : log.tau_mean) EXPECT_TRUE(t >= 1.25f && t <= 2.5f) << t;
 }
 
+// An uninterrupted 20-step run in BASE/straight, and the same run in BASE/run stopped after its step-10 checkpoint;
+// returns the stopped run's configuration (set resume to go on).
+TrainConfig straight_and_stopped_at_10(const std::string& base, AttnMode mode) {
+  TrainConfig a = tiny(base + "/straight", mode);
+  a.steps = 20;
+  train(a);
+  TrainConfig c = tiny(base + "/run", mode);
+  c.steps = 20;
+  c.eval_every = 10;
+  int seen = 0;
+  EXPECT_EQ(train(
+                c, [&](const TrainProgress& p) { seen = p.step; }, [&] { return seen == 10; }),
+            10);
+  return c;
+}
+
 // A full disk at a checkpoint (this process's file size limit, RLIMIT_FSIZE, with SIGXFSZ ignored so writes fail
 // with EFBIG as they would with ENOSPC): the run stops with "no space left on FILE", the half-written checkpoint is
 // removed and the previous one is kept; once there is space, --resume finishes the run with the weights of an
 // uninterrupted one.
 TEST(Trainer, AFullDiskKeepsThePreviousCheckpointAndResumeFinishes) {
   const std::string base = test::make_temp_dir("full_disk");
-  TrainConfig a = tiny(base + "/straight", AttnMode::kFocal);
-  a.steps = 20;
-  train(a);
-  TrainConfig c = tiny(base + "/run", AttnMode::kFocal);
-  c.steps = 20;
-  c.eval_every = 10;
-  struct Stop {};
-  try {
-    train(c, [](const TrainProgress& p) {
-      if (p.step == 10) throw Stop{};  // after the step-10 checkpoint
-    });
-  } catch (const Stop&) {}
+  TrainConfig c = straight_and_stopped_at_10(base, AttnMode::kFocal);
   c.resume = true;
   {
     struct rlimit old {};
@@ -597,7 +602,7 @@ TEST(Trainer, AFullDiskKeepsThePreviousCheckpointAndResumeFinishes) {
   EXPECT_THAT(state.str(), HasSubstr("\"step\": 10"));
   train(c);  // space is back
   // resumed against uninterrupted: within 1e-6, the tolerance of DeterministicAndResumeIsExact
-  test::expect_allclose(all_weights(c.out_dir), all_weights(a.out_dir), 0.0, 1e-6, "weights after the resume");
+  test::expect_allclose(all_weights(c.out_dir), all_weights(base + "/straight"), 0.0, 1e-6, "weights after the resume");
 }
 
 // A stop request (the CLI's Ctrl-C) between evaluations saves the step just done as a checkpoint (no evaluation
@@ -708,22 +713,13 @@ TEST(Trainer, CtrlCInTheCliSavesTheStepAndSaysSo) {
 TEST(Trainer, AKillBetweenTheSwapsRenamesIsRecovered) {
   namespace fs = std::filesystem;
   const std::string base = test::make_temp_dir("swap");
-  TrainConfig a = tiny(base + "/straight", AttnMode::kFocal);
-  a.steps = 20;
-  train(a);
-  TrainConfig c = tiny(base + "/run", AttnMode::kFocal);
-  c.steps = 20;
-  struct Stop {};
-  try {
-    train(c, [](const TrainProgress& p) {
-      if (p.step == 10) throw Stop{};  // after the step-10 checkpoint
-    });
-  } catch (const Stop&) {}
+  TrainConfig c = straight_and_stopped_at_10(base, AttnMode::kFocal);
   fs::rename(c.out_dir, c.out_dir + ".old");
   fs::copy(c.out_dir + ".old", c.out_dir + ".tmp", fs::copy_options::recursive);
   c.resume = true;
   train(c);
-  test::expect_allclose(all_weights(c.out_dir), all_weights(a.out_dir), 0.0, 1e-6, "weights after the recovery");
+  test::expect_allclose(all_weights(c.out_dir), all_weights(base + "/straight"), 0.0, 1e-6,
+                        "weights after the recovery");
   EXPECT_FALSE(fs::exists(c.out_dir + ".old"));
   EXPECT_FALSE(fs::exists(c.out_dir + ".tmp"));
   // OUT.tmp cut short (no train_log.h5): the previous checkpoint comes back, and a new run does not delete it.

@@ -32,11 +32,6 @@ using json = nlohmann::json;
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st {};
-  return stat(p.c_str(), &st) == 0;
-}
-
 std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -112,10 +107,10 @@ void check_calib_options(const CalibConfig& c) {
   need(c.eval_every > 0, "eval_every", "eval_every = " + num(c.eval_every) + " must be positive");
   need(temp_in_range(c.init_temp), "init_temp", "init_temp = " + num(c.init_temp) + " " + kTempRangeText);
   const std::string ckpt_path = c.out_path + ".ckpt.json";
-  if (c.resume && !exists(ckpt_path))
+  if (c.resume && !path_exists(ckpt_path))
     throw Error("resume", "resume: '" + ckpt_path + "' does not exist: no calibration to continue (run without " +
                               "--resume to start one)");
-  if (!c.resume && exists(ckpt_path))
+  if (!c.resume && path_exists(ckpt_path))
     throw Error("out_path", "'" + ckpt_path + "' holds a calibration checkpoint; continue it with --resume, or " +
                                 "remove it to start again");
 }
@@ -331,7 +326,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
   // rate that step used (it named the next step's).
   auto fail = [&](const std::string& what, int step) {
     const std::string kept =
-        exists(ckpt_path)
+        path_exists(ckpt_path)
             ? "the last good checkpoint '" + ckpt_path + "' is kept (continue from it with --resume, or lower --lr " +
                   "and start again)"
             : "no checkpoint was written yet (the first is at step " + std::to_string(cfg.eval_every) + ")";
@@ -420,7 +415,7 @@ TempFile calibrate(const Model& model, const std::vector<int32_t>& tokens, const
       }
       log.tau_clip_frac.push_back(NAN);
       // A full disk at either write: say what is left for a resume, and leave no log without a checkpoint.
-      const bool had_checkpoint = exists(ckpt_path);
+      const bool had_checkpoint = path_exists(ckpt_path);
       try {
         write_train_log(log, log_path);
         wrote_log = true;  // this process's log now: removing it below deletes no earlier run's

@@ -24,14 +24,10 @@ namespace focal {
 
 using json = nlohmann::json;
 
-namespace {
-
-bool exists(const std::string& p) {
+bool path_exists(const std::string& path) {
   struct stat st {};
-  return stat(p.c_str(), &st) == 0;
+  return ::stat(path.c_str(), &st) == 0;
 }
-
-}  // namespace
 
 // Removes a directory tree of the trainer's own (OUT.tmp, OUT.old, OUT.init). Whatever else stands at that name (a
 // user's file, a device) is refused, not deleted.
@@ -77,7 +73,7 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
     // A full disk: the half-written checkpoint goes, the previous one in out_dir stays for --resume.
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
-    const bool previous = exists(out_dir + "/trainer_state.json");
+    const bool previous = path_exists(out_dir + "/trainer_state.json");
     throw Error(std::string(e.what()) + " — the checkpoint of step " + std::to_string(step) + " was not saved; " +
                 (previous ? "the previous one in '" + out_dir +
                                 "' is kept: run the same command with --resume once there is space"
@@ -86,7 +82,7 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
   }
   require_directory_or_absent(out_dir, "out_dir");
   remove_own_tree(old);  // a crash between the renames below left it
-  if (exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
+  if (path_exists(out_dir) && std::rename(out_dir.c_str(), old.c_str()) != 0)
     throw Error("cannot move the previous checkpoint '" + out_dir + "' aside: " + std::strerror(errno));
   if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)
     throw Error("cannot move the new checkpoint into '" + out_dir + "': " + std::strerror(errno));
@@ -95,10 +91,10 @@ void save_checkpoint(const std::string& out_dir, const Model& model, const Model
 
 std::string recover_interrupted_swap(const std::string& out_dir) {
   const std::string tmp = out_dir + ".tmp", old = out_dir + ".old";
-  if (exists(out_dir)) return "";
+  if (path_exists(out_dir)) return "";
   // The swap renames OUT to OUT.old once OUT.tmp is whole (train_log.h5, written last, by temp name + rename), then
   // OUT.tmp to OUT: between the two (or before the first checkpoint's one rename) OUT is missing.
-  if (exists(tmp + "/trainer_state.json") && exists(tmp + "/train_log.h5")) {
+  if (path_exists(tmp + "/trainer_state.json") && path_exists(tmp + "/train_log.h5")) {
     if (std::rename(tmp.c_str(), out_dir.c_str()) != 0)
       throw Error("cannot complete the interrupted checkpoint swap: moving '" + tmp + "' to '" + out_dir +
                   "': " + std::strerror(errno));
@@ -106,7 +102,7 @@ std::string recover_interrupted_swap(const std::string& out_dir) {
     return "a kill interrupted the last checkpoint's swap: its new checkpoint (in '" + tmp + "') is now '" + out_dir +
            "'";
   }
-  if (!exists(old + "/trainer_state.json")) return "";
+  if (!path_exists(old + "/trainer_state.json")) return "";
   if (std::rename(old.c_str(), out_dir.c_str()) != 0)
     throw Error("cannot restore the previous checkpoint: moving '" + old + "' back to '" + out_dir +
                 "': " + std::strerror(errno));

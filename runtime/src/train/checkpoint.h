@@ -11,6 +11,9 @@
 
 namespace focal {
 
+// Whether something (a file, a directory, a device) stands at `path`: the training files' one test of it.
+bool path_exists(const std::string& path);
+
 // Removes a directory tree of the trainer's own (OUT.tmp, OUT.old, OUT.init). Whatever else stands at that name (a
 // user's file, a device) is refused, not deleted.
 void remove_own_tree(const std::string& path);

@@ -54,11 +54,6 @@ LoadOptions fp32_weights() {
   return o;
 }
 
-bool exists(const std::string& p) {
-  struct stat st {};
-  return stat(p.c_str(), &st) == 0;
-}
-
 // What the run trains and validates on: FNV-1a 64 over the token streams and the tasks' ids and answers, as hex (a
 // --resume over edited data went on under the old run's record).
 std::string tokens_checksum(const TrainData& d) {
@@ -178,7 +173,7 @@ std::string resume_differences(const json& saved, const TrainConfig& tc, const M
 // its (fp32) values. A same-named tensor of another shape, or no shared tensor at all, is an error naming both.
 void copy_init_tensors(const std::string& dir, std::vector<NamedTensor>& tensors) {
   const std::string path = dir + "/model.safetensors";
-  if (!exists(path))
+  if (!path_exists(path))
     throw Error("init_from", "init_from: '" + path + "' does not exist; give a model directory written by focal train");
   SafetensorsFile src(path);
   int copied = 0;
@@ -249,7 +244,7 @@ void validate(const TrainConfig& c) {
   // A directory of other files (the data itself, a project folder) is not the trainer's: the checkpoint swap would
   // replace it, deleting them (--out DATA_DIR deleted the data).
   std::error_code ec;
-  if (!c.resume && std::filesystem::is_directory(c.out_dir, ec) && !exists(c.out_dir + "/trainer_state.json")) {
+  if (!c.resume && std::filesystem::is_directory(c.out_dir, ec) && !path_exists(c.out_dir + "/trainer_state.json")) {
     std::filesystem::directory_iterator it(c.out_dir, ec);
     if (!ec && it != std::filesystem::directory_iterator())
       throw Error("out_dir", "out_dir '" + c.out_dir + "' is a directory of other files ('" +
@@ -440,7 +435,7 @@ int train(const TrainConfig& cfg_in, const std::function<void(const TrainProgres
   int step0 = 0;
   TrainLog log;
   if (tc.resume) {
-    if (!exists(tc.out_dir + "/trainer_state.json"))
+    if (!path_exists(tc.out_dir + "/trainer_state.json"))
       throw Error("resume", "resume: '" + tc.out_dir + "' holds no checkpoint (trainer_state.json is missing)");
     model = Model::load(tc.out_dir, Device::kCpu, fp32_weights());
     if (model->config().vocab_size != data.vocab_size)
@@ -484,7 +479,7 @@ int train(const TrainConfig& cfg_in, const std::function<void(const TrainProgres
     mc.bos_id = 1;
     mc.eos_id = 2;
     mc.focal.has_tau = mc.focal.mode == AttnMode::kLearned;
-    if (exists(tc.out_dir + "/trainer_state.json"))
+    if (path_exists(tc.out_dir + "/trainer_state.json"))
       throw Error("out_dir", "out_dir '" + tc.out_dir +
                                  "' already holds a checkpoint; resume it or choose another "
                                  "directory");
